@@ -1,0 +1,80 @@
+//! Command-line conventions shared by every tool: one error exit printing `tool: error: …`
+//! on one line, a closed downstream pipe is success, logs go to stderr only.
+
+use std::io::{self, IsTerminal};
+use std::process::ExitCode;
+
+/// Whether stdout is a terminal (binary output is refused there).
+pub fn stdout_is_tty() -> bool {
+    io::stdout().is_terminal()
+}
+
+/// Whether stdin is a terminal (a tool waiting for a stream there says so).
+pub fn stdin_is_tty() -> bool {
+    io::stdin().is_terminal()
+}
+
+/// Whether an error was caused by the reader of our output going away (EPIPE).
+pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<io::Error>()
+            .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// Run a tool's `run()` and turn its result into an exit code: errors print one line,
+/// `tool: error: cause: cause…`, on stderr and exit 1; a broken pipe exits 0 quietly.
+pub fn main_with(tool: &str, run: impl FnOnce() -> anyhow::Result<ExitCode>) -> ExitCode {
+    match run() {
+        Ok(code) => code,
+        Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
+        Err(err) => {
+            let msg = format!("{err:#}").replace('\n', " ");
+            eprintln!("{tool}: error: {msg}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Refuse to sit silently waiting for a stream typed at a terminal.
+pub fn refuse_tty_stdin(tool: &str) -> anyhow::Result<()> {
+    if stdin_is_tty() {
+        anyhow::bail!(
+            "stdin is a terminal: {tool} reads an Arrow stream; pipe one in (e.g. stacks-record … | {tool}) or give a file"
+        );
+    }
+    Ok(())
+}
+
+/// Keep running through a terminal ^C: in `stacks-record … | stacks-symbolize | stacks-pack`
+/// the whole pipeline gets SIGINT, and downstream tools must outlive it to take the recorder's
+/// final rows. They stop when their input ends instead.
+pub fn ignore_sigint() {
+    // SAFETY: setting a signal disposition to SIG_IGN has no preconditions.
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn broken_pipe_detected_through_context() {
+        let e = anyhow::Error::new(io::Error::from(io::ErrorKind::BrokenPipe)).context("writing");
+        assert!(is_broken_pipe(&e));
+        let e = anyhow::anyhow!("other");
+        assert!(!is_broken_pipe(&e));
+    }
+
+    #[test]
+    fn broken_pipe_inside_contract_error() {
+        let e = anyhow::Error::new(crate::ContractError::Io {
+            path: "stdout".into(),
+            source: io::Error::from(io::ErrorKind::BrokenPipe),
+        });
+        assert!(is_broken_pipe(&e));
+    }
+}

@@ -1,0 +1,345 @@
+//! Arrow IPC stream input and output for stdin/stdout or paths, with the checks every tool
+//! shares: refuse binary output to a terminal, detect non-Arrow and truncated input, flush
+//! every batch so live pipelines see data.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Read, Write};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use arrow_array::RecordBatch;
+use arrow_ipc::reader::StreamReader;
+use arrow_ipc::writer::StreamWriter;
+use arrow_schema::{ArrowError, SchemaRef};
+
+use crate::ContractError;
+
+/// Arrow IPC continuation marker that starts every encapsulated message.
+const CONTINUATION: [u8; 4] = [0xff; 4];
+
+/// A reader that remembers whether it ever hit end-of-file. Arrow's stream reader treats EOF
+/// at a message boundary as a normal end, so this is how a missing end-of-stream marker (an
+/// upstream tool that died) is told apart from a complete stream.
+struct EofWatch<R> {
+    inner: R,
+    hit_eof: Arc<AtomicBool>,
+}
+
+impl<R: Read> Read for EofWatch<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if n == 0 && !buf.is_empty() {
+            self.hit_eof.store(true, Ordering::Relaxed);
+        }
+        Ok(n)
+    }
+}
+
+/// Prepends already-consumed bytes to a reader.
+struct Prefixed<R> {
+    prefix: Vec<u8>,
+    pos: usize,
+    inner: R,
+}
+
+impl<R: Read> Read for Prefixed<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.pos < self.prefix.len() {
+            let n = (self.prefix.len() - self.pos).min(buf.len());
+            buf[..n].copy_from_slice(&self.prefix[self.pos..self.pos + n]);
+            self.pos += n;
+            return Ok(n);
+        }
+        self.inner.read(buf)
+    }
+}
+
+type Inner = StreamReader<io::BufReader<EofWatch<Prefixed<Box<dyn Read + Send>>>>>;
+
+/// An Arrow IPC stream being read, with errors that name the input.
+pub struct InputStream {
+    name: String,
+    reader: Inner,
+    hit_eof: Arc<AtomicBool>,
+    done: bool,
+}
+
+/// Open `path` (or stdin for `None` or `-`) as an Arrow IPC stream.
+pub fn open_input(path: Option<&Path>) -> Result<InputStream, ContractError> {
+    match path {
+        None => InputStream::new("stdin", Box::new(io::stdin())),
+        Some(p) if p.as_os_str() == "-" => InputStream::new("stdin", Box::new(io::stdin())),
+        Some(p) => {
+            let name = p.display().to_string();
+            let file = File::open(p).map_err(|source| ContractError::Io {
+                path: name.clone(),
+                source,
+            })?;
+            InputStream::new(&name, Box::new(file))
+        }
+    }
+}
+
+impl InputStream {
+    /// Wrap any byte source; `name` is used in error messages.
+    pub fn new(name: &str, mut source: Box<dyn Read + Send>) -> Result<Self, ContractError> {
+        let mut head = Vec::with_capacity(8);
+        let mut buf = [0u8; 8];
+        while head.len() < 8 {
+            match source.read(&mut buf[..8 - head.len()]) {
+                Ok(0) => break,
+                Ok(n) => head.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(source) => {
+                    return Err(ContractError::Io {
+                        path: name.into(),
+                        source,
+                    });
+                }
+            }
+        }
+        if head.is_empty() {
+            return Err(ContractError::Empty { input: name.into() });
+        }
+        if head.len() < 8 || head[..4] != CONTINUATION {
+            return Err(ContractError::NotArrow {
+                input: name.into(),
+                start: describe_start(&head),
+            });
+        }
+        let hit_eof = Arc::new(AtomicBool::new(false));
+        let watched = EofWatch {
+            inner: Prefixed {
+                prefix: head,
+                pos: 0,
+                inner: source,
+            },
+            hit_eof: hit_eof.clone(),
+        };
+        let reader = StreamReader::try_new_buffered(watched, None)
+            .map_err(|e| classify(name, e, hit_eof.load(Ordering::Relaxed)))?;
+        Ok(Self {
+            name: name.into(),
+            reader,
+            hit_eof,
+            done: false,
+        })
+    }
+
+    /// The name used in messages (`stdin` or the path).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The stream schema, with its metadata.
+    pub fn schema(&self) -> SchemaRef {
+        self.reader.schema()
+    }
+
+    /// The next batch, `None` at a proper end of stream, an error for a truncated or corrupt one.
+    pub fn next_batch(&mut self) -> Result<Option<RecordBatch>, ContractError> {
+        if self.done {
+            return Ok(None);
+        }
+        match self.reader.next() {
+            Some(Ok(b)) => Ok(Some(b)),
+            Some(Err(e)) => {
+                self.done = true;
+                Err(classify(&self.name, e, self.hit_eof.load(Ordering::Relaxed)))
+            }
+            None => {
+                self.done = true;
+                if self.hit_eof.load(Ordering::Relaxed) {
+                    Err(ContractError::Truncated {
+                        input: self.name.clone(),
+                    })
+                } else {
+                    Ok(None)
+                }
+            }
+        }
+    }
+}
+
+impl Iterator for InputStream {
+    type Item = Result<RecordBatch, ContractError>;
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_batch().transpose()
+    }
+}
+
+fn describe_start(head: &[u8]) -> String {
+    let printable = head
+        .iter()
+        .all(|b| b.is_ascii_graphic() || *b == b' ' || *b == b'\n' || *b == b'\t');
+    if head.starts_with(b"PAR1") {
+        "PAR1, a Parquet file: read it with stacks-query".into()
+    } else if head.starts_with(b"ARROW1") {
+        "ARROW1, an Arrow IPC *file*, not a stream".into()
+    } else if printable {
+        format!("text {:?}", String::from_utf8_lossy(head))
+    } else {
+        let hex: Vec<String> = head.iter().map(|b| format!("{b:02x}")).collect();
+        format!("bytes {}", hex.join(" "))
+    }
+}
+
+fn classify(name: &str, e: ArrowError, hit_eof: bool) -> ContractError {
+    let eof = matches!(&e, ArrowError::IoError(_, io) if io.kind() == io::ErrorKind::UnexpectedEof);
+    if eof || hit_eof {
+        return ContractError::Truncated { input: name.into() };
+    }
+    if let ArrowError::IoError(_, io) = e {
+        return ContractError::Io {
+            path: name.into(),
+            source: io,
+        };
+    }
+    ContractError::Invalid {
+        input: name.into(),
+        detail: e.to_string().replace('\n', " "),
+    }
+}
+
+/// Where binary output goes.
+pub enum Sink {
+    Stdout,
+    File(String),
+}
+
+/// An Arrow IPC stream being written; every batch is flushed so downstream sees it at once.
+pub struct OutputStream {
+    writer: StreamWriter<BufWriter<Box<dyn Write + Send>>>,
+    rows: u64,
+}
+
+/// Create the output for binary data: `path` (or stdout for `None`/`-`). Refuses a terminal.
+pub fn open_sink(path: Option<&Path>) -> Result<(Box<dyn Write + Send>, Sink), ContractError> {
+    match path {
+        Some(p) if p.as_os_str() != "-" => {
+            let name = p.display().to_string();
+            let f = File::create(p).map_err(|source| ContractError::Io {
+                path: name.clone(),
+                source,
+            })?;
+            Ok((Box::new(f), Sink::File(name)))
+        }
+        _ => {
+            if crate::cli::stdout_is_tty() {
+                return Err(ContractError::BinaryToTty);
+            }
+            Ok((Box::new(io::stdout()), Sink::Stdout))
+        }
+    }
+}
+
+/// Open an Arrow IPC stream writer on `path` or stdout (refusing a terminal).
+pub fn open_output(path: Option<&Path>, schema: &SchemaRef) -> Result<OutputStream, ContractError> {
+    let (w, sink) = open_sink(path)?;
+    let name = match sink {
+        Sink::Stdout => "stdout".to_string(),
+        Sink::File(n) => n,
+    };
+    let writer = StreamWriter::try_new(BufWriter::with_capacity(1 << 16, w), schema)
+        .map_err(|e| arrow_to_io(&name, e))?;
+    Ok(OutputStream { writer, rows: 0 })
+}
+
+fn arrow_to_io(name: &str, e: ArrowError) -> ContractError {
+    match e {
+        ArrowError::IoError(_, source) => ContractError::Io {
+            path: name.into(),
+            source,
+        },
+        other => ContractError::Invalid {
+            input: name.into(),
+            detail: other.to_string(),
+        },
+    }
+}
+
+impl OutputStream {
+    /// Write one batch and flush it through to the file descriptor.
+    pub fn write(&mut self, batch: &RecordBatch) -> Result<(), ContractError> {
+        self.writer
+            .write(batch)
+            .map_err(|e| arrow_to_io("stdout", e))?;
+        self.writer.flush().map_err(|e| arrow_to_io("stdout", e))?;
+        self.rows += batch.num_rows() as u64;
+        Ok(())
+    }
+
+    /// Rows written so far.
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    /// Write the end-of-stream marker and flush. Without it, readers report a truncated stream.
+    pub fn finish(mut self) -> Result<u64, ContractError> {
+        self.writer.finish().map_err(|e| arrow_to_io("stdout", e))?;
+        self.writer.flush().map_err(|e| arrow_to_io("stdout", e))?;
+        Ok(self.rows)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::Int64Array;
+    use arrow_schema::{DataType, Field, Schema};
+
+    fn stream_bytes(finish: bool) -> Vec<u8> {
+        let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]));
+        let batch =
+            RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from(vec![1, 2]))])
+                .unwrap();
+        let mut buf = Vec::new();
+        {
+            let mut w = StreamWriter::try_new(&mut buf, &schema).unwrap();
+            w.write(&batch).unwrap();
+            w.write(&batch).unwrap();
+            if finish {
+                w.finish().unwrap();
+            }
+        }
+        buf
+    }
+
+    fn read_all(bytes: Vec<u8>) -> Result<usize, ContractError> {
+        let mut s = InputStream::new("test", Box::new(io::Cursor::new(bytes)))?;
+        let mut rows = 0;
+        while let Some(b) = s.next_batch()? {
+            rows += b.num_rows();
+        }
+        Ok(rows)
+    }
+
+    #[test]
+    fn complete_stream_reads() {
+        assert_eq!(read_all(stream_bytes(true)).unwrap(), 4);
+    }
+
+    #[test]
+    fn every_truncation_is_an_error() {
+        let full = stream_bytes(true);
+        for cut in 0..full.len() {
+            let err = read_all(full[..cut].to_vec()).unwrap_err();
+            let msg = err.to_string();
+            assert!(
+                msg.contains("truncated") || msg.contains("empty") || msg.contains("not an Arrow"),
+                "cut at {cut}: {msg}"
+            );
+        }
+    }
+
+    #[test]
+    fn garbage_is_named() {
+        let err = read_all(b"hello world\n".to_vec()).unwrap_err();
+        assert!(err.to_string().contains("not an Arrow IPC stream"), "{err}");
+        let err = read_all(b"PAR1xxxxxxxx".to_vec()).unwrap_err();
+        assert!(err.to_string().contains("Parquet"), "{err}");
+        let err = read_all(Vec::new()).unwrap_err();
+        assert!(err.to_string().contains("empty"), "{err}");
+    }
+}

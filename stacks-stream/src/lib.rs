@@ -1,0 +1,61 @@
+//! The stream contract shared by every stacks tool: schemas, column names, metadata keys,
+//! Arrow IPC reading/writing helpers and the common command-line conventions.
+//!
+//! Every tool reads and writes Arrow IPC *streams*. A stream carries the schema version and
+//! recording facts (host, kernel, boot id, events, clock) as schema metadata, so any stage can
+//! tell what it is looking at. `docs/format.md` documents every column.
+
+pub mod cli;
+pub mod io;
+pub mod schema;
+
+pub use io::{InputStream, OutputStream, open_input, open_output};
+pub use schema::*;
+
+/// Errors of the stream contract. Every message names the thing that is wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum ContractError {
+    #[error("{input}: empty input: expected an Arrow IPC stream")]
+    Empty { input: String },
+    #[error(
+        "{input}: not an Arrow IPC stream (it starts with {start}); stacks tools exchange Arrow IPC streams"
+    )]
+    NotArrow { input: String, start: String },
+    #[error(
+        "{input}: truncated Arrow stream: it ended without an end-of-stream marker (did the tool before it fail?)"
+    )]
+    Truncated { input: String },
+    #[error("{input}: invalid Arrow stream: {detail}")]
+    Invalid { input: String, detail: String },
+    #[error("{input}: missing column `{column}` (required: {why})")]
+    MissingColumn {
+        input: String,
+        column: String,
+        why: String,
+    },
+    #[error("{input}: column `{column}` has type {found}, expected {expected}")]
+    WrongType {
+        input: String,
+        column: String,
+        found: String,
+        expected: String,
+    },
+    #[error(
+        "{input}: stream schema version {found} is newer than this tool understands ({supported}); upgrade stacks"
+    )]
+    NewerVersion {
+        input: String,
+        found: String,
+        supported: String,
+    },
+    #[error(
+        "refusing to write binary Arrow data to a terminal: pipe it into another stacks tool or redirect it to a file"
+    )]
+    BinaryToTty,
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}

@@ -1,0 +1,319 @@
+//! Arrow schemas of the stacks stream family (raw and symbolized rows), column names and
+//! stream metadata keys. `docs/format.md` is the prose version of this file.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow_schema::{DataType, Field, Fields, Schema, TimeUnit};
+
+use crate::ContractError;
+
+/// Version of the row schema. Bumped when a column changes meaning or type; adding a nullable
+/// column does not bump it. Readers refuse streams with a newer major version.
+pub const SCHEMA_VERSION: &str = "1";
+
+/// Stream (schema) metadata keys.
+pub mod meta {
+    /// Row schema version, see [`super::SCHEMA_VERSION`].
+    pub const SCHEMA_VERSION: &str = "stacks.schema_version";
+    /// Which stage produced the stream: `raw`, `symbolized` or `query`.
+    pub const STAGE: &str = "stacks.stage";
+    /// Host name of the recording machine.
+    pub const HOST: &str = "stacks.host";
+    /// `uname -r` of the recording machine.
+    pub const KERNEL_RELEASE: &str = "stacks.kernel_release";
+    /// `/proc/sys/kernel/random/boot_id` at recording time.
+    pub const BOOT_ID: &str = "stacks.boot_id";
+    /// The event specification the recorder ran with (`-e`), normalized.
+    pub const EVENTS: &str = "stacks.events";
+    /// `<tool> <version>` of the recorder.
+    pub const TOOL_VERSION: &str = "stacks.tool_version";
+    /// How the `time` column was derived.
+    pub const CLOCK: &str = "stacks.clock";
+    /// Recording start, ns since the Unix epoch.
+    pub const START_NS: &str = "stacks.start_ns";
+    /// Tools the stream passed through, comma-separated (`stacks-record 0.1.0,stacks-symbolize 0.1.0`).
+    pub const TOOLS: &str = "stacks.tools";
+}
+
+/// Stage names used in [`meta::STAGE`].
+pub mod stage {
+    pub const RAW: &str = "raw";
+    pub const SYMBOLIZED: &str = "symbolized";
+    pub const QUERY: &str = "query";
+}
+
+/// Row kinds (the `kind` column).
+pub mod kind {
+    /// A CPU sample (perf cpu-clock). `value` = sampling period in ns.
+    pub const PROFILE: &str = "profile";
+    /// Events the kernel could not hand over (ring buffer full). `value` = number of events lost.
+    pub const LOST: &str = "lost";
+}
+
+/// Column names.
+pub mod col {
+    pub const TIME: &str = "time";
+    pub const KIND: &str = "kind";
+    pub const PID: &str = "pid";
+    pub const TID: &str = "tid";
+    pub const COMM: &str = "comm";
+    pub const THREAD: &str = "thread";
+    pub const CPU: &str = "cpu";
+    pub const VALUE: &str = "value";
+    pub const KSTACK: &str = "kstack";
+    pub const KSTACK_ERROR: &str = "kstack_error";
+    pub const USTACK: &str = "ustack";
+    pub const USTACK_ERROR: &str = "ustack_error";
+    pub const STACK: &str = "stack";
+}
+
+/// Field names inside `ustack` elements.
+pub mod uframe {
+    pub const ADDR: &str = "addr";
+    pub const MODULE: &str = "module";
+    pub const BUILD_ID: &str = "build_id";
+    pub const OFFSET: &str = "offset";
+    pub const ERROR: &str = "error";
+}
+
+/// Field names inside `stack` elements (symbolized frames).
+pub mod frame {
+    pub const FUNCTION: &str = "function";
+    pub const FILE: &str = "file";
+    pub const LINE: &str = "line";
+    pub const COLUMN: &str = "column";
+    pub const INLINED: &str = "inlined";
+    pub const KERNEL: &str = "kernel";
+    pub const MODULE: &str = "module";
+    pub const BUILD_ID: &str = "build_id";
+    pub const OFFSET: &str = "offset";
+    pub const ADDR: &str = "addr";
+    pub const ERROR: &str = "error";
+}
+
+/// Type of the `time` column: wall-clock nanoseconds, UTC.
+pub fn time_type() -> DataType {
+    DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into()))
+}
+
+/// Element type of the `kstack` column.
+pub fn kstack_type() -> DataType {
+    DataType::List(Arc::new(Field::new("addr", DataType::UInt64, false)))
+}
+
+/// Fields of one raw user frame.
+pub fn uframe_fields() -> Fields {
+    Fields::from(vec![
+        Field::new(uframe::ADDR, DataType::UInt64, false),
+        Field::new(uframe::MODULE, DataType::Utf8, true),
+        Field::new(uframe::BUILD_ID, DataType::Utf8, true),
+        Field::new(uframe::OFFSET, DataType::UInt64, true),
+        Field::new(uframe::ERROR, DataType::Utf8, true),
+    ])
+}
+
+/// Type of the `ustack` column.
+pub fn ustack_type() -> DataType {
+    DataType::List(Arc::new(Field::new(
+        "frame",
+        DataType::Struct(uframe_fields()),
+        false,
+    )))
+}
+
+/// Fields of one symbolized frame.
+pub fn frame_fields() -> Fields {
+    Fields::from(vec![
+        Field::new(frame::FUNCTION, DataType::Utf8, true),
+        Field::new(frame::FILE, DataType::Utf8, true),
+        Field::new(frame::LINE, DataType::UInt32, true),
+        Field::new(frame::COLUMN, DataType::UInt32, true),
+        Field::new(frame::INLINED, DataType::Boolean, false),
+        Field::new(frame::KERNEL, DataType::Boolean, false),
+        Field::new(frame::MODULE, DataType::Utf8, true),
+        Field::new(frame::BUILD_ID, DataType::Utf8, true),
+        Field::new(frame::OFFSET, DataType::UInt64, true),
+        Field::new(frame::ADDR, DataType::UInt64, false),
+        Field::new(frame::ERROR, DataType::Utf8, true),
+    ])
+}
+
+/// Type of the `stack` column.
+pub fn stack_type() -> DataType {
+    DataType::List(Arc::new(Field::new(
+        "frame",
+        DataType::Struct(frame_fields()),
+        false,
+    )))
+}
+
+/// The raw row columns, in order.
+pub fn raw_fields() -> Vec<Field> {
+    vec![
+        Field::new(col::TIME, time_type(), false),
+        Field::new(col::KIND, DataType::Utf8, false),
+        Field::new(col::PID, DataType::Int32, false),
+        Field::new(col::TID, DataType::Int32, false),
+        Field::new(col::COMM, DataType::Utf8, false),
+        Field::new(col::THREAD, DataType::Utf8, false),
+        Field::new(col::CPU, DataType::Int32, false),
+        Field::new(col::VALUE, DataType::Int64, false),
+        Field::new(col::KSTACK, kstack_type(), true),
+        Field::new(col::KSTACK_ERROR, DataType::Int32, true),
+        Field::new(col::USTACK, ustack_type(), true),
+        Field::new(col::USTACK_ERROR, DataType::Int32, true),
+    ]
+}
+
+/// Schema of a raw stream (what `stacks-record` writes).
+pub fn raw_schema(metadata: HashMap<String, String>) -> Schema {
+    Schema::new_with_metadata(raw_fields(), metadata)
+}
+
+/// Schema of a symbolized stream: the raw columns plus `stack`.
+pub fn symbolized_schema(metadata: HashMap<String, String>) -> Schema {
+    let mut fields = raw_fields();
+    fields.push(Field::new(col::STACK, stack_type(), true));
+    Schema::new_with_metadata(fields, metadata)
+}
+
+/// Append `tool` to the `stacks.tools` provenance list and set the stage.
+pub fn stamp(metadata: &mut HashMap<String, String>, tool: &str, version: &str, stage: &str) {
+    let entry = format!("{tool} {version}");
+    let tools = match metadata.get(meta::TOOLS) {
+        Some(t) if !t.is_empty() => format!("{t},{entry}"),
+        _ => entry,
+    };
+    metadata.insert(meta::TOOLS.into(), tools);
+    metadata.insert(meta::STAGE.into(), stage.into());
+    metadata
+        .entry(meta::SCHEMA_VERSION.into())
+        .or_insert_with(|| SCHEMA_VERSION.into());
+}
+
+/// Refuse a stream written with a newer schema version than this build understands.
+pub fn check_version(schema: &Schema, input: &str) -> Result<(), ContractError> {
+    if let Some(v) = schema.metadata().get(meta::SCHEMA_VERSION) {
+        let major = |s: &str| s.split('.').next().and_then(|m| m.parse::<u32>().ok());
+        match (major(v), major(SCHEMA_VERSION)) {
+            (Some(found), Some(ours)) if found <= ours => {}
+            _ => {
+                return Err(ContractError::NewerVersion {
+                    input: input.into(),
+                    found: v.clone(),
+                    supported: SCHEMA_VERSION.into(),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Require that `schema` has `column` of exactly type `expected`; `why` says what needs it.
+pub fn require_column(
+    schema: &Schema,
+    input: &str,
+    column: &str,
+    expected: &DataType,
+    why: &str,
+) -> Result<usize, ContractError> {
+    let idx = schema
+        .index_of(column)
+        .map_err(|_| ContractError::MissingColumn {
+            input: input.into(),
+            column: column.into(),
+            why: why.into(),
+        })?;
+    let found = schema.field(idx).data_type();
+    if !types_match(found, expected) {
+        return Err(ContractError::WrongType {
+            input: input.into(),
+            column: column.into(),
+            found: found.to_string(),
+            expected: expected.to_string(),
+        });
+    }
+    Ok(idx)
+}
+
+/// Structural type equality that ignores nullability and list element names, which differ
+/// between writers (Parquet round trips rename list elements to `item` or `element`).
+pub fn types_match(a: &DataType, b: &DataType) -> bool {
+    use DataType::*;
+    match (a, b) {
+        (List(x), List(y)) | (LargeList(x), LargeList(y)) => {
+            types_match(x.data_type(), y.data_type())
+        }
+        (Struct(x), Struct(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .zip(y.iter())
+                    .all(|(f, g)| f.name() == g.name() && types_match(f.data_type(), g.data_type()))
+        }
+        (Timestamp(u1, _), Timestamp(u2, _)) => u1 == u2,
+        _ => a == b,
+    }
+}
+
+/// Whether `dt` is a symbolized stack: a list of structs with at least a `function` field.
+pub fn is_stack_type(dt: &DataType) -> bool {
+    match dt {
+        DataType::List(f) | DataType::LargeList(f) => match f.data_type() {
+            DataType::Struct(fields) => fields.iter().any(|f| f.name() == frame::FUNCTION),
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn symbolized_extends_raw() {
+        let raw = raw_schema(HashMap::new());
+        let sym = symbolized_schema(HashMap::new());
+        assert_eq!(sym.fields().len(), raw.fields().len() + 1);
+        for (a, b) in raw.fields().iter().zip(sym.fields().iter()) {
+            assert_eq!(a, b);
+        }
+        assert!(is_stack_type(sym.field_with_name(col::STACK).unwrap().data_type()));
+        assert!(!is_stack_type(&kstack_type()));
+    }
+
+    #[test]
+    fn list_element_names_do_not_matter() {
+        let renamed = DataType::List(Arc::new(Field::new(
+            "element",
+            DataType::Struct(frame_fields()),
+            true,
+        )));
+        assert!(types_match(&renamed, &stack_type()));
+        assert!(!types_match(&kstack_type(), &stack_type()));
+    }
+
+    #[test]
+    fn newer_version_refused() {
+        let mut m = HashMap::new();
+        m.insert(meta::SCHEMA_VERSION.to_string(), "99".to_string());
+        let err = check_version(&raw_schema(m), "stdin").unwrap_err();
+        assert!(err.to_string().contains("99"), "{err}");
+        let mut m = HashMap::new();
+        stamp(&mut m, "t", "1", stage::RAW);
+        check_version(&raw_schema(m), "stdin").unwrap();
+    }
+
+    #[test]
+    fn stamp_appends_tools() {
+        let mut m = HashMap::new();
+        stamp(&mut m, "stacks-record", "0.1.0", stage::RAW);
+        stamp(&mut m, "stacks-symbolize", "0.1.0", stage::SYMBOLIZED);
+        assert_eq!(
+            m[meta::TOOLS],
+            "stacks-record 0.1.0,stacks-symbolize 0.1.0"
+        );
+        assert_eq!(m[meta::STAGE], stage::SYMBOLIZED);
+    }
+}
