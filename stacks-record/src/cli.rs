@@ -1,0 +1,183 @@
+//! Command-line interface of stacks-record.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Result, bail};
+use clap::Parser;
+
+use crate::spec::{DEFAULT_SPEC, EventSpec};
+
+/// Record stack traces with the resource they explain, as an Arrow IPC stream on stdout.
+///
+/// Examples:
+///   sudo stacks-record -e profile:u:99 -- ./app | stacks-symbolize | stacks-pack out/
+///   sudo stacks-record -p 1234 -d 10s > raw.arrow
+///   sudo stacks-record myserver -d 30s | stacks-symbolize > profile.arrow
+#[derive(Parser, Debug)]
+#[command(name = "stacks-record", version, verbatim_doc_comment)]
+pub struct Args {
+    /// Events to record, comma-separated NAME[:STACKS][:ARG].
+    /// profile[:STACKS][:HZ]: CPU samples (STACKS: u, k or uk; HZ default 99).
+    #[arg(short = 'e', long = "events", value_name = "SPEC", default_value = DEFAULT_SPEC)]
+    pub events: String,
+
+    /// Trace processes with these names (matched at exec and among running processes).
+    #[arg(value_name = "NAME")]
+    pub names: Vec<String>,
+
+    /// Trace these process ids (comma-separated or repeated).
+    #[arg(short = 'p', long = "pid", value_name = "PID", value_delimiter = ',')]
+    pub pids: Vec<u32>,
+
+    /// Trace every process on the system.
+    #[arg(short = 'a', long = "all")]
+    pub all: bool,
+
+    /// With --all: include the idle tasks (pid 0).
+    #[arg(long = "idle", requires = "all")]
+    pub idle: bool,
+
+    /// Do not follow children forked by traced processes.
+    #[arg(long = "no-children")]
+    pub no_children: bool,
+
+    /// Stop after this long (e.g. 10s, 500ms, 2m; a bare number is seconds).
+    #[arg(short = 'd', long = "duration", value_name = "DURATION", value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+
+    /// Write the stream to FILE instead of stdout.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// Ring buffer size in MiB (a power of two).
+    #[arg(long = "ringbuf-mb", value_name = "MIB", default_value_t = 16, value_parser = parse_ringbuf)]
+    pub ringbuf_mb: u32,
+
+    /// Command to run and trace with its descendants; recording stops when it exits and
+    /// stacks-record exits with its status. Its stdout goes to stderr (stdout carries data).
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+/// What to trace.
+#[derive(Debug)]
+pub enum Target {
+    All { idle: bool },
+    Command(Vec<String>),
+    Select { names: Vec<String>, pids: Vec<u32> },
+}
+
+impl Args {
+    pub fn spec(&self) -> Result<EventSpec> {
+        Ok(EventSpec::parse(&self.events).map_err(|e| anyhow::anyhow!("-e: {e}"))?)
+    }
+
+    pub fn target(&self) -> Result<Target> {
+        let selective = !self.names.is_empty() || !self.pids.is_empty();
+        if self.all {
+            if selective || !self.command.is_empty() {
+                bail!("--all traces every process: do not combine it with names, -p or a command");
+            }
+            return Ok(Target::All { idle: self.idle });
+        }
+        if !self.command.is_empty() {
+            if selective {
+                bail!("a command after `--` cannot be combined with process names or -p");
+            }
+            return Ok(Target::Command(self.command.clone()));
+        }
+        if !selective {
+            bail!("nothing to trace: give process names, -p PID, -a, or `-- COMMAND`");
+        }
+        for n in &self.names {
+            if n.is_empty() {
+                bail!("empty process name");
+            }
+            if n.len() > 15 {
+                eprintln!(
+                    "stacks-record: note: the kernel keeps 15 bytes of process names: matching {n:?} as {:?}",
+                    &n[..15]
+                );
+            }
+        }
+        Ok(Target::Select {
+            names: self.names.clone(),
+            pids: self.pids.clone(),
+        })
+    }
+}
+
+/// Parse `10s`, `500ms`, `2m`, `1h`, `1.5s` or a bare number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("bad duration `{s}`: use e.g. 10s, 500ms, 2m"))?;
+    let secs = match unit {
+        "" | "s" => n,
+        "ms" => n / 1e3,
+        "us" => n / 1e6,
+        "m" | "min" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => {
+            return Err(format!(
+                "bad duration unit `{unit}` in `{s}`: use ms, s, m or h"
+            ));
+        }
+    };
+    if !(secs > 0.0 && secs.is_finite()) {
+        return Err(format!("duration `{s}` must be positive"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+fn parse_ringbuf(s: &str) -> Result<u32, String> {
+    let n: u32 = s.parse().map_err(|_| format!("bad size `{s}`"))?;
+    if !n.is_power_of_two() || n > 1024 {
+        return Err(format!("{n} MiB: must be a power of two up to 1024"));
+    }
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("10").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert!(parse_duration("0").is_err());
+        assert!(parse_duration("5x").unwrap_err().contains("`x`"));
+        assert!(parse_duration("s").is_err());
+    }
+
+    #[test]
+    fn target_rules() {
+        let a = Args::try_parse_from(["r", "-a", "-p", "1"]).unwrap();
+        assert!(a.target().is_err());
+        let a = Args::try_parse_from(["r"]).unwrap();
+        assert!(
+            a.target()
+                .unwrap_err()
+                .to_string()
+                .contains("nothing to trace")
+        );
+        let a = Args::try_parse_from(["r", "--", "sleep", "1"]).unwrap();
+        assert!(matches!(a.target().unwrap(), Target::Command(c) if c == ["sleep", "1"]));
+        let a = Args::try_parse_from(["r", "-p", "1,2", "nginx"]).unwrap();
+        assert!(
+            matches!(a.target().unwrap(), Target::Select { names, pids } if names == ["nginx"] && pids == [1, 2])
+        );
+        assert!(Args::try_parse_from(["r", "--idle", "-p", "1"]).is_err());
+        let a = Args::try_parse_from(["r", "-e", "bogus", "-a"]).unwrap();
+        assert!(a.spec().unwrap_err().to_string().contains("bogus"));
+    }
+}

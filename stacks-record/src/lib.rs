@@ -1,0 +1,14 @@
+//! stacks-record: BPF programs and their user-space side. Emits a raw Arrow stream of rows with
+//! stacks captured at event time and user addresses normalized while processes are alive.
+
+pub mod bpf;
+pub mod cli;
+pub mod event;
+pub mod host;
+pub mod normalize;
+pub mod record;
+pub mod rows;
+pub mod spec;
+pub mod target;
+
+pub use record::run;

@@ -1,0 +1,208 @@
+//! User address normalization at capture time (blazesym): each user frame becomes
+//! (module path, build id, file offset) while its process is alive, so symbolization can happen
+//! later, elsewhere. Results are cached per (pid, address); a process's memory map is cached by
+//! blazesym from first use, so events processed just after the process exited still resolve.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use blazesym::Pid;
+use blazesym::normalize::{NormalizeOpts, Normalizer, UserMeta};
+
+/// One normalized user frame.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UserFrame {
+    pub addr: u64,
+    pub module: Option<String>,
+    pub build_id: Option<String>,
+    pub offset: Option<u64>,
+    pub error: Option<String>,
+}
+
+struct PidState {
+    normalizer: Normalizer,
+    frames: HashMap<u64, UserFrame>,
+    refreshed: Option<Instant>,
+}
+
+fn new_normalizer() -> Normalizer {
+    Normalizer::builder()
+        .enable_vma_caching(true)
+        .enable_build_ids(true)
+        .enable_build_id_caching(true)
+        .build()
+}
+
+/// Per-process normalization state.
+#[derive(Default)]
+pub struct UserNormalizer {
+    pids: HashMap<u32, PidState>,
+    /// Frames that could not be normalized.
+    pub failed_frames: u64,
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+}
+
+impl UserNormalizer {
+    /// Forget a process (it exec'd a new image, or exited and its pid may be reused).
+    pub fn forget(&mut self, pid: u32) {
+        self.pids.remove(&pid);
+    }
+
+    /// Normalize `addrs` of process `pid`, in order.
+    pub fn normalize(&mut self, pid: u32, addrs: &[u64]) -> Vec<UserFrame> {
+        if pid == 0 {
+            // blazesym treats pid 0 as "this process": never normalize the idle task.
+            return addrs
+                .iter()
+                .map(|&a| failed(a, "idle task (pid 0) has no user address space"))
+                .collect();
+        }
+        let state = self.pids.entry(pid).or_insert_with(|| PidState {
+            normalizer: new_normalizer(),
+            frames: HashMap::new(),
+            refreshed: None,
+        });
+        let mut missing: Vec<u64> = addrs
+            .iter()
+            .copied()
+            .filter(|a| !state.frames.contains_key(a))
+            .collect();
+        missing.sort_unstable();
+        missing.dedup();
+        if !missing.is_empty() {
+            let mut resolved = resolve(&state.normalizer, pid, &missing);
+            // An address outside the cached map may come from a mapping created after the
+            // cache was filled (dlopen, JIT): re-read the map while the process lives, at most
+            // once a second so a process with unmappable frames cannot make us spin on /proc.
+            let stale = resolved.iter().any(|f| f.error.is_some());
+            let may_refresh = state
+                .refreshed
+                .is_none_or(|t| t.elapsed() > Duration::from_secs(1));
+            if stale && may_refresh && Path::new(&format!("/proc/{pid}")).exists() {
+                state.normalizer = new_normalizer();
+                state.refreshed = Some(Instant::now());
+                resolved = resolve(&state.normalizer, pid, &missing);
+            }
+            for f in resolved {
+                if f.error.is_some() {
+                    self.failed_frames += 1;
+                }
+                state.frames.insert(f.addr, f);
+            }
+        }
+        addrs
+            .iter()
+            .map(|a| {
+                state
+                    .frames
+                    .get(a)
+                    .cloned()
+                    .unwrap_or_else(|| failed(*a, "not normalized"))
+            })
+            .collect()
+    }
+}
+
+fn failed(addr: u64, why: &str) -> UserFrame {
+    UserFrame {
+        addr,
+        module: None,
+        build_id: None,
+        offset: None,
+        error: Some(why.to_string()),
+    }
+}
+
+fn resolve(normalizer: &Normalizer, pid: u32, sorted: &[u64]) -> Vec<UserFrame> {
+    let opts = NormalizeOpts {
+        sorted_addrs: true,
+        map_files: false,
+        ..Default::default()
+    };
+    let out = match normalizer.normalize_user_addrs_opts(Pid::from(pid), sorted, &opts) {
+        Ok(out) => out,
+        Err(e) => {
+            let why = if Path::new(&format!("/proc/{pid}")).exists() {
+                format!("normalization failed: {e}")
+            } else {
+                "process exited before its memory map was read".to_string()
+            };
+            return sorted.iter().map(|&a| failed(a, &why)).collect();
+        }
+    };
+    sorted
+        .iter()
+        .zip(out.outputs.iter())
+        .map(
+            |(&addr, &(offset, meta_idx))| match out.meta.get(meta_idx) {
+                Some(UserMeta::Elf(elf)) => UserFrame {
+                    addr,
+                    module: Some(elf.path.to_string_lossy().into_owned()),
+                    build_id: elf.build_id.as_ref().map(|b| hex(b)),
+                    offset: Some(offset),
+                    error: None,
+                },
+                Some(UserMeta::Sym(sym)) => UserFrame {
+                    addr,
+                    module: Some(
+                        sym.module
+                            .as_ref()
+                            .map(|m| m.to_string_lossy().into_owned())
+                            .unwrap_or_else(|| "[vdso]".into()),
+                    ),
+                    build_id: None,
+                    offset: Some(offset),
+                    error: Some(format!("no file backs this address (in {})", sym.name)),
+                },
+                Some(UserMeta::Unknown(u)) => failed(addr, &u.reason.to_string()),
+                Some(_) => failed(addr, "unsupported mapping type"),
+                None => failed(addr, "normalization returned no metadata"),
+            },
+        )
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[inline(never)]
+    fn marker() -> u64 {
+        std::hint::black_box(42)
+    }
+
+    #[test]
+    fn normalizes_own_code_to_our_binary() {
+        let pid = std::process::id();
+        let addr = marker as *const () as u64;
+        let mut n = UserNormalizer::default();
+        let frames = n.normalize(pid, &[addr, addr, 1]);
+        assert_eq!(frames.len(), 3);
+        let f = &frames[0];
+        assert_eq!(f.error, None, "{f:?}");
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        assert_eq!(f.module.as_deref(), Some(exe.to_str().unwrap()));
+        assert!(f.build_id.as_ref().is_some_and(|b| b.len() >= 16), "{f:?}");
+        assert!(f.offset.unwrap() > 0);
+        assert_eq!(frames[0], frames[1]);
+        assert!(frames[2].error.is_some(), "address 1 is unmapped");
+        assert_eq!(n.failed_frames, 1);
+    }
+
+    #[test]
+    fn idle_pid_is_never_normalized_as_self() {
+        let mut n = UserNormalizer::default();
+        let f = n.normalize(0, &[marker as *const () as u64]);
+        assert!(f[0].error.as_ref().unwrap().contains("pid 0"));
+    }
+}

@@ -1,0 +1,337 @@
+//! The recording loop: load and attach BPF, hand targets to the kernel, drain the ring buffer,
+//! normalize user frames, and write batches (at least once a second) until told to stop.
+
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::mem::MaybeUninit;
+use std::os::fd::AsRawFd;
+use std::process::ExitCode;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use clap::Parser;
+use libbpf_rs::RingBufferBuilder;
+use stacks_stream::{kind, open_output, raw_schema};
+
+use crate::bpf::{self, LoadOptions};
+use crate::cli::{Args, Target};
+use crate::event::{self, RawEvent, cstr};
+use crate::host;
+use crate::normalize::UserNormalizer;
+use crate::rows::{Row, RowBuilder};
+use crate::target::{Child, check_pid, scan_names};
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_stop_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+fn install_stop_handlers() {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic; no SA_RESTART so poll wakes with EINTR.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_stop_signal as *const () as usize;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+}
+
+/// Flush rows at least this often so a live pipeline sees data.
+const FLUSH_EVERY: Duration = Duration::from_secs(1);
+/// ... or when this many rows are pending.
+const FLUSH_ROWS: usize = 8192;
+
+#[derive(Default)]
+struct Counts {
+    samples: u64,
+    lost: u64,
+    kstack_errors: u64,
+    ustack_errors: u64,
+    malformed: u64,
+    pids: HashSet<u32>,
+}
+
+/// Entry point of the `stacks-record` binary.
+pub fn run() -> Result<ExitCode> {
+    let args = Args::parse();
+    let spec = args.spec()?;
+    let target = args.target()?;
+
+    let offset_ns = host::boot_to_realtime_offset();
+    let metadata = host::stream_metadata(&spec.normalized(), host::realtime_ns(), offset_ns);
+    let schema = Arc::new(raw_schema(metadata));
+    // Open the output before loading anything, so a terminal is refused at once.
+    let mut out = open_output(args.output.as_deref(), &schema)?;
+
+    let mut obj = MaybeUninit::uninit();
+    let skel = bpf::load(
+        &mut obj,
+        &LoadOptions {
+            spec: &spec,
+            all: matches!(target, Target::All { .. }),
+            include_idle: matches!(target, Target::All { idle: true }),
+            follow_forks: !args.no_children,
+            ringbuf_bytes: args.ringbuf_mb << 20,
+        },
+    )?;
+    let _lifecycle = bpf::attach_lifecycle(&skel)?;
+
+    let mut child = None;
+    let mut watched_pids = Vec::new();
+    match &target {
+        Target::Command(argv) => {
+            let c = Child::spawn(argv)?;
+            bpf::add_target(&skel, c.pid)?;
+            child = Some(c);
+        }
+        Target::Select { names, pids } => {
+            for n in names {
+                bpf::add_target_comm(&skel, n)?;
+            }
+            for &p in pids {
+                let tgid = check_pid(p)?;
+                bpf::add_target(&skel, tgid)?;
+                watched_pids.push(tgid);
+            }
+        }
+        Target::All { .. } => {}
+    }
+
+    let mut perf = Vec::new();
+    if let Some(p) = spec.profile {
+        for cpu in bpf::online_cpus()? {
+            let fd = bpf::open_cpu_clock(cpu, p.period_ns())?;
+            let link = skel
+                .progs
+                .on_cpu_sample
+                .attach_perf_event(fd.as_raw_fd())
+                .with_context(|| format!("attaching the CPU sampler on cpu {cpu}"))?;
+            perf.push((fd, link));
+        }
+    }
+
+    let queue: Rc<RefCell<Vec<Box<RawEvent>>>> = Rc::default();
+    let malformed = Rc::new(RefCell::new(0u64));
+    let mut rbb = RingBufferBuilder::new();
+    {
+        let (queue, malformed) = (queue.clone(), malformed.clone());
+        rbb.add(&skel.maps.events, move |data: &[u8]| {
+            match RawEvent::from_bytes(data) {
+                Some(e) => queue.borrow_mut().push(e),
+                None => *malformed.borrow_mut() += 1,
+            }
+            0
+        })
+        .context("setting up the ring buffer")?;
+    }
+    let rb = rbb.build().context("setting up the ring buffer")?;
+
+    // Attached: now nothing that starts can be missed. Pick up what was already running.
+    if let Target::Select { names, .. } = &target {
+        for pid in scan_names(names) {
+            bpf::add_target(&skel, pid)?;
+        }
+    }
+    install_stop_handlers();
+    if let Some(c) = child.as_mut() {
+        c.release()?;
+    }
+    eprintln!(
+        "stacks-record: recording {} ({}){}; Ctrl-C stops",
+        spec.normalized(),
+        describe(&target),
+        args.duration
+            .map(|d| format!(" for {:.1}s", d.as_secs_f64()))
+            .unwrap_or_default()
+    );
+
+    let started = Instant::now();
+    let deadline = args.duration.map(|d| started + d);
+    let mut rows = RowBuilder::new(schema.clone());
+    let mut norm = UserNormalizer::default();
+    let mut counts = Counts::default();
+    let mut lost_seen = vec![0u64; 0];
+    let mut last_flush = Instant::now();
+    let mut child_status = None;
+
+    loop {
+        let rc = rb.poll_raw(Duration::from_millis(100));
+        if rc < 0 && rc != -libc::EINTR {
+            bail!(
+                "polling the ring buffer: {}",
+                std::io::Error::from_raw_os_error(-rc)
+            );
+        }
+        drain(&queue, &mut rows, &mut norm, &mut counts, offset_ns);
+        if rows.len() >= FLUSH_ROWS || last_flush.elapsed() >= FLUSH_EVERY {
+            push_lost(&skel, &mut lost_seen, &mut rows, &mut counts)?;
+            if !rows.is_empty() {
+                out.write(&rows.finish())?;
+            }
+            last_flush = Instant::now();
+        }
+        if STOP.load(Ordering::SeqCst) || deadline.is_some_and(|d| Instant::now() >= d) {
+            break;
+        }
+        if let Some(c) = child.as_mut()
+            && let Some(status) = c.try_wait()
+        {
+            child_status = Some(status);
+            break;
+        }
+        if !watched_pids.is_empty()
+            && matches!(&target, Target::Select { names, .. } if names.is_empty())
+            && watched_pids
+                .iter()
+                .all(|p| !std::path::Path::new(&format!("/proc/{p}")).exists())
+        {
+            eprintln!("stacks-record: every traced pid has exited");
+            break;
+        }
+    }
+
+    // Stop sampling, then take everything still queued in the kernel.
+    drop(perf);
+    let rc = rb.consume_raw();
+    if rc < 0 && rc != -libc::EINTR {
+        bail!(
+            "draining the ring buffer: {}",
+            std::io::Error::from_raw_os_error(-rc)
+        );
+    }
+    drain(&queue, &mut rows, &mut norm, &mut counts, offset_ns);
+    push_lost(&skel, &mut lost_seen, &mut rows, &mut counts)?;
+    if !rows.is_empty() {
+        out.write(&rows.finish())?;
+    }
+    let written = out.finish()?;
+    counts.malformed += *malformed.borrow();
+
+    if let Some(c) = child.as_mut()
+        && child_status.is_none()
+    {
+        child_status = Some(c.terminate());
+    }
+    eprintln!(
+        "stacks-record: {} rows: {} samples from {} processes in {:.1}s; lost {} events (ring buffer full); stack capture errors: {} kernel, {} user; {} user frames not normalized{}",
+        written,
+        counts.samples,
+        counts.pids.len(),
+        started.elapsed().as_secs_f64(),
+        counts.lost,
+        counts.kstack_errors,
+        counts.ustack_errors,
+        norm.failed_frames,
+        if counts.malformed > 0 {
+            format!("; {} malformed records", counts.malformed)
+        } else {
+            String::new()
+        }
+    );
+    Ok(ExitCode::from(child_status.unwrap_or(0)))
+}
+
+fn describe(target: &Target) -> String {
+    match target {
+        Target::All { idle: false } => "all processes".into(),
+        Target::All { idle: true } => "all processes and idle".into(),
+        Target::Command(argv) => format!("command `{}` and its children", argv.join(" ")),
+        Target::Select { names, pids } => {
+            let mut parts = Vec::new();
+            if !names.is_empty() {
+                parts.push(format!("processes named {}", names.join(", ")));
+            }
+            if !pids.is_empty() {
+                let p: Vec<String> = pids.iter().map(u32::to_string).collect();
+                parts.push(format!("pid {}", p.join(", ")));
+            }
+            parts.join(" and ")
+        }
+    }
+}
+
+fn drain(
+    queue: &RefCell<Vec<Box<RawEvent>>>,
+    rows: &mut RowBuilder,
+    norm: &mut UserNormalizer,
+    counts: &mut Counts,
+    offset_ns: i64,
+) {
+    let events = std::mem::take(&mut *queue.borrow_mut());
+    for e in events {
+        match e.kind {
+            event::EV_EXEC => norm.forget(e.pid),
+            event::EV_EXIT => norm.forget(e.pid),
+            event::EV_PROFILE => {
+                counts.samples += 1;
+                counts.pids.insert(e.pid);
+                let kstack = e.kstack();
+                if matches!(kstack, Some(Err(_))) {
+                    counts.kstack_errors += 1;
+                }
+                let ustack = match e.ustack() {
+                    None => None,
+                    Some(Err(errno)) => {
+                        counts.ustack_errors += 1;
+                        Some(Err(errno))
+                    }
+                    Some(Ok(addrs)) => Some(Ok(norm.normalize(e.pid, addrs))),
+                };
+                let (comm, thread) = (cstr(&e.comm), cstr(&e.thread));
+                rows.push(&Row {
+                    time_ns: e.ts as i64 + offset_ns,
+                    kind: kind::PROFILE,
+                    pid: e.pid as i32,
+                    tid: e.tid as i32,
+                    comm: &comm,
+                    thread: &thread,
+                    cpu: e.cpu as i32,
+                    value: e.value as i64,
+                    kstack,
+                    ustack: ustack
+                        .as_ref()
+                        .map(|r| r.as_ref().map(|v| v.as_slice()).map_err(|e| *e)),
+                });
+            }
+            _ => counts.malformed += 1,
+        }
+    }
+}
+
+/// Append a `lost` row per CPU whose lost-event counter grew since the last look.
+fn push_lost(
+    skel: &bpf::skel::StacksSkel<'_>,
+    seen: &mut Vec<u64>,
+    rows: &mut RowBuilder,
+    counts: &mut Counts,
+) -> Result<()> {
+    let now = bpf::lost_per_cpu(skel)?;
+    seen.resize(now.len(), 0);
+    let time_ns = host::realtime_ns();
+    for (cpu, (&total, prev)) in now.iter().zip(seen.iter_mut()).enumerate() {
+        if total > *prev {
+            let delta = total - *prev;
+            counts.lost += delta;
+            rows.push(&Row {
+                time_ns,
+                kind: kind::LOST,
+                pid: 0,
+                tid: 0,
+                comm: "",
+                thread: "",
+                cpu: cpu as i32,
+                value: delta as i64,
+                kstack: None,
+                ustack: None,
+            });
+            *prev = total;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,229 @@
+//! Builds raw-schema Arrow record batches from decoded events.
+
+use std::sync::Arc;
+
+use arrow_array::builder::{
+    Int32Builder, Int64Builder, ListBuilder, StringBuilder, StructBuilder,
+    TimestampNanosecondBuilder, UInt64Builder,
+};
+use arrow_array::{ArrayRef, RecordBatch};
+use arrow_schema::{DataType, Field, SchemaRef};
+
+use crate::normalize::UserFrame;
+
+/// One output row before it is appended.
+pub struct Row<'a> {
+    pub time_ns: i64,
+    pub kind: &'a str,
+    pub pid: i32,
+    pub tid: i32,
+    pub comm: &'a str,
+    pub thread: &'a str,
+    pub cpu: i32,
+    pub value: i64,
+    /// `None`: not requested; `Some(Err(errno))`: capture failed.
+    pub kstack: Option<Result<&'a [u64], i32>>,
+    pub ustack: Option<Result<&'a [UserFrame], i32>>,
+}
+
+/// Accumulates rows column by column.
+pub struct RowBuilder {
+    schema: SchemaRef,
+    time: TimestampNanosecondBuilder,
+    kind: StringBuilder,
+    pid: Int32Builder,
+    tid: Int32Builder,
+    comm: StringBuilder,
+    thread: StringBuilder,
+    cpu: Int32Builder,
+    value: Int64Builder,
+    kstack: ListBuilder<UInt64Builder>,
+    kstack_error: Int32Builder,
+    ustack: ListBuilder<StructBuilder>,
+    ustack_error: Int32Builder,
+    rows: usize,
+}
+
+fn list_field(dt: &DataType) -> Arc<Field> {
+    match dt {
+        DataType::List(f) => f.clone(),
+        other => unreachable!("stack columns are lists, found {other}"),
+    }
+}
+
+impl RowBuilder {
+    pub fn new(schema: SchemaRef) -> Self {
+        let kfield = list_field(
+            schema
+                .field_with_name("kstack")
+                .expect("kstack")
+                .data_type(),
+        );
+        let ufield = list_field(
+            schema
+                .field_with_name("ustack")
+                .expect("ustack")
+                .data_type(),
+        );
+        let DataType::Struct(ufields) = ufield.data_type().clone() else {
+            unreachable!("ustack elements are structs")
+        };
+        Self {
+            time: TimestampNanosecondBuilder::new().with_timezone("UTC"),
+            kind: StringBuilder::new(),
+            pid: Int32Builder::new(),
+            tid: Int32Builder::new(),
+            comm: StringBuilder::new(),
+            thread: StringBuilder::new(),
+            cpu: Int32Builder::new(),
+            value: Int64Builder::new(),
+            kstack: ListBuilder::new(UInt64Builder::new()).with_field(kfield),
+            kstack_error: Int32Builder::new(),
+            ustack: ListBuilder::new(StructBuilder::from_fields(ufields, 0)).with_field(ufield),
+            ustack_error: Int32Builder::new(),
+            rows: 0,
+            schema,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.rows
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows == 0
+    }
+
+    pub fn push(&mut self, r: &Row<'_>) {
+        self.time.append_value(r.time_ns);
+        self.kind.append_value(r.kind);
+        self.pid.append_value(r.pid);
+        self.tid.append_value(r.tid);
+        self.comm.append_value(r.comm);
+        self.thread.append_value(r.thread);
+        self.cpu.append_value(r.cpu);
+        self.value.append_value(r.value);
+        match r.kstack {
+            None => {
+                self.kstack.append_null();
+                self.kstack_error.append_null();
+            }
+            Some(Err(e)) => {
+                self.kstack.append(true);
+                self.kstack_error.append_value(e);
+            }
+            Some(Ok(frames)) => {
+                self.kstack.values().append_slice(frames);
+                self.kstack.append(true);
+                self.kstack_error.append_null();
+            }
+        }
+        match r.ustack {
+            None => {
+                self.ustack.append_null();
+                self.ustack_error.append_null();
+            }
+            Some(Err(e)) => {
+                self.ustack.append(true);
+                self.ustack_error.append_value(e);
+            }
+            Some(Ok(frames)) => {
+                let s = self.ustack.values();
+                for f in frames {
+                    s.field_builder::<UInt64Builder>(0)
+                        .expect("addr")
+                        .append_value(f.addr);
+                    s.field_builder::<StringBuilder>(1)
+                        .expect("module")
+                        .append_option(f.module.as_deref());
+                    s.field_builder::<StringBuilder>(2)
+                        .expect("build_id")
+                        .append_option(f.build_id.as_deref());
+                    s.field_builder::<UInt64Builder>(3)
+                        .expect("offset")
+                        .append_option(f.offset);
+                    s.field_builder::<StringBuilder>(4)
+                        .expect("error")
+                        .append_option(f.error.as_deref());
+                    s.append(true);
+                }
+                self.ustack.append(true);
+                self.ustack_error.append_null();
+            }
+        }
+        self.rows += 1;
+    }
+
+    /// Take the accumulated rows as a batch (the builder is left empty).
+    pub fn finish(&mut self) -> RecordBatch {
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(self.time.finish()),
+            Arc::new(self.kind.finish()),
+            Arc::new(self.pid.finish()),
+            Arc::new(self.tid.finish()),
+            Arc::new(self.comm.finish()),
+            Arc::new(self.thread.finish()),
+            Arc::new(self.cpu.finish()),
+            Arc::new(self.value.finish()),
+            Arc::new(self.kstack.finish()),
+            Arc::new(self.kstack_error.finish()),
+            Arc::new(self.ustack.finish()),
+            Arc::new(self.ustack_error.finish()),
+        ];
+        self.rows = 0;
+        RecordBatch::try_new(self.schema.clone(), columns)
+            .expect("row builder columns match the raw schema")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::Array;
+    use std::collections::HashMap;
+
+    #[test]
+    fn builds_raw_schema_batches() {
+        let schema = Arc::new(stacks_stream::raw_schema(HashMap::new()));
+        let mut b = RowBuilder::new(schema.clone());
+        let uf = vec![UserFrame {
+            addr: 0x1000,
+            module: Some("/bin/x".into()),
+            build_id: Some("abcd".into()),
+            offset: Some(0x10),
+            error: None,
+        }];
+        b.push(&Row {
+            time_ns: 1,
+            kind: "profile",
+            pid: 1,
+            tid: 2,
+            comm: "a",
+            thread: "b",
+            cpu: 0,
+            value: 10,
+            kstack: Some(Ok(&[1, 2, 3])),
+            ustack: Some(Ok(&uf)),
+        });
+        b.push(&Row {
+            time_ns: 2,
+            kind: "profile",
+            pid: 1,
+            tid: 2,
+            comm: "a",
+            thread: "b",
+            cpu: 1,
+            value: 10,
+            kstack: None,
+            ustack: Some(Err(-14)),
+        });
+        let batch = b.finish();
+        assert_eq!(batch.num_rows(), 2);
+        assert_eq!(batch.schema(), schema);
+        let k = batch.column_by_name("kstack").unwrap();
+        assert!(k.is_valid(0) && k.is_null(1));
+        let ue = batch.column_by_name("ustack_error").unwrap();
+        assert!(ue.is_null(0) && ue.is_valid(1));
+        assert!(b.is_empty());
+    }
+}

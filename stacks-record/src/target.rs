@@ -1,0 +1,200 @@
+//! What to trace: process names (matched at exec, plus a /proc scan), pids, or a command we
+//! spawn ourselves and hold at a gate until its pid is in the BPF target map.
+
+use std::ffi::CString;
+use std::fs;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+use anyhow::{Context, Result, bail};
+
+/// Pids of running processes whose name (comm) is one of `names` (first 15 bytes compared).
+pub fn scan_names(names: &[String]) -> Vec<u32> {
+    let keys: Vec<Vec<u8>> = names
+        .iter()
+        .map(|n| n.as_bytes()[..n.len().min(15)].to_vec())
+        .collect();
+    let mut found = Vec::new();
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return found;
+    };
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        // The process may be gone already: that is not an error.
+        if let Ok(comm) = fs::read(entry.path().join("comm")) {
+            let comm = comm.strip_suffix(b"\n").unwrap_or(&comm);
+            if keys.iter().any(|k| k.as_slice() == comm) {
+                found.push(pid);
+            }
+        }
+    }
+    found
+}
+
+/// Check that a pid names a live process; return its thread group id.
+pub fn check_pid(pid: u32) -> Result<u32> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status"))
+        .map_err(|_| anyhow::anyhow!("-p {pid}: no such process"))?;
+    let tgid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|v| v.trim().parse::<u32>().ok())
+        .with_context(|| format!("-p {pid}: cannot read its thread group from /proc"))?;
+    Ok(tgid)
+}
+
+/// A command started by us, stopped before exec until [`Child::release`].
+pub struct Child {
+    pub pid: u32,
+    gate: Option<OwnedFd>,
+    exec_err: OwnedFd,
+    program: String,
+}
+
+fn pipe() -> Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0i32; 2];
+    // SAFETY: fds is a valid out array of two ints.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error()).context("creating a pipe");
+    }
+    // SAFETY: pipe2 returned two fresh descriptors that we now own.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+impl Child {
+    /// Fork; the child waits for the gate, then execs `argv` (PATH search) with its stdout
+    /// sent to our stderr, since our stdout carries data.
+    pub fn spawn(argv: &[String]) -> Result<Child> {
+        let Some(program) = argv.first() else {
+            bail!("`--` must be followed by a command to run");
+        };
+        let cargs: Vec<CString> = argv
+            .iter()
+            .map(|a| CString::new(a.as_bytes()))
+            .collect::<Result<_, _>>()
+            .context("command arguments must not contain NUL bytes")?;
+        let mut ptrs: Vec<*const libc::c_char> = cargs.iter().map(|c| c.as_ptr()).collect();
+        ptrs.push(std::ptr::null());
+        let (gate_r, gate_w) = pipe()?;
+        let (err_r, err_w) = pipe()?;
+        // SAFETY: after fork the child only calls async-signal-safe functions (read, execvp,
+        // write, _exit) on memory prepared before the fork.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return Err(std::io::Error::last_os_error()).context("fork");
+        }
+        if pid == 0 {
+            unsafe {
+                let mut b = 0u8;
+                while libc::read(gate_r.as_raw_fd(), (&raw mut b).cast(), 1) < 0
+                    && *libc::__errno_location() == libc::EINTR
+                {}
+                // Our stdout is the Arrow stream: the command's output goes to stderr.
+                libc::dup2(2, 1);
+                libc::signal(libc::SIGINT, libc::SIG_DFL);
+                libc::signal(libc::SIGTERM, libc::SIG_DFL);
+                libc::execvp(ptrs[0], ptrs.as_ptr());
+                let errno = *libc::__errno_location();
+                libc::write(err_w.as_raw_fd(), (&raw const errno).cast(), 4);
+                libc::_exit(127);
+            }
+        }
+        drop(gate_r);
+        drop(err_w);
+        Ok(Child {
+            pid: pid as u32,
+            gate: Some(gate_w),
+            exec_err: err_r,
+            program: program.clone(),
+        })
+    }
+
+    /// Let the child exec; report if exec failed.
+    pub fn release(&mut self) -> Result<()> {
+        if let Some(gate) = self.gate.take() {
+            // SAFETY: writing one byte from a valid buffer to our pipe end.
+            unsafe { libc::write(gate.as_raw_fd(), [1u8].as_ptr().cast(), 1) };
+        }
+        let mut errno = [0u8; 4];
+        // SAFETY: reading into a 4-byte buffer; EOF (0) means exec succeeded (CLOEXEC).
+        let n = unsafe { libc::read(self.exec_err.as_raw_fd(), errno.as_mut_ptr().cast(), 4) };
+        if n == 4 {
+            let err = std::io::Error::from_raw_os_error(i32::from_ne_bytes(errno));
+            self.wait_blocking();
+            bail!("cannot run `{}`: {err}", self.program);
+        }
+        Ok(())
+    }
+
+    /// Exit status if the child has ended, without blocking. Converted to a shell-style code.
+    pub fn try_wait(&mut self) -> Option<u8> {
+        let mut status = 0;
+        // SAFETY: waitpid on our own child with a valid status pointer.
+        let r = unsafe { libc::waitpid(self.pid as i32, &mut status, libc::WNOHANG) };
+        (r == self.pid as i32).then(|| exit_code(status))
+    }
+
+    fn wait_blocking(&mut self) -> u8 {
+        let mut status = 0;
+        // SAFETY: as above, blocking.
+        unsafe { libc::waitpid(self.pid as i32, &mut status, 0) };
+        exit_code(status)
+    }
+
+    /// Stop the child (we are stopping early) and collect its status.
+    pub fn terminate(&mut self) -> u8 {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.pid as i32, libc::SIGTERM) };
+        self.wait_blocking()
+    }
+}
+
+fn exit_code(status: i32) -> u8 {
+    if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status) as u8
+    } else if libc::WIFSIGNALED(status) {
+        128u8.wrapping_add(libc::WTERMSIG(status) as u8)
+    } else {
+        1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_ourselves_by_name() {
+        let comm = fs::read_to_string("/proc/self/comm").unwrap();
+        let found = scan_names(&[comm.trim().to_string()]);
+        assert!(found.contains(&std::process::id()));
+    }
+
+    #[test]
+    fn pid_checks() {
+        assert_eq!(check_pid(std::process::id()).unwrap(), std::process::id());
+        let e = check_pid(u32::MAX - 1).unwrap_err();
+        assert!(e.to_string().contains("no such process"), "{e}");
+    }
+
+    #[test]
+    fn spawned_child_runs_after_release_and_reports_status() {
+        let mut c = Child::spawn(&["sh".into(), "-c".into(), "exit 7".into()]).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert_eq!(c.try_wait(), None, "child must wait at the gate");
+        c.release().unwrap();
+        assert_eq!(c.wait_blocking(), 7);
+    }
+
+    #[test]
+    fn exec_failure_is_reported() {
+        let mut c = Child::spawn(&["/nonexistent/program".into()]).unwrap();
+        let e = c.release().unwrap_err();
+        assert!(e.to_string().contains("/nonexistent/program"), "{e}");
+    }
+}

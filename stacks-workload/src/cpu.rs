@@ -1,0 +1,87 @@
+//! The `cpu` workload: two functions burn CPU in a known ratio of iterations, and the time each
+//! actually took is measured so tests compare a profile against what really happened.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, bail};
+
+#[derive(clap::Args)]
+pub struct CpuArgs {
+    /// How long to run, in seconds.
+    #[arg(long, default_value_t = 5.0)]
+    seconds: f64,
+    /// Iterations of burn_heavy per iteration of burn_light.
+    #[arg(long, default_value_t = 3)]
+    heavy: u64,
+    /// Iterations of burn_light per slice.
+    #[arg(long, default_value_t = 1)]
+    light: u64,
+    /// Loop iterations in one unit of work (one unit takes roughly 50-200 µs).
+    #[arg(long, default_value_t = 40_000)]
+    unit: u64,
+}
+
+/// One step of an xorshift generator: cheap work the optimizer cannot remove.
+#[inline(always)]
+fn mix(x: u64) -> u64 {
+    let mut x = x ^ (x << 13);
+    x ^= x >> 7;
+    x ^ (x << 17)
+}
+
+/// Burns `units` units of work. Kept out of line so it is its own frame.
+#[inline(never)]
+pub fn burn_heavy(units: u64, unit: u64) -> u64 {
+    let mut x = black_box(0x9e37_79b9_7f4a_7c15u64);
+    for _ in 0..units * unit {
+        x = mix(black_box(x));
+    }
+    x
+}
+
+/// Same work as [`burn_heavy`], in a distinct function.
+#[inline(never)]
+pub fn burn_light(units: u64, unit: u64) -> u64 {
+    let mut x = black_box(0x2545_f491_4f6c_dd1du64);
+    for _ in 0..units * unit {
+        x = mix(black_box(x));
+    }
+    x
+}
+
+pub fn run(a: &CpuArgs) -> Result<String> {
+    if !(a.seconds > 0.0 && a.seconds.is_finite()) || a.unit == 0 || a.heavy + a.light == 0 {
+        bail!("--seconds, --unit and --heavy + --light must be positive");
+    }
+    let budget = Duration::from_secs_f64(a.seconds);
+    let start = Instant::now();
+    let (mut heavy_ns, mut light_ns) = (0u128, 0u128);
+    let (mut heavy_units, mut light_units) = (0u64, 0u64);
+    let mut sink = 0u64;
+    while start.elapsed() < budget {
+        let t0 = Instant::now();
+        sink ^= burn_heavy(a.heavy, a.unit);
+        let t1 = Instant::now();
+        sink ^= burn_light(a.light, a.unit);
+        let t2 = Instant::now();
+        heavy_ns += (t1 - t0).as_nanos();
+        light_ns += (t2 - t1).as_nanos();
+        heavy_units += a.heavy;
+        light_units += a.light;
+    }
+    black_box(sink);
+    let total = (heavy_ns + light_ns).max(1) as f64;
+    Ok(serde_json::json!({
+        "workload": "cpu",
+        "pid": std::process::id(),
+        "wall_ns": start.elapsed().as_nanos() as u64,
+        "heavy_ns": heavy_ns as u64,
+        "light_ns": light_ns as u64,
+        "heavy_units": heavy_units,
+        "light_units": light_units,
+        "heavy_fraction": heavy_ns as f64 / total,
+        "light_fraction": light_ns as f64 / total,
+    })
+    .to_string())
+}
