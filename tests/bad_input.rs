@@ -1,1 +1,208 @@
+//! Bad input end to end: every tool given garbage, an empty stream, a truncated stream or the
+//! wrong schema exits non-zero with one `tool: error:` line naming the problem, never a panic.
 
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+use std::sync::Arc;
+
+use arrow_array::{Int64Array, RecordBatch};
+use arrow_schema::{DataType, Field, Schema};
+use stacks_tests::{bin, raw_fixture, scratch, write_stream};
+
+fn run_with_stdin(tool: &str, args: &[&str], input: &[u8]) -> Output {
+    let mut child = Command::new(bin(tool))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn tool");
+    let mut stdin = child.stdin.take().unwrap();
+    let data = input.to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&data);
+    });
+    let out = child.wait_with_output().expect("wait");
+    writer.join().unwrap();
+    out
+}
+
+fn assert_one_line_error(out: &Output, tool: &str, needle: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{tool}: exit {:?}, stderr:\n{stderr}",
+        out.status
+    );
+    assert!(!stderr.contains("panicked"), "{tool} panicked:\n{stderr}");
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.contains("error:")).collect();
+    assert_eq!(
+        errors.len(),
+        1,
+        "{tool}: expected one error line:\n{stderr}"
+    );
+    assert!(
+        errors[0].starts_with(&format!("{tool}: error: ")),
+        "{tool}: {stderr}"
+    );
+    assert!(
+        errors[0].contains(needle),
+        "{tool}: expected `{needle}` in: {}",
+        errors[0]
+    );
+}
+
+fn wrong_schema_stream() -> Vec<u8> {
+    let schema = Arc::new(Schema::new(vec![Field::new("x", DataType::Int64, false)]));
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![Arc::new(Int64Array::from(vec![1, 2, 3]))],
+    )
+    .unwrap();
+    write_stream(&schema, &[batch], true)
+}
+
+/// Each stream tool with its arguments and whether it needs a symbolized input.
+const STREAM_TOOLS: &[(&str, &[&str], bool)] = &[
+    ("stacks-symbolize", &[], false),
+    ("stacks-pprof", &["-o", "/dev/null"], true),
+    ("stacks-pack", &["-o", "PACK_OUT"], false),
+];
+
+fn symbolized_fixture() -> Vec<u8> {
+    let out = run_with_stdin("stacks-symbolize", &[], &raw_fixture(50, true));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+fn args_for(args: &[&str], dir: &std::path::Path) -> Vec<String> {
+    args.iter()
+        .map(|a| {
+            if *a == "PACK_OUT" {
+                dir.join("x.parquet").display().to_string()
+            } else {
+                a.to_string()
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn garbage_empty_and_truncated_streams() {
+    let dir = scratch("bad");
+    let raw = raw_fixture(50, true);
+    let symbolized = symbolized_fixture();
+    for (tool, args, wants_symbolized) in STREAM_TOOLS {
+        let full = if *wants_symbolized { &symbolized } else { &raw };
+        let truncated = &full[..full.len() - 8]; // end-of-stream marker missing
+        let cut_mid = &full[..full.len() / 2];
+        let args = args_for(args, &dir);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        assert_one_line_error(
+            &run_with_stdin(tool, &args, b"this is not arrow\n"),
+            tool,
+            "not an Arrow IPC stream",
+        );
+        assert_one_line_error(&run_with_stdin(tool, &args, b""), tool, "empty input");
+        assert_one_line_error(&run_with_stdin(tool, &args, truncated), tool, "truncated");
+        assert_one_line_error(&run_with_stdin(tool, &args, cut_mid), tool, "truncated");
+    }
+}
+
+#[test]
+fn wrong_schema_names_the_column() {
+    let wrong = wrong_schema_stream();
+    assert_one_line_error(
+        &run_with_stdin("stacks-symbolize", &[], &wrong),
+        "stacks-symbolize",
+        "kstack",
+    );
+    assert_one_line_error(
+        &run_with_stdin("stacks-pprof", &["-o", "/dev/null"], &wrong),
+        "stacks-pprof",
+        "stack",
+    );
+}
+
+#[test]
+fn complete_fixture_passes_symbolize_with_reasons() {
+    // The fixture's module does not exist: frames stay, unresolved, with a reason.
+    let out = run_with_stdin("stacks-symbolize", &[], &raw_fixture(20, true));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut s =
+        stacks_stream::InputStream::new("out", Box::new(std::io::Cursor::new(out.stdout))).unwrap();
+    let mut rows = 0;
+    while let Some(b) = s.next_batch().unwrap() {
+        rows += b.num_rows();
+        let stack = b.column_by_name("stack").unwrap();
+        let txt = format!("{:?}", stack);
+        assert!(txt.contains("not found on this machine"), "{txt}");
+    }
+    assert_eq!(rows, 20);
+}
+
+#[test]
+fn closed_pipe_downstream_is_quiet_success() {
+    let script = format!(
+        "{} < /dev/stdin | head -c 10 > /dev/null",
+        bin("stacks-symbolize").display()
+    );
+    let mut child = Command::new("bash")
+        .args(["-o", "pipefail", "-c", &script])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let data = raw_fixture(20_000, true);
+    let mut stdin = child.stdin.take().unwrap();
+    let _ = stdin.write_all(&data);
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "exit {:?}: {stderr}", out.status);
+    assert!(!stderr.contains("error"), "{stderr}");
+}
+
+#[test]
+fn recorder_rejects_bad_event_specs_by_token() {
+    for (spec, needle) in [
+        ("profile:x:99", "`x`"),
+        ("profile:u:0", "`0`"),
+        ("cycles", "`cycles`"),
+        ("profile,profile", "twice"),
+    ] {
+        let out = Command::new(bin("stacks-record"))
+            .args(["-e", spec, "-p", "1"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        assert_one_line_error(&out, "stacks-record", needle);
+    }
+}
+
+#[test]
+fn query_reports_sql_errors_and_missing_dirs() {
+    let dir = scratch("q");
+    let out = Command::new(bin("stacks-query"))
+        .args([
+            "-d",
+            dir.join("nope").to_str().unwrap(),
+            "-c",
+            "select 1",
+            "--format",
+            "csv",
+        ])
+        .output()
+        .unwrap();
+    assert_one_line_error(&out, "stacks-query", "nope");
+}

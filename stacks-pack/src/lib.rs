@@ -1,1 +1,335 @@
-//! placeholder
+//! `stacks-pack`: read a stacks Arrow IPC stream (raw or symbolized, any schema) and write it
+//! as zstd-compressed Parquet: rotated, uniquely named files in a directory, or one file
+//! with `-o`. Files appear atomically (temp name, fsync, rename, fsync directory), a stream
+//! that ends badly still has its received rows finalized, and SIGTERM finishes cleanly.
+
+mod error;
+mod fsutil;
+mod naming;
+mod signals;
+mod sink;
+
+use std::fs::File;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use anyhow::Context;
+use arrow_schema::{Schema, SchemaRef};
+use clap::{ArgGroup, Parser};
+use parquet::arrow::ArrowSchemaConverter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::metadata::KeyValue;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use stacks_stream::{InputStream, meta};
+
+pub use error::PackError;
+pub use naming::{Namer, file_name, sanitize_host, utc_stamp};
+pub use sink::{Packer, Summary, Target};
+
+use fsutil::Owner;
+use signals::StopOnTerm;
+
+/// Tool name used in messages and provenance.
+pub const TOOL: &str = "stacks-pack";
+/// This tool's version, recorded in `stacks.tools`.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+/// Largest row group written, in rows.
+pub const MAX_ROW_GROUP_ROWS: usize = 128 * 1024;
+/// Prefix of the metadata keys copied into the Parquet key-value metadata.
+const STACKS_KEY_PREFIX: &str = "stacks.";
+
+/// Command line of `stacks-pack`.
+#[derive(Debug, Parser)]
+#[command(
+    name = "stacks-pack",
+    version,
+    about = "Write a stacks stream to crash-safe, rotated Parquet files",
+    long_about = "Write a stacks stream to crash-safe, rotated Parquet files.\n\n\
+        Reads an Arrow IPC stream (stdin by default), e.g.\n  \
+        stacks-record … | stacks-symbolize | stacks-pack out/\n\
+        and writes zstd-compressed Parquet files named \
+        stacks-<UTC start>-<host>-<pid>-<seq>.parquet into DIR, starting a new file every \
+        --max-rows rows; or, with -o, exactly one file. Files only appear once complete. \
+        ^C is ignored (the stream's end finishes the job); SIGTERM finishes the current file \
+        and exits."
+)]
+#[command(group(ArgGroup::new("destination").required(true).args(["dir", "output"])))]
+pub struct Args {
+    /// Directory for the Parquet files (created, with parents, if missing)
+    #[arg(value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+
+    /// Write everything to this one Parquet file instead (replaced atomically if it exists)
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "FILE.parquet",
+        conflicts_with = "max_rows"
+    )]
+    pub output: Option<PathBuf>,
+
+    /// Arrow IPC stream to read (`-` or absent: stdin)
+    #[arg(short = 'i', long = "input", value_name = "INPUT")]
+    pub input: Option<PathBuf>,
+
+    /// Start a new file after this many rows (directory mode)
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 1_000_000,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub max_rows: u64,
+
+    /// zstd compression level, 1 (fast) to 22 (small)
+    #[arg(
+        long,
+        value_name = "L",
+        default_value_t = 3,
+        value_parser = clap::value_parser!(i32).range(1..=22)
+    )]
+    pub zstd_level: i32,
+}
+
+/// Entry point of the binary: parse the command line and pack.
+pub fn run() -> anyhow::Result<ExitCode> {
+    pack(&Args::parse())
+}
+
+/// Pack the input described by `args`. Exit status 0 only once every file is on disk.
+pub fn pack(args: &Args) -> anyhow::Result<ExitCode> {
+    stacks_stream::cli::ignore_sigint();
+    signals::install_sigterm().context("installing the SIGTERM handler")?;
+    let owner = Owner::from_sudo();
+    let (target, shown, max_rows) = prepare_target(args, owner.as_ref())?;
+
+    let cut = Arc::new(AtomicBool::new(false));
+    let mut input = match open_input(args.input.as_deref(), cut.clone()) {
+        Ok(input) => input,
+        Err(_) if cut.load(Ordering::SeqCst) => {
+            eprintln!("{TOOL}: terminated (SIGTERM) before the stream began; nothing written");
+            return Ok(ExitCode::SUCCESS);
+        }
+        Err(e) => return Err(e),
+    };
+    let incoming = input.schema();
+    stacks_stream::check_version(&incoming, input.name())?;
+    ArrowSchemaConverter::new()
+        .convert(&incoming)
+        .map_err(|e| PackError::Schema {
+            input: input.name().to_string(),
+            detail: error::parquet_detail(&e),
+        })?;
+    let schema = stamped_schema(&incoming);
+    let props = writer_properties(&schema, args.zstd_level, max_rows)?;
+    let mut packer = Packer::new(target, schema, props, max_rows, owner);
+
+    let mut upstream = None;
+    loop {
+        if signals::terminated() {
+            break;
+        }
+        match input.next_batch() {
+            Ok(Some(batch)) => packer.write(&batch)?,
+            Ok(None) => break,
+            Err(_) if cut.load(Ordering::SeqCst) => break,
+            Err(e) => {
+                upstream = Some(e);
+                break;
+            }
+        }
+    }
+    if signals::terminated() {
+        eprintln!(
+            "{TOOL}: terminated (SIGTERM): finishing with the {} rows received",
+            packer.rows()
+        );
+    }
+    let summary = packer.finish()?;
+    eprintln!("{}", describe(&summary, &shown));
+    match upstream {
+        Some(e) => Err(e.into()),
+        None => Ok(ExitCode::SUCCESS),
+    }
+}
+
+/// Create or check the destination before any input is read, so a bad path fails at once.
+fn prepare_target(args: &Args, owner: Option<&Owner>) -> Result<(Target, String, u64), PackError> {
+    if let Some(dir) = &args.dir {
+        for created in fsutil::create_dir_tracked(dir)? {
+            if let Some(owner) = owner {
+                owner.chown_path(&created);
+            }
+        }
+        fsutil::check_writable(dir)?;
+        let target = Target::Dir {
+            dir: dir.clone(),
+            namer: Namer::for_this_process(),
+        };
+        return Ok((target, dir.display().to_string(), args.max_rows));
+    }
+    let path = args.output.clone().unwrap_or_default();
+    if path.is_dir() {
+        return Err(PackError::Create {
+            path: path.display().to_string(),
+            err: io::Error::from(io::ErrorKind::IsADirectory),
+        });
+    }
+    fsutil::check_writable(&fsutil::parent_dir(&path))?;
+    let shown = path.display().to_string();
+    Ok((Target::File(path), shown, u64::MAX))
+}
+
+/// Open `path` (stdin for none or `-`) so that SIGTERM ends it cleanly.
+fn open_input(path: Option<&Path>, cut: Arc<AtomicBool>) -> anyhow::Result<InputStream> {
+    match path {
+        Some(p) if p.as_os_str() != "-" => {
+            let name = p.display().to_string();
+            let file = File::open(p).map_err(|err| PackError::Open {
+                path: name.clone(),
+                err,
+            })?;
+            Ok(InputStream::new(
+                &name,
+                Box::new(StopOnTerm::new(file, cut)),
+            )?)
+        }
+        _ => {
+            stacks_stream::cli::refuse_tty_stdin(TOOL)?;
+            Ok(InputStream::new(
+                "stdin",
+                Box::new(StopOnTerm::new(io::stdin(), cut)),
+            )?)
+        }
+    }
+}
+
+/// The stream schema with `stacks-pack` added to `stacks.tools`; `stacks.stage` stays as
+/// received (and absent if it was absent).
+pub fn stamped_schema(schema: &Schema) -> SchemaRef {
+    let mut md = schema.metadata().clone();
+    let stage = md.get(meta::STAGE).cloned();
+    stacks_stream::stamp(&mut md, TOOL, VERSION, stage.as_deref().unwrap_or_default());
+    if stage.is_none() {
+        md.remove(meta::STAGE);
+    }
+    Arc::new(Schema::new_with_metadata(schema.fields().clone(), md))
+}
+
+/// zstd, dictionaries, page statistics, bounded row groups, and the `stacks.*` keys as
+/// Parquet key-value metadata (the writer adds the whole Arrow schema as `ARROW:schema`).
+pub fn writer_properties(
+    schema: &Schema,
+    zstd_level: i32,
+    max_rows: u64,
+) -> Result<WriterProperties, PackError> {
+    let level = ZstdLevel::try_new(zstd_level).map_err(|e| PackError::Schema {
+        input: "--zstd-level".into(),
+        detail: error::parquet_detail(&e),
+    })?;
+    let mut kv: Vec<KeyValue> = schema
+        .metadata()
+        .iter()
+        .filter(|(k, _)| k.starts_with(STACKS_KEY_PREFIX))
+        .map(|(k, v)| KeyValue::new(k.clone(), v.clone()))
+        .collect();
+    kv.sort_by(|a, b| a.key.cmp(&b.key));
+    let group_rows = usize::try_from(max_rows)
+        .unwrap_or(usize::MAX)
+        .clamp(1, MAX_ROW_GROUP_ROWS);
+    Ok(WriterProperties::builder()
+        .set_compression(Compression::ZSTD(level))
+        .set_dictionary_enabled(true)
+        .set_statistics_enabled(EnabledStatistics::Page)
+        .set_max_row_group_row_count(Some(group_rows))
+        .set_key_value_metadata(Some(kv))
+        .build())
+}
+
+/// The closing stderr line.
+pub fn describe(summary: &Summary, dest: &str) -> String {
+    if summary.files == 0 {
+        return format!("{TOOL}: the stream had no rows; no file written to {dest}");
+    }
+    let plural = |n: u64, word: &str| {
+        if n == 1 {
+            format!("{n} {word}")
+        } else {
+            format!("{n} {word}s")
+        }
+    };
+    format!(
+        "{TOOL}: {} in {} ({} bytes) to {dest}",
+        plural(summary.rows, "row"),
+        plural(summary.files, "file"),
+        summary.bytes
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+    use std::collections::HashMap;
+
+    #[test]
+    fn cli_is_consistent() {
+        Args::command().debug_assert();
+        assert!(Args::try_parse_from(["stacks-pack"]).is_err());
+        assert!(Args::try_parse_from(["stacks-pack", "d", "-o", "f.parquet"]).is_err());
+        assert!(Args::try_parse_from(["stacks-pack", "-o", "f", "--max-rows", "5"]).is_err());
+        assert!(Args::try_parse_from(["stacks-pack", "d", "--max-rows", "0"]).is_err());
+        assert!(Args::try_parse_from(["stacks-pack", "d", "--zstd-level", "23"]).is_err());
+        let a = Args::try_parse_from(["stacks-pack", "d", "-i", "x"]).unwrap();
+        assert_eq!((a.max_rows, a.zstd_level), (1_000_000, 3));
+    }
+
+    #[test]
+    fn stamping_keeps_stage_and_appends_tool() {
+        let mut md = HashMap::new();
+        md.insert(meta::STAGE.to_string(), "symbolized".to_string());
+        md.insert(meta::TOOLS.to_string(), "stacks-record 0.1.0".to_string());
+        md.insert("other".to_string(), "x".to_string());
+        let s = stamped_schema(&stacks_stream::symbolized_schema(md));
+        assert_eq!(s.metadata()[meta::STAGE], "symbolized");
+        assert_eq!(
+            s.metadata()[meta::TOOLS],
+            format!("stacks-record 0.1.0,stacks-pack {VERSION}")
+        );
+        let props = writer_properties(&s, 3, 10).unwrap();
+        assert_eq!(props.max_row_group_row_count(), Some(10));
+        let keys: Vec<_> = props
+            .key_value_metadata()
+            .unwrap()
+            .iter()
+            .map(|kv| kv.key.as_str())
+            .collect();
+        assert!(
+            keys.contains(&meta::TOOLS) && !keys.contains(&"other"),
+            "{keys:?}"
+        );
+
+        let bare = stamped_schema(&Schema::empty());
+        assert!(!bare.metadata().contains_key(meta::STAGE));
+        let big = writer_properties(&bare, 3, 1 << 40).unwrap();
+        assert_eq!(big.max_row_group_row_count(), Some(MAX_ROW_GROUP_ROWS));
+    }
+
+    #[test]
+    fn summary_line() {
+        let s = Summary {
+            rows: 12345,
+            files: 1,
+            bytes: 456789,
+            paths: Vec::new(),
+        };
+        assert_eq!(
+            describe(&s, "out/"),
+            "stacks-pack: 12345 rows in 1 file (456789 bytes) to out/"
+        );
+        assert!(describe(&Summary::default(), "out/").contains("no rows"));
+    }
+}

@@ -1,1 +1,68 @@
-//! placeholder
+//! Convert a stacks Arrow stream with a symbolized `stack` column into a gzipped pprof profile.
+//!
+//! Rows with identical (stack, labels) are aggregated while the stream is read batch by batch,
+//! so memory grows with the number of unique stacks, not rows. The library also decodes
+//! profiles and sums them per function, which end-to-end tests use to check results.
+
+pub mod cli;
+mod columns;
+mod convert;
+mod frames;
+mod metadata;
+pub mod proto;
+mod tables;
+mod totals;
+
+use std::io::Read;
+
+use prost::Message;
+
+pub use columns::{SampleKind, sample_kind};
+pub use convert::{Converter, Options, convert, encode, write_profile};
+pub use totals::{cumulative_function_totals, leaf_function_totals};
+
+/// Errors of the conversion. Every message names the input and the column at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Contract(#[from] stacks_stream::ContractError),
+    #[error(
+        "{input}: value column `{column}` has type {found}, expected an integer or float column"
+    )]
+    NotNumeric {
+        input: String,
+        column: String,
+        found: String,
+    },
+    #[error("{input}: reading column `{column}`: {detail}")]
+    Column {
+        input: String,
+        column: String,
+        detail: String,
+    },
+    #[error("decompressing profile: {0}")]
+    Gunzip(std::io::Error),
+    #[error("decoding profile: {0}")]
+    Decode(prost::DecodeError),
+    /// The io error is the source (not repeated in the message) so a closed pipe is detectable.
+    #[error("writing the profile to {path}")]
+    Write {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Decode a profile as written by [`encode`]: gzip-compressed (uncompressed bytes are accepted
+/// too) serialized `perftools.profiles.Profile`.
+pub fn decode(gzipped: &[u8]) -> Result<proto::Profile, Error> {
+    if gzipped.starts_with(&[0x1f, 0x8b]) {
+        let mut raw = Vec::new();
+        flate2::read::GzDecoder::new(gzipped)
+            .read_to_end(&mut raw)
+            .map_err(Error::Gunzip)?;
+        proto::Profile::decode(raw.as_slice()).map_err(Error::Decode)
+    } else {
+        proto::Profile::decode(gzipped).map_err(Error::Decode)
+    }
+}

@@ -146,7 +146,11 @@ impl InputStream {
             Some(Ok(b)) => Ok(Some(b)),
             Some(Err(e)) => {
                 self.done = true;
-                Err(classify(&self.name, e, self.hit_eof.load(Ordering::Relaxed)))
+                Err(classify(
+                    &self.name,
+                    e,
+                    self.hit_eof.load(Ordering::Relaxed),
+                ))
             }
             None => {
                 self.done = true;

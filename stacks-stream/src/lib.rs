@@ -52,7 +52,8 @@ pub enum ContractError {
         "refusing to write binary Arrow data to a terminal: pipe it into another stacks tool or redirect it to a file"
     )]
     BinaryToTty,
-    #[error("{path}: {source}")]
+    /// The cause is shown by the error chain (`tool: error: PATH: cause`), not repeated here.
+    #[error("{path}")]
     Io {
         path: String,
         #[source]

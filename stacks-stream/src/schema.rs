@@ -279,7 +279,9 @@ mod tests {
         for (a, b) in raw.fields().iter().zip(sym.fields().iter()) {
             assert_eq!(a, b);
         }
-        assert!(is_stack_type(sym.field_with_name(col::STACK).unwrap().data_type()));
+        assert!(is_stack_type(
+            sym.field_with_name(col::STACK).unwrap().data_type()
+        ));
         assert!(!is_stack_type(&kstack_type()));
     }
 
@@ -310,10 +312,7 @@ mod tests {
         let mut m = HashMap::new();
         stamp(&mut m, "stacks-record", "0.1.0", stage::RAW);
         stamp(&mut m, "stacks-symbolize", "0.1.0", stage::SYMBOLIZED);
-        assert_eq!(
-            m[meta::TOOLS],
-            "stacks-record 0.1.0,stacks-symbolize 0.1.0"
-        );
+        assert_eq!(m[meta::TOOLS], "stacks-record 0.1.0,stacks-symbolize 0.1.0");
         assert_eq!(m[meta::STAGE], stage::SYMBOLIZED);
     }
 }

@@ -50,6 +50,16 @@ pub fn burn_light(units: u64, unit: u64) -> u64 {
     x
 }
 
+/// CPU time this process has used so far, ns (first field of /proc/self/schedstat).
+fn own_cpu_ns() -> Option<u64> {
+    std::fs::read_to_string("/proc/self/schedstat")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
 pub fn run(a: &CpuArgs) -> Result<String> {
     if !(a.seconds > 0.0 && a.seconds.is_finite()) || a.unit == 0 || a.heavy + a.light == 0 {
         bail!("--seconds, --unit and --heavy + --light must be positive");
@@ -71,11 +81,13 @@ pub fn run(a: &CpuArgs) -> Result<String> {
         light_units += a.light;
     }
     black_box(sink);
+    let cpu_ns = own_cpu_ns();
     let total = (heavy_ns + light_ns).max(1) as f64;
     Ok(serde_json::json!({
         "workload": "cpu",
         "pid": std::process::id(),
         "wall_ns": start.elapsed().as_nanos() as u64,
+        "cpu_ns": cpu_ns,
         "heavy_ns": heavy_ns as u64,
         "light_ns": light_ns as u64,
         "heavy_units": heavy_units,

@@ -1,0 +1,358 @@
+//! Which columns of the input become the stack, the sample values and the labels, and what
+//! sample type (name and unit) each value column stands for.
+
+use arrow_schema::{DataType, Schema, TimeUnit};
+use stacks_stream::{ContractError, col, is_stack_type};
+
+use crate::Error;
+
+/// Integer columns that become numeric labels (and are never summed as values).
+const NUMERIC_LABELS: [&str; 3] = [col::PID, col::TID, col::CPU];
+
+/// Name of the synthetic value column counting one per row.
+const SYNTHETIC: &str = "samples";
+
+/// A pprof sample type derived from a value column name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SampleKind {
+    /// The sample type, e.g. `cpu` for a `cpu_ns` column.
+    pub name: String,
+    /// `count`, `nanoseconds` or `bytes`.
+    pub unit: &'static str,
+}
+
+/// The sample type for a value column: `samples`/`count`/`*_count` count, `*_ns` are
+/// nanoseconds (the suffix is dropped from the name), `bytes`/`*_bytes` are bytes, anything
+/// else counts.
+pub fn sample_kind(column: &str) -> SampleKind {
+    let kind = |name: &str, unit| SampleKind {
+        name: name.to_string(),
+        unit,
+    };
+    if column == "samples" || column == "count" || column.ends_with("_count") {
+        kind(column, "count")
+    } else if let Some(base) = column.strip_suffix("_ns")
+        && !base.is_empty()
+    {
+        kind(base, "nanoseconds")
+    } else if column == "bytes" || column.ends_with("_bytes") {
+        kind(column, "bytes")
+    } else {
+        kind(column, "count")
+    }
+}
+
+/// How a value column's numbers are read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Numeric {
+    Int,
+    Float,
+}
+
+/// One value of every sample.
+#[derive(Debug, Clone)]
+pub(crate) struct ValueColumn {
+    /// Column index, `None` for the synthetic one-per-row count.
+    pub index: Option<usize>,
+    pub name: String,
+    pub numeric: Numeric,
+    pub kind: SampleKind,
+}
+
+/// A column turned into a label on every sample.
+#[derive(Debug, Clone)]
+pub(crate) struct LabelColumn {
+    pub index: usize,
+    pub name: String,
+    /// Numeric label (`num`) instead of a string one (`str`).
+    pub numeric: bool,
+}
+
+/// The column roles of one input stream.
+#[derive(Debug, Clone)]
+pub(crate) struct Plan {
+    pub stack: usize,
+    pub stack_name: String,
+    pub values: Vec<ValueColumn>,
+    pub labels: Vec<LabelColumn>,
+    /// The `time` column and its unit, when it is a timestamp.
+    pub time: Option<(usize, TimeUnit)>,
+}
+
+fn numeric(dt: &DataType) -> Option<Numeric> {
+    use DataType::*;
+    match dt {
+        Int8 | Int16 | Int32 | Int64 | UInt8 | UInt16 | UInt32 | UInt64 => Some(Numeric::Int),
+        Float16 | Float32 | Float64 | Decimal32(..) | Decimal64(..) | Decimal128(..)
+        | Decimal256(..) => Some(Numeric::Float),
+        _ => None,
+    }
+}
+
+fn is_string(dt: &DataType) -> bool {
+    match dt {
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => true,
+        DataType::Dictionary(_, v) => is_string(v),
+        _ => false,
+    }
+}
+
+impl Plan {
+    /// Pick the columns of `schema` (read from `input`) according to `stack`, `values` and
+    /// `labels` (see [`crate::Options`]).
+    pub fn new(
+        schema: &Schema,
+        input: &str,
+        stack: Option<&str>,
+        values: &[String],
+        labels: bool,
+    ) -> Result<Self, Error> {
+        let stack = find_stack(schema, input, stack)?;
+        let stack_name = schema.field(stack).name().clone();
+        let values = if values.is_empty() {
+            default_values(schema)
+        } else {
+            explicit_values(schema, input, values)?
+        };
+        let labels = if labels {
+            label_columns(schema, stack)
+        } else {
+            Vec::new()
+        };
+        let time =
+            schema
+                .index_of(col::TIME)
+                .ok()
+                .and_then(|i| match schema.field(i).data_type() {
+                    DataType::Timestamp(unit, _) => Some((i, *unit)),
+                    _ => None,
+                });
+        Ok(Self {
+            stack,
+            stack_name,
+            values,
+            labels,
+            time,
+        })
+    }
+}
+
+fn find_stack(schema: &Schema, input: &str, requested: Option<&str>) -> Result<usize, Error> {
+    let missing = |column: &str, why: &str| ContractError::MissingColumn {
+        input: input.into(),
+        column: column.into(),
+        why: why.into(),
+    };
+    let wrong = |column: &str, found: &DataType| ContractError::WrongType {
+        input: input.into(),
+        column: column.into(),
+        found: found.to_string(),
+        expected: "a symbolized stack: List<Struct<function, file, line, …>>".into(),
+    };
+    if let Some(name) = requested {
+        let idx = schema
+            .index_of(name)
+            .map_err(|_| missing(name, "--stack"))?;
+        let dt = schema.field(idx).data_type();
+        if !is_stack_type(dt) {
+            return Err(wrong(name, dt).into());
+        }
+        return Ok(idx);
+    }
+    if let Ok(idx) = schema.index_of(col::STACK)
+        && is_stack_type(schema.field(idx).data_type())
+    {
+        return Ok(idx);
+    }
+    if let Some(idx) = schema
+        .fields()
+        .iter()
+        .position(|f| is_stack_type(f.data_type()))
+    {
+        return Ok(idx);
+    }
+    if let Ok(idx) = schema.index_of(col::STACK) {
+        return Err(wrong(col::STACK, schema.field(idx).data_type()).into());
+    }
+    Err(missing(
+        col::STACK,
+        "symbolized stacks; run stacks-symbolize first or name another column with --stack",
+    )
+    .into())
+}
+
+fn default_values(schema: &Schema) -> Vec<ValueColumn> {
+    let mut values: Vec<ValueColumn> = schema
+        .fields()
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| !NUMERIC_LABELS.contains(&f.name().as_str()))
+        .filter(|(_, f)| !f.name().ends_with("_error"))
+        .filter_map(|(i, f)| {
+            numeric(f.data_type()).map(|numeric| ValueColumn {
+                index: Some(i),
+                name: f.name().clone(),
+                numeric,
+                kind: sample_kind(f.name()),
+            })
+        })
+        .collect();
+    if values.is_empty() {
+        values.push(ValueColumn {
+            index: None,
+            name: SYNTHETIC.into(),
+            numeric: Numeric::Int,
+            kind: sample_kind(SYNTHETIC),
+        });
+    }
+    values
+}
+
+fn explicit_values(
+    schema: &Schema,
+    input: &str,
+    names: &[String],
+) -> Result<Vec<ValueColumn>, Error> {
+    names
+        .iter()
+        .map(|name| {
+            let idx = schema
+                .index_of(name)
+                .map_err(|_| ContractError::MissingColumn {
+                    input: input.into(),
+                    column: name.clone(),
+                    why: "--value".into(),
+                })?;
+            let dt = schema.field(idx).data_type();
+            let numeric = numeric(dt).ok_or_else(|| Error::NotNumeric {
+                input: input.into(),
+                column: name.clone(),
+                found: dt.to_string(),
+            })?;
+            Ok(ValueColumn {
+                index: Some(idx),
+                name: name.clone(),
+                numeric,
+                kind: sample_kind(name),
+            })
+        })
+        .collect()
+}
+
+fn label_columns(schema: &Schema, stack: usize) -> Vec<LabelColumn> {
+    schema
+        .fields()
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != stack)
+        .filter_map(|(index, f)| {
+            let dt = f.data_type();
+            let name = f.name().clone();
+            if is_string(dt) {
+                Some(LabelColumn {
+                    index,
+                    name,
+                    numeric: false,
+                })
+            } else if NUMERIC_LABELS.contains(&name.as_str()) && numeric(dt) == Some(Numeric::Int) {
+                Some(LabelColumn {
+                    index,
+                    name,
+                    numeric: true,
+                })
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    use arrow_schema::Field;
+    use stacks_stream::symbolized_schema;
+
+    #[test]
+    fn sample_kinds() {
+        let k = |c| {
+            let s = sample_kind(c);
+            (s.name, s.unit)
+        };
+        assert_eq!(k("samples"), ("samples".into(), "count"));
+        assert_eq!(k("count"), ("count".into(), "count"));
+        assert_eq!(k("wakeup_count"), ("wakeup_count".into(), "count"));
+        assert_eq!(k("cpu_ns"), ("cpu".into(), "nanoseconds"));
+        assert_eq!(k("_ns"), ("_ns".into(), "count"));
+        assert_eq!(k("bytes"), ("bytes".into(), "bytes"));
+        assert_eq!(k("alloc_bytes"), ("alloc_bytes".into(), "bytes"));
+        assert_eq!(k("value"), ("value".into(), "count"));
+    }
+
+    #[test]
+    fn symbolized_stream_plan() {
+        let schema = symbolized_schema(HashMap::new());
+        let plan = Plan::new(&schema, "stdin", None, &[], true).unwrap();
+        assert_eq!(plan.stack_name, "stack");
+        let values: Vec<_> = plan.values.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(values, ["value"], "pid/tid/cpu and *_error are not values");
+        let labels: Vec<_> = plan
+            .labels
+            .iter()
+            .map(|l| (l.name.as_str(), l.numeric))
+            .collect();
+        assert_eq!(
+            labels,
+            [
+                ("kind", false),
+                ("pid", true),
+                ("tid", true),
+                ("comm", false),
+                ("thread", false),
+                ("cpu", true)
+            ]
+        );
+        assert!(plan.time.is_some());
+        let plan = Plan::new(&schema, "stdin", None, &[], false).unwrap();
+        assert!(plan.labels.is_empty());
+    }
+
+    #[test]
+    fn synthetic_count_when_no_numbers() {
+        let schema = Schema::new(vec![
+            Field::new("frames", stacks_stream::stack_type(), true),
+            Field::new("pid", DataType::Int32, true),
+            Field::new("comm", DataType::Utf8, true),
+        ]);
+        let plan = Plan::new(&schema, "stdin", None, &[], true).unwrap();
+        assert_eq!(plan.stack_name, "frames", "first stack-typed column");
+        assert_eq!(plan.values.len(), 1);
+        assert_eq!(plan.values[0].index, None);
+        assert_eq!(plan.values[0].kind, sample_kind("samples"));
+    }
+
+    #[test]
+    fn errors_name_the_column() {
+        let schema = Schema::new(vec![
+            Field::new("stack", DataType::Utf8, true),
+            Field::new("n", DataType::Int64, true),
+        ]);
+        let err = Plan::new(&schema, "stdin", None, &[], true).unwrap_err();
+        assert!(err.to_string().contains("`stack`"), "{err}");
+        let schema = Schema::new(vec![Field::new("n", DataType::Int64, true)]);
+        let err = Plan::new(&schema, "stdin", None, &[], true).unwrap_err();
+        assert!(
+            err.to_string().starts_with("stdin: missing column `stack`"),
+            "{err}"
+        );
+        let schema = symbolized_schema(HashMap::new());
+        let err = Plan::new(&schema, "in", None, &["comm".into()], true).unwrap_err();
+        assert!(err.to_string().contains("value column `comm`"), "{err}");
+        let err = Plan::new(&schema, "in", None, &["nope".into()], true).unwrap_err();
+        assert!(err.to_string().contains("missing column `nope`"), "{err}");
+        let err = Plan::new(&schema, "in", Some("kstack"), &[], true).unwrap_err();
+        assert!(err.to_string().contains("`kstack`"), "{err}");
+    }
+}

@@ -1,0 +1,148 @@
+//! The `stacks-pprof` binary on good and bad input: stdin to stdout, one-line errors that name
+//! the problem, no panics, no clobbered output file, quiet success on a closed pipe.
+
+mod common;
+
+use std::process::{Command, Output, Stdio};
+
+use common::*;
+
+/// Assert a failed run: exit 1, nothing on stdout, exactly one stderr line starting with
+/// `stacks-pprof: error:` and containing `needle`.
+fn assert_error(o: &Output, needle: &str) {
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "stderr: {stderr}");
+    assert!(o.stdout.is_empty(), "no data on stdout after an error");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr:?}");
+    assert!(stderr.starts_with("stacks-pprof: error: "), "{stderr:?}");
+    assert!(stderr.contains(needle), "{needle:?} not in {stderr:?}");
+}
+
+#[test]
+fn stdin_to_stdout_round_trip() {
+    let o = run(&[], &stream(&fixture()));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.stderr.is_empty(), "quiet on success: {:?}", o.stderr);
+    assert_eq!(&o.stdout[..2], &[0x1f, 0x8b], "gzip output");
+    let p = stacks_pprof::decode(&o.stdout).expect("decode");
+    let flat = stacks_pprof::leaf_function_totals(&p, 0);
+    assert_eq!(flat["do_syscall_64"], 30_000_000);
+    assert_eq!(flat["busy"], 20_000_000);
+    assert_eq!(flat[UNRESOLVED], 10_000_000);
+    let cum = stacks_pprof::cumulative_function_totals(&p, 0);
+    assert_eq!(cum["main"], 60_000_000);
+    assert_eq!(cum["inner"], 30_000_000);
+    // Rows of stack 1 (three, over two batches) are one sample.
+    assert_eq!(p.sample.len(), 4);
+}
+
+#[test]
+fn value_option_picks_the_sample_type() {
+    let o = run(
+        &["--value", "cpu_ns", "--value", "pid"],
+        &stream(&fixture()),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let p = stacks_pprof::decode(&o.stdout).expect("decode");
+    let name = |i: i64| p.string_table[i as usize].as_str();
+    let types: Vec<(&str, &str)> = p
+        .sample_type
+        .iter()
+        .map(|t| (name(t.r#type), name(t.unit)))
+        .collect();
+    assert_eq!(types, [("cpu", "nanoseconds"), ("pid", "count")]);
+    assert_eq!(name(p.default_sample_type), "pid");
+    let pids = stacks_pprof::leaf_function_totals(&p, 1);
+    assert_eq!(pids["busy"], 4, "pid 2 twice");
+}
+
+#[test]
+fn garbage_input() {
+    assert_error(
+        &run(&[], b"hello world, not arrow\n"),
+        "not an Arrow IPC stream",
+    );
+}
+
+#[test]
+fn empty_input() {
+    assert_error(&run(&[], b""), "empty input");
+}
+
+#[test]
+fn truncated_input() {
+    let full = stream(&fixture());
+    assert_error(&run(&[], &full[..full.len() / 2]), "truncated");
+}
+
+#[test]
+fn stream_without_stack_column() {
+    assert_error(
+        &run(&[], &stream_without_stack()),
+        "stdin: missing column `stack`",
+    );
+}
+
+#[test]
+fn missing_stack_option_column() {
+    assert_error(
+        &run(&["--stack", "frames"], &stream(&fixture())),
+        "missing column `frames`",
+    );
+}
+
+#[test]
+fn non_numeric_value_column() {
+    assert_error(
+        &run(&["--value", "comm"], &stream(&fixture())),
+        "value column `comm`",
+    );
+}
+
+#[test]
+fn missing_input_file() {
+    let dir = scratch("missing");
+    let path = dir.join("nope.arrow");
+    let o = run(&[path.to_str().expect("utf-8 path")], b"");
+    assert_error(&o, "nope.arrow");
+}
+
+#[test]
+fn bad_input_leaves_no_output_file() {
+    let dir = scratch("nofile");
+    let out = dir.join("out.pb.gz");
+    let o = run(
+        &["-o", out.to_str().expect("utf-8 path")],
+        &stream_without_stack(),
+    );
+    assert_error(&o, "missing column `stack`");
+    assert!(!out.exists(), "output file created despite the error");
+}
+
+#[test]
+fn closed_stdout_is_quiet_success() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_stacks-pprof"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    // Close the reading end before the tool writes anything.
+    drop(child.stdout.take());
+    let mut stdin = child.stdin.take().expect("stdin");
+    std::io::Write::write_all(&mut stdin, &stream(&fixture())).expect("feed input");
+    drop(stdin);
+    let o = child.wait_with_output().expect("wait");
+    assert!(
+        o.status.success(),
+        "{:?}: {}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        o.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

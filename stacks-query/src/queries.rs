@@ -1,0 +1,96 @@
+//! The SQL to run: a bundled query (embedded from `queries/`), a `.sql` file or inline `-c` SQL,
+//! and the `--list` of bundled queries with the question each one answers.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+
+/// Queries shipped inside the binary: (name, SQL text). The first `-- ` line of each file is
+/// the one-line question it answers.
+pub const BUNDLED: &[(&str, &str)] = &[("cpu", include_str!("../../queries/cpu.sql"))];
+
+/// SQL text to run and the label that names it in error messages.
+#[derive(Debug, Clone)]
+pub struct Query {
+    pub label: String,
+    pub sql: String,
+}
+
+/// The SQL given inline with `-c`.
+pub fn inline(sql: &str) -> Query {
+    Query {
+        label: "-c".into(),
+        sql: sql.into(),
+    }
+}
+
+/// Resolve QUERY: an existing file is read; otherwise it names a bundled query, with or
+/// without `.sql`.
+pub fn resolve(arg: &str) -> Result<Query> {
+    let path = Path::new(arg);
+    if path.is_file() {
+        let sql = std::fs::read_to_string(path)
+            .with_context(|| format!("{arg}: cannot read the query file"))?;
+        return Ok(Query {
+            label: arg.into(),
+            sql,
+        });
+    }
+    let name = arg.strip_suffix(".sql").unwrap_or(arg);
+    match BUNDLED.iter().find(|(n, _)| *n == name) {
+        Some((n, sql)) => Ok(Query {
+            label: format!("{n} (bundled query)"),
+            sql: (*sql).into(),
+        }),
+        None => {
+            let names: Vec<&str> = BUNDLED.iter().map(|(n, _)| *n).collect();
+            anyhow::bail!(
+                "{arg}: no such query file, and no bundled query of that name (bundled: {}; see --list)",
+                names.join(", ")
+            )
+        }
+    }
+}
+
+/// The one-line question a query answers: its first `-- ` comment line.
+pub fn question(sql: &str) -> &str {
+    sql.lines()
+        .map(str::trim)
+        .find_map(|l| l.strip_prefix("--"))
+        .map(str::trim)
+        .unwrap_or("")
+}
+
+/// Print each bundled query's name and question, one per line.
+pub fn list(out: &mut impl Write) -> std::io::Result<()> {
+    let width = BUNDLED.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
+    for (name, sql) in BUNDLED {
+        writeln!(out, "{name:<width$}  {}", question(sql))?;
+    }
+    out.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bundled_queries_have_questions() {
+        for (name, sql) in BUNDLED {
+            assert!(!question(sql).is_empty(), "{name} has no question line");
+        }
+        assert_eq!(
+            question(BUNDLED[0].1),
+            "CPU profile by stack: samples and on-CPU time per process, thread and stack."
+        );
+    }
+
+    #[test]
+    fn names_resolve_with_and_without_suffix() {
+        assert!(resolve("cpu").unwrap().sql.contains("FROM stacks"));
+        assert!(resolve("cpu.sql").unwrap().label.contains("cpu"));
+        let err = resolve("no-such-query").unwrap_err().to_string();
+        assert!(err.contains("bundled: cpu"), "{err}");
+    }
+}

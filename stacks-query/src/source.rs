@@ -1,0 +1,155 @@
+//! The `stacks` table: every finished Parquet file under the data directory, registered as one
+//! DataFusion listing table, plus the recording metadata carried by those files.
+//!
+//! stacks-pack writes each file under a name starting with `.` and renames it when complete,
+//! so dot-named files and directories are never read.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use datafusion::datasource::file_format::FileFormat;
+use datafusion::datasource::file_format::parquet::ParquetFormat;
+use datafusion::datasource::listing::{
+    ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl,
+};
+use datafusion::object_store::ObjectStoreExt;
+use datafusion::prelude::SessionContext;
+use parquet::arrow::arrow_reader::ArrowReaderMetadata;
+
+use crate::flat;
+
+/// Name of the table queries read.
+pub const TABLE: &str = "stacks";
+
+/// How to fill the data directory `dir`, for error messages.
+fn fill_hint(dir: &Path) -> String {
+    format!(
+        "fill it with `stacks-record … | stacks-symbolize | stacks-pack {}`, \
+         or choose another directory with -d or STACKS_DATA",
+        dir.display()
+    )
+}
+
+/// The finished, non-empty Parquet files under `dir` (recursively), sorted by path.
+/// `dir` may also be a single Parquet file.
+pub fn find_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let shown = dir.display();
+    let meta = match std::fs::metadata(dir) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            anyhow::bail!("{shown}: no such data directory: {}", fill_hint(dir))
+        }
+        Err(e) => return Err(e).with_context(|| format!("{shown}: cannot open data directory")),
+    };
+    if meta.is_file() {
+        if has_parquet_name(dir) {
+            return Ok(vec![dir.to_path_buf()]);
+        }
+        anyhow::bail!("{shown}: not a directory of Parquet files");
+    }
+    let mut files = Vec::new();
+    walk(dir, &mut files)?;
+    files.sort();
+    if files.is_empty() {
+        anyhow::bail!(
+            "{shown}: no Parquet files in the data directory: {}",
+            fill_hint(dir)
+        );
+    }
+    Ok(files)
+}
+
+fn has_parquet_name(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "parquet")
+}
+
+fn walk(dir: &Path, files: &mut Vec<PathBuf>) -> Result<()> {
+    let entries =
+        std::fs::read_dir(dir).with_context(|| format!("{}: cannot list", dir.display()))?;
+    for entry in entries {
+        let entry = entry.with_context(|| format!("{}: cannot list", dir.display()))?;
+        if entry.file_name().as_encoded_bytes().starts_with(b".") {
+            continue;
+        }
+        let path = entry.path();
+        let kind = entry
+            .file_type()
+            .with_context(|| format!("{}: cannot stat", path.display()))?;
+        if kind.is_dir() {
+            walk(&path, files)?;
+            continue;
+        }
+        if !has_parquet_name(&path) {
+            continue;
+        }
+        // Follows symlinks to files; symlinked directories are not entered (no cycles).
+        match std::fs::metadata(&path) {
+            Ok(m) if m.is_file() && m.len() > 0 => files.push(path),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e).with_context(|| format!("{}: cannot stat", path.display())),
+        }
+    }
+    Ok(())
+}
+
+/// The `stacks.*` schema metadata of a Parquet file (from its embedded Arrow schema and its
+/// key-value metadata).
+pub fn recording_metadata(file: &Path) -> Result<HashMap<String, String>> {
+    let shown = file.display();
+    let f = File::open(file).with_context(|| format!("{shown}: cannot open"))?;
+    let meta = ArrowReaderMetadata::load(&f, Default::default())
+        .map_err(|e| flat(e).context(format!("{shown}: not a readable Parquet file")))?;
+    Ok(meta
+        .schema()
+        .metadata()
+        .iter()
+        .filter(|(k, _)| k.starts_with("stacks."))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect())
+}
+
+/// Register `files` as the table [`TABLE`], with a schema merged from all of them.
+pub async fn register(ctx: &SessionContext, files: &[PathBuf]) -> Result<()> {
+    anyhow::ensure!(!files.is_empty(), "no Parquet files to query");
+    let mut urls = Vec::with_capacity(files.len());
+    for file in files {
+        let abs = std::path::absolute(file)
+            .with_context(|| format!("{}: cannot resolve path", file.display()))?;
+        let url = url::Url::from_file_path(&abs)
+            .map_err(|()| anyhow::anyhow!("{}: cannot express as a file URL", abs.display()))?;
+        urls.push(ListingTableUrl::try_new(url, None).map_err(flat)?);
+    }
+    // Keep strings as Utf8 (not Utf8View) so query output matches the stream contract.
+    let format = Arc::new(ParquetFormat::default().with_force_view_types(false));
+    let options = ListingOptions::new(format.clone()).with_file_extension(".parquet");
+
+    let state = ctx.state();
+    let store = state.runtime_env().object_store(&urls[0]).map_err(flat)?;
+    let mut objects = Vec::with_capacity(urls.len());
+    for (url, file) in urls.iter().zip(files) {
+        let meta = store
+            .head(url.prefix())
+            .await
+            .map_err(|e| flat(e).context(format!("{}: cannot stat", file.display())))?;
+        objects.push(meta);
+    }
+    let schema = match format.infer_schema(&state, &store, &objects).await {
+        Ok(schema) => schema,
+        // DataFusion does not say which file failed: find it.
+        Err(e) => match files.iter().find_map(|f| recording_metadata(f).err()) {
+            Some(named) => return Err(named),
+            None => return Err(flat(e).context("reading the Parquet file schemas")),
+        },
+    };
+
+    let config = ListingTableConfig::new_with_multi_paths(urls)
+        .with_listing_options(options)
+        .with_schema(schema);
+    let table = ListingTable::try_new(config).map_err(flat)?;
+    ctx.register_table(TABLE, Arc::new(table)).map_err(flat)?;
+    Ok(())
+}
