@@ -59,6 +59,18 @@ pub fn bpf_available(test: &str) -> bool {
     }
 }
 
+/// BPF tests run one at a time: they measure CPU time, and two cores are easily saturated.
+pub fn bpf_serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Read a whole Arrow stream file into batches.
+pub fn read_batches(path: &Path) -> Vec<RecordBatch> {
+    let input = stacks_stream::open_input(Some(path)).expect("open stream");
+    input.collect::<Result<Vec<_>, _>>().expect("read stream")
+}
+
 /// Run a shell pipeline with `pipefail`; returns its output.
 pub fn sh(script: &str) -> Output {
     Command::new("bash")

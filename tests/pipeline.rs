@@ -4,7 +4,10 @@
 use std::collections::HashMap;
 use std::process::Command;
 
-use stacks_tests::{bpf_available, check, scratch, sh};
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int32Type;
+use arrow_array::{Array, RecordBatch};
+use stacks_tests::{bpf_available, bpf_serial, check, read_batches, scratch, sh};
 
 /// Sampling error at 99 Hz over ~6 s is about 1.7 points (binomial, 600 samples): ±5 points
 /// is the tolerance.
@@ -32,6 +35,7 @@ fn cpu_profile_matches_ground_truth() {
     if !bpf_available("cpu_profile_matches_ground_truth") {
         return;
     }
+    let _serial = bpf_serial();
     let dir = scratch("cpu");
     let out = dir.join("out");
     let report = dir.join("report.json");
@@ -156,5 +160,161 @@ fn cpu_profile_matches_ground_truth() {
         "pyarrow: {line}"
     );
     assert_eq!(parts[2], "profile:u:99");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Function names of each row's `stack`, with the frames' kernel flags.
+fn stacks_of(batches: &[RecordBatch]) -> Vec<Vec<(Option<String>, bool)>> {
+    let mut out = Vec::new();
+    for b in batches {
+        let stack = b
+            .column_by_name("stack")
+            .expect("stack column")
+            .as_list::<i32>();
+        for row in 0..b.num_rows() {
+            if stack.is_null(row) {
+                out.push(Vec::new());
+                continue;
+            }
+            let frames = stack.value(row);
+            let frames = frames.as_struct();
+            let func = frames
+                .column_by_name("function")
+                .unwrap()
+                .as_string::<i32>();
+            let kernel = frames.column_by_name("kernel").unwrap().as_boolean();
+            out.push(
+                (0..frames.len())
+                    .map(|i| {
+                        (
+                            func.is_valid(i).then(|| func.value(i).to_string()),
+                            kernel.value(i),
+                        )
+                    })
+                    .collect(),
+            );
+        }
+    }
+    out
+}
+
+#[test]
+fn kernel_stacks_resolve_from_kallsyms() {
+    if !bpf_available("kernel_stacks_resolve_from_kallsyms") {
+        return;
+    }
+    let _serial = bpf_serial();
+    let dir = scratch("kernel");
+    let sym = dir.join("sym.arrow");
+    let rec = sh(&format!(
+        "stacks-record -e profile:uk:99 -- stacks-workload kernel --seconds 3 | stacks-symbolize > {}",
+        sym.display()
+    ));
+    check(&rec, "record | symbolize");
+    let stacks = stacks_of(&read_batches(&sym));
+    assert!(
+        stacks.len() >= 100,
+        "only {} samples in 3 s at 99 Hz",
+        stacks.len()
+    );
+    // The workload lives in read(2) on /dev/zero: most samples are in the kernel's read path,
+    // under the user function that loops over it.
+    let in_read = stacks
+        .iter()
+        .filter(|s| {
+            s.iter()
+                .any(|(f, k)| *k && f.as_deref().is_some_and(|f| f.contains("read")))
+                && s.iter()
+                    .any(|(f, k)| !*k && f.as_deref().is_some_and(|f| f.ends_with("read_zero")))
+        })
+        .count();
+    assert!(
+        in_read as f64 >= 0.6 * stacks.len() as f64,
+        "{in_read} of {} samples in the kernel read path under read_zero",
+        stacks.len()
+    );
+    let kernel_frames: Vec<&(Option<String>, bool)> =
+        stacks.iter().flatten().filter(|(_, k)| *k).collect();
+    let resolved = kernel_frames.iter().filter(|(f, _)| f.is_some()).count();
+    assert!(
+        resolved as f64 >= 0.95 * kernel_frames.len() as f64,
+        "{resolved} of {} kernel frames resolved",
+        kernel_frames.len()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn pids_of(batches: &[RecordBatch]) -> Vec<i32> {
+    batches
+        .iter()
+        .flat_map(|b| {
+            b.column_by_name("pid")
+                .unwrap()
+                .as_primitive::<Int32Type>()
+                .values()
+                .to_vec()
+        })
+        .collect()
+}
+
+#[test]
+fn pid_and_name_targets() {
+    if !bpf_available("pid_and_name_targets") {
+        return;
+    }
+    let _serial = bpf_serial();
+    let dir = scratch("targets");
+    let workload = stacks_tests::bin("stacks-workload");
+
+    // -p PID: only that process, and the recording ends when it exits.
+    let mut w = Command::new(&workload)
+        .args(["cpu", "--seconds", "2"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let by_pid = dir.join("pid.arrow");
+    let rec = sh(&format!(
+        "stacks-record -e profile:u:99 -p {} -o {}",
+        w.id(),
+        by_pid.display()
+    ));
+    check(&rec, "record -p");
+    assert!(String::from_utf8_lossy(&rec.stderr).contains("every traced pid has exited"));
+    w.wait().unwrap();
+    let pids = pids_of(&read_batches(&by_pid));
+    assert!(
+        pids.len() >= 100,
+        "{} samples of a 2 s busy process",
+        pids.len()
+    );
+    assert!(
+        pids.iter().all(|&p| p == w.id() as i32),
+        "rows of other processes: {pids:?}"
+    );
+
+    // NAME: a process already running when recording starts is found by the /proc scan.
+    let mut w = Command::new(&workload)
+        .args(["cpu", "--seconds", "3"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let by_name = dir.join("name.arrow");
+    let rec = sh(&format!(
+        "stacks-record -e profile:u:99 -d 1.5s stacks-workload > {}",
+        by_name.display()
+    ));
+    check(&rec, "record NAME");
+    w.wait().unwrap();
+    let pids = pids_of(&read_batches(&by_name));
+    assert!(
+        pids.len() >= 75,
+        "{} samples of 1.5 s of a busy process",
+        pids.len()
+    );
+    assert!(
+        pids.iter().all(|&p| p == w.id() as i32),
+        "rows of other processes: {pids:?}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

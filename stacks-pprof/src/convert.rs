@@ -125,15 +125,20 @@ impl Converter {
         self.samples.len()
     }
 
-    fn column(&self, batch: &RecordBatch, index: usize) -> Result<ArrayRef, Error> {
-        batch.columns().get(index).cloned().ok_or_else(|| {
-            let name = self.plan.stack_name.clone();
-            Error::Column {
+    /// Column `index` (called `name`) of a batch, which must have the stream's columns.
+    fn column(&self, batch: &RecordBatch, index: usize, name: &str) -> Result<ArrayRef, Error> {
+        batch
+            .columns()
+            .get(index)
+            .cloned()
+            .ok_or_else(|| Error::Column {
                 input: self.input.clone(),
-                column: name,
-                detail: format!("batch has {} columns, the schema more", batch.num_columns()),
-            }
-        })
+                column: name.into(),
+                detail: format!(
+                    "a batch has only {} columns, not the stream schema's",
+                    batch.num_columns()
+                ),
+            })
     }
 
     fn cast_column(
@@ -143,7 +148,7 @@ impl Converter {
         name: &str,
         to: &DataType,
     ) -> Result<ArrayRef, Error> {
-        cast(&self.column(batch, index)?, to).map_err(|e| Error::Column {
+        cast(&self.column(batch, index, name)?, to).map_err(|e| Error::Column {
             input: self.input.clone(),
             column: name.into(),
             detail: e.to_string(),
@@ -153,7 +158,7 @@ impl Converter {
     /// Fold one batch in.
     pub fn push(&mut self, batch: &RecordBatch) -> Result<(), Error> {
         let stack = StackFrames::new(
-            &self.column(batch, self.plan.stack)?,
+            &self.column(batch, self.plan.stack, &self.plan.stack_name)?,
             &self.input,
             &self.plan.stack_name,
         )?;

@@ -22,7 +22,7 @@ use crate::event::{self, RawEvent, cstr};
 use crate::host;
 use crate::normalize::UserNormalizer;
 use crate::rows::{Row, RowBuilder};
-use crate::target::{Child, check_pid, scan_names};
+use crate::target::{Child, check_pid, is_alive, scan_names};
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
@@ -187,9 +187,7 @@ pub fn run() -> Result<ExitCode> {
         }
         if !watched_pids.is_empty()
             && matches!(&target, Target::Select { names, .. } if names.is_empty())
-            && watched_pids
-                .iter()
-                .all(|p| !std::path::Path::new(&format!("/proc/{p}")).exists())
+            && watched_pids.iter().all(|&p| !is_alive(p))
         {
             eprintln!("stacks-record: every traced pid has exited");
             break;

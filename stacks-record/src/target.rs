@@ -36,8 +36,25 @@ pub fn scan_names(names: &[String]) -> Vec<u32> {
     found
 }
 
+/// Whether process `pid` still runs: it exists and is not a zombie (an exited child its parent
+/// has not reaped yet still has a /proc entry).
+pub fn is_alive(pid: u32) -> bool {
+    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // The state letter follows the command name, which is in parentheses and may contain any
+    // byte, so look after the last ')'.
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.trim_start().chars().next());
+    !matches!(state, None | Some('Z') | Some('X') | Some('x'))
+}
+
 /// Check that a pid names a live process; return its thread group id.
 pub fn check_pid(pid: u32) -> Result<u32> {
+    if !is_alive(pid) {
+        bail!("-p {pid}: no such process");
+    }
     let status = fs::read_to_string(format!("/proc/{pid}/status"))
         .map_err(|_| anyhow::anyhow!("-p {pid}: no such process"))?;
     let tgid = status
@@ -173,6 +190,17 @@ mod tests {
         let comm = fs::read_to_string("/proc/self/comm").unwrap();
         let found = scan_names(&[comm.trim().to_string()]);
         assert!(found.contains(&std::process::id()));
+    }
+
+    #[test]
+    fn zombies_are_not_alive() {
+        assert!(is_alive(std::process::id()));
+        let mut c = std::process::Command::new("true").spawn().unwrap();
+        // Not reaped yet: a zombie with a /proc entry.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert!(!is_alive(c.id()));
+        c.wait().unwrap();
+        assert!(!is_alive(c.id()));
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! one JSON object on stdout.
 
 mod cpu;
+mod kernel;
 
 use std::process::ExitCode;
 
@@ -23,12 +24,15 @@ enum Cmd {
     /// Burn CPU in two distinct functions, `burn_heavy` and `burn_light`, in a fixed ratio of
     /// iterations (default 3:1), alternating in short slices.
     Cpu(cpu::CpuArgs),
+    /// Spend the time in the kernel: read /dev/zero in large chunks (function `read_zero`).
+    Kernel(kernel::KernelArgs),
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
     let result = match args.cmd {
         Cmd::Cpu(a) => cpu::run(&a),
+        Cmd::Kernel(a) => kernel::run(&a),
     };
     match result {
         Ok(report) => {
