@@ -338,6 +338,36 @@ mod tests {
     }
 
     #[test]
+    fn raw_and_symbolized_schemas_round_trip_with_metadata() {
+        use crate::schema::{meta, raw_schema, stage, stamp, symbolized_schema};
+        use arrow_array::new_empty_array;
+        let dir = std::env::temp_dir().join(format!("stacks-stream-rt-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for (i, make) in [raw_schema, symbolized_schema].into_iter().enumerate() {
+            let mut md = std::collections::HashMap::new();
+            stamp(&mut md, "t", "1", stage::RAW);
+            md.insert(meta::HOST.into(), "h".into());
+            let schema = Arc::new(make(md));
+            let columns = schema
+                .fields()
+                .iter()
+                .map(|f| new_empty_array(f.data_type()))
+                .collect();
+            let batch = RecordBatch::try_new(schema.clone(), columns).unwrap();
+            let path = dir.join(format!("{i}.arrow"));
+            let mut out = open_output(Some(&path), &schema).unwrap();
+            out.write(&batch).unwrap();
+            out.finish().unwrap();
+            let mut input = open_input(Some(&path)).unwrap();
+            assert_eq!(input.schema(), schema);
+            assert_eq!(input.schema().metadata()[meta::HOST], "h");
+            assert_eq!(input.next_batch().unwrap().unwrap().num_rows(), 0);
+            assert!(input.next_batch().unwrap().is_none());
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn garbage_is_named() {
         let err = read_all(b"hello world\n".to_vec()).unwrap_err();
         assert!(err.to_string().contains("not an Arrow IPC stream"), "{err}");

@@ -22,7 +22,8 @@ pub struct SymFrame {
 }
 
 impl SymFrame {
-    fn unresolved(why: impl Into<String>) -> Self {
+    /// A frame that could not be resolved, with the reason.
+    pub fn unresolved(why: impl Into<String>) -> Self {
         SymFrame {
             function: None,
             file: None,

@@ -165,13 +165,8 @@ impl StackBuilder {
         let what = if kernel { "kernel" } else { "user" };
         let text = format!("[missed {what} stack: {}]", errno_text(errno));
         let s = SymFrame {
-            function: Some(text.clone()),
-            file: None,
-            line: None,
-            column: None,
-            inlined: false,
-            module: None,
-            error: Some(format!("{what} stack capture failed: errno {}", -errno)),
+            function: Some(text),
+            ..SymFrame::unresolved(format!("{what} stack capture failed: errno {}", -errno))
         };
         self.frame(
             &s,
@@ -281,7 +276,7 @@ pub fn symbolize_batch(
                     } else {
                         "address was not normalized at record time".to_string()
                     };
-                    out.frame(&unresolved(why), &place);
+                    out.frame(&SymFrame::unresolved(why), &place);
                 }
             }
         }
@@ -294,18 +289,6 @@ pub fn symbolize_batch(
         .collect();
     columns.push(Arc::new(out.list.finish()));
     RecordBatch::try_new(layout.output.clone(), columns)
-}
-
-fn unresolved(why: String) -> SymFrame {
-    SymFrame {
-        function: None,
-        file: None,
-        line: None,
-        column: None,
-        inlined: false,
-        module: None,
-        error: Some(why),
-    }
 }
 
 fn offsets(list: &ListArray, row: usize) -> (usize, usize) {
