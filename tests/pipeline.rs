@@ -96,6 +96,22 @@ fn cpu_profile_matches_ground_truth() {
         "recorded {cpu_recorded} ns of CPU, workload used {cpu_truth} ns"
     );
 
+    // The rows themselves (not an aggregate) convert to the same profile: stacks-pprof reads
+    // a row stream's `value` in its kind's unit and skips rows of other kinds.
+    let direct = dir.join("direct.pb.gz");
+    let rows = sh(&format!(
+        "stacks-query -d {out} -c 'SELECT * FROM stacks' | stacks-pprof -o {direct}",
+        out = out.display(),
+        direct = direct.display()
+    ));
+    check(&rows, "query rows | pprof");
+    let direct = stacks_pprof::decode(&std::fs::read(&direct).unwrap()).unwrap();
+    let direct_totals: (i64, i64) = direct
+        .sample
+        .iter()
+        .fold((0, 0), |(a, b), s| (a + s.value[0], b + s.value[1]));
+    assert_eq!(direct_totals, (total_samples, cpu_recorded));
+
     // Source files and lines made it through.
     let files: Vec<&String> = profile
         .function

@@ -37,6 +37,11 @@ pub struct Args {
     /// Do not turn string columns and pid/tid/cpu into sample labels.
     #[arg(long)]
     pub no_labels: bool,
+
+    /// For a stream of event rows (stacks-symbolize output): convert rows of this kind
+    /// [default: profile]; `value` is then read in that kind's unit (profile: cpu nanoseconds).
+    #[arg(long, value_name = "KIND")]
+    pub kind: Option<String>,
 }
 
 /// Entry point of the binary: parse the arguments and convert.
@@ -68,6 +73,7 @@ pub fn run_with(args: Args) -> anyhow::Result<ExitCode> {
         stack: args.stack,
         values: args.values,
         no_labels: args.no_labels,
+        kind: args.kind,
     };
     let profile = convert(&mut input, &options)?;
     let (out, sink) = match early_sink {

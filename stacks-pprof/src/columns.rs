@@ -77,6 +77,8 @@ pub(crate) struct Plan {
     pub labels: Vec<LabelColumn>,
     /// The `time` column and its unit, when it is a timestamp.
     pub time: Option<(usize, TimeUnit)>,
+    /// For a row stream: the `kind` column and the kind of rows converted (others skipped).
+    pub rows_of_kind: Option<(usize, String)>,
 }
 
 fn numeric(dt: &DataType) -> Option<Numeric> {
@@ -106,19 +108,25 @@ impl Plan {
         stack: Option<&str>,
         values: &[String],
         labels: bool,
+        kind: Option<&str>,
     ) -> Result<Self, Error> {
         let stack = find_stack(schema, input, stack)?;
         let stack_name = schema.field(stack).name().clone();
-        let values = if values.is_empty() {
-            default_values(schema)
-        } else {
-            explicit_values(schema, input, values)?
+        let rows_of_kind = row_stream(schema, input, kind)?;
+        let values = match (&rows_of_kind, values.is_empty()) {
+            (Some((_, k)), true) => kind_values(schema, k),
+            (_, true) => default_values(schema),
+            (_, false) => explicit_values(schema, input, values)?,
         };
-        let labels = if labels {
+        let mut labels = if labels {
             label_columns(schema, stack)
         } else {
             Vec::new()
         };
+        if let Some((k, _)) = &rows_of_kind {
+            // Every converted row has the same kind: a label would say nothing.
+            labels.retain(|l| l.index != *k);
+        }
         let time =
             schema
                 .index_of(col::TIME)
@@ -133,8 +141,67 @@ impl Plan {
             values,
             labels,
             time,
+            rows_of_kind,
         })
     }
+}
+
+/// A stream of event rows (`kind` and `value` columns) rather than a query result: returns the
+/// `kind` column and the kind to convert (`requested`, default `profile`).
+fn row_stream(
+    schema: &Schema,
+    input: &str,
+    requested: Option<&str>,
+) -> Result<Option<(usize, String)>, Error> {
+    let kind_col = schema
+        .index_of(col::KIND)
+        .ok()
+        .filter(|&i| is_string(schema.field(i).data_type()));
+    let has_value = schema
+        .index_of(col::VALUE)
+        .is_ok_and(|i| numeric(schema.field(i).data_type()).is_some());
+    match (kind_col, has_value, requested) {
+        (Some(i), true, wanted) => {
+            let wanted = wanted.unwrap_or(stacks_stream::kind::PROFILE);
+            if stacks_stream::kind::value_type(wanted).is_none() {
+                return Err(Error::UnknownKind {
+                    input: input.into(),
+                    kind: wanted.into(),
+                });
+            }
+            Ok(Some((i, wanted.to_string())))
+        }
+        (_, _, Some(_)) => Err(ContractError::MissingColumn {
+            input: input.into(),
+            column: format!("{}` and `{}", col::KIND, col::VALUE),
+            why: "--kind selects rows of an event stream".into(),
+        }
+        .into()),
+        _ => Ok(None),
+    }
+}
+
+/// Values of a row stream: one sample per row, and `value` in the kind's unit.
+fn kind_values(schema: &Schema, kind: &str) -> Vec<ValueColumn> {
+    let (name, unit) = stacks_stream::kind::value_type(kind).unwrap_or((kind, "count"));
+    let index = schema.index_of(col::VALUE).ok();
+    vec![
+        ValueColumn {
+            index: None,
+            name: SYNTHETIC.into(),
+            numeric: Numeric::Int,
+            kind: sample_kind(SYNTHETIC),
+        },
+        ValueColumn {
+            index,
+            name: col::VALUE.into(),
+            numeric: Numeric::Int,
+            kind: SampleKind {
+                name: name.to_string(),
+                unit,
+            },
+        },
+    ]
 }
 
 fn find_stack(schema: &Schema, input: &str, requested: Option<&str>) -> Result<usize, Error> {
@@ -294,10 +361,23 @@ mod tests {
     #[test]
     fn symbolized_stream_plan() {
         let schema = symbolized_schema(HashMap::new());
-        let plan = Plan::new(&schema, "stdin", None, &[], true).unwrap();
+        let plan = Plan::new(&schema, "stdin", None, &[], true, None).unwrap();
         assert_eq!(plan.stack_name, "stack");
+        // A row stream: profile rows only, one sample each, `value` in cpu nanoseconds.
         let values: Vec<_> = plan.values.iter().map(|v| v.name.as_str()).collect();
-        assert_eq!(values, ["value"], "pid/tid/cpu and *_error are not values");
+        assert_eq!(
+            values,
+            ["samples", "value"],
+            "pid/tid/cpu and *_error are not values"
+        );
+        assert_eq!(
+            plan.values[1].kind,
+            SampleKind {
+                name: "cpu".into(),
+                unit: "nanoseconds"
+            }
+        );
+        assert_eq!(plan.rows_of_kind, Some((1, "profile".to_string())));
         let labels: Vec<_> = plan
             .labels
             .iter()
@@ -306,7 +386,6 @@ mod tests {
         assert_eq!(
             labels,
             [
-                ("kind", false),
                 ("pid", true),
                 ("tid", true),
                 ("comm", false),
@@ -315,8 +394,32 @@ mod tests {
             ]
         );
         assert!(plan.time.is_some());
-        let plan = Plan::new(&schema, "stdin", None, &[], false).unwrap();
+        let plan = Plan::new(&schema, "stdin", None, &[], false, None).unwrap();
         assert!(plan.labels.is_empty());
+        let plan = Plan::new(&schema, "stdin", None, &[], false, Some("lost")).unwrap();
+        assert_eq!(plan.values[1].kind.name, "lost");
+        let err = Plan::new(&schema, "stdin", None, &[], false, Some("bogus")).unwrap_err();
+        assert!(err.to_string().contains("`bogus`"), "{err}");
+        // Explicit --value keeps the row filter but not the kind's value types.
+        let plan = Plan::new(&schema, "stdin", None, &["value".into()], false, None).unwrap();
+        assert_eq!(plan.values.len(), 1);
+        assert!(plan.rows_of_kind.is_some());
+    }
+
+    #[test]
+    fn kind_needs_a_row_stream() {
+        let schema = Schema::new(vec![
+            Field::new("stack", stacks_stream::stack_type(), true),
+            Field::new("samples", DataType::Int64, true),
+        ]);
+        let err = Plan::new(&schema, "stdin", None, &[], true, Some("profile")).unwrap_err();
+        assert!(err.to_string().contains("--kind"), "{err}");
+        assert!(
+            Plan::new(&schema, "stdin", None, &[], true, None)
+                .unwrap()
+                .rows_of_kind
+                .is_none()
+        );
     }
 
     #[test]
@@ -326,7 +429,7 @@ mod tests {
             Field::new("pid", DataType::Int32, true),
             Field::new("comm", DataType::Utf8, true),
         ]);
-        let plan = Plan::new(&schema, "stdin", None, &[], true).unwrap();
+        let plan = Plan::new(&schema, "stdin", None, &[], true, None).unwrap();
         assert_eq!(plan.stack_name, "frames", "first stack-typed column");
         assert_eq!(plan.values.len(), 1);
         assert_eq!(plan.values[0].index, None);
@@ -339,20 +442,20 @@ mod tests {
             Field::new("stack", DataType::Utf8, true),
             Field::new("n", DataType::Int64, true),
         ]);
-        let err = Plan::new(&schema, "stdin", None, &[], true).unwrap_err();
+        let err = Plan::new(&schema, "stdin", None, &[], true, None).unwrap_err();
         assert!(err.to_string().contains("`stack`"), "{err}");
         let schema = Schema::new(vec![Field::new("n", DataType::Int64, true)]);
-        let err = Plan::new(&schema, "stdin", None, &[], true).unwrap_err();
+        let err = Plan::new(&schema, "stdin", None, &[], true, None).unwrap_err();
         assert!(
             err.to_string().starts_with("stdin: missing column `stack`"),
             "{err}"
         );
         let schema = symbolized_schema(HashMap::new());
-        let err = Plan::new(&schema, "in", None, &["comm".into()], true).unwrap_err();
+        let err = Plan::new(&schema, "in", None, &["comm".into()], true, None).unwrap_err();
         assert!(err.to_string().contains("value column `comm`"), "{err}");
-        let err = Plan::new(&schema, "in", None, &["nope".into()], true).unwrap_err();
+        let err = Plan::new(&schema, "in", None, &["nope".into()], true, None).unwrap_err();
         assert!(err.to_string().contains("missing column `nope`"), "{err}");
-        let err = Plan::new(&schema, "in", Some("kstack"), &[], true).unwrap_err();
+        let err = Plan::new(&schema, "in", Some("kstack"), &[], true, None).unwrap_err();
         assert!(err.to_string().contains("`kstack`"), "{err}");
     }
 }

@@ -31,6 +31,9 @@ pub struct Options {
     pub values: Vec<String>,
     /// Leave out the labels (string columns, `pid`/`tid`/`cpu`).
     pub no_labels: bool,
+    /// For row streams (a `kind` and a `value` column, as stacks-record/-symbolize write):
+    /// which kind of rows to convert; default `profile`.
+    pub kind: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -97,6 +100,7 @@ impl Converter {
             options.stack.as_deref(),
             &options.values,
             !options.no_labels,
+            options.kind.as_deref(),
         )?;
         frames::check_type(
             schema.field(plan.stack).data_type(),
@@ -191,8 +195,20 @@ impl Converter {
             let a = self.cast_column(batch, i, stacks_stream::col::TIME, &DataType::Int64)?;
             self.fold_time(a.as_primitive::<Int64Type>(), unit);
         }
+        let kinds = match &self.plan.rows_of_kind {
+            Some((i, _)) => {
+                let a = self.cast_column(batch, *i, stacks_stream::col::KIND, &DataType::Utf8)?;
+                Some(a.as_string::<i32>().clone())
+            }
+            None => None,
+        };
 
         for row in 0..batch.num_rows() {
+            if let (Some(kinds), Some((_, wanted))) = (&kinds, &self.plan.rows_of_kind)
+                && (kinds.is_null(row) || kinds.value(row) != wanted)
+            {
+                continue;
+            }
             let locations = stack_locations(&mut self.tables, &stack, row, &mut self.pending);
             let mut key_labels = Vec::with_capacity(labels.len());
             for l in &labels {

@@ -40,6 +40,8 @@ pub enum Error {
         column: String,
         detail: String,
     },
+    #[error("{input}: unknown --kind `{kind}`")]
+    UnknownKind { input: String, kind: String },
     #[error("decompressing profile: {0}")]
     Gunzip(std::io::Error),
     #[error("decoding profile: {0}")]

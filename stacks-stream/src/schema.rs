@@ -49,6 +49,16 @@ pub mod kind {
     pub const PROFILE: &str = "profile";
     /// Events the kernel could not hand over (ring buffer full). `value` = number of events lost.
     pub const LOST: &str = "lost";
+
+    /// What a row's `value` measures for each kind: (sample type name, unit), as profiles
+    /// label it. `None` for a kind this version does not know.
+    pub fn value_type(kind: &str) -> Option<(&'static str, &'static str)> {
+        match kind {
+            PROFILE => Some(("cpu", "nanoseconds")),
+            LOST => Some(("lost", "count")),
+            _ => None,
+        }
+    }
 }
 
 /// Column names.
