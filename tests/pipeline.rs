@@ -334,3 +334,47 @@ fn pid_and_name_targets() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn sigint_stops_recording_cleanly_and_keeps_every_row() {
+    if !bpf_available("sigint_stops_recording_cleanly_and_keeps_every_row") {
+        return;
+    }
+    let _serial = bpf_serial();
+    let dir = scratch("sigint");
+    let mut w = Command::new(stacks_tests::bin("stacks-workload"))
+        .args(["cpu", "--seconds", "8"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let raw = dir.join("raw.arrow");
+    let rec = Command::new(stacks_tests::bin("stacks-record"))
+        .args(["-e", "profile:u:99", "-p", &w.id().to_string(), "-o"])
+        .arg(&raw)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(2000));
+    // SAFETY: signalling the recorder we started.
+    unsafe { libc::kill(rec.id() as i32, libc::SIGINT) };
+    let started = std::time::Instant::now();
+    let out = rec.wait_with_output().unwrap();
+    let stopped_in = started.elapsed();
+    let _ = w.kill();
+    let _ = w.wait();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{}: {stderr}", out.status);
+    assert!(
+        stopped_in < std::time::Duration::from_secs(2),
+        "took {stopped_in:?} to stop"
+    );
+    // The file is a complete stream (read_batches fails on a missing end marker) and holds
+    // exactly the rows the recorder reports.
+    let rows: usize = read_batches(&raw).iter().map(|b| b.num_rows()).sum();
+    assert!(rows >= 100, "{rows} rows from 2 s of a busy process");
+    assert!(
+        stderr.contains(&format!("stacks-record: {rows} rows")),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
