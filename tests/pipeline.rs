@@ -378,3 +378,71 @@ fn sigint_stops_recording_cleanly_and_keeps_every_row() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn names_match_at_exec_and_commands_bring_their_children() {
+    if !bpf_available("names_match_at_exec_and_commands_bring_their_children") {
+        return;
+    }
+    let _serial = bpf_serial();
+    let dir = scratch("exec");
+    let workload = stacks_tests::bin("stacks-workload");
+
+    // A process named on the command line but started after the recorder: matched at exec.
+    let by_name = dir.join("name.arrow");
+    let rec = Command::new(stacks_tests::bin("stacks-record"))
+        .args(["-e", "profile:u:99", "-d", "3s", "-o"])
+        .arg(&by_name)
+        .arg("stacks-workload")
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let mut w = Command::new(&workload)
+        .args(["cpu", "--seconds", "1.5"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    w.wait().unwrap();
+    assert!(rec.wait_with_output().unwrap().status.success());
+    let pids = pids_of(&read_batches(&by_name));
+    assert!(
+        pids.len() >= 75,
+        "{} samples of 1.5 s of a busy process",
+        pids.len()
+    );
+    assert!(
+        pids.iter().all(|&p| p == w.id() as i32),
+        "rows of other processes: {pids:?}"
+    );
+
+    // `-- COMMAND`: a shell that starts two workloads; both children are traced.
+    let cmd = dir.join("cmd.arrow");
+    let script = format!(
+        "{w} cpu --seconds 1 >/dev/null & {w} cpu --seconds 1 >/dev/null; wait",
+        w = workload.display()
+    );
+    let rec = sh(&format!(
+        "stacks-record -e profile:u:99 -o {} -- sh -c '{script}'",
+        cmd.display()
+    ));
+    check(&rec, "record -- sh -c …");
+    let batches = read_batches(&cmd);
+    let mut by_pid: HashMap<i32, usize> = HashMap::new();
+    for b in &batches {
+        let comm = b.column_by_name("comm").unwrap().as_string::<i32>();
+        let pid = b.column_by_name("pid").unwrap().as_primitive::<Int32Type>();
+        for row in 0..b.num_rows() {
+            if comm.value(row) == "stacks-workload" {
+                *by_pid.entry(pid.value(row)).or_default() += 1;
+            }
+        }
+    }
+    assert_eq!(by_pid.len(), 2, "two traced children: {by_pid:?}");
+    // Each ran 1 s of wall time; on a loaded 2-core machine it may get well under a core.
+    assert!(
+        by_pid.values().all(|&n| n >= 25),
+        "up to 1 s of samples each: {by_pid:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
