@@ -252,6 +252,7 @@ fn kernel_stacks_resolve_from_kallsyms() {
     let kernel_frames: Vec<&(Option<String>, bool)> =
         stacks.iter().flatten().filter(|(_, k)| *k).collect();
     let resolved = kernel_frames.iter().filter(|(f, _)| f.is_some()).count();
+    assert!(!kernel_frames.is_empty());
     assert!(
         resolved as f64 >= 0.95 * kernel_frames.len() as f64,
         "{resolved} of {} kernel frames resolved",

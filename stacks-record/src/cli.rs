@@ -70,7 +70,7 @@ pub enum Target {
 
 impl Args {
     pub fn spec(&self) -> Result<EventSpec> {
-        Ok(EventSpec::parse(&self.events).map_err(|e| anyhow::anyhow!("-e: {e}"))?)
+        EventSpec::parse(&self.events).map_err(|e| anyhow::anyhow!("-e: {e}"))
     }
 
     pub fn target(&self) -> Result<Target> {

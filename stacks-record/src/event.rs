@@ -32,13 +32,13 @@ const _: () = assert!(std::mem::size_of::<RawEvent>() == 72 + 2 * 8 * MAX_DEPTH)
 
 impl RawEvent {
     /// Decode one ring buffer record; `None` if it is too short (never expected).
-    pub fn from_bytes(data: &[u8]) -> Option<Box<RawEvent>> {
+    pub fn from_bytes(data: &[u8]) -> Option<RawEvent> {
         if data.len() < std::mem::size_of::<RawEvent>() {
             return None;
         }
         // SAFETY: the length was checked and every bit pattern is a valid RawEvent.
         let ev = unsafe { std::ptr::read_unaligned(data.as_ptr().cast::<RawEvent>()) };
-        Some(Box::new(ev))
+        Some(ev)
     }
 
     /// A stack's frames, or `Err(errno)`, or `None` when not requested.

@@ -116,7 +116,7 @@ pub fn run() -> Result<ExitCode> {
         }
     }
 
-    let queue: Rc<RefCell<Vec<Box<RawEvent>>>> = Rc::default();
+    let queue: Rc<RefCell<Vec<RawEvent>>> = Rc::default();
     let malformed = Rc::new(RefCell::new(0u64));
     let mut rbb = RingBufferBuilder::new();
     {
@@ -255,7 +255,7 @@ fn describe(target: &Target) -> String {
 }
 
 fn drain(
-    queue: &RefCell<Vec<Box<RawEvent>>>,
+    queue: &RefCell<Vec<RawEvent>>,
     rows: &mut RowBuilder,
     norm: &mut UserNormalizer,
     counts: &mut Counts,

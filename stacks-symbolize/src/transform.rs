@@ -110,6 +110,9 @@ fn errno_text(errno: i32) -> String {
     s.split(" (os error").next().unwrap_or(&s).to_string()
 }
 
+/// Module name of kernel frames outside loadable modules (as perf names it).
+pub const KERNEL_MODULE: &str = "[kernel.kallsyms]";
+
 /// Builds the `stack` list column.
 struct StackBuilder {
     list: ListBuilder<StructBuilder>,
@@ -152,7 +155,12 @@ impl StackBuilder {
         f!(3, UInt32Builder).append_option(s.column);
         f!(4, BooleanBuilder).append_value(s.inlined);
         f!(5, BooleanBuilder).append_value(p.kernel);
-        f!(6, StringBuilder).append_option(p.module.or(s.module.as_deref()));
+        let module = p.module.or(s.module.as_deref());
+        let module = match module {
+            None if p.kernel => Some(KERNEL_MODULE),
+            m => m,
+        };
+        f!(6, StringBuilder).append_option(module);
         f!(7, StringBuilder).append_option(p.build_id);
         f!(8, UInt64Builder).append_option(p.offset);
         f!(9, UInt64Builder).append_value(p.addr);
