@@ -17,6 +17,9 @@ const volatile bool trace_all = false;      /* -a: every process */
 const volatile bool include_idle = false;   /* with -a: also pid 0 (the idle tasks) */
 const volatile bool follow_forks = true;    /* children of targets become targets */
 const volatile __u32 profile_stacks = 0;    /* STACKS_WANT_* for profile samples */
+/* Wake the reader only once this much data waits (it also polls on a short timer), so a busy
+ * event source does not cost a reader wakeup per event. 0: wake on every event. */
+const volatile __u64 wakeup_bytes = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -60,6 +63,14 @@ static __always_inline void count_lost(void)
 	__u64 *n = bpf_map_lookup_elem(&lost, &zero);
 	if (n)
 		__sync_fetch_and_add(n, 1);
+}
+
+static __always_inline __u64 wakeup_flags(void)
+{
+	if (!wakeup_bytes)
+		return 0;
+	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP
+									       : BPF_RB_NO_WAKEUP;
 }
 
 static __always_inline struct stacks_event *reserve(__u32 kind, __u32 tgid, __u32 tid)
@@ -109,7 +120,7 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 		return 0;
 	e->value = ctx->sample_period;
 	capture_stacks(ctx, e, profile_stacks);
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, wakeup_flags());
 	return 0;
 }
 

@@ -43,6 +43,7 @@ pub fn load<'obj>(
     rodata.include_idle = opts.include_idle;
     rodata.follow_forks = opts.follow_forks;
     rodata.profile_stacks = opts.spec.profile.map_or(0, |p| p.stacks.mask());
+    rodata.wakeup_bytes = u64::from(opts.ringbuf_bytes / 8);
     open.maps
         .events
         .set_max_entries(opts.ringbuf_bytes)

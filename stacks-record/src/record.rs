@@ -42,6 +42,9 @@ fn install_stop_handlers() {
     }
 }
 
+/// Take events from the ring buffer at least this often: bounds how long a sample waits before
+/// its addresses are normalized (short-lived processes), at a few dozen wakeups a second.
+const POLL_EVERY: Duration = Duration::from_millis(25);
 /// Flush rows at least this often so a live pipeline sees data.
 const FLUSH_EVERY: Duration = Duration::from_secs(1);
 /// ... or when this many rows are pending.
@@ -161,7 +164,10 @@ pub fn run() -> Result<ExitCode> {
     let mut child_status = None;
 
     loop {
-        let rc = rb.poll_raw(Duration::from_millis(100));
+        // The kernel wakes us only when the buffer fills up (see wakeup_bytes in the BPF
+        // code); otherwise the timeout comes first and we take what is there.
+        let rc = rb.poll_raw(POLL_EVERY);
+        let rc = if rc >= 0 { rb.consume_raw() } else { rc };
         if rc < 0 && rc != -libc::EINTR {
             bail!(
                 "polling the ring buffer: {}",
