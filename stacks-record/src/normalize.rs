@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use blazesym::Pid;
-use blazesym::normalize::{NormalizeOpts, Normalizer, UserMeta};
+use blazesym::normalize::{NormalizeOpts, Normalizer, Reason, UserMeta};
 
 /// One normalized user frame.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -22,9 +22,13 @@ pub struct UserFrame {
 
 struct PidState {
     normalizer: Normalizer,
+    /// Normalized frames, and failures that will not change (no file behind the address).
     frames: HashMap<u64, UserFrame>,
     refreshed: Option<Instant>,
 }
+
+/// Least time between two re-reads of one process's memory map.
+const REFRESH_EVERY: Duration = Duration::from_millis(100);
 
 fn new_normalizer() -> Normalizer {
     Normalizer::builder()
@@ -79,25 +83,30 @@ impl UserNormalizer {
             .collect();
         missing.sort_unstable();
         missing.dedup();
+        let mut retry = HashMap::new();
         if !missing.is_empty() {
             let mut resolved = resolve(&state.normalizer, pid, &missing);
             // An address outside the cached map may come from a mapping created after the
-            // cache was filled (dlopen, JIT): re-read the map while the process lives, at most
-            // once a second so a process with unmappable frames cannot make us spin on /proc.
-            let stale = resolved.iter().any(|f| f.error.is_some());
-            let may_refresh = state
-                .refreshed
-                .is_none_or(|t| t.elapsed() > Duration::from_secs(1));
-            if stale && may_refresh && Path::new(&format!("/proc/{pid}")).exists() {
+            // cache was filled (libraries loaded after the first sample, dlopen, JIT): re-read
+            // the map while the process lives, at most every REFRESH_EVERY so a process with
+            // garbage frames (broken frame-pointer chains) cannot make us spin on /proc.
+            let stale = resolved.iter().any(|(_, unmapped)| *unmapped);
+            let may_refresh = state.refreshed.is_none_or(|t| t.elapsed() > REFRESH_EVERY);
+            if stale && may_refresh && crate::target::is_alive(pid) {
                 state.normalizer = new_normalizer();
                 state.refreshed = Some(Instant::now());
                 resolved = resolve(&state.normalizer, pid, &missing);
             }
-            for f in resolved {
+            for (f, unmapped) in resolved {
                 if f.error.is_some() {
                     self.failed_frames += 1;
                 }
-                state.frames.insert(f.addr, f);
+                if unmapped {
+                    // Not cached: a later refresh may find the mapping.
+                    retry.insert(f.addr, f);
+                } else {
+                    state.frames.insert(f.addr, f);
+                }
             }
         }
         addrs
@@ -106,6 +115,7 @@ impl UserNormalizer {
                 state
                     .frames
                     .get(a)
+                    .or_else(|| retry.get(a))
                     .cloned()
                     .unwrap_or_else(|| failed(*a, "not normalized"))
             })
@@ -123,7 +133,9 @@ fn failed(addr: u64, why: &str) -> UserFrame {
     }
 }
 
-fn resolve(normalizer: &Normalizer, pid: u32, sorted: &[u64]) -> Vec<UserFrame> {
+/// Normalize sorted addresses; each result says whether the address was outside every known
+/// mapping (worth retrying after re-reading the map).
+fn resolve(normalizer: &Normalizer, pid: u32, sorted: &[u64]) -> Vec<(UserFrame, bool)> {
     let opts = NormalizeOpts {
         sorted_addrs: true,
         map_files: false,
@@ -137,7 +149,7 @@ fn resolve(normalizer: &Normalizer, pid: u32, sorted: &[u64]) -> Vec<UserFrame> 
             } else {
                 "process exited before its memory map was read".to_string()
             };
-            return sorted.iter().map(|&a| failed(a, &why)).collect();
+            return sorted.iter().map(|&a| (failed(a, &why), false)).collect();
         }
     };
     sorted
@@ -145,31 +157,42 @@ fn resolve(normalizer: &Normalizer, pid: u32, sorted: &[u64]) -> Vec<UserFrame> 
         .zip(out.outputs.iter())
         .map(
             |(&addr, &(offset, meta_idx))| match out.meta.get(meta_idx) {
-                Some(UserMeta::Elf(elf)) => UserFrame {
-                    addr,
-                    module: Some(elf.path.to_string_lossy().into_owned()),
-                    build_id: elf.build_id.as_ref().map(|b| hex(b)),
-                    offset: Some(offset),
-                    error: None,
-                },
-                Some(UserMeta::Sym(sym)) => UserFrame {
-                    addr,
-                    module: Some(
-                        sym.module
-                            .as_ref()
-                            .map(|m| m.to_string_lossy().into_owned())
-                            .unwrap_or_else(|| "[vdso]".into()),
-                    ),
-                    build_id: None,
-                    offset: Some(offset),
-                    error: Some(format!("no file backs this address (in {})", sym.name)),
-                },
-                Some(UserMeta::Unknown(u)) => failed(addr, &u.reason.to_string()),
-                Some(_) => failed(addr, "unsupported mapping type"),
-                None => failed(addr, "normalization returned no metadata"),
+                Some(UserMeta::Unknown(u)) => (
+                    failed(addr, &u.reason.to_string()),
+                    u.reason == Reason::Unmapped,
+                ),
+                other => (frame(addr, offset, other), false),
             },
         )
         .collect()
+}
+
+/// The frame for an address that normalization placed in `meta` (anything but unknown).
+fn frame(addr: u64, offset: u64, meta: Option<&UserMeta<'_>>) -> UserFrame {
+    match meta {
+        Some(UserMeta::Elf(elf)) => UserFrame {
+            addr,
+            module: Some(elf.path.to_string_lossy().into_owned()),
+            build_id: elf.build_id.as_ref().map(|b| hex(b)),
+            offset: Some(offset),
+            error: None,
+        },
+        Some(UserMeta::Sym(sym)) => UserFrame {
+            addr,
+            module: Some(
+                sym.module
+                    .as_ref()
+                    .map(|m| m.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| "[vdso]".into()),
+            ),
+            build_id: None,
+            offset: Some(offset),
+            error: Some(format!("no file backs this address (in {})", sym.name)),
+        },
+        Some(UserMeta::Unknown(u)) => failed(addr, &u.reason.to_string()),
+        Some(_) => failed(addr, "unsupported mapping type"),
+        None => failed(addr, "normalization returned no metadata"),
+    }
 }
 
 #[cfg(test)]
@@ -197,6 +220,34 @@ mod tests {
         assert_eq!(frames[0], frames[1]);
         assert!(frames[2].error.is_some(), "address 1 is unmapped");
         assert_eq!(n.failed_frames, 1);
+    }
+
+    #[test]
+    fn mappings_created_after_first_use_are_found() {
+        let pid = std::process::id();
+        let mut n = UserNormalizer::default();
+        // Fill the cache (the unmapped address 1 already forces one re-read), then map a file
+        // that did not exist before: it must still be found.
+        n.normalize(pid, &[marker as *const () as u64, 1]);
+        std::thread::sleep(REFRESH_EVERY);
+        let exe = std::fs::File::open("/proc/self/exe").unwrap();
+        // SAFETY: a fresh private read-only mapping of our own executable, unmapped below.
+        let addr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                4096,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE,
+                std::os::fd::AsRawFd::as_raw_fd(&exe),
+                0,
+            )
+        };
+        assert_ne!(addr, libc::MAP_FAILED);
+        let f = n.normalize(pid, &[addr as u64 + 16]);
+        // SAFETY: unmapping what we mapped above.
+        unsafe { libc::munmap(addr, 4096) };
+        assert_eq!(f[0].error, None, "{f:?}");
+        assert_eq!(f[0].offset, Some(16));
     }
 
     #[test]
