@@ -234,7 +234,10 @@ mod tests {
         // SAFETY: a fresh private read-only mapping of our own executable, unmapped below.
         let addr = unsafe {
             libc::mmap(
-                std::ptr::null_mut(),
+                // A hint far from everything else (not MAP_FIXED): tests running in parallel
+                // map and unmap memory too, and a reused range would look anonymous in the
+                // cached map.
+                0x5a5a_0000_0000usize as *mut libc::c_void,
                 4096,
                 libc::PROT_READ,
                 libc::MAP_PRIVATE,
