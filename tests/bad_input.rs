@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use arrow_array::{Int64Array, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
-use stacks_tests::{bin, raw_fixture, raw_fixture_with, scratch, write_stream};
+use stacks_tests::{bin, raw_fixture, raw_fixture_with, scratch, stack_functions, write_stream};
 
 fn run_with_stdin(tool: &str, args: &[&str], input: &[u8]) -> Output {
     let mut child = Command::new(bin(tool))
@@ -152,8 +152,6 @@ fn complete_fixture_passes_symbolize_with_reasons() {
 
 #[test]
 fn failed_stack_captures_stay_visible() {
-    use arrow_array::Array;
-    use arrow_array::cast::AsArray;
     let out = run_with_stdin("stacks-symbolize", &[], &raw_fixture_with(10, true, true));
     assert!(
         out.status.success(),
@@ -162,32 +160,21 @@ fn failed_stack_captures_stay_visible() {
     );
     let s =
         stacks_stream::InputStream::new("out", Box::new(std::io::Cursor::new(out.stdout))).unwrap();
-    let mut rows = 0;
-    for b in s {
-        let b = b.unwrap();
-        let stack = b.column_by_name("stack").unwrap().as_list::<i32>();
-        for row in 0..b.num_rows() {
-            let frames = stack.value(row);
-            let frames = frames.as_struct();
-            let func = frames
-                .column_by_name("function")
-                .unwrap()
-                .as_string::<i32>();
-            let kernel = frames.column_by_name("kernel").unwrap().as_boolean();
-            if row % 2 == 1 {
-                // Not requested kernel stack: nothing; failed user stack: one marker frame.
-                assert_eq!(frames.len(), 1, "row {row}");
-                assert_eq!(func.value(0), "[missed user stack: Bad address]");
-                assert!(!kernel.value(0));
-            } else {
-                assert_eq!(frames.len(), 2, "row {row}: one kernel and one user frame");
-                assert!(kernel.value(0) && !kernel.value(1));
-                assert!(func.is_null(1), "the fixture's module does not exist");
-            }
-            rows += 1;
+    let batches: Vec<_> = s.map(Result::unwrap).collect();
+    let stacks = stack_functions(&batches);
+    assert_eq!(stacks.len(), 10);
+    for (row, frames) in stacks.iter().enumerate() {
+        if row % 2 == 1 {
+            // Not requested kernel stack: nothing; failed user stack: one marker frame.
+            let marker = (Some("[missed user stack: Bad address]".to_string()), false);
+            assert_eq!(frames, &vec![marker], "row {row}");
+        } else {
+            // One kernel and one user frame; the fixture's module does not exist.
+            assert_eq!(frames.len(), 2, "row {row}");
+            assert!(frames[0].1 && !frames[1].1, "row {row}: {frames:?}");
+            assert_eq!(frames[1].0, None, "row {row}");
         }
     }
-    assert_eq!(rows, 10);
 }
 
 #[test]

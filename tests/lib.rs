@@ -74,6 +74,15 @@ pub fn read_batches(path: &Path) -> Vec<RecordBatch> {
     input.collect::<Result<Vec<_>, _>>().expect("read stream")
 }
 
+/// Start the bundled workload with `args`, its report (stdout) discarded.
+pub fn spawn_workload(args: &[&str]) -> std::process::Child {
+    Command::new(bin("stacks-workload"))
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("start stacks-workload")
+}
+
 /// Run a shell pipeline with `pipefail`; returns its output.
 pub fn sh(script: &str) -> Output {
     Command::new("bash")
@@ -199,4 +208,41 @@ pub fn write_stream(schema: &Arc<Schema>, batches: &[RecordBatch], finish: bool)
         }
     }
     buf
+}
+
+/// Each row's `stack` as (function, is kernel frame) pairs; empty for a null stack.
+pub fn stack_functions(batches: &[RecordBatch]) -> Vec<Vec<(Option<String>, bool)>> {
+    use arrow_array::Array;
+    use arrow_array::cast::AsArray;
+    let mut out = Vec::new();
+    for b in batches {
+        let stack = b
+            .column_by_name("stack")
+            .expect("stack column")
+            .as_list::<i32>();
+        for row in 0..b.num_rows() {
+            if stack.is_null(row) {
+                out.push(Vec::new());
+                continue;
+            }
+            let frames = stack.value(row);
+            let frames = frames.as_struct();
+            let func = frames
+                .column_by_name("function")
+                .unwrap()
+                .as_string::<i32>();
+            let kernel = frames.column_by_name("kernel").unwrap().as_boolean();
+            out.push(
+                (0..frames.len())
+                    .map(|i| {
+                        (
+                            func.is_valid(i).then(|| func.value(i).to_string()),
+                            kernel.value(i),
+                        )
+                    })
+                    .collect(),
+            );
+        }
+    }
+    out
 }

@@ -4,10 +4,12 @@
 use std::collections::HashMap;
 use std::process::Command;
 
+use arrow_array::RecordBatch;
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int32Type;
-use arrow_array::{Array, RecordBatch};
-use stacks_tests::{bpf_available, bpf_serial, check, read_batches, scratch, sh};
+use stacks_tests::{
+    bpf_available, bpf_serial, check, read_batches, scratch, sh, spawn_workload, stack_functions,
+};
 
 /// Sampling error at 99 Hz over ~6 s is about 1.7 points (binomial, 600 samples): ±5 points
 /// is the tolerance.
@@ -179,41 +181,6 @@ fn cpu_profile_matches_ground_truth() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Function names of each row's `stack`, with the frames' kernel flags.
-fn stacks_of(batches: &[RecordBatch]) -> Vec<Vec<(Option<String>, bool)>> {
-    let mut out = Vec::new();
-    for b in batches {
-        let stack = b
-            .column_by_name("stack")
-            .expect("stack column")
-            .as_list::<i32>();
-        for row in 0..b.num_rows() {
-            if stack.is_null(row) {
-                out.push(Vec::new());
-                continue;
-            }
-            let frames = stack.value(row);
-            let frames = frames.as_struct();
-            let func = frames
-                .column_by_name("function")
-                .unwrap()
-                .as_string::<i32>();
-            let kernel = frames.column_by_name("kernel").unwrap().as_boolean();
-            out.push(
-                (0..frames.len())
-                    .map(|i| {
-                        (
-                            func.is_valid(i).then(|| func.value(i).to_string()),
-                            kernel.value(i),
-                        )
-                    })
-                    .collect(),
-            );
-        }
-    }
-    out
-}
-
 #[test]
 fn kernel_stacks_resolve_from_kallsyms() {
     if !bpf_available("kernel_stacks_resolve_from_kallsyms") {
@@ -227,7 +194,7 @@ fn kernel_stacks_resolve_from_kallsyms() {
         sym.display()
     ));
     check(&rec, "record | symbolize");
-    let stacks = stacks_of(&read_batches(&sym));
+    let stacks = stack_functions(&read_batches(&sym));
     assert!(
         stacks.len() >= 100,
         "only {} samples in 3 s at 99 Hz",
@@ -261,8 +228,9 @@ fn kernel_stacks_resolve_from_kallsyms() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-fn pids_of(batches: &[RecordBatch]) -> Vec<i32> {
-    batches
+/// Assert every row belongs to process `pid` and there are at least `min` of them.
+fn only_pid(batches: &[RecordBatch], pid: u32, min: usize, what: &str) {
+    let pids: Vec<i32> = batches
         .iter()
         .flat_map(|b| {
             b.column_by_name("pid")
@@ -271,7 +239,12 @@ fn pids_of(batches: &[RecordBatch]) -> Vec<i32> {
                 .values()
                 .to_vec()
         })
-        .collect()
+        .collect();
+    assert!(pids.len() >= min, "{} samples of {what}", pids.len());
+    assert!(
+        pids.iter().all(|&p| p == pid as i32),
+        "rows of other processes: {pids:?}"
+    );
 }
 
 #[test]
@@ -281,14 +254,9 @@ fn pid_and_name_targets() {
     }
     let _serial = bpf_serial();
     let dir = scratch("targets");
-    let workload = stacks_tests::bin("stacks-workload");
 
     // -p PID: only that process, and the recording ends when it exits.
-    let mut w = Command::new(&workload)
-        .args(["cpu", "--seconds", "2"])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut w = spawn_workload(&["cpu", "--seconds", "2"]);
     let by_pid = dir.join("pid.arrow");
     let rec = sh(&format!(
         "stacks-record -e profile:u:99 -p {} -o {}",
@@ -298,23 +266,10 @@ fn pid_and_name_targets() {
     check(&rec, "record -p");
     assert!(String::from_utf8_lossy(&rec.stderr).contains("every traced pid has exited"));
     w.wait().unwrap();
-    let pids = pids_of(&read_batches(&by_pid));
-    assert!(
-        pids.len() >= 100,
-        "{} samples of a 2 s busy process",
-        pids.len()
-    );
-    assert!(
-        pids.iter().all(|&p| p == w.id() as i32),
-        "rows of other processes: {pids:?}"
-    );
+    only_pid(&read_batches(&by_pid), w.id(), 100, "2 s of a busy process");
 
     // NAME: a process already running when recording starts is found by the /proc scan.
-    let mut w = Command::new(&workload)
-        .args(["cpu", "--seconds", "3"])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut w = spawn_workload(&["cpu", "--seconds", "3"]);
     std::thread::sleep(std::time::Duration::from_millis(200));
     let by_name = dir.join("name.arrow");
     let rec = sh(&format!(
@@ -323,15 +278,11 @@ fn pid_and_name_targets() {
     ));
     check(&rec, "record NAME");
     w.wait().unwrap();
-    let pids = pids_of(&read_batches(&by_name));
-    assert!(
-        pids.len() >= 75,
-        "{} samples of 1.5 s of a busy process",
-        pids.len()
-    );
-    assert!(
-        pids.iter().all(|&p| p == w.id() as i32),
-        "rows of other processes: {pids:?}"
+    only_pid(
+        &read_batches(&by_name),
+        w.id(),
+        75,
+        "1.5 s of a busy process",
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -342,11 +293,7 @@ fn live_batches_then_sigint_stops_cleanly_keeping_every_row() {
         return;
     }
     let _serial = bpf_serial();
-    let mut w = Command::new(stacks_tests::bin("stacks-workload"))
-        .args(["cpu", "--seconds", "8"])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut w = spawn_workload(&["cpu", "--seconds", "8"]);
     let mut rec = Command::new(stacks_tests::bin("stacks-record"))
         .args(["-e", "profile:u:99", "-p", &w.id().to_string()])
         .stdout(std::process::Stdio::piped())
@@ -409,22 +356,14 @@ fn names_match_at_exec_and_commands_bring_their_children() {
         .spawn()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(700));
-    let mut w = Command::new(&workload)
-        .args(["cpu", "--seconds", "1.5"])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut w = spawn_workload(&["cpu", "--seconds", "1.5"]);
     w.wait().unwrap();
     assert!(rec.wait_with_output().unwrap().status.success());
-    let pids = pids_of(&read_batches(&by_name));
-    assert!(
-        pids.len() >= 75,
-        "{} samples of 1.5 s of a busy process",
-        pids.len()
-    );
-    assert!(
-        pids.iter().all(|&p| p == w.id() as i32),
-        "rows of other processes: {pids:?}"
+    only_pid(
+        &read_batches(&by_name),
+        w.id(),
+        75,
+        "1.5 s of a busy process",
     );
 
     // `-- COMMAND`: a shell that starts two workloads; both children are traced.
