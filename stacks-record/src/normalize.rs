@@ -24,11 +24,12 @@ struct PidState {
     normalizer: Normalizer,
     /// Normalized frames, and failures that will not change (no file behind the address).
     frames: HashMap<u64, UserFrame>,
-    refreshed: Option<Instant>,
+    /// When unmapped addresses were last looked up in a fresh read of the map.
+    retried: Option<Instant>,
 }
 
-/// Least time between two re-reads of one process's memory map.
-const REFRESH_EVERY: Duration = Duration::from_millis(100);
+/// Least time between two fresh reads of one process's memory map for unmapped addresses.
+const RETRY_EVERY: Duration = Duration::from_millis(20);
 
 fn new_normalizer() -> Normalizer {
     Normalizer::builder()
@@ -74,7 +75,7 @@ impl UserNormalizer {
         let state = self.pids.entry(pid).or_insert_with(|| PidState {
             normalizer: new_normalizer(),
             frames: HashMap::new(),
-            refreshed: None,
+            retried: None,
         });
         let mut missing: Vec<u64> = addrs
             .iter()
@@ -87,15 +88,31 @@ impl UserNormalizer {
         if !missing.is_empty() {
             let mut resolved = resolve(&state.normalizer, pid, &missing);
             // An address outside the cached map may come from a mapping created after the
-            // cache was filled (libraries loaded after the first sample, dlopen, JIT): re-read
-            // the map while the process lives, at most every REFRESH_EVERY so a process with
-            // garbage frames (broken frame-pointer chains) cannot make us spin on /proc.
-            let stale = resolved.iter().any(|(_, unmapped)| *unmapped);
-            let may_refresh = state.refreshed.is_none_or(|t| t.elapsed() > REFRESH_EVERY);
-            if stale && may_refresh && crate::target::is_alive(pid) {
-                state.normalizer = new_normalizer();
-                state.refreshed = Some(Instant::now());
-                resolved = resolve(&state.normalizer, pid, &missing);
+            // cache was filled (libraries loaded after the first sample, dlopen, JIT): look
+            // those up again in a fresh read of the map while the process lives, and keep that
+            // map if it knew more. At most every RETRY_EVERY, so a process with garbage frames
+            // (broken frame-pointer chains) cannot make us spin on /proc.
+            let unmapped: Vec<u64> = resolved
+                .iter()
+                .filter(|(_, unmapped)| *unmapped)
+                .map(|(f, _)| f.addr)
+                .collect();
+            let may_retry = state.retried.is_none_or(|t| t.elapsed() > RETRY_EVERY);
+            if !unmapped.is_empty() && may_retry && crate::target::is_alive(pid) {
+                state.retried = Some(Instant::now());
+                let fresh = new_normalizer();
+                let again: HashMap<u64, (UserFrame, bool)> = resolve(&fresh, pid, &unmapped)
+                    .into_iter()
+                    .map(|r| (r.0.addr, r))
+                    .collect();
+                if again.values().any(|(_, unmapped)| !unmapped) {
+                    state.normalizer = fresh;
+                }
+                for r in resolved.iter_mut().filter(|(_, unmapped)| *unmapped) {
+                    if let Some(a) = again.get(&r.0.addr) {
+                        *r = a.clone();
+                    }
+                }
             }
             for (f, unmapped) in resolved {
                 if f.error.is_some() {
@@ -229,7 +246,7 @@ mod tests {
         // Fill the cache (the unmapped address 1 already forces one re-read), then map a file
         // that did not exist before: it must still be found.
         n.normalize(pid, &[marker as *const () as u64, 1]);
-        std::thread::sleep(REFRESH_EVERY);
+        std::thread::sleep(RETRY_EVERY);
         let exe = std::fs::File::open("/proc/self/exe").unwrap();
         // SAFETY: a fresh private read-only mapping of our own executable, unmapped below.
         let addr = unsafe {

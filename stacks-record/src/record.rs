@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use clap::Parser;
 use libbpf_rs::RingBufferBuilder;
-use stacks_stream::{kind, open_output, raw_schema};
+use stacks_stream::{kind, open_output_with, raw_schema};
 
 use crate::bpf::{self, LoadOptions};
 use crate::cli::{Args, Target};
@@ -70,7 +70,8 @@ pub fn run() -> Result<ExitCode> {
     let metadata = host::stream_metadata(&spec.normalized(), host::realtime_ns(), offset_ns);
     let schema = Arc::new(raw_schema(metadata));
     // Open the output before loading anything, so a terminal is refused at once.
-    let mut out = open_output(args.output.as_deref(), &schema)?;
+    // Compressed: raw rows repeat module paths and build ids in every frame.
+    let mut out = open_output_with(args.output.as_deref(), &schema, true)?;
 
     let mut obj = MaybeUninit::uninit();
     let skel = bpf::load(

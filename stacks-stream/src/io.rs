@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use arrow_array::RecordBatch;
 use arrow_ipc::reader::StreamReader;
-use arrow_ipc::writer::StreamWriter;
+use arrow_ipc::CompressionType;
+use arrow_ipc::writer::{IpcWriteOptions, StreamWriter};
 use arrow_schema::{ArrowError, SchemaRef};
 
 use crate::ContractError;
@@ -240,13 +241,31 @@ pub fn open_sink(path: Option<&Path>) -> Result<(Box<dyn Write + Send>, Sink), C
 
 /// Open an Arrow IPC stream writer on `path` or stdout (refusing a terminal).
 pub fn open_output(path: Option<&Path>, schema: &SchemaRef) -> Result<OutputStream, ContractError> {
+    open_output_with(path, schema, false)
+}
+
+/// As [`open_output`]; with `compress`, record batch buffers are zstd-compressed (an IPC
+/// format feature every Arrow reader understands), for streams that are large and highly
+/// repetitive, such as the recorder's raw stacks.
+pub fn open_output_with(
+    path: Option<&Path>,
+    schema: &SchemaRef,
+    compress: bool,
+) -> Result<OutputStream, ContractError> {
     let (w, sink) = open_sink(path)?;
     let name = match sink {
         Sink::Stdout => "stdout".to_string(),
         Sink::File(n) => n,
     };
-    let writer = StreamWriter::try_new(BufWriter::with_capacity(1 << 16, w), schema)
-        .map_err(|e| arrow_to_io(&name, e))?;
+    let mut options = IpcWriteOptions::default();
+    if compress {
+        options = options
+            .try_with_compression(Some(CompressionType::ZSTD))
+            .map_err(|e| arrow_to_io(&name, e))?;
+    }
+    let writer =
+        StreamWriter::try_new_with_options(BufWriter::with_capacity(1 << 16, w), schema, options)
+            .map_err(|e| arrow_to_io(&name, e))?;
     Ok(OutputStream { writer, rows: 0 })
 }
 
@@ -355,7 +374,7 @@ mod tests {
                 .collect();
             let batch = RecordBatch::try_new(schema.clone(), columns).unwrap();
             let path = dir.join(format!("{i}.arrow"));
-            let mut out = open_output(Some(&path), &schema).unwrap();
+            let mut out = open_output_with(Some(&path), &schema, i == 1).unwrap();
             out.write(&batch).unwrap();
             out.finish().unwrap();
             let mut input = open_input(Some(&path)).unwrap();

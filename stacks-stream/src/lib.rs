@@ -9,7 +9,7 @@ pub mod cli;
 pub mod io;
 pub mod schema;
 
-pub use io::{InputStream, OutputStream, open_input, open_output};
+pub use io::{InputStream, OutputStream, open_input, open_output, open_output_with};
 pub use schema::*;
 
 /// Errors of the stream contract. Every message names the thing that is wrong.
