@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use arrow_array::RecordBatch;
-use arrow_ipc::reader::StreamReader;
 use arrow_ipc::CompressionType;
+use arrow_ipc::reader::StreamReader;
 use arrow_ipc::writer::{IpcWriteOptions, StreamWriter};
 use arrow_schema::{ArrowError, SchemaRef};
 
