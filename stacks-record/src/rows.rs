@@ -156,22 +156,23 @@ impl RowBuilder {
 
     /// Take the accumulated rows as a batch (the builder is left empty).
     pub fn finish(&mut self) -> RecordBatch {
-        let columns: Vec<ArrayRef> = vec![
-            Arc::new(self.time.finish()),
-            Arc::new(self.kind.finish()),
-            Arc::new(self.pid.finish()),
-            Arc::new(self.tid.finish()),
-            Arc::new(self.comm.finish()),
-            Arc::new(self.thread.finish()),
-            Arc::new(self.cpu.finish()),
-            Arc::new(self.value.finish()),
-            Arc::new(self.kstack.finish()),
-            Arc::new(self.kstack_error.finish()),
-            Arc::new(self.ustack.finish()),
-            Arc::new(self.ustack_error.finish()),
+        let n = self.rows;
+        let columns: Vec<(&str, ArrayRef)> = vec![
+            ("time", Arc::new(self.time.finish())),
+            ("kind", Arc::new(self.kind.finish())),
+            ("pid", Arc::new(self.pid.finish())),
+            ("tid", Arc::new(self.tid.finish())),
+            ("comm", Arc::new(self.comm.finish())),
+            ("thread", Arc::new(self.thread.finish())),
+            ("cpu", Arc::new(self.cpu.finish())),
+            ("value", Arc::new(self.value.finish())),
+            ("kstack", Arc::new(self.kstack.finish())),
+            ("kstack_error", Arc::new(self.kstack_error.finish())),
+            ("ustack", Arc::new(self.ustack.finish())),
+            ("ustack_error", Arc::new(self.ustack_error.finish())),
         ];
         self.rows = 0;
-        RecordBatch::try_new(self.schema.clone(), columns)
+        stacks_stream::batch_by_name(self.schema.clone(), n, columns)
             .expect("row builder columns match the raw schema")
     }
 }

@@ -49,6 +49,30 @@ pub mod kind {
     pub const PROFILE: &str = "profile";
     /// Events the kernel could not hand over (ring buffer full). `value` = number of events lost.
     pub const LOST: &str = "lost";
+    /// An off-CPU interval of a thread (sched_switch out → back in). `value` = `duration` = ns
+    /// off CPU; `state` = how it left; stacks captured when it was switched out. Rows with
+    /// `count` > 1 and no stacks fold the intervals shorter than the `switch` MIN argument.
+    pub const SWITCH: &str = "switch";
+    /// RSS growth (kmem:rss_stat), sampled every Nth growth event per process. `value` = bytes
+    /// grown since the process's previous emitted row; `rss` = resident bytes after it; `op` =
+    /// the counter that grew (`anon`, `file`, `shmem`, `swap`); `count` = growth events folded.
+    pub const RSS: &str = "rss";
+    /// A block IO request. `value` = bytes; `duration` = issue → completion ns; `op` = `read`,
+    /// `write`, `flush`, `discard` or `other`; `dev` = `major:minor`; stacks of the submitter.
+    pub const BLOCK: &str = "block";
+    /// A file read/write system call. `value` = bytes transferred (the return value); `duration`
+    /// = ns in the call; `op` = `read`|`write`; `syscall`; `fd`; `path`; failed calls have
+    /// `value` 0 and `errno`.
+    pub const VFS: &str = "vfs";
+    /// TCP/UDP send or receive. `value` = bytes transferred; `op` = `send`|`recv`; `protocol` =
+    /// `tcp`|`udp`; `local`/`remote` = `addr:port` (`[v6]:port`).
+    pub const NET: &str = "net";
+    /// A traced process called exec. `value` = 1; `path` = the executed file; `comm` = new name.
+    pub const EXEC: &str = "exec";
+    /// A traced process forked. `value` = 1; `child` = the new process's pid.
+    pub const FORK: &str = "fork";
+    /// A traced process exited. `value` = 1; `exit_code` = its exit status (wait(2) encoding).
+    pub const EXIT: &str = "exit";
 
     /// What a row's `value` measures for each kind: (sample type name, unit), as profiles
     /// label it. `None` for a kind this version does not know.
@@ -56,6 +80,12 @@ pub mod kind {
         match kind {
             PROFILE => Some(("cpu", "nanoseconds")),
             LOST => Some(("lost", "count")),
+            SWITCH => Some(("offcpu", "nanoseconds")),
+            RSS => Some(("rss_growth", "bytes")),
+            BLOCK => Some(("block", "bytes")),
+            VFS => Some(("vfs", "bytes")),
+            NET => Some(("net", "bytes")),
+            EXEC | FORK | EXIT => Some(("events", "count")),
             _ => None,
         }
     }
@@ -75,7 +105,31 @@ pub mod col {
     pub const KSTACK_ERROR: &str = "kstack_error";
     pub const USTACK: &str = "ustack";
     pub const USTACK_ERROR: &str = "ustack_error";
+    pub const KSTACK_SYMBOLS: &str = "kstack_symbols";
+    pub const DURATION: &str = "duration";
+    pub const COUNT: &str = "count";
+    pub const STATE: &str = "state";
+    pub const WAKER: &str = "waker";
+    pub const OP: &str = "op";
+    pub const SYSCALL: &str = "syscall";
+    pub const FD: &str = "fd";
+    pub const PATH: &str = "path";
+    pub const DEV: &str = "dev";
+    pub const PROTOCOL: &str = "protocol";
+    pub const LOCAL: &str = "local";
+    pub const REMOTE: &str = "remote";
+    pub const RSS: &str = "rss";
+    pub const CHILD: &str = "child";
+    pub const ERRNO: &str = "errno";
+    pub const EXIT_CODE: &str = "exit_code";
     pub const STACK: &str = "stack";
+}
+
+/// Field names inside `kstack_symbols` elements (kernel symbols resolved at record time).
+pub mod ksym {
+    pub const SYMBOL: &str = "symbol";
+    pub const OFFSET: &str = "offset";
+    pub const MODULE: &str = "module";
 }
 
 /// Field names inside `ustack` elements.
@@ -110,6 +164,26 @@ pub fn time_type() -> DataType {
 /// Element type of the `kstack` column.
 pub fn kstack_type() -> DataType {
     DataType::List(Arc::new(Field::new("addr", DataType::UInt64, false)))
+}
+
+/// Fields of one `kstack_symbols` element: the kallsyms symbol containing the kernel address at
+/// the same position in `kstack`, the address's offset into it, and the kernel module (null for
+/// the core kernel). The whole element is null when the address was not in kallsyms.
+pub fn ksym_fields() -> Fields {
+    Fields::from(vec![
+        Field::new(ksym::SYMBOL, DataType::Utf8, false),
+        Field::new(ksym::OFFSET, DataType::UInt64, false),
+        Field::new(ksym::MODULE, DataType::Utf8, true),
+    ])
+}
+
+/// Type of the `kstack_symbols` column.
+pub fn kstack_symbols_type() -> DataType {
+    DataType::List(Arc::new(Field::new(
+        "symbol",
+        DataType::Struct(ksym_fields()),
+        true,
+    )))
 }
 
 /// Fields of one raw user frame.
@@ -173,7 +247,40 @@ pub fn raw_fields() -> Vec<Field> {
         Field::new(col::KSTACK_ERROR, DataType::Int32, true),
         Field::new(col::USTACK, ustack_type(), true),
         Field::new(col::USTACK_ERROR, DataType::Int32, true),
+        Field::new(col::KSTACK_SYMBOLS, kstack_symbols_type(), true),
+        Field::new(col::DURATION, DataType::Int64, true),
+        Field::new(col::COUNT, DataType::Int64, true),
+        Field::new(col::STATE, DataType::Utf8, true),
+        Field::new(col::WAKER, DataType::Int32, true),
+        Field::new(col::OP, DataType::Utf8, true),
+        Field::new(col::SYSCALL, DataType::Utf8, true),
+        Field::new(col::FD, DataType::Int32, true),
+        Field::new(col::PATH, DataType::Utf8, true),
+        Field::new(col::DEV, DataType::Utf8, true),
+        Field::new(col::PROTOCOL, DataType::Utf8, true),
+        Field::new(col::LOCAL, DataType::Utf8, true),
+        Field::new(col::REMOTE, DataType::Utf8, true),
+        Field::new(col::RSS, DataType::Int64, true),
+        Field::new(col::CHILD, DataType::Int32, true),
+        Field::new(col::ERRNO, DataType::Int32, true),
+        Field::new(col::EXIT_CODE, DataType::Int32, true),
     ]
+}
+
+/// Switch `state` values: how a thread left the CPU.
+pub mod state {
+    /// Preempted or yielded: it could have kept running (waiting for a CPU).
+    pub const RUNNABLE: &str = "runnable";
+    /// Interruptible sleep (S): waiting for an event, a timer, a lock, input.
+    pub const SLEEPING: &str = "sleeping";
+    /// Uninterruptible sleep (D): usually waiting for IO.
+    pub const UNINTERRUPTIBLE: &str = "uninterruptible";
+    /// An idle kernel worker's wait (TASK_IDLE).
+    pub const IDLE: &str = "idle";
+    /// Stopped or traced.
+    pub const STOPPED: &str = "stopped";
+    /// Anything else (e.g. exiting).
+    pub const OTHER: &str = "other";
 }
 
 /// Schema of a raw stream (what `stacks-record` writes).
@@ -186,6 +293,31 @@ pub fn symbolized_schema(metadata: HashMap<String, String>) -> Schema {
     let mut fields = raw_fields();
     fields.push(Field::new(col::STACK, stack_type(), true));
     Schema::new_with_metadata(fields, metadata)
+}
+
+/// Build a batch of `schema` from columns given by name; nullable columns not given are all
+/// null. For fixtures and converters that only know some of the columns.
+pub fn batch_by_name(
+    schema: arrow_schema::SchemaRef,
+    rows: usize,
+    columns: Vec<(&str, arrow_array::ArrayRef)>,
+) -> Result<arrow_array::RecordBatch, arrow_schema::ArrowError> {
+    let mut by_name: HashMap<&str, arrow_array::ArrayRef> = columns.into_iter().collect();
+    let arrays = schema
+        .fields()
+        .iter()
+        .map(|f| {
+            by_name
+                .remove(f.name().as_str())
+                .unwrap_or_else(|| arrow_array::new_null_array(f.data_type(), rows))
+        })
+        .collect();
+    if let Some(extra) = by_name.keys().next() {
+        return Err(arrow_schema::ArrowError::SchemaError(format!(
+            "column `{extra}` is not in the schema"
+        )));
+    }
+    arrow_array::RecordBatch::try_new(schema, arrays)
 }
 
 /// Append `tool` to the `stacks.tools` provenance list and set the stage.

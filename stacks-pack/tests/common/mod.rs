@@ -246,22 +246,23 @@ pub fn batch(schema: &SchemaRef, start: usize, n: usize) -> RecordBatch {
         None,
     );
 
-    RecordBatch::try_new(
+    stacks_stream::batch_by_name(
         schema.clone(),
+        n,
         vec![
-            Arc::new(time),
-            Arc::new(kind),
-            Arc::new(pid),
-            Arc::new(tid),
-            Arc::new(comm),
-            Arc::new(thread),
-            Arc::new(cpu),
-            Arc::new(value),
-            Arc::new(kstack),
-            Arc::new(kerr),
-            Arc::new(ustack),
-            Arc::new(uerr),
-            Arc::new(stack),
+            ("time", Arc::new(time) as ArrayRef),
+            ("kind", Arc::new(kind) as ArrayRef),
+            ("pid", Arc::new(pid) as ArrayRef),
+            ("tid", Arc::new(tid) as ArrayRef),
+            ("comm", Arc::new(comm) as ArrayRef),
+            ("thread", Arc::new(thread) as ArrayRef),
+            ("cpu", Arc::new(cpu) as ArrayRef),
+            ("value", Arc::new(value) as ArrayRef),
+            ("kstack", Arc::new(kstack) as ArrayRef),
+            ("kstack_error", Arc::new(kerr) as ArrayRef),
+            ("ustack", Arc::new(ustack) as ArrayRef),
+            ("ustack_error", Arc::new(uerr) as ArrayRef),
+            ("stack", Arc::new(stack) as ArrayRef),
         ],
     )
     .unwrap()
