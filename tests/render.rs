@@ -1,0 +1,1 @@
+//! End-to-end stacks-pprof and stacks-trace: real clients open what we write.

@@ -1,0 +1,1 @@
+//! Bad-input corpus, stressed pipelines and fault reconciliation across all tools.

@@ -1,0 +1,1 @@
+//! End-to-end stacks-pack and stacks-query: durability, bundled queries, parameters.

@@ -1,0 +1,1 @@
+//! End-to-end symbolization: debug files by build id, inlines, mismatches, kernel symbols.
