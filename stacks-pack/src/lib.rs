@@ -6,8 +6,10 @@
 mod error;
 mod fsutil;
 mod naming;
+mod order;
 mod signals;
 mod sink;
+mod units;
 
 use std::fs::File;
 use std::io;
@@ -15,19 +17,22 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use arrow_schema::{Schema, SchemaRef};
 use clap::{ArgGroup, Parser};
 use parquet::arrow::ArrowSchemaConverter;
-use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::metadata::KeyValue;
+use parquet::basic::{Compression, Encoding, ZstdLevel};
+use parquet::file::metadata::{KeyValue, SortingColumn};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
-use stacks_stream::{InputStream, meta};
+use parquet::schema::types::ColumnPath;
+use stacks_stream::{ContractError, InputStream, meta};
 
 pub use error::PackError;
-pub use naming::{Namer, file_name, sanitize_host, utc_stamp};
-pub use sink::{Packer, Summary, Target};
+pub use naming::{Namer, file_name, sanitize_host, utc_date, utc_stamp};
+pub use sink::{Limits, Packer, Partitioning, Summary, Target};
 
 use fsutil::Owner;
 use signals::StopOnTerm;
@@ -36,10 +41,12 @@ use signals::StopOnTerm;
 pub const TOOL: &str = "stacks-pack";
 /// This tool's version, recorded in `stacks.tools`.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
-/// Largest row group written, in rows.
+/// Default (and largest) row group, in rows.
 pub const MAX_ROW_GROUP_ROWS: usize = 128 * 1024;
 /// Prefix of the metadata keys copied into the Parquet key-value metadata.
 const STACKS_KEY_PREFIX: &str = "stacks.";
+/// How often the packer looks at the clock (age rotation, SIGTERM) while input is idle.
+const TICK: Duration = Duration::from_millis(100);
 
 /// Command line of `stacks-pack`.
 #[derive(Debug, Parser)]
@@ -51,10 +58,11 @@ const STACKS_KEY_PREFIX: &str = "stacks.";
         Reads an Arrow IPC stream (stdin by default), e.g.\n  \
         stacks-record … | stacks-symbolize | stacks-pack out/\n\
         and writes zstd-compressed Parquet files named \
-        stacks-<UTC start>-<host>-<pid>-<seq>.parquet into DIR, starting a new file every \
-        --max-rows rows; or, with -o, exactly one file. Files only appear once complete. \
-        ^C is ignored (the stream's end finishes the job); SIGTERM finishes the current file \
-        and exits."
+        stacks-<UTC time of the first row>-<host>-<pid>-<seq>.parquet into DIR, starting a new \
+        file when one reaches --max-rows, --max-bytes or --max-age; or, with -o, exactly one \
+        file. Row groups are sorted by time. Files only appear once complete (written as \
+        .NAME.tmp, fsynced, renamed). ^C is ignored (the stream's end finishes the job); \
+        SIGTERM finishes the current file and exits."
 )]
 #[command(group(ArgGroup::new("destination").required(true).args(["dir", "output"])))]
 pub struct Args {
@@ -67,7 +75,7 @@ pub struct Args {
         short = 'o',
         long = "output",
         value_name = "FILE.parquet",
-        conflicts_with = "max_rows"
+        conflicts_with_all = ["max_rows", "max_bytes", "max_age", "partition"]
     )]
     pub output: Option<PathBuf>,
 
@@ -75,7 +83,7 @@ pub struct Args {
     #[arg(short = 'i', long = "input", value_name = "INPUT")]
     pub input: Option<PathBuf>,
 
-    /// Start a new file after this many rows (directory mode)
+    /// Start a new file after this many rows
     #[arg(
         long,
         value_name = "N",
@@ -83,6 +91,30 @@ pub struct Args {
         value_parser = clap::value_parser!(u64).range(1..)
     )]
     pub max_rows: u64,
+
+    /// Start a new file once one has this many bytes (checked after each row group), e.g.
+    /// 64M, 1G
+    #[arg(long, value_name = "SIZE", value_parser = units::parse_size)]
+    pub max_bytes: Option<u64>,
+
+    /// Finish a file at most this long after its first row arrived, even if input is idle,
+    /// e.g. 30s, 10m, 1h
+    #[arg(long, value_name = "DURATION", value_parser = units::parse_duration)]
+    pub max_age: Option<Duration>,
+
+    /// Put files in hive-style partition directories: `date` = date=YYYY-MM-DD/ (UTC date of
+    /// each row's time)
+    #[arg(long, value_enum, value_name = "BY")]
+    pub partition: Option<Partitioning>,
+
+    /// Rows per row group; each row group is sorted by time
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = MAX_ROW_GROUP_ROWS as u64,
+        value_parser = clap::value_parser!(u64).range(1..=(MAX_ROW_GROUP_ROWS as u64) * 8)
+    )]
+    pub row_group_rows: u64,
 
     /// zstd compression level, 1 (fast) to 22 (small)
     #[arg(
@@ -99,15 +131,22 @@ pub fn run() -> anyhow::Result<ExitCode> {
     pack(&Args::parse())
 }
 
+/// What the reading thread hands over.
+enum Incoming {
+    Batch(arrow_array::RecordBatch),
+    End,
+    Failed(ContractError),
+}
+
 /// Pack the input described by `args`. Exit status 0 only once every file is on disk.
 pub fn pack(args: &Args) -> anyhow::Result<ExitCode> {
     stacks_stream::cli::ignore_sigint();
     signals::install_sigterm().context("installing the SIGTERM handler")?;
     let owner = Owner::from_sudo();
-    let (target, shown, max_rows) = prepare_target(args, owner.as_ref())?;
+    let (target, shown, limits) = prepare_target(args, owner.as_ref())?;
 
     let cut = Arc::new(AtomicBool::new(false));
-    let mut input = match open_input(args.input.as_deref(), cut.clone()) {
+    let input = match open_input(args.input.as_deref(), cut.clone()) {
         Ok(input) => input,
         Err(_) if cut.load(Ordering::SeqCst) => {
             eprintln!("{TOOL}: terminated (SIGTERM) before the stream began; nothing written");
@@ -123,24 +162,44 @@ pub fn pack(args: &Args) -> anyhow::Result<ExitCode> {
             input: input.name().to_string(),
             detail: error::parquet_detail(&e),
         })?;
+    if args.partition.is_some() && order::time_column(&incoming).is_none() {
+        return Err(PackError::Schema {
+            input: input.name().to_string(),
+            detail: "--partition needs a `time` column of type Timestamp(ns)".into(),
+        }
+        .into());
+    }
     let schema = stamped_schema(&incoming);
-    let props = writer_properties(&schema, args.zstd_level, max_rows)?;
-    let mut packer = Packer::new(target, schema, props, max_rows, owner);
+    let props = writer_properties(&schema, args.zstd_level, limits.group_rows)?;
+    let mut packer = Packer::new(target, schema, props, limits, args.partition, owner);
+
+    // Reading happens on its own thread so that idle input still lets files reach --max-age.
+    let (tx, rx) = mpsc::sync_channel::<Incoming>(2);
+    std::thread::Builder::new()
+        .name("read".into())
+        .spawn(move || read_all(input, tx))
+        .context("starting the reading thread")?;
 
     let mut upstream = None;
     loop {
         if signals::terminated() {
+            // What was already read is accepted: keep it.
+            while let Ok(Incoming::Batch(batch)) = rx.try_recv() {
+                packer.write(&batch)?;
+            }
             break;
         }
-        match input.next_batch() {
-            Ok(Some(batch)) => packer.write(&batch)?,
-            Ok(None) => break,
-            Err(_) if cut.load(Ordering::SeqCst) => break,
-            Err(e) => {
+        match rx.recv_timeout(TICK) {
+            Ok(Incoming::Batch(batch)) => packer.write(&batch)?,
+            Ok(Incoming::End) | Err(RecvTimeoutError::Disconnected) => break,
+            Ok(Incoming::Failed(_)) if cut.load(Ordering::SeqCst) => break,
+            Ok(Incoming::Failed(e)) => {
                 upstream = Some(e);
                 break;
             }
+            Err(RecvTimeoutError::Timeout) => {}
         }
+        packer.tick(Instant::now())?;
     }
     if signals::terminated() {
         eprintln!(
@@ -156,8 +215,27 @@ pub fn pack(args: &Args) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// Read every batch of `input` and send it on; stops when the receiver is gone.
+fn read_all(mut input: InputStream, tx: mpsc::SyncSender<Incoming>) {
+    loop {
+        let msg = match input.next_batch() {
+            Ok(Some(batch)) => Incoming::Batch(batch),
+            Ok(None) => Incoming::End,
+            Err(e) => Incoming::Failed(e),
+        };
+        let last = !matches!(msg, Incoming::Batch(_));
+        if tx.send(msg).is_err() || last {
+            return;
+        }
+    }
+}
+
 /// Create or check the destination before any input is read, so a bad path fails at once.
-fn prepare_target(args: &Args, owner: Option<&Owner>) -> Result<(Target, String, u64), PackError> {
+fn prepare_target(
+    args: &Args,
+    owner: Option<&Owner>,
+) -> Result<(Target, String, Limits), PackError> {
+    let group_rows = usize::try_from(args.row_group_rows).unwrap_or(MAX_ROW_GROUP_ROWS);
     if let Some(dir) = &args.dir {
         for created in fsutil::create_dir_tracked(dir)? {
             if let Some(owner) = owner {
@@ -169,7 +247,13 @@ fn prepare_target(args: &Args, owner: Option<&Owner>) -> Result<(Target, String,
             dir: dir.clone(),
             namer: Namer::for_this_process(),
         };
-        return Ok((target, dir.display().to_string(), args.max_rows));
+        let limits = Limits {
+            max_rows: args.max_rows,
+            max_bytes: args.max_bytes,
+            max_age: args.max_age,
+            group_rows,
+        };
+        return Ok((target, dir.display().to_string(), limits));
     }
     let path = args.output.clone().unwrap_or_default();
     if path.is_dir() {
@@ -180,7 +264,7 @@ fn prepare_target(args: &Args, owner: Option<&Owner>) -> Result<(Target, String,
     }
     fsutil::check_writable(&fsutil::parent_dir(&path))?;
     let shown = path.display().to_string();
-    Ok((Target::File(path), shown, u64::MAX))
+    Ok((Target::File(path), shown, Limits::single_file(group_rows)))
 }
 
 /// Open `path` (stdin for none or `-`) so that SIGTERM ends it cleanly.
@@ -219,12 +303,15 @@ pub fn stamped_schema(schema: &Schema) -> SchemaRef {
     Arc::new(Schema::new_with_metadata(schema.fields().clone(), md))
 }
 
-/// zstd, dictionaries, page statistics, bounded row groups, and the `stacks.*` keys as
-/// Parquet key-value metadata (the writer adds the whole Arrow schema as `ARROW:schema`).
+/// How rows are encoded: zstd; dictionaries for every column (strings, and the fields of
+/// nested stacks, which repeat from sample to sample); `time` delta-encoded (it grows within a
+/// sorted row group) with page-level statistics and a page index, every other column with
+/// chunk statistics; each row group declared sorted by `time`; the `stacks.*` keys as Parquet
+/// key-value metadata (the writer adds the whole Arrow schema as `ARROW:schema`).
 pub fn writer_properties(
     schema: &Schema,
     zstd_level: i32,
-    max_rows: u64,
+    group_rows: usize,
 ) -> Result<WriterProperties, PackError> {
     let level = ZstdLevel::try_new(zstd_level).map_err(|e| PackError::Schema {
         input: "--zstd-level".into(),
@@ -237,16 +324,35 @@ pub fn writer_properties(
         .map(|(k, v)| KeyValue::new(k.clone(), v.clone()))
         .collect();
     kv.sort_by(|a, b| a.key.cmp(&b.key));
-    let group_rows = usize::try_from(max_rows)
-        .unwrap_or(usize::MAX)
-        .clamp(1, MAX_ROW_GROUP_ROWS);
-    Ok(WriterProperties::builder()
+    let mut builder = WriterProperties::builder()
         .set_compression(Compression::ZSTD(level))
         .set_dictionary_enabled(true)
-        .set_statistics_enabled(EnabledStatistics::Page)
-        .set_max_row_group_row_count(Some(group_rows))
-        .set_key_value_metadata(Some(kv))
-        .build())
+        .set_statistics_enabled(EnabledStatistics::Chunk)
+        .set_max_row_group_row_count(Some(group_rows.max(1)))
+        .set_key_value_metadata(Some(kv));
+    if order::time_column(schema).is_some() {
+        let time = ColumnPath::from(stacks_stream::col::TIME);
+        builder = builder
+            .set_column_dictionary_enabled(time.clone(), false)
+            .set_column_encoding(time.clone(), Encoding::DELTA_BINARY_PACKED)
+            .set_column_statistics_enabled(time, EnabledStatistics::Page);
+        if let Some(leaf) = time_leaf(schema) {
+            builder = builder.set_sorting_columns(Some(vec![SortingColumn {
+                column_idx: leaf,
+                descending: false,
+                nulls_first: true,
+            }]));
+        }
+    }
+    Ok(builder.build())
+}
+
+/// Index of the `time` leaf column in the Parquet schema of `schema`.
+fn time_leaf(schema: &Schema) -> Option<i32> {
+    let descr = ArrowSchemaConverter::new().convert(schema).ok()?;
+    let leaf = (0..descr.num_columns())
+        .find(|&i| descr.column(i).path().parts() == [stacks_stream::col::TIME])?;
+    i32::try_from(leaf).ok()
 }
 
 /// The closing stderr line.
@@ -283,8 +389,33 @@ mod tests {
         assert!(Args::try_parse_from(["stacks-pack", "-o", "f", "--max-rows", "5"]).is_err());
         assert!(Args::try_parse_from(["stacks-pack", "d", "--max-rows", "0"]).is_err());
         assert!(Args::try_parse_from(["stacks-pack", "d", "--zstd-level", "23"]).is_err());
+        for flag in [
+            ["--max-bytes", "1M"],
+            ["--max-age", "1s"],
+            ["--partition", "date"],
+        ] {
+            let argv = ["stacks-pack", "-o", "f", flag[0], flag[1]];
+            assert!(Args::try_parse_from(argv).is_err(), "{argv:?}");
+        }
+        assert!(Args::try_parse_from(["stacks-pack", "d", "--max-bytes", "lots"]).is_err());
+        assert!(Args::try_parse_from(["stacks-pack", "d", "--max-age", "0s"]).is_err());
         let a = Args::try_parse_from(["stacks-pack", "d", "-i", "x"]).unwrap();
         assert_eq!((a.max_rows, a.zstd_level), (1_000_000, 3));
+        assert_eq!((a.max_bytes, a.max_age, a.partition), (None, None, None));
+        let a = Args::try_parse_from([
+            "stacks-pack",
+            "d",
+            "--max-bytes",
+            "64M",
+            "--max-age",
+            "90s",
+            "--partition",
+            "date",
+        ])
+        .unwrap();
+        assert_eq!(a.max_bytes, Some(64 << 20));
+        assert_eq!(a.max_age, Some(Duration::from_secs(90)));
+        assert_eq!(a.partition, Some(Partitioning::Date));
     }
 
     #[test]
@@ -301,6 +432,12 @@ mod tests {
         );
         let props = writer_properties(&s, 3, 10).unwrap();
         assert_eq!(props.max_row_group_row_count(), Some(10));
+        let time = ColumnPath::from("time");
+        assert_eq!(props.statistics_enabled(&time), EnabledStatistics::Page);
+        assert!(!props.dictionary_enabled(&time));
+        assert!(props.dictionary_enabled(&ColumnPath::from("comm")));
+        let sorted = props.sorting_columns().unwrap();
+        assert_eq!((sorted[0].column_idx, sorted[0].descending), (0, false));
         let keys: Vec<_> = props
             .key_value_metadata()
             .unwrap()
@@ -314,8 +451,11 @@ mod tests {
 
         let bare = stamped_schema(&Schema::empty());
         assert!(!bare.metadata().contains_key(meta::STAGE));
-        let big = writer_properties(&bare, 3, 1 << 40).unwrap();
-        assert_eq!(big.max_row_group_row_count(), Some(MAX_ROW_GROUP_ROWS));
+        let bare_props = writer_properties(&bare, 3, MAX_ROW_GROUP_ROWS).unwrap();
+        assert!(
+            bare_props.sorting_columns().is_none(),
+            "no time column, no order"
+        );
     }
 
     #[test]

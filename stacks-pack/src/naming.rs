@@ -1,5 +1,6 @@
 //! Output file names: `stacks-<UTC start YYYYMMDDTHHMMSSZ>-<host>-<pid>-<seq>.parquet`.
-//! Names sort by time, and host, packer pid and sequence number make them unique.
+//! Names sort by time (the first row's time, never earlier than the packer's previous file),
+//! and host, packer pid and sequence number make them unique across packers and machines.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -60,6 +61,12 @@ pub fn utc_stamp(secs: u64) -> String {
     )
 }
 
+/// `YYYY-MM-DD` (UTC) of a day count since 1970-01-01 (earlier days count as 1970-01-01).
+pub fn utc_date(days: i64) -> String {
+    let (y, m, d) = civil_from_days(u64::try_from(days).unwrap_or(0));
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
 /// Proleptic Gregorian date of a day count since 1970-01-01 (H. Hinnant's algorithm).
 fn civil_from_days(days: u64) -> (u64, u64, u64) {
     let z = days + 719_468;
@@ -117,6 +124,9 @@ mod tests {
         assert_eq!(utc_stamp(951_782_400), "20000229T000000Z");
         assert_eq!(utc_stamp(1_709_210_096), "20240229T123456Z");
         assert_eq!(utc_stamp(4_102_444_799), "20991231T235959Z");
+        assert_eq!(utc_date(0), "1970-01-01");
+        assert_eq!(utc_date(11_016), "2000-02-29");
+        assert_eq!(utc_date(-5), "1970-01-01");
     }
 
     #[test]
