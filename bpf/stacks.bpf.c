@@ -1,22 +1,47 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-/* stacks.bpf.c — BPF programs of stacks-record: CPU samples with stacks captured at event time,
+/* stacks.bpf.c — BPF programs of stacks-record: CPU samples, off-CPU intervals, RSS growth,
+ * block IO, file and socket IO, each with stacks captured at the event, plus process lifecycle,
  * target filtering by pid / process name / descendants, and lost-event accounting. Built on
- * perf_event and tp_btf tracepoints only (no kprobes, no fentry). */
+ * perf_event, tracepoints and tp_btf only (no kprobes, no fentry). */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
+#include <bpf/bpf_endian.h>
 #include "stacks.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 #define BPF_F_USER_STACK_FLAG (1ULL << 8)
+#define STACK_BYTES (STACKS_MAX_DEPTH * 8)
+#define AF_INET 2
+#define AF_INET6 10
+#define IPPROTO_TCP 6
+#define IPPROTO_UDP 17
+#define S_IFMT 00170000
+#define TASK_INTERRUPTIBLE 0x1
+#define TASK_UNINTERRUPTIBLE 0x2
+#define TASK_STOPPED_BITS 0x4
+#define TASK_TRACED_BITS 0x8
+#define TASK_NOLOAD 0x400
+#define REQ_OP_MASK 0xff
+#define MM_FILEPAGES 0
+#define MM_ANONPAGES 1
+#define MM_SHMEMPAGES 3
+#define NS_PER_SEC 1000000000ULL
 
 /* Tunables, set by user space before load. */
 const volatile bool trace_all = false;      /* -a: every process */
 const volatile bool include_idle = false;   /* with -a: also pid 0 (the idle tasks) */
 const volatile bool follow_forks = true;    /* children of targets become targets */
-const volatile __u32 profile_stacks = 0;    /* STACKS_WANT_* for profile samples */
+const volatile __u32 profile_stacks = 0;    /* STACKS_WANT_* per event kind */
+const volatile __u32 switch_stacks = 0;
+const volatile __u32 rss_stacks = 0;
+const volatile __u32 block_stacks = 0;
+const volatile __u32 vfs_stacks = 0;
+const volatile __u32 net_stacks = 0;
+const volatile __u64 switch_min_ns = 0;     /* shorter off-CPU intervals are folded */
+const volatile __u32 rss_every = 1;         /* emit every Nth RSS growth event per process */
 /* Wake the reader only once this much data waits (it also polls on a short timer), so a busy
  * event source does not cost a reader wakeup per event. 0: wake on every event. */
 const volatile __u64 wakeup_bytes = 0;
@@ -42,7 +67,7 @@ struct {
 	__type(value, __u8);
 } target_comms SEC(".maps");
 
-/* Events that could not be handed to user space (ring buffer full), per CPU. */
+/* Events that could not be handed to user space (ring buffer or a table full), per CPU. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
@@ -50,11 +75,84 @@ struct {
 	__type(value, __u64);
 } lost SEC(".maps");
 
+/* Per-CPU records under construction: slot 0 for the perf_event program (it can interrupt
+ * the others), slot 1 for programs running in task context. */
+#define SCRATCH_PERF 0
+#define SCRATCH_TASK 1
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, struct stacks_event);
+} scratch SEC(".maps");
+
+/* Per-thread scheduler state: the pending switch-out record and the folded short intervals. */
+struct switch_state {
+	__u64 out_ts;                         /* 0: not switched out by us */
+	__u64 fold_start;                     /* switch-out time of the first folded interval */
+	__u64 fold_ns[STACKS_STATE_COUNT];
+	__u32 fold_n[STACKS_STATE_COUNT];
+	__u32 waker;
+	__u32 pad;
+	struct stacks_event ev;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct switch_state);
+} switch_store SEC(".maps");
+
+/* Per-thread system call in progress (vfs). */
+struct vfs_call {
+	__u64 ts;
+	__s32 fd;
+	__u32 call;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct vfs_call);
+} vfs_store SEC(".maps");
+
+/* Per-process RSS accounting (tgid -> state). */
+struct rss_state {
+	__s64 last[4];     /* last seen size of each counter, bytes; -1: not seen yet */
+	__u64 growth;      /* bytes grown since the last emitted record */
+	__u32 events;      /* growth events since the last emitted record */
+	__u32 member;      /* counter of the latest growth */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct rss_state);
+} rss_store SEC(".maps");
+
+/* Block requests in flight (request pointer -> record built at submission). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct stacks_event);
+} block_inflight SEC(".maps");
+
 static __always_inline bool is_target(__u32 tgid, __u32 tid)
 {
 	if (trace_all)
 		return tid != 0 || include_idle;
 	return bpf_map_lookup_elem(&targets, &tgid) != NULL;
+}
+
+static __always_inline bool current_is_target(void)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	return is_target(id >> 32, (__u32)id);
 }
 
 static __always_inline void count_lost(void)
@@ -73,76 +171,114 @@ static __always_inline __u64 wakeup_flags(void)
 									       : BPF_RB_NO_WAKEUP;
 }
 
-static __always_inline struct stacks_event *reserve(__u32 kind, __u32 tgid, __u32 tid)
+/* Reset the header of a record for task `task` (ids and names), no stacks. */
+static __always_inline void fill_header(struct stacks_event *e, __u32 kind, struct task_struct *task)
 {
-	struct stacks_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		count_lost();
-		return NULL;
-	}
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	e->ts = bpf_ktime_get_boot_ns();
 	e->value = 0;
+	e->duration = 0;
+	e->aux = 0;
 	e->kind = kind;
-	e->pid = tgid;
-	e->tid = tid;
+	e->pid = BPF_CORE_READ(task, tgid);
+	e->tid = BPF_CORE_READ(task, pid);
 	e->cpu = bpf_get_smp_processor_id();
 	e->kstack_len = STACKS_NOT_REQUESTED;
 	e->ustack_len = STACKS_NOT_REQUESTED;
-	bpf_get_current_comm(e->thread, sizeof(e->thread));
+	e->arg0 = 0;
+	e->arg1 = 0;
+	e->count = 1;
+	e->flags = 0;
+	BPF_CORE_READ_STR_INTO(&e->thread, task, comm);
 	BPF_CORE_READ_STR_INTO(&e->comm, task, group_leader, comm);
-	return e;
 }
 
-/* Capture the wanted stacks into the event; lengths are frames or -errno. */
+static __always_inline struct stacks_event *scratch_for(__u32 slot)
+{
+	return bpf_map_lookup_elem(&scratch, &slot);
+}
+
+/* Capture the current task's wanted stacks into the record: kernel frames first, then user
+ * frames right after them; lengths are frames or -errno. */
 static __always_inline void capture_stacks(void *ctx, struct stacks_event *e, __u32 want)
 {
+	__u32 k = 0;
+
 	if (want & STACKS_WANT_KERNEL) {
-		long n = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), 0);
-		e->kstack_len = n < 0 ? (__s32)n : (__s32)(n / sizeof(__u64));
+		long n = bpf_get_stack(ctx, e->frames, STACK_BYTES, 0);
+		if (n < 0) {
+			e->kstack_len = (__s32)n;
+		} else {
+			k = (__u32)n / 8;
+			if (k > STACKS_MAX_DEPTH)
+				k = STACKS_MAX_DEPTH;
+			e->kstack_len = (__s32)k;
+		}
 	}
 	if (want & STACKS_WANT_USER) {
-		long n = bpf_get_stack(ctx, e->ustack, sizeof(e->ustack), BPF_F_USER_STACK_FLAG);
-		e->ustack_len = n < 0 ? (__s32)n : (__s32)(n / sizeof(__u64));
+		if (k > STACKS_MAX_DEPTH)
+			k = STACKS_MAX_DEPTH;
+		long n = bpf_get_stack(ctx, &e->frames[k], STACK_BYTES, BPF_F_USER_STACK_FLAG);
+		if (n < 0) {
+			e->ustack_len = (__s32)n;
+		} else {
+			__u32 u = (__u32)n / 8;
+			if (u > STACKS_MAX_DEPTH)
+				u = STACKS_MAX_DEPTH;
+			e->ustack_len = (__s32)u;
+		}
 	}
 }
+
+/* Hand a record to user space with only the frames it uses. */
+static __always_inline void submit(struct stacks_event *e)
+{
+	__u64 frames = 0;
+	if (e->kstack_len > 0)
+		frames += e->kstack_len;
+	if (e->ustack_len > 0)
+		frames += e->ustack_len;
+	if (frames > 2 * STACKS_MAX_DEPTH)
+		frames = 2 * STACKS_MAX_DEPTH;
+	__u64 size = STACKS_EVENT_HEADER_SIZE + frames * 8;
+	if (size > sizeof(*e))
+		size = sizeof(*e);
+	if (bpf_ringbuf_output(&events, e, size, wakeup_flags()))
+		count_lost();
+}
+
+/* ---- CPU samples -------------------------------------------------------------------- */
 
 SEC("perf_event")
 int on_cpu_sample(struct bpf_perf_event_data *ctx)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tgid = id >> 32, tid = (__u32)id;
-
-	if (!is_target(tgid, tid))
+	if (!current_is_target())
 		return 0;
-	struct stacks_event *e = reserve(STACKS_EV_PROFILE, tgid, tid);
+	struct stacks_event *e = scratch_for(SCRATCH_PERF);
 	if (!e)
 		return 0;
+	fill_header(e, STACKS_EV_PROFILE, (struct task_struct *)bpf_get_current_task());
 	e->value = ctx->sample_period;
 	capture_stacks(ctx, e, profile_stacks);
-	bpf_ringbuf_submit(e, wakeup_flags());
+	submit(e);
 	return 0;
 }
 
-/* Emit a bookkeeping event about task p (not the current task's stacks). */
-static __always_inline void lifecycle(__u32 kind, struct task_struct *p)
+/* ---- Process lifecycle -------------------------------------------------------------- */
+
+static __always_inline void lifecycle(__u32 kind, struct task_struct *p, __s32 arg0,
+				      const char *str)
 {
-	struct stacks_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		count_lost();
+	struct stacks_event *e = scratch_for(SCRATCH_TASK);
+	if (!e)
 		return;
-	}
-	e->ts = bpf_ktime_get_boot_ns();
-	e->value = 0;
-	e->kind = kind;
-	e->pid = BPF_CORE_READ(p, tgid);
-	e->tid = BPF_CORE_READ(p, pid);
-	e->cpu = bpf_get_smp_processor_id();
-	e->kstack_len = STACKS_NOT_REQUESTED;
-	e->ustack_len = STACKS_NOT_REQUESTED;
-	BPF_CORE_READ_STR_INTO(&e->thread, p, comm);
-	BPF_CORE_READ_STR_INTO(&e->comm, p, group_leader, comm);
-	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
+	fill_header(e, kind, p);
+	e->value = 1;
+	e->arg0 = arg0;
+	e->u.str[0] = 0;
+	if (str)
+		bpf_probe_read_kernel_str(e->u.str, sizeof(e->u.str), str);
+	if (bpf_ringbuf_output(&events, e, STACKS_EVENT_HEADER_SIZE, BPF_RB_FORCE_WAKEUP))
+		count_lost();
 }
 
 SEC("tp_btf/sched_process_exec")
@@ -158,7 +294,7 @@ int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 			return 0;
 		bpf_map_update_elem(&targets, &tgid, &one, BPF_ANY);
 	}
-	lifecycle(STACKS_EV_EXEC, p);
+	lifecycle(STACKS_EV_EXEC, p, 0, BPF_CORE_READ(bprm, filename));
 	return 0;
 }
 
@@ -169,25 +305,432 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 	__u32 ctgid = BPF_CORE_READ(child, tgid);
 	__u8 one = 1;
 
-	if (trace_all || !follow_forks || ptgid == ctgid)
-		return 0;
-	if (bpf_map_lookup_elem(&targets, &ptgid))
+	if (ptgid == ctgid)
+		return 0; /* a new thread, not a process */
+	if (!trace_all) {
+		if (!bpf_map_lookup_elem(&targets, &ptgid))
+			return 0;
+		if (!follow_forks)
+			return 0;
 		bpf_map_update_elem(&targets, &ctgid, &one, BPF_ANY);
+	}
+	lifecycle(STACKS_EV_FORK, parent, (__s32)ctgid, NULL);
 	return 0;
 }
 
+/* Emit the folded short off-CPU intervals of a thread and reset them. */
+static __always_inline void flush_folded(struct switch_state *s, struct task_struct *task)
+{
+	struct stacks_event *e = scratch_for(SCRATCH_TASK);
+	if (!e)
+		return;
+	for (int i = 0; i < STACKS_STATE_COUNT; i++) {
+		if (!s->fold_n[i])
+			continue;
+		fill_header(e, STACKS_EV_SWITCH_FOLDED, task);
+		e->ts = s->fold_start;
+		e->value = s->fold_ns[i];
+		e->count = s->fold_n[i];
+		e->arg0 = i;
+		if (bpf_ringbuf_output(&events, e, STACKS_EVENT_HEADER_SIZE, wakeup_flags()))
+			count_lost();
+		s->fold_ns[i] = 0;
+		s->fold_n[i] = 0;
+	}
+	s->fold_start = 0;
+}
+
+/* Emit what is left of a process's RSS growth (no stacks). */
+static __always_inline void flush_rss(__u32 tgid, struct task_struct *task)
+{
+	struct rss_state *r = bpf_map_lookup_elem(&rss_store, &tgid);
+	if (!r)
+		return;
+	if (r->events) {
+		struct stacks_event *e = scratch_for(SCRATCH_TASK);
+		if (e) {
+			fill_header(e, STACKS_EV_RSS, task);
+			e->value = r->growth;
+			e->count = r->events;
+			e->arg0 = r->member;
+			if (bpf_ringbuf_output(&events, e, STACKS_EVENT_HEADER_SIZE, wakeup_flags()))
+				count_lost();
+		}
+	}
+	bpf_map_delete_elem(&rss_store, &tgid);
+}
+
 SEC("tp_btf/sched_process_exit")
-int BPF_PROG(on_exit, struct task_struct *p)
+int BPF_PROG(on_exit, struct task_struct *p, bool group_dead)
 {
 	__u32 tgid = BPF_CORE_READ(p, tgid);
-	__u32 pid = BPF_CORE_READ(p, pid);
 
-	if (pid != tgid)
-		return 0;
 	if (!trace_all && !bpf_map_lookup_elem(&targets, &tgid))
 		return 0;
-	lifecycle(STACKS_EV_EXIT, p);
+	struct switch_state *s = bpf_task_storage_get(&switch_store, p, 0, 0);
+	if (s && s->fold_start)
+		flush_folded(s, p);
+	if (!group_dead)
+		return 0;
+	flush_rss(tgid, p);
+	lifecycle(STACKS_EV_EXIT, p, BPF_CORE_READ(p, exit_code), NULL);
 	if (!trace_all)
 		bpf_map_delete_elem(&targets, &tgid);
+	return 0;
+}
+
+/* ---- Off-CPU intervals -------------------------------------------------------------- */
+
+static __always_inline __u32 switch_state_of(bool preempt, unsigned int prev_state)
+{
+	if (preempt || prev_state == 0)
+		return STACKS_STATE_RUNNABLE;
+	if ((prev_state & (TASK_UNINTERRUPTIBLE | TASK_NOLOAD)) == (TASK_UNINTERRUPTIBLE | TASK_NOLOAD))
+		return STACKS_STATE_IDLE;
+	if (prev_state & TASK_UNINTERRUPTIBLE)
+		return STACKS_STATE_UNINTERRUPTIBLE;
+	if (prev_state & TASK_INTERRUPTIBLE)
+		return STACKS_STATE_SLEEPING;
+	if (prev_state & (TASK_STOPPED_BITS | TASK_TRACED_BITS))
+		return STACKS_STATE_STOPPED;
+	return STACKS_STATE_OTHER;
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	__u64 now = bpf_ktime_get_boot_ns();
+
+	/* The thread coming back on CPU: close its interval. */
+	struct switch_state *s = bpf_task_storage_get(&switch_store, next, 0, 0);
+	if (s && s->out_ts) {
+		__u64 off = now - s->out_ts;
+		__u32 st = s->ev.arg0;
+		if (st >= STACKS_STATE_COUNT)
+			st = STACKS_STATE_OTHER;
+		if (off >= switch_min_ns) {
+			s->ev.value = off;
+			s->ev.duration = off;
+			s->ev.arg1 = s->waker;
+			submit(&s->ev);
+		} else {
+			if (!s->fold_start)
+				s->fold_start = s->out_ts;
+			s->fold_ns[st] += off;
+			s->fold_n[st] += 1;
+			if (now - s->fold_start >= NS_PER_SEC)
+				flush_folded(s, next);
+		}
+		s->out_ts = 0;
+		s->waker = 0;
+	}
+
+	/* The thread leaving: remember when, why, and its stacks. */
+	__u32 tgid = BPF_CORE_READ(prev, tgid);
+	__u32 tid = BPF_CORE_READ(prev, pid);
+	if (!is_target(tgid, tid))
+		return 0;
+	s = bpf_task_storage_get(&switch_store, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!s) {
+		count_lost();
+		return 0;
+	}
+	fill_header(&s->ev, STACKS_EV_SWITCH, prev);
+	s->ev.ts = now;
+	s->ev.arg0 = switch_state_of(preempt, prev_state);
+	capture_stacks(ctx, &s->ev, switch_stacks);
+	s->out_ts = now;
+	s->waker = 0;
+	return 0;
+}
+
+static __always_inline void note_waker(struct task_struct *p)
+{
+	struct switch_state *s = bpf_task_storage_get(&switch_store, p, 0, 0);
+	if (!s || !s->out_ts)
+		return;
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	s->waker = tid;
+}
+
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(on_wakeup, struct task_struct *p)
+{
+	note_waker(p);
+	return 0;
+}
+
+/* Flush every thread's folded intervals at the end of a recording (run once by user space). */
+SEC("iter/task")
+int flush_tasks(struct bpf_iter__task *ctx)
+{
+	struct task_struct *task = ctx->task;
+	if (!task)
+		return 0;
+	struct switch_state *s = bpf_task_storage_get(&switch_store, task, 0, 0);
+	if (s && s->fold_start)
+		flush_folded(s, task);
+	return 0;
+}
+
+/* ---- RSS growth --------------------------------------------------------------------- */
+
+SEC("tracepoint/kmem/rss_stat")
+int on_rss_stat(struct trace_event_raw_rss_stat *ctx)
+{
+	if (!ctx->curr)
+		return 0; /* another process's memory (reclaim, unmap of a foreign mm) */
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32;
+	if (!is_target(tgid, (__u32)id))
+		return 0;
+	int member = ctx->member;
+	if (member < 0 || member > 3)
+		return 0;
+	__s64 size = ctx->size;
+
+	struct rss_state *r = bpf_map_lookup_elem(&rss_store, &tgid);
+	if (!r) {
+		struct rss_state init = { .last = { -1, -1, -1, -1 } };
+		init.last[member & 3] = size;
+		bpf_map_update_elem(&rss_store, &tgid, &init, BPF_NOEXIST);
+		return 0;
+	}
+	__s64 last = r->last[member & 3];
+	r->last[member & 3] = size;
+	if (last < 0 || size <= last)
+		return 0;
+	r->growth += size - last;
+	r->events += 1;
+	r->member = member;
+	if (r->events < rss_every)
+		return 0;
+
+	struct stacks_event *e = scratch_for(SCRATCH_TASK);
+	if (!e)
+		return 0;
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	fill_header(e, STACKS_EV_RSS, task);
+	e->value = r->growth;
+	e->count = r->events;
+	e->arg0 = member;
+	struct mm_struct *mm = BPF_CORE_READ(task, mm);
+	__s64 total = 0;
+	if (mm) {
+		total += BPF_CORE_READ(mm, rss_stat[MM_FILEPAGES].count);
+		total += BPF_CORE_READ(mm, rss_stat[MM_ANONPAGES].count);
+		total += BPF_CORE_READ(mm, rss_stat[MM_SHMEMPAGES].count);
+	}
+	e->aux = total > 0 ? (__u64)total * 4096 : 0;
+	r->growth = 0;
+	r->events = 0;
+	capture_stacks(ctx, e, rss_stacks);
+	submit(e);
+	return 0;
+}
+
+/* ---- Block IO ----------------------------------------------------------------------- */
+
+static __always_inline __u64 rq_dev(struct request *rq)
+{
+	struct gendisk *disk = BPF_CORE_READ(rq, q, disk);
+	if (!disk)
+		return 0;
+	__u32 major = BPF_CORE_READ(disk, major);
+	__u32 minor = BPF_CORE_READ(disk, first_minor);
+	return ((__u64)major << 20) | minor;
+}
+
+SEC("tp_btf/block_io_start")
+int BPF_PROG(on_block_start, struct request *rq)
+{
+	if (!current_is_target())
+		return 0;
+	struct stacks_event *e = scratch_for(SCRATCH_TASK);
+	if (!e)
+		return 0;
+	fill_header(e, STACKS_EV_BLOCK, (struct task_struct *)bpf_get_current_task());
+	e->arg0 = BPF_CORE_READ(rq, cmd_flags) & REQ_OP_MASK;
+	e->aux = rq_dev(rq);
+	e->value = BPF_CORE_READ(rq, __data_len);
+	capture_stacks(ctx, e, block_stacks);
+	__u64 key = (__u64)rq;
+	if (bpf_map_update_elem(&block_inflight, &key, e, BPF_ANY))
+		count_lost();
+	return 0;
+}
+
+SEC("tp_btf/block_rq_issue")
+int BPF_PROG(on_block_issue, struct request *rq)
+{
+	__u64 key = (__u64)rq;
+	struct stacks_event *e = bpf_map_lookup_elem(&block_inflight, &key);
+	if (!e)
+		return 0;
+	e->duration = bpf_ktime_get_boot_ns(); /* issue time until completion */
+	e->value = BPF_CORE_READ(rq, __data_len);
+	return 0;
+}
+
+SEC("tp_btf/block_rq_complete")
+int BPF_PROG(on_block_complete, struct request *rq, blk_status_t error, unsigned int nr_bytes)
+{
+	__u64 key = (__u64)rq;
+	struct stacks_event *e = bpf_map_lookup_elem(&block_inflight, &key);
+	if (!e)
+		return 0;
+	__u64 now = bpf_ktime_get_boot_ns();
+	__u64 issued = e->duration ? e->duration : e->ts;
+	__u32 remaining = BPF_CORE_READ(rq, __data_len);
+	e->duration = now - issued;
+	e->value = nr_bytes;
+	e->arg1 = error;
+	e->cpu = bpf_get_smp_processor_id();
+	submit(e);
+	if (nr_bytes >= remaining)
+		bpf_map_delete_elem(&block_inflight, &key);
+	else
+		e->duration = issued;
+	return 0;
+}
+
+/* ---- File reads and writes ---------------------------------------------------------- */
+
+static __always_inline int vfs_enter(struct trace_event_raw_sys_enter *ctx, __u32 call)
+{
+	if (!current_is_target())
+		return 0;
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct vfs_call *c = bpf_task_storage_get(&vfs_store, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!c) {
+		count_lost();
+		return 0;
+	}
+	c->ts = bpf_ktime_get_boot_ns();
+	c->fd = (__s32)ctx->args[0];
+	c->call = call;
+	return 0;
+}
+
+static __always_inline void file_info(struct stacks_event *e, int fd)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
+	if (!fdt || fd < 0)
+		return;
+	unsigned int max = BPF_CORE_READ(fdt, max_fds);
+	if ((unsigned int)fd >= max)
+		return;
+	struct file **fds = BPF_CORE_READ(fdt, fd);
+	struct file *f = NULL;
+	bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]);
+	if (!f)
+		return;
+	e->aux = BPF_CORE_READ(f, f_inode, i_ino);
+	__u32 mode = BPF_CORE_READ(f, f_inode, i_mode);
+	e->flags |= ((mode & S_IFMT) >> 12) << 8;
+	const unsigned char *name = BPF_CORE_READ(f, f_path.dentry, d_name.name);
+	bpf_probe_read_kernel_str(e->u.str, sizeof(e->u.str), name);
+}
+
+static __always_inline int vfs_exit(struct trace_event_raw_sys_exit *ctx)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct vfs_call *c = bpf_task_storage_get(&vfs_store, task, 0, 0);
+	if (!c || !c->ts)
+		return 0;
+	__u64 now = bpf_ktime_get_boot_ns();
+	struct stacks_event *e = scratch_for(SCRATCH_TASK);
+	if (!e) {
+		c->ts = 0;
+		return 0;
+	}
+	long ret = ctx->ret;
+	fill_header(e, STACKS_EV_VFS, (struct task_struct *)bpf_get_current_task());
+	e->ts = c->ts;
+	e->duration = now - c->ts;
+	e->value = ret > 0 ? ret : 0;
+	e->arg0 = c->fd;
+	e->arg1 = ret < 0 ? (__s32)-ret : 0;
+	e->flags = c->call & 0xff;
+	e->u.str[0] = 0;
+	c->ts = 0;
+	file_info(e, e->arg0);
+	capture_stacks(ctx, e, vfs_stacks);
+	submit(e);
+	return 0;
+}
+
+#define VFS_PROGS(name, call)                                                     \
+	SEC("tracepoint/syscalls/sys_enter_" #name)                              \
+	int vfs_enter_##name(struct trace_event_raw_sys_enter *ctx)              \
+	{                                                                        \
+		return vfs_enter(ctx, call);                                     \
+	}                                                                        \
+	SEC("tracepoint/syscalls/sys_exit_" #name)                               \
+	int vfs_exit_##name(struct trace_event_raw_sys_exit *ctx)                \
+	{                                                                        \
+		return vfs_exit(ctx);                                            \
+	}
+
+VFS_PROGS(read, STACKS_VFS_READ)
+VFS_PROGS(write, STACKS_VFS_WRITE)
+VFS_PROGS(pread64, STACKS_VFS_PREAD64)
+VFS_PROGS(pwrite64, STACKS_VFS_PWRITE64)
+VFS_PROGS(readv, STACKS_VFS_READV)
+VFS_PROGS(writev, STACKS_VFS_WRITEV)
+VFS_PROGS(preadv, STACKS_VFS_PREADV)
+VFS_PROGS(pwritev, STACKS_VFS_PWRITEV)
+VFS_PROGS(preadv2, STACKS_VFS_PREADV2)
+VFS_PROGS(pwritev2, STACKS_VFS_PWRITEV2)
+
+/* ---- TCP and UDP -------------------------------------------------------------------- */
+
+static __always_inline void net_event(void *ctx, struct sock *sk, int ret, __u32 dir)
+{
+	/* Nothing moved, or a non-blocking socket had nothing to do: not traffic. */
+	if (ret == 0 || ret == -11 /* EAGAIN */ || !current_is_target())
+		return;
+	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	if (family != AF_INET && family != AF_INET6)
+		return;
+	__u16 proto = BPF_CORE_READ(sk, sk_protocol);
+	if (proto != IPPROTO_TCP && proto != IPPROTO_UDP)
+		return;
+	struct stacks_event *e = scratch_for(SCRATCH_TASK);
+	if (!e)
+		return;
+	fill_header(e, STACKS_EV_NET, (struct task_struct *)bpf_get_current_task());
+	e->value = ret > 0 ? ret : 0;
+	e->arg1 = ret < 0 ? -ret : 0;
+	e->flags = family | ((__u32)proto << 8) | (dir << 16);
+	__builtin_memset(&e->u.net, 0, sizeof(e->u.net));
+	e->u.net.local_port = BPF_CORE_READ(sk, __sk_common.skc_num);
+	e->u.net.remote_port = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
+	if (family == AF_INET) {
+		__u32 l = BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr);
+		__u32 r = BPF_CORE_READ(sk, __sk_common.skc_daddr);
+		__builtin_memcpy(e->u.net.local, &l, 4);
+		__builtin_memcpy(e->u.net.remote, &r, 4);
+	} else {
+		BPF_CORE_READ_INTO(&e->u.net.local, sk, __sk_common.skc_v6_rcv_saddr.in6_u.u6_addr8);
+		BPF_CORE_READ_INTO(&e->u.net.remote, sk, __sk_common.skc_v6_daddr.in6_u.u6_addr8);
+	}
+	capture_stacks(ctx, e, net_stacks);
+	submit(e);
+}
+
+SEC("tp_btf/sock_send_length")
+int BPF_PROG(on_sock_send, struct sock *sk, int ret, int flags)
+{
+	net_event(ctx, sk, ret, 0);
+	return 0;
+}
+
+SEC("tp_btf/sock_recv_length")
+int BPF_PROG(on_sock_recv, struct sock *sk, int ret, int flags)
+{
+	net_event(ctx, sk, ret, 1);
 	return 0;
 }

@@ -9,7 +9,7 @@ use std::mem::MaybeUninit;
 use std::os::fd::{FromRawFd, OwnedFd};
 
 use anyhow::{Context, Result, bail};
-use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject};
 
 use skel::{StacksSkel, StacksSkelBuilder};
@@ -25,11 +25,61 @@ pub struct LoadOptions<'a> {
     pub ringbuf_bytes: u32,
 }
 
+/// Which `-e` event a BPF program serves (`None`: always loaded).
+fn program_event(name: &str) -> Option<&'static str> {
+    match name {
+        "on_cpu_sample" => Some("profile"),
+        "on_switch" | "on_wakeup" | "flush_tasks" => Some("switch"),
+        "on_rss_stat" => Some("rss"),
+        "on_block_start" | "on_block_issue" | "on_block_complete" => Some("block"),
+        "on_sock_send" | "on_sock_recv" => Some("net"),
+        n if n.starts_with("vfs_") => Some("vfs"),
+        _ => None,
+    }
+}
+
+/// Kernel tracepoints (with BTF, for tp_btf programs) each event needs.
+const BTF_TRACEPOINTS: &[(&str, &str)] = &[
+    ("switch", "sched_switch"),
+    ("switch", "sched_wakeup"),
+    ("block", "block_io_start"),
+    ("block", "block_rq_issue"),
+    ("block", "block_rq_complete"),
+    ("net", "sock_send_length"),
+    ("net", "sock_recv_length"),
+];
+
+/// Refuse events the running kernel cannot record, naming what is missing.
+pub fn check_kernel(spec: &EventSpec) -> Result<()> {
+    let wanted = spec.names();
+    let btf = libbpf_rs::btf::Btf::from_vmlinux()
+        .context("reading the kernel's BTF (/sys/kernel/btf/vmlinux): stacks-record needs a kernel built with BTF")?;
+    let mut missing = Vec::new();
+    for (event, tp) in BTF_TRACEPOINTS {
+        if wanted.contains(event)
+            && btf
+                .type_by_name::<libbpf_rs::btf::BtfType<'_>>(&format!("btf_trace_{tp}"))
+                .is_none()
+        {
+            missing.push(format!("{event} (needs tracepoint {tp})"));
+        }
+    }
+    if !missing.is_empty() {
+        bail!(
+            "this kernel ({}) cannot record: {}",
+            crate::host::kernel_release(),
+            missing.join(", ")
+        );
+    }
+    Ok(())
+}
+
 /// Open, configure and load the BPF object.
 pub fn load<'obj>(
     obj: &'obj mut MaybeUninit<OpenObject>,
     opts: &LoadOptions<'_>,
 ) -> Result<StacksSkel<'obj>> {
+    let spec = opts.spec;
     let builder = StacksSkelBuilder::default();
     let mut open = builder
         .open(obj)
@@ -42,34 +92,85 @@ pub fn load<'obj>(
     rodata.trace_all = opts.all;
     rodata.include_idle = opts.include_idle;
     rodata.follow_forks = opts.follow_forks;
-    rodata.profile_stacks = opts.spec.profile.map_or(0, |p| p.stacks.mask());
+    rodata.profile_stacks = spec.profile.map_or(0, |p| p.stacks.mask());
+    rodata.switch_stacks = spec.switch.map_or(0, |s| s.stacks.mask());
+    rodata.switch_min_ns = spec.switch.map_or(0, |s| s.min_ns);
+    rodata.rss_stacks = spec.rss.map_or(0, |r| r.stacks.mask());
+    rodata.rss_every = spec.rss.map_or(1, |r| r.every);
+    rodata.block_stacks = spec.block.map_or(0, |p| p.stacks.mask());
+    rodata.vfs_stacks = spec.vfs.map_or(0, |p| p.stacks.mask());
+    rodata.net_stacks = spec.net.map_or(0, |p| p.stacks.mask());
     rodata.wakeup_bytes = u64::from(opts.ringbuf_bytes / 8);
     open.maps
         .events
         .set_max_entries(opts.ringbuf_bytes)
         .context("sizing the ring buffer")?;
-    if opts.spec.profile.is_none() {
-        open.progs.on_cpu_sample.set_autoload(false);
+    let wanted = spec.names();
+    for mut prog in open.open_object_mut().progs_mut() {
+        let name = prog.name().to_string_lossy().into_owned();
+        if let Some(event) = program_event(&name) {
+            prog.set_autoload(wanted.contains(&event));
+        }
     }
     open.load().context(
         "loading BPF programs (stacks-record needs root, or CAP_BPF + CAP_PERFMON, and a kernel with BTF)",
     )
 }
 
-/// Attach the lifecycle tracepoints (exec, fork, exit).
-pub fn attach_lifecycle(skel: &StacksSkel<'_>) -> Result<Vec<Link>> {
+/// Attach every loaded tracepoint program (lifecycle and the requested events). CPU samples
+/// are attached per CPU with [`open_cpu_clock`]; the end-of-recording flush runs separately.
+pub fn attach_tracepoints(skel: &StacksSkel<'_>) -> Result<Vec<Link>> {
     let mut links = Vec::new();
-    for (name, prog) in [
-        ("sched_process_exec", &skel.progs.on_exec),
-        ("sched_process_fork", &skel.progs.on_fork),
-        ("sched_process_exit", &skel.progs.on_exit),
-    ] {
-        links.push(
-            prog.attach()
-                .with_context(|| format!("attaching to tracepoint sched:{name}"))?,
-        );
+    for prog in skel.object().progs_mut() {
+        let name = prog.name().to_string_lossy().into_owned();
+        if !prog.autoload() || name == "on_cpu_sample" || name == "flush_tasks" {
+            continue;
+        }
+        let section = prog.section().to_string_lossy().into_owned();
+        let link = prog.attach().with_context(|| {
+            format!("attaching {name} to {section} (does this kernel have that tracepoint?)")
+        })?;
+        links.push(link);
     }
     Ok(links)
+}
+
+/// End of a recording: emit what the kernel side still holds (folded short off-CPU intervals
+/// of every thread) into the ring buffer. Call after detaching the event programs.
+pub fn flush_pending(skel: &StacksSkel<'_>) -> Result<()> {
+    let prog = &skel.progs.flush_tasks;
+    if !prog.autoload() {
+        return Ok(());
+    }
+    let link = prog
+        .attach_iter_with_opts(libbpf_rs::IterOpts::None)
+        .context("attaching the end-of-recording task iterator")?;
+    let mut iter = libbpf_rs::Iter::new(&link).context("starting the task iterator")?;
+    std::io::copy(&mut iter, &mut std::io::sink()).context("running the task iterator")?;
+    Ok(())
+}
+
+/// Per-process RSS growth not yet emitted (tgid, bytes, events, counter), taken out of the map.
+pub fn take_rss_remainders(skel: &StacksSkel<'_>) -> Vec<(u32, u64, u32, u32)> {
+    let map = &skel.maps.rss_store;
+    let keys: Vec<Vec<u8>> = map.keys().collect();
+    let mut out = Vec::new();
+    for k in keys {
+        if let Ok(Some(v)) = map.lookup(&k, MapFlags::ANY)
+            && v.len() >= 48
+            && k.len() == 4
+        {
+            let tgid = u32::from_ne_bytes(k[..4].try_into().expect("4 bytes"));
+            let growth = u64::from_ne_bytes(v[32..40].try_into().expect("8 bytes"));
+            let events = u32::from_ne_bytes(v[40..44].try_into().expect("4 bytes"));
+            let member = u32::from_ne_bytes(v[44..48].try_into().expect("4 bytes"));
+            if events > 0 {
+                out.push((tgid, growth, events, member));
+            }
+        }
+        let _ = map.delete(&k);
+    }
+    out
 }
 
 /// `PERF_FLAG_FD_CLOEXEC` from linux/perf_event.h.

@@ -3,6 +3,7 @@
 
 pub mod bpf;
 pub mod cli;
+pub mod convert;
 pub mod event;
 pub mod host;
 pub mod normalize;

@@ -2,7 +2,6 @@
 //! normalize user frames, and write batches (at least once a second) until told to stop.
 
 use std::cell::RefCell;
-use std::collections::HashSet;
 use std::mem::MaybeUninit;
 use std::os::fd::AsRawFd;
 use std::process::ExitCode;
@@ -18,9 +17,9 @@ use stacks_stream::{kind, open_output_with, raw_schema};
 
 use crate::bpf::{self, LoadOptions};
 use crate::cli::{Args, Target};
-use crate::event::{self, RawEvent, cstr};
+use crate::convert::{Converter, Counts, KernelNames};
+use crate::event::RawEvent;
 use crate::host;
-use crate::normalize::UserNormalizer;
 use crate::rows::{Row, RowBuilder};
 use crate::target::{Child, check_pid, is_alive, scan_names};
 
@@ -50,14 +49,11 @@ const FLUSH_EVERY: Duration = Duration::from_secs(1);
 /// ... or when this many rows are pending.
 const FLUSH_ROWS: usize = 8192;
 
+/// Ring buffer records copied out in the callback (one flat buffer, no allocation per event).
 #[derive(Default)]
-struct Counts {
-    samples: u64,
-    lost: u64,
-    kstack_errors: u64,
-    ustack_errors: u64,
-    malformed: u64,
-    pids: HashSet<u32>,
+struct Queue {
+    bytes: Vec<u8>,
+    spans: Vec<(usize, usize)>,
 }
 
 /// Entry point of the `stacks-record` binary.
@@ -66,6 +62,7 @@ pub fn run() -> Result<ExitCode> {
     let spec = args.spec()?;
     let target = args.target()?;
 
+    bpf::check_kernel(&spec)?;
     let offset_ns = host::boot_to_realtime_offset();
     let metadata = host::stream_metadata(&spec.normalized(), host::realtime_ns(), offset_ns);
     let schema = Arc::new(raw_schema(metadata));
@@ -84,7 +81,7 @@ pub fn run() -> Result<ExitCode> {
             ringbuf_bytes: args.ringbuf_mb << 20,
         },
     )?;
-    let _lifecycle = bpf::attach_lifecycle(&skel)?;
+    let tracepoints = bpf::attach_tracepoints(&skel)?;
 
     let mut child = None;
     let mut watched_pids = Vec::new();
@@ -120,16 +117,15 @@ pub fn run() -> Result<ExitCode> {
         }
     }
 
-    let queue: Rc<RefCell<Vec<RawEvent>>> = Rc::default();
-    let malformed = Rc::new(RefCell::new(0u64));
+    let queue: Rc<RefCell<Queue>> = Rc::default();
     let mut rbb = RingBufferBuilder::new();
     {
-        let (queue, malformed) = (queue.clone(), malformed.clone());
+        let queue = queue.clone();
         rbb.add(&skel.maps.events, move |data: &[u8]| {
-            match RawEvent::from_bytes(data) {
-                Some(e) => queue.borrow_mut().push(e),
-                None => *malformed.borrow_mut() += 1,
-            }
+            let mut q = queue.borrow_mut();
+            let start = q.bytes.len();
+            q.bytes.extend_from_slice(data);
+            q.spans.push((start, data.len()));
             0
         })
         .context("setting up the ring buffer")?;
@@ -158,8 +154,7 @@ pub fn run() -> Result<ExitCode> {
     let started = Instant::now();
     let deadline = args.duration.map(|d| started + d);
     let mut rows = RowBuilder::new(schema.clone());
-    let mut norm = UserNormalizer::default();
-    let mut counts = Counts::default();
+    let mut conv = Converter::new(offset_ns, kernel_names());
     let mut lost_seen = vec![0u64; 0];
     let mut last_flush = Instant::now();
     let mut child_status = None;
@@ -175,9 +170,9 @@ pub fn run() -> Result<ExitCode> {
                 std::io::Error::from_raw_os_error(-rc)
             );
         }
-        drain(&queue, &mut rows, &mut norm, &mut counts, offset_ns);
+        drain(&queue, &mut rows, &mut conv);
         if rows.len() >= FLUSH_ROWS || last_flush.elapsed() >= FLUSH_EVERY {
-            push_lost(&skel, &mut lost_seen, &mut rows, &mut counts)?;
+            push_lost(&skel, &mut lost_seen, &mut rows, &mut conv.counts)?;
             if !rows.is_empty() {
                 out.write(&rows.finish())?;
             }
@@ -201,8 +196,11 @@ pub fn run() -> Result<ExitCode> {
         }
     }
 
-    // Stop sampling, then take everything still queued in the kernel.
+    // Stop every event source, have the kernel side hand over what it still holds (folded
+    // short off-CPU intervals), then take everything still queued in the ring buffer.
     drop(perf);
+    drop(tracepoints);
+    bpf::flush_pending(&skel)?;
     let rc = rb.consume_raw();
     if rc < 0 && rc != -libc::EINTR {
         bail!(
@@ -210,13 +208,17 @@ pub fn run() -> Result<ExitCode> {
             std::io::Error::from_raw_os_error(-rc)
         );
     }
-    drain(&queue, &mut rows, &mut norm, &mut counts, offset_ns);
-    push_lost(&skel, &mut lost_seen, &mut rows, &mut counts)?;
+    drain(&queue, &mut rows, &mut conv);
+    let now = host::realtime_ns();
+    for rest in bpf::take_rss_remainders(&skel) {
+        conv.push_rss_remainder(&mut rows, now, rest);
+    }
+    push_lost(&skel, &mut lost_seen, &mut rows, &mut conv.counts)?;
     if !rows.is_empty() {
         out.write(&rows.finish())?;
     }
     let written = out.finish()?;
-    counts.malformed += *malformed.borrow();
+    let counts = &conv.counts;
 
     if let Some(c) = child.as_mut()
         && child_status.is_none()
@@ -224,15 +226,16 @@ pub fn run() -> Result<ExitCode> {
         child_status = Some(c.terminate());
     }
     eprintln!(
-        "stacks-record: {} rows: {} samples from {} processes in {:.1}s; lost {} events (ring buffer full); stack capture errors: {} kernel, {} user; {} user frames not normalized{}",
+        "stacks-record: {} rows: {} samples from {} processes in {:.1}s; lost {} events (ring buffer full); events: {}; stack capture errors: {} kernel, {} user; {} user frames not normalized{}",
         written,
-        counts.samples,
+        counts.by_kind.get(kind::PROFILE).copied().unwrap_or(0),
         counts.pids.len(),
         started.elapsed().as_secs_f64(),
         counts.lost,
+        conv.describe_counts(),
         counts.kstack_errors,
         counts.ustack_errors,
-        norm.failed_frames,
+        conv.norm.failed_frames,
         if counts.malformed > 0 {
             format!("; {} malformed records", counts.malformed)
         } else {
@@ -261,52 +264,19 @@ fn describe(target: &Target) -> String {
     }
 }
 
-fn drain(
-    queue: &RefCell<Vec<RawEvent>>,
-    rows: &mut RowBuilder,
-    norm: &mut UserNormalizer,
-    counts: &mut Counts,
-    offset_ns: i64,
-) {
-    let events = std::mem::take(&mut *queue.borrow_mut());
-    for e in events {
-        match e.kind {
-            event::EV_EXEC => norm.forget(e.pid),
-            event::EV_EXIT => norm.forget(e.pid),
-            event::EV_PROFILE => {
-                counts.samples += 1;
-                counts.pids.insert(e.pid);
-                let kstack = e.kstack();
-                if matches!(kstack, Some(Err(_))) {
-                    counts.kstack_errors += 1;
-                }
-                let ustack = match e.ustack() {
-                    None => None,
-                    Some(Err(errno)) => {
-                        counts.ustack_errors += 1;
-                        Some(Err(errno))
-                    }
-                    Some(Ok(addrs)) => Some(Ok(norm.normalize(e.pid, addrs))),
-                };
-                let (comm, thread) = (cstr(&e.comm), cstr(&e.thread));
-                rows.push(&Row {
-                    time_ns: e.ts as i64 + offset_ns,
-                    kind: kind::PROFILE,
-                    pid: e.pid as i32,
-                    tid: e.tid as i32,
-                    comm: &comm,
-                    thread: &thread,
-                    cpu: e.cpu as i32,
-                    value: e.value as i64,
-                    kstack,
-                    ustack: ustack
-                        .as_ref()
-                        .map(|r| r.as_ref().map(|v| v.as_slice()).map_err(|e| *e)),
-                });
-            }
-            _ => counts.malformed += 1,
+fn drain(queue: &RefCell<Queue>, rows: &mut RowBuilder, conv: &mut Converter) {
+    let q = std::mem::take(&mut *queue.borrow_mut());
+    for &(start, len) in &q.spans {
+        match RawEvent::from_bytes(&q.bytes[start..start + len]) {
+            Ok(e) => conv.push(&e, rows),
+            Err(_) => conv.counts.malformed += 1,
         }
     }
+}
+
+/// Kernel symbols for naming kernel frames at record time, when kallsyms is readable.
+fn kernel_names() -> Option<Box<dyn KernelNames>> {
+    None
 }
 
 /// Append a `lost` row per CPU whose lost-event counter grew since the last look.
@@ -334,6 +304,8 @@ fn push_lost(
                 value: delta as i64,
                 kstack: None,
                 ustack: None,
+                ksyms: None,
+                extra: Default::default(),
             });
             *prev = total;
         }

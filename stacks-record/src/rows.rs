@@ -24,6 +24,38 @@ pub struct Row<'a> {
     /// `None`: not requested; `Some(Err(errno))`: capture failed.
     pub kstack: Option<Result<&'a [u64], i32>>,
     pub ustack: Option<Result<&'a [UserFrame], i32>>,
+    /// Kernel symbols of `kstack` (same positions); `None` when not resolved.
+    pub ksyms: Option<&'a [Option<KernelSymbol>]>,
+    pub extra: Extra,
+}
+
+/// A kernel address's symbol as the recorder resolved it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelSymbol {
+    pub symbol: String,
+    pub offset: u64,
+    pub module: Option<String>,
+}
+
+/// The kind-specific columns (all nullable).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Extra {
+    pub duration: Option<i64>,
+    pub count: Option<i64>,
+    pub state: Option<&'static str>,
+    pub waker: Option<i32>,
+    pub op: Option<&'static str>,
+    pub syscall: Option<&'static str>,
+    pub fd: Option<i32>,
+    pub path: Option<String>,
+    pub dev: Option<String>,
+    pub protocol: Option<&'static str>,
+    pub local: Option<String>,
+    pub remote: Option<String>,
+    pub rss: Option<i64>,
+    pub child: Option<i32>,
+    pub errno: Option<i32>,
+    pub exit_code: Option<i32>,
 }
 
 /// Accumulates rows column by column.
@@ -41,6 +73,23 @@ pub struct RowBuilder {
     kstack_error: Int32Builder,
     ustack: ListBuilder<StructBuilder>,
     ustack_error: Int32Builder,
+    ksyms: ListBuilder<StructBuilder>,
+    duration: Int64Builder,
+    count: Int64Builder,
+    state: StringBuilder,
+    waker: Int32Builder,
+    op: StringBuilder,
+    syscall: StringBuilder,
+    fd: Int32Builder,
+    path: StringBuilder,
+    dev: StringBuilder,
+    protocol: StringBuilder,
+    local: StringBuilder,
+    remote: StringBuilder,
+    rss: Int64Builder,
+    child: Int32Builder,
+    errno: Int32Builder,
+    exit_code: Int32Builder,
     rows: usize,
 }
 
@@ -68,6 +117,15 @@ impl RowBuilder {
         let DataType::Struct(ufields) = ufield.data_type().clone() else {
             unreachable!("ustack elements are structs")
         };
+        let sfield = list_field(
+            schema
+                .field_with_name("kstack_symbols")
+                .expect("kstack_symbols")
+                .data_type(),
+        );
+        let DataType::Struct(sfields) = sfield.data_type().clone() else {
+            unreachable!("kstack_symbols elements are structs")
+        };
         Self {
             time: TimestampNanosecondBuilder::new().with_timezone("UTC"),
             kind: StringBuilder::new(),
@@ -81,6 +139,23 @@ impl RowBuilder {
             kstack_error: Int32Builder::new(),
             ustack: ListBuilder::new(StructBuilder::from_fields(ufields, 0)).with_field(ufield),
             ustack_error: Int32Builder::new(),
+            ksyms: ListBuilder::new(StructBuilder::from_fields(sfields, 0)).with_field(sfield),
+            duration: Int64Builder::new(),
+            count: Int64Builder::new(),
+            state: StringBuilder::new(),
+            waker: Int32Builder::new(),
+            op: StringBuilder::new(),
+            syscall: StringBuilder::new(),
+            fd: Int32Builder::new(),
+            path: StringBuilder::new(),
+            dev: StringBuilder::new(),
+            protocol: StringBuilder::new(),
+            local: StringBuilder::new(),
+            remote: StringBuilder::new(),
+            rss: Int64Builder::new(),
+            child: Int32Builder::new(),
+            errno: Int32Builder::new(),
+            exit_code: Int32Builder::new(),
             rows: 0,
             schema,
         }
@@ -151,6 +226,58 @@ impl RowBuilder {
                 self.ustack_error.append_null();
             }
         }
+        match r.ksyms {
+            None => self.ksyms.append_null(),
+            Some(syms) => {
+                let s = self.ksyms.values();
+                for sym in syms {
+                    match sym {
+                        Some(k) => {
+                            s.field_builder::<StringBuilder>(0)
+                                .expect("symbol")
+                                .append_value(&k.symbol);
+                            s.field_builder::<UInt64Builder>(1)
+                                .expect("offset")
+                                .append_value(k.offset);
+                            s.field_builder::<StringBuilder>(2)
+                                .expect("module")
+                                .append_option(k.module.as_deref());
+                            s.append(true);
+                        }
+                        None => {
+                            s.field_builder::<StringBuilder>(0)
+                                .expect("symbol")
+                                .append_value("");
+                            s.field_builder::<UInt64Builder>(1)
+                                .expect("offset")
+                                .append_value(0);
+                            s.field_builder::<StringBuilder>(2)
+                                .expect("module")
+                                .append_null();
+                            s.append(false);
+                        }
+                    }
+                }
+                self.ksyms.append(true);
+            }
+        }
+        let x = &r.extra;
+        self.duration.append_option(x.duration);
+        self.count.append_option(x.count);
+        self.state.append_option(x.state);
+        self.waker.append_option(x.waker);
+        self.op.append_option(x.op);
+        self.syscall.append_option(x.syscall);
+        self.fd.append_option(x.fd);
+        self.path.append_option(x.path.as_deref());
+        self.dev.append_option(x.dev.as_deref());
+        self.protocol.append_option(x.protocol);
+        self.local.append_option(x.local.as_deref());
+        self.remote.append_option(x.remote.as_deref());
+        self.rss.append_option(x.rss);
+        self.child.append_option(x.child);
+        self.errno.append_option(x.errno);
+        self.exit_code.append_option(x.exit_code);
         self.rows += 1;
     }
 
@@ -170,6 +297,23 @@ impl RowBuilder {
             ("kstack_error", Arc::new(self.kstack_error.finish())),
             ("ustack", Arc::new(self.ustack.finish())),
             ("ustack_error", Arc::new(self.ustack_error.finish())),
+            ("kstack_symbols", Arc::new(self.ksyms.finish())),
+            ("duration", Arc::new(self.duration.finish())),
+            ("count", Arc::new(self.count.finish())),
+            ("state", Arc::new(self.state.finish())),
+            ("waker", Arc::new(self.waker.finish())),
+            ("op", Arc::new(self.op.finish())),
+            ("syscall", Arc::new(self.syscall.finish())),
+            ("fd", Arc::new(self.fd.finish())),
+            ("path", Arc::new(self.path.finish())),
+            ("dev", Arc::new(self.dev.finish())),
+            ("protocol", Arc::new(self.protocol.finish())),
+            ("local", Arc::new(self.local.finish())),
+            ("remote", Arc::new(self.remote.finish())),
+            ("rss", Arc::new(self.rss.finish())),
+            ("child", Arc::new(self.child.finish())),
+            ("errno", Arc::new(self.errno.finish())),
+            ("exit_code", Arc::new(self.exit_code.finish())),
         ];
         self.rows = 0;
         stacks_stream::batch_by_name(self.schema.clone(), n, columns)
@@ -194,6 +338,19 @@ mod tests {
             offset: Some(0x10),
             error: None,
         }];
+        let ks = vec![
+            Some(KernelSymbol {
+                symbol: "vfs_read".into(),
+                offset: 4,
+                module: None,
+            }),
+            None,
+            Some(KernelSymbol {
+                symbol: "ext4_x".into(),
+                offset: 0,
+                module: Some("ext4".into()),
+            }),
+        ];
         b.push(&Row {
             time_ns: 1,
             kind: "profile",
@@ -205,6 +362,12 @@ mod tests {
             value: 10,
             kstack: Some(Ok(&[1, 2, 3])),
             ustack: Some(Ok(&uf)),
+            ksyms: Some(&ks),
+            extra: Extra {
+                duration: Some(5),
+                state: Some("sleeping"),
+                ..Extra::default()
+            },
         });
         b.push(&Row {
             time_ns: 2,
@@ -217,6 +380,8 @@ mod tests {
             value: 10,
             kstack: None,
             ustack: Some(Err(-14)),
+            ksyms: None,
+            extra: Extra::default(),
         });
         let batch = b.finish();
         assert_eq!(batch.num_rows(), 2);
@@ -225,6 +390,10 @@ mod tests {
         assert!(k.is_valid(0) && k.is_null(1));
         let ue = batch.column_by_name("ustack_error").unwrap();
         assert!(ue.is_null(0) && ue.is_valid(1));
+        let d = batch.column_by_name("duration").unwrap();
+        assert!(d.is_valid(0) && d.is_null(1));
+        let k = batch.column_by_name("kstack_symbols").unwrap();
+        assert!(k.is_valid(0) && k.is_null(1));
         assert!(b.is_empty());
     }
 }

@@ -65,17 +65,50 @@ impl Profile {
     }
 }
 
+/// `switch[:STACKS][:MIN]`: off-CPU intervals; shorter than MIN are folded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Switch {
+    pub stacks: StackSel,
+    pub min_ns: u64,
+}
+
+impl Switch {
+    pub const DEFAULT_MIN_NS: u64 = 1_000_000;
+}
+
+/// `rss[:STACKS][:N]`: RSS growth, every Nth growth event per process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rss {
+    pub stacks: StackSel,
+    pub every: u32,
+}
+
+impl Rss {
+    pub const DEFAULT_EVERY: u32 = 29;
+}
+
+/// Events with only a stack selection: `block`, `vfs`, `net`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Plain {
+    pub stacks: StackSel,
+}
+
 /// A parsed `-e` specification.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EventSpec {
     pub profile: Option<Profile>,
+    pub switch: Option<Switch>,
+    pub rss: Option<Rss>,
+    pub block: Option<Plain>,
+    pub vfs: Option<Plain>,
+    pub net: Option<Plain>,
 }
 
 /// The specification used when `-e` is not given.
-pub const DEFAULT_SPEC: &str = "profile:uk:99";
+pub const DEFAULT_SPEC: &str = "profile:u:99,rss:u:29,switch:uk";
 
 /// Event names this build can record.
-pub const EVENT_NAMES: &[&str] = &["profile"];
+pub const EVENT_NAMES: &[&str] = &["profile", "switch", "rss", "block", "vfs", "net"];
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum SpecError {
@@ -97,6 +130,12 @@ pub enum SpecError {
         token: String,
         max: u32,
     },
+    #[error("bad minimum `{value}` in `{token}`: a duration such as 0, 500us, 1ms or 2s")]
+    BadMin { value: String, token: String },
+    #[error("bad sampling `{value}` in `{token}`: N (every Nth event), from 1 to 1000000")]
+    BadEvery { value: String, token: String },
+    #[error("`{0}` takes no argument: use {1}[:STACKS]")]
+    NoArgument(String, String),
     #[error("too many fields in `{0}`: expected NAME[:STACKS][:ARG]")]
     TooManyFields(String),
     #[error("event `{0}` given twice")]
@@ -117,12 +156,79 @@ impl EventSpec {
                 return Err(SpecError::EmptyToken(spec.to_string()));
             }
             let fields: Vec<&str> = token.split(':').collect();
-            match fields[0] {
+            let name = fields[0];
+            let (stacks, arg) = split_fields(token, &fields[1..])?;
+            let dup = || SpecError::Duplicate(name.to_string());
+            match name {
                 "profile" => {
-                    if out.profile.is_some() {
-                        return Err(SpecError::Duplicate("profile".into()));
+                    let hz = match arg {
+                        None => Profile::DEFAULT_HZ,
+                        Some(a) => a
+                            .parse::<u32>()
+                            .ok()
+                            .filter(|hz| (1..=Profile::MAX_HZ).contains(hz))
+                            .ok_or_else(|| SpecError::BadRate {
+                                value: a.to_string(),
+                                token: token.to_string(),
+                                max: Profile::MAX_HZ,
+                            })?,
+                    };
+                    let p = Profile {
+                        stacks: stacks.unwrap_or(StackSel::Both),
+                        hz,
+                    };
+                    set(&mut out.profile, p).map_err(|_| dup())?;
+                }
+                "switch" => {
+                    let min_ns = match arg {
+                        None => Switch::DEFAULT_MIN_NS,
+                        Some(a) => parse_ns(a).ok_or_else(|| SpecError::BadMin {
+                            value: a.to_string(),
+                            token: token.to_string(),
+                        })?,
+                    };
+                    let s = Switch {
+                        stacks: stacks.unwrap_or(StackSel::Both),
+                        min_ns,
+                    };
+                    set(&mut out.switch, s).map_err(|_| dup())?;
+                }
+                "rss" => {
+                    let every = match arg {
+                        None => Rss::DEFAULT_EVERY,
+                        Some(a) => a
+                            .parse::<u32>()
+                            .ok()
+                            .filter(|n| (1..=1_000_000).contains(n))
+                            .ok_or_else(|| SpecError::BadEvery {
+                                value: a.to_string(),
+                                token: token.to_string(),
+                            })?,
+                    };
+                    let r = Rss {
+                        stacks: stacks.unwrap_or(StackSel::User),
+                        every,
+                    };
+                    set(&mut out.rss, r).map_err(|_| dup())?;
+                }
+                "block" | "vfs" | "net" => {
+                    if arg.is_some() {
+                        return Err(SpecError::NoArgument(token.to_string(), name.to_string()));
                     }
-                    out.profile = Some(parse_profile(token, &fields[1..])?);
+                    let default = if name == "block" {
+                        StackSel::Both
+                    } else {
+                        StackSel::User
+                    };
+                    let p = Plain {
+                        stacks: stacks.unwrap_or(default),
+                    };
+                    let slot = match name {
+                        "block" => &mut out.block,
+                        "vfs" => &mut out.vfs,
+                        _ => &mut out.net,
+                    };
+                    set(slot, p).map_err(|_| dup())?;
                 }
                 name => {
                     return Err(SpecError::UnknownEvent {
@@ -136,47 +242,105 @@ impl EventSpec {
         Ok(out)
     }
 
-    /// The normalized text form, e.g. `profile:uk:99`: stored in the stream metadata.
+    /// The normalized text form, e.g. `profile:uk:99,switch:uk:1ms`: stored in the stream
+    /// metadata.
     pub fn normalized(&self) -> String {
         let mut parts = Vec::new();
         if let Some(p) = &self.profile {
             parts.push(format!("profile:{}:{}", p.stacks, p.hz));
         }
+        if let Some(s) = &self.switch {
+            parts.push(format!("switch:{}:{}", s.stacks, format_ns(s.min_ns)));
+        }
+        if let Some(r) = &self.rss {
+            parts.push(format!("rss:{}:{}", r.stacks, r.every));
+        }
+        for (name, p) in [
+            ("block", &self.block),
+            ("vfs", &self.vfs),
+            ("net", &self.net),
+        ] {
+            if let Some(p) = p {
+                parts.push(format!("{name}:{}", p.stacks));
+            }
+        }
         parts.join(",")
     }
 }
 
-fn parse_profile(token: &str, rest: &[&str]) -> Result<Profile, SpecError> {
-    let mut p = Profile {
-        stacks: StackSel::Both,
-        hz: Profile::DEFAULT_HZ,
-    };
-    let (stacks, arg) = match rest {
-        [] => (None, None),
-        // A lone numeric field is the rate: `profile:49`.
-        [x] if x.chars().next().is_some_and(|c| c.is_ascii_digit()) => (None, Some(*x)),
-        [s] => (Some(*s), None),
-        [s, a] => (Some(*s), Some(*a)),
-        _ => return Err(SpecError::TooManyFields(token.to_string())),
-    };
-    if let Some(s) = stacks {
-        p.stacks = StackSel::parse(s).ok_or_else(|| SpecError::BadStacks {
-            value: s.to_string(),
-            token: token.to_string(),
-        })?;
+impl EventSpec {
+    /// Names of the events requested.
+    pub fn names(&self) -> Vec<&'static str> {
+        let mut v = Vec::new();
+        for (name, on) in [
+            ("profile", self.profile.is_some()),
+            ("switch", self.switch.is_some()),
+            ("rss", self.rss.is_some()),
+            ("block", self.block.is_some()),
+            ("vfs", self.vfs.is_some()),
+            ("net", self.net.is_some()),
+        ] {
+            if on {
+                v.push(name);
+            }
+        }
+        v
     }
-    if let Some(a) = arg {
-        p.hz = a
-            .parse::<u32>()
-            .ok()
-            .filter(|hz| (1..=Profile::MAX_HZ).contains(hz))
-            .ok_or_else(|| SpecError::BadRate {
-                value: a.to_string(),
-                token: token.to_string(),
-                max: Profile::MAX_HZ,
-            })?;
+}
+
+fn set<T>(slot: &mut Option<T>, value: T) -> Result<(), ()> {
+    if slot.is_some() {
+        return Err(());
     }
-    Ok(p)
+    *slot = Some(value);
+    Ok(())
+}
+
+/// Split `[STACKS][:ARG]`; a lone field that is not a stack selection is the argument.
+fn split_fields<'a>(
+    token: &str,
+    rest: &[&'a str],
+) -> Result<(Option<StackSel>, Option<&'a str>), SpecError> {
+    let bad = |s: &str| SpecError::BadStacks {
+        value: s.to_string(),
+        token: token.to_string(),
+    };
+    match rest {
+        [] => Ok((None, None)),
+        [x] if x.chars().next().is_some_and(|c| c.is_ascii_digit()) => Ok((None, Some(*x))),
+        [s] => Ok((Some(StackSel::parse(s).ok_or_else(|| bad(s))?), None)),
+        [s, a] => Ok((Some(StackSel::parse(s).ok_or_else(|| bad(s))?), Some(*a))),
+        _ => Err(SpecError::TooManyFields(token.to_string())),
+    }
+}
+
+/// Parse a duration such as `0`, `250us`, `1ms`, `2s` or `1500ns` into nanoseconds.
+pub fn parse_ns(s: &str) -> Option<u64> {
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num.parse().ok()?;
+    let mult = match unit {
+        "" if n == 0 => 1,
+        "ns" => 1,
+        "us" | "µs" => 1_000,
+        "ms" => 1_000_000,
+        "s" => 1_000_000_000,
+        _ => return None,
+    };
+    n.checked_mul(mult)
+}
+
+/// The shortest exact text for a duration in ns (`1ms`, `250us`, `0`).
+pub fn format_ns(ns: u64) -> String {
+    if ns == 0 {
+        return "0".into();
+    }
+    for (mult, unit) in [(1_000_000_000, "s"), (1_000_000, "ms"), (1_000, "us")] {
+        if ns % mult == 0 {
+            return format!("{}{unit}", ns / mult);
+        }
+    }
+    format!("{ns}ns")
 }
 
 #[cfg(test)]
@@ -203,9 +367,43 @@ mod tests {
         assert_eq!(profile(" profile:u:99 ").stacks, StackSel::User);
         assert_eq!(
             EventSpec::parse(DEFAULT_SPEC).unwrap().normalized(),
-            "profile:uk:99"
+            "profile:u:99,switch:uk:1ms,rss:u:29"
         );
         assert_eq!(profile("profile:u:1000").period_ns(), 1_000_000);
+    }
+
+    #[test]
+    fn resource_events() {
+        let s = EventSpec::parse("profile:u:99,switch:uk,rss:u:29,block:uk,vfs:u,net:u").unwrap();
+        assert_eq!(
+            s.normalized(),
+            "profile:u:99,switch:uk:1ms,rss:u:29,block:uk,vfs:u,net:u"
+        );
+        let s = EventSpec::parse("switch:k:250us,rss:7,block,vfs,net").unwrap();
+        assert_eq!(s.switch.unwrap().min_ns, 250_000);
+        assert_eq!(s.switch.unwrap().stacks, StackSel::Kernel);
+        assert_eq!(s.rss.unwrap().every, 7);
+        assert_eq!(s.block.unwrap().stacks, StackSel::Both);
+        assert_eq!(s.vfs.unwrap().stacks, StackSel::User);
+        assert_eq!(
+            EventSpec::parse("switch:0").unwrap().switch.unwrap().min_ns,
+            0
+        );
+        assert!(matches!(
+            EventSpec::parse("switch:uk:fast").unwrap_err(),
+            SpecError::BadMin { .. }
+        ));
+        assert!(matches!(
+            EventSpec::parse("rss:u:0").unwrap_err(),
+            SpecError::BadEvery { .. }
+        ));
+        assert!(matches!(
+            EventSpec::parse("vfs:u:3").unwrap_err(),
+            SpecError::NoArgument(..)
+        ));
+        assert_eq!(format_ns(1_500), "1500ns");
+        assert_eq!(parse_ns("2s"), Some(2_000_000_000));
+        assert_eq!(parse_ns("5"), None);
     }
 
     #[test]
