@@ -6,6 +6,7 @@ pub mod cli;
 pub mod convert;
 pub mod event;
 pub mod host;
+pub mod kallsyms;
 pub mod normalize;
 pub mod record;
 pub mod rows;

@@ -20,7 +20,8 @@ use crate::cli::{Args, Target};
 use crate::convert::{Converter, Counts, KernelNames};
 use crate::event::RawEvent;
 use crate::host;
-use crate::rows::{Row, RowBuilder};
+use crate::kallsyms::KernelSymbols;
+use crate::rows::{KernelSymbol, Row, RowBuilder};
 use crate::target::{Child, check_pid, is_alive, scan_names};
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -276,7 +277,23 @@ fn drain(queue: &RefCell<Queue>, rows: &mut RowBuilder, conv: &mut Converter) {
 
 /// Kernel symbols for naming kernel frames at record time, when kallsyms is readable.
 fn kernel_names() -> Option<Box<dyn KernelNames>> {
-    None
+    match KernelSymbols::load() {
+        Ok(k) => Some(Box::new(k)),
+        Err(e) => {
+            eprintln!("stacks-record: warning: kernel frames stay unnamed: {e}");
+            None
+        }
+    }
+}
+
+impl KernelNames for KernelSymbols {
+    fn name(&self, addr: u64) -> Option<KernelSymbol> {
+        self.resolve(addr).map(|(symbol, offset, module)| KernelSymbol {
+            symbol: symbol.to_string(),
+            offset,
+            module: module.map(str::to_string),
+        })
+    }
 }
 
 /// Append a `lost` row per CPU whose lost-event counter grew since the last look.
