@@ -5,6 +5,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
+use serde_json::Value;
 
 #[derive(clap::Args)]
 pub struct CpuArgs {
@@ -20,6 +21,23 @@ pub struct CpuArgs {
     /// Loop iterations in one unit of work (one unit takes roughly 50-200 µs).
     #[arg(long, default_value_t = 40_000)]
     unit: u64,
+}
+
+impl CpuArgs {
+    /// Settings for `burn_heavy` alone (no `burn_light` units) for `seconds`, the others at
+    /// their defaults: the CPU part of the `mixed` workload.
+    pub fn heavy_only(seconds: f64) -> Result<Self> {
+        use clap::{Args, FromArgMatches};
+        let seconds = seconds.to_string();
+        let matches = Self::augment_args(clap::Command::new("cpu")).try_get_matches_from([
+            "cpu",
+            "--seconds",
+            &seconds,
+            "--light",
+            "0",
+        ])?;
+        Ok(Self::from_arg_matches(&matches)?)
+    }
 }
 
 /// One step of an xorshift generator: cheap work the optimizer cannot remove.
@@ -50,9 +68,10 @@ pub fn burn_light(units: u64, unit: u64) -> u64 {
     x
 }
 
-/// CPU time this process has used so far, ns (first field of /proc/self/schedstat).
+/// CPU time the calling thread has used so far, ns (first field of its schedstat); the whole
+/// process's when it is single-threaded, as the `cpu` workload is.
 fn own_cpu_ns() -> Option<u64> {
-    std::fs::read_to_string("/proc/self/schedstat")
+    std::fs::read_to_string("/proc/thread-self/schedstat")
         .ok()?
         .split_whitespace()
         .next()?
@@ -60,7 +79,7 @@ fn own_cpu_ns() -> Option<u64> {
         .ok()
 }
 
-pub fn run(a: &CpuArgs) -> Result<String> {
+pub fn run(a: &CpuArgs) -> Result<Value> {
     if !(a.seconds > 0.0 && a.seconds.is_finite()) || a.unit == 0 || a.heavy + a.light == 0 {
         bail!("--seconds, --unit and --heavy + --light must be positive");
     }
@@ -86,6 +105,7 @@ pub fn run(a: &CpuArgs) -> Result<String> {
     Ok(serde_json::json!({
         "workload": "cpu",
         "pid": std::process::id(),
+        "tid": crate::sys::tid(),
         "wall_ns": start.elapsed().as_nanos() as u64,
         "cpu_ns": cpu_ns,
         "heavy_ns": heavy_ns as u64,
@@ -94,6 +114,5 @@ pub fn run(a: &CpuArgs) -> Result<String> {
         "light_units": light_units,
         "heavy_fraction": heavy_ns as f64 / total,
         "light_fraction": light_ns as f64 / total,
-    })
-    .to_string())
+    }))
 }

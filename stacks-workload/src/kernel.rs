@@ -30,7 +30,7 @@ pub fn read_zero(file: &mut File, buf: &mut [u8], budget: Duration) -> Result<(u
     Ok((reads, bytes))
 }
 
-pub fn run(a: &KernelArgs) -> Result<String> {
+pub fn run(a: &KernelArgs) -> Result<serde_json::Value> {
     if !(a.seconds > 0.0 && a.seconds.is_finite()) || a.chunk == 0 {
         bail!("--seconds and --chunk must be positive");
     }
@@ -44,6 +44,5 @@ pub fn run(a: &KernelArgs) -> Result<String> {
         "wall_ns": start.elapsed().as_nanos() as u64,
         "reads": reads,
         "bytes": bytes,
-    })
-    .to_string())
+    }))
 }

@@ -3,7 +3,15 @@
 //! one JSON object on stdout.
 
 mod cpu;
+mod direct_read;
 mod kernel;
+mod mixed;
+mod sleep;
+mod sys;
+mod tcp;
+mod touch;
+mod udp;
+mod write;
 
 use std::process::ExitCode;
 
@@ -26,6 +34,24 @@ enum Cmd {
     Cpu(cpu::CpuArgs),
     /// Spend the time in the kernel: read /dev/zero in large chunks (function `read_zero`).
     Kernel(kernel::KernelArgs),
+    /// Sleep COUNT intervals of MS ms in thread `sleeper`, one nanosleep each
+    /// (function `sleep_interval`).
+    Sleep(sleep::SleepArgs),
+    /// Write exactly MIB MiB of non-zero data to a fresh FILE, then fsync (function `write_file`).
+    Write(write::WriteArgs),
+    /// Read exactly MIB MiB of FILE with O_DIRECT (function `read_direct`), creating it first
+    /// when missing or of another size (function `prepare_file`).
+    DirectRead(direct_read::DirectReadArgs),
+    /// Map MIB MiB of fresh anonymous memory and write every page (function `touch_memory`).
+    Touch(touch::TouchArgs),
+    /// Carry MIB MiB each way over loopback TCP between the main thread and thread `tcp-server`
+    /// (functions `tcp_send`, `tcp_recv`).
+    Tcp(tcp::TcpArgs),
+    /// Carry MIB MiB each way over connected loopback UDP sockets between the main thread and
+    /// thread `udp-server`, without loss (functions `udp_send`, `udp_recv`).
+    Udp(udp::UdpArgs),
+    /// CPU burn, sleeper, file write, memory touch and a TCP exchange at once, in named threads.
+    Mixed(mixed::MixedArgs),
 }
 
 fn main() -> ExitCode {
@@ -33,6 +59,13 @@ fn main() -> ExitCode {
     let result = match args.cmd {
         Cmd::Cpu(a) => cpu::run(&a),
         Cmd::Kernel(a) => kernel::run(&a),
+        Cmd::Sleep(a) => sleep::run(&a),
+        Cmd::Write(a) => write::run(&a),
+        Cmd::DirectRead(a) => direct_read::run(&a),
+        Cmd::Touch(a) => touch::run(&a),
+        Cmd::Tcp(a) => tcp::run(&a),
+        Cmd::Udp(a) => udp::run(&a),
+        Cmd::Mixed(a) => mixed::run(&a),
     };
     match result {
         Ok(report) => {

@@ -1,0 +1,71 @@
+//! The `sleep` workload: one thread named `sleeper` sleeps a known number of fixed intervals,
+//! one interruptible `nanosleep` each in `sleep_interval`, so off-CPU recording has an exact
+//! count of sleeps and a measured total to compare against.
+
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use anyhow::{Result, bail};
+use serde_json::{Value, json};
+
+use crate::sys;
+
+/// The name of the sleeping thread (its `comm`).
+pub const THREAD: &str = "sleeper";
+
+#[derive(clap::Args)]
+pub struct SleepArgs {
+    /// Number of intervals to sleep.
+    #[arg(long, default_value_t = 50)]
+    count: u64,
+    /// Length of one interval, in milliseconds.
+    #[arg(long, default_value_t = 20)]
+    ms: u64,
+}
+
+/// Sleeps `ms` milliseconds in one `nanosleep` system call (interruptible, state S). Only a signal
+/// could split it; the remainder is then slept so the interval stays whole.
+#[inline(never)]
+pub fn sleep_interval(ms: u64) -> Result<()> {
+    let mut req = libc::timespec {
+        tv_sec: (ms / 1000) as libc::time_t,
+        tv_nsec: ((ms % 1000) * 1_000_000) as libc::c_long,
+    };
+    loop {
+        let mut rem = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        match sys::nanosleep(&req, &mut rem) {
+            Ok(()) => return Ok(()),
+            Err(e) if sys::interrupted(&e) => req = rem,
+            Err(e) => bail!("nanosleep: {e}"),
+        }
+    }
+}
+
+/// Starts the `sleeper` thread: `count` intervals of `ms` ms; it returns the sleep report.
+pub fn spawn_sleeper(count: u64, ms: u64) -> Result<JoinHandle<Result<Value>>> {
+    if count == 0 || ms == 0 {
+        bail!("--count and --ms must be positive");
+    }
+    sys::spawn_named(THREAD, move || {
+        let tid = sys::tid();
+        let start = Instant::now();
+        for _ in 0..count {
+            sleep_interval(ms)?;
+        }
+        let slept_ns = start.elapsed().as_nanos() as u64;
+        Ok(json!({
+            "workload": "sleep",
+            "tid": tid,
+            "count": count,
+            "ms": ms,
+            "slept_ns": slept_ns,
+        }))
+    })
+}
+
+pub fn run(a: &SleepArgs) -> Result<Value> {
+    sys::join_named(THREAD, spawn_sleeper(a.count, a.ms)?)
+}
