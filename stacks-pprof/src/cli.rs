@@ -1,28 +1,46 @@
 //! The `stacks-pprof` command line: read a stream from stdin or a file, write the gzipped
-//! profile to stdout (never a terminal) or `-o FILE`.
+//! profile (never to a terminal), folded stacks or an SVG flame graph to stdout or `-o FILE`.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::bail;
-use clap::Parser;
+use clap::{Parser, ValueEnum};
 use stacks_stream::io::{Sink, open_sink};
 
-use crate::{Options, convert, write_profile};
+use crate::{Options, convert, default_index, folded, write_folded, write_profile, write_svg};
 
-/// Convert a stacks Arrow stream with symbolized stacks into a gzipped pprof profile.
+/// What to write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// Gzipped pprof protobuf (go tool pprof, speedscope, Pyroscope…).
+    Pprof,
+    /// Folded stacks, `root;…;leaf value` per line (flamegraph.pl, inferno, speedscope).
+    Folded,
+    /// An SVG flame graph.
+    Svg,
+}
+
+/// Convert a stacks Arrow stream with symbolized stacks into a gzipped pprof profile, folded
+/// stacks or an SVG flame graph.
 ///
 /// Rows with the same stack and labels become one sample whose values are summed. Read the
 /// result with `go tool pprof`, speedscope, Grafana/Pyroscope or any other pprof reader.
+/// Folded stacks and flame graphs show one value: the profile's default (last) sample type.
 #[derive(Debug, Parser)]
 #[command(name = "stacks-pprof", version)]
 pub struct Args {
     /// Arrow IPC stream to read; stdin when absent or `-`.
     pub input: Option<PathBuf>,
 
-    /// Write the profile to FILE instead of stdout.
+    /// Write to FILE instead of stdout.
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = Format::Pprof)]
+    pub format: Format,
 
     /// Column holding the stacks [default: `stack`, else the first column of symbolized stacks].
     #[arg(long, value_name = "COL")]
@@ -38,10 +56,28 @@ pub struct Args {
     #[arg(long)]
     pub no_labels: bool,
 
-    /// For a stream of event rows (stacks-symbolize output): convert rows of this kind
-    /// [default: profile]; `value` is then read in that kind's unit (profile: cpu nanoseconds).
+    /// For a stream of event rows (stacks-symbolize output): convert rows of KIND
+    /// [default: profile]; repeatable or comma-separated. Each kind adds its event count
+    /// (the `count` column, 1 where null) and its `value` in the kind's unit: profile
+    /// samples + cpu ns, switch switches + offcpu ns, rss rss_events + rss_growth bytes,
+    /// block/vfs/net *_ios/*_calls + bytes; lost, exec, fork, exit count themselves.
+    /// Folded short off-CPU intervals (switch rows without stack) are rooted at
+    /// `[short off-CPU intervals]`.
     #[arg(long, value_name = "KIND")]
-    pub kind: Option<String>,
+    pub kind: Vec<String>,
+
+    /// Append `_[k]` to kernel function names (and, in folded stacks and flame graphs, `_[i]`
+    /// to inlined ones), as bcc's -a and flamegraph.pl's colors expect.
+    #[arg(short, long)]
+    pub annotate: bool,
+
+    /// Root every stack at a frame named after the process (the `comm` column), as bcc does.
+    #[arg(long)]
+    pub process_name: bool,
+
+    /// Put a `-` frame between the kernel and the user frames of a stack (bcc's -d).
+    #[arg(long)]
+    pub delimiter: bool,
 }
 
 /// Entry point of the binary: parse the arguments and convert.
@@ -53,14 +89,17 @@ pub fn run() -> anyhow::Result<ExitCode> {
 pub fn run_with(args: Args) -> anyhow::Result<ExitCode> {
     let to_stdout = args.output.as_ref().is_none_or(|p| p.as_os_str() == "-");
     // Refuse a terminal before reading anything; a file is only created once the input
-    // converted, so a bad input does not clobber it.
+    // converted, so a bad input does not clobber it. Folded stacks and SVG are text.
     let early_sink = if to_stdout {
-        if stacks_stream::cli::stdout_is_tty() {
+        if args.format == Format::Pprof && stacks_stream::cli::stdout_is_tty() {
             bail!(
                 "refusing to write a binary pprof profile to a terminal: redirect it to a file or give -o FILE"
             );
         }
-        Some(open_sink(None)?)
+        Some((
+            Box::new(std::io::stdout()) as Box<dyn Write + Send>,
+            Sink::Stdout,
+        ))
     } else {
         None
     };
@@ -73,9 +112,22 @@ pub fn run_with(args: Args) -> anyhow::Result<ExitCode> {
         stack: args.stack,
         values: args.values,
         no_labels: args.no_labels,
-        kind: args.kind,
+        kinds: args.kind,
+        annotate: args.annotate,
+        process_name: args.process_name,
+        delimiter: args.delimiter,
     };
     let profile = convert(&mut input, &options)?;
+    // Rendered before the output file is created, for the same reason.
+    let index = default_index(&profile);
+    let stacks = match args.format {
+        Format::Pprof => Vec::new(),
+        Format::Folded | Format::Svg => folded(&profile, index, args.annotate),
+    };
+    let mut rendered = Vec::new();
+    if args.format == Format::Svg {
+        write_svg(&profile, index, &stacks, &mut rendered, "memory")?;
+    }
     let (out, sink) = match early_sink {
         Some(s) => s,
         None => open_sink(args.output.as_deref())?,
@@ -84,6 +136,15 @@ pub fn run_with(args: Args) -> anyhow::Result<ExitCode> {
         Sink::Stdout => "stdout".to_string(),
         Sink::File(name) => name,
     };
-    write_profile(&profile, out, &name)?;
+    match args.format {
+        Format::Pprof => write_profile(&profile, out, &name)?,
+        Format::Folded => write_folded(&stacks, std::io::BufWriter::new(out), &name)?,
+        Format::Svg => {
+            let mut out = out;
+            out.write_all(&rendered)
+                .and_then(|()| out.flush())
+                .map_err(|source| crate::Error::Write { path: name, source })?;
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }

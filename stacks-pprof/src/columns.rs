@@ -69,6 +69,11 @@ pub(crate) struct ValueColumn {
     pub name: String,
     pub numeric: Numeric,
     pub kind: SampleKind,
+    /// A null (or absent) column counts 1 per row instead of 0: the `count` column of rows,
+    /// which is null where a row stands for one event.
+    pub null_is_one: bool,
+    /// For a row stream of several kinds: only rows of this kind add to this value.
+    pub of_kind: Option<String>,
 }
 
 /// A column turned into a label on every sample.
@@ -86,11 +91,17 @@ pub(crate) struct Plan {
     pub stack: usize,
     pub stack_name: String,
     pub values: Vec<ValueColumn>,
+    /// Index in `values` of the sample type shown by default.
+    pub default_value: usize,
     pub labels: Vec<LabelColumn>,
     /// The `time` column and its unit, when it is a timestamp.
     pub time: Option<(usize, TimeUnit)>,
-    /// For a row stream: the `kind` column and the kind of rows converted (others skipped).
-    pub rows_of_kind: Option<(usize, String)>,
+    /// For a row stream: the `kind` column and the kinds of rows converted (others skipped).
+    pub rows_of_kind: Option<(usize, Vec<String>)>,
+    /// The `duration` column of a row stream (a `switch` row without it folds short intervals).
+    pub duration: Option<usize>,
+    /// The `comm` column, when it is a string column.
+    pub comm: Option<usize>,
 }
 
 fn numeric(dt: &DataType) -> Option<Numeric> {
@@ -120,25 +131,44 @@ impl Plan {
         stack: Option<&str>,
         values: &[String],
         labels: bool,
-        kind: Option<&str>,
+        kinds: &[String],
     ) -> Result<Self, Error> {
         let stack = find_stack(schema, input, stack)?;
         let stack_name = schema.field(stack).name().clone();
-        let rows_of_kind = row_stream(schema, input, kind)?;
+        let rows_of_kind = row_stream(schema, input, kinds)?;
+        let by_kind = rows_of_kind.is_some() && values.is_empty();
         let values = match (&rows_of_kind, values.is_empty()) {
             (Some((_, k)), true) => kind_values(schema, k),
             (_, true) => default_values(schema),
             (_, false) => explicit_values(schema, input, values)?,
+        };
+        // Rows of several kinds: the first kind's `value`; otherwise the last value column.
+        let default_value = match &rows_of_kind {
+            Some((_, kinds)) if by_kind && kinds.len() > 1 => values
+                .iter()
+                .position(|v| v.index.is_some() && !v.null_is_one)
+                .unwrap_or(0),
+            _ => values.len().saturating_sub(1),
         };
         let mut labels = if labels {
             label_columns(schema, stack)
         } else {
             Vec::new()
         };
-        if let Some((k, _)) = &rows_of_kind {
+        if let Some((k, kinds)) = &rows_of_kind
+            && kinds.len() == 1
+        {
             // Every converted row has the same kind: a label would say nothing.
             labels.retain(|l| l.index != *k);
         }
+        let duration = rows_of_kind
+            .as_ref()
+            .and_then(|_| schema.index_of(col::DURATION).ok())
+            .filter(|&i| numeric(schema.field(i).data_type()).is_some());
+        let comm = schema
+            .index_of(col::COMM)
+            .ok()
+            .filter(|&i| is_string(schema.field(i).data_type()));
         let time =
             schema
                 .index_of(col::TIME)
@@ -151,20 +181,24 @@ impl Plan {
             stack,
             stack_name,
             values,
+            default_value,
             labels,
             time,
             rows_of_kind,
+            duration,
+            comm,
         })
     }
 }
 
 /// A stream of event rows (`kind` and `value` columns) rather than a query result: returns the
-/// `kind` column and the kind to convert (`requested`, default `profile`).
+/// `kind` column and the kinds to convert (`requested`, default `profile`), deduplicated in the
+/// order given.
 fn row_stream(
     schema: &Schema,
     input: &str,
-    requested: Option<&str>,
-) -> Result<Option<(usize, String)>, Error> {
+    requested: &[String],
+) -> Result<Option<(usize, Vec<String>)>, Error> {
     let kind_col = schema
         .index_of(col::KIND)
         .ok()
@@ -172,18 +206,26 @@ fn row_stream(
     let has_value = schema
         .index_of(col::VALUE)
         .is_ok_and(|i| numeric(schema.field(i).data_type()).is_some());
-    match (kind_col, has_value, requested) {
-        (Some(i), true, wanted) => {
-            let wanted = wanted.unwrap_or(stacks_stream::kind::PROFILE);
-            if stacks_stream::kind::value_type(wanted).is_none() {
-                return Err(Error::UnknownKind {
-                    input: input.into(),
-                    kind: wanted.into(),
-                });
+    match (kind_col, has_value) {
+        (Some(i), true) => {
+            let mut kinds: Vec<String> = Vec::new();
+            for k in requested.iter().flat_map(|k| k.split(',')).map(str::trim) {
+                if stacks_stream::kind::value_type(k).is_none() {
+                    return Err(Error::UnknownKind {
+                        input: input.into(),
+                        kind: k.into(),
+                    });
+                }
+                if !kinds.iter().any(|x| x == k) {
+                    kinds.push(k.to_string());
+                }
             }
-            Ok(Some((i, wanted.to_string())))
+            if kinds.is_empty() {
+                kinds.push(stacks_stream::kind::PROFILE.to_string());
+            }
+            Ok(Some((i, kinds)))
         }
-        (_, _, Some(_)) => Err(ContractError::MissingColumn {
+        _ if !requested.is_empty() => Err(ContractError::MissingColumn {
             input: input.into(),
             column: format!("{}` and `{}", col::KIND, col::VALUE),
             why: "--kind selects rows of an event stream".into(),
@@ -193,27 +235,75 @@ fn row_stream(
     }
 }
 
-/// Values of a row stream: one sample per row, and `value` in the kind's unit.
-fn kind_values(schema: &Schema, kind: &str) -> Vec<ValueColumn> {
-    let (name, unit) = stacks_stream::kind::value_type(kind).unwrap_or((kind, "count"));
-    let index = schema.index_of(col::VALUE).ok();
-    vec![
-        ValueColumn {
-            index: None,
-            name: SYNTHETIC.into(),
-            numeric: Numeric::Int,
-            kind: sample_kind(SYNTHETIC),
-        },
-        ValueColumn {
-            index,
-            name: col::VALUE.into(),
-            numeric: Numeric::Int,
-            kind: SampleKind {
-                name: name.to_string(),
-                unit,
-            },
-        },
-    ]
+/// The name of the per-row count of a kind's rows, next to its `value`.
+fn count_name(kind: &str) -> Option<&'static str> {
+    use stacks_stream::kind::*;
+    match kind {
+        PROFILE => Some("samples"),
+        SWITCH => Some("switches"),
+        RSS => Some("rss_events"),
+        BLOCK => Some("block_ios"),
+        VFS => Some("vfs_calls"),
+        NET => Some("net_calls"),
+        // `value` counts already (lost events; 1 per exec, fork, exit).
+        _ => None,
+    }
+}
+
+/// Values of a row stream, per kind: the number of events (the `count` column, 1 where null)
+/// and `value` in the kind's unit; for kinds whose `value` is a count (lost, exec, fork, exit),
+/// `value` alone, named after the kind. With one kind, every row adds to every value; with
+/// several, each row adds to its kind's values only.
+fn kind_values(schema: &Schema, kinds: &[String]) -> Vec<ValueColumn> {
+    let value = schema.index_of(col::VALUE).ok();
+    let count = schema
+        .index_of(col::COUNT)
+        .ok()
+        .filter(|&i| numeric(schema.field(i).data_type()) == Some(Numeric::Int));
+    let of_kind = |k: &String| (kinds.len() > 1).then(|| k.clone());
+    let mut values = Vec::new();
+    for k in kinds {
+        let (name, unit) = stacks_stream::kind::value_type(k).unwrap_or(("events", "count"));
+        match count_name(k) {
+            Some(counted) => {
+                values.push(ValueColumn {
+                    index: count,
+                    name: counted.into(),
+                    numeric: Numeric::Int,
+                    kind: sample_kind(counted),
+                    null_is_one: true,
+                    of_kind: of_kind(k),
+                });
+                values.push(ValueColumn {
+                    index: value,
+                    name: col::VALUE.into(),
+                    numeric: Numeric::Int,
+                    kind: SampleKind {
+                        name: name.to_string(),
+                        unit,
+                    },
+                    null_is_one: false,
+                    of_kind: of_kind(k),
+                });
+            }
+            None => values.push(ValueColumn {
+                index: value,
+                name: col::VALUE.into(),
+                numeric: Numeric::Int,
+                kind: SampleKind {
+                    name: if unit == "count" && name == "events" {
+                        k.clone()
+                    } else {
+                        name.to_string()
+                    },
+                    unit,
+                },
+                null_is_one: false,
+                of_kind: of_kind(k),
+            }),
+        }
+    }
+    values
 }
 
 fn find_stack(schema: &Schema, input: &str, requested: Option<&str>) -> Result<usize, Error> {
@@ -274,6 +364,8 @@ fn default_values(schema: &Schema) -> Vec<ValueColumn> {
                 name: f.name().clone(),
                 numeric,
                 kind: sample_kind(f.name()),
+                null_is_one: false,
+                of_kind: None,
             })
         })
         .collect();
@@ -283,6 +375,8 @@ fn default_values(schema: &Schema) -> Vec<ValueColumn> {
             name: SYNTHETIC.into(),
             numeric: Numeric::Int,
             kind: sample_kind(SYNTHETIC),
+            null_is_one: false,
+            of_kind: None,
         });
     }
     values
@@ -314,6 +408,8 @@ fn explicit_values(
                 name: name.clone(),
                 numeric,
                 kind: sample_kind(name),
+                null_is_one: false,
+                of_kind: None,
             })
         })
         .collect()
@@ -374,7 +470,7 @@ mod tests {
     #[test]
     fn symbolized_stream_plan() {
         let schema = symbolized_schema(HashMap::new());
-        let plan = Plan::new(&schema, "stdin", None, &[], true, None).unwrap();
+        let plan = Plan::new(&schema, "stdin", None, &[], true, &[]).unwrap();
         assert_eq!(plan.stack_name, "stack");
         // A row stream: profile rows only, one sample each, `value` in cpu nanoseconds.
         let values: Vec<_> = plan.values.iter().map(|v| v.name.as_str()).collect();
@@ -390,7 +486,7 @@ mod tests {
                 unit: "nanoseconds"
             }
         );
-        assert_eq!(plan.rows_of_kind, Some((1, "profile".to_string())));
+        assert_eq!(plan.rows_of_kind, Some((1, vec!["profile".to_string()])));
         let labels: Vec<_> = plan
             .labels
             .iter()
@@ -407,14 +503,15 @@ mod tests {
             ]
         );
         assert!(plan.time.is_some());
-        let plan = Plan::new(&schema, "stdin", None, &[], false, None).unwrap();
+        let plan = Plan::new(&schema, "stdin", None, &[], false, &[]).unwrap();
         assert!(plan.labels.is_empty());
-        let plan = Plan::new(&schema, "stdin", None, &[], false, Some("lost")).unwrap();
-        assert_eq!(plan.values[1].kind.name, "lost");
-        let err = Plan::new(&schema, "stdin", None, &[], false, Some("bogus")).unwrap_err();
+        let plan = Plan::new(&schema, "stdin", None, &[], false, &["lost".into()]).unwrap();
+        assert_eq!(plan.values.len(), 1, "lost rows count themselves");
+        assert_eq!(plan.values[0].kind.name, "lost");
+        let err = Plan::new(&schema, "stdin", None, &[], false, &["bogus".into()]).unwrap_err();
         assert!(err.to_string().contains("`bogus`"), "{err}");
         // Explicit --value keeps the row filter but not the kind's value types.
-        let plan = Plan::new(&schema, "stdin", None, &["value".into()], false, None).unwrap();
+        let plan = Plan::new(&schema, "stdin", None, &["value".into()], false, &[]).unwrap();
         assert_eq!(plan.values.len(), 1);
         assert!(plan.rows_of_kind.is_some());
     }
@@ -425,10 +522,10 @@ mod tests {
             Field::new("stack", stacks_stream::stack_type(), true),
             Field::new("samples", DataType::Int64, true),
         ]);
-        let err = Plan::new(&schema, "stdin", None, &[], true, Some("profile")).unwrap_err();
+        let err = Plan::new(&schema, "stdin", None, &[], true, &["profile".into()]).unwrap_err();
         assert!(err.to_string().contains("--kind"), "{err}");
         assert!(
-            Plan::new(&schema, "stdin", None, &[], true, None)
+            Plan::new(&schema, "stdin", None, &[], true, &[])
                 .unwrap()
                 .rows_of_kind
                 .is_none()
@@ -442,7 +539,7 @@ mod tests {
             Field::new("pid", DataType::Int32, true),
             Field::new("comm", DataType::Utf8, true),
         ]);
-        let plan = Plan::new(&schema, "stdin", None, &[], true, None).unwrap();
+        let plan = Plan::new(&schema, "stdin", None, &[], true, &[]).unwrap();
         assert_eq!(plan.stack_name, "frames", "first stack-typed column");
         assert_eq!(plan.values.len(), 1);
         assert_eq!(plan.values[0].index, None);
@@ -455,20 +552,20 @@ mod tests {
             Field::new("stack", DataType::Utf8, true),
             Field::new("n", DataType::Int64, true),
         ]);
-        let err = Plan::new(&schema, "stdin", None, &[], true, None).unwrap_err();
+        let err = Plan::new(&schema, "stdin", None, &[], true, &[]).unwrap_err();
         assert!(err.to_string().contains("`stack`"), "{err}");
         let schema = Schema::new(vec![Field::new("n", DataType::Int64, true)]);
-        let err = Plan::new(&schema, "stdin", None, &[], true, None).unwrap_err();
+        let err = Plan::new(&schema, "stdin", None, &[], true, &[]).unwrap_err();
         assert!(
             err.to_string().starts_with("stdin: missing column `stack`"),
             "{err}"
         );
         let schema = symbolized_schema(HashMap::new());
-        let err = Plan::new(&schema, "in", None, &["comm".into()], true, None).unwrap_err();
+        let err = Plan::new(&schema, "in", None, &["comm".into()], true, &[]).unwrap_err();
         assert!(err.to_string().contains("value column `comm`"), "{err}");
-        let err = Plan::new(&schema, "in", None, &["nope".into()], true, None).unwrap_err();
+        let err = Plan::new(&schema, "in", None, &["nope".into()], true, &[]).unwrap_err();
         assert!(err.to_string().contains("missing column `nope`"), "{err}");
-        let err = Plan::new(&schema, "in", Some("kstack"), &[], true, None).unwrap_err();
+        let err = Plan::new(&schema, "in", Some("kstack"), &[], true, &[]).unwrap_err();
         assert!(err.to_string().contains("`kstack`"), "{err}");
     }
 }

@@ -32,9 +32,24 @@ pub struct Options {
     /// Leave out the labels (string columns, `pid`/`tid`/`cpu`).
     pub no_labels: bool,
     /// For row streams (a `kind` and a `value` column, as stacks-record/-symbolize write):
-    /// which kind of rows to convert; default `profile`.
-    pub kind: Option<String>,
+    /// which kinds of rows to convert (each entry may list several, comma-separated); default
+    /// `profile`.
+    pub kinds: Vec<String>,
+    /// Append `_[k]` to kernel function names.
+    pub annotate: bool,
+    /// Root every stack at a frame named after the process (`comm` column).
+    pub process_name: bool,
+    /// Put a `-` frame between the kernel and the user frames of a stack.
+    pub delimiter: bool,
 }
+
+/// Root frame of `switch` rows folding off-CPU intervals shorter than the recorder's MIN:
+/// they have no stack, and must count for the totals to be exact.
+pub const SHORT_OFFCPU_FRAME: &str = "[short off-CPU intervals]";
+/// The frame between kernel and user frames with `--delimiter` (bcc's `-d`).
+pub const DELIMITER_FRAME: &str = "-";
+/// Root frame name for a row whose process name is null or empty, with `--process-name`.
+const UNKNOWN_PROCESS: &str = "[unknown]";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 enum LabelValue {
@@ -61,12 +76,16 @@ pub struct Converter {
     rows: u64,
     /// Lines of the location being assembled (reused between rows).
     pending: Vec<Line>,
+    process_name: bool,
+    delimiter: bool,
 }
 
 /// One batch's values of a value column.
 enum Values {
     Ones,
     Int(Int64Array),
+    /// A count column: null stands for 1.
+    IntOrOne(Int64Array),
     Float(Float64Array),
 }
 
@@ -75,6 +94,8 @@ impl Values {
         match self {
             Values::Ones => 1,
             Values::Int(a) if a.is_valid(row) => a.value(row),
+            Values::IntOrOne(a) if a.is_valid(row) => a.value(row),
+            Values::IntOrOne(_) => 1,
             Values::Float(a) if a.is_valid(row) => {
                 let v = a.value(row).round();
                 // `as` saturates and maps NaN to 0.
@@ -100,8 +121,16 @@ impl Converter {
             options.stack.as_deref(),
             &options.values,
             !options.no_labels,
-            options.kind.as_deref(),
+            &options.kinds,
         )?;
+        if options.process_name && plan.comm.is_none() {
+            return Err(stacks_stream::ContractError::MissingColumn {
+                input: input.into(),
+                column: stacks_stream::col::COMM.into(),
+                why: "--process-name roots stacks at the process name".into(),
+            }
+            .into());
+        }
         frames::check_type(
             schema.field(plan.stack).data_type(),
             input,
@@ -111,11 +140,13 @@ impl Converter {
             input: input.into(),
             facts: Facts::from_metadata(schema.metadata()),
             plan,
-            tables: Tables::new(),
+            tables: Tables::with_kernel_suffix(options.annotate),
             samples: HashMap::new(),
             time_range: None,
             rows: 0,
             pending: Vec::new(),
+            process_name: options.process_name,
+            delimiter: options.delimiter,
         })
     }
 
@@ -170,6 +201,10 @@ impl Converter {
         for v in &self.plan.values {
             values.push(match (v.index, v.numeric) {
                 (None, _) => Values::Ones,
+                (Some(i), Numeric::Int) if v.null_is_one => {
+                    let a = self.cast_column(batch, i, &v.name, &DataType::Int64)?;
+                    Values::IntOrOne(a.as_primitive::<Int64Type>().clone())
+                }
                 (Some(i), Numeric::Int) => {
                     let a = self.cast_column(batch, i, &v.name, &DataType::Int64)?;
                     Values::Int(a.as_primitive::<Int64Type>().clone())
@@ -202,14 +237,56 @@ impl Converter {
             }
             None => None,
         };
+        let durations = match self.plan.duration {
+            Some(i) => {
+                let a =
+                    self.cast_column(batch, i, stacks_stream::col::DURATION, &DataType::Int64)?;
+                Some(a.as_primitive::<Int64Type>().clone())
+            }
+            None => None,
+        };
+        let comms = match (self.process_name, self.plan.comm) {
+            (true, Some(i)) => {
+                let a = self.cast_column(batch, i, stacks_stream::col::COMM, &DataType::Utf8)?;
+                Some(a.as_string::<i32>().clone())
+            }
+            _ => None,
+        };
+        let wanted: &[String] = match &self.plan.rows_of_kind {
+            Some((_, k)) => k,
+            None => &[],
+        };
 
         for row in 0..batch.num_rows() {
-            if let (Some(kinds), Some((_, wanted))) = (&kinds, &self.plan.rows_of_kind)
-                && (kinds.is_null(row) || kinds.value(row) != wanted)
+            let kind = match &kinds {
+                Some(kinds) => match kinds.is_valid(row).then(|| kinds.value(row)) {
+                    Some(k) if wanted.iter().any(|w| w == k) => Some(k),
+                    _ => continue,
+                },
+                None => None,
+            };
+            let mut locations = stack_locations(
+                &mut self.tables,
+                &stack,
+                row,
+                &mut self.pending,
+                self.delimiter,
+            );
+            // Folded short off-CPU intervals: no stack and no duration of their own.
+            if kind == Some(stacks_stream::kind::SWITCH)
+                && stack.is_null(row)
+                && durations.as_ref().is_none_or(|d| d.is_null(row))
             {
-                continue;
+                locations.push(self.tables.synthetic(SHORT_OFFCPU_FRAME));
             }
-            let locations = stack_locations(&mut self.tables, &stack, row, &mut self.pending);
+            if let Some(comms) = &comms {
+                let name = Some(comms)
+                    .filter(|c| c.is_valid(row))
+                    .map(|c| c.value(row))
+                    .filter(|c| !c.is_empty())
+                    .unwrap_or(UNKNOWN_PROCESS);
+                locations.push(self.tables.synthetic(name));
+            }
             let mut key_labels = Vec::with_capacity(labels.len());
             for l in &labels {
                 match l {
@@ -234,8 +311,10 @@ impl Converter {
                 .samples
                 .entry(key)
                 .or_insert_with(|| vec![0; values.len()]);
-            for (sum, v) in sums.iter_mut().zip(&values) {
-                *sum = sum.saturating_add(v.at(row));
+            for ((sum, v), column) in sums.iter_mut().zip(&values).zip(&self.plan.values) {
+                if column.of_kind.is_none() || column.of_kind.as_deref() == kind {
+                    *sum = sum.saturating_add(v.at(row));
+                }
             }
         }
         self.rows += batch.num_rows() as u64;
@@ -270,12 +349,23 @@ impl Converter {
                 unit: t.string(v.kind.unit),
             })
             .collect();
-        let default_sample_type = sample_type.last().map_or(0, |v| v.r#type);
-        let period_type = self.facts.period_ns.map(|_| ValueType {
+        let default_sample_type = sample_type
+            .get(self.plan.default_value)
+            .map_or(0, |v| v.r#type);
+        // The CPU sampling period describes profile rows only (a query result is assumed to
+        // be about them when the recording sampled CPUs).
+        let sampled = self
+            .plan
+            .rows_of_kind
+            .as_ref()
+            .is_none_or(|(_, kinds)| kinds.iter().any(|k| k == stacks_stream::kind::PROFILE));
+        let period_ns = self.facts.period_ns.filter(|_| sampled);
+        let period_type = period_ns.map(|_| ValueType {
             r#type: t.string("cpu"),
             unit: t.string("nanoseconds"),
         });
         let comment = self.facts.comments.iter().map(|c| t.string(c)).collect();
+        let (time_nanos, duration_nanos) = span(self.facts.start_ns, self.time_range);
 
         let mut samples: Vec<(SampleKey, Vec<i64>)> = self.samples.into_iter().collect();
         samples.sort_unstable_by(|a, b| a.0.cmp(&b.0));
@@ -303,17 +393,24 @@ impl Converter {
             string_table: strings,
             drop_frames: 0,
             keep_frames: 0,
-            time_nanos: self
-                .facts
-                .start_ns
-                .or(self.time_range.map(|(lo, _)| lo))
-                .unwrap_or(0),
-            duration_nanos: self.time_range.map_or(0, |(lo, hi)| hi.saturating_sub(lo)),
+            time_nanos,
+            duration_nanos,
             period_type,
-            period: self.facts.period_ns.unwrap_or(0),
+            period: period_ns.unwrap_or(0),
             comment,
             default_sample_type,
         }
+    }
+}
+
+/// The profile's start and duration: from the recording start (when it precedes the first
+/// row) or the first row, to the last row.
+fn span(start_ns: Option<i64>, rows: Option<(i64, i64)>) -> (i64, i64) {
+    match (start_ns, rows) {
+        (Some(start), Some((lo, hi))) if start <= lo => (start, hi.saturating_sub(start)),
+        (_, Some((lo, hi))) => (lo, hi.saturating_sub(lo)),
+        (Some(start), None) => (start, 0),
+        (None, None) => (0, 0),
     }
 }
 
@@ -335,19 +432,27 @@ fn label(l: LabelValue) -> proto::Label {
 /// The location ids of `row`'s stack, leaf first. Consecutive inlined frames and the frame of
 /// their containing function (same address) make one location whose lines list them in that
 /// order, which is pprof's order too.
+/// With `delimiter`, a [`DELIMITER_FRAME`] location separates the kernel frames from the user
+/// frames when the stack has both.
 fn stack_locations(
     tables: &mut Tables,
     stack: &StackFrames,
     row: usize,
     pending: &mut Vec<Line>,
+    delimiter: bool,
 ) -> Vec<u64> {
     let range = stack.row(row);
-    let mut locations = Vec::with_capacity(range.len());
+    let mut locations = Vec::with_capacity(range.len() + 1);
     pending.clear();
     // Index of the last inlined frame waiting for its containing frame.
     let mut open: Option<usize> = None;
+    let mut last_kernel = false;
     let mut close = |tables: &mut Tables, pending: &mut Vec<Line>, at: usize| {
         if let Some(f) = stack.frame(at) {
+            if delimiter && last_kernel && !f.kernel {
+                locations.push(tables.synthetic(DELIMITER_FRAME));
+            }
+            last_kernel = f.kernel;
             let (mapping, address) = tables.mapping(&f);
             locations.push(tables.location(mapping, address, pending));
         }

@@ -414,8 +414,8 @@ fn converts_symbolized_batches() {
     assert_eq!((s(&p, pt.r#type), s(&p, pt.unit)), ("cpu", "nanoseconds"));
     assert_eq!(p.period, 1_000_000_000 / 99);
     assert_eq!(p.time_nanos, 1_700_000_000_000_000_000);
-    // Times: pid*1000 + value: 1100, 1200, 2005, 1000, 1007.
-    assert_eq!(p.duration_nanos, 2005 - 1000);
+    // Times: pid*1000 + value: 1100, 1200, 2005, 1000, 1007; the recording started at 0.
+    assert_eq!(p.duration_nanos, 2005);
     let comments: Vec<&str> = p.comment.iter().map(|c| s(&p, *c)).collect();
     assert_eq!(comments, ["host=testbox", "events=profile:u:99,switch:uk"]);
 }

@@ -19,7 +19,7 @@ use crate::Error;
 
 /// One frame of a stack, borrowed from the batch.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Frame<'a> {
+pub struct Frame<'a> {
     pub function: Option<&'a str>,
     pub file: Option<&'a str>,
     pub line: i64,
@@ -50,7 +50,7 @@ fn targets() -> [(&'static str, DataType); 10] {
 
 /// Check, before reading any batch, that every known frame field of the stack column type
 /// `dt` can be read; the error names `column.field`.
-pub(crate) fn check_type(dt: &DataType, input: &str, column: &str) -> Result<(), Error> {
+pub fn check_type(dt: &DataType, input: &str, column: &str) -> Result<(), Error> {
     let fields = match dt {
         DataType::List(f) | DataType::LargeList(f) => match f.data_type() {
             DataType::Struct(fields) => fields,
@@ -86,7 +86,7 @@ enum Lists {
 }
 
 /// The stack column of one batch.
-pub(crate) struct StackFrames {
+pub struct StackFrames {
     lists: Lists,
     len: usize,
     structs: StructArray,
@@ -179,6 +179,14 @@ impl StackFrames {
             Lists::Small(l) if l.is_valid(row) => range(l.value_offsets(), row),
             Lists::Large(l) if l.is_valid(row) => range(l.value_offsets(), row),
             _ => 0..0,
+        }
+    }
+
+    /// Whether `row`'s stack is null (not requested), as opposed to present or empty.
+    pub fn is_null(&self, row: usize) -> bool {
+        match &self.lists {
+            Lists::Small(l) => row < l.len() && l.is_null(row),
+            Lists::Large(l) => row < l.len() && l.is_null(row),
         }
     }
 

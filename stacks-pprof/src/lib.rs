@@ -1,16 +1,20 @@
-//! Convert a stacks Arrow stream with a symbolized `stack` column into a gzipped pprof profile.
+//! Convert a stacks Arrow stream with a symbolized `stack` column into a gzipped pprof profile,
+//! folded stacks or an SVG flame graph.
 //!
 //! Rows with identical (stack, labels) are aggregated while the stream is read batch by batch,
 //! so memory grows with the number of unique stacks, not rows. The library also decodes
-//! profiles and sums them per function, which end-to-end tests use to check results.
+//! profiles and sums them per function, which end-to-end tests use to check results; its frame
+//! reader and timestamp helpers serve stacks-trace too.
 
 pub mod cli;
 mod columns;
 mod convert;
-mod frames;
+mod folded;
+pub mod frames;
 mod metadata;
 pub mod proto;
 mod tables;
+pub mod timefmt;
 mod totals;
 
 use std::io::Read;
@@ -18,7 +22,11 @@ use std::io::Read;
 use prost::Message;
 
 pub use columns::{SampleKind, sample_kind};
-pub use convert::{Converter, Options, convert, encode, write_profile};
+pub use convert::{
+    Converter, DELIMITER_FRAME, Options, SHORT_OFFCPU_FRAME, convert, encode, write_profile,
+};
+pub use folded::{INLINED_SUFFIX, NO_STACK_FRAME, default_index, folded, write_folded, write_svg};
+pub use tables::KERNEL_SUFFIX;
 pub use totals::{cumulative_function_totals, leaf_function_totals};
 
 /// Errors of the conversion. Every message names the input and the column at fault.
@@ -40,8 +48,12 @@ pub enum Error {
         column: String,
         detail: String,
     },
-    #[error("{input}: unknown --kind `{kind}`")]
+    #[error(
+        "{input}: unknown --kind `{kind}` (known: profile, switch, rss, block, vfs, net, exec, fork, exit, lost)"
+    )]
     UnknownKind { input: String, kind: String },
+    #[error("no stack has a nonzero value: nothing to draw in a flame graph")]
+    NothingToDraw,
     #[error("decompressing profile: {0}")]
     Gunzip(std::io::Error),
     #[error("decoding profile: {0}")]

@@ -41,7 +41,12 @@ pub(crate) struct Tables {
     locations: Vec<Location>,
     /// (mapping id, address) → ids of the locations there (one per distinct line list).
     location_ids: HashMap<(u64, u64), Vec<u64>>,
+    /// Append [`KERNEL_SUFFIX`] to the names of kernel functions.
+    kernel_suffix: bool,
 }
+
+/// What flamegraph.pl and bcc append to kernel function names (`--annotate`).
+pub const KERNEL_SUFFIX: &str = "_[k]";
 
 /// The finished tables, ready to go into a `Profile`.
 pub(crate) struct Finished {
@@ -70,6 +75,15 @@ impl Tables {
             mapping_ids: HashMap::new(),
             locations: Vec::new(),
             location_ids: HashMap::new(),
+            kernel_suffix: false,
+        }
+    }
+
+    /// Tables whose kernel function names end in [`KERNEL_SUFFIX`].
+    pub fn with_kernel_suffix(kernel_suffix: bool) -> Self {
+        Self {
+            kernel_suffix,
+            ..Self::new()
         }
     }
 
@@ -87,10 +101,14 @@ impl Tables {
     /// Id of the function a frame is in. Unresolved frames get a name from where they are:
     /// `<module basename>+0x<offset>` in user space, `[kernel] 0x<addr>` in the kernel.
     pub fn function(&mut self, f: &Frame<'_>) -> u64 {
-        let name = match f.function {
-            Some(name) => self.string(name),
-            None => {
-                let made = unresolved_name(f);
+        let name = match (f.function, f.kernel && self.kernel_suffix) {
+            (Some(name), false) => self.string(name),
+            (Some(name), true) => self.string(&format!("{name}{KERNEL_SUFFIX}")),
+            (None, suffix) => {
+                let mut made = unresolved_name(f);
+                if suffix {
+                    made.push_str(KERNEL_SUFFIX);
+                }
                 self.string(&made)
             }
         };
@@ -108,6 +126,37 @@ impl Tables {
         });
         self.function_ids.insert((name, file), id);
         id
+    }
+
+    /// Id of a location standing for no code: a frame the profile adds (process name, the
+    /// kernel/user delimiter, folded short intervals). It has no mapping (id 0) and address 0,
+    /// which pprof readers accept and show by function name.
+    pub fn synthetic(&mut self, name: &str) -> u64 {
+        let name = self.string(name);
+        let function_id = match self.function_ids.get(&(name, 0)) {
+            Some(&id) => id,
+            None => {
+                let id = self.functions.len() as u64 + 1;
+                self.functions.push(Function {
+                    id,
+                    name,
+                    system_name: name,
+                    filename: 0,
+                    start_line: 0,
+                });
+                self.function_ids.insert((name, 0), id);
+                id
+            }
+        };
+        self.location(
+            0,
+            0,
+            &[Line {
+                function_id,
+                line: 0,
+                column: 0,
+            }],
+        )
     }
 
     /// Id of the mapping a frame belongs to and the frame's address within it: the file offset

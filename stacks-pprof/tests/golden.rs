@@ -1,0 +1,270 @@
+//! Golden files: what `stacks-pprof` makes of a stream of every event kind, in every format,
+//! compared with `tests/golden/*`. `STACKS_BLESS=1 cargo test -p stacks-pprof --test golden`
+//! rewrites them after a deliberate change (review the diff). The totals are also checked
+//! against the fixture's known numbers, so a blessed mistake still fails.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use common::*;
+use stacks_pprof::proto::Profile;
+
+/// Compare `actual` with the golden file `name`, or rewrite it under `STACKS_BLESS=1`.
+fn golden(name: &str, actual: &str) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name);
+    if std::env::var_os("STACKS_BLESS").is_some() {
+        std::fs::create_dir_all(path.parent().expect("golden dir")).expect("create golden dir");
+        std::fs::write(&path, actual).expect("write golden file");
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}; run with STACKS_BLESS=1 to create it",
+            path.display()
+        )
+    });
+    if expected != actual {
+        let first = expected
+            .lines()
+            .zip(actual.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or(expected.lines().count().min(actual.lines().count()));
+        panic!(
+            "{} differs from the output at line {} (STACKS_BLESS=1 rewrites it):\n--- expected\n{}\n--- actual\n{}",
+            path.display(),
+            first + 1,
+            expected,
+            actual
+        );
+    }
+}
+
+fn s(p: &Profile, i: i64) -> &str {
+    &p.string_table[i as usize]
+}
+
+/// A readable, deterministic rendering of a profile: header facts, mappings, then one line per
+/// sample: values, stack root → leaf (`(inline)` marks inlined lines, `@kernel` frames of the
+/// kernel mapping, `@-` frames without mapping), labels.
+fn dump(p: &Profile) -> String {
+    let mut out = String::new();
+    let types: Vec<String> = p
+        .sample_type
+        .iter()
+        .map(|t| format!("{}/{}", s(p, t.r#type), s(p, t.unit)))
+        .collect();
+    out.push_str(&format!("sample types: {}\n", types.join(" ")));
+    out.push_str(&format!("default: {}\n", s(p, p.default_sample_type)));
+    if let Some(pt) = &p.period_type {
+        out.push_str(&format!(
+            "period: {} {}/{}\n",
+            p.period,
+            s(p, pt.r#type),
+            s(p, pt.unit)
+        ));
+    }
+    out.push_str(&format!(
+        "time: {} duration: {}\n",
+        p.time_nanos, p.duration_nanos
+    ));
+    for c in &p.comment {
+        out.push_str(&format!("comment: {}\n", s(p, *c)));
+    }
+    for m in &p.mapping {
+        out.push_str(&format!(
+            "mapping {}: {} {} {:#x}-{:#x}\n",
+            m.id,
+            s(p, m.filename),
+            s(p, m.build_id),
+            m.memory_start,
+            m.memory_limit
+        ));
+    }
+    let kernel_mapping = p
+        .mapping
+        .iter()
+        .find(|m| s(p, m.filename) == "[kernel.kallsyms]")
+        .map(|m| m.id);
+    let functions: BTreeMap<u64, &str> = p.function.iter().map(|f| (f.id, s(p, f.name))).collect();
+    let mut lines: Vec<String> = p
+        .sample
+        .iter()
+        .map(|x| {
+            let mut frames = Vec::new();
+            for id in x.location_id.iter().rev() {
+                let l = p.location.iter().find(|l| l.id == *id).expect("location");
+                let at = match l.mapping_id {
+                    0 => "@-".to_string(),
+                    m if Some(m) == kernel_mapping => "@kernel".to_string(),
+                    _ => format!("@{:#x}", l.address),
+                };
+                for (i, line) in l.line.iter().enumerate().rev() {
+                    let inline = if i + 1 < l.line.len() {
+                        " (inline)"
+                    } else {
+                        ""
+                    };
+                    frames.push(format!(
+                        "{}:{}{inline}{at}",
+                        functions[&line.function_id], line.line
+                    ));
+                }
+            }
+            let mut labels: Vec<String> = x
+                .label
+                .iter()
+                .map(|l| {
+                    if l.str != 0 {
+                        format!("{}={}", s(p, l.key), s(p, l.str))
+                    } else {
+                        format!("{}={}", s(p, l.key), l.num)
+                    }
+                })
+                .collect();
+            labels.sort();
+            format!("{:?} {} [{}]", x.value, frames.join(";"), labels.join(" "))
+        })
+        .collect();
+    lines.sort();
+    out.push_str(&lines.join("\n"));
+    out.push('\n');
+    out
+}
+
+fn pprof(args: &[&str]) -> Profile {
+    let o = run(args, &events_stream(&every_kind()));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    stacks_pprof::decode(&o.stdout).expect("decode")
+}
+
+fn text(args: &[&str]) -> String {
+    let o = run(args, &events_stream(&every_kind()));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout).expect("utf-8 output")
+}
+
+fn total(p: &Profile, name: &str) -> i64 {
+    let i = p
+        .sample_type
+        .iter()
+        .position(|t| s(p, t.r#type) == name)
+        .unwrap_or_else(|| panic!("no sample type {name}"));
+    p.sample.iter().map(|x| x.value[i]).sum()
+}
+
+#[test]
+fn profile_rows() {
+    let p = pprof(&[]);
+    assert_eq!(total(&p, "samples"), 4);
+    assert_eq!(total(&p, "cpu"), 40 * MS);
+    assert_eq!(p.period, 1_000_000_000 / 99);
+    // The recording start to the last row (the 16th, 1 ms apart).
+    assert_eq!((p.time_nanos, p.duration_nanos), (START, 16 * MS));
+    golden("profile.pprof.txt", &dump(&p));
+}
+
+#[test]
+fn switch_rows_with_folded_short_intervals() {
+    let p = pprof(&["--kind", "switch"]);
+    assert_eq!(
+        total(&p, "switches"),
+        2 + 4,
+        "the folded row counts its intervals"
+    );
+    assert_eq!(total(&p, "offcpu"), 7 * MS + 400_000, "exact off-CPU time");
+    assert!(p.period_type.is_none(), "switch rows are not sampled");
+    let short = stacks_pprof::cumulative_function_totals(&p, 1);
+    assert_eq!(short[stacks_pprof::SHORT_OFFCPU_FRAME], 400_000);
+    assert_eq!(short["schedule"], 7 * MS);
+    golden("switch.pprof.txt", &dump(&p));
+}
+
+#[test]
+fn every_kind_at_once() {
+    let p = pprof(&[
+        "--kind",
+        "profile,switch,rss",
+        "--kind",
+        "block",
+        "--kind=vfs,net,exec,fork,exit,lost",
+    ]);
+    for (name, want) in [
+        ("samples", 4),
+        ("cpu", 40 * MS),
+        ("switches", 6),
+        ("offcpu", 7 * MS + 400_000),
+        ("rss_events", 20),
+        ("rss_growth", 81920),
+        ("block_ios", 1),
+        ("block", 8192),
+        ("vfs_calls", 1),
+        ("vfs", 100),
+        ("net_calls", 1),
+        ("net", 1500),
+        ("exec", 1),
+        ("fork", 1),
+        ("exit", 1),
+        ("lost", 2),
+    ] {
+        assert_eq!(total(&p, name), want, "{name}");
+    }
+    assert_eq!(p.period, 1_000_000_000 / 99, "profile rows are sampled");
+    golden("every-kind.pprof.txt", &dump(&p));
+}
+
+#[test]
+fn folded_bcc_style() {
+    let out = text(&[
+        "--format",
+        "folded",
+        "--annotate",
+        "--process-name",
+        "--delimiter",
+    ]);
+    assert!(
+        out.contains("app;main;outer;inner_[i];-;do_syscall_64_[k] 30000000\n"),
+        "{out}"
+    );
+    assert!(out.contains("app;main;busy 10000000\n"), "{out}");
+    golden("profile-bcc.folded", &out);
+
+    let out = text(&["--format", "folded", "--kind", "switch"]);
+    let sum: i64 = out
+        .lines()
+        .map(|l| {
+            l.rsplit_once(' ')
+                .expect("value")
+                .1
+                .parse::<i64>()
+                .expect("number")
+        })
+        .sum();
+    assert_eq!(sum, 7 * MS + 400_000);
+    assert!(out.contains("[short off-CPU intervals] 400000\n"), "{out}");
+    golden("switch.folded", &out);
+}
+
+#[test]
+fn svg_flame_graph_with_metadata_title() {
+    let out = text(&["--format", "svg", "--kind", "block"]);
+    assert!(out.starts_with("<?xml"), "{}", &out[..out.len().min(200)]);
+    assert!(out.trim_end().ends_with("</svg>"));
+    assert!(
+        out.contains("stacks: block (bytes)"),
+        "title names the value"
+    );
+    assert!(out.contains(" on testbox"), "title names the host");
+    assert!(
+        out.contains("2023-11-14T22:13:20Z to"),
+        "subtitle: time range"
+    );
+    assert!(
+        out.contains("all (8,192 bytes, 100%)"),
+        "total of the block rows"
+    );
+    assert!(out.contains("submit_bio"));
+}

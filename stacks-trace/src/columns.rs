@@ -1,0 +1,254 @@
+//! The input columns stacks-trace reads: `time`, `pid`, `tid` and `kind` are required; the
+//! names, stack and per-kind columns are used when present. Each is cast to one type per batch
+//! (Int64, Utf8), so query results with other integer widths or string types read the same.
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int64Type;
+use arrow_array::{Array, ArrayRef, Int64Array, RecordBatch, StringArray};
+use arrow_cast::{can_cast_types, cast};
+use arrow_schema::{DataType, Schema, TimeUnit};
+use stacks_pprof::frames::{StackFrames, check_type};
+use stacks_stream::{ContractError, col, is_stack_type};
+
+use crate::Error;
+
+/// Integer columns read when present.
+pub(crate) const INTS: [&str; 10] = [
+    col::CPU,
+    col::VALUE,
+    col::DURATION,
+    col::COUNT,
+    col::WAKER,
+    col::FD,
+    col::RSS,
+    col::CHILD,
+    col::ERRNO,
+    col::EXIT_CODE,
+];
+
+/// String columns read when present.
+pub(crate) const STRS: [&str; 11] = [
+    col::COMM,
+    col::THREAD,
+    col::STATE,
+    col::OP,
+    col::SYSCALL,
+    col::PATH,
+    col::DEV,
+    col::PROTOCOL,
+    col::LOCAL,
+    col::REMOTE,
+    col::KIND,
+];
+
+/// Where each column is in the stream.
+#[derive(Debug, Clone)]
+pub(crate) struct Layout {
+    time: (usize, i64),
+    pid: usize,
+    tid: usize,
+    ints: Vec<(&'static str, usize)>,
+    strs: Vec<(&'static str, usize)>,
+    stack: Option<(usize, String)>,
+}
+
+fn is_int(dt: &DataType) -> bool {
+    dt.is_integer()
+}
+
+fn is_string(dt: &DataType) -> bool {
+    match dt {
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => true,
+        DataType::Dictionary(_, v) => is_string(v),
+        _ => false,
+    }
+}
+
+impl Layout {
+    /// Find the columns of `schema` (read from `input`); the error names the missing or
+    /// mistyped column.
+    pub fn new(schema: &Schema, input: &str) -> Result<Self, Error> {
+        let why = "stacks-trace places every event by time, process, thread and kind";
+        let find = |name: &str, ok: fn(&DataType) -> bool, expected: &str| {
+            let i = schema
+                .index_of(name)
+                .map_err(|_| ContractError::MissingColumn {
+                    input: input.into(),
+                    column: name.into(),
+                    why: why.into(),
+                })?;
+            let dt = schema.field(i).data_type();
+            if !ok(dt) {
+                return Err(ContractError::WrongType {
+                    input: input.into(),
+                    column: name.into(),
+                    found: dt.to_string(),
+                    expected: expected.into(),
+                });
+            }
+            Ok(i)
+        };
+        let time = find(
+            col::TIME,
+            |dt| matches!(dt, DataType::Timestamp(..)),
+            "a timestamp",
+        )?;
+        let scale = match schema.field(time).data_type() {
+            DataType::Timestamp(TimeUnit::Second, _) => 1_000_000_000,
+            DataType::Timestamp(TimeUnit::Millisecond, _) => 1_000_000,
+            DataType::Timestamp(TimeUnit::Microsecond, _) => 1_000,
+            _ => 1,
+        };
+        let pid = find(col::PID, is_int, "an integer")?;
+        let tid = find(col::TID, is_int, "an integer")?;
+        find(col::KIND, is_string, "a string")?;
+        // Optional columns must still be readable when present.
+        let optional = |name: &'static str, ok: fn(&DataType) -> bool, expected: &str| match schema
+            .index_of(name)
+        {
+            Ok(i) if ok(schema.field(i).data_type()) => Ok(Some((name, i))),
+            Ok(i) => Err(ContractError::WrongType {
+                input: input.into(),
+                column: name.into(),
+                found: schema.field(i).data_type().to_string(),
+                expected: expected.into(),
+            }),
+            Err(_) => Ok(None),
+        };
+        let mut ints = Vec::new();
+        for name in INTS {
+            ints.extend(optional(name, is_int, "an integer")?);
+        }
+        let mut strs = Vec::new();
+        for name in STRS {
+            strs.extend(optional(name, is_string, "a string")?);
+        }
+        let stack = match schema.index_of(col::STACK) {
+            Ok(i) if is_stack_type(schema.field(i).data_type()) => Some(i),
+            Ok(i) => {
+                return Err(ContractError::WrongType {
+                    input: input.into(),
+                    column: col::STACK.into(),
+                    found: schema.field(i).data_type().to_string(),
+                    expected: "a symbolized stack: List<Struct<function, file, line, …>>".into(),
+                }
+                .into());
+            }
+            Err(_) => None,
+        };
+        if let Some(i) = stack {
+            check_type(schema.field(i).data_type(), input, col::STACK)?;
+        }
+        Ok(Self {
+            time: (time, scale),
+            pid,
+            tid,
+            ints,
+            strs,
+            stack: stack.map(|i| (i, col::STACK.to_string())),
+        })
+    }
+}
+
+/// One batch's columns, cast.
+pub(crate) struct Columns {
+    pub time: Int64Array,
+    time_scale: i64,
+    pub pid: Int64Array,
+    pub tid: Int64Array,
+    ints: Vec<(&'static str, Int64Array)>,
+    strs: Vec<(&'static str, StringArray)>,
+    pub stack: Option<StackFrames>,
+}
+
+fn cast_to(
+    batch: &RecordBatch,
+    index: usize,
+    name: &str,
+    to: &DataType,
+    input: &str,
+) -> Result<ArrayRef, Error> {
+    let column = batch.columns().get(index).ok_or_else(|| Error::Column {
+        input: input.into(),
+        column: name.into(),
+        detail: format!(
+            "a batch has only {} columns, not the stream schema's",
+            batch.num_columns()
+        ),
+    })?;
+    if !can_cast_types(column.data_type(), to) {
+        return Err(Error::Column {
+            input: input.into(),
+            column: name.into(),
+            detail: format!("type {} cannot be read as {to}", column.data_type()),
+        });
+    }
+    cast(column, to).map_err(|e| Error::Column {
+        input: input.into(),
+        column: name.into(),
+        detail: e.to_string(),
+    })
+}
+
+fn ints(batch: &RecordBatch, i: usize, name: &str, input: &str) -> Result<Int64Array, Error> {
+    let a = cast_to(batch, i, name, &DataType::Int64, input)?;
+    Ok(a.as_primitive::<Int64Type>().clone())
+}
+
+impl Columns {
+    pub fn new(batch: &RecordBatch, layout: &Layout, input: &str) -> Result<Self, Error> {
+        let mut int_cols = Vec::with_capacity(layout.ints.len());
+        for &(name, i) in &layout.ints {
+            int_cols.push((name, ints(batch, i, name, input)?));
+        }
+        let mut str_cols = Vec::with_capacity(layout.strs.len());
+        for &(name, i) in &layout.strs {
+            let a = cast_to(batch, i, name, &DataType::Utf8, input)?;
+            str_cols.push((name, a.as_string::<i32>().clone()));
+        }
+        let stack = match &layout.stack {
+            Some((i, name)) => {
+                let a = batch.columns().get(*i).ok_or_else(|| Error::Column {
+                    input: input.into(),
+                    column: name.clone(),
+                    detail: "missing from a batch".into(),
+                })?;
+                Some(StackFrames::new(a, input, name)?)
+            }
+            None => None,
+        };
+        Ok(Self {
+            time: ints(batch, layout.time.0, col::TIME, input)?,
+            time_scale: layout.time.1,
+            pid: ints(batch, layout.pid, col::PID, input)?,
+            tid: ints(batch, layout.tid, col::TID, input)?,
+            ints: int_cols,
+            strs: str_cols,
+            stack,
+        })
+    }
+
+    /// `time` of `row` in ns; `None` when null.
+    pub fn time(&self, row: usize) -> Option<i64> {
+        self.time
+            .is_valid(row)
+            .then(|| self.time.value(row).saturating_mul(self.time_scale))
+    }
+
+    /// Integer column `name` at `row`; `None` when absent or null.
+    pub fn int(&self, name: &str, row: usize) -> Option<i64> {
+        self.ints
+            .iter()
+            .find(|(n, _)| *n == name)
+            .and_then(|(_, a)| a.is_valid(row).then(|| a.value(row)))
+    }
+
+    /// String column `name` at `row`; `None` when absent, null or empty.
+    pub fn str(&self, name: &str, row: usize) -> Option<&str> {
+        self.strs
+            .iter()
+            .find(|(n, _)| *n == name)
+            .and_then(|(_, a)| a.is_valid(row).then(|| a.value(row)))
+            .filter(|s| !s.is_empty())
+    }
+}

@@ -1,0 +1,64 @@
+//! Convert a stacks Arrow stream (symbolized rows or a stacks-query result with `time`, `pid`,
+//! `tid` and `kind`) into Chrome Trace Event JSON, which Perfetto UI, chrome://tracing and
+//! speedscope open: a timeline per thread with on-CPU and off-CPU slices, IO operations, RSS
+//! counters, CPU samples with their stacks, process events.
+//!
+//! The JSON is written while the stream is read, so memory holds one batch, per-thread state
+//! and the table of distinct stack frames, never the rows.
+
+pub mod cli;
+mod columns;
+mod json;
+mod stack_frames;
+mod trace;
+pub mod validate;
+pub mod window;
+
+use stacks_stream::InputStream;
+
+pub use json::micros;
+pub use trace::{IO_LANE, Options, Tracer};
+pub use window::{Bound, Window};
+
+/// Errors of the conversion. Every message names the input, column, flag or output at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Contract(#[from] stacks_stream::ContractError),
+    #[error(transparent)]
+    Stack(#[from] stacks_pprof::Error),
+    #[error("{input}: reading column `{column}`: {detail}")]
+    Column {
+        input: String,
+        column: String,
+        detail: String,
+    },
+    #[error(
+        "{flag} `{value}`: expected an RFC 3339 time (2023-11-14T22:13:20Z) or an offset from the stream start (+2s, +1.5s, +250ms, +10us)"
+    )]
+    Window { flag: String, value: String },
+    /// The io error is the source (not repeated in the message) so a closed pipe is detectable.
+    #[error("writing the trace to {path}")]
+    Write {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Read the whole stream and write its trace to `out` (named `output` in errors). Returns the
+/// number of trace events written.
+pub fn convert(
+    input: &mut InputStream,
+    out: impl std::io::Write,
+    output: &str,
+    options: &Options,
+) -> Result<u64, Error> {
+    let schema = input.schema();
+    stacks_stream::check_version(&schema, input.name())?;
+    let mut tracer = Tracer::new(&schema, input.name(), out, output, options)?;
+    while let Some(batch) = input.next_batch()? {
+        tracer.push(&batch)?;
+    }
+    tracer.finish()
+}

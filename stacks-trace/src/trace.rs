@@ -1,0 +1,495 @@
+//! Rows in, trace events out: each row is written as soon as it is read (memory holds one
+//! batch, per-thread state and the stack frame table), and the `stackFrames` table, which needs
+//! every stack, goes after `traceEvents` at the end.
+//!
+//! Tracks (Chrome Trace Event Format, as Perfetto UI and speedscope read it):
+//! * each thread (`pid`, `tid`, named by the `thread` column; processes by `comm`) holds
+//!   alternating on-CPU and off-CPU complete (`X`) slices from `switch` rows, CPU samples and
+//!   process events (`exec`, `fork`, `exit`) as instants (`i`);
+//! * each thread's IO lane (tid + [`IO_LANE`], named `THREAD io`) holds its `vfs` calls (`X`)
+//!   and `net` sends/receives, which may straddle the thread's on/off-CPU slices;
+//! * `block` requests are async slices (`b`/`e`, category `block`): several may be in flight;
+//! * `rss` is a counter (`C`) per process.
+
+use std::collections::HashMap;
+use std::io::Write;
+
+use arrow_array::{Array, RecordBatch};
+use arrow_schema::Schema;
+use stacks_pprof::timefmt::rfc3339;
+use stacks_stream::{col, kind, meta};
+
+use crate::Error;
+use crate::columns::{Columns, Layout};
+use crate::json::Obj;
+use crate::stack_frames::{FrameTable, frame_name};
+use crate::window::{Resolved, Window};
+
+/// Added to a tid to make the tid of its IO lane (real tids stay below 2^22).
+pub const IO_LANE: i64 = 1 << 30;
+
+/// What to convert.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    pub window: Window,
+}
+
+#[derive(Debug, Default)]
+struct Thread {
+    pid: i64,
+    /// When the thread came back on CPU after its last recorded off-CPU interval.
+    back_on_cpu: Option<i64>,
+    /// The latest time of any of its rows.
+    last_seen: i64,
+    io_lane_named: bool,
+}
+
+/// Writes a trace: create with [`Tracer::new`], feed with [`Tracer::push`], end with
+/// [`Tracer::finish`].
+pub struct Tracer<W: Write> {
+    out: W,
+    output: String,
+    input: String,
+    layout: Layout,
+    window: Window,
+    /// Timestamps are written relative to this (the recording start, else the first row), so
+    /// viewers holding them in doubles keep nanoseconds.
+    origin: Option<i64>,
+    resolved: Option<Resolved>,
+    buf: String,
+    events: u64,
+    frames: FrameTable,
+    process_names: HashMap<i64, String>,
+    thread_names: HashMap<i64, String>,
+    threads: HashMap<i64, Thread>,
+    next_async_id: u64,
+}
+
+impl<W: Write> Tracer<W> {
+    /// Check `schema` and write the trace header to `out` (`output` names it in errors).
+    pub fn new(
+        schema: &Schema,
+        input: &str,
+        out: W,
+        output: &str,
+        options: &Options,
+    ) -> Result<Self, Error> {
+        let layout = Layout::new(schema, input)?;
+        let md = schema.metadata();
+        let origin = md
+            .get(meta::START_NS)
+            .and_then(|s| s.trim().parse::<i64>().ok());
+        let mut t = Self {
+            out,
+            output: output.into(),
+            input: input.into(),
+            layout,
+            window: options.window,
+            origin,
+            resolved: origin.map(|o| options.window.resolve(o)),
+            buf: String::with_capacity(1 << 16),
+            events: 0,
+            frames: FrameTable::default(),
+            process_names: HashMap::new(),
+            thread_names: HashMap::new(),
+            threads: HashMap::new(),
+            next_async_id: 1,
+        };
+        t.buf.push_str("{\"displayTimeUnit\":\"ns\",\"otherData\":");
+        let mut o = Obj::new(&mut t.buf);
+        for (name, key) in [
+            ("host", meta::HOST),
+            ("kernel", meta::KERNEL_RELEASE),
+            ("events", meta::EVENTS),
+            ("tools", meta::TOOLS),
+        ] {
+            if let Some(v) = md.get(key) {
+                o.str(name, v);
+            }
+        }
+        if let Some(start) = origin {
+            o.str("start", &rfc3339(start))
+                .str("start_ns", &start.to_string());
+        }
+        o.str(
+            "timestamps",
+            "ts and dur are microseconds since start (the recording start, else the first row)",
+        );
+        o.end();
+        t.buf.push_str(",\"traceEvents\":[\n");
+        t.flush_buf()?;
+        Ok(t)
+    }
+
+    fn flush_buf(&mut self) -> Result<(), Error> {
+        self.out
+            .write_all(self.buf.as_bytes())
+            .map_err(|source| Error::Write {
+                path: self.output.clone(),
+                source,
+            })?;
+        self.buf.clear();
+        Ok(())
+    }
+
+    /// Start an event object: `{"ph":…,"pid":…,"tid":…,"ts":…` (ts relative to the origin).
+    fn event(&mut self, ph: &str, pid: i64, tid: i64, ts: i64) -> Obj<'_> {
+        if self.events > 0 {
+            self.buf.push_str(",\n");
+        }
+        self.events += 1;
+        let origin = self.origin.unwrap_or(0);
+        let mut o = Obj::new(&mut self.buf);
+        o.str("ph", ph)
+            .int("pid", pid)
+            .int("tid", tid)
+            .micros("ts", ts.saturating_sub(origin));
+        o
+    }
+
+    fn name_event(&mut self, what: &str, pid: i64, tid: i64, name: &str) {
+        let mut o = self.event("M", pid, tid, self.origin.unwrap_or(0));
+        o.str("name", what);
+        o.obj("args").str("name", name).end();
+        o.end();
+    }
+
+    /// Process and thread names, written when first seen and again when they change.
+    fn names(&mut self, c: &Columns, row: usize, pid: i64, tid: i64) {
+        if let Some(comm) = c.str(col::COMM, row)
+            && self.process_names.get(&pid).map(String::as_str) != Some(comm)
+        {
+            self.process_names.insert(pid, comm.to_string());
+            self.name_event("process_name", pid, 0, comm);
+        }
+        if let Some(thread) = c.str(col::THREAD, row)
+            && self.thread_names.get(&tid).map(String::as_str) != Some(thread)
+        {
+            self.thread_names.insert(tid, thread.to_string());
+            self.name_event("thread_name", pid, tid, thread);
+        }
+    }
+
+    /// The IO lane of `tid`, named on first use.
+    fn io_lane(&mut self, pid: i64, tid: i64) -> i64 {
+        let lane = tid.saturating_add(IO_LANE);
+        let named = self.threads.get(&tid).is_some_and(|t| t.io_lane_named);
+        if !named {
+            let base = self
+                .thread_names
+                .get(&tid)
+                .cloned()
+                .unwrap_or_else(|| tid.to_string());
+            self.name_event("thread_name", pid, lane, &format!("{base} io"));
+            self.threads.entry(tid).or_default().io_lane_named = true;
+        }
+        lane
+    }
+
+    fn visible(&self, start: i64, dur: i64) -> bool {
+        self.resolved.is_none_or(|w| w.overlaps(start, dur))
+    }
+
+    /// Write the events of one batch.
+    pub fn push(&mut self, batch: &RecordBatch) -> Result<(), Error> {
+        let c = Columns::new(batch, &self.layout, &self.input)?;
+        for row in 0..batch.num_rows() {
+            self.row(&c, row);
+            if self.buf.len() > 1 << 16 {
+                self.flush_buf()?;
+            }
+        }
+        self.flush_buf()?;
+        self.out.flush().map_err(|source| Error::Write {
+            path: self.output.clone(),
+            source,
+        })
+    }
+
+    fn row(&mut self, c: &Columns, row: usize) {
+        let (Some(t), true, true) = (c.time(row), c.pid.is_valid(row), c.tid.is_valid(row)) else {
+            return;
+        };
+        let Some(k) = c.str(col::KIND, row) else {
+            return;
+        };
+        let (pid, tid) = (c.pid.value(row), c.tid.value(row));
+        if self.origin.is_none() {
+            self.origin = Some(t);
+            self.resolved = Some(self.window.resolve(t));
+        }
+        self.names(c, row, pid, tid);
+        let thread = self.threads.entry(tid).or_default();
+        thread.pid = pid;
+        thread.last_seen = thread.last_seen.max(t);
+
+        let value = c.int(col::VALUE, row);
+        let duration = c.int(col::DURATION, row);
+        match k {
+            kind::PROFILE => {
+                if !self.visible(t, 0) {
+                    return;
+                }
+                let sf = self.stack_id(c, row);
+                let mut o = self.event("i", pid, tid, t);
+                o.str("s", "t").str("name", "cpu sample").str("cat", "cpu");
+                if let Some(sf) = sf {
+                    o.str("sf", &sf.to_string());
+                }
+                let mut a = o.obj("args");
+                opt_int(&mut a, "period_ns", value);
+                opt_int(&mut a, "cpu", c.int(col::CPU, row));
+                a.end();
+                o.end();
+            }
+            kind::SWITCH => match duration {
+                Some(d) => self.off_cpu(c, row, pid, tid, t, d),
+                None => {
+                    if !self.visible(t, 0) {
+                        return;
+                    }
+                    let mut o = self.event("i", pid, tid, t);
+                    o.str("s", "t")
+                        .str("name", "short off-CPU intervals")
+                        .str("cat", "sched");
+                    let mut a = o.obj("args");
+                    opt_int(&mut a, "count", c.int(col::COUNT, row));
+                    opt_int(&mut a, "total_ns", value);
+                    opt_str(&mut a, "state", c.str(col::STATE, row));
+                    a.end();
+                    o.end();
+                }
+            },
+            kind::RSS => {
+                if let Some(rss) = c.int(col::RSS, row)
+                    && self.visible(t, 0)
+                {
+                    let mut o = self.event("C", pid, tid, t);
+                    o.str("name", "rss");
+                    o.obj("args").int("rss_bytes", rss).end();
+                    o.end();
+                }
+            }
+            kind::BLOCK => self.block(c, row, pid, tid, t, duration.unwrap_or(0)),
+            kind::VFS | kind::NET => self.io(c, row, k, pid, tid, t, duration),
+            kind::EXEC | kind::FORK | kind::EXIT => {
+                if !self.visible(t, 0) {
+                    return;
+                }
+                let mut o = self.event("i", pid, tid, t);
+                o.str("s", "t").str("name", k).str("cat", "process");
+                let mut a = o.obj("args");
+                opt_str(&mut a, "path", c.str(col::PATH, row));
+                opt_int(&mut a, "child", c.int(col::CHILD, row));
+                opt_int(&mut a, "exit_code", c.int(col::EXIT_CODE, row));
+                a.end();
+                o.end();
+            }
+            kind::LOST => {
+                if !self.visible(t, 0) {
+                    return;
+                }
+                let mut o = self.event("i", pid, tid, t);
+                o.str("s", "g")
+                    .str("name", "lost events")
+                    .str("cat", "lost");
+                let mut a = o.obj("args");
+                opt_int(&mut a, "count", value);
+                opt_int(&mut a, "cpu", c.int(col::CPU, row));
+                a.end();
+                o.end();
+            }
+            // Kinds of a newer recorder: nothing known to draw.
+            _ => {}
+        }
+    }
+
+    fn stack_id(&mut self, c: &Columns, row: usize) -> Option<u64> {
+        c.stack.as_ref().and_then(|s| self.frames.intern(s, row))
+    }
+
+    /// The stack of `row`, leaf first, as frame names.
+    fn stack_names(c: &Columns, row: usize) -> Option<Vec<String>> {
+        let s = c.stack.as_ref()?;
+        let names: Vec<String> = s
+            .row(row)
+            .filter_map(|i| s.frame(i))
+            .map(|f| frame_name(&f))
+            .collect();
+        (!names.is_empty()).then_some(names)
+    }
+
+    fn on_cpu(&mut self, pid: i64, tid: i64, from: i64, to: i64) {
+        if to > from && self.visible(from, to - from) {
+            let mut o = self.event("X", pid, tid, from);
+            o.micros("dur", to - from)
+                .str("name", "on-CPU")
+                .str("cat", "sched");
+            o.end();
+        }
+    }
+
+    fn off_cpu(&mut self, c: &Columns, row: usize, pid: i64, tid: i64, t: i64, d: i64) {
+        let d = d.max(0);
+        let back = self.threads.get(&tid).and_then(|th| th.back_on_cpu);
+        // Rows of a thread arrive in order; an earlier one (reordered input) makes no slice.
+        if let Some(back) = back {
+            self.on_cpu(pid, tid, back, t);
+        }
+        if let Some(th) = self.threads.get_mut(&tid) {
+            th.back_on_cpu = Some(back.map_or(t + d, |b| b.max(t + d)));
+            th.last_seen = th.last_seen.max(t + d);
+        }
+        if !self.visible(t, d) {
+            return;
+        }
+        let sf = self.stack_id(c, row);
+        let stack = Self::stack_names(c, row);
+        let state = c.str(col::STATE, row);
+        let waker = c.int(col::WAKER, row);
+        let name = format!("off-CPU ({})", state.unwrap_or("unknown"));
+        let mut o = self.event("X", pid, tid, t);
+        o.micros("dur", d).str("name", &name).str("cat", "sched");
+        if let Some(sf) = sf {
+            o.str("sf", &sf.to_string());
+        }
+        let mut a = o.obj("args");
+        opt_str(&mut a, "state", state);
+        opt_int(&mut a, "waker", waker);
+        if let Some(stack) = &stack {
+            a.strs("stack", stack.iter().map(String::as_str));
+        }
+        a.end();
+        o.end();
+    }
+
+    fn block(&mut self, c: &Columns, row: usize, pid: i64, tid: i64, t: i64, d: i64) {
+        let d = d.max(0);
+        if !self.visible(t, d) {
+            return;
+        }
+        let id = format!("{:#x}", self.next_async_id);
+        self.next_async_id += 1;
+        let op = c.str(col::OP, row).unwrap_or("io");
+        let name = format!("block {op}");
+        let sf = self.stack_id(c, row);
+        let stack = Self::stack_names(c, row);
+        let mut o = self.event("b", pid, tid, t);
+        o.str("name", &name).str("cat", "block").str("id", &id);
+        if let Some(sf) = sf {
+            o.str("sf", &sf.to_string());
+        }
+        let mut a = o.obj("args");
+        opt_int(&mut a, "bytes", c.int(col::VALUE, row));
+        opt_str(&mut a, "dev", c.str(col::DEV, row));
+        opt_str(&mut a, "op", c.str(col::OP, row));
+        if let Some(stack) = &stack {
+            a.strs("stack", stack.iter().map(String::as_str));
+        }
+        a.end();
+        o.end();
+        let mut o = self.event("e", pid, tid, t.saturating_add(d));
+        o.str("name", &name).str("cat", "block").str("id", &id);
+        o.end();
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn io(
+        &mut self,
+        c: &Columns,
+        row: usize,
+        k: &str,
+        pid: i64,
+        tid: i64,
+        t: i64,
+        duration: Option<i64>,
+    ) {
+        let d = duration.unwrap_or(0).max(0);
+        if !self.visible(t, d) {
+            return;
+        }
+        let lane = self.io_lane(pid, tid);
+        let op = c.str(col::OP, row).unwrap_or("io");
+        let name = match (k, c.str(col::SYSCALL, row), c.str(col::PROTOCOL, row)) {
+            (kind::VFS, Some(syscall), _) => syscall.to_string(),
+            (kind::NET, _, Some(protocol)) => format!("{protocol} {op}"),
+            _ => format!("{k} {op}"),
+        };
+        let sf = self.stack_id(c, row);
+        let stack = Self::stack_names(c, row);
+        let mut o = match duration {
+            Some(_) => {
+                let mut o = self.event("X", pid, lane, t);
+                o.micros("dur", d);
+                o
+            }
+            None => {
+                let mut o = self.event("i", pid, lane, t);
+                o.str("s", "t");
+                o
+            }
+        };
+        o.str("name", &name).str("cat", k);
+        if let Some(sf) = sf {
+            o.str("sf", &sf.to_string());
+        }
+        let mut a = o.obj("args");
+        opt_int(&mut a, "bytes", c.int(col::VALUE, row));
+        opt_str(&mut a, "op", c.str(col::OP, row));
+        opt_str(&mut a, "path", c.str(col::PATH, row));
+        opt_int(&mut a, "fd", c.int(col::FD, row));
+        opt_str(&mut a, "local", c.str(col::LOCAL, row));
+        opt_str(&mut a, "remote", c.str(col::REMOTE, row));
+        opt_int(&mut a, "errno", c.int(col::ERRNO, row));
+        if let Some(stack) = &stack {
+            a.strs("stack", stack.iter().map(String::as_str));
+        }
+        a.end();
+        o.end();
+    }
+
+    /// Close the last on-CPU slices (up to each thread's last row), write the stack frame
+    /// table and end the document. Returns the number of trace events written.
+    pub fn finish(mut self) -> Result<u64, Error> {
+        let mut tails: Vec<(i64, i64, i64, i64)> = self
+            .threads
+            .iter()
+            .filter_map(|(&tid, th)| {
+                th.back_on_cpu
+                    .filter(|&b| th.last_seen > b)
+                    .map(|b| (tid, th.pid, b, th.last_seen))
+            })
+            .collect();
+        tails.sort_unstable();
+        for (tid, pid, from, to) in tails {
+            self.on_cpu(pid, tid, from, to);
+        }
+        self.buf.push_str("\n],\n\"stackFrames\":{");
+        for i in 0..self.frames.len() {
+            self.buf.push_str(if i == 0 { "\n" } else { ",\n" });
+            self.frames.push_node(&mut self.buf, i);
+            if self.buf.len() > 1 << 16 {
+                self.flush_buf()?;
+            }
+        }
+        self.buf.push_str("\n}}\n");
+        self.flush_buf()?;
+        self.out.flush().map_err(|source| Error::Write {
+            path: self.output.clone(),
+            source,
+        })?;
+        Ok(self.events)
+    }
+}
+
+fn opt_int(o: &mut Obj<'_>, key: &str, v: Option<i64>) {
+    if let Some(v) = v {
+        o.int(key, v);
+    }
+}
+
+fn opt_str(o: &mut Obj<'_>, key: &str, v: Option<&str>) {
+    if let Some(v) = v {
+        o.str(key, v);
+    }
+}

@@ -1,0 +1,219 @@
+//! The `stacks-trace` binary on a stream of every event kind: the JSON is a valid Trace Event
+//! document with the expected tracks, slices and totals, equal to `tests/golden/*.json`
+//! (`STACKS_BLESS=1 cargo test -p stacks-trace --test trace` rewrites them); bad input gives
+//! one-line errors, a closed pipe is quiet success.
+
+// The fixture streams of stacks-pprof's tests: the same events, seen by both tools.
+#[path = "../../stacks-pprof/tests/common/streams.rs"]
+mod common;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+use common::{MS, events_stream, every_kind, stream_without_stack};
+use serde_json::Value;
+use stacks_trace::IO_LANE;
+use stacks_trace::validate::check;
+
+fn trace(args: &[&str], stdin: &[u8]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_stacks-trace"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn stacks-trace");
+    let mut input = child.stdin.take().expect("stdin");
+    let _ = input.write_all(stdin);
+    drop(input);
+    child.wait_with_output().expect("wait for stacks-trace")
+}
+
+fn json(args: &[&str]) -> (String, Value) {
+    let o = trace(args, &events_stream(&every_kind()));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let text = String::from_utf8(o.stdout).expect("utf-8");
+    let v = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}:\n{text}"));
+    (text, v)
+}
+
+fn golden(name: &str, actual: &str) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name);
+    if std::env::var_os("STACKS_BLESS").is_some() {
+        std::fs::create_dir_all(path.parent().expect("dir")).expect("create golden dir");
+        std::fs::write(&path, actual).expect("write golden file");
+        return;
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}; STACKS_BLESS=1 creates it", path.display()));
+    assert!(
+        expected == actual,
+        "{} differs (STACKS_BLESS=1 rewrites it):\n--- expected\n{expected}\n--- actual\n{actual}",
+        path.display()
+    );
+}
+
+fn events<'a>(v: &'a Value, name: &str) -> Vec<&'a Value> {
+    v["traceEvents"]
+        .as_array()
+        .expect("traceEvents")
+        .iter()
+        .filter(|e| e["name"] == name)
+        .collect()
+}
+
+#[test]
+fn every_kind_on_its_track() {
+    let (text, v) = json(&[]);
+    let s = check(&v).unwrap_or_else(|e| panic!("invalid trace:\n{}", e.join("\n")));
+    // Tracks named from comm and thread; the IO lane of tid 11.
+    assert_eq!(s.tracks[&(10, 0)], "app");
+    assert_eq!(s.tracks[&(10, 10)], "main");
+    assert_eq!(s.tracks[&(10, 11)], "io");
+    assert_eq!(s.tracks[&(10, 11 + IO_LANE)], "io io");
+    // Off-CPU: 4 ms + 3 ms slices with state and stack; the folded row as an instant.
+    assert_eq!(s.durations_ns["off-CPU (sleeping)"], 7 * MS);
+    let off = events(&v, "off-CPU (sleeping)");
+    assert_eq!(off[0]["ts"].as_f64(), Some(3000.0), "µs since the start");
+    assert_eq!(off[0]["args"]["state"], "sleeping");
+    assert_eq!(off[0]["args"]["waker"], 10);
+    assert_eq!(
+        off[0]["args"]["stack"],
+        serde_json::json!(["schedule", "wait", "main"])
+    );
+    let short = events(&v, "short off-CPU intervals");
+    assert_eq!(short[0]["args"]["count"], 4);
+    assert_eq!(short[0]["args"]["total_ns"], 400_000);
+    // On-CPU between the two switch rows: back at 7 ms, out again at 8 ms. Back at 11 ms
+    // after the second, the thread has no later row: no slice after it.
+    assert_eq!(s.durations_ns["on-CPU"], MS);
+    let on = events(&v, "on-CPU");
+    assert_eq!(
+        (on[0]["ts"].as_f64(), on[0]["tid"].as_i64()),
+        (Some(7000.0), Some(11))
+    );
+    // CPU samples with stacks from the frame table, root → leaf through parents.
+    let samples = events(&v, "cpu sample");
+    assert_eq!(samples.len(), 4);
+    let frames = &v["stackFrames"];
+    let mut chain = Vec::new();
+    let mut at = samples[0]["sf"].as_str().expect("sf").to_string();
+    loop {
+        let f = &frames[&at];
+        chain.push(f["name"].as_str().expect("name").to_string());
+        match f["parent"].as_str() {
+            Some(p) => at = p.to_string(),
+            None => break,
+        }
+    }
+    assert_eq!(chain, ["do_syscall_64", "inner", "outer", "main"]);
+    assert_eq!(
+        frames[&samples[0]["sf"].as_str().unwrap()]["category"],
+        "kernel"
+    );
+    // IO: the vfs call on the IO lane, block as an async slice, net as an instant.
+    let vfs = events(&v, "pread64");
+    assert_eq!(vfs[0]["tid"], 11 + IO_LANE);
+    assert_eq!(vfs[0]["dur"].as_f64(), Some(1000.0));
+    assert_eq!(vfs[0]["args"]["bytes"], 100);
+    assert_eq!(vfs[0]["args"]["path"], "/etc/hosts");
+    let block = events(&v, "block write");
+    assert_eq!(block.len(), 2);
+    assert_eq!(
+        (&block[0]["ph"], &block[1]["ph"]),
+        (&"b".into(), &"e".into())
+    );
+    assert_eq!(block[0]["args"]["bytes"], 8192);
+    let net = events(&v, "tcp send");
+    assert_eq!(net[0]["args"]["remote"], "127.0.0.1:8080");
+    // RSS counter and process events.
+    let rss = events(&v, "rss");
+    assert_eq!(rss.len(), 2);
+    assert_eq!(rss[0]["args"]["rss_bytes"], 1 << 20);
+    assert_eq!(events(&v, "exec")[0]["args"]["path"], "/usr/bin/app");
+    assert_eq!(events(&v, "fork")[0]["args"]["child"], 12);
+    assert_eq!(events(&v, "exit")[0]["args"]["exit_code"], 0);
+    assert_eq!(events(&v, "lost events")[0]["args"]["count"], 2);
+    assert_eq!(v["otherData"]["host"], "testbox");
+    golden("every-kind.json", &text);
+}
+
+#[test]
+fn window_keeps_overlapping_events() {
+    // 4.5 ms .. 6 ms after the start: the first off-CPU slice (3..7 ms) reaches in, the
+    // profile row at 4 ms does not, the rss row at 5 ms and the block request at 6 ms do.
+    let (text, v) = json(&["--from", "+4.5ms", "--to", "2023-11-14T22:13:20.006Z"]);
+    let s = check(&v).unwrap_or_else(|e| panic!("invalid trace:\n{}", e.join("\n")));
+    assert_eq!(s.durations_ns["off-CPU (sleeping)"], 4 * MS);
+    assert!(!s.names.contains_key("cpu sample"), "{text}");
+    assert_eq!(s.names["rss"], 1);
+    assert_eq!(s.names["block write"], 2);
+    assert!(!s.names.contains_key("exec"));
+    golden("window.json", &text);
+}
+
+fn assert_error(o: &Output, needle: &str) {
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "stderr: {stderr}");
+    assert!(o.stdout.is_empty(), "no data on stdout after an error");
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr:?}");
+    assert!(stderr.starts_with("stacks-trace: error: "), "{stderr:?}");
+    assert!(stderr.contains(needle), "{needle:?} not in {stderr:?}");
+}
+
+#[test]
+fn bad_input_and_flags() {
+    assert_error(&trace(&[], b"not arrow"), "not an Arrow IPC stream");
+    assert_error(&trace(&[], b""), "empty input");
+    assert_error(
+        &trace(&[], &stream_without_stack()),
+        "stdin: missing column `time`",
+    );
+    // pprof's fixture has time, pid and a stack but no tid or kind.
+    assert_error(
+        &trace(&[], &common::stream(&common::fixture())),
+        "missing column `tid`",
+    );
+    assert_error(
+        &trace(&["--from", "yesterday"], &events_stream(&every_kind())),
+        "--from `yesterday`",
+    );
+    // A stream that breaks off: what was read is written (the output streams), then the
+    // error, and the JSON stays incomplete so no reader mistakes it for a whole trace.
+    let full = events_stream(&every_kind());
+    let o = trace(&[], &full[..full.len() * 3 / 4]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("truncated"), "{stderr}");
+    assert!(serde_json::from_slice::<Value>(&o.stdout).is_err());
+}
+
+#[test]
+fn closed_stdout_is_quiet_success() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_stacks-trace"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    drop(child.stdout.take());
+    let mut stdin = child.stdin.take().expect("stdin");
+    let _ = stdin.write_all(&events_stream(&every_kind()));
+    drop(stdin);
+    let o = child.wait_with_output().expect("wait");
+    assert!(o.status.success(), "{:?}", o.status);
+    assert!(
+        o.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
