@@ -248,3 +248,247 @@ pub fn stack_functions(batches: &[RecordBatch]) -> Vec<Vec<(Option<String>, bool
     }
     out
 }
+
+/// One user frame of a raw row built by [`raw_rows_stream`].
+#[derive(Clone, Debug, Default)]
+pub struct RawUFrame {
+    pub addr: u64,
+    pub module: Option<String>,
+    pub build_id: Option<String>,
+    pub offset: Option<u64>,
+    pub error: Option<String>,
+}
+
+/// One raw row of [`raw_rows_stream`]: stacks only (other columns get fixed values).
+/// `ksyms`, when given, must have one entry per `kstack` address (`None`: not in kallsyms).
+#[derive(Clone, Debug, Default)]
+pub struct RawRow {
+    pub kstack: Option<Vec<u64>>,
+    pub kstack_error: Option<i32>,
+    pub ksyms: Option<Vec<Option<(String, u64, Option<String>)>>>,
+    pub ustack: Option<Vec<RawUFrame>>,
+    pub ustack_error: Option<i32>,
+}
+
+/// A raw-schema stream (as stacks-record writes it) of `rows`, in batches of `batch_rows`,
+/// with `boot_id` as `stacks.boot_id` when given.
+pub fn raw_rows_stream(rows: &[RawRow], batch_rows: usize, boot_id: Option<&str>) -> Vec<u8> {
+    use arrow_array::Array;
+    let mut md = std::collections::HashMap::new();
+    stacks_stream::stamp(&mut md, "fixture", "0", stacks_stream::stage::RAW);
+    if let Some(b) = boot_id {
+        md.insert(stacks_stream::meta::BOOT_ID.to_string(), b.to_string());
+    }
+    let schema = Arc::new(stacks_stream::raw_schema(md));
+    let list_field = |name: &str| match schema.field_with_name(name).unwrap().data_type() {
+        DataType::List(f) => f.clone(),
+        _ => unreachable!(),
+    };
+    let struct_fields = |f: &arrow_schema::FieldRef| match f.data_type() {
+        DataType::Struct(s) => s.clone(),
+        _ => unreachable!(),
+    };
+    let mut batches = Vec::new();
+    for chunk in rows.chunks(batch_rows.max(1)) {
+        let n = chunk.len();
+        let kfield = list_field("kstack");
+        let sfield = list_field("kstack_symbols");
+        let ufield = list_field("ustack");
+        let mut k = ListBuilder::new(UInt64Builder::new()).with_field(kfield);
+        let mut ks = ListBuilder::new(StructBuilder::from_fields(struct_fields(&sfield), 0))
+            .with_field(sfield);
+        let mut u = ListBuilder::new(StructBuilder::from_fields(struct_fields(&ufield), 0))
+            .with_field(ufield);
+        for r in chunk {
+            match &r.kstack {
+                Some(addrs) => {
+                    for a in addrs {
+                        k.values().append_value(*a);
+                    }
+                    k.append(true);
+                }
+                None => k.append_null(),
+            }
+            match &r.ksyms {
+                Some(syms) => {
+                    for s in syms {
+                        let b = ks.values();
+                        match s {
+                            Some((name, off, module)) => {
+                                b.field_builder::<StringBuilder>(0)
+                                    .unwrap()
+                                    .append_value(name);
+                                b.field_builder::<UInt64Builder>(1)
+                                    .unwrap()
+                                    .append_value(*off);
+                                b.field_builder::<StringBuilder>(2)
+                                    .unwrap()
+                                    .append_option(module.as_deref());
+                                b.append(true);
+                            }
+                            None => {
+                                b.field_builder::<StringBuilder>(0)
+                                    .unwrap()
+                                    .append_value("");
+                                b.field_builder::<UInt64Builder>(1).unwrap().append_value(0);
+                                b.field_builder::<StringBuilder>(2).unwrap().append_null();
+                                b.append(false);
+                            }
+                        }
+                    }
+                    ks.append(true);
+                }
+                None => ks.append_null(),
+            }
+            match &r.ustack {
+                Some(frames) => {
+                    for f in frames {
+                        let s = u.values();
+                        s.field_builder::<UInt64Builder>(0)
+                            .unwrap()
+                            .append_value(f.addr);
+                        s.field_builder::<StringBuilder>(1)
+                            .unwrap()
+                            .append_option(f.module.as_deref());
+                        s.field_builder::<StringBuilder>(2)
+                            .unwrap()
+                            .append_option(f.build_id.as_deref());
+                        s.field_builder::<UInt64Builder>(3)
+                            .unwrap()
+                            .append_option(f.offset);
+                        s.field_builder::<StringBuilder>(4)
+                            .unwrap()
+                            .append_option(f.error.as_deref());
+                        s.append(true);
+                    }
+                    u.append(true);
+                }
+                None => u.append_null(),
+            }
+        }
+        let kstack = k.finish();
+        let columns: Vec<(&str, ArrayRef)> = vec![
+            (
+                "time",
+                Arc::new(
+                    TimestampNanosecondArray::from_iter_values(
+                        (0..n as i64).map(|i| 1_700_000_000_000_000_000 + i),
+                    )
+                    .with_timezone("UTC"),
+                ),
+            ),
+            (
+                "kind",
+                Arc::new(StringArray::from_iter_values(std::iter::repeat_n(
+                    "profile", n,
+                ))),
+            ),
+            ("pid", Arc::new(Int32Array::from(vec![42; n]))),
+            ("tid", Arc::new(Int32Array::from(vec![43; n]))),
+            (
+                "comm",
+                Arc::new(StringArray::from_iter_values(std::iter::repeat_n("app", n))),
+            ),
+            (
+                "thread",
+                Arc::new(StringArray::from_iter_values(std::iter::repeat_n("app", n))),
+            ),
+            ("cpu", Arc::new(Int32Array::from(vec![0; n]))),
+            ("value", Arc::new(Int64Array::from(vec![10_101_010; n]))),
+            (
+                "kstack_error",
+                Arc::new(Int32Array::from(
+                    chunk.iter().map(|r| r.kstack_error).collect::<Vec<_>>(),
+                )),
+            ),
+            (
+                "ustack_error",
+                Arc::new(Int32Array::from(
+                    chunk.iter().map(|r| r.ustack_error).collect::<Vec<_>>(),
+                )),
+            ),
+            ("kstack_symbols", Arc::new(ks.finish())),
+            ("ustack", Arc::new(u.finish())),
+        ];
+        assert_eq!(kstack.len(), n);
+        let mut columns = columns;
+        columns.push(("kstack", Arc::new(kstack)));
+        batches.push(
+            stacks_stream::batch_by_name(schema.clone(), n, columns).expect("raw rows batch"),
+        );
+    }
+    write_stream(&schema, &batches, true)
+}
+
+/// One symbolized frame as [`stack_frames`] reads it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SymFrameOut {
+    pub function: Option<String>,
+    pub file: Option<String>,
+    pub line: Option<u32>,
+    pub inlined: bool,
+    pub kernel: bool,
+    pub module: Option<String>,
+    pub build_id: Option<String>,
+    pub offset: Option<u64>,
+    pub addr: u64,
+    pub error: Option<String>,
+    /// The raw symbol, when the stream's stack elements have the field.
+    pub symbol: Option<String>,
+}
+
+/// Each row's `stack` frames with every field; `None` for a null stack.
+pub fn stack_frames(batches: &[RecordBatch]) -> Vec<Option<Vec<SymFrameOut>>> {
+    use arrow_array::Array;
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{UInt32Type, UInt64Type};
+    let mut out = Vec::new();
+    for b in batches {
+        let stack = b
+            .column_by_name("stack")
+            .expect("stack column")
+            .as_list::<i32>();
+        for row in 0..b.num_rows() {
+            if stack.is_null(row) {
+                out.push(None);
+                continue;
+            }
+            let v = stack.value(row);
+            let s = v.as_struct();
+            let text = |name: &str, i: usize| {
+                s.column_by_name(name).and_then(|c| {
+                    let c = c.as_string::<i32>();
+                    c.is_valid(i).then(|| c.value(i).to_string())
+                })
+            };
+            let u64s = |name: &str, i: usize| {
+                let c = s.column_by_name(name).unwrap().as_primitive::<UInt64Type>();
+                c.is_valid(i).then(|| c.value(i))
+            };
+            let line = s
+                .column_by_name("line")
+                .unwrap()
+                .as_primitive::<UInt32Type>();
+            let inlined = s.column_by_name("inlined").unwrap().as_boolean();
+            let kernel = s.column_by_name("kernel").unwrap().as_boolean();
+            out.push(Some(
+                (0..s.len())
+                    .map(|i| SymFrameOut {
+                        function: text("function", i),
+                        file: text("file", i),
+                        line: line.is_valid(i).then(|| line.value(i)),
+                        inlined: inlined.value(i),
+                        kernel: kernel.value(i),
+                        module: text("module", i),
+                        build_id: text("build_id", i),
+                        offset: u64s("offset", i),
+                        addr: u64s("addr", i).expect("addr is never null"),
+                        error: text("error", i),
+                        symbol: text("symbol", i),
+                    })
+                    .collect(),
+            ));
+        }
+    }
+    out
+}

@@ -1,1 +1,853 @@
 //! End-to-end symbolization: debug files by build id, inlines, mismatches, kernel symbols.
+//!
+//! Fixture programs (tests/fixtures/symbolize) are compiled here with gcc/g++; their raw
+//! streams are built directly (module path, build id and file offsets taken from the compiled
+//! file with binutils), so no BPF or root is needed and every expected value comes from the
+//! fixture's own source markers and symbol table.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use stacks_tests::{
+    RawRow, RawUFrame, SymFrameOut, bin, raw_rows_stream, read_batches, scratch, stack_frames,
+};
+
+fn fixture_src(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/symbolize")
+        .join(name)
+}
+
+fn run_ok(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A compiled fixture and what binutils says about it.
+struct Fixture {
+    exe: PathBuf,
+    build_id: String,
+    /// name → (address, size) from the symbol table (local symbols included).
+    syms: HashMap<String, (u64, u64)>,
+    /// Names of the functions (text symbols with a size).
+    funcs: Vec<String>,
+    /// LOAD segments: (file offset, address, file size).
+    loads: Vec<(u64, u64, u64)>,
+    /// `LINE:name` markers of the source → line number.
+    lines: HashMap<String, u32>,
+}
+
+fn compile(dir: &Path, src: &str, out: &str, extra: &[&str]) -> Fixture {
+    let source = fixture_src(src);
+    let compiler = if src.ends_with(".cpp") { "g++" } else { "gcc" };
+    let exe = dir.join(out);
+    run_ok(
+        Command::new(compiler)
+            .args(["-O2", "-g", "-fno-omit-frame-pointer"])
+            .args(extra)
+            .arg("-o")
+            .arg(&exe)
+            .arg(&source),
+    );
+    let lines = std::fs::read_to_string(&source)
+        .unwrap()
+        .lines()
+        .enumerate()
+        .filter_map(|(i, l)| {
+            let m = l.split("LINE:").nth(1)?;
+            let name: String = m
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            Some((name, i as u32 + 1))
+        })
+        .collect();
+    describe(&exe, lines)
+}
+
+fn describe(exe: &Path, lines: HashMap<String, u32>) -> Fixture {
+    Fixture {
+        exe: exe.to_path_buf(),
+        build_id: build_id(exe),
+        syms: symbols(exe),
+        funcs: functions(exe),
+        loads: loads(exe),
+        lines,
+    }
+}
+
+fn build_id(path: &Path) -> String {
+    let notes = run_ok(Command::new("readelf").arg("-n").arg(path));
+    notes
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Build ID: "))
+        .unwrap_or_else(|| panic!("{} has no build id", path.display()))
+        .trim()
+        .to_string()
+}
+
+fn symbols(path: &Path) -> HashMap<String, (u64, u64)> {
+    let text = run_ok(Command::new("nm").args(["-S", "--defined-only"]).arg(path));
+    let mut out = HashMap::new();
+    for l in text.lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        match f.as_slice() {
+            [addr, size, _, name] => {
+                out.insert(
+                    name.to_string(),
+                    (
+                        u64::from_str_radix(addr, 16).unwrap(),
+                        u64::from_str_radix(size, 16).unwrap(),
+                    ),
+                );
+            }
+            [addr, _, name] => {
+                out.insert(
+                    name.to_string(),
+                    (u64::from_str_radix(addr, 16).unwrap(), 0),
+                );
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+fn functions(path: &Path) -> Vec<String> {
+    let text = run_ok(Command::new("nm").args(["-S", "--defined-only"]).arg(path));
+    text.lines()
+        .filter_map(
+            |l| match l.split_whitespace().collect::<Vec<_>>().as_slice() {
+                [_, _, "t" | "T", name] => Some(name.to_string()),
+                _ => None,
+            },
+        )
+        .collect()
+}
+
+fn loads(path: &Path) -> Vec<(u64, u64, u64)> {
+    let text = run_ok(Command::new("readelf").arg("-lW").arg(path));
+    text.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.first() == Some(&"LOAD")).then(|| {
+                let h = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap();
+                (h(f[1]), h(f[2]), h(f[4]))
+            })
+        })
+        .collect()
+}
+
+impl Fixture {
+    fn addr(&self, sym: &str) -> u64 {
+        self.syms
+            .get(sym)
+            .unwrap_or_else(|| panic!("{sym} not in {}", self.exe.display()))
+            .0
+    }
+
+    fn end(&self, sym: &str) -> u64 {
+        let (a, s) = self.syms[sym];
+        assert!(s > 0, "{sym} has no size");
+        a + s
+    }
+
+    fn offset(&self, vaddr: u64) -> u64 {
+        self.loads
+            .iter()
+            .find(|(_, v, sz)| *v <= vaddr && vaddr < v + sz)
+            .map(|(o, v, _)| vaddr - v + o)
+            .unwrap_or_else(|| panic!("{vaddr:#x} is in no LOAD segment"))
+    }
+
+    fn line(&self, marker: &str) -> u32 {
+        self.lines[marker]
+    }
+
+    /// A user frame at ELF address `vaddr`, recorded as at `module` (default: the exe).
+    fn frame(&self, vaddr: u64) -> RawUFrame {
+        self.frame_as(vaddr, &self.exe)
+    }
+
+    fn frame_as(&self, vaddr: u64, module: &Path) -> RawUFrame {
+        RawUFrame {
+            // A plausible process address: the module loaded at 0x5555_0000_0000.
+            addr: 0x5555_0000_0000 + vaddr,
+            module: Some(module.display().to_string()),
+            build_id: Some(self.build_id.clone()),
+            offset: Some(self.offset(vaddr)),
+            error: None,
+        }
+    }
+}
+
+/// Run stacks-symbolize on `rows`; returns the frames of each row and its stderr.
+fn symbolize_rows(
+    dir: &Path,
+    rows: &[RawRow],
+    boot_id: Option<&str>,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (Vec<Option<Vec<SymFrameOut>>>, String) {
+    let input = dir.join("in.arrow");
+    std::fs::write(&input, raw_rows_stream(rows, 1000, boot_id)).unwrap();
+    let out = dir.join("out.arrow");
+    let mut cmd = Command::new(bin("stacks-symbolize"));
+    cmd.args(args).arg(&input).arg("-o").arg(&out);
+    cmd.env_remove("DEBUGINFOD_URLS");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let res = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&res.stderr).into_owned();
+    assert!(
+        res.status.success(),
+        "stacks-symbolize {args:?} failed: {stderr}"
+    );
+    assert!(res.stdout.is_empty(), "stdout must stay empty with -o");
+    (stack_frames(&read_batches(&out)), stderr)
+}
+
+fn names(frames: &[SymFrameOut]) -> Vec<Option<&str>> {
+    frames.iter().map(|f| f.function.as_deref()).collect()
+}
+
+fn ends_with(file: &Option<String>, name: &str) -> bool {
+    file.as_deref().is_some_and(|f| f.ends_with(name))
+}
+
+/// The inline chain at `mark_leaf` (innermost first), as the fixture's source says.
+fn assert_inline_chain(fx: &Fixture, frames: &[SymFrameOut]) {
+    assert_eq!(
+        names(&frames[..3]),
+        [Some("leaf_add"), Some("middle"), Some("outer_fn")],
+        "{frames:#?}"
+    );
+    assert_eq!(
+        frames[..3].iter().map(|f| f.inlined).collect::<Vec<_>>(),
+        [true, true, false]
+    );
+    assert_eq!(
+        frames[..3].iter().map(|f| f.line).collect::<Vec<_>>(),
+        [
+            Some(fx.line("asm")),
+            Some(fx.line("leaf_call")),
+            Some(fx.line("middle_call"))
+        ],
+        "{frames:#?}"
+    );
+    for f in &frames[..3] {
+        assert!(ends_with(&f.file, "inline.c"), "{f:?}");
+        assert_eq!(f.addr, frames[0].addr, "one address, several frames");
+        assert!(f.error.is_none(), "{f:?}");
+    }
+}
+
+#[test]
+fn inlines_lines_and_return_addresses() {
+    let dir = scratch("sym-inline");
+    let fx = compile(&dir, "inline.c", "app", &[]);
+    let leaf = fx.frame(fx.addr("mark_leaf"));
+    // Return addresses: the byte after caller_fn's last instruction (its call returns there
+    // only if it is looked up at −1), and main + 1.
+    let ret = fx.frame(fx.end("caller_fn"));
+    let main = fx.frame(fx.addr("main") + 1);
+    let rows = vec![
+        RawRow {
+            ustack: Some(vec![leaf.clone(), ret.clone(), main.clone()]),
+            ..Default::default()
+        },
+        RawRow {
+            ustack: Some(vec![
+                leaf.clone(),
+                RawUFrame {
+                    addr: 0x7fff_0000_1000,
+                    error: Some("no file backs this address".into()),
+                    ..Default::default()
+                },
+            ]),
+            ..Default::default()
+        },
+        RawRow {
+            ustack: Some(vec![]),
+            ustack_error: Some(-14),
+            ..Default::default()
+        },
+        RawRow::default(),
+    ];
+    let (out, stderr) = symbolize_rows(&dir, &rows, None, &[], &[]);
+    let f = out[0].as_ref().unwrap();
+    assert_inline_chain(&fx, f);
+    assert_eq!(names(&f[3..]), [Some("caller_fn"), Some("main")], "{f:#?}");
+    for (frame, raw) in f.iter().zip([&leaf, &leaf, &leaf, &ret, &main]) {
+        assert!(!frame.kernel);
+        assert_eq!(frame.module, raw.module);
+        assert_eq!(frame.build_id, raw.build_id);
+        assert_eq!(
+            frame.offset, raw.offset,
+            "the recorded offset, not the looked-up one"
+        );
+        assert_eq!(frame.addr, raw.addr);
+        if frame.symbol.is_some() {
+            assert_eq!(frame.symbol, frame.function, "C symbols are not mangled");
+        }
+    }
+    // An address the recorder could not normalize is kept, with its reason.
+    let f = out[1].as_ref().unwrap();
+    assert_inline_chain(&fx, f);
+    assert_eq!(f[3].function, None);
+    assert_eq!(f[3].error.as_deref(), Some("no file backs this address"));
+    assert_eq!(f.len(), 4);
+    // A failed capture is a visible marker; a row without stacks has a null stack.
+    let f = out[2].as_ref().unwrap();
+    assert_eq!(f.len(), 1);
+    assert!(
+        f[0].function
+            .as_deref()
+            .unwrap()
+            .starts_with("[missed user stack")
+    );
+    assert!(out[3].is_none());
+    assert!(stderr.contains("4 rows"), "{stderr}");
+
+    // --no-inlines: one frame per address; --no-lines: names only.
+    let (out, _) = symbolize_rows(&dir, &rows[..1], None, &["--no-inlines"], &[]);
+    let f = out[0].as_ref().unwrap();
+    assert_eq!(
+        names(f),
+        [Some("outer_fn"), Some("caller_fn"), Some("main")]
+    );
+    assert!(f.iter().all(|f| !f.inlined && f.line.is_some()), "{f:#?}");
+    let (out, _) = symbolize_rows(&dir, &rows[..1], None, &["--no-lines", "-j", "1"], &[]);
+    let f = out[0].as_ref().unwrap();
+    assert_eq!(
+        names(f),
+        [Some("outer_fn"), Some("caller_fn"), Some("main")]
+    );
+    assert!(
+        f.iter().all(|f| f.file.is_none() && f.line.is_none()),
+        "{f:#?}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn cpp_names_are_demangled() {
+    let dir = scratch("sym-cpp");
+    let fx = compile(&dir, "widget.cpp", "widget", &[]);
+    let mangled = fx
+        .syms
+        .keys()
+        .find(|k| k.starts_with("_Z") && k.contains("Widget7compute"))
+        .expect("mangled Widget::compute")
+        .clone();
+    let demangled = run_ok(Command::new("c++filt").arg(&mangled))
+        .trim()
+        .to_string();
+    assert_ne!(demangled, mangled);
+    let rows = vec![RawRow {
+        ustack: Some(vec![fx.frame(fx.addr(&mangled) + 1)]),
+        ..Default::default()
+    }];
+    let (out, _) = symbolize_rows(&dir, &rows, None, &[], &[]);
+    let f = out[0].as_ref().unwrap();
+    let outer = f.iter().find(|f| !f.inlined).unwrap();
+    assert_eq!(
+        outer.function.as_deref(),
+        Some(demangled.as_str()),
+        "{f:#?}"
+    );
+    if outer.symbol.is_some() {
+        assert_eq!(outer.symbol.as_deref(), Some(mangled.as_str()));
+    }
+    assert!(ends_with(&outer.file, "widget.cpp"), "{outer:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The fixture stripped of everything (`strip --strip-all`) and its separate debug file.
+fn stripped(dir: &Path, fx: &Fixture) -> (PathBuf, PathBuf) {
+    let debug = dir.join("app.debug");
+    run_ok(
+        Command::new("objcopy")
+            .arg("--only-keep-debug")
+            .arg(&fx.exe)
+            .arg(&debug),
+    );
+    let bare = dir.join("bare");
+    std::fs::create_dir_all(&bare).unwrap();
+    let s = bare.join("app");
+    run_ok(
+        Command::new("strip")
+            .arg("--strip-all")
+            .arg("-o")
+            .arg(&s)
+            .arg(&fx.exe),
+    );
+    assert_eq!(build_id(&s), fx.build_id);
+    assert!(!symbols(&s).contains_key("outer_fn"), "strip left symbols");
+    (s, debug)
+}
+
+#[test]
+fn separate_debug_files_by_build_id_debuglink_and_b() {
+    let dir = scratch("sym-debug");
+    let fx = compile(&dir, "inline.c", "app", &[]);
+    let (bare, debug) = stripped(&dir, &fx);
+    let row = |module: &Path| RawRow {
+        ustack: Some(vec![
+            fx.frame_as(fx.addr("mark_leaf"), module),
+            fx.frame_as(fx.end("caller_fn"), module),
+        ]),
+        ..Default::default()
+    };
+
+    // Nothing but the stripped binary: unresolved, with a reason.
+    let (out, _) = symbolize_rows(&dir, &[row(&bare)], None, &[], &[]);
+    let f = out[0].as_ref().unwrap();
+    assert!(
+        f.iter().all(|f| f.function.is_none() && f.error.is_some()),
+        "{f:#?}"
+    );
+
+    // --debug-dir with the debug file under .build-id/xx/rest.debug.
+    let ddir = dir.join("debug-root");
+    let id = &fx.build_id;
+    let sub = ddir.join(".build-id").join(&id[..2]);
+    std::fs::create_dir_all(&sub).unwrap();
+    std::fs::copy(&debug, sub.join(format!("{}.debug", &id[2..]))).unwrap();
+    let dd = ddir.to_str().unwrap();
+    let (out, _) = symbolize_rows(&dir, &[row(&bare)], None, &["--debug-dir", dd], &[]);
+    let f = out[0].as_ref().unwrap();
+    assert_inline_chain(&fx, f);
+    assert_eq!(f[3].function.as_deref(), Some("caller_fn"));
+
+    // The binary is gone; the debug file alone still serves (found by build id).
+    let gone = dir.join("gone/app");
+    let (out, _) = symbolize_rows(&dir, &[row(&gone)], None, &["--debug-dir", dd], &[]);
+    assert_inline_chain(&fx, out[0].as_ref().unwrap());
+
+    // .gnu_debuglink next to the binary (in .debug/), no --debug-dir.
+    let linked_dir = dir.join("linked");
+    std::fs::create_dir_all(linked_dir.join(".debug")).unwrap();
+    let linked = linked_dir.join("app");
+    run_ok(
+        Command::new("objcopy")
+            .arg("--add-gnu-debuglink=app.debug")
+            .arg(&bare)
+            .arg(&linked)
+            .current_dir(&dir),
+    );
+    std::fs::copy(&debug, linked_dir.join(".debug/app.debug")).unwrap();
+    assert_eq!(build_id(&linked), fx.build_id);
+    let (out, _) = symbolize_rows(&dir, &[row(&linked)], None, &[], &[]);
+    assert_inline_chain(&fx, out[0].as_ref().unwrap());
+
+    // -b: an unstripped copy elsewhere, matched by its build id.
+    let copy = dir.join("copy-of-app");
+    std::fs::copy(&fx.exe, &copy).unwrap();
+    let (out, stderr) = symbolize_rows(
+        &dir,
+        &[row(&bare)],
+        None,
+        &["-b", copy.to_str().unwrap()],
+        &[],
+    );
+    assert_inline_chain(&fx, out[0].as_ref().unwrap());
+    assert!(!stderr.contains("matches no module"), "{stderr}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn replaced_binary_is_reported_not_misattributed() {
+    let dir = scratch("sym-replaced");
+    let v1 = compile(&dir, "inline.c", "app", &[]);
+    let saved = dir.join("app-v1");
+    std::fs::copy(&v1.exe, &saved).unwrap();
+    let rows = vec![RawRow {
+        ustack: Some(vec![
+            v1.frame(v1.addr("mark_leaf")),
+            v1.frame(v1.end("caller_fn")),
+        ]),
+        ..Default::default()
+    }];
+    // Rebuilt after the recording: same path, different code and build id.
+    let v2 = compile(&dir, "inline.c", "app", &["-DVARIANT=2"]);
+    assert_ne!(v1.build_id, v2.build_id);
+    let (out, _) = symbolize_rows(&dir, &rows, None, &[], &[]);
+    for f in out[0].as_ref().unwrap() {
+        assert_eq!(f.function, None, "{f:?}");
+        let e = f.error.as_deref().unwrap();
+        assert!(e.contains("build id mismatch"), "{e}");
+        assert!(e.contains(&v1.build_id) && e.contains(&v2.build_id), "{e}");
+    }
+    // -b with a file of another build: reported, not used.
+    let other = dir.join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::copy(&v2.exe, other.join("app")).unwrap();
+    let b = other.join("app");
+    let (out, stderr) = symbolize_rows(&dir, &rows, None, &["-b", b.to_str().unwrap()], &[]);
+    let e = out[0].as_ref().unwrap()[0].error.clone().unwrap();
+    assert!(e.contains("mismatch") && e.contains("-b"), "{e}");
+    assert!(stderr.contains("matches no module"), "{stderr}");
+    // -b with the recorded build: used.
+    let (out, _) = symbolize_rows(&dir, &rows, None, &["-b", saved.to_str().unwrap()], &[]);
+    assert_inline_chain(&v1, out[0].as_ref().unwrap());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+const KADDRS: [u64; 3] = [
+    0xffff_ffff_8100_0010,
+    0xffff_ffff_8100_0120,
+    0xffff_ffff_c040_0010,
+];
+
+fn recorded_ksyms() -> Vec<Option<(String, u64, Option<String>)>> {
+    vec![
+        Some(("rec_leaf_fn".into(), 0x10, None)),
+        Some(("rec_caller_fn".into(), 0x20, None)),
+        Some(("e1000_xmit".into(), 0x10, Some("e1000".into()))),
+    ]
+}
+
+#[test]
+fn kernel_frames_use_the_symbols_recorded_at_record_time() {
+    let dir = scratch("sym-kernel");
+    // The live kernel's symbols differ: a kallsyms with other names at the same addresses.
+    let live = dir.join("kallsyms");
+    std::fs::write(
+        &live,
+        "ffffffff81000000 T live_wrong_a\nffffffff81000100 T live_wrong_b\n\
+         ffffffffc0400000 T live_wrong_c\t[e1000]\n",
+    )
+    .unwrap();
+    let mut partly = recorded_ksyms();
+    partly[1] = None;
+    let rows = vec![
+        RawRow {
+            kstack: Some(KADDRS.to_vec()),
+            ksyms: Some(recorded_ksyms()),
+            ..Default::default()
+        },
+        // An older stream's row: no recorded symbols, recorded during another boot.
+        RawRow {
+            kstack: Some(KADDRS.to_vec()),
+            ..Default::default()
+        },
+        RawRow {
+            kstack: Some(KADDRS.to_vec()),
+            ksyms: Some(partly),
+            ..Default::default()
+        },
+    ];
+    let boot = Some("00000000-0000-0000-0000-not-this-boot");
+    let args = ["--kallsyms", live.to_str().unwrap()];
+    let (out, _) = symbolize_rows(&dir, &rows, boot, &args, &[]);
+    let f = out[0].as_ref().unwrap();
+    assert_eq!(
+        names(f),
+        [
+            Some("rec_leaf_fn"),
+            Some("rec_caller_fn"),
+            Some("e1000_xmit")
+        ]
+    );
+    assert_eq!(
+        f.iter().map(|f| f.module.as_deref()).collect::<Vec<_>>(),
+        [
+            Some("[kernel.kallsyms]"),
+            Some("[kernel.kallsyms]"),
+            Some("e1000")
+        ]
+    );
+    assert!(
+        f.iter()
+            .all(|f| f.kernel && f.error.is_none() && f.file.is_none())
+    );
+    assert_eq!(f.iter().map(|f| f.addr).collect::<Vec<_>>(), KADDRS);
+    for frame in out[1].as_ref().unwrap() {
+        assert_eq!(frame.function, None);
+        assert!(
+            frame.error.as_deref().unwrap().contains("another boot"),
+            "{frame:?}"
+        );
+    }
+    let f = out[2].as_ref().unwrap();
+    assert_eq!(names(f), [Some("rec_leaf_fn"), None, Some("e1000_xmit")]);
+    assert!(
+        f[1].error.as_deref().unwrap().contains("kallsyms"),
+        "{:?}",
+        f[1]
+    );
+
+    // Same boot (a kallsyms of this boot given): recorded symbols still win, the fallback
+    // resolves the row without them.
+    let live_boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+    let (out, _) = symbolize_rows(&dir, &rows[..2], Some(live_boot.trim()), &args, &[]);
+    assert_eq!(
+        names(out[0].as_ref().unwrap()),
+        [
+            Some("rec_leaf_fn"),
+            Some("rec_caller_fn"),
+            Some("e1000_xmit")
+        ]
+    );
+    assert_eq!(
+        names(&out[1].as_ref().unwrap()[..2]),
+        [Some("live_wrong_a"), Some("live_wrong_b")]
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn vmlinux_adds_file_and_line_to_recorded_kernel_symbols() {
+    let dir = scratch("sym-vmlinux");
+    // Any ELF file with DWARF serves as "vmlinux": the fixture, whose outer_fn has inlines.
+    let fx = compile(&dir, "inline.c", "vmlinux", &[]);
+    let off = fx.addr("mark_leaf") - fx.addr("outer_fn");
+    let rows = vec![RawRow {
+        kstack: Some(vec![0xffff_ffff_8100_0000 + off, 0xffff_ffff_8200_0000]),
+        ksyms: Some(vec![
+            Some(("outer_fn".into(), off, None)),
+            Some(("not_in_vmlinux".into(), 0x40, None)),
+        ]),
+        ..Default::default()
+    }];
+    let vm = fx.exe.to_str().unwrap();
+    let (out, _) = symbolize_rows(&dir, &rows, Some("other-boot"), &["--vmlinux", vm], &[]);
+    let f = out[0].as_ref().unwrap();
+    assert_inline_chain(&fx, f);
+    assert!(
+        f.iter()
+            .all(|f| f.kernel && f.module.as_deref() == Some("[kernel.kallsyms]"))
+    );
+    assert_eq!(f[3].function.as_deref(), Some("not_in_vmlinux"));
+    assert_eq!(f[3].file, None);
+    // Without --vmlinux: the recorded names only.
+    let (out, _) = symbolize_rows(&dir, &rows, Some("other-boot"), &[], &[]);
+    assert_eq!(
+        names(out[0].as_ref().unwrap()),
+        [Some("outer_fn"), Some("not_in_vmlinux")]
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_100k_row_stream_symbolized_twice_is_identical() {
+    let dir = scratch("sym-determinism");
+    let fx = compile(&dir, "inline.c", "app", &[]);
+    let text: Vec<(u64, u64)> = {
+        let mut t: Vec<(u64, u64)> = fx
+            .funcs
+            .iter()
+            .map(|f| fx.syms[f])
+            .filter(|(_, s)| *s > 0)
+            .collect();
+        t.sort_unstable();
+        t
+    };
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let rows: Vec<RawRow> = (0..100_000)
+        .map(|i| {
+            let depth = 1 + (next() % 6) as usize;
+            let ustack = (0..depth)
+                .map(|_| {
+                    let (a, s) = text[(next() % text.len() as u64) as usize];
+                    let mut f = fx.frame(a + next() % s);
+                    f.addr += (i as u64 % 3) << 32; // different processes, same file
+                    f
+                })
+                .collect();
+            let k = (next() % 4) as usize;
+            RawRow {
+                kstack: Some(KADDRS[..k.min(3)].to_vec()),
+                ksyms: Some(recorded_ksyms()[..k.min(3)].to_vec()),
+                ustack: Some(ustack),
+                ..Default::default()
+            }
+        })
+        .collect();
+    let input = dir.join("in.arrow");
+    std::fs::write(&input, raw_rows_stream(&rows, 4096, Some("other-boot"))).unwrap();
+    let run = |jobs: &str, name: &str| {
+        let out = dir.join(name);
+        let r = Command::new(bin("stacks-symbolize"))
+            .args(["-j", jobs])
+            .arg(&input)
+            .arg("-o")
+            .arg(&out)
+            .env_remove("DEBUGINFOD_URLS")
+            .output()
+            .unwrap();
+        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+        let input = stacks_stream::open_input(Some(&out)).unwrap();
+        let md = input.schema().metadata().clone();
+        (md, input.collect::<Result<Vec<_>, _>>().unwrap())
+    };
+    let (md1, a) = run("2", "a.arrow");
+    let (md2, b) = run("2", "b.arrow");
+    let (_, c) = run("1", "c.arrow");
+    assert_eq!(a.iter().map(|b| b.num_rows()).sum::<usize>(), 100_000);
+    assert_eq!(md1, md2);
+    assert!(a == b, "two runs differ");
+    assert!(a == c, "-j 1 and -j 2 differ");
+    // And the output is not trivially equal: frames resolved, with inlines.
+    let frames = stack_frames(&a);
+    let all: Vec<&SymFrameOut> = frames.iter().flatten().flatten().collect();
+    assert!(
+        all.iter()
+            .any(|f| f.function.as_deref() == Some("leaf_add") && f.inlined)
+    );
+    assert!(
+        all.iter()
+            .filter(|f| !f.kernel)
+            .all(|f| f.function.is_some() || f.error.is_some())
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A one-file debuginfod server: `/buildid/<id>/debuginfo` serves `body`, anything else 404.
+/// Returns its URL and a counter of requests.
+fn debuginfod_server(
+    id: String,
+    body: Vec<u8>,
+) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let h = hits.clone();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            h.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let mut reader = BufReader::new(s.try_clone().unwrap());
+            let mut line = String::new();
+            let _ = reader.read_line(&mut line);
+            loop {
+                let mut hdr = String::new();
+                if reader.read_line(&mut hdr).unwrap_or(0) == 0 || hdr == "\r\n" {
+                    break;
+                }
+            }
+            let want = format!("GET /buildid/{id}/debuginfo ");
+            if line.starts_with(&want) {
+                let _ = write!(
+                    s,
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = s.write_all(&body);
+            } else {
+                let _ = s.write_all(
+                    b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                );
+            }
+        }
+    });
+    (url, hits)
+}
+
+#[test]
+fn debuginfod_fetches_by_build_id_into_a_cache() {
+    let dir = scratch("sym-debuginfod");
+    let fx = compile(&dir, "inline.c", "app", &[]);
+    let (bare, debug) = stripped(&dir, &fx);
+    let (url, hits) = debuginfod_server(fx.build_id.clone(), std::fs::read(&debug).unwrap());
+    let rows = vec![RawRow {
+        ustack: Some(vec![fx.frame_as(fx.addr("mark_leaf"), &bare)]),
+        ..Default::default()
+    }];
+    let cache = dir.join("cache");
+    let c = cache.to_str().unwrap();
+    let env = [
+        ("DEBUGINFOD_URLS", url.as_str()),
+        ("DEBUGINFOD_CACHE_PATH", c),
+    ];
+    let (out, _) = symbolize_rows(&dir, &rows, None, &[], &env);
+    assert_inline_chain(&fx, out[0].as_ref().unwrap());
+    assert!(hits.load(std::sync::atomic::Ordering::SeqCst) >= 1);
+    let cached = cache.join(&fx.build_id).join("debuginfo");
+    assert_eq!(
+        std::fs::read(&cached).unwrap(),
+        std::fs::read(&debug).unwrap()
+    );
+    // From the cache now: the server is gone (a port nothing listens on).
+    let dead = TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead_url = format!("http://{}", dead.local_addr().unwrap());
+    drop(dead);
+    let env = [
+        ("DEBUGINFOD_URLS", dead_url.as_str()),
+        ("DEBUGINFOD_CACHE_PATH", c),
+    ];
+    let (out, _) = symbolize_rows(&dir, &rows, None, &[], &env);
+    assert_inline_chain(&fx, out[0].as_ref().unwrap());
+    // An unknown build id: unresolved, the reason names debuginfod, and it does not hang.
+    let mut other = rows.clone();
+    other[0].ustack.as_mut().unwrap()[0].build_id = Some("00".repeat(20));
+    let t = std::time::Instant::now();
+    let env = [
+        ("DEBUGINFOD_URLS", url.as_str()),
+        ("DEBUGINFOD_CACHE_PATH", c),
+    ];
+    let (out, _) = symbolize_rows(&dir, &other, None, &[], &env);
+    assert!(t.elapsed() < std::time::Duration::from_secs(20));
+    let e = out[0].as_ref().unwrap()[0].error.clone().unwrap();
+    assert!(e.contains("debuginfod") && e.contains("not found"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bad_flags_are_one_line_errors_naming_them() {
+    let dir = scratch("sym-flags");
+    let input = dir.join("in.arrow");
+    std::fs::write(&input, raw_rows_stream(&[RawRow::default()], 10, None)).unwrap();
+    let not_elf = dir.join("notes.txt");
+    std::fs::write(
+        &not_elf,
+        "plain text, long enough to look at: ................................",
+    )
+    .unwrap();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec!["--debug-dir".into(), dir.join("nope").display().to_string()],
+            "--debug-dir",
+        ),
+        (vec!["-b".into(), not_elf.display().to_string()], "-b"),
+        (
+            vec!["--vmlinux".into(), dir.join("nope").display().to_string()],
+            "--vmlinux",
+        ),
+        (vec!["-j".into(), "0".into()], "--jobs"),
+    ];
+    for (args, flag) in cases {
+        let r = Command::new(bin("stacks-symbolize"))
+            .args(&args)
+            .arg(&input)
+            .arg("-o")
+            .arg(dir.join("out.arrow"))
+            .output()
+            .unwrap();
+        assert!(!r.status.success(), "{args:?} succeeded");
+        let err = String::from_utf8_lossy(&r.stderr);
+        let first = err.lines().next().unwrap_or("");
+        assert!(first.contains(flag), "{args:?}: {err}");
+        if flag != "--jobs" {
+            assert!(first.starts_with("stacks-symbolize: error: "), "{err}");
+            assert_eq!(err.lines().count(), 1, "{err}");
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

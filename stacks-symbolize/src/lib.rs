@@ -1,13 +1,19 @@
 //! stacks-symbolize: reads a raw stacks stream and writes the same rows plus a `stack` column of
 //! symbolized frames (function, file, line, inlined frames, module), offline, via blazesym.
 
+pub mod debuginfo;
+pub mod debuginfod;
+pub mod elf;
+pub mod kernel;
 pub mod resolve;
 pub mod transform;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::mpsc::sync_channel;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, anyhow};
+use arrow_array::RecordBatch;
 use clap::Parser;
 use stacks_stream::{check_version, meta, open_input, open_output, stage, stamp};
 
@@ -15,7 +21,13 @@ use stacks_stream::{check_version, meta, open_input, open_output, stage, stamp};
 /// files, lines and inlined frames for its kernel and user frames.
 ///
 ///   stacks-record -e profile -- ./app | stacks-symbolize | stacks-pack out/
-///   stacks-symbolize raw.arrow -o symbolized.arrow
+///   stacks-symbolize raw.arrow -o symbolized.arrow --debug-dir ./debug
+///
+/// User frames are matched to files by build id, first found: -b files, --debug-dir trees,
+/// the recorded path (while its build id matches), /usr/lib/debug/.build-id, .gnu_debuglink,
+/// then debuginfod servers in DEBUGINFOD_URLS (cached in $XDG_CACHE_HOME/stacks/debuginfod;
+/// DEBUGINFOD_TIMEOUT seconds per download, default 30). Kernel frames use the symbols the
+/// recorder took from its kernel's kallsyms.
 #[derive(Parser, Debug)]
 #[command(name = "stacks-symbolize", version, verbatim_doc_comment)]
 struct Args {
@@ -25,13 +37,33 @@ struct Args {
     /// Write to FILE instead of stdout.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: Option<PathBuf>,
-    /// kallsyms file for kernel frames (must come from the boot that recorded the stream).
+    /// A binary or debug file for the recorded module with the same build id (repeatable);
+    /// used only where its build id matches.
+    #[arg(short = 'b', long = "binary", value_name = "PATH")]
+    binaries: Vec<PathBuf>,
+    /// Directory searched recursively for debug files, matched by build id (repeatable).
+    #[arg(long = "debug-dir", value_name = "DIR")]
+    debug_dirs: Vec<PathBuf>,
+    /// vmlinux with DWARF of the recording kernel: adds file:line to kernel frames.
+    #[arg(long = "vmlinux", value_name = "PATH")]
+    vmlinux: Option<PathBuf>,
+    /// kallsyms for kernel frames of streams without recorded kernel symbols (only used when
+    /// the stream was recorded during this boot).
     #[arg(
         long = "kallsyms",
         value_name = "FILE",
         default_value = "/proc/kallsyms"
     )]
     kallsyms: PathBuf,
+    /// Do not expand inlined functions (faster).
+    #[arg(long = "no-inlines")]
+    no_inlines: bool,
+    /// No file, line or inlined functions: function names only (fastest).
+    #[arg(long = "no-lines")]
+    no_lines: bool,
+    /// Symbolizer threads (default: available cores).
+    #[arg(short = 'j', long = "jobs", value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    jobs: Option<u16>,
 }
 
 /// Entry point of the `stacks-symbolize` binary.
@@ -41,6 +73,17 @@ pub fn run() -> Result<ExitCode> {
     if args.input.is_none() {
         stacks_stream::cli::refuse_tty_stdin("stacks-symbolize")?;
     }
+    if let Some(v) = &args.vmlinux {
+        let info = elf::read(v).map_err(|e| anyhow!("--vmlinux {e}"))?;
+        if !info.has_symbols {
+            return Err(anyhow!("--vmlinux {}: has no symbol table", v.display()));
+        }
+    }
+    let debuginfod = debuginfod::Debuginfod::from_env();
+    let finder = debuginfo::Finder::new(&args.binaries, &args.debug_dirs, debuginfod)
+        .map_err(|e| anyhow!(e))?;
+    let debug_dirs = finder.blazesym_debug_dirs();
+
     let mut input = open_input(args.input.as_deref())?;
     let schema = input.schema();
     check_version(&schema, input.name())?;
@@ -52,26 +95,90 @@ pub fn run() -> Result<ExitCode> {
         stage::SYMBOLIZED,
     );
     let layout = transform::Layout::new(&schema, input.name(), metadata)?;
-    let kernel = resolve::kernel_source(
+    let fallback = kernel::fallback_kallsyms(
         schema.metadata().get(meta::BOOT_ID).map(String::as_str),
+        &kernel::live_boot_id(),
         Path::new(&args.kallsyms),
     );
-    if let Err(why) = &kernel {
-        eprintln!("stacks-symbolize: kernel frames stay unresolved: {why}");
+    let kernel = transform::KernelConfig {
+        vmlinux: args.vmlinux.clone(),
+        fallback,
+    };
+    let mut sym = transform::Symbolize::new(finder, kernel);
+    let opts = resolve::Options {
+        lines: !args.no_lines,
+        inlines: !args.no_inlines,
+    };
+    let jobs = args.jobs.map(usize::from).unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    });
+    let out = open_output(args.output.as_deref(), &layout.output)?;
+    let out_name = args
+        .output
+        .as_ref()
+        .map_or("stdout".to_string(), |p| p.display().to_string());
+    let in_name = input.name().to_string();
+
+    // Three stages on their own threads: decode (reader), symbolize (here), encode (writer).
+    std::thread::scope(|s| -> Result<()> {
+        let pool = resolve::Pool::start(s, jobs, opts, debug_dirs);
+        let (in_tx, in_rx) = sync_channel::<Result<RecordBatch, stacks_stream::ContractError>>(2);
+        let (out_tx, out_rx) = sync_channel::<RecordBatch>(2);
+        s.spawn(move || {
+            while let Some(b) = input.next_batch().transpose() {
+                let stop = b.is_err();
+                if in_tx.send(b).is_err() || stop {
+                    break;
+                }
+            }
+        });
+        let writer = s.spawn(move || -> Result<()> {
+            let mut out = out;
+            for b in out_rx {
+                out.write(&b)?;
+            }
+            out.finish()?;
+            Ok(())
+        });
+        let mut failed = None;
+        for b in in_rx {
+            let batch = match b {
+                Ok(b) => b,
+                Err(e) => {
+                    failed = Some(anyhow::Error::new(e));
+                    break;
+                }
+            };
+            let done = sym
+                .batch(&batch, &layout, &pool)
+                .with_context(|| format!("{in_name}: building the symbolized batch"))?;
+            if out_tx.send(done).is_err() {
+                break; // the writer failed: its error is reported below
+            }
+        }
+        drop(out_tx);
+        let written = writer
+            .join()
+            .map_err(|_| anyhow!("the writer thread panicked"))?;
+        written.with_context(|| format!("writing {out_name}"))?;
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    })?;
+
+    for (b, id) in sym.finder().unused_binaries() {
+        eprintln!(
+            "stacks-symbolize: -b {}: its build id {id} matches no module of the stream: not used",
+            b.display()
+        );
     }
-    let mut resolver = resolve::Resolver::new(kernel);
-    let mut out = open_output(args.output.as_deref(), &layout.output)?;
-    let mut rows = 0u64;
-    while let Some(batch) = input.next_batch()? {
-        let sym = transform::symbolize_batch(&batch, &layout, &mut resolver)
-            .with_context(|| format!("{}: building the symbolized batch", input.name()))?;
-        rows += sym.num_rows() as u64;
-        out.write(&sym)?;
-    }
-    out.finish()?;
+    let st = sym.stats;
     eprintln!(
-        "stacks-symbolize: {rows} rows, {} distinct frames resolved",
-        resolver.unique_frames()
+        "stacks-symbolize: {} rows, {} distinct frames resolved ({} stack elements in, {} frames out)",
+        st.rows, st.unique, st.frames_in, st.frames_out
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -1,23 +1,27 @@
-//! Address → frames resolution with blazesym, cached so every distinct address is looked up
-//! once per stream: user frames by (module, build id, file offset), kernel frames by address.
+//! Address → frames with blazesym. A [`Worker`] owns one `Symbolizer` (which is not `Send` and
+//! keeps every parsed file); a [`Pool`] runs one worker per thread and spreads a batch's
+//! distinct lookups over them.
 
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::rc::Rc;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, Sender, channel};
 
+use blazesym::inspect::Inspector;
 use blazesym::symbolize::source::{Elf, Kernel, Source};
 use blazesym::symbolize::{CodeInfo, Input, Symbolized, Symbolizer};
-use blazesym::{MaybeDefault, helper::read_elf_build_id};
+use blazesym::{MaybeDefault, inspect};
 
-/// The symbol part of one output frame (location identity comes from the input frame).
-#[derive(Clone, Debug, PartialEq)]
+/// The symbol part of one output frame (where it is comes from the input frame).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SymFrame {
+    /// Demangled function name.
     pub function: Option<String>,
+    /// The symbol as the file names it (mangled).
+    pub symbol: Option<String>,
     pub file: Option<String>,
     pub line: Option<u32>,
     pub column: Option<u32>,
     pub inlined: bool,
-    pub module: Option<String>,
     pub error: Option<String>,
 }
 
@@ -26,77 +30,79 @@ impl SymFrame {
     pub fn unresolved(why: impl Into<String>) -> Self {
         SymFrame {
             function: None,
+            symbol: None,
             file: None,
             line: None,
             column: None,
             inlined: false,
-            module: None,
             error: Some(why.into()),
+        }
+    }
+
+    /// A function known by name only (no line information).
+    pub fn named(raw: &str) -> Self {
+        SymFrame {
+            function: Some(demangle(raw)),
+            symbol: Some(raw.to_string()),
+            file: None,
+            line: None,
+            column: None,
+            inlined: false,
+            error: None,
         }
     }
 }
 
 /// Frames for one address: several when calls were inlined there, innermost first.
-pub type Frames = Rc<Vec<SymFrame>>;
+pub type Frames = Arc<[SymFrame]>;
 
-/// Identity of a user module: recorded path and build id.
-#[derive(Clone, Debug, Hash, PartialEq, Eq)]
-pub struct ModuleKey {
-    pub path: String,
-    pub build_id: Option<String>,
+/// Demangle a Rust (legacy or v0) or C++ symbol; other names are returned as they are.
+pub fn demangle(raw: &str) -> String {
+    if let Ok(d) = rustc_demangle::try_demangle(raw) {
+        return format!("{d:#}");
+    }
+    if raw.starts_with("_Z")
+        && let Ok(sym) = cpp_demangle::Symbol::new(raw)
+        && let Ok(d) = sym.demangle()
+    {
+        return d;
+    }
+    raw.to_string()
 }
 
-pub struct Resolver {
-    symbolizer: Symbolizer,
-    kernel: Result<Source<'static>, String>,
-    kernel_cache: HashMap<u64, Frames>,
-    user_cache: HashMap<(ModuleKey, u64), Frames>,
-    modules: HashMap<ModuleKey, Result<PathBuf, String>>,
-    pub lookups: u64,
+/// What symbolization produces.
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    pub lines: bool,
+    pub inlines: bool,
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+/// One unit of work: addresses in one file.
+#[derive(Clone, Debug)]
+pub enum Job {
+    /// ELF addresses (as in the file's symbol table) in `file`.
+    Elf { file: PathBuf, addrs: Vec<u64> },
+    /// Kernel addresses of this boot, against a kallsyms file.
+    Kallsyms { file: PathBuf, addrs: Vec<u64> },
+    /// Kernel `symbol + offset` looked up in a vmlinux with DWARF; the symbol's own name is
+    /// the answer when the vmlinux does not know it.
+    Vmlinux {
+        file: PathBuf,
+        syms: Vec<(String, u64)>,
+    },
 }
 
-/// Decide whether kernel frames of this recording can be resolved here: only against the
-/// kallsyms of the very boot that recorded them (addresses move with every boot's KASLR).
-pub fn kernel_source(
-    recorded_boot_id: Option<&str>,
-    kallsyms: &Path,
-) -> Result<Source<'static>, String> {
-    let live = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default();
-    match recorded_boot_id {
-        None => return Err("the stream does not say which boot recorded it".into()),
-        Some(b) if b != live => {
-            return Err(format!(
-                "recorded during another boot ({b}); this machine is {live}: kernel symbols would be wrong"
-            ));
+impl Job {
+    pub fn len(&self) -> usize {
+        match self {
+            Job::Elf { addrs, .. } | Job::Kallsyms { addrs, .. } => addrs.len(),
+            Job::Vmlinux { syms, .. } => syms.len(),
         }
-        Some(_) => {}
     }
-    let text = std::fs::read_to_string(kallsyms)
-        .map_err(|e| format!("cannot read {}: {e}", kallsyms.display()))?;
-    let hidden = text.lines().take(100).all(|l| {
-        l.split(' ')
-            .next()
-            .is_some_and(|a| a.bytes().all(|b| b == b'0'))
-    });
-    if hidden {
-        return Err(format!(
-            "{} hides addresses (kptr_restrict): run as root",
-            kallsyms.display()
-        ));
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
-    Ok(Source::Kernel(Kernel {
-        kallsyms: MaybeDefault::Some(kallsyms.to_path_buf()),
-        vmlinux: MaybeDefault::None,
-        kaslr_offset: None,
-        debug_syms: false,
-        ..Default::default()
-    }))
 }
 
 fn code_parts(ci: Option<&CodeInfo<'_>>) -> (Option<String>, Option<u32>, Option<u32>) {
@@ -115,28 +121,27 @@ fn expand(sym: Symbolized<'_>) -> Vec<SymFrame> {
     match sym {
         Symbolized::Unknown(reason) => vec![SymFrame::unresolved(reason.to_string())],
         Symbolized::Sym(s) => {
-            let module = s.module.as_ref().map(|m| m.to_string_lossy().into_owned());
             let mut out = Vec::with_capacity(s.inlined.len() + 1);
             for f in s.inlined.iter().rev() {
                 let (file, line, column) = code_parts(f.code_info.as_ref());
                 out.push(SymFrame {
-                    function: Some(f.name.to_string()),
+                    function: Some(demangle(&f.name)),
+                    symbol: Some(f.name.to_string()),
                     file,
                     line,
                     column,
                     inlined: true,
-                    module: module.clone(),
                     error: None,
                 });
             }
             let (file, line, column) = code_parts(s.code_info.as_deref());
             out.push(SymFrame {
-                function: Some(s.name.to_string()),
+                function: Some(demangle(&s.name)),
+                symbol: Some(s.name.to_string()),
                 file,
                 line,
                 column,
                 inlined: false,
-                module,
                 error: None,
             });
             out
@@ -144,120 +149,215 @@ fn expand(sym: Symbolized<'_>) -> Vec<SymFrame> {
     }
 }
 
-impl Resolver {
-    pub fn new(kernel: Result<Source<'static>, String>) -> Self {
-        Resolver {
+/// One thread's symbolizer.
+pub struct Worker {
+    symbolizer: Symbolizer,
+    inspector: Inspector,
+}
+
+impl Worker {
+    pub fn new(opts: Options, debug_dirs: &[PathBuf]) -> Self {
+        Worker {
             symbolizer: Symbolizer::builder()
-                .enable_code_info(true)
-                .enable_inlined_fns(true)
-                .enable_demangling(true)
+                .enable_code_info(opts.lines)
+                .enable_inlined_fns(opts.inlines && opts.lines)
+                .enable_demangling(false)
+                .set_debug_dirs(Some(debug_dirs))
                 .build(),
-            kernel,
-            kernel_cache: HashMap::new(),
-            user_cache: HashMap::new(),
-            modules: HashMap::new(),
-            lookups: 0,
+            inspector: Inspector::new(),
         }
     }
 
-    /// Unique addresses resolved so far (kernel + user).
-    pub fn unique_frames(&self) -> usize {
-        self.kernel_cache.len() + self.user_cache.len()
-    }
-
-    /// Where to read a module's symbols from: the recorded path, if its build id still matches.
-    fn module_file(&mut self, key: &ModuleKey) -> Result<PathBuf, String> {
-        if let Some(r) = self.modules.get(key) {
-            return r.clone();
-        }
-        let path = PathBuf::from(&key.path);
-        let r = if !path.exists() {
-            Err(format!("module {} not found on this machine", key.path))
-        } else {
-            match (&key.build_id, read_elf_build_id(&path)) {
-                (Some(want), Ok(Some(have))) if hex(&have) != *want => Err(format!(
-                    "build id mismatch: recorded {want}, {} has {}",
-                    key.path,
-                    hex(&have)
-                )),
-                (_, Err(e)) => Err(format!("cannot read {}: {e}", key.path)),
-                _ => Ok(path),
-            }
-        };
-        self.modules.insert(key.clone(), r.clone());
-        r
-    }
-
-    /// Resolve any of `offsets` (already return-address adjusted) not yet cached for `module`.
-    pub fn prefetch_user(&mut self, module: &ModuleKey, offsets: &mut Vec<u64>) {
-        offsets.retain(|o| !self.user_cache.contains_key(&(module.clone(), *o)));
-        offsets.sort_unstable();
-        offsets.dedup();
-        if offsets.is_empty() {
-            return;
-        }
-        self.lookups += offsets.len() as u64;
-        let results: Vec<Vec<SymFrame>> = match self.module_file(module) {
-            Err(why) => vec![vec![SymFrame::unresolved(why)]; offsets.len()],
-            Ok(path) => {
-                let src = Source::Elf(Elf::new(path));
-                match self.symbolizer.symbolize(&src, Input::FileOffset(offsets)) {
+    /// Frames for every input of `job`, in order.
+    pub fn run(&mut self, job: &Job) -> Vec<Vec<SymFrame>> {
+        match job {
+            Job::Elf { file, addrs } => {
+                let src = Source::Elf(Elf::new(file));
+                match self.symbolizer.symbolize(&src, Input::VirtOffset(addrs)) {
                     Ok(syms) => syms.into_iter().map(expand).collect(),
                     Err(e) => {
-                        let why = format!("symbolizing {}: {e}", module.path);
-                        vec![vec![SymFrame::unresolved(why)]; offsets.len()]
+                        let why = format!("reading {}: {e}", file.display());
+                        vec![vec![SymFrame::unresolved(why)]; addrs.len()]
                     }
                 }
             }
+            Job::Kallsyms { file, addrs } => {
+                let src = Source::Kernel(Kernel {
+                    kallsyms: MaybeDefault::Some(file.clone()),
+                    vmlinux: MaybeDefault::None,
+                    kaslr_offset: None,
+                    debug_syms: false,
+                    ..Default::default()
+                });
+                match self.symbolizer.symbolize(&src, Input::AbsAddr(addrs)) {
+                    Ok(syms) => syms.into_iter().map(expand).collect(),
+                    Err(e) => {
+                        let why = format!("{}: {e}", file.display());
+                        vec![vec![SymFrame::unresolved(why)]; addrs.len()]
+                    }
+                }
+            }
+            Job::Vmlinux { file, syms } => self.vmlinux(file, syms),
+        }
+    }
+
+    fn vmlinux(&mut self, file: &PathBuf, syms: &[(String, u64)]) -> Vec<Vec<SymFrame>> {
+        let named = |s: &str| vec![SymFrame::named(s)];
+        let mut names: Vec<&str> = syms.iter().map(|(s, _)| s.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        let mut src = inspect::source::Elf::new(file);
+        src.debug_syms = false;
+        let found = match self
+            .inspector
+            .lookup(&inspect::source::Source::Elf(src), &names)
+        {
+            Ok(found) => found,
+            Err(_) => return syms.iter().map(|(s, _)| named(s)).collect(),
         };
-        for (o, frames) in offsets.iter().zip(results) {
-            self.user_cache
-                .insert((module.clone(), *o), Rc::new(frames));
-        }
-    }
-
-    pub fn user(&self, module: &ModuleKey, offset: u64) -> Frames {
-        self.user_cache
-            .get(&(module.clone(), offset))
-            .cloned()
-            .unwrap_or_else(|| Rc::new(vec![SymFrame::unresolved("not looked up")]))
-    }
-
-    /// Resolve any kernel addresses (already adjusted) not yet cached.
-    pub fn prefetch_kernel(&mut self, addrs: &mut Vec<u64>) {
-        addrs.retain(|a| !self.kernel_cache.contains_key(a));
-        addrs.sort_unstable();
-        addrs.dedup();
-        if addrs.is_empty() {
-            return;
-        }
-        self.lookups += addrs.len() as u64;
-        let results: Vec<Vec<SymFrame>> = match &self.kernel {
-            Err(why) => vec![vec![SymFrame::unresolved(why.clone())]; addrs.len()],
-            Ok(src) => match self.symbolizer.symbolize(src, Input::AbsAddr(addrs)) {
-                Ok(syms) => syms.into_iter().map(expand).collect(),
-                Err(e) => vec![vec![SymFrame::unresolved(format!("kallsyms: {e}"))]; addrs.len()],
-            },
-        };
-        for (a, frames) in addrs.iter().zip(results) {
-            self.kernel_cache.insert(*a, Rc::new(frames));
-        }
-    }
-
-    pub fn kernel(&self, addr: u64) -> Frames {
-        self.kernel_cache
-            .get(&addr)
-            .cloned()
-            .unwrap_or_else(|| Rc::new(vec![SymFrame::unresolved("not looked up")]))
+        let addr_of: std::collections::HashMap<&str, u64> = names
+            .iter()
+            .zip(&found)
+            .filter_map(|(n, infos)| Some((*n, infos.first()?.addr)))
+            .collect();
+        let src = Source::Elf(Elf::new(file));
+        syms.iter()
+            .map(|(s, off)| {
+                let Some(base) = addr_of.get(s.as_str()) else {
+                    return named(s);
+                };
+                match self
+                    .symbolizer
+                    .symbolize_single(&src, Input::VirtOffset(base + off))
+                {
+                    Ok(sym @ Symbolized::Sym(_)) => expand(sym),
+                    _ => named(s),
+                }
+            })
+            .collect()
     }
 }
 
-/// Adjust a return address so it points into the call instruction (not the leaf frame).
-pub fn lookup_addr(index_in_stack: usize, addr: u64) -> u64 {
-    if index_in_stack == 0 {
-        addr
-    } else {
-        addr.saturating_sub(1)
+type Reply = (usize, Vec<Vec<SymFrame>>);
+
+/// Worker threads, one `Symbolizer` each, living as long as the scope they were started in.
+pub struct Pool {
+    senders: Vec<Sender<(usize, Arc<Job>)>>,
+    replies: Receiver<Reply>,
+}
+
+/// Jobs with fewer inputs than this are not split across workers.
+const SPLIT_MIN: usize = 64;
+
+impl Pool {
+    /// Start `n` workers (at least one) in `scope`.
+    pub fn start<'scope>(
+        scope: &'scope std::thread::Scope<'scope, '_>,
+        n: usize,
+        opts: Options,
+        debug_dirs: Vec<PathBuf>,
+    ) -> Self {
+        let (reply_tx, replies) = channel::<Reply>();
+        let mut senders = Vec::new();
+        for _ in 0..n.max(1) {
+            let (tx, rx) = channel::<(usize, Arc<Job>)>();
+            let reply_tx = reply_tx.clone();
+            let dirs = debug_dirs.clone();
+            scope.spawn(move || {
+                let mut w = Worker::new(opts, &dirs);
+                for (tag, job) in rx {
+                    if reply_tx.send((tag, w.run(&job))).is_err() {
+                        break;
+                    }
+                }
+            });
+            senders.push(tx);
+        }
+        Pool { senders, replies }
+    }
+
+    /// Number of workers.
+    pub fn workers(&self) -> usize {
+        self.senders.len()
+    }
+
+    /// Run `jobs`, large ones split across the workers; results in input order.
+    pub fn run(&self, jobs: Vec<Job>) -> Vec<Vec<Vec<SymFrame>>> {
+        let n = self.senders.len();
+        let njobs = jobs.len();
+        // Split into pieces: (job index, piece).
+        let mut pieces: Vec<(usize, Job)> = Vec::new();
+        for (i, job) in jobs.into_iter().enumerate() {
+            let parts = if n > 1 && job.len() >= SPLIT_MIN * 2 {
+                n
+            } else {
+                1
+            };
+            if parts == 1 {
+                pieces.push((i, job));
+                continue;
+            }
+            let chunk = job.len().div_ceil(parts);
+            match job {
+                Job::Elf { file, addrs } => {
+                    for c in addrs.chunks(chunk) {
+                        pieces.push((
+                            i,
+                            Job::Elf {
+                                file: file.clone(),
+                                addrs: c.to_vec(),
+                            },
+                        ))
+                    }
+                }
+                Job::Kallsyms { file, addrs } => {
+                    for c in addrs.chunks(chunk) {
+                        pieces.push((
+                            i,
+                            Job::Kallsyms {
+                                file: file.clone(),
+                                addrs: c.to_vec(),
+                            },
+                        ))
+                    }
+                }
+                Job::Vmlinux { file, syms } => {
+                    for c in syms.chunks(chunk) {
+                        pieces.push((
+                            i,
+                            Job::Vmlinux {
+                                file: file.clone(),
+                                syms: c.to_vec(),
+                            },
+                        ))
+                    }
+                }
+            }
+        }
+        // Largest first to the least loaded worker.
+        let mut order: Vec<usize> = (0..pieces.len()).collect();
+        order.sort_by_key(|&p| std::cmp::Reverse(pieces[p].1.len()));
+        let mut load = vec![0usize; n];
+        let owners: Vec<usize> = pieces.iter().map(|(i, _)| *i).collect();
+        let mut pieces: Vec<Option<Job>> = pieces.into_iter().map(|(_, j)| Some(j)).collect();
+        for p in order {
+            let w = (0..n).min_by_key(|&w| load[w]).expect("a worker");
+            let job = pieces[p].take().expect("sent once");
+            load[w] += job.len().max(1);
+            self.senders[w]
+                .send((p, Arc::new(job)))
+                .expect("symbolizer worker alive");
+        }
+        let mut got: Vec<Option<Vec<Vec<SymFrame>>>> = vec![None; owners.len()];
+        for _ in 0..owners.len() {
+            let (tag, frames) = self.replies.recv().expect("symbolizer worker alive");
+            got[tag] = Some(frames);
+        }
+        let mut out: Vec<Vec<Vec<SymFrame>>> = vec![Vec::new(); njobs];
+        for (p, frames) in got.into_iter().enumerate() {
+            out[owners[p]].extend(frames.expect("every piece answered"));
+        }
+        out
     }
 }
 
@@ -270,29 +370,31 @@ mod tests {
         std::hint::black_box(7)
     }
 
-    fn own_module() -> (ModuleKey, u64) {
+    fn own_vaddr() -> (PathBuf, u64) {
         let exe = std::fs::read_link("/proc/self/exe").unwrap();
-        let build_id = read_elf_build_id(&exe).unwrap().map(|b| hex(&b));
         let n = blazesym::normalize::Normalizer::new();
         let out = n
             .normalize_user_addrs(blazesym::Pid::Slf, &[known_function as *const () as u64])
             .unwrap();
-        (
-            ModuleKey {
-                path: exe.to_string_lossy().into_owned(),
-                build_id,
-            },
-            out.outputs[0].0,
-        )
+        let info = crate::elf::read(&exe).unwrap();
+        (exe, info.file_offset_to_vaddr(out.outputs[0].0).unwrap())
     }
 
     #[test]
     fn resolves_a_known_function_with_file_and_line() {
-        let (module, offset) = own_module();
-        let mut r = Resolver::new(Err("no kernel".into()));
-        r.prefetch_user(&module, &mut vec![offset]);
-        let frames = r.user(&module, offset);
-        let last = frames.last().unwrap();
+        let (exe, vaddr) = own_vaddr();
+        let mut w = Worker::new(
+            Options {
+                lines: true,
+                inlines: true,
+            },
+            &[],
+        );
+        let frames = w.run(&Job::Elf {
+            file: exe,
+            addrs: vec![vaddr],
+        });
+        let last = frames[0].last().unwrap();
         assert!(
             last.function
                 .as_deref()
@@ -301,61 +403,98 @@ mod tests {
             "{frames:?}"
         );
         assert!(
+            last.symbol.as_deref().unwrap().starts_with("_R")
+                || last.symbol.as_deref().unwrap().starts_with("_ZN"),
+            "{frames:?}"
+        );
+        assert!(
             last.file.as_deref().unwrap().ends_with("resolve.rs"),
             "{frames:?}"
         );
         assert!(last.line.unwrap() > 0);
-        // A second lookup is served from the cache.
-        let before = r.lookups;
-        r.prefetch_user(&module, &mut vec![offset]);
-        assert_eq!(r.lookups, before);
     }
 
     #[test]
-    fn build_id_mismatch_is_reported_not_trusted() {
-        let (mut module, offset) = own_module();
-        module.build_id = Some("00112233445566778899aabbccddeeff00112233".into());
-        let mut r = Resolver::new(Err("no kernel".into()));
-        r.prefetch_user(&module, &mut vec![offset]);
-        let frames = r.user(&module, offset);
-        assert_eq!(frames.len(), 1);
-        assert!(frames[0].function.is_none());
+    fn without_lines_only_names() {
+        let (exe, vaddr) = own_vaddr();
+        let mut w = Worker::new(
+            Options {
+                lines: false,
+                inlines: false,
+            },
+            &[],
+        );
+        let frames = w.run(&Job::Elf {
+            file: exe,
+            addrs: vec![vaddr, 0x7fff_ffff_0000],
+        });
+        assert_eq!(frames[0].len(), 1);
         assert!(
-            frames[0]
-                .error
+            frames[0][0]
+                .function
                 .as_deref()
                 .unwrap()
-                .contains("build id mismatch")
+                .ends_with("known_function")
         );
+        assert!(frames[0][0].file.is_none() && frames[0][0].line.is_none());
+        assert!(frames[1][0].function.is_none() && frames[1][0].error.is_some());
     }
 
     #[test]
-    fn missing_module_is_reported() {
-        let module = ModuleKey {
-            path: "/nonexistent/lib.so".into(),
-            build_id: None,
+    fn pool_splits_and_keeps_order() {
+        let (exe, vaddr) = own_vaddr();
+        let opts = Options {
+            lines: true,
+            inlines: true,
         };
-        let mut r = Resolver::new(Err("no kernel".into()));
-        r.prefetch_user(&module, &mut vec![0x1000]);
-        assert!(
-            r.user(&module, 0x1000)[0]
-                .error
-                .as_deref()
-                .unwrap()
-                .contains("not found")
+        std::thread::scope(|s| {
+            let pool = Pool::start(s, 2, opts, vec![]);
+            let addrs: Vec<u64> = (0..300)
+                .map(|i| {
+                    if i % 3 == 0 {
+                        vaddr
+                    } else {
+                        0x7fff_ffff_0000 + i
+                    }
+                })
+                .collect();
+            let out = pool.run(vec![
+                Job::Elf {
+                    file: exe.clone(),
+                    addrs: addrs.clone(),
+                },
+                Job::Elf {
+                    file: "/nonexistent".into(),
+                    addrs: vec![5],
+                },
+            ]);
+            assert_eq!(out.len(), 2);
+            assert_eq!(out[0].len(), 300);
+            for (i, f) in out[0].iter().enumerate() {
+                assert_eq!(
+                    f.last().unwrap().function.is_some(),
+                    i % 3 == 0,
+                    "{i}: {f:?}"
+                );
+            }
+            assert!(
+                out[1][0][0]
+                    .error
+                    .as_deref()
+                    .unwrap()
+                    .contains("/nonexistent")
+            );
+        });
+    }
+
+    #[test]
+    fn demangles_rust_and_cpp() {
+        assert_eq!(
+            demangle("_ZN4core9panicking9panic_fmt17h5f1a6fd39197ad62E"),
+            "core::panicking::panic_fmt"
         );
-    }
-
-    #[test]
-    fn kernel_refused_for_another_boot() {
-        let e = kernel_source(Some("not-this-boot"), Path::new("/proc/kallsyms")).unwrap_err();
-        assert!(e.contains("another boot"), "{e}");
-        assert!(kernel_source(None, Path::new("/proc/kallsyms")).is_err());
-    }
-
-    #[test]
-    fn return_addresses_point_into_the_call() {
-        assert_eq!(lookup_addr(0, 100), 100);
-        assert_eq!(lookup_addr(1, 100), 99);
+        assert_eq!(demangle("_ZN3foo3barEv"), "foo::bar()");
+        assert_eq!(demangle("plain_c"), "plain_c");
+        assert_eq!(demangle("_Z"), "_Z");
     }
 }

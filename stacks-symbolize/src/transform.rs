@@ -1,19 +1,69 @@
-//! Turns raw batches into symbolized ones: reads `kstack`/`ustack`, resolves every distinct
-//! address once, and appends the `stack` column (kernel frames leaf→root, then user frames).
+//! Raw batches → symbolized ones. Every stack element is reduced to a key (module + offset,
+//! kernel symbol + offset, …); each distinct key of the stream is resolved once (on the worker
+//! pool) and kept; a batch's `stack` column is a `take` from a small table of the batch's
+//! distinct frames, with the per-element addresses set afterwards.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use arrow_array::builder::{
-    BooleanBuilder, ListBuilder, StringBuilder, StructBuilder, UInt32Builder, UInt64Builder,
-};
+use arrow_array::builder::{BooleanBuilder, StringBuilder, UInt32Builder, UInt64Builder};
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, UInt64Type};
-use arrow_array::{Array, ArrayRef, ListArray, RecordBatch, StructArray};
-use arrow_schema::{DataType, Field, Schema, SchemaRef};
-use stacks_stream::{ContractError, col, uframe};
+use arrow_array::{
+    Array, ArrayRef, ListArray, RecordBatch, StringArray, StructArray, UInt32Array, UInt64Array,
+};
+use arrow_buffer::OffsetBuffer;
+use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
+use stacks_stream::{ContractError, col, ksym, uframe};
 
-use crate::resolve::{ModuleKey, Resolver, SymFrame, lookup_addr};
+use crate::debuginfo::{Finder, ModuleFiles};
+use crate::kernel::KERNEL_MODULE;
+use crate::resolve::{Frames, Job, Pool, SymFrame};
+
+/// FxHash: a fast hash for the short keys of the per-frame maps.
+#[derive(Default, Clone, Copy)]
+pub struct Fx(u64);
+
+impl Hasher for Fx {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            self.add(u64::from_le_bytes(c.try_into().expect("8 bytes")));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut b = [0u8; 8];
+            b[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(b));
+        }
+    }
+    fn write_u8(&mut self, i: u8) {
+        self.add(i as u64)
+    }
+    fn write_u32(&mut self, i: u32) {
+        self.add(i as u64)
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.add(i)
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64)
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+impl Fx {
+    #[inline]
+    fn add(&mut self, w: u64) {
+        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<Fx>>;
 
 /// Column positions validated once per stream.
 pub struct Layout {
@@ -21,6 +71,7 @@ pub struct Layout {
     kstack_error: usize,
     ustack: usize,
     ustack_error: usize,
+    kstack_symbols: Option<usize>,
     /// Input columns kept in the output (all but an existing `stack`).
     keep: Vec<usize>,
     pub output: SchemaRef,
@@ -33,24 +84,20 @@ impl Layout {
         metadata: HashMap<String, String>,
     ) -> Result<Self, ContractError> {
         let why = "raw stacks stream from stacks-record";
-        let kstack = stacks_stream::require_column(
-            input,
-            name,
-            col::KSTACK,
-            &stacks_stream::kstack_type(),
-            why,
-        )?;
-        let ustack = stacks_stream::require_column(
-            input,
-            name,
-            col::USTACK,
-            &stacks_stream::ustack_type(),
-            why,
-        )?;
-        let kstack_error =
-            stacks_stream::require_column(input, name, col::KSTACK_ERROR, &DataType::Int32, why)?;
-        let ustack_error =
-            stacks_stream::require_column(input, name, col::USTACK_ERROR, &DataType::Int32, why)?;
+        let req =
+            |column: &str, t: &DataType| stacks_stream::require_column(input, name, column, t, why);
+        let kstack = req(col::KSTACK, &stacks_stream::kstack_type())?;
+        let ustack = req(col::USTACK, &stacks_stream::ustack_type())?;
+        let kstack_error = req(col::KSTACK_ERROR, &DataType::Int32)?;
+        let ustack_error = req(col::USTACK_ERROR, &DataType::Int32)?;
+        // Optional: streams of older recorders have no record-time kernel symbols.
+        let kstack_symbols = match input.index_of(col::KSTACK_SYMBOLS) {
+            Ok(_) => Some(req(
+                col::KSTACK_SYMBOLS,
+                &stacks_stream::kstack_symbols_type(),
+            )?),
+            Err(_) => None,
+        };
         let keep: Vec<usize> = (0..input.fields().len())
             .filter(|&i| input.field(i).name() != col::STACK)
             .collect();
@@ -64,252 +111,719 @@ impl Layout {
             kstack_error,
             ustack,
             ustack_error,
+            kstack_symbols,
             keep,
             output: Arc::new(Schema::new_with_metadata(fields, metadata)),
         })
     }
 }
 
-/// The user frames of one row, as columns of the ustack struct.
-struct UCols<'a> {
-    addr: &'a arrow_array::UInt64Array,
-    module: &'a arrow_array::StringArray,
-    build_id: &'a arrow_array::StringArray,
-    offset: &'a arrow_array::UInt64Array,
-    error: &'a arrow_array::StringArray,
+/// How kernel frames are resolved.
+pub struct KernelConfig {
+    /// vmlinux with DWARF for file:line of record-time symbols.
+    pub vmlinux: Option<PathBuf>,
+    /// For streams without record-time symbols: kallsyms of this boot, or why not.
+    pub fallback: Result<PathBuf, String>,
 }
 
-fn ucols(s: &StructArray) -> UCols<'_> {
-    UCols {
-        addr: s
-            .column_by_name(uframe::ADDR)
-            .expect("validated")
-            .as_primitive::<UInt64Type>(),
-        module: s
-            .column_by_name(uframe::MODULE)
-            .expect("validated")
-            .as_string::<i32>(),
-        build_id: s
-            .column_by_name(uframe::BUILD_ID)
-            .expect("validated")
-            .as_string::<i32>(),
-        offset: s
-            .column_by_name(uframe::OFFSET)
-            .expect("validated")
-            .as_primitive::<UInt64Type>(),
-        error: s
-            .column_by_name(uframe::ERROR)
-            .expect("validated")
-            .as_string::<i32>(),
-    }
+/// Counters reported at the end.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Stats {
+    pub rows: u64,
+    pub frames_in: u64,
+    pub frames_out: u64,
+    /// Distinct frames resolved (user (module, offset), kernel symbol + offset, kernel address).
+    pub unique: u64,
 }
 
-fn errno_text(errno: i32) -> String {
-    let e = std::io::Error::from_raw_os_error(-errno);
-    let s = e.to_string();
-    s.split(" (os error").next().unwrap_or(&s).to_string()
+/// Everything kept across batches: located modules and resolved frames.
+pub struct Symbolize {
+    finder: Finder,
+    kernel: KernelConfig,
+    module_ids: HashMap<(String, Option<String>), u32>,
+    module_keys: Vec<(String, Option<String>)>,
+    modules: Vec<Option<Result<Arc<ModuleFiles>, Frames>>>,
+    user: FxMap<(u32, u64), Frames>,
+    ksym: FxMap<(Box<str>, u64), Frames>,
+    kaddr: FxMap<u64, Frames>,
+    pub stats: Stats,
 }
 
-/// Module name of kernel frames outside loadable modules (as perf names it).
-pub const KERNEL_MODULE: &str = "[kernel.kallsyms]";
-
-/// Builds the `stack` list column.
-struct StackBuilder {
-    list: ListBuilder<StructBuilder>,
-}
-
-/// Location identity of a frame, from the input.
+/// Where a frame is, as the output shows it.
+#[derive(Clone, Copy)]
 struct Place<'a> {
     kernel: bool,
     module: Option<&'a str>,
     build_id: Option<&'a str>,
     offset: Option<u64>,
-    addr: u64,
 }
 
-impl StackBuilder {
-    fn new(capacity: usize) -> Self {
-        let DataType::List(field) = stacks_stream::stack_type() else {
-            unreachable!()
-        };
-        let DataType::Struct(fields) = field.data_type().clone() else {
-            unreachable!()
-        };
-        StackBuilder {
-            list: ListBuilder::with_capacity(StructBuilder::from_fields(fields, 0), capacity)
-                .with_field(field),
-        }
-    }
+/// Distinct output frames of a batch.
+#[derive(Hash, PartialEq, Eq)]
+enum GKey<'a> {
+    User {
+        module: u32,
+        offset: u64,
+        leaf: bool,
+    },
+    Unnormalized {
+        module: Option<&'a str>,
+        build_id: Option<&'a str>,
+        offset: Option<u64>,
+        error: Option<&'a str>,
+    },
+    KSym {
+        symbol: &'a str,
+        offset: u64,
+        module: Option<&'a str>,
+        leaf: bool,
+    },
+    KNoSym,
+    KAddr {
+        addr: u64,
+    },
+    Missed {
+        kernel: bool,
+        errno: i32,
+    },
+}
 
-    /// Append one frame; field positions follow `stacks_stream::frame_fields()`.
-    fn frame(&mut self, s: &SymFrame, p: &Place<'_>) {
-        let b = self.list.values();
-        macro_rules! f {
-            ($i:expr, $t:ty) => {
-                b.field_builder::<$t>($i).expect("stack frame field")
-            };
-        }
-        f!(0, StringBuilder).append_option(s.function.as_deref());
-        f!(1, StringBuilder).append_option(s.file.as_deref());
-        f!(2, UInt32Builder).append_option(s.line);
-        f!(3, UInt32Builder).append_option(s.column);
-        f!(4, BooleanBuilder).append_value(s.inlined);
-        f!(5, BooleanBuilder).append_value(p.kernel);
-        let module = p.module.or(s.module.as_deref());
-        let module = match module {
-            None if p.kernel => Some(KERNEL_MODULE),
-            m => m,
-        };
-        f!(6, StringBuilder).append_option(module);
-        f!(7, StringBuilder).append_option(p.build_id);
-        f!(8, UInt64Builder).append_option(p.offset);
-        f!(9, UInt64Builder).append_value(p.addr);
-        f!(10, StringBuilder).append_option(s.error.as_deref());
-        b.append(true);
-    }
+/// How a group's frames are found.
+enum Res<'a> {
+    User(u32, u64),
+    KSym(&'a str, u64),
+    KAddr(u64),
+    Fixed(SymFrame),
+}
 
-    /// A frame standing for a stack that could not be captured, so the failure stays visible.
-    fn missed(&mut self, kernel: bool, errno: i32) {
-        let what = if kernel { "kernel" } else { "user" };
-        let text = format!("[missed {what} stack: {}]", errno_text(errno));
-        let s = SymFrame {
-            function: Some(text),
-            ..SymFrame::unresolved(format!("{what} stack capture failed: errno {}", -errno))
-        };
-        self.frame(
-            &s,
-            &Place {
-                kernel,
-                module: None,
-                build_id: None,
-                offset: None,
-                addr: 0,
-            },
-        );
+struct Group<'a> {
+    place: Place<'a>,
+    res: Res<'a>,
+}
+
+fn errno_text(errno: i32) -> String {
+    let e = std::io::Error::from_raw_os_error(errno.saturating_neg());
+    let s = e.to_string();
+    s.split(" (os error").next().unwrap_or(&s).to_string()
+}
+
+/// A frame standing for a stack that could not be captured, so the failure stays visible.
+fn missed(kernel: bool, errno: i32) -> SymFrame {
+    let what = if kernel { "kernel" } else { "user" };
+    SymFrame {
+        function: Some(format!("[missed {what} stack: {}]", errno_text(errno))),
+        ..SymFrame::unresolved(format!(
+            "{what} stack capture failed: errno {}",
+            errno.saturating_neg()
+        ))
     }
 }
 
-/// Symbolize one batch.
-pub fn symbolize_batch(
-    batch: &RecordBatch,
-    layout: &Layout,
-    resolver: &mut Resolver,
-) -> Result<RecordBatch, arrow_schema::ArrowError> {
-    let kstack: &ListArray = batch.column(layout.kstack).as_list::<i32>();
-    let ustack: &ListArray = batch.column(layout.ustack).as_list::<i32>();
-    let kerr = batch
-        .column(layout.kstack_error)
-        .as_primitive::<Int32Type>();
-    let uerr = batch
-        .column(layout.ustack_error)
-        .as_primitive::<Int32Type>();
-    let uvalues = ustack.values().as_struct();
-    let u = ucols(uvalues);
-    let kvalues = kstack.values().as_primitive::<UInt64Type>();
-
-    // Pass 1: every distinct address of this batch, resolved in one call per module.
-    let mut kaddrs = Vec::new();
-    let mut per_module: HashMap<ModuleKey, Vec<u64>> = HashMap::new();
-    for row in 0..batch.num_rows() {
-        if kstack.is_valid(row) {
-            let (start, end) = offsets(kstack, row);
-            for (i, j) in (start..end).enumerate() {
-                kaddrs.push(lookup_addr(i, kvalues.value(j)));
-            }
-        }
-        if ustack.is_valid(row) {
-            let (start, end) = offsets(ustack, row);
-            for (i, j) in (start..end).enumerate() {
-                if u.module.is_valid(j) && u.offset.is_valid(j) {
-                    let key = module_key(&u, j);
-                    per_module
-                        .entry(key)
-                        .or_default()
-                        .push(lookup_addr(i, u.offset.value(j)));
-                }
-            }
-        }
-    }
-    resolver.prefetch_kernel(&mut kaddrs);
-    for (module, mut offs) in per_module {
-        resolver.prefetch_user(&module, &mut offs);
-    }
-
-    // Pass 2: build the stack column.
-    let mut out = StackBuilder::new(batch.num_rows());
-    for row in 0..batch.num_rows() {
-        if kstack.is_null(row) && ustack.is_null(row) {
-            out.list.append_null();
-            continue;
-        }
-        if kerr.is_valid(row) {
-            out.missed(true, kerr.value(row));
-        } else if kstack.is_valid(row) {
-            let (start, end) = offsets(kstack, row);
-            for (i, j) in (start..end).enumerate() {
-                let addr = kvalues.value(j);
-                let place = Place {
-                    kernel: true,
-                    module: None,
-                    build_id: None,
-                    offset: None,
-                    addr,
-                };
-                for s in resolver.kernel(lookup_addr(i, addr)).iter() {
-                    out.frame(s, &place);
-                }
-            }
-        }
-        if uerr.is_valid(row) {
-            out.missed(false, uerr.value(row));
-        } else if ustack.is_valid(row) {
-            let (start, end) = offsets(ustack, row);
-            for (i, j) in (start..end).enumerate() {
-                let place = Place {
-                    kernel: false,
-                    module: u.module.is_valid(j).then(|| u.module.value(j)),
-                    build_id: u.build_id.is_valid(j).then(|| u.build_id.value(j)),
-                    offset: u.offset.is_valid(j).then(|| u.offset.value(j)),
-                    addr: u.addr.value(j),
-                };
-                if u.module.is_valid(j) && u.offset.is_valid(j) {
-                    let frames =
-                        resolver.user(&module_key(&u, j), lookup_addr(i, u.offset.value(j)));
-                    for s in frames.iter() {
-                        out.frame(s, &place);
-                    }
-                } else {
-                    let why = if u.error.is_valid(j) {
-                        u.error.value(j).to_string()
-                    } else {
-                        "address was not normalized at record time".to_string()
-                    };
-                    out.frame(&SymFrame::unresolved(why), &place);
-                }
-            }
-        }
-        out.list.append(true);
-    }
-    let mut columns: Vec<ArrayRef> = layout
-        .keep
-        .iter()
-        .map(|&i| batch.column(i).clone())
-        .collect();
-    columns.push(Arc::new(out.list.finish()));
-    RecordBatch::try_new(layout.output.clone(), columns)
+fn lookup(leaf: bool, v: u64) -> u64 {
+    if leaf { v } else { v.saturating_sub(1) }
 }
 
-fn offsets(list: &ListArray, row: usize) -> (usize, usize) {
+fn list_range(list: &ListArray, row: usize) -> std::ops::Range<usize> {
     let o = list.value_offsets();
-    (o[row] as usize, o[row + 1] as usize)
+    o[row] as usize..o[row + 1] as usize
 }
 
-fn module_key(u: &UCols<'_>, j: usize) -> ModuleKey {
-    ModuleKey {
-        path: u.module.value(j).to_string(),
-        build_id: u
-            .build_id
-            .is_valid(j)
-            .then(|| u.build_id.value(j).to_string()),
+fn opt_str(a: &StringArray, i: usize) -> Option<&str> {
+    a.is_valid(i).then(|| a.value(i))
+}
+
+fn struct_field<'a>(s: &'a StructArray, name: &str) -> Result<&'a ArrayRef, ArrowError> {
+    s.column_by_name(name)
+        .ok_or_else(|| ArrowError::SchemaError(format!("stack element has no field `{name}`")))
+}
+
+impl Symbolize {
+    pub fn new(finder: Finder, kernel: KernelConfig) -> Self {
+        Symbolize {
+            finder,
+            kernel,
+            module_ids: HashMap::new(),
+            module_keys: Vec::new(),
+            modules: Vec::new(),
+            user: FxMap::default(),
+            ksym: FxMap::default(),
+            kaddr: FxMap::default(),
+            stats: Stats::default(),
+        }
+    }
+
+    /// The debug-file finder (for its end-of-run report).
+    pub fn finder(&self) -> &Finder {
+        &self.finder
+    }
+
+    fn module_id(&mut self, path: &str, build_id: Option<&str>) -> u32 {
+        let key = (path.to_string(), build_id.map(str::to_string));
+        if let Some(&id) = self.module_ids.get(&key) {
+            return id;
+        }
+        let id = self.module_keys.len() as u32;
+        self.module_keys.push(key.clone());
+        self.modules.push(None);
+        self.module_ids.insert(key, id);
+        id
+    }
+
+    fn module(&mut self, id: u32) -> Result<Arc<ModuleFiles>, Frames> {
+        if let Some(m) = &self.modules[id as usize] {
+            return m.clone();
+        }
+        let (path, build_id) = &self.module_keys[id as usize];
+        let m = match self.finder.locate(path, build_id.as_deref()) {
+            Ok(files) => Ok(Arc::new(files)),
+            Err(why) => Err(Frames::from(vec![SymFrame::unresolved(why)])),
+        };
+        self.modules[id as usize] = Some(m.clone());
+        m
+    }
+
+    /// Symbolize one batch.
+    pub fn batch(
+        &mut self,
+        batch: &RecordBatch,
+        layout: &Layout,
+        pool: &Pool,
+    ) -> Result<RecordBatch, ArrowError> {
+        let n = batch.num_rows();
+        let kstack = batch.column(layout.kstack).as_list::<i32>();
+        let ustack = batch.column(layout.ustack).as_list::<i32>();
+        let kerr = batch
+            .column(layout.kstack_error)
+            .as_primitive::<Int32Type>();
+        let uerr = batch
+            .column(layout.ustack_error)
+            .as_primitive::<Int32Type>();
+        let kvalues = kstack.values().as_primitive::<UInt64Type>();
+        let u = ustack.values().as_struct();
+        let u_addr = struct_field(u, uframe::ADDR)?.as_primitive::<UInt64Type>();
+        let u_module = struct_field(u, uframe::MODULE)?.as_string::<i32>();
+        let u_build_id = struct_field(u, uframe::BUILD_ID)?.as_string::<i32>();
+        let u_offset = struct_field(u, uframe::OFFSET)?.as_primitive::<UInt64Type>();
+        let u_error = struct_field(u, uframe::ERROR)?.as_string::<i32>();
+        let ksyms = match layout.kstack_symbols {
+            Some(i) => {
+                let list = batch.column(i).as_list::<i32>();
+                let s = list.values().as_struct();
+                Some((
+                    list,
+                    s,
+                    struct_field(s, ksym::SYMBOL)?.as_string::<i32>(),
+                    struct_field(s, ksym::OFFSET)?.as_primitive::<UInt64Type>(),
+                    struct_field(s, ksym::MODULE)?.as_string::<i32>(),
+                ))
+            }
+            None => None,
+        };
+        let vmlinux = self.kernel.vmlinux.is_some();
+
+        // Pass 1: each element's group; groups are the batch's distinct frames.
+        let mut gmap: FxMap<GKey<'_>, u32> = FxMap::default();
+        let mut groups: Vec<Group<'_>> = Vec::new();
+        let mut elem_group: Vec<u32> = Vec::new();
+        let mut elem_addr: Vec<u64> = Vec::new();
+        let mut row_end: Vec<usize> = Vec::with_capacity(n);
+        let mut row_valid: Vec<bool> = Vec::with_capacity(n);
+        let mut last_module: Option<(&str, Option<&str>, u32)> = None;
+        for row in 0..n {
+            if kstack.is_null(row) && ustack.is_null(row) {
+                row_valid.push(false);
+                row_end.push(elem_group.len());
+                continue;
+            }
+            row_valid.push(true);
+            // Kernel frames, leaf first.
+            if kerr.is_valid(row) {
+                let errno = kerr.value(row);
+                push(
+                    &mut gmap,
+                    &mut groups,
+                    &mut elem_group,
+                    &mut elem_addr,
+                    GKey::Missed {
+                        kernel: true,
+                        errno,
+                    },
+                    || Group {
+                        place: Place {
+                            kernel: true,
+                            module: Some(KERNEL_MODULE),
+                            build_id: None,
+                            offset: None,
+                        },
+                        res: Res::Fixed(missed(true, errno)),
+                    },
+                    0,
+                );
+            } else if kstack.is_valid(row) {
+                let range = list_range(kstack, row);
+                let recorded = ksyms.as_ref().and_then(|(list, ..)| {
+                    let r = list_range(list, row);
+                    (list.is_valid(row) && r.len() == range.len()).then_some(r.start)
+                });
+                for (i, j) in range.enumerate() {
+                    let addr = kvalues.value(j);
+                    let leaf = i == 0;
+                    match (recorded, &ksyms) {
+                        (Some(start), Some((_, s, sym, off, module))) => {
+                            let k = start + i;
+                            if s.is_null(k) {
+                                push(
+                                    &mut gmap,
+                                    &mut groups,
+                                    &mut elem_group,
+                                    &mut elem_addr,
+                                    GKey::KNoSym,
+                                    || Group {
+                                        place: kplace(None),
+                                        res: Res::Fixed(SymFrame::unresolved(
+                                            "address not in the recording kernel's kallsyms",
+                                        )),
+                                    },
+                                    addr,
+                                );
+                                continue;
+                            }
+                            let symbol = sym.value(k);
+                            let offset = off.value(k);
+                            let kmod = opt_str(module, k);
+                            // Line lookups differ for return addresses; names alone do not.
+                            let leaf = leaf && vmlinux && kmod.is_none();
+                            push(
+                                &mut gmap,
+                                &mut groups,
+                                &mut elem_group,
+                                &mut elem_addr,
+                                GKey::KSym {
+                                    symbol,
+                                    offset,
+                                    module: kmod,
+                                    leaf,
+                                },
+                                || Group {
+                                    place: kplace(kmod),
+                                    res: if vmlinux && kmod.is_none() {
+                                        Res::KSym(symbol, lookup(leaf, offset))
+                                    } else {
+                                        Res::KSym(symbol, u64::MAX)
+                                    },
+                                },
+                                addr,
+                            );
+                        }
+                        _ => {
+                            let a = lookup(leaf, addr);
+                            push(
+                                &mut gmap,
+                                &mut groups,
+                                &mut elem_group,
+                                &mut elem_addr,
+                                GKey::KAddr { addr: a },
+                                || Group {
+                                    place: kplace(None),
+                                    res: Res::KAddr(a),
+                                },
+                                addr,
+                            );
+                        }
+                    }
+                }
+            }
+            // User frames, leaf first.
+            if uerr.is_valid(row) {
+                let errno = uerr.value(row);
+                push(
+                    &mut gmap,
+                    &mut groups,
+                    &mut elem_group,
+                    &mut elem_addr,
+                    GKey::Missed {
+                        kernel: false,
+                        errno,
+                    },
+                    || Group {
+                        place: Place {
+                            kernel: false,
+                            module: None,
+                            build_id: None,
+                            offset: None,
+                        },
+                        res: Res::Fixed(missed(false, errno)),
+                    },
+                    0,
+                );
+            } else if ustack.is_valid(row) {
+                for (i, j) in list_range(ustack, row).enumerate() {
+                    let addr = u_addr.value(j);
+                    let path = opt_str(u_module, j);
+                    let build_id = opt_str(u_build_id, j);
+                    let offset = u_offset.is_valid(j).then(|| u_offset.value(j));
+                    let (Some(path), Some(offset)) = (path, offset) else {
+                        let error = opt_str(u_error, j);
+                        push(
+                            &mut gmap,
+                            &mut groups,
+                            &mut elem_group,
+                            &mut elem_addr,
+                            GKey::Unnormalized {
+                                module: path,
+                                build_id,
+                                offset,
+                                error,
+                            },
+                            || Group {
+                                place: Place {
+                                    kernel: false,
+                                    module: path,
+                                    build_id,
+                                    offset,
+                                },
+                                res: Res::Fixed(SymFrame::unresolved(
+                                    error.unwrap_or("address was not normalized at record time"),
+                                )),
+                            },
+                            addr,
+                        );
+                        continue;
+                    };
+                    let module = match last_module {
+                        Some((p, b, id)) if p == path && b == build_id => id,
+                        _ => {
+                            let id = self.module_id(path, build_id);
+                            last_module = Some((path, build_id, id));
+                            id
+                        }
+                    };
+                    let leaf = i == 0;
+                    push(
+                        &mut gmap,
+                        &mut groups,
+                        &mut elem_group,
+                        &mut elem_addr,
+                        GKey::User {
+                            module,
+                            offset,
+                            leaf,
+                        },
+                        || Group {
+                            place: Place {
+                                kernel: false,
+                                module: Some(path),
+                                build_id,
+                                offset: Some(offset),
+                            },
+                            res: Res::User(module, lookup(leaf, offset)),
+                        },
+                        addr,
+                    );
+                }
+            }
+            row_end.push(elem_group.len());
+        }
+        drop(gmap);
+
+        // Resolve what no earlier batch did.
+        self.resolve(&groups, pool);
+
+        // The batch's frame table: each group's frames, in group order.
+        let mut table = Table::default();
+        let mut gstart: Vec<u32> = Vec::with_capacity(groups.len() + 1);
+        for g in &groups {
+            gstart.push(table.len);
+            let frames = self.frames(&g.res);
+            for f in frames.iter() {
+                table.push(f, &g.place);
+            }
+        }
+        gstart.push(table.len);
+
+        // Pass 2: every element's frames, as indices into the table.
+        let mut indices: Vec<u32> = Vec::with_capacity(elem_group.len() + elem_group.len() / 4);
+        let mut addrs: Vec<u64> = Vec::with_capacity(indices.capacity());
+        let mut lengths: Vec<usize> = Vec::with_capacity(n);
+        let mut e = 0usize;
+        for &end in &row_end {
+            let before = indices.len();
+            while e < end {
+                let g = elem_group[e] as usize;
+                let a = elem_addr[e];
+                for k in gstart[g]..gstart[g + 1] {
+                    indices.push(k);
+                    addrs.push(a);
+                }
+                e += 1;
+            }
+            lengths.push(indices.len() - before);
+        }
+        self.stats.rows += n as u64;
+        self.stats.frames_in += elem_group.len() as u64;
+        self.stats.frames_out += indices.len() as u64;
+
+        let stack = table.finish(UInt32Array::from(indices), UInt64Array::from(addrs))?;
+        let DataType::List(field) = stacks_stream::stack_type() else {
+            unreachable!("stack type is a list")
+        };
+        let nulls = row_valid.iter().any(|v| !v).then(|| row_valid.into());
+        let list = ListArray::try_new(
+            field,
+            OffsetBuffer::from_lengths(lengths),
+            Arc::new(stack),
+            nulls,
+        )?;
+        let mut columns: Vec<ArrayRef> = layout
+            .keep
+            .iter()
+            .map(|&i| batch.column(i).clone())
+            .collect();
+        columns.push(Arc::new(list));
+        RecordBatch::try_new(layout.output.clone(), columns)
+    }
+
+    fn frames(&self, res: &Res<'_>) -> Frames {
+        let got = match res {
+            Res::User(m, off) => self.user.get(&(*m, *off)).cloned(),
+            Res::KSym(s, off) => self.ksym.get(&(Box::<str>::from(*s), *off)).cloned(),
+            Res::KAddr(a) => self.kaddr.get(a).cloned(),
+            Res::Fixed(f) => Some(Frames::from(vec![f.clone()])),
+        };
+        got.unwrap_or_else(|| Frames::from(vec![SymFrame::unresolved("not looked up")]))
+    }
+
+    /// Resolve the groups' keys not in the caches, on the pool.
+    fn resolve(&mut self, groups: &[Group<'_>], pool: &Pool) {
+        enum Back {
+            User(u32, Vec<u64>),
+            KSym(Vec<(String, u64)>),
+            KAddr(Vec<u64>),
+        }
+        let mut per_module: FxMap<u32, Vec<u64>> = FxMap::default();
+        let mut ksyms: Vec<(String, u64)> = Vec::new();
+        let mut kaddrs: Vec<u64> = Vec::new();
+        for g in groups {
+            match &g.res {
+                Res::User(m, off) if !self.user.contains_key(&(*m, *off)) => {
+                    per_module.entry(*m).or_default().push(*off)
+                }
+                Res::KSym(s, off) if !self.ksym.contains_key(&(Box::<str>::from(*s), *off)) => {
+                    if *off == u64::MAX {
+                        // Name only: no lookup needed.
+                        self.ksym.insert(
+                            (Box::from(*s), *off),
+                            Frames::from(vec![SymFrame::named(s)]),
+                        );
+                        self.stats.unique += 1;
+                    } else {
+                        ksyms.push((s.to_string(), *off));
+                    }
+                }
+                Res::KAddr(a) if !self.kaddr.contains_key(a) => kaddrs.push(*a),
+                _ => {}
+            }
+        }
+        let mut jobs = Vec::new();
+        let mut backs = Vec::new();
+        let mut modules: Vec<(u32, Vec<u64>)> = per_module.into_iter().collect();
+        modules.sort_unstable_by_key(|(m, _)| *m);
+        for (m, mut offs) in modules {
+            offs.sort_unstable();
+            offs.dedup();
+            self.stats.unique += offs.len() as u64;
+            match self.module(m) {
+                Err(why) => {
+                    for o in offs {
+                        self.user.insert((m, o), why.clone());
+                    }
+                }
+                Ok(files) => {
+                    let mut look = Vec::with_capacity(offs.len());
+                    let mut vaddrs = Vec::with_capacity(offs.len());
+                    for o in offs {
+                        match files.vaddr(o) {
+                            Some(v) => {
+                                look.push(o);
+                                vaddrs.push(v);
+                            }
+                            None => {
+                                let why = format!(
+                                    "file offset {o:#x} is outside the loaded segments of {}",
+                                    files.symbols.display()
+                                );
+                                self.user
+                                    .insert((m, o), Frames::from(vec![SymFrame::unresolved(why)]));
+                            }
+                        }
+                    }
+                    if !look.is_empty() {
+                        jobs.push(Job::Elf {
+                            file: files.symbols.clone(),
+                            addrs: vaddrs,
+                        });
+                        backs.push(Back::User(m, look));
+                    }
+                }
+            }
+        }
+        if !ksyms.is_empty() {
+            ksyms.sort_unstable();
+            ksyms.dedup();
+            self.stats.unique += ksyms.len() as u64;
+            let file = self
+                .kernel
+                .vmlinux
+                .clone()
+                .expect("KSym lookups only with vmlinux");
+            jobs.push(Job::Vmlinux {
+                file,
+                syms: ksyms.clone(),
+            });
+            backs.push(Back::KSym(ksyms));
+        }
+        if !kaddrs.is_empty() {
+            kaddrs.sort_unstable();
+            kaddrs.dedup();
+            self.stats.unique += kaddrs.len() as u64;
+            match &self.kernel.fallback {
+                Err(why) => {
+                    let f = Frames::from(vec![SymFrame::unresolved(why.clone())]);
+                    for a in kaddrs {
+                        self.kaddr.insert(a, f.clone());
+                    }
+                }
+                Ok(file) => {
+                    jobs.push(Job::Kallsyms {
+                        file: file.clone(),
+                        addrs: kaddrs.clone(),
+                    });
+                    backs.push(Back::KAddr(kaddrs));
+                }
+            }
+        }
+        if jobs.is_empty() {
+            return;
+        }
+        for (back, results) in backs.into_iter().zip(pool.run(jobs)) {
+            let results = results.into_iter().map(Frames::from);
+            match back {
+                Back::User(m, offs) => {
+                    for (o, f) in offs.into_iter().zip(results) {
+                        self.user.insert((m, o), f);
+                    }
+                }
+                Back::KSym(syms) => {
+                    for ((s, o), f) in syms.into_iter().zip(results) {
+                        self.ksym.insert((s.into_boxed_str(), o), f);
+                    }
+                }
+                Back::KAddr(addrs) => {
+                    for (a, f) in addrs.into_iter().zip(results) {
+                        self.kaddr.insert(a, f);
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn kplace(module: Option<&str>) -> Place<'_> {
+    Place {
+        kernel: true,
+        module: Some(module.unwrap_or(KERNEL_MODULE)),
+        build_id: None,
+        offset: None,
+    }
+}
+
+/// Add one element to its group (made by `group` when new).
+#[allow(clippy::too_many_arguments)]
+fn push<'a>(
+    gmap: &mut FxMap<GKey<'a>, u32>,
+    groups: &mut Vec<Group<'a>>,
+    elem_group: &mut Vec<u32>,
+    elem_addr: &mut Vec<u64>,
+    key: GKey<'a>,
+    group: impl FnOnce() -> Group<'a>,
+    addr: u64,
+) {
+    let g = match gmap.get(&key) {
+        Some(&g) => g,
+        None => {
+            let g = groups.len() as u32;
+            groups.push(group());
+            gmap.insert(key, g);
+            g
+        }
+    };
+    elem_group.push(g);
+    elem_addr.push(addr);
+}
+
+/// Name of the optional last stack field holding the raw (mangled) symbol.
+pub const SYMBOL_FIELD: &str = "symbol";
+
+/// The frames of a batch's groups, column by column (all stack fields but `addr`).
+#[derive(Default)]
+struct Table {
+    len: u32,
+    function: StringBuilder,
+    file: StringBuilder,
+    line: UInt32Builder,
+    column: UInt32Builder,
+    inlined: BooleanBuilder,
+    kernel: BooleanBuilder,
+    module: StringBuilder,
+    build_id: StringBuilder,
+    offset: UInt64Builder,
+    error: StringBuilder,
+    symbol: StringBuilder,
+}
+
+impl Table {
+    fn push(&mut self, f: &SymFrame, p: &Place<'_>) {
+        self.len += 1;
+        self.function.append_option(f.function.as_deref());
+        self.file.append_option(f.file.as_deref());
+        self.line.append_option(f.line);
+        self.column.append_option(f.column);
+        self.inlined.append_value(f.inlined);
+        self.kernel.append_value(p.kernel);
+        self.module.append_option(p.module);
+        self.build_id.append_option(p.build_id);
+        self.offset.append_option(p.offset);
+        self.error.append_option(f.error.as_deref());
+        self.symbol.append_option(f.symbol.as_deref());
+    }
+
+    /// The stack elements: the table's rows at `indices`, with `addrs`. Column order follows
+    /// `stacks_stream::frame_fields()`.
+    fn finish(
+        mut self,
+        indices: UInt32Array,
+        addrs: UInt64Array,
+    ) -> Result<StructArray, ArrowError> {
+        use arrow_select::take::take;
+        let t = |a: &dyn Array| take(a, &indices, None);
+        let mut columns: Vec<ArrayRef> = vec![
+            t(&self.function.finish())?,
+            t(&self.file.finish())?,
+            t(&self.line.finish())?,
+            t(&self.column.finish())?,
+            t(&self.inlined.finish())?,
+            t(&self.kernel.finish())?,
+            t(&self.module.finish())?,
+            t(&self.build_id.finish())?,
+            t(&self.offset.finish())?,
+            Arc::new(addrs),
+            t(&self.error.finish())?,
+        ];
+        let fields = stacks_stream::frame_fields();
+        // The raw symbol, where the contract has the field for it.
+        if fields.len() > columns.len() && fields[columns.len()].name() == SYMBOL_FIELD {
+            columns.push(t(&self.symbol.finish())?);
+        }
+        StructArray::try_new(fields, columns, None)
     }
 }
