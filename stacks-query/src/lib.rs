@@ -1,18 +1,27 @@
 //! `stacks-query`: run one SQL query over the Parquet files of a stacks data directory (the
-//! table `stacks`) and write the result as a text table, CSV, JSON or an Arrow IPC stream.
+//! table `stacks`), with typed parameters and stack functions, and write the result as a text
+//! table, CSV, JSON, NDJSON, an Arrow IPC stream or Parquet.
 //!
 //! The Arrow output carries the recording's `stacks.*` metadata, so `stacks-query cpu |
 //! stacks-pprof` knows what it is converting.
 
 pub mod output;
+pub mod params;
+pub mod position;
 pub mod queries;
 pub mod source;
+pub mod udf;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::Parser;
+use datafusion::common::ParamValues;
+use datafusion::execution::disk_manager::DiskManagerBuilder;
+use datafusion::execution::memory_pool::FairSpillPool;
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::prelude::{SQLOptions, SessionConfig, SessionContext};
 use futures::StreamExt;
 
@@ -26,8 +35,11 @@ use queries::Query;
     version,
     about = "Run SQL over a directory of stacks Parquet files (the table `stacks`)",
     after_help = "Examples:\n  stacks-query cpu | stacks-pprof > cpu.pb.gz\n  \
-                  stacks-query -c \"SELECT kind, count(*) FROM stacks GROUP BY kind\"\n  \
-                  stacks-query --list"
+                  stacks-query offcpu --param comm=nginx --param from=2025-01-02T03:00:00Z | stacks-pprof > off.pb.gz\n  \
+                  stacks-query timeline --param kind=block --param interval=100ms -f csv\n  \
+                  stacks-query -c \"SELECT stack_fold(stack) AS folded, count(*) AS samples FROM stacks GROUP BY 1\"\n  \
+                  stacks-query --list\n\n\
+                  Queries and functions: docs/queries.md"
 )]
 #[command(group = clap::ArgGroup::new("what").required(true).args(["query", "sql", "list"]))]
 pub struct Cli {
@@ -55,13 +67,51 @@ pub struct Cli {
     )]
     pub sql: Option<String>,
 
+    /// Bind a query parameter (`$NAME` in the SQL) to a typed value; repeatable. An empty
+    /// VALUE is NULL. Bundled queries list theirs with --list
+    #[arg(
+        short = 'p',
+        long = "param",
+        value_name = "NAME=VALUE",
+        value_parser = params::split_assignment
+    )]
+    pub params: Vec<(String, String)>,
+
     /// Output format [default: table on a terminal, arrow otherwise]
     #[arg(short = 'f', long, value_enum, value_name = "FORMAT")]
     pub format: Option<Format>,
 
-    /// List the bundled queries and the question each answers
+    /// Memory for query execution, e.g. 512M, 2G: sorts and aggregations beyond it spill to
+    /// temporary files [default: unlimited]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub memory_limit: Option<usize>,
+
+    /// List the bundled queries, the question each answers and its parameters
     #[arg(long)]
     pub list: bool,
+}
+
+/// A byte count with an optional K, M, G or T suffix (powers of 1024).
+fn parse_size(text: &str) -> Result<usize, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: usize = num
+        .parse()
+        .map_err(|_| format!("`{text}` is not a size (e.g. 512M, 2G)"))?;
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        _ => return Err(format!("`{text}`: unknown size unit (use K, M, G or T)")),
+    };
+    match n.checked_mul(1usize << shift) {
+        Some(0) => Err("the size must be more than 0".into()),
+        Some(b) => Ok(b),
+        None => Err(format!("`{text}` is too large")),
+    }
 }
 
 /// Entry point of the binary.
@@ -76,6 +126,8 @@ pub fn run() -> Result<ExitCode> {
         (Some(q), None) => queries::resolve(q)?,
         (None, None) => anyhow::bail!("give a QUERY or -c SQL (see --help)"),
     };
+    let decls = params::declarations(&query.label, &query.sql)?;
+    let values = params::bind(&query.label, &decls, &cli.params, cli.sql.is_some())?;
     let format = cli
         .format
         .unwrap_or(if stacks_stream::cli::stdout_is_tty() {
@@ -97,20 +149,41 @@ pub fn run() -> Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the query runtime")?;
-    runtime.block_on(execute(&files, &query, format, metadata))?;
+    let ctx = session(cli.memory_limit)?;
+    runtime.block_on(execute(&ctx, &files, &query, values, format, metadata))?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// Plan and run `query` over `files`, streaming the result to stdout.
+/// A session with the stack functions, SQL spans for error positions, and the memory limit.
+pub fn session(memory_limit: Option<usize>) -> Result<SessionContext> {
+    let mut config = SessionConfig::new().with_information_schema(true);
+    config.options_mut().sql_parser.collect_spans = true;
+    let mut runtime = RuntimeEnvBuilder::new();
+    if let Some(limit) = memory_limit {
+        // Sorts hold back this much for merging their spill files; the default (10 MiB) would
+        // not fit a small pool.
+        let reserve = &mut config.options_mut().execution.sort_spill_reservation_bytes;
+        *reserve = (*reserve).min(limit / 8);
+        runtime = runtime
+            .with_memory_pool(Arc::new(FairSpillPool::new(limit)))
+            .with_disk_manager_builder(DiskManagerBuilder::default());
+    }
+    let runtime = runtime.build_arc().map_err(flat)?;
+    let ctx = SessionContext::new_with_config_rt(config, runtime);
+    udf::register(&ctx);
+    Ok(ctx)
+}
+
+/// Plan and run `query` over `files` with `values` bound, streaming the result to stdout.
 async fn execute(
+    ctx: &SessionContext,
     files: &[PathBuf],
     query: &Query,
+    values: ParamValues,
     format: Format,
     metadata: std::collections::HashMap<String, String>,
 ) -> Result<()> {
-    let config = SessionConfig::new().with_information_schema(true);
-    let ctx = SessionContext::new_with_config(config);
-    source::register(&ctx, files).await?;
+    source::register(ctx, files).await?;
 
     // Read-only: no CREATE/INSERT/SET; one statement (DataFusion refuses several).
     let options = SQLOptions::new()
@@ -118,21 +191,37 @@ async fn execute(
         .with_allow_dml(false)
         .with_allow_statements(false);
     let label = &query.label;
+    let located = |e| position::locate(label, &e);
     let df = ctx
         .sql_with_options(&query.sql, options)
         .await
-        .map_err(|e| flat(e).context(label.clone()))?;
-    let mut stream = df
-        .execute_stream()
-        .await
-        .map_err(|e| flat(e).context(label.clone()))?;
+        .map_err(located)?;
+    let df = df
+        .with_param_values(values)
+        .map_err(|e| missing_param(label, e))?;
+    let mut stream = df.execute_stream().await.map_err(located)?;
     let schema = stream.schema();
     let mut writer = Writer::new(format, &schema, metadata)?;
     while let Some(batch) = stream.next().await {
-        let batch = batch.map_err(|e| flat(e).context(label.clone()))?;
+        let batch = batch.map_err(located)?;
         writer.write(&batch)?;
     }
     writer.finish()
+}
+
+/// A placeholder without a value, said in terms of the command line.
+fn missing_param(label: &str, e: datafusion::error::DataFusionError) -> anyhow::Error {
+    let text = e.to_string();
+    match text.split("placeholder with name $").nth(1) {
+        Some(rest) => {
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            anyhow::anyhow!("{label}: ${name} has no value: give --param {name}=VALUE")
+        }
+        None => position::locate(label, &e),
+    }
 }
 
 /// An error from a library whose message already includes its causes (DataFusion, object_store)

@@ -7,8 +7,34 @@ use std::path::Path;
 use anyhow::{Context, Result};
 
 /// Queries shipped inside the binary: (name, SQL text). The first `-- ` line of each file is
-/// the one-line question it answers.
-pub const BUNDLED: &[(&str, &str)] = &[("cpu", include_str!("../../queries/cpu.sql"))];
+/// the one-line question it answers; `-- param:` lines declare its parameters.
+pub const BUNDLED: &[(&str, &str)] = &[
+    ("cpu", include_str!("../../queries/cpu.sql")),
+    (
+        "cpu-functions",
+        include_str!("../../queries/cpu-functions.sql"),
+    ),
+    ("offcpu", include_str!("../../queries/offcpu.sql")),
+    (
+        "offcpu-states",
+        include_str!("../../queries/offcpu-states.sql"),
+    ),
+    ("rss-growth", include_str!("../../queries/rss-growth.sql")),
+    ("block-bytes", include_str!("../../queries/block-bytes.sql")),
+    (
+        "block-latency",
+        include_str!("../../queries/block-latency.sql"),
+    ),
+    ("vfs-read", include_str!("../../queries/vfs-read.sql")),
+    ("vfs-write", include_str!("../../queries/vfs-write.sql")),
+    ("net", include_str!("../../queries/net.sql")),
+    (
+        "top-processes",
+        include_str!("../../queries/top-processes.sql"),
+    ),
+    ("top-threads", include_str!("../../queries/top-threads.sql")),
+    ("timeline", include_str!("../../queries/timeline.sql")),
+];
 
 /// SQL text to run and the label that names it in error messages.
 #[derive(Debug, Clone)]
@@ -40,7 +66,7 @@ pub fn resolve(arg: &str) -> Result<Query> {
     let name = arg.strip_suffix(".sql").unwrap_or(arg);
     match BUNDLED.iter().find(|(n, _)| *n == name) {
         Some((n, sql)) => Ok(Query {
-            label: format!("{n} (bundled query)"),
+            label: (*n).to_string(),
             sql: (*sql).into(),
         }),
         None => {
@@ -62,13 +88,42 @@ pub fn question(sql: &str) -> &str {
         .unwrap_or("")
 }
 
-/// Print each bundled query's name and question, one per line.
-pub fn list(out: &mut impl Write) -> std::io::Result<()> {
+/// Print each bundled query's name and question, one per line, then the parameters they
+/// take (a name means the same thing in every query that takes it).
+pub fn list(out: &mut impl Write) -> Result<()> {
     let width = BUNDLED.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
     for (name, sql) in BUNDLED {
         writeln!(out, "{name:<width$}  {}", question(sql))?;
     }
-    out.flush()
+    let mut seen: Vec<(crate::params::Decl, Vec<&str>)> = Vec::new();
+    for (name, sql) in BUNDLED {
+        for d in crate::params::declarations(name, sql)? {
+            match seen.iter_mut().find(|(s, _)| s.name == d.name) {
+                Some((_, users)) => users.push(name),
+                None => seen.push((d, vec![name])),
+            }
+        }
+    }
+    writeln!(out, "\nParameters (--param NAME=VALUE):")?;
+    let nw = seen.iter().map(|(d, _)| d.name.len()).max().unwrap_or(0);
+    for (d, users) in &seen {
+        let every = users.len() == BUNDLED.len();
+        writeln!(
+            out,
+            "  {:<nw$}  {:<9}  default {:<6}  {} [{}]",
+            d.name,
+            d.ty.name(),
+            d.default_text,
+            d.description,
+            if every {
+                "all".to_string()
+            } else {
+                users.join(", ")
+            }
+        )?;
+    }
+    out.flush()?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -92,5 +147,16 @@ mod tests {
         assert!(resolve("cpu.sql").unwrap().label.contains("cpu"));
         let err = resolve("no-such-query").unwrap_err().to_string();
         assert!(err.contains("bundled: cpu"), "{err}");
+    }
+
+    #[test]
+    fn bundled_declarations_parse_and_list() {
+        for (name, sql) in BUNDLED {
+            crate::params::declarations(name, sql).unwrap();
+        }
+        let mut out = Vec::new();
+        list(&mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.lines().any(|l| l.starts_with("  comm ")), "{text}");
     }
 }

@@ -162,7 +162,14 @@ fn function_names(stack: &Value) -> Vec<&str> {
 fn cpu_query_as_json_has_exact_counts() {
     let dir = fixture();
     for name in ["cpu", "cpu.sql"] {
-        let rows = json_rows(&stdout_ok(&query(dir.path(), &[name, "-f", "json"])));
+        let rows = json_rows(&stdout_ok(&query(dir.path(), &[name, "-f", "ndjson"])));
+        let array: Value =
+            serde_json::from_str(&stdout_ok(&query(dir.path(), &[name, "-f", "json"]))).unwrap();
+        assert_eq!(
+            array,
+            Value::Array(rows.clone()),
+            "json = ndjson rows in an array"
+        );
         assert_eq!(rows.len(), 2, "{rows:?}");
         let (a, b) = (&rows[0], &rows[1]);
         assert_eq!(a["comm"], "alpha");
@@ -278,7 +285,7 @@ fn inline_sql_in_every_format() {
     let sql = "-- rows per kind\nSELECT kind, count(*) AS n, sum(value) AS total \
                FROM stacks GROUP BY kind ORDER BY kind; -- trailing comment";
 
-    let rows = json_rows(&stdout_ok(&query(dir.path(), &["-c", sql, "-f", "json"])));
+    let rows = json_rows(&stdout_ok(&query(dir.path(), &["-c", sql, "-f", "ndjson"])));
     assert_eq!(rows.len(), 2);
     assert_eq!(
         rows[0],
@@ -323,8 +330,12 @@ fn empty_result_keeps_the_header() {
         "pid,stack\n"
     );
     assert_eq!(
-        stdout_ok(&query(dir.path(), &["-c", sql, "-f", "json"])),
+        stdout_ok(&query(dir.path(), &["-c", sql, "-f", "ndjson"])),
         ""
+    );
+    assert_eq!(
+        stdout_ok(&query(dir.path(), &["-c", sql, "-f", "json"])),
+        "[]\n"
     );
     let table = stdout_ok(&query(dir.path(), &["-c", sql, "-f", "table"]));
     assert!(table.contains("| pid | stack |"), "{table}");
@@ -365,21 +376,26 @@ fn a_single_parquet_file_can_stand_for_the_directory() {
 #[test]
 fn bad_sql_is_one_line_naming_the_query() {
     let dir = fixture();
+    // Errors point at the SQL: QUERY:LINE:COLUMN.
     let err = error_line(&query(dir.path(), &["-c", "SELEC nonsense FROM"]), 1);
-    assert!(err.starts_with("stacks-query: error: -c: "), "{err}");
+    assert!(err.starts_with("stacks-query: error: -c:1:1: "), "{err}");
+    assert!(err.contains("SELEC") && !err.contains("Line:"), "{err}");
 
     let err = error_line(
-        &query(dir.path(), &["-c", "SELECT no_such_column FROM stacks"]),
+        &query(
+            dir.path(),
+            &["-c", "SELECT pid,\n  no_such_column FROM stacks"],
+        ),
         1,
     );
-    assert!(err.starts_with("stacks-query: error: -c: "), "{err}");
+    assert!(err.starts_with("stacks-query: error: -c:2:3: "), "{err}");
     assert!(err.contains("no_such_column"), "{err}");
 
     let file = dir.path().join("broken.sql");
-    std::fs::write(&file, "SELECT count(*) FROM no_such_table\n").unwrap();
+    std::fs::write(&file, "-- broken\nSELECT count(*) FROM no_such_table\n").unwrap();
     let err = error_line(&query(dir.path(), &[file.to_str().unwrap()]), 1);
     assert!(
-        err.contains(&format!("error: {}: ", file.display())),
+        err.contains(&format!("error: {}:2:22: ", file.display())),
         "{err}"
     );
     assert!(err.contains("no_such_table"), "{err}");
@@ -388,7 +404,7 @@ fn bad_sql_is_one_line_naming_the_query() {
     assert!(err.starts_with("stacks-query: error: -c: "), "{err}");
 
     // Fails while running, not planning: still no (truncated) output in any format.
-    for format in ["arrow", "csv", "json", "table"] {
+    for format in ["arrow", "csv", "json", "ndjson", "parquet", "table"] {
         let sql = "SELECT value / (pid - pid) AS boom FROM stacks";
         let err = error_line(&query(dir.path(), &["-c", sql, "-f", format]), 1);
         assert!(err.starts_with("stacks-query: error: -c: "), "{err}");
@@ -472,7 +488,7 @@ fn query_and_command_are_exclusive_and_one_is_required() {
 #[test]
 fn closed_pipe_ends_quietly() {
     let dir = fixture();
-    for format in ["arrow", "csv", "json", "table"] {
+    for format in ["arrow", "csv", "json", "ndjson", "parquet", "table"] {
         let mut child = Command::new(BIN)
             .arg("-d")
             .arg(dir.path())

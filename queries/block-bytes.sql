@@ -1,0 +1,28 @@
+-- Block IO bytes by stack: which code paths submitted disk requests, and how many bytes.
+--
+-- One row per (process, thread, operation, device, stack) over `block` rows; the stack is the
+-- submitter's at submission. `requests` counts requests, `bytes` sums their sizes.
+-- stacks-pprof: `requests/count`, `bytes/bytes`.
+-- param: comm text = '%'        process names to keep (SQL LIKE pattern)
+-- param: pid int = null         only this process id (null: every process)
+-- param: from timestamp = null  start of the time window, inclusive (null: from the start)
+-- param: to timestamp = null    end of the time window, exclusive (null: to the end)
+SELECT
+    comm,
+    pid,
+    tid,
+    thread,
+    op,
+    dev,
+    stack,
+    count(*) AS requests,
+    sum(value) AS bytes
+FROM (
+    SELECT comm, pid, tid, thread, op, dev, value, stack_or(stack, '[no stack]') AS stack
+    FROM stacks
+    WHERE kind = 'block'
+        AND comm LIKE $comm AND ($pid IS NULL OR pid = $pid)
+        AND ($from IS NULL OR time >= $from) AND ($to IS NULL OR time < $to)
+)
+GROUP BY comm, pid, tid, thread, op, dev, stack
+ORDER BY bytes DESC, requests DESC, pid, tid;

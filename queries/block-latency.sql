@@ -1,0 +1,30 @@
+-- Block IO latency by stack: how long the disk requests each code path submitted took.
+--
+-- One row per (process, thread, operation, device, stack) over `block` rows with a duration.
+-- `latency_ns` sums issue-to-completion times (divide by `requests` for the mean); `bytes`
+-- sums their sizes. stacks-pprof: `latency/nanoseconds`, `requests/count`, `bytes/bytes`.
+-- param: comm text = '%'        process names to keep (SQL LIKE pattern)
+-- param: pid int = null         only this process id (null: every process)
+-- param: from timestamp = null  start of the time window, inclusive (null: from the start)
+-- param: to timestamp = null    end of the time window, exclusive (null: to the end)
+SELECT
+    comm,
+    pid,
+    tid,
+    thread,
+    op,
+    dev,
+    stack,
+    sum(duration) AS latency_ns,
+    count(*) AS requests,
+    sum(value) AS bytes
+FROM (
+    SELECT comm, pid, tid, thread, op, dev, value, duration,
+        stack_or(stack, '[no stack]') AS stack
+    FROM stacks
+    WHERE kind = 'block' AND duration IS NOT NULL
+        AND comm LIKE $comm AND ($pid IS NULL OR pid = $pid)
+        AND ($from IS NULL OR time >= $from) AND ($to IS NULL OR time < $to)
+)
+GROUP BY comm, pid, tid, thread, op, dev, stack
+ORDER BY latency_ns DESC, requests DESC, pid, tid;

@@ -1,0 +1,32 @@
+-- Off-CPU time by stack: where threads waited off CPU, how long, and in which state.
+--
+-- One row per (process, thread, state, stack) over `switch` rows. `intervals` counts off-CPU
+-- intervals and `offcpu_ns` sums their length. Short intervals that the recorder folded (rows
+-- with `count` > 1 and no stack) are included, under the one-frame stack
+-- `[folded short off-CPU intervals]`; intervals recorded without stacks appear as `[no stack]`.
+-- stacks-pprof turns this into `intervals/count` and `offcpu/nanoseconds`.
+-- param: comm text = '%'        process names to keep (SQL LIKE pattern)
+-- param: pid int = null         only this process id (null: every process)
+-- param: from timestamp = null  start of the time window, inclusive (null: from the start)
+-- param: to timestamp = null    end of the time window, exclusive (null: to the end)
+SELECT
+    comm,
+    pid,
+    tid,
+    thread,
+    state,
+    stack,
+    sum(n) AS intervals,
+    sum(value) AS offcpu_ns
+FROM (
+    SELECT comm, pid, tid, thread, state, value,
+        coalesce(count, 1) AS n,
+        stack_or(stack, CASE WHEN coalesce(count, 1) > 1
+            THEN '[folded short off-CPU intervals]' ELSE '[no stack]' END) AS stack
+    FROM stacks
+    WHERE kind = 'switch'
+        AND comm LIKE $comm AND ($pid IS NULL OR pid = $pid)
+        AND ($from IS NULL OR time >= $from) AND ($to IS NULL OR time < $to)
+)
+GROUP BY comm, pid, tid, thread, state, stack
+ORDER BY offcpu_ns DESC, intervals DESC, pid, tid;

@@ -1,0 +1,29 @@
+-- File writes by stack: bytes written through write system calls, the calls, and time spent in them.
+--
+-- One row per (process, thread, stack) over `vfs` rows with op = 'write' (read/pread64/readv/
+-- preadv… or write/pwrite64/writev/…). `bytes` sums what the calls returned; `calls` counts
+-- them, `errors` the failed ones; `syscall_ns` sums time in the calls.
+-- stacks-pprof: `bytes/bytes`, `calls/count`, `errors/count`, `syscall/nanoseconds`.
+-- param: comm text = '%'        process names to keep (SQL LIKE pattern)
+-- param: pid int = null         only this process id (null: every process)
+-- param: from timestamp = null  start of the time window, inclusive (null: from the start)
+-- param: to timestamp = null    end of the time window, exclusive (null: to the end)
+SELECT
+    comm,
+    pid,
+    tid,
+    thread,
+    stack,
+    sum(value) AS bytes,
+    count(*) AS calls,
+    count(errno) AS errors,
+    sum(duration) AS syscall_ns
+FROM (
+    SELECT comm, pid, tid, thread, value, errno, duration, stack_or(stack, '[no stack]') AS stack
+    FROM stacks
+    WHERE kind = 'vfs' AND op = 'write'
+        AND comm LIKE $comm AND ($pid IS NULL OR pid = $pid)
+        AND ($from IS NULL OR time >= $from) AND ($to IS NULL OR time < $to)
+)
+GROUP BY comm, pid, tid, thread, stack
+ORDER BY bytes DESC, calls DESC, pid, tid;

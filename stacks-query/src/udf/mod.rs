@@ -1,0 +1,30 @@
+//! SQL functions registered on every session: stack helpers (`stack_fold`, `stack_leaf`,
+//! `stack_root`, `stack_depth`, `stack_functions`, `stack_keep`, `stack_drop`, `stack_or`)
+//! and `time_bucket`. docs/queries.md documents each.
+
+mod stack;
+mod time;
+
+use datafusion::logical_expr::ScalarUDF;
+use datafusion::prelude::SessionContext;
+
+/// Register every function of this module on `ctx`.
+pub fn register(ctx: &SessionContext) {
+    for f in stack::StackFn::all() {
+        ctx.register_udf(ScalarUDF::new_from_impl(f));
+    }
+    ctx.register_udf(ScalarUDF::new_from_impl(time::TimeBucket::new()));
+}
+
+/// Names of the registered functions, for `--list` and tests.
+pub const NAMES: &[&str] = &[
+    "stack_fold",
+    "stack_leaf",
+    "stack_root",
+    "stack_depth",
+    "stack_functions",
+    "stack_keep",
+    "stack_drop",
+    "stack_or",
+    "time_bucket",
+];
