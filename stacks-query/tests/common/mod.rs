@@ -1,0 +1,128 @@
+//! Shared by the bundled-query and option tests: the fixture store, running the binary, and
+//! reading its NDJSON output.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+use crate::fixture::{self, Row};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_stacks-query");
+
+/// Write `rows` to `dir` as `files` Parquet files (consecutive slices).
+pub fn write_store(dir: &Path, rows: &[Row], files: usize) {
+    std::fs::create_dir_all(dir).unwrap();
+    let per = rows.len().div_ceil(files);
+    for (i, chunk) in rows.chunks(per).enumerate() {
+        let b = fixture::batch(chunk);
+        let path = dir.join(format!("stacks-{i:04}.parquet"));
+        let mut w = parquet::arrow::ArrowWriter::try_new(
+            std::fs::File::create(path).unwrap(),
+            b.schema(),
+            None,
+        )
+        .unwrap();
+        w.write(&b).unwrap();
+        w.close().unwrap();
+    }
+}
+
+pub fn store() -> (tempfile::TempDir, Vec<Row>) {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = fixture::rows(60);
+    write_store(dir.path(), &rows, 3);
+    (dir, rows)
+}
+
+pub fn query(dir: &Path, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .arg("-d")
+        .arg(dir)
+        .args(args)
+        .env_remove("STACKS_DATA")
+        .output()
+        .unwrap()
+}
+
+/// The result rows as JSON objects (NDJSON output).
+pub fn rows_of(dir: &Path, args: &[&str]) -> Vec<Value> {
+    let mut argv = args.to_vec();
+    argv.extend(["-f", "ndjson"]);
+    let out = query(dir, &argv);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// A result stack as names, leaf first (unresolved frames as the stack functions name them).
+pub fn names(stack: &Value) -> String {
+    stack
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| match f["function"].as_str() {
+            Some(name) => name.to_string(),
+            None => format!("[app+{:#x}]", f["offset"].as_u64().unwrap()),
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+pub fn row_stack(r: &Row, marker: &str) -> String {
+    r.names()
+        .map(|n| n.join(","))
+        .unwrap_or_else(|| marker.to_string())
+}
+
+pub fn int(v: &Value) -> i64 {
+    v.as_i64().unwrap_or_else(|| panic!("not an integer: {v}"))
+}
+
+pub fn s(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "null".into(),
+        other => other.to_string(),
+    }
+}
+
+pub type Sums = BTreeMap<String, Vec<i64>>;
+
+/// Add `values` into the entry `key`.
+pub fn add(m: &mut Sums, key: String, values: &[i64]) {
+    let e = m.entry(key).or_insert_with(|| vec![0; values.len()]);
+    for (a, b) in e.iter_mut().zip(values) {
+        *a += b;
+    }
+}
+
+/// The result as key → values, checking keys are unique.
+pub fn collect(rows: &[Value], key: &dyn Fn(&Value) -> String, values: &[&str]) -> Sums {
+    let mut m = Sums::new();
+    for r in rows {
+        let k = key(r);
+        let v: Vec<i64> = values.iter().map(|c| int(&r[*c])).collect();
+        assert!(m.insert(k.clone(), v).is_none(), "duplicate result row {k}");
+    }
+    m
+}
+
+/// The single error line of a failed run (exit 1, nothing on stdout).
+pub fn error_of(out: &Output) -> String {
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    err
+}
