@@ -255,12 +255,11 @@ fn speedscope(web: &Path, profile: &Path, screenshot: &Path) -> serde_json::Valu
 #[test]
 fn speedscope_opens_trace_pprof_and_folded() {
     let web = web_dir();
-    let artifacts = PathBuf::from(
-        std::env::var_os("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| stacks_tests::bin_dir().join("..")),
-    )
-    .join("test-artifacts");
+    // Next to the build (target/debug/..) unless CARGO_TARGET_DIR says where that is.
+    let artifacts = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| stacks_tests::bin_dir().join(".."))
+        .join("test-artifacts");
     std::fs::create_dir_all(&artifacts).expect("create test-artifacts");
     let dir = scratch("render-speedscope");
     let inputs = [
