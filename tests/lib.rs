@@ -492,3 +492,51 @@ pub fn stack_frames(batches: &[RecordBatch]) -> Vec<Option<Vec<SymFrameOut>>> {
     }
     out
 }
+
+/// Whether a test that needs root (mounts) can run; like [`bpf_available`], a skip is printed
+/// (and is a failure when `STACKS_REQUIRE_BPF` is set, as in CI, which runs as root).
+pub fn root_available(test: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    if std::env::var_os("STACKS_REQUIRE_BPF").is_some() {
+        panic!("{test}: root is required (STACKS_REQUIRE_BPF is set)");
+    }
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "SKIPPED {test}: needs root (mount)");
+    false
+}
+
+/// A tmpfs mounted for a test, unmounted (lazily) on drop.
+pub struct Tmpfs(pub PathBuf);
+
+impl Tmpfs {
+    /// Mount a tmpfs with `options` (e.g. `size=2M`, `ro,size=1M`) on `dir` (created).
+    pub fn mount(dir: &Path, options: &str) -> Tmpfs {
+        std::fs::create_dir_all(dir).expect("create mount point");
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", options, "tmpfs"])
+            .arg(dir)
+            .output()
+            .expect("run mount");
+        check(&out, "mount -t tmpfs");
+        Tmpfs(dir.to_path_buf())
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).output();
+    }
+}
+
+/// Run a Python 3 script with `args` (pyarrow and duckdb are used by the storage tests).
+pub fn python(script: &str, args: &[&str]) -> Output {
+    Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .args(args)
+        .output()
+        .expect("run python3")
+}
