@@ -13,7 +13,9 @@
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 #define BPF_F_USER_STACK_FLAG (1ULL << 8)
+#define BPF_F_USER_BUILD_ID_FLAG (1ULL << 11)
 #define STACK_BYTES (STACKS_MAX_DEPTH * 8)
+#define USTACK_BYTES (STACKS_MAX_DEPTH * STACKS_UFRAME_SIZE)
 #define AF_INET 2
 #define AF_INET6 10
 #define IPPROTO_TCP 6
@@ -197,8 +199,8 @@ static __always_inline struct stacks_event *scratch_for(__u32 slot)
 	return bpf_map_lookup_elem(&scratch, &slot);
 }
 
-/* Capture the current task's wanted stacks into the record: kernel frames first, then user
- * frames right after them; lengths are frames or -errno. */
+/* Capture the current task's wanted stacks into the record: kernel addresses first, then the
+ * user frames (build id + file offset) right after them; lengths are frames or -errno. */
 static __always_inline void capture_stacks(void *ctx, struct stacks_event *e, __u32 want)
 {
 	__u32 k = 0;
@@ -217,11 +219,12 @@ static __always_inline void capture_stacks(void *ctx, struct stacks_event *e, __
 	if (want & STACKS_WANT_USER) {
 		if (k > STACKS_MAX_DEPTH)
 			k = STACKS_MAX_DEPTH;
-		long n = bpf_get_stack(ctx, &e->frames[k], STACK_BYTES, BPF_F_USER_STACK_FLAG);
+		long n = bpf_get_stack(ctx, &e->frames[k], USTACK_BYTES,
+				       BPF_F_USER_STACK_FLAG | BPF_F_USER_BUILD_ID_FLAG);
 		if (n < 0) {
 			e->ustack_len = (__s32)n;
 		} else {
-			__u32 u = (__u32)n / 8;
+			__u32 u = (__u32)n / STACKS_UFRAME_SIZE;
 			if (u > STACKS_MAX_DEPTH)
 				u = STACKS_MAX_DEPTH;
 			e->ustack_len = (__s32)u;
@@ -232,14 +235,11 @@ static __always_inline void capture_stacks(void *ctx, struct stacks_event *e, __
 /* Hand a record to user space with only the frames it uses. */
 static __always_inline void submit(struct stacks_event *e)
 {
-	__u64 frames = 0;
-	if (e->kstack_len > 0)
-		frames += e->kstack_len;
-	if (e->ustack_len > 0)
-		frames += e->ustack_len;
-	if (frames > 2 * STACKS_MAX_DEPTH)
-		frames = 2 * STACKS_MAX_DEPTH;
-	__u64 size = STACKS_EVENT_HEADER_SIZE + frames * 8;
+	__u64 size = STACKS_EVENT_HEADER_SIZE;
+	if (e->kstack_len > 0 && e->kstack_len <= STACKS_MAX_DEPTH)
+		size += (__u64)e->kstack_len * 8;
+	if (e->ustack_len > 0 && e->ustack_len <= STACKS_MAX_DEPTH)
+		size += (__u64)e->ustack_len * STACKS_UFRAME_SIZE;
 	if (size > sizeof(*e))
 		size = sizeof(*e);
 	if (bpf_ringbuf_output(&events, e, size, wakeup_flags()))
@@ -613,6 +613,47 @@ static __always_inline int vfs_enter(struct trace_event_raw_sys_enter *ctx, __u3
 	return 0;
 }
 
+/* The file's path, leaf first: its components as consecutive NUL-terminated names in u.str,
+ * crossing mount points; flags gets STACKS_PATH_COMPLETE when the walk reached the root. */
+#define STACKS_PATH_COMPLETE (1U << 16)
+#define PATH_MAX_COMPONENTS 12
+#define NAME_READ 64
+
+static __always_inline void file_path(struct stacks_event *e, struct file *f)
+{
+	struct dentry *d = BPF_CORE_READ(f, f_path.dentry);
+	struct vfsmount *vmnt = BPF_CORE_READ(f, f_path.mnt);
+	struct mount *mnt = container_of(vmnt, struct mount, mnt);
+	__u32 off = 0;
+
+	for (int i = 0; i < PATH_MAX_COMPONENTS + 4; i++) {
+		struct dentry *parent = BPF_CORE_READ(d, d_parent);
+		struct dentry *mnt_root = BPF_CORE_READ(mnt, mnt.mnt_root);
+		if (d == mnt_root || d == parent) {
+			struct mount *up = BPF_CORE_READ(mnt, mnt_parent);
+			if (up == mnt || !up) {
+				e->flags |= STACKS_PATH_COMPLETE;
+				break;
+			}
+			d = BPF_CORE_READ(mnt, mnt_mountpoint);
+			mnt = up;
+			continue;
+		}
+		if (off >= STACKS_STR_LEN)
+			break;
+		const unsigned char *name = BPF_CORE_READ(d, d_name.name);
+		/* Reads may run past u.str into the frames area, which is written later. */
+		long n = bpf_probe_read_kernel_str(&e->u.str[off & (STACKS_STR_LEN - 1)], NAME_READ,
+						   name);
+		if (n <= 0)
+			break;
+		off += n;
+		d = parent;
+	}
+	/* Bytes of u.str holding names (the rest is stale). */
+	e->flags |= (off & 0xff) << 20;
+}
+
 static __always_inline void file_info(struct stacks_event *e, int fd)
 {
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
@@ -630,8 +671,7 @@ static __always_inline void file_info(struct stacks_event *e, int fd)
 	e->aux = BPF_CORE_READ(f, f_inode, i_ino);
 	__u32 mode = BPF_CORE_READ(f, f_inode, i_mode);
 	e->flags |= ((mode & S_IFMT) >> 12) << 8;
-	const unsigned char *name = BPF_CORE_READ(f, f_path.dentry, d_name.name);
-	bpf_probe_read_kernel_str(e->u.str, sizeof(e->u.str), name);
+	file_path(e, f);
 }
 
 static __always_inline int vfs_exit(struct trace_event_raw_sys_exit *ctx)

@@ -78,8 +78,15 @@ struct stacks_net_addrs {
 	__u16 remote_port;
 };
 
+/* One user frame as the kernel normalized it (struct bpf_stack_build_id): status 1 = build id
+ * and file offset valid, 2 = only the address (ip) is known, 0 = empty. */
+#define STACKS_UFRAME_SIZE 32
+
 /* One record. Sent with bpf_ringbuf_output with only the frames used: the kernel stack's
- * kstack_len frames, then the user stack's ustack_len frames, in `frames`. */
+ * kstack_len addresses (8 bytes each), then the user stack's ustack_len frames
+ * (STACKS_UFRAME_SIZE bytes each, build id + file offset resolved by the kernel at capture
+ * time, so a process that has exited by the time user space reads the record still
+ * symbolizes), in `frames`. */
 struct stacks_event {
 	__u64 ts;          /* bpf_ktime_get_boot_ns() */
 	__u64 value;       /* kind-specific weight */
@@ -101,10 +108,11 @@ struct stacks_event {
 		char str[STACKS_STR_LEN];
 		struct stacks_net_addrs net;
 	} u;
-	__u64 frames[2 * STACKS_MAX_DEPTH];
+	__u64 frames[STACKS_MAX_DEPTH + STACKS_MAX_DEPTH * STACKS_UFRAME_SIZE / 8];
 };
 
 /* Size of a record carrying no frames. */
-#define STACKS_EVENT_HEADER_SIZE (sizeof(struct stacks_event) - 2 * STACKS_MAX_DEPTH * 8)
+#define STACKS_FRAMES_SIZE (STACKS_MAX_DEPTH * 8 + STACKS_MAX_DEPTH * STACKS_UFRAME_SIZE)
+#define STACKS_EVENT_HEADER_SIZE (sizeof(struct stacks_event) - STACKS_FRAMES_SIZE)
 
 #endif /* STACKS_H */

@@ -1,1 +1,471 @@
-//! End-to-end ground truth for every resource event kind (switch, rss, block, vfs, net, lifecycle).
+//! End-to-end ground truth for every resource event kind (switch, rss, block, vfs, net,
+//! lifecycle): the bundled workload does something exactly known, the whole pipeline
+//! (record → symbolize → pack → query) runs over it, and the recorded amounts must match.
+
+use std::path::{Path, PathBuf};
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Int32Type, Int64Type};
+use arrow_array::{Array, RecordBatch};
+use stacks_tests::{bpf_available, bpf_serial, check, read_batches, scratch, sh, stack_functions};
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// A finished recording of one workload run.
+struct Recording {
+    dir: PathBuf,
+    out: PathBuf,
+    stderr: String,
+    report: serde_json::Value,
+}
+
+/// Record `stacks-workload ARGS` with `-e EVENTS` through symbolize and pack.
+fn record(name: &str, events: &str, workload: &str) -> Recording {
+    let dir = scratch(name);
+    let out = dir.join("out");
+    let report = dir.join("report.json");
+    let rec = sh(&format!(
+        "stacks-record -e {events} -- stacks-workload --report {report} {workload} \
+         | stacks-symbolize | stacks-pack {out}",
+        report = report.display(),
+        out = out.display(),
+    ));
+    check(&rec, &format!("record {events} -- {workload}"));
+    let stderr = String::from_utf8_lossy(&rec.stderr).into_owned();
+    assert!(
+        stderr.contains("lost 0 events"),
+        "events were lost:\n{stderr}"
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).expect("workload report"))
+            .expect("report JSON");
+    Recording {
+        dir,
+        out,
+        stderr,
+        report,
+    }
+}
+
+/// Rows of a query over the recording, as Arrow.
+fn query(rec: &Recording, sql: &str) -> Vec<RecordBatch> {
+    let file = rec.dir.join("query.arrow");
+    let q = sh(&format!(
+        "stacks-query -d {out} --format arrow -c \"{sql}\" > {file}",
+        out = rec.out.display(),
+        file = file.display()
+    ));
+    check(&q, sql);
+    read_batches(&file)
+}
+
+/// One queried row: the columns the assertions look at.
+#[derive(Debug)]
+struct Row {
+    tid: i32,
+    value: i64,
+    text: Vec<Option<String>>,
+    functions: Vec<String>,
+}
+
+impl Row {
+    fn in_function(&self, name: &str) -> bool {
+        self.functions.iter().any(|f| f.ends_with(name))
+    }
+}
+
+/// `SELECT tid, value, <text columns…>, stack …` → rows.
+fn rows(rec: &Recording, text_columns: &[&str], filter: &str) -> Vec<Row> {
+    let cols = text_columns
+        .iter()
+        .map(|c| format!("{c}, "))
+        .collect::<String>();
+    let batches = query(
+        rec,
+        &format!("SELECT tid, value, {cols}stack FROM stacks WHERE {filter}"),
+    );
+    let stacks = stack_functions(&batches);
+    let mut out = Vec::new();
+    for b in &batches {
+        let tid = b.column(0).as_primitive::<Int32Type>();
+        let value = b.column(1).as_primitive::<Int64Type>();
+        for i in 0..b.num_rows() {
+            let text = (0..text_columns.len())
+                .map(|c| {
+                    let col = b.column(2 + c);
+                    let s = arrow_cast_string(col.as_ref(), i);
+                    s
+                })
+                .collect();
+            out.push(Row {
+                tid: tid.value(i),
+                value: value.value(i),
+                text,
+                functions: Vec::new(),
+            });
+        }
+    }
+    for (r, s) in out.iter_mut().zip(stacks) {
+        r.functions = s.into_iter().filter_map(|(f, _)| f).collect();
+    }
+    out
+}
+
+fn arrow_cast_string(col: &dyn Array, i: usize) -> Option<String> {
+    if col.is_null(i) {
+        return None;
+    }
+    Some(col.as_string::<i32>().value(i).to_string())
+}
+
+fn within(measured: f64, truth: f64, tolerance: f64, what: &str) {
+    assert!(
+        (measured - truth).abs() <= tolerance * truth,
+        "{what}: recorded {measured:.0}, truth {truth:.0} (±{:.0}%)",
+        tolerance * 100.0
+    );
+}
+
+fn report_i64(v: &serde_json::Value, key: &str) -> i64 {
+    v[key]
+        .as_i64()
+        .unwrap_or_else(|| panic!("workload report has no integer `{key}`: {v}"))
+}
+
+// ---- off-CPU ------------------------------------------------------------------------------
+
+fn check_sleep(rec: &Recording, sleep: &serde_json::Value) {
+    let tid = report_i64(sleep, "tid") as i32;
+    let count = report_i64(sleep, "count");
+    let ms = report_i64(sleep, "ms");
+    let truth = (count * ms * 1_000_000) as f64;
+    let rows = rows(rec, &["state"], "kind = 'switch'");
+    let sleeping: i64 = rows
+        .iter()
+        .filter(|r| {
+            r.tid == tid
+                && r.text[0].as_deref() == Some("sleeping")
+                && r.in_function("sleep_interval")
+        })
+        .map(|r| r.value)
+        .sum();
+    assert!(
+        sleeping as f64 >= 0.9 * truth,
+        "off-CPU in sleep_interval, sleeping: {sleeping} ns of {truth} ns slept"
+    );
+    // Not more than the thread was actually off CPU (its own clock).
+    let slept = report_i64(sleep, "slept_ns") as f64;
+    assert!(
+        sleeping as f64 <= slept * 1.01,
+        "recorded {sleeping} ns off-CPU, the thread measured {slept} ns for the whole loop"
+    );
+}
+
+#[test]
+fn sleeping_thread_is_off_cpu_in_its_function() {
+    if !bpf_available("sleeping_thread_is_off_cpu_in_its_function") {
+        return;
+    }
+    let _serial = bpf_serial();
+    let rec = record("sleep", "switch:uk", "sleep --count 50 --ms 20");
+    check_sleep(&rec, &rec.report);
+    // Lifecycle: the workload's exec and exit are in the stream.
+    let life = query(
+        &rec,
+        "SELECT kind, count(*) AS n FROM stacks WHERE comm = 'stacks-workload' \
+         AND kind IN ('exec', 'exit') GROUP BY kind ORDER BY kind",
+    );
+    let kinds: Vec<String> = life
+        .iter()
+        .flat_map(|b| {
+            let k = b.column(0).as_string::<i32>();
+            (0..b.num_rows())
+                .map(|i| k.value(i).to_string())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(kinds, ["exec", "exit"], "{}", rec.stderr);
+}
+
+#[test]
+fn short_intervals_are_folded_not_lost() {
+    if !bpf_available("short_intervals_are_folded_not_lost") {
+        return;
+    }
+    let _serial = bpf_serial();
+    // Every 2 ms sleep is below the 5 ms minimum: folded, with its time kept. (A sleep the
+    // scheduler stretched past 5 ms is an interval of its own, with its stack.)
+    let rec = record("fold", "switch:uk:5ms", "sleep --count 100 --ms 2");
+    let tid = report_i64(&rec.report, "tid") as i32;
+    let batches = query(
+        &rec,
+        &format!(
+            "SELECT sum(value) AS ns, sum(count) AS n, \
+             sum(CASE WHEN stack IS NULL THEN count ELSE 0 END) AS folded, \
+             sum(CASE WHEN stack IS NULL THEN 0 ELSE 1 END) AS single \
+             FROM stacks WHERE kind = 'switch' AND tid = {tid} AND state = 'sleeping'"
+        ),
+    );
+    let b = &batches[0];
+    let get = |i: usize| b.column(i).as_primitive::<Int64Type>().value(0);
+    let (ns, n, folded, single) = (get(0) as f64, get(1), get(2), get(3));
+    assert!(n >= 100, "{n} off-CPU intervals for 100 sleeps");
+    assert!(folded >= 90, "only {folded} of {n} intervals folded");
+    assert_eq!(n, folded + single);
+    let slept = report_i64(&rec.report, "slept_ns") as f64;
+    assert!(
+        ns >= 100.0 * 2e6 && ns <= slept * 1.01,
+        "off-CPU {ns} ns: at least the 200 ms asked for, at most the {slept} ns the loop took"
+    );
+}
+
+// ---- file and block IO --------------------------------------------------------------------
+
+fn check_write(rec: &Recording, write: &serde_json::Value) {
+    let bytes = report_i64(write, "bytes") as f64;
+    let tid = report_i64(write, "tid") as i32;
+    let vfs = rows(rec, &["op", "path"], "kind = 'vfs'");
+    let path = write["path"].as_str().expect("report path");
+    let vfs_written: i64 = vfs
+        .iter()
+        .filter(|r| {
+            r.tid == tid && r.text[0].as_deref() == Some("write") && r.in_function("write_file")
+        })
+        .map(|r| r.value)
+        .sum();
+    within(
+        vfs_written as f64,
+        bytes,
+        0.01,
+        "vfs write bytes in write_file",
+    );
+    assert!(
+        vfs.iter()
+            .any(|r| r.tid == tid && r.text[1].as_deref() == Some(path)),
+        "no vfs row names {path}"
+    );
+    let block = rows(rec, &["op"], "kind = 'block'");
+    let block_written: i64 = block
+        .iter()
+        .filter(|r| {
+            r.tid == tid && r.text[0].as_deref() == Some("write") && r.in_function("write_file")
+        })
+        .map(|r| r.value)
+        .sum();
+    within(
+        block_written as f64,
+        bytes,
+        0.05,
+        "block write bytes in write_file",
+    );
+}
+
+#[test]
+fn writer_of_64_mib_writes_64_mib() {
+    if !bpf_available("writer_of_64_mib_writes_64_mib") {
+        return;
+    }
+    let _serial = bpf_serial();
+    let dir = scratch("write-data");
+    let rec = record(
+        "write",
+        "vfs:u,block:uk",
+        &format!("write --mib 64 --path {}", dir.join("w.dat").display()),
+    );
+    check_write(&rec, &rec.report);
+    // Latencies are there and plausible: every block request took some time.
+    let lat = query(
+        &rec,
+        "SELECT min(duration) AS lo, max(duration) AS hi FROM stacks WHERE kind = 'block'",
+    );
+    let lo = lat[0].column(0).as_primitive::<Int64Type>().value(0);
+    let hi = lat[0].column(1).as_primitive::<Int64Type>().value(0);
+    assert!(
+        lo > 0 && hi < 60_000_000_000,
+        "block latency range {lo}..{hi} ns"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn direct_reader_reads_32_mib_from_disk() {
+    if !bpf_available("direct_reader_reads_32_mib_from_disk") {
+        return;
+    }
+    let _serial = bpf_serial();
+    let dir = scratch("direct-data");
+    let file = dir.join("r.dat");
+    // Prepared outside the recording.
+    let prep = sh(&format!(
+        "stacks-workload direct-read --mib 32 --path {}",
+        file.display()
+    ));
+    check(&prep, "prepare the direct-read file");
+    let rec = record(
+        "direct",
+        "block:uk",
+        &format!("direct-read --mib 32 --path {}", file.display()),
+    );
+    let tid = report_i64(&rec.report, "tid") as i32;
+    let bytes = report_i64(&rec.report, "bytes") as f64;
+    within(bytes, 32.0 * MIB, 0.0, "bytes the workload read");
+    let block = rows(&rec, &["op"], "kind = 'block'");
+    let read: i64 = block
+        .iter()
+        .filter(|r| {
+            r.tid == tid && r.text[0].as_deref() == Some("read") && r.in_function("read_direct")
+        })
+        .map(|r| r.value)
+        .sum();
+    within(read as f64, bytes, 0.05, "block read bytes in read_direct");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+// ---- memory -------------------------------------------------------------------------------
+
+fn check_touch(rec: &Recording, touch: &serde_json::Value) {
+    let bytes = report_i64(touch, "bytes") as f64;
+    let tid = report_i64(touch, "tid") as i32;
+    let rss = rows(rec, &["op"], "kind = 'rss'");
+    let grown: i64 = rss
+        .iter()
+        .filter(|r| {
+            r.tid == tid && r.text[0].as_deref() == Some("anon") && r.in_function("touch_memory")
+        })
+        .map(|r| r.value)
+        .sum();
+    within(grown as f64, bytes, 0.05, "anon RSS growth in touch_memory");
+}
+
+#[test]
+fn touching_256_mib_grows_rss_by_256_mib() {
+    if !bpf_available("touching_256_mib_grows_rss_by_256_mib") {
+        return;
+    }
+    let _serial = bpf_serial();
+    let rec = record("touch", "rss:u:29", "touch --mib 256");
+    check_touch(&rec, &rec.report);
+    // Sampling keeps sums exact: rows stand for many events, and the process's total growth
+    // is at least what it touched.
+    let all = query(
+        &rec,
+        "SELECT sum(value) AS grown, sum(count) AS events, count(*) AS n FROM stacks \
+         WHERE kind = 'rss' AND comm = 'stacks-workload'",
+    );
+    let grown = all[0].column(0).as_primitive::<Int64Type>().value(0) as f64;
+    let events = all[0].column(1).as_primitive::<Int64Type>().value(0);
+    let n = all[0].column(2).as_primitive::<Int64Type>().value(0);
+    assert!(grown >= 256.0 * MIB * 0.95, "total growth {grown}");
+    assert!(
+        events >= 20 * n,
+        "{events} growth events in {n} rows: rss:u:29 should fold ~29 per row"
+    );
+}
+
+// ---- network ------------------------------------------------------------------------------
+
+fn check_exchange(rec: &Recording, report: &serde_json::Value, protocol: &str) {
+    let each = report_i64(report, "bytes_each_way") as f64;
+    let client = report_i64(report, "client_tid") as i32;
+    let server = report_i64(report, "server_tid") as i32;
+    let client_port = report_i64(report, "client_port");
+    let server_port = report_i64(report, "server_port");
+    let net = rows(
+        rec,
+        &["op", "protocol", "local", "remote"],
+        &format!("kind = 'net' AND protocol = '{protocol}'"),
+    );
+    let sum = |tid: i32, op: &str, func: &str| -> f64 {
+        net.iter()
+            .filter(|r| r.tid == tid && r.text[0].as_deref() == Some(op) && r.in_function(func))
+            .map(|r| r.value)
+            .sum::<i64>() as f64
+    };
+    let send_fn = format!("{protocol}_send");
+    let recv_fn = format!("{protocol}_recv");
+    within(sum(client, "send", &send_fn), each, 0.01, "client sent");
+    within(sum(server, "recv", &recv_fn), each, 0.01, "server received");
+    within(sum(server, "send", &send_fn), each, 0.01, "server sent");
+    within(sum(client, "recv", &recv_fn), each, 0.01, "client received");
+    // Addresses: the client's rows name its own port locally and the server's remotely.
+    let client_row = net
+        .iter()
+        .find(|r| r.tid == client && r.text[0].as_deref() == Some("send"))
+        .expect("a client send row");
+    let local = client_row.text[2].as_deref().unwrap_or_default();
+    let remote = client_row.text[3].as_deref().unwrap_or_default();
+    assert!(
+        local.ends_with(&format!(":{client_port}")) && remote.ends_with(&format!(":{server_port}")),
+        "client row local {local} remote {remote}, ports {client_port} → {server_port}"
+    );
+    let v6 = report["family"].as_str() == Some("ipv6");
+    assert_eq!(
+        local.starts_with('['),
+        v6,
+        "address family of {local} vs report {}",
+        report["family"]
+    );
+}
+
+fn net_test(name: &str, args: &str, protocol: &str) {
+    if !bpf_available(name) {
+        return;
+    }
+    let _serial = bpf_serial();
+    let rec = record(name, "net:u", args);
+    check_exchange(&rec, &rec.report, protocol);
+}
+
+#[test]
+fn tcp_exchange_of_10_mib_each_way() {
+    net_test("tcp_exchange_of_10_mib_each_way", "tcp --mib 10", "tcp");
+}
+
+#[test]
+fn tcp_over_ipv6() {
+    net_test("tcp_over_ipv6", "tcp --mib 10 --ipv6", "tcp");
+}
+
+#[test]
+fn udp_exchange_of_10_mib_each_way() {
+    net_test("udp_exchange_of_10_mib_each_way", "udp --mib 10", "udp");
+}
+
+#[test]
+fn udp_over_ipv6() {
+    net_test("udp_over_ipv6", "udp --mib 10 --ipv6", "udp");
+}
+
+// ---- everything at once -------------------------------------------------------------------
+
+#[test]
+fn all_kinds_at_once_keep_their_totals() {
+    if !bpf_available("all_kinds_at_once_keep_their_totals") {
+        return;
+    }
+    let _serial = bpf_serial();
+    let data = scratch("mixed-data");
+    let rec = record(
+        "mixed",
+        "profile:u:99,switch:uk,rss:u:29,block:uk,vfs:u,net:u",
+        &format!("mixed --dir {} --seconds 3", data.display()),
+    );
+    let r = &rec.report;
+    check_sleep(&rec, &r["sleep"]);
+    check_write(&rec, &r["write"]);
+    check_touch(&rec, &r["touch"]);
+    check_exchange(&rec, &r["tcp"], "tcp");
+    // CPU samples landed in the burner, as many as the CPU time it got (its own schedstat
+    // clock) is worth at 99 Hz.
+    let burn_tid = report_i64(&r["cpu"], "tid") as i32;
+    let burn_ns = report_i64(&r["cpu"], "cpu_ns") as f64;
+    let cpu = rows(&rec, &[], "kind = 'profile'");
+    let burn: i64 = cpu
+        .iter()
+        .filter(|r| r.tid == burn_tid && r.in_function("burn_heavy"))
+        .map(|r| r.value)
+        .sum();
+    // ±25%: about 300 samples at best on a busy 2-core machine.
+    within(burn as f64, burn_ns, 0.25, "CPU ns sampled in burn_heavy");
+    let _ = std::fs::remove_dir_all(Path::new(&data));
+}

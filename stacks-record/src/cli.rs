@@ -51,7 +51,7 @@ pub struct Args {
     pub output: Option<PathBuf>,
 
     /// Ring buffer size in MiB (a power of two).
-    #[arg(long = "ringbuf-mb", value_name = "MIB", default_value_t = 16, value_parser = parse_ringbuf)]
+    #[arg(long = "ringbuf-mb", value_name = "MIB", default_value_t = 64, value_parser = parse_ringbuf)]
     pub ringbuf_mb: u32,
 
     /// Command to run and trace with its descendants; recording stops when it exits and

@@ -7,8 +7,9 @@ use std::os::unix::fs::MetadataExt;
 
 use stacks_stream::{kind, state};
 
-use crate::event::{self, RawEvent, cstr};
-use crate::normalize::UserNormalizer;
+use crate::event::{self, KernelUserFrame, RawEvent, cstr};
+use crate::modules::{ModuleIndex, build_id_hex};
+use crate::normalize::{UserFrame, UserNormalizer};
 use crate::rows::{Extra, KernelSymbol, Row, RowBuilder};
 
 /// Resolves kernel addresses to symbols at record time.
@@ -32,6 +33,7 @@ pub struct Converter {
     pub norm: UserNormalizer,
     pub counts: Counts,
     files: FileNames,
+    modules: ModuleIndex,
     ksyms: Option<Box<dyn KernelNames>>,
     ksym_cache: HashMap<u64, Option<KernelSymbol>>,
     offset_ns: i64,
@@ -43,6 +45,13 @@ impl Converter {
             norm: UserNormalizer::default(),
             counts: Counts::default(),
             files: FileNames::default(),
+            modules: {
+                let mut m = ModuleIndex::default();
+                // Libraries the recorder maps itself (libc, ld.so) are usually the ones the
+                // traced programs map too.
+                m.learn_process(std::process::id());
+                m
+            },
             ksyms,
             ksym_cache: HashMap::new(),
             offset_ns,
@@ -90,7 +99,15 @@ impl Converter {
                 x.op = Some(op);
                 x.fd = Some(h.arg0);
                 x.errno = (h.arg1 != 0).then_some(h.arg1);
-                x.path = self.files.path(h.pid, h.arg0, h.aux, e.str());
+                x.path = self
+                    .files
+                    .path(h.pid, h.arg0, h.aux, kernel_path(h.flags, &h.payload))
+                    .or_else(|| match (h.flags >> 8) & 0xf {
+                        // Pipes and sockets have no path: name them as /proc does.
+                        0o1 => Some(format!("pipe:[{}]", h.aux)),
+                        0o14 => Some(format!("socket:[{}]", h.aux)),
+                        _ => None,
+                    });
                 kind::VFS
             }
             event::EV_NET => {
@@ -110,7 +127,10 @@ impl Converter {
             event::EV_EXEC => {
                 self.norm.forget(h.pid);
                 self.files.forget(h.pid);
+                self.modules.forget(h.pid);
+                self.modules.learn_process(h.pid);
                 let p = e.str();
+                self.modules.learn_file(&p);
                 x.path = (!p.is_empty()).then_some(p);
                 kind::EXEC
             }
@@ -120,6 +140,7 @@ impl Converter {
             }
             event::EV_EXIT => {
                 self.files.forget(h.pid);
+                self.modules.forget(h.pid);
                 x.exit_code = Some(h.arg0);
                 kind::EXIT
             }
@@ -131,11 +152,11 @@ impl Converter {
         *self.counts.by_kind.entry(kind).or_default() += 1;
         self.counts.pids.insert(h.pid);
 
-        let kstack = e.kstack();
+        let mut kstack = e.kstack();
         if matches!(kstack, Some(Err(_))) {
             self.counts.kstack_errors += 1;
         }
-        let ksyms = match (&kstack, &self.ksyms) {
+        let mut ksyms = match (&kstack, &self.ksyms) {
             (Some(Ok(addrs)), Some(names)) => Some(
                 addrs
                     .iter()
@@ -149,13 +170,18 @@ impl Converter {
             ),
             _ => None,
         };
+        if let (Some(Ok(addrs)), Some(syms)) = (&mut kstack, &mut ksyms) {
+            let skip = tracing_frames(syms);
+            addrs.drain(..skip);
+            syms.drain(..skip);
+        }
         let ustack = match e.ustack() {
             None => None,
             Some(Err(errno)) => {
                 self.counts.ustack_errors += 1;
                 Some(Err(errno))
             }
-            Some(Ok(addrs)) => Some(Ok(self.norm.normalize(h.pid, &addrs))),
+            Some(Ok(frames)) => Some(Ok(self.user_frames(h.pid, &frames))),
         };
         if h.kind == event::EV_EXIT {
             // Its last samples are already converted: drop the address cache.
@@ -180,6 +206,53 @@ impl Converter {
             ksyms: ksyms.as_deref(),
             extra: x,
         });
+    }
+
+    /// Name the files of kernel-resolved frames; normalize the rest (addresses only) with the
+    /// live process's memory map.
+    fn user_frames(&mut self, pid: u32, frames: &[KernelUserFrame]) -> Vec<UserFrame> {
+        self.modules.learn_process(pid);
+        let ips: Vec<u64> = frames
+            .iter()
+            .filter_map(|f| match f {
+                KernelUserFrame::Ip(ip) => Some(*ip),
+                KernelUserFrame::Resolved { .. } => None,
+            })
+            .collect();
+        let mut normalized = if ips.is_empty() {
+            Vec::new()
+        } else {
+            self.norm.normalize(pid, &ips)
+        }
+        .into_iter();
+        frames
+            .iter()
+            .map(|f| match f {
+                KernelUserFrame::Resolved { build_id, offset } => {
+                    let id = build_id_hex(build_id);
+                    UserFrame {
+                        addr: 0,
+                        module: self.modules.path(&id).map(str::to_string),
+                        build_id: Some(id),
+                        offset: Some(*offset),
+                        error: None,
+                    }
+                }
+                KernelUserFrame::Ip(ip) => {
+                    let f = normalized.next().unwrap_or_else(|| UserFrame {
+                        addr: *ip,
+                        module: None,
+                        build_id: None,
+                        offset: None,
+                        error: Some("not normalized".into()),
+                    });
+                    if let (Some(m), Some(id)) = (&f.module, &f.build_id) {
+                        self.modules.learn(id, m);
+                    }
+                    f
+                }
+            })
+            .collect()
     }
 
     /// A row for RSS growth the kernel side still held at the end (no stacks).
@@ -222,6 +295,71 @@ impl Converter {
             .collect::<Vec<_>>()
             .join(", ")
     }
+}
+
+/// How many leading kernel frames belong to the tracing machinery that ran our BPF program
+/// (the program itself, `bpf_trace_run*`, perf's tracepoint glue): the stack the user cares
+/// about starts below them.
+fn tracing_frames(syms: &[Option<KernelSymbol>]) -> usize {
+    let glue = |s: &str| {
+        s.starts_with("bpf_trace_run")
+            || s.starts_with("__bpf_trace_")
+            || s.starts_with("bpf_prog_")
+            || s.starts_with("perf_trace_")
+            || s.starts_with("trace_call_bpf")
+            || s.starts_with("__traceiter_")
+            || s.starts_with("__bpf_prog_run")
+    };
+    let window = syms.len().min(8);
+    syms[..window]
+        .iter()
+        .rposition(|s| s.as_ref().is_some_and(|k| glue(&k.symbol)))
+        .map_or(0, |i| i + 1)
+}
+
+/// The path the BPF side walked up from the file's dentry (leaf first, NUL separated, the
+/// first `flags >> 20` bytes of the payload) as text: absolute when the walk reached the root,
+/// `…/`-prefixed when it stopped short; `None` when there was nothing (not a file).
+fn kernel_path(flags: u32, payload: &[u8]) -> KernelPath {
+    let used = ((flags >> 20) & 0xff) as usize;
+    let complete = flags & (1 << 16) != 0;
+    let mut names: Vec<String> = Vec::new();
+    let mut rest = &payload[..used.min(payload.len())];
+    while !rest.is_empty() {
+        match rest.iter().position(|&b| b == 0) {
+            Some(end) => {
+                names.push(String::from_utf8_lossy(&rest[..end]).into_owned());
+                rest = &rest[end + 1..];
+            }
+            // Cut off by the payload's end: not a whole name.
+            None => return KernelPath::Partial(join(&names, "…")),
+        }
+    }
+    if names.is_empty() {
+        return KernelPath::None;
+    }
+    if complete {
+        KernelPath::Complete(join(&names, ""))
+    } else {
+        KernelPath::Partial(join(&names, "…"))
+    }
+}
+
+fn join(leaf_first: &[String], prefix: &str) -> String {
+    let mut s = String::from(prefix);
+    for n in leaf_first.iter().rev() {
+        s.push('/');
+        s.push_str(n);
+    }
+    s
+}
+
+/// A path as the kernel side could walk it.
+#[derive(Debug, PartialEq, Eq)]
+enum KernelPath {
+    Complete(String),
+    Partial(String),
+    None,
 }
 
 /// (syscall, direction) by `enum stacks_vfs_call`.
@@ -287,7 +425,12 @@ struct FileNames {
 }
 
 impl FileNames {
-    fn path(&mut self, pid: u32, fd: i32, ino: u64, name: String) -> Option<String> {
+    fn path(&mut self, pid: u32, fd: i32, ino: u64, kernel: KernelPath) -> Option<String> {
+        let fallback = match kernel {
+            KernelPath::Complete(p) => return Some(p),
+            KernelPath::Partial(p) => Some(p),
+            KernelPath::None => None,
+        };
         if let Some((cached_ino, path)) = self.cache.get(&(pid, fd))
             && *cached_ino == ino
         {
@@ -303,7 +446,7 @@ impl FileNames {
             self.cache.insert((pid, fd), (ino, path.clone()));
             return Some(path);
         }
-        (!name.is_empty()).then_some(name)
+        fallback
     }
 
     fn forget(&mut self, pid: u32) {
@@ -314,6 +457,42 @@ impl FileNames {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tracing_glue_is_dropped_from_kernel_stacks() {
+        let k = |s: &str| {
+            Some(KernelSymbol {
+                symbol: s.into(),
+                offset: 0,
+                module: None,
+            })
+        };
+        let syms = vec![None, k("bpf_trace_run4"), k("__schedule"), k("schedule")];
+        assert_eq!(tracing_frames(&syms), 2);
+        assert_eq!(tracing_frames(&[k("vfs_read"), k("ksys_read")]), 0);
+        assert_eq!(tracing_frames(&[]), 0);
+    }
+
+    #[test]
+    fn kernel_paths() {
+        let mut p = [0u8; 128];
+        p[..14].copy_from_slice(b"a.txt\0dir\0tmp\0");
+        let f = |used: u32, complete: bool| (used << 20) | if complete { 1 << 16 } else { 0 };
+        assert_eq!(
+            kernel_path(f(14, true), &p),
+            KernelPath::Complete("/tmp/dir/a.txt".into())
+        );
+        assert_eq!(
+            kernel_path(f(10, false), &p),
+            KernelPath::Partial("…/dir/a.txt".into())
+        );
+        // A name cut off by the end of the payload is dropped.
+        assert_eq!(
+            kernel_path(f(12, false), &p),
+            KernelPath::Partial("…/dir/a.txt".into())
+        );
+        assert_eq!(kernel_path(f(0, true), &p), KernelPath::None);
+    }
 
     #[test]
     fn socket_addresses() {
@@ -336,12 +515,19 @@ mod tests {
         let mut names = FileNames::default();
         let pid = std::process::id();
         let fd = f.as_raw_fd();
-        let got = names.path(pid, fd, ino, "data.bin".into()).unwrap();
+        let partial = || KernelPath::Partial("…/data.bin".into());
+        let got = names.path(pid, fd, ino, partial()).unwrap();
         assert_eq!(got, path.to_string_lossy());
-        // Another inode behind the same fd number: only the kernel's name is trusted.
+        // Another inode behind the same fd number: only the kernel's walk is trusted.
         assert_eq!(
-            names.path(pid, fd, ino + 1, "other".into()).as_deref(),
-            Some("other")
+            names.path(pid, fd, ino + 1, partial()).as_deref(),
+            Some("…/data.bin")
+        );
+        assert_eq!(
+            names
+                .path(pid, fd, ino + 1, KernelPath::Complete("/x".into()))
+                .as_deref(),
+            Some("/x")
         );
         drop(f);
         std::fs::remove_dir_all(&dir).unwrap();

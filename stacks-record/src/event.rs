@@ -17,6 +17,18 @@ pub const EV_BLOCK: u32 = 8;
 pub const EV_VFS: u32 = 9;
 pub const EV_NET: u32 = 10;
 
+/// Bytes per user frame (`struct bpf_stack_build_id`).
+pub const UFRAME_SIZE: usize = 32;
+
+/// A user frame as the kernel normalized it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KernelUserFrame {
+    /// Build id (zero padded) and file offset.
+    Resolved { build_id: [u8; 20], offset: u64 },
+    /// Only the virtual address: the kernel could not resolve it at capture time.
+    Ip(u64),
+}
+
 /// Length of `u.str`.
 pub const STR_LEN: usize = 128;
 
@@ -79,7 +91,7 @@ impl<'a> RawEvent<'a> {
         // SAFETY: the length was checked and every bit pattern is a valid Header.
         let h = unsafe { std::ptr::read_unaligned(data.as_ptr().cast::<Header>()) };
         let frames = &data[HEADER_SIZE..];
-        let want = (frame_count(h.kstack_len) + frame_count(h.ustack_len)) * 8;
+        let want = frame_count(h.kstack_len) * 8 + frame_count(h.ustack_len) * UFRAME_SIZE;
         if frames.len() < want {
             return Err(DecodeError::Frames {
                 want,
@@ -94,24 +106,42 @@ impl<'a> RawEvent<'a> {
         u64::from_ne_bytes(b.try_into().expect("8 bytes"))
     }
 
-    fn stack(&self, len: i32, start: usize) -> Option<Result<Vec<u64>, i32>> {
-        match len {
+    /// The kernel stack's frames, `Err(-errno)`, or `None` when not requested.
+    pub fn kstack(&self) -> Option<Result<Vec<u64>, i32>> {
+        match self.h.kstack_len {
             NOT_REQUESTED => None,
             n if n < 0 => Some(Err(n)),
-            _ => Some(Ok((start..start + frame_count(len))
-                .map(|i| self.frame_at(i))
-                .collect())),
+            n => Some(Ok((0..frame_count(n)).map(|i| self.frame_at(i)).collect())),
         }
     }
 
-    /// The kernel stack's frames, `Err(-errno)`, or `None` when not requested.
-    pub fn kstack(&self) -> Option<Result<Vec<u64>, i32>> {
-        self.stack(self.h.kstack_len, 0)
-    }
-
-    /// The user stack (stored right after the kernel frames).
-    pub fn ustack(&self) -> Option<Result<Vec<u64>, i32>> {
-        self.stack(self.h.ustack_len, frame_count(self.h.kstack_len))
+    /// The user stack (stored right after the kernel frames), empty frames skipped.
+    pub fn ustack(&self) -> Option<Result<Vec<KernelUserFrame>, i32>> {
+        let n = match self.h.ustack_len {
+            NOT_REQUESTED => return None,
+            n if n < 0 => return Some(Err(n)),
+            n => frame_count(n),
+        };
+        let base = frame_count(self.h.kstack_len) * 8;
+        let mut out = Vec::with_capacity(n);
+        for i in 0..n {
+            let b = &self.frames[base + i * UFRAME_SIZE..base + (i + 1) * UFRAME_SIZE];
+            let status = i32::from_ne_bytes(b[0..4].try_into().expect("4 bytes"));
+            let value = u64::from_ne_bytes(b[24..32].try_into().expect("8 bytes"));
+            match status {
+                1 => {
+                    let mut build_id = [0u8; 20];
+                    build_id.copy_from_slice(&b[4..24]);
+                    out.push(KernelUserFrame::Resolved {
+                        build_id,
+                        offset: value,
+                    });
+                }
+                2 => out.push(KernelUserFrame::Ip(value)),
+                _ => {}
+            }
+        }
+        Some(Ok(out))
     }
 
     /// The payload as a NUL-terminated string.
@@ -154,7 +184,7 @@ pub fn cstr(bytes: &[u8]) -> String {
 mod tests {
     use super::*;
 
-    fn record(klen: i32, ulen: i32, frames: &[u64]) -> Vec<u8> {
+    fn record(klen: i32, ulen: i32, kframes: &[u64], uframes: &[(i32, u64)]) -> Vec<u8> {
         let mut h: Header = unsafe { std::mem::zeroed() };
         h.kind = EV_PROFILE;
         h.kstack_len = klen;
@@ -163,28 +193,42 @@ mod tests {
         let mut out = vec![0u8; HEADER_SIZE];
         // SAFETY: out has room for exactly one Header.
         unsafe { std::ptr::write_unaligned(out.as_mut_ptr().cast::<Header>(), h) };
-        for f in frames {
+        for f in kframes {
             out.extend_from_slice(&f.to_ne_bytes());
+        }
+        for (status, v) in uframes {
+            out.extend_from_slice(&status.to_ne_bytes());
+            out.extend_from_slice(&[7u8; 20]);
+            out.extend_from_slice(&v.to_ne_bytes());
         }
         out
     }
 
     #[test]
     fn kernel_then_user_frames() {
-        let data = record(2, 3, &[1, 2, 10, 11, 12]);
+        let data = record(2, 3, &[1, 2], &[(1, 10), (2, 11), (0, 0)]);
         let e = RawEvent::from_bytes(&data).unwrap();
         assert_eq!(e.kstack(), Some(Ok(vec![1, 2])));
-        assert_eq!(e.ustack(), Some(Ok(vec![10, 11, 12])));
+        assert_eq!(
+            e.ustack(),
+            Some(Ok(vec![
+                KernelUserFrame::Resolved {
+                    build_id: [7; 20],
+                    offset: 10
+                },
+                KernelUserFrame::Ip(11)
+            ]))
+        );
         assert_eq!(cstr(&e.h.comm), "app");
     }
 
     #[test]
     fn errors_and_not_requested_take_no_frames() {
-        let data = record(-14, 1, &[7]);
+        let data = record(-14, 1, &[], &[(2, 7)]);
         let e = RawEvent::from_bytes(&data).unwrap();
         assert_eq!(e.kstack(), Some(Err(-14)));
-        assert_eq!(e.ustack(), Some(Ok(vec![7])));
-        let data = record(NOT_REQUESTED, NOT_REQUESTED, &[]);
+        assert_eq!(e.ustack(), Some(Ok(vec![KernelUserFrame::Ip(7)])));
+        let data = record(NOT_REQUESTED, NOT_REQUESTED, &[], &[]);
         let e = RawEvent::from_bytes(&data).unwrap();
         assert_eq!(e.kstack(), None);
         assert_eq!(e.ustack(), None);
@@ -196,10 +240,15 @@ mod tests {
             RawEvent::from_bytes(&[0u8; 10]).err(),
             Some(DecodeError::Short(10))
         );
-        let data = record(2, 0, &[1]);
+        let data = record(2, 0, &[1], &[]);
         assert!(matches!(
             RawEvent::from_bytes(&data),
             Err(DecodeError::Frames { want: 16, have: 8 })
+        ));
+        let data = record(0, 2, &[], &[(1, 1)]);
+        assert!(matches!(
+            RawEvent::from_bytes(&data),
+            Err(DecodeError::Frames { want: 64, have: 32 })
         ));
     }
 }

@@ -7,6 +7,7 @@ pub mod convert;
 pub mod event;
 pub mod host;
 pub mod kallsyms;
+pub mod modules;
 pub mod normalize;
 pub mod record;
 pub mod rows;

@@ -163,7 +163,8 @@ pub fn run() -> Result<ExitCode> {
     loop {
         // The kernel wakes us only when the buffer fills up (see wakeup_bytes in the BPF
         // code); otherwise the timeout comes first and we take what is there.
-        let rc = rb.poll_raw(POLL_EVERY);
+        let waiting = !queue.borrow().spans.is_empty();
+        let rc = rb.poll_raw(if waiting { Duration::ZERO } else { POLL_EVERY });
         let rc = if rc >= 0 { rb.consume_raw() } else { rc };
         if rc < 0 && rc != -libc::EINTR {
             bail!(
@@ -171,7 +172,7 @@ pub fn run() -> Result<ExitCode> {
                 std::io::Error::from_raw_os_error(-rc)
             );
         }
-        drain(&queue, &mut rows, &mut conv);
+        drain(&queue, &mut rows, &mut conv, &rb);
         if rows.len() >= FLUSH_ROWS || last_flush.elapsed() >= FLUSH_EVERY {
             push_lost(&skel, &mut lost_seen, &mut rows, &mut conv.counts)?;
             if !rows.is_empty() {
@@ -209,7 +210,9 @@ pub fn run() -> Result<ExitCode> {
             std::io::Error::from_raw_os_error(-rc)
         );
     }
-    drain(&queue, &mut rows, &mut conv);
+    while !queue.borrow().spans.is_empty() {
+        drain(&queue, &mut rows, &mut conv, &rb);
+    }
     let now = host::realtime_ns();
     for rest in bpf::take_rss_remainders(&skel) {
         conv.push_rss_remainder(&mut rows, now, rest);
@@ -265,15 +268,29 @@ fn describe(target: &Target) -> String {
     }
 }
 
-fn drain(queue: &RefCell<Queue>, rows: &mut RowBuilder, conv: &mut Converter) {
+/// Convert what was taken from the ring buffer. Converting is slower than copying out of the
+/// kernel, so during a burst the ring buffer is emptied into our queue between chunks (up to
+/// [`QUEUE_MAX_BYTES`]): the kernel side drops events only when both are full.
+fn drain(
+    queue: &RefCell<Queue>,
+    rows: &mut RowBuilder,
+    conv: &mut Converter,
+    rb: &libbpf_rs::RingBuffer<'_>,
+) {
     let q = std::mem::take(&mut *queue.borrow_mut());
-    for &(start, len) in &q.spans {
+    for (i, &(start, len)) in q.spans.iter().enumerate() {
         match RawEvent::from_bytes(&q.bytes[start..start + len]) {
             Ok(e) => conv.push(&e, rows),
             Err(_) => conv.counts.malformed += 1,
         }
+        if i % 256 == 255 && queue.borrow().bytes.len() < QUEUE_MAX_BYTES {
+            let _ = rb.consume_raw();
+        }
     }
 }
+
+/// Most bytes of records held in user space waiting for conversion.
+const QUEUE_MAX_BYTES: usize = 512 << 20;
 
 /// Kernel symbols for naming kernel frames at record time, when kallsyms is readable.
 fn kernel_names() -> Option<Box<dyn KernelNames>> {
@@ -288,11 +305,12 @@ fn kernel_names() -> Option<Box<dyn KernelNames>> {
 
 impl KernelNames for KernelSymbols {
     fn name(&self, addr: u64) -> Option<KernelSymbol> {
-        self.resolve(addr).map(|(symbol, offset, module)| KernelSymbol {
-            symbol: symbol.to_string(),
-            offset,
-            module: module.map(str::to_string),
-        })
+        self.resolve(addr)
+            .map(|(symbol, offset, module)| KernelSymbol {
+                symbol: symbol.to_string(),
+                offset,
+                module: module.map(str::to_string),
+            })
     }
 }
 

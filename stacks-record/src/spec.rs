@@ -336,7 +336,7 @@ pub fn format_ns(ns: u64) -> String {
         return "0".into();
     }
     for (mult, unit) in [(1_000_000_000, "s"), (1_000_000, "ms"), (1_000, "us")] {
-        if ns % mult == 0 {
+        if ns.is_multiple_of(mult) {
             return format!("{}{unit}", ns / mult);
         }
     }
