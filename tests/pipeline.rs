@@ -382,8 +382,9 @@ fn names_match_at_exec_and_commands_bring_their_children() {
     for b in &batches {
         let comm = b.column_by_name("comm").unwrap().as_string::<i32>();
         let pid = b.column_by_name("pid").unwrap().as_primitive::<Int32Type>();
+        let kind = b.column_by_name("kind").unwrap().as_string::<i32>();
         for row in 0..b.num_rows() {
-            if comm.value(row) == "stacks-workload" {
+            if comm.value(row) == "stacks-workload" && kind.value(row) == "profile" {
                 *by_pid.entry(pid.value(row)).or_default() += 1;
             }
         }
@@ -391,7 +392,7 @@ fn names_match_at_exec_and_commands_bring_their_children() {
     assert_eq!(by_pid.len(), 2, "two traced children: {by_pid:?}");
     // Each ran 1 s of wall time; on a loaded 2-core machine it may get well under a core.
     assert!(
-        by_pid.values().all(|&n| n >= 25),
+        by_pid.values().all(|&n| n >= 10),
         "up to 1 s of samples each: {by_pid:?}"
     );
     let _ = std::fs::remove_dir_all(&dir);
