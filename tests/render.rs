@@ -89,9 +89,9 @@ fn go_pprof_reads_every_profile() {
         &dir.join("off.pb.gz"),
     );
     let (totals, raw) = pprof_raw(&off);
-    assert_eq!(totals["switches/count"], 6, "{raw}");
+    assert_eq!(totals["intervals/count"], 6, "{raw}");
     assert_eq!(totals["offcpu/nanoseconds"], 7 * MS + 400_000, "{raw}");
-    assert!(raw.contains("[short off-CPU intervals]"), "{raw}");
+    assert!(raw.contains("[folded short off-CPU intervals]"), "{raw}");
 
     let all = tool(
         "stacks-pprof",
@@ -108,11 +108,11 @@ fn go_pprof_reads_every_profile() {
     let want: BTreeMap<String, i64> = [
         ("samples/count", 4),
         ("cpu/nanoseconds", 40 * MS),
-        ("switches/count", 6),
+        ("intervals/count", 6),
         ("offcpu/nanoseconds", 7 * MS + 400_000),
         ("rss_events/count", 20),
         ("rss_growth/bytes", 81920),
-        ("block_ios/count", 1),
+        ("block_requests/count", 1),
         ("block/bytes", 8192),
         ("vfs_calls/count", 1),
         ("vfs/bytes", 100),
@@ -161,7 +161,7 @@ fn svg_flame_graph_is_well_formed() {
     assert!(groups >= 4, "a frame group per frame: {out}");
     let text = std::fs::read_to_string(&svg).expect("read svg");
     assert!(text.contains("stacks: offcpu (nanoseconds)"), "title");
-    assert!(text.contains("[short off-CPU intervals]"));
+    assert!(text.contains("[folded short off-CPU intervals]"));
 }
 
 #[test]

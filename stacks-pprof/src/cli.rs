@@ -27,7 +27,8 @@ pub enum Format {
 ///
 /// Rows with the same stack and labels become one sample whose values are summed. Read the
 /// result with `go tool pprof`, speedscope, Grafana/Pyroscope or any other pprof reader.
-/// Folded stacks and flame graphs show one value: the profile's default (last) sample type.
+/// Folded stacks and flame graphs show one value: the profile's default sample type (the last
+/// value column; with several kinds, the first kind's `value`).
 #[derive(Debug, Parser)]
 #[command(name = "stacks-pprof", version)]
 pub struct Args {
@@ -59,10 +60,10 @@ pub struct Args {
     /// For a stream of event rows (stacks-symbolize output): convert rows of KIND
     /// [default: profile]; repeatable or comma-separated. Each kind adds its event count
     /// (the `count` column, 1 where null) and its `value` in the kind's unit: profile
-    /// samples + cpu ns, switch switches + offcpu ns, rss rss_events + rss_growth bytes,
-    /// block/vfs/net *_ios/*_calls + bytes; lost, exec, fork, exit count themselves.
-    /// Folded short off-CPU intervals (switch rows without stack) are rooted at
-    /// `[short off-CPU intervals]`.
+    /// samples + cpu ns, switch intervals + offcpu ns, rss rss_events + rss_growth bytes,
+    /// block block_requests + bytes, vfs/net vfs_calls/net_calls + bytes; lost, exec, fork,
+    /// exit count themselves. Rows without a stack count under `[no stack]`, folded short
+    /// off-CPU intervals under `[folded short off-CPU intervals]`.
     #[arg(long, value_name = "KIND")]
     pub kind: Vec<String>,
 

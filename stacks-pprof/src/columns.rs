@@ -240,9 +240,9 @@ fn count_name(kind: &str) -> Option<&'static str> {
     use stacks_stream::kind::*;
     match kind {
         PROFILE => Some("samples"),
-        SWITCH => Some("switches"),
+        SWITCH => Some("intervals"),
         RSS => Some("rss_events"),
-        BLOCK => Some("block_ios"),
+        BLOCK => Some("block_requests"),
         VFS => Some("vfs_calls"),
         NET => Some("net_calls"),
         // `value` counts already (lost events; 1 per exec, fork, exit).

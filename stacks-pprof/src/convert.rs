@@ -44,8 +44,12 @@ pub struct Options {
 }
 
 /// Root frame of `switch` rows folding off-CPU intervals shorter than the recorder's MIN:
-/// they have no stack, and must count for the totals to be exact.
-pub const SHORT_OFFCPU_FRAME: &str = "[short off-CPU intervals]";
+/// they have no stack, and must count for the totals to be exact (the name the bundled
+/// `offcpu` query gives them too).
+pub const SHORT_OFFCPU_FRAME: &str = "[folded short off-CPU intervals]";
+/// Frame of a row of a row stream whose stack was not recorded (as the bundled queries name
+/// it), and of a sample without locations in folded stacks.
+pub const NO_STACK_FRAME: &str = "[no stack]";
 /// The frame between kernel and user frames with `--delimiter` (bcc's `-d`).
 pub const DELIMITER_FRAME: &str = "-";
 /// Root frame name for a row whose process name is null or empty, with `--process-name`.
@@ -272,12 +276,17 @@ impl Converter {
                 &mut self.pending,
                 self.delimiter,
             );
-            // Folded short off-CPU intervals: no stack and no duration of their own.
-            if kind == Some(stacks_stream::kind::SWITCH)
-                && stack.is_null(row)
-                && durations.as_ref().is_none_or(|d| d.is_null(row))
-            {
-                locations.push(self.tables.synthetic(SHORT_OFFCPU_FRAME));
+            // Rows whose stack was not recorded; folded short off-CPU intervals have no
+            // duration of their own either.
+            if kind.is_some() && stack.is_null(row) {
+                let folded = kind == Some(stacks_stream::kind::SWITCH)
+                    && durations.as_ref().is_none_or(|d| d.is_null(row));
+                let name = if folded {
+                    SHORT_OFFCPU_FRAME
+                } else {
+                    NO_STACK_FRAME
+                };
+                locations.push(self.tables.synthetic(name));
             }
             if let Some(comms) = &comms {
                 let name = Some(comms)

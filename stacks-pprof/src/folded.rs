@@ -8,13 +8,12 @@ use std::io::Write;
 use inferno::flamegraph::color::{BasicPalette, Palette};
 
 use crate::Error;
+use crate::convert::NO_STACK_FRAME;
 use crate::proto::Profile;
 use crate::timefmt::rfc3339;
 
 /// What flamegraph.pl and bcc append to inlined function names (`--annotate`).
 pub const INLINED_SUFFIX: &str = "_[i]";
-/// The frame of a sample without any location (its stack was not recorded).
-pub const NO_STACK_FRAME: &str = "[no stack]";
 
 /// Index of the sample type shown by default: the `default_sample_type`, else the last one.
 pub fn default_index(p: &Profile) -> usize {

@@ -23,9 +23,10 @@ use prost::Message;
 
 pub use columns::{SampleKind, sample_kind};
 pub use convert::{
-    Converter, DELIMITER_FRAME, Options, SHORT_OFFCPU_FRAME, convert, encode, write_profile,
+    Converter, DELIMITER_FRAME, NO_STACK_FRAME, Options, SHORT_OFFCPU_FRAME, convert, encode,
+    write_profile,
 };
-pub use folded::{INLINED_SUFFIX, NO_STACK_FRAME, default_index, folded, write_folded, write_svg};
+pub use folded::{INLINED_SUFFIX, default_index, folded, write_folded, write_svg};
 pub use tables::KERNEL_SUFFIX;
 pub use totals::{cumulative_function_totals, leaf_function_totals};
 

@@ -13,34 +13,40 @@ use stacks_pprof::proto::Profile;
 
 /// Compare `actual` with the golden file `name`, or rewrite it under `STACKS_BLESS=1`.
 fn golden(name: &str, actual: &str) {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden")
-        .join(name);
-    if std::env::var_os("STACKS_BLESS").is_some() {
-        std::fs::create_dir_all(path.parent().expect("golden dir")).expect("create golden dir");
-        std::fs::write(&path, actual).expect("write golden file");
-        return;
-    }
-    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e}; run with STACKS_BLESS=1 to create it",
-            path.display()
-        )
-    });
-    if expected != actual {
+    if let Some(expected) = golden_bytes(name, actual.as_bytes()) {
+        let expected = String::from_utf8_lossy(&expected);
         let first = expected
             .lines()
             .zip(actual.lines())
             .position(|(a, b)| a != b)
             .unwrap_or(expected.lines().count().min(actual.lines().count()));
         panic!(
-            "{} differs from the output at line {} (STACKS_BLESS=1 rewrites it):\n--- expected\n{}\n--- actual\n{}",
-            path.display(),
+            "tests/golden/{name} differs from the output at line {} (STACKS_BLESS=1 rewrites it):\n--- expected\n{}\n--- actual\n{}",
             first + 1,
             expected,
             actual
         );
     }
+}
+
+/// Compare bytes with the golden file `name` (rewritten under `STACKS_BLESS=1`); the expected
+/// bytes when they differ.
+fn golden_bytes(name: &str, actual: &[u8]) -> Option<Vec<u8>> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name);
+    if std::env::var_os("STACKS_BLESS").is_some() {
+        std::fs::create_dir_all(path.parent().expect("golden dir")).expect("create golden dir");
+        std::fs::write(&path, actual).expect("write golden file");
+        return None;
+    }
+    let expected = std::fs::read(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}; run with STACKS_BLESS=1 to create it",
+            path.display()
+        )
+    });
+    (expected != actual).then_some(expected)
 }
 
 fn s(p: &Profile, i: i64) -> &str {
@@ -171,7 +177,7 @@ fn profile_rows() {
 fn switch_rows_with_folded_short_intervals() {
     let p = pprof(&["--kind", "switch"]);
     assert_eq!(
-        total(&p, "switches"),
+        total(&p, "intervals"),
         2 + 4,
         "the folded row counts its intervals"
     );
@@ -195,11 +201,11 @@ fn every_kind_at_once() {
     for (name, want) in [
         ("samples", 4),
         ("cpu", 40 * MS),
-        ("switches", 6),
+        ("intervals", 6),
         ("offcpu", 7 * MS + 400_000),
         ("rss_events", 20),
         ("rss_growth", 81920),
-        ("block_ios", 1),
+        ("block_requests", 1),
         ("block", 8192),
         ("vfs_calls", 1),
         ("vfs", 100),
@@ -244,7 +250,10 @@ fn folded_bcc_style() {
         })
         .sum();
     assert_eq!(sum, 7 * MS + 400_000);
-    assert!(out.contains("[short off-CPU intervals] 400000\n"), "{out}");
+    assert!(
+        out.contains("[folded short off-CPU intervals] 400000\n"),
+        "{out}"
+    );
     golden("switch.folded", &out);
 }
 
@@ -267,4 +276,75 @@ fn svg_flame_graph_with_metadata_title() {
         "total of the block rows"
     );
     assert!(out.contains("submit_bio"));
+}
+
+/// The fixture stream itself is kept as `every-kind.arrow`, for tests outside this crate (the
+/// end-to-end rendering test) and for trying the tools by hand; it must stay what
+/// [`every_kind`] builds.
+#[test]
+fn fixture_stream_file() {
+    let stream = events_stream(&every_kind());
+    assert!(
+        golden_bytes("every-kind.arrow", &stream).is_none(),
+        "tests/golden/every-kind.arrow is not what every_kind() builds: STACKS_BLESS=1 rewrites it"
+    );
+}
+
+/// inferno reads every folded line stacks-pprof writes: its flame graph's total is the sum.
+#[test]
+fn inferno_accepts_folded_output() {
+    for args in [
+        &["--format", "folded"][..],
+        &[
+            "--format",
+            "folded",
+            "--kind",
+            "switch",
+            "--annotate",
+            "--process-name",
+        ],
+        &[
+            "--format",
+            "folded",
+            "--kind",
+            "rss,block,vfs,net",
+            "--delimiter",
+        ],
+    ] {
+        let out = text(args);
+        let total: i64 = out
+            .lines()
+            .map(|l| {
+                l.rsplit_once(' ')
+                    .expect("value")
+                    .1
+                    .parse::<i64>()
+                    .expect("number")
+            })
+            .sum();
+        let mut options = inferno::flamegraph::Options::default();
+        options.count_name = "units".into();
+        let mut svg = Vec::new();
+        inferno::flamegraph::from_reader(&mut options, out.as_bytes(), &mut svg)
+            .unwrap_or_else(|e| panic!("inferno refused {args:?}: {e}\n{out}"));
+        let svg = String::from_utf8(svg).expect("utf-8 svg");
+        let want = format!("all ({} units, 100%)", group_thousands(total));
+        assert!(
+            svg.contains(&want),
+            "{args:?}: {want} not in the flame graph"
+        );
+    }
+}
+
+/// `1234567` → `1,234,567`, as inferno writes counts.
+fn group_thousands(n: i64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }

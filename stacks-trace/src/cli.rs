@@ -23,7 +23,7 @@ use crate::{Bound, Options, Window, convert};
 ///
 /// An on-CPU slice spans from a thread's return to the CPU to its next recorded switch-out
 /// (or its last row): off-CPU intervals shorter than the recorder's `switch` MIN are folded
-/// into counts, shown as `short off-CPU intervals` instants, and fall inside on-CPU slices.
+/// into counts, shown as `folded short off-CPU intervals` instants, and fall inside on-CPU slices.
 ///
 /// The output is written as rows arrive; if the input breaks off, the JSON stops there
 /// (incomplete, so no reader takes it for a whole trace) and the exit status is 1.

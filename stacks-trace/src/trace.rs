@@ -250,7 +250,7 @@ impl<W: Write> Tracer<W> {
                     }
                     let mut o = self.event("i", pid, tid, t);
                     o.str("s", "t")
-                        .str("name", "short off-CPU intervals")
+                        .str("name", "folded short off-CPU intervals")
                         .str("cat", "sched");
                     let mut a = o.obj("args");
                     opt_int(&mut a, "count", c.int(col::COUNT, row));

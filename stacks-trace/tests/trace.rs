@@ -89,7 +89,7 @@ fn every_kind_on_its_track() {
         off[0]["args"]["stack"],
         serde_json::json!(["schedule", "wait", "main"])
     );
-    let short = events(&v, "short off-CPU intervals");
+    let short = events(&v, "folded short off-CPU intervals");
     assert_eq!(short[0]["args"]["count"], 4);
     assert_eq!(short[0]["args"]["total_ns"], 400_000);
     // On-CPU between the two switch rows: back at 7 ms, out again at 8 ms. Back at 11 ms
