@@ -146,3 +146,67 @@ fn closed_stdout_is_quiet_success() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+#[test]
+fn process_name_needs_comm() {
+    // A stream with a stack and values but no `comm` column.
+    let full = stream(&fixture());
+    let batches: Vec<_> = stacks_stream::InputStream::new("fixture", Box::new(std::io::Cursor::new(full)))
+        .expect("read fixture")
+        .collect::<Result<_, _>>()
+        .expect("batches");
+    let keep: Vec<usize> = ["time", "pid", "cpu_ns", "stack"]
+        .iter()
+        .map(|c| batches[0].schema().index_of(c).expect("column"))
+        .collect();
+    let projected: Vec<_> = batches
+        .iter()
+        .map(|b| b.project(&keep).expect("project"))
+        .collect();
+    let mut buf = Vec::new();
+    let mut w = arrow_ipc::writer::StreamWriter::try_new(&mut buf, &projected[0].schema())
+        .expect("writer");
+    for b in &projected {
+        w.write(b).expect("write");
+    }
+    w.finish().expect("finish");
+    drop(w);
+    assert_error(
+        &run(&["--process-name", "--format", "folded"], &buf),
+        "missing column `comm` (required: --process-name",
+    );
+}
+
+#[test]
+fn unknown_kind_lists_the_known_ones() {
+    let events = events_stream(&every_kind());
+    assert_error(
+        &run(&["--kind", "profile,bogus"], &events),
+        "unknown --kind `bogus` (known: profile, switch",
+    );
+    // --kind on a stream that is not made of event rows.
+    assert_error(&run(&["--kind", "switch"], &stream(&fixture())), "--kind");
+}
+
+#[test]
+fn svg_of_nothing_is_an_error() {
+    // No exit rows carry stacks, but they count: a flame graph of `[no stack]`. Nothing at
+    // all to draw only when no row of the kind is there.
+    let events: Vec<Event> = every_kind()
+        .into_iter()
+        .filter(|e| e.kind != "exit")
+        .collect();
+    assert_error(
+        &run(&["--format", "svg", "--kind", "exit"], &events_stream(&events)),
+        "nothing to draw",
+    );
+}
+
+#[test]
+fn text_formats_go_to_stdout() {
+    let o = run(&["--format", "folded"], &stream(&fixture()));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8(o.stdout).expect("folded text");
+    assert!(text.contains("main;busy 20000000\n"), "{text}");
+    assert!(text.contains("[no stack] 10000000\n"), "{text}");
+}

@@ -217,3 +217,54 @@ fn closed_stdout_is_quiet_success() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+/// A query result: some columns only, other types (Int64 pid, Utf8View kind), no stacks.
+#[test]
+fn query_results_read_the_same() {
+    use std::sync::Arc;
+
+    use arrow_array::RecordBatch;
+    use arrow_schema::{DataType, Field, Schema};
+
+    let full = events_stream(&every_kind());
+    let input = stacks_stream::InputStream::new("fixture", Box::new(std::io::Cursor::new(full)))
+        .expect("read fixture");
+    let schema = input.schema();
+    let batches: Vec<RecordBatch> = input.collect::<Result<_, _>>().expect("batches");
+    let cols = ["time", "kind", "pid", "tid", "thread", "value", "duration", "state"];
+    let to = |name: &str| match name {
+        "pid" => DataType::Int64,
+        "kind" => DataType::Utf8View,
+        other => schema
+            .field_with_name(other)
+            .expect("column")
+            .data_type()
+            .clone(),
+    };
+    let fields: Vec<Field> = cols.iter().map(|c| Field::new(*c, to(c), true)).collect();
+    let out_schema = Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()));
+    let mut buf = Vec::new();
+    let mut w =
+        arrow_ipc::writer::StreamWriter::try_new(&mut buf, &out_schema).expect("stream writer");
+    for b in &batches {
+        let arrays = cols
+            .iter()
+            .map(|c| {
+                arrow_cast::cast(b.column_by_name(c).expect("column"), &to(c)).expect("cast")
+            })
+            .collect();
+        w.write(&RecordBatch::try_new(out_schema.clone(), arrays).expect("batch"))
+            .expect("write");
+    }
+    w.finish().expect("finish");
+    drop(w);
+    let o = trace(&[], &buf);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    let s = check(&v).unwrap_or_else(|e| panic!("invalid trace:\n{}", e.join("\n")));
+    assert_eq!(s.durations_ns["off-CPU (sleeping)"], 7 * MS);
+    assert_eq!(s.durations_ns["on-CPU"], MS);
+    assert_eq!(s.frames, 0, "no stack column, no frames");
+    assert_eq!(s.tracks[&(10, 11)], "io");
+    assert!(!s.tracks.contains_key(&(10, 0)), "no comm column, no process name");
+}
