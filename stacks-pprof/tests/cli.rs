@@ -151,10 +151,11 @@ fn closed_stdout_is_quiet_success() {
 fn process_name_needs_comm() {
     // A stream with a stack and values but no `comm` column.
     let full = stream(&fixture());
-    let batches: Vec<_> = stacks_stream::InputStream::new("fixture", Box::new(std::io::Cursor::new(full)))
-        .expect("read fixture")
-        .collect::<Result<_, _>>()
-        .expect("batches");
+    let batches: Vec<_> =
+        stacks_stream::InputStream::new("fixture", Box::new(std::io::Cursor::new(full)))
+            .expect("read fixture")
+            .collect::<Result<_, _>>()
+            .expect("batches");
     let keep: Vec<usize> = ["time", "pid", "cpu_ns", "stack"]
         .iter()
         .map(|c| batches[0].schema().index_of(c).expect("column"))
@@ -164,8 +165,8 @@ fn process_name_needs_comm() {
         .map(|b| b.project(&keep).expect("project"))
         .collect();
     let mut buf = Vec::new();
-    let mut w = arrow_ipc::writer::StreamWriter::try_new(&mut buf, &projected[0].schema())
-        .expect("writer");
+    let mut w =
+        arrow_ipc::writer::StreamWriter::try_new(&mut buf, &projected[0].schema()).expect("writer");
     for b in &projected {
         w.write(b).expect("write");
     }
@@ -197,7 +198,10 @@ fn svg_of_nothing_is_an_error() {
         .filter(|e| e.kind != "exit")
         .collect();
     assert_error(
-        &run(&["--format", "svg", "--kind", "exit"], &events_stream(&events)),
+        &run(
+            &["--format", "svg", "--kind", "exit"],
+            &events_stream(&events),
+        ),
         "nothing to draw",
     );
 }

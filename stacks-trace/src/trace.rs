@@ -320,9 +320,10 @@ impl<W: Write> Tracer<W> {
     }
 
     fn on_cpu(&mut self, pid: i64, tid: i64, from: i64, to: i64) {
-        if to > from && self.visible(from, to - from) {
+        let dur = to.saturating_sub(from);
+        if dur > 0 && self.visible(from, dur) {
             let mut o = self.event("X", pid, tid, from);
-            o.micros("dur", to - from)
+            o.micros("dur", dur)
                 .str("name", "on-CPU")
                 .str("cat", "sched");
             o.end();
@@ -336,9 +337,10 @@ impl<W: Write> Tracer<W> {
         if let Some(back) = back {
             self.on_cpu(pid, tid, back, t);
         }
+        let end = t.saturating_add(d);
         if let Some(th) = self.threads.get_mut(&tid) {
-            th.back_on_cpu = Some(back.map_or(t + d, |b| b.max(t + d)));
-            th.last_seen = th.last_seen.max(t + d);
+            th.back_on_cpu = Some(back.map_or(end, |b| b.max(end)));
+            th.last_seen = th.last_seen.max(end);
         }
         if !self.visible(t, d) {
             return;

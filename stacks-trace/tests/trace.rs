@@ -231,7 +231,9 @@ fn query_results_read_the_same() {
         .expect("read fixture");
     let schema = input.schema();
     let batches: Vec<RecordBatch> = input.collect::<Result<_, _>>().expect("batches");
-    let cols = ["time", "kind", "pid", "tid", "thread", "value", "duration", "state"];
+    let cols = [
+        "time", "kind", "pid", "tid", "thread", "value", "duration", "state",
+    ];
     let to = |name: &str| match name {
         "pid" => DataType::Int64,
         "kind" => DataType::Utf8View,
@@ -249,9 +251,7 @@ fn query_results_read_the_same() {
     for b in &batches {
         let arrays = cols
             .iter()
-            .map(|c| {
-                arrow_cast::cast(b.column_by_name(c).expect("column"), &to(c)).expect("cast")
-            })
+            .map(|c| arrow_cast::cast(b.column_by_name(c).expect("column"), &to(c)).expect("cast"))
             .collect();
         w.write(&RecordBatch::try_new(out_schema.clone(), arrays).expect("batch"))
             .expect("write");
@@ -266,5 +266,28 @@ fn query_results_read_the_same() {
     assert_eq!(s.durations_ns["on-CPU"], MS);
     assert_eq!(s.frames, 0, "no stack column, no frames");
     assert_eq!(s.tracks[&(10, 11)], "io");
-    assert!(!s.tracks.contains_key(&(10, 0)), "no comm column, no process name");
+    assert!(
+        !s.tracks.contains_key(&(10, 0)),
+        "no comm column, no process name"
+    );
+}
+
+/// Absurd numbers (a duration of i64::MAX, negative ones) make odd slices, never a panic.
+#[test]
+fn absurd_values_do_not_panic() {
+    let mut events = every_kind();
+    for e in events
+        .iter_mut()
+        .filter(|e| e.kind == "switch" || e.kind == "vfs")
+    {
+        e.duration = Some(if e.kind == "vfs" { -5 } else { i64::MAX });
+        e.value = i64::MIN;
+    }
+    let o = trace(
+        &["--from", "+0ns", "--to", "+1000000h"],
+        &events_stream(&events),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    assert!(v["traceEvents"].as_array().is_some_and(|a| !a.is_empty()));
 }
