@@ -97,7 +97,7 @@ fn go_pprof_reads_every_profile() {
         "stacks-pprof",
         &[
             "--kind",
-            "profile,switch,rss,block,vfs,net,exec,fork,exit,lost",
+            "all",
             "--annotate",
             "--process-name",
             "--delimiter",

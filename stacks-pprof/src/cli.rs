@@ -58,7 +58,8 @@ pub struct Args {
     pub no_labels: bool,
 
     /// For a stream of event rows (stacks-symbolize output): convert rows of KIND
-    /// [default: profile]; repeatable or comma-separated. Each kind adds its event count
+    /// [default: profile]; repeatable or comma-separated, `all` for every kind. Each kind adds
+    /// its event count
     /// (the `count` column, 1 where null) and its `value` in the kind's unit: profile
     /// samples + cpu ns, switch intervals + offcpu ns, rss rss_events + rss_growth bytes,
     /// block block_requests + bytes, vfs/net vfs_calls/net_calls + bytes; lost, exec, fork,

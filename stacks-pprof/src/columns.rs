@@ -21,6 +21,14 @@ const NUMERIC_LABELS: [&str; 8] = [
 /// Numeric row columns that describe a row rather than weigh it (`value` does that).
 const ROW_ATTRIBUTES: [&str; 3] = [col::DURATION, col::COUNT, col::RSS];
 
+/// What `--kind all` stands for: every kind this version knows, in this order.
+const ALL_KINDS: [&str; 10] = {
+    use stacks_stream::kind::*;
+    [
+        PROFILE, SWITCH, RSS, BLOCK, VFS, NET, EXEC, FORK, EXIT, LOST,
+    ]
+};
+
 /// Name of the synthetic value column counting one per row.
 const SYNTHETIC: &str = "samples";
 
@@ -209,7 +217,15 @@ fn row_stream(
     match (kind_col, has_value) {
         (Some(i), true) => {
             let mut kinds: Vec<String> = Vec::new();
+            let mut names: Vec<&str> = Vec::new();
             for k in requested.iter().flat_map(|k| k.split(',')).map(str::trim) {
+                if k == "all" {
+                    names.extend(ALL_KINDS);
+                } else {
+                    names.push(k);
+                }
+            }
+            for k in names {
                 if stacks_stream::kind::value_type(k).is_none() {
                     return Err(Error::UnknownKind {
                         input: input.into(),
@@ -508,6 +524,10 @@ mod tests {
         let plan = Plan::new(&schema, "stdin", None, &[], false, &["lost".into()]).unwrap();
         assert_eq!(plan.values.len(), 1, "lost rows count themselves");
         assert_eq!(plan.values[0].kind.name, "lost");
+        let plan = Plan::new(&schema, "stdin", None, &[], false, &["all".into()]).unwrap();
+        let kinds = plan.rows_of_kind.as_ref().map(|(_, k)| k.len());
+        assert_eq!(kinds, Some(ALL_KINDS.len()));
+        assert_eq!(plan.values[plan.default_value].kind.name, "cpu");
         let err = Plan::new(&schema, "stdin", None, &[], false, &["bogus".into()]).unwrap_err();
         assert!(err.to_string().contains("`bogus`"), "{err}");
         // Explicit --value keeps the row filter but not the kind's value types.
