@@ -9,6 +9,9 @@
 //! * each thread's IO lane (tid + [`IO_LANE`], named `THREAD io`) holds its `vfs` calls (`X`)
 //!   and `net` sends/receives, which may straddle the thread's on/off-CPU slices;
 //! * `block` requests are async slices (`b`/`e`, category `block`): several may be in flight;
+//!   one starts at submission (`time`) and lasts `duration` (driver issue → completion; the
+//!   wait between submission and issue is not in the row, so the slice ends that much early);
+//! * `vfs` calls start at `time` (the system call's entry) and last `duration`;
 //! * `rss` is a counter (`C`) per process.
 
 use std::collections::HashMap;
@@ -385,6 +388,7 @@ impl<W: Write> Tracer<W> {
         opt_int(&mut a, "bytes", c.int(col::VALUE, row));
         opt_str(&mut a, "dev", c.str(col::DEV, row));
         opt_str(&mut a, "op", c.str(col::OP, row));
+        opt_int(&mut a, "errno", c.int(col::ERRNO, row));
         if let Some(stack) = &stack {
             a.strs("stack", stack.iter().map(String::as_str));
         }
