@@ -540,3 +540,105 @@ pub fn python(script: &str, args: &[&str]) -> Output {
         .output()
         .expect("run python3")
 }
+
+/// Run `cmd` with `input` on its stdin and its output captured; kill it and fail the test if
+/// it has not exited after `timeout` (a hang is a bug, never a slow pass).
+pub fn run_with_timeout(mut cmd: Command, input: &[u8], timeout: std::time::Duration) -> Output {
+    use std::io::{Read, Write};
+    use std::process::Stdio;
+    let shown = format!("{cmd:?}");
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {shown}: {e}"));
+    let mut stdin = child.stdin.take().expect("stdin");
+    let data = input.to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&data);
+    });
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut stderr = child.stderr.take().expect("stderr");
+    let out_reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = stdout.read_to_end(&mut v);
+        v
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = stderr.read_to_end(&mut v);
+        v
+    });
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if start.elapsed() > timeout {
+            let _ = child.kill();
+            let _ = child.wait();
+            let stderr = err_reader.join().unwrap_or_default();
+            panic!(
+                "{shown} hung: killed after {timeout:?}; stderr:\n{}",
+                String::from_utf8_lossy(&stderr)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    let _ = writer.join();
+    Output {
+        status,
+        stdout: out_reader.join().unwrap_or_default(),
+        stderr: err_reader.join().unwrap_or_default(),
+    }
+}
+
+/// Assert `out` is a clean refusal by `tool`: exit status `code`, no panic, every stderr line
+/// from the tool itself (`tool: …`), exactly one of them `tool: error: …`, containing `needle`.
+pub fn assert_refused(out: &Output, tool: &str, code: i32, needle: &str, case: &str) {
+    if let Some(problem) = refusal_problem(out, tool, code, needle, case) {
+        panic!("{problem}");
+    }
+}
+
+/// What is wrong with `out` as a clean refusal (see [`assert_refused`]), if anything.
+pub fn refusal_problem(
+    out: &Output,
+    tool: &str,
+    code: i32,
+    needle: &str,
+    case: &str,
+) -> Option<String> {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stderr.contains("panicked") {
+        return Some(format!("{tool} [{case}] panicked:\n{stderr}"));
+    }
+    if out.status.code() != Some(code) {
+        return Some(format!(
+            "{tool} [{case}]: exit {:?}, expected {code}; stderr:\n{stderr}",
+            out.status
+        ));
+    }
+    let prefix = format!("{tool}: ");
+    let stray: Vec<&str> = stderr.lines().filter(|l| !l.starts_with(&prefix)).collect();
+    if !stray.is_empty() {
+        return Some(format!(
+            "{tool} [{case}]: stderr lines not from the tool: {stray:?}\n{stderr}"
+        ));
+    }
+    let error = format!("{tool}: error: ");
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with(&error)).collect();
+    if errors.len() != 1 {
+        return Some(format!(
+            "{tool} [{case}]: expected one error line:\n{stderr}"
+        ));
+    }
+    if !errors[0].contains(needle) {
+        return Some(format!(
+            "{tool} [{case}]: expected `{needle}` in: {}",
+            errors[0]
+        ));
+    }
+    None
+}

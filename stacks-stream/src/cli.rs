@@ -37,6 +37,26 @@ pub fn main_with(tool: &str, run: impl FnOnce() -> anyhow::Result<ExitCode>) -> 
     }
 }
 
+/// A command-line usage error (as clap renders it: `error: …`, tips, usage) condensed to the
+/// one line every tool prints, `tool: error: … (see --help)`.
+pub fn usage_line(tool: &str, message: &str) -> String {
+    let first = message
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("invalid command line");
+    let first = first.strip_prefix("error:").unwrap_or(first).trim();
+    format!("{tool}: error: {first} (see {tool} --help)")
+}
+
+/// Print [`usage_line`] on stderr and exit with status 2, the usage-error status. With clap:
+/// `Args::try_parse().unwrap_or_else(|e| if e.use_stderr() { usage_error(TOOL, &e.to_string()) } else { e.exit() })`
+/// (help and version are not errors and keep clap's own output).
+pub fn usage_error(tool: &str, message: &str) -> ! {
+    eprintln!("{}", usage_line(tool, message));
+    std::process::exit(2)
+}
+
 /// Refuse to sit silently waiting for a stream typed at a terminal.
 pub fn refuse_tty_stdin(tool: &str) -> anyhow::Result<()> {
     if stdin_is_tty() {
@@ -67,6 +87,19 @@ mod tests {
         assert!(is_broken_pipe(&e));
         let e = anyhow::anyhow!("other");
         assert!(!is_broken_pipe(&e));
+    }
+
+    #[test]
+    fn usage_errors_become_one_line() {
+        let clap = "error: unexpected argument '--bogus' found\n\n  tip: to pass '--bogus' as a value, use '-- --bogus'\n\nUsage: t [OPTIONS]\n\nFor more information, try '--help'.\n";
+        assert_eq!(
+            usage_line("t", clap),
+            "t: error: unexpected argument '--bogus' found (see t --help)"
+        );
+        assert_eq!(
+            usage_line("t", "\n"),
+            "t: error: invalid command line (see t --help)"
+        );
     }
 
     #[test]

@@ -1,7 +1,13 @@
 //! Arrow IPC stream input and output for stdin/stdout or paths, with the checks every tool
 //! shares: refuse binary output to a terminal, detect non-Arrow and truncated input, flush
 //! every batch so live pipelines see data.
+//!
+//! Input is checked message by message before Arrow decodes it (buffers inside their body,
+//! body and uncompressed sizes that fit), because the Arrow reader trusts those numbers and
+//! panics or tries a huge allocation on a corrupt stream; anything it still panics on is
+//! caught and reported as an invalid stream, so no tool ever dies on its input.
 
+use std::cell::{Cell, RefCell};
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
 use std::path::Path;
@@ -56,7 +62,205 @@ impl<R: Read> Read for Prefixed<R> {
     }
 }
 
-type Inner = StreamReader<io::BufReader<EofWatch<Prefixed<Box<dyn Read + Send>>>>>;
+/// Largest uncompressed size accepted for one compressed buffer: far beyond any real batch,
+/// small enough that a corrupt length cannot ask the decompressor for exabytes.
+const MAX_UNCOMPRESSED: i64 = 1 << 32;
+
+/// Why a message was refused before Arrow saw it (carried inside an `io::Error`).
+#[derive(Debug)]
+struct BadMessage(String);
+
+impl std::fmt::Display for BadMessage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BadMessage {}
+
+fn bad(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, BadMessage(msg))
+}
+
+/// Reads whole IPC messages from `inner`, checks what the Arrow reader takes on trust, and
+/// hands the bytes on. A message cut short is handed on as far as it goes (the reader then
+/// reports the truncation), except that a body is never announced bigger than what arrived.
+struct Checked<R> {
+    inner: R,
+    pending: Vec<u8>,
+    pos: usize,
+    /// After the end-of-stream marker: bytes pass through unchecked (the reader stops there).
+    passthrough: bool,
+    /// Messages read so far (for error messages).
+    messages: u64,
+}
+
+impl<R: Read> Checked<R> {
+    fn new(inner: R) -> Self {
+        Self {
+            inner,
+            pending: Vec::new(),
+            pos: 0,
+            passthrough: false,
+            messages: 0,
+        }
+    }
+
+    /// Append up to `n` bytes of input to `pending`; returns how many arrived.
+    fn take(&mut self, n: u64) -> io::Result<usize> {
+        let before = self.pending.len();
+        (&mut self.inner).take(n).read_to_end(&mut self.pending)?;
+        Ok(self.pending.len() - before)
+    }
+
+    /// Load the next message into `pending` (empty at the end of input).
+    fn next_message(&mut self) -> io::Result<()> {
+        if self.take(4)? < 4 {
+            return Ok(());
+        }
+        if self.pending[..4] == CONTINUATION && self.take(4)? < 4 {
+            return Ok(());
+        }
+        let n = self.pending.len();
+        let len = i32::from_le_bytes(self.pending[n - 4..n].try_into().expect("4 bytes"));
+        if len == 0 {
+            self.passthrough = true;
+            return Ok(());
+        }
+        let index = self.messages;
+        self.messages += 1;
+        if len < 0 {
+            return Err(bad(format!(
+                "message {index} has a negative metadata length ({len})"
+            )));
+        }
+        let meta_start = self.pending.len();
+        if self.take(len as u64)? < len as usize {
+            return Ok(());
+        }
+        let Ok(message) = arrow_ipc::root_as_message(&self.pending[meta_start..]) else {
+            return Ok(()); // the reader reports unreadable metadata itself
+        };
+        let body_len = message.bodyLength();
+        if body_len < 0 {
+            return Err(bad(format!(
+                "message {index} has a negative body length ({body_len})"
+            )));
+        }
+        let batch = message
+            .header_as_record_batch()
+            .or_else(|| message.header_as_dictionary_batch().and_then(|d| d.data()));
+        let mut buffers = Vec::new();
+        let mut compressed = false;
+        if let Some(batch) = batch {
+            compressed = batch.compression().is_some();
+            for (i, b) in batch.buffers().into_iter().flatten().enumerate() {
+                let (offset, length) = (b.offset(), b.length());
+                let inside = offset >= 0
+                    && length >= 0
+                    && offset
+                        .checked_add(length)
+                        .is_some_and(|end| end <= body_len);
+                if !inside {
+                    return Err(bad(format!(
+                        "message {index}: buffer {i} (offset {offset}, length {length}) lies outside the {body_len}-byte body"
+                    )));
+                }
+                buffers.push((offset as usize, length as usize));
+            }
+        }
+        let body_start = self.pending.len();
+        if self.take(body_len as u64)? < body_len as usize {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("message {index}: body cut short"),
+            ));
+        }
+        if compressed {
+            let body = &self.pending[body_start..];
+            for (i, (offset, length)) in buffers.into_iter().enumerate() {
+                if length < 8 {
+                    continue;
+                }
+                let size = i64::from_le_bytes(body[offset..offset + 8].try_into().expect("8"));
+                if size != -1 && !(0..=MAX_UNCOMPRESSED).contains(&size) {
+                    return Err(bad(format!(
+                        "message {index}: compressed buffer {i} claims an uncompressed size of {size} bytes"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<R: Read> Read for Checked<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.pos == self.pending.len() {
+            if self.passthrough {
+                return self.inner.read(buf);
+            }
+            self.pending.clear();
+            self.pos = 0;
+            self.next_message()?;
+            if self.pending.is_empty() {
+                return Ok(0);
+            }
+        }
+        let n = (self.pending.len() - self.pos).min(buf.len());
+        buf[..n].copy_from_slice(&self.pending[self.pos..self.pos + n]);
+        self.pos += n;
+        Ok(n)
+    }
+}
+
+thread_local! {
+    /// Set while this thread runs the Arrow reader under [`guarded`].
+    static DECODING: Cell<bool> = const { Cell::new(false) };
+    /// The message of a panic caught there.
+    static CAUGHT: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// Run the Arrow reader, turning a panic inside it into an error: a corrupt stream must end a
+/// tool with its one-line error, not a backtrace. The panic hook is wrapped (once) so that a
+/// panic caught here prints nothing; panics anywhere else are reported as before.
+fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if DECODING.with(Cell::get) {
+                let what = info
+                    .payload()
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| info.payload().downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "panic".into());
+                CAUGHT.with(|c| *c.borrow_mut() = Some(what));
+            } else {
+                previous(info);
+            }
+        }));
+    });
+    DECODING.with(|d| d.set(true));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    DECODING.with(|d| d.set(false));
+    result.map_err(|_| {
+        CAUGHT
+            .with(|c| c.borrow_mut().take())
+            .unwrap_or_else(|| "panic".into())
+            .replace('\n', " ")
+    })
+}
+
+fn decoder_failed(name: &str, what: String) -> ContractError {
+    ContractError::Invalid {
+        input: name.into(),
+        detail: format!("the Arrow decoder failed on it: {what}"),
+    }
+}
+
+type Inner = StreamReader<io::BufReader<Checked<EofWatch<Prefixed<Box<dyn Read + Send>>>>>>;
 
 /// An Arrow IPC stream being read, with errors that name the input.
 pub struct InputStream {
@@ -103,6 +307,11 @@ impl InputStream {
         if head.is_empty() {
             return Err(ContractError::Empty { input: name.into() });
         }
+        // The start of a stream cut short: the continuation marker, or part of it, then EOF.
+        let marker = head.len().min(CONTINUATION.len());
+        if head.len() < 8 && head[..marker] == CONTINUATION[..marker] {
+            return Err(ContractError::Truncated { input: name.into() });
+        }
         if head.len() < 8 || head[..4] != CONTINUATION {
             return Err(ContractError::NotArrow {
                 input: name.into(),
@@ -110,15 +319,16 @@ impl InputStream {
             });
         }
         let hit_eof = Arc::new(AtomicBool::new(false));
-        let watched = EofWatch {
+        let watched = Checked::new(EofWatch {
             inner: Prefixed {
                 prefix: head,
                 pos: 0,
                 inner: source,
             },
             hit_eof: hit_eof.clone(),
-        };
-        let reader = StreamReader::try_new_buffered(watched, None)
+        });
+        let reader = guarded(|| StreamReader::try_new_buffered(watched, None))
+            .map_err(|what| decoder_failed(name, what))?
             .map_err(|e| classify(name, e, hit_eof.load(Ordering::Relaxed)))?;
         Ok(Self {
             name: name.into(),
@@ -143,7 +353,14 @@ impl InputStream {
         if self.done {
             return Ok(None);
         }
-        match self.reader.next() {
+        let next = match guarded(|| self.reader.next()) {
+            Ok(next) => next,
+            Err(what) => {
+                self.done = true;
+                return Err(decoder_failed(&self.name, what));
+            }
+        };
+        match next {
             Some(Ok(b)) => Ok(Some(b)),
             Some(Err(e)) => {
                 self.done = true;
@@ -194,6 +411,14 @@ fn classify(name: &str, e: ArrowError, hit_eof: bool) -> ContractError {
     let eof = matches!(&e, ArrowError::IoError(_, io) if io.kind() == io::ErrorKind::UnexpectedEof);
     if eof || hit_eof {
         return ContractError::Truncated { input: name.into() };
+    }
+    if let ArrowError::IoError(_, io) = &e
+        && let Some(why) = io.get_ref().and_then(|e| e.downcast_ref::<BadMessage>())
+    {
+        return ContractError::Invalid {
+            input: name.into(),
+            detail: why.to_string(),
+        };
     }
     if let ArrowError::IoError(_, io) = e {
         return ContractError::Io {
@@ -349,10 +574,8 @@ mod tests {
         for cut in 0..full.len() {
             let err = read_all(full[..cut].to_vec()).unwrap_err();
             let msg = err.to_string();
-            assert!(
-                msg.contains("truncated") || msg.contains("empty") || msg.contains("not an Arrow"),
-                "cut at {cut}: {msg}"
-            );
+            let expected = if cut == 0 { "empty" } else { "truncated" };
+            assert!(msg.contains(expected), "cut at {cut}: {msg}");
         }
     }
 
@@ -384,6 +607,18 @@ mod tests {
             assert!(input.next_batch().unwrap().is_none());
         }
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn buffer_outside_its_body_is_refused_by_name() {
+        // Found by the stream_pprof fuzzer: the Arrow reader panicked slicing this buffer.
+        let bytes =
+            include_bytes!("../../tests/corpus/fuzz/stream_pprof-buffer-outside-body.arrow");
+        let err = read_all(bytes.to_vec()).unwrap_err().to_string();
+        assert!(
+            err.contains("invalid Arrow stream") && err.contains("outside"),
+            "{err}"
+        );
     }
 
     #[test]
