@@ -9,6 +9,7 @@ mod naming;
 mod order;
 mod signals;
 mod sink;
+mod stale;
 mod units;
 
 use std::fs::File;
@@ -243,9 +244,17 @@ fn prepare_target(
             }
         }
         fsutil::check_writable(dir)?;
+        let namer = Namer::for_this_process();
+        let removed = stale::clean(dir, namer.host());
+        if removed > 0 {
+            eprintln!(
+                "{TOOL}: removed {removed} unfinished file(s) left in {} by packers that were killed",
+                dir.display()
+            );
+        }
         let target = Target::Dir {
             dir: dir.clone(),
-            namer: Namer::for_this_process(),
+            namer,
         };
         let limits = Limits {
             max_rows: args.max_rows,

@@ -29,6 +29,11 @@ impl Namer {
         }
     }
 
+    /// The (sanitized) host name used in names.
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
     /// The next name, stamped with `now`. The clock stepping backwards never makes a later
     /// file sort before an earlier one of the same packer.
     pub fn next(&mut self, now: SystemTime) -> String {

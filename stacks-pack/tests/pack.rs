@@ -468,4 +468,24 @@ fn under_sudo_output_belongs_to_the_invoking_user() {
     for p in &names {
         assert_eq!(owned(p), (54321, 54322), "{}", p.display());
     }
+
+    // Partition directories it creates are the user's too.
+    let parted = scratch.path().join("parted");
+    let (bytes, _) = stream(&schema, &batches(&schema, &[3]), true);
+    let mut child = std::process::Command::new(BIN)
+        .args([parted.to_str().unwrap(), "--partition", "date"])
+        .env("SUDO_UID", "54321")
+        .env("SUDO_GID", "54322")
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(&bytes).unwrap();
+    let res = child.wait_with_output().unwrap();
+    assert!(res.status.success(), "{}", stderr(&res));
+    let day = parted.join("date=2023-11-14");
+    assert_eq!(owned(&day), (54321, 54322));
+    for p in &parquet_files(&day) {
+        assert_eq!(owned(p), (54321, 54322), "{}", p.display());
+    }
 }
