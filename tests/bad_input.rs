@@ -1,13 +1,11 @@
-//! Bad input end to end: every tool given garbage, an empty stream, a truncated stream or the
-//! wrong schema exits non-zero with one `tool: error:` line naming the problem, never a panic.
+//! Bad input end to end: failed stack captures stay visible, a closed pipe is quiet, the
+//! recorder and the query tool name bad arguments. The corpus of broken streams (garbage, empty,
+//! truncated, wrong schema…) given to every stream tool is in robustness.rs.
 
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
-use std::sync::Arc;
 
-use arrow_array::{Int64Array, RecordBatch};
-use arrow_schema::{DataType, Field, Schema};
-use stacks_tests::{bin, raw_fixture, raw_fixture_with, scratch, stack_functions, write_stream};
+use stacks_tests::{bin, raw_fixture, raw_fixture_with, scratch, stack_functions};
 
 fn run_with_stdin(tool: &str, args: &[&str], input: &[u8]) -> Output {
     let mut child = Command::new(bin(tool))
@@ -50,82 +48,6 @@ fn assert_one_line_error(out: &Output, tool: &str, needle: &str) {
         errors[0].contains(needle),
         "{tool}: expected `{needle}` in: {}",
         errors[0]
-    );
-}
-
-fn wrong_schema_stream() -> Vec<u8> {
-    let schema = Arc::new(Schema::new(vec![Field::new("x", DataType::Int64, false)]));
-    let batch = RecordBatch::try_new(
-        schema.clone(),
-        vec![Arc::new(Int64Array::from(vec![1, 2, 3]))],
-    )
-    .unwrap();
-    write_stream(&schema, &[batch], true)
-}
-
-/// Each stream tool with its arguments and whether it needs a symbolized input.
-const STREAM_TOOLS: &[(&str, &[&str], bool)] = &[
-    ("stacks-symbolize", &[], false),
-    ("stacks-pprof", &["-o", "/dev/null"], true),
-    ("stacks-pack", &["-o", "PACK_OUT"], false),
-];
-
-fn symbolized_fixture() -> Vec<u8> {
-    let out = run_with_stdin("stacks-symbolize", &[], &raw_fixture(50, true));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
-}
-
-fn args_for(args: &[&str], dir: &std::path::Path) -> Vec<String> {
-    args.iter()
-        .map(|a| {
-            if *a == "PACK_OUT" {
-                dir.join("x.parquet").display().to_string()
-            } else {
-                a.to_string()
-            }
-        })
-        .collect()
-}
-
-#[test]
-fn garbage_empty_and_truncated_streams() {
-    let dir = scratch("bad");
-    let raw = raw_fixture(50, true);
-    let symbolized = symbolized_fixture();
-    for (tool, args, wants_symbolized) in STREAM_TOOLS {
-        let full = if *wants_symbolized { &symbolized } else { &raw };
-        let truncated = &full[..full.len() - 8]; // end-of-stream marker missing
-        let cut_mid = &full[..full.len() / 2];
-        let args = args_for(args, &dir);
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        assert_one_line_error(
-            &run_with_stdin(tool, &args, b"this is not arrow\n"),
-            tool,
-            "not an Arrow IPC stream",
-        );
-        assert_one_line_error(&run_with_stdin(tool, &args, b""), tool, "empty input");
-        assert_one_line_error(&run_with_stdin(tool, &args, truncated), tool, "truncated");
-        assert_one_line_error(&run_with_stdin(tool, &args, cut_mid), tool, "truncated");
-    }
-}
-
-#[test]
-fn wrong_schema_names_the_column() {
-    let wrong = wrong_schema_stream();
-    assert_one_line_error(
-        &run_with_stdin("stacks-symbolize", &[], &wrong),
-        "stacks-symbolize",
-        "kstack",
-    );
-    assert_one_line_error(
-        &run_with_stdin("stacks-pprof", &["-o", "/dev/null"], &wrong),
-        "stacks-pprof",
-        "stack",
     );
 }
 

@@ -396,6 +396,17 @@ fn generic_cases(full: &[u8], parquet: &[u8]) -> Vec<Case> {
             "offset",
         ));
     }
+    // From bad_input.rs: the end marker missing, and the stream cut at half its bytes.
+    cases.push(case(
+        "no-end-marker",
+        full[..full.len() - 8].to_vec(),
+        "truncated",
+    ));
+    cases.push(case(
+        "cut-at-half",
+        full[..full.len() / 2].to_vec(),
+        "truncated",
+    ));
     // A message whose metadata is not a flatbuffer.
     let mut bogus = vec![0xff, 0xff, 0xff, 0xff, 64, 0, 0, 0];
     bogus.extend(std::iter::repeat_n(0x41, 64));
@@ -429,10 +440,22 @@ fn generic_cases(full: &[u8], parquet: &[u8]) -> Vec<Case> {
     cases
 }
 
+/// A stream of one Int64 column `x` (from bad_input.rs).
+fn only_x() -> Vec<u8> {
+    let schema = Arc::new(Schema::new(vec![Field::new("x", DataType::Int64, false)]));
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![Arc::new(Int64Array::from(vec![1, 2, 3]))],
+    )
+    .unwrap();
+    write_stream(&schema, &[batch], true)
+}
+
 /// Schema cases for one tool: (case, needle) — the column the error must name.
 fn schema_cases(tool: &str, full: &[u8]) -> Vec<Case> {
     match tool {
         "stacks-symbolize" => vec![
+            case("only-column-x", only_x(), "kstack"),
             case("missing-kstack", reshape(full, without("kstack")), "kstack"),
             case(
                 "renamed-ustack",
@@ -451,6 +474,7 @@ fn schema_cases(tool: &str, full: &[u8]) -> Vec<Case> {
             ),
         ],
         "stacks-pprof" => vec![
+            case("only-column-x", only_x(), "stack"),
             case("missing-stack", reshape(full, without("stack")), "stack"),
             case(
                 "stack-of-ints",
@@ -900,6 +924,17 @@ fn pprof_refuses_a_text_value_column() {
         &dir,
     );
     assert_refused(&out, "stacks-pprof", 1, "value", "value-text");
+}
+
+#[test]
+#[ignore = "stacks-pprof -f svg panics (debug builds; wraps silently in release): inferno's flame graph merge adds sample values with overflow (merge.rs:185) for values summing past usize"]
+fn pprof_svg_survives_huge_values() {
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus/fuzz");
+    let input = std::fs::read(corpus.join("stream_pprof-svg-sum-overflow.arrow")).unwrap();
+    let mut cmd = Command::new(bin("stacks-pprof"));
+    cmd.args(["-f", "svg", "-o", "/dev/null"]);
+    let out = run_with_timeout(cmd, &input, TIMEOUT);
+    assert_clean(&out, "stacks-pprof", "svg of huge values");
 }
 
 #[test]
