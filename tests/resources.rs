@@ -469,3 +469,110 @@ fn all_kinds_at_once_keep_their_totals() {
     within(burn as f64, burn_ns, 0.25, "CPU ns sampled in burn_heavy");
     let _ = std::fs::remove_dir_all(Path::new(&data));
 }
+
+// ---- recorder robustness ------------------------------------------------------------------
+
+/// Rows of a raw or symbolized stream file by kind, and the lost total.
+fn kind_counts(batches: &[RecordBatch]) -> (std::collections::HashMap<String, i64>, i64) {
+    let mut by_kind = std::collections::HashMap::new();
+    let mut lost = 0;
+    for b in batches {
+        let kind = b.column_by_name("kind").unwrap().as_string::<i32>();
+        let value = b
+            .column_by_name("value")
+            .unwrap()
+            .as_primitive::<Int64Type>();
+        for i in 0..b.num_rows() {
+            if kind.value(i) == "lost" {
+                lost += value.value(i);
+            } else {
+                *by_kind.entry(kind.value(i).to_string()).or_default() += 1;
+            }
+        }
+    }
+    (by_kind, lost)
+}
+
+#[test]
+fn ring_buffer_overflow_is_counted_exactly() {
+    if !bpf_available("ring_buffer_overflow_is_counted_exactly") {
+        return;
+    }
+    let _serial = bpf_serial();
+    // 4 MiB each way in 256-byte datagrams over connected sockets: exactly 16384 sends and
+    // 16384 receives per direction, 65536 net events, plus the workload's exec and exit. A
+    // 1 MiB ring buffer cannot hold that burst.
+    let dir = scratch("overflow");
+    let raw = dir.join("raw.arrow");
+    let rec = sh(&format!(
+        "stacks-record -e net:u --ringbuf-mb 1 -o {} -- stacks-workload udp --mib 4 --datagram 256 >/dev/null",
+        raw.display()
+    ));
+    check(&rec, "record a UDP burst into a 1 MiB ring buffer");
+    let (by_kind, lost) = kind_counts(&read_batches(&raw));
+    let delivered: i64 = by_kind.values().sum();
+    let generated = 65_536 + 2;
+    assert_eq!(
+        delivered + lost,
+        generated,
+        "delivered {by_kind:?} + lost {lost} != generated {generated}"
+    );
+    let stderr = String::from_utf8_lossy(&rec.stderr);
+    assert!(
+        stderr.contains(&format!("lost {lost} events")),
+        "summary reports the same loss: {stderr}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Share of `comm`'s profile rows whose stack has a function ending in `function`.
+fn share_in(batches: &[RecordBatch], comm: &str, function: &str) -> (usize, usize) {
+    let stacks = stack_functions(batches);
+    let mut rows = 0;
+    let mut hits = 0;
+    let mut i = 0;
+    for b in batches {
+        let c = b.column_by_name("comm").unwrap().as_string::<i32>();
+        let k = b.column_by_name("kind").unwrap().as_string::<i32>();
+        for r in 0..b.num_rows() {
+            if c.value(r) == comm && k.value(r) == "profile" {
+                rows += 1;
+                if stacks[i]
+                    .iter()
+                    .any(|(f, _)| f.as_deref().is_some_and(|f| f.ends_with(function)))
+                {
+                    hits += 1;
+                }
+            }
+            i += 1;
+        }
+    }
+    (hits, rows)
+}
+
+#[test]
+fn exited_and_execed_processes_still_symbolize() {
+    if !bpf_available("exited_and_execed_processes_still_symbolize") {
+        return;
+    }
+    let _serial = bpf_serial();
+    let dir = scratch("exec-exit");
+    let sym = dir.join("sym.arrow");
+    // The shell execs the workload (same pid, new binary), which exits well before the
+    // recording ends; its samples are converted after it is gone.
+    let rec = sh(&format!(
+        "stacks-record -e profile:u:999 -- sh -c 'sleep 0.2; \
+         stacks-workload cpu --seconds 0.5 >/dev/null; exec stacks-workload cpu --seconds 0.5' \
+         | stacks-symbolize > {}",
+        sym.display()
+    ));
+    check(&rec, "record exec + exit");
+    let batches = read_batches(&sym);
+    let (hits, rows) = share_in(&batches, "stacks-workload", "burn_heavy");
+    assert!(rows >= 300, "{rows} samples of two 0.5 s CPU burners at 999 Hz");
+    assert!(
+        hits as f64 >= 0.9 * rows as f64,
+        "only {hits} of {rows} samples symbolized into burn_heavy"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
