@@ -730,6 +730,80 @@ fn a_stream_without_batches_is_not_a_failure() {
     assert_eq!(batches.iter().map(RecordBatch::num_rows).sum::<usize>(), 0);
 }
 
+/// Column `name` (time, a string or an integer column) declared nullable, with every other
+/// value null.
+fn holey(name: &'static str) -> impl Fn(Vec<(Field, ArrayRef)>) -> Vec<(Field, ArrayRef)> {
+    use arrow_array::types::{Int32Type, Int64Type, TimestampNanosecondType};
+    move |cols| {
+        cols.into_iter()
+            .map(|(f, a)| {
+                if f.name() != name {
+                    return (f, a);
+                }
+                let keep = |i: usize| i.is_multiple_of(2) && a.is_valid(i);
+                let n = a.len();
+                let holed: ArrayRef = match a.data_type() {
+                    DataType::Utf8 => {
+                        let v = a.as_string::<i32>();
+                        Arc::new(StringArray::from_iter(
+                            (0..n).map(|i| keep(i).then(|| v.value(i))),
+                        ))
+                    }
+                    DataType::Int32 => {
+                        let v = a.as_primitive::<Int32Type>();
+                        Arc::new(Int32Array::from_iter(
+                            (0..n).map(|i| keep(i).then(|| v.value(i))),
+                        ))
+                    }
+                    DataType::Int64 => {
+                        let v = a.as_primitive::<Int64Type>();
+                        Arc::new(Int64Array::from_iter(
+                            (0..n).map(|i| keep(i).then(|| v.value(i))),
+                        ))
+                    }
+                    DataType::Timestamp(_, tz) => {
+                        let v = a.as_primitive::<TimestampNanosecondType>();
+                        Arc::new(
+                            arrow_array::TimestampNanosecondArray::from_iter(
+                                (0..n).map(|i| keep(i).then(|| v.value(i))),
+                            )
+                            .with_timezone_opt(tz.clone()),
+                        )
+                    }
+                    other => panic!("holey: {name} has type {other}"),
+                };
+                (f.with_nullable(true), holed)
+            })
+            .collect()
+    }
+}
+
+/// Nulls in columns every row should have, declared nullable (as a query result may): each
+/// tool either handles the rows or refuses the stream in one line; none panics.
+#[test]
+fn nulls_in_row_columns_are_handled() {
+    let dir = scratch("robust-nulls");
+    let raw = raw3();
+    let symbolized = symbolize(&raw);
+    let mut problems = Vec::new();
+    for column in [
+        "time", "kind", "pid", "tid", "comm", "thread", "cpu", "value",
+    ] {
+        for tool in tools() {
+            let full = if tool.symbolized { &symbolized } else { &raw };
+            let input = reshape(full, holey(column));
+            let out = run(tool, &input, &dir);
+            let case = format!("nulls in {column}");
+            if !out.status.success() {
+                problems.extend(refusal_problem(&out, tool.name, 1, column, &case));
+            } else if String::from_utf8_lossy(&out.stderr).contains("panicked") {
+                problems.push(format!("{} [{case}] panicked", tool.name));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
 /// The stream cut in the middle of its last batch: two complete batches of three.
 fn cut_in_last_batch(full: &[u8]) -> Vec<u8> {
     let spans = messages(full);
