@@ -621,6 +621,43 @@ mod tests {
         );
     }
 
+    /// `bytes` with the body length of its first record batch message replaced by `len`.
+    fn with_body_length(bytes: &[u8], len: i64) -> Vec<u8> {
+        let mut out = bytes.to_vec();
+        let mut pos = 0;
+        loop {
+            let meta_len = i32::from_le_bytes(out[pos + 4..pos + 8].try_into().unwrap()) as usize;
+            let meta = &out[pos + 8..pos + 8 + meta_len];
+            let message = arrow_ipc::root_as_message(meta).unwrap();
+            let body = message.bodyLength();
+            if message.header_as_record_batch().is_some() {
+                let needle = body.to_le_bytes();
+                let at = meta.windows(8).position(|w| w == needle).unwrap();
+                let at = pos + 8 + at;
+                out[at..at + 8].copy_from_slice(&len.to_le_bytes());
+                return out;
+            }
+            pos += 8 + meta_len + body as usize;
+        }
+    }
+
+    #[test]
+    fn absurd_lengths_are_refused_before_allocating() {
+        let full = stream_bytes(true);
+        let err = read_all(with_body_length(&full, 1 << 50))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("truncated"), "{err}");
+        let err = read_all(with_body_length(&full, -8))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("negative body length"), "{err}");
+        let mut negative_meta = CONTINUATION.to_vec();
+        negative_meta.extend((-5i32).to_le_bytes());
+        let err = read_all(negative_meta).unwrap_err().to_string();
+        assert!(err.contains("negative metadata length"), "{err}");
+    }
+
     #[test]
     fn garbage_is_named() {
         let err = read_all(b"hello world\n".to_vec()).unwrap_err();
