@@ -659,6 +659,15 @@ mod tests {
     }
 
     #[test]
+    fn decoder_panics_become_errors() {
+        assert_eq!(guarded(|| 5), Ok(5));
+        let caught: Result<(), String> = guarded(|| panic!("slice out of\nrange"));
+        assert_eq!(caught, Err("slice out of range".to_string()));
+        let err = decoder_failed("stdin", "boom".into()).to_string();
+        assert!(err.starts_with("stdin: invalid Arrow stream: "), "{err}");
+    }
+
+    #[test]
     fn garbage_is_named() {
         let err = read_all(b"hello world\n".to_vec()).unwrap_err();
         assert!(err.to_string().contains("not an Arrow IPC stream"), "{err}");
