@@ -9,7 +9,8 @@ exit and a one-line message, and BENCHMARKS.md is not written.
 
 Environment: CARGO_TARGET_DIR (binaries in $CARGO_TARGET_DIR/release), BENCH_SECONDS (workload
 duration per recording, default 5), BENCH_REPS (repetitions, default 3), BENCH_OUT (output file,
-default BENCHMARKS.md at the repository root), BENCH_KEEP=1 (keep the temporary directory).
+default BENCHMARKS.md at the repository root), BENCH_KEEP=1 (keep the temporary directory),
+BENCH_ONLY=symbolize (measure section 3 only and replace it in BENCH_OUT).
 """
 
 import datetime
@@ -325,7 +326,7 @@ def to_vaddr(segs, off):
     return None
 
 
-def user_lookups(batches):
+def user_lookups(batches, missing_ok=False):
     """Every user frame of every row as (module, ELF virtual address to look up), leaf first:
     the recorded file offset mapped through the module's LOAD headers, return addresses (every
     frame but the leaf) at offset - 1, as stacks-symbolize does. Frames that cannot be looked
@@ -344,8 +345,19 @@ def user_lookups(batches):
                     continue
                 if mod not in segments:
                     if not os.path.exists(mod):
-                        raise BenchError(f"{mod} (recorded module) no longer exists")
-                    segments[mod] = load_segments(mod)
+                        if not missing_ok:
+                            raise BenchError(f"{mod} (recorded module) no longer exists")
+                        skip("module no longer exists")
+                        continue
+                    try:
+                        segments[mod] = load_segments(mod)
+                    except BenchError:
+                        if not missing_ok:
+                            raise
+                        segments[mod] = []
+                if not segments[mod]:
+                    skip("module is not an ELF file with LOAD segments")
+                    continue
                 vaddr = to_vaddr(segments[mod], fr["offset"] - (1 if i > 0 else 0))
                 if vaddr is None:
                     skip(f"file offset outside the file part of {os.path.basename(mod)}'s LOAD "
@@ -385,6 +397,47 @@ def addr2line_all(looks, name):
     return wall, cpu, n, resolved, "".join(texts)
 
 
+def llvm_symbolizer():
+    """llvm-symbolizer on PATH, or Debian's versioned one."""
+    found = shutil.which("llvm-symbolizer")
+    if found:
+        return found
+    versioned = sorted(Path("/usr/lib").glob("llvm-*/bin/llvm-symbolizer"))
+    return str(versioned[-1]) if versioned else None
+
+
+def llvm_all(looks, name):
+    """llvm-symbolizer --inlining --demangle per module over `looks`, in order (as
+    addr2line_all). Returns (wall, cpu, lookups, resolved to a function, output text)."""
+    tool = llvm_symbolizer()
+    by_mod = {}
+    for mod, addr in looks:
+        by_mod.setdefault(mod, []).append(addr)
+    wall = cpu = 0.0
+    n = resolved = 0
+    texts = []
+    for i, (mod, addrs) in enumerate(sorted(by_mod.items())):
+        inp = Tmp.path(f"llvm-{name}-{i}.in")
+        out = Tmp.path(f"llvm-{name}-{i}.out")
+        inp.write_text("".join(f"{a:#x}\n" for a in addrs))
+        r = run([tool, f"--obj={mod}", "--inlining", "--demangle", "--functions=linkage",
+                 "--print-address"], stdin=inp, stdout=out)
+        wall += r.wall
+        cpu += r.cpu
+        text = out.read_text(errors="replace")
+        texts.append(text)
+        # Output per address: "0xADDR", (function, file:line:col) pairs, a blank line.
+        for block in text.split("\n\n"):
+            lines = block.strip("\n").splitlines()
+            if lines and lines[0].startswith("0x"):
+                n += 1
+                if len(lines) > 1 and lines[1] != "??":
+                    resolved += 1
+    if n != len(looks):
+        raise BenchError(f"llvm-symbolizer answered {n} addresses of {len(looks)}")
+    return wall, cpu, n, resolved, "".join(texts)
+
+
 SYM_SUMMARY = re.compile(r"stacks-symbolize: (\d+) rows, (\d+) distinct frames resolved")
 
 
@@ -416,6 +469,14 @@ def bench_symbolize(rec):
         big_runs.append(r)
     sym_distinct = int(m.group(2))
 
+    log("symbolize: stacks-symbolize -j 1 over the big stream")
+    big_j1 = []
+    for _ in range(REPS):
+        r = run([SYM, "-j", "1"], stdin=big)
+        if not SYM_SUMMARY.search(r.err):
+            raise BenchError(f"stacks-symbolize -j 1 gave no summary: {r.err[-300:]}")
+        big_j1.append(r)
+
     log("symbolize: stacks-symbolize over the original recording")
     base_sym = Tmp.path("base-sym.arrow")
     small_runs = [run([SYM], stdin=base, stdout=base_sym) for _ in range(REPS)]
@@ -437,6 +498,15 @@ def bench_symbolize(rec):
     # (enough to measure addr2line's per-lookup rate rather than its start-up).
     every = looks * math.ceil(MIN_ROWS / len(looks))
     a2l_every = [addr2line_all(every, "every") for _ in range(REPS)]
+    if not llvm_symbolizer():
+        raise BenchError("llvm-symbolizer is missing (scripts/setup installs Debian's llvm)")
+    log("symbolize: llvm-symbolizer over the distinct addresses, then over every frame")
+    llvm_distinct = [llvm_all(distinct, "distinct") for _ in range(REPS)]
+    if "burn_heavy" not in llvm_distinct[0][4]:
+        raise BenchError("llvm-symbolizer did not resolve burn_heavy")
+    llvm_every = [llvm_all(every, "every") for _ in range(REPS)]
+
+    wide = bench_symbolize_wide()
 
     phz = min(RATES)
     pdata = rec[phz]["perf"][0]["file"]
@@ -465,6 +535,62 @@ def bench_symbolize(rec):
         "ps_src_wall": ps_src.wall, "ps_src_cpu": ps_src.cpu,
         "ps_sym_wall": med([r.wall for r in ps_sym]), "ps_sym_cpu": med([r.cpu for r in ps_sym]),
         "base_sym": base_sym, "sym_batches": sym_batches,
+        "j1_wall": med([r.wall for r in big_j1]), "j1_cpu": med([r.cpu for r in big_j1]),
+        "llvm_d_wall": med([x[0] for x in llvm_distinct]),
+        "llvm_d_cpu": med([x[1] for x in llvm_distinct]),
+        "llvm_d_resolved": llvm_distinct[0][3],
+        "llvm_e_wall": med([x[0] for x in llvm_every]), "llvm_e_cpu": med([x[1] for x in llvm_every]),
+        "llvm_version": first_line([llvm_symbolizer(), "--version"]) + " " + (
+            output([llvm_symbolizer(), "--version"]).splitlines()[1].strip()),
+        "wide": wide,
+    }
+
+
+def bench_symbolize_wide():
+    """Many distinct frames: a system-wide recording (every process, user and kernel stacks)
+    while the workload runs, symbolized from a cold start, against addr2line and
+    llvm-symbolizer over its distinct user addresses."""
+    raw = Tmp.path("wide.arrow")
+    log(f"symbolize: system-wide recording, {SECONDS:g} s at 999 Hz, user and kernel stacks")
+    wl = subprocess.Popen([str(a) for a in workload(Tmp.path("report-wide.json"))],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        run([REC, "-e", "profile:uk:999", "-a", "-d", f"{SECONDS:g}s", "-o", raw])
+    finally:
+        wl.wait()
+    schema, batches = read_stream(raw)
+    rows = sum(b.num_rows for b in batches)
+    t = pa.Table.from_batches(batches)
+    uframes = pc.sum(pc.list_value_length(t.column("ustack"))).as_py() or 0
+    kframes = pc.sum(pc.list_value_length(t.column("kstack"))).as_py() or 0
+    looks, skipped = user_lookups(batches, missing_ok=True)
+    distinct = sorted(set(looks))
+    runs = {}
+    for jobs in ("1", "2"):
+        log(f"symbolize: stacks-symbolize -j {jobs} over the system-wide recording (cold)")
+        rs = []
+        for _ in range(REPS):
+            r = run([SYM, "-j", jobs], stdin=raw)
+            m = SYM_SUMMARY.search(r.err)
+            if not m or int(m.group(1)) != rows:
+                raise BenchError(f"stacks-symbolize did not report {rows} rows: {r.err[-300:]}")
+            rs.append(r)
+        runs[jobs] = rs
+    unique = int(m.group(2))
+    log("symbolize: addr2line and llvm-symbolizer over its distinct user addresses")
+    a2l = [addr2line_all(distinct, "wide") for _ in range(REPS)]
+    llvm = [llvm_all(distinct, "wide") for _ in range(REPS)]
+    return {
+        "rows": rows, "uframes": uframes, "kframes": kframes, "unique": unique,
+        "kernel_symbols": "kstack_symbols" in schema.names,
+        "distinct": len(distinct), "modules": len({m for m, _ in distinct}),
+        "skipped": sum(skipped.values()),
+        "j1_wall": med([r.wall for r in runs["1"]]), "j1_cpu": med([r.cpu for r in runs["1"]]),
+        "j2_wall": med([r.wall for r in runs["2"]]), "j2_cpu": med([r.cpu for r in runs["2"]]),
+        "a2l_wall": med([x[0] for x in a2l]), "a2l_cpu": med([x[1] for x in a2l]),
+        "a2l_resolved": a2l[0][3],
+        "llvm_wall": med([x[0] for x in llvm]), "llvm_cpu": med([x[1] for x in llvm]),
+        "llvm_resolved": llvm[0][3],
     }
 
 
@@ -616,6 +742,113 @@ def machine():
     }
 
 
+def symbolize_section(s):
+    """The lines of section 3 (symbolization)."""
+    L = []
+    w = L.append
+    w("## 3. Symbolization")
+    w("")
+    w(f"Input: the {s['hz']} Hz stacks recording ({n(s['base_rows'])} rows, {n(s['base_frames'])} "
+      f"user frames, {s['distinct']} distinct (module, lookup address)) and a big stream of its "
+      f"batches repeated {s['repeat']}× ({n(s['big_rows'])} rows, {n(s['big_frames'])} user "
+      f"frames, {n(s['big_bytes'])} bytes). What each tool does:")
+    w("")
+    w("- `stacks-symbolize < IN > OUT`: every row's stack, inlined frames, file:line, demangled "
+      "and raw symbols, debug files found by build id; each distinct (build id, offset) is "
+      f"resolved once per stream and kept ({s['sym_distinct']} distinct frames reported by the "
+      f"tool; {s['sym_resolved']} of {s['sym_total']} distinct user (module, offset) got a "
+      "function); a batch's `stack` column is copied group by group from a table of its distinct "
+      "frames. Threads: decoding, symbolizing and encoding overlap; `-j` sets the symbolizer "
+      "workers (default: the 2 cores). Output to /dev/null for the big stream.")
+    mods = ", ".join(sorted({os.path.basename(m) for m, _ in s["distinct_list"]}))
+    w(f"- `addr2line -a -f -i -C -e MODULE` ({s.get('a2l_version', 'binutils')}) and "
+      f"`llvm-symbolizer --obj=MODULE --inlining --demangle --print-address` "
+      f"({s['llvm_version']}), one process per module ({mods}), "
+      "addresses on stdin: the file offset turned into the ELF address with the LOAD headers "
+      "(`readelf -lW`), return addresses at −1 as stacks-symbolize does. Once over the distinct "
+      f"addresses (addr2line: {s['a2l_d_resolved']}, llvm-symbolizer: {s['llvm_d_resolved']} of "
+      f"{s['distinct']} got a function), once over every frame of the original recording in row "
+      f"order, repeated to {n(s['lookups'])} lookups (neither caches across lookups: one lookup "
+      "per frame, like a tool that does not deduplicate).")
+    w(f"- `perf script -F ip,sym,srcline` over the {s['phz']} Hz perf.data of section 1 "
+      f"({n(s['psamples'])} samples, {n(s['pframes'])} callchain entries; one run), and "
+      "`-F ip,sym` (no file:line) for reference. perf asks an addr2line child process for "
+      "each callchain entry's file:line and waits for the answer, so its wall time is mostly "
+      "waiting (compare its CPU time); at 999 Hz this would take minutes.")
+    if s["skipped"]:
+        whys = "; ".join(f"{k} ({n(v)})" for k, v in sorted(s["skipped"].items(), key=lambda x: -x[1]))
+        w(f"- {n(sum(s['skipped'].values()))} of the recording's {n(s['base_frames'])} user frames "
+          f"are left out of the peers' input: {whys}. stacks-symbolize is given them all (it "
+          "keeps frames it cannot resolve, with the reason).")
+    w("")
+    w("| tool | input | wall s | CPU s | rows (samples)/s | frames/s |")
+    w("|---|---|---:|---:|---:|---:|")
+    sym_fps = s["big_frames"] / s["big_wall"]
+    a2l_e_fps = s["lookups"] / s["a2l_e_wall"]
+    llvm_e_fps = s["lookups"] / s["llvm_e_wall"]
+    ps_fps = s["pframes"] / s["ps_src_wall"]
+    w(f"| stacks-symbolize | big stream, {n(s['big_rows'])} rows | {s['big_wall']:.2f} | "
+      f"{s['big_cpu']:.2f} | {n(s['big_rows'] / s['big_wall'])} | {n(sym_fps)} |")
+    w(f"| stacks-symbolize -j 1 | same | {s['j1_wall']:.2f} | {s['j1_cpu']:.2f} | "
+      f"{n(s['big_rows'] / s['j1_wall'])} | {n(s['big_frames'] / s['j1_wall'])} |")
+    w(f"| stacks-symbolize | original recording, {n(s['base_rows'])} rows | {s['small_wall']:.3f} | "
+      f"{s['small_cpu']:.3f} | {n(s['base_rows'] / s['small_wall'])} | "
+      f"{n(s['base_frames'] / s['small_wall'])} |")
+    w(f"| addr2line | {s['distinct']} distinct addresses | {s['a2l_d_wall']:.3f} | "
+      f"{s['a2l_d_cpu']:.3f} | | {n(s['distinct'] / s['a2l_d_wall'])} |")
+    w(f"| addr2line | every frame, repeated: {n(s['lookups'])} lookups | "
+      f"{s['a2l_e_wall']:.3f} | {s['a2l_e_cpu']:.3f} | | {n(a2l_e_fps)} |")
+    w(f"| llvm-symbolizer | {s['distinct']} distinct addresses | {s['llvm_d_wall']:.3f} | "
+      f"{s['llvm_d_cpu']:.3f} | | {n(s['distinct'] / s['llvm_d_wall'])} |")
+    w(f"| llvm-symbolizer | every frame, repeated: {n(s['lookups'])} lookups | "
+      f"{s['llvm_e_wall']:.3f} | {s['llvm_e_cpu']:.3f} | | {n(llvm_e_fps)} |")
+    w(f"| perf script -F ip,sym,srcline | {s['phz']} Hz perf.data, {n(s['psamples'])} samples | "
+      f"{s['ps_src_wall']:.2f} | {s['ps_src_cpu']:.2f} | {n(s['psamples'] / s['ps_src_wall'])} | "
+      f"{n(ps_fps)} |")
+    w(f"| perf script -F ip,sym | same | {s['ps_sym_wall']:.3f} | {s['ps_sym_cpu']:.3f} | "
+      f"{n(s['psamples'] / s['ps_sym_wall'])} | {n(s['pframes'] / s['ps_sym_wall'])} |")
+    w("")
+    w(f"- Frames per second, stacks-symbolize (big stream, cached) ÷ addr2line (every frame, "
+      f"uncached): **{ratio(sym_fps, a2l_e_fps)}**; ÷ llvm-symbolizer: "
+      f"**{ratio(sym_fps, llvm_e_fps)}**; ÷ perf script with srcline: "
+      f"**{ratio(sym_fps, ps_fps)}** by wall time, "
+      f"{ratio(s['big_frames'] / s['big_cpu'], s['pframes'] / s['ps_src_cpu'])} by CPU time.")
+    w(f"- Same distinct addresses from a cold start: stacks-symbolize over the whole original "
+      f"recording took {ratio(s['small_wall'], s['a2l_d_wall'])} the wall time of addr2line and "
+      f"{ratio(s['small_wall'], s['llvm_d_wall'])} that of llvm-symbolizer over just its "
+      "distinct addresses (below 1: stacks faster).")
+    w("")
+    x = s["wide"]
+    w("### Many distinct frames")
+    w("")
+    w(f"A system-wide recording (`stacks-record -e profile:uk:999 -a -d {SECONDS:g}s`, every "
+      f"process on the machine while the workload runs): {n(x['rows'])} rows, {n(x['uframes'])} "
+      f"user and {n(x['kframes'])} kernel frames; stacks-symbolize resolved {n(x['unique'])} "
+      "distinct frames from a cold start (kernel frames from "
+      + ("the symbols recorded with the stream" if x["kernel_symbols"] else
+         "this boot's kallsyms") +
+      f"). The peers get the {n(x['distinct'])} distinct user (module, address) lookups of "
+      f"{x['modules']} modules still on disk ({n(x['skipped'])} frames left out: not normalized, "
+      "or module gone), once each: they do no kernel frames and no deduplication of their own.")
+    w("")
+    w("| tool | wall s | CPU s | distinct frames/s | got a function |")
+    w("|---|---:|---:|---:|---:|")
+    w(f"| stacks-symbolize (-j 2) | {x['j2_wall']:.3f} | {x['j2_cpu']:.3f} | "
+      f"{n(x['unique'] / x['j2_wall'])} | |")
+    w(f"| stacks-symbolize -j 1 | {x['j1_wall']:.3f} | {x['j1_cpu']:.3f} | "
+      f"{n(x['unique'] / x['j1_wall'])} | |")
+    w(f"| addr2line | {x['a2l_wall']:.3f} | {x['a2l_cpu']:.3f} | "
+      f"{n(x['distinct'] / x['a2l_wall'])} | {n(x['a2l_resolved'])} of {n(x['distinct'])} |")
+    w(f"| llvm-symbolizer | {x['llvm_wall']:.3f} | {x['llvm_cpu']:.3f} | "
+      f"{n(x['distinct'] / x['llvm_wall'])} | {n(x['llvm_resolved'])} of {n(x['distinct'])} |")
+    w("")
+    w("The criterion benchmark (`cargo bench -p stacks-symbolize`; `STACKS_BENCH_STREAM=FILE` "
+      "for a recording instead of its synthetic 100,000 rows over its own functions) measures "
+      "the same two figures in-process: cached rows/s and cold distinct frames/s.")
+    w("")
+    return L
+
+
 def report(m, load0, load1, elapsed, rec, residual, storage, sym, pack, q):
     L = []
     w = L.append
@@ -726,66 +959,8 @@ def report(m, load0, load1, elapsed, rec, residual, storage, sym, pack, q):
 
     # Stage 3
     s = sym
-    w("## 3. Symbolization")
-    w("")
-    w(f"Input: the {s['hz']} Hz stacks recording ({n(s['base_rows'])} rows, {n(s['base_frames'])} "
-      f"user frames, {s['distinct']} distinct (module, lookup address)) and a big stream of its "
-      f"batches repeated {s['repeat']}× ({n(s['big_rows'])} rows, {n(s['big_frames'])} user "
-      f"frames, {n(s['big_bytes'])} bytes). What each tool does:")
-    w("")
-    w("- `stacks-symbolize < IN > OUT`: every row's stack, inlined frames, file:line, demangled; "
-      f"each distinct address is resolved once and cached ({s['sym_distinct']} distinct frames "
-      f"reported by the tool; {s['sym_resolved']} of {s['sym_total']} distinct user (module, offset) "
-      "got a function). Output to "
-      "/dev/null for the big stream.")
-    mods = ", ".join(sorted({os.path.basename(m) for m, _ in s["distinct_list"]}))
-    w(f"- `addr2line -a -f -i -C -e MODULE`, one process per module ({mods}), "
-      "addresses on stdin: the file offset turned into the ELF address with the LOAD headers "
-      "(`readelf -lW`), return addresses at −1 as stacks-symbolize does; `-a` only to split the "
-      "answers. Once over the distinct addresses "
-      f"({s['a2l_d_resolved']} of {s['distinct']} got a function), once over every frame of the "
-      f"original recording in row order, repeated to {n(s['lookups'])} lookups (addr2line has no "
-      "cache across lookups: one lookup per frame, like a tool that does not deduplicate).")
-    w(f"- `perf script -F ip,sym,srcline` over the {s['phz']} Hz perf.data of section 1 "
-      f"({n(s['psamples'])} samples, {n(s['pframes'])} callchain entries; one run), and "
-      "`-F ip,sym` (no file:line) for reference. perf asks an addr2line child process for "
-      "each callchain entry's file:line and waits for the answer, so its wall time is mostly "
-      "waiting (compare its CPU time); at 999 Hz this would take minutes.")
-    if s["skipped"]:
-        whys = "; ".join(f"{k} ({n(v)})" for k, v in sorted(s["skipped"].items(), key=lambda x: -x[1]))
-        w(f"- {n(sum(s['skipped'].values()))} of the recording's {n(s['base_frames'])} user frames "
-          f"are left out of the addr2line input: {whys}. stacks-symbolize is given them all (it "
-          "keeps frames it cannot resolve, with the reason).")
-    w("")
-    w("| tool | input | wall s | CPU s | rows (samples)/s | frames/s |")
-    w("|---|---|---:|---:|---:|---:|")
-    sym_fps = s["big_frames"] / s["big_wall"]
-    a2l_e_fps = s["lookups"] / s["a2l_e_wall"]
-    a2l_d_fps = s["distinct"] / s["a2l_d_wall"]
-    ps_fps = s["pframes"] / s["ps_src_wall"]
-    w(f"| stacks-symbolize | big stream, {n(s['big_rows'])} rows | {s['big_wall']:.2f} | "
-      f"{s['big_cpu']:.2f} | {n(s['big_rows'] / s['big_wall'])} | {n(sym_fps)} |")
-    w(f"| stacks-symbolize | original recording, {n(s['base_rows'])} rows | {s['small_wall']:.3f} | "
-      f"{s['small_cpu']:.3f} | {n(s['base_rows'] / s['small_wall'])} | "
-      f"{n(s['base_frames'] / s['small_wall'])} |")
-    w(f"| addr2line | {s['distinct']} distinct addresses | {s['a2l_d_wall']:.3f} | "
-      f"{s['a2l_d_cpu']:.3f} | | {n(a2l_d_fps)} |")
-    w(f"| addr2line | every frame, repeated: {n(s['lookups'])} lookups | "
-      f"{s['a2l_e_wall']:.3f} | {s['a2l_e_cpu']:.3f} | | {n(a2l_e_fps)} |")
-    w(f"| perf script -F ip,sym,srcline | {s['phz']} Hz perf.data, {n(s['psamples'])} samples | "
-      f"{s['ps_src_wall']:.2f} | {s['ps_src_cpu']:.2f} | {n(s['psamples'] / s['ps_src_wall'])} | "
-      f"{n(ps_fps)} |")
-    w(f"| perf script -F ip,sym | same | {s['ps_sym_wall']:.3f} | {s['ps_sym_cpu']:.3f} | "
-      f"{n(s['psamples'] / s['ps_sym_wall'])} | {n(s['pframes'] / s['ps_sym_wall'])} |")
-    w("")
-    w(f"- Frames per second, stacks-symbolize (big stream, cached) ÷ addr2line (every frame, "
-      f"uncached): **{ratio(sym_fps, a2l_e_fps)}**; ÷ perf script with srcline: "
-      f"**{ratio(sym_fps, ps_fps)}** by wall time, "
-      f"{ratio(s['big_frames'] / s['big_cpu'], s['pframes'] / s['ps_src_cpu'])} by CPU time.")
-    w(f"- Same distinct addresses from a cold start: stacks-symbolize over the whole original "
-      f"recording took {ratio(s['small_wall'], s['a2l_d_wall'])} the wall time of addr2line over "
-      "just its distinct addresses (below 1: stacks faster).")
-    w("")
+    s3 = symbolize_section(s)
+    L.extend(s3)
 
     # Stage 4
     p = pack
@@ -883,7 +1058,40 @@ def report(m, load0, load1, elapsed, rec, residual, storage, sym, pack, q):
     return "\n".join(L)
 
 
+def symbolize_only():
+    """BENCH_ONLY=symbolize: one stacks-record run at the high rate and one perf record run at
+    the low rate (the inputs section 3 needs), then section 3 replaces the one in BENCH_OUT."""
+    hi, lo = max(RATES), min(RATES)
+    raw, data = Tmp.path(f"raw-{hi}.arrow"), Tmp.path(f"perf-{lo}.data")
+    log(f"symbolize only: stacks-record at {hi} Hz, perf record at {lo} Hz")
+    run([REC, "-e", f"profile:u:{hi}", "-o", raw, "--", *workload(Tmp.path("r1.json"))])
+    run(perf_record(lo, data, workload(Tmp.path("r2.json"))))
+    samples, _ = perf_counts(data)
+    rec = {hi: {"stacks": [{"file": raw}]}, lo: {"perf": [{"file": data, "samples": samples}]}}
+    sym = bench_symbolize(rec)
+    text = OUT.read_text()
+    start = text.index("## 3. Symbolization")
+    end = text.index("\n## 4.", start) + 1
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    section = symbolize_section(sym)
+    section.insert(1, "")
+    section.insert(2, f"*This section was measured {when} on its own (`BENCH_ONLY=symbolize "
+                      f"scripts/bench`; load average {loadavg()} at the end).*")
+    OUT.write_text(text[:start] + "\n".join(section) + "\n" + text[end:])
+    log(f"wrote section 3 of {OUT}")
+
+
 def main():
+    if os.environ.get("BENCH_ONLY") == "symbolize":
+        if os.geteuid() != 0:
+            raise BenchError("run as root (stacks-record loads BPF programs)")
+        Tmp.dir = Path(tempfile.mkdtemp(prefix="stacks-bench-", dir="/tmp"))
+        try:
+            symbolize_only()
+        finally:
+            if not KEEP:
+                shutil.rmtree(Tmp.dir, ignore_errors=True)
+        return
     if os.geteuid() != 0:
         raise BenchError("run as root (stacks-record loads BPF programs); scripts/bench uses sudo")
     for b in (REC, SYM, PACK, QUERY, PPROF, WORK):

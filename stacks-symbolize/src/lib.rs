@@ -4,8 +4,13 @@
 pub mod debuginfo;
 pub mod debuginfod;
 pub mod elf;
+pub mod fx;
 pub mod kernel;
+pub mod layout;
+mod lookup;
+pub mod output;
 pub mod resolve;
+pub mod table;
 pub mod transform;
 
 use std::path::{Path, PathBuf};
@@ -15,7 +20,7 @@ use std::sync::mpsc::sync_channel;
 use anyhow::{Context, Result, anyhow};
 use arrow_array::RecordBatch;
 use clap::Parser;
-use stacks_stream::{check_version, meta, open_input, open_output, stage, stamp};
+use stacks_stream::{check_version, meta, open_input, stage, stamp};
 
 /// Symbolize a raw stacks stream: every row gets a `stack` column with function names, source
 /// files, lines and inlined frames for its kernel and user frames.
@@ -100,11 +105,6 @@ pub fn run() -> Result<ExitCode> {
         &kernel::live_boot_id(),
         Path::new(&args.kallsyms),
     );
-    let kernel = transform::KernelConfig {
-        vmlinux: args.vmlinux.clone(),
-        fallback,
-    };
-    let mut sym = transform::Symbolize::new(finder, kernel);
     let opts = resolve::Options {
         lines: !args.no_lines,
         inlines: !args.no_inlines,
@@ -114,11 +114,13 @@ pub fn run() -> Result<ExitCode> {
             .map(|n| n.get())
             .unwrap_or(1)
     });
-    let out = open_output(args.output.as_deref(), &layout.output)?;
-    let out_name = args
-        .output
-        .as_ref()
-        .map_or("stdout".to_string(), |p| p.display().to_string());
+    let kernel = transform::KernelConfig {
+        vmlinux: args.vmlinux.clone(),
+        fallback,
+    };
+    let mut sym = transform::Symbolize::new(finder, kernel).with_threads(jobs);
+    let out = output::Output::open(args.output.as_deref(), &layout.output)?;
+    let out_name = out.name().to_string();
     let in_name = input.name().to_string();
 
     // Three stages on their own threads: decode (reader), symbolize (here), encode (writer).

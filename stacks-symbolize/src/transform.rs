@@ -4,119 +4,23 @@
 //! distinct frames, with the per-element addresses set afterwards.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::hash::Hash;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use arrow_array::builder::{BooleanBuilder, StringBuilder, UInt32Builder, UInt64Builder};
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, UInt64Type};
-use arrow_array::{
-    Array, ArrayRef, ListArray, RecordBatch, StringArray, StructArray, UInt32Array, UInt64Array,
-};
+use arrow_array::{Array, ArrayRef, ListArray, RecordBatch, StringArray, StructArray, UInt64Array};
 use arrow_buffer::OffsetBuffer;
-use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
-use stacks_stream::{ContractError, col, ksym, uframe};
+use arrow_schema::{ArrowError, DataType};
+use stacks_stream::{ksym, uframe};
 
 use crate::debuginfo::{Finder, ModuleFiles};
+use crate::fx::FxMap;
 use crate::kernel::KERNEL_MODULE;
-use crate::resolve::{Frames, Job, Pool, SymFrame};
-
-/// FxHash: a fast hash for the short keys of the per-frame maps.
-#[derive(Default, Clone, Copy)]
-pub struct Fx(u64);
-
-impl Hasher for Fx {
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            self.add(u64::from_le_bytes(c.try_into().expect("8 bytes")));
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut b = [0u8; 8];
-            b[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(b));
-        }
-    }
-    fn write_u8(&mut self, i: u8) {
-        self.add(i as u64)
-    }
-    fn write_u32(&mut self, i: u32) {
-        self.add(i as u64)
-    }
-    fn write_u64(&mut self, i: u64) {
-        self.add(i)
-    }
-    fn write_usize(&mut self, i: usize) {
-        self.add(i as u64)
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-impl Fx {
-    #[inline]
-    fn add(&mut self, w: u64) {
-        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
-type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<Fx>>;
-
-/// Column positions validated once per stream.
-pub struct Layout {
-    kstack: usize,
-    kstack_error: usize,
-    ustack: usize,
-    ustack_error: usize,
-    kstack_symbols: Option<usize>,
-    /// Input columns kept in the output (all but an existing `stack`).
-    keep: Vec<usize>,
-    pub output: SchemaRef,
-}
-
-impl Layout {
-    pub fn new(
-        input: &Schema,
-        name: &str,
-        metadata: HashMap<String, String>,
-    ) -> Result<Self, ContractError> {
-        let why = "raw stacks stream from stacks-record";
-        let req =
-            |column: &str, t: &DataType| stacks_stream::require_column(input, name, column, t, why);
-        let kstack = req(col::KSTACK, &stacks_stream::kstack_type())?;
-        let ustack = req(col::USTACK, &stacks_stream::ustack_type())?;
-        let kstack_error = req(col::KSTACK_ERROR, &DataType::Int32)?;
-        let ustack_error = req(col::USTACK_ERROR, &DataType::Int32)?;
-        // Optional: streams of older recorders have no record-time kernel symbols.
-        let kstack_symbols = match input.index_of(col::KSTACK_SYMBOLS) {
-            Ok(_) => Some(req(
-                col::KSTACK_SYMBOLS,
-                &stacks_stream::kstack_symbols_type(),
-            )?),
-            Err(_) => None,
-        };
-        let keep: Vec<usize> = (0..input.fields().len())
-            .filter(|&i| input.field(i).name() != col::STACK)
-            .collect();
-        let mut fields: Vec<Field> = keep
-            .iter()
-            .map(|&i| input.field(i).as_ref().clone())
-            .collect();
-        fields.push(Field::new(col::STACK, stacks_stream::stack_type(), true));
-        Ok(Layout {
-            kstack,
-            kstack_error,
-            ustack,
-            ustack_error,
-            kstack_symbols,
-            keep,
-            output: Arc::new(Schema::new_with_metadata(fields, metadata)),
-        })
-    }
-}
+pub use crate::layout::Layout;
+use crate::resolve::{Frames, Pool, SymFrame};
+use crate::table::{Place, Table};
 
 /// How kernel frames are resolved.
 pub struct KernelConfig {
@@ -138,24 +42,17 @@ pub struct Stats {
 
 /// Everything kept across batches: located modules and resolved frames.
 pub struct Symbolize {
-    finder: Finder,
-    kernel: KernelConfig,
-    module_ids: HashMap<(String, Option<String>), u32>,
-    module_keys: Vec<(String, Option<String>)>,
-    modules: Vec<Option<Result<Arc<ModuleFiles>, Frames>>>,
-    user: FxMap<(u32, u64), Frames>,
-    ksym: FxMap<(Box<str>, u64), Frames>,
-    kaddr: FxMap<u64, Frames>,
+    pub(crate) finder: Finder,
+    pub(crate) kernel: KernelConfig,
+    pub(crate) module_ids: HashMap<(String, Option<String>), u32>,
+    pub(crate) module_keys: Vec<(String, Option<String>)>,
+    pub(crate) modules: Vec<Option<Result<Arc<ModuleFiles>, Frames>>>,
+    pub(crate) user: FxMap<(u32, u64), Frames>,
+    pub(crate) ksym: FxMap<(Box<str>, u64), Frames>,
+    pub(crate) kaddr: FxMap<u64, Frames>,
+    /// Threads copying the stack columns of a batch.
+    pub(crate) copiers: usize,
     pub stats: Stats,
-}
-
-/// Where a frame is, as the output shows it.
-#[derive(Clone, Copy)]
-struct Place<'a> {
-    kernel: bool,
-    module: Option<&'a str>,
-    build_id: Option<&'a str>,
-    offset: Option<u64>,
 }
 
 /// Distinct output frames of a batch.
@@ -189,16 +86,16 @@ enum GKey<'a> {
 }
 
 /// How a group's frames are found.
-enum Res<'a> {
+pub(crate) enum Res<'a> {
     User(u32, u64),
     KSym(&'a str, u64),
     KAddr(u64),
     Fixed(SymFrame),
 }
 
-struct Group<'a> {
-    place: Place<'a>,
-    res: Res<'a>,
+pub(crate) struct Group<'a> {
+    pub(crate) place: Place<'a>,
+    pub(crate) res: Res<'a>,
 }
 
 fn errno_text(errno: i32) -> String {
@@ -248,8 +145,15 @@ impl Symbolize {
             user: FxMap::default(),
             ksym: FxMap::default(),
             kaddr: FxMap::default(),
+            copiers: 1,
             stats: Stats::default(),
         }
+    }
+
+    /// Copy a batch's stack columns on up to `threads` threads (2 pays on large batches).
+    pub fn with_threads(mut self, threads: usize) -> Self {
+        self.copiers = threads.clamp(1, 2);
+        self
     }
 
     /// The debug-file finder (for its end-of-run report).
@@ -269,7 +173,7 @@ impl Symbolize {
         id
     }
 
-    fn module(&mut self, id: u32) -> Result<Arc<ModuleFiles>, Frames> {
+    pub(crate) fn module(&mut self, id: u32) -> Result<Arc<ModuleFiles>, Frames> {
         if let Some(m) = &self.modules[id as usize] {
             return m.clone();
         }
@@ -329,6 +233,7 @@ impl Symbolize {
         let mut row_end: Vec<usize> = Vec::with_capacity(n);
         let mut row_valid: Vec<bool> = Vec::with_capacity(n);
         let mut last_module: Option<(&str, Option<&str>, u32)> = None;
+        let mut batch_modules: FxMap<(&str, Option<&str>), u32> = FxMap::default();
         for row in 0..n {
             if kstack.is_null(row) && ustack.is_null(row) {
                 row_valid.push(false);
@@ -493,7 +398,14 @@ impl Symbolize {
                     let module = match last_module {
                         Some((p, b, id)) if p == path && b == build_id => id,
                         _ => {
-                            let id = self.module_id(path, build_id);
+                            let id = match batch_modules.get(&(path, build_id)) {
+                                Some(&id) => id,
+                                None => {
+                                    let id = self.module_id(path, build_id);
+                                    batch_modules.insert((path, build_id), id);
+                                    id
+                                }
+                            };
                             last_module = Some((path, build_id, id));
                             id
                         }
@@ -541,29 +453,27 @@ impl Symbolize {
         }
         gstart.push(table.len);
 
-        // Pass 2: every element's frames, as indices into the table.
-        let mut indices: Vec<u32> = Vec::with_capacity(elem_group.len() + elem_group.len() / 4);
-        let mut addrs: Vec<u64> = Vec::with_capacity(indices.capacity());
+        // Pass 2: row lengths and each frame's address; the frames themselves are copied from
+        // the table group by group (a group's frames are adjacent rows there).
         let mut lengths: Vec<usize> = Vec::with_capacity(n);
+        let mut addrs: Vec<u64> = Vec::with_capacity(elem_group.len() * 2);
         let mut e = 0usize;
         for &end in &row_end {
-            let before = indices.len();
+            let before = addrs.len();
             while e < end {
                 let g = elem_group[e] as usize;
                 let a = elem_addr[e];
-                for k in gstart[g]..gstart[g + 1] {
-                    indices.push(k);
-                    addrs.push(a);
-                }
+                let k = (gstart[g + 1] - gstart[g]) as usize;
+                addrs.extend(std::iter::repeat_n(a, k));
                 e += 1;
             }
-            lengths.push(indices.len() - before);
+            lengths.push(addrs.len() - before);
         }
         self.stats.rows += n as u64;
         self.stats.frames_in += elem_group.len() as u64;
-        self.stats.frames_out += indices.len() as u64;
+        self.stats.frames_out += addrs.len() as u64;
 
-        let stack = table.finish(UInt32Array::from(indices), UInt64Array::from(addrs))?;
+        let stack = table.finish(&elem_group, &gstart, UInt64Array::from(addrs), self.copiers)?;
         let DataType::List(field) = stacks_stream::stack_type() else {
             unreachable!("stack type is a list")
         };
@@ -591,140 +501,6 @@ impl Symbolize {
             Res::Fixed(f) => Some(Frames::from(vec![f.clone()])),
         };
         got.unwrap_or_else(|| Frames::from(vec![SymFrame::unresolved("not looked up")]))
-    }
-
-    /// Resolve the groups' keys not in the caches, on the pool.
-    fn resolve(&mut self, groups: &[Group<'_>], pool: &Pool) {
-        enum Back {
-            User(u32, Vec<u64>),
-            KSym(Vec<(String, u64)>),
-            KAddr(Vec<u64>),
-        }
-        let mut per_module: FxMap<u32, Vec<u64>> = FxMap::default();
-        let mut ksyms: Vec<(String, u64)> = Vec::new();
-        let mut kaddrs: Vec<u64> = Vec::new();
-        for g in groups {
-            match &g.res {
-                Res::User(m, off) if !self.user.contains_key(&(*m, *off)) => {
-                    per_module.entry(*m).or_default().push(*off)
-                }
-                Res::KSym(s, off) if !self.ksym.contains_key(&(Box::<str>::from(*s), *off)) => {
-                    if *off == u64::MAX {
-                        // Name only: no lookup needed.
-                        self.ksym.insert(
-                            (Box::from(*s), *off),
-                            Frames::from(vec![SymFrame::named(s)]),
-                        );
-                        self.stats.unique += 1;
-                    } else {
-                        ksyms.push((s.to_string(), *off));
-                    }
-                }
-                Res::KAddr(a) if !self.kaddr.contains_key(a) => kaddrs.push(*a),
-                _ => {}
-            }
-        }
-        let mut jobs = Vec::new();
-        let mut backs = Vec::new();
-        let mut modules: Vec<(u32, Vec<u64>)> = per_module.into_iter().collect();
-        modules.sort_unstable_by_key(|(m, _)| *m);
-        for (m, mut offs) in modules {
-            offs.sort_unstable();
-            offs.dedup();
-            self.stats.unique += offs.len() as u64;
-            match self.module(m) {
-                Err(why) => {
-                    for o in offs {
-                        self.user.insert((m, o), why.clone());
-                    }
-                }
-                Ok(files) => {
-                    let mut look = Vec::with_capacity(offs.len());
-                    let mut vaddrs = Vec::with_capacity(offs.len());
-                    for o in offs {
-                        match files.vaddr(o) {
-                            Some(v) => {
-                                look.push(o);
-                                vaddrs.push(v);
-                            }
-                            None => {
-                                let why = format!(
-                                    "file offset {o:#x} is outside the loaded segments of {}",
-                                    files.symbols.display()
-                                );
-                                self.user
-                                    .insert((m, o), Frames::from(vec![SymFrame::unresolved(why)]));
-                            }
-                        }
-                    }
-                    if !look.is_empty() {
-                        jobs.push(Job::Elf {
-                            file: files.symbols.clone(),
-                            addrs: vaddrs,
-                        });
-                        backs.push(Back::User(m, look));
-                    }
-                }
-            }
-        }
-        if !ksyms.is_empty() {
-            ksyms.sort_unstable();
-            ksyms.dedup();
-            self.stats.unique += ksyms.len() as u64;
-            let file = self
-                .kernel
-                .vmlinux
-                .clone()
-                .expect("KSym lookups only with vmlinux");
-            jobs.push(Job::Vmlinux {
-                file,
-                syms: ksyms.clone(),
-            });
-            backs.push(Back::KSym(ksyms));
-        }
-        if !kaddrs.is_empty() {
-            kaddrs.sort_unstable();
-            kaddrs.dedup();
-            self.stats.unique += kaddrs.len() as u64;
-            match &self.kernel.fallback {
-                Err(why) => {
-                    let f = Frames::from(vec![SymFrame::unresolved(why.clone())]);
-                    for a in kaddrs {
-                        self.kaddr.insert(a, f.clone());
-                    }
-                }
-                Ok(file) => {
-                    jobs.push(Job::Kallsyms {
-                        file: file.clone(),
-                        addrs: kaddrs.clone(),
-                    });
-                    backs.push(Back::KAddr(kaddrs));
-                }
-            }
-        }
-        if jobs.is_empty() {
-            return;
-        }
-        for (back, results) in backs.into_iter().zip(pool.run(jobs)) {
-            let results = results.into_iter().map(Frames::from);
-            match back {
-                Back::User(m, offs) => {
-                    for (o, f) in offs.into_iter().zip(results) {
-                        self.user.insert((m, o), f);
-                    }
-                }
-                Back::KSym(syms) => {
-                    for ((s, o), f) in syms.into_iter().zip(results) {
-                        self.ksym.insert((s.into_boxed_str(), o), f);
-                    }
-                }
-                Back::KAddr(addrs) => {
-                    for (a, f) in addrs.into_iter().zip(results) {
-                        self.kaddr.insert(a, f);
-                    }
-                }
-            }
-        }
     }
 }
 
@@ -759,71 +535,4 @@ fn push<'a>(
     };
     elem_group.push(g);
     elem_addr.push(addr);
-}
-
-/// Name of the optional last stack field holding the raw (mangled) symbol.
-pub const SYMBOL_FIELD: &str = "symbol";
-
-/// The frames of a batch's groups, column by column (all stack fields but `addr`).
-#[derive(Default)]
-struct Table {
-    len: u32,
-    function: StringBuilder,
-    file: StringBuilder,
-    line: UInt32Builder,
-    column: UInt32Builder,
-    inlined: BooleanBuilder,
-    kernel: BooleanBuilder,
-    module: StringBuilder,
-    build_id: StringBuilder,
-    offset: UInt64Builder,
-    error: StringBuilder,
-    symbol: StringBuilder,
-}
-
-impl Table {
-    fn push(&mut self, f: &SymFrame, p: &Place<'_>) {
-        self.len += 1;
-        self.function.append_option(f.function.as_deref());
-        self.file.append_option(f.file.as_deref());
-        self.line.append_option(f.line);
-        self.column.append_option(f.column);
-        self.inlined.append_value(f.inlined);
-        self.kernel.append_value(p.kernel);
-        self.module.append_option(p.module);
-        self.build_id.append_option(p.build_id);
-        self.offset.append_option(p.offset);
-        self.error.append_option(f.error.as_deref());
-        self.symbol.append_option(f.symbol.as_deref());
-    }
-
-    /// The stack elements: the table's rows at `indices`, with `addrs`. Column order follows
-    /// `stacks_stream::frame_fields()`.
-    fn finish(
-        mut self,
-        indices: UInt32Array,
-        addrs: UInt64Array,
-    ) -> Result<StructArray, ArrowError> {
-        use arrow_select::take::take;
-        let t = |a: &dyn Array| take(a, &indices, None);
-        let mut columns: Vec<ArrayRef> = vec![
-            t(&self.function.finish())?,
-            t(&self.file.finish())?,
-            t(&self.line.finish())?,
-            t(&self.column.finish())?,
-            t(&self.inlined.finish())?,
-            t(&self.kernel.finish())?,
-            t(&self.module.finish())?,
-            t(&self.build_id.finish())?,
-            t(&self.offset.finish())?,
-            Arc::new(addrs),
-            t(&self.error.finish())?,
-        ];
-        let fields = stacks_stream::frame_fields();
-        // The raw symbol, where the contract has the field for it.
-        if fields.len() > columns.len() && fields[columns.len()].name() == SYMBOL_FIELD {
-            columns.push(t(&self.symbol.finish())?);
-        }
-        StructArray::try_new(fields, columns, None)
-    }
 }
