@@ -305,6 +305,34 @@ fn sigkill_at_random_instants_leaves_only_complete_files() {
         complete_files += files.len();
     }
     eprintln!("{complete_files} complete files seen across the kills");
+
+    // What the killed packers left unfinished is hidden, and the next packer on the directory
+    // removes it.
+    let hidden = |d: &Path| {
+        std::fs::read_dir(d)
+            .map(|es| {
+                es.filter(|e| {
+                    let name = e.as_ref().unwrap().file_name();
+                    name.to_string_lossy().ends_with(".parquet.tmp")
+                })
+                .count()
+            })
+            .unwrap_or(0)
+    };
+    let Some(left) = (0..12)
+        .map(|round| dir.join(format!("k{round}")))
+        .find(|d| hidden(d) > 0)
+    else {
+        panic!("no kill landed while a file was being written");
+    };
+    let empty = {
+        let mut none: Vec<Row> = Vec::new();
+        stream_of(&mut none, false, false)
+    };
+    let res = pack(&[left.to_str().unwrap()], &empty);
+    check(&res, "stacks-pack after a kill");
+    assert_eq!(hidden(&left), 0, "leftovers of the killed packer removed");
+    assert!(String::from_utf8_lossy(&res.stderr).contains("removed 1 unfinished file"));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
