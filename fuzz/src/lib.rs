@@ -295,7 +295,7 @@ pub mod query {
         let Ok(decls) = params::declarations(&query.label, &query.sql) else {
             return;
         };
-        let Ok(values) = params::bind(&query.label, &decls, &given, first.starts_with('@')) else {
+        let Ok(values) = params::bind(&query.label, &decls, &given, !first.starts_with('@')) else {
             return;
         };
         let f = fixture();
