@@ -84,7 +84,7 @@ pub struct Args {
 
 /// Entry point of the binary: parse the arguments and convert.
 pub fn run() -> anyhow::Result<ExitCode> {
-    run_with(Args::parse())
+    run_with(stacks_stream::cli::parse_args::<Args>("stacks-pprof"))
 }
 
 /// Convert as `args` say.

@@ -97,7 +97,7 @@ impl Args {
             if n.len() > 15 {
                 eprintln!(
                     "stacks-record: note: the kernel keeps 15 bytes of process names: matching {n:?} as {:?}",
-                    &n[..15]
+                    String::from_utf8_lossy(&n.as_bytes()[..15])
                 );
             }
         }
@@ -133,7 +133,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     if !(secs > 0.0 && secs.is_finite()) {
         return Err(format!("duration `{s}` must be positive"));
     }
-    Ok(Duration::from_secs_f64(secs))
+    Duration::try_from_secs_f64(secs).map_err(|_| format!("duration `{s}` is too long"))
 }
 
 fn parse_ringbuf(s: &str) -> Result<u32, String> {
@@ -147,6 +147,15 @@ fn parse_ringbuf(s: &str) -> Result<u32, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn absurd_durations_are_errors() {
+        assert!(
+            parse_duration("99999999999999999999999")
+                .unwrap_err()
+                .contains("too long")
+        );
+    }
 
     #[test]
     fn durations() {

@@ -11,7 +11,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use clap::Parser;
 use libbpf_rs::RingBufferBuilder;
 use stacks_stream::{kind, open_output_with, raw_schema};
 
@@ -59,7 +58,7 @@ struct Queue {
 
 /// Entry point of the `stacks-record` binary.
 pub fn run() -> Result<ExitCode> {
-    let args = Args::parse();
+    let args = stacks_stream::cli::parse_args::<Args>("stacks-record");
     let spec = args.spec()?;
     let target = args.target()?;
 

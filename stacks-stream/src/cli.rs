@@ -57,6 +57,18 @@ pub fn usage_error(tool: &str, message: &str) -> ! {
     std::process::exit(2)
 }
 
+/// Parse the command line with clap, turning usage errors into [`usage_error`]'s one line and
+/// exit status 2; `--help` and `--version` keep clap's own output.
+pub fn parse_args<T: clap::Parser>(tool: &str) -> T {
+    T::try_parse().unwrap_or_else(|e| {
+        if e.use_stderr() {
+            usage_error(tool, &e.to_string())
+        } else {
+            e.exit()
+        }
+    })
+}
+
 /// Refuse to sit silently waiting for a stream typed at a terminal.
 pub fn refuse_tty_stdin(tool: &str) -> anyhow::Result<()> {
     if stdin_is_tty() {
