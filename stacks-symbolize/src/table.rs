@@ -3,9 +3,11 @@
 use std::sync::Arc;
 
 use arrow_array::builder::{BooleanBuilder, StringBuilder, UInt32Builder, UInt64Builder};
-use arrow_array::{ArrayRef, StructArray, UInt64Array, make_array};
-use arrow_data::transform::MutableArrayData;
+use arrow_array::cast::AsArray;
+use arrow_array::{Array, ArrayRef, StringArray, StructArray, UInt32Array, UInt64Array};
+use arrow_buffer::{BooleanBufferBuilder, NullBuffer, OffsetBuffer};
 use arrow_schema::ArrowError;
+use arrow_select::take::take;
 
 use crate::resolve::SymFrame;
 
@@ -82,14 +84,17 @@ impl Table {
             sources.push(Arc::new(self.symbol.finish()));
         }
         let total = addrs.len();
+        // Row indices into the table, one per output frame (for the fixed-width columns).
+        let mut indices: Vec<u32> = Vec::with_capacity(total);
+        for &g in elem_group {
+            indices.extend(gstart[g as usize]..gstart[g as usize + 1]);
+        }
+        let indices = UInt32Array::from(indices);
         let copy = |src: &ArrayRef| -> Result<ArrayRef, ArrowError> {
-            let data = src.to_data();
-            let mut m = MutableArrayData::new(vec![&data], false, total);
-            for &g in elem_group {
-                let g = g as usize;
-                m.try_extend(0, gstart[g] as usize, gstart[g + 1] as usize)?;
+            match src.as_string_opt::<i32>() {
+                Some(strings) => copy_strings(strings, elem_group, gstart, total),
+                None => take(src.as_ref(), &indices, None),
             }
-            Ok(make_array(m.freeze()))
         };
         let mut copied: Vec<ArrayRef> = if threads > 1 {
             // Strings dominate: function, file and symbol on a second thread.
@@ -117,5 +122,81 @@ impl Table {
         };
         copied.insert(9, Arc::new(addrs));
         StructArray::try_new(fields, copied, None)
+    }
+}
+
+/// A string column of the output: for each element, its group's rows of `src` (adjacent,
+/// so one copy of their bytes), offsets rebased, validity copied as a bit range.
+fn copy_strings(
+    src: &StringArray,
+    elem_group: &[u32],
+    gstart: &[u32],
+    total: usize,
+) -> Result<ArrayRef, ArrowError> {
+    let offs = src.value_offsets();
+    let data = src.value_data();
+    let range = |g: u32| (gstart[g as usize] as usize, gstart[g as usize + 1] as usize);
+    let bytes: usize = elem_group
+        .iter()
+        .map(|&g| {
+            let (s, e) = range(g);
+            (offs[e] - offs[s]) as usize
+        })
+        .sum();
+    if bytes > i32::MAX as usize {
+        return Err(ArrowError::ComputeError(format!(
+            "a batch's stack strings would take {bytes} bytes, more than a string column holds"
+        )));
+    }
+    let mut values: Vec<u8> = Vec::with_capacity(bytes);
+    let mut offsets: Vec<i32> = Vec::with_capacity(total + 1);
+    offsets.push(0);
+    let nulls = src.nulls();
+    let mut valid = nulls.map(|_| BooleanBufferBuilder::new(total));
+    for &g in elem_group {
+        let (s, e) = range(g);
+        let base = values.len() as i32 - offs[s];
+        values.extend_from_slice(&data[offs[s] as usize..offs[e] as usize]);
+        offsets.extend(offs[s + 1..=e].iter().map(|o| o + base));
+        if let (Some(v), Some(n)) = (valid.as_mut(), nulls) {
+            v.append_packed_range(n.offset() + s..n.offset() + e, n.validity());
+        }
+    }
+    let nulls = valid.map(|mut v| NullBuffer::new(v.finish()));
+    Ok(Arc::new(StringArray::try_new(
+        OffsetBuffer::new(offsets.into()),
+        values.into(),
+        nulls,
+    )?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strings_copied_by_group_with_nulls() {
+        let src = StringArray::from(vec![Some("a"), None, Some("ccc"), Some(""), Some("ee")]);
+        // groups: 0 = rows 0..2, 1 = rows 2..3, 2 = rows 3..5
+        let gstart = [0u32, 2, 3, 5];
+        let out = copy_strings(&src, &[2, 0, 1, 0], &gstart, 7).unwrap();
+        let out = out.as_string::<i32>();
+        let got: Vec<Option<&str>> = out.iter().collect();
+        assert_eq!(
+            got,
+            [
+                Some(""),
+                Some("ee"),
+                Some("a"),
+                None,
+                Some("ccc"),
+                Some("a"),
+                None
+            ]
+        );
+        let none = StringArray::from(vec!["x", "yy"]);
+        let out = copy_strings(&none, &[0, 0], &[0, 2], 4).unwrap();
+        assert_eq!(out.null_count(), 0);
+        assert_eq!(out.as_string::<i32>().value(3), "yy");
     }
 }
