@@ -193,9 +193,9 @@ fn short_intervals_are_folded_not_lost() {
         return;
     }
     let _serial = bpf_serial();
-    // Every 2 ms sleep is below the 5 ms minimum: folded, with its time kept. (A sleep the
-    // scheduler stretched past 5 ms is an interval of its own, with its stack.)
-    let rec = record("fold", "switch:uk:5ms", "sleep --count 100 --ms 2");
+    // Every 2 ms sleep is below the 50 ms minimum: folded, with its time kept. (A sleep the
+    // scheduler stretched past 50 ms is an interval of its own, with its stack.)
+    let rec = record("fold", "switch:uk:50ms", "sleep --count 100 --ms 2");
     let tid = report_i64(&rec.report, "tid") as i32;
     let batches = query(
         &rec,
@@ -210,7 +210,7 @@ fn short_intervals_are_folded_not_lost() {
     let get = |i: usize| b.column(i).as_primitive::<Int64Type>().value(0);
     let (ns, n, folded, single) = (get(0) as f64, get(1), get(2), get(3));
     assert!(n >= 100, "{n} off-CPU intervals for 100 sleeps");
-    assert!(folded >= 90, "only {folded} of {n} intervals folded");
+    assert!(folded >= 95, "only {folded} of {n} intervals folded");
     assert_eq!(n, folded + single);
     let slept = report_i64(&rec.report, "slept_ns") as f64;
     assert!(
@@ -568,11 +568,15 @@ fn exited_and_execed_processes_still_symbolize() {
     ));
     check(&rec, "record exec + exit");
     let batches = read_batches(&sym);
-    let (hits, rows) = share_in(&batches, "stacks-workload", "burn_heavy");
+    // Symbolized against the right binary: the workload's own function is on the stack.
+    // (Not necessarily burn_*: a sample in a callee's prologue skips its caller's frame.)
+    let (ours, rows) = share_in(&batches, "stacks-workload", "stacks_workload::cpu::run");
+    let (heavy, _) = share_in(&batches, "stacks-workload", "burn_heavy");
     assert!(rows >= 300, "{rows} samples of two 0.5 s CPU burners at 999 Hz");
     assert!(
-        hits as f64 >= 0.9 * rows as f64,
-        "only {hits} of {rows} samples symbolized into burn_heavy"
+        ours as f64 >= 0.95 * rows as f64,
+        "only {ours} of {rows} samples symbolized into stacks_workload::cpu::run"
     );
+    assert!(heavy as f64 >= 0.5 * rows as f64, "{heavy} of {rows} in burn_heavy");
     let _ = std::fs::remove_dir_all(dir);
 }
