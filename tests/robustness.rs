@@ -1096,6 +1096,14 @@ fn pack_refuses_a_union_column() {
     let pack = TOOLS.iter().find(|t| t.name == "stacks-pack").unwrap();
     let out = run(pack, &with_union, &dir);
     assert_refused(&out, "stacks-pack", 1, "`u`", "union column");
+    // The stream_pack fuzzer's own way there.
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus/fuzz");
+    let found = std::fs::read(corpus.join("open-stream_pack-union-column.arrow")).unwrap();
+    assert_clean(
+        &run(pack, &found, &dir),
+        "stacks-pack",
+        "fuzzed union column",
+    );
 }
 
 #[test]
