@@ -34,6 +34,8 @@ pub struct Converter {
     pub counts: Counts,
     files: FileNames,
     modules: ModuleIndex,
+    /// Kernel-reported build ids already turned into (hex, file).
+    build_ids: HashMap<[u8; 20], (String, Option<String>)>,
     ksyms: Option<Box<dyn KernelNames>>,
     ksym_cache: HashMap<u64, Option<KernelSymbol>>,
     offset_ns: i64,
@@ -52,6 +54,7 @@ impl Converter {
                 m.learn_process(std::process::id());
                 m
             },
+            build_ids: HashMap::new(),
             ksyms,
             ksym_cache: HashMap::new(),
             offset_ns,
@@ -229,10 +232,22 @@ impl Converter {
             .iter()
             .map(|f| match f {
                 KernelUserFrame::Resolved { build_id, offset } => {
-                    let id = build_id_hex(build_id);
+                    let (id, module) = match self.build_ids.get(build_id) {
+                        Some(known) => known.clone(),
+                        None => {
+                            let id = build_id_hex(build_id);
+                            let module = self.modules.path(&id).map(str::to_string);
+                            // Only named files are remembered: a later exec may name it.
+                            if module.is_some() {
+                                self.build_ids
+                                    .insert(*build_id, (id.clone(), module.clone()));
+                            }
+                            (id, module)
+                        }
+                    };
                     UserFrame {
                         addr: 0,
-                        module: self.modules.path(&id).map(str::to_string),
+                        module,
                         build_id: Some(id),
                         offset: Some(*offset),
                         error: None,
