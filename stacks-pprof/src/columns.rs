@@ -211,9 +211,21 @@ fn row_stream(
         .index_of(col::KIND)
         .ok()
         .filter(|&i| is_string(schema.field(i).data_type()));
-    let has_value = schema
-        .index_of(col::VALUE)
-        .is_ok_and(|i| numeric(schema.field(i).data_type()).is_some());
+    let value_col = schema.index_of(col::VALUE).ok();
+    if kind_col.is_some()
+        && let Some(v) = value_col
+        && numeric(schema.field(v).data_type()).is_none()
+    {
+        // Row columns with a `value` that cannot be a weight: a broken stream, not a query.
+        return Err(ContractError::WrongType {
+            input: input.into(),
+            column: col::VALUE.into(),
+            found: schema.field(v).data_type().to_string(),
+            expected: "Int64".into(),
+        }
+        .into());
+    }
+    let has_value = value_col.is_some_and(|i| numeric(schema.field(i).data_type()).is_some());
     match (kind_col, has_value) {
         (Some(i), true) => {
             let mut kinds: Vec<String> = Vec::new();

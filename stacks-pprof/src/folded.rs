@@ -167,11 +167,25 @@ pub fn write_svg(
         _ => BasicPalette::Hot,
     });
     options.hash = true;
-    // inferno takes whole counts; negative sums (never written by stacks) are left out.
-    let lines: Vec<String> = stacks
+    // inferno takes whole counts and adds them up in a usize; negative sums (never written by
+    // stacks) are left out. Totals that would overflow are drawn scaled down by a power of two,
+    // which the count name says.
+    let total: u128 = stacks
         .iter()
         .filter(|(_, v)| *v > 0)
-        .map(|(s, v)| format!("{s} {v}"))
+        .map(|(_, v)| *v as u128)
+        .sum();
+    let mut shift = 0;
+    while total >> shift > (usize::MAX as u128) / 4 {
+        shift += 1;
+    }
+    if shift > 0 {
+        options.count_name = format!("{} ×2^{shift}", options.count_name);
+    }
+    let lines: Vec<String> = stacks
+        .iter()
+        .filter(|(_, v)| *v >> shift > 0)
+        .map(|(s, v)| format!("{s} {}", v >> shift))
         .collect();
     if lines.is_empty() {
         return Err(Error::NothingToDraw);
