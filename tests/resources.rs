@@ -11,6 +11,11 @@ use stacks_tests::{bpf_available, bpf_serial, check, read_batches, scratch, sh, 
 
 const MIB: f64 = 1024.0 * 1024.0;
 
+/// Skip (visibly) without BPF; otherwise hold the BPF test lock.
+fn bpf_guard(test: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
+    bpf_available(test).then(bpf_serial)
+}
+
 /// A finished recording of one workload run.
 struct Recording {
     dir: PathBuf,
@@ -163,10 +168,9 @@ fn check_sleep(rec: &Recording, sleep: &serde_json::Value) {
 
 #[test]
 fn sleeping_thread_is_off_cpu_in_its_function() {
-    if !bpf_available("sleeping_thread_is_off_cpu_in_its_function") {
+    let Some(_serial) = bpf_guard("sleeping_thread_is_off_cpu_in_its_function") else {
         return;
-    }
-    let _serial = bpf_serial();
+    };
     let rec = record("sleep", "switch:uk", "sleep --count 50 --ms 20");
     check_sleep(&rec, &rec.report);
     // Lifecycle: the workload's exec and exit are in the stream.
@@ -189,10 +193,9 @@ fn sleeping_thread_is_off_cpu_in_its_function() {
 
 #[test]
 fn short_intervals_are_folded_not_lost() {
-    if !bpf_available("short_intervals_are_folded_not_lost") {
+    let Some(_serial) = bpf_guard("short_intervals_are_folded_not_lost") else {
         return;
-    }
-    let _serial = bpf_serial();
+    };
     // Every 2 ms sleep is below the 50 ms minimum: folded, with its time kept. (A sleep the
     // scheduler stretched past 50 ms is an interval of its own, with its stack.)
     let rec = record("fold", "switch:uk:50ms", "sleep --count 100 --ms 2");
@@ -262,10 +265,9 @@ fn check_write(rec: &Recording, write: &serde_json::Value) {
 
 #[test]
 fn writer_of_64_mib_writes_64_mib() {
-    if !bpf_available("writer_of_64_mib_writes_64_mib") {
+    let Some(_serial) = bpf_guard("writer_of_64_mib_writes_64_mib") else {
         return;
-    }
-    let _serial = bpf_serial();
+    };
     let dir = scratch("write-data");
     let rec = record(
         "write",
@@ -289,10 +291,9 @@ fn writer_of_64_mib_writes_64_mib() {
 
 #[test]
 fn direct_reader_reads_32_mib_from_disk() {
-    if !bpf_available("direct_reader_reads_32_mib_from_disk") {
+    let Some(_serial) = bpf_guard("direct_reader_reads_32_mib_from_disk") else {
         return;
-    }
-    let _serial = bpf_serial();
+    };
     let dir = scratch("direct-data");
     let file = dir.join("r.dat");
     // Prepared outside the recording.
@@ -339,10 +340,9 @@ fn check_touch(rec: &Recording, touch: &serde_json::Value) {
 
 #[test]
 fn touching_256_mib_grows_rss_by_256_mib() {
-    if !bpf_available("touching_256_mib_grows_rss_by_256_mib") {
+    let Some(_serial) = bpf_guard("touching_256_mib_grows_rss_by_256_mib") else {
         return;
-    }
-    let _serial = bpf_serial();
+    };
     let rec = record("touch", "rss:u:29", "touch --mib 256");
     check_touch(&rec, &rec.report);
     // Sampling keeps sums exact: rows stand for many events, and the process's total growth
@@ -408,10 +408,9 @@ fn check_exchange(rec: &Recording, report: &serde_json::Value, protocol: &str) {
 }
 
 fn net_test(name: &str, args: &str, protocol: &str) {
-    if !bpf_available(name) {
+    let Some(_serial) = bpf_guard(name) else {
         return;
-    }
-    let _serial = bpf_serial();
+    };
     let rec = record(name, "net:u", args);
     check_exchange(&rec, &rec.report, protocol);
 }
@@ -440,10 +439,9 @@ fn udp_over_ipv6() {
 
 #[test]
 fn all_kinds_at_once_keep_their_totals() {
-    if !bpf_available("all_kinds_at_once_keep_their_totals") {
+    let Some(_serial) = bpf_guard("all_kinds_at_once_keep_their_totals") else {
         return;
-    }
-    let _serial = bpf_serial();
+    };
     let data = scratch("mixed-data");
     let rec = record(
         "mixed",
@@ -495,10 +493,9 @@ fn kind_counts(batches: &[RecordBatch]) -> (std::collections::HashMap<String, i6
 
 #[test]
 fn ring_buffer_overflow_is_counted_exactly() {
-    if !bpf_available("ring_buffer_overflow_is_counted_exactly") {
+    let Some(_serial) = bpf_guard("ring_buffer_overflow_is_counted_exactly") else {
         return;
-    }
-    let _serial = bpf_serial();
+    };
     // 4 MiB each way in 256-byte datagrams over connected sockets: exactly 16384 sends and
     // 16384 receives per direction, 65536 net events, plus the workload's exec and exit. A
     // 1 MiB ring buffer cannot hold that burst.
@@ -552,10 +549,9 @@ fn share_in(batches: &[RecordBatch], comm: &str, function: &str) -> (usize, usiz
 
 #[test]
 fn exited_and_execed_processes_still_symbolize() {
-    if !bpf_available("exited_and_execed_processes_still_symbolize") {
+    let Some(_serial) = bpf_guard("exited_and_execed_processes_still_symbolize") else {
         return;
-    }
-    let _serial = bpf_serial();
+    };
     let dir = scratch("exec-exit");
     let sym = dir.join("sym.arrow");
     // The shell execs the workload (same pid, new binary), which exits well before the
