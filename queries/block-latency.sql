@@ -14,7 +14,7 @@ SELECT
     thread,
     op,
     dev,
-    stack,
+    first_value(stack) AS stack,
     sum(duration) AS latency_ns,
     count(*) AS requests,
     sum(value) AS bytes
@@ -26,5 +26,5 @@ FROM (
         AND comm LIKE $comm AND ($pid IS NULL OR pid = $pid)
         AND ($from IS NULL OR time >= $from) AND ($to IS NULL OR time < $to)
 )
-GROUP BY comm, pid, tid, thread, op, dev, stack
+GROUP BY comm, pid, tid, thread, op, dev, stack_key(stack)
 ORDER BY latency_ns DESC, requests DESC, pid, tid;

@@ -14,7 +14,7 @@ SELECT
     thread,
     protocol,
     direction,
-    stack,
+    first_value(stack) AS stack,
     sum(value) AS bytes,
     count(*) AS calls
 FROM (
@@ -25,5 +25,5 @@ FROM (
         AND comm LIKE $comm AND ($pid IS NULL OR pid = $pid)
         AND ($from IS NULL OR time >= $from) AND ($to IS NULL OR time < $to)
 )
-GROUP BY comm, pid, tid, thread, protocol, direction, stack
+GROUP BY comm, pid, tid, thread, protocol, direction, stack_key(stack)
 ORDER BY bytes DESC, calls DESC, pid, tid;

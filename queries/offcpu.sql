@@ -15,7 +15,7 @@ SELECT
     tid,
     thread,
     state,
-    stack,
+    first_value(stack) AS stack,
     sum(n) AS intervals,
     sum(value) AS offcpu_ns
 FROM (
@@ -28,5 +28,5 @@ FROM (
         AND comm LIKE $comm AND ($pid IS NULL OR pid = $pid)
         AND ($from IS NULL OR time >= $from) AND ($to IS NULL OR time < $to)
 )
-GROUP BY comm, pid, tid, thread, state, stack
+GROUP BY comm, pid, tid, thread, state, stack_key(stack)
 ORDER BY offcpu_ns DESC, intervals DESC, pid, tid;

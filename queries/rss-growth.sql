@@ -14,7 +14,7 @@ SELECT
     tid,
     thread,
     op,
-    stack,
+    first_value(stack) AS stack,
     sum(n) AS events,
     sum(value) AS rss_growth_bytes
 FROM (
@@ -26,5 +26,5 @@ FROM (
         AND comm LIKE $comm AND ($pid IS NULL OR pid = $pid)
         AND ($from IS NULL OR time >= $from) AND ($to IS NULL OR time < $to)
 )
-GROUP BY comm, pid, tid, thread, op, stack
+GROUP BY comm, pid, tid, thread, op, stack_key(stack)
 ORDER BY rss_growth_bytes DESC, events DESC, pid, tid;

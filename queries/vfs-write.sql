@@ -13,7 +13,7 @@ SELECT
     pid,
     tid,
     thread,
-    stack,
+    first_value(stack) AS stack,
     sum(value) AS bytes,
     count(*) AS calls,
     count(errno) AS errors,
@@ -25,5 +25,5 @@ FROM (
         AND comm LIKE $comm AND ($pid IS NULL OR pid = $pid)
         AND ($from IS NULL OR time >= $from) AND ($to IS NULL OR time < $to)
 )
-GROUP BY comm, pid, tid, thread, stack
+GROUP BY comm, pid, tid, thread, stack_key(stack)
 ORDER BY bytes DESC, calls DESC, pid, tid;

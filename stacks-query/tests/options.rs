@@ -201,6 +201,21 @@ fn stack_functions_fold_filter_and_measure() {
         assert_eq!(v["dropped"], "");
     }
 
+    // stack_key: one key per distinct stack (null for none).
+    let got = rows_of(
+        dir.path(),
+        &[
+            "-c",
+            "SELECT count(DISTINCT stack_key(stack)) AS keys, count(stack_key(stack)) AS keyed FROM stacks",
+        ],
+    );
+    let mut distinct: Vec<Vec<String>> = rows.iter().filter_map(Row::names).collect();
+    let keyed = distinct.len() as i64;
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(int(&got[0]["keys"]), distinct.len() as i64);
+    assert_eq!(int(&got[0]["keyed"]), keyed);
+
     let err = error_of(&query(
         dir.path(),
         &["-c", "SELECT stack_keep(stack, '(') FROM stacks"],

@@ -1,5 +1,6 @@
 //! SQL functions registered on every session: stack helpers (`stack_fold`, `stack_leaf`,
-//! `stack_root`, `stack_depth`, `stack_functions`, `stack_keep`, `stack_drop`, `stack_or`)
+//! `stack_root`, `stack_depth`, `stack_functions`, `stack_keep`, `stack_drop`, `stack_or`,
+//! `stack_key`)
 //! and `time_bucket`. docs/queries.md documents each.
 
 mod stack;
@@ -26,5 +27,6 @@ pub const NAMES: &[&str] = &[
     "stack_keep",
     "stack_drop",
     "stack_or",
+    "stack_key",
     "time_bucket",
 ];
