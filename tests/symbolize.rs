@@ -434,6 +434,26 @@ fn separate_debug_files_by_build_id_debuglink_and_b() {
     let (out, _) = symbolize_rows(&dir, &[row(&gone)], None, &["--debug-dir", dd], &[]);
     assert_inline_chain(&fx, out[0].as_ref().unwrap());
 
+    // Normalized by the kernel in a file the recorder never saw mapped: no module path, only
+    // build id + offset (and no address). Found by build id; the frame keeps no made-up path.
+    let unnamed = |vaddr: u64| RawUFrame {
+        addr: 0,
+        module: None,
+        ..fx.frame(vaddr)
+    };
+    let anonymous = RawRow {
+        ustack: Some(vec![
+            unnamed(fx.addr("mark_leaf")),
+            unnamed(fx.end("caller_fn")),
+        ]),
+        ..Default::default()
+    };
+    let (out, _) = symbolize_rows(&dir, &[anonymous], None, &["--debug-dir", dd], &[]);
+    let f = out[0].as_ref().unwrap();
+    assert_inline_chain(&fx, f);
+    assert_eq!(f[3].function.as_deref(), Some("caller_fn"));
+    assert!(f.iter().all(|f| f.module.is_none()), "{f:#?}");
+
     // .gnu_debuglink next to the binary (in .debug/), no --debug-dir.
     let linked_dir = dir.join("linked");
     std::fs::create_dir_all(linked_dir.join(".debug")).unwrap();

@@ -15,6 +15,10 @@ use arrow_buffer::OffsetBuffer;
 use arrow_schema::{ArrowError, DataType};
 use stacks_stream::{ksym, uframe};
 
+/// Stand-in path of a module recorded by build id only (looked up by build id; a path that
+/// names no file, so the recorded-path step finds nothing).
+const UNNAMED_MODULE: &str = "(module path not recorded)";
+
 use crate::debuginfo::{Finder, ModuleFiles};
 use crate::fx::FxMap;
 use crate::kernel::KERNEL_MODULE;
@@ -364,9 +368,12 @@ impl Symbolize {
             } else if ustack.is_valid(row) {
                 for (i, j) in list_range(ustack, row).enumerate() {
                     let addr = u_addr.value(j);
-                    let path = opt_str(u_module, j);
+                    let recorded_path = opt_str(u_module, j);
                     let build_id = opt_str(u_build_id, j);
                     let offset = u_offset.is_valid(j).then(|| u_offset.value(j));
+                    // A frame the kernel normalized in a file no traced process was seen
+                    // mapping has a build id but no path: found by build id alone.
+                    let path = recorded_path.or(build_id.and(Some(UNNAMED_MODULE)));
                     let (Some(path), Some(offset)) = (path, offset) else {
                         let error = opt_str(u_error, j);
                         push(
@@ -424,7 +431,7 @@ impl Symbolize {
                         || Group {
                             place: Place {
                                 kernel: false,
-                                module: Some(path),
+                                module: recorded_path,
                                 build_id,
                                 offset: Some(offset),
                             },
