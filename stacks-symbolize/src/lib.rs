@@ -15,6 +15,7 @@ pub mod transform;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::sync_channel;
 
 use anyhow::{Context, Result, anyhow};
@@ -73,7 +74,7 @@ struct Args {
 
 /// Entry point of the `stacks-symbolize` binary.
 pub fn run() -> Result<ExitCode> {
-    let args = Args::parse();
+    let args = stacks_stream::cli::parse_args::<Args>("stacks-symbolize");
     stacks_stream::cli::ignore_sigint();
     if args.input.is_none() {
         stacks_stream::cli::refuse_tty_stdin("stacks-symbolize")?;
@@ -124,6 +125,7 @@ pub fn run() -> Result<ExitCode> {
     let in_name = input.name().to_string();
 
     // Three stages on their own threads: decode (reader), symbolize (here), encode (writer).
+    let complete = AtomicBool::new(false);
     std::thread::scope(|s| -> Result<()> {
         let pool = resolve::Pool::start(s, jobs, opts, debug_dirs);
         let (in_tx, in_rx) = sync_channel::<Result<RecordBatch, stacks_stream::ContractError>>(2);
@@ -136,12 +138,19 @@ pub fn run() -> Result<ExitCode> {
                 }
             }
         });
+        let complete = &complete;
         let writer = s.spawn(move || -> Result<()> {
             let mut out = out;
             for b in out_rx {
                 out.write(&b)?;
             }
-            out.finish()?;
+            // The end-of-stream marker only for a whole input: after an input error the next
+            // tool must see a truncated stream, not a complete one.
+            if complete.load(Ordering::SeqCst) {
+                out.finish()?;
+            } else {
+                out.abandon()?;
+            }
             Ok(())
         });
         let mut failed = None;
@@ -159,6 +168,9 @@ pub fn run() -> Result<ExitCode> {
             if out_tx.send(done).is_err() {
                 break; // the writer failed: its error is reported below
             }
+        }
+        if failed.is_none() {
+            complete.store(true, Ordering::SeqCst);
         }
         drop(out_tx);
         let written = writer

@@ -63,6 +63,13 @@ impl Output {
         Ok(())
     }
 
+    /// Flush what was written but leave the stream without its end-of-stream marker, so the
+    /// reader reports it truncated (the input broke off).
+    pub fn abandon(mut self) -> Result<()> {
+        self.writer.get_mut().flush()?;
+        Ok(())
+    }
+
     /// The end-of-stream marker; without it readers see a truncated stream.
     pub fn finish(mut self) -> Result<()> {
         self.writer.finish().map_err(io_err)?;
