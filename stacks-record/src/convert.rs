@@ -160,14 +160,25 @@ impl Converter {
             self.counts.kstack_errors += 1;
         }
         let mut ksyms = match (&kstack, &self.ksyms) {
+            // Every frame but the first is a return address: name the call (address − 1), so
+            // a call that ends a function is not named after the next one.
             (Some(Ok(addrs)), Some(names)) => Some(
                 addrs
                     .iter()
-                    .map(|a| {
-                        self.ksym_cache
-                            .entry(*a)
-                            .or_insert_with(|| names.name(*a))
-                            .clone()
+                    .enumerate()
+                    .map(|(i, a)| {
+                        let probe = if i == 0 { *a } else { a.saturating_sub(1) };
+                        let mut sym = self
+                            .ksym_cache
+                            .entry(probe)
+                            .or_insert_with(|| names.name(probe))
+                            .clone();
+                        if let Some(k) = sym.as_mut()
+                            && i > 0
+                        {
+                            k.offset += 1;
+                        }
+                        sym
                     })
                     .collect::<Vec<_>>(),
             ),
