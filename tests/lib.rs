@@ -192,7 +192,11 @@ pub fn raw_fixture_with(rows: usize, finish: bool, odd_rows_fail: bool) -> Vec<u
         Arc::new(Int32Array::from(uerr)),
     ];
     let names = stacks_stream::raw_fields();
-    let named = names.iter().map(|f| f.name().as_str()).zip(columns).collect();
+    let named = names
+        .iter()
+        .map(|f| f.name().as_str())
+        .zip(columns)
+        .collect();
     let batch = stacks_stream::batch_by_name(schema.clone(), n, named).expect("fixture batch");
     write_stream(&schema, &[batch], finish)
 }

@@ -568,11 +568,17 @@ fn exited_and_execed_processes_still_symbolize() {
     // (Not necessarily burn_*: a sample in a callee's prologue skips its caller's frame.)
     let (ours, rows) = share_in(&batches, "stacks-workload", "stacks_workload::cpu::run");
     let (heavy, _) = share_in(&batches, "stacks-workload", "burn_heavy");
-    assert!(rows >= 300, "{rows} samples of two 0.5 s CPU burners at 999 Hz");
+    assert!(
+        rows >= 300,
+        "{rows} samples of two 0.5 s CPU burners at 999 Hz"
+    );
     assert!(
         ours as f64 >= 0.95 * rows as f64,
         "only {ours} of {rows} samples symbolized into stacks_workload::cpu::run"
     );
-    assert!(heavy as f64 >= 0.5 * rows as f64, "{heavy} of {rows} in burn_heavy");
+    assert!(
+        heavy as f64 >= 0.5 * rows as f64,
+        "{heavy} of {rows} in burn_heavy"
+    );
     let _ = std::fs::remove_dir_all(dir);
 }

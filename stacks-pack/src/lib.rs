@@ -129,7 +129,7 @@ pub struct Args {
 
 /// Entry point of the binary: parse the command line and pack.
 pub fn run() -> anyhow::Result<ExitCode> {
-    pack(&Args::parse())
+    pack(&stacks_stream::cli::parse_args::<Args>("stacks-pack"))
 }
 
 /// What the reading thread hands over.
@@ -157,6 +157,10 @@ pub fn pack(args: &Args) -> anyhow::Result<ExitCode> {
     };
     let incoming = input.schema();
     stacks_stream::check_version(&incoming, input.name())?;
+    storable(&incoming).map_err(|detail| PackError::Schema {
+        input: input.name().to_string(),
+        detail,
+    })?;
     ArrowSchemaConverter::new()
         .convert(&incoming)
         .map_err(|e| PackError::Schema {
@@ -310,6 +314,40 @@ pub fn stamped_schema(schema: &Schema) -> SchemaRef {
         md.remove(meta::STAGE);
     }
     Arc::new(Schema::new_with_metadata(schema.fields().clone(), md))
+}
+
+/// What the Parquet writer would panic on instead of refusing: a column name given twice (per-
+/// column settings are by name) and union types (not representable in Parquet).
+pub fn storable(schema: &Schema) -> Result<(), String> {
+    fn has_union(dt: &arrow_schema::DataType) -> bool {
+        use arrow_schema::DataType::*;
+        match dt {
+            Union(..) => true,
+            List(f)
+            | LargeList(f)
+            | FixedSizeList(f, _)
+            | ListView(f)
+            | LargeListView(f)
+            | Map(f, _) => has_union(f.data_type()),
+            Struct(fields) => fields.iter().any(|f| has_union(f.data_type())),
+            Dictionary(_, v) => has_union(v),
+            RunEndEncoded(_, v) => has_union(v.data_type()),
+            _ => false,
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    for f in schema.fields() {
+        if !seen.insert(f.name().as_str()) {
+            return Err(format!("column `{}` appears twice", f.name()));
+        }
+        if has_union(f.data_type()) {
+            return Err(format!(
+                "column `{}` holds a union type, which Parquet cannot store",
+                f.name()
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// How rows are encoded: zstd; dictionaries for every column (strings, and the fields of

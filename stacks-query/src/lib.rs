@@ -116,7 +116,7 @@ fn parse_size(text: &str) -> Result<usize, String> {
 
 /// Entry point of the binary.
 pub fn run() -> Result<ExitCode> {
-    let cli = Cli::parse();
+    let cli = stacks_stream::cli::parse_args::<Cli>("stacks-query");
     if cli.list {
         queries::list(&mut std::io::stdout().lock())?;
         return Ok(ExitCode::SUCCESS);

@@ -112,6 +112,33 @@ pub fn recording_metadata(file: &Path) -> Result<HashMap<String, String>> {
         .collect())
 }
 
+/// Refuse a file whose Parquet footer cannot be right (too short, no magic, a metadata length
+/// past the file's start) before any reader trusts it.
+fn check_footer(file: &Path) -> Result<()> {
+    use std::io::{Read, Seek, SeekFrom};
+    let name = file.display();
+    let mut f = std::fs::File::open(file).with_context(|| format!("{name}: cannot open"))?;
+    let len = f
+        .metadata()
+        .with_context(|| format!("{name}: cannot stat"))?
+        .len();
+    anyhow::ensure!(len >= 12, "{name}: not a Parquet file ({len} bytes)");
+    let mut tail = [0u8; 8];
+    f.seek(SeekFrom::End(-8))
+        .and_then(|_| f.read_exact(&mut tail))
+        .with_context(|| format!("{name}: cannot read the Parquet footer"))?;
+    anyhow::ensure!(
+        &tail[4..] == b"PAR1",
+        "{name}: not a Parquet file (no PAR1 magic at its end)"
+    );
+    let meta = u64::from(u32::from_le_bytes(tail[..4].try_into().expect("4 bytes")));
+    anyhow::ensure!(
+        meta + 12 <= len,
+        "{name}: corrupt Parquet footer length: {meta} bytes of metadata in a {len}-byte file"
+    );
+    Ok(())
+}
+
 /// Register `files` as the table [`TABLE`], with a schema merged from all of them.
 pub async fn register(ctx: &SessionContext, files: &[PathBuf]) -> Result<()> {
     anyhow::ensure!(!files.is_empty(), "no Parquet files to query");
@@ -127,6 +154,9 @@ pub async fn register(ctx: &SessionContext, files: &[PathBuf]) -> Result<()> {
     let format = Arc::new(ParquetFormat::default().with_force_view_types(false));
     let options = ListingOptions::new(format.clone()).with_file_extension(".parquet");
 
+    for file in files {
+        check_footer(file)?;
+    }
     let state = ctx.state();
     let store = state.runtime_env().object_store(&urls[0]).map_err(flat)?;
     let mut objects = Vec::with_capacity(urls.len());
