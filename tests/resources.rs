@@ -582,3 +582,108 @@ fn exited_and_execed_processes_still_symbolize() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn output_file_belongs_to_the_sudo_user() {
+    let Some(_serial) = bpf_guard("output_file_belongs_to_the_sudo_user") else {
+        return;
+    };
+    use std::os::unix::fs::MetadataExt;
+    let dir = scratch("sudo-owner");
+    let raw = dir.join("raw.arrow");
+    let rec = std::process::Command::new(stacks_tests::bin("stacks-record"))
+        .args(["-e", "profile:u:99", "-o"])
+        .arg(&raw)
+        .arg("--")
+        .arg("true")
+        .env("SUDO_UID", "54321")
+        .env("SUDO_GID", "54322")
+        .output()
+        .unwrap();
+    check(&rec, "record under a pretend sudo");
+    let meta = std::fs::metadata(&raw).unwrap();
+    assert_eq!((meta.uid(), meta.gid()), (54321, 54322));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn ctrl_c_to_the_pipeline_keeps_every_recorded_row() {
+    let Some(_serial) = bpf_guard("ctrl_c_to_the_pipeline_keeps_every_recorded_row") else {
+        return;
+    };
+    use std::os::unix::process::CommandExt;
+    let dir = scratch("ctrl-c");
+    let out = dir.join("out");
+    let log = dir.join("record.log");
+    // Like a terminal's ^C: SIGINT to every process of the pipeline at once.
+    let mut pipeline = std::process::Command::new("bash");
+    pipeline
+        .arg("-o")
+        .arg("pipefail")
+        .arg("-c")
+        .arg(format!(
+            "stacks-record -e profile:u:99,switch:uk -a 2>{log} | stacks-symbolize 2>/dev/null \
+             | stacks-pack {out} 2>/dev/null",
+            log = log.display(),
+            out = out.display()
+        ))
+        .env(
+            "PATH",
+            format!(
+                "{}:{}",
+                stacks_tests::bin_dir().display(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
+        )
+        .process_group(0);
+    let mut child = pipeline.spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    // SAFETY: signalling the process group we created.
+    unsafe { libc::kill(-(child.id() as i32), libc::SIGINT) };
+    let status = child.wait().unwrap();
+    let log = std::fs::read_to_string(&log).unwrap();
+    assert!(status.success(), "pipeline after ^C: {status}: {log}");
+    let recorded: usize = log
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("stacks-record: ")?
+                .split(" rows")
+                .next()?
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("no row count in {log}"));
+    let q = sh(&format!(
+        "stacks-query -d {} --format csv -c 'select count(*) as n from stacks'",
+        out.display()
+    ));
+    check(&q, "count the packed rows");
+    let packed: usize = String::from_utf8_lossy(&q.stdout)
+        .lines()
+        .nth(1)
+        .and_then(|l| l.trim().parse().ok())
+        .expect("a count");
+    assert!(recorded > 0);
+    assert_eq!(
+        packed, recorded,
+        "rows in Parquet vs the recorder's own count"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_reader_that_stops_early_ends_the_recorder_quietly() {
+    let Some(_serial) = bpf_guard("a_reader_that_stops_early_ends_the_recorder_quietly") else {
+        return;
+    };
+    let started = std::time::Instant::now();
+    let out = sh("stacks-record -e profile:uk:999 -a | head -c 1000 > /dev/null");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{}: {stderr}", out.status);
+    assert!(!stderr.contains("error"), "{stderr}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "took {:?}",
+        started.elapsed()
+    );
+}

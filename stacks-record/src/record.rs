@@ -221,6 +221,9 @@ pub fn run() -> Result<ExitCode> {
         out.write(&rows.finish())?;
     }
     let written = out.finish()?;
+    if let Some(path) = &args.output {
+        give_to_invoking_user(path);
+    }
     let counts = &conv.counts;
 
     if let Some(c) = child.as_mut()
@@ -290,6 +293,31 @@ fn drain(
 
 /// Most bytes of records held in user space waiting for conversion.
 const QUEUE_MAX_BYTES: usize = 512 << 20;
+
+/// Under sudo, the file we created belongs to the user who ran sudo (SUDO_UID/SUDO_GID), not
+/// root: only loading BPF needs root.
+fn give_to_invoking_user(path: &std::path::Path) {
+    use std::os::unix::ffi::OsStrExt;
+    let id = |k: &str| std::env::var(k).ok()?.parse::<u32>().ok();
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return;
+    }
+    let (Some(uid), Some(gid)) = (id("SUDO_UID"), id("SUDO_GID")) else {
+        return;
+    };
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return;
+    };
+    // SAFETY: c is a valid NUL-terminated path.
+    if unsafe { libc::chown(c.as_ptr(), uid, gid) } != 0 {
+        eprintln!(
+            "stacks-record: warning: cannot give {} to uid {uid} gid {gid} (SUDO_UID/SUDO_GID): {}",
+            path.display(),
+            std::io::Error::last_os_error()
+        );
+    }
+}
 
 /// Kernel symbols for naming kernel frames at record time, when kallsyms is readable.
 fn kernel_names() -> Option<Box<dyn KernelNames>> {
