@@ -3,34 +3,7 @@
 
 use std::time::Duration;
 
-/// A byte count with an optional binary suffix: K, M, G, T (also KiB/KB/k…, all powers of 1024).
-pub fn parse_size(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("`{text}` is not a size (e.g. 4096, 64M, 1G)"))?;
-    let shift = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "kb" | "kib" => 10,
-        "m" | "mb" | "mib" => 20,
-        "g" | "gb" | "gib" => 30,
-        "t" | "tb" | "tib" => 40,
-        _ => {
-            return Err(format!(
-                "`{text}`: unknown size unit `{unit}` (use K, M, G or T)"
-            ));
-        }
-    };
-    let bytes = n
-        .checked_mul(1u64 << shift)
-        .ok_or_else(|| format!("`{text}` is too large"))?;
-    if bytes == 0 {
-        return Err("the size must be more than 0".into());
-    }
-    Ok(bytes)
-}
+pub use stacks_stream::cli::parse_size;
 
 /// A positive duration: a number followed by ms, s, m or h.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {

@@ -93,25 +93,8 @@ pub struct Cli {
 
 /// A byte count with an optional K, M, G or T suffix (powers of 1024).
 fn parse_size(text: &str) -> Result<usize, String> {
-    let t = text.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: usize = num
-        .parse()
-        .map_err(|_| format!("`{text}` is not a size (e.g. 512M, 2G)"))?;
-    let shift = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "kb" | "kib" => 10,
-        "m" | "mb" | "mib" => 20,
-        "g" | "gb" | "gib" => 30,
-        "t" | "tb" | "tib" => 40,
-        _ => return Err(format!("`{text}`: unknown size unit (use K, M, G or T)")),
-    };
-    match n.checked_mul(1usize << shift) {
-        Some(0) => Err("the size must be more than 0".into()),
-        Some(b) => Ok(b),
-        None => Err(format!("`{text}` is too large")),
-    }
+    let bytes = stacks_stream::cli::parse_size(text)?;
+    usize::try_from(bytes).map_err(|_| format!("`{text}` is too large"))
 }
 
 /// Entry point of the binary.
