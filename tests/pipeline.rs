@@ -131,6 +131,23 @@ fn cpu_profile_matches_ground_truth() {
         "mappings carry build ids"
     );
 
+    // Each resolved frame keeps the symbol as the binary names it: mangled for Rust.
+    let syms = sh(&format!(
+        "stacks-query -d {out} --format csv -c \"SELECT DISTINCT f['symbol'] AS symbol \
+         FROM (SELECT unnest(stack) AS f FROM stacks) \
+         WHERE f['function'] = 'stacks_workload::cpu::burn_heavy' AND NOT f['inlined']\"",
+        out = out.display()
+    ));
+    check(&syms, "query symbols");
+    let syms = String::from_utf8_lossy(&syms.stdout);
+    let syms: Vec<&str> = syms.lines().skip(1).collect();
+    assert_eq!(syms.len(), 1, "one symbol for burn_heavy: {syms:?}");
+    assert!(
+        (syms[0].starts_with("_ZN") || syms[0].starts_with("_R"))
+            && syms[0].contains("burn_heavy"),
+        "burn_heavy's symbol is mangled: {syms:?}"
+    );
+
     // go tool pprof, a real client, parses the profile and agrees on the split.
     let top = Command::new("go")
         .args([

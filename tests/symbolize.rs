@@ -296,9 +296,8 @@ fn inlines_lines_and_return_addresses() {
             "the recorded offset, not the looked-up one"
         );
         assert_eq!(frame.addr, raw.addr);
-        if frame.symbol.is_some() {
-            assert_eq!(frame.symbol, frame.function, "C symbols are not mangled");
-        }
+        assert!(frame.symbol.is_some(), "every resolved frame has its symbol: {frame:?}");
+        assert_eq!(frame.symbol, frame.function, "C symbols are not mangled");
     }
     // An address the recorder could not normalize is kept, with its reason.
     let f = out[1].as_ref().unwrap();
@@ -365,9 +364,7 @@ fn cpp_names_are_demangled() {
         Some(demangled.as_str()),
         "{f:#?}"
     );
-    if outer.symbol.is_some() {
-        assert_eq!(outer.symbol.as_deref(), Some(mangled.as_str()));
-    }
+    assert_eq!(outer.symbol.as_deref(), Some(mangled.as_str()), "{outer:?}");
     assert!(ends_with(&outer.file, "widget.cpp"), "{outer:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -591,6 +588,7 @@ fn kernel_frames_use_the_symbols_recorded_at_record_time() {
         f.iter()
             .all(|f| f.kernel && f.error.is_none() && f.file.is_none())
     );
+    assert!(f.iter().all(|f| f.symbol == f.function), "{f:#?}");
     assert_eq!(f.iter().map(|f| f.addr).collect::<Vec<_>>(), KADDRS);
     for frame in out[1].as_ref().unwrap() {
         assert_eq!(frame.function, None);

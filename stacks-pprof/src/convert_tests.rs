@@ -142,9 +142,16 @@ fn stack_array(rows: &[Option<Vec<F>>], renamed: bool) -> ArrayRef {
             )),
         ),
         (frame::ERROR, DataType::Utf8, strings(|_| None)),
+        (
+            frame::SYMBOL,
+            DataType::Utf8,
+            strings(|f| f.function.filter(|n| *n == "outer").map(|_| "_Z5outerv")),
+        ),
     ];
     if renamed {
-        columns.retain(|(name, _, _)| *name != frame::COLUMN && *name != frame::ERROR);
+        columns.retain(|(name, _, _)| {
+            *name != frame::COLUMN && *name != frame::ERROR && *name != frame::SYMBOL
+        });
         columns.reverse();
     }
     let fields: Fields = columns
@@ -395,7 +402,6 @@ fn check_profile(p: &Profile) {
         .collect();
     assert_eq!(outer.len(), 1, "functions deduplicated");
     assert_eq!(s(p, outer[0].filename), "src/app.c");
-    assert_eq!(outer[0].system_name, outer[0].name);
 
     let leaf = leaf_function_totals(p, 0);
     assert_eq!(leaf.get("do_syscall_64"), Some(&305));
@@ -410,6 +416,8 @@ fn check_profile(p: &Profile) {
 fn converts_symbolized_batches() {
     let p = profile_of(&batches(false), &Options::default());
     check_profile(&p);
+    assert_eq!(system_names(&p, "outer"), ["_Z5outerv"], "the raw symbol");
+    assert_eq!(system_names(&p, "main"), ["main"], "no symbol: the name");
     let pt = p.period_type.as_ref().expect("period type");
     assert_eq!((s(&p, pt.r#type), s(&p, pt.unit)), ("cpu", "nanoseconds"));
     assert_eq!(p.period, 1_000_000_000 / 99);
@@ -424,6 +432,16 @@ fn converts_symbolized_batches() {
 fn fields_found_by_name() {
     let p = profile_of(&batches(true), &Options::default());
     check_profile(&p);
+    assert_eq!(system_names(&p, "outer"), ["outer"], "no symbol field: the name");
+}
+
+/// The system names of the functions called `name`.
+fn system_names<'a>(p: &'a Profile, name: &str) -> Vec<&'a str> {
+    p.function
+        .iter()
+        .filter(|f| s(p, f.name) == name)
+        .map(|f| s(p, f.system_name))
+        .collect()
 }
 
 #[test]

@@ -30,10 +30,12 @@ pub struct Frame<'a> {
     pub build_id: Option<&'a str>,
     pub offset: Option<u64>,
     pub addr: u64,
+    /// The symbol as the binary names it (mangled); `None` in streams without the field.
+    pub symbol: Option<&'a str>,
 }
 
 /// The type each known frame field is read as. Fields that are absent read as null/false/0.
-fn targets() -> [(&'static str, DataType); 10] {
+fn targets() -> [(&'static str, DataType); 11] {
     [
         (frame::FUNCTION, DataType::Utf8),
         (frame::FILE, DataType::Utf8),
@@ -45,6 +47,7 @@ fn targets() -> [(&'static str, DataType); 10] {
         (frame::BUILD_ID, DataType::Utf8),
         (frame::OFFSET, DataType::UInt64),
         (frame::ADDR, DataType::UInt64),
+        (frame::SYMBOL, DataType::Utf8),
     ]
 }
 
@@ -100,6 +103,7 @@ pub struct StackFrames {
     build_id: Option<StringArray>,
     offset: Option<UInt64Array>,
     addr: Option<UInt64Array>,
+    symbol: Option<StringArray>,
 }
 
 impl StackFrames {
@@ -158,6 +162,7 @@ impl StackFrames {
             build_id: string(frame::BUILD_ID)?,
             offset: uint(frame::OFFSET)?,
             addr: uint(frame::ADDR)?,
+            symbol: string(frame::SYMBOL)?,
             lists,
             structs,
         })
@@ -214,6 +219,7 @@ impl StackFrames {
             build_id: string_at(&self.build_id, i),
             offset: uint(&self.offset),
             addr: uint(&self.addr).unwrap_or(0),
+            symbol: string_at(&self.symbol, i),
         })
     }
 }

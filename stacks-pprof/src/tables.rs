@@ -98,7 +98,8 @@ impl Tables {
         id
     }
 
-    /// Id of the function a frame is in. Unresolved frames get a name from where they are:
+    /// Id of the function a frame is in; its system name is the frame's raw symbol when the
+    /// stream has one. Unresolved frames get a name from where they are:
     /// `<module basename>+0x<offset>` in user space, `[kernel] 0x<addr>` in the kernel.
     pub fn function(&mut self, f: &Frame<'_>) -> u64 {
         let name = match (f.function, f.kernel && self.kernel_suffix) {
@@ -117,10 +118,14 @@ impl Tables {
             return id;
         }
         let id = self.functions.len() as u64 + 1;
+        let system_name = match (f.function, f.symbol) {
+            (Some(_), Some(symbol)) => self.string(symbol),
+            _ => name,
+        };
         self.functions.push(Function {
             id,
             name,
-            system_name: name,
+            system_name,
             filename: file,
             start_line: 0,
         });
@@ -323,6 +328,7 @@ mod tests {
             build_id: None,
             offset: Some(offset),
             addr: 0xffff_ffff_8100_1234,
+            symbol: None,
         }
     }
 

@@ -154,6 +154,7 @@ pub mod frame {
     pub const OFFSET: &str = "offset";
     pub const ADDR: &str = "addr";
     pub const ERROR: &str = "error";
+    pub const SYMBOL: &str = "symbol";
 }
 
 /// Type of the `time` column: wall-clock nanoseconds, UTC.
@@ -220,6 +221,7 @@ pub fn frame_fields() -> Fields {
         Field::new(frame::OFFSET, DataType::UInt64, true),
         Field::new(frame::ADDR, DataType::UInt64, false),
         Field::new(frame::ERROR, DataType::Utf8, true),
+        Field::new(frame::SYMBOL, DataType::Utf8, true),
     ])
 }
 

@@ -20,9 +20,6 @@ pub struct Place<'a> {
     pub offset: Option<u64>,
 }
 
-/// Name of the optional last stack field holding the raw (mangled) symbol.
-pub const SYMBOL_FIELD: &str = "symbol";
-
 /// The frames of a batch's groups, column by column (all stack fields but `addr`).
 #[derive(Default)]
 pub struct Table {
@@ -78,11 +75,8 @@ impl Table {
             Arc::new(self.offset.finish()),
         ];
         let fields = stacks_stream::frame_fields();
-        let symbol = fields.len() > 11 && fields[11].name() == SYMBOL_FIELD;
         sources.push(Arc::new(self.error.finish()));
-        if symbol {
-            sources.push(Arc::new(self.symbol.finish()));
-        }
+        sources.push(Arc::new(self.symbol.finish()));
         let total = addrs.len();
         // Row indices into the table, one per output frame (for the fixed-width columns).
         let mut indices: Vec<u32> = Vec::with_capacity(total);
@@ -97,12 +91,13 @@ impl Table {
             }
         };
         let mut copied: Vec<ArrayRef> = if threads > 1 {
-            // Strings dominate: function, file and symbol on a second thread.
+            // Strings dominate: function, file and symbol (source 10: `addrs` is not a source)
+            // on a second thread.
             type Part<'a> = Vec<(usize, &'a ArrayRef)>;
             let (mut a, mut b): (Part<'_>, Part<'_>) = sources
                 .iter()
                 .enumerate()
-                .partition(|(i, _)| matches!(i, 0 | 1 | 11));
+                .partition(|(i, _)| matches!(i, 0 | 1 | 10));
             let mut out: Vec<Option<Result<ArrayRef, ArrowError>>> =
                 (0..sources.len()).map(|_| None).collect();
             std::thread::scope(|s| {

@@ -237,6 +237,7 @@ pub fn batch(schema: &SchemaRef, start: usize, n: usize) -> RecordBatch {
             sidx.iter().map(|&(i, k)| 0x4000_0000 + (i * 32 + k) as u64),
         )),
         opt_str(&|_, k| (k == 3).then(|| "no symbol".to_string())),
+        opt_str(&|i, k| (k != 3).then(|| format!("_ZN3app4fn_{i}_{k}E"))),
     ];
     let svalues = StructArray::new(struct_fields(&sfield), scols, None);
     let stack = ListArray::new(

@@ -117,6 +117,7 @@ pub fn stack_list(stacks: &[Option<Vec<Frame>>]) -> ArrayRef {
             frames.iter().map(|f| f.addr).collect::<Vec<_>>(),
         )),
         strings(&|f| f.function.is_none().then_some("no symbol")),
+        strings(&|f| f.function),
     ];
     let structs = StructArray::new(frame_fields(), columns, None);
     let DataType::List(element) = stack_type() else {
