@@ -263,13 +263,16 @@ pub struct RawUFrame {
     pub error: Option<String>,
 }
 
+/// A kernel symbol recorded for one `kstack` address: symbol, offset into it, module.
+pub type RecordedKsym = (String, u64, Option<String>);
+
 /// One raw row of [`raw_rows_stream`]: stacks only (other columns get fixed values).
 /// `ksyms`, when given, must have one entry per `kstack` address (`None`: not in kallsyms).
 #[derive(Clone, Debug, Default)]
 pub struct RawRow {
     pub kstack: Option<Vec<u64>>,
     pub kstack_error: Option<i32>,
-    pub ksyms: Option<Vec<Option<(String, u64, Option<String>)>>>,
+    pub ksyms: Option<Vec<Option<RecordedKsym>>>,
     pub ustack: Option<Vec<RawUFrame>>,
     pub ustack_error: Option<i32>,
 }

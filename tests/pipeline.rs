@@ -143,8 +143,7 @@ fn cpu_profile_matches_ground_truth() {
     let syms: Vec<&str> = syms.lines().skip(1).collect();
     assert_eq!(syms.len(), 1, "one symbol for burn_heavy: {syms:?}");
     assert!(
-        (syms[0].starts_with("_ZN") || syms[0].starts_with("_R"))
-            && syms[0].contains("burn_heavy"),
+        (syms[0].starts_with("_ZN") || syms[0].starts_with("_R")) && syms[0].contains("burn_heavy"),
         "burn_heavy's symbol is mangled: {syms:?}"
     );
 

@@ -96,11 +96,7 @@ fn rows(rec: &Recording, text_columns: &[&str], filter: &str) -> Vec<Row> {
         let value = b.column(1).as_primitive::<Int64Type>();
         for i in 0..b.num_rows() {
             let text = (0..text_columns.len())
-                .map(|c| {
-                    let col = b.column(2 + c);
-                    let s = arrow_cast_string(col.as_ref(), i);
-                    s
-                })
+                .map(|c| arrow_cast_string(b.column(2 + c).as_ref(), i))
                 .collect();
             out.push(Row {
                 tid: tid.value(i),

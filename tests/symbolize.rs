@@ -296,7 +296,10 @@ fn inlines_lines_and_return_addresses() {
             "the recorded offset, not the looked-up one"
         );
         assert_eq!(frame.addr, raw.addr);
-        assert!(frame.symbol.is_some(), "every resolved frame has its symbol: {frame:?}");
+        assert!(
+            frame.symbol.is_some(),
+            "every resolved frame has its symbol: {frame:?}"
+        );
         assert_eq!(frame.symbol, frame.function, "C symbols are not mangled");
     }
     // An address the recorder could not normalize is kept, with its reason.
@@ -526,7 +529,7 @@ const KADDRS: [u64; 3] = [
     0xffff_ffff_c040_0010,
 ];
 
-fn recorded_ksyms() -> Vec<Option<(String, u64, Option<String>)>> {
+fn recorded_ksyms() -> Vec<Option<stacks_tests::RecordedKsym>> {
     vec![
         Some(("rec_leaf_fn".into(), 0x10, None)),
         Some(("rec_caller_fn".into(), 0x20, None)),

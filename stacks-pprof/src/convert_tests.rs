@@ -432,7 +432,11 @@ fn converts_symbolized_batches() {
 fn fields_found_by_name() {
     let p = profile_of(&batches(true), &Options::default());
     check_profile(&p);
-    assert_eq!(system_names(&p, "outer"), ["outer"], "no symbol field: the name");
+    assert_eq!(
+        system_names(&p, "outer"),
+        ["outer"],
+        "no symbol field: the name"
+    );
 }
 
 /// The system names of the functions called `name`.
