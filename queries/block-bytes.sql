@@ -14,7 +14,7 @@ SELECT
     thread,
     op,
     dev,
-    first_value(stack) AS stack,
+    stack_any(stack) AS stack,
     count(*) AS requests,
     sum(value) AS bytes
 FROM (

@@ -14,7 +14,7 @@ SELECT
     thread,
     op,
     dev,
-    first_value(stack) AS stack,
+    stack_any(stack) AS stack,
     sum(duration) AS latency_ns,
     count(*) AS requests,
     sum(value) AS bytes

@@ -2,24 +2,32 @@
 --
 -- One row per distinct (process, thread, stack). `samples` counts CPU samples; `cpu_ns` sums
 -- their sampling periods, i.e. the on-CPU time they stand for. stacks-pprof turns this into a
--- pprof profile with sample types `samples/count` and `cpu/nanoseconds`. Stacks are grouped by
--- `stack_key(stack)`, a 128-bit fingerprint of the whole stack: much cheaper than grouping by
--- the nested list itself.
+-- pprof profile with sample types `samples/count` and `cpu/nanoseconds`.
+--
+-- Done in two parts joined by `stack_id` (the 128-bit stack fingerprint stacks-pack stores):
+-- the counts per (thread, stack_id), sorted, read no stack at all; each distinct stack is
+-- decoded once and joined to its rows afterwards, so memory stays bounded by the distinct
+-- stacks however many (thread, stack) rows the result has.
 -- param: comm text = '%'        process names to keep (SQL LIKE pattern)
 -- param: pid int = null         only this process id (null: every process)
 -- param: from timestamp = null  start of the time window, inclusive (null: from the start)
 -- param: to timestamp = null    end of the time window, exclusive (null: to the end)
-SELECT
-    comm,
-    pid,
-    tid,
-    thread,
-    first_value(stack) AS stack,
-    count(*) AS samples,
-    sum(value) AS cpu_ns
-FROM stacks
-WHERE kind = 'profile' AND stack IS NOT NULL
-    AND comm LIKE $comm AND ($pid IS NULL OR pid = $pid)
-    AND ($from IS NULL OR time >= $from) AND ($to IS NULL OR time < $to)
-GROUP BY comm, pid, tid, thread, stack_key(stack)
-ORDER BY samples DESC, cpu_ns DESC, pid, tid;
+WITH samples AS (
+    SELECT comm, pid, tid, thread, stack_id, count(*) AS samples, sum(value) AS cpu_ns
+    FROM stacks
+    WHERE kind = 'profile' AND stack_id IS NOT NULL
+        AND comm LIKE $comm AND ($pid IS NULL OR pid = $pid)
+        AND ($from IS NULL OR time >= $from) AND ($to IS NULL OR time < $to)
+    GROUP BY comm, pid, tid, thread, stack_id
+    ORDER BY samples DESC, cpu_ns DESC, pid, tid
+), distinct_stacks AS (
+    SELECT stack_id, stack_any(stack) AS stack
+    FROM stacks
+    WHERE kind = 'profile' AND stack_id IS NOT NULL
+        AND comm LIKE $comm AND ($pid IS NULL OR pid = $pid)
+        AND ($from IS NULL OR time >= $from) AND ($to IS NULL OR time < $to)
+    GROUP BY stack_id
+)
+SELECT s.comm, s.pid, s.tid, s.thread, d.stack, s.samples, s.cpu_ns
+FROM distinct_stacks d JOIN samples s ON s.stack_id = d.stack_id
+ORDER BY s.samples DESC, s.cpu_ns DESC, s.pid, s.tid;

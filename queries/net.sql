@@ -14,7 +14,7 @@ SELECT
     thread,
     protocol,
     direction,
-    first_value(stack) AS stack,
+    stack_any(stack) AS stack,
     sum(value) AS bytes,
     count(*) AS calls
 FROM (

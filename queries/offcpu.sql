@@ -15,7 +15,7 @@ SELECT
     tid,
     thread,
     state,
-    first_value(stack) AS stack,
+    stack_any(stack) AS stack,
     sum(n) AS intervals,
     sum(value) AS offcpu_ns
 FROM (

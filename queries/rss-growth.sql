@@ -14,7 +14,7 @@ SELECT
     tid,
     thread,
     op,
-    first_value(stack) AS stack,
+    stack_any(stack) AS stack,
     sum(n) AS events,
     sum(value) AS rss_growth_bytes
 FROM (

@@ -13,7 +13,7 @@ SELECT
     pid,
     tid,
     thread,
-    first_value(stack) AS stack,
+    stack_any(stack) AS stack,
     sum(value) AS bytes,
     count(*) AS calls,
     count(errno) AS errors,

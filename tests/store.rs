@@ -491,3 +491,86 @@ fn bundled_queries_through_pack_and_pprof_add_up() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Runs argv[1:] with stdout read as an Arrow stream; prints the exit code, the child's peak
+/// RSS in KiB (wait4), the rows and the sum of the `samples` column.
+const PEAK: &str = r#"
+import os, subprocess, sys
+import pyarrow.ipc as ipc, pyarrow.compute as pc
+p = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE)
+rows = samples = 0
+for b in ipc.open_stream(p.stdout):
+    rows += b.num_rows
+    samples += pc.sum(b.column(b.schema.get_field_index('samples'))).as_py() or 0
+_, status, ru = os.wait4(p.pid, 0)
+print(os.waitstatus_to_exitcode(status), ru.ru_maxrss, rows, samples)
+"#;
+
+/// The cpu query over a store where every sample is its own (thread, stack) group, with deep
+/// stacks of long names: the result is hundreds of MB, yet the query's memory stays bounded
+/// (counts are sorted without stacks; each distinct stack is decoded and held once). Before,
+/// `first_value(stack)` kept every group's input batch alive and the result was sorted with
+/// its stacks: the same query took over 1.5 GB here.
+#[test]
+fn cpu_query_memory_is_bounded_by_distinct_stacks_not_groups() {
+    const ROWS: usize = 50_000;
+    const DEPTH: usize = 32;
+    // Eight distinct stacks of 32 frames with 100-character names.
+    let names: Vec<&'static str> = (0..DEPTH + 8)
+        .map(|i| {
+            &*Box::leak(
+                format!("deep::module::path::function_{i:03}_{}", "x".repeat(64)).into_boxed_str(),
+            )
+        })
+        .collect();
+    let stacks: Vec<Vec<&'static str>> = (0..8).map(|s| names[s..s + DEPTH].to_vec()).collect();
+    let mut rows: Vec<Row> = (0..ROWS)
+        .map(|i| Row {
+            time: fixture::T0 + i as i64 * 1000,
+            kind: "profile",
+            pid: 100,
+            tid: i as i32,
+            comm: "deep".into(),
+            thread: "deep".into(),
+            value: 1_000_000,
+            stack: Some(stacks[i % 8].clone()),
+            ..Default::default()
+        })
+        .collect();
+    let dir = scratch("store-bounded");
+    let out = dir.join("out");
+    let input = stream_of(&mut rows, false, false);
+    check(&pack(&[out.to_str().unwrap()], &input), "stacks-pack");
+    let query = bin("stacks-query");
+    let (q, d) = (query.to_str().unwrap(), out.to_str().unwrap());
+    for limit in [None, Some("64M")] {
+        let mut args = vec![q, "-d", d, "cpu", "-f", "arrow"];
+        args.extend(limit.iter().flat_map(|l| ["--memory-limit", *l]));
+        let res = python(PEAK, &args);
+        check(&res, "stacks-query cpu under wait4");
+        let text = String::from_utf8_lossy(&res.stdout);
+        let f: Vec<i64> = text
+            .split_whitespace()
+            .map(|x| x.parse().unwrap())
+            .collect();
+        assert_eq!(
+            f[0],
+            0,
+            "stacks-query failed ({limit:?}): {}",
+            String::from_utf8_lossy(&res.stderr)
+        );
+        assert_eq!(
+            (f[2], f[3]),
+            (ROWS as i64, ROWS as i64),
+            "rows and samples ({limit:?})"
+        );
+        let peak_mib = f[1] / 1024;
+        // The result alone is 50,000 stacks × 32 frames (over 300 MB as Arrow).
+        assert!(
+            peak_mib < 400,
+            "stacks-query cpu peaked at {peak_mib} MiB with --memory-limit {limit:?}"
+        );
+        eprintln!("cpu over {ROWS} groups, --memory-limit {limit:?}: peak {peak_mib} MiB");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

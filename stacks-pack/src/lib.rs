@@ -9,6 +9,7 @@ mod naming;
 mod order;
 mod signals;
 mod sink;
+mod stack_id;
 mod stale;
 mod units;
 
@@ -174,7 +175,13 @@ pub fn pack(args: &Args) -> anyhow::Result<ExitCode> {
         }
         .into());
     }
-    let schema = stamped_schema(&incoming);
+    // A symbolized stack gets its `stack_id` (computed on the reading thread).
+    let stack = stack_id::stack_column(&incoming);
+    let schema = match stack {
+        Some(_) => stamped_schema(&stack_id::with_stack_id(&incoming)),
+        None => stamped_schema(&incoming),
+    };
+    let with_id = stack.map(|i| (schema.clone(), i));
     let props = writer_properties(&schema, args.zstd_level, limits.group_rows)?;
     let mut packer = Packer::new(target, schema, props, limits, args.partition, owner);
 
@@ -182,7 +189,7 @@ pub fn pack(args: &Args) -> anyhow::Result<ExitCode> {
     let (tx, rx) = mpsc::sync_channel::<Incoming>(2);
     std::thread::Builder::new()
         .name("read".into())
-        .spawn(move || read_all(input, tx))
+        .spawn(move || read_all(input, with_id, tx))
         .context("starting the reading thread")?;
 
     let mut upstream = None;
@@ -220,11 +227,25 @@ pub fn pack(args: &Args) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// Read every batch of `input` and send it on; stops when the receiver is gone.
-fn read_all(mut input: InputStream, tx: mpsc::SyncSender<Incoming>) {
+/// Read every batch of `input`, add its `stack_id` when `with_id` says where the stack is
+/// (and the schema with it), and send it on; stops when the receiver is gone.
+fn read_all(
+    mut input: InputStream,
+    with_id: Option<(SchemaRef, usize)>,
+    tx: mpsc::SyncSender<Incoming>,
+) {
     loop {
         let msg = match input.next_batch() {
-            Ok(Some(batch)) => Incoming::Batch(batch),
+            Ok(Some(batch)) => match &with_id {
+                None => Incoming::Batch(batch),
+                Some((schema, stack)) => match stack_id::add(schema, *stack, &batch) {
+                    Ok(batch) => Incoming::Batch(batch),
+                    Err(e) => Incoming::Failed(ContractError::Invalid {
+                        input: input.name().to_string(),
+                        detail: format!("computing `stack_id`: {e}"),
+                    }),
+                },
+            },
             Ok(None) => Incoming::End,
             Err(e) => Incoming::Failed(e),
         };

@@ -72,7 +72,7 @@ fn rotates_and_round_trips_every_value() {
         assert_eq!(rb.rows(), if i < 3 { 7 } else { 4 }, "{name}");
         assert_eq!(
             rb.schema.fields(),
-            schema.fields(),
+            packed(&schema).fields(),
             "{name}: schema round trip"
         );
         let md = rb.metadata.clone();
@@ -193,7 +193,7 @@ fn single_file_mode_with_input_path() {
     assert!(res.status.success(), "{}", stderr(&res));
     let rb = read_parquet(&file);
     assert_eq!(rb.rows(), 0);
-    assert_eq!(rb.schema.fields(), schema.fields());
+    assert_eq!(rb.schema.fields(), packed(&schema).fields());
     assert_eq!(files(&out_dir), vec![file.clone()]);
 
     // A missing input file is named, and the existing output is left alone.
@@ -216,7 +216,10 @@ fn single_file_mode_with_input_path() {
             missing.display()
         )
     );
-    assert_eq!(read_parquet(&file).schema.fields(), schema.fields());
+    assert_eq!(
+        read_parquet(&file).schema.fields(),
+        packed(&schema).fields()
+    );
     assert_eq!(files(&out_dir), vec![file]);
 }
 

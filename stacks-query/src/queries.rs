@@ -98,7 +98,15 @@ pub fn list(out: &mut impl Write) -> Result<()> {
     let mut seen: Vec<(crate::params::Decl, Vec<&str>)> = Vec::new();
     for (name, sql) in BUNDLED {
         for d in crate::params::declarations(name, sql)? {
-            match seen.iter_mut().find(|(s, _)| s.name == d.name) {
+            // One line per distinct declaration: a name two queries declare differently
+            // (`kind`: a pattern for top-processes, one kind for timeline) gets a line each.
+            let same = |s: &crate::params::Decl| {
+                s.name == d.name
+                    && s.ty.name() == d.ty.name()
+                    && s.default_text == d.default_text
+                    && s.description == d.description
+            };
+            match seen.iter_mut().find(|(s, _)| same(s)) {
                 Some((_, users)) => users.push(name),
                 None => seen.push((d, vec![name])),
             }
@@ -158,5 +166,20 @@ mod tests {
         list(&mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
         assert!(text.lines().any(|l| l.starts_with("  comm ")), "{text}");
+        // `kind` is declared two ways; each line names its own default and its own queries.
+        let kinds: Vec<&str> = text.lines().filter(|l| l.starts_with("  kind ")).collect();
+        assert_eq!(kinds.len(), 2, "{text}");
+        assert!(
+            kinds
+                .iter()
+                .any(|l| l.contains("'profile'") && l.ends_with("[timeline]")),
+            "{kinds:?}"
+        );
+        assert!(
+            kinds
+                .iter()
+                .any(|l| l.contains("'%'") && l.ends_with("[top-processes, top-threads]")),
+            "{kinds:?}"
+        );
     }
 }

@@ -19,10 +19,14 @@ use datafusion::object_store::ObjectStoreExt;
 use datafusion::prelude::SessionContext;
 use parquet::arrow::arrow_reader::ArrowReaderMetadata;
 
+use stacks_stream::col;
+
 use crate::flat;
 
 /// Name of the table queries read.
 pub const TABLE: &str = "stacks";
+/// The files themselves when `stacks` is a view over them adding `stack_id`.
+const FILES_TABLE: &str = "stacks_files";
 
 /// How to fill the data directory `dir`, for error messages.
 fn fill_hint(dir: &Path) -> String {
@@ -176,10 +180,51 @@ pub async fn register(ctx: &SessionContext, files: &[PathBuf]) -> Result<()> {
         },
     };
 
+    // Stores written by stacks-pack carry `stack_id`; other Parquet files with stacks get it
+    // computed (slower: the stacks are decoded to group by them).
+    let has_stack = schema
+        .field_with_name(col::STACK)
+        .is_ok_and(|f| stacks_stream::is_stack_type(f.data_type()));
+    let with_id = files
+        .iter()
+        .map(|f| has_stack_id(f))
+        .collect::<Result<Vec<bool>>>()?;
+    let complete = !has_stack || with_id.iter().all(|&b| b);
     let config = ListingTableConfig::new_with_multi_paths(urls)
         .with_listing_options(options)
-        .with_schema(schema);
+        .with_schema(schema.clone());
     let table = ListingTable::try_new(config).map_err(flat)?;
-    ctx.register_table(TABLE, Arc::new(table)).map_err(flat)?;
+    let name = if complete { TABLE } else { FILES_TABLE };
+    ctx.register_table(name, Arc::new(table)).map_err(flat)?;
+    if !complete {
+        let id = if with_id.iter().any(|&b| b) {
+            format!("coalesce({}, stack_key({}))", col::STACK_ID, col::STACK)
+        } else {
+            format!("stack_key({})", col::STACK)
+        };
+        let columns: Vec<String> = schema
+            .fields()
+            .iter()
+            .filter(|f| f.name() != col::STACK_ID)
+            .map(|f| format!("\"{}\"", f.name().replace('"', "\"\"")))
+            .collect();
+        let view = format!(
+            "CREATE VIEW {TABLE} AS SELECT {}, {id} AS {} FROM {FILES_TABLE}",
+            columns.join(", "),
+            col::STACK_ID
+        );
+        ctx.sql(&view)
+            .await
+            .map_err(|e| flat(e).context("adding stack_id to the stacks table"))?;
+    }
     Ok(())
+}
+
+/// Whether `file` has the `stack_id` column stacks-pack adds.
+fn has_stack_id(file: &Path) -> Result<bool> {
+    let shown = file.display();
+    let f = File::open(file).with_context(|| format!("{shown}: cannot open"))?;
+    let meta = ArrowReaderMetadata::load(&f, Default::default())
+        .map_err(|e| flat(e).context(format!("{shown}: not a readable Parquet file")))?;
+    Ok(meta.schema().field_with_name(col::STACK_ID).is_ok())
 }

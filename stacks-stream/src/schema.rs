@@ -123,6 +123,8 @@ pub mod col {
     pub const ERRNO: &str = "errno";
     pub const EXIT_CODE: &str = "exit_code";
     pub const STACK: &str = "stack";
+    /// Added by stacks-pack: [`crate::stack_key::stack_keys`] of `stack`.
+    pub const STACK_ID: &str = "stack_id";
 }
 
 /// Field names inside `kstack_symbols` elements (kernel symbols resolved at record time).
@@ -398,6 +400,11 @@ pub fn types_match(a: &DataType, b: &DataType) -> bool {
         (Timestamp(u1, _), Timestamp(u2, _)) => u1 == u2,
         _ => a == b,
     }
+}
+
+/// Type of the `stack_id` column stacks-pack adds: a 128-bit stack fingerprint.
+pub fn stack_id_type() -> DataType {
+    DataType::FixedSizeBinary(16)
 }
 
 /// Whether `dt` is a symbolized stack: a list of structs with at least a `function` field.

@@ -395,7 +395,24 @@ pub fn read_parquet(path: &Path) -> ReadBack {
     }
 }
 
-/// Every row of `got` (in order) equals the rows of `want` (in order), column by column.
+/// The schema stacks-pack writes for input `schema`: `stack_id` added after a symbolized stack.
+pub fn packed(schema: &Schema) -> Schema {
+    let mut fields: Vec<arrow_schema::FieldRef> = schema.fields().iter().cloned().collect();
+    if schema
+        .column_with_name(stacks_stream::col::STACK)
+        .is_some_and(|(_, f)| stacks_stream::is_stack_type(f.data_type()))
+    {
+        fields.push(std::sync::Arc::new(arrow_schema::Field::new(
+            stacks_stream::col::STACK_ID,
+            stacks_stream::stack_id_type(),
+            true,
+        )));
+    }
+    Schema::new(fields)
+}
+
+/// Every row of `got` (in order) equals the rows of `want` (in order), column by column; where
+/// `got` has the `stack_id` stacks-pack adds, it is the key of the row's stack.
 pub fn assert_same_rows(want: &[RecordBatch], got: &[RecordBatch]) {
     let flat = |bs: &[RecordBatch]| -> Vec<(RecordBatch, usize)> {
         bs.iter()
@@ -405,7 +422,15 @@ pub fn assert_same_rows(want: &[RecordBatch], got: &[RecordBatch]) {
     let (w, g) = (flat(want), flat(got));
     assert_eq!(w.len(), g.len(), "row count");
     for (n, ((wb, wr), (gb, gr))) in w.iter().zip(&g).enumerate() {
-        assert_eq!(wb.num_columns(), gb.num_columns());
+        let id = stacks_stream::col::STACK_ID;
+        let stacked = wb.schema().column_with_name(id).is_none()
+            && gb.schema().column_with_name(id).is_some();
+        assert_eq!(
+            wb.num_columns() + usize::from(stacked),
+            gb.num_columns(),
+            "columns: {:?}",
+            gb.schema()
+        );
         for c in 0..wb.num_columns() {
             let a = wb.column(c).slice(*wr, 1);
             let b = gb.column(c).slice(*gr, 1);
@@ -413,6 +438,21 @@ pub fn assert_same_rows(want: &[RecordBatch], got: &[RecordBatch]) {
                 a.as_ref() == b.as_ref(),
                 "row {n}, column {}: wrote {a:?}, read {b:?}",
                 wb.schema().field(c).name()
+            );
+        }
+        if stacked {
+            let stack = gb.column_by_name(stacks_stream::col::STACK).unwrap();
+            let stack = stack.slice(*gr, 1);
+            let want_id = stacks_stream::stack_key::stack_keys(
+                arrow_array::cast::AsArray::as_list::<i32>(&stack),
+                1,
+            )
+            .unwrap();
+            let id = gb.column_by_name(stacks_stream::col::STACK_ID).unwrap();
+            assert_eq!(
+                id.slice(*gr, 1).as_ref(),
+                &want_id as &dyn arrow_array::Array,
+                "row {n}: stack_id"
             );
         }
     }

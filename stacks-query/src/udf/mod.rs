@@ -1,12 +1,12 @@
 //! SQL functions registered on every session: stack helpers (`stack_fold`, `stack_leaf`,
 //! `stack_root`, `stack_depth`, `stack_functions`, `stack_keep`, `stack_drop`, `stack_or`,
-//! `stack_key`)
-//! and `time_bucket`. docs/queries.md documents each.
+//! `stack_key`), the aggregate `stack_any`, and `time_bucket`. docs/queries.md documents each.
 
+mod any;
 mod stack;
 mod time;
 
-use datafusion::logical_expr::ScalarUDF;
+use datafusion::logical_expr::{AggregateUDF, ScalarUDF};
 use datafusion::prelude::SessionContext;
 
 /// Register every function of this module on `ctx`.
@@ -14,6 +14,7 @@ pub fn register(ctx: &SessionContext) {
     for f in stack::StackFn::all() {
         ctx.register_udf(ScalarUDF::new_from_impl(f));
     }
+    ctx.register_udaf(AggregateUDF::new_from_impl(any::StackAny::new()));
     ctx.register_udf(ScalarUDF::new_from_impl(time::TimeBucket::new()));
 }
 
@@ -28,5 +29,6 @@ pub const NAMES: &[&str] = &[
     "stack_drop",
     "stack_or",
     "stack_key",
+    "stack_any",
     "time_bucket",
 ];

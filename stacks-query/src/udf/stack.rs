@@ -20,7 +20,7 @@ use datafusion::logical_expr::{
 use regex::Regex;
 
 /// The frame fields of a stack type, or a planning error naming the function.
-fn frame_fields<'a>(func: &str, dt: &'a DataType) -> Result<&'a Fields> {
+pub(super) fn frame_fields<'a>(func: &str, dt: &'a DataType) -> Result<&'a Fields> {
     if let DataType::List(item) = dt
         && let DataType::Struct(fields) = item.data_type()
         && fields.iter().any(|f| f.name() == "function")
@@ -315,7 +315,7 @@ impl ScalarUDFImpl for StackFn {
                 let label = utf8_arg(self.name, &arrays[1])?;
                 or_marker(&list, rows, &label)?
             }
-            Op::Key => stack_keys(&list, rows)?,
+            Op::Key => Arc::new(stacks_stream::stack_key::stack_keys(&list, rows)?),
         };
         Ok(ColumnarValue::Array(out))
     }
@@ -404,81 +404,4 @@ fn or_marker(list: &ListArray, rows: usize, label: &StringArray) -> Result<Array
         &[list as &dyn Array, &marker_lists as &dyn Array],
         &indices,
     )?)
-}
-
-/// A 128-bit fingerprint of each stack (every field of every frame, in order; null stacks give
-/// null): grouping by it is much cheaper than grouping by the nested list itself, and two
-/// different stacks share a key with a probability around 2^-128.
-fn stack_keys(list: &ListArray, rows: usize) -> Result<ArrayRef> {
-    use std::hash::{BuildHasher, Hasher};
-    let values = list.values().as_struct();
-    let columns: Vec<ArrayRef> = values.columns().to_vec();
-    // Two independently seeded SipHash states give the two halves.
-    let seeds = [
-        std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default(),
-        std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default(),
-    ];
-    let mut b = arrow_array::builder::FixedSizeBinaryBuilder::with_capacity(rows, 16);
-    for row in 0..rows {
-        if list.is_null(row) {
-            b.append_null();
-            continue;
-        }
-        let mut h = [seeds[0].build_hasher(), seeds[1].build_hasher()];
-        h[1].write_u64(0x9e37_79b9_7f4a_7c15);
-        let range = row_range(list, row);
-        for (k, h) in h.iter_mut().enumerate() {
-            h.write_usize(range.len() + k);
-        }
-        for i in range {
-            for c in &columns {
-                hash_value(c.as_ref(), i, &mut h);
-            }
-        }
-        let mut key = [0u8; 16];
-        key[..8].copy_from_slice(&h[0].finish().to_le_bytes());
-        key[8..].copy_from_slice(&h[1].finish().to_le_bytes());
-        b.append_value(key)?;
-    }
-    Ok(Arc::new(b.finish()))
-}
-
-/// Feed one value of a frame field into both hashers (nulls distinct from every value).
-fn hash_value(c: &dyn Array, i: usize, h: &mut [std::collections::hash_map::DefaultHasher; 2]) {
-    use std::hash::Hasher;
-    let mut put = |bytes: &[u8], tag: u8| {
-        for h in h.iter_mut() {
-            h.write_u8(tag);
-            h.write(bytes);
-        }
-    };
-    if c.is_null(i) {
-        put(&[], 0);
-        return;
-    }
-    match c.data_type() {
-        DataType::Utf8 => put(c.as_string::<i32>().value(i).as_bytes(), 1),
-        DataType::LargeUtf8 => put(c.as_string::<i64>().value(i).as_bytes(), 1),
-        DataType::Utf8View => put(c.as_string_view().value(i).as_bytes(), 1),
-        DataType::UInt64 => put(
-            &c.as_primitive::<arrow_array::types::UInt64Type>()
-                .value(i)
-                .to_le_bytes(),
-            2,
-        ),
-        DataType::UInt32 => put(
-            &c.as_primitive::<arrow_array::types::UInt32Type>()
-                .value(i)
-                .to_le_bytes(),
-            3,
-        ),
-        DataType::Boolean => put(&[u8::from(c.as_boolean().value(i))], 4),
-        _ => {
-            // Other field types (not in the stacks schema): their text.
-            let text = arrow_cast::display::ArrayFormatter::try_new(c, &Default::default())
-                .map(|f| f.value(i).to_string())
-                .unwrap_or_default();
-            put(text.as_bytes(), 5);
-        }
-    }
 }
