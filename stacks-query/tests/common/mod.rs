@@ -13,12 +13,17 @@ use crate::fixture::{self, Row};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_stacks-query");
 
-/// Write `rows` to `dir` as `files` Parquet files (consecutive slices).
+/// Write `rows` to `dir` as `files` Parquet files (consecutive slices). Every other file has
+/// the `stack_id` column stacks-pack adds (the first one does), the others not, so queries run
+/// over a store that mixes both.
 pub fn write_store(dir: &Path, rows: &[Row], files: usize) {
     std::fs::create_dir_all(dir).unwrap();
     let per = rows.len().div_ceil(files);
     for (i, chunk) in rows.chunks(per).enumerate() {
-        let b = fixture::batch(chunk);
+        let mut b = fixture::batch(chunk);
+        if i % 2 == 0 {
+            b = with_stack_id(&b);
+        }
         let path = dir.join(format!("stacks-{i:04}.parquet"));
         let mut w = parquet::arrow::ArrowWriter::try_new(
             std::fs::File::create(path).unwrap(),
@@ -29,6 +34,23 @@ pub fn write_store(dir: &Path, rows: &[Row], files: usize) {
         w.write(&b).unwrap();
         w.close().unwrap();
     }
+}
+
+/// `b` with a `stack_id` column computed from its `stack`, as stacks-pack writes it.
+fn with_stack_id(b: &arrow_array::RecordBatch) -> arrow_array::RecordBatch {
+    use arrow_array::cast::AsArray;
+    let stack = b.column_by_name(stacks_stream::col::STACK).unwrap();
+    let ids = stacks_stream::stack_key::stack_keys(stack.as_list::<i32>(), b.num_rows()).unwrap();
+    let mut fields: Vec<_> = b.schema().fields().iter().cloned().collect();
+    fields.push(std::sync::Arc::new(arrow_schema::Field::new(
+        stacks_stream::col::STACK_ID,
+        stacks_stream::stack_id_type(),
+        true,
+    )));
+    let schema = arrow_schema::Schema::new_with_metadata(fields, b.schema().metadata().clone());
+    let mut columns = b.columns().to_vec();
+    columns.push(std::sync::Arc::new(ids));
+    arrow_array::RecordBatch::try_new(std::sync::Arc::new(schema), columns).unwrap()
 }
 
 pub fn store() -> (tempfile::TempDir, Vec<Row>) {
