@@ -724,17 +724,29 @@ with ipc.new_stream(sys.stdout.buffer, t.schema) as w:
 """
 
 
+# Runs argv[2:] with stdout to argv[1]; prints exit code, peak RSS (KiB) and CPU s (wait4).
+# A separate small process: a child forked from this (large) Python would report at least this
+# process's RSS as its own peak (the kernel keeps the forked address space's high-water mark
+# across exec).
+PEAK = r"""
+import os, subprocess, sys
+with open(sys.argv[1], "wb") as f:
+    p = subprocess.Popen(sys.argv[2:], stdout=f, stdin=subprocess.DEVNULL)
+    _, status, ru = os.wait4(p.pid, 0)
+print(os.waitstatus_to_exitcode(status), ru.ru_maxrss, ru.ru_utime + ru.ru_stime)
+"""
+
+
 def peak_rss(argv, stdout):
-    """Run one command; (peak RSS bytes, CPU s, wall s) from wait4."""
-    with open(stdout, "wb") as f, open(Tmp.path("stderr-peak.txt"), "wb") as e:
-        t0 = time.perf_counter()
-        p = subprocess.Popen([str(a) for a in argv], stdout=f, stderr=e, stdin=subprocess.DEVNULL)
-        _, status, ru = os.wait4(p.pid, 0)
-        wall = time.perf_counter() - t0
-    if os.waitstatus_to_exitcode(status) != 0:
-        tail = Tmp.path("stderr-peak.txt").read_text(errors="replace").strip()[-300:]
-        raise BenchError(f"`{shown(argv)}` failed: {tail}")
-    return ru.ru_maxrss * 1024, ru.ru_utime + ru.ru_stime, wall
+    """Run one command; (peak RSS bytes, CPU s, wall s), measured from a small parent."""
+    t0 = time.perf_counter()
+    r = subprocess.run([sys.executable, "-S", "-c", PEAK, str(stdout), *[str(a) for a in argv]],
+                       capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    fields = r.stdout.split()
+    if r.returncode != 0 or len(fields) != 3 or fields[0] != "0":
+        raise BenchError(f"`{shown(argv)}` failed: {r.stderr.strip()[-300:]}")
+    return int(fields[1]) * 1024, float(fields[2]), wall
 
 
 def bench_store(sym):

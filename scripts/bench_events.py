@@ -12,6 +12,7 @@ BENCH_REPS (default 3; medians are reported).
 """
 
 import os
+import signal
 import re
 import resource
 import statistics
@@ -105,7 +106,9 @@ def run_case(profiler, kind, spec, perf_events, wargs, scratch):
         return {"wall": wall}
     if profiler == "perf":
         time.sleep(0.2)
-        prof.send_signal(2)  # perf -p may keep waiting after the pid is gone
+        # perf -p may keep waiting after the pid is gone. os.kill, not Popen.send_signal: that
+        # polls first, and a perf that already exited would be reaped there, losing its rusage.
+        os.kill(prof.pid, signal.SIGINT)
     err_text = prof.stderr.read()
     cpu = reap(prof, timeout=60)
     if profiler == "stacks":

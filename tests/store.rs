@@ -493,11 +493,12 @@ fn bundled_queries_through_pack_and_pprof_add_up() {
 }
 
 /// Runs argv[1:] with stdout read as an Arrow stream; prints the exit code, the child's peak
-/// RSS in KiB (wait4), the rows and the sum of the `samples` column.
+/// RSS in KiB (wait4), the rows and the sum of the `samples` column. The child starts before
+/// pyarrow is imported: a forked child's peak counts its parent's RSS at the fork.
 const PEAK: &str = r#"
 import os, subprocess, sys
-import pyarrow.ipc as ipc, pyarrow.compute as pc
 p = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE)
+import pyarrow.ipc as ipc, pyarrow.compute as pc
 rows = samples = 0
 for b in ipc.open_stream(p.stdout):
     rows += b.num_rows
