@@ -436,6 +436,10 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 		count_lost();
 		return 0;
 	}
+	/* An interval still open here lost its switch-in (the program did not run for it): it
+	 * is gone, so it is counted as lost rather than silently overwritten. */
+	if (s->out_ts)
+		count_lost();
 	fill_header(&s->ev, STACKS_EV_SWITCH, prev);
 	s->ev.ts = now;
 	s->ev.arg0 = switch_state_of(preempt, prev_state);
