@@ -232,7 +232,7 @@ pub fn run() -> Result<ExitCode> {
         child_status = Some(c.terminate());
     }
     eprintln!(
-        "stacks-record: {} rows: {} samples from {} processes in {:.1}s; lost {} events (ring buffer full); events: {}; stack capture errors: {} kernel, {} user; {} user frames not normalized{}",
+        "stacks-record: {} rows: {} samples from {} processes in {:.1}s; lost {} events (ring buffer full, or an off-CPU interval whose end was not seen); events: {}; stack capture errors: {} kernel, {} user; {} user frames not normalized{}",
         written,
         counts.by_kind.get(kind::PROFILE).copied().unwrap_or(0),
         counts.pids.len(),
