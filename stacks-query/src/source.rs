@@ -103,11 +103,7 @@ fn walk(dir: &Path, files: &mut Vec<PathBuf>) -> Result<()> {
 /// The `stacks.*` schema metadata of a Parquet file (from its embedded Arrow schema and its
 /// key-value metadata).
 pub fn recording_metadata(file: &Path) -> Result<HashMap<String, String>> {
-    let shown = file.display();
-    let f = File::open(file).with_context(|| format!("{shown}: cannot open"))?;
-    let meta = ArrowReaderMetadata::load(&f, Default::default())
-        .map_err(|e| flat(e).context(format!("{shown}: not a readable Parquet file")))?;
-    Ok(meta
+    Ok(arrow_metadata(file)?
         .schema()
         .metadata()
         .iter()
@@ -185,10 +181,15 @@ pub async fn register(ctx: &SessionContext, files: &[PathBuf]) -> Result<()> {
     let has_stack = schema
         .field_with_name(col::STACK)
         .is_ok_and(|f| stacks_stream::is_stack_type(f.data_type()));
-    let with_id = files
-        .iter()
-        .map(|f| has_stack_id(f))
-        .collect::<Result<Vec<bool>>>()?;
+    // Which files have it is only worth reading when the merged schema says some do.
+    let with_id = if has_stack && schema.field_with_name(col::STACK_ID).is_ok() {
+        files
+            .iter()
+            .map(|f| has_stack_id(f))
+            .collect::<Result<Vec<bool>>>()?
+    } else {
+        vec![false; files.len()]
+    };
     let complete = !has_stack || with_id.iter().all(|&b| b);
     let config = ListingTableConfig::new_with_multi_paths(urls)
         .with_listing_options(options)
@@ -220,11 +221,18 @@ pub async fn register(ctx: &SessionContext, files: &[PathBuf]) -> Result<()> {
     Ok(())
 }
 
-/// Whether `file` has the `stack_id` column stacks-pack adds.
-fn has_stack_id(file: &Path) -> Result<bool> {
+/// The Arrow view of `file`'s Parquet footer.
+fn arrow_metadata(file: &Path) -> Result<ArrowReaderMetadata> {
     let shown = file.display();
     let f = File::open(file).with_context(|| format!("{shown}: cannot open"))?;
-    let meta = ArrowReaderMetadata::load(&f, Default::default())
-        .map_err(|e| flat(e).context(format!("{shown}: not a readable Parquet file")))?;
-    Ok(meta.schema().field_with_name(col::STACK_ID).is_ok())
+    ArrowReaderMetadata::load(&f, Default::default())
+        .map_err(|e| flat(e).context(format!("{shown}: not a readable Parquet file")))
+}
+
+/// Whether `file` has the `stack_id` column stacks-pack adds.
+fn has_stack_id(file: &Path) -> Result<bool> {
+    Ok(arrow_metadata(file)?
+        .schema()
+        .field_with_name(col::STACK_ID)
+        .is_ok())
 }
