@@ -2,7 +2,8 @@
 /* stacks.bpf.c — BPF programs of stacks-record: CPU samples, off-CPU intervals, RSS growth,
  * block IO, file and socket IO, each with stacks captured at the event, plus process lifecycle,
  * target filtering by pid / process name / descendants, and lost-event accounting. Built on
- * perf_event, tracepoints and tp_btf only (no kprobes, no fentry). */
+ * perf_event, tp_btf (attached by name through BTF: no tracefs needed) and iter/task only
+ * (no kprobes, no fentry). */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
@@ -480,19 +481,29 @@ int flush_tasks(struct bpf_iter__task *ctx)
 
 /* ---- RSS growth --------------------------------------------------------------------- */
 
-SEC("tracepoint/kmem/rss_stat")
-int on_rss_stat(struct trace_event_raw_rss_stat *ctx)
+/* The counter as the kmem:rss_stat tracepoint reports it (get_mm_counter: the percpu
+ * counter's shared count, clamped at 0), in bytes. */
+static __always_inline __s64 rss_counter_bytes(struct mm_struct *mm, int member)
 {
-	if (!ctx->curr)
+	__s64 pages = BPF_CORE_READ(mm, rss_stat[member & 3].count);
+	return pages > 0 ? pages * 4096 : 0;
+}
+
+/* tp_btf (attached by name through BTF, no tracefs): the raw tracepoint's arguments are the
+ * mm whose counter changed and which counter. */
+SEC("tp_btf/rss_stat")
+int BPF_PROG(on_rss_stat, struct mm_struct *mm, int member)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	if (mm != BPF_CORE_READ(task, mm))
 		return 0; /* another process's memory (reclaim, unmap of a foreign mm) */
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32;
 	if (!is_target(tgid, (__u32)id))
 		return 0;
-	int member = ctx->member;
 	if (member < 0 || member > 3)
 		return 0;
-	__s64 size = ctx->size;
+	__s64 size = rss_counter_bytes(mm, member);
 
 	struct rss_state *r = bpf_map_lookup_elem(&rss_store, &tgid);
 	if (!r) {
@@ -514,19 +525,12 @@ int on_rss_stat(struct trace_event_raw_rss_stat *ctx)
 	struct stacks_event *e = scratch_for(SCRATCH_TASK);
 	if (!e)
 		return 0;
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	fill_header(e, STACKS_EV_RSS, task);
 	e->value = r->growth;
 	e->count = r->events;
 	e->arg0 = member;
-	struct mm_struct *mm = BPF_CORE_READ(task, mm);
-	__s64 total = 0;
-	if (mm) {
-		total += BPF_CORE_READ(mm, rss_stat[MM_FILEPAGES].count);
-		total += BPF_CORE_READ(mm, rss_stat[MM_ANONPAGES].count);
-		total += BPF_CORE_READ(mm, rss_stat[MM_SHMEMPAGES].count);
-	}
-	e->aux = total > 0 ? (__u64)total * 4096 : 0;
+	e->aux = rss_counter_bytes(mm, MM_FILEPAGES) + rss_counter_bytes(mm, MM_ANONPAGES) +
+		 rss_counter_bytes(mm, MM_SHMEMPAGES);
 	r->growth = 0;
 	r->events = 0;
 	capture_stacks(ctx, e, rss_stacks);
@@ -601,9 +605,60 @@ int BPF_PROG(on_block_complete, struct request *rq, blk_status_t error, unsigned
 
 /* ---- File reads and writes ---------------------------------------------------------- */
 
-static __always_inline int vfs_enter(struct trace_event_raw_sys_enter *ctx, __u32 call)
+/* System call numbers of the calls `vfs` traces, for this architecture. The syscalls:*
+ * tracepoints need tracefs to attach; the raw sys_enter/sys_exit tracepoints attach by name
+ * through BTF (tp_btf) and see every call, so the number picks ours. */
+#if defined(__TARGET_ARCH_arm64)
+#define NR_read 63
+#define NR_write 64
+#define NR_readv 65
+#define NR_writev 66
+#define NR_pread64 67
+#define NR_pwrite64 68
+#define NR_preadv 69
+#define NR_pwritev 70
+#define NR_preadv2 286
+#define NR_pwritev2 287
+#define SYSCALL_ARG0_FIELD regs[0]
+#define SYSCALL_NR_FIELD syscallno
+#else
+#define NR_read 0
+#define NR_write 1
+#define NR_pread64 17
+#define NR_pwrite64 18
+#define NR_readv 19
+#define NR_writev 20
+#define NR_preadv 295
+#define NR_pwritev 296
+#define NR_preadv2 327
+#define NR_pwritev2 328
+#define SYSCALL_ARG0_FIELD di
+#define SYSCALL_NR_FIELD orig_ax
+#endif
+
+/* The traced call a system call number stands for, or -1. */
+static __always_inline int vfs_call_of(long nr)
 {
-	if (!current_is_target())
+	switch (nr) {
+	case NR_read: return STACKS_VFS_READ;
+	case NR_write: return STACKS_VFS_WRITE;
+	case NR_pread64: return STACKS_VFS_PREAD64;
+	case NR_pwrite64: return STACKS_VFS_PWRITE64;
+	case NR_readv: return STACKS_VFS_READV;
+	case NR_writev: return STACKS_VFS_WRITEV;
+	case NR_preadv: return STACKS_VFS_PREADV;
+	case NR_pwritev: return STACKS_VFS_PWRITEV;
+	case NR_preadv2: return STACKS_VFS_PREADV2;
+	case NR_pwritev2: return STACKS_VFS_PWRITEV2;
+	default: return -1;
+	}
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(vfs_enter, struct pt_regs *regs, long id)
+{
+	int call = vfs_call_of(id);
+	if (call < 0 || !current_is_target())
 		return 0;
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct vfs_call *c = bpf_task_storage_get(&vfs_store, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
@@ -612,7 +667,7 @@ static __always_inline int vfs_enter(struct trace_event_raw_sys_enter *ctx, __u3
 		return 0;
 	}
 	c->ts = bpf_ktime_get_boot_ns();
-	c->fd = (__s32)ctx->args[0];
+	c->fd = (__s32)BPF_CORE_READ(regs, SYSCALL_ARG0_FIELD);
 	c->call = call;
 	return 0;
 }
@@ -678,8 +733,11 @@ static __always_inline void file_info(struct stacks_event *e, int fd)
 	file_path(e, f);
 }
 
-static __always_inline int vfs_exit(struct trace_event_raw_sys_exit *ctx)
+SEC("tp_btf/sys_exit")
+int BPF_PROG(vfs_exit, struct pt_regs *regs, long ret)
 {
+	if (vfs_call_of(BPF_CORE_READ(regs, SYSCALL_NR_FIELD)) < 0)
+		return 0;
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct vfs_call *c = bpf_task_storage_get(&vfs_store, task, 0, 0);
 	if (!c || !c->ts)
@@ -690,7 +748,6 @@ static __always_inline int vfs_exit(struct trace_event_raw_sys_exit *ctx)
 		c->ts = 0;
 		return 0;
 	}
-	long ret = ctx->ret;
 	fill_header(e, STACKS_EV_VFS, (struct task_struct *)bpf_get_current_task());
 	e->ts = c->ts;
 	e->duration = now - c->ts;
@@ -705,29 +762,6 @@ static __always_inline int vfs_exit(struct trace_event_raw_sys_exit *ctx)
 	submit(e);
 	return 0;
 }
-
-#define VFS_PROGS(name, call)                                                     \
-	SEC("tracepoint/syscalls/sys_enter_" #name)                              \
-	int vfs_enter_##name(struct trace_event_raw_sys_enter *ctx)              \
-	{                                                                        \
-		return vfs_enter(ctx, call);                                     \
-	}                                                                        \
-	SEC("tracepoint/syscalls/sys_exit_" #name)                               \
-	int vfs_exit_##name(struct trace_event_raw_sys_exit *ctx)                \
-	{                                                                        \
-		return vfs_exit(ctx);                                            \
-	}
-
-VFS_PROGS(read, STACKS_VFS_READ)
-VFS_PROGS(write, STACKS_VFS_WRITE)
-VFS_PROGS(pread64, STACKS_VFS_PREAD64)
-VFS_PROGS(pwrite64, STACKS_VFS_PWRITE64)
-VFS_PROGS(readv, STACKS_VFS_READV)
-VFS_PROGS(writev, STACKS_VFS_WRITEV)
-VFS_PROGS(preadv, STACKS_VFS_PREADV)
-VFS_PROGS(pwritev, STACKS_VFS_PWRITEV)
-VFS_PROGS(preadv2, STACKS_VFS_PREADV2)
-VFS_PROGS(pwritev2, STACKS_VFS_PWRITEV2)
 
 /* ---- TCP and UDP -------------------------------------------------------------------- */
 

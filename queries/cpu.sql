@@ -8,6 +8,7 @@
 -- the counts per (thread, stack_id), sorted, read no stack at all; each distinct stack is
 -- decoded once and joined to its rows afterwards, so memory stays bounded by the distinct
 -- stacks however many (thread, stack) rows the result has.
+-- default-value: cpu_ns
 -- param: comm text = '%'        process names to keep (SQL LIKE pattern)
 -- param: pid int = null         only this process id (null: every process)
 -- param: from timestamp = null  start of the time window, inclusive (null: from the start)

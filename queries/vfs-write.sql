@@ -1,9 +1,10 @@
 -- File writes by stack: bytes written through write system calls, the calls, and time spent in them.
 --
--- One row per (process, thread, stack) over `vfs` rows with op = 'write' (read/pread64/readv/
--- preadv… or write/pwrite64/writev/…). `bytes` sums what the calls returned; `calls` counts
--- them, `errors` the failed ones; `syscall_ns` sums time in the calls.
+-- One row per (process, thread, stack) over `vfs` rows with op = 'write' (write, pwrite64, writev, pwritev, pwritev2).
+-- `bytes` sums what the calls returned; `calls` counts them, `errors` the failed ones;
+-- `syscall_ns` sums time in the calls.
 -- stacks-pprof: `bytes/bytes`, `calls/count`, `errors/count`, `syscall/nanoseconds`.
+-- default-value: bytes
 -- param: comm text = '%'        process names to keep (SQL LIKE pattern)
 -- param: pid int = null         only this process id (null: every process)
 -- param: from timestamp = null  start of the time window, inclusive (null: from the start)

@@ -28,11 +28,26 @@ struct Recording {
 
 /// Record `stacks-workload ARGS` with `-e EVENTS` through symbolize and pack.
 fn record(name: &str, events: &str, workload: &str) -> Recording {
+    record_in(name, events, workload, "")
+}
+
+/// Runs its arguments in a private mount namespace where neither tracefs nor debugfs is
+/// mounted (as on a fresh boot and in most containers); exits 97 if one still is.
+const WITHOUT_TRACEFS: &str = "unshare -m --propagation private sh -c '\
+    for m in /sys/kernel/debug/tracing /sys/kernel/tracing /sys/kernel/debug; do \
+      umount -l $m 2>/dev/null; done; \
+    if grep -qE \" (tracefs|debugfs) \" /proc/self/mounts; then \
+      echo tracefs or debugfs is still mounted >&2; exit 97; fi; \
+    exec \"$@\"' sh";
+
+/// Like [`record`], with the recorder's command line prefixed by `wrap` (e.g.
+/// [`WITHOUT_TRACEFS`]).
+fn record_in(name: &str, events: &str, workload: &str, wrap: &str) -> Recording {
     let dir = scratch(name);
     let out = dir.join("out");
     let report = dir.join("report.json");
     let rec = sh(&format!(
-        "stacks-record -e {events} -- stacks-workload --report {report} {workload} \
+        "{wrap} stacks-record -e {events} -- stacks-workload --report {report} {workload} \
          | stacks-symbolize | stacks-pack {out}",
         report = report.display(),
         out = out.display(),
@@ -464,11 +479,33 @@ fn all_kinds_at_once_keep_their_totals() {
     let Some(_serial) = bpf_guard("all_kinds_at_once_keep_their_totals") else {
         return;
     };
-    let data = scratch("mixed-data");
-    let rec = record(
-        "mixed",
+    all_kinds("mixed", "");
+}
+
+/// The same, with tracefs and debugfs unmounted in a private mount namespace: nothing the
+/// recorder attaches may need them (a fresh boot and most containers have neither).
+#[test]
+fn all_kinds_without_tracefs_or_debugfs() {
+    let Some(_serial) = bpf_guard("all_kinds_without_tracefs_or_debugfs") else {
+        return;
+    };
+    let rec = all_kinds("no-tracefs", WITHOUT_TRACEFS);
+    assert!(
+        !rec.stderr.contains("tracefs or debugfs is still mounted"),
+        "{}",
+        rec.stderr
+    );
+}
+
+/// Every kind at once on the mixed workload, each kind's totals checked against the
+/// workload's own report.
+fn all_kinds(name: &str, wrap: &str) -> Recording {
+    let data = scratch(&format!("{name}-data"));
+    let rec = record_in(
+        name,
         "profile:u:99,switch:uk,rss:u:29,block:uk,vfs:u,net:u",
         &format!("mixed --dir {} --seconds 3", data.display()),
+        wrap,
     );
     let r = &rec.report;
     check_sleep(&rec, &r["sleep"]);
@@ -488,6 +525,7 @@ fn all_kinds_at_once_keep_their_totals() {
     // ±25%: about 300 samples at best on a busy 2-core machine.
     within(burn as f64, burn_ns, 0.25, "CPU ns sampled in burn_heavy");
     let _ = std::fs::remove_dir_all(Path::new(&data));
+    rec
 }
 
 // ---- recorder robustness ------------------------------------------------------------------

@@ -479,6 +479,42 @@ fn bundled_queries_through_pack_and_pprof_add_up() {
         check(&res, q);
         assert_eq!(pprof_total(&res.stdout, sample), want, "{q}: {sample}");
     }
+    // Each profile opens on the sample type its query is named for, as `go tool pprof` sees
+    // it (`[dflt]` marks the default type in -raw output).
+    let defaults = [
+        ("cpu", "cpu/nanoseconds"),
+        ("offcpu", "offcpu/nanoseconds"),
+        ("rss-growth", "rss_growth_bytes/bytes"),
+        ("block-bytes", "bytes/bytes"),
+        ("block-latency", "latency/nanoseconds"),
+        ("vfs-read", "bytes/bytes"),
+        ("vfs-write", "bytes/bytes"),
+        ("net", "bytes/bytes"),
+    ];
+    for (q, want) in defaults {
+        let profile = dir.join(format!("{q}.pb.gz"));
+        let res = sh(&format!(
+            "stacks-query -d {} {q} | stacks-pprof > {} && go tool pprof -symbolize=none -raw {}",
+            out.display(),
+            profile.display(),
+            profile.display()
+        ));
+        check(
+            &res,
+            &format!("{q} | stacks-pprof | go tool pprof -raw (needs Go: scripts/setup)"),
+        );
+        let raw = String::from_utf8_lossy(&res.stdout);
+        let types = raw
+            .lines()
+            .skip_while(|l| *l != "Samples:")
+            .nth(1)
+            .unwrap_or_else(|| panic!("{q}: no sample types in:\n{raw}"));
+        let default = types
+            .split_whitespace()
+            .find_map(|t| t.strip_suffix("[dflt]"))
+            .unwrap_or_else(|| panic!("{q}: no default sample type in `{types}`"));
+        assert_eq!(default, want, "{q}: sample types `{types}`");
+    }
     // The table queries give the same totals as text.
     let res = sh(&format!(
         "stacks-query -d {} top-processes -p kind=net -p top=100 -f csv | tail -n +2 | cut -d, -f6 | awk '{{s += $1}} END {{print s}}'",

@@ -89,7 +89,7 @@ pub fn pack(data: &[u8], dir: &std::path::Path) {
         return;
     };
     let incoming = input.schema();
-    if stacks_stream::check_version(&incoming, "fuzz").is_err() {
+    if stacks_stream::check_row_stream(&incoming, "fuzz").is_err() {
         return;
     }
     // What stacks-pack refuses before writing (union types, a column name twice).

@@ -157,7 +157,8 @@ pub fn pack(args: &Args) -> anyhow::Result<ExitCode> {
         Err(e) => return Err(e),
     };
     let incoming = input.schema();
-    stacks_stream::check_version(&incoming, input.name())?;
+    // A store holds stacks rows only: one foreign file would break every query over it.
+    stacks_stream::check_row_stream(&incoming, input.name())?;
     storable(&incoming).map_err(|detail| PackError::Schema {
         input: input.name().to_string(),
         detail,

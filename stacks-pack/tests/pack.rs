@@ -223,23 +223,71 @@ fn single_file_mode_with_input_path() {
     assert_eq!(files(&out_dir), vec![file]);
 }
 
+/// A stream that is not stacks rows is refused with one line naming what is missing, and
+/// nothing is written: a foreign file in a store would break every query on it.
 #[test]
-fn any_schema_is_accepted_and_newer_versions_refused() {
-    let scratch = Scratch::new("any");
-    let file = scratch.path().join("plain.parquet");
-    let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]));
+fn foreign_streams_and_newer_versions_are_refused() {
+    let scratch = Scratch::new("foreign");
+    // What a user gets from pyarrow: `{x: [1, 2, 3], name: [a, b, c]}`, no metadata.
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("x", DataType::Int64, true),
+        Field::new("name", DataType::Utf8, true),
+    ]));
     let b = RecordBatch::try_new(
         schema.clone(),
-        vec![Arc::new(Int64Array::from(vec![1, 2, 3]))],
+        vec![
+            Arc::new(Int64Array::from(vec![1, 2, 3])),
+            Arc::new(arrow_array::StringArray::from(vec!["a", "b", "c"])),
+        ],
     )
     .unwrap();
     let (bytes, _) = stream(&schema, std::slice::from_ref(&b), true);
-    let res = run(&["-o", file.to_str().unwrap()], bytes);
-    assert!(res.status.success(), "{}", stderr(&res));
-    let rb = read_parquet(&file);
-    assert_same_rows(&[b], &rb.batches);
-    assert!(rb.kv()[meta::TOOLS].starts_with("stacks-pack "));
-    assert!(!rb.kv().contains_key(meta::STAGE), "no stage invented");
+    let out = scratch.path().join("plain");
+    let res = run(&[out.to_str().unwrap()], bytes);
+    assert_eq!(res.status.code(), Some(1), "{}", stderr(&res));
+    let err = stderr(&res);
+    assert_eq!(error_lines(&err).len(), 1, "{err}");
+    assert!(err.contains("not a stacks row stream"), "{err}");
+    assert!(err.contains("stacks.schema_version"), "{err}");
+    assert!(parquet_files(&out).is_empty());
+
+    // Stacks metadata but a required column missing, or of the wrong type.
+    let mut fields = stacks_stream::raw_fields();
+    fields.retain(|f| f.name() != "kind");
+    let no_kind = Arc::new(Schema::new_with_metadata(fields, stream_metadata()));
+    let (bytes, _) = stream(&no_kind, &[], true);
+    let res = run(&[out.to_str().unwrap()], bytes);
+    assert_eq!(res.status.code(), Some(1));
+    assert!(
+        stderr(&res).contains("missing column `kind`"),
+        "{}",
+        stderr(&res)
+    );
+    let mut fields = stacks_stream::raw_fields();
+    fields[7] = Field::new("value", DataType::Utf8, false);
+    let text_value = Arc::new(Schema::new_with_metadata(fields, stream_metadata()));
+    let (bytes, _) = stream(&text_value, &[], true);
+    let res = run(&[out.to_str().unwrap()], bytes);
+    assert_eq!(res.status.code(), Some(1));
+    assert!(
+        stderr(&res).contains("column `value` has type Utf8"),
+        "{}",
+        stderr(&res)
+    );
+
+    // A query result (stage `query`) is not rows to store.
+    let mut md = stream_metadata();
+    md.insert(meta::STAGE.into(), "query".into());
+    let query = Arc::new(stacks_stream::symbolized_schema(md));
+    let (bytes, _) = stream(&query, &[], true);
+    let res = run(&[out.to_str().unwrap()], bytes);
+    assert_eq!(res.status.code(), Some(1));
+    assert!(
+        stderr(&res).contains("stage is `query`"),
+        "{}",
+        stderr(&res)
+    );
+    assert!(parquet_files(&out).is_empty());
 
     let mut md = stream_metadata();
     md.insert(meta::SCHEMA_VERSION.into(), "99".into());

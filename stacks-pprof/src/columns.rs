@@ -150,8 +150,14 @@ impl Plan {
             (_, true) => default_values(schema),
             (_, false) => explicit_values(schema, input, values)?,
         };
-        // Rows of several kinds: the first kind's `value`; otherwise the last value column.
+        // The column the stream names (a bundled query's `-- default-value:`); else, rows of
+        // several kinds: the first kind's `value`; otherwise the last value column.
+        let named = schema
+            .metadata()
+            .get(stacks_stream::meta::DEFAULT_VALUE)
+            .and_then(|name| values.iter().position(|v| &v.name == name));
         let default_value = match &rows_of_kind {
+            _ if named.is_some() => named.unwrap_or_default(),
             Some((_, kinds)) if by_kind && kinds.len() > 1 => values
                 .iter()
                 .position(|v| v.index.is_some() && !v.null_is_one)

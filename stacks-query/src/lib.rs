@@ -119,7 +119,7 @@ pub fn run() -> Result<ExitCode> {
             Format::Arrow
         });
 
-    let files = source::find_files(&cli.dir)?;
+    let files = source::stacks_files(&cli.dir, source::find_files(&cli.dir)?)?;
     let mut metadata = source::recording_metadata(&files[0])?;
     stacks_stream::stamp(
         &mut metadata,
@@ -192,6 +192,15 @@ async fn execute(
         .map_err(|e| missing_param(label, e))?;
     let mut stream = df.execute_stream().await.map_err(located)?;
     let schema = stream.schema();
+    let mut metadata = metadata;
+    if let Some(column) = query.default_value()
+        && schema.column_with_name(column).is_some()
+    {
+        metadata.insert(
+            stacks_stream::meta::DEFAULT_VALUE.to_string(),
+            column.to_string(),
+        );
+    }
     let mut writer = Writer::new(format, &schema, metadata)?;
     while let Some(batch) = stream.next().await {
         let batch = batch.map_err(located)?;

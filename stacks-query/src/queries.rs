@@ -43,6 +43,20 @@ pub struct Query {
     pub sql: String,
 }
 
+impl Query {
+    /// The value column the query's result should open on in a profile: its
+    /// `-- default-value: COLUMN` header line, if any.
+    pub fn default_value(&self) -> Option<&str> {
+        self.sql
+            .lines()
+            .map(str::trim)
+            .take_while(|l| l.starts_with("--") || l.is_empty())
+            .find_map(|l| l.strip_prefix("--")?.trim().strip_prefix("default-value:"))
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+    }
+}
+
 /// The SQL given inline with `-c`.
 pub fn inline(sql: &str) -> Query {
     Query {

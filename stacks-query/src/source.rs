@@ -100,6 +100,29 @@ fn walk(dir: &Path, files: &mut Vec<PathBuf>) -> Result<()> {
     Ok(())
 }
 
+/// The files of `files` that hold stacks rows; each other Parquet file (a foreign table, a
+/// query result) is named on stderr and left out, so it cannot break every query on the
+/// store. Fails when none is left.
+pub fn stacks_files(dir: &Path, files: Vec<PathBuf>) -> Result<Vec<PathBuf>> {
+    let mut kept = Vec::with_capacity(files.len());
+    for file in files {
+        check_footer(&file)?;
+        let meta = arrow_metadata(&file)?;
+        match stacks_stream::check_row_columns(meta.schema(), &file.display().to_string()) {
+            Ok(()) => kept.push(file),
+            Err(e) => eprintln!("stacks-query: warning: skipping {e}"),
+        }
+    }
+    if kept.is_empty() {
+        anyhow::bail!(
+            "{}: no stacks files in the data directory (see the warnings above): {}",
+            dir.display(),
+            fill_hint(dir)
+        );
+    }
+    Ok(kept)
+}
+
 /// The `stacks.*` schema metadata of a Parquet file (from its embedded Arrow schema and its
 /// key-value metadata).
 pub fn recording_metadata(file: &Path) -> Result<HashMap<String, String>> {

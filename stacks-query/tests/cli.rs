@@ -462,6 +462,63 @@ fn corrupt_parquet_file_is_named() {
     assert!(err.contains("zz-broken.parquet"), "{err}");
 }
 
+/// A Parquet file that is not stacks rows (here `{x, name}`, as pyarrow would write it) is
+/// named on stderr and left out; the rest of the store still answers.
+#[test]
+fn foreign_parquet_file_is_named_and_skipped() {
+    let dir = fixture();
+    let before = stdout_ok(&query(
+        dir.path(),
+        &["-f", "csv", "-c", "SELECT count(*) AS n FROM stacks"],
+    ));
+    let schema = Arc::new(Schema::new(vec![
+        arrow_schema::Field::new("x", arrow_schema::DataType::Int64, true),
+        arrow_schema::Field::new("name", arrow_schema::DataType::Utf8, true),
+    ]));
+    let b = RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            Arc::new(arrow_array::Int64Array::from(vec![1, 2, 3])),
+            Arc::new(arrow_array::StringArray::from(vec!["a", "b", "c"])),
+        ],
+    )
+    .unwrap();
+    let path = dir.path().join("foreign.parquet");
+    let mut w =
+        parquet::arrow::ArrowWriter::try_new(std::fs::File::create(&path).unwrap(), schema, None)
+            .unwrap();
+    w.write(&b).unwrap();
+    w.close().unwrap();
+    let out = query(
+        dir.path(),
+        &["-f", "csv", "-c", "SELECT count(*) AS n FROM stacks"],
+    );
+    assert_eq!(stdout_ok(&out), before);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("warning: skipping")
+            && err.contains("foreign.parquet")
+            && err.contains("`kind`"),
+        "{err}"
+    );
+    // Every bundled stack query still runs.
+    for q in [
+        "cpu",
+        "offcpu",
+        "rss-growth",
+        "block-bytes",
+        "vfs-read",
+        "net",
+    ] {
+        stdout_ok(&query(dir.path(), &[q, "-f", "csv"]));
+    }
+    // A directory of nothing else is an error naming the directory.
+    let only = tempfile::tempdir().unwrap();
+    std::fs::copy(&path, only.path().join("foreign.parquet")).unwrap();
+    let err = String::from_utf8_lossy(&query(only.path(), &["cpu"]).stderr).into_owned();
+    assert!(err.contains("no stacks files"), "{err}");
+}
+
 #[test]
 fn list_shows_bundled_queries() {
     let out = Command::new(BIN).arg("--list").output().unwrap();

@@ -38,15 +38,23 @@ fn program_event(name: &str) -> Option<&'static str> {
     }
 }
 
-/// Kernel tracepoints (with BTF, for tp_btf programs) each event needs.
-const BTF_TRACEPOINTS: &[(&str, &str)] = &[
-    ("switch", "sched_switch"),
-    ("switch", "sched_wakeup"),
-    ("block", "block_io_start"),
-    ("block", "block_rq_issue"),
-    ("block", "block_rq_complete"),
-    ("net", "sock_send_length"),
-    ("net", "sock_recv_length"),
+/// Kernel tracepoints each event needs. Every program attaches as `tp_btf`, by name through
+/// the kernel's BTF: nothing needs tracefs (not mounted on a fresh boot nor in most
+/// containers). `None`: always loaded (process lifecycle).
+const BTF_TRACEPOINTS: &[(Option<&str>, &str)] = &[
+    (None, "sched_process_exec"),
+    (None, "sched_process_fork"),
+    (None, "sched_process_exit"),
+    (Some("switch"), "sched_switch"),
+    (Some("switch"), "sched_wakeup"),
+    (Some("rss"), "rss_stat"),
+    (Some("block"), "block_io_start"),
+    (Some("block"), "block_rq_issue"),
+    (Some("block"), "block_rq_complete"),
+    (Some("vfs"), "sys_enter"),
+    (Some("vfs"), "sys_exit"),
+    (Some("net"), "sock_send_length"),
+    (Some("net"), "sock_recv_length"),
 ];
 
 /// Refuse events the running kernel cannot record, naming what is missing.
@@ -56,12 +64,15 @@ pub fn check_kernel(spec: &EventSpec) -> Result<()> {
         .context("reading the kernel's BTF (/sys/kernel/btf/vmlinux): stacks-record needs a kernel built with BTF")?;
     let mut missing = Vec::new();
     for (event, tp) in BTF_TRACEPOINTS {
-        if wanted.contains(event)
+        if event.is_none_or(|e| wanted.contains(&e))
             && btf
                 .type_by_name::<libbpf_rs::btf::BtfType<'_>>(&format!("btf_trace_{tp}"))
                 .is_none()
         {
-            missing.push(format!("{event} (needs tracepoint {tp})"));
+            let what = event.unwrap_or("process lifecycle");
+            missing.push(format!(
+                "{what} (the kernel's BTF has no tracepoint {tp}: no btf_trace_{tp})"
+            ));
         }
     }
     if !missing.is_empty() {
@@ -127,9 +138,9 @@ pub fn attach_tracepoints(skel: &StacksSkel<'_>) -> Result<Vec<Link>> {
             continue;
         }
         let section = prog.section().to_string_lossy().into_owned();
-        let link = prog.attach().with_context(|| {
-            format!("attaching {name} to {section} (does this kernel have that tracepoint?)")
-        })?;
+        let link = prog
+            .attach()
+            .with_context(|| format!("attaching BPF program {name} to {section}"))?;
         links.push(link);
     }
     Ok(links)

@@ -17,9 +17,25 @@ use crate::spec::{DEFAULT_SPEC, EventSpec};
 #[derive(Parser, Debug)]
 #[command(name = "stacks-record", version, verbatim_doc_comment)]
 pub struct Args {
-    /// Events to record, comma-separated NAME[:STACKS][:ARG].
-    /// profile[:STACKS][:HZ]: CPU samples (STACKS: u, k or uk; HZ default 99).
-    #[arg(short = 'e', long = "events", value_name = "SPEC", default_value = DEFAULT_SPEC)]
+    /// Events to record, comma-separated NAME[:STACKS][:ARG]. STACKS picks the stacks
+    /// captured at each event: u (user), k (kernel) or uk (both).
+    ///   profile[:STACKS][:HZ]   CPU samples (cpu-clock), value = period ns.
+    ///                           STACKS default uk; HZ 1-10000, default 99.
+    ///   switch[:STACKS][:MIN]   off-CPU intervals with the switch-out stack, state and waker.
+    ///                           STACKS default uk; MIN default 1ms: shorter intervals are
+    ///                           folded per thread and state (no stack, time kept).
+    ///   rss[:STACKS][:N]        RSS growth in the thread whose memory grew, a row every Nth
+    ///                           growth event per process, value = bytes grown.
+    ///                           STACKS default u; N default 29.
+    ///   block[:STACKS]          block IO requests: bytes, issue-to-completion latency,
+    ///                           submitter's stacks. STACKS default uk; no ARG.
+    ///   vfs[:STACKS]            read/write system calls (read, write, pread64, pwrite64,
+    ///                           readv, writev, preadv, pwritev, preadv2, pwritev2): bytes,
+    ///                           latency, fd, path. STACKS default u; no ARG.
+    ///   net[:STACKS]            TCP and UDP sends and receives (IPv4, IPv6): bytes,
+    ///                           addresses. STACKS default u; no ARG.
+    /// exec, fork and exit of traced processes are always recorded.
+    #[arg(short = 'e', long = "events", value_name = "SPEC", default_value = DEFAULT_SPEC, verbatim_doc_comment)]
     pub events: String,
 
     /// Trace processes with these names (matched at exec and among running processes).
@@ -147,6 +163,19 @@ fn parse_ringbuf(s: &str) -> Result<u32, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn help_documents_every_event_kind_and_the_default() {
+        use clap::CommandFactory;
+        let help = Args::command().render_long_help().to_string();
+        for name in crate::spec::EVENT_NAMES {
+            assert!(
+                help.contains(&format!("  {name}[:STACKS]")),
+                "--help does not document `{name}`:\n{help}"
+            );
+        }
+        assert!(help.contains(DEFAULT_SPEC), "{help}");
+    }
 
     #[test]
     fn absurd_durations_are_errors() {

@@ -49,6 +49,8 @@ pub enum ContractError {
         found: String,
         supported: String,
     },
+    #[error("{input}: not a stacks row stream: {detail}")]
+    NotStacks { input: String, detail: String },
     #[error(
         "refusing to write binary Arrow data to a terminal: pipe it into another stacks tool or redirect it to a file"
     )]

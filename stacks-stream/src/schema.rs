@@ -34,6 +34,9 @@ pub mod meta {
     pub const START_NS: &str = "stacks.start_ns";
     /// Tools the stream passed through, comma-separated (`stacks-record 0.1.0,stacks-symbolize 0.1.0`).
     pub const TOOLS: &str = "stacks.tools";
+    /// The value column a profile of this stream opens on (pprof's default sample type): set
+    /// by stacks-query from a query's `-- default-value:` line, e.g. `bytes` for `vfs-write`.
+    pub const DEFAULT_VALUE: &str = "stacks.default_value";
 }
 
 /// Stage names used in [`meta::STAGE`].
@@ -351,6 +354,75 @@ pub fn check_version(schema: &Schema, input: &str) -> Result<(), ContractError> 
                     supported: SCHEMA_VERSION.into(),
                 });
             }
+        }
+    }
+    Ok(())
+}
+
+/// Refuse a schema that is not a stacks row stream (what stacks-record or stacks-symbolize
+/// writes, and what a store holds): it must carry [`meta::SCHEMA_VERSION`] from a version this
+/// build reads, a row [`meta::STAGE`] (raw or symbolized, not a query result), every
+/// non-nullable row column, and every row column it has with its contract type.
+pub fn check_row_stream(schema: &Schema, input: &str) -> Result<(), ContractError> {
+    let not = |detail: String| ContractError::NotStacks {
+        input: input.into(),
+        detail,
+    };
+    let md = schema.metadata();
+    if !md.contains_key(meta::SCHEMA_VERSION) {
+        return Err(not(format!(
+            "no `{}` metadata (write rows with stacks-record, stacks-symbolize or stacks-query              --format arrow over a store)",
+            meta::SCHEMA_VERSION
+        )));
+    }
+    check_version(schema, input)?;
+    match md.get(meta::STAGE).map(String::as_str) {
+        Some(stage::RAW | stage::SYMBOLIZED) => {}
+        Some(other) => {
+            return Err(not(format!(
+                "its stage is `{other}`, not `{}` or `{}` rows (save a query result with                  stacks-query --format parquet instead)",
+                stage::RAW,
+                stage::SYMBOLIZED
+            )));
+        }
+        None => return Err(not(format!("no `{}` metadata", meta::STAGE))),
+    }
+    check_row_columns(schema, input)
+}
+
+/// The column part of [`check_row_stream`]: every non-nullable row column present, and every
+/// row column present with its contract type (nullability and list element names aside).
+/// For stored files, which other writers may have made without the stream metadata.
+pub fn check_row_columns(schema: &Schema, input: &str) -> Result<(), ContractError> {
+    let mut contract = raw_fields();
+    contract.push(Field::new(col::STACK, stack_type(), true));
+    contract.push(Field::new(col::STACK_ID, stack_id_type(), true));
+    for field in &contract {
+        match schema.index_of(field.name()) {
+            Ok(i) => {
+                let found = schema.field(i).data_type();
+                let ok = if field.name() == col::STACK {
+                    is_stack_type(found)
+                } else {
+                    types_match(found, field.data_type())
+                };
+                if !ok {
+                    return Err(ContractError::WrongType {
+                        input: input.into(),
+                        column: field.name().clone(),
+                        found: found.to_string(),
+                        expected: field.data_type().to_string(),
+                    });
+                }
+            }
+            Err(_) if !field.is_nullable() => {
+                return Err(ContractError::MissingColumn {
+                    input: input.into(),
+                    column: field.name().clone(),
+                    why: "every stacks row has it".into(),
+                });
+            }
+            Err(_) => {}
         }
     }
     Ok(())
