@@ -81,7 +81,8 @@ pub fn run() -> Result<ExitCode> {
             ringbuf_bytes: args.ringbuf_mb << 20,
         },
     )?;
-    let tracepoints = bpf::attach_tracepoints(&skel)?;
+    let mut skel = skel;
+    let tracepoints = bpf::attach_tracepoints(&mut skel)?;
 
     let mut child = None;
     let mut watched_pids = Vec::new();
