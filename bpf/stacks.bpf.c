@@ -367,7 +367,6 @@ static __always_inline void off_cpu_exit(struct task_struct *p)
 		flush_folded(s, p);
 }
 
-
 static __always_inline enum stacks_state switch_state_of(bool preempt, unsigned int prev_state)
 {
 	if (preempt || prev_state == 0)
@@ -481,7 +480,7 @@ struct {
 	__type(value, struct rss_state);
 } rss_store SEC(".maps");
 
-/* Emit what is left of a process's RSS growth (no stacks). */
+/* A process exits: emit what is left of its RSS growth (no stacks) and forget it. */
 static __always_inline void rss_exit(__u32 tgid, struct task_struct *task)
 {
 	struct rss_state *r = bpf_map_lookup_elem(&rss_store, &tgid);
@@ -501,7 +500,6 @@ static __always_inline void rss_exit(__u32 tgid, struct task_struct *task)
 	}
 	bpf_map_delete_elem(&rss_store, &tgid);
 }
-
 
 /* The counter as the kmem:rss_stat tracepoint reports it (get_mm_counter: the percpu
  * counter's shared count, clamped at 0), in bytes. */
@@ -565,7 +563,7 @@ int BPF_PROG(on_rss_stat, struct mm_struct *mm, int member)
 /* ---- Block IO ----------------------------------------------------------------------- */
 
 /* Block requests in flight (request pointer -> record built at submission, issue time). */
-struct block_inflight {
+struct block_request {
 	__u64 issue_ts; /* when the request was issued to the device; 0: not seen yet */
 	struct stacks_event ev;
 };
@@ -575,7 +573,7 @@ struct {
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, 16384);
 	__type(key, __u64);
-	__type(value, struct block_inflight);
+	__type(value, struct block_request);
 } block_inflight SEC(".maps");
 
 /* Where a block record is built before it goes into block_inflight (one per CPU). */
@@ -583,9 +581,8 @@ struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct block_inflight);
+	__type(value, struct block_request);
 } block_scratch SEC(".maps");
-
 
 /* The request's disk as major:minor (0:0 when it has none). */
 static __always_inline void rq_dev(struct stacks_block *b, struct request *rq)
@@ -605,7 +602,7 @@ int BPF_PROG(on_block_start, struct request *rq)
 	if (!current_is_target())
 		return 0;
 	__u32 zero = 0;
-	struct block_inflight *b = bpf_map_lookup_elem(&block_scratch, &zero);
+	struct block_request *b = bpf_map_lookup_elem(&block_scratch, &zero);
 	if (!b)
 		return 0;
 	struct stacks_event *e = &b->ev;
@@ -627,7 +624,7 @@ SEC("tp_btf/block_rq_issue")
 int BPF_PROG(on_block_issue, struct request *rq)
 {
 	__u64 key = (__u64)rq;
-	struct block_inflight *b = bpf_map_lookup_elem(&block_inflight, &key);
+	struct block_request *b = bpf_map_lookup_elem(&block_inflight, &key);
 	if (!b)
 		return 0;
 	b->issue_ts = bpf_ktime_get_boot_ns(); /* latency runs from here to completion */
@@ -639,7 +636,7 @@ SEC("tp_btf/block_rq_complete")
 int BPF_PROG(on_block_complete, struct request *rq, blk_status_t error, unsigned int nr_bytes)
 {
 	__u64 key = (__u64)rq;
-	struct block_inflight *b = bpf_map_lookup_elem(&block_inflight, &key);
+	struct block_request *b = bpf_map_lookup_elem(&block_inflight, &key);
 	if (!b)
 		return 0;
 	struct stacks_event *e = &b->ev;
@@ -673,7 +670,6 @@ struct {
 	__type(key, int);
 	__type(value, struct vfs_call);
 } vfs_store SEC(".maps");
-
 
 /* System call numbers of the calls `vfs` traces, for this architecture. The syscalls:*
  * tracepoints need tracefs to attach; the raw sys_enter/sys_exit tracepoints attach by name

@@ -145,8 +145,15 @@ pub fn load<'obj>(
         .set_max_entries(opts.ringbuf_bytes)
         .context("sizing the ring buffer")?;
     let wanted = spec.names();
+    let listed = programs!(open.progs).len();
     for (event, _, prog) in programs!(open.progs) {
         prog.set_autoload(event.is_none_or(|e| wanted.contains(&e)));
+    }
+    let in_object = open.open_object().progs().count();
+    if in_object != listed {
+        bail!(
+            "the BPF object has {in_object} programs but stacks-record knows {listed}: a program of bpf/stacks.bpf.c is missing from programs! in stacks-record/src/bpf.rs"
+        );
     }
     open.load().context(
         "loading BPF programs (stacks-record needs root, or CAP_BPF + CAP_PERFMON, and a kernel with BTF)",
