@@ -465,14 +465,8 @@ int flush_tasks(struct bpf_iter__task *ctx)
 
 /* ---- RSS growth --------------------------------------------------------------------- */
 
-/* Per-process RSS accounting (tgid -> state). */
-struct rss_state {
-	__s64 last[4];     /* last seen size of each counter, bytes; -1: not seen yet */
-	__u64 growth;      /* bytes grown since the last emitted record */
-	__u32 events;      /* growth events since the last emitted record */
-	__u32 member;      /* counter of the latest growth */
-};
-
+/* Per-process RSS accounting (tgid -> struct rss_state, in stacks.h: user space takes what
+ * is left at the end). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);

@@ -211,6 +211,16 @@ union stacks_info {
 	struct stacks_exit exit;
 };
 
+/* Per-process RSS accounting (value of the rss_store map). User space reads what is left
+ * (growth not yet emitted) at the end of a recording. */
+struct rss_state {
+	__s64 last[4];     /* last seen size of each counter (enum stacks_rss_counter), bytes;
+			    * -1: not seen yet */
+	__u64 growth;      /* bytes grown since the last emitted record */
+	__u32 events;      /* growth events since the last emitted record */
+	enum stacks_rss_counter member; /* counter of the latest growth */
+};
+
 /* One user frame as the kernel normalized it (struct bpf_stack_build_id): status 1 = build id
  * and file offset valid, 2 = only the address (ip) is known, 0 = empty. */
 #define STACKS_UFRAME_SIZE 32

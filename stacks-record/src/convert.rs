@@ -319,7 +319,7 @@ impl Converter {
             ksyms: None,
             extra: Extra {
                 count: Some(i64::from(rest.events)),
-                op: Some(rss_counter(RssCounter(rest.member))),
+                op: Some(rss_counter(rest.member)),
                 ..Extra::default()
             },
         });

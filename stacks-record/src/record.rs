@@ -96,6 +96,7 @@ pub fn run() -> Result<ExitCode> {
             .unwrap_or_default()
     );
 
+    let started = Instant::now();
     let mut rec = Recorder {
         skel: &skel,
         queue: &queue,
@@ -103,7 +104,7 @@ pub fn run() -> Result<ExitCode> {
         rows: RowBuilder::new(schema.clone()),
         conv: Converter::new(offset_ns, kernel_names()),
         lost_seen: Vec::new(),
-        started: Instant::now(),
+        started,
     };
     let mut child_status = rec.record(&mut out, &mut targets, &target, args.duration)?;
 
