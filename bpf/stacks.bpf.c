@@ -9,29 +9,42 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_endian.h>
+#include <asm-generic/errno-base.h>
 #include "stacks.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-#define BPF_F_USER_STACK_FLAG (1ULL << 8)
-#define BPF_F_USER_BUILD_ID_FLAG (1ULL << 11)
 #define STACK_BYTES (STACKS_MAX_DEPTH * 8)
 #define USTACK_BYTES (STACKS_MAX_DEPTH * STACKS_UFRAME_SIZE)
 #define AF_INET 2
 #define AF_INET6 10
-#define IPPROTO_TCP 6
-#define IPPROTO_UDP 17
 #define S_IFMT 00170000
+#define S_IFIFO 0010000
+#define S_IFSOCK 0140000
+#define S_IFMT_SHIFT 12
 #define TASK_INTERRUPTIBLE 0x1
 #define TASK_UNINTERRUPTIBLE 0x2
 #define TASK_STOPPED_BITS 0x4
 #define TASK_TRACED_BITS 0x8
 #define TASK_NOLOAD 0x400
 #define REQ_OP_MASK 0xff
-#define MM_FILEPAGES 0
-#define MM_ANONPAGES 1
-#define MM_SHMEMPAGES 3
 #define NS_PER_SEC 1000000000ULL
+
+/* The header names the kernel's values it passes through: they must agree. */
+_Static_assert(STACKS_RSS_FILE == MM_FILEPAGES && STACKS_RSS_ANON == MM_ANONPAGES &&
+		       STACKS_RSS_SWAP == MM_SWAPENTS && STACKS_RSS_SHMEM == MM_SHMEMPAGES,
+	       "enum stacks_rss_counter is the kernel's MM_* counters");
+_Static_assert(STACKS_BLOCK_READ == REQ_OP_READ && STACKS_BLOCK_WRITE == REQ_OP_WRITE &&
+		       STACKS_BLOCK_FLUSH == REQ_OP_FLUSH && STACKS_BLOCK_DISCARD == REQ_OP_DISCARD,
+	       "enum stacks_block_op is the kernel's REQ_OP_*");
+_Static_assert(STACKS_NET_INET == AF_INET && STACKS_NET_INET6 == AF_INET6 &&
+		       STACKS_NET_TCP == IPPROTO_TCP && STACKS_NET_UDP == IPPROTO_UDP,
+	       "enum stacks_net_* are the kernel's AF_* and IPPROTO_*");
+_Static_assert(STACKS_FILE_FIFO == (S_IFIFO >> S_IFMT_SHIFT) &&
+		       STACKS_FILE_SOCKET == (S_IFSOCK >> S_IFMT_SHIFT),
+	       "enum stacks_file_type is the inode mode's type bits");
+_Static_assert(sizeof(struct bpf_stack_build_id) == STACKS_UFRAME_SIZE,
+	       "a user frame is a struct bpf_stack_build_id");
 
 /* Tunables, set by user space before load. */
 const volatile bool trace_all = false;      /* -a: every process */
@@ -89,62 +102,6 @@ struct {
 	__type(value, struct stacks_event);
 } scratch SEC(".maps");
 
-/* Per-thread scheduler state: the pending switch-out record and the folded short intervals. */
-struct switch_state {
-	__u64 out_ts;                         /* 0: not switched out by us */
-	__u64 fold_start;                     /* switch-out time of the first folded interval */
-	__u64 fold_ns[STACKS_STATE_COUNT];
-	__u32 fold_n[STACKS_STATE_COUNT];
-	__u32 waker;
-	__u32 pad;
-	struct stacks_event ev;
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct switch_state);
-} switch_store SEC(".maps");
-
-/* Per-thread system call in progress (vfs). */
-struct vfs_call {
-	__u64 ts;
-	__s32 fd;
-	__u32 call;
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct vfs_call);
-} vfs_store SEC(".maps");
-
-/* Per-process RSS accounting (tgid -> state). */
-struct rss_state {
-	__s64 last[4];     /* last seen size of each counter, bytes; -1: not seen yet */
-	__u64 growth;      /* bytes grown since the last emitted record */
-	__u32 events;      /* growth events since the last emitted record */
-	__u32 member;      /* counter of the latest growth */
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 65536);
-	__type(key, __u32);
-	__type(value, struct rss_state);
-} rss_store SEC(".maps");
-
-/* Block requests in flight (request pointer -> record built at submission). */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, 16384);
-	__type(key, __u64);
-	__type(value, struct stacks_event);
-} block_inflight SEC(".maps");
-
 static __always_inline bool is_target(__u32 tgid, __u32 tid)
 {
 	if (trace_all)
@@ -174,25 +131,23 @@ static __always_inline __u64 wakeup_flags(void)
 									       : BPF_RB_NO_WAKEUP;
 }
 
-/* Reset the header of a record for task `task` (ids and names), no stacks. */
-static __always_inline void fill_header(struct stacks_event *e, __u32 kind, struct task_struct *task)
+/* Reset the header of a record for task `task` (ids and names), no stacks; the caller fills
+ * the info member of its kind. */
+static __always_inline void fill_header(struct stacks_event *e, enum stacks_event_kind kind, struct task_struct *task)
 {
-	e->ts = bpf_ktime_get_boot_ns();
-	e->value = 0;
-	e->duration = 0;
-	e->aux = 0;
-	e->kind = kind;
-	e->pid = BPF_CORE_READ(task, tgid);
-	e->tid = BPF_CORE_READ(task, pid);
-	e->cpu = bpf_get_smp_processor_id();
-	e->kstack_len = STACKS_NOT_REQUESTED;
-	e->ustack_len = STACKS_NOT_REQUESTED;
-	e->arg0 = 0;
-	e->arg1 = 0;
-	e->count = 1;
-	e->flags = 0;
-	BPF_CORE_READ_STR_INTO(&e->thread, task, comm);
-	BPF_CORE_READ_STR_INTO(&e->comm, task, group_leader, comm);
+	struct stacks_header *h = &e->hdr;
+
+	h->ts = bpf_ktime_get_boot_ns();
+	h->kind = kind;
+	h->pid = BPF_CORE_READ(task, tgid);
+	h->tid = BPF_CORE_READ(task, pid);
+	h->cpu = bpf_get_smp_processor_id();
+	h->kstack_len = STACKS_NOT_REQUESTED;
+	h->ustack_len = STACKS_NOT_REQUESTED;
+	h->count = 1;
+	h->pad = 0;
+	BPF_CORE_READ_STR_INTO(&h->thread, task, comm);
+	BPF_CORE_READ_STR_INTO(&h->comm, task, group_leader, comm);
 }
 
 static __always_inline struct stacks_event *scratch_for(__u32 slot)
@@ -209,42 +164,56 @@ static __always_inline void capture_stacks(void *ctx, struct stacks_event *e, __
 	if (want & STACKS_WANT_KERNEL) {
 		long n = bpf_get_stack(ctx, e->frames, STACK_BYTES, 0);
 		if (n < 0) {
-			e->kstack_len = (__s32)n;
+			e->hdr.kstack_len = (__s32)n;
 		} else {
 			k = (__u32)n / 8;
 			if (k > STACKS_MAX_DEPTH)
 				k = STACKS_MAX_DEPTH;
-			e->kstack_len = (__s32)k;
+			e->hdr.kstack_len = (__s32)k;
 		}
 	}
 	if (want & STACKS_WANT_USER) {
 		if (k > STACKS_MAX_DEPTH)
 			k = STACKS_MAX_DEPTH;
 		long n = bpf_get_stack(ctx, &e->frames[k], USTACK_BYTES,
-				       BPF_F_USER_STACK_FLAG | BPF_F_USER_BUILD_ID_FLAG);
+				       BPF_F_USER_STACK | BPF_F_USER_BUILD_ID);
 		if (n < 0) {
-			e->ustack_len = (__s32)n;
+			e->hdr.ustack_len = (__s32)n;
 		} else {
 			__u32 u = (__u32)n / STACKS_UFRAME_SIZE;
 			if (u > STACKS_MAX_DEPTH)
 				u = STACKS_MAX_DEPTH;
-			e->ustack_len = (__s32)u;
+			e->hdr.ustack_len = (__s32)u;
 		}
 	}
 }
 
-/* Hand a record to user space with only the frames it uses. */
-static __always_inline void submit(struct stacks_event *e)
+/* Hand a record to user space with only the frames it uses (none when no stack was
+ * captured), waking the reader as `wake_flags` says. */
+static __always_inline void submit_with(struct stacks_event *e, __u64 wake_flags)
 {
 	__u64 size = STACKS_EVENT_HEADER_SIZE;
-	if (e->kstack_len > 0 && e->kstack_len <= STACKS_MAX_DEPTH)
-		size += (__u64)e->kstack_len * 8;
-	if (e->ustack_len > 0 && e->ustack_len <= STACKS_MAX_DEPTH)
-		size += (__u64)e->ustack_len * STACKS_UFRAME_SIZE;
+	if (e->hdr.kstack_len > 0 && e->hdr.kstack_len <= STACKS_MAX_DEPTH)
+		size += (__u64)e->hdr.kstack_len * 8;
+	if (e->hdr.ustack_len > 0 && e->hdr.ustack_len <= STACKS_MAX_DEPTH)
+		size += (__u64)e->hdr.ustack_len * STACKS_UFRAME_SIZE;
 	if (size > sizeof(*e))
 		size = sizeof(*e);
-	if (bpf_ringbuf_output(&events, e, size, wakeup_flags()))
+	if (bpf_ringbuf_output(&events, e, size, wake_flags))
 		count_lost();
+}
+
+/* Hand a record to user space; the reader wakes once enough data waits. */
+static __always_inline void submit(struct stacks_event *e)
+{
+	submit_with(e, wakeup_flags());
+}
+
+/* Hand a record to user space and wake the reader now (process lifecycle: the reader learns
+ * of new processes before their samples). */
+static __always_inline void submit_now(struct stacks_event *e)
+{
+	submit_with(e, BPF_RB_FORCE_WAKEUP);
 }
 
 /* ---- CPU samples -------------------------------------------------------------------- */
@@ -258,7 +227,7 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 	if (!e)
 		return 0;
 	fill_header(e, STACKS_EV_PROFILE, (struct task_struct *)bpf_get_current_task());
-	e->value = ctx->sample_period;
+	e->info.profile.period_ns = ctx->sample_period;
 	capture_stacks(ctx, e, profile_stacks);
 	submit(e);
 	return 0;
@@ -266,20 +235,18 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 
 /* ---- Process lifecycle -------------------------------------------------------------- */
 
-static __always_inline void lifecycle(__u32 kind, struct task_struct *p, __s32 arg0,
-				      const char *str)
+/* An exit hands over what the off-CPU and RSS sections below still hold for the task. */
+static __always_inline void off_cpu_exit(struct task_struct *p);
+static __always_inline void rss_exit(__u32 tgid, struct task_struct *p);
+
+/* A lifecycle record of task `p` to fill, or NULL. */
+static __always_inline struct stacks_event *lifecycle(enum stacks_event_kind kind,
+						      struct task_struct *p)
 {
 	struct stacks_event *e = scratch_for(SCRATCH_TASK);
-	if (!e)
-		return;
-	fill_header(e, kind, p);
-	e->value = 1;
-	e->arg0 = arg0;
-	e->u.str[0] = 0;
-	if (str)
-		bpf_probe_read_kernel_str(e->u.str, sizeof(e->u.str), str);
-	if (bpf_ringbuf_output(&events, e, STACKS_EVENT_HEADER_SIZE, BPF_RB_FORCE_WAKEUP))
-		count_lost();
+	if (e)
+		fill_header(e, kind, p);
+	return e;
 }
 
 SEC("tp_btf/sched_process_exec")
@@ -295,7 +262,13 @@ int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 			return 0;
 		bpf_map_update_elem(&targets, &tgid, &one, BPF_ANY);
 	}
-	lifecycle(STACKS_EV_EXEC, p, 0, BPF_CORE_READ(bprm, filename));
+	struct stacks_event *e = lifecycle(STACKS_EV_EXEC, p);
+	if (!e)
+		return 0;
+	e->info.exec.filename[0] = 0;
+	bpf_probe_read_kernel_str(e->info.exec.filename, sizeof(e->info.exec.filename),
+				  BPF_CORE_READ(bprm, filename));
+	submit_now(e);
 	return 0;
 }
 
@@ -315,9 +288,54 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 			return 0;
 		bpf_map_update_elem(&targets, &ctgid, &one, BPF_ANY);
 	}
-	lifecycle(STACKS_EV_FORK, parent, (__s32)ctgid, NULL);
+	struct stacks_event *e = lifecycle(STACKS_EV_FORK, parent);
+	if (!e)
+		return 0;
+	e->info.fork.child_pid = ctgid;
+	submit_now(e);
 	return 0;
 }
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(on_exit, struct task_struct *p, bool group_dead)
+{
+	__u32 tgid = BPF_CORE_READ(p, tgid);
+
+	if (!trace_all && !bpf_map_lookup_elem(&targets, &tgid))
+		return 0;
+	off_cpu_exit(p);
+	if (!group_dead)
+		return 0;
+	rss_exit(tgid, p);
+	struct stacks_event *e = lifecycle(STACKS_EV_EXIT, p);
+	if (e) {
+		e->info.exit.exit_code = BPF_CORE_READ(p, exit_code);
+		submit_now(e);
+	}
+	if (!trace_all)
+		bpf_map_delete_elem(&targets, &tgid);
+	return 0;
+}
+
+/* ---- Off-CPU intervals -------------------------------------------------------------- */
+
+/* Per-thread scheduler state: the pending switch-out record and the folded short intervals. */
+struct switch_state {
+	__u64 out_ts;                         /* 0: not switched out by us */
+	__u64 fold_start;                     /* switch-out time of the first folded interval */
+	__u64 fold_ns[STACKS_STATE_COUNT];
+	__u32 fold_n[STACKS_STATE_COUNT];
+	__u32 waker;
+	__u32 pad;
+	struct stacks_event ev;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct switch_state);
+} switch_store SEC(".maps");
 
 /* Emit the folded short off-CPU intervals of a thread and reset them. */
 static __always_inline void flush_folded(struct switch_state *s, struct task_struct *task)
@@ -329,60 +347,27 @@ static __always_inline void flush_folded(struct switch_state *s, struct task_str
 		if (!s->fold_n[i])
 			continue;
 		fill_header(e, STACKS_EV_SWITCH_FOLDED, task);
-		e->ts = s->fold_start;
-		e->value = s->fold_ns[i];
-		e->count = s->fold_n[i];
-		e->arg0 = i;
-		if (bpf_ringbuf_output(&events, e, STACKS_EVENT_HEADER_SIZE, wakeup_flags()))
-			count_lost();
+		e->hdr.ts = s->fold_start;
+		e->hdr.count = s->fold_n[i];
+		e->info.folded.off_ns = s->fold_ns[i];
+		e->info.folded.state = i;
+		e->info.folded.pad = 0;
+		submit(e);
 		s->fold_ns[i] = 0;
 		s->fold_n[i] = 0;
 	}
 	s->fold_start = 0;
 }
 
-/* Emit what is left of a process's RSS growth (no stacks). */
-static __always_inline void flush_rss(__u32 tgid, struct task_struct *task)
+/* A thread exits: emit its folded intervals. */
+static __always_inline void off_cpu_exit(struct task_struct *p)
 {
-	struct rss_state *r = bpf_map_lookup_elem(&rss_store, &tgid);
-	if (!r)
-		return;
-	if (r->events) {
-		struct stacks_event *e = scratch_for(SCRATCH_TASK);
-		if (e) {
-			fill_header(e, STACKS_EV_RSS, task);
-			e->value = r->growth;
-			e->count = r->events;
-			e->arg0 = r->member;
-			if (bpf_ringbuf_output(&events, e, STACKS_EVENT_HEADER_SIZE, wakeup_flags()))
-				count_lost();
-		}
-	}
-	bpf_map_delete_elem(&rss_store, &tgid);
-}
-
-SEC("tp_btf/sched_process_exit")
-int BPF_PROG(on_exit, struct task_struct *p, bool group_dead)
-{
-	__u32 tgid = BPF_CORE_READ(p, tgid);
-
-	if (!trace_all && !bpf_map_lookup_elem(&targets, &tgid))
-		return 0;
 	struct switch_state *s = bpf_task_storage_get(&switch_store, p, 0, 0);
 	if (s && s->fold_start)
 		flush_folded(s, p);
-	if (!group_dead)
-		return 0;
-	flush_rss(tgid, p);
-	lifecycle(STACKS_EV_EXIT, p, BPF_CORE_READ(p, exit_code), NULL);
-	if (!trace_all)
-		bpf_map_delete_elem(&targets, &tgid);
-	return 0;
 }
 
-/* ---- Off-CPU intervals -------------------------------------------------------------- */
-
-static __always_inline __u32 switch_state_of(bool preempt, unsigned int prev_state)
+static __always_inline enum stacks_state switch_state_of(bool preempt, unsigned int prev_state)
 {
 	if (preempt || prev_state == 0)
 		return STACKS_STATE_RUNNABLE;
@@ -407,13 +392,12 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	struct switch_state *s = bpf_task_storage_get(&switch_store, next, 0, 0);
 	if (s && s->out_ts) {
 		__u64 off = now - s->out_ts;
-		__u32 st = s->ev.arg0;
+		__u32 st = s->ev.info.off_cpu.state;
 		if (st >= STACKS_STATE_COUNT)
 			st = STACKS_STATE_OTHER;
 		if (off >= switch_min_ns) {
-			s->ev.value = off;
-			s->ev.duration = off;
-			s->ev.arg1 = s->waker;
+			s->ev.info.off_cpu.off_ns = off;
+			s->ev.info.off_cpu.waker = s->waker;
 			submit(&s->ev);
 		} else {
 			if (!s->fold_start)
@@ -442,8 +426,8 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	if (s->out_ts)
 		count_lost();
 	fill_header(&s->ev, STACKS_EV_SWITCH, prev);
-	s->ev.ts = now;
-	s->ev.arg0 = switch_state_of(preempt, prev_state);
+	s->ev.hdr.ts = now;
+	s->ev.info.off_cpu.state = switch_state_of(preempt, prev_state);
 	capture_stacks(ctx, &s->ev, switch_stacks);
 	s->out_ts = now;
 	s->waker = 0;
@@ -480,6 +464,36 @@ int flush_tasks(struct bpf_iter__task *ctx)
 }
 
 /* ---- RSS growth --------------------------------------------------------------------- */
+
+/* Per-process RSS accounting (tgid -> struct rss_state, in stacks.h: user space takes what
+ * is left at the end). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct rss_state);
+} rss_store SEC(".maps");
+
+/* A process exits: emit what is left of its RSS growth (no stacks) and forget it. */
+static __always_inline void rss_exit(__u32 tgid, struct task_struct *task)
+{
+	struct rss_state *r = bpf_map_lookup_elem(&rss_store, &tgid);
+	if (!r)
+		return;
+	if (r->events) {
+		struct stacks_event *e = scratch_for(SCRATCH_TASK);
+		if (e) {
+			fill_header(e, STACKS_EV_RSS, task);
+			e->hdr.count = r->events;
+			e->info.rss.growth_bytes = r->growth;
+			e->info.rss.resident_bytes = 0;
+			e->info.rss.counter = r->member;
+			e->info.rss.pad = 0;
+			submit(e);
+		}
+	}
+	bpf_map_delete_elem(&rss_store, &tgid);
+}
 
 /* The counter as the kmem:rss_stat tracepoint reports it (get_mm_counter: the percpu
  * counter's shared count, clamped at 0), in bytes. */
@@ -526,11 +540,13 @@ int BPF_PROG(on_rss_stat, struct mm_struct *mm, int member)
 	if (!e)
 		return 0;
 	fill_header(e, STACKS_EV_RSS, task);
-	e->value = r->growth;
-	e->count = r->events;
-	e->arg0 = member;
-	e->aux = rss_counter_bytes(mm, MM_FILEPAGES) + rss_counter_bytes(mm, MM_ANONPAGES) +
-		 rss_counter_bytes(mm, MM_SHMEMPAGES);
+	e->hdr.count = r->events;
+	e->info.rss.growth_bytes = r->growth;
+	e->info.rss.counter = member;
+	e->info.rss.pad = 0;
+	e->info.rss.resident_bytes = rss_counter_bytes(mm, MM_FILEPAGES) +
+				     rss_counter_bytes(mm, MM_ANONPAGES) +
+				     rss_counter_bytes(mm, MM_SHMEMPAGES);
 	r->growth = 0;
 	r->events = 0;
 	capture_stacks(ctx, e, rss_stacks);
@@ -540,14 +556,38 @@ int BPF_PROG(on_rss_stat, struct mm_struct *mm, int member)
 
 /* ---- Block IO ----------------------------------------------------------------------- */
 
-static __always_inline __u64 rq_dev(struct request *rq)
+/* Block requests in flight (request pointer -> record built at submission, issue time). */
+struct block_request {
+	__u64 issue_ts; /* when the request was issued to the device; 0: not seen yet */
+	struct stacks_event ev;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct block_request);
+} block_inflight SEC(".maps");
+
+/* Where a block record is built before it goes into block_inflight (one per CPU). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct block_request);
+} block_scratch SEC(".maps");
+
+/* The request's disk as major:minor (0:0 when it has none). */
+static __always_inline void rq_dev(struct stacks_block *b, struct request *rq)
 {
 	struct gendisk *disk = BPF_CORE_READ(rq, q, disk);
+	b->dev_major = 0;
+	b->dev_minor = 0;
 	if (!disk)
-		return 0;
-	__u32 major = BPF_CORE_READ(disk, major);
-	__u32 minor = BPF_CORE_READ(disk, first_minor);
-	return ((__u64)major << 20) | minor;
+		return;
+	b->dev_major = BPF_CORE_READ(disk, major);
+	b->dev_minor = BPF_CORE_READ(disk, first_minor);
 }
 
 SEC("tp_btf/block_io_start")
@@ -555,16 +595,21 @@ int BPF_PROG(on_block_start, struct request *rq)
 {
 	if (!current_is_target())
 		return 0;
-	struct stacks_event *e = scratch_for(SCRATCH_TASK);
-	if (!e)
+	__u32 zero = 0;
+	struct block_request *b = bpf_map_lookup_elem(&block_scratch, &zero);
+	if (!b)
 		return 0;
+	struct stacks_event *e = &b->ev;
+	b->issue_ts = 0;
 	fill_header(e, STACKS_EV_BLOCK, (struct task_struct *)bpf_get_current_task());
-	e->arg0 = BPF_CORE_READ(rq, cmd_flags) & REQ_OP_MASK;
-	e->aux = rq_dev(rq);
-	e->value = BPF_CORE_READ(rq, __data_len);
+	e->info.block.op = BPF_CORE_READ(rq, cmd_flags) & REQ_OP_MASK;
+	rq_dev(&e->info.block, rq);
+	e->info.block.bytes = BPF_CORE_READ(rq, __data_len);
+	e->info.block.latency_ns = 0;
+	e->info.block.error = 0;
 	capture_stacks(ctx, e, block_stacks);
 	__u64 key = (__u64)rq;
-	if (bpf_map_update_elem(&block_inflight, &key, e, BPF_ANY))
+	if (bpf_map_update_elem(&block_inflight, &key, b, BPF_ANY))
 		count_lost();
 	return 0;
 }
@@ -573,11 +618,11 @@ SEC("tp_btf/block_rq_issue")
 int BPF_PROG(on_block_issue, struct request *rq)
 {
 	__u64 key = (__u64)rq;
-	struct stacks_event *e = bpf_map_lookup_elem(&block_inflight, &key);
-	if (!e)
+	struct block_request *b = bpf_map_lookup_elem(&block_inflight, &key);
+	if (!b)
 		return 0;
-	e->duration = bpf_ktime_get_boot_ns(); /* issue time until completion */
-	e->value = BPF_CORE_READ(rq, __data_len);
+	b->issue_ts = bpf_ktime_get_boot_ns(); /* latency runs from here to completion */
+	b->ev.info.block.bytes = BPF_CORE_READ(rq, __data_len);
 	return 0;
 }
 
@@ -585,25 +630,40 @@ SEC("tp_btf/block_rq_complete")
 int BPF_PROG(on_block_complete, struct request *rq, blk_status_t error, unsigned int nr_bytes)
 {
 	__u64 key = (__u64)rq;
-	struct stacks_event *e = bpf_map_lookup_elem(&block_inflight, &key);
-	if (!e)
+	struct block_request *b = bpf_map_lookup_elem(&block_inflight, &key);
+	if (!b)
 		return 0;
+	struct stacks_event *e = &b->ev;
 	__u64 now = bpf_ktime_get_boot_ns();
-	__u64 issued = e->duration ? e->duration : e->ts;
+	__u64 issued = b->issue_ts ? b->issue_ts : e->hdr.ts;
 	__u32 remaining = BPF_CORE_READ(rq, __data_len);
-	e->duration = now - issued;
-	e->value = nr_bytes;
-	e->arg1 = error;
-	e->cpu = bpf_get_smp_processor_id();
+	e->info.block.latency_ns = now - issued;
+	e->info.block.bytes = nr_bytes;
+	e->info.block.error = error;
+	e->hdr.cpu = bpf_get_smp_processor_id();
 	submit(e);
 	if (nr_bytes >= remaining)
 		bpf_map_delete_elem(&block_inflight, &key);
 	else
-		e->duration = issued;
+		b->issue_ts = issued; /* the rest completes later, timed from the same issue */
 	return 0;
 }
 
 /* ---- File reads and writes ---------------------------------------------------------- */
+
+/* Per-thread system call in progress (vfs). */
+struct vfs_call {
+	__u64 ts;
+	__s32 fd;
+	__u32 call;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct vfs_call);
+} vfs_store SEC(".maps");
 
 /* System call numbers of the calls `vfs` traces, for this architecture. The syscalls:*
  * tracepoints need tracefs to attach; the raw sys_enter/sys_exit tracepoints attach by name
@@ -672,13 +732,12 @@ int BPF_PROG(vfs_enter, struct pt_regs *regs, long id)
 	return 0;
 }
 
-/* The file's path, leaf first: its components as consecutive NUL-terminated names in u.str,
- * crossing mount points; flags gets STACKS_PATH_COMPLETE when the walk reached the root. */
-#define STACKS_PATH_COMPLETE (1U << 16)
+/* The file's path into v->path (see struct stacks_vfs); path_complete when the walk reached
+ * the root. */
 #define PATH_MAX_COMPONENTS 12
 #define NAME_READ 64
 
-static __always_inline void file_path(struct stacks_event *e, struct file *f)
+static __always_inline void file_path(struct stacks_vfs *v, struct file *f)
 {
 	struct dentry *d = BPF_CORE_READ(f, f_path.dentry);
 	struct vfsmount *vmnt = BPF_CORE_READ(f, f_path.mnt);
@@ -691,7 +750,7 @@ static __always_inline void file_path(struct stacks_event *e, struct file *f)
 		if (d == mnt_root || d == parent) {
 			struct mount *up = BPF_CORE_READ(mnt, mnt_parent);
 			if (up == mnt || !up) {
-				e->flags |= STACKS_PATH_COMPLETE;
+				v->path_complete = 1;
 				break;
 			}
 			d = BPF_CORE_READ(mnt, mnt_mountpoint);
@@ -701,19 +760,19 @@ static __always_inline void file_path(struct stacks_event *e, struct file *f)
 		if (off >= STACKS_STR_LEN)
 			break;
 		const unsigned char *name = BPF_CORE_READ(d, d_name.name);
-		/* Reads may run past u.str into the frames area, which is written later. */
-		long n = bpf_probe_read_kernel_str(&e->u.str[off & (STACKS_STR_LEN - 1)], NAME_READ,
+		/* Reads may run past path into the frames area, which is written later. */
+		long n = bpf_probe_read_kernel_str(&v->path[off & (STACKS_STR_LEN - 1)], NAME_READ,
 						   name);
 		if (n <= 0)
 			break;
 		off += n;
 		d = parent;
 	}
-	/* Bytes of u.str holding names (the rest is stale). */
-	e->flags |= (off & 0xff) << 20;
+	v->path_len = off < STACKS_STR_LEN ? off : STACKS_STR_LEN;
 }
 
-static __always_inline void file_info(struct stacks_event *e, int fd)
+/* The inode, type and path of the current task's file `fd`; left empty when it has none. */
+static __always_inline void file_info(struct stacks_vfs *v, int fd)
 {
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
@@ -727,10 +786,10 @@ static __always_inline void file_info(struct stacks_event *e, int fd)
 	bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]);
 	if (!f)
 		return;
-	e->aux = BPF_CORE_READ(f, f_inode, i_ino);
+	v->inode = BPF_CORE_READ(f, f_inode, i_ino);
 	__u32 mode = BPF_CORE_READ(f, f_inode, i_mode);
-	e->flags |= ((mode & S_IFMT) >> 12) << 8;
-	file_path(e, f);
+	v->file_type = (mode & S_IFMT) >> S_IFMT_SHIFT;
+	file_path(v, f);
 }
 
 SEC("tp_btf/sys_exit")
@@ -749,15 +808,20 @@ int BPF_PROG(vfs_exit, struct pt_regs *regs, long ret)
 		return 0;
 	}
 	fill_header(e, STACKS_EV_VFS, (struct task_struct *)bpf_get_current_task());
-	e->ts = c->ts;
-	e->duration = now - c->ts;
-	e->value = ret > 0 ? ret : 0;
-	e->arg0 = c->fd;
-	e->arg1 = ret < 0 ? (__s32)-ret : 0;
-	e->flags = c->call & 0xff;
-	e->u.str[0] = 0;
+	struct stacks_vfs *v = &e->info.vfs;
+	e->hdr.ts = c->ts;
+	v->latency_ns = now - c->ts;
+	v->bytes = ret > 0 ? ret : 0;
+	v->fd = c->fd;
+	v->error = ret < 0 ? (__s32)-ret : 0;
+	v->syscall = c->call;
+	v->inode = 0;
+	v->file_type = STACKS_FILE_NONE;
+	v->path_len = 0;
+	v->path_complete = 0;
+	v->path[0] = 0;
 	c->ts = 0;
-	file_info(e, e->arg0);
+	file_info(v, c->fd);
 	capture_stacks(ctx, e, vfs_stacks);
 	submit(e);
 	return 0;
@@ -765,10 +829,11 @@ int BPF_PROG(vfs_exit, struct pt_regs *regs, long ret)
 
 /* ---- TCP and UDP -------------------------------------------------------------------- */
 
-static __always_inline void net_event(void *ctx, struct sock *sk, int ret, __u32 dir)
+static __always_inline void net_event(void *ctx, struct sock *sk, int ret,
+				      enum stacks_net_direction dir)
 {
 	/* Nothing moved, or a non-blocking socket had nothing to do: not traffic. */
-	if (ret == 0 || ret == -11 /* EAGAIN */ || !current_is_target())
+	if (ret == 0 || ret == -EAGAIN || !current_is_target())
 		return;
 	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
 	if (family != AF_INET && family != AF_INET6)
@@ -780,20 +845,24 @@ static __always_inline void net_event(void *ctx, struct sock *sk, int ret, __u32
 	if (!e)
 		return;
 	fill_header(e, STACKS_EV_NET, (struct task_struct *)bpf_get_current_task());
-	e->value = ret > 0 ? ret : 0;
-	e->arg1 = ret < 0 ? -ret : 0;
-	e->flags = family | ((__u32)proto << 8) | (dir << 16);
-	__builtin_memset(&e->u.net, 0, sizeof(e->u.net));
-	e->u.net.local_port = BPF_CORE_READ(sk, __sk_common.skc_num);
-	e->u.net.remote_port = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
+	struct stacks_net *n = &e->info.net;
+	n->bytes = ret > 0 ? ret : 0;
+	n->error = ret < 0 ? -ret : 0;
+	n->family = family;
+	n->protocol = proto;
+	n->direction = dir;
+	struct stacks_net_addrs *a = &n->addrs;
+	__builtin_memset(a, 0, sizeof(*a));
+	a->local_port = BPF_CORE_READ(sk, __sk_common.skc_num);
+	a->remote_port = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
 	if (family == AF_INET) {
 		__u32 l = BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr);
 		__u32 r = BPF_CORE_READ(sk, __sk_common.skc_daddr);
-		__builtin_memcpy(e->u.net.local, &l, 4);
-		__builtin_memcpy(e->u.net.remote, &r, 4);
+		__builtin_memcpy(a->local, &l, 4);
+		__builtin_memcpy(a->remote, &r, 4);
 	} else {
-		BPF_CORE_READ_INTO(&e->u.net.local, sk, __sk_common.skc_v6_rcv_saddr.in6_u.u6_addr8);
-		BPF_CORE_READ_INTO(&e->u.net.remote, sk, __sk_common.skc_v6_daddr.in6_u.u6_addr8);
+		BPF_CORE_READ_INTO(&a->local, sk, __sk_common.skc_v6_rcv_saddr.in6_u.u6_addr8);
+		BPF_CORE_READ_INTO(&a->remote, sk, __sk_common.skc_v6_daddr.in6_u.u6_addr8);
 	}
 	capture_stacks(ctx, e, net_stacks);
 	submit(e);
@@ -802,13 +871,13 @@ static __always_inline void net_event(void *ctx, struct sock *sk, int ret, __u32
 SEC("tp_btf/sock_send_length")
 int BPF_PROG(on_sock_send, struct sock *sk, int ret, int flags)
 {
-	net_event(ctx, sk, ret, 0);
+	net_event(ctx, sk, ret, STACKS_NET_SEND);
 	return 0;
 }
 
 SEC("tp_btf/sock_recv_length")
 int BPF_PROG(on_sock_recv, struct sock *sk, int ret, int flags)
 {
-	net_event(ctx, sk, ret, 1);
+	net_event(ctx, sk, ret, STACKS_NET_RECV);
 	return 0;
 }

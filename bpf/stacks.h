@@ -1,6 +1,7 @@
 /* stacks.h — the one header shared by the BPF programs and stacks-record: the structs and
- * constants that cross the kernel/user boundary. Keep in sync with stacks-record/src/event.rs,
- * which checks the sizes at compile time. */
+ * constants that cross the kernel/user boundary. stacks-record decodes records through the
+ * Rust types libbpf-cargo generates from these (the skeleton's `types` module) and checks its
+ * sizes and offsets against them at compile time. */
 #ifndef STACKS_H
 #define STACKS_H
 
@@ -15,38 +16,32 @@
 #define STACKS_WANT_USER 1
 #define STACKS_WANT_KERNEL 2
 
+/* What a record reports; its per-kind fields are the same-named member of `union stacks_info`. */
 enum stacks_event_kind {
-	/* A CPU sample from the cpu-clock perf event. value = sampling period, ns. */
+	/* A CPU sample from the cpu-clock perf event (info.profile). */
 	STACKS_EV_PROFILE = 1,
-	/* A traced process called exec. str = the file executed. */
+	/* A traced process called exec (info.exec). */
 	STACKS_EV_EXEC = 2,
-	/* A traced process exited (its last thread). arg0 = exit code (wait(2) encoding). */
+	/* A traced process exited, its last thread (info.exit). */
 	STACKS_EV_EXIT = 3,
-	/* A traced process forked. arg0 = the child's pid. */
+	/* A traced process forked (info.fork). */
 	STACKS_EV_FORK = 4,
-	/* An off-CPU interval: ts = switch-out, value = duration = ns off CPU, arg0 = state,
-	 * arg1 = waker tid (0: none seen), stacks captured at switch-out. */
+	/* An off-CPU interval: ts = switch-out, stacks captured at switch-out (info.off_cpu). */
 	STACKS_EV_SWITCH = 5,
-	/* Off-CPU intervals shorter than the minimum, folded: ts = first one's switch-out,
-	 * value = their total ns, count = how many, arg0 = state; no stacks. */
+	/* Off-CPU intervals shorter than the minimum, folded: ts = the first one's switch-out,
+	 * header count = how many; no stacks (info.folded). */
 	STACKS_EV_SWITCH_FOLDED = 6,
-	/* RSS growth: value = bytes grown since the previous row of this process, count = growth
-	 * events covered, arg0 = counter (MM_FILEPAGES 0, MM_ANONPAGES 1, MM_SWAPENTS 2,
-	 * MM_SHMEMPAGES 3), aux = resident bytes (file + anon + shmem). */
+	/* RSS growth of a process: header count = growth events covered (info.rss). */
 	STACKS_EV_RSS = 7,
-	/* A block request completed: value = bytes, duration = issue → completion ns,
-	 * arg0 = REQ_OP_*, aux = device (kernel dev_t); ids and stacks of the submitter. */
+	/* A block request completed; ids and stacks of the submitter (info.block). */
 	STACKS_EV_BLOCK = 8,
-	/* A read/write system call returned: value = bytes (0 on error), duration = ns in the call,
-	 * arg0 = fd, arg1 = errno, flags = syscall (enum stacks_vfs_call) | file type << 8,
-	 * aux = inode number, str = the file's name (dentry). */
+	/* A read/write system call returned: ts = its entry (info.vfs). */
 	STACKS_EV_VFS = 9,
-	/* A TCP/UDP send or receive: value = bytes (0 on error), arg1 = errno,
-	 * flags = family | protocol << 8 | direction (0 send, 1 recv) << 16, net = addresses. */
+	/* A TCP/UDP send or receive (info.net). */
 	STACKS_EV_NET = 10,
 };
 
-/* Switch states (arg0 of switch events). */
+/* Why a thread was off CPU. */
 enum stacks_state {
 	STACKS_STATE_RUNNABLE = 0,
 	STACKS_STATE_SLEEPING = 1,
@@ -57,7 +52,23 @@ enum stacks_state {
 	STACKS_STATE_COUNT = 6,
 };
 
-/* The file system calls traced by `vfs` (low byte of flags). */
+/* The kernel's RSS counters (its MM_* enum; stacks.bpf.c checks the values). */
+enum stacks_rss_counter {
+	STACKS_RSS_FILE = 0,  /* MM_FILEPAGES */
+	STACKS_RSS_ANON = 1,  /* MM_ANONPAGES */
+	STACKS_RSS_SWAP = 2,  /* MM_SWAPENTS */
+	STACKS_RSS_SHMEM = 3, /* MM_SHMEMPAGES */
+};
+
+/* Block request operations (the kernel's REQ_OP_*; stacks.bpf.c checks the values). */
+enum stacks_block_op {
+	STACKS_BLOCK_READ = 0,    /* REQ_OP_READ */
+	STACKS_BLOCK_WRITE = 1,   /* REQ_OP_WRITE */
+	STACKS_BLOCK_FLUSH = 2,   /* REQ_OP_FLUSH */
+	STACKS_BLOCK_DISCARD = 3, /* REQ_OP_DISCARD */
+};
+
+/* The file system calls traced by `vfs`. */
 enum stacks_vfs_call {
 	STACKS_VFS_READ = 0,
 	STACKS_VFS_WRITE = 1,
@@ -71,6 +82,93 @@ enum stacks_vfs_call {
 	STACKS_VFS_PWRITEV2 = 9,
 };
 
+/* The type of a file (its inode mode's S_IFMT bits >> 12); only those named differently are
+ * listed. STACKS_FILE_NONE: no file behind the descriptor. */
+enum stacks_file_type {
+	STACKS_FILE_NONE = 0,
+	STACKS_FILE_FIFO = 1,    /* S_IFIFO */
+	STACKS_FILE_SOCKET = 12, /* S_IFSOCK */
+};
+
+/* Address families and protocols of `net` records (the kernel's AF_* and IPPROTO_*). */
+enum stacks_net_family {
+	STACKS_NET_INET = 2,   /* AF_INET */
+	STACKS_NET_INET6 = 10, /* AF_INET6 */
+};
+
+enum stacks_net_protocol {
+	STACKS_NET_TCP = 6,  /* IPPROTO_TCP */
+	STACKS_NET_UDP = 17, /* IPPROTO_UDP */
+};
+
+enum stacks_net_direction {
+	STACKS_NET_SEND = 0,
+	STACKS_NET_RECV = 1,
+};
+
+/* Fields every record has. */
+struct stacks_header {
+	__u64 ts;                     /* bpf_ktime_get_boot_ns() of the event */
+	enum stacks_event_kind kind;
+	__u32 pid;                    /* tgid */
+	__u32 tid;                    /* thread id */
+	__u32 cpu;
+	__s32 kstack_len;             /* frames, -errno, or STACKS_NOT_REQUESTED */
+	__s32 ustack_len;
+	__u32 count;                  /* events this record stands for (1 unless folded) */
+	__u32 pad;
+	char comm[STACKS_COMM_LEN];   /* process name (thread group leader's comm) */
+	char thread[STACKS_COMM_LEN]; /* thread name */
+};
+
+struct stacks_profile {
+	__u64 period_ns; /* the sampling period */
+};
+
+struct stacks_off_cpu {
+	__u64 off_ns;             /* switch-out to switch-in */
+	enum stacks_state state;
+	__u32 waker;              /* tid of the thread that woke it; 0: none seen */
+};
+
+struct stacks_folded {
+	__u64 off_ns;             /* the folded intervals' total */
+	enum stacks_state state;  /* all of them were off CPU for this reason */
+	__u32 pad;
+};
+
+struct stacks_rss {
+	__u64 growth_bytes;       /* grown since the previous record of this process */
+	__u64 resident_bytes;     /* file + anon + shmem now; 0: not read */
+	enum stacks_rss_counter counter; /* the counter of the latest growth */
+	__u32 pad;
+};
+
+struct stacks_block {
+	__u64 bytes;
+	__u64 latency_ns;         /* issue (or submission when the issue was not seen) → completion */
+	enum stacks_block_op op;  /* other REQ_OP_* values pass through */
+	__u32 dev_major;          /* the disk; 0:0 when it has none */
+	__u32 dev_minor;
+	__s32 error;              /* blk_status_t; 0: success */
+};
+
+struct stacks_vfs {
+	__u64 bytes;              /* returned; 0 on error */
+	__u64 latency_ns;         /* time in the system call */
+	__u64 inode;              /* the file's inode number; 0: no file */
+	__s32 fd;
+	__s32 error;              /* errno; 0: success */
+	enum stacks_vfs_call syscall;
+	enum stacks_file_type file_type;
+	__u32 path_len;           /* bytes of `path` holding names (the rest is stale) */
+	__u32 path_complete;      /* 1: the walk reached the root, `path` is the whole path */
+	/* The file's path, leaf first: its components as consecutive NUL-terminated names,
+	 * crossing mount points. Kept last: reads of a name may run past it (into the frames
+	 * that follow, written later). */
+	char path[STACKS_STR_LEN];
+};
+
 struct stacks_net_addrs {
 	__u8 local[16];  /* IPv4 in the first 4 bytes, network order */
 	__u8 remote[16];
@@ -78,9 +176,57 @@ struct stacks_net_addrs {
 	__u16 remote_port;
 };
 
+struct stacks_net {
+	__u64 bytes;              /* moved; 0 on error */
+	__s32 error;              /* errno; 0: success */
+	enum stacks_net_family family;
+	enum stacks_net_protocol protocol;
+	enum stacks_net_direction direction;
+	struct stacks_net_addrs addrs;
+};
+
+struct stacks_exec {
+	char filename[STACKS_STR_LEN]; /* the file executed */
+};
+
+struct stacks_fork {
+	__u32 child_pid;
+};
+
+struct stacks_exit {
+	__s32 exit_code;          /* wait(2) encoding */
+};
+
+/* The per-kind fields: the member named after the record's kind. */
+union stacks_info {
+	struct stacks_profile profile;
+	struct stacks_off_cpu off_cpu;
+	struct stacks_folded folded;
+	struct stacks_rss rss;
+	struct stacks_block block;
+	struct stacks_vfs vfs;
+	struct stacks_net net;
+	struct stacks_exec exec;
+	struct stacks_fork fork;
+	struct stacks_exit exit;
+};
+
+/* Per-process RSS accounting (value of the rss_store map). User space reads what is left
+ * (growth not yet emitted) at the end of a recording. */
+struct rss_state {
+	__s64 last[4];     /* last seen size of each counter (enum stacks_rss_counter), bytes;
+			    * -1: not seen yet */
+	__u64 growth;      /* bytes grown since the last emitted record */
+	__u32 events;      /* growth events since the last emitted record */
+	enum stacks_rss_counter member; /* counter of the latest growth */
+};
+
 /* One user frame as the kernel normalized it (struct bpf_stack_build_id): status 1 = build id
  * and file offset valid, 2 = only the address (ip) is known, 0 = empty. */
 #define STACKS_UFRAME_SIZE 32
+
+/* Bytes of the frames area: room for both stacks. */
+#define STACKS_FRAMES_SIZE (STACKS_MAX_DEPTH * 8 + STACKS_MAX_DEPTH * STACKS_UFRAME_SIZE)
 
 /* One record. Sent with bpf_ringbuf_output with only the frames used: the kernel stack's
  * kstack_len addresses (8 bytes each), then the user stack's ustack_len frames
@@ -88,31 +234,12 @@ struct stacks_net_addrs {
  * time, so a process that has exited by the time user space reads the record still
  * symbolizes), in `frames`. */
 struct stacks_event {
-	__u64 ts;          /* bpf_ktime_get_boot_ns() */
-	__u64 value;       /* kind-specific weight */
-	__u64 duration;    /* ns, kind-specific, 0 when not applicable */
-	__u64 aux;         /* kind-specific */
-	__u32 kind;        /* enum stacks_event_kind */
-	__u32 pid;         /* tgid */
-	__u32 tid;         /* thread id */
-	__u32 cpu;
-	__s32 kstack_len;  /* frames, -errno, or STACKS_NOT_REQUESTED */
-	__s32 ustack_len;
-	__s32 arg0;        /* kind-specific */
-	__s32 arg1;        /* kind-specific */
-	__u32 count;       /* events this record stands for (1 unless folded/sampled) */
-	__u32 flags;       /* kind-specific */
-	char comm[STACKS_COMM_LEN];   /* process name (thread group leader's comm) */
-	char thread[STACKS_COMM_LEN]; /* thread name */
-	union {
-		char str[STACKS_STR_LEN];
-		struct stacks_net_addrs net;
-	} u;
-	__u64 frames[STACKS_MAX_DEPTH + STACKS_MAX_DEPTH * STACKS_UFRAME_SIZE / 8];
+	struct stacks_header hdr;
+	union stacks_info info;
+	__u64 frames[STACKS_FRAMES_SIZE / 8];
 };
 
 /* Size of a record carrying no frames. */
-#define STACKS_FRAMES_SIZE (STACKS_MAX_DEPTH * 8 + STACKS_MAX_DEPTH * STACKS_UFRAME_SIZE)
 #define STACKS_EVENT_HEADER_SIZE (sizeof(struct stacks_event) - STACKS_FRAMES_SIZE)
 
 #endif /* STACKS_H */

@@ -9,9 +9,10 @@ use std::mem::MaybeUninit;
 use std::os::fd::{FromRawFd, OwnedFd};
 
 use anyhow::{Context, Result, bail};
-use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject};
 
+use skel::types::rss_state;
 use skel::{StacksSkel, StacksSkelBuilder};
 
 use crate::spec::EventSpec;
@@ -25,17 +26,44 @@ pub struct LoadOptions<'a> {
     pub ringbuf_bytes: u32,
 }
 
-/// Which `-e` event a BPF program serves (`None`: always loaded).
-fn program_event(name: &str) -> Option<&'static str> {
-    match name {
-        "on_cpu_sample" => Some("profile"),
-        "on_switch" | "on_wakeup" | "flush_tasks" => Some("switch"),
-        "on_rss_stat" => Some("rss"),
-        "on_block_start" | "on_block_issue" | "on_block_complete" => Some("block"),
-        "on_sock_send" | "on_sock_recv" => Some("net"),
-        n if n.starts_with("vfs_") => Some("vfs"),
-        _ => None,
-    }
+/// How a BPF program is started.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Start {
+    /// A tracepoint: by [`attach_tracepoints`].
+    Tracepoint,
+    /// The CPU sampler, per CPU ([`open_cpu_clock`]) by the recording loop.
+    PerCpu,
+    /// The end-of-recording task iterator: by [`flush_pending`].
+    AtEnd,
+}
+
+/// Every BPF program of the skeleton's `progs` (open or loaded), through its typed field: the
+/// `-e` event it serves (`None`: always loaded, process lifecycle) and how it starts. Gives
+/// `&mut` to each field, as `set_autoload` needs.
+macro_rules! programs {
+    ($progs:expr) => {
+        [
+            (None, Start::Tracepoint, &mut $progs.on_exec),
+            (None, Start::Tracepoint, &mut $progs.on_fork),
+            (None, Start::Tracepoint, &mut $progs.on_exit),
+            (Some("profile"), Start::PerCpu, &mut $progs.on_cpu_sample),
+            (Some("switch"), Start::Tracepoint, &mut $progs.on_switch),
+            (Some("switch"), Start::Tracepoint, &mut $progs.on_wakeup),
+            (Some("switch"), Start::AtEnd, &mut $progs.flush_tasks),
+            (Some("rss"), Start::Tracepoint, &mut $progs.on_rss_stat),
+            (Some("block"), Start::Tracepoint, &mut $progs.on_block_start),
+            (Some("block"), Start::Tracepoint, &mut $progs.on_block_issue),
+            (
+                Some("block"),
+                Start::Tracepoint,
+                &mut $progs.on_block_complete,
+            ),
+            (Some("vfs"), Start::Tracepoint, &mut $progs.vfs_enter),
+            (Some("vfs"), Start::Tracepoint, &mut $progs.vfs_exit),
+            (Some("net"), Start::Tracepoint, &mut $progs.on_sock_send),
+            (Some("net"), Start::Tracepoint, &mut $progs.on_sock_recv),
+        ]
+    };
 }
 
 /// Kernel tracepoints each event needs. Every program attaches as `tp_btf`, by name through
@@ -117,11 +145,15 @@ pub fn load<'obj>(
         .set_max_entries(opts.ringbuf_bytes)
         .context("sizing the ring buffer")?;
     let wanted = spec.names();
-    for mut prog in open.open_object_mut().progs_mut() {
-        let name = prog.name().to_string_lossy().into_owned();
-        if let Some(event) = program_event(&name) {
-            prog.set_autoload(wanted.contains(&event));
-        }
+    let listed = programs!(open.progs).len();
+    for (event, _, prog) in programs!(open.progs) {
+        prog.set_autoload(event.is_none_or(|e| wanted.contains(&e)));
+    }
+    let in_object = open.open_object().progs().count();
+    if in_object != listed {
+        bail!(
+            "the BPF object has {in_object} programs but stacks-record knows {listed}: a program of bpf/stacks.bpf.c is missing from programs! in stacks-record/src/bpf.rs"
+        );
     }
     open.load().context(
         "loading BPF programs (stacks-record needs root, or CAP_BPF + CAP_PERFMON, and a kernel with BTF)",
@@ -130,17 +162,19 @@ pub fn load<'obj>(
 
 /// Attach every loaded tracepoint program (lifecycle and the requested events). CPU samples
 /// are attached per CPU with [`open_cpu_clock`]; the end-of-recording flush runs separately.
-pub fn attach_tracepoints(skel: &StacksSkel<'_>) -> Result<Vec<Link>> {
+pub fn attach_tracepoints(skel: &mut StacksSkel<'_>) -> Result<Vec<Link>> {
     let mut links = Vec::new();
-    for prog in skel.object().progs_mut() {
-        let name = prog.name().to_string_lossy().into_owned();
-        if !prog.autoload() || name == "on_cpu_sample" || name == "flush_tasks" {
+    for (_, start, prog) in programs!(skel.progs) {
+        if !prog.autoload() || start != Start::Tracepoint {
             continue;
         }
-        let section = prog.section().to_string_lossy().into_owned();
-        let link = prog
-            .attach()
-            .with_context(|| format!("attaching BPF program {name} to {section}"))?;
+        let link = prog.attach().with_context(|| {
+            format!(
+                "attaching BPF program {} to {}",
+                prog.name().to_string_lossy(),
+                prog.section().to_string_lossy()
+            )
+        })?;
         links.push(link);
     }
     Ok(links)
@@ -161,22 +195,22 @@ pub fn flush_pending(skel: &StacksSkel<'_>) -> Result<()> {
     Ok(())
 }
 
-/// Per-process RSS growth not yet emitted (tgid, bytes, events, counter), taken out of the map.
-pub fn take_rss_remainders(skel: &StacksSkel<'_>) -> Vec<(u32, u64, u32, u32)> {
+/// Per-process RSS growth not yet emitted (tgid and its `struct rss_state`), taken out of the
+/// map.
+pub fn take_rss_remainders(skel: &StacksSkel<'_>) -> Vec<(u32, rss_state)> {
     let map = &skel.maps.rss_store;
     let keys: Vec<Vec<u8>> = map.keys().collect();
     let mut out = Vec::new();
     for k in keys {
         if let Ok(Some(v)) = map.lookup(&k, MapFlags::ANY)
-            && v.len() >= 48
-            && k.len() == 4
+            && let Ok(key) = <[u8; 4]>::try_from(k.as_slice())
+            && v.len() == size_of::<rss_state>()
         {
-            let tgid = u32::from_ne_bytes(k[..4].try_into().expect("4 bytes"));
-            let growth = u64::from_ne_bytes(v[32..40].try_into().expect("8 bytes"));
-            let events = u32::from_ne_bytes(v[40..44].try_into().expect("4 bytes"));
-            let member = u32::from_ne_bytes(v[44..48].try_into().expect("4 bytes"));
-            if events > 0 {
-                out.push((tgid, growth, events, member));
+            // SAFETY: the value has exactly rss_state's size, and rss_state (generated from
+            // the C struct) is plain integers: every bit pattern is a valid value.
+            let state = unsafe { std::ptr::read_unaligned(v.as_ptr().cast::<rss_state>()) };
+            if state.events > 0 {
+                out.push((u32::from_ne_bytes(key), state));
             }
         }
         let _ = map.delete(&k);

@@ -7,7 +7,14 @@ use std::os::unix::fs::MetadataExt;
 
 use stacks_stream::{kind, state};
 
-use crate::event::{self, KernelUserFrame, RawEvent, cstr};
+use crate::bpf::skel::types::{
+    rss_state, stacks_block, stacks_exec, stacks_exit, stacks_folded, stacks_fork, stacks_net,
+    stacks_off_cpu, stacks_profile, stacks_rss, stacks_vfs,
+};
+use crate::event::{
+    BlockOp, FileType, Header, KernelUserFrame, Kind, NetDirection, NetFamily, NetProtocol,
+    RawEvent, RssCounter, State, VfsCall, c_bytes, cstr,
+};
 use crate::modules::{ModuleIndex, build_id_hex};
 use crate::normalize::{UserFrame, UserNormalizer};
 use crate::rows::{Extra, KernelSymbol, Row, RowBuilder};
@@ -64,97 +71,133 @@ impl Converter {
     /// Convert one record, appending at most one row.
     pub fn push(&mut self, e: &RawEvent<'_>, rows: &mut RowBuilder) {
         let h = &e.h;
-        let mut x = Extra::default();
-        let kind = match h.kind {
-            event::EV_PROFILE => kind::PROFILE,
-            event::EV_SWITCH => {
-                x.duration = Some(h.duration as i64);
-                x.count = Some(1);
-                x.state = Some(state_name(h.arg0));
-                x.waker = (h.arg1 > 0).then_some(h.arg1);
-                kind::SWITCH
-            }
-            event::EV_SWITCH_FOLDED => {
-                x.count = Some(i64::from(h.count));
-                x.state = Some(state_name(h.arg0));
-                kind::SWITCH
-            }
-            event::EV_RSS => {
-                x.count = Some(i64::from(h.count));
-                x.op = Some(rss_counter(h.arg0));
-                x.rss = (h.aux > 0).then_some(h.aux as i64);
-                kind::RSS
-            }
-            event::EV_BLOCK => {
-                x.duration = Some(h.duration as i64);
-                x.count = Some(1);
-                x.op = Some(block_op(h.arg0));
-                x.dev = (h.aux != 0).then(|| format!("{}:{}", h.aux >> 20, h.aux & 0xfffff));
-                x.errno = (h.arg1 != 0).then_some(h.arg1);
-                kind::BLOCK
-            }
-            event::EV_VFS => {
-                let call = (h.flags & 0xff) as usize;
-                let (syscall, op) = VFS_CALLS.get(call).copied().unwrap_or(("?", "read"));
-                x.duration = Some(h.duration as i64);
-                x.count = Some(1);
-                x.syscall = Some(syscall);
-                x.op = Some(op);
-                x.fd = Some(h.arg0);
-                x.errno = (h.arg1 != 0).then_some(h.arg1);
-                x.path = self
-                    .files
-                    .path(h.pid, h.arg0, h.aux, kernel_path(h.flags, &h.payload))
-                    .or_else(|| match (h.flags >> 8) & 0xf {
-                        // Pipes and sockets have no path: name them as /proc does.
-                        0o1 => Some(format!("pipe:[{}]", h.aux)),
-                        0o14 => Some(format!("socket:[{}]", h.aux)),
-                        _ => None,
-                    });
-                kind::VFS
-            }
-            event::EV_NET => {
-                let family = h.flags & 0xffff;
-                let proto = (h.flags >> 8) & 0xff;
-                let dir = (h.flags >> 16) & 0xff;
-                let a = e.net();
-                x.count = Some(1);
-                x.op = Some(if dir == 0 { "send" } else { "recv" });
-                x.protocol = Some(if proto == 6 { "tcp" } else { "udp" });
-                x.local = Some(sockaddr(family & 0xff, &a.local, a.local_port));
-                x.remote =
-                    (a.remote_port != 0).then(|| sockaddr(family & 0xff, &a.remote, a.remote_port));
-                x.errno = (h.arg1 != 0).then_some(h.arg1);
-                kind::NET
-            }
-            event::EV_EXEC => {
-                self.norm.forget(h.pid);
-                self.files.forget(h.pid);
-                self.modules.forget(h.pid);
-                self.modules.learn_process(h.pid);
-                let p = e.str();
-                self.modules.learn_file(&p);
-                x.path = (!p.is_empty()).then_some(p);
-                kind::EXEC
-            }
-            event::EV_FORK => {
-                x.child = Some(h.arg0);
-                kind::FORK
-            }
-            event::EV_EXIT => {
-                self.files.forget(h.pid);
-                self.modules.forget(h.pid);
-                x.exit_code = Some(h.arg0);
-                kind::EXIT
-            }
-            _ => {
-                self.counts.malformed += 1;
-                return;
-            }
+        let Some(Decoded { kind, value, extra }) = self.decode(e) else {
+            self.counts.malformed += 1;
+            return;
         };
         *self.counts.by_kind.entry(kind).or_default() += 1;
         self.counts.pids.insert(h.pid);
 
+        let (kstack, ksyms) = self.kernel_stack(e);
+        let ustack = match e.ustack() {
+            None => None,
+            Some(Err(errno)) => {
+                self.counts.ustack_errors += 1;
+                Some(Err(errno))
+            }
+            Some(Ok(frames)) => Some(Ok(self.user_frames(h.pid, &frames))),
+        };
+        if h.kind == Kind::STACKS_EV_EXIT {
+            // Its last samples are already converted: drop the address cache.
+            self.norm.forget(h.pid);
+        }
+        let (comm, thread) = (cstr(&c_bytes(&h.comm)), cstr(&c_bytes(&h.thread)));
+        rows.push(&Row {
+            time_ns: h.ts as i64 + self.offset_ns,
+            kind,
+            pid: h.pid as i32,
+            tid: h.tid as i32,
+            comm: &comm,
+            thread: &thread,
+            cpu: h.cpu as i32,
+            value,
+            kstack: kstack
+                .as_ref()
+                .map(|r| r.as_ref().map(|v| v.as_slice()).map_err(|e| *e)),
+            ustack: ustack
+                .as_ref()
+                .map(|r| r.as_ref().map(|v| v.as_slice()).map_err(|e| *e)),
+            ksyms: ksyms.as_deref(),
+            extra,
+        });
+    }
+
+    /// The row's kind, value and kind-specific columns, from the record's per-kind fields;
+    /// `None` for a kind this recorder does not know.
+    fn decode(&mut self, e: &RawEvent<'_>) -> Option<Decoded> {
+        let h = &e.h;
+        Some(match h.kind {
+            Kind::STACKS_EV_PROFILE => profile(e.info()),
+            Kind::STACKS_EV_SWITCH => off_cpu(e.info()),
+            Kind::STACKS_EV_SWITCH_FOLDED => folded(h, e.info()),
+            Kind::STACKS_EV_RSS => rss(h, e.info()),
+            Kind::STACKS_EV_BLOCK => block(e.info()),
+            Kind::STACKS_EV_VFS => self.vfs(h, e.info()),
+            Kind::STACKS_EV_NET => net(e.info()),
+            Kind::STACKS_EV_EXEC => self.exec(h, e.info()),
+            Kind::STACKS_EV_FORK => fork(h, e.info()),
+            Kind::STACKS_EV_EXIT => self.exit(h, e.info()),
+            _ => return None,
+        })
+    }
+
+    /// A file read or write: the path from /proc while the fd still names the same inode,
+    /// else as the kernel walked it.
+    fn vfs(&mut self, h: &Header, v: stacks_vfs) -> Decoded {
+        let (syscall, op) = VFS_CALLS
+            .get(v.syscall.0 as usize)
+            .copied()
+            .unwrap_or(("?", "read"));
+        let path = self
+            .files
+            .path(h.pid, v.fd, v.inode, kernel_path(&v))
+            .or_else(|| match v.file_type {
+                // Pipes and sockets have no path: name them as /proc does.
+                FileType::STACKS_FILE_FIFO => Some(format!("pipe:[{}]", v.inode)),
+                FileType::STACKS_FILE_SOCKET => Some(format!("socket:[{}]", v.inode)),
+                _ => None,
+            });
+        Decoded {
+            kind: kind::VFS,
+            value: v.bytes as i64,
+            extra: Extra {
+                duration: Some(v.latency_ns as i64),
+                count: Some(1),
+                syscall: Some(syscall),
+                op: Some(op),
+                fd: Some(v.fd),
+                errno: (v.error != 0).then_some(v.error),
+                path,
+                ..Extra::default()
+            },
+        }
+    }
+
+    /// An exec: the process's caches start over with its new image.
+    fn exec(&mut self, h: &Header, x: stacks_exec) -> Decoded {
+        self.norm.forget(h.pid);
+        self.files.forget(h.pid);
+        self.modules.forget(h.pid);
+        self.modules.learn_process(h.pid);
+        let p = cstr(&c_bytes(&x.filename));
+        self.modules.learn_file(&p);
+        lifecycle(
+            kind::EXEC,
+            h,
+            Extra {
+                path: (!p.is_empty()).then_some(p),
+                ..Extra::default()
+            },
+        )
+    }
+
+    /// An exit: the process's files and modules are forgotten.
+    fn exit(&mut self, h: &Header, x: stacks_exit) -> Decoded {
+        self.files.forget(h.pid);
+        self.modules.forget(h.pid);
+        lifecycle(
+            kind::EXIT,
+            h,
+            Extra {
+                exit_code: Some(x.exit_code),
+                ..Extra::default()
+            },
+        )
+    }
+
+    /// The kernel stack without the tracing machinery's frames, and its symbols when kallsyms
+    /// is readable.
+    fn kernel_stack(&mut self, e: &RawEvent<'_>) -> (KStack, Option<Vec<Option<KernelSymbol>>>) {
         let mut kstack = e.kstack();
         if matches!(kstack, Some(Err(_))) {
             self.counts.kstack_errors += 1;
@@ -189,37 +232,7 @@ impl Converter {
             addrs.drain(..skip);
             syms.drain(..skip);
         }
-        let ustack = match e.ustack() {
-            None => None,
-            Some(Err(errno)) => {
-                self.counts.ustack_errors += 1;
-                Some(Err(errno))
-            }
-            Some(Ok(frames)) => Some(Ok(self.user_frames(h.pid, &frames))),
-        };
-        if h.kind == event::EV_EXIT {
-            // Its last samples are already converted: drop the address cache.
-            self.norm.forget(h.pid);
-        }
-        let (comm, thread) = (cstr(&h.comm), cstr(&h.thread));
-        rows.push(&Row {
-            time_ns: h.ts as i64 + self.offset_ns,
-            kind,
-            pid: h.pid as i32,
-            tid: h.tid as i32,
-            comm: &comm,
-            thread: &thread,
-            cpu: h.cpu as i32,
-            value: h.value as i64,
-            kstack: kstack
-                .as_ref()
-                .map(|r| r.as_ref().map(|v| v.as_slice()).map_err(|e| *e)),
-            ustack: ustack
-                .as_ref()
-                .map(|r| r.as_ref().map(|v| v.as_slice()).map_err(|e| *e)),
-            ksyms: ksyms.as_deref(),
-            extra: x,
-        });
+        (kstack, ksyms)
     }
 
     /// Name the files of kernel-resolved frames; normalize the rest (addresses only) with the
@@ -286,7 +299,7 @@ impl Converter {
         &mut self,
         rows: &mut RowBuilder,
         time_ns: i64,
-        (tgid, growth, events, member): (u32, u64, u32, u32),
+        (tgid, rest): (u32, rss_state),
     ) {
         let comm = std::fs::read_to_string(format!("/proc/{tgid}/comm"))
             .map(|s| s.trim_end().to_string())
@@ -300,13 +313,13 @@ impl Converter {
             comm: &comm,
             thread: &comm,
             cpu: -1,
-            value: growth as i64,
+            value: rest.growth as i64,
             kstack: None,
             ustack: None,
             ksyms: None,
             extra: Extra {
-                count: Some(i64::from(events)),
-                op: Some(rss_counter(member as i32)),
+                count: Some(i64::from(rest.events)),
+                op: Some(rss_counter(rest.member)),
                 ..Extra::default()
             },
         });
@@ -320,6 +333,131 @@ impl Converter {
             .map(|(k, n)| format!("{k} {n}"))
             .collect::<Vec<_>>()
             .join(", ")
+    }
+}
+
+/// A kernel stack: frames, `Err(-errno)`, or `None` when not requested.
+type KStack = Option<Result<Vec<u64>, i32>>;
+
+/// What a record contributes to its row besides ids and stacks.
+struct Decoded {
+    kind: &'static str,
+    value: i64,
+    extra: Extra,
+}
+
+/// A CPU sample: weighs its sampling period.
+fn profile(p: stacks_profile) -> Decoded {
+    Decoded {
+        kind: kind::PROFILE,
+        value: p.period_ns as i64,
+        extra: Extra::default(),
+    }
+}
+
+/// One off-CPU interval.
+fn off_cpu(s: stacks_off_cpu) -> Decoded {
+    Decoded {
+        kind: kind::SWITCH,
+        value: s.off_ns as i64,
+        extra: Extra {
+            duration: Some(s.off_ns as i64),
+            count: Some(1),
+            state: Some(state_name(s.state)),
+            waker: (s.waker > 0).then_some(s.waker as i32),
+            ..Extra::default()
+        },
+    }
+}
+
+/// Short off-CPU intervals folded into one row (no duration: they were many).
+fn folded(h: &Header, f: stacks_folded) -> Decoded {
+    Decoded {
+        kind: kind::SWITCH,
+        value: f.off_ns as i64,
+        extra: Extra {
+            count: Some(i64::from(h.count)),
+            state: Some(state_name(f.state)),
+            ..Extra::default()
+        },
+    }
+}
+
+/// RSS growth since the process's previous row.
+fn rss(h: &Header, r: stacks_rss) -> Decoded {
+    Decoded {
+        kind: kind::RSS,
+        value: r.growth_bytes as i64,
+        extra: Extra {
+            count: Some(i64::from(h.count)),
+            op: Some(rss_counter(r.counter)),
+            rss: (r.resident_bytes > 0).then_some(r.resident_bytes as i64),
+            ..Extra::default()
+        },
+    }
+}
+
+/// A completed block request.
+fn block(b: stacks_block) -> Decoded {
+    let has_dev = b.dev_major != 0 || b.dev_minor != 0;
+    Decoded {
+        kind: kind::BLOCK,
+        value: b.bytes as i64,
+        extra: Extra {
+            duration: Some(b.latency_ns as i64),
+            count: Some(1),
+            op: Some(block_op(b.op)),
+            dev: has_dev.then(|| format!("{}:{}", b.dev_major, b.dev_minor)),
+            errno: (b.error != 0).then_some(b.error),
+            ..Extra::default()
+        },
+    }
+}
+
+/// A TCP or UDP send or receive.
+fn net(n: stacks_net) -> Decoded {
+    let a = n.addrs;
+    Decoded {
+        kind: kind::NET,
+        value: n.bytes as i64,
+        extra: Extra {
+            count: Some(1),
+            op: Some(if n.direction == NetDirection::STACKS_NET_SEND {
+                "send"
+            } else {
+                "recv"
+            }),
+            protocol: Some(if n.protocol == NetProtocol::STACKS_NET_TCP {
+                "tcp"
+            } else {
+                "udp"
+            }),
+            local: Some(sockaddr(n.family, &a.local, a.local_port)),
+            remote: (a.remote_port != 0).then(|| sockaddr(n.family, &a.remote, a.remote_port)),
+            errno: (n.error != 0).then_some(n.error),
+            ..Extra::default()
+        },
+    }
+}
+
+/// A fork: names the child.
+fn fork(h: &Header, f: stacks_fork) -> Decoded {
+    lifecycle(
+        kind::FORK,
+        h,
+        Extra {
+            child: Some(f.child_pid as i32),
+            ..Extra::default()
+        },
+    )
+}
+
+/// A process lifecycle row: each stands for one event.
+fn lifecycle(kind: &'static str, h: &Header, extra: Extra) -> Decoded {
+    Decoded {
+        kind,
+        value: i64::from(h.count),
+        extra,
     }
 }
 
@@ -344,13 +482,13 @@ fn tracing_frames(syms: &[Option<KernelSymbol>]) -> usize {
 }
 
 /// The path the BPF side walked up from the file's dentry (leaf first, NUL separated, the
-/// first `flags >> 20` bytes of the payload) as text: absolute when the walk reached the root,
+/// first `path_len` bytes of `path`) as text: absolute when the walk reached the root,
 /// `…/`-prefixed when it stopped short; `None` when there was nothing (not a file).
-fn kernel_path(flags: u32, payload: &[u8]) -> KernelPath {
-    let used = ((flags >> 20) & 0xff) as usize;
-    let complete = flags & (1 << 16) != 0;
+fn kernel_path(v: &stacks_vfs) -> KernelPath {
+    let payload = c_bytes(&v.path);
+    let complete = v.path_complete != 0;
     let mut names: Vec<String> = Vec::new();
-    let mut rest = &payload[..used.min(payload.len())];
+    let mut rest = &payload[..(v.path_len as usize).min(payload.len())];
     while !rest.is_empty() {
         match rest.iter().position(|&b| b == 0) {
             Some(end) => {
@@ -389,7 +527,7 @@ enum KernelPath {
 }
 
 /// (syscall, direction) by `enum stacks_vfs_call`.
-const VFS_CALLS: [(&str, &str); 10] = [
+const VFS_CALLS: [(&str, &str); VfsCall::STACKS_VFS_PWRITEV2.0 as usize + 1] = [
     ("read", "read"),
     ("write", "write"),
     ("pread64", "read"),
@@ -402,40 +540,40 @@ const VFS_CALLS: [(&str, &str); 10] = [
     ("pwritev2", "write"),
 ];
 
-fn state_name(code: i32) -> &'static str {
+fn state_name(code: State) -> &'static str {
     match code {
-        0 => state::RUNNABLE,
-        1 => state::SLEEPING,
-        2 => state::UNINTERRUPTIBLE,
-        3 => state::IDLE,
-        4 => state::STOPPED,
+        State::STACKS_STATE_RUNNABLE => state::RUNNABLE,
+        State::STACKS_STATE_SLEEPING => state::SLEEPING,
+        State::STACKS_STATE_UNINTERRUPTIBLE => state::UNINTERRUPTIBLE,
+        State::STACKS_STATE_IDLE => state::IDLE,
+        State::STACKS_STATE_STOPPED => state::STOPPED,
         _ => state::OTHER,
     }
 }
 
-fn rss_counter(member: i32) -> &'static str {
-    match member {
-        0 => "file",
-        1 => "anon",
-        2 => "swap",
-        3 => "shmem",
+fn rss_counter(counter: RssCounter) -> &'static str {
+    match counter {
+        RssCounter::STACKS_RSS_FILE => "file",
+        RssCounter::STACKS_RSS_ANON => "anon",
+        RssCounter::STACKS_RSS_SWAP => "swap",
+        RssCounter::STACKS_RSS_SHMEM => "shmem",
         _ => "other",
     }
 }
 
-fn block_op(op: i32) -> &'static str {
+fn block_op(op: BlockOp) -> &'static str {
     match op {
-        0 => "read",
-        1 => "write",
-        2 => "flush",
-        3 => "discard",
+        BlockOp::STACKS_BLOCK_READ => "read",
+        BlockOp::STACKS_BLOCK_WRITE => "write",
+        BlockOp::STACKS_BLOCK_FLUSH => "flush",
+        BlockOp::STACKS_BLOCK_DISCARD => "discard",
         _ => "other",
     }
 }
 
 /// `addr:port`, or `[addr]:port` for IPv6.
-pub fn sockaddr(family: u32, addr: &[u8; 16], port: u16) -> String {
-    if family == 2 {
+pub fn sockaddr(family: NetFamily, addr: &[u8; 16], port: u16) -> String {
+    if family == NetFamily::STACKS_NET_INET {
         let ip = Ipv4Addr::new(addr[0], addr[1], addr[2], addr[3]);
         format!("{ip}:{port}")
     } else {
@@ -501,33 +639,40 @@ mod tests {
 
     #[test]
     fn kernel_paths() {
-        let mut p = [0u8; 128];
-        p[..14].copy_from_slice(b"a.txt\0dir\0tmp\0");
-        let f = |used: u32, complete: bool| (used << 20) | if complete { 1 << 16 } else { 0 };
+        let mut path = [0i8; 128];
+        for (d, s) in path.iter_mut().zip(b"a.txt\0dir\0tmp\0") {
+            *d = *s as i8;
+        }
+        let f = |path_len: u32, complete: bool| stacks_vfs {
+            path,
+            path_len,
+            path_complete: u32::from(complete),
+            ..stacks_vfs::default()
+        };
         assert_eq!(
-            kernel_path(f(14, true), &p),
+            kernel_path(&f(14, true)),
             KernelPath::Complete("/tmp/dir/a.txt".into())
         );
         assert_eq!(
-            kernel_path(f(10, false), &p),
+            kernel_path(&f(10, false)),
             KernelPath::Partial("…/dir/a.txt".into())
         );
         // A name cut off by the end of the payload is dropped.
         assert_eq!(
-            kernel_path(f(12, false), &p),
+            kernel_path(&f(12, false)),
             KernelPath::Partial("…/dir/a.txt".into())
         );
-        assert_eq!(kernel_path(f(0, true), &p), KernelPath::None);
+        assert_eq!(kernel_path(&f(0, true)), KernelPath::None);
     }
 
     #[test]
     fn socket_addresses() {
         let mut a = [0u8; 16];
         a[..4].copy_from_slice(&[127, 0, 0, 1]);
-        assert_eq!(sockaddr(2, &a, 80), "127.0.0.1:80");
+        assert_eq!(sockaddr(NetFamily::STACKS_NET_INET, &a, 80), "127.0.0.1:80");
         let mut b = [0u8; 16];
         b[15] = 1;
-        assert_eq!(sockaddr(10, &b, 443), "[::1]:443");
+        assert_eq!(sockaddr(NetFamily::STACKS_NET_INET6, &b, 443), "[::1]:443");
     }
 
     #[test]

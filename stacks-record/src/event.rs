@@ -1,24 +1,37 @@
-//! The kernel→user event record (mirror of `struct stacks_event` in bpf/stacks.h) and its
-//! decoding from variable-size ring buffer records.
+//! The kernel→user event record and its decoding from variable-size ring buffer records,
+//! through the types libbpf-cargo generates from `struct stacks_event` in bpf/stacks.h (the
+//! skeleton's `types` module): the sizes and offsets used here are checked against them.
 
-/// Maximum frames per stack (`STACKS_MAX_DEPTH`).
+use std::mem::{offset_of, size_of};
+
+use libbpf_rs::libbpf_sys::{BPF_STACK_BUILD_ID_IP, BPF_STACK_BUILD_ID_VALID, bpf_stack_build_id};
+
+use crate::bpf::skel::types::{self, stacks_event, stacks_info};
+
+pub use crate::bpf::skel::types::{
+    stacks_block_op as BlockOp, stacks_event_kind as Kind, stacks_file_type as FileType,
+    stacks_header as Header, stacks_net_direction as NetDirection, stacks_net_family as NetFamily,
+    stacks_net_protocol as NetProtocol, stacks_rss_counter as RssCounter, stacks_state as State,
+    stacks_vfs_call as VfsCall,
+};
+
+/// Maximum frames per stack (`STACKS_MAX_DEPTH`; checked below against the frames area).
 pub const MAX_DEPTH: usize = 127;
 /// Stack length meaning "not requested" (`STACKS_NOT_REQUESTED`).
 pub const NOT_REQUESTED: i32 = -100_000;
 
-pub const EV_PROFILE: u32 = 1;
-pub const EV_EXEC: u32 = 2;
-pub const EV_EXIT: u32 = 3;
-pub const EV_FORK: u32 = 4;
-pub const EV_SWITCH: u32 = 5;
-pub const EV_SWITCH_FOLDED: u32 = 6;
-pub const EV_RSS: u32 = 7;
-pub const EV_BLOCK: u32 = 8;
-pub const EV_VFS: u32 = 9;
-pub const EV_NET: u32 = 10;
-
 /// Bytes per user frame (`struct bpf_stack_build_id`).
-pub const UFRAME_SIZE: usize = 32;
+pub const UFRAME_SIZE: usize = size_of::<bpf_stack_build_id>();
+
+/// Bytes of a record before its frames: the header and the per-kind union.
+pub const HEADER_SIZE: usize = offset_of!(stacks_event, frames);
+/// Where the per-kind union starts.
+const INFO_OFFSET: usize = offset_of!(stacks_event, info);
+
+const _: () = assert!(offset_of!(stacks_event, hdr) == 0);
+const _: () = assert!(INFO_OFFSET + size_of::<stacks_info>() <= HEADER_SIZE);
+// The frames area has room for both stacks, MAX_DEPTH frames each.
+const _: () = assert!(size_of::<stacks_event>() - HEADER_SIZE == MAX_DEPTH * (8 + UFRAME_SIZE));
 
 /// A user frame as the kernel normalized it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,49 +42,36 @@ pub enum KernelUserFrame {
     Ip(u64),
 }
 
-/// Length of `u.str`.
-pub const STR_LEN: usize = 128;
+/// The per-kind structs of `union stacks_info`, each read by [`RawEvent::info`].
+///
+/// # Safety
+/// Implemented only for the generated `#[repr(C)]` members of `union stacks_info`: integers,
+/// integer arrays and u32-backed enum newtypes, for which every bit pattern is a valid value.
+pub unsafe trait InfoMember: Copy {}
 
-/// The fixed part of a record, byte-for-byte the C struct up to `frames`.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct Header {
-    pub ts: u64,
-    pub value: u64,
-    pub duration: u64,
-    pub aux: u64,
-    pub kind: u32,
-    pub pid: u32,
-    pub tid: u32,
-    pub cpu: u32,
-    pub kstack_len: i32,
-    pub ustack_len: i32,
-    pub arg0: i32,
-    pub arg1: i32,
-    pub count: u32,
-    pub flags: u32,
-    pub comm: [u8; 16],
-    pub thread: [u8; 16],
-    /// `u.str` or `u.net` (see [`NetAddrs`]).
-    pub payload: [u8; STR_LEN],
+macro_rules! info_members {
+    ($($t:ident),*) => {
+        // SAFETY: members of `union stacks_info`, made of plain integers (see InfoMember).
+        $(unsafe impl InfoMember for types::$t {})*
+    };
 }
+info_members!(
+    stacks_profile,
+    stacks_off_cpu,
+    stacks_folded,
+    stacks_rss,
+    stacks_block,
+    stacks_vfs,
+    stacks_net,
+    stacks_exec,
+    stacks_fork,
+    stacks_exit
+);
 
-/// `struct stacks_net_addrs`, read from the start of the payload.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct NetAddrs {
-    pub local: [u8; 16],
-    pub remote: [u8; 16],
-    pub local_port: u16,
-    pub remote_port: u16,
-}
-
-/// The C header: 104 bytes of fields and 128 of payload; frames follow.
-pub const HEADER_SIZE: usize = 232;
-const _: () = assert!(std::mem::size_of::<Header>() == HEADER_SIZE);
-
-/// One decoded record: the header and the frames that were sent.
+/// One decoded record: the header, the per-kind union and the frames that were sent.
 pub struct RawEvent<'a> {
     pub h: Header,
+    info: stacks_info,
     frames: &'a [u8],
 }
 
@@ -88,8 +88,14 @@ impl<'a> RawEvent<'a> {
         if data.len() < HEADER_SIZE {
             return Err(DecodeError::Short(data.len()));
         }
-        // SAFETY: the length was checked and every bit pattern is a valid Header.
-        let h = unsafe { std::ptr::read_unaligned(data.as_ptr().cast::<Header>()) };
+        // SAFETY: the length was checked; the header is at offset 0 and, like the union at
+        // INFO_OFFSET, made of plain integers: every bit pattern is a valid value.
+        let (h, info) = unsafe {
+            (
+                std::ptr::read_unaligned(data.as_ptr().cast::<Header>()),
+                std::ptr::read_unaligned(data.as_ptr().add(INFO_OFFSET).cast::<stacks_info>()),
+            )
+        };
         let frames = &data[HEADER_SIZE..];
         let want = frame_count(h.kstack_len) * 8 + frame_count(h.ustack_len) * UFRAME_SIZE;
         if frames.len() < want {
@@ -98,7 +104,15 @@ impl<'a> RawEvent<'a> {
                 have: frames.len(),
             });
         }
-        Ok(RawEvent { h, frames })
+        Ok(RawEvent { h, info, frames })
+    }
+
+    /// The per-kind fields as `T`, the member of `union stacks_info` for this record's kind.
+    pub fn info<T: InfoMember>(&self) -> T {
+        const { assert!(size_of::<T>() <= size_of::<stacks_info>()) };
+        // SAFETY: T is a member of the union (InfoMember), no larger than it, and valid for
+        // every bit pattern.
+        unsafe { std::ptr::read_unaligned((&raw const self.info).cast::<T>()) }
     }
 
     fn frame_at(&self, i: usize) -> u64 {
@@ -126,42 +140,21 @@ impl<'a> RawEvent<'a> {
         let mut out = Vec::with_capacity(n);
         for i in 0..n {
             let b = &self.frames[base + i * UFRAME_SIZE..base + (i + 1) * UFRAME_SIZE];
-            let status = i32::from_ne_bytes(b[0..4].try_into().expect("4 bytes"));
-            let value = u64::from_ne_bytes(b[24..32].try_into().expect("8 bytes"));
-            match status {
-                1 => {
-                    let mut build_id = [0u8; 20];
-                    build_id.copy_from_slice(&b[4..24]);
-                    out.push(KernelUserFrame::Resolved {
-                        build_id,
-                        offset: value,
-                    });
-                }
-                2 => out.push(KernelUserFrame::Ip(value)),
+            // SAFETY: from_bytes checked that the frames hold ustack_len user frames, so `b`
+            // has UFRAME_SIZE bytes; bpf_stack_build_id is plain integers.
+            let f = unsafe { std::ptr::read_unaligned(b.as_ptr().cast::<bpf_stack_build_id>()) };
+            // SAFETY: both members of the union are the same u64.
+            let value = unsafe { f.__bindgen_anon_1.offset };
+            match u32::try_from(f.status) {
+                Ok(BPF_STACK_BUILD_ID_VALID) => out.push(KernelUserFrame::Resolved {
+                    build_id: f.build_id,
+                    offset: value,
+                }),
+                Ok(BPF_STACK_BUILD_ID_IP) => out.push(KernelUserFrame::Ip(value)),
                 _ => {}
             }
         }
         Some(Ok(out))
-    }
-
-    /// The payload as a NUL-terminated string.
-    pub fn str(&self) -> String {
-        cstr(&self.h.payload)
-    }
-
-    /// The payload as socket addresses.
-    pub fn net(&self) -> NetAddrs {
-        let p = &self.h.payload;
-        let mut local = [0u8; 16];
-        let mut remote = [0u8; 16];
-        local.copy_from_slice(&p[0..16]);
-        remote.copy_from_slice(&p[16..32]);
-        NetAddrs {
-            local,
-            remote,
-            local_port: u16::from_ne_bytes([p[32], p[33]]),
-            remote_port: u16::from_ne_bytes([p[34], p[35]]),
-        }
     }
 }
 
@@ -172,6 +165,11 @@ pub fn frame_count(len: i32) -> usize {
     } else {
         0
     }
+}
+
+/// The bytes of a kernel `char` array (C's `char` is signed on the BPF target).
+pub fn c_bytes<const N: usize>(chars: &[i8; N]) -> [u8; N] {
+    chars.map(|c| c as u8)
 }
 
 /// A NUL-padded kernel name as text (lossy for non-UTF-8 bytes).
@@ -185,13 +183,15 @@ mod tests {
     use super::*;
 
     fn record(klen: i32, ulen: i32, kframes: &[u64], uframes: &[(i32, u64)]) -> Vec<u8> {
-        let mut h: Header = unsafe { std::mem::zeroed() };
-        h.kind = EV_PROFILE;
-        h.kstack_len = klen;
-        h.ustack_len = ulen;
-        h.comm[..3].copy_from_slice(b"app");
+        let mut h = Header {
+            kind: Kind::STACKS_EV_PROFILE,
+            kstack_len: klen,
+            ustack_len: ulen,
+            ..Header::default()
+        };
+        h.comm[..3].copy_from_slice(&[b'a' as i8, b'p' as i8, b'p' as i8]);
         let mut out = vec![0u8; HEADER_SIZE];
-        // SAFETY: out has room for exactly one Header.
+        // SAFETY: out has room for one Header (it starts the record).
         unsafe { std::ptr::write_unaligned(out.as_mut_ptr().cast::<Header>(), h) };
         for f in kframes {
             out.extend_from_slice(&f.to_ne_bytes());
@@ -219,7 +219,7 @@ mod tests {
                 KernelUserFrame::Ip(11)
             ]))
         );
-        assert_eq!(cstr(&e.h.comm), "app");
+        assert_eq!(cstr(&c_bytes(&e.h.comm)), "app");
     }
 
     #[test]

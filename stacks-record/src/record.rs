@@ -3,7 +3,7 @@
 
 use std::cell::RefCell;
 use std::mem::MaybeUninit;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::process::ExitCode;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use libbpf_rs::RingBufferBuilder;
-use stacks_stream::{kind, open_output_with, raw_schema};
+use stacks_stream::{OutputStream, kind, open_output_with, raw_schema};
 
 use crate::bpf::{self, LoadOptions};
 use crate::cli::{Args, Target};
@@ -21,6 +21,7 @@ use crate::event::RawEvent;
 use crate::host;
 use crate::kallsyms::KernelSymbols;
 use crate::rows::{KernelSymbol, Row, RowBuilder};
+use crate::spec::EventSpec;
 use crate::target::{Child, check_pid, is_alive, scan_names};
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -71,39 +72,132 @@ pub fn run() -> Result<ExitCode> {
     let mut out = open_output_with(args.output.as_deref(), &schema, true)?;
 
     let mut obj = MaybeUninit::uninit();
-    let skel = bpf::load(
-        &mut obj,
-        &LoadOptions {
-            spec: &spec,
-            all: matches!(target, Target::All { .. }),
-            include_idle: matches!(target, Target::All { idle: true }),
-            follow_forks: !args.no_children,
-            ringbuf_bytes: args.ringbuf_mb << 20,
-        },
-    )?;
-    let tracepoints = bpf::attach_tracepoints(&skel)?;
+    let load = LoadOptions {
+        spec: &spec,
+        all: matches!(target, Target::All { .. }),
+        include_idle: matches!(target, Target::All { idle: true }),
+        follow_forks: !args.no_children,
+        ringbuf_bytes: args.ringbuf_mb << 20,
+    };
+    let mut skel = bpf::load(&mut obj, &load)?;
+    let tracepoints = bpf::attach_tracepoints(&mut skel)?;
+    let mut targets = Targets::add(&skel, &target)?;
+    let perf = attach_cpu_sampler(&skel, &spec)?;
+    let queue: Rc<RefCell<Queue>> = Rc::default();
+    let rb = ring_buffer(&skel, &queue)?;
 
-    let mut child = None;
-    let mut watched_pids = Vec::new();
-    match &target {
-        Target::Command(argv) => {
-            let c = Child::spawn(argv)?;
-            bpf::add_target(&skel, c.pid)?;
-            child = Some(c);
-        }
-        Target::Select { names, pids } => {
-            for n in names {
-                bpf::add_target_comm(&skel, n)?;
+    targets.go(&skel, &target)?;
+    eprintln!(
+        "stacks-record: recording {} ({}){}; Ctrl-C stops",
+        spec.normalized(),
+        describe(&target),
+        args.duration
+            .map(|d| format!(" for {:.1}s", d.as_secs_f64()))
+            .unwrap_or_default()
+    );
+
+    let started = Instant::now();
+    let mut rec = Recorder {
+        skel: &skel,
+        queue: &queue,
+        rb: &rb,
+        rows: RowBuilder::new(schema.clone()),
+        conv: Converter::new(offset_ns, kernel_names()),
+        lost_seen: Vec::new(),
+        started,
+    };
+    let mut child_status = rec.record(&mut out, &mut targets, &target, args.duration)?;
+
+    // Stop every event source, have the kernel side hand over what it still holds (folded
+    // short off-CPU intervals), then take everything still queued in the ring buffer.
+    drop(perf);
+    drop(tracepoints);
+    let written = rec.drain_to_end(out)?;
+    if let Some(path) = &args.output {
+        give_to_invoking_user(path);
+    }
+    if let Some(c) = targets.child.as_mut()
+        && child_status.is_none()
+    {
+        child_status = Some(c.terminate());
+    }
+    rec.summary(written);
+    Ok(ExitCode::from(child_status.unwrap_or(0)))
+}
+
+/// The processes handed to the kernel side at the start: a command we run, or pids to watch.
+struct Targets {
+    child: Option<Child>,
+    watched_pids: Vec<u32>,
+}
+
+impl Targets {
+    /// Hand the target to the kernel side (a command is spawned, held until released).
+    fn add(skel: &bpf::skel::StacksSkel<'_>, target: &Target) -> Result<Self> {
+        let mut t = Targets {
+            child: None,
+            watched_pids: Vec::new(),
+        };
+        match target {
+            Target::Command(argv) => {
+                let c = Child::spawn(argv)?;
+                bpf::add_target(skel, c.pid)?;
+                t.child = Some(c);
             }
-            for &p in pids {
-                let tgid = check_pid(p)?;
-                bpf::add_target(&skel, tgid)?;
-                watched_pids.push(tgid);
+            Target::Select { names, pids } => {
+                for n in names {
+                    bpf::add_target_comm(skel, n)?;
+                }
+                for &p in pids {
+                    let tgid = check_pid(p)?;
+                    bpf::add_target(skel, tgid)?;
+                    t.watched_pids.push(tgid);
+                }
             }
+            Target::All { .. } => {}
         }
-        Target::All { .. } => {}
+        Ok(t)
     }
 
+    /// Everything is attached: now nothing that starts can be missed. Pick up the processes
+    /// already running under the names asked for, take stop signals, and let the command run.
+    fn go(&mut self, skel: &bpf::skel::StacksSkel<'_>, target: &Target) -> Result<()> {
+        if let Target::Select { names, .. } = target {
+            for pid in scan_names(names) {
+                bpf::add_target(skel, pid)?;
+            }
+        }
+        install_stop_handlers();
+        if let Some(c) = self.child.as_mut() {
+            c.release()?;
+        }
+        Ok(())
+    }
+
+    /// `Some` once the recording should end because its targets are gone: with the command's
+    /// exit status, or `None` when every watched pid has exited.
+    fn ended(&mut self, target: &Target) -> Option<Option<u8>> {
+        if let Some(c) = self.child.as_mut()
+            && let Some(status) = c.try_wait()
+        {
+            return Some(Some(status));
+        }
+        if !self.watched_pids.is_empty()
+            && matches!(target, Target::Select { names, .. } if names.is_empty())
+            && self.watched_pids.iter().all(|&p| !is_alive(p))
+        {
+            eprintln!("stacks-record: every traced pid has exited");
+            return Some(None);
+        }
+        None
+    }
+}
+
+/// The CPU sampler on every online CPU, when `profile` is recorded.
+fn attach_cpu_sampler(
+    skel: &bpf::skel::StacksSkel<'_>,
+    spec: &EventSpec,
+) -> Result<Vec<(OwnedFd, libbpf_rs::Link)>> {
     let mut perf = Vec::new();
     if let Some(p) = spec.profile {
         for cpu in bpf::online_cpus()? {
@@ -116,139 +210,135 @@ pub fn run() -> Result<ExitCode> {
             perf.push((fd, link));
         }
     }
+    Ok(perf)
+}
 
-    let queue: Rc<RefCell<Queue>> = Rc::default();
+/// The ring buffer reader, copying each record into `queue`.
+fn ring_buffer<'a>(
+    skel: &'a bpf::skel::StacksSkel<'_>,
+    queue: &Rc<RefCell<Queue>>,
+) -> Result<libbpf_rs::RingBuffer<'a>> {
     let mut rbb = RingBufferBuilder::new();
-    {
-        let queue = queue.clone();
-        rbb.add(&skel.maps.events, move |data: &[u8]| {
-            let mut q = queue.borrow_mut();
-            let start = q.bytes.len();
-            q.bytes.extend_from_slice(data);
-            q.spans.push((start, data.len()));
-            0
-        })
-        .context("setting up the ring buffer")?;
-    }
-    let rb = rbb.build().context("setting up the ring buffer")?;
+    let queue = queue.clone();
+    rbb.add(&skel.maps.events, move |data: &[u8]| {
+        let mut q = queue.borrow_mut();
+        let start = q.bytes.len();
+        q.bytes.extend_from_slice(data);
+        q.spans.push((start, data.len()));
+        0
+    })
+    .context("setting up the ring buffer")?;
+    rbb.build().context("setting up the ring buffer")
+}
 
-    // Attached: now nothing that starts can be missed. Pick up what was already running.
-    if let Target::Select { names, .. } = &target {
-        for pid in scan_names(names) {
-            bpf::add_target(&skel, pid)?;
+/// The reading side of a recording: ring buffer → rows → output.
+struct Recorder<'a, 'obj> {
+    skel: &'a bpf::skel::StacksSkel<'obj>,
+    queue: &'a RefCell<Queue>,
+    rb: &'a libbpf_rs::RingBuffer<'a>,
+    rows: RowBuilder,
+    conv: Converter,
+    lost_seen: Vec<u64>,
+    started: Instant,
+}
+
+impl Recorder<'_, '_> {
+    /// The event loop: convert and write until stopped, the time is up, or the targets are
+    /// gone. Returns the command's exit status when it exited.
+    fn record(
+        &mut self,
+        out: &mut OutputStream,
+        targets: &mut Targets,
+        target: &Target,
+        duration: Option<Duration>,
+    ) -> Result<Option<u8>> {
+        let deadline = duration.map(|d| self.started + d);
+        let mut last_flush = Instant::now();
+        loop {
+            // The kernel wakes us only when the buffer fills up (see wakeup_bytes in the BPF
+            // code); otherwise the timeout comes first and we take what is there.
+            let waiting = !self.queue.borrow().spans.is_empty();
+            let rc = self
+                .rb
+                .poll_raw(if waiting { Duration::ZERO } else { POLL_EVERY });
+            let rc = if rc >= 0 { self.rb.consume_raw() } else { rc };
+            if rc < 0 && rc != -libc::EINTR {
+                bail!(
+                    "polling the ring buffer: {}",
+                    std::io::Error::from_raw_os_error(-rc)
+                );
+            }
+            drain(self.queue, &mut self.rows, &mut self.conv, self.rb);
+            if self.rows.len() >= FLUSH_ROWS || last_flush.elapsed() >= FLUSH_EVERY {
+                self.write(out)?;
+                last_flush = Instant::now();
+            }
+            if STOP.load(Ordering::SeqCst) || deadline.is_some_and(|d| Instant::now() >= d) {
+                return Ok(None);
+            }
+            if let Some(status) = targets.ended(target) {
+                return Ok(status);
+            }
         }
     }
-    install_stop_handlers();
-    if let Some(c) = child.as_mut() {
-        c.release()?;
+
+    /// Append the lost-event rows and write what is pending.
+    fn write(&mut self, out: &mut OutputStream) -> Result<()> {
+        push_lost(
+            self.skel,
+            &mut self.lost_seen,
+            &mut self.rows,
+            &mut self.conv.counts,
+        )?;
+        if !self.rows.is_empty() {
+            out.write(&self.rows.finish())?;
+        }
+        Ok(())
     }
-    eprintln!(
-        "stacks-record: recording {} ({}){}; Ctrl-C stops",
-        spec.normalized(),
-        describe(&target),
-        args.duration
-            .map(|d| format!(" for {:.1}s", d.as_secs_f64()))
-            .unwrap_or_default()
-    );
 
-    let started = Instant::now();
-    let deadline = args.duration.map(|d| started + d);
-    let mut rows = RowBuilder::new(schema.clone());
-    let mut conv = Converter::new(offset_ns, kernel_names());
-    let mut lost_seen = vec![0u64; 0];
-    let mut last_flush = Instant::now();
-    let mut child_status = None;
-
-    loop {
-        // The kernel wakes us only when the buffer fills up (see wakeup_bytes in the BPF
-        // code); otherwise the timeout comes first and we take what is there.
-        let waiting = !queue.borrow().spans.is_empty();
-        let rc = rb.poll_raw(if waiting { Duration::ZERO } else { POLL_EVERY });
-        let rc = if rc >= 0 { rb.consume_raw() } else { rc };
+    /// After the event sources are detached: take what the kernel side still holds and what
+    /// waits in the ring buffer, write it, and end the stream. Returns the rows written.
+    fn drain_to_end(&mut self, mut out: OutputStream) -> Result<u64> {
+        bpf::flush_pending(self.skel)?;
+        let rc = self.rb.consume_raw();
         if rc < 0 && rc != -libc::EINTR {
             bail!(
-                "polling the ring buffer: {}",
+                "draining the ring buffer: {}",
                 std::io::Error::from_raw_os_error(-rc)
             );
         }
-        drain(&queue, &mut rows, &mut conv, &rb);
-        if rows.len() >= FLUSH_ROWS || last_flush.elapsed() >= FLUSH_EVERY {
-            push_lost(&skel, &mut lost_seen, &mut rows, &mut conv.counts)?;
-            if !rows.is_empty() {
-                out.write(&rows.finish())?;
-            }
-            last_flush = Instant::now();
+        while !self.queue.borrow().spans.is_empty() {
+            drain(self.queue, &mut self.rows, &mut self.conv, self.rb);
         }
-        if STOP.load(Ordering::SeqCst) || deadline.is_some_and(|d| Instant::now() >= d) {
-            break;
+        let now = host::realtime_ns();
+        for rest in bpf::take_rss_remainders(self.skel) {
+            self.conv.push_rss_remainder(&mut self.rows, now, rest);
         }
-        if let Some(c) = child.as_mut()
-            && let Some(status) = c.try_wait()
-        {
-            child_status = Some(status);
-            break;
-        }
-        if !watched_pids.is_empty()
-            && matches!(&target, Target::Select { names, .. } if names.is_empty())
-            && watched_pids.iter().all(|&p| !is_alive(p))
-        {
-            eprintln!("stacks-record: every traced pid has exited");
-            break;
-        }
+        self.write(&mut out)?;
+        Ok(out.finish()?)
     }
 
-    // Stop every event source, have the kernel side hand over what it still holds (folded
-    // short off-CPU intervals), then take everything still queued in the ring buffer.
-    drop(perf);
-    drop(tracepoints);
-    bpf::flush_pending(&skel)?;
-    let rc = rb.consume_raw();
-    if rc < 0 && rc != -libc::EINTR {
-        bail!(
-            "draining the ring buffer: {}",
-            std::io::Error::from_raw_os_error(-rc)
+    /// The summary line.
+    fn summary(&self, written: u64) {
+        let counts = &self.conv.counts;
+        eprintln!(
+            "stacks-record: {} rows: {} samples from {} processes in {:.1}s; lost {} events (ring buffer full, or an off-CPU interval whose end was not seen); events: {}; stack capture errors: {} kernel, {} user; {} user frames not normalized{}",
+            written,
+            counts.by_kind.get(kind::PROFILE).copied().unwrap_or(0),
+            counts.pids.len(),
+            self.started.elapsed().as_secs_f64(),
+            counts.lost,
+            self.conv.describe_counts(),
+            counts.kstack_errors,
+            counts.ustack_errors,
+            self.conv.norm.failed_frames,
+            if counts.malformed > 0 {
+                format!("; {} malformed records", counts.malformed)
+            } else {
+                String::new()
+            }
         );
     }
-    while !queue.borrow().spans.is_empty() {
-        drain(&queue, &mut rows, &mut conv, &rb);
-    }
-    let now = host::realtime_ns();
-    for rest in bpf::take_rss_remainders(&skel) {
-        conv.push_rss_remainder(&mut rows, now, rest);
-    }
-    push_lost(&skel, &mut lost_seen, &mut rows, &mut conv.counts)?;
-    if !rows.is_empty() {
-        out.write(&rows.finish())?;
-    }
-    let written = out.finish()?;
-    if let Some(path) = &args.output {
-        give_to_invoking_user(path);
-    }
-    let counts = &conv.counts;
-
-    if let Some(c) = child.as_mut()
-        && child_status.is_none()
-    {
-        child_status = Some(c.terminate());
-    }
-    eprintln!(
-        "stacks-record: {} rows: {} samples from {} processes in {:.1}s; lost {} events (ring buffer full, or an off-CPU interval whose end was not seen); events: {}; stack capture errors: {} kernel, {} user; {} user frames not normalized{}",
-        written,
-        counts.by_kind.get(kind::PROFILE).copied().unwrap_or(0),
-        counts.pids.len(),
-        started.elapsed().as_secs_f64(),
-        counts.lost,
-        conv.describe_counts(),
-        counts.kstack_errors,
-        counts.ustack_errors,
-        conv.norm.failed_frames,
-        if counts.malformed > 0 {
-            format!("; {} malformed records", counts.malformed)
-        } else {
-            String::new()
-        }
-    );
-    Ok(ExitCode::from(child_status.unwrap_or(0)))
 }
 
 fn describe(target: &Target) -> String {
