@@ -46,7 +46,8 @@ pub mod stage {
     pub const QUERY: &str = "query";
 }
 
-/// Row kinds (the `kind` column).
+/// Row kinds (the `kind` column). [`crate::kinds`] says, for each, what its rows hold and how
+/// every tool reads them.
 pub mod kind {
     /// A CPU sample (perf cpu-clock). `value` = sampling period in ns.
     pub const PROFILE: &str = "profile";
@@ -76,22 +77,6 @@ pub mod kind {
     pub const FORK: &str = "fork";
     /// A traced process exited. `value` = 1; `exit_code` = its exit status (wait(2) encoding).
     pub const EXIT: &str = "exit";
-
-    /// What a row's `value` measures for each kind: (sample type name, unit), as profiles
-    /// label it. `None` for a kind this version does not know.
-    pub fn value_type(kind: &str) -> Option<(&'static str, &'static str)> {
-        match kind {
-            PROFILE => Some(("cpu", "nanoseconds")),
-            LOST => Some(("lost", "count")),
-            SWITCH => Some(("offcpu", "nanoseconds")),
-            RSS => Some(("rss_growth", "bytes")),
-            BLOCK => Some(("block", "bytes")),
-            VFS => Some(("vfs", "bytes")),
-            NET => Some(("net", "bytes")),
-            EXEC | FORK | EXIT => Some(("events", "count")),
-            _ => None,
-        }
-    }
 }
 
 /// Column names.
