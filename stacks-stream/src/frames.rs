@@ -286,42 +286,46 @@ fn string_at(a: &Option<StringArray>, i: usize) -> Option<&str> {
 mod tests {
     use super::*;
 
-    fn frame(kernel: bool, module: Option<&'static str>, offset: Option<u64>) -> Frame<'static> {
-        Frame {
-            function: None,
-            file: None,
-            line: 0,
-            column: 0,
-            inlined: false,
-            kernel,
-            module,
-            build_id: None,
-            offset,
-            addr: 0xffff_ffff_8100_1234,
-            symbol: None,
-        }
-    }
+    /// An unresolved frame of libc.
+    const LIBC: Frame<'static> = Frame {
+        function: None,
+        file: None,
+        line: 0,
+        column: 0,
+        inlined: false,
+        kernel: false,
+        module: Some("/usr/lib/libc.so.6"),
+        build_id: None,
+        offset: Some(0x1a2b),
+        addr: 0xffff_ffff_8100_1234,
+        symbol: None,
+    };
 
     #[test]
     fn unresolved_names() {
-        let user = frame(false, Some("/usr/lib/libc.so.6"), Some(0x1a2b));
-        assert_eq!(unresolved_name(&user), "[libc.so.6+0x1a2b]");
-        assert_eq!(user.name(), "[libc.so.6+0x1a2b]");
-        assert_eq!(
-            unresolved_name(&frame(false, None, Some(0x10))),
-            "[unknown+0x10]"
-        );
-        assert_eq!(
-            unresolved_name(&frame(false, Some("/bin/app"), None)),
-            "[0xffffffff81001234]"
-        );
-        assert_eq!(
-            unresolved_name(&frame(true, Some(KERNEL_MODULE), None)),
-            "[kernel 0xffffffff81001234]"
-        );
+        assert_eq!(unresolved_name(&LIBC), "[libc.so.6+0x1a2b]");
+        assert_eq!(LIBC.name(), "[libc.so.6+0x1a2b]");
+        let unknown = Frame {
+            module: None,
+            offset: Some(0x10),
+            ..LIBC
+        };
+        assert_eq!(unresolved_name(&unknown), "[unknown+0x10]");
+        let no_offset = Frame {
+            offset: None,
+            ..LIBC
+        };
+        assert_eq!(unresolved_name(&no_offset), "[0xffffffff81001234]");
+        let kernel = Frame {
+            kernel: true,
+            module: Some(KERNEL_MODULE),
+            offset: None,
+            ..LIBC
+        };
+        assert_eq!(unresolved_name(&kernel), "[kernel 0xffffffff81001234]");
         let named = Frame {
             function: Some("main"),
-            ..user
+            ..LIBC
         };
         assert_eq!(named.name(), "main");
     }
