@@ -13,9 +13,7 @@ SELECT
     time_bucket(time, $interval) AS bucket,
     sum(coalesce(count, 1)) AS events,
     sum(value) AS total,
-    min(CASE kind WHEN 'profile' THEN 'ns' WHEN 'switch' THEN 'ns'
-        WHEN 'rss' THEN 'bytes' WHEN 'block' THEN 'bytes' WHEN 'vfs' THEN 'bytes'
-        WHEN 'net' THEN 'bytes' ELSE 'count' END) AS unit,
+    min(kind_unit(kind)) AS unit,
     count(DISTINCT pid) AS processes
 FROM stacks
 WHERE kind = $kind

@@ -17,9 +17,7 @@ FROM (
         SELECT kind, comm, pid,
             sum(coalesce(count, 1)) AS events,
             sum(value) AS total,
-            CASE kind WHEN 'profile' THEN 'ns' WHEN 'switch' THEN 'ns'
-                WHEN 'rss' THEN 'bytes' WHEN 'block' THEN 'bytes' WHEN 'vfs' THEN 'bytes'
-                WHEN 'net' THEN 'bytes' ELSE 'count' END AS unit
+            kind_unit(kind) AS unit
         FROM stacks
         WHERE kind <> 'lost' AND kind LIKE $kind
             AND comm LIKE $comm AND ($pid IS NULL OR pid = $pid)

@@ -2,7 +2,8 @@
 //! sample type (name and unit) each value column stands for.
 
 use arrow_schema::{DataType, Schema, TimeUnit};
-use stacks_stream::{ContractError, col, is_stack_type};
+use stacks_stream::columns::is_string;
+use stacks_stream::{ContractError, col, is_stack_type, kinds};
 
 use crate::Error;
 
@@ -20,14 +21,6 @@ const NUMERIC_LABELS: [&str; 8] = [
 
 /// Numeric row columns that describe a row rather than weigh it (`value` does that).
 const ROW_ATTRIBUTES: [&str; 3] = [col::DURATION, col::COUNT, col::RSS];
-
-/// What `--kind all` stands for: every kind this version knows, in this order.
-const ALL_KINDS: [&str; 10] = {
-    use stacks_stream::kind::*;
-    [
-        PROFILE, SWITCH, RSS, BLOCK, VFS, NET, EXEC, FORK, EXIT, LOST,
-    ]
-};
 
 /// Name of the synthetic value column counting one per row.
 const SYNTHETIC: &str = "samples";
@@ -119,14 +112,6 @@ fn numeric(dt: &DataType) -> Option<Numeric> {
         Float16 | Float32 | Float64 | Decimal32(..) | Decimal64(..) | Decimal128(..)
         | Decimal256(..) => Some(Numeric::Float),
         _ => None,
-    }
-}
-
-fn is_string(dt: &DataType) -> bool {
-    match dt {
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => true,
-        DataType::Dictionary(_, v) => is_string(v),
-        _ => false,
     }
 }
 
@@ -238,13 +223,13 @@ fn row_stream(
             let mut names: Vec<&str> = Vec::new();
             for k in requested.iter().flat_map(|k| k.split(',')).map(str::trim) {
                 if k == "all" {
-                    names.extend(ALL_KINDS);
+                    names.extend(kinds::ALL.iter().map(|k| k.name));
                 } else {
                     names.push(k);
                 }
             }
             for k in names {
-                if stacks_stream::kind::value_type(k).is_none() {
+                if kinds::get(k).is_none() {
                     return Err(Error::UnknownKind {
                         input: input.into(),
                         kind: k.into(),
@@ -269,24 +254,9 @@ fn row_stream(
     }
 }
 
-/// The name of the per-row count of a kind's rows, next to its `value`.
-fn count_name(kind: &str) -> Option<&'static str> {
-    use stacks_stream::kind::*;
-    match kind {
-        PROFILE => Some("samples"),
-        SWITCH => Some("intervals"),
-        RSS => Some("rss_events"),
-        BLOCK => Some("block_requests"),
-        VFS => Some("vfs_calls"),
-        NET => Some("net_calls"),
-        // `value` counts already (lost events; 1 per exec, fork, exit).
-        _ => None,
-    }
-}
-
-/// Values of a row stream, per kind: the number of events (the `count` column, 1 where null)
-/// and `value` in the kind's unit; for kinds whose `value` is a count (lost, exec, fork, exit),
-/// `value` alone, named after the kind. With one kind, every row adds to every value; with
+/// Values of a row stream, per kind, with the kind's registered sample types: the number of
+/// events (the `count` column, 1 where null) and `value` in the kind's unit; for kinds whose
+/// `value` is a count (lost, exec, fork, exit), `value` alone, named after the kind. With one kind, every row adds to every value; with
 /// several, each row adds to its kind's values only.
 fn kind_values(schema: &Schema, kinds: &[String]) -> Vec<ValueColumn> {
     let value = schema.index_of(col::VALUE).ok();
@@ -297,47 +267,37 @@ fn kind_values(schema: &Schema, kinds: &[String]) -> Vec<ValueColumn> {
     let of_kind = |k: &String| (kinds.len() > 1).then(|| k.clone());
     let mut values = Vec::new();
     for k in kinds {
-        let (name, unit) = stacks_stream::kind::value_type(k).unwrap_or(("events", "count"));
-        match count_name(k) {
-            Some(counted) => {
-                values.push(ValueColumn {
-                    index: count,
-                    name: counted.into(),
-                    numeric: Numeric::Int,
-                    kind: sample_kind(counted),
-                    null_is_one: true,
-                    of_kind: of_kind(k),
-                });
-                values.push(ValueColumn {
-                    index: value,
-                    name: col::VALUE.into(),
-                    numeric: Numeric::Int,
-                    kind: SampleKind {
-                        name: name.to_string(),
-                        unit,
-                    },
-                    null_is_one: false,
-                    of_kind: of_kind(k),
-                });
-            }
-            None => values.push(ValueColumn {
-                index: value,
-                name: col::VALUE.into(),
+        // `row_stream` let known kinds only through.
+        let Some(registered) = kinds::get(k) else {
+            continue;
+        };
+        if let Some(counted) = registered.count {
+            values.push(ValueColumn {
+                index: count,
+                name: counted.name.into(),
                 numeric: Numeric::Int,
-                kind: SampleKind {
-                    name: if unit == "count" && name == "events" {
-                        k.clone()
-                    } else {
-                        name.to_string()
-                    },
-                    unit,
-                },
-                null_is_one: false,
+                kind: sample_type(counted),
+                null_is_one: true,
                 of_kind: of_kind(k),
-            }),
+            });
         }
+        values.push(ValueColumn {
+            index: value,
+            name: col::VALUE.into(),
+            numeric: Numeric::Int,
+            kind: sample_type(registered.value),
+            null_is_one: false,
+            of_kind: of_kind(k),
+        });
     }
     values
+}
+
+fn sample_type(t: kinds::SampleType) -> SampleKind {
+    SampleKind {
+        name: t.name.into(),
+        unit: t.unit.pprof(),
+    }
 }
 
 fn find_stack(schema: &Schema, input: &str, requested: Option<&str>) -> Result<usize, Error> {
@@ -544,7 +504,7 @@ mod tests {
         assert_eq!(plan.values[0].kind.name, "lost");
         let plan = Plan::new(&schema, "stdin", None, &[], false, &["all".into()]).unwrap();
         let kinds = plan.rows_of_kind.as_ref().map(|(_, k)| k.len());
-        assert_eq!(kinds, Some(ALL_KINDS.len()));
+        assert_eq!(kinds, Some(kinds::ALL.len()));
         assert_eq!(plan.values[plan.default_value].kind.name, "cpu");
         let err = Plan::new(&schema, "stdin", None, &[], false, &["bogus".into()]).unwrap_err();
         assert!(err.to_string().contains("`bogus`"), "{err}");

@@ -7,16 +7,16 @@ use std::io::Write;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Float64Type, Int64Type};
 use arrow_array::{Array, ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
-use arrow_cast::cast;
 use arrow_schema::{DataType, Schema, TimeUnit};
 use flate2::Compression;
 use flate2::write::GzEncoder;
 use prost::Message;
-use stacks_stream::{InputStream, check_version};
+use stacks_stream::columns::{cast_column, column, ns_per_unit};
+use stacks_stream::frames::{self, NO_STACK_FRAME, SHORT_OFFCPU_FRAME, StackFrames};
+use stacks_stream::{InputStream, check_version, col, kind};
 
 use crate::Error;
 use crate::columns::{Numeric, Plan};
-use crate::frames::{self, StackFrames};
 use crate::metadata::Facts;
 use crate::proto::{self, Line, Profile, ValueType};
 use crate::tables::{Finished, Tables};
@@ -43,13 +43,6 @@ pub struct Options {
     pub delimiter: bool,
 }
 
-/// Root frame of `switch` rows folding off-CPU intervals shorter than the recorder's MIN:
-/// they have no stack, and must count for the totals to be exact (the name the bundled
-/// `offcpu` query gives them too).
-pub const SHORT_OFFCPU_FRAME: &str = "[folded short off-CPU intervals]";
-/// Frame of a row of a row stream whose stack was not recorded (as the bundled queries name
-/// it), and of a sample without locations in folded stacks.
-pub const NO_STACK_FRAME: &str = "[no stack]";
 /// The frame between kernel and user frames with `--delimiter` (bcc's `-d`).
 pub const DELIMITER_FRAME: &str = "-";
 /// Root frame name for a row whose process name is null or empty, with `--process-name`.
@@ -116,6 +109,19 @@ enum Labels {
     Num(i64, Int64Array),
 }
 
+/// The columns of one batch the conversion reads, cast.
+struct BatchColumns {
+    stack: StackFrames,
+    values: Vec<Values>,
+    labels: Vec<Labels>,
+    /// `kind`, for a row stream.
+    kinds: Option<StringArray>,
+    /// `duration`, for a row stream that has it.
+    durations: Option<Int64Array>,
+    /// `comm`, with `--process-name`.
+    comms: Option<StringArray>,
+}
+
 impl Converter {
     /// Prepare to convert batches of `schema`; `input` names the stream in error messages.
     pub fn new(schema: &Schema, input: &str, options: &Options) -> Result<Self, Error> {
@@ -130,7 +136,7 @@ impl Converter {
         if options.process_name && plan.comm.is_none() {
             return Err(stacks_stream::ContractError::MissingColumn {
                 input: input.into(),
-                column: stacks_stream::col::COMM.into(),
+                column: col::COMM.into(),
                 why: "--process-name roots stacks at the process name".into(),
             }
             .into());
@@ -164,179 +170,183 @@ impl Converter {
         self.samples.len()
     }
 
-    /// Column `index` (called `name`) of a batch, which must have the stream's columns.
-    fn column(&self, batch: &RecordBatch, index: usize, name: &str) -> Result<ArrayRef, Error> {
-        batch
-            .columns()
-            .get(index)
-            .cloned()
-            .ok_or_else(|| Error::Column {
-                input: self.input.clone(),
-                column: name.into(),
-                detail: format!(
-                    "a batch has only {} columns, not the stream schema's",
-                    batch.num_columns()
-                ),
-            })
-    }
-
-    fn cast_column(
+    /// Column `index` (called `name`) of a batch, cast to `to`.
+    fn cast(
         &self,
         batch: &RecordBatch,
         index: usize,
         name: &str,
         to: &DataType,
     ) -> Result<ArrayRef, Error> {
-        cast(&self.column(batch, index, name)?, to).map_err(|e| Error::Column {
-            input: self.input.clone(),
-            column: name.into(),
-            detail: e.to_string(),
-        })
+        Ok(cast_column(batch, index, name, to, &self.input)?)
     }
 
     /// Fold one batch in.
     pub fn push(&mut self, batch: &RecordBatch) -> Result<(), Error> {
-        let stack = StackFrames::new(
-            &self.column(batch, self.plan.stack, &self.plan.stack_name)?,
-            &self.input,
-            &self.plan.stack_name,
-        )?;
-        let mut values = Vec::with_capacity(self.plan.values.len());
-        for v in &self.plan.values {
-            values.push(match (v.index, v.numeric) {
-                (None, _) => Values::Ones,
-                (Some(i), Numeric::Int) if v.null_is_one => {
-                    let a = self.cast_column(batch, i, &v.name, &DataType::Int64)?;
-                    Values::IntOrOne(a.as_primitive::<Int64Type>().clone())
-                }
-                (Some(i), Numeric::Int) => {
-                    let a = self.cast_column(batch, i, &v.name, &DataType::Int64)?;
-                    Values::Int(a.as_primitive::<Int64Type>().clone())
-                }
-                (Some(i), Numeric::Float) => {
-                    let a = self.cast_column(batch, i, &v.name, &DataType::Float64)?;
-                    Values::Float(a.as_primitive::<Float64Type>().clone())
-                }
-            });
-        }
-        let mut labels = Vec::with_capacity(self.plan.labels.len());
-        for l in &self.plan.labels {
-            let key = self.tables.string(&l.name);
-            labels.push(if l.numeric {
-                let a = self.cast_column(batch, l.index, &l.name, &DataType::Int64)?;
-                Labels::Num(key, a.as_primitive::<Int64Type>().clone())
-            } else {
-                let a = self.cast_column(batch, l.index, &l.name, &DataType::Utf8)?;
-                Labels::Str(key, a.as_string::<i32>().clone())
-            });
-        }
+        let columns = self.read(batch)?;
         if let Some((i, unit)) = self.plan.time {
-            let a = self.cast_column(batch, i, stacks_stream::col::TIME, &DataType::Int64)?;
+            let a = self.cast(batch, i, col::TIME, &DataType::Int64)?;
             self.fold_time(a.as_primitive::<Int64Type>(), unit);
         }
-        let kinds = match &self.plan.rows_of_kind {
-            Some((i, _)) => {
-                let a = self.cast_column(batch, *i, stacks_stream::col::KIND, &DataType::Utf8)?;
-                Some(a.as_string::<i32>().clone())
-            }
-            None => None,
-        };
-        let durations = match self.plan.duration {
-            Some(i) => {
-                let a =
-                    self.cast_column(batch, i, stacks_stream::col::DURATION, &DataType::Int64)?;
-                Some(a.as_primitive::<Int64Type>().clone())
-            }
-            None => None,
-        };
-        let comms = match (self.process_name, self.plan.comm) {
-            (true, Some(i)) => {
-                let a = self.cast_column(batch, i, stacks_stream::col::COMM, &DataType::Utf8)?;
-                Some(a.as_string::<i32>().clone())
-            }
-            _ => None,
-        };
-        let wanted: &[String] = match &self.plan.rows_of_kind {
-            Some((_, k)) => k,
-            None => &[],
-        };
-
         for row in 0..batch.num_rows() {
-            let kind = match &kinds {
-                Some(kinds) => match kinds.is_valid(row).then(|| kinds.value(row)) {
-                    Some(k) if wanted.iter().any(|w| w == k) => Some(k),
-                    _ => continue,
-                },
-                None => None,
-            };
-            let mut locations = stack_locations(
-                &mut self.tables,
-                &stack,
-                row,
-                &mut self.pending,
-                self.delimiter,
-            );
-            // Rows whose stack was not recorded; folded short off-CPU intervals have no
-            // duration of their own either.
-            if kind.is_some() && stack.is_null(row) {
-                let folded = kind == Some(stacks_stream::kind::SWITCH)
-                    && durations.as_ref().is_none_or(|d| d.is_null(row));
-                let name = if folded {
-                    SHORT_OFFCPU_FRAME
-                } else {
-                    NO_STACK_FRAME
-                };
-                locations.push(self.tables.synthetic(name));
-            }
-            if let Some(comms) = &comms {
-                let name = Some(comms)
-                    .filter(|c| c.is_valid(row))
-                    .map(|c| c.value(row))
-                    .filter(|c| !c.is_empty())
-                    .unwrap_or(UNKNOWN_PROCESS);
-                locations.push(self.tables.synthetic(name));
-            }
-            let mut key_labels = Vec::with_capacity(labels.len());
-            for l in &labels {
-                match l {
-                    Labels::Str(key, a) if a.is_valid(row) && !a.value(row).is_empty() => {
-                        let value = self.tables.string(a.value(row));
-                        key_labels.push(LabelValue::Str { key: *key, value });
-                    }
-                    Labels::Num(key, a) if a.is_valid(row) => {
-                        key_labels.push(LabelValue::Num {
-                            key: *key,
-                            value: a.value(row),
-                        });
-                    }
-                    _ => {}
-                }
-            }
-            let key = SampleKey {
-                locations,
-                labels: key_labels,
-            };
-            let sums = self
-                .samples
-                .entry(key)
-                .or_insert_with(|| vec![0; values.len()]);
-            for ((sum, v), column) in sums.iter_mut().zip(&values).zip(&self.plan.values) {
-                if column.of_kind.is_none() || column.of_kind.as_deref() == kind {
-                    *sum = sum.saturating_add(v.at(row));
-                }
-            }
+            self.push_row(&columns, row);
         }
         self.rows += batch.num_rows() as u64;
         Ok(())
     }
 
-    fn fold_time(&mut self, times: &Int64Array, unit: TimeUnit) {
-        let scale = match unit {
-            TimeUnit::Second => 1_000_000_000,
-            TimeUnit::Millisecond => 1_000_000,
-            TimeUnit::Microsecond => 1_000,
-            TimeUnit::Nanosecond => 1,
+    /// The columns of `batch` the plan reads, cast.
+    fn read(&mut self, batch: &RecordBatch) -> Result<BatchColumns, Error> {
+        let stack_name = &self.plan.stack_name;
+        let stack = column(batch, self.plan.stack, stack_name, &self.input)?;
+        let stack = StackFrames::new(stack, &self.input, stack_name)?;
+        let strings = |i: Option<usize>, name: &str| -> Result<Option<StringArray>, Error> {
+            i.map(|i| {
+                let a = self.cast(batch, i, name, &DataType::Utf8)?;
+                Ok(a.as_string::<i32>().clone())
+            })
+            .transpose()
         };
+        let kinds = strings(self.plan.rows_of_kind.as_ref().map(|(i, _)| *i), col::KIND)?;
+        let comms = strings(self.plan.comm.filter(|_| self.process_name), col::COMM)?;
+        let durations = match self.plan.duration {
+            Some(i) => {
+                let a = self.cast(batch, i, col::DURATION, &DataType::Int64)?;
+                Some(a.as_primitive::<Int64Type>().clone())
+            }
+            None => None,
+        };
+        Ok(BatchColumns {
+            stack,
+            values: self.read_values(batch)?,
+            labels: self.read_labels(batch)?,
+            kinds,
+            durations,
+            comms,
+        })
+    }
+
+    /// The value columns of `batch`, in the plan's order.
+    fn read_values(&self, batch: &RecordBatch) -> Result<Vec<Values>, Error> {
+        let mut values = Vec::with_capacity(self.plan.values.len());
+        for v in &self.plan.values {
+            let ints = |i| -> Result<Int64Array, Error> {
+                let a = self.cast(batch, i, &v.name, &DataType::Int64)?;
+                Ok(a.as_primitive::<Int64Type>().clone())
+            };
+            values.push(match (v.index, v.numeric) {
+                (None, _) => Values::Ones,
+                (Some(i), Numeric::Int) if v.null_is_one => Values::IntOrOne(ints(i)?),
+                (Some(i), Numeric::Int) => Values::Int(ints(i)?),
+                (Some(i), Numeric::Float) => {
+                    let a = self.cast(batch, i, &v.name, &DataType::Float64)?;
+                    Values::Float(a.as_primitive::<Float64Type>().clone())
+                }
+            });
+        }
+        Ok(values)
+    }
+
+    /// The label columns of `batch`, in the plan's order, with their keys interned.
+    fn read_labels(&mut self, batch: &RecordBatch) -> Result<Vec<Labels>, Error> {
+        let mut labels = Vec::with_capacity(self.plan.labels.len());
+        for l in &self.plan.labels {
+            let key = self.tables.string(&l.name);
+            labels.push(if l.numeric {
+                let a = cast_column(batch, l.index, &l.name, &DataType::Int64, &self.input)?;
+                Labels::Num(key, a.as_primitive::<Int64Type>().clone())
+            } else {
+                let a = cast_column(batch, l.index, &l.name, &DataType::Utf8, &self.input)?;
+                Labels::Str(key, a.as_string::<i32>().clone())
+            });
+        }
+        Ok(labels)
+    }
+
+    /// Fold row `row` of a batch in: skipped when it is of a kind not converted.
+    fn push_row(&mut self, c: &BatchColumns, row: usize) {
+        let kind = match &c.kinds {
+            Some(kinds) => {
+                let wanted: &[String] = self.plan.rows_of_kind.as_ref().map_or(&[], |(_, k)| k);
+                match kinds.is_valid(row).then(|| kinds.value(row)) {
+                    Some(k) if wanted.iter().any(|w| w == k) => Some(k),
+                    _ => return,
+                }
+            }
+            None => None,
+        };
+        let key = SampleKey {
+            locations: self.row_locations(c, row, kind),
+            labels: self.row_labels(&c.labels, row),
+        };
+        let values = &c.values;
+        let sums = self
+            .samples
+            .entry(key)
+            .or_insert_with(|| vec![0; values.len()]);
+        for ((sum, v), column) in sums.iter_mut().zip(values).zip(&self.plan.values) {
+            if column.of_kind.is_none() || column.of_kind.as_deref() == kind {
+                *sum = sum.saturating_add(v.at(row));
+            }
+        }
+    }
+
+    /// The locations of `row`'s sample: its stack, a marker frame for a row stream's row
+    /// without one, and the process name root with `--process-name`.
+    fn row_locations(&mut self, c: &BatchColumns, row: usize, kind: Option<&str>) -> Vec<u64> {
+        let mut locations = stack_locations(
+            &mut self.tables,
+            &c.stack,
+            row,
+            &mut self.pending,
+            self.delimiter,
+        );
+        // Rows whose stack was not recorded; folded short off-CPU intervals have no
+        // duration of their own either.
+        if kind.is_some() && c.stack.is_null(row) {
+            let folded =
+                kind == Some(kind::SWITCH) && c.durations.as_ref().is_none_or(|d| d.is_null(row));
+            let name = if folded {
+                SHORT_OFFCPU_FRAME
+            } else {
+                NO_STACK_FRAME
+            };
+            locations.push(self.tables.synthetic(name));
+        }
+        if let Some(comms) = &c.comms {
+            let name = Some(comms)
+                .filter(|c| c.is_valid(row))
+                .map(|c| c.value(row))
+                .filter(|c| !c.is_empty())
+                .unwrap_or(UNKNOWN_PROCESS);
+            locations.push(self.tables.synthetic(name));
+        }
+        locations
+    }
+
+    /// The labels of `row`: its non-null, non-empty label values.
+    fn row_labels(&mut self, labels: &[Labels], row: usize) -> Vec<LabelValue> {
+        let mut key_labels = Vec::with_capacity(labels.len());
+        for l in labels {
+            match l {
+                Labels::Str(key, a) if a.is_valid(row) && !a.value(row).is_empty() => {
+                    let value = self.tables.string(a.value(row));
+                    key_labels.push(LabelValue::Str { key: *key, value });
+                }
+                Labels::Num(key, a) if a.is_valid(row) => {
+                    key_labels.push(LabelValue::Num {
+                        key: *key,
+                        value: a.value(row),
+                    });
+                }
+                _ => {}
+            }
+        }
+        key_labels
+    }
+
+    fn fold_time(&mut self, times: &Int64Array, unit: TimeUnit) {
+        let scale = ns_per_unit(unit);
         for t in times.iter().flatten() {
             let t = t.saturating_mul(scale);
             self.time_range = Some(match self.time_range {
@@ -367,7 +377,7 @@ impl Converter {
             .plan
             .rows_of_kind
             .as_ref()
-            .is_none_or(|(_, kinds)| kinds.iter().any(|k| k == stacks_stream::kind::PROFILE));
+            .is_none_or(|(_, kinds)| kinds.iter().any(|k| k == kind::PROFILE));
         let period_ns = self.facts.period_ns.filter(|_| sampled);
         let period_type = period_ns.map(|_| ValueType {
             r#type: t.string("cpu"),

@@ -367,7 +367,7 @@ fn check_profile(p: &Profile) {
         "kernel address is addr"
     );
     assert_eq!(s(p, mapping(locs[0]).filename), "[kernel.kallsyms]");
-    assert_eq!(names(locs[1]), ["[kernel] 0xffffffff81abcdef"]);
+    assert_eq!(names(locs[1]), ["[kernel 0xffffffff81abcdef]"]);
     assert_eq!(mapping(locs[1]).id, mapping(locs[0]).id);
     assert_eq!(
         names(locs[2]),
@@ -383,7 +383,7 @@ fn check_profile(p: &Profile) {
     assert!(
         app.has_functions && app.has_filenames && app.has_line_numbers && app.has_inline_frames
     );
-    assert_eq!(names(locs[3]), ["libfoo.so.1+0x2a0"]);
+    assert_eq!(names(locs[3]), ["[libfoo.so.1+0x2a0]"]);
     let lib = mapping(locs[3]);
     assert_eq!((s(p, lib.filename), s(p, lib.build_id)), (LIB, "ef01"));
     assert_eq!(names(locs[4]), ["main"]);
@@ -409,7 +409,7 @@ fn check_profile(p: &Profile) {
     let cum = cumulative_function_totals(p, 0);
     assert_eq!(cum.get("main"), Some(&305));
     assert_eq!(cum.get("inner"), Some(&305));
-    assert_eq!(cum.get("libfoo.so.1+0x2a0"), Some(&305));
+    assert_eq!(cum.get("[libfoo.so.1+0x2a0]"), Some(&305));
 }
 
 #[test]

@@ -3,14 +3,13 @@
 //!
 //! Rows with identical (stack, labels) are aggregated while the stream is read batch by batch,
 //! so memory grows with the number of unique stacks, not rows. The library also decodes
-//! profiles and sums them per function, which end-to-end tests use to check results; its frame
-//! reader and timestamp helpers serve stacks-trace too.
+//! profiles and sums them per function, which end-to-end tests use to check results. Frames are
+//! read and named by `stacks_stream::frames`, event kinds come from `stacks_stream::kinds`.
 
 pub mod cli;
 mod columns;
 mod convert;
 mod folded;
-pub mod frames;
 mod metadata;
 pub mod proto;
 mod tables;
@@ -22,11 +21,9 @@ use std::io::Read;
 use prost::Message;
 
 pub use columns::{SampleKind, sample_kind};
-pub use convert::{
-    Converter, DELIMITER_FRAME, NO_STACK_FRAME, Options, SHORT_OFFCPU_FRAME, convert, encode,
-    write_profile,
-};
+pub use convert::{Converter, DELIMITER_FRAME, Options, convert, encode, write_profile};
 pub use folded::{INLINED_SUFFIX, default_index, folded, write_folded, write_svg};
+pub use stacks_stream::frames::{NO_STACK_FRAME, SHORT_OFFCPU_FRAME};
 pub use tables::KERNEL_SUFFIX;
 pub use totals::{cumulative_function_totals, leaf_function_totals};
 
@@ -43,14 +40,9 @@ pub enum Error {
         column: String,
         found: String,
     },
-    #[error("{input}: reading column `{column}`: {detail}")]
-    Column {
-        input: String,
-        column: String,
-        detail: String,
-    },
     #[error(
-        "{input}: unknown --kind `{kind}` (known: profile, switch, rss, block, vfs, net, exec, fork, exit, lost)"
+        "{input}: unknown --kind `{kind}` (known: {known})",
+        known = stacks_stream::kinds::names().collect::<Vec<_>>().join(", ")
     )]
     UnknownKind { input: String, kind: String },
     #[error("no stack has a nonzero value: nothing to draw in a flame graph")]

@@ -3,10 +3,8 @@
 
 use std::collections::HashMap;
 
+use stacks_stream::kinds::profile_period_ns;
 use stacks_stream::meta;
-
-/// Sampling frequency assumed when the `profile` event names none.
-const DEFAULT_HZ: u64 = 99;
 
 /// Profile-level facts taken from the stream metadata.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -44,43 +42,9 @@ impl Facts {
     }
 }
 
-/// The period of the `profile` entry of an event spec like `profile:u:99,switch:uk`: 1e9/HZ,
-/// HZ being the entry's last numeric field (99 when it has none). `None` without such entry.
-fn profile_period_ns(events: &str) -> Option<i64> {
-    let entry = events
-        .split(',')
-        .map(str::trim)
-        .find(|e| e.split(':').next() == Some("profile"))?;
-    let hz = entry
-        .split(':')
-        .skip(1)
-        .filter_map(|f| f.trim().parse::<u64>().ok())
-        .last()
-        .filter(|hz| *hz > 0)
-        .unwrap_or(DEFAULT_HZ);
-    i64::try_from(1_000_000_000 / hz).ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn period_from_events() {
-        assert_eq!(
-            profile_period_ns("profile:u:99,switch:uk"),
-            Some(10_101_010)
-        );
-        assert_eq!(
-            profile_period_ns("switch:uk, profile:1000"),
-            Some(1_000_000)
-        );
-        assert_eq!(profile_period_ns("profile"), Some(10_101_010));
-        assert_eq!(profile_period_ns("profile:uk"), Some(10_101_010));
-        assert_eq!(profile_period_ns("profile:0"), Some(10_101_010));
-        assert_eq!(profile_period_ns("switch:uk"), None);
-        assert_eq!(profile_period_ns("profiler:5"), None);
-    }
 
     #[test]
     fn facts_from_metadata() {

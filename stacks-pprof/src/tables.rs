@@ -3,13 +3,9 @@
 
 use std::collections::HashMap;
 
-use crate::frames::Frame;
-use crate::proto::{Function, Line, Location, Mapping};
+use stacks_stream::frames::{Frame, KERNEL_MODULE, UNKNOWN_MODULE, unresolved_name};
 
-/// File name of the mapping every kernel frame belongs to (what perf calls the kernel).
-pub(crate) const KERNEL_MAPPING: &str = "[kernel.kallsyms]";
-/// File name of a user mapping whose module is unknown.
-const UNKNOWN_MODULE: &str = "[unknown]";
+use crate::proto::{Function, Line, Location, Mapping};
 /// Mapping bounds are rounded to pages.
 const PAGE: u64 = 4096;
 
@@ -99,8 +95,7 @@ impl Tables {
     }
 
     /// Id of the function a frame is in; its system name is the frame's raw symbol when the
-    /// stream has one. Unresolved frames get a name from where they are:
-    /// `<module basename>+0x<offset>` in user space, `[kernel] 0x<addr>` in the kernel.
+    /// stream has one. Unresolved frames are named by [`unresolved_name`].
     pub fn function(&mut self, f: &Frame<'_>) -> u64 {
         let name = match (f.function, f.kernel && self.kernel_suffix) {
             (Some(name), false) => self.string(name),
@@ -181,7 +176,7 @@ impl Tables {
             Some(&id) => id,
             None => {
                 let (filename, build_id) = match key {
-                    MappingKey::Kernel => (self.string(KERNEL_MAPPING), 0),
+                    MappingKey::Kernel => (self.string(KERNEL_MODULE), 0),
                     MappingKey::User { module, build_id } => (module, build_id),
                 };
                 let id = self.mappings.len() as u64 + 1;
@@ -302,16 +297,6 @@ fn is_library(path: &str) -> bool {
     base.ends_with(".so") || base.contains(".so.") || base.starts_with('[')
 }
 
-fn unresolved_name(f: &Frame<'_>) -> String {
-    if f.kernel {
-        format!("[kernel] {:#x}", f.addr)
-    } else {
-        let module = f.module.unwrap_or(UNKNOWN_MODULE);
-        let base = module.rsplit('/').next().unwrap_or(module);
-        format!("{base}+{:#x}", f.offset.unwrap_or(f.addr))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -330,19 +315,6 @@ mod tests {
             addr: 0xffff_ffff_8100_1234,
             symbol: None,
         }
-    }
-
-    #[test]
-    fn unresolved_names() {
-        assert_eq!(
-            unresolved_name(&frame(false, Some("/usr/lib/libc.so.6"), 0x1a2b)),
-            "libc.so.6+0x1a2b"
-        );
-        assert_eq!(unresolved_name(&frame(false, None, 0x10)), "[unknown]+0x10");
-        assert_eq!(
-            unresolved_name(&frame(true, None, 0)),
-            "[kernel] 0xffffffff81001234"
-        );
     }
 
     #[test]
@@ -374,7 +346,7 @@ mod tests {
         let user = &done.mappings[0];
         assert_eq!((user.memory_start, user.memory_limit), (0, 0x6000));
         let kernel = &done.mappings[1];
-        assert_eq!(done.strings[kernel.filename as usize], KERNEL_MAPPING);
+        assert_eq!(done.strings[kernel.filename as usize], KERNEL_MODULE);
         assert_eq!(kernel.memory_start, 0xffff_ffff_8100_1000);
         assert_eq!(kernel.memory_limit, 0xffff_ffff_8100_2000);
     }
@@ -396,9 +368,9 @@ mod tests {
         };
         assert_eq!(name(1), "/bin/app");
         assert_eq!(name(2), "/lib/libc.so.6");
-        assert_eq!(name(3), KERNEL_MAPPING);
+        assert_eq!(name(3), KERNEL_MODULE);
         let loc = |id: u64| done.locations[id as usize - 1].mapping_id;
-        assert_eq!(name(loc(lk)), KERNEL_MAPPING);
+        assert_eq!(name(loc(lk)), KERNEL_MODULE);
         assert_eq!(name(loc(ll)), "/lib/libc.so.6");
         assert_eq!(name(loc(le)), "/bin/app");
     }

@@ -17,25 +17,8 @@ use crate::spec::{DEFAULT_SPEC, EventSpec};
 #[derive(Parser, Debug)]
 #[command(name = "stacks-record", version, verbatim_doc_comment)]
 pub struct Args {
-    /// Events to record, comma-separated NAME[:STACKS][:ARG]. STACKS picks the stacks
-    /// captured at each event: u (user), k (kernel) or uk (both).
-    ///   profile[:STACKS][:HZ]   CPU samples (cpu-clock), value = period ns.
-    ///                           STACKS default uk; HZ 1-10000, default 99.
-    ///   switch[:STACKS][:MIN]   off-CPU intervals with the switch-out stack, state and waker.
-    ///                           STACKS default uk; MIN default 1ms: shorter intervals are
-    ///                           folded per thread and state (no stack, time kept).
-    ///   rss[:STACKS][:N]        RSS growth in the thread whose memory grew, a row every Nth
-    ///                           growth event per process, value = bytes grown.
-    ///                           STACKS default u; N default 29.
-    ///   block[:STACKS]          block IO requests: bytes, issue-to-completion latency,
-    ///                           submitter's stacks. STACKS default uk; no ARG.
-    ///   vfs[:STACKS]            read/write system calls (read, write, pread64, pwrite64,
-    ///                           readv, writev, preadv, pwritev, preadv2, pwritev2): bytes,
-    ///                           latency, fd, path. STACKS default u; no ARG.
-    ///   net[:STACKS]            TCP and UDP sends and receives (IPv4, IPv6): bytes,
-    ///                           addresses. STACKS default u; no ARG.
-    /// exec, fork and exit of traced processes are always recorded.
-    #[arg(short = 'e', long = "events", value_name = "SPEC", default_value = DEFAULT_SPEC, verbatim_doc_comment)]
+    // Its help, every event's grammar, comes from the registry of kinds: see `events_help`.
+    #[arg(short = 'e', long = "events", value_name = "SPEC", default_value = DEFAULT_SPEC, help = events_help())]
     pub events: String,
 
     /// Trace processes with these names (matched at exec and among running processes).
@@ -152,6 +135,76 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Duration::try_from_secs_f64(secs).map_err(|_| format!("duration `{s}` is too long"))
 }
 
+/// The `-e` help: the grammar of every event `stacks_stream::kinds` says stacks-record can
+/// record, with its defaults, and the kinds recorded whatever `-e` says.
+fn events_help() -> String {
+    use stacks_stream::kinds::{ALL, Source};
+    let mut help = String::from(
+        "Events to record, comma-separated NAME[:STACKS][:ARG]. STACKS picks the stacks\n\
+         captured at each event: u (user), k (kernel) or uk (both).\n",
+    );
+    for k in &ALL {
+        let Source::Event {
+            stacks,
+            arg,
+            help: what,
+        } = k.source
+        else {
+            continue;
+        };
+        let (form, defaults) = match arg {
+            Some(a) => (
+                format!("{}[:STACKS][:{}]", k.name, a.name),
+                format!(
+                    "STACKS default {stacks}; {} default {}: {}.",
+                    a.name, a.default, a.meaning
+                ),
+            ),
+            None => (
+                format!("{}[:STACKS]", k.name),
+                format!("STACKS default {stacks}; no ARG."),
+            ),
+        };
+        for (i, line) in wrap(&format!("{what} {defaults}"), 62).iter().enumerate() {
+            let head = if i == 0 { form.as_str() } else { "" };
+            help.push_str(&format!("  {head:<24}{line}\n"));
+        }
+    }
+    let always: Vec<&str> = ALL
+        .iter()
+        .filter(|k| k.source == Source::Always)
+        .map(|k| k.name)
+        .collect();
+    if let Some((last, first)) = always.split_last() {
+        let names = if first.is_empty() {
+            last.to_string()
+        } else {
+            format!("{} and {last}", first.join(", "))
+        };
+        help.push_str(&format!("{names} of traced processes are always recorded."));
+    }
+    help
+}
+
+/// `text` in lines of at most `width` characters, broken between words.
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
 fn parse_ringbuf(s: &str) -> Result<u32, String> {
     let n: u32 = s.parse().map_err(|_| format!("bad size `{s}`"))?;
     if !n.is_power_of_two() || n > 1024 {
@@ -168,13 +221,18 @@ mod tests {
     fn help_documents_every_event_kind_and_the_default() {
         use clap::CommandFactory;
         let help = Args::command().render_long_help().to_string();
-        for name in crate::spec::EVENT_NAMES {
+        for name in crate::spec::event_names() {
             assert!(
                 help.contains(&format!("  {name}[:STACKS]")),
                 "--help does not document `{name}`:\n{help}"
             );
         }
         assert!(help.contains(DEFAULT_SPEC), "{help}");
+        assert!(help.contains("HZ default 99"), "{help}");
+        assert!(
+            help.contains("exec, fork and exit of traced processes are always recorded"),
+            "{help}"
+        );
     }
 
     #[test]

@@ -56,7 +56,7 @@ pub struct Profile {
 }
 
 impl Profile {
-    pub const DEFAULT_HZ: u32 = 99;
+    pub const DEFAULT_HZ: u32 = stacks_stream::kinds::PROFILE_DEFAULT_HZ;
     pub const MAX_HZ: u32 = 10_000;
 
     /// The sampling period in nanoseconds.
@@ -107,8 +107,10 @@ pub struct EventSpec {
 /// The specification used when `-e` is not given.
 pub const DEFAULT_SPEC: &str = "profile:u:99,rss:u:29,switch:uk";
 
-/// Event names this build can record.
-pub const EVENT_NAMES: &[&str] = &["profile", "switch", "rss", "block", "vfs", "net"];
+/// Event names this build can record: the registry's recordable kinds.
+pub fn event_names() -> Vec<&'static str> {
+    stacks_stream::kinds::recordable().map(|k| k.name).collect()
+}
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum SpecError {
@@ -234,7 +236,7 @@ impl EventSpec {
                     return Err(SpecError::UnknownEvent {
                         name: name.to_string(),
                         token: token.to_string(),
-                        available: EVENT_NAMES.join(", "),
+                        available: event_names().join(", "),
                     });
                 }
             }
@@ -404,6 +406,28 @@ mod tests {
         assert_eq!(format_ns(1_500), "1500ns");
         assert_eq!(parse_ns("2s"), Some(2_000_000_000));
         assert_eq!(parse_ns("5"), None);
+    }
+
+    /// The registry documents each event's defaults (`-e` help); they are the parser's.
+    #[test]
+    fn registry_defaults_are_the_parser_defaults() {
+        use stacks_stream::kinds::{self, Source};
+        for k in kinds::recordable() {
+            let Source::Event { stacks, arg, .. } = k.source else {
+                continue;
+            };
+            let expected = match arg {
+                Some(arg) => format!("{}:{stacks}:{}", k.name, arg.default),
+                None => format!("{}:{stacks}", k.name),
+            };
+            assert_eq!(EventSpec::parse(k.name).unwrap().normalized(), expected);
+        }
+        assert_eq!(
+            event_names(),
+            EventSpec::parse("profile,switch,rss,block,vfs,net")
+                .unwrap()
+                .names()
+        );
     }
 
     #[test]

@@ -6,7 +6,10 @@
 //! tell what it is looking at. `docs/format.md` documents every column.
 
 pub mod cli;
+pub mod columns;
+pub mod frames;
 pub mod io;
+pub mod kinds;
 pub mod schema;
 pub mod stack_key;
 
@@ -48,6 +51,13 @@ pub enum ContractError {
         input: String,
         found: String,
         supported: String,
+    },
+    /// A column (or `column.field`) that cannot be read as the type a tool reads it as.
+    #[error("{input}: reading column `{column}`: {detail}")]
+    Column {
+        input: String,
+        column: String,
+        detail: String,
     },
     #[error("{input}: not a stacks row stream: {detail}")]
     NotStacks { input: String, detail: String },

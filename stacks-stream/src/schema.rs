@@ -14,6 +14,24 @@ pub const SCHEMA_VERSION: &str = "1";
 
 /// Stream (schema) metadata keys.
 pub mod meta {
+    use std::collections::HashMap;
+
+    /// What every stacks key starts with: the keys other stores (Parquet key/value metadata)
+    /// carry over.
+    pub const PREFIX: &str = "stacks.";
+
+    /// The stacks entries of `metadata` (keys starting with [`PREFIX`]), sorted by key so a
+    /// file's metadata does not depend on hash order.
+    pub fn stacks_entries(metadata: &HashMap<String, String>) -> Vec<(String, String)> {
+        let mut entries: Vec<(String, String)> = metadata
+            .iter()
+            .filter(|(k, _)| k.starts_with(PREFIX))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        entries.sort_unstable();
+        entries
+    }
+
     /// Row schema version, see [`super::SCHEMA_VERSION`].
     pub const SCHEMA_VERSION: &str = "stacks.schema_version";
     /// Which stage produced the stream: `raw`, `symbolized` or `query`.
@@ -46,7 +64,8 @@ pub mod stage {
     pub const QUERY: &str = "query";
 }
 
-/// Row kinds (the `kind` column).
+/// Row kinds (the `kind` column). [`crate::kinds`] says, for each, what its rows hold and how
+/// every tool reads them.
 pub mod kind {
     /// A CPU sample (perf cpu-clock). `value` = sampling period in ns.
     pub const PROFILE: &str = "profile";
@@ -76,22 +95,6 @@ pub mod kind {
     pub const FORK: &str = "fork";
     /// A traced process exited. `value` = 1; `exit_code` = its exit status (wait(2) encoding).
     pub const EXIT: &str = "exit";
-
-    /// What a row's `value` measures for each kind: (sample type name, unit), as profiles
-    /// label it. `None` for a kind this version does not know.
-    pub fn value_type(kind: &str) -> Option<(&'static str, &'static str)> {
-        match kind {
-            PROFILE => Some(("cpu", "nanoseconds")),
-            LOST => Some(("lost", "count")),
-            SWITCH => Some(("offcpu", "nanoseconds")),
-            RSS => Some(("rss_growth", "bytes")),
-            BLOCK => Some(("block", "bytes")),
-            VFS => Some(("vfs", "bytes")),
-            NET => Some(("net", "bytes")),
-            EXEC | FORK | EXIT => Some(("events", "count")),
-            _ => None,
-        }
-    }
 }
 
 /// Column names.
@@ -528,6 +531,18 @@ mod tests {
         let mut m = HashMap::new();
         stamp(&mut m, "t", "1", stage::RAW);
         check_version(&raw_schema(m), "stdin").unwrap();
+    }
+
+    #[test]
+    fn stacks_entries_are_sorted_and_only_stacks_keys() {
+        let mut m = HashMap::new();
+        stamp(&mut m, "stacks-record", "0.1.0", stage::RAW);
+        m.insert("ARROW:schema".into(), "x".into());
+        let keys: Vec<String> = meta::stacks_entries(&m)
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        assert_eq!(keys, [meta::SCHEMA_VERSION, meta::STAGE, meta::TOOLS]);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 /// Module name of kernel frames outside loadable modules (as perf names it).
-pub const KERNEL_MODULE: &str = "[kernel.kallsyms]";
+pub use stacks_stream::frames::KERNEL_MODULE;
 
 /// The running machine's boot id.
 pub fn live_boot_id() -> String {

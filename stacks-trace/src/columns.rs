@@ -4,10 +4,10 @@
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
-use arrow_array::{Array, ArrayRef, Int64Array, RecordBatch, StringArray};
-use arrow_cast::{can_cast_types, cast};
-use arrow_schema::{DataType, Schema, TimeUnit};
-use stacks_pprof::frames::{StackFrames, check_type};
+use arrow_array::{Array, Int64Array, RecordBatch, StringArray};
+use arrow_schema::{DataType, Schema};
+use stacks_stream::columns::{cast_column, column, is_string, ns_per_unit};
+use stacks_stream::frames::{StackFrames, check_type};
 use stacks_stream::{ContractError, col, is_stack_type};
 
 use crate::Error;
@@ -56,14 +56,6 @@ fn is_int(dt: &DataType) -> bool {
     dt.is_integer()
 }
 
-fn is_string(dt: &DataType) -> bool {
-    match dt {
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => true,
-        DataType::Dictionary(_, v) => is_string(v),
-        _ => false,
-    }
-}
-
 impl Layout {
     /// Find the columns of `schema` (read from `input`); the error names the missing or
     /// mistyped column.
@@ -94,9 +86,7 @@ impl Layout {
             "a timestamp",
         )?;
         let scale = match schema.field(time).data_type() {
-            DataType::Timestamp(TimeUnit::Second, _) => 1_000_000_000,
-            DataType::Timestamp(TimeUnit::Millisecond, _) => 1_000_000,
-            DataType::Timestamp(TimeUnit::Microsecond, _) => 1_000,
+            DataType::Timestamp(unit, _) => ns_per_unit(*unit),
             _ => 1,
         };
         let pid = find(col::PID, is_int, "an integer")?;
@@ -161,37 +151,8 @@ pub(crate) struct Columns {
     pub stack: Option<StackFrames>,
 }
 
-fn cast_to(
-    batch: &RecordBatch,
-    index: usize,
-    name: &str,
-    to: &DataType,
-    input: &str,
-) -> Result<ArrayRef, Error> {
-    let column = batch.columns().get(index).ok_or_else(|| Error::Column {
-        input: input.into(),
-        column: name.into(),
-        detail: format!(
-            "a batch has only {} columns, not the stream schema's",
-            batch.num_columns()
-        ),
-    })?;
-    if !can_cast_types(column.data_type(), to) {
-        return Err(Error::Column {
-            input: input.into(),
-            column: name.into(),
-            detail: format!("type {} cannot be read as {to}", column.data_type()),
-        });
-    }
-    cast(column, to).map_err(|e| Error::Column {
-        input: input.into(),
-        column: name.into(),
-        detail: e.to_string(),
-    })
-}
-
 fn ints(batch: &RecordBatch, i: usize, name: &str, input: &str) -> Result<Int64Array, Error> {
-    let a = cast_to(batch, i, name, &DataType::Int64, input)?;
+    let a = cast_column(batch, i, name, &DataType::Int64, input)?;
     Ok(a.as_primitive::<Int64Type>().clone())
 }
 
@@ -203,18 +164,15 @@ impl Columns {
         }
         let mut str_cols = Vec::with_capacity(layout.strs.len());
         for &(name, i) in &layout.strs {
-            let a = cast_to(batch, i, name, &DataType::Utf8, input)?;
+            let a = cast_column(batch, i, name, &DataType::Utf8, input)?;
             str_cols.push((name, a.as_string::<i32>().clone()));
         }
         let stack = match &layout.stack {
-            Some((i, name)) => {
-                let a = batch.columns().get(*i).ok_or_else(|| Error::Column {
-                    input: input.into(),
-                    column: name.clone(),
-                    detail: "missing from a batch".into(),
-                })?;
-                Some(StackFrames::new(a, input, name)?)
-            }
+            Some((i, name)) => Some(StackFrames::new(
+                column(batch, *i, name, input)?,
+                input,
+                name,
+            )?),
             None => None,
         };
         Ok(Self {

@@ -25,14 +25,6 @@ pub use window::{Bound, Window};
 pub enum Error {
     #[error(transparent)]
     Contract(#[from] stacks_stream::ContractError),
-    #[error(transparent)]
-    Stack(#[from] stacks_pprof::Error),
-    #[error("{input}: reading column `{column}`: {detail}")]
-    Column {
-        input: String,
-        column: String,
-        detail: String,
-    },
     #[error(
         "{flag} `{value}`: expected an RFC 3339 time (2023-11-14T22:13:20Z) or an offset from the stream start (+2s, +1.5s, +250ms, +10us)"
     )]

@@ -4,31 +4,20 @@
 
 use std::collections::HashMap;
 
-use stacks_pprof::frames::{Frame, StackFrames};
+use stacks_stream::frames::{Frame, StackFrames, module_basename};
 
 use crate::json::{Obj, push_str_literal};
 
 /// Category of kernel frames.
 const KERNEL: &str = "kernel";
 
-/// The name a frame is shown with: its function, else where it is (`[kernel] 0x…` or
-/// `module+0x…`, as stacks-pprof names unresolved frames).
-pub(crate) fn frame_name(f: &Frame<'_>) -> String {
-    match f.function {
-        Some(name) => name.to_string(),
-        None if f.kernel => format!("[kernel] {:#x}", f.addr),
-        None => format!("{}+{:#x}", basename(f.module), f.offset.unwrap_or(f.addr)),
-    }
-}
-
-fn basename(module: Option<&str>) -> &str {
-    let m = module.unwrap_or("[unknown]");
-    m.rsplit('/').next().unwrap_or(m)
-}
-
 /// The category of a frame: `kernel`, or the basename of its module.
 fn category<'a>(f: &Frame<'a>) -> &'a str {
-    if f.kernel { KERNEL } else { basename(f.module) }
+    if f.kernel {
+        KERNEL
+    } else {
+        module_basename(f.module)
+    }
 }
 
 #[derive(Default)]
@@ -59,7 +48,7 @@ impl FrameTable {
         for i in stack.row(row).rev() {
             let Some(f) = stack.frame(i) else { continue };
             name.clear();
-            name.push_str(&frame_name(&f));
+            name.push_str(&f.name());
             let n = self.string(&name);
             let c = self.string(category(&f));
             parent = match self.ids.get(&(parent, n, c)) {

@@ -20,12 +20,14 @@ use std::io::Write;
 use arrow_array::{Array, RecordBatch};
 use arrow_schema::Schema;
 use stacks_pprof::timefmt::rfc3339;
+use stacks_stream::frames::SHORT_OFFCPU;
+use stacks_stream::kinds::{self, Lane};
 use stacks_stream::{col, kind, meta};
 
 use crate::Error;
 use crate::columns::{Columns, Layout};
 use crate::json::Obj;
-use crate::stack_frames::{FrameTable, frame_name};
+use crate::stack_frames::FrameTable;
 use crate::window::{Resolved, Window};
 
 /// Added to a tid to make the tid of its IO lane (real tids stay below 2^22).
@@ -226,85 +228,98 @@ impl<W: Write> Tracer<W> {
         thread.pid = pid;
         thread.last_seen = thread.last_seen.max(t);
 
-        let value = c.int(col::VALUE, row);
+        // Kinds of a newer recorder: nothing known to draw.
+        let Some(lane) = kinds::get(k).map(|registered| registered.lane) else {
+            return;
+        };
         let duration = c.int(col::DURATION, row);
-        match k {
-            kind::PROFILE => {
-                if !self.visible(t, 0) {
-                    return;
-                }
-                let sf = self.stack_id(c, row);
-                let mut o = self.event("i", pid, tid, t);
-                o.str("s", "t").str("name", "cpu sample").str("cat", "cpu");
-                if let Some(sf) = sf {
-                    o.str("sf", &sf.to_string());
-                }
-                let mut a = o.obj("args");
-                opt_int(&mut a, "period_ns", value);
-                opt_int(&mut a, "cpu", c.int(col::CPU, row));
-                a.end();
-                o.end();
-            }
-            kind::SWITCH => match duration {
+        match lane {
+            Lane::CpuSample => self.cpu_sample(c, row, pid, tid, t),
+            Lane::Sched => match duration {
                 Some(d) => self.off_cpu(c, row, pid, tid, t, d),
-                None => {
-                    if !self.visible(t, 0) {
-                        return;
-                    }
-                    let mut o = self.event("i", pid, tid, t);
-                    o.str("s", "t")
-                        .str("name", "folded short off-CPU intervals")
-                        .str("cat", "sched");
-                    let mut a = o.obj("args");
-                    opt_int(&mut a, "count", c.int(col::COUNT, row));
-                    opt_int(&mut a, "total_ns", value);
-                    opt_str(&mut a, "state", c.str(col::STATE, row));
-                    a.end();
-                    o.end();
-                }
+                None => self.folded_off_cpu(c, row, pid, tid, t),
             },
-            kind::RSS => {
-                if let Some(rss) = c.int(col::RSS, row)
-                    && self.visible(t, 0)
-                {
-                    let mut o = self.event("C", pid, tid, t);
-                    o.str("name", "rss");
-                    o.obj("args").int("rss_bytes", rss).end();
-                    o.end();
-                }
-            }
-            kind::BLOCK => self.block(c, row, pid, tid, t, duration.unwrap_or(0)),
-            kind::VFS | kind::NET => self.io(c, row, k, pid, tid, t, duration),
-            kind::EXEC | kind::FORK | kind::EXIT => {
-                if !self.visible(t, 0) {
-                    return;
-                }
-                let mut o = self.event("i", pid, tid, t);
-                o.str("s", "t").str("name", k).str("cat", "process");
-                let mut a = o.obj("args");
-                opt_str(&mut a, "path", c.str(col::PATH, row));
-                opt_int(&mut a, "child", c.int(col::CHILD, row));
-                opt_int(&mut a, "exit_code", c.int(col::EXIT_CODE, row));
-                a.end();
-                o.end();
-            }
-            kind::LOST => {
-                if !self.visible(t, 0) {
-                    return;
-                }
-                let mut o = self.event("i", pid, tid, t);
-                o.str("s", "g")
-                    .str("name", "lost events")
-                    .str("cat", "lost");
-                let mut a = o.obj("args");
-                opt_int(&mut a, "count", value);
-                opt_int(&mut a, "cpu", c.int(col::CPU, row));
-                a.end();
-                o.end();
-            }
-            // Kinds of a newer recorder: nothing known to draw.
-            _ => {}
+            Lane::Counter => self.counter(c, row, pid, tid, t),
+            Lane::Async => self.block(c, row, pid, tid, t, duration.unwrap_or(0)),
+            Lane::Io => self.io(c, row, k, pid, tid, t, duration),
+            Lane::Process => self.process_event(c, row, k, pid, tid, t),
+            Lane::Lost => self.lost(c, row, pid, tid, t),
         }
+    }
+
+    fn cpu_sample(&mut self, c: &Columns, row: usize, pid: i64, tid: i64, t: i64) {
+        if !self.visible(t, 0) {
+            return;
+        }
+        let sf = self.stack_id(c, row);
+        let mut o = self.event("i", pid, tid, t);
+        o.str("s", "t").str("name", "cpu sample").str("cat", "cpu");
+        if let Some(sf) = sf {
+            o.str("sf", &sf.to_string());
+        }
+        let mut a = o.obj("args");
+        opt_int(&mut a, "period_ns", c.int(col::VALUE, row));
+        opt_int(&mut a, "cpu", c.int(col::CPU, row));
+        a.end();
+        o.end();
+    }
+
+    /// A row folding short off-CPU intervals: an instant where the first of them began.
+    fn folded_off_cpu(&mut self, c: &Columns, row: usize, pid: i64, tid: i64, t: i64) {
+        if !self.visible(t, 0) {
+            return;
+        }
+        let mut o = self.event("i", pid, tid, t);
+        o.str("s", "t")
+            .str("name", SHORT_OFFCPU)
+            .str("cat", "sched");
+        let mut a = o.obj("args");
+        opt_int(&mut a, "count", c.int(col::COUNT, row));
+        opt_int(&mut a, "total_ns", c.int(col::VALUE, row));
+        opt_str(&mut a, "state", c.str(col::STATE, row));
+        a.end();
+        o.end();
+    }
+
+    /// The process's resident bytes after an `rss` row, as a counter.
+    fn counter(&mut self, c: &Columns, row: usize, pid: i64, tid: i64, t: i64) {
+        if let Some(rss) = c.int(col::RSS, row)
+            && self.visible(t, 0)
+        {
+            let mut o = self.event("C", pid, tid, t);
+            o.str("name", "rss");
+            o.obj("args").int("rss_bytes", rss).end();
+            o.end();
+        }
+    }
+
+    fn process_event(&mut self, c: &Columns, row: usize, k: &str, pid: i64, tid: i64, t: i64) {
+        if !self.visible(t, 0) {
+            return;
+        }
+        let mut o = self.event("i", pid, tid, t);
+        o.str("s", "t").str("name", k).str("cat", "process");
+        let mut a = o.obj("args");
+        opt_str(&mut a, "path", c.str(col::PATH, row));
+        opt_int(&mut a, "child", c.int(col::CHILD, row));
+        opt_int(&mut a, "exit_code", c.int(col::EXIT_CODE, row));
+        a.end();
+        o.end();
+    }
+
+    fn lost(&mut self, c: &Columns, row: usize, pid: i64, tid: i64, t: i64) {
+        if !self.visible(t, 0) {
+            return;
+        }
+        let mut o = self.event("i", pid, tid, t);
+        o.str("s", "g")
+            .str("name", "lost events")
+            .str("cat", "lost");
+        let mut a = o.obj("args");
+        opt_int(&mut a, "count", c.int(col::VALUE, row));
+        opt_int(&mut a, "cpu", c.int(col::CPU, row));
+        a.end();
+        o.end();
     }
 
     fn stack_id(&mut self, c: &Columns, row: usize) -> Option<u64> {
@@ -317,7 +332,7 @@ impl<W: Write> Tracer<W> {
         let names: Vec<String> = s
             .row(row)
             .filter_map(|i| s.frame(i))
-            .map(|f| frame_name(&f))
+            .map(|f| f.name().into_owned())
             .collect();
         (!names.is_empty()).then_some(names)
     }

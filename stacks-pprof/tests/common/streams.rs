@@ -248,7 +248,7 @@ pub fn fixture() -> Vec<Vec<Row>> {
 }
 
 /// Name of the unresolved libfoo frame of [`fixture`].
-pub const UNRESOLVED: &str = "libfoo.so.1+0x2a0";
+pub const UNRESOLVED: &str = "[libfoo.so.1+0x2a0]";
 
 /// One event row of [`events_stream`]; columns left `None` are null.
 #[derive(Clone, Default)]

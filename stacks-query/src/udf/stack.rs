@@ -13,17 +13,19 @@ use arrow_array::{
     UInt64Array, new_null_array,
 };
 use arrow_schema::{DataType, Field, FieldRef, Fields};
-use datafusion::common::{Result, exec_err, plan_err};
+use datafusion::common::{DataFusionError, Result, exec_err, plan_err};
 use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, TypeSignature, Volatility,
 };
 use regex::Regex;
+use stacks_stream::frames::StackFrames;
+use stacks_stream::{col, frame};
 
 /// The frame fields of a stack type, or a planning error naming the function.
 pub(super) fn frame_fields<'a>(func: &str, dt: &'a DataType) -> Result<&'a Fields> {
     if let DataType::List(item) = dt
         && let DataType::Struct(fields) = item.data_type()
-        && fields.iter().any(|f| f.name() == "function")
+        && fields.iter().any(|f| f.name() == frame::FUNCTION)
     {
         return Ok(fields);
     }
@@ -32,78 +34,37 @@ pub(super) fn frame_fields<'a>(func: &str, dt: &'a DataType) -> Result<&'a Field
     )
 }
 
-/// One frame's display name: its function, else `[module+0xoffset]`, else `[0xaddr]`.
+/// The frames of a stack argument, named as every stacks tool names them.
 struct Names {
-    function: StringArray,
-    module: Option<StringArray>,
-    offset: Option<UInt64Array>,
-    addr: Option<UInt64Array>,
+    frames: StackFrames,
 }
 
 impl Names {
-    fn new(values: &StructArray) -> Result<Self> {
-        let text = |name: &str| -> Result<Option<StringArray>> {
-            match values.column_by_name(name) {
-                Some(c) => Ok(Some(
-                    arrow_cast::cast(c, &DataType::Utf8)?
-                        .as_string::<i32>()
-                        .clone(),
-                )),
-                None => Ok(None),
-            }
-        };
-        let number = |name: &str| -> Result<Option<UInt64Array>> {
-            match values.column_by_name(name) {
-                Some(c) => Ok(Some(
-                    arrow_cast::cast(c, &DataType::UInt64)?
-                        .as_primitive::<arrow_array::types::UInt64Type>()
-                        .clone(),
-                )),
-                None => Ok(None),
-            }
-        };
-        Ok(Self {
-            function: text("function")?.unwrap_or_else(|| StringArray::new_null(values.len())),
-            module: text("module")?,
-            offset: number("offset")?,
-            addr: number("addr")?,
-        })
-    }
-
+    /// Frame `i`'s display name: its function, else [`stacks_stream::frames::unresolved_name`].
     fn get(&self, i: usize) -> String {
-        if self.function.is_valid(i) {
-            return self.function.value(i).to_string();
-        }
-        let valid =
-            |a: &Option<UInt64Array>| a.as_ref().filter(|a| a.is_valid(i)).map(|a| a.value(i));
-        let module = self
-            .module
-            .as_ref()
-            .filter(|m| m.is_valid(i))
-            .map(|m| m.value(i));
-        match (module, valid(&self.offset)) {
-            (Some(m), Some(off)) => {
-                let base = m.rsplit('/').next().unwrap_or(m);
-                format!("[{base}+{off:#x}]")
-            }
-            _ => format!("[{:#x}]", valid(&self.addr).unwrap_or(0)),
+        match self.frames.frame(i) {
+            Some(f) => f.name().into_owned(),
+            // A null element (the contract has none) has no address either.
+            None => "[0x0]".to_string(),
         }
     }
 
     /// Whether the frame's function or module matches `re`.
     fn matches(&self, i: usize, re: &Regex) -> bool {
-        let hit = |a: &StringArray| a.is_valid(i) && re.is_match(a.value(i));
-        hit(&self.function) || self.module.as_ref().is_some_and(hit)
+        self.frames.frame(i).is_some_and(|f| {
+            f.function.is_some_and(|name| re.is_match(name))
+                || f.module.is_some_and(|module| re.is_match(module))
+        })
     }
 }
 
 /// The list argument as an array of `rows`, with its frame names.
-fn stack_input(args: &ScalarFunctionArgs) -> Result<(ListArray, Names, Vec<ArrayRef>)> {
+fn stack_input(func: &str, args: &ScalarFunctionArgs) -> Result<(ListArray, Names, Vec<ArrayRef>)> {
     let arrays = ColumnarValue::values_to_arrays(&args.args)?;
     let list = arrays[0].as_list::<i32>().clone();
-    let values = list.values().as_struct().clone();
-    let names = Names::new(&values)?;
-    Ok((list, names, arrays))
+    let frames = StackFrames::new(&arrays[0], func, col::STACK)
+        .map_err(|e| DataFusionError::Execution(e.to_string()))?;
+    Ok((list, Names { frames }, arrays))
 }
 
 fn row_range(list: &ListArray, row: usize) -> std::ops::Range<usize> {
@@ -231,7 +192,7 @@ impl ScalarUDFImpl for StackFn {
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let rows = args.number_rows;
-        let (list, names, arrays) = stack_input(&args)?;
+        let (list, names, arrays) = stack_input(self.name, &args)?;
         let out: ArrayRef = match self.op {
             Op::Fold => {
                 let sep = match arrays.get(1) {
@@ -370,7 +331,7 @@ fn or_marker(list: &ListArray, rows: usize, label: &StringArray) -> Result<Array
         .iter()
         .map(|f| -> Result<ArrayRef> {
             Ok(match (f.name().as_str(), f.data_type()) {
-                ("function", _) => arrow_cast::cast(label, f.data_type())?,
+                (frame::FUNCTION, _) => arrow_cast::cast(label, f.data_type())?,
                 (_, DataType::Boolean) if !f.is_nullable() => {
                     Arc::new(BooleanArray::from(vec![false; rows]))
                 }

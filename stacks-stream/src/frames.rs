@@ -1,10 +1,13 @@
 //! Reading symbolized frames out of a stack column (`List`/`LargeList` of `Struct`), with the
 //! struct fields looked up by name and cast to one type each, so streams that went through
 //! Parquet or SQL (renamed list elements, view or large strings, other integer widths) read
-//! the same as the ones `stacks-symbolize` writes.
+//! the same as the ones `stacks-symbolize` writes; and the one rule that names a frame whose
+//! function is unknown, so SQL, profiles, folded stacks and traces show it alike.
 
 use std::ops::Range;
 
+use crate::ContractError;
+use crate::schema::frame;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int64Type, UInt64Type};
 use arrow_array::{
@@ -13,9 +16,6 @@ use arrow_array::{
 };
 use arrow_cast::{can_cast_types, cast};
 use arrow_schema::DataType;
-use stacks_stream::frame;
-
-use crate::Error;
 
 /// One frame of a stack, borrowed from the batch.
 #[derive(Debug, Clone, Copy)]
@@ -32,6 +32,56 @@ pub struct Frame<'a> {
     pub addr: u64,
     /// The symbol as the binary names it (mangled); `None` in streams without the field.
     pub symbol: Option<&'a str>,
+}
+
+/// File name of the mapping every kernel frame belongs to (what perf calls the kernel); the
+/// `module` of kernel frames in a symbolized stack.
+pub const KERNEL_MODULE: &str = "[kernel.kallsyms]";
+/// What a user frame's module is called when the stream does not name it.
+pub const UNKNOWN_MODULE: &str = "[unknown]";
+/// The one frame of a row whose stack was not recorded, where a profile or query needs one so
+/// that totals stay exact (stacks-pprof, and the bundled queries in their SQL text).
+pub const NO_STACK_FRAME: &str = "[no stack]";
+/// What the rows that fold short off-CPU intervals stand for (a trace's event name).
+pub const SHORT_OFFCPU: &str = "folded short off-CPU intervals";
+/// The one frame of `switch` rows folding off-CPU intervals shorter than the recorder's MIN
+/// (they have no stack): [`SHORT_OFFCPU`] in brackets.
+pub const SHORT_OFFCPU_FRAME: &str = "[folded short off-CPU intervals]";
+
+impl Frame<'_> {
+    /// The name this frame is shown with: its function, else [`unresolved_name`].
+    pub fn name(&self) -> std::borrow::Cow<'_, str> {
+        match self.function {
+            Some(f) => std::borrow::Cow::Borrowed(f),
+            None => std::borrow::Cow::Owned(unresolved_name(self)),
+        }
+    }
+}
+
+/// The name of a frame whose function is unknown, from where it is, always in brackets so it
+/// is never taken for a function name: `[MODULE+0xOFFSET]` (the module's file name and the
+/// file offset) for a user frame whose offset is known (`unknown` standing in for an unknown
+/// module), `[kernel 0xADDR]` for a kernel frame, else `[0xADDR]`.
+pub fn unresolved_name(f: &Frame<'_>) -> String {
+    match (f.kernel, f.offset) {
+        (true, _) => format!("[kernel {:#x}]", f.addr),
+        (false, Some(offset)) => {
+            let module = f.module.map_or("unknown", basename);
+            format!("[{module}+{offset:#x}]")
+        }
+        (false, None) => format!("[{:#x}]", f.addr),
+    }
+}
+
+/// The file name of a frame's module (its path's last component), [`UNKNOWN_MODULE`] when
+/// the stream does not name it.
+pub fn module_basename(module: Option<&str>) -> &str {
+    basename(module.unwrap_or(UNKNOWN_MODULE))
+}
+
+/// The last component of a path.
+fn basename(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
 }
 
 /// The type each known frame field is read as. Fields that are absent read as null/false/0.
@@ -53,7 +103,7 @@ fn targets() -> [(&'static str, DataType); 11] {
 
 /// Check, before reading any batch, that every known frame field of the stack column type
 /// `dt` can be read; the error names `column.field`.
-pub fn check_type(dt: &DataType, input: &str, column: &str) -> Result<(), Error> {
+pub fn check_type(dt: &DataType, input: &str, column: &str) -> Result<(), ContractError> {
     let fields = match dt {
         DataType::List(f) | DataType::LargeList(f) => match f.data_type() {
             DataType::Struct(fields) => fields,
@@ -65,7 +115,7 @@ pub fn check_type(dt: &DataType, input: &str, column: &str) -> Result<(), Error>
         if let Some((_, f)) = fields.find(name)
             && !can_cast_types(f.data_type(), &target)
         {
-            return Err(Error::Column {
+            return Err(ContractError::Column {
                 input: input.into(),
                 column: format!("{column}.{name}"),
                 detail: format!("type {} cannot be read as {target}", f.data_type()),
@@ -75,8 +125,8 @@ pub fn check_type(dt: &DataType, input: &str, column: &str) -> Result<(), Error>
     Ok(())
 }
 
-fn not_readable(input: &str, column: &str, dt: &DataType) -> Error {
-    Error::Column {
+fn not_readable(input: &str, column: &str, dt: &DataType) -> ContractError {
+    ContractError::Column {
         input: input.into(),
         column: column.into(),
         detail: format!("type {dt} is not a list of frame structs"),
@@ -108,7 +158,7 @@ pub struct StackFrames {
 
 impl StackFrames {
     /// View `array` (the stack column of a batch) as frames.
-    pub fn new(array: &ArrayRef, input: &str, column: &str) -> Result<Self, Error> {
+    pub fn new(array: &ArrayRef, input: &str, column: &str) -> Result<Self, ContractError> {
         let lists = if let Some(l) = array.as_list_opt::<i32>() {
             Lists::Small(l.clone())
         } else if let Some(l) = array.as_list_opt::<i64>() {
@@ -124,11 +174,11 @@ impl StackFrames {
             .as_struct_opt()
             .ok_or_else(|| not_readable(input, column, array.data_type()))?
             .clone();
-        let field = |name: &str, target: &DataType| -> Result<Option<ArrayRef>, Error> {
+        let field = |name: &str, target: &DataType| -> Result<Option<ArrayRef>, ContractError> {
             structs
                 .column_by_name(name)
                 .map(|a| {
-                    cast(a, target).map_err(|e| Error::Column {
+                    cast(a, target).map_err(|e| ContractError::Column {
                         input: input.into(),
                         column: format!("{column}.{name}"),
                         detail: e.to_string(),
@@ -136,18 +186,18 @@ impl StackFrames {
                 })
                 .transpose()
         };
-        let string = |name| -> Result<Option<StringArray>, Error> {
+        let string = |name| -> Result<Option<StringArray>, ContractError> {
             Ok(field(name, &DataType::Utf8)?.and_then(|a| a.as_string_opt::<i32>().cloned()))
         };
-        let int = |name| -> Result<Option<Int64Array>, Error> {
+        let int = |name| -> Result<Option<Int64Array>, ContractError> {
             Ok(field(name, &DataType::Int64)?
                 .and_then(|a| a.as_primitive_opt::<Int64Type>().cloned()))
         };
-        let uint = |name| -> Result<Option<UInt64Array>, Error> {
+        let uint = |name| -> Result<Option<UInt64Array>, ContractError> {
             Ok(field(name, &DataType::UInt64)?
                 .and_then(|a| a.as_primitive_opt::<UInt64Type>().cloned()))
         };
-        let boolean = |name| -> Result<Option<BooleanArray>, Error> {
+        let boolean = |name| -> Result<Option<BooleanArray>, ContractError> {
             Ok(field(name, &DataType::Boolean)?.and_then(|a| a.as_boolean_opt().cloned()))
         };
         Ok(Self {
@@ -230,4 +280,59 @@ fn string_at(a: &Option<StringArray>, i: usize) -> Option<&str> {
         .filter(|a| a.is_valid(i))
         .map(|a| a.value(i))
         .filter(|s| !s.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An unresolved frame of libc.
+    const LIBC: Frame<'static> = Frame {
+        function: None,
+        file: None,
+        line: 0,
+        column: 0,
+        inlined: false,
+        kernel: false,
+        module: Some("/usr/lib/libc.so.6"),
+        build_id: None,
+        offset: Some(0x1a2b),
+        addr: 0xffff_ffff_8100_1234,
+        symbol: None,
+    };
+
+    #[test]
+    fn unresolved_names() {
+        assert_eq!(unresolved_name(&LIBC), "[libc.so.6+0x1a2b]");
+        assert_eq!(LIBC.name(), "[libc.so.6+0x1a2b]");
+        let unknown = Frame {
+            module: None,
+            offset: Some(0x10),
+            ..LIBC
+        };
+        assert_eq!(unresolved_name(&unknown), "[unknown+0x10]");
+        let no_offset = Frame {
+            offset: None,
+            ..LIBC
+        };
+        assert_eq!(unresolved_name(&no_offset), "[0xffffffff81001234]");
+        let kernel = Frame {
+            kernel: true,
+            module: Some(KERNEL_MODULE),
+            offset: None,
+            ..LIBC
+        };
+        assert_eq!(unresolved_name(&kernel), "[kernel 0xffffffff81001234]");
+        let named = Frame {
+            function: Some("main"),
+            ..LIBC
+        };
+        assert_eq!(named.name(), "main");
+    }
+
+    #[test]
+    fn marker_frames_bracket_their_text() {
+        assert_eq!(SHORT_OFFCPU_FRAME, format!("[{SHORT_OFFCPU}]"));
+        assert!(NO_STACK_FRAME.starts_with('[') && NO_STACK_FRAME.ends_with(']'));
+    }
 }
