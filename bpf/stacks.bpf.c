@@ -83,13 +83,15 @@ struct {
 	__type(value, __u8);
 } target_comms SEC(".maps");
 
-/* Events that could not be handed to user space (ring buffer or a table full), per CPU. */
+/* Events that could not be delivered, per CPU and cause (enum stacks_drop). The read-only
+ * marker below puts the enum in the object's BTF, so the skeleton generates its type. */
+const volatile enum stacks_drop drop_causes = STACKS_DROP_COUNT;
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, STACKS_DROP_COUNT);
 	__type(key, __u32);
 	__type(value, __u64);
-} lost SEC(".maps");
+} drops SEC(".maps");
 
 /* Per-CPU records under construction: slot 0 for the perf_event program (it can interrupt
  * the others), slot 1 for programs running in task context. */
@@ -115,10 +117,9 @@ static __always_inline bool current_is_target(void)
 	return is_target(id >> 32, (__u32)id);
 }
 
-static __always_inline void count_lost(void)
+static __always_inline void count_drop(__u32 cause)
 {
-	__u32 zero = 0;
-	__u64 *n = bpf_map_lookup_elem(&lost, &zero);
+	__u64 *n = bpf_map_lookup_elem(&drops, &cause);
 	if (n)
 		__sync_fetch_and_add(n, 1);
 }
@@ -200,7 +201,7 @@ static __always_inline void submit_with(struct stacks_event *e, __u64 wake_flags
 	if (size > sizeof(*e))
 		size = sizeof(*e);
 	if (bpf_ringbuf_output(&events, e, size, wake_flags))
-		count_lost();
+		count_drop(STACKS_DROP_RINGBUF + (e->hdr.kind & 15));
 }
 
 /* Hand a record to user space; the reader wakes once enough data waits. */
@@ -327,6 +328,8 @@ struct switch_state {
 	__u32 fold_n[STACKS_STATE_COUNT];
 	__u32 waker;
 	__u32 pad;
+	__u64 out_runtime;                    /* the thread's CPU time at switch-out (ns) */
+	__u64 out_switches;                   /* its context switches at switch-out */
 	struct stacks_event ev;
 };
 
@@ -382,6 +385,36 @@ static __always_inline enum stacks_state switch_state_of(bool preempt, unsigned 
 	return STACKS_STATE_OTHER;
 }
 
+/* A thread's context switches so far (voluntary + involuntary, as the kernel counts them). */
+static __always_inline __u64 switches_of(struct task_struct *t)
+{
+	return BPF_CORE_READ(t, nvcsw) + BPF_CORE_READ(t, nivcsw);
+}
+
+/* Close the open interval of `task` (state `s`) after `off` ns off CPU, ending at `end`:
+ * emitted with its switch-out stacks, or folded when shorter than the minimum. */
+static __always_inline void close_interval(struct switch_state *s, struct task_struct *task,
+					   __u64 off, __u64 end)
+{
+	__u32 st = s->ev.info.off_cpu.state;
+	if (st >= STACKS_STATE_COUNT)
+		st = STACKS_STATE_OTHER;
+	if (off >= switch_min_ns) {
+		s->ev.info.off_cpu.off_ns = off;
+		s->ev.info.off_cpu.waker = s->waker;
+		submit(&s->ev);
+	} else {
+		if (!s->fold_start)
+			s->fold_start = s->out_ts;
+		s->fold_ns[st] += off;
+		s->fold_n[st] += 1;
+		if (end - s->fold_start >= NS_PER_SEC)
+			flush_folded(s, task);
+	}
+	s->out_ts = 0;
+	s->waker = 0;
+}
+
 SEC("tp_btf/sched_switch")
 int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
 	     unsigned int prev_state)
@@ -390,26 +423,8 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 
 	/* The thread coming back on CPU: close its interval. */
 	struct switch_state *s = bpf_task_storage_get(&switch_store, next, 0, 0);
-	if (s && s->out_ts) {
-		__u64 off = now - s->out_ts;
-		__u32 st = s->ev.info.off_cpu.state;
-		if (st >= STACKS_STATE_COUNT)
-			st = STACKS_STATE_OTHER;
-		if (off >= switch_min_ns) {
-			s->ev.info.off_cpu.off_ns = off;
-			s->ev.info.off_cpu.waker = s->waker;
-			submit(&s->ev);
-		} else {
-			if (!s->fold_start)
-				s->fold_start = s->out_ts;
-			s->fold_ns[st] += off;
-			s->fold_n[st] += 1;
-			if (now - s->fold_start >= NS_PER_SEC)
-				flush_folded(s, next);
-		}
-		s->out_ts = 0;
-		s->waker = 0;
-	}
+	if (s && s->out_ts)
+		close_interval(s, next, now - s->out_ts, now);
 
 	/* The thread leaving: remember when, why, and its stacks. */
 	__u32 tgid = BPF_CORE_READ(prev, tgid);
@@ -418,18 +433,33 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 		return 0;
 	s = bpf_task_storage_get(&switch_store, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!s) {
-		count_lost();
+		count_drop(STACKS_DROP_SWITCH_STORAGE);
 		return 0;
 	}
-	/* An interval still open here lost its switch-in (the program did not run for it): it
-	 * is gone, so it is counted as lost rather than silently overwritten. */
-	if (s->out_ts)
-		count_lost();
+	__u64 runtime = BPF_CORE_READ(prev, se.sum_exec_runtime);
+	__u64 switches = switches_of(prev);
+	if (s->out_ts) {
+		/* Still open: the sched_switch tracepoint did not fire for this thread's switch-in
+		 * (seen on 6.18 under CPU contention: no program on the tracepoint ran for it and
+		 * the kernel counted no recursion miss, yet the thread ran). When it has run in one
+		 * slice since (its switch count grew by this switch only), that slice's CPU time
+		 * tells exactly when it came back: close the interval there. */
+		__u64 ran = runtime - s->out_runtime;
+		if (switches - s->out_switches == 1 && ran <= now - s->out_ts) {
+			__u64 end = now - ran;
+			close_interval(s, prev, end - s->out_ts, end);
+			count_drop(STACKS_DROP_END_INFERRED);
+		} else {
+			count_drop(STACKS_DROP_END_NOT_SEEN);
+		}
+	}
 	fill_header(&s->ev, STACKS_EV_SWITCH, prev);
 	s->ev.hdr.ts = now;
 	s->ev.info.off_cpu.state = switch_state_of(preempt, prev_state);
 	capture_stacks(ctx, &s->ev, switch_stacks);
 	s->out_ts = now;
+	s->out_runtime = runtime;
+	s->out_switches = switches;
 	s->waker = 0;
 	return 0;
 }
@@ -523,7 +553,8 @@ int BPF_PROG(on_rss_stat, struct mm_struct *mm, int member)
 	if (!r) {
 		struct rss_state init = { .last = { -1, -1, -1, -1 } };
 		init.last[member & 3] = size;
-		bpf_map_update_elem(&rss_store, &tgid, &init, BPF_NOEXIST);
+		if (bpf_map_update_elem(&rss_store, &tgid, &init, BPF_NOEXIST) == -E2BIG)
+			count_drop(STACKS_DROP_RSS_MAP_FULL);
 		return 0;
 	}
 	__s64 last = r->last[member & 3];
@@ -610,7 +641,7 @@ int BPF_PROG(on_block_start, struct request *rq)
 	capture_stacks(ctx, e, block_stacks);
 	__u64 key = (__u64)rq;
 	if (bpf_map_update_elem(&block_inflight, &key, b, BPF_ANY))
-		count_lost();
+		count_drop(STACKS_DROP_BLOCK_MAP_FULL);
 	return 0;
 }
 
@@ -723,7 +754,7 @@ int BPF_PROG(vfs_enter, struct pt_regs *regs, long id)
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct vfs_call *c = bpf_task_storage_get(&vfs_store, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!c) {
-		count_lost();
+		count_drop(STACKS_DROP_VFS_STORAGE);
 		return 0;
 	}
 	c->ts = bpf_ktime_get_boot_ns();

@@ -21,8 +21,6 @@ struct Recording {
     dir: PathBuf,
     out: PathBuf,
     stderr: String,
-    /// The recorder's count of lost events.
-    lost: u64,
     report: serde_json::Value,
 }
 
@@ -54,17 +52,15 @@ fn record_in(name: &str, events: &str, workload: &str, wrap: &str) -> Recording 
     ));
     check(&rec, &format!("record {events} -- {workload}"));
     let stderr = String::from_utf8_lossy(&rec.stderr).into_owned();
-    // Nothing is lost, except that under CPU contention the switch program now and then misses
-    // a thread's switch-in (a known defect, about one run in 25): the open interval is then
-    // counted as lost. Up to 3 such losses are tolerated where switch events are recorded.
+    // Nothing is lost. (An off-CPU interval whose switch-in the tracepoint did not report is
+    // closed from the thread's CPU time, not lost: see `STACKS_DROP_END_INFERRED`.)
     let lost: u64 = stderr
         .split("lost ")
         .nth(1)
         .and_then(|t| t.split_whitespace().next())
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no lost count in:\n{stderr}"));
-    let allowed = if events.contains("switch") { 3 } else { 0 };
-    assert!(lost <= allowed, "{lost} events were lost:\n{stderr}");
+    assert_eq!(lost, 0, "events were lost:\n{stderr}");
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&report).expect("workload report"))
             .expect("report JSON");
@@ -72,7 +68,6 @@ fn record_in(name: &str, events: &str, workload: &str, wrap: &str) -> Recording 
         dir,
         out,
         stderr,
-        lost,
         report,
     }
 }
@@ -236,24 +231,22 @@ fn short_intervals_are_folded_not_lost() {
     let (ns, n, folded, single, sleeping) = (get(0) as f64, get(1), get(2), get(3), get(4));
     // The kernel's count of the loop's voluntary switches (a sleep whose timer fired before
     // the thread could block does not leave the CPU).
-    // A missed switch-in (see `record`) is counted as lost, never dropped silently.
+    // Every one is recorded, including those whose switch-in the tracepoint did not report.
     let blocked = report_i64(&rec.report, "blocked");
-    let lost = rec.lost as i64;
     assert!(
         blocked >= 95,
         "the sleeper blocked only {blocked} times in 100 sleeps"
     );
-    assert!(lost <= 3, "{lost} events lost");
     assert!(
-        sleeping + lost >= blocked && sleeping <= blocked + 2,
-        "{sleeping} sleeping intervals (+{lost} lost) for the {blocked} times the sleeper blocked"
+        sleeping >= blocked && sleeping <= blocked + 2,
+        "{sleeping} sleeping intervals for the {blocked} times the sleeper blocked"
     );
     assert!(n >= sleeping, "{n} intervals");
     assert!(folded >= 95, "only {folded} of {n} intervals folded");
     assert_eq!(n, folded + single);
     let slept = report_i64(&rec.report, "slept_ns") as f64;
     assert!(
-        ns >= (blocked - lost) as f64 * 2e6 && ns <= slept * 1.05,
+        ns >= blocked as f64 * 2e6 && ns <= slept * 1.05,
         "off-CPU {ns} ns: at least 2 ms per time the sleeper blocked ({blocked}), at most the \
          {slept} ns the loop took (+5%)"
     );

@@ -180,6 +180,37 @@ pub fn attach_tracepoints(skel: &mut StacksSkel<'_>) -> Result<Vec<Link>> {
     Ok(links)
 }
 
+/// Runs of each loaded program the kernel skipped (its recursion and concurrency guard: the
+/// program was already running on that CPU), by program name; only programs with skips.
+pub fn skipped_runs(skel: &StacksSkel<'_>) -> Vec<(String, u64)> {
+    use libbpf_rs::skel::Skel;
+    use std::os::fd::{AsFd, AsRawFd};
+    let mut out = Vec::new();
+    for prog in skel.object().progs() {
+        if !prog.autoload() {
+            continue;
+        }
+        // SAFETY: bpf_prog_info is plain old data; zero is a valid request.
+        let mut info: libbpf_rs::libbpf_sys::bpf_prog_info = unsafe { std::mem::zeroed() };
+        let mut len = size_of::<libbpf_rs::libbpf_sys::bpf_prog_info>() as u32;
+        // SAFETY: the fd is the loaded program's; info and len describe a buffer we own.
+        let rc = unsafe {
+            libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(
+                prog.as_fd().as_raw_fd(),
+                &mut info,
+                &mut len,
+            )
+        };
+        if rc == 0 && info.recursion_misses > 0 {
+            out.push((
+                prog.name().to_string_lossy().into_owned(),
+                info.recursion_misses,
+            ));
+        }
+    }
+    out
+}
+
 /// End of a recording: emit what the kernel side still holds (folded short off-CPU intervals
 /// of every thread) into the ring buffer. Call after detaching the event programs.
 pub fn flush_pending(skel: &StacksSkel<'_>) -> Result<()> {
@@ -294,23 +325,25 @@ pub fn comm_key(name: &str) -> [u8; 16] {
     key
 }
 
-/// Per-CPU totals of events lost because the ring buffer was full.
-pub fn lost_per_cpu(skel: &StacksSkel<'_>) -> Result<Vec<u64>> {
-    let values = skel
-        .maps
-        .lost
-        .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
-        .context("reading the lost-event counters")?
-        .unwrap_or_default();
-    Ok(values
-        .iter()
-        .map(|v| {
+/// Per-CPU counts of undelivered events, indexed by `enum stacks_drop` (cpu, then cause).
+pub fn drops_per_cpu(skel: &StacksSkel<'_>) -> Result<Vec<Vec<u64>>> {
+    let map = &skel.maps.drops;
+    let causes = skel::types::stacks_drop::STACKS_DROP_COUNT.0;
+    let mut by_cpu: Vec<Vec<u64>> = Vec::new();
+    for cause in 0..causes {
+        let values = map
+            .lookup_percpu(&cause.to_ne_bytes(), MapFlags::ANY)
+            .context("reading the dropped-event counters")?
+            .unwrap_or_default();
+        by_cpu.resize(values.len(), vec![0; causes as usize]);
+        for (cpu, v) in values.iter().enumerate() {
             let mut b = [0u8; 8];
             let n = v.len().min(8);
             b[..n].copy_from_slice(&v[..n]);
-            u64::from_ne_bytes(b)
-        })
-        .collect())
+            by_cpu[cpu][cause as usize] = u64::from_ne_bytes(b);
+        }
+    }
+    Ok(by_cpu)
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 pub mod bpf;
 pub mod cli;
 pub mod convert;
+pub mod drops;
 pub mod event;
 pub mod host;
 pub mod kallsyms;

@@ -17,10 +17,11 @@ use stacks_stream::{OutputStream, kind, open_output_with, raw_schema};
 use crate::bpf::{self, LoadOptions};
 use crate::cli::{Args, Target};
 use crate::convert::{Converter, Counts, KernelNames};
+use crate::drops::Drops;
 use crate::event::RawEvent;
 use crate::host;
 use crate::kallsyms::KernelSymbols;
-use crate::rows::{KernelSymbol, Row, RowBuilder};
+use crate::rows::{Extra, KernelSymbol, Row, RowBuilder};
 use crate::spec::EventSpec;
 use crate::target::{Child, check_pid, is_alive, scan_names};
 
@@ -103,7 +104,7 @@ pub fn run() -> Result<ExitCode> {
         rb: &rb,
         rows: RowBuilder::new(schema.clone()),
         conv: Converter::new(offset_ns, kernel_names()),
-        lost_seen: Vec::new(),
+        drops: Drops::default(),
         started,
     };
     let mut child_status = rec.record(&mut out, &mut targets, &target, args.duration)?;
@@ -238,7 +239,7 @@ struct Recorder<'a, 'obj> {
     rb: &'a libbpf_rs::RingBuffer<'a>,
     rows: RowBuilder,
     conv: Converter,
-    lost_seen: Vec<u64>,
+    drops: Drops,
     started: Instant,
 }
 
@@ -286,7 +287,7 @@ impl Recorder<'_, '_> {
     fn write(&mut self, out: &mut OutputStream) -> Result<()> {
         push_lost(
             self.skel,
-            &mut self.lost_seen,
+            &mut self.drops,
             &mut self.rows,
             &mut self.conv.counts,
         )?;
@@ -320,14 +321,22 @@ impl Recorder<'_, '_> {
 
     /// The summary line.
     fn summary(&self, written: u64) {
+        let skipped = bpf::skipped_runs(self.skel);
+        if !skipped.is_empty() {
+            let list: Vec<String> = skipped.iter().map(|(p, n)| format!("{p} {n}")).collect();
+            eprintln!(
+                "stacks-record: warning: the kernel skipped BPF program runs (already running on that CPU): {}",
+                list.join(", ")
+            );
+        }
         let counts = &self.conv.counts;
         eprintln!(
-            "stacks-record: {} rows: {} samples from {} processes in {:.1}s; lost {} events (ring buffer full, or an off-CPU interval whose end was not seen); events: {}; stack capture errors: {} kernel, {} user; {} user frames not normalized{}",
+            "stacks-record: {} rows: {} samples from {} processes in {:.1}s; {}; events: {}; stack capture errors: {} kernel, {} user; {} user frames not normalized{}",
             written,
             counts.by_kind.get(kind::PROFILE).copied().unwrap_or(0),
             counts.pids.len(),
             self.started.elapsed().as_secs_f64(),
-            counts.lost,
+            self.drops.describe(),
             self.conv.describe_counts(),
             counts.kstack_errors,
             counts.ustack_errors,
@@ -431,36 +440,34 @@ impl KernelNames for KernelSymbols {
     }
 }
 
-/// Append a `lost` row per CPU whose lost-event counter grew since the last look.
+/// Append a `lost` row per CPU and cause whose drop counter grew since the last look.
 fn push_lost(
     skel: &bpf::skel::StacksSkel<'_>,
-    seen: &mut Vec<u64>,
+    drops: &mut Drops,
     rows: &mut RowBuilder,
     counts: &mut Counts,
 ) -> Result<()> {
-    let now = bpf::lost_per_cpu(skel)?;
-    seen.resize(now.len(), 0);
+    let now = bpf::drops_per_cpu(skel)?;
     let time_ns = host::realtime_ns();
-    for (cpu, (&total, prev)) in now.iter().zip(seen.iter_mut()).enumerate() {
-        if total > *prev {
-            let delta = total - *prev;
-            counts.lost += delta;
-            rows.push(&Row {
-                time_ns,
-                kind: kind::LOST,
-                pid: 0,
-                tid: 0,
-                comm: "",
-                thread: "",
-                cpu: cpu as i32,
-                value: delta as i64,
-                kstack: None,
-                ustack: None,
-                ksyms: None,
-                extra: Default::default(),
-            });
-            *prev = total;
-        }
+    for (cpu, cause, n) in drops.update(&now) {
+        counts.lost += n;
+        rows.push(&Row {
+            time_ns,
+            kind: kind::LOST,
+            pid: 0,
+            tid: 0,
+            comm: "",
+            thread: "",
+            cpu,
+            value: n as i64,
+            kstack: None,
+            ustack: None,
+            ksyms: None,
+            extra: Extra {
+                cause: Some(cause),
+                ..Default::default()
+            },
+        });
     }
     Ok(())
 }

@@ -56,6 +56,7 @@ pub struct Extra {
     pub child: Option<i32>,
     pub errno: Option<i32>,
     pub exit_code: Option<i32>,
+    pub cause: Option<String>,
 }
 
 /// Accumulates rows column by column.
@@ -90,6 +91,7 @@ pub struct RowBuilder {
     child: Int32Builder,
     errno: Int32Builder,
     exit_code: Int32Builder,
+    cause: StringBuilder,
     rows: usize,
 }
 
@@ -156,6 +158,7 @@ impl RowBuilder {
             child: Int32Builder::new(),
             errno: Int32Builder::new(),
             exit_code: Int32Builder::new(),
+            cause: StringBuilder::new(),
             rows: 0,
             schema,
         }
@@ -278,6 +281,7 @@ impl RowBuilder {
         self.child.append_option(x.child);
         self.errno.append_option(x.errno);
         self.exit_code.append_option(x.exit_code);
+        self.cause.append_option(x.cause.as_deref());
         self.rows += 1;
     }
 
@@ -314,6 +318,7 @@ impl RowBuilder {
             ("child", Arc::new(self.child.finish())),
             ("errno", Arc::new(self.errno.finish())),
             ("exit_code", Arc::new(self.exit_code.finish())),
+            ("cause", Arc::new(self.cause.finish())),
         ];
         self.rows = 0;
         stacks_stream::batch_by_name(self.schema.clone(), n, columns)

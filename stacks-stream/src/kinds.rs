@@ -281,8 +281,8 @@ pub const ALL: [Kind; 10] = [
     },
     Kind {
         name: kind::LOST,
-        description: "events the kernel could not hand over (ring buffer full); value = how many",
-        columns: &[],
+        description: "events the kernel side could not deliver, per CPU and cause; value = how many",
+        columns: &[col::CAUSE],
         stacks: false,
         unit: Unit::Count,
         count: None,

@@ -128,6 +128,7 @@ pub mod col {
     pub const CHILD: &str = "child";
     pub const ERRNO: &str = "errno";
     pub const EXIT_CODE: &str = "exit_code";
+    pub const CAUSE: &str = "cause";
     pub const STACK: &str = "stack";
     /// Added by stacks-pack: [`crate::stack_key::stack_keys`] of `stack`.
     pub const STACK_ID: &str = "stack_id";
@@ -274,6 +275,7 @@ pub fn raw_fields() -> Vec<Field> {
         Field::new(col::CHILD, DataType::Int32, true),
         Field::new(col::ERRNO, DataType::Int32, true),
         Field::new(col::EXIT_CODE, DataType::Int32, true),
+        Field::new(col::CAUSE, DataType::Utf8, true),
     ]
 }
 

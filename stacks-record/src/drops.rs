@@ -1,0 +1,140 @@
+//! Events the kernel side could not deliver, by cause: the per-CPU `drops` counters of the BPF
+//! programs (`enum stacks_drop`), turned into `lost` rows with a `cause` and into the summary.
+
+use std::collections::BTreeMap;
+
+use crate::bpf::skel::types::{stacks_drop as Drop, stacks_event_kind as Kind};
+
+/// The `cause` of a `lost` row for counter `index` of `enum stacks_drop`: `WHY:KIND`, e.g.
+/// `ring_buffer_full:vfs` or `interval_end_not_seen:switch`.
+pub fn cause_name(index: u32) -> String {
+    let ring = Drop::STACKS_DROP_RINGBUF.0;
+    if (ring..Drop::STACKS_DROP_END_NOT_SEEN.0).contains(&index) {
+        return format!("ring_buffer_full:{}", kind_name(index - ring));
+    }
+    match Drop(index) {
+        Drop::STACKS_DROP_END_NOT_SEEN => "interval_end_not_seen:switch",
+        Drop::STACKS_DROP_SWITCH_STORAGE => "no_task_storage:switch_out",
+        Drop::STACKS_DROP_VFS_STORAGE => "no_task_storage:vfs",
+        Drop::STACKS_DROP_BLOCK_MAP_FULL => "map_full:block",
+        Drop::STACKS_DROP_RSS_MAP_FULL => "map_full:rss",
+        _ => return format!("unknown_{index}"),
+    }
+    .to_string()
+}
+
+/// The stream kind a record kind becomes.
+fn kind_name(kind: u32) -> &'static str {
+    use stacks_stream::kind;
+    match Kind(kind) {
+        Kind::STACKS_EV_PROFILE => kind::PROFILE,
+        Kind::STACKS_EV_EXEC => kind::EXEC,
+        Kind::STACKS_EV_EXIT => kind::EXIT,
+        Kind::STACKS_EV_FORK => kind::FORK,
+        Kind::STACKS_EV_SWITCH | Kind::STACKS_EV_SWITCH_FOLDED => kind::SWITCH,
+        Kind::STACKS_EV_RSS => kind::RSS,
+        Kind::STACKS_EV_BLOCK => kind::BLOCK,
+        Kind::STACKS_EV_VFS => kind::VFS,
+        Kind::STACKS_EV_NET => kind::NET,
+        _ => "unknown",
+    }
+}
+
+/// The drop counters seen so far, to turn new totals into deltas.
+#[derive(Default)]
+pub struct Drops {
+    seen: Vec<Vec<u64>>,
+    /// Totals by cause name over the recording.
+    pub by_cause: BTreeMap<String, u64>,
+    /// Off-CPU intervals whose end was inferred (not lost: see `STACKS_DROP_END_INFERRED`).
+    pub inferred_ends: u64,
+}
+
+impl Drops {
+    /// New drops since the last call, as (cpu, cause name, count), from per-CPU totals indexed
+    /// by cause.
+    pub fn update(&mut self, now: &[Vec<u64>]) -> Vec<(i32, String, u64)> {
+        let mut out = Vec::new();
+        self.seen.resize(now.len(), Vec::new());
+        for (cpu, (totals, seen)) in now.iter().zip(self.seen.iter_mut()).enumerate() {
+            seen.resize(totals.len(), 0);
+            for (cause, (&total, prev)) in totals.iter().zip(seen.iter_mut()).enumerate() {
+                if total > *prev && cause as u32 == Drop::STACKS_DROP_END_INFERRED.0 {
+                    self.inferred_ends += total - *prev;
+                    *prev = total;
+                } else if total > *prev {
+                    let name = cause_name(cause as u32);
+                    *self.by_cause.entry(name.clone()).or_default() += total - *prev;
+                    out.push((cpu as i32, name, total - *prev));
+                    *prev = total;
+                }
+            }
+        }
+        out
+    }
+
+    /// All causes' total.
+    pub fn total(&self) -> u64 {
+        self.by_cause.values().sum()
+    }
+
+    /// `lost N events (CAUSE n, …)` for the summary, and the inferred interval ends.
+    pub fn describe(&self) -> String {
+        let inferred = if self.inferred_ends > 0 {
+            format!(
+                "; {} off-CPU interval ends inferred from CPU time (switch-in not traced)",
+                self.inferred_ends
+            )
+        } else {
+            String::new()
+        };
+        if self.by_cause.is_empty() {
+            return format!("lost 0 events{inferred}");
+        }
+        let parts: Vec<String> = self
+            .by_cause
+            .iter()
+            .map(|(cause, n)| format!("{cause} {n}"))
+            .collect();
+        format!(
+            "lost {} events ({}){inferred}",
+            self.total(),
+            parts.join(", ")
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn causes_are_named_and_counted_as_deltas() {
+        let ring_vfs = Drop::STACKS_DROP_RINGBUF.0 + Kind::STACKS_EV_VFS.0;
+        assert_eq!(cause_name(ring_vfs), "ring_buffer_full:vfs");
+        assert_eq!(
+            cause_name(Drop::STACKS_DROP_END_NOT_SEEN.0),
+            "interval_end_not_seen:switch"
+        );
+        let n = Drop::STACKS_DROP_COUNT.0 as usize;
+        let mut d = Drops::default();
+        let mut cpu0 = vec![0; n];
+        cpu0[ring_vfs as usize] = 3;
+        let cpu1 = vec![0; n];
+        assert_eq!(
+            d.update(&[cpu0.clone(), cpu1.clone()]),
+            vec![(0, "ring_buffer_full:vfs".to_string(), 3)]
+        );
+        assert!(d.update(&[cpu0.clone(), cpu1.clone()]).is_empty());
+        cpu0[Drop::STACKS_DROP_END_NOT_SEEN.0 as usize] = 1;
+        cpu0[ring_vfs as usize] = 5;
+        cpu0[Drop::STACKS_DROP_END_INFERRED.0 as usize] = 4;
+        assert_eq!(d.update(&[cpu0, cpu1]).len(), 2);
+        assert_eq!(d.total(), 6);
+        assert_eq!(d.inferred_ends, 4);
+        assert_eq!(
+            d.describe(),
+            "lost 6 events (interval_end_not_seen:switch 1, ring_buffer_full:vfs 5); 4 off-CPU interval ends inferred from CPU time (switch-in not traced)"
+        );
+    }
+}
