@@ -2,6 +2,7 @@
 //! tests and demo. Each subcommand prints what it actually did, measured by its own clock, as
 //! one JSON object on stdout.
 
+mod contention;
 mod cpu;
 mod direct_read;
 mod kernel;
@@ -52,6 +53,9 @@ enum Cmd {
     Udp(udp::UdpArgs),
     /// CPU burn, sleeper, file write, memory touch and a TCP exchange at once, in named threads.
     Mixed(mixed::MixedArgs),
+    /// More runnable threads than CPUs: two CPU hogs, a pipe ping-pong pair and a writer that
+    /// fsyncs, each reporting its wall and CPU time (so its exact time off CPU).
+    Contention(contention::ContentionArgs),
 }
 
 fn main() -> ExitCode {
@@ -66,6 +70,7 @@ fn main() -> ExitCode {
         Cmd::Tcp(a) => tcp::run(&a),
         Cmd::Udp(a) => udp::run(&a),
         Cmd::Mixed(a) => mixed::run(&a),
+        Cmd::Contention(a) => contention::run(&a),
     };
     match result {
         Ok(report) => {
