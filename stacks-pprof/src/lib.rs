@@ -14,7 +14,6 @@ pub mod frames;
 mod metadata;
 pub mod proto;
 mod tables;
-pub mod timefmt;
 mod totals;
 
 use std::io::Read;

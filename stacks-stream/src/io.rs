@@ -10,6 +10,7 @@
 use std::cell::{Cell, RefCell};
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
+use std::os::fd::AsFd;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -437,36 +438,71 @@ fn classify(name: &str, e: ArrowError, hit_eof: bool) -> ContractError {
     }
 }
 
-/// Where binary output goes.
-pub enum Sink {
-    Stdout,
-    File(String),
+/// Where output goes: the writer and the name its errors use (`stdout` or the path).
+pub struct Sink {
+    pub writer: Box<dyn Write + Send>,
+    pub name: String,
 }
 
-/// An Arrow IPC stream being written; every batch is flushed so downstream sees it at once.
-pub struct OutputStream {
-    writer: StreamWriter<BufWriter<Box<dyn Write + Send>>>,
-    rows: u64,
+/// stdout, written straight to the file descriptor. `std::io::Stdout` is line buffered: it
+/// scans every byte for a newline, which for gigabytes of Arrow buffers cost a fifth of a
+/// stacks-symbolize run, so stdout is used through a duplicate of fd 1 instead (callers
+/// buffer). A terminal is not refused here: see [`open_sink`].
+pub fn stdout_sink() -> Result<Sink, ContractError> {
+    let name = "stdout".to_string();
+    let fd = io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .map_err(|source| ContractError::Io {
+            path: name.clone(),
+            source,
+        })?;
+    Ok(Sink {
+        writer: Box::new(File::from(fd)),
+        name,
+    })
+}
+
+/// `path`, created (or truncated).
+pub fn file_sink(path: &Path) -> Result<Sink, ContractError> {
+    let name = path.display().to_string();
+    let f = File::create(path).map_err(|source| ContractError::Io {
+        path: name.clone(),
+        source,
+    })?;
+    Ok(Sink {
+        writer: Box::new(f),
+        name,
+    })
 }
 
 /// Create the output for binary data: `path` (or stdout for `None`/`-`). Refuses a terminal.
-pub fn open_sink(path: Option<&Path>) -> Result<(Box<dyn Write + Send>, Sink), ContractError> {
+pub fn open_sink(path: Option<&Path>) -> Result<Sink, ContractError> {
     match path {
-        Some(p) if p.as_os_str() != "-" => {
-            let name = p.display().to_string();
-            let f = File::create(p).map_err(|source| ContractError::Io {
-                path: name.clone(),
-                source,
-            })?;
-            Ok((Box::new(f), Sink::File(name)))
-        }
+        Some(p) if p.as_os_str() != "-" => file_sink(p),
         _ => {
             if crate::cli::stdout_is_tty() {
                 return Err(ContractError::BinaryToTty);
             }
-            Ok((Box::new(io::stdout()), Sink::Stdout))
+            stdout_sink()
         }
     }
+}
+
+/// Create the output for text: `path` (or stdout for `None`/`-`, a terminal included).
+pub fn open_text_sink(path: Option<&Path>) -> Result<Sink, ContractError> {
+    match path {
+        Some(p) if p.as_os_str() != "-" => file_sink(p),
+        _ => stdout_sink(),
+    }
+}
+
+/// An Arrow IPC stream being written; every batch is flushed so downstream sees it at once.
+/// Errors name the destination.
+pub struct OutputStream {
+    writer: StreamWriter<BufWriter<Box<dyn Write + Send>>>,
+    name: String,
+    rows: u64,
 }
 
 /// Open an Arrow IPC stream writer on `path` or stdout (refusing a terminal).
@@ -482,21 +518,7 @@ pub fn open_output_with(
     schema: &SchemaRef,
     compress: bool,
 ) -> Result<OutputStream, ContractError> {
-    let (w, sink) = open_sink(path)?;
-    let name = match sink {
-        Sink::Stdout => "stdout".to_string(),
-        Sink::File(n) => n,
-    };
-    let mut options = IpcWriteOptions::default();
-    if compress {
-        options = options
-            .try_with_compression(Some(CompressionType::ZSTD))
-            .map_err(|e| arrow_to_io(&name, e))?;
-    }
-    let writer =
-        StreamWriter::try_new_with_options(BufWriter::with_capacity(1 << 16, w), schema, options)
-            .map_err(|e| arrow_to_io(&name, e))?;
-    Ok(OutputStream { writer, rows: 0 })
+    OutputStream::new(open_sink(path)?, schema, compress)
 }
 
 fn arrow_to_io(name: &str, e: ArrowError) -> ContractError {
@@ -513,12 +535,41 @@ fn arrow_to_io(name: &str, e: ArrowError) -> ContractError {
 }
 
 impl OutputStream {
+    /// An Arrow IPC stream writer on `sink` (see [`open_output_with`] for `compress`).
+    pub fn new(sink: Sink, schema: &SchemaRef, compress: bool) -> Result<Self, ContractError> {
+        let Sink { writer, name } = sink;
+        let mut options = IpcWriteOptions::default();
+        if compress {
+            options = options
+                .try_with_compression(Some(CompressionType::ZSTD))
+                .map_err(|e| arrow_to_io(&name, e))?;
+        }
+        let writer = StreamWriter::try_new_with_options(
+            BufWriter::with_capacity(1 << 20, writer),
+            schema,
+            options,
+        )
+        .map_err(|e| arrow_to_io(&name, e))?;
+        Ok(OutputStream {
+            writer,
+            name,
+            rows: 0,
+        })
+    }
+
+    /// Where the stream goes (`stdout` or the path), as errors name it.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
     /// Write one batch and flush it through to the file descriptor.
     pub fn write(&mut self, batch: &RecordBatch) -> Result<(), ContractError> {
         self.writer
             .write(batch)
-            .map_err(|e| arrow_to_io("stdout", e))?;
-        self.writer.flush().map_err(|e| arrow_to_io("stdout", e))?;
+            .map_err(|e| arrow_to_io(&self.name, e))?;
+        self.writer
+            .flush()
+            .map_err(|e| arrow_to_io(&self.name, e))?;
         self.rows += batch.num_rows() as u64;
         Ok(())
     }
@@ -530,8 +581,25 @@ impl OutputStream {
 
     /// Write the end-of-stream marker and flush. Without it, readers report a truncated stream.
     pub fn finish(mut self) -> Result<u64, ContractError> {
-        self.writer.finish().map_err(|e| arrow_to_io("stdout", e))?;
-        self.writer.flush().map_err(|e| arrow_to_io("stdout", e))?;
+        self.writer
+            .finish()
+            .map_err(|e| arrow_to_io(&self.name, e))?;
+        self.writer
+            .flush()
+            .map_err(|e| arrow_to_io(&self.name, e))?;
+        Ok(self.rows)
+    }
+
+    /// Flush what was written but leave the stream without its end-of-stream marker, so the
+    /// reader reports it truncated (the input broke off).
+    pub fn abandon(mut self) -> Result<u64, ContractError> {
+        self.writer
+            .get_mut()
+            .flush()
+            .map_err(|source| ContractError::Io {
+                path: self.name.clone(),
+                source,
+            })?;
         Ok(self.rows)
     }
 }
@@ -612,6 +680,26 @@ mod tests {
             assert!(input.next_batch().unwrap().is_none());
         }
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn write_errors_name_the_file() {
+        let full = Path::new("/dev/full");
+        if !full.exists() {
+            return;
+        }
+        let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]));
+        let batch =
+            RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from(vec![1, 2]))])
+                .unwrap();
+        let mut out = open_output(Some(full), &schema).unwrap();
+        assert_eq!(out.name(), "/dev/full");
+        let err = out.write(&batch).unwrap_err();
+        assert!(
+            matches!(&err, ContractError::Io { path, source }
+                if path == "/dev/full" && source.raw_os_error() == Some(libc::ENOSPC)),
+            "{err:?}"
+        );
     }
 
     #[test]

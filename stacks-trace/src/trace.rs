@@ -19,7 +19,7 @@ use std::io::Write;
 
 use arrow_array::{Array, RecordBatch};
 use arrow_schema::Schema;
-use stacks_pprof::timefmt::rfc3339;
+use stacks_stream::time::rfc3339;
 use stacks_stream::{col, kind, meta};
 
 use crate::Error;
