@@ -291,7 +291,7 @@ fn prepare_target(
 /// Open `path` (stdin for none or `-`) so that SIGTERM ends it cleanly.
 fn open_input(path: Option<&Path>, cut: Arc<AtomicBool>) -> anyhow::Result<InputStream> {
     match path {
-        Some(p) if !stacks_stream::cli::is_stdin(path) => {
+        Some(p) if !stacks_stream::cli::is_std(path) => {
             let name = p.display().to_string();
             let file = File::open(p).map_err(|err| PackError::Open {
                 path: name.clone(),

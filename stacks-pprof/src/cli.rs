@@ -89,7 +89,7 @@ pub fn run() -> anyhow::Result<ExitCode> {
 
 /// Convert as `args` say.
 pub fn run_with(args: Args) -> anyhow::Result<ExitCode> {
-    let to_stdout = stacks_stream::cli::is_stdin(args.output.as_deref());
+    let to_stdout = stacks_stream::cli::is_std(args.output.as_deref());
     // Refuse a terminal before reading anything; a file is only created once the input
     // converted, so a bad input does not clobber it. Folded stacks and SVG are text.
     let early_sink = if to_stdout {

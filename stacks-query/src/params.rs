@@ -390,6 +390,40 @@ mod tests {
     }
 
     #[test]
+    fn typed_values_use_the_shared_grammar() {
+        const DAY: i64 = 1_735_776_000_000_000_000; // 2025-01-02T00:00:00Z
+        for (text, ns) in [
+            ("2025-01-02", DAY),
+            ("2025-01-02T00:00:01Z", DAY + 1_000_000_000),
+            ("2025-01-02 01:00:00.5+01:00", DAY + 500_000_000),
+        ] {
+            assert_eq!(
+                ParamType::Timestamp.value(text),
+                Some(ScalarValue::TimestampNanosecond(
+                    Some(ns),
+                    Some("UTC".into())
+                )),
+                "{text}"
+            );
+        }
+        for (text, ns) in [
+            ("90", 90_000_000_000),
+            ("1.5s", 1_500_000_000),
+            ("1d", 86_400_000_000_000),
+        ] {
+            assert_eq!(
+                ParamType::Interval.value(text),
+                Some(ScalarValue::IntervalMonthDayNano(Some(
+                    arrow_array::types::IntervalMonthDayNano::new(0, 0, ns)
+                ))),
+                "{text}"
+            );
+        }
+        assert_eq!(ParamType::Timestamp.value("yesterday"), None);
+        assert_eq!(ParamType::Interval.value("-1s"), None);
+    }
+
+    #[test]
     fn durations() {
         assert_eq!(parse_duration_ns("1s"), Some(1_000_000_000));
         assert_eq!(parse_duration_ns("1.5ms"), Some(1_500_000));

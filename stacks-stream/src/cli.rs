@@ -191,15 +191,16 @@ pub fn refuse_tty_stdin(tool: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Whether an input path means stdin: absent or `-`.
-pub fn is_stdin(path: Option<&Path>) -> bool {
+/// Whether a path means the standard stream, absent or `-`: stdin for an input, stdout for
+/// an output.
+pub fn is_std(path: Option<&Path>) -> bool {
     path.is_none_or(|p| p.as_os_str() == "-")
 }
 
 /// Open a tool's input stream, `path` or stdin (absent or `-`), refusing to wait for a stream
 /// typed at a terminal.
 pub fn open_tool_input(tool: &str, path: Option<&Path>) -> anyhow::Result<InputStream> {
-    if is_stdin(path) {
+    if is_std(path) {
         refuse_tty_stdin(tool)?;
     }
     Ok(crate::io::open_input(path)?)
