@@ -57,7 +57,7 @@ pub struct Summary {
 /// decode, symbolize, encode. After an input error the output is left without its
 /// end-of-stream marker, so the next tool sees a truncated stream, and the error is returned.
 pub fn symbolize_stream(
-    mut input: InputStream,
+    input: InputStream,
     finder: debuginfo::Finder,
     options: &Options,
     open_output: impl FnOnce() -> Result<Sink, ContractError>,
@@ -92,6 +92,24 @@ pub fn symbolize_stream(
     };
     let mut sym = transform::Symbolize::new(finder, kernel).with_threads(jobs);
     let out = OutputStream::new(open_output()?, &layout.output, false)?;
+    run_stages(input, out, &mut sym, &layout, jobs, resolve, debug_dirs)?;
+    Ok(Summary {
+        stats: sym.stats,
+        unused_binaries: sym.finder().unused_binaries(),
+    })
+}
+
+/// The three stages, each on its own thread: decode (reader), symbolize (the calling
+/// thread, with `jobs` resolver workers), encode (writer).
+fn run_stages(
+    mut input: InputStream,
+    out: OutputStream,
+    sym: &mut transform::Symbolize,
+    layout: &transform::Layout,
+    jobs: usize,
+    resolve: resolve::Options,
+    debug_dirs: Vec<PathBuf>,
+) -> Result<()> {
     let in_name = input.name().to_string();
 
     let complete = AtomicBool::new(false);
@@ -149,9 +167,5 @@ pub fn symbolize_stream(
             Some(e) => Err(e),
             None => Ok(()),
         }
-    })?;
-    Ok(Summary {
-        stats: sym.stats,
-        unused_binaries: sym.finder().unused_binaries(),
     })
 }
