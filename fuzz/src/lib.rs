@@ -28,113 +28,52 @@ pub fn scratch(name: &str) -> PathBuf {
 }
 
 #[cfg(feature = "symbolize")]
-/// stacks-symbolize: layout check, then every batch through the symbolizer (one worker, no
-/// system debug directories, no kallsyms), and the result encoded as the binary writes it.
+/// stacks-symbolize: the library entry point the binary calls (one worker, no system debug
+/// directories, no kallsyms), writing to nowhere.
 pub fn symbolize(data: &[u8]) {
-    use stacks_symbolize::{debuginfo::Finder, resolve, transform};
-    let Some(mut input) = stream(data) else {
-        return;
-    };
-    let schema = input.schema();
-    if stacks_stream::check_version(&schema, "fuzz").is_err() {
-        return;
-    }
-    let mut md = schema.metadata().clone();
-    stacks_stream::stamp(
-        &mut md,
-        "stacks-symbolize",
-        "0",
-        stacks_stream::stage::SYMBOLIZED,
-    );
-    let Ok(layout) = transform::Layout::new(&schema, "fuzz", md) else {
+    use stacks_symbolize::{Options, debuginfo::Finder, symbolize_stream};
+    let Some(input) = stream(data) else {
         return;
     };
     let finder = Finder::new(&[], &[], None)
         .expect("finder without files")
         .with_system_dirs(Vec::new());
-    let kernel = transform::KernelConfig {
+    let options = Options {
         vmlinux: None,
-        fallback: Err("fuzzing: no kallsyms".into()),
-    };
-    let mut sym = transform::Symbolize::new(finder, kernel);
-    let opts = resolve::Options {
+        kallsyms: None,
         lines: true,
         inlines: true,
+        jobs: 1,
     };
-    let Ok(mut out) = arrow_ipc::writer::StreamWriter::try_new(std::io::sink(), &layout.output)
-    else {
-        return;
-    };
-    std::thread::scope(|s| {
-        let pool = resolve::Pool::start(s, 1, opts, Vec::new());
-        while let Ok(Some(batch)) = input.next_batch() {
-            let Ok(done) = sym.batch(&batch, &layout, &pool) else {
-                break;
-            };
-            if out.write(&done).is_err() {
-                break;
-            }
-        }
+    let _ = symbolize_stream(input, finder, &options, || {
+        Ok(stacks_stream::io::Sink {
+            writer: Box::new(std::io::sink()),
+            name: "fuzz".into(),
+        })
     });
-    let _ = out.finish();
 }
 
 #[cfg(feature = "pack")]
-/// stacks-pack: the schema checks of `pack`, then a packer into a directory with date
-/// partitions, tiny row groups and rotation every few rows, so sorting, naming from row times
-/// and rotation all see the fuzzed rows.
+/// stacks-pack: the library entry point the binary calls, into a directory with date
+/// partitions (for streams with a time column), tiny row groups and rotation every few rows,
+/// so sorting, naming from row times and rotation all see the fuzzed rows.
 pub fn pack(data: &[u8], dir: &std::path::Path) {
-    use stacks_pack::{Limits, Namer, Packer, Partitioning, Target};
-    let Some(mut input) = stream(data) else {
+    use stacks_pack::{Destination, Options, Partitioning};
+    let Some(input) = stream(data) else {
         return;
     };
-    let incoming = input.schema();
-    if stacks_stream::check_row_stream(&incoming, "fuzz").is_err() {
-        return;
-    }
-    // What stacks-pack refuses before writing (union types, a column name twice).
-    if stacks_pack::storable(&incoming).is_err() {
-        return;
-    }
-    if parquet::arrow::ArrowSchemaConverter::new()
-        .convert(&incoming)
-        .is_err()
-    {
-        return;
-    }
-    // As `pack` checks for --partition (its `order::time_column` is private).
-    let timed = incoming.index_of(stacks_stream::col::TIME).is_ok_and(|i| {
-        matches!(
-            incoming.field(i).data_type(),
-            arrow_schema::DataType::Timestamp(arrow_schema::TimeUnit::Nanosecond, _)
-        )
-    });
-    let partition = timed.then_some(Partitioning::Date);
-    let schema = stacks_pack::stamped_schema(&incoming);
-    let Ok(props) = stacks_pack::writer_properties(&schema, 1, 3) else {
-        return;
-    };
+    let timed = stacks_pack::has_time_column(&input.schema());
     let _ = std::fs::remove_dir_all(dir);
-    let target = Target::Dir {
-        dir: dir.to_path_buf(),
-        namer: Namer::new("fuzz", 1),
-    };
-    let limits = Limits {
+    let options = Options {
+        destination: Destination::Dir(dir.to_path_buf()),
         max_rows: 5,
         max_bytes: Some(4096),
         max_age: None,
-        group_rows: 3,
+        partition: timed.then_some(Partitioning::Date),
+        row_group_rows: 3,
+        zstd_level: 1,
     };
-    let mut packer = Packer::new(target, schema, props, limits, partition, None);
-    while let Ok(Some(batch)) = input.next_batch() {
-        if packer.write(&batch).is_err() {
-            return;
-        }
-        if packer.tick(std::time::Instant::now()).is_err() {
-            return;
-        }
-    }
-    let _ = packer.finish();
+    let _ = stacks_pack::pack_stream(input, &options);
 }
 
 #[cfg(feature = "pprof")]
@@ -208,15 +147,16 @@ pub fn record_args(data: &[u8]) {
 
 /// stacks-query: SQL text and `--param` assignments against a one-file table made from a
 /// small symbolized stream. `data` is UTF-8: the SQL (or `@NAME`, a bundled query), then
-/// NUL-separated `NAME=VALUE` parameters. Planned and run as `stacks-query` does: read-only
-/// SQL options, parameters bound from declarations, errors located in the SQL.
+/// NUL-separated `NAME=VALUE` parameters. Bound and run through the library functions the
+/// binary calls (`stacks_query::bind`, `stacks_query::start`).
 #[cfg(feature = "query")]
 pub mod query {
     use std::path::PathBuf;
     use std::sync::OnceLock;
 
-    use datafusion::prelude::{SQLOptions, SessionContext};
-    use stacks_query::{output, params, position, queries, source};
+    use datafusion::prelude::SessionContext;
+    use futures::StreamExt;
+    use stacks_query::{output, params, queries, source};
 
     /// The table: the symbolized seed stream packed into one Parquet file.
     const TABLE: &[u8] = include_bytes!("../seeds/streams/sym-failed.arrow");
@@ -273,33 +213,16 @@ pub mod query {
         let given: Vec<(String, String)> = parts
             .filter_map(|p| params::split_assignment(p).ok())
             .collect();
-        let Ok(decls) = params::declarations(&query.label, &query.sql) else {
-            return;
-        };
-        let Ok(values) = params::bind(&query.label, &decls, &given, !first.starts_with('@')) else {
+        let Ok(values) = stacks_query::bind(&query, &given, !first.starts_with('@')) else {
             return;
         };
         let f = fixture();
-        let options = SQLOptions::new()
-            .with_allow_ddl(false)
-            .with_allow_dml(false)
-            .with_allow_statements(false);
         f.runtime.block_on(async {
-            let df = match f.ctx.sql_with_options(&query.sql, options).await {
-                Ok(df) => df,
-                Err(e) => {
-                    let _ = position::locate(&query.label, &e).to_string();
-                    return;
-                }
-            };
-            let Ok(df) = df.with_param_values(values) else {
+            let Ok(mut stream) = stacks_query::start(&f.ctx, &query, values).await else {
                 return;
             };
-            let Ok(batches) = df.collect().await else {
-                return;
-            };
-            for b in &batches {
-                let _ = output::nested_as_text(b);
+            while let Some(Ok(b)) = stream.next().await {
+                let _ = output::nested_as_text(&b);
             }
         });
     }

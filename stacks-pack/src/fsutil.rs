@@ -1,8 +1,7 @@
 //! File-system helpers for durable output: create the output directory (remembering what
-//! was created), check it is writable, fsync directories, and hand files created under sudo
-//! back to the invoking user.
+//! was created), check it is writable, fsync directories. (Files created under sudo are
+//! handed back to the invoking user by `stacks_stream::sys::SudoOwner`.)
 
-use std::cell::Cell;
 use std::ffi::CString;
 use std::fs::{self, File};
 use std::io;
@@ -80,57 +79,6 @@ pub fn sync_dir(dir: &Path) -> Result<(), PackError> {
         .map_err(sync_err)?
         .sync_all()
         .map_err(sync_err)
-}
-
-/// The user who ran `sudo stacks-pack …`: what we create is chowned to them, so a profile
-/// taken as root can be read, moved and deleted without root.
-#[derive(Debug)]
-pub struct Owner {
-    uid: u32,
-    gid: u32,
-    warned: Cell<bool>,
-}
-
-impl Owner {
-    /// `Some` when we run as root and `SUDO_UID`/`SUDO_GID` name the invoking user.
-    pub fn from_sudo() -> Option<Self> {
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        if unsafe { libc::geteuid() } != 0 {
-            return None;
-        }
-        let var = |k| std::env::var(k).ok()?.trim().parse::<u32>().ok();
-        let (uid, gid) = (var("SUDO_UID")?, var("SUDO_GID")?);
-        (uid != 0).then(|| Self {
-            uid,
-            gid,
-            warned: Cell::new(false),
-        })
-    }
-
-    /// Chown a path (a directory we created). Failure only warns: the data is safe either way.
-    pub fn chown_path(&self, path: &Path) {
-        if let Err(e) = std::os::unix::fs::chown(path, Some(self.uid), Some(self.gid)) {
-            self.warn(path, &e);
-        }
-    }
-
-    /// Chown an open file (before it gets its final name).
-    pub fn chown_file(&self, file: &File, path: &Path) {
-        if let Err(e) = std::os::unix::fs::fchown(file, Some(self.uid), Some(self.gid)) {
-            self.warn(path, &e);
-        }
-    }
-
-    fn warn(&self, path: &Path, e: &io::Error) {
-        if !self.warned.replace(true) {
-            eprintln!(
-                "stacks-pack: warning: cannot give {} to uid {} gid {} (SUDO_UID/SUDO_GID): {e}",
-                path.display(),
-                self.uid,
-                self.gid
-            );
-        }
-    }
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! with `-o`. Files appear atomically (temp name, fsync, rename, fsync directory), a stream
 //! that ends badly still has its received rows finalized, and SIGTERM finishes cleanly.
 
+pub mod cli;
 mod error;
 mod fsutil;
 mod naming;
@@ -11,7 +12,6 @@ mod signals;
 mod sink;
 mod stack_id;
 mod stale;
-mod units;
 
 use std::fs::File;
 use std::io;
@@ -24,7 +24,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use arrow_schema::{Schema, SchemaRef};
-use clap::{ArgGroup, Parser};
 use parquet::arrow::ArrowSchemaConverter;
 use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::metadata::{KeyValue, SortingColumn};
@@ -32,12 +31,13 @@ use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
 use stacks_stream::{ContractError, InputStream, meta};
 
+pub use cli::{Args, run};
 pub use error::PackError;
 pub use naming::{Namer, file_name, sanitize_host, utc_date, utc_stamp};
 pub use sink::{Limits, Packer, Partitioning, Summary, Target};
 
-use fsutil::Owner;
 use signals::StopOnTerm;
+use stacks_stream::sys::SudoOwner as Owner;
 
 /// Tool name used in messages and provenance.
 pub const TOOL: &str = "stacks-pack";
@@ -50,87 +50,31 @@ const STACKS_KEY_PREFIX: &str = "stacks.";
 /// How often the packer looks at the clock (age rotation, SIGTERM) while input is idle.
 const TICK: Duration = Duration::from_millis(100);
 
-/// Command line of `stacks-pack`.
-#[derive(Debug, Parser)]
-#[command(
-    name = "stacks-pack",
-    version,
-    about = "Write a stacks stream to crash-safe, rotated Parquet files",
-    long_about = "Write a stacks stream to crash-safe, rotated Parquet files.\n\n\
-        Reads an Arrow IPC stream (stdin by default), e.g.\n  \
-        stacks-record … | stacks-symbolize | stacks-pack out/\n\
-        and writes zstd-compressed Parquet files named \
-        stacks-<UTC time of the first row>-<host>-<pid>-<seq>.parquet into DIR, starting a new \
-        file when one reaches --max-rows, --max-bytes or --max-age; or, with -o, exactly one \
-        file. Row groups are sorted by time. Files only appear once complete (written as \
-        .NAME.tmp, fsynced, renamed). ^C is ignored (the stream's end finishes the job); \
-        SIGTERM finishes the current file and exits."
-)]
-#[command(group(ArgGroup::new("destination").required(true).args(["dir", "output"])))]
-pub struct Args {
-    /// Directory for the Parquet files (created, with parents, if missing)
-    #[arg(value_name = "DIR")]
-    pub dir: Option<PathBuf>,
-
-    /// Write everything to this one Parquet file instead (replaced atomically if it exists)
-    #[arg(
-        short = 'o',
-        long = "output",
-        value_name = "FILE.parquet",
-        conflicts_with_all = ["max_rows", "max_bytes", "max_age", "partition"]
-    )]
-    pub output: Option<PathBuf>,
-
-    /// Arrow IPC stream to read (`-` or absent: stdin)
-    #[arg(short = 'i', long = "input", value_name = "INPUT")]
-    pub input: Option<PathBuf>,
-
-    /// Start a new file after this many rows
-    #[arg(
-        long,
-        value_name = "N",
-        default_value_t = 1_000_000,
-        value_parser = clap::value_parser!(u64).range(1..)
-    )]
-    pub max_rows: u64,
-
-    /// Start a new file once one has this many bytes (checked after each row group), e.g.
-    /// 64M, 1G
-    #[arg(long, value_name = "SIZE", value_parser = units::parse_size)]
-    pub max_bytes: Option<u64>,
-
-    /// Finish a file at most this long after its first row arrived, even if input is idle,
-    /// e.g. 30s, 10m, 1h
-    #[arg(long, value_name = "DURATION", value_parser = units::parse_duration)]
-    pub max_age: Option<Duration>,
-
-    /// Put files in hive-style partition directories: `date` = date=YYYY-MM-DD/ (UTC date of
-    /// each row's time)
-    #[arg(long, value_enum, value_name = "BY")]
-    pub partition: Option<Partitioning>,
-
-    /// Rows per row group; each row group is sorted by time
-    #[arg(
-        long,
-        value_name = "N",
-        default_value_t = MAX_ROW_GROUP_ROWS as u64,
-        value_parser = clap::value_parser!(u64).range(1..=(MAX_ROW_GROUP_ROWS as u64) * 8)
-    )]
-    pub row_group_rows: u64,
-
-    /// zstd compression level, 1 (fast) to 22 (small)
-    #[arg(
-        long,
-        value_name = "L",
-        default_value_t = 3,
-        value_parser = clap::value_parser!(i32).range(1..=22)
-    )]
-    pub zstd_level: i32,
+/// Where the Parquet files go.
+#[derive(Debug, Clone)]
+pub enum Destination {
+    /// Rotated, uniquely named files in this directory (created, with parents, if missing).
+    Dir(PathBuf),
+    /// Exactly one file (replaced atomically if it exists).
+    File(PathBuf),
 }
 
-/// Entry point of the binary: parse the command line and pack.
-pub fn run() -> anyhow::Result<ExitCode> {
-    pack(&stacks_stream::cli::parse_args::<Args>("stacks-pack"))
+/// How to pack (the command line's choices).
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub destination: Destination,
+    /// Start a new file after this many rows (directories only).
+    pub max_rows: u64,
+    /// Start a new file once one has this many bytes (directories only).
+    pub max_bytes: Option<u64>,
+    /// Finish a file at most this long after its first row arrived (directories only).
+    pub max_age: Option<Duration>,
+    /// Hive-style partition directories (directories only).
+    pub partition: Option<Partitioning>,
+    /// Rows per row group (each sorted by time).
+    pub row_group_rows: usize,
+    /// zstd compression level, 1 to 22.
+    pub zstd_level: i32,
 }
 
 /// What the reading thread hands over.
@@ -140,15 +84,17 @@ enum Incoming {
     Failed(ContractError),
 }
 
-/// Pack the input described by `args`. Exit status 0 only once every file is on disk.
-pub fn pack(args: &Args) -> anyhow::Result<ExitCode> {
+/// Pack the stream at `input` (stdin for none or `-`) as `options` say: the destination is
+/// made ready before the input is read, ^C is ignored and SIGTERM finishes the current file.
+/// Exit status 0 only once every file is on disk.
+pub fn pack(input: Option<&Path>, options: &Options) -> anyhow::Result<ExitCode> {
     stacks_stream::cli::ignore_sigint();
     signals::install_sigterm().context("installing the SIGTERM handler")?;
-    let owner = Owner::from_sudo();
-    let (target, shown, limits) = prepare_target(args, owner.as_ref())?;
+    let owner = Owner::from_sudo(TOOL);
+    let (target, shown, limits) = prepare_target(options, owner.as_ref())?;
 
     let cut = Arc::new(AtomicBool::new(false));
-    let input = match open_input(args.input.as_deref(), cut.clone()) {
+    let input = match open_input(input, cut.clone()) {
         Ok(input) => input,
         Err(_) if cut.load(Ordering::SeqCst) => {
             eprintln!("{TOOL}: terminated (SIGTERM) before the stream began; nothing written");
@@ -156,6 +102,43 @@ pub fn pack(args: &Args) -> anyhow::Result<ExitCode> {
         }
         Err(e) => return Err(e),
     };
+    let (summary, upstream) = pack_into(input, target, limits, options, owner, &cut)?;
+    eprintln!("{}", describe(&summary, &shown));
+    match upstream {
+        Some(e) => Err(e.into()),
+        None => Ok(ExitCode::SUCCESS),
+    }
+}
+
+/// Pack `input`, already open, as `options` say (without the signal handling and sudo
+/// ownership of [`pack`]); an input that breaks off still has its rows finalized, and the
+/// error is returned after.
+pub fn pack_stream(input: InputStream, options: &Options) -> anyhow::Result<Summary> {
+    let (target, _, limits) = prepare_target(options, None)?;
+    let (summary, upstream) = pack_into(
+        input,
+        target,
+        limits,
+        options,
+        None,
+        &AtomicBool::new(false),
+    )?;
+    match upstream {
+        Some(e) => Err(e.into()),
+        None => Ok(summary),
+    }
+}
+
+/// Check the input's schema, then pack it into `target`; returns what was written and the
+/// input's error, if it broke off (`cut`: the break was ours, SIGTERM).
+fn pack_into(
+    input: InputStream,
+    target: Target,
+    limits: Limits,
+    options: &Options,
+    owner: Option<Owner>,
+    cut: &AtomicBool,
+) -> anyhow::Result<(Summary, Option<ContractError>)> {
     let incoming = input.schema();
     // A store holds stacks rows only: one foreign file would break every query over it.
     stacks_stream::check_row_stream(&incoming, input.name())?;
@@ -169,7 +152,7 @@ pub fn pack(args: &Args) -> anyhow::Result<ExitCode> {
             input: input.name().to_string(),
             detail: error::parquet_detail(&e),
         })?;
-    if args.partition.is_some() && order::time_column(&incoming).is_none() {
+    if options.partition.is_some() && !has_time_column(&incoming) {
         return Err(PackError::Schema {
             input: input.name().to_string(),
             detail: "--partition needs a `time` column of type Timestamp(ns)".into(),
@@ -183,8 +166,8 @@ pub fn pack(args: &Args) -> anyhow::Result<ExitCode> {
         None => stamped_schema(&incoming),
     };
     let with_id = stack.map(|i| (schema.clone(), i));
-    let props = writer_properties(&schema, args.zstd_level, limits.group_rows)?;
-    let mut packer = Packer::new(target, schema, props, limits, args.partition, owner);
+    let props = writer_properties(&schema, options.zstd_level, limits.group_rows)?;
+    let mut packer = Packer::new(target, schema, props, limits, options.partition, owner);
 
     // Reading happens on its own thread so that idle input still lets files reach --max-age.
     let (tx, rx) = mpsc::sync_channel::<Incoming>(2);
@@ -220,12 +203,12 @@ pub fn pack(args: &Args) -> anyhow::Result<ExitCode> {
             packer.rows()
         );
     }
-    let summary = packer.finish()?;
-    eprintln!("{}", describe(&summary, &shown));
-    match upstream {
-        Some(e) => Err(e.into()),
-        None => Ok(ExitCode::SUCCESS),
-    }
+    Ok((packer.finish()?, upstream))
+}
+
+/// Whether `schema` has a `time` column of type Timestamp(ns), as `--partition` needs.
+pub fn has_time_column(schema: &Schema) -> bool {
+    order::time_column(schema).is_some()
 }
 
 /// Read every batch of `input`, add its `stack_id` when `with_id` says where the stack is
@@ -259,53 +242,56 @@ fn read_all(
 
 /// Create or check the destination before any input is read, so a bad path fails at once.
 fn prepare_target(
-    args: &Args,
+    options: &Options,
     owner: Option<&Owner>,
 ) -> Result<(Target, String, Limits), PackError> {
-    let group_rows = usize::try_from(args.row_group_rows).unwrap_or(MAX_ROW_GROUP_ROWS);
-    if let Some(dir) = &args.dir {
-        for created in fsutil::create_dir_tracked(dir)? {
-            if let Some(owner) = owner {
-                owner.chown_path(&created);
+    let group_rows = options.row_group_rows;
+    let dir = match &options.destination {
+        Destination::Dir(dir) => dir,
+        Destination::File(path) => {
+            if path.is_dir() {
+                return Err(PackError::Create {
+                    path: path.display().to_string(),
+                    err: io::Error::from(io::ErrorKind::IsADirectory),
+                });
             }
+            fsutil::check_writable(&fsutil::parent_dir(path))?;
+            let shown = path.display().to_string();
+            let target = Target::File(path.clone());
+            return Ok((target, shown, Limits::single_file(group_rows)));
         }
-        fsutil::check_writable(dir)?;
-        let namer = Namer::for_this_process();
-        let removed = stale::clean(dir, namer.host());
-        if removed > 0 {
-            eprintln!(
-                "{TOOL}: removed {removed} unfinished file(s) left in {} by packers that were killed",
-                dir.display()
-            );
+    };
+    for created in fsutil::create_dir_tracked(dir)? {
+        if let Some(owner) = owner {
+            owner.chown_path(&created);
         }
-        let target = Target::Dir {
-            dir: dir.clone(),
-            namer,
-        };
-        let limits = Limits {
-            max_rows: args.max_rows,
-            max_bytes: args.max_bytes,
-            max_age: args.max_age,
-            group_rows,
-        };
-        return Ok((target, dir.display().to_string(), limits));
     }
-    let path = args.output.clone().unwrap_or_default();
-    if path.is_dir() {
-        return Err(PackError::Create {
-            path: path.display().to_string(),
-            err: io::Error::from(io::ErrorKind::IsADirectory),
-        });
+    fsutil::check_writable(dir)?;
+    let namer = Namer::for_this_process();
+    let removed = stale::clean(dir, namer.host());
+    if removed > 0 {
+        eprintln!(
+            "{TOOL}: removed {removed} unfinished file(s) left in {} by packers that were killed",
+            dir.display()
+        );
     }
-    fsutil::check_writable(&fsutil::parent_dir(&path))?;
-    let shown = path.display().to_string();
-    Ok((Target::File(path), shown, Limits::single_file(group_rows)))
+    let target = Target::Dir {
+        dir: dir.clone(),
+        namer,
+    };
+    let limits = Limits {
+        max_rows: options.max_rows,
+        max_bytes: options.max_bytes,
+        max_age: options.max_age,
+        group_rows,
+    };
+    Ok((target, dir.display().to_string(), limits))
 }
 
 /// Open `path` (stdin for none or `-`) so that SIGTERM ends it cleanly.
 fn open_input(path: Option<&Path>, cut: Arc<AtomicBool>) -> anyhow::Result<InputStream> {
     match path {
-        Some(p) if p.as_os_str() != "-" => {
+        Some(p) if !stacks_stream::cli::is_std(path) => {
             let name = p.display().to_string();
             let file = File::open(p).map_err(|err| PackError::Open {
                 path: name.clone(),
@@ -447,8 +433,34 @@ pub fn describe(summary: &Summary, dest: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
+    use clap::{CommandFactory, Parser};
     use std::collections::HashMap;
+
+    #[test]
+    fn quantities_use_the_shared_grammar() {
+        let parse = |flag: &str, v: &str| Args::try_parse_from(["stacks-pack", "d", flag, v]);
+        for (text, want) in [
+            ("90", Duration::from_secs(90)),
+            ("1.5s", Duration::from_millis(1500)),
+            ("250ms", Duration::from_millis(250)),
+            ("10m", Duration::from_secs(600)),
+            ("1d", Duration::from_secs(86_400)),
+        ] {
+            assert_eq!(
+                parse("--max-age", text).unwrap().max_age,
+                Some(want),
+                "{text}"
+            );
+        }
+        for bad in ["0", "-1s", "5x", "soon"] {
+            assert!(parse("--max-age", bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            parse("--max-bytes", "64M").unwrap().max_bytes,
+            Some(64 << 20)
+        );
+        assert!(parse("--max-bytes", "0").is_err());
+    }
 
     #[test]
     fn cli_is_consistent() {

@@ -16,7 +16,7 @@ pub struct Namer {
 impl Namer {
     /// A namer for this machine and process.
     pub fn for_this_process() -> Self {
-        Self::new(&hostname(), std::process::id())
+        Self::new(&stacks_stream::sys::hostname(), std::process::id())
     }
 
     /// A namer for `host` (sanitized) and `pid`.
@@ -55,35 +55,12 @@ pub fn file_name(secs: u64, host: &str, pid: u32, seq: u64) -> String {
 
 /// `YYYYMMDDTHHMMSSZ` (basic ISO 8601, UTC) for `secs` since the Unix epoch.
 pub fn utc_stamp(secs: u64) -> String {
-    let days = secs / 86_400;
-    let rem = secs % 86_400;
-    let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60
-    )
+    stacks_stream::time::basic_stamp(i64::try_from(secs).unwrap_or(i64::MAX))
 }
 
 /// `YYYY-MM-DD` (UTC) of a day count since 1970-01-01 (earlier days count as 1970-01-01).
 pub fn utc_date(days: i64) -> String {
-    let (y, m, d) = civil_from_days(u64::try_from(days).unwrap_or(0));
-    format!("{y:04}-{m:02}-{d:02}")
-}
-
-/// Proleptic Gregorian date of a day count since 1970-01-01 (H. Hinnant's algorithm).
-fn civil_from_days(days: u64) -> (u64, u64, u64) {
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + u64::from(m <= 2);
-    (y, m, d)
+    stacks_stream::time::date(days.max(0))
 }
 
 /// Keep `[A-Za-z0-9.-]`, replace anything else with `-`; `unknown` if nothing is left.
@@ -104,18 +81,6 @@ pub fn sanitize_host(raw: &str) -> String {
     } else {
         s.into()
     }
-}
-
-/// This machine's host name from `gethostname(2)`, unsanitized; empty if unavailable.
-pub fn hostname() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: the buffer is valid for `buf.len()` bytes; gethostname writes at most that many.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if rc != 0 {
-        return String::new();
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..end]).into_owned()
 }
 
 #[cfg(test)]
@@ -148,7 +113,6 @@ mod tests {
         assert_eq!(sanitize_host("my host_é/x"), "my-host---x");
         assert_eq!(sanitize_host(""), "unknown");
         assert_eq!(sanitize_host("..."), "unknown");
-        assert!(!hostname().contains('\0'));
     }
 
     #[test]

@@ -6,31 +6,14 @@ use std::io::{self, Read};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-static TERMINATED: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_sigterm(_sig: libc::c_int) {
-    TERMINATED.store(true, Ordering::SeqCst);
-}
-
 /// Install the SIGTERM handler.
 pub fn install_sigterm() -> io::Result<()> {
-    // SAFETY: a zeroed sigaction is a valid starting value; the handler is async-signal-safe
-    // (a single atomic store) and lives for the whole program.
-    unsafe {
-        let mut sa: libc::sigaction = std::mem::zeroed();
-        sa.sa_sigaction = on_sigterm as extern "C" fn(libc::c_int) as libc::sighandler_t;
-        sa.sa_flags = 0;
-        libc::sigemptyset(&mut sa.sa_mask);
-        if libc::sigaction(libc::SIGTERM, &sa, std::ptr::null_mut()) != 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(())
+    stacks_stream::sys::catch_signals(&[libc::SIGTERM])
 }
 
 /// Whether SIGTERM has been received.
 pub fn terminated() -> bool {
-    TERMINATED.load(Ordering::SeqCst)
+    stacks_stream::sys::signal_caught()
 }
 
 /// A byte source that reports end-of-file once SIGTERM has arrived, and records in `cut`

@@ -16,7 +16,9 @@ use parquet::arrow::ArrowWriter;
 use parquet::file::properties::WriterProperties;
 
 use crate::error::PackError;
-use crate::fsutil::{Owner, create_dir_tracked, parent_dir, sync_dir};
+use stacks_stream::sys::SudoOwner as Owner;
+
+use crate::fsutil::{create_dir_tracked, parent_dir, sync_dir};
 use crate::naming::Namer;
 use crate::order::{self, TimeColumn};
 

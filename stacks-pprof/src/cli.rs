@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::bail;
 use clap::{Parser, ValueEnum};
-use stacks_stream::io::{Sink, open_sink};
+use stacks_stream::io::{open_text_sink, stdout_sink};
 
 use crate::{Options, convert, default_index, folded, write_folded, write_profile, write_svg};
 
@@ -89,7 +89,7 @@ pub fn run() -> anyhow::Result<ExitCode> {
 
 /// Convert as `args` say.
 pub fn run_with(args: Args) -> anyhow::Result<ExitCode> {
-    let to_stdout = args.output.as_ref().is_none_or(|p| p.as_os_str() == "-");
+    let to_stdout = stacks_stream::cli::is_std(args.output.as_deref());
     // Refuse a terminal before reading anything; a file is only created once the input
     // converted, so a bad input does not clobber it. Folded stacks and SVG are text.
     let early_sink = if to_stdout {
@@ -98,18 +98,11 @@ pub fn run_with(args: Args) -> anyhow::Result<ExitCode> {
                 "refusing to write a binary pprof profile to a terminal: redirect it to a file or give -o FILE"
             );
         }
-        Some((
-            Box::new(std::io::stdout()) as Box<dyn Write + Send>,
-            Sink::Stdout,
-        ))
+        Some(stdout_sink()?)
     } else {
         None
     };
-    let from_stdin = args.input.as_ref().is_none_or(|p| p.as_os_str() == "-");
-    if from_stdin {
-        stacks_stream::cli::refuse_tty_stdin("stacks-pprof")?;
-    }
-    let mut input = stacks_stream::open_input(args.input.as_deref())?;
+    let mut input = stacks_stream::cli::open_tool_input("stacks-pprof", args.input.as_deref())?;
     let options = Options {
         stack: args.stack,
         values: args.values,
@@ -130,14 +123,11 @@ pub fn run_with(args: Args) -> anyhow::Result<ExitCode> {
     if args.format == Format::Svg {
         write_svg(&profile, index, &stacks, &mut rendered, "memory")?;
     }
-    let (out, sink) = match early_sink {
+    let sink = match early_sink {
         Some(s) => s,
-        None => open_sink(args.output.as_deref())?,
+        None => open_text_sink(args.output.as_deref())?,
     };
-    let name = match sink {
-        Sink::Stdout => "stdout".to_string(),
-        Sink::File(name) => name,
-    };
+    let (out, name) = (sink.writer, sink.name);
     match args.format {
         Format::Pprof => write_profile(&profile, out, &name)?,
         Format::Folded => write_folded(&stacks, std::io::BufWriter::new(out), &name)?,

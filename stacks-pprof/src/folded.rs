@@ -9,8 +9,8 @@ use inferno::flamegraph::color::{BasicPalette, Palette};
 
 use crate::Error;
 use crate::proto::Profile;
-use crate::timefmt::rfc3339;
 use stacks_stream::frames::NO_STACK_FRAME;
+use stacks_stream::time::rfc3339;
 
 /// What flamegraph.pl and bcc append to inlined function names (`--annotate`).
 pub const INLINED_SUFFIX: &str = "_[i]";

@@ -13,7 +13,6 @@ mod folded;
 mod metadata;
 pub mod proto;
 mod tables;
-pub mod timefmt;
 mod totals;
 
 use std::io::Read;

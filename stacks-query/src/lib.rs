@@ -5,6 +5,7 @@
 //! The Arrow output carries the recording's `stacks.*` metadata, so `stacks-query cpu |
 //! stacks-pprof` knows what it is converting.
 
+pub mod cli;
 pub mod output;
 pub mod params;
 pub mod position;
@@ -13,128 +14,31 @@ pub mod source;
 pub mod udf;
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
-use clap::Parser;
+use anyhow::Result;
 use datafusion::common::ParamValues;
 use datafusion::execution::disk_manager::DiskManagerBuilder;
 use datafusion::execution::memory_pool::FairSpillPool;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::physical_plan::SendableRecordBatchStream;
 use datafusion::prelude::{SQLOptions, SessionConfig, SessionContext};
 use futures::StreamExt;
 
 use output::{Format, Writer};
 use queries::Query;
 
-/// Command line of `stacks-query`.
-#[derive(Debug, Parser)]
-#[command(
-    name = "stacks-query",
-    version,
-    about = "Run SQL over a directory of stacks Parquet files (the table `stacks`)",
-    after_help = "Examples:\n  stacks-query cpu | stacks-pprof > cpu.pb.gz\n  \
-                  stacks-query offcpu --param comm=nginx --param from=2025-01-02T03:00:00Z | stacks-pprof > off.pb.gz\n  \
-                  stacks-query timeline --param kind=block --param interval=100ms -f csv\n  \
-                  stacks-query -c \"SELECT stack_fold(stack) AS folded, count(*) AS samples FROM stacks GROUP BY 1\"\n  \
-                  stacks-query --list\n\n\
-                  Queries and functions: docs/queries.md"
-)]
-#[command(group = clap::ArgGroup::new("what").required(true).args(["query", "sql", "list"]))]
-pub struct Cli {
-    /// Directory of Parquet files written by stacks-pack, searched recursively (names starting
-    /// with `.` are unfinished files and skipped); or a single Parquet file
-    #[arg(
-        short = 'd',
-        long = "dir",
-        value_name = "DIR",
-        env = "STACKS_DATA",
-        default_value = "out"
-    )]
-    pub dir: PathBuf,
+pub use cli::run;
 
-    /// A .sql file, or the name of a bundled query (see --list)
-    #[arg(value_name = "QUERY")]
-    pub query: Option<String>,
+/// Tool name used in messages and provenance.
+pub const TOOL: &str = "stacks-query";
 
-    /// Run this SQL instead of a query file
-    #[arg(
-        short = 'c',
-        long = "command",
-        value_name = "SQL",
-        allow_hyphen_values = true
-    )]
-    pub sql: Option<String>,
-
-    /// Bind a query parameter (`$NAME` in the SQL) to a typed value; repeatable. An empty
-    /// VALUE is NULL. Bundled queries list theirs with --list
-    #[arg(
-        short = 'p',
-        long = "param",
-        value_name = "NAME=VALUE",
-        value_parser = params::split_assignment
-    )]
-    pub params: Vec<(String, String)>,
-
-    /// Output format [default: table on a terminal, arrow otherwise]
-    #[arg(short = 'f', long, value_enum, value_name = "FORMAT")]
-    pub format: Option<Format>,
-
-    /// Memory for query execution, e.g. 512M, 2G: sorts and aggregations beyond it spill to
-    /// temporary files [default: unlimited]
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
-    pub memory_limit: Option<usize>,
-
-    /// List the bundled queries, the question each answers and its parameters
-    #[arg(long)]
-    pub list: bool,
-}
-
-/// A byte count with an optional K, M, G or T suffix (powers of 1024).
-fn parse_size(text: &str) -> Result<usize, String> {
-    let bytes = stacks_stream::cli::parse_size(text)?;
-    usize::try_from(bytes).map_err(|_| format!("`{text}` is too large"))
-}
-
-/// Entry point of the binary.
-pub fn run() -> Result<ExitCode> {
-    let cli = stacks_stream::cli::parse_args::<Cli>("stacks-query");
-    if cli.list {
-        queries::list(&mut std::io::stdout().lock())?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    let query = match (&cli.query, &cli.sql) {
-        (_, Some(sql)) => queries::inline(sql),
-        (Some(q), None) => queries::resolve(q)?,
-        (None, None) => anyhow::bail!("give a QUERY or -c SQL (see --help)"),
-    };
+/// The values to bind to `query`'s parameters: its declared defaults, overridden by `given`
+/// (`NAME`, `VALUE` pairs, parsed by the declared type; for `inline` SQL, which declares
+/// nothing, by the type the value looks like).
+pub fn bind(query: &Query, given: &[(String, String)], inline: bool) -> Result<ParamValues> {
     let decls = params::declarations(&query.label, &query.sql)?;
-    let values = params::bind(&query.label, &decls, &cli.params, cli.sql.is_some())?;
-    let format = cli
-        .format
-        .unwrap_or(if stacks_stream::cli::stdout_is_tty() {
-            Format::Table
-        } else {
-            Format::Arrow
-        });
-
-    let files = source::stacks_files(&cli.dir, source::find_files(&cli.dir)?)?;
-    let mut metadata = source::recording_metadata(&files[0])?;
-    stacks_stream::stamp(
-        &mut metadata,
-        "stacks-query",
-        env!("CARGO_PKG_VERSION"),
-        stacks_stream::stage::QUERY,
-    );
-
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the query runtime")?;
-    let ctx = session(cli.memory_limit)?;
-    runtime.block_on(execute(&ctx, &files, &query, values, format, metadata))?;
-    Ok(ExitCode::SUCCESS)
+    params::bind(&query.label, &decls, given, inline)
 }
 
 /// Rows per batch for execution and Parquet reading.
@@ -165,18 +69,13 @@ pub fn session(memory_limit: Option<usize>) -> Result<SessionContext> {
     Ok(ctx)
 }
 
-/// Plan and run `query` over `files` with `values` bound, streaming the result to stdout.
-async fn execute(
+/// Plan `query` read-only (no CREATE/INSERT/SET; one statement) with `values` bound, over
+/// the tables registered in `ctx`, and start it. Errors are located in the SQL.
+pub async fn start(
     ctx: &SessionContext,
-    files: &[PathBuf],
     query: &Query,
     values: ParamValues,
-    format: Format,
-    metadata: std::collections::HashMap<String, String>,
-) -> Result<()> {
-    source::register(ctx, files).await?;
-
-    // Read-only: no CREATE/INSERT/SET; one statement (DataFusion refuses several).
+) -> Result<SendableRecordBatchStream> {
     let options = SQLOptions::new()
         .with_allow_ddl(false)
         .with_allow_dml(false)
@@ -190,7 +89,21 @@ async fn execute(
     let df = df
         .with_param_values(values)
         .map_err(|e| missing_param(label, e))?;
-    let mut stream = df.execute_stream().await.map_err(located)?;
+    Ok(df.execute_stream().await.map_err(located)?)
+}
+
+/// Run `query` over `files` with `values` bound, streaming the result to stdout as `format`
+/// with the recording's `metadata`.
+pub async fn query(
+    ctx: &SessionContext,
+    files: &[PathBuf],
+    query: &Query,
+    values: ParamValues,
+    format: Format,
+    metadata: std::collections::HashMap<String, String>,
+) -> Result<()> {
+    source::register(ctx, files).await?;
+    let mut stream = start(ctx, query, values).await?;
     let schema = stream.schema();
     let mut metadata = metadata;
     if let Some(column) = query.default_value()
@@ -203,7 +116,7 @@ async fn execute(
     }
     let mut writer = Writer::new(format, &schema, metadata)?;
     while let Some(batch) = stream.next().await {
-        let batch = batch.map_err(located)?;
+        let batch = batch.map_err(|e| position::locate(&query.label, &e))?;
         writer.write(&batch)?;
     }
     writer.finish()

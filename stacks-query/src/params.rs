@@ -26,10 +26,12 @@ pub enum ParamType {
     Bool,
     /// Text.
     Text,
-    /// A UTC timestamp: RFC 3339 (`2025-01-02T03:04:05Z`), `YYYY-MM-DD[ HH:MM:SS[.f]]` (UTC),
-    /// or nanoseconds since the Unix epoch.
+    /// A UTC timestamp in the shared time grammar ([`stacks_stream::time::parse_time`]):
+    /// RFC 3339 (`2025-01-02T03:04:05Z`), `YYYY-MM-DD[ HH:MM:SS[.f]]` (UTC), or nanoseconds
+    /// since the Unix epoch.
     Timestamp,
-    /// A length of time: a number and a unit, ns, us, ms, s, m, h or d (`10s`, `1.5ms`).
+    /// A length of time in the shared duration grammar: a number and a unit, ns, us, ms, s,
+    /// m, h or d (`10s`, `1.5ms`); a bare number is seconds.
     Interval,
 }
 
@@ -81,7 +83,7 @@ impl ParamType {
             })),
             Self::Text => ScalarValue::Utf8(Some(text.to_string())),
             Self::Timestamp => ScalarValue::TimestampNanosecond(
-                Some(parse_timestamp_ns(text)?),
+                Some(stacks_stream::time::parse_time(text).ok()?),
                 Some("UTC".into()),
             ),
             Self::Interval => ScalarValue::IntervalMonthDayNano(Some(
@@ -90,50 +92,26 @@ impl ParamType {
         })
     }
 
-    fn example(self) -> &'static str {
+    fn example(self) -> String {
         match self {
-            Self::Int => "an integer, e.g. 42",
-            Self::Float => "a number, e.g. 0.5",
-            Self::Bool => "true or false",
-            Self::Text => "text",
-            Self::Timestamp => "a timestamp, e.g. 2025-01-02T03:04:05Z",
-            Self::Interval => "a length of time, e.g. 10s, 250ms",
+            Self::Int => "an integer, e.g. 42".into(),
+            Self::Float => "a number, e.g. 0.5".into(),
+            Self::Bool => "true or false".into(),
+            Self::Text => "text".into(),
+            Self::Timestamp => format!("a timestamp ({})", stacks_stream::time::TIME_EXAMPLES),
+            Self::Interval => format!(
+                "a length of time ({})",
+                stacks_stream::cli::DURATION_EXAMPLES
+            ),
         }
     }
 }
 
-/// Nanoseconds in a length of time such as `10s`, `1.5ms`, `2h`; `None` if malformed.
+/// Nanoseconds in a length of time, in the shared duration grammar
+/// ([`stacks_stream::cli::parse_duration_ns`]: `10s`, `1.5ms`, `2h`, `90`); `None` if malformed.
 pub fn parse_duration_ns(text: &str) -> Option<i64> {
-    let t = text.trim();
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
-    let (num, unit) = t.split_at(split);
-    let scale: f64 = match unit.trim() {
-        "ns" => 1.0,
-        "us" | "µs" => 1e3,
-        "ms" => 1e6,
-        "s" => 1e9,
-        "m" | "min" => 60e9,
-        "h" => 3600e9,
-        "d" => 86_400e9,
-        _ => return None,
-    };
-    let n: f64 = num.parse().ok()?;
-    let ns = (n * scale).round();
-    (ns.is_finite() && ns < i64::MAX as f64).then_some(ns as i64)
-}
-
-/// Nanoseconds since the epoch of an RFC 3339 or `YYYY-MM-DD[ HH:MM:SS]` (UTC) timestamp, or
-/// a plain integer taken as nanoseconds.
-fn parse_timestamp_ns(text: &str) -> Option<i64> {
-    if let Ok(ns) = text.parse::<i64>() {
-        return Some(ns);
-    }
-    // Require a date shape, so that other text is not taken for a time by inference.
-    let b = text.as_bytes();
-    if b.len() < 10 || b[4] != b'-' || b[7] != b'-' {
-        return None;
-    }
-    arrow_cast::parse::string_to_timestamp_nanos(text).ok()
+    let ns = stacks_stream::cli::parse_duration_ns(text).ok()?;
+    i64::try_from(ns).ok()
 }
 
 /// One declared parameter.
@@ -412,11 +390,47 @@ mod tests {
     }
 
     #[test]
+    fn typed_values_use_the_shared_grammar() {
+        const DAY: i64 = 1_735_776_000_000_000_000; // 2025-01-02T00:00:00Z
+        for (text, ns) in [
+            ("2025-01-02", DAY),
+            ("2025-01-02T00:00:01Z", DAY + 1_000_000_000),
+            ("2025-01-02 01:00:00.5+01:00", DAY + 500_000_000),
+        ] {
+            assert_eq!(
+                ParamType::Timestamp.value(text),
+                Some(ScalarValue::TimestampNanosecond(
+                    Some(ns),
+                    Some("UTC".into())
+                )),
+                "{text}"
+            );
+        }
+        for (text, ns) in [
+            ("90", 90_000_000_000),
+            ("1.5s", 1_500_000_000),
+            ("1d", 86_400_000_000_000),
+        ] {
+            assert_eq!(
+                ParamType::Interval.value(text),
+                Some(ScalarValue::IntervalMonthDayNano(Some(
+                    arrow_array::types::IntervalMonthDayNano::new(0, 0, ns)
+                ))),
+                "{text}"
+            );
+        }
+        assert_eq!(ParamType::Timestamp.value("yesterday"), None);
+        assert_eq!(ParamType::Interval.value("-1s"), None);
+    }
+
+    #[test]
     fn durations() {
         assert_eq!(parse_duration_ns("1s"), Some(1_000_000_000));
         assert_eq!(parse_duration_ns("1.5ms"), Some(1_500_000));
         assert_eq!(parse_duration_ns("2m"), Some(120_000_000_000));
-        assert_eq!(parse_duration_ns("10"), None);
+        assert_eq!(parse_duration_ns("10"), Some(10_000_000_000), "seconds");
+        assert_eq!(parse_duration_ns("1d"), Some(86_400_000_000_000));
+        assert_eq!(parse_duration_ns("-1s"), None);
         assert_eq!(parse_duration_ns("s"), None);
         assert_eq!(parse_duration_ns("1x"), None);
     }

@@ -41,8 +41,9 @@ pub struct Args {
     #[arg(long = "no-children")]
     pub no_children: bool,
 
-    /// Stop after this long (e.g. 10s, 500ms, 2m; a bare number is seconds).
-    #[arg(short = 'd', long = "duration", value_name = "DURATION", value_parser = parse_duration)]
+    /// Stop after this long.
+    #[arg(short = 'd', long = "duration", value_name = "DURATION", value_parser = parse_duration,
+        help = format!("Stop after this long, {}", stacks_stream::cli::DURATION_EXAMPLES))]
     pub duration: Option<Duration>,
 
     /// Write the stream to FILE instead of stdout.
@@ -107,33 +108,8 @@ impl Args {
     }
 }
 
-/// Parse `10s`, `500ms`, `2m`, `1h`, `1.5s` or a bare number of seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("bad duration `{s}`: use e.g. 10s, 500ms, 2m"))?;
-    let secs = match unit {
-        "" | "s" => n,
-        "ms" => n / 1e3,
-        "us" => n / 1e6,
-        "m" | "min" => n * 60.0,
-        "h" => n * 3600.0,
-        _ => {
-            return Err(format!(
-                "bad duration unit `{unit}` in `{s}`: use ms, s, m or h"
-            ));
-        }
-    };
-    if !(secs > 0.0 && secs.is_finite()) {
-        return Err(format!("duration `{s}` must be positive"));
-    }
-    Duration::try_from_secs_f64(secs).map_err(|_| format!("duration `{s}` is too long"))
-}
+/// `-d`: a positive duration in the shared grammar (`10s`, `1.5s`, a bare number of seconds).
+pub use stacks_stream::cli::parse_positive_duration as parse_duration;
 
 /// The `-e` help: the grammar of every event `stacks_stream::kinds` says stacks-record can
 /// record, with its defaults, and the kinds recorded whatever `-e` says.
@@ -253,6 +229,12 @@ mod tests {
         assert!(parse_duration("0").is_err());
         assert!(parse_duration("5x").unwrap_err().contains("`x`"));
         assert!(parse_duration("s").is_err());
+        let d =
+            |v: &str| Args::try_parse_from(["stacks-record", "-a", "-d", v]).map(|a| a.duration);
+        assert_eq!(d("90").unwrap(), Some(Duration::from_secs(90)));
+        assert_eq!(d("1.5s").unwrap(), Some(Duration::from_millis(1500)));
+        assert_eq!(d("1d").unwrap(), Some(Duration::from_secs(86_400)));
+        assert!(d("0").is_err() && d("-1s").is_err() && d("soon").is_err());
     }
 
     #[test]

@@ -316,20 +316,14 @@ fn split_fields<'a>(
     }
 }
 
-/// Parse a duration such as `0`, `250us`, `1ms`, `2s` or `1500ns` into nanoseconds.
+/// Parse a duration such as `0`, `250us`, `1ms`, `2s` or `1500ns` into nanoseconds (the
+/// shared grammar, except that a bare number other than 0 is refused: in `switch:5` it would
+/// read as seconds where nanoseconds might be meant).
 pub fn parse_ns(s: &str) -> Option<u64> {
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: u64 = num.parse().ok()?;
-    let mult = match unit {
-        "" if n == 0 => 1,
-        "ns" => 1,
-        "us" | "µs" => 1_000,
-        "ms" => 1_000_000,
-        "s" => 1_000_000_000,
-        _ => return None,
-    };
-    n.checked_mul(mult)
+    if s != "0" && !s.contains(char::is_alphabetic) {
+        return None;
+    }
+    stacks_stream::cli::parse_duration_ns(s).ok()
 }
 
 /// The shortest exact text for a duration in ns (`1ms`, `250us`, `0`).
@@ -406,6 +400,9 @@ mod tests {
         assert_eq!(format_ns(1_500), "1500ns");
         assert_eq!(parse_ns("2s"), Some(2_000_000_000));
         assert_eq!(parse_ns("5"), None);
+        assert_eq!(parse_ns("1.5"), None);
+        assert_eq!(parse_ns("0"), Some(0));
+        assert_eq!(parse_ns("1.5ms"), Some(1_500_000));
     }
 
     /// The registry documents each event's defaults (`-e` help); they are the parser's.

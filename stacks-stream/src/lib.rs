@@ -12,6 +12,8 @@ pub mod io;
 pub mod kinds;
 pub mod schema;
 pub mod stack_key;
+pub mod sys;
+pub mod time;
 
 pub use io::{InputStream, OutputStream, open_input, open_output, open_output_with};
 pub use schema::*;

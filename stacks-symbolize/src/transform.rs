@@ -190,301 +190,237 @@ impl Symbolize {
         m
     }
 
-    /// Symbolize one batch.
+    /// Symbolize one batch: group its stack elements by distinct frame, resolve the frames no
+    /// earlier batch did, and build the `stack` column from the batch's frame table.
     pub fn batch(
         &mut self,
         batch: &RecordBatch,
         layout: &Layout,
         pool: &Pool,
     ) -> Result<RecordBatch, ArrowError> {
-        let n = batch.num_rows();
-        let kstack = batch.column(layout.kstack).as_list::<i32>();
-        let ustack = batch.column(layout.ustack).as_list::<i32>();
-        let kerr = batch
-            .column(layout.kstack_error)
-            .as_primitive::<Int32Type>();
-        let uerr = batch
-            .column(layout.ustack_error)
-            .as_primitive::<Int32Type>();
-        let kvalues = kstack.values().as_primitive::<UInt64Type>();
-        let u = ustack.values().as_struct();
-        let u_addr = struct_field(u, uframe::ADDR)?.as_primitive::<UInt64Type>();
-        let u_module = struct_field(u, uframe::MODULE)?.as_string::<i32>();
-        let u_build_id = struct_field(u, uframe::BUILD_ID)?.as_string::<i32>();
-        let u_offset = struct_field(u, uframe::OFFSET)?.as_primitive::<UInt64Type>();
-        let u_error = struct_field(u, uframe::ERROR)?.as_string::<i32>();
-        let ksyms = match layout.kstack_symbols {
-            Some(i) => {
-                let list = batch.column(i).as_list::<i32>();
-                let s = list.values().as_struct();
-                Some((
-                    list,
-                    s,
-                    struct_field(s, ksym::SYMBOL)?.as_string::<i32>(),
-                    struct_field(s, ksym::OFFSET)?.as_primitive::<UInt64Type>(),
-                    struct_field(s, ksym::MODULE)?.as_string::<i32>(),
-                ))
-            }
-            None => None,
-        };
-        let vmlinux = self.kernel.vmlinux.is_some();
+        let columns = StackColumns::new(batch, layout)?;
+        let mut grouping = self.group(&columns);
+        grouping.keys = FxMap::default(); // only needed while grouping
+        self.resolve(&grouping.groups, pool);
+        self.build(batch, layout, grouping)
+    }
 
-        // Pass 1: each element's group; groups are the batch's distinct frames.
-        let mut gmap: FxMap<GKey<'_>, u32> = FxMap::default();
-        let mut groups: Vec<Group<'_>> = Vec::new();
-        let mut elem_group: Vec<u32> = Vec::new();
-        let mut elem_addr: Vec<u64> = Vec::new();
-        let mut row_end: Vec<usize> = Vec::with_capacity(n);
-        let mut row_valid: Vec<bool> = Vec::with_capacity(n);
-        let mut last_module: Option<(&str, Option<&str>, u32)> = None;
-        let mut batch_modules: FxMap<(&str, Option<&str>), u32> = FxMap::default();
+    /// Pass 1: each element's group; groups are the batch's distinct frames.
+    fn group<'a>(&mut self, c: &StackColumns<'a>) -> Grouping<'a> {
+        let n = c.kstack.len();
+        let mut g = Grouping {
+            keys: FxMap::default(),
+            groups: Vec::new(),
+            elem_group: Vec::new(),
+            elem_addr: Vec::new(),
+            row_end: Vec::with_capacity(n),
+            row_valid: Vec::with_capacity(n),
+        };
+        let mut modules = ModuleCache::default();
         for row in 0..n {
-            if kstack.is_null(row) && ustack.is_null(row) {
-                row_valid.push(false);
-                row_end.push(elem_group.len());
+            if c.kstack.is_null(row) && c.ustack.is_null(row) {
+                g.row_valid.push(false);
+                g.row_end.push(g.elem_group.len());
                 continue;
             }
-            row_valid.push(true);
-            // Kernel frames, leaf first.
-            if kerr.is_valid(row) {
-                let errno = kerr.value(row);
-                push(
-                    &mut gmap,
-                    &mut groups,
-                    &mut elem_group,
-                    &mut elem_addr,
-                    GKey::Missed {
-                        kernel: true,
-                        errno,
-                    },
-                    || Group {
-                        place: Place {
-                            kernel: true,
-                            module: Some(KERNEL_MODULE),
-                            build_id: None,
-                            offset: None,
-                        },
-                        res: Res::Fixed(missed(true, errno)),
-                    },
-                    0,
-                );
-            } else if kstack.is_valid(row) {
-                let range = list_range(kstack, row);
-                let recorded = ksyms.as_ref().and_then(|(list, ..)| {
-                    let r = list_range(list, row);
-                    (list.is_valid(row) && r.len() == range.len()).then_some(r.start)
-                });
-                for (i, j) in range.enumerate() {
-                    let addr = kvalues.value(j);
-                    let leaf = i == 0;
-                    match (recorded, &ksyms) {
-                        (Some(start), Some((_, s, sym, off, module))) => {
-                            let k = start + i;
-                            if s.is_null(k) {
-                                push(
-                                    &mut gmap,
-                                    &mut groups,
-                                    &mut elem_group,
-                                    &mut elem_addr,
-                                    GKey::KNoSym,
-                                    || Group {
-                                        place: kplace(None),
-                                        res: Res::Fixed(SymFrame::unresolved(
-                                            "address not in the recording kernel's kallsyms",
-                                        )),
-                                    },
-                                    addr,
-                                );
-                                continue;
-                            }
-                            let symbol = sym.value(k);
-                            let offset = off.value(k);
-                            let kmod = opt_str(module, k);
-                            // Line lookups differ for return addresses; names alone do not.
-                            let leaf = leaf && vmlinux && kmod.is_none();
-                            push(
-                                &mut gmap,
-                                &mut groups,
-                                &mut elem_group,
-                                &mut elem_addr,
-                                GKey::KSym {
-                                    symbol,
-                                    offset,
-                                    module: kmod,
-                                    leaf,
-                                },
-                                || Group {
-                                    place: kplace(kmod),
-                                    res: if vmlinux && kmod.is_none() {
-                                        Res::KSym(symbol, lookup(leaf, offset))
-                                    } else {
-                                        Res::KSym(symbol, u64::MAX)
-                                    },
-                                },
-                                addr,
-                            );
-                        }
-                        _ => {
-                            let a = lookup(leaf, addr);
-                            push(
-                                &mut gmap,
-                                &mut groups,
-                                &mut elem_group,
-                                &mut elem_addr,
-                                GKey::KAddr { addr: a },
-                                || Group {
-                                    place: kplace(None),
-                                    res: Res::KAddr(a),
-                                },
-                                addr,
-                            );
-                        }
-                    }
-                }
-            }
-            // User frames, leaf first.
-            if uerr.is_valid(row) {
-                let errno = uerr.value(row);
-                push(
-                    &mut gmap,
-                    &mut groups,
-                    &mut elem_group,
-                    &mut elem_addr,
-                    GKey::Missed {
-                        kernel: false,
-                        errno,
-                    },
-                    || Group {
-                        place: Place {
-                            kernel: false,
-                            module: None,
-                            build_id: None,
-                            offset: None,
-                        },
-                        res: Res::Fixed(missed(false, errno)),
-                    },
-                    0,
-                );
-            } else if ustack.is_valid(row) {
-                for (i, j) in list_range(ustack, row).enumerate() {
-                    let addr = u_addr.value(j);
-                    let recorded_path = opt_str(u_module, j);
-                    let build_id = opt_str(u_build_id, j);
-                    let offset = u_offset.is_valid(j).then(|| u_offset.value(j));
-                    // A frame the kernel normalized in a file no traced process was seen
-                    // mapping has a build id but no path: found by build id alone.
-                    let path = recorded_path.or(build_id.and(Some(UNNAMED_MODULE)));
-                    let (Some(path), Some(offset)) = (path, offset) else {
-                        let error = opt_str(u_error, j);
-                        push(
-                            &mut gmap,
-                            &mut groups,
-                            &mut elem_group,
-                            &mut elem_addr,
-                            GKey::Unnormalized {
-                                module: path,
-                                build_id,
-                                offset,
-                                error,
-                            },
-                            || Group {
-                                place: Place {
-                                    kernel: false,
-                                    module: path,
-                                    build_id,
-                                    offset,
-                                },
-                                res: Res::Fixed(SymFrame::unresolved(
-                                    error.unwrap_or("address was not normalized at record time"),
-                                )),
-                            },
-                            addr,
-                        );
-                        continue;
-                    };
-                    let module = match last_module {
-                        Some((p, b, id)) if p == path && b == build_id => id,
-                        _ => {
-                            let id = match batch_modules.get(&(path, build_id)) {
-                                Some(&id) => id,
-                                None => {
-                                    let id = self.module_id(path, build_id);
-                                    batch_modules.insert((path, build_id), id);
-                                    id
-                                }
-                            };
-                            last_module = Some((path, build_id, id));
-                            id
-                        }
-                    };
-                    let leaf = i == 0;
-                    push(
-                        &mut gmap,
-                        &mut groups,
-                        &mut elem_group,
-                        &mut elem_addr,
-                        GKey::User {
-                            module,
-                            offset,
-                            leaf,
-                        },
-                        || Group {
-                            place: Place {
-                                kernel: false,
-                                module: recorded_path,
-                                build_id,
-                                offset: Some(offset),
-                            },
-                            res: Res::User(module, lookup(leaf, offset)),
-                        },
-                        addr,
-                    );
-                }
-            }
-            row_end.push(elem_group.len());
+            g.row_valid.push(true);
+            self.group_kernel(c, row, &mut g);
+            self.group_user(c, row, &mut g, &mut modules);
+            g.row_end.push(g.elem_group.len());
         }
-        drop(gmap);
+        g
+    }
 
-        // Resolve what no earlier batch did.
-        self.resolve(&groups, pool);
+    /// A row's kernel frames, leaf first.
+    fn group_kernel<'a>(&self, c: &StackColumns<'a>, row: usize, g: &mut Grouping<'a>) {
+        if c.kerr.is_valid(row) {
+            let errno = c.kerr.value(row);
+            let key = GKey::Missed {
+                kernel: true,
+                errno,
+            };
+            g.add(key, 0, || Group {
+                place: kplace(None),
+                res: Res::Fixed(missed(true, errno)),
+            });
+            return;
+        }
+        if !c.kstack.is_valid(row) {
+            return;
+        }
+        let vmlinux = self.kernel.vmlinux.is_some();
+        let range = list_range(c.kstack, row);
+        let recorded = c.ksyms.as_ref().and_then(|k| {
+            let r = list_range(k.list, row);
+            (k.list.is_valid(row) && r.len() == range.len()).then_some((k, r.start))
+        });
+        for (i, j) in range.enumerate() {
+            let addr = c.kvalues.value(j);
+            let leaf = i == 0;
+            let Some((k, start)) = recorded else {
+                let a = lookup(leaf, addr);
+                g.add(GKey::KAddr { addr: a }, addr, || Group {
+                    place: kplace(None),
+                    res: Res::KAddr(a),
+                });
+                continue;
+            };
+            let at = start + i;
+            if k.entries.is_null(at) {
+                g.add(GKey::KNoSym, addr, || Group {
+                    place: kplace(None),
+                    res: Res::Fixed(SymFrame::unresolved(
+                        "address not in the recording kernel's kallsyms",
+                    )),
+                });
+                continue;
+            }
+            let symbol = k.symbol.value(at);
+            let offset = k.offset.value(at);
+            let kmod = opt_str(k.module, at);
+            // Line lookups differ for return addresses; names alone do not.
+            let leaf = leaf && vmlinux && kmod.is_none();
+            let key = GKey::KSym {
+                symbol,
+                offset,
+                module: kmod,
+                leaf,
+            };
+            g.add(key, addr, || Group {
+                place: kplace(kmod),
+                res: if vmlinux && kmod.is_none() {
+                    Res::KSym(symbol, lookup(leaf, offset))
+                } else {
+                    Res::KSym(symbol, u64::MAX)
+                },
+            });
+        }
+    }
 
-        // The batch's frame table: each group's frames, in group order.
+    /// A row's user frames, leaf first.
+    fn group_user<'a>(
+        &mut self,
+        c: &StackColumns<'a>,
+        row: usize,
+        g: &mut Grouping<'a>,
+        modules: &mut ModuleCache<'a>,
+    ) {
+        if c.uerr.is_valid(row) {
+            let errno = c.uerr.value(row);
+            let key = GKey::Missed {
+                kernel: false,
+                errno,
+            };
+            g.add(key, 0, || Group {
+                place: Place {
+                    kernel: false,
+                    module: None,
+                    build_id: None,
+                    offset: None,
+                },
+                res: Res::Fixed(missed(false, errno)),
+            });
+            return;
+        }
+        if !c.ustack.is_valid(row) {
+            return;
+        }
+        for (i, j) in list_range(c.ustack, row).enumerate() {
+            let addr = c.u_addr.value(j);
+            let recorded_path = opt_str(c.u_module, j);
+            let build_id = opt_str(c.u_build_id, j);
+            let offset = c.u_offset.is_valid(j).then(|| c.u_offset.value(j));
+            // A frame the kernel normalized in a file no traced process was seen mapping has
+            // a build id but no path: found by build id alone.
+            let path = recorded_path.or(build_id.and(Some(UNNAMED_MODULE)));
+            let (Some(path), Some(offset)) = (path, offset) else {
+                let error = opt_str(c.u_error, j);
+                let key = GKey::Unnormalized {
+                    module: path,
+                    build_id,
+                    offset,
+                    error,
+                };
+                g.add(key, addr, || Group {
+                    place: Place {
+                        kernel: false,
+                        module: path,
+                        build_id,
+                        offset,
+                    },
+                    res: Res::Fixed(SymFrame::unresolved(
+                        error.unwrap_or("address was not normalized at record time"),
+                    )),
+                });
+                continue;
+            };
+            let module = modules.id(self, path, build_id);
+            let leaf = i == 0;
+            let key = GKey::User {
+                module,
+                offset,
+                leaf,
+            };
+            g.add(key, addr, || Group {
+                place: Place {
+                    kernel: false,
+                    module: recorded_path,
+                    build_id,
+                    offset: Some(offset),
+                },
+                res: Res::User(module, lookup(leaf, offset)),
+            });
+        }
+    }
+
+    /// The symbolized batch: the frame table of the batch's groups (each group's frames, in
+    /// group order), taken per element, with each frame's address and row lengths set.
+    fn build(
+        &mut self,
+        batch: &RecordBatch,
+        layout: &Layout,
+        g: Grouping<'_>,
+    ) -> Result<RecordBatch, ArrowError> {
         let mut table = Table::default();
-        let mut gstart: Vec<u32> = Vec::with_capacity(groups.len() + 1);
-        for g in &groups {
+        let mut gstart: Vec<u32> = Vec::with_capacity(g.groups.len() + 1);
+        for group in &g.groups {
             gstart.push(table.len);
-            let frames = self.frames(&g.res);
+            let frames = self.frames(&group.res);
             for f in frames.iter() {
-                table.push(f, &g.place);
+                table.push(f, &group.place);
             }
         }
         gstart.push(table.len);
 
         // Pass 2: row lengths and each frame's address; the frames themselves are copied from
         // the table group by group (a group's frames are adjacent rows there).
-        let mut lengths: Vec<usize> = Vec::with_capacity(n);
-        let mut addrs: Vec<u64> = Vec::with_capacity(elem_group.len() * 2);
+        let mut lengths: Vec<usize> = Vec::with_capacity(g.row_end.len());
+        let mut addrs: Vec<u64> = Vec::with_capacity(g.elem_group.len() * 2);
         let mut e = 0usize;
-        for &end in &row_end {
+        for &end in &g.row_end {
             let before = addrs.len();
             while e < end {
-                let g = elem_group[e] as usize;
-                let a = elem_addr[e];
-                let k = (gstart[g + 1] - gstart[g]) as usize;
-                addrs.extend(std::iter::repeat_n(a, k));
+                let grp = g.elem_group[e] as usize;
+                let k = (gstart[grp + 1] - gstart[grp]) as usize;
+                addrs.extend(std::iter::repeat_n(g.elem_addr[e], k));
                 e += 1;
             }
             lengths.push(addrs.len() - before);
         }
-        self.stats.rows += n as u64;
-        self.stats.frames_in += elem_group.len() as u64;
+        self.stats.rows += batch.num_rows() as u64;
+        self.stats.frames_in += g.elem_group.len() as u64;
         self.stats.frames_out += addrs.len() as u64;
 
-        let stack = table.finish(&elem_group, &gstart, UInt64Array::from(addrs), self.copiers)?;
+        let stack = table.finish(
+            &g.elem_group,
+            &gstart,
+            UInt64Array::from(addrs),
+            self.copiers,
+        )?;
         let DataType::List(field) = stacks_stream::stack_type() else {
             unreachable!("stack type is a list")
         };
-        let nulls = row_valid.iter().any(|v| !v).then(|| row_valid.into());
+        let nulls = g.row_valid.iter().any(|v| !v).then(|| g.row_valid.into());
         let list = ListArray::try_new(
             field,
             OffsetBuffer::from_lengths(lengths),
@@ -520,26 +456,117 @@ fn kplace(module: Option<&str>) -> Place<'_> {
     }
 }
 
-/// Add one element to its group (made by `group` when new).
-#[allow(clippy::too_many_arguments)]
-fn push<'a>(
-    gmap: &mut FxMap<GKey<'a>, u32>,
-    groups: &mut Vec<Group<'a>>,
-    elem_group: &mut Vec<u32>,
-    elem_addr: &mut Vec<u64>,
-    key: GKey<'a>,
-    group: impl FnOnce() -> Group<'a>,
-    addr: u64,
-) {
-    let g = match gmap.get(&key) {
-        Some(&g) => g,
-        None => {
-            let g = groups.len() as u32;
-            groups.push(group());
-            gmap.insert(key, g);
-            g
+/// The stack columns of a raw batch, typed.
+struct StackColumns<'a> {
+    kstack: &'a ListArray,
+    ustack: &'a ListArray,
+    kerr: &'a arrow_array::Int32Array,
+    uerr: &'a arrow_array::Int32Array,
+    kvalues: &'a UInt64Array,
+    u_addr: &'a UInt64Array,
+    u_module: &'a StringArray,
+    u_build_id: &'a StringArray,
+    u_offset: &'a UInt64Array,
+    u_error: &'a StringArray,
+    ksyms: Option<KernelSymbols<'a>>,
+}
+
+/// The record-time kernel symbols of a batch's kernel frames.
+struct KernelSymbols<'a> {
+    list: &'a ListArray,
+    entries: &'a StructArray,
+    symbol: &'a StringArray,
+    offset: &'a UInt64Array,
+    module: &'a StringArray,
+}
+
+impl<'a> StackColumns<'a> {
+    fn new(batch: &'a RecordBatch, layout: &Layout) -> Result<Self, ArrowError> {
+        let ustack = batch.column(layout.ustack).as_list::<i32>();
+        let u = ustack.values().as_struct();
+        let ksyms = match layout.kstack_symbols {
+            Some(i) => {
+                let list = batch.column(i).as_list::<i32>();
+                let s = list.values().as_struct();
+                Some(KernelSymbols {
+                    list,
+                    entries: s,
+                    symbol: struct_field(s, ksym::SYMBOL)?.as_string::<i32>(),
+                    offset: struct_field(s, ksym::OFFSET)?.as_primitive::<UInt64Type>(),
+                    module: struct_field(s, ksym::MODULE)?.as_string::<i32>(),
+                })
+            }
+            None => None,
+        };
+        let kstack = batch.column(layout.kstack).as_list::<i32>();
+        Ok(StackColumns {
+            kstack,
+            ustack,
+            kerr: batch
+                .column(layout.kstack_error)
+                .as_primitive::<Int32Type>(),
+            uerr: batch
+                .column(layout.ustack_error)
+                .as_primitive::<Int32Type>(),
+            kvalues: kstack.values().as_primitive::<UInt64Type>(),
+            u_addr: struct_field(u, uframe::ADDR)?.as_primitive::<UInt64Type>(),
+            u_module: struct_field(u, uframe::MODULE)?.as_string::<i32>(),
+            u_build_id: struct_field(u, uframe::BUILD_ID)?.as_string::<i32>(),
+            u_offset: struct_field(u, uframe::OFFSET)?.as_primitive::<UInt64Type>(),
+            u_error: struct_field(u, uframe::ERROR)?.as_string::<i32>(),
+            ksyms,
+        })
+    }
+}
+
+/// A batch's elements grouped by distinct frame.
+struct Grouping<'a> {
+    keys: FxMap<GKey<'a>, u32>,
+    groups: Vec<Group<'a>>,
+    /// Each stack element's group and address, rows one after the other.
+    elem_group: Vec<u32>,
+    elem_addr: Vec<u64>,
+    /// Where each row's elements end, and whether it has a stack.
+    row_end: Vec<usize>,
+    row_valid: Vec<bool>,
+}
+
+impl<'a> Grouping<'a> {
+    /// Add one element at `addr` to the group of `key` (made by `group` when new).
+    fn add(&mut self, key: GKey<'a>, addr: u64, group: impl FnOnce() -> Group<'a>) {
+        let g = match self.keys.get(&key) {
+            Some(&g) => g,
+            None => {
+                let g = self.groups.len() as u32;
+                self.groups.push(group());
+                self.keys.insert(key, g);
+                g
+            }
+        };
+        self.elem_group.push(g);
+        self.elem_addr.push(addr);
+    }
+}
+
+/// The batch's modules: the last one (frames of a stack often share it) and all seen.
+#[derive(Default)]
+struct ModuleCache<'a> {
+    last: Option<(&'a str, Option<&'a str>, u32)>,
+    seen: FxMap<(&'a str, Option<&'a str>), u32>,
+}
+
+impl<'a> ModuleCache<'a> {
+    fn id(&mut self, sym: &mut Symbolize, path: &'a str, build_id: Option<&'a str>) -> u32 {
+        match self.last {
+            Some((p, b, id)) if p == path && b == build_id => id,
+            _ => {
+                let id = *self
+                    .seen
+                    .entry((path, build_id))
+                    .or_insert_with(|| sym.module_id(path, build_id));
+                self.last = Some((path, build_id, id));
+                id
+            }
         }
-    };
-    elem_group.push(g);
-    elem_addr.push(addr);
+    }
 }

@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use stacks_stream::io::Sink;
 
 use crate::{Bound, Options, Window, convert};
 
@@ -37,9 +36,13 @@ pub struct Args {
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
 
-    /// Leave out events that end before TIME: RFC 3339 (2023-11-14T22:13:20Z) or an offset
-    /// from the recording start (+2s, +1.5s, +250ms, +10us).
-    #[arg(long, value_name = "TIME")]
+    /// Leave out events that end before TIME: a time, or + and a duration after the recording
+    /// start.
+    #[arg(long, value_name = "TIME", help = format!(
+        "Leave out events that end before TIME: a time ({}), or + and a duration after the recording start (+2s, +1.5s, +250ms; {})",
+        stacks_stream::time::TIME_EXAMPLES,
+        stacks_stream::cli::DURATION_EXAMPLES
+    ))]
     pub from: Option<String>,
 
     /// Leave out events that start after TIME (same forms as --from).
@@ -54,7 +57,24 @@ pub fn run() -> anyhow::Result<ExitCode> {
 
 /// Convert as `args` say.
 pub fn run_with(args: Args) -> anyhow::Result<ExitCode> {
-    let window = Window {
+    let window = window(&args)?;
+    let mut input = stacks_stream::cli::open_tool_input("stacks-trace", args.input.as_deref())?;
+    // Check the columns before creating the output file, so a bad input clobbers nothing.
+    crate::columns::Layout::new(&input.schema(), input.name())?;
+    // JSON is text: a terminal is fine.
+    let sink = stacks_stream::io::open_text_sink(args.output.as_deref())?;
+    convert(
+        &mut input,
+        BufWriter::with_capacity(1 << 16, sink.writer),
+        &sink.name,
+        &Options { window },
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The `--from`/`--to` window of `args`.
+fn window(args: &Args) -> Result<Window, crate::Error> {
+    Ok(Window {
         from: args
             .from
             .as_deref()
@@ -65,31 +85,37 @@ pub fn run_with(args: Args) -> anyhow::Result<ExitCode> {
             .as_deref()
             .map(|v| Bound::parse("--to", v))
             .transpose()?,
-    };
-    let from_stdin = args.input.as_ref().is_none_or(|p| p.as_os_str() == "-");
-    if from_stdin {
-        stacks_stream::cli::refuse_tty_stdin("stacks-trace")?;
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn window_flags_use_the_shared_grammar() {
+        let w = |flag: &str, v: &str| {
+            let args = Args::try_parse_from(["stacks-trace", flag, v]).unwrap();
+            window(&args).map(|w| w.from.or(w.to))
+        };
+        const DAY: i64 = 1_735_776_000_000_000_000; // 2025-01-02T00:00:00Z
+        assert_eq!(w("--from", "2025-01-02").unwrap(), Some(Bound::At(DAY)));
+        assert_eq!(
+            w("--to", "2025-01-02T00:00:01Z").unwrap(),
+            Some(Bound::At(DAY + 1_000_000_000))
+        );
+        assert_eq!(
+            w("--from", "+1.5s").unwrap(),
+            Some(Bound::After(1_500_000_000))
+        );
+        assert_eq!(
+            w("--from", "+90").unwrap(),
+            Some(Bound::After(90_000_000_000))
+        );
+        assert_eq!(
+            w("--to", "+1d").unwrap(),
+            Some(Bound::After(86_400_000_000_000))
+        );
+        assert!(w("--from", "yesterday").is_err() && w("--to", "+-1s").is_err());
     }
-    let mut input = stacks_stream::open_input(args.input.as_deref())?;
-    // Check the columns before creating the output file, so a bad input clobbers nothing.
-    crate::columns::Layout::new(&input.schema(), input.name())?;
-    let (out, sink) = match args.output.as_deref() {
-        Some(p) if p.as_os_str() != "-" => stacks_stream::io::open_sink(Some(p))?,
-        // JSON is text: a terminal is fine.
-        _ => (
-            Box::new(std::io::stdout()) as Box<dyn std::io::Write + Send>,
-            Sink::Stdout,
-        ),
-    };
-    let name = match sink {
-        Sink::Stdout => "stdout".to_string(),
-        Sink::File(name) => name,
-    };
-    convert(
-        &mut input,
-        BufWriter::with_capacity(1 << 16, out),
-        &name,
-        &Options { window },
-    )?;
-    Ok(ExitCode::SUCCESS)
 }

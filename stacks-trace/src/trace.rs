@@ -19,9 +19,9 @@ use std::io::Write;
 
 use arrow_array::{Array, RecordBatch};
 use arrow_schema::Schema;
-use stacks_pprof::timefmt::rfc3339;
 use stacks_stream::frames::SHORT_OFFCPU;
 use stacks_stream::kinds::{self, Lane};
+use stacks_stream::time::rfc3339;
 use stacks_stream::{col, kind, meta};
 
 use crate::Error;

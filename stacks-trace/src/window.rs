@@ -1,7 +1,7 @@
-//! The `--from`/`--to` time window: RFC 3339 timestamps, or offsets from the stream start
-//! like `+2s`, `+1.5s`, `+250ms`, `+10us`, `+100ns`, `+1m`.
+//! The `--from`/`--to` time window: times in the shared grammar (`2023-11-14T22:13:20Z`,
+//! `2023-11-14`, …), or `+` and a duration after the stream start (`+2s`, `+1.5s`, `+250ms`).
 
-use stacks_pprof::timefmt::parse_rfc3339;
+use stacks_stream::time::parse_time;
 
 use crate::Error;
 
@@ -25,7 +25,7 @@ impl Bound {
         if let Some(offset) = v.strip_prefix('+') {
             return parse_offset(offset).map(Bound::After).ok_or_else(bad);
         }
-        parse_rfc3339(v).map(Bound::At).ok_or_else(bad)
+        parse_time(v).map(Bound::At).map_err(|_| bad())
     }
 
     /// The bound in ns since the epoch, given the stream start.
@@ -37,33 +37,10 @@ impl Bound {
     }
 }
 
-/// `1.5s` → 1_500_000_000 ns. Units: ns, us, ms, s, m, h.
+/// `1.5s` → 1_500_000_000 ns, in the shared duration grammar.
 fn parse_offset(s: &str) -> Option<i64> {
-    let split = s.find(|c: char| c.is_ascii_alphabetic())?;
-    let (num, unit) = s.split_at(split);
-    let scale: i64 = match unit {
-        "ns" => 1,
-        "us" | "µs" => 1_000,
-        "ms" => 1_000_000,
-        "s" => 1_000_000_000,
-        "m" => 60_000_000_000,
-        "h" => 3_600_000_000_000,
-        _ => return None,
-    };
-    let (whole, frac) = num.split_once('.').unwrap_or((num, ""));
-    let digits = |t: &str| t.bytes().all(|b| b.is_ascii_digit());
-    if whole.is_empty() || !digits(whole) || !digits(frac) || frac.len() > 9 {
-        return None;
-    }
-    let whole: i64 = whole.parse().ok()?;
-    let mut ns = whole.checked_mul(scale)?;
-    if !frac.is_empty() {
-        let frac_val: i64 = frac.parse().ok()?;
-        let denom = 10i64.pow(frac.len() as u32);
-        // Exact for every unit down to ns (scale × digits stays far below i64::MAX).
-        ns = ns.checked_add(frac_val.checked_mul(scale)? / denom)?;
-    }
-    Some(ns)
+    let ns = stacks_stream::cli::parse_duration_ns(s).ok()?;
+    i64::try_from(ns).ok()
 }
 
 /// The window events must overlap to be written, in ns since the epoch.
@@ -108,7 +85,12 @@ mod tests {
         assert_eq!(parse_offset("0.000000001s"), Some(1));
         assert_eq!(parse_offset("10us"), Some(10_000));
         assert_eq!(parse_offset("1m"), Some(60_000_000_000));
-        for bad in ["", "s", "2", "2x", "-1s", "1.2.3s", ".5s", "1.0000000001s"] {
+        assert_eq!(
+            parse_offset("2"),
+            Some(2_000_000_000),
+            "a bare number is seconds"
+        );
+        for bad in ["", "s", "2x", "-1s", "1.2.3s", ".5s", "1.0000000001s"] {
             assert_eq!(parse_offset(bad), None, "{bad}");
         }
         assert_eq!(
@@ -118,6 +100,10 @@ mod tests {
         assert_eq!(
             Bound::parse("--to", "2023-11-14T22:13:20Z").unwrap(),
             Bound::At(1_700_000_000_000_000_000)
+        );
+        assert_eq!(
+            Bound::parse("--from", "2023-11-14").unwrap(),
+            Bound::At(1_699_920_000_000_000_000)
         );
         let err = Bound::parse("--to", "soon").unwrap_err().to_string();
         assert!(err.contains("--to") && err.contains("`soon`"), "{err}");

@@ -1,0 +1,125 @@
+//! The `stacks-pack` command line: parse the arguments into [`crate::Options`] and pack with
+//! [`crate::pack`].
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{ArgGroup, Parser};
+
+use crate::{Destination, MAX_ROW_GROUP_ROWS, Options, Partitioning, TOOL, pack};
+
+/// Command line of `stacks-pack`.
+#[derive(Debug, Parser)]
+#[command(
+    name = "stacks-pack",
+    version,
+    about = "Write a stacks stream to crash-safe, rotated Parquet files",
+    long_about = "Write a stacks stream to crash-safe, rotated Parquet files.\n\n\
+        Reads an Arrow IPC stream (stdin by default), e.g.\n  \
+        stacks-record … | stacks-symbolize | stacks-pack out/\n\
+        and writes zstd-compressed Parquet files named \
+        stacks-<UTC time of the first row>-<host>-<pid>-<seq>.parquet into DIR, starting a new \
+        file when one reaches --max-rows, --max-bytes or --max-age; or, with -o, exactly one \
+        file. Row groups are sorted by time. Files only appear once complete (written as \
+        .NAME.tmp, fsynced, renamed). ^C is ignored (the stream's end finishes the job); \
+        SIGTERM finishes the current file and exits."
+)]
+#[command(group(ArgGroup::new("destination").required(true).args(["dir", "output"])))]
+pub struct Args {
+    /// Directory for the Parquet files (created, with parents, if missing)
+    #[arg(value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+
+    /// Write everything to this one Parquet file instead (replaced atomically if it exists)
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "FILE.parquet",
+        conflicts_with_all = ["max_rows", "max_bytes", "max_age", "partition"]
+    )]
+    pub output: Option<PathBuf>,
+
+    /// Arrow IPC stream to read (`-` or absent: stdin)
+    #[arg(short = 'i', long = "input", value_name = "INPUT")]
+    pub input: Option<PathBuf>,
+
+    /// Start a new file after this many rows
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 1_000_000,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub max_rows: u64,
+
+    /// Start a new file once one has this many bytes (checked after each row group)
+    #[arg(
+        long,
+        value_name = "SIZE",
+        value_parser = stacks_stream::cli::parse_size,
+        help = format!("Start a new file once one has this many bytes (checked after each row group), {}", stacks_stream::cli::SIZE_EXAMPLES)
+    )]
+    pub max_bytes: Option<u64>,
+
+    /// Finish a file at most this long after its first row arrived, even if input is idle
+    #[arg(
+        long,
+        value_name = "DURATION",
+        value_parser = stacks_stream::cli::parse_positive_duration,
+        help = format!("Finish a file at most this long after its first row arrived, even if input is idle, {}", stacks_stream::cli::DURATION_EXAMPLES)
+    )]
+    pub max_age: Option<Duration>,
+
+    /// Put files in hive-style partition directories: `date` = date=YYYY-MM-DD/ (UTC date of
+    /// each row's time)
+    #[arg(long, value_enum, value_name = "BY")]
+    pub partition: Option<Partitioning>,
+
+    /// Rows per row group; each row group is sorted by time
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = MAX_ROW_GROUP_ROWS as u64,
+        value_parser = clap::value_parser!(u64).range(1..=(MAX_ROW_GROUP_ROWS as u64) * 8)
+    )]
+    pub row_group_rows: u64,
+
+    /// zstd compression level, 1 (fast) to 22 (small)
+    #[arg(
+        long,
+        value_name = "L",
+        default_value_t = 3,
+        value_parser = clap::value_parser!(i32).range(1..=22)
+    )]
+    pub zstd_level: i32,
+}
+
+/// Entry point of the binary: parse the command line and pack.
+pub fn run() -> anyhow::Result<ExitCode> {
+    run_with(stacks_stream::cli::parse_args::<Args>(TOOL))
+}
+
+/// Pack as `args` say.
+pub fn run_with(args: Args) -> anyhow::Result<ExitCode> {
+    pack(args.input.as_deref(), &args.options())
+}
+
+impl Args {
+    /// What to pack into, and how.
+    pub fn options(&self) -> Options {
+        let destination = match (&self.dir, &self.output) {
+            (Some(dir), _) => Destination::Dir(dir.clone()),
+            (None, output) => Destination::File(output.clone().unwrap_or_default()),
+        };
+        Options {
+            destination,
+            max_rows: self.max_rows,
+            max_bytes: self.max_bytes,
+            max_age: self.max_age,
+            partition: self.partition,
+            row_group_rows: usize::try_from(self.row_group_rows).unwrap_or(MAX_ROW_GROUP_ROWS),
+            zstd_level: self.zstd_level,
+        }
+    }
+}

@@ -1,0 +1,136 @@
+//! The `stacks-query` command line: parse the arguments, resolve the query and its
+//! parameters, find the files, and run it with [`crate::query`].
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::Parser;
+
+use crate::output::Format;
+use crate::{TOOL, bind, params, queries, query, session, source};
+
+/// Command line of `stacks-query`.
+#[derive(Debug, Parser)]
+#[command(
+    name = "stacks-query",
+    version,
+    about = "Run SQL over a directory of stacks Parquet files (the table `stacks`)",
+    after_help = "Examples:\n  stacks-query cpu | stacks-pprof > cpu.pb.gz\n  \
+                  stacks-query offcpu --param comm=nginx --param from=2025-01-02T03:00:00Z | stacks-pprof > off.pb.gz\n  \
+                  stacks-query timeline --param kind=block --param interval=100ms -f csv\n  \
+                  stacks-query -c \"SELECT stack_fold(stack) AS folded, count(*) AS samples FROM stacks GROUP BY 1\"\n  \
+                  stacks-query --list\n\n\
+                  Queries and functions: docs/queries.md"
+)]
+#[command(group = clap::ArgGroup::new("what").required(true).args(["query", "sql", "list"]))]
+pub struct Args {
+    /// Directory of Parquet files written by stacks-pack, searched recursively (names starting
+    /// with `.` are unfinished files and skipped); or a single Parquet file
+    #[arg(
+        short = 'd',
+        long = "dir",
+        value_name = "DIR",
+        env = "STACKS_DATA",
+        default_value = "out"
+    )]
+    pub dir: PathBuf,
+
+    /// A .sql file, or the name of a bundled query (see --list)
+    #[arg(value_name = "QUERY")]
+    pub query: Option<String>,
+
+    /// Run this SQL instead of a query file
+    #[arg(
+        short = 'c',
+        long = "command",
+        value_name = "SQL",
+        allow_hyphen_values = true
+    )]
+    pub sql: Option<String>,
+
+    /// Bind a query parameter (`$NAME` in the SQL) to a typed value; repeatable. An empty
+    /// VALUE is NULL. Bundled queries list theirs with --list
+    #[arg(
+        short = 'p',
+        long = "param",
+        value_name = "NAME=VALUE",
+        value_parser = params::split_assignment
+    )]
+    pub params: Vec<(String, String)>,
+
+    /// Output format [default: table on a terminal, arrow otherwise]
+    #[arg(short = 'f', long, value_enum, value_name = "FORMAT")]
+    pub format: Option<Format>,
+
+    /// Memory for query execution: sorts and aggregations beyond it spill to temporary files
+    #[arg(long, value_name = "SIZE", value_parser = parse_size,
+        help = format!("Memory for query execution ({}): sorts and aggregations beyond it spill to temporary files [default: unlimited]", stacks_stream::cli::SIZE_EXAMPLES))]
+    pub memory_limit: Option<usize>,
+
+    /// List the bundled queries, the question each answers and its parameters
+    #[arg(long)]
+    pub list: bool,
+}
+
+/// A byte count with an optional K, M, G or T suffix (powers of 1024).
+fn parse_size(text: &str) -> Result<usize, String> {
+    let bytes = stacks_stream::cli::parse_size(text)?;
+    usize::try_from(bytes).map_err(|_| format!("`{text}` is too large"))
+}
+
+/// Entry point of the binary.
+pub fn run() -> Result<ExitCode> {
+    run_with(stacks_stream::cli::parse_args::<Args>(TOOL))
+}
+
+/// Run the query `args` name.
+pub fn run_with(args: Args) -> Result<ExitCode> {
+    if args.list {
+        queries::list(&mut std::io::stdout().lock())?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let q = match (&args.query, &args.sql) {
+        (_, Some(sql)) => queries::inline(sql),
+        (Some(q), None) => queries::resolve(q)?,
+        (None, None) => anyhow::bail!("give a QUERY or -c SQL (see --help)"),
+    };
+    let values = bind(&q, &args.params, args.sql.is_some())?;
+    let format = args
+        .format
+        .unwrap_or(if stacks_stream::cli::stdout_is_tty() {
+            Format::Table
+        } else {
+            Format::Arrow
+        });
+
+    let files = source::stacks_files(&args.dir, source::find_files(&args.dir)?)?;
+    let mut metadata = source::recording_metadata(&files[0])?;
+    stacks_stream::stamp(
+        &mut metadata,
+        TOOL,
+        env!("CARGO_PKG_VERSION"),
+        stacks_stream::stage::QUERY,
+    );
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the query runtime")?;
+    let ctx = session(args.memory_limit)?;
+    runtime.block_on(query(&ctx, &files, &q, values, format, metadata))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_limit_uses_the_shared_size_grammar() {
+        let parse = |v: &str| Args::try_parse_from(["stacks-query", "--list", "--memory-limit", v]);
+        assert_eq!(parse("64M").unwrap().memory_limit, Some(64 << 20));
+        assert_eq!(parse("4096").unwrap().memory_limit, Some(4096));
+        assert!(parse("0").is_err() && parse("5X").is_err());
+    }
+}

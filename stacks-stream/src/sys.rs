@@ -1,0 +1,138 @@
+//! Small facts and habits of the running system every tool shares: the host name and boot
+//! id recorded in streams and file names, giving what a tool creates under sudo back to the
+//! invoking user, and stop signals that only set a flag.
+
+use std::cell::Cell;
+use std::fs::File;
+use std::io;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// This machine's host name from `gethostname(2)`, unsanitized (up to its first NUL, lossy
+/// UTF-8); `unknown` if unavailable.
+pub fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for `buf.len()` bytes; gethostname writes at most that many.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return "unknown".into();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+/// The running kernel's boot id (`/proc/sys/kernel/random/boot_id`); empty if unavailable.
+pub fn boot_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// The user who ran `sudo stacks-…`: what a tool creates is chowned to them, so a profile
+/// taken as root can be read, moved and deleted without root.
+#[derive(Debug)]
+pub struct SudoOwner {
+    tool: &'static str,
+    uid: u32,
+    gid: u32,
+    warned: Cell<bool>,
+}
+
+impl SudoOwner {
+    /// `Some` when we run as root and `SUDO_UID`/`SUDO_GID` name the invoking user; `tool`
+    /// names the warning when a chown fails.
+    pub fn from_sudo(tool: &'static str) -> Option<Self> {
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        if unsafe { libc::geteuid() } != 0 {
+            return None;
+        }
+        let var = |k| std::env::var(k).ok()?.trim().parse::<u32>().ok();
+        let (uid, gid) = (var("SUDO_UID")?, var("SUDO_GID")?);
+        (uid != 0).then(|| Self {
+            tool,
+            uid,
+            gid,
+            warned: Cell::new(false),
+        })
+    }
+
+    /// Chown a path. Failure only warns (once): the data is safe either way.
+    pub fn chown_path(&self, path: &Path) {
+        if let Err(e) = std::os::unix::fs::chown(path, Some(self.uid), Some(self.gid)) {
+            self.warn(path, &e);
+        }
+    }
+
+    /// Chown an open file (before it gets its final name).
+    pub fn chown_file(&self, file: &File, path: &Path) {
+        if let Err(e) = std::os::unix::fs::fchown(file, Some(self.uid), Some(self.gid)) {
+            self.warn(path, &e);
+        }
+    }
+
+    fn warn(&self, path: &Path, e: &io::Error) {
+        if !self.warned.replace(true) {
+            eprintln!(
+                "{}: warning: cannot give {} to uid {} gid {} (SUDO_UID/SUDO_GID): {e}",
+                self.tool,
+                path.display(),
+                self.uid,
+                self.gid
+            );
+        }
+    }
+}
+
+static CAUGHT: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_sig: libc::c_int) {
+    CAUGHT.store(true, Ordering::SeqCst);
+}
+
+/// Install, for each of `signals` (e.g. `libc::SIGTERM`), a handler that only sets the flag
+/// [`signal_caught`] reads. It is installed without `SA_RESTART`, so a read or poll blocked
+/// at the time returns `EINTR` and the tool gets to look at the flag.
+pub fn catch_signals(signals: &[libc::c_int]) -> io::Result<()> {
+    for &sig in signals {
+        // SAFETY: a zeroed sigaction is a valid starting value; the handler is
+        // async-signal-safe (a single atomic store) and lives for the whole program.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            sa.sa_flags = 0;
+            libc::sigemptyset(&mut sa.sa_mask);
+            if libc::sigaction(sig, &sa, std::ptr::null_mut()) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether one of the signals given to [`catch_signals`] has arrived.
+pub fn signal_caught() -> bool {
+    CAUGHT.load(Ordering::SeqCst)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_facts() {
+        let h = hostname();
+        assert!(!h.is_empty() && !h.contains('\0'));
+        assert!(!boot_id().contains('\n'));
+    }
+
+    #[test]
+    fn a_caught_signal_sets_the_flag() {
+        catch_signals(&[libc::SIGUSR2]).unwrap();
+        assert!(!signal_caught());
+        // SAFETY: raising a signal whose handler was just installed.
+        unsafe {
+            libc::raise(libc::SIGUSR2);
+        }
+        assert!(signal_caught());
+    }
+}
