@@ -995,16 +995,19 @@ fn pprof_svg_survives_huge_values() {
     assert_clean(&out, "stacks-pprof", "svg of huge values");
 }
 
+/// Every binary of the workspace but the bundled workload.
+const EVERY_TOOL: [&str; 6] = [
+    "stacks-symbolize",
+    "stacks-pack",
+    "stacks-pprof",
+    "stacks-query",
+    "stacks-record",
+    "stacks-trace",
+];
+
 #[test]
 fn usage_errors_exit_2_without_a_panic() {
-    for tool in [
-        "stacks-symbolize",
-        "stacks-pack",
-        "stacks-pprof",
-        "stacks-query",
-        "stacks-record",
-        "stacks-trace",
-    ] {
+    for tool in EVERY_TOOL {
         let mut cmd = Command::new(bin(tool));
         cmd.arg("--bogus-flag");
         let out = run_command(cmd, b"", TIMEOUT);
@@ -1017,14 +1020,7 @@ fn usage_errors_exit_2_without_a_panic() {
 
 #[test]
 fn usage_errors_are_one_line() {
-    for tool in [
-        "stacks-symbolize",
-        "stacks-pack",
-        "stacks-pprof",
-        "stacks-query",
-        "stacks-record",
-        "stacks-trace",
-    ] {
+    for tool in EVERY_TOOL {
         let mut cmd = Command::new(bin(tool));
         cmd.arg("--bogus-flag");
         let out = run_command(cmd, b"", TIMEOUT);

@@ -424,7 +424,9 @@ fn bundled_queries_through_pack_and_pprof_add_up() {
     );
     let sum = |f: &dyn Fn(&Row) -> Option<i64>| rows.iter().filter_map(f).sum::<i64>();
     let of = |kind: &'static str, op: Option<&'static str>| {
-        move |r: &Row| (r.kind == kind && (op.is_none() || r.op.as_deref() == op)).then_some(r.value)
+        move |r: &Row| {
+            (r.kind == kind && (op.is_none() || r.op.as_deref() == op)).then_some(r.value)
+        }
     };
     let cases: Vec<(&str, &str, i64)> = vec![
         ("cpu", "cpu", sum(&of("profile", None))),

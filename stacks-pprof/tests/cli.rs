@@ -11,13 +11,7 @@ use stacks_testkit::Row;
 /// Assert a failed run: exit 1, nothing on stdout, exactly one stderr line starting with
 /// `stacks-pprof: error:` and containing `needle`.
 fn assert_error(o: &Output, needle: &str) {
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "stderr: {stderr}");
-    assert!(o.stdout.is_empty(), "no data on stdout after an error");
-    assert!(!stderr.contains("panicked"), "{stderr}");
-    assert_eq!(stderr.lines().count(), 1, "one line: {stderr:?}");
-    assert!(stderr.starts_with("stacks-pprof: error: "), "{stderr:?}");
-    assert!(stderr.contains(needle), "{needle:?} not in {stderr:?}");
+    stacks_testkit::assert_one_line_error(o, "stacks-pprof", 1, needle);
 }
 
 #[test]

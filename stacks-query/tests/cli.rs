@@ -122,12 +122,7 @@ fn stdout_ok(out: &Output) -> String {
 
 /// The single stderr line of a failed run, checked to be in the `stacks-query: error:` form.
 fn error_line(out: &Output, code: i32) -> String {
-    assert_eq!(out.status.code(), Some(code), "stdout: {:?}", out.stdout);
-    let stderr = String::from_utf8(out.stderr.clone()).unwrap();
-    assert_eq!(stderr.lines().count(), 1, "not one line: {stderr}");
-    assert!(stderr.starts_with("stacks-query: error: "), "{stderr}");
-    assert!(out.stdout.is_empty(), "data on stdout despite the error");
-    stderr
+    stacks_testkit::assert_one_line_error(out, "stacks-query", code, "")
 }
 
 fn json_rows(text: &str) -> Vec<Value> {

@@ -121,6 +121,16 @@ pub fn stream_without_stack() -> Vec<u8> {
     stream_bytes(&schema, &[b], true)
 }
 
+/// `do_syscall_64` (kernel) ← `inner` inlined in `outer` ← `main`.
+fn syscall_stack() -> Vec<Frame> {
+    vec![
+        kernel("do_syscall_64", 0xffff_ffff_8100_0100),
+        app("inner", 10, true, 0x1100),
+        app("outer", 20, false, 0x1100),
+        app("main", 5, false, 0x1000),
+    ]
+}
+
 /// The fixture of [`stream`]: three stacks over three batches, 10 ms of CPU per row.
 ///
 /// * `do_syscall_64` (kernel) ← `inner` inlined in `outer` ← `main`: 3 rows, pid 1
@@ -128,14 +138,7 @@ pub fn stream_without_stack() -> Vec<u8> {
 /// * an unresolved frame in libfoo ← `main`: 1 row, pid 1
 /// * an empty stack (nothing could be unwound): 1 row, pid 3
 pub fn fixture() -> Vec<Vec<Row>> {
-    let s1 = || {
-        vec![
-            kernel("do_syscall_64", 0xffff_ffff_8100_0100),
-            app("inner", 10, true, 0x1100),
-            app("outer", 20, false, 0x1100),
-            app("main", 5, false, 0x1000),
-        ]
-    };
+    let s1 = syscall_stack;
     let s2 = || {
         vec![
             app("busy", 30, false, 0x1200),
@@ -222,14 +225,7 @@ pub fn events_stream(events: &[Row]) -> Vec<u8> {
 /// * vfs: `read_file` ← `main`, 100 bytes, 1 ms; net: `send_msg` ← `main`, 1500 bytes
 /// * exec, fork, exit without stacks; a `lost` row of 2
 pub fn every_kind() -> Vec<Row> {
-    let s1 = || {
-        vec![
-            kernel("do_syscall_64", 0xffff_ffff_8100_0100),
-            app("inner", 10, true, 0x1100),
-            app("outer", 20, false, 0x1100),
-            app("main", 5, false, 0x1000),
-        ]
-    };
+    let s1 = syscall_stack;
     let at = |f, off| vec![app(f, 40, false, off), app("main", 8, false, 0x1030)];
     let text = |s: &str| Some(s.to_string());
     let profile = |stack| Row {

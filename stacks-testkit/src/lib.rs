@@ -20,6 +20,6 @@ pub use files::{read_parquet, write_parquet};
 pub use files::{read_stream, stream_bytes, stream_with_ends};
 pub use rows::{Frame, Ksym, Row, UFrame, batch, read_frames, stack_array, stack_functions};
 pub use tool::{
-    Scratch, bin, bin_dir, fuzz_case, fuzz_corpus, run_command, run_tool, run_with_closed_stdout,
-    scratch, stderr,
+    Scratch, assert_one_line_error, bin, bin_dir, fuzz_case, fuzz_corpus, run_command, run_tool,
+    run_with_closed_stdout, scratch, stderr,
 };

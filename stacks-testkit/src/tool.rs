@@ -175,3 +175,19 @@ pub fn fuzz_case(name: &str) -> Vec<u8> {
     let path = fuzz_corpus().join(name);
     std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
+
+/// Assert `out` is a clean one-line refusal by `tool`: exit status `code`, nothing on stdout,
+/// no panic, exactly one stderr line, `tool: error: …` containing `needle`; returns the line.
+pub fn assert_one_line_error(out: &Output, tool: &str, code: i32, needle: &str) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(code), "stderr: {stderr}");
+    assert!(out.stdout.is_empty(), "no data on stdout after an error");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr:?}");
+    assert!(
+        stderr.starts_with(&format!("{tool}: error: ")),
+        "{stderr:?}"
+    );
+    assert!(stderr.contains(needle), "{needle:?} not in {stderr:?}");
+    stderr
+}

@@ -138,12 +138,7 @@ fn window_keeps_overlapping_events() {
 }
 
 fn assert_error(o: &Output, needle: &str) {
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "stderr: {stderr}");
-    assert!(o.stdout.is_empty(), "no data on stdout after an error");
-    assert_eq!(stderr.lines().count(), 1, "one line: {stderr:?}");
-    assert!(stderr.starts_with("stacks-trace: error: "), "{stderr:?}");
-    assert!(stderr.contains(needle), "{needle:?} not in {stderr:?}");
+    stacks_testkit::assert_one_line_error(o, "stacks-trace", 1, needle);
 }
 
 #[test]
