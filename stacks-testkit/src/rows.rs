@@ -364,3 +364,60 @@ pub fn stack_functions(batches: &[RecordBatch]) -> Vec<Vec<(Option<String>, bool
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_round_trip_through_a_symbolized_batch() {
+        let schema = Arc::new(stacks_stream::symbolized_schema(Default::default()));
+        let resolved = Frame {
+            function: Some("f".into()),
+            kernel: true,
+            addr: 1,
+            ..Frame::default()
+        };
+        let unresolved = Frame {
+            module: Some("/usr/lib/libc.so.6".into()),
+            offset: Some(0x1a),
+            addr: 2,
+            ..Frame::default()
+        };
+        let ksym = Ksym {
+            symbol: "s".into(),
+            offset: 4,
+            module: None,
+        };
+        let rows = vec![
+            Row {
+                kind: "profile".into(),
+                kstack: Some(vec![1, 2]),
+                kstack_symbols: Some(vec![None, Some(ksym)]),
+                stack: Some(vec![resolved.clone(), unresolved.clone()]),
+                ..Row::default()
+            },
+            Row {
+                kind: "lost".into(),
+                ..Row::default()
+            },
+        ];
+        let b = batch(&schema, &rows);
+        assert_eq!(b.num_rows(), 2);
+        assert_eq!(
+            read_frames(std::slice::from_ref(&b)),
+            vec![Some(vec![resolved, unresolved]), None]
+        );
+        assert_eq!(
+            rows[0].names(),
+            Some(vec!["f".to_string(), "[libc.so.6+0x1a]".to_string()])
+        );
+        let symbols = b
+            .column_by_name(col::KSTACK_SYMBOLS)
+            .expect("kstack_symbols")
+            .as_list::<i32>()
+            .value(0);
+        assert!(symbols.is_null(0) && symbols.is_valid(1));
+        assert!(b.column_by_name(col::USTACK).expect("ustack").is_null(0));
+    }
+}
