@@ -2,27 +2,15 @@
 //! recorder and the query tool name bad arguments. The corpus of broken streams (garbage, empty,
 //! truncated, wrong schema…) given to every stream tool is in robustness.rs.
 
-use std::io::Write;
 use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
-use stacks_tests::{bin, raw_fixture, raw_fixture_with, scratch, stack_functions};
+use stacks_tests::{
+    bin, raw_fixture, raw_fixture_with, run_command, run_tool, scratch, stack_functions,
+};
 
 fn run_with_stdin(tool: &str, args: &[&str], input: &[u8]) -> Output {
-    let mut child = Command::new(bin(tool))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn tool");
-    let mut stdin = child.stdin.take().unwrap();
-    let data = input.to_vec();
-    let writer = std::thread::spawn(move || {
-        let _ = stdin.write_all(&data);
-    });
-    let out = child.wait_with_output().expect("wait");
-    writer.join().unwrap();
-    out
+    run_tool(bin(tool), args, input, Duration::from_secs(300))
 }
 
 fn assert_one_line_error(out: &Output, tool: &str, needle: &str) {
@@ -105,17 +93,9 @@ fn closed_pipe_downstream_is_quiet_success() {
         "{} < /dev/stdin | head -c 10 > /dev/null",
         bin("stacks-symbolize").display()
     );
-    let mut child = Command::new("bash")
-        .args(["-o", "pipefail", "-c", &script])
-        .stdin(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let data = raw_fixture(20_000, true);
-    let mut stdin = child.stdin.take().unwrap();
-    let _ = stdin.write_all(&data);
-    drop(stdin);
-    let out = child.wait_with_output().unwrap();
+    let mut bash = Command::new("bash");
+    bash.args(["-o", "pipefail", "-c", &script]);
+    let out = run_command(bash, &raw_fixture(20_000, true), Duration::from_secs(300));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "exit {:?}: {stderr}", out.status);
     assert!(!stderr.contains("error"), "{stderr}");

@@ -8,7 +8,7 @@ use arrow_array::RecordBatch;
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int32Type;
 use stacks_tests::{
-    bpf_available, bpf_serial, check, read_batches, scratch, sh, spawn_workload, stack_functions,
+    bpf_available, bpf_serial, check, read_stream, scratch, sh, spawn_workload, stack_functions,
 };
 
 /// Sampling error at 99 Hz over ~6 s is about 1.7 points (binomial, 600 samples): ±5 points
@@ -210,7 +210,7 @@ fn kernel_stacks_resolve_from_kallsyms() {
         sym.display()
     ));
     check(&rec, "record | symbolize");
-    let stacks = stack_functions(&read_batches(&sym));
+    let stacks = stack_functions(&read_stream(&sym));
     assert!(
         stacks.len() >= 100,
         "only {} samples in 3 s at 99 Hz",
@@ -282,7 +282,7 @@ fn pid_and_name_targets() {
     check(&rec, "record -p");
     assert!(String::from_utf8_lossy(&rec.stderr).contains("every traced pid has exited"));
     w.wait().unwrap();
-    only_pid(&read_batches(&by_pid), w.id(), 100, "2 s of a busy process");
+    only_pid(&read_stream(&by_pid), w.id(), 100, "2 s of a busy process");
 
     // NAME: a process already running when recording starts is found by the /proc scan.
     let mut w = spawn_workload(&["cpu", "--seconds", "3"]);
@@ -295,7 +295,7 @@ fn pid_and_name_targets() {
     check(&rec, "record NAME");
     w.wait().unwrap();
     only_pid(
-        &read_batches(&by_name),
+        &read_stream(&by_name),
         w.id(),
         75,
         "1.5 s of a busy process",
@@ -376,7 +376,7 @@ fn names_match_at_exec_and_commands_bring_their_children() {
     w.wait().unwrap();
     assert!(rec.wait_with_output().unwrap().status.success());
     only_pid(
-        &read_batches(&by_name),
+        &read_stream(&by_name),
         w.id(),
         75,
         "1.5 s of a busy process",
@@ -393,7 +393,7 @@ fn names_match_at_exec_and_commands_bring_their_children() {
         cmd.display()
     ));
     check(&rec, "record -- sh -c …");
-    let batches = read_batches(&cmd);
+    let batches = read_stream(&cmd);
     let mut by_pid: HashMap<i32, usize> = HashMap::new();
     for b in &batches {
         let comm = b.column_by_name("comm").unwrap().as_string::<i32>();

@@ -1,6 +1,6 @@
 //! End-to-end stacks-pprof and stacks-trace: real clients open what we write. From the
-//! fixture stream of every event kind (`stacks-pprof/tests/golden/every-kind.arrow`, built by
-//! stacks-pprof's tests with known totals): `go tool pprof -raw` parses each profile and reports
+//! fixture stream of every event kind (`stacks_testkit::events::every_kind`, with known totals;
+//! the converters' own tests use it too): `go tool pprof -raw` parses each profile and reports
 //! the totals that went in; the SVG flame graph is well-formed XML (python3's parser); the
 //! trace JSON passes the structural Trace Event checks; speedscope, the npm package's bundled
 //! viewer, imports the trace, the pprof and the folded stacks inside headless Chromium without
@@ -9,21 +9,24 @@
 //! Needs Go (`go tool pprof`), python3, and chromium + the npm packages that
 //! `scripts/setup-web` installs (it is run here; it is idempotent and quick once done).
 
-// The trace checker of stacks-trace (std + serde_json only), compiled into this test.
-#[path = "../stacks-trace/src/validate.rs"]
-#[allow(dead_code)]
-mod validate;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 
+use stacks_testkit::events::{MS, events_stream, every_kind};
+use stacks_testkit::trace_check;
 use stacks_tests::{bin, check, scratch};
 
-const MS: i64 = 1_000_000;
-
+/// The fixture stream, written once per test process.
 fn fixture() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../stacks-pprof/tests/golden/every-kind.arrow")
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let path = scratch("render-fixture").join("every-kind.arrow");
+        std::fs::write(&path, events_stream(&every_kind())).expect("write the fixture stream");
+        path
+    })
+    .clone()
 }
 
 /// Run a tool on the fixture, writing `out`; returns `out`.
@@ -170,7 +173,7 @@ fn trace_json_is_valid_trace_event_format() {
     let trace = tool("stacks-trace", &[], &dir.join("trace.json"));
     let v: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&trace).expect("read trace")).expect("JSON");
-    let s = validate::check(&v).unwrap_or_else(|e| panic!("invalid trace:\n{}", e.join("\n")));
+    let s = trace_check::check(&v).unwrap_or_else(|e| panic!("invalid trace:\n{}", e.join("\n")));
     assert_eq!(s.durations_ns["off-CPU (sleeping)"], 7 * MS);
     assert_eq!(s.durations_ns["on-CPU"], MS);
     assert_eq!(s.names["cpu sample"], 4);

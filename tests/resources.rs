@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, Int64Type};
 use arrow_array::{Array, RecordBatch};
-use stacks_tests::{bpf_available, bpf_serial, check, read_batches, scratch, sh, stack_functions};
+use stacks_tests::{bpf_available, bpf_serial, check, read_stream, scratch, sh, stack_functions};
 
 const MIB: f64 = 1024.0 * 1024.0;
 
@@ -81,7 +81,7 @@ fn query(rec: &Recording, sql: &str) -> Vec<RecordBatch> {
         file = file.display()
     ));
     check(&q, sql);
-    read_batches(&file)
+    read_stream(&file)
 }
 
 /// One queried row: the columns the assertions look at.
@@ -559,7 +559,7 @@ fn ring_buffer_overflow_is_counted_exactly() {
         raw.display()
     ));
     check(&rec, "record a UDP burst into a 1 MiB ring buffer");
-    let (by_kind, lost) = kind_counts(&read_batches(&raw));
+    let (by_kind, lost) = kind_counts(&read_stream(&raw));
     let delivered: i64 = by_kind.values().sum();
     let generated = 65_536 + 2;
     assert_eq!(
@@ -616,7 +616,7 @@ fn exited_and_execed_processes_still_symbolize() {
         sym.display()
     ));
     check(&rec, "record exec + exit");
-    let batches = read_batches(&sym);
+    let batches = read_stream(&sym);
     // Symbolized against the right binary: the workload's own function is on the stack.
     // (Not necessarily burn_*: a sample in a callee's prologue skips its caller's frame.)
     let (ours, rows) = share_in(&batches, "stacks-workload", "stacks_workload::cpu::run");

@@ -19,8 +19,8 @@ use arrow_array::{
 };
 use arrow_schema::{DataType, Field, Schema, SchemaRef, UnionFields};
 use stacks_tests::{
-    assert_refused, bin, bin_dir, raw_fixture, refusal_problem, run_with_timeout, scratch, sh,
-    write_stream,
+    assert_refused, bin, fuzz_case, raw_fixture, refusal_problem, run_command, scratch, sh,
+    stream_bytes,
 };
 
 /// Debug binaries on a shared two-core machine: generous, but a hang still fails.
@@ -57,24 +57,9 @@ const TOOLS: &[Tool] = &[
     },
 ];
 
-/// The tools whose binaries are built (stacks-trace is newer than the others: skip it
-/// visibly when it is missing).
-fn tools() -> Vec<&'static Tool> {
-    TOOLS
-        .iter()
-        .filter(|t| {
-            let there = bin_dir().join(t.name).exists();
-            if !there {
-                use std::io::Write;
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "SKIPPED robustness for {}: binary not built",
-                    t.name
-                );
-            }
-            there
-        })
-        .collect()
+/// Every stream tool.
+fn tools() -> impl Iterator<Item = &'static Tool> {
+    TOOLS.iter()
 }
 
 fn run(tool: &Tool, input: &[u8], dir: &Path) -> Output {
@@ -86,7 +71,7 @@ fn run(tool: &Tool, input: &[u8], dir: &Path) -> Output {
             cmd.arg(a);
         }
     }
-    run_with_timeout(cmd, input, TIMEOUT)
+    run_command(cmd, input, TIMEOUT)
 }
 
 /// No panic; either success or a clean one-line refusal with exit status 1.
@@ -117,12 +102,12 @@ fn raw3() -> Vec<u8> {
     let (schema, batches) = decode(&raw_fixture(60, true));
     assert_eq!(batches.len(), 1, "the raw fixture is one batch");
     let parts: Vec<RecordBatch> = (0..3).map(|i| batches[0].slice(i * 20, 20)).collect();
-    write_stream(&schema, &parts, true)
+    stream_bytes(&schema, &parts, true)
 }
 
 /// stacks-symbolize's output for `raw`.
 fn symbolize(raw: &[u8]) -> Vec<u8> {
-    let out = run_with_timeout(Command::new(bin("stacks-symbolize")), raw, TIMEOUT);
+    let out = run_command(Command::new(bin("stacks-symbolize")), raw, TIMEOUT);
     assert!(
         out.status.success(),
         "symbolizing the fixture: {}",
@@ -171,7 +156,7 @@ fn reshape(bytes: &[u8], f: impl Fn(Vec<(Field, ArrayRef)>) -> Vec<(Field, Array
         out.push(RecordBatch::try_new(s.clone(), arrays).expect("reshaped batch"));
         out_schema = Some(s);
     }
-    write_stream(&out_schema.expect("a batch"), &out, true)
+    stream_bytes(&out_schema.expect("a batch"), &out, true)
 }
 
 fn without(name: &'static str) -> impl Fn(Vec<(Field, ArrayRef)>) -> Vec<(Field, ArrayRef)> {
@@ -245,7 +230,7 @@ fn with_metadata(bytes: &[u8], key: &str, value: &str) -> Vec<u8> {
         .iter()
         .map(|b| RecordBatch::try_new(s.clone(), b.columns().to_vec()).unwrap())
         .collect();
-    write_stream(&s, &batches, true)
+    stream_bytes(&s, &batches, true)
 }
 
 /// Write `batch`'s columns under `schema` without the checks `RecordBatch::try_new` makes, as
@@ -448,7 +433,7 @@ fn only_x() -> Vec<u8> {
         vec![Arc::new(Int64Array::from(vec![1, 2, 3]))],
     )
     .unwrap();
-    write_stream(&schema, &[batch], true)
+    stream_bytes(&schema, &[batch], true)
 }
 
 /// Schema cases for one tool: (case, needle) — the column the error must name.
@@ -501,7 +486,7 @@ fn inputs(dir: &Path) -> Inputs {
     let raw = raw3();
     let symbolized = symbolize(&raw);
     let file = dir.join("fixture.parquet");
-    let out = run_with_timeout(
+    let out = run_command(
         {
             let mut c = Command::new(bin("stacks-pack"));
             c.arg("-o").arg(&file);
@@ -569,15 +554,15 @@ fn corpus_is_refused_by_every_stream_tool() {
     assert!(checked > 100, "only {checked} cases ran");
 }
 
-/// Inputs the fuzzers found (tests/corpus/fuzz/, named after the target that found them):
-/// every stream tool must handle every one cleanly, success or a one-line error, and quickly
-/// (some were slow units: seconds and gigabytes to refuse a few hundred bytes).
+/// Inputs the fuzzers found (stacks-testkit/corpus/fuzz/, named after the target that found
+/// them): every stream tool must handle every one cleanly, success or a one-line error, and
+/// quickly (some were slow units: seconds and gigabytes to refuse a few hundred bytes).
 #[test]
 fn fuzz_findings_stay_fixed() {
     let dir = scratch("robust-fuzz");
-    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus/fuzz");
+    let corpus = stacks_testkit::fuzz_corpus();
     let mut files: Vec<_> = std::fs::read_dir(&corpus)
-        .expect("tests/corpus/fuzz")
+        .expect("stacks-testkit/corpus/fuzz")
         .map(|e| e.unwrap().path())
         .filter(|p| {
             p.file_name()
@@ -670,7 +655,7 @@ fn raw_with_stacks(stacks: &[(Option<usize>, Option<usize>)]) -> Vec<u8> {
     cols[schema.index_of("kstack").unwrap()] = Arc::new(k.finish());
     cols[schema.index_of("ustack").unwrap()] = Arc::new(u.finish());
     let batch = RecordBatch::try_new(schema.clone(), cols).unwrap();
-    write_stream(&schema, &[batch], true)
+    stream_bytes(&schema, &[batch], true)
 }
 
 #[test]
@@ -718,15 +703,15 @@ fn a_stream_without_batches_is_not_a_failure() {
     let dir = scratch("robust-nobatch");
     for (stage, bytes) in [(false, raw3()), (true, symbolize(&raw3()))] {
         let (schema, _) = decode(&bytes);
-        let empty = write_stream(&schema, &[], true);
-        for tool in tools().into_iter().filter(|t| t.symbolized == stage) {
+        let empty = stream_bytes(&schema, &[], true);
+        for tool in tools().filter(|t| t.symbolized == stage) {
             let out = run(tool, &empty, &dir);
             assert_clean(&out, tool.name, "no batches");
         }
     }
     // stacks-symbolize passes an empty stream on as an empty stream.
     let (schema, _) = decode(&raw3());
-    let out = run(&TOOLS[0], &write_stream(&schema, &[], true), &dir);
+    let out = run(&TOOLS[0], &stream_bytes(&schema, &[], true), &dir);
     assert!(
         out.status.success(),
         "{}",
@@ -850,9 +835,7 @@ fn next_tools(dir: &Path) -> Vec<String> {
         format!("stacks-pack {}", dir.join("packed").display()),
         "stacks-pprof -o /dev/null".to_string(),
     ];
-    if bin_dir().join("stacks-trace").exists() {
-        nexts.push("stacks-trace -o /dev/null".to_string());
-    }
+    nexts.push("stacks-trace -o /dev/null".to_string());
     nexts
 }
 
@@ -900,7 +883,7 @@ fn query(dir: &Path) -> Output {
     cmd.arg("-d")
         .arg(dir)
         .args(["-c", "SELECT count(*) AS n FROM stacks", "-f", "csv"]);
-    run_with_timeout(cmd, b"", TIMEOUT)
+    run_command(cmd, b"", TIMEOUT)
 }
 
 #[test]
@@ -1005,33 +988,29 @@ fn pprof_refuses_a_text_value_column() {
 
 #[test]
 fn pprof_svg_survives_huge_values() {
-    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus/fuzz");
-    let input = std::fs::read(corpus.join("stream_pprof-svg-sum-overflow.arrow")).unwrap();
+    let input = fuzz_case("stream_pprof-svg-sum-overflow.arrow");
     let mut cmd = Command::new(bin("stacks-pprof"));
     cmd.args(["-f", "svg", "-o", "/dev/null"]);
-    let out = run_with_timeout(cmd, &input, TIMEOUT);
+    let out = run_command(cmd, &input, TIMEOUT);
     assert_clean(&out, "stacks-pprof", "svg of huge values");
 }
 
+/// Every binary of the workspace but the bundled workload.
+const EVERY_TOOL: [&str; 6] = [
+    "stacks-symbolize",
+    "stacks-pack",
+    "stacks-pprof",
+    "stacks-query",
+    "stacks-record",
+    "stacks-trace",
+];
+
 #[test]
 fn usage_errors_exit_2_without_a_panic() {
-    for tool in [
-        "stacks-symbolize",
-        "stacks-pack",
-        "stacks-pprof",
-        "stacks-query",
-        "stacks-record",
-    ]
-    .into_iter()
-    .chain(
-        bin_dir()
-            .join("stacks-trace")
-            .exists()
-            .then_some("stacks-trace"),
-    ) {
+    for tool in EVERY_TOOL {
         let mut cmd = Command::new(bin(tool));
         cmd.arg("--bogus-flag");
-        let out = run_with_timeout(cmd, b"", TIMEOUT);
+        let out = run_command(cmd, b"", TIMEOUT);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{tool}: {stderr}");
         assert!(!stderr.contains("panicked"), "{tool}: {stderr}");
@@ -1039,27 +1018,14 @@ fn usage_errors_exit_2_without_a_panic() {
     }
 }
 
-fn assert_usage_errors_are_one_line(tools: &[&str]) {
-    for tool in tools {
-        let mut cmd = Command::new(bin(tool));
-        cmd.arg("--bogus-flag");
-        let out = run_with_timeout(cmd, b"", TIMEOUT);
-        assert_refused(&out, tool, 2, "--bogus-flag", "unknown flag");
-    }
-}
-
 #[test]
 fn usage_errors_are_one_line() {
-    let mut tools = vec!["stacks-pprof", "stacks-record"];
-    if bin_dir().join("stacks-trace").exists() {
-        tools.push("stacks-trace");
+    for tool in EVERY_TOOL {
+        let mut cmd = Command::new(bin(tool));
+        cmd.arg("--bogus-flag");
+        let out = run_command(cmd, b"", TIMEOUT);
+        assert_refused(&out, tool, 2, "--bogus-flag", "unknown flag");
     }
-    assert_usage_errors_are_one_line(&tools);
-}
-
-#[test]
-fn usage_errors_are_one_line_everywhere() {
-    assert_usage_errors_are_one_line(&["stacks-symbolize", "stacks-pack", "stacks-query"]);
 }
 
 #[test]
@@ -1078,8 +1044,7 @@ fn pack_refuses_a_duplicate_time_column() {
     let pack = TOOLS.iter().find(|t| t.name == "stacks-pack").unwrap();
     assert_clean(&run(pack, &twice, &dir), "stacks-pack", "two time columns");
     // The stream_pack fuzzer's own way there.
-    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus/fuzz");
-    let found = std::fs::read(corpus.join("stream_pack-duplicate-time-column.arrow")).unwrap();
+    let found = fuzz_case("stream_pack-duplicate-time-column.arrow");
     assert_clean(
         &run(pack, &found, &dir),
         "stacks-pack",
@@ -1116,8 +1081,7 @@ fn pack_refuses_a_union_column() {
     let out = run(pack, &with_union, &dir);
     assert_refused(&out, "stacks-pack", 1, "`u`", "union column");
     // The stream_pack fuzzer's own way there.
-    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus/fuzz");
-    let found = std::fs::read(corpus.join("stream_pack-union-column.arrow")).unwrap();
+    let found = fuzz_case("stream_pack-union-column.arrow");
     assert_clean(
         &run(pack, &found, &dir),
         "stacks-pack",
@@ -1133,7 +1097,7 @@ fn record_command_line_never_panics() {
     ] {
         let mut cmd = Command::new(bin("stacks-record"));
         cmd.args(&args);
-        let out = run_with_timeout(cmd, b"", TIMEOUT);
+        let out = run_command(cmd, b"", TIMEOUT);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
         assert!(

@@ -3,16 +3,15 @@
 //! disk and a read-only directory are clear errors that keep earlier files; every bundled query
 //! through `stacks-pack | stacks-query | stacks-pprof` adds up to what the recording holds.
 
-#[path = "../stacks-query/tests/fixture/mod.rs"]
-mod fixture;
-
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use fixture::Row;
 use serde_json::Value;
-use stacks_tests::{Tmpfs, bin, check, python, root_available, scratch, sh, write_stream};
+use stacks_testkit::recording as fixture;
+use stacks_tests::{
+    Row, Tmpfs, bin, check, python, root_available, run_tool, scratch, sh, stream_bytes,
+};
 
 /// The fixture rows as one symbolized Arrow stream; `tid` = row number when `numbered`, and
 /// with `random_threads` every row's thread name is 12 random hex digits (incompressible).
@@ -28,27 +27,12 @@ fn stream_of(rows: &mut [Row], numbered: bool, random_threads: bool) -> Vec<u8> 
         }
     }
     let b = fixture::batch(rows);
-    write_stream(&b.schema(), std::slice::from_ref(&b), true)
+    stream_bytes(&b.schema(), std::slice::from_ref(&b), true)
 }
 
 /// Run stacks-pack with `args` and `input` on stdin.
 fn pack(args: &[&str], input: &[u8]) -> std::process::Output {
-    let mut child = Command::new(bin("stacks-pack"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start stacks-pack");
-    let mut stdin = child.stdin.take().unwrap();
-    let data = input.to_vec();
-    let feeder = std::thread::spawn(move || {
-        use std::io::Write;
-        let _ = stdin.write_all(&data);
-    });
-    let out = child.wait_with_output().unwrap();
-    feeder.join().unwrap();
-    out
+    run_tool(bin("stacks-pack"), args, input, Duration::from_secs(600))
 }
 
 /// Per visible Parquet file under a directory (pyarrow): rows, tid range and count, whether
@@ -440,7 +424,9 @@ fn bundled_queries_through_pack_and_pprof_add_up() {
     );
     let sum = |f: &dyn Fn(&Row) -> Option<i64>| rows.iter().filter_map(f).sum::<i64>();
     let of = |kind: &'static str, op: Option<&'static str>| {
-        move |r: &Row| (r.kind == kind && (op.is_none() || r.op == op)).then_some(r.value)
+        move |r: &Row| {
+            (r.kind == kind && (op.is_none() || r.op.as_deref() == op)).then_some(r.value)
+        }
     };
     let cases: Vec<(&str, &str, i64)> = vec![
         ("cpu", "cpu", sum(&of("profile", None))),
@@ -560,11 +546,13 @@ fn cpu_query_memory_is_bounded_by_distinct_stacks_not_groups() {
             )
         })
         .collect();
-    let stacks: Vec<Vec<&'static str>> = (0..8).map(|s| names[s..s + DEPTH].to_vec()).collect();
+    let stacks: Vec<Vec<stacks_tests::Frame>> = (0..8)
+        .map(|s| fixture::stack(&names[s..s + DEPTH]))
+        .collect();
     let mut rows: Vec<Row> = (0..ROWS)
         .map(|i| Row {
             time: fixture::T0 + i as i64 * 1000,
-            kind: "profile",
+            kind: "profile".into(),
             pid: 100,
             tid: i as i32,
             comm: "deep".into(),

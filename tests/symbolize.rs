@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use stacks_tests::{
-    RawRow, RawUFrame, SymFrameOut, bin, raw_rows_stream, read_batches, scratch, stack_frames,
+    Frame, Ksym, Row, UFrame, bin, raw_rows_stream, read_frames, read_stream, scratch,
 };
 
 fn fixture_src(name: &str) -> PathBuf {
@@ -173,12 +173,12 @@ impl Fixture {
     }
 
     /// A user frame at ELF address `vaddr`, recorded as at `module` (default: the exe).
-    fn frame(&self, vaddr: u64) -> RawUFrame {
+    fn frame(&self, vaddr: u64) -> UFrame {
         self.frame_as(vaddr, &self.exe)
     }
 
-    fn frame_as(&self, vaddr: u64, module: &Path) -> RawUFrame {
-        RawUFrame {
+    fn frame_as(&self, vaddr: u64, module: &Path) -> UFrame {
+        UFrame {
             // A plausible process address: the module loaded at 0x5555_0000_0000.
             addr: 0x5555_0000_0000 + vaddr,
             module: Some(module.display().to_string()),
@@ -192,11 +192,11 @@ impl Fixture {
 /// Run stacks-symbolize on `rows`; returns the frames of each row and its stderr.
 fn symbolize_rows(
     dir: &Path,
-    rows: &[RawRow],
+    rows: &[Row],
     boot_id: Option<&str>,
     args: &[&str],
     env: &[(&str, &str)],
-) -> (Vec<Option<Vec<SymFrameOut>>>, String) {
+) -> (Vec<Option<Vec<Frame>>>, String) {
     let input = dir.join("in.arrow");
     std::fs::write(&input, raw_rows_stream(rows, 1000, boot_id)).unwrap();
     let out = dir.join("out.arrow");
@@ -213,10 +213,10 @@ fn symbolize_rows(
         "stacks-symbolize {args:?} failed: {stderr}"
     );
     assert!(res.stdout.is_empty(), "stdout must stay empty with -o");
-    (stack_frames(&read_batches(&out)), stderr)
+    (read_frames(&read_stream(&out)), stderr)
 }
 
-fn names(frames: &[SymFrameOut]) -> Vec<Option<&str>> {
+fn names(frames: &[Frame]) -> Vec<Option<&str>> {
     frames.iter().map(|f| f.function.as_deref()).collect()
 }
 
@@ -225,7 +225,7 @@ fn ends_with(file: &Option<String>, name: &str) -> bool {
 }
 
 /// The inline chain at `mark_leaf` (innermost first), as the fixture's source says.
-fn assert_inline_chain(fx: &Fixture, frames: &[SymFrameOut]) {
+fn assert_inline_chain(fx: &Fixture, frames: &[Frame]) {
     assert_eq!(
         names(&frames[..3]),
         [Some("leaf_add"), Some("middle"), Some("outer_fn")],
@@ -261,14 +261,14 @@ fn inlines_lines_and_return_addresses() {
     let ret = fx.frame(fx.end("caller_fn"));
     let main = fx.frame(fx.addr("main") + 1);
     let rows = vec![
-        RawRow {
+        Row {
             ustack: Some(vec![leaf.clone(), ret.clone(), main.clone()]),
             ..Default::default()
         },
-        RawRow {
+        Row {
             ustack: Some(vec![
                 leaf.clone(),
-                RawUFrame {
+                UFrame {
                     addr: 0x7fff_0000_1000,
                     error: Some("no file backs this address".into()),
                     ..Default::default()
@@ -276,12 +276,12 @@ fn inlines_lines_and_return_addresses() {
             ]),
             ..Default::default()
         },
-        RawRow {
+        Row {
             ustack: Some(vec![]),
             ustack_error: Some(-14),
             ..Default::default()
         },
-        RawRow::default(),
+        Row::default(),
     ];
     let (out, stderr) = symbolize_rows(&dir, &rows, None, &[], &[]);
     let f = out[0].as_ref().unwrap();
@@ -355,7 +355,7 @@ fn cpp_names_are_demangled() {
         .trim()
         .to_string();
     assert_ne!(demangled, mangled);
-    let rows = vec![RawRow {
+    let rows = vec![Row {
         ustack: Some(vec![fx.frame(fx.addr(&mangled) + 1)]),
         ..Default::default()
     }];
@@ -401,7 +401,7 @@ fn separate_debug_files_by_build_id_debuglink_and_b() {
     let dir = scratch("sym-debug");
     let fx = compile(&dir, "inline.c", "app", &[]);
     let (bare, debug) = stripped(&dir, &fx);
-    let row = |module: &Path| RawRow {
+    let row = |module: &Path| Row {
         ustack: Some(vec![
             fx.frame_as(fx.addr("mark_leaf"), module),
             fx.frame_as(fx.end("caller_fn"), module),
@@ -436,12 +436,12 @@ fn separate_debug_files_by_build_id_debuglink_and_b() {
 
     // Normalized by the kernel in a file the recorder never saw mapped: no module path, only
     // build id + offset (and no address). Found by build id; the frame keeps no made-up path.
-    let unnamed = |vaddr: u64| RawUFrame {
+    let unnamed = |vaddr: u64| UFrame {
         addr: 0,
         module: None,
         ..fx.frame(vaddr)
     };
-    let anonymous = RawRow {
+    let anonymous = Row {
         ustack: Some(vec![
             unnamed(fx.addr("mark_leaf")),
             unnamed(fx.end("caller_fn")),
@@ -491,7 +491,7 @@ fn replaced_binary_is_reported_not_misattributed() {
     let v1 = compile(&dir, "inline.c", "app", &[]);
     let saved = dir.join("app-v1");
     std::fs::copy(&v1.exe, &saved).unwrap();
-    let rows = vec![RawRow {
+    let rows = vec![Row {
         ustack: Some(vec![
             v1.frame(v1.addr("mark_leaf")),
             v1.frame(v1.end("caller_fn")),
@@ -529,11 +529,20 @@ const KADDRS: [u64; 3] = [
     0xffff_ffff_c040_0010,
 ];
 
-fn recorded_ksyms() -> Vec<Option<stacks_tests::RecordedKsym>> {
+/// A kernel symbol recorded at record time.
+fn ksym(symbol: &str, offset: u64, module: Option<&str>) -> Ksym {
+    Ksym {
+        symbol: symbol.into(),
+        offset,
+        module: module.map(Into::into),
+    }
+}
+
+fn recorded_ksyms() -> Vec<Option<Ksym>> {
     vec![
-        Some(("rec_leaf_fn".into(), 0x10, None)),
-        Some(("rec_caller_fn".into(), 0x20, None)),
-        Some(("e1000_xmit".into(), 0x10, Some("e1000".into()))),
+        Some(ksym("rec_leaf_fn", 0x10, None)),
+        Some(ksym("rec_caller_fn", 0x20, None)),
+        Some(ksym("e1000_xmit", 0x10, Some("e1000"))),
     ]
 }
 
@@ -551,19 +560,19 @@ fn kernel_frames_use_the_symbols_recorded_at_record_time() {
     let mut partly = recorded_ksyms();
     partly[1] = None;
     let rows = vec![
-        RawRow {
+        Row {
             kstack: Some(KADDRS.to_vec()),
-            ksyms: Some(recorded_ksyms()),
+            kstack_symbols: Some(recorded_ksyms()),
             ..Default::default()
         },
         // An older stream's row: no recorded symbols, recorded during another boot.
-        RawRow {
+        Row {
             kstack: Some(KADDRS.to_vec()),
             ..Default::default()
         },
-        RawRow {
+        Row {
             kstack: Some(KADDRS.to_vec()),
-            ksyms: Some(partly),
+            kstack_symbols: Some(partly),
             ..Default::default()
         },
     ];
@@ -633,11 +642,11 @@ fn vmlinux_adds_file_and_line_to_recorded_kernel_symbols() {
     // Any ELF file with DWARF serves as "vmlinux": the fixture, whose outer_fn has inlines.
     let fx = compile(&dir, "inline.c", "vmlinux", &[]);
     let off = fx.addr("mark_leaf") - fx.addr("outer_fn");
-    let rows = vec![RawRow {
+    let rows = vec![Row {
         kstack: Some(vec![0xffff_ffff_8100_0000 + off, 0xffff_ffff_8200_0000]),
-        ksyms: Some(vec![
-            Some(("outer_fn".into(), off, None)),
-            Some(("not_in_vmlinux".into(), 0x40, None)),
+        kstack_symbols: Some(vec![
+            Some(ksym("outer_fn", off, None)),
+            Some(ksym("not_in_vmlinux", 0x40, None)),
         ]),
         ..Default::default()
     }];
@@ -681,7 +690,7 @@ fn a_100k_row_stream_symbolized_twice_is_identical() {
         seed ^= seed << 17;
         seed
     };
-    let rows: Vec<RawRow> = (0..100_000)
+    let rows: Vec<Row> = (0..100_000)
         .map(|i| {
             let depth = 1 + (next() % 6) as usize;
             let ustack = (0..depth)
@@ -693,9 +702,9 @@ fn a_100k_row_stream_symbolized_twice_is_identical() {
                 })
                 .collect();
             let k = (next() % 4) as usize;
-            RawRow {
+            Row {
                 kstack: Some(KADDRS[..k.min(3)].to_vec()),
-                ksyms: Some(recorded_ksyms()[..k.min(3)].to_vec()),
+                kstack_symbols: Some(recorded_ksyms()[..k.min(3)].to_vec()),
                 ustack: Some(ustack),
                 ..Default::default()
             }
@@ -726,8 +735,8 @@ fn a_100k_row_stream_symbolized_twice_is_identical() {
     assert!(a == b, "two runs differ");
     assert!(a == c, "-j 1 and -j 2 differ");
     // And the output is not trivially equal: frames resolved, with inlines.
-    let frames = stack_frames(&a);
-    let all: Vec<&SymFrameOut> = frames.iter().flatten().flatten().collect();
+    let frames = read_frames(&a);
+    let all: Vec<&Frame> = frames.iter().flatten().flatten().collect();
     assert!(
         all.iter()
             .any(|f| f.function.as_deref() == Some("leaf_add") && f.inlined)
@@ -787,7 +796,7 @@ fn debuginfod_fetches_by_build_id_into_a_cache() {
     let fx = compile(&dir, "inline.c", "app", &[]);
     let (bare, debug) = stripped(&dir, &fx);
     let (url, hits) = debuginfod_server(fx.build_id.clone(), std::fs::read(&debug).unwrap());
-    let rows = vec![RawRow {
+    let rows = vec![Row {
         ustack: Some(vec![fx.frame_as(fx.addr("mark_leaf"), &bare)]),
         ..Default::default()
     }];
@@ -834,7 +843,7 @@ fn debuginfod_fetches_by_build_id_into_a_cache() {
 fn bad_flags_are_one_line_errors_naming_them() {
     let dir = scratch("sym-flags");
     let input = dir.join("in.arrow");
-    std::fs::write(&input, raw_rows_stream(&[RawRow::default()], 10, None)).unwrap();
+    std::fs::write(&input, raw_rows_stream(&[Row::default()], 10, None)).unwrap();
     let not_elf = dir.join("notes.txt");
     std::fs::write(
         &not_elf,

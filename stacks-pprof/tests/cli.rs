@@ -3,20 +3,15 @@
 
 mod common;
 
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 use common::*;
+use stacks_testkit::Row;
 
 /// Assert a failed run: exit 1, nothing on stdout, exactly one stderr line starting with
 /// `stacks-pprof: error:` and containing `needle`.
 fn assert_error(o: &Output, needle: &str) {
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "stderr: {stderr}");
-    assert!(o.stdout.is_empty(), "no data on stdout after an error");
-    assert!(!stderr.contains("panicked"), "{stderr}");
-    assert_eq!(stderr.lines().count(), 1, "one line: {stderr:?}");
-    assert!(stderr.starts_with("stacks-pprof: error: "), "{stderr:?}");
-    assert!(stderr.contains(needle), "{needle:?} not in {stderr:?}");
+    stacks_testkit::assert_one_line_error(o, "stacks-pprof", 1, needle);
 }
 
 #[test]
@@ -122,18 +117,13 @@ fn bad_input_leaves_no_output_file() {
 
 #[test]
 fn closed_stdout_is_quiet_success() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_stacks-pprof"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    // Close the reading end before the tool writes anything.
-    drop(child.stdout.take());
-    let mut stdin = child.stdin.take().expect("stdin");
-    std::io::Write::write_all(&mut stdin, &stream(&fixture())).expect("feed input");
-    drop(stdin);
-    let o = child.wait_with_output().expect("wait");
+    // The reading end is closed before the tool writes anything.
+    let (o, fed) = stacks_testkit::run_with_closed_stdout(
+        env!("CARGO_BIN_EXE_stacks-pprof"),
+        &[],
+        &stream(&fixture()),
+    );
+    fed.expect("feed input");
     assert!(
         o.status.success(),
         "{:?}: {}",
@@ -164,14 +154,7 @@ fn process_name_needs_comm() {
         .iter()
         .map(|b| b.project(&keep).expect("project"))
         .collect();
-    let mut buf = Vec::new();
-    let mut w =
-        arrow_ipc::writer::StreamWriter::try_new(&mut buf, &projected[0].schema()).expect("writer");
-    for b in &projected {
-        w.write(b).expect("write");
-    }
-    w.finish().expect("finish");
-    drop(w);
+    let buf = stacks_testkit::stream_bytes(&projected[0].schema(), &projected, true);
     assert_error(
         &run(&["--process-name", "--format", "folded"], &buf),
         "missing column `comm` (required: --process-name",
@@ -193,7 +176,7 @@ fn unknown_kind_lists_the_known_ones() {
 fn svg_of_nothing_is_an_error() {
     // No exit rows carry stacks, but they count: a flame graph of `[no stack]`. Nothing at
     // all to draw only when no row of the kind is there.
-    let events: Vec<Event> = every_kind()
+    let events: Vec<Row> = every_kind()
         .into_iter()
         .filter(|e| e.kind != "exit")
         .collect();

@@ -6,47 +6,13 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 use common::*;
 use stacks_pprof::proto::Profile;
 
 /// Compare `actual` with the golden file `name`, or rewrite it under `STACKS_BLESS=1`.
 fn golden(name: &str, actual: &str) {
-    if let Some(expected) = golden_bytes(name, actual.as_bytes()) {
-        let expected = String::from_utf8_lossy(&expected);
-        let first = expected
-            .lines()
-            .zip(actual.lines())
-            .position(|(a, b)| a != b)
-            .unwrap_or(expected.lines().count().min(actual.lines().count()));
-        panic!(
-            "tests/golden/{name} differs from the output at line {} (STACKS_BLESS=1 rewrites it):\n--- expected\n{}\n--- actual\n{}",
-            first + 1,
-            expected,
-            actual
-        );
-    }
-}
-
-/// Compare bytes with the golden file `name` (rewritten under `STACKS_BLESS=1`); the expected
-/// bytes when they differ.
-fn golden_bytes(name: &str, actual: &[u8]) -> Option<Vec<u8>> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden")
-        .join(name);
-    if std::env::var_os("STACKS_BLESS").is_some() {
-        std::fs::create_dir_all(path.parent().expect("golden dir")).expect("create golden dir");
-        std::fs::write(&path, actual).expect("write golden file");
-        return None;
-    }
-    let expected = std::fs::read(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e}; run with STACKS_BLESS=1 to create it",
-            path.display()
-        )
-    });
-    (expected != actual).then_some(expected)
+    stacks_testkit::golden::check_text(&golden_dir(), name, actual);
 }
 
 fn s(p: &Profile, i: i64) -> &str {
@@ -285,7 +251,7 @@ fn svg_flame_graph_with_metadata_title() {
 fn fixture_stream_file() {
     let stream = events_stream(&every_kind());
     assert!(
-        golden_bytes("every-kind.arrow", &stream).is_none(),
+        stacks_testkit::golden::compare_bytes(&golden_dir(), "every-kind.arrow", &stream).is_none(),
         "tests/golden/every-kind.arrow is not what every_kind() builds: STACKS_BLESS=1 rewrites it"
     );
 }

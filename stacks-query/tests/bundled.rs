@@ -2,13 +2,13 @@
 //! what the fixture rows add up to (computed here, independently of the SQL).
 
 mod common;
-mod fixture;
 
 use std::collections::BTreeMap;
 
 use common::*;
-use fixture::{Row, SEC};
 use serde_json::Value;
+use stacks_testkit::Row;
+use stacks_testkit::recording::SEC;
 
 #[test]
 fn cpu_by_stack() {
@@ -72,7 +72,12 @@ fn offcpu_by_stack_includes_folded_intervals() {
             "[no stack]"
         };
         folded += i64::from(c > 1);
-        let key = format!("{} {} {}", r.tid, r.state.unwrap(), row_stack(r, marker));
+        let key = format!(
+            "{} {} {}",
+            r.tid,
+            r.state.as_deref().unwrap(),
+            row_stack(r, marker)
+        );
         add(&mut want, key, &[c, r.value]);
     }
     assert!(folded > 0, "the fixture has folded rows");
@@ -101,7 +106,7 @@ fn offcpu_by_state() {
     for r in rows.iter().filter(|r| r.kind == "switch") {
         add(
             &mut want,
-            format!("{} {}", r.pid, r.state.unwrap()),
+            format!("{} {}", r.pid, r.state.as_deref().unwrap()),
             &[r.count.unwrap_or(1), r.value],
         );
     }
@@ -121,7 +126,12 @@ fn rss_growth_by_stack() {
     let got = rows_of(dir.path(), &["rss-growth"]);
     let mut want = Sums::new();
     for r in rows.iter().filter(|r| r.kind == "rss" && r.value > 0) {
-        let key = format!("{} {} {}", r.tid, r.op.unwrap(), row_stack(r, "[no stack]"));
+        let key = format!(
+            "{} {} {}",
+            r.tid,
+            r.op.as_deref().unwrap(),
+            row_stack(r, "[no stack]")
+        );
         add(&mut want, key, &[r.count.unwrap_or(1), r.value]);
     }
     let key = |v: &Value| format!("{} {} {}", int(&v["tid"]), s(&v["op"]), names(&v["stack"]));
@@ -136,8 +146,8 @@ fn block_bytes_and_latency() {
         format!(
             "{} {} {} {}",
             r.tid,
-            r.op.unwrap(),
-            r.dev.unwrap(),
+            r.op.as_deref().unwrap(),
+            r.dev.as_deref().unwrap(),
             row_stack(r, "[no stack]")
         )
     };
@@ -174,7 +184,10 @@ fn vfs_reads_and_writes() {
     let (dir, rows) = store();
     for op in ["read", "write"] {
         let mut want = Sums::new();
-        for r in rows.iter().filter(|r| r.kind == "vfs" && r.op == Some(op)) {
+        for r in rows
+            .iter()
+            .filter(|r| r.kind == "vfs" && r.op.as_deref() == Some(op))
+        {
             add(
                 &mut want,
                 format!("{} {}", r.tid, row_stack(r, "[no stack]")),
@@ -201,8 +214,8 @@ fn net_by_protocol_and_direction() {
         let key = format!(
             "{} {} {} {}",
             r.tid,
-            r.protocol.unwrap(),
-            r.op.unwrap(),
+            r.protocol.as_deref().unwrap(),
+            r.op.as_deref().unwrap(),
             row_stack(r, "[no stack]")
         );
         add(&mut want, key, &[r.value, 1]);
@@ -224,7 +237,7 @@ fn net_by_protocol_and_direction() {
 fn ranking(rows: &[Row], entity: &dyn Fn(&Row) -> String, top: usize) -> Vec<String> {
     let mut per: BTreeMap<(&str, String), (i64, i64)> = BTreeMap::new();
     for r in rows.iter().filter(|r| r.kind != "lost") {
-        let e = per.entry((r.kind, entity(r))).or_default();
+        let e = per.entry((r.kind.as_str(), entity(r))).or_default();
         e.0 += r.count.unwrap_or(1);
         e.1 += r.value;
     }

@@ -1,11 +1,12 @@
 //! End-to-end tests of the `stacks-query` binary over a fixture directory of Parquet files
 //! written with the symbolized row schema.
 
+mod common;
+
 use std::collections::HashMap;
-use std::fs::File;
 use std::io::Cursor;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
@@ -13,28 +14,39 @@ use arrow_array::types::Int64Type;
 use arrow_array::{Array, RecordBatch};
 use arrow_ipc::reader::StreamReader;
 use arrow_schema::{DataType, Schema};
-use parquet::arrow::ArrowWriter;
+use common::{BIN, query};
 use serde_json::Value;
 use stacks_stream::meta;
+use stacks_testkit::{Frame, Row};
 
-const BIN: &str = env!("CARGO_BIN_EXE_stacks-query");
-
-/// A symbolized frame as JSON, for the fixture rows.
-fn frame(function: &str, line: u32, addr: u64) -> String {
-    format!(
-        r#"{{"function":"{function}","file":"src/main.rs","line":{line},"column":null,"inlined":false,"kernel":false,"module":"/usr/bin/app","build_id":"abcd","offset":{addr},"addr":{addr},"error":null}}"#
-    )
+/// A symbolized frame of `/usr/bin/app`, for the fixture rows.
+fn frame(function: &str, line: u32, addr: u64) -> Frame {
+    Frame {
+        function: Some(function.into()),
+        file: Some("src/main.rs".into()),
+        line: Some(line),
+        module: Some("/usr/bin/app".into()),
+        build_id: Some("abcd".into()),
+        offset: Some(addr),
+        addr,
+        ..Frame::default()
+    }
 }
 
-/// One profile or lost row as JSON. `stack` is a list of frames or `null`.
-fn row(kind: &str, pid: i32, tid: i32, comm: &str, value: i64, stack: Option<&[String]>) -> String {
-    let stack = match stack {
-        Some(frames) => format!("[{}]", frames.join(",")),
-        None => "null".into(),
-    };
-    format!(
-        r#"{{"time":"2025-01-02T03:04:05.000000006Z","kind":"{kind}","pid":{pid},"tid":{tid},"comm":"{comm}","thread":"{comm}-t","cpu":1,"value":{value},"kstack":null,"kstack_error":null,"ustack":null,"ustack_error":null,"stack":{stack}}}"#
-    )
+/// One profile or lost row at 2025-01-02T03:04:05.000000006Z.
+fn row(kind: &str, pid: i32, tid: i32, comm: &str, value: i64, stack: Option<&[Frame]>) -> Row {
+    Row {
+        time: 1_735_787_045_000_000_006,
+        kind: kind.into(),
+        pid,
+        tid,
+        comm: comm.into(),
+        thread: format!("{comm}-t"),
+        cpu: 1,
+        value,
+        stack: stack.map(<[Frame]>::to_vec),
+        ..Row::default()
+    }
 }
 
 fn metadata() -> HashMap<String, String> {
@@ -51,32 +63,24 @@ fn metadata() -> HashMap<String, String> {
     ])
 }
 
-fn write_parquet(path: &Path, rows: &[String]) {
+fn write_parquet(path: &Path, rows: &[Row]) {
     let schema = Arc::new(stacks_stream::symbolized_schema(metadata()));
-    let json = rows.join("\n");
-    let mut reader = arrow_json::ReaderBuilder::new(schema.clone())
-        .build(Cursor::new(json.into_bytes()))
-        .unwrap();
-    let batch = reader.next().unwrap().unwrap();
-    assert_eq!(batch.num_rows(), rows.len());
-    let mut writer = ArrowWriter::try_new(File::create(path).unwrap(), schema, None).unwrap();
-    writer.write(&batch).unwrap();
-    writer.close().unwrap();
+    stacks_testkit::write_parquet(path, &[stacks_testkit::batch(&schema, rows)]);
 }
 
-fn stack_a() -> Vec<String> {
+fn stack_a() -> Vec<Frame> {
     vec![frame("work", 10, 0x1010), frame("main", 20, 0x1020)]
 }
 
-fn stack_b() -> Vec<String> {
+fn stack_b() -> Vec<Frame> {
     vec![frame("idle", 30, 0x2030), frame("main", 20, 0x1020)]
 }
 
 /// The fixture: stack A (pid 100) has 3 samples worth 7 ms, stack B (pid 200) 2 samples worth
 /// 20 ms, spread over two files (one in a subdirectory), plus a profile row without a stack, a
 /// `lost` row, an unfinished dot-named Parquet file full of extra samples, and garbage files.
-fn fixture() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
+fn fixture() -> stacks_testkit::Scratch {
+    let dir = stacks_testkit::Scratch::new("query-cli");
     let (a, b) = (stack_a(), stack_b());
     write_parquet(
         &dir.path().join("stacks-0001.parquet"),
@@ -106,16 +110,6 @@ fn fixture() -> tempfile::TempDir {
     dir
 }
 
-fn query(dir: &Path, args: &[&str]) -> Output {
-    Command::new(BIN)
-        .arg("-d")
-        .arg(dir)
-        .args(args)
-        .env_remove("STACKS_DATA")
-        .output()
-        .unwrap()
-}
-
 fn stdout_ok(out: &Output) -> String {
     assert!(
         out.status.success(),
@@ -128,12 +122,7 @@ fn stdout_ok(out: &Output) -> String {
 
 /// The single stderr line of a failed run, checked to be in the `stacks-query: error:` form.
 fn error_line(out: &Output, code: i32) -> String {
-    assert_eq!(out.status.code(), Some(code), "stdout: {:?}", out.stdout);
-    let stderr = String::from_utf8(out.stderr.clone()).unwrap();
-    assert_eq!(stderr.lines().count(), 1, "not one line: {stderr}");
-    assert!(stderr.starts_with("stacks-query: error: "), "{stderr}");
-    assert!(out.stdout.is_empty(), "data on stdout despite the error");
-    stderr
+    stacks_testkit::assert_one_line_error(out, "stacks-query", code, "")
 }
 
 fn json_rows(text: &str) -> Vec<Value> {
@@ -435,7 +424,7 @@ fn unknown_query_name_is_explained() {
 
 #[test]
 fn missing_or_empty_directory_is_explained() {
-    let base = tempfile::tempdir().unwrap();
+    let base = stacks_testkit::Scratch::new("query");
     let missing = base.path().join("nowhere");
     let err = error_line(&query(&missing, &["cpu"]), 1);
     assert!(err.contains(&missing.display().to_string()), "{err}");
@@ -484,11 +473,7 @@ fn foreign_parquet_file_is_named_and_skipped() {
     )
     .unwrap();
     let path = dir.path().join("foreign.parquet");
-    let mut w =
-        parquet::arrow::ArrowWriter::try_new(std::fs::File::create(&path).unwrap(), schema, None)
-            .unwrap();
-    w.write(&b).unwrap();
-    w.close().unwrap();
+    stacks_testkit::write_parquet(&path, &[b]);
     let out = query(
         dir.path(),
         &["-f", "csv", "-c", "SELECT count(*) AS n FROM stacks"],
@@ -513,7 +498,7 @@ fn foreign_parquet_file_is_named_and_skipped() {
         stdout_ok(&query(dir.path(), &[q, "-f", "csv"]));
     }
     // A directory of nothing else is an error naming the directory.
-    let only = tempfile::tempdir().unwrap();
+    let only = stacks_testkit::Scratch::new("query");
     std::fs::copy(&path, only.path().join("foreign.parquet")).unwrap();
     let err = String::from_utf8_lossy(&query(only.path(), &["cpu"]).stderr).into_owned();
     assert!(err.contains("no stacks files"), "{err}");
@@ -546,16 +531,9 @@ fn query_and_command_are_exclusive_and_one_is_required() {
 fn closed_pipe_ends_quietly() {
     let dir = fixture();
     for format in ["arrow", "csv", "json", "ndjson", "parquet", "table"] {
-        let mut child = Command::new(BIN)
-            .arg("-d")
-            .arg(dir.path())
-            .args(["cpu", "-f", format])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        drop(child.stdout.take());
-        let out = child.wait_with_output().unwrap();
+        let dir = dir.path().to_str().expect("utf-8 path");
+        let args = ["-d", dir, "cpu", "-f", format];
+        let (out, _) = stacks_testkit::run_with_closed_stdout(BIN, &args, b"");
         assert!(out.status.success(), "{format}: {out:?}");
         assert!(
             out.stderr.is_empty(),

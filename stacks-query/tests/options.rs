@@ -2,13 +2,13 @@
 //! stay values), the stack and time functions, Parquet output and the memory limit.
 
 mod common;
-mod fixture;
 
 use std::collections::BTreeMap;
 
 use common::*;
-use fixture::{Row, SEC, T0};
 use serde_json::Value;
+use stacks_testkit::Row;
+use stacks_testkit::recording::{SEC, T0};
 
 #[test]
 fn parameters_filter_and_hostile_values_stay_values() {
@@ -146,7 +146,7 @@ fn parquet_output_keeps_rows_and_metadata() {
 #[test]
 fn memory_limit_spills_instead_of_failing() {
     // Enough distinct groups that a 1 MiB pool cannot hold the aggregation.
-    let dir = tempfile::tempdir().unwrap();
+    let dir = stacks_testkit::Scratch::new("query");
     let mut rows = fixture::rows(4000);
     for (i, r) in rows.iter_mut().enumerate() {
         r.tid = i as i32;

@@ -131,9 +131,8 @@ mod tests {
     #[test]
     fn buffer_outside_its_body_is_refused_by_name() {
         // Found by the stream_pprof fuzzer: the Arrow reader panicked slicing this buffer.
-        let bytes =
-            include_bytes!("../../tests/corpus/fuzz/stream_pprof-buffer-outside-body.arrow");
-        let err = read_all(bytes.to_vec()).unwrap_err().to_string();
+        let bytes = stacks_testkit::fuzz_case("stream_pprof-buffer-outside-body.arrow");
+        let err = read_all(bytes).unwrap_err().to_string();
         assert!(
             err.contains("invalid Arrow stream") && err.contains("outside"),
             "{err}"

@@ -11,7 +11,6 @@ mod columns;
 mod json;
 mod stack_frames;
 mod trace;
-pub mod validate;
 pub mod window;
 
 use stacks_stream::InputStream;

@@ -3,31 +3,21 @@
 //! (`STACKS_BLESS=1 cargo test -p stacks-trace --test trace` rewrites them); bad input gives
 //! one-line errors, a closed pipe is quiet success.
 
-// The fixture streams of stacks-pprof's tests: the same events, seen by both tools.
-#[path = "../../stacks-pprof/tests/common/streams.rs"]
-mod common;
+use std::path::Path;
+use std::process::Output;
+use std::time::Duration;
 
-use std::io::Write;
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
-
-use common::{MS, events_stream, every_kind, stream_without_stack};
 use serde_json::Value;
+use stacks_testkit::events::{
+    MS, events_stream, every_kind, fixture, stream, stream_without_stack,
+};
+use stacks_testkit::trace_check::check;
 use stacks_trace::IO_LANE;
-use stacks_trace::validate::check;
+
+const BIN: &str = env!("CARGO_BIN_EXE_stacks-trace");
 
 fn trace(args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_stacks-trace"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn stacks-trace");
-    let mut input = child.stdin.take().expect("stdin");
-    let _ = input.write_all(stdin);
-    drop(input);
-    child.wait_with_output().expect("wait for stacks-trace")
+    stacks_testkit::run_tool(BIN, args, stdin, Duration::from_secs(120))
 }
 
 fn json(args: &[&str]) -> (String, Value) {
@@ -44,21 +34,8 @@ fn json(args: &[&str]) -> (String, Value) {
 }
 
 fn golden(name: &str, actual: &str) {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden")
-        .join(name);
-    if std::env::var_os("STACKS_BLESS").is_some() {
-        std::fs::create_dir_all(path.parent().expect("dir")).expect("create golden dir");
-        std::fs::write(&path, actual).expect("write golden file");
-        return;
-    }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}; STACKS_BLESS=1 creates it", path.display()));
-    assert!(
-        expected == actual,
-        "{} differs (STACKS_BLESS=1 rewrites it):\n--- expected\n{expected}\n--- actual\n{actual}",
-        path.display()
-    );
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
+    stacks_testkit::golden::check_text(&dir, name, actual);
 }
 
 fn events<'a>(v: &'a Value, name: &str) -> Vec<&'a Value> {
@@ -161,12 +138,7 @@ fn window_keeps_overlapping_events() {
 }
 
 fn assert_error(o: &Output, needle: &str) {
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "stderr: {stderr}");
-    assert!(o.stdout.is_empty(), "no data on stdout after an error");
-    assert_eq!(stderr.lines().count(), 1, "one line: {stderr:?}");
-    assert!(stderr.starts_with("stacks-trace: error: "), "{stderr:?}");
-    assert!(stderr.contains(needle), "{needle:?} not in {stderr:?}");
+    stacks_testkit::assert_one_line_error(o, "stacks-trace", 1, needle);
 }
 
 #[test]
@@ -178,10 +150,7 @@ fn bad_input_and_flags() {
         "stdin: missing column `time`",
     );
     // pprof's fixture has time, pid and a stack but no tid or kind.
-    assert_error(
-        &trace(&[], &common::stream(&common::fixture())),
-        "missing column `tid`",
-    );
+    assert_error(&trace(&[], &stream(&fixture())), "missing column `tid`");
     assert_error(
         &trace(&["--from", "yesterday"], &events_stream(&every_kind())),
         "--from `yesterday`",
@@ -199,17 +168,7 @@ fn bad_input_and_flags() {
 
 #[test]
 fn closed_stdout_is_quiet_success() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_stacks-trace"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    drop(child.stdout.take());
-    let mut stdin = child.stdin.take().expect("stdin");
-    let _ = stdin.write_all(&events_stream(&every_kind()));
-    drop(stdin);
-    let o = child.wait_with_output().expect("wait");
+    let (o, _) = stacks_testkit::run_with_closed_stdout(BIN, &[], &events_stream(&every_kind()));
     assert!(o.status.success(), "{:?}", o.status);
     assert!(
         o.stderr.is_empty(),
@@ -245,19 +204,19 @@ fn query_results_read_the_same() {
     };
     let fields: Vec<Field> = cols.iter().map(|c| Field::new(*c, to(c), true)).collect();
     let out_schema = Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()));
-    let mut buf = Vec::new();
-    let mut w =
-        arrow_ipc::writer::StreamWriter::try_new(&mut buf, &out_schema).expect("stream writer");
-    for b in &batches {
-        let arrays = cols
-            .iter()
-            .map(|c| arrow_cast::cast(b.column_by_name(c).expect("column"), &to(c)).expect("cast"))
-            .collect();
-        w.write(&RecordBatch::try_new(out_schema.clone(), arrays).expect("batch"))
-            .expect("write");
-    }
-    w.finish().expect("finish");
-    drop(w);
+    let out: Vec<RecordBatch> = batches
+        .iter()
+        .map(|b| {
+            let arrays = cols
+                .iter()
+                .map(|c| {
+                    arrow_cast::cast(b.column_by_name(c).expect("column"), &to(c)).expect("cast")
+                })
+                .collect();
+            RecordBatch::try_new(out_schema.clone(), arrays).expect("batch")
+        })
+        .collect();
+    let buf = stacks_testkit::stream_bytes(&out_schema, &out, true);
     let o = trace(&[], &buf);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: Value = serde_json::from_slice(&o.stdout).expect("JSON");

@@ -1,37 +1,26 @@
-//! Test helpers shared by the integration tests: the fixture streams (`streams.rs`, shared with
-//! stacks-trace's tests) and running the `stacks-pprof` binary on them.
+//! Test helpers shared by the integration tests: the fixture streams of stacks-testkit (shared
+//! with stacks-trace's tests) and running the `stacks-pprof` binary on them.
 
 #![allow(dead_code)]
 
-mod streams;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::Duration;
 
-use std::io::Write;
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
-
-pub use streams::*;
+pub use stacks_testkit::events::*;
 
 /// Run `stacks-pprof args…` with `stdin` piped in.
 pub fn run(args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_stacks-pprof"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn stacks-pprof");
-    let mut input = child.stdin.take().expect("stdin");
-    // The tool may exit before reading everything (bad input); that is not a test failure.
-    let _ = input.write_all(stdin);
-    drop(input);
-    child.wait_with_output().expect("wait for stacks-pprof")
+    let bin = env!("CARGO_BIN_EXE_stacks-pprof");
+    stacks_testkit::run_tool(bin, args, stdin, Duration::from_secs(120))
 }
 
 /// A fresh scratch directory for one test.
 pub fn scratch(test: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("stacks-pprof-{test}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create scratch dir");
-    dir
+    stacks_testkit::scratch(&format!("pprof-{test}"))
+}
+
+/// The golden files' directory, `tests/golden`.
+pub fn golden_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
 }

@@ -6,10 +6,11 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Output};
+use std::time::Duration;
 
 use serde_json::Value;
-
-use crate::fixture::{self, Row};
+pub use stacks_testkit::recording as fixture;
+use stacks_testkit::{Row, Scratch};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_stacks-query");
 
@@ -17,22 +18,14 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_stacks-query");
 /// the `stack_id` column stacks-pack adds (the first one does), the others not, so queries run
 /// over a store that mixes both.
 pub fn write_store(dir: &Path, rows: &[Row], files: usize) {
-    std::fs::create_dir_all(dir).unwrap();
+    std::fs::create_dir_all(dir).expect("create store dir");
     let per = rows.len().div_ceil(files);
     for (i, chunk) in rows.chunks(per).enumerate() {
         let mut b = fixture::batch(chunk);
         if i % 2 == 0 {
             b = with_stack_id(&b);
         }
-        let path = dir.join(format!("stacks-{i:04}.parquet"));
-        let mut w = parquet::arrow::ArrowWriter::try_new(
-            std::fs::File::create(path).unwrap(),
-            b.schema(),
-            None,
-        )
-        .unwrap();
-        w.write(&b).unwrap();
-        w.close().unwrap();
+        stacks_testkit::write_parquet(&dir.join(format!("stacks-{i:04}.parquet")), &[b]);
     }
 }
 
@@ -53,21 +46,19 @@ fn with_stack_id(b: &arrow_array::RecordBatch) -> arrow_array::RecordBatch {
     arrow_array::RecordBatch::try_new(std::sync::Arc::new(schema), columns).unwrap()
 }
 
-pub fn store() -> (tempfile::TempDir, Vec<Row>) {
-    let dir = tempfile::tempdir().unwrap();
+/// The fixture recording (60 rows per kind) as a store of three files.
+pub fn store() -> (Scratch, Vec<Row>) {
+    let dir = Scratch::new("query-store");
     let rows = fixture::rows(60);
     write_store(dir.path(), &rows, 3);
     (dir, rows)
 }
 
+/// Run `stacks-query -d DIR args…` (without `STACKS_DATA` from the environment).
 pub fn query(dir: &Path, args: &[&str]) -> Output {
-    Command::new(BIN)
-        .arg("-d")
-        .arg(dir)
-        .args(args)
-        .env_remove("STACKS_DATA")
-        .output()
-        .unwrap()
+    let mut cmd = Command::new(BIN);
+    cmd.arg("-d").arg(dir).args(args).env_remove("STACKS_DATA");
+    stacks_testkit::run_command(cmd, b"", Duration::from_secs(300))
 }
 
 /// The result rows as JSON objects (NDJSON output).

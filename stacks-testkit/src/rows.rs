@@ -1,0 +1,423 @@
+//! One fixture model for every test: a [`Row`] holds every column of the raw and symbolized
+//! schemas, its stacks as [`Frame`]s (symbolized), [`UFrame`]s (raw user) and [`Ksym`]s
+//! (kernel symbols recorded with the raw addresses). [`batch`] turns rows into a batch of any
+//! schema made of the contract's columns; [`read_frames`] reads a `stack` column back.
+
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{UInt32Type, UInt64Type};
+use arrow_array::{
+    Array, ArrayRef, BooleanArray, Int32Array, Int64Array, ListArray, RecordBatch, StringArray,
+    StructArray, TimestampNanosecondArray, UInt32Array, UInt64Array,
+};
+use arrow_buffer::{NullBuffer, OffsetBuffer};
+use arrow_schema::{DataType, FieldRef, SchemaRef};
+use stacks_stream::col;
+
+/// One symbolized frame (an element of the `stack` column).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Frame {
+    pub function: Option<String>,
+    pub file: Option<String>,
+    pub line: Option<u32>,
+    pub column: Option<u32>,
+    pub inlined: bool,
+    pub kernel: bool,
+    pub module: Option<String>,
+    pub build_id: Option<String>,
+    pub offset: Option<u64>,
+    pub addr: u64,
+    pub error: Option<String>,
+    /// The raw symbol; `None` also when the stream's frames have no such field.
+    pub symbol: Option<String>,
+}
+
+/// One raw user frame (an element of the `ustack` column).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct UFrame {
+    pub addr: u64,
+    pub module: Option<String>,
+    pub build_id: Option<String>,
+    pub offset: Option<u64>,
+    pub error: Option<String>,
+}
+
+/// A kernel symbol recorded for one `kstack` address (an element of `kstack_symbols`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Ksym {
+    pub symbol: String,
+    pub offset: u64,
+    pub module: Option<String>,
+}
+
+/// One row with every column of the contract; `None` is null. `time` is in ns since the epoch.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Row {
+    pub time: i64,
+    pub kind: String,
+    pub pid: i32,
+    pub tid: i32,
+    pub comm: String,
+    pub thread: String,
+    pub cpu: i32,
+    pub value: i64,
+    pub kstack: Option<Vec<u64>>,
+    pub kstack_error: Option<i32>,
+    pub ustack: Option<Vec<UFrame>>,
+    pub ustack_error: Option<i32>,
+    /// One entry per `kstack` address; `None` entries were not in kallsyms.
+    pub kstack_symbols: Option<Vec<Option<Ksym>>>,
+    pub duration: Option<i64>,
+    pub count: Option<i64>,
+    pub state: Option<String>,
+    pub waker: Option<i32>,
+    pub op: Option<String>,
+    pub syscall: Option<String>,
+    pub fd: Option<i32>,
+    pub path: Option<String>,
+    pub dev: Option<String>,
+    pub protocol: Option<String>,
+    pub local: Option<String>,
+    pub remote: Option<String>,
+    pub rss: Option<i64>,
+    pub child: Option<i32>,
+    pub errno: Option<i32>,
+    pub exit_code: Option<i32>,
+    pub stack: Option<Vec<Frame>>,
+}
+
+impl Row {
+    /// The stack as function names, leaf first; a frame without a function as
+    /// `[module file name+0xoffset]`, as the SQL stack functions name it. `None` for no stack.
+    pub fn names(&self) -> Option<Vec<String>> {
+        self.stack
+            .as_ref()
+            .map(|s| s.iter().map(Frame::name).collect())
+    }
+}
+
+impl Frame {
+    /// The function, or `[module file name+0xoffset]` for an unresolved frame.
+    pub fn name(&self) -> String {
+        match &self.function {
+            Some(f) => f.clone(),
+            None => {
+                let module = self.module.as_deref().unwrap_or_default();
+                let file = module.rsplit('/').next().unwrap_or(module);
+                format!("[{file}+{:#x}]", self.offset.unwrap_or_default())
+            }
+        }
+    }
+}
+
+fn element(list: &DataType) -> FieldRef {
+    match list {
+        DataType::List(f) => f.clone(),
+        other => panic!("not a list type: {other}"),
+    }
+}
+
+fn struct_fields(list: &DataType) -> arrow_schema::Fields {
+    match element(list).data_type() {
+        DataType::Struct(fields) => fields.clone(),
+        other => panic!("not a struct: {other}"),
+    }
+}
+
+fn strings<'a, T: 'a>(items: &'a [T], get: impl Fn(&'a T) -> Option<&'a str>) -> ArrayRef {
+    Arc::new(StringArray::from(items.iter().map(get).collect::<Vec<_>>()))
+}
+
+fn u64s<T>(items: &[T], get: impl Fn(&T) -> Option<u64>) -> ArrayRef {
+    Arc::new(UInt64Array::from(items.iter().map(get).collect::<Vec<_>>()))
+}
+
+fn i32s<T>(items: &[T], get: impl Fn(&T) -> Option<i32>) -> ArrayRef {
+    Arc::new(Int32Array::from(items.iter().map(get).collect::<Vec<_>>()))
+}
+
+fn i64s<T>(items: &[T], get: impl Fn(&T) -> Option<i64>) -> ArrayRef {
+    Arc::new(Int64Array::from(items.iter().map(get).collect::<Vec<_>>()))
+}
+
+fn bools<T>(items: &[T], get: impl Fn(&T) -> bool) -> ArrayRef {
+    Arc::new(BooleanArray::from(
+        items.iter().map(get).collect::<Vec<_>>(),
+    ))
+}
+
+/// A list column of `list` type: one list per entry of `lists` (`None` = null), the elements
+/// built by `values` from all of them in order.
+fn list<T>(
+    list: &DataType,
+    lists: &[Option<&[T]>],
+    values: impl FnOnce(Vec<&T>) -> ArrayRef,
+) -> ArrayRef {
+    let items: Vec<&T> = lists.iter().flatten().flat_map(|l| l.iter()).collect();
+    let nulls = lists
+        .iter()
+        .any(Option::is_none)
+        .then(|| NullBuffer::from(lists.iter().map(Option::is_some).collect::<Vec<_>>()));
+    Arc::new(ListArray::new(
+        element(list),
+        OffsetBuffer::<i32>::from_lengths(lists.iter().map(|l| l.map_or(0, <[T]>::len))),
+        values(items),
+        nulls,
+    ))
+}
+
+/// A `stack` column of the contract's type; `None` entries are null stacks.
+pub fn stack_array(stacks: &[Option<&[Frame]>]) -> ArrayRef {
+    list(&stacks_stream::stack_type(), stacks, |f| {
+        let columns: Vec<ArrayRef> = vec![
+            strings(&f, |f| f.function.as_deref()),
+            strings(&f, |f| f.file.as_deref()),
+            Arc::new(UInt32Array::from(
+                f.iter().map(|f| f.line).collect::<Vec<_>>(),
+            )),
+            Arc::new(UInt32Array::from(
+                f.iter().map(|f| f.column).collect::<Vec<_>>(),
+            )),
+            bools(&f, |f| f.inlined),
+            bools(&f, |f| f.kernel),
+            strings(&f, |f| f.module.as_deref()),
+            strings(&f, |f| f.build_id.as_deref()),
+            u64s(&f, |f| f.offset),
+            u64s(&f, |f| Some(f.addr)),
+            strings(&f, |f| f.error.as_deref()),
+            strings(&f, |f| f.symbol.as_deref()),
+        ];
+        Arc::new(StructArray::new(
+            stacks_stream::frame_fields(),
+            columns,
+            None,
+        ))
+    })
+}
+
+fn ustack_array(stacks: &[Option<&[UFrame]>]) -> ArrayRef {
+    let ty = stacks_stream::ustack_type();
+    let fields = struct_fields(&ty);
+    list(&ty, stacks, |f| {
+        let columns: Vec<ArrayRef> = vec![
+            u64s(&f, |f| Some(f.addr)),
+            strings(&f, |f| f.module.as_deref()),
+            strings(&f, |f| f.build_id.as_deref()),
+            u64s(&f, |f| f.offset),
+            strings(&f, |f| f.error.as_deref()),
+        ];
+        Arc::new(StructArray::new(fields, columns, None))
+    })
+}
+
+fn kstack_symbols_array(lists: &[Option<&[Option<Ksym>]>]) -> ArrayRef {
+    let ty = stacks_stream::kstack_symbols_type();
+    let fields = struct_fields(&ty);
+    list(&ty, lists, |s| {
+        // A symbol not in kallsyms is a null element (its fields hold placeholders).
+        let columns: Vec<ArrayRef> = vec![
+            strings(&s, |s| Some(s.as_ref().map_or("", |k| k.symbol.as_str()))),
+            u64s(&s, |s| Some(s.as_ref().map_or(0, |k| k.offset))),
+            strings(&s, |s| s.as_ref().and_then(|k| k.module.as_deref())),
+        ];
+        let nulls = NullBuffer::from(s.iter().map(|s| s.is_some()).collect::<Vec<_>>());
+        Arc::new(StructArray::new(fields, columns, Some(nulls)))
+    })
+}
+
+fn kstack_array(stacks: &[Option<&[u64]>]) -> ArrayRef {
+    list(&stacks_stream::kstack_type(), stacks, |a| {
+        Arc::new(UInt64Array::from_iter_values(a.into_iter().copied()))
+    })
+}
+
+/// The column `name` of `rows`, when `name` is a contract column.
+fn column(name: &str, rows: &[Row]) -> Option<ArrayRef> {
+    let a: ArrayRef = match name {
+        col::TIME => Arc::new(
+            TimestampNanosecondArray::from_iter_values(rows.iter().map(|r| r.time))
+                .with_timezone("UTC"),
+        ),
+        col::KIND => strings(rows, |r| Some(r.kind.as_str())),
+        col::PID => i32s(rows, |r| Some(r.pid)),
+        col::TID => i32s(rows, |r| Some(r.tid)),
+        col::COMM => strings(rows, |r| Some(r.comm.as_str())),
+        col::THREAD => strings(rows, |r| Some(r.thread.as_str())),
+        col::CPU => i32s(rows, |r| Some(r.cpu)),
+        col::VALUE => i64s(rows, |r| Some(r.value)),
+        col::KSTACK => kstack_array(&rows.iter().map(|r| r.kstack.as_deref()).collect::<Vec<_>>()),
+        col::KSTACK_ERROR => i32s(rows, |r| r.kstack_error),
+        col::USTACK => ustack_array(&rows.iter().map(|r| r.ustack.as_deref()).collect::<Vec<_>>()),
+        col::USTACK_ERROR => i32s(rows, |r| r.ustack_error),
+        col::KSTACK_SYMBOLS => kstack_symbols_array(
+            &rows
+                .iter()
+                .map(|r| r.kstack_symbols.as_deref())
+                .collect::<Vec<_>>(),
+        ),
+        col::DURATION => i64s(rows, |r| r.duration),
+        col::COUNT => i64s(rows, |r| r.count),
+        col::STATE => strings(rows, |r| r.state.as_deref()),
+        col::WAKER => i32s(rows, |r| r.waker),
+        col::OP => strings(rows, |r| r.op.as_deref()),
+        col::SYSCALL => strings(rows, |r| r.syscall.as_deref()),
+        col::FD => i32s(rows, |r| r.fd),
+        col::PATH => strings(rows, |r| r.path.as_deref()),
+        col::DEV => strings(rows, |r| r.dev.as_deref()),
+        col::PROTOCOL => strings(rows, |r| r.protocol.as_deref()),
+        col::LOCAL => strings(rows, |r| r.local.as_deref()),
+        col::REMOTE => strings(rows, |r| r.remote.as_deref()),
+        col::RSS => i64s(rows, |r| r.rss),
+        col::CHILD => i32s(rows, |r| r.child),
+        col::ERRNO => i32s(rows, |r| r.errno),
+        col::EXIT_CODE => i32s(rows, |r| r.exit_code),
+        col::STACK => stack_array(&rows.iter().map(|r| r.stack.as_deref()).collect::<Vec<_>>()),
+        _ => return None,
+    };
+    Some(a)
+}
+
+/// `rows` as a batch of `schema` (the raw or symbolized schema, or any schema of contract
+/// columns), through `stacks_stream::batch_by_name`.
+pub fn batch(schema: &SchemaRef, rows: &[Row]) -> RecordBatch {
+    let columns: Vec<(&str, ArrayRef)> = schema
+        .fields()
+        .iter()
+        .map(|f| {
+            let name = f.name().as_str();
+            let c = column(name, rows)
+                .unwrap_or_else(|| panic!("`{name}` is not a column of the fixture rows"));
+            (name, c)
+        })
+        .collect();
+    stacks_stream::batch_by_name(schema.clone(), rows.len(), columns).expect("fixture batch")
+}
+
+/// Each row's `stack` with every frame field; `None` for a null stack.
+pub fn read_frames(batches: &[RecordBatch]) -> Vec<Option<Vec<Frame>>> {
+    let mut out = Vec::new();
+    for b in batches {
+        let stack = b
+            .column_by_name(col::STACK)
+            .expect("stack column")
+            .as_list::<i32>();
+        for row in 0..b.num_rows() {
+            if stack.is_null(row) {
+                out.push(None);
+                continue;
+            }
+            let v = stack.value(row);
+            let s = v.as_struct();
+            let text = |name: &str, i: usize| {
+                s.column_by_name(name).and_then(|c| {
+                    let c = c.as_string::<i32>();
+                    c.is_valid(i).then(|| c.value(i).to_string())
+                })
+            };
+            let u64s = |name: &str, i: usize| {
+                let c = s.column_by_name(name)?.as_primitive::<UInt64Type>();
+                c.is_valid(i).then(|| c.value(i))
+            };
+            let u32s = |name: &str, i: usize| {
+                let c = s.column_by_name(name)?.as_primitive::<UInt32Type>();
+                c.is_valid(i).then(|| c.value(i))
+            };
+            let flag = |name: &str, i: usize| {
+                s.column_by_name(name)
+                    .expect("frame flag")
+                    .as_boolean()
+                    .value(i)
+            };
+            out.push(Some(
+                (0..s.len())
+                    .map(|i| Frame {
+                        function: text("function", i),
+                        file: text("file", i),
+                        line: u32s("line", i),
+                        column: u32s("column", i),
+                        inlined: flag("inlined", i),
+                        kernel: flag("kernel", i),
+                        module: text("module", i),
+                        build_id: text("build_id", i),
+                        offset: u64s("offset", i),
+                        addr: u64s("addr", i).expect("addr is never null"),
+                        error: text("error", i),
+                        symbol: text("symbol", i),
+                    })
+                    .collect(),
+            ));
+        }
+    }
+    out
+}
+
+/// Each row's `stack` as (function, is kernel frame) pairs; empty for a null stack.
+pub fn stack_functions(batches: &[RecordBatch]) -> Vec<Vec<(Option<String>, bool)>> {
+    read_frames(batches)
+        .into_iter()
+        .map(|s| {
+            s.unwrap_or_default()
+                .into_iter()
+                .map(|f| (f.function, f.kernel))
+                .collect()
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_round_trip_through_a_symbolized_batch() {
+        let schema = Arc::new(stacks_stream::symbolized_schema(Default::default()));
+        let resolved = Frame {
+            function: Some("f".into()),
+            kernel: true,
+            addr: 1,
+            ..Frame::default()
+        };
+        let unresolved = Frame {
+            module: Some("/usr/lib/libc.so.6".into()),
+            offset: Some(0x1a),
+            addr: 2,
+            ..Frame::default()
+        };
+        let ksym = Ksym {
+            symbol: "s".into(),
+            offset: 4,
+            module: None,
+        };
+        let rows = vec![
+            Row {
+                kind: "profile".into(),
+                kstack: Some(vec![1, 2]),
+                kstack_symbols: Some(vec![None, Some(ksym)]),
+                stack: Some(vec![resolved.clone(), unresolved.clone()]),
+                ..Row::default()
+            },
+            Row {
+                kind: "lost".into(),
+                ..Row::default()
+            },
+        ];
+        let b = batch(&schema, &rows);
+        assert_eq!(b.num_rows(), 2);
+        assert_eq!(
+            read_frames(std::slice::from_ref(&b)),
+            vec![Some(vec![resolved, unresolved]), None]
+        );
+        assert_eq!(
+            rows[0].names(),
+            Some(vec!["f".to_string(), "[libc.so.6+0x1a]".to_string()])
+        );
+        let symbols = b
+            .column_by_name(col::KSTACK_SYMBOLS)
+            .expect("kstack_symbols")
+            .as_list::<i32>()
+            .value(0);
+        assert!(symbols.is_null(0) && symbols.is_valid(1));
+        assert!(b.column_by_name(col::USTACK).expect("ustack").is_null(0));
+    }
+}
