@@ -39,24 +39,8 @@ pub fn boottime_ns() -> i64 {
     clock_ns(libc::CLOCK_BOOTTIME)
 }
 
-pub fn hostname() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: buf is writable for its length.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if rc != 0 {
-        return String::from("unknown");
-    }
-    crate::event::cstr(&buf)
-}
-
 pub fn kernel_release() -> String {
     std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default()
-}
-
-pub fn boot_id() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
         .map(|s| s.trim().to_string())
         .unwrap_or_default()
 }
@@ -64,9 +48,9 @@ pub fn boot_id() -> String {
 /// The stream metadata of a recording.
 pub fn stream_metadata(events: &str, start_ns: i64, offset_ns: i64) -> HashMap<String, String> {
     let mut m = HashMap::new();
-    m.insert(meta::HOST.into(), hostname());
+    m.insert(meta::HOST.into(), stacks_stream::sys::hostname());
     m.insert(meta::KERNEL_RELEASE.into(), kernel_release());
-    m.insert(meta::BOOT_ID.into(), boot_id());
+    m.insert(meta::BOOT_ID.into(), stacks_stream::sys::boot_id());
     m.insert(meta::EVENTS.into(), events.into());
     m.insert(
         meta::TOOL_VERSION.into(),

@@ -7,7 +7,6 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::process::ExitCode;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -24,24 +23,6 @@ use crate::kallsyms::KernelSymbols;
 use crate::rows::{Extra, KernelSymbol, Row, RowBuilder};
 use crate::spec::EventSpec;
 use crate::target::{Child, check_pid, is_alive, scan_names};
-
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_stop_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
-}
-
-fn install_stop_handlers() {
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: the handler only stores to an atomic; no SA_RESTART so poll wakes with EINTR.
-        unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_stop_signal as *const () as usize;
-            libc::sigemptyset(&mut sa.sa_mask);
-            libc::sigaction(sig, &sa, std::ptr::null_mut());
-        }
-    }
-}
 
 /// Take events from the ring buffer at least this often: bounds how long a sample waits before
 /// its addresses are normalized (short-lived processes), at a few dozen wakeups a second.
@@ -115,7 +96,9 @@ pub fn run() -> Result<ExitCode> {
     drop(tracepoints);
     let written = rec.drain_to_end(out)?;
     if let Some(path) = &args.output {
-        give_to_invoking_user(path);
+        if let Some(owner) = stacks_stream::sys::SudoOwner::from_sudo("stacks-record") {
+            owner.chown_path(path);
+        }
     }
     if let Some(c) = targets.child.as_mut()
         && child_status.is_none()
@@ -168,7 +151,9 @@ impl Targets {
                 bpf::add_target(skel, pid)?;
             }
         }
-        install_stop_handlers();
+        // No SA_RESTART: the ring buffer poll wakes with EINTR.
+        stacks_stream::sys::catch_signals(&[libc::SIGINT, libc::SIGTERM])
+            .context("installing the SIGINT/SIGTERM handlers")?;
         if let Some(c) = self.child.as_mut() {
             c.release()?;
         }
@@ -274,7 +259,8 @@ impl Recorder<'_, '_> {
                 self.write(out)?;
                 last_flush = Instant::now();
             }
-            if STOP.load(Ordering::SeqCst) || deadline.is_some_and(|d| Instant::now() >= d) {
+            if stacks_stream::sys::signal_caught() || deadline.is_some_and(|d| Instant::now() >= d)
+            {
                 return Ok(None);
             }
             if let Some(status) = targets.ended(target) {
@@ -392,31 +378,6 @@ fn drain(
 
 /// Most bytes of records held in user space waiting for conversion.
 const QUEUE_MAX_BYTES: usize = 512 << 20;
-
-/// Under sudo, the file we created belongs to the user who ran sudo (SUDO_UID/SUDO_GID), not
-/// root: only loading BPF needs root.
-fn give_to_invoking_user(path: &std::path::Path) {
-    use std::os::unix::ffi::OsStrExt;
-    let id = |k: &str| std::env::var(k).ok()?.parse::<u32>().ok();
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return;
-    }
-    let (Some(uid), Some(gid)) = (id("SUDO_UID"), id("SUDO_GID")) else {
-        return;
-    };
-    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
-        return;
-    };
-    // SAFETY: c is a valid NUL-terminated path.
-    if unsafe { libc::chown(c.as_ptr(), uid, gid) } != 0 {
-        eprintln!(
-            "stacks-record: warning: cannot give {} to uid {uid} gid {gid} (SUDO_UID/SUDO_GID): {}",
-            path.display(),
-            std::io::Error::last_os_error()
-        );
-    }
-}
 
 /// Kernel symbols for naming kernel frames at record time, when kallsyms is readable.
 fn kernel_names() -> Option<Box<dyn KernelNames>> {

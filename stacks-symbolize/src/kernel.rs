@@ -6,13 +6,6 @@ use std::path::{Path, PathBuf};
 /// Module name of kernel frames outside loadable modules (as perf names it).
 pub use stacks_stream::frames::KERNEL_MODULE;
 
-/// The running machine's boot id.
-pub fn live_boot_id() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default()
-}
-
 /// Whether kernel addresses recorded during `recorded_boot_id` can be resolved with
 /// `kallsyms` here: only during the same boot, and only if the file shows addresses.
 pub fn fallback_kallsyms(
