@@ -330,6 +330,9 @@ struct switch_state {
 	__u32 pad;
 	__u64 out_runtime;                    /* the thread's CPU time at switch-out (ns) */
 	__u64 out_switches;                   /* its context switches at switch-out */
+	__u64 in_ts;                          /* last switch-in seen; 0: none since a switch-out */
+	__u64 in_runtime;                     /* CPU time and switches then */
+	__u64 in_switches;
 	struct stacks_event ev;
 };
 
@@ -415,6 +418,29 @@ static __always_inline void close_interval(struct switch_state *s, struct task_s
 	s->waker = 0;
 }
 
+/* Off-CPU time the tracepoint did not show (switches it did not report), known exactly from
+ * the kernel's accounting: of the time since `since`, what the thread did not spend on CPU.
+ * Folded (no stack, state other), so per-thread totals stay exact. */
+static __always_inline void fold_untraced(struct switch_state *s, struct task_struct *task,
+					  __u64 since, __u64 since_runtime, __u64 now, __u64 runtime)
+{
+	__u64 ran = runtime - since_runtime;
+	__u64 off = now - since > ran ? now - since - ran : 0;
+	if (!s->fold_start)
+		s->fold_start = since;
+	s->fold_ns[STACKS_STATE_OTHER] += off;
+	s->fold_n[STACKS_STATE_OTHER] += 1;
+	count_drop(STACKS_DROP_END_INFERRED);
+	if (now - s->fold_start >= NS_PER_SEC)
+		flush_folded(s, task);
+}
+
+/* The sched_switch tracepoint does not report every switch: on 6.18 under CPU contention a
+ * switch now and then runs no program attached to it (none of two independent programs ran,
+ * the kernel counted no recursion miss, yet the threads switched: their context-switch counts
+ * and CPU time moved). Each thread's switch count and CPU time (nvcsw + nivcsw and
+ * se.sum_exec_runtime, final at every switch) are therefore kept at each switch seen, so the
+ * off-CPU time of switches not seen is still accounted exactly. */
 SEC("tp_btf/sched_switch")
 int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
 	     unsigned int prev_state)
@@ -423,8 +449,25 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 
 	/* The thread coming back on CPU: close its interval. */
 	struct switch_state *s = bpf_task_storage_get(&switch_store, next, 0, 0);
-	if (s && s->out_ts)
-		close_interval(s, next, now - s->out_ts, now);
+	if (s) {
+		__u64 runtime = BPF_CORE_READ(next, se.sum_exec_runtime);
+		__u64 switches = switches_of(next);
+		if (s->out_ts) {
+			/* Unseen out/in pairs since the switch-out: what it ran in between is not
+			 * off-CPU time. */
+			__u64 ran = switches == s->out_switches ? 0 : runtime - s->out_runtime;
+			__u64 off = now - s->out_ts > ran ? now - s->out_ts - ran : 0;
+			if (ran)
+				count_drop(STACKS_DROP_END_INFERRED);
+			close_interval(s, next, off, now);
+		} else if (s->in_ts && switches != s->in_switches) {
+			/* It left the CPU since the last switch-in seen, unseen. */
+			fold_untraced(s, next, s->in_ts, s->in_runtime, now, runtime);
+		}
+		s->in_ts = now;
+		s->in_runtime = runtime;
+		s->in_switches = switches;
+	}
 
 	/* The thread leaving: remember when, why, and its stacks. */
 	__u32 tgid = BPF_CORE_READ(prev, tgid);
@@ -439,19 +482,16 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	__u64 runtime = BPF_CORE_READ(prev, se.sum_exec_runtime);
 	__u64 switches = switches_of(prev);
 	if (s->out_ts) {
-		/* Still open: the sched_switch tracepoint did not fire for this thread's switch-in
-		 * (seen on 6.18 under CPU contention: no program on the tracepoint ran for it and
-		 * the kernel counted no recursion miss, yet the thread ran). When it has run in one
-		 * slice since (its switch count grew by this switch only), that slice's CPU time
-		 * tells exactly when it came back: close the interval there. */
+		/* Still open: its switch-in was not seen. Of the time since the switch-out, what
+		 * it did not run was off CPU; when it ran in one slice (this switch is its only one
+		 * since), that slice's start is the interval's exact end. */
 		__u64 ran = runtime - s->out_runtime;
-		if (switches - s->out_switches == 1 && ran <= now - s->out_ts) {
-			__u64 end = now - ran;
-			close_interval(s, prev, end - s->out_ts, end);
-			count_drop(STACKS_DROP_END_INFERRED);
-		} else {
-			count_drop(STACKS_DROP_END_NOT_SEEN);
-		}
+		__u64 off = now - s->out_ts > ran ? now - s->out_ts - ran : 0;
+		close_interval(s, prev, off, s->out_ts + off);
+		count_drop(STACKS_DROP_END_INFERRED);
+	} else if (s->in_ts && switches - s->in_switches > 1) {
+		/* Switches since the last switch-in seen besides this one were not seen. */
+		fold_untraced(s, prev, s->in_ts, s->in_runtime, now, runtime);
 	}
 	fill_header(&s->ev, STACKS_EV_SWITCH, prev);
 	s->ev.hdr.ts = now;
@@ -460,6 +500,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	s->out_ts = now;
 	s->out_runtime = runtime;
 	s->out_switches = switches;
+	s->in_ts = 0;
 	s->waker = 0;
 	return 0;
 }

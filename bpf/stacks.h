@@ -44,15 +44,13 @@ enum stacks_event_kind {
 /* Why an event was not delivered: the index of the per-CPU `drops` counters, each cause its
  * own count. Ring-buffer losses are counted per event kind, at STACKS_DROP_RINGBUF + kind. */
 enum stacks_drop {
-	STACKS_DROP_RINGBUF = 0,            /* + enum stacks_event_kind: the ring buffer was full */
-	STACKS_DROP_END_NOT_SEEN = 16,      /* an off-CPU interval still open at the thread's next
-					     * switch-out: its switch-in was not seen */
+	STACKS_DROP_RINGBUF = 0,            /* + enum stacks_event_kind (< 16): the ring buffer was full */
 	STACKS_DROP_SWITCH_STORAGE = 17,    /* no task storage for a traced thread switching out */
 	STACKS_DROP_VFS_STORAGE = 19,       /* no task storage at a system call's entry */
 	STACKS_DROP_BLOCK_MAP_FULL = 20,    /* the in-flight block request table was full */
 	STACKS_DROP_RSS_MAP_FULL = 21,      /* the per-process RSS table was full */
-	/* Not a loss: an off-CPU interval whose switch-in was not seen, closed at the thread's
-	 * next switch-out from the CPU time it used in between (exact; counted for the summary). */
+	/* Not a loss: off-CPU time of switches the tracepoint did not report, accounted from the
+	 * thread's CPU time and switch count (exact; counted for the summary). */
 	STACKS_DROP_END_INFERRED = 22,
 	STACKS_DROP_COUNT = 23,
 };

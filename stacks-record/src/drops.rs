@@ -6,14 +6,13 @@ use std::collections::BTreeMap;
 use crate::bpf::skel::types::{stacks_drop as Drop, stacks_event_kind as Kind};
 
 /// The `cause` of a `lost` row for counter `index` of `enum stacks_drop`: `WHY:KIND`, e.g.
-/// `ring_buffer_full:vfs` or `interval_end_not_seen:switch`.
+/// `ring_buffer_full:vfs` or `map_full:block`.
 pub fn cause_name(index: u32) -> String {
     let ring = Drop::STACKS_DROP_RINGBUF.0;
-    if (ring..Drop::STACKS_DROP_END_NOT_SEEN.0).contains(&index) {
+    if (ring..ring + 16).contains(&index) {
         return format!("ring_buffer_full:{}", kind_name(index - ring));
     }
     match Drop(index) {
-        Drop::STACKS_DROP_END_NOT_SEEN => "interval_end_not_seen:switch",
         Drop::STACKS_DROP_SWITCH_STORAGE => "no_task_storage:switch_out",
         Drop::STACKS_DROP_VFS_STORAGE => "no_task_storage:vfs",
         Drop::STACKS_DROP_BLOCK_MAP_FULL => "map_full:block",
@@ -46,7 +45,8 @@ pub struct Drops {
     seen: Vec<Vec<u64>>,
     /// Totals by cause name over the recording.
     pub by_cause: BTreeMap<String, u64>,
-    /// Off-CPU intervals whose end was inferred (not lost: see `STACKS_DROP_END_INFERRED`).
+    /// Switches the tracepoint did not report, whose off-CPU time was accounted from the
+    /// threads' CPU time (not lost: see `STACKS_DROP_END_INFERRED`).
     pub inferred_ends: u64,
 }
 
@@ -82,7 +82,7 @@ impl Drops {
     pub fn describe(&self) -> String {
         let inferred = if self.inferred_ends > 0 {
             format!(
-                "; {} off-CPU interval ends inferred from CPU time (switch-in not traced)",
+                "; off-CPU time of {} switches the tracepoint did not report taken from the threads' CPU time",
                 self.inferred_ends
             )
         } else {
@@ -113,8 +113,8 @@ mod tests {
         let ring_vfs = Drop::STACKS_DROP_RINGBUF.0 + Kind::STACKS_EV_VFS.0;
         assert_eq!(cause_name(ring_vfs), "ring_buffer_full:vfs");
         assert_eq!(
-            cause_name(Drop::STACKS_DROP_END_NOT_SEEN.0),
-            "interval_end_not_seen:switch"
+            cause_name(Drop::STACKS_DROP_BLOCK_MAP_FULL.0),
+            "map_full:block"
         );
         let n = Drop::STACKS_DROP_COUNT.0 as usize;
         let mut d = Drops::default();
@@ -126,7 +126,7 @@ mod tests {
             vec![(0, "ring_buffer_full:vfs".to_string(), 3)]
         );
         assert!(d.update(&[cpu0.clone(), cpu1.clone()]).is_empty());
-        cpu0[Drop::STACKS_DROP_END_NOT_SEEN.0 as usize] = 1;
+        cpu0[Drop::STACKS_DROP_BLOCK_MAP_FULL.0 as usize] = 1;
         cpu0[ring_vfs as usize] = 5;
         cpu0[Drop::STACKS_DROP_END_INFERRED.0 as usize] = 4;
         assert_eq!(d.update(&[cpu0, cpu1]).len(), 2);
@@ -134,7 +134,7 @@ mod tests {
         assert_eq!(d.inferred_ends, 4);
         assert_eq!(
             d.describe(),
-            "lost 6 events (interval_end_not_seen:switch 1, ring_buffer_full:vfs 5); 4 off-CPU interval ends inferred from CPU time (switch-in not traced)"
+            "lost 6 events (map_full:block 1, ring_buffer_full:vfs 5); off-CPU time of 4 switches the tracepoint did not report taken from the threads' CPU time"
         );
     }
 }

@@ -84,6 +84,7 @@ pub struct Row {
     pub child: Option<i32>,
     pub errno: Option<i32>,
     pub exit_code: Option<i32>,
+    pub cause: Option<String>,
     pub stack: Option<Vec<Frame>>,
 }
 
@@ -272,6 +273,7 @@ fn column(name: &str, rows: &[Row]) -> Option<ArrayRef> {
         col::CHILD => i32s(rows, |r| r.child),
         col::ERRNO => i32s(rows, |r| r.errno),
         col::EXIT_CODE => i32s(rows, |r| r.exit_code),
+        col::CAUSE => strings(rows, |r| r.cause.as_deref()),
         col::STACK => stack_array(&rows.iter().map(|r| r.stack.as_deref()).collect::<Vec<_>>()),
         _ => return None,
     };
