@@ -330,8 +330,8 @@ struct switch_state {
 	__u32 pad;
 	__u64 out_runtime;                    /* the thread's CPU time at switch-out (ns) */
 	__u64 out_switches;                   /* its context switches at switch-out */
-	__u64 in_ts;                          /* last switch-in seen; 0: none since a switch-out */
-	__u64 in_runtime;                     /* CPU time and switches then */
+	__u64 in_ts;                          /* anchor: the last switch-in seen (0: none yet) */
+	__u64 in_runtime;                     /* the thread's CPU time and switches then */
 	__u64 in_switches;
 	struct stacks_event ev;
 };
@@ -418,14 +418,11 @@ static __always_inline void close_interval(struct switch_state *s, struct task_s
 	s->waker = 0;
 }
 
-/* Off-CPU time the tracepoint did not show (switches it did not report), known exactly from
- * the kernel's accounting: of the time since `since`, what the thread did not spend on CPU.
- * Folded (no stack, state other), so per-thread totals stay exact. */
+/* Off-CPU time of switches the tracepoint did not report: added to the thread's folded row of
+ * state other (no stack), so per-thread totals stay exact. */
 static __always_inline void fold_untraced(struct switch_state *s, struct task_struct *task,
-					  __u64 since, __u64 since_runtime, __u64 now, __u64 runtime)
+					  __u64 since, __u64 off, __u64 now)
 {
-	__u64 ran = runtime - since_runtime;
-	__u64 off = now - since > ran ? now - since - ran : 0;
 	if (!s->fold_start)
 		s->fold_start = since;
 	s->fold_ns[STACKS_STATE_OTHER] += off;
@@ -435,12 +432,22 @@ static __always_inline void fold_untraced(struct switch_state *s, struct task_st
 		flush_folded(s, task);
 }
 
-/* The sched_switch tracepoint does not report every switch: on 6.18 under CPU contention a
- * switch now and then runs no program attached to it (none of two independent programs ran,
- * the kernel counted no recursion miss, yet the threads switched: their context-switch counts
- * and CPU time moved). Each thread's switch count and CPU time (nvcsw + nivcsw and
- * se.sum_exec_runtime, final at every switch) are therefore kept at each switch seen, so the
- * off-CPU time of switches not seen is still accounted exactly. */
+/* Off CPU since the anchor: the time since then that the thread did not run. */
+static __always_inline __u64 off_since(__u64 since, __u64 since_runtime, __u64 now, __u64 runtime)
+{
+	__u64 ran = runtime - since_runtime;
+	return now - since > ran ? now - since - ran : 0;
+}
+
+/* The length of an off-CPU interval is taken from the scheduler's own accounting: the wall
+ * time since the thread's previous switch-in less the CPU time it was charged since then
+ * (se.sum_exec_runtime, final at every switch). Summed over a thread's intervals this is
+ * exactly its wall time less its CPU time, wherever in the switch the scheduler starts and
+ * stops charging it (this program's own run time at a switch is charged to the incoming
+ * thread), and it stays exact across switches the tracepoint did not report: on 6.18 under
+ * CPU contention a switch now and then runs no program attached to sched_switch (none of two
+ * independent programs ran, the kernel counted no recursion miss, yet the threads switched:
+ * their context-switch counts and CPU time moved). */
 SEC("tp_btf/sched_switch")
 int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
 	     unsigned int prev_state)
@@ -452,17 +459,18 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	if (s) {
 		__u64 runtime = BPF_CORE_READ(next, se.sum_exec_runtime);
 		__u64 switches = switches_of(next);
-		if (s->out_ts) {
-			/* Unseen out/in pairs since the switch-out: what it ran in between is not
-			 * off-CPU time. */
-			__u64 ran = switches == s->out_switches ? 0 : runtime - s->out_runtime;
-			__u64 off = now - s->out_ts > ran ? now - s->out_ts - ran : 0;
-			if (ran)
-				count_drop(STACKS_DROP_END_INFERRED);
-			close_interval(s, next, off, now);
-		} else if (s->in_ts && switches != s->in_switches) {
-			/* It left the CPU since the last switch-in seen, unseen. */
-			fold_untraced(s, next, s->in_ts, s->in_runtime, now, runtime);
+		if (s->in_ts) {
+			__u64 off = off_since(s->in_ts, s->in_runtime, now, runtime);
+			if (s->out_ts) {
+				if (switches != s->out_switches)
+					count_drop(STACKS_DROP_END_INFERRED);
+				close_interval(s, next, off, now);
+			} else if (switches != s->in_switches) {
+				/* It left the CPU since, unseen. */
+				fold_untraced(s, next, s->in_ts, off, now);
+			}
+		} else if (s->out_ts) {
+			close_interval(s, next, off_since(s->out_ts, s->out_runtime, now, runtime), now);
 		}
 		s->in_ts = now;
 		s->in_runtime = runtime;
@@ -481,17 +489,22 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	}
 	__u64 runtime = BPF_CORE_READ(prev, se.sum_exec_runtime);
 	__u64 switches = switches_of(prev);
-	if (s->out_ts) {
-		/* Still open: its switch-in was not seen. Of the time since the switch-out, what
-		 * it did not run was off CPU; when it ran in one slice (this switch is its only one
-		 * since), that slice's start is the interval's exact end. */
-		__u64 ran = runtime - s->out_runtime;
-		__u64 off = now - s->out_ts > ran ? now - s->out_ts - ran : 0;
-		close_interval(s, prev, off, s->out_ts + off);
-		count_drop(STACKS_DROP_END_INFERRED);
-	} else if (s->in_ts && switches - s->in_switches > 1) {
-		/* Switches since the last switch-in seen besides this one were not seen. */
-		fold_untraced(s, prev, s->in_ts, s->in_runtime, now, runtime);
+	if (s->out_ts || (s->in_ts && switches - s->in_switches > 1)) {
+		/* Switches since the anchor besides this one were not seen: what it did not run
+		 * since then was off CPU. An open interval (its switch-in unseen) is closed with
+		 * it; otherwise it is folded. From here on, this switch-out is the anchor. */
+		__u64 since = s->in_ts ? s->in_ts : s->out_ts;
+		__u64 since_runtime = s->in_ts ? s->in_runtime : s->out_runtime;
+		__u64 off = off_since(since, since_runtime, now, runtime);
+		if (s->out_ts) {
+			close_interval(s, prev, off, s->out_ts + off);
+			count_drop(STACKS_DROP_END_INFERRED);
+		} else {
+			fold_untraced(s, prev, since, off, now);
+		}
+		s->in_ts = now;
+		s->in_runtime = runtime;
+		s->in_switches = switches;
 	}
 	fill_header(&s->ev, STACKS_EV_SWITCH, prev);
 	s->ev.hdr.ts = now;
@@ -500,7 +513,6 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	s->out_ts = now;
 	s->out_runtime = runtime;
 	s->out_switches = switches;
-	s->in_ts = 0;
 	s->waker = 0;
 	return 0;
 }

@@ -35,21 +35,14 @@ fn thread_cpu_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// Time the hypervisor ran other guests while this machine's CPUs had work (the `steal`
-/// column of /proc/stat, all CPUs), ns. The scheduler does not charge it to the running
-/// thread's CPU time, so `wall - cpu` overstates a thread's time off CPU by the steal that
-/// fell into its slices.
-fn steal_ns() -> u64 {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let ticks: u64 = stat
-        .lines()
-        .next()
-        .and_then(|l| l.split_whitespace().nth(8))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    ticks * (1_000_000_000 / hz)
+/// This thread's time waiting on a run queue so far, ns (field 2 of
+/// /proc/thread-self/schedstat: the scheduler's run-queue clock, which unlike the CPU-time
+/// clock keeps the time the hypervisor stole).
+fn run_delay_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or(0)
 }
 
 /// Wall-clock time, ns since the Unix epoch (what the `time` column of rows holds).
@@ -69,11 +62,20 @@ fn measured(
     let mut work = work;
     start.wait();
     let tid = sys::tid();
-    let (start_ns, wall0, cpu0) = (realtime_ns(), Instant::now(), thread_cpu_ns());
+    let (start_ns, wall0, cpu0, wait0) = (
+        realtime_ns(),
+        Instant::now(),
+        thread_cpu_ns(),
+        run_delay_ns(),
+    );
     while Instant::now() < until {
         work()?;
     }
-    let (cpu1, wall_ns) = (thread_cpu_ns(), wall0.elapsed().as_nanos() as u64);
+    let (cpu1, wall_ns, wait1) = (
+        thread_cpu_ns(),
+        wall0.elapsed().as_nanos() as u64,
+        run_delay_ns(),
+    );
     let end_ns = realtime_ns();
     let cpu_ns = cpu1 - cpu0;
     Ok(json!({
@@ -84,6 +86,7 @@ fn measured(
         "wall_ns": wall_ns,
         "cpu_ns": cpu_ns,
         "off_cpu_ns": wall_ns.saturating_sub(cpu_ns),
+        "run_delay_ns": wait1 - wait0,
     }))
 }
 
@@ -131,7 +134,6 @@ pub fn run(a: &ContentionArgs) -> Result<Value> {
     )?;
     let (ping_rx, ping_tx) = pipe()?;
     let (pong_rx, pong_tx) = pipe()?;
-    let steal0 = steal_ns();
     let start = Arc::new(Barrier::new(4));
     let until = Instant::now() + Duration::from_secs_f64(a.seconds) + Duration::from_millis(50);
     let mut threads = Vec::new();
@@ -172,12 +174,11 @@ pub fn run(a: &ContentionArgs) -> Result<Value> {
     for (name, t) in threads {
         reports.push(sys::join_named(name, t)?);
     }
-    let steal = steal_ns() - steal0;
     sys::close(ping_tx)?;
     sys::join_named("pong", pong)?;
     for fd in [ping_rx, pong_rx, pong_tx, file] {
         let _ = sys::close(fd);
     }
     let _ = std::fs::remove_file(&path);
-    Ok(json!({ "workload": "contention", "threads": reports, "steal_ns": steal }))
+    Ok(json!({ "workload": "contention", "threads": reports }))
 }
