@@ -42,6 +42,9 @@ pub const UNKNOWN_MODULE: &str = "[unknown]";
 /// The one frame of a row whose stack was not recorded, where a profile or query needs one so
 /// that totals stay exact (stacks-pprof, and the bundled queries in their SQL text).
 pub const NO_STACK_FRAME: &str = "[no stack]";
+/// How a null element of a stack (the contract has none; other writers might) is shown: a
+/// frame with no address.
+pub const NULL_FRAME: &str = "[0x0]";
 /// What the rows that fold short off-CPU intervals stand for (a trace's event name).
 pub const SHORT_OFFCPU: &str = "folded short off-CPU intervals";
 /// The one frame of `switch` rows folding off-CPU intervals shorter than the recorder's MIN
@@ -104,7 +107,7 @@ fn targets() -> [(&'static str, DataType); 11] {
 /// Check, before reading any batch, that every known frame field of the stack column type
 /// `dt` can be read; the error names `column.field`.
 pub fn check_type(dt: &DataType, input: &str, column: &str) -> Result<(), ContractError> {
-    let fields = match dt {
+    let fields = match crate::dict::value_type(dt) {
         DataType::List(f) | DataType::LargeList(f) => match f.data_type() {
             DataType::Struct(fields) => fields,
             other => return Err(not_readable(input, column, other)),
@@ -138,9 +141,12 @@ enum Lists {
     Large(LargeListArray),
 }
 
-/// The stack column of one batch.
+/// The stack column of one batch, plain or dictionary-encoded: rows map to entries (a
+/// dictionary's distinct stacks, or the rows themselves), entries to frames.
 pub struct StackFrames {
     lists: Lists,
+    /// Each row's entry, for a dictionary-encoded column.
+    keys: Option<crate::dict::Entries>,
     len: usize,
     structs: StructArray,
     function: Option<StringArray>,
@@ -159,6 +165,20 @@ pub struct StackFrames {
 impl StackFrames {
     /// View `array` (the stack column of a batch) as frames.
     pub fn new(array: &ArrayRef, input: &str, column: &str) -> Result<Self, ContractError> {
+        let rows = array.len();
+        let (array, keys) = match array.data_type() {
+            DataType::Dictionary(..) => {
+                let entries =
+                    crate::dict::Entries::new(array).map_err(|e| ContractError::Column {
+                        input: input.into(),
+                        column: column.into(),
+                        detail: e.to_string(),
+                    })?;
+                (entries.values().clone(), Some(entries))
+            }
+            _ => (array.clone(), None),
+        };
+        let array = &array;
         let lists = if let Some(l) = array.as_list_opt::<i32>() {
             Lists::Small(l.clone())
         } else if let Some(l) = array.as_list_opt::<i64>() {
@@ -201,7 +221,8 @@ impl StackFrames {
             Ok(field(name, &DataType::Boolean)?.and_then(|a| a.as_boolean_opt().cloned()))
         };
         Ok(Self {
-            len: array.len(),
+            len: rows,
+            keys,
             function: string(frame::FUNCTION)?,
             file: string(frame::FILE)?,
             line: int(frame::LINE)?,
@@ -220,6 +241,60 @@ impl StackFrames {
 
     /// Frame indexes of `row`'s stack, leaf first; empty for a null stack.
     pub fn row(&self, row: usize) -> Range<usize> {
+        match self.entry(row) {
+            Some(entry) => self.entry_frames(entry),
+            None => 0..0,
+        }
+    }
+
+    /// Whether `row`'s stack is null (not requested), as opposed to present or empty.
+    pub fn is_null(&self, row: usize) -> bool {
+        row < self.len && self.entry(row).is_none()
+    }
+
+    /// Rows in the batch.
+    pub fn rows(&self) -> usize {
+        self.len
+    }
+
+    /// Whether entries are the distinct stacks of a dictionary-encoded column (their indexes
+    /// hold for the whole stream, see [`crate::dict`]) rather than the rows themselves.
+    pub fn is_dictionary(&self) -> bool {
+        self.keys.is_some()
+    }
+
+    /// The entries of the column, as [`crate::dict::EntryCache::prepare`] takes them.
+    pub fn entries(&self) -> Option<&crate::dict::Entries> {
+        self.keys.as_ref()
+    }
+
+    /// Number of entries (distinct stacks of a dictionary, else rows).
+    pub fn entry_count(&self) -> usize {
+        match &self.lists {
+            Lists::Small(l) => l.len(),
+            Lists::Large(l) => l.len(),
+        }
+    }
+
+    /// The entry holding `row`'s stack; `None` for a null stack.
+    #[inline]
+    pub fn entry(&self, row: usize) -> Option<usize> {
+        if row >= self.len {
+            return None;
+        }
+        let entry = match &self.keys {
+            Some(keys) => keys.entry(row)?,
+            None => row,
+        };
+        let valid = match &self.lists {
+            Lists::Small(l) => entry < l.len() && l.is_valid(entry),
+            Lists::Large(l) => entry < l.len() && l.is_valid(entry),
+        };
+        valid.then_some(entry)
+    }
+
+    /// Frame indexes of entry `entry`, leaf first.
+    pub fn entry_frames(&self, entry: usize) -> Range<usize> {
         fn range<O: Copy + TryInto<usize>>(offsets: &[O], row: usize) -> Range<usize> {
             let at = |i: usize| offsets.get(i).and_then(|o| (*o).try_into().ok());
             match (at(row), at(row + 1)) {
@@ -227,22 +302,31 @@ impl StackFrames {
                 _ => 0..0,
             }
         }
-        if row >= self.len {
-            return 0..0;
-        }
         match &self.lists {
-            Lists::Small(l) if l.is_valid(row) => range(l.value_offsets(), row),
-            Lists::Large(l) if l.is_valid(row) => range(l.value_offsets(), row),
+            Lists::Small(l) if entry < l.len() && l.is_valid(entry) => {
+                range(l.value_offsets(), entry)
+            }
+            Lists::Large(l) if entry < l.len() && l.is_valid(entry) => {
+                range(l.value_offsets(), entry)
+            }
             _ => 0..0,
         }
     }
 
-    /// Whether `row`'s stack is null (not requested), as opposed to present or empty.
-    pub fn is_null(&self, row: usize) -> bool {
-        match &self.lists {
-            Lists::Small(l) => row < l.len() && l.is_null(row),
-            Lists::Large(l) => row < l.len() && l.is_null(row),
+    /// The folded text of the frames `frames` (an entry's or row's range): every frame's
+    /// [`Frame::name`], root first, joined by `sep` (`;` in folded stacks).
+    pub fn folded(&self, frames: Range<usize>, sep: &str) -> String {
+        let mut out = String::new();
+        for (n, i) in frames.rev().enumerate() {
+            if n > 0 {
+                out.push_str(sep);
+            }
+            match self.frame(i) {
+                Some(f) => out.push_str(&f.name()),
+                None => out.push_str(NULL_FRAME),
+            }
         }
+        out
     }
 
     /// Frame `i` (an index from [`Self::row`]); `None` for a null or out-of-range frame.

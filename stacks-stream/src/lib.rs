@@ -7,11 +7,13 @@
 
 pub mod cli;
 pub mod columns;
+pub mod dict;
 pub mod frames;
 pub mod io;
 pub mod kinds;
 pub mod schema;
 pub mod stack_key;
+pub mod store;
 pub mod sys;
 pub mod time;
 

@@ -9,8 +9,10 @@ use arrow_schema::{DataType, Field, Fields, Schema, TimeUnit};
 use crate::ContractError;
 
 /// Version of the row schema. Bumped when a column changes meaning or type; adding a nullable
-/// column does not bump it. Readers refuse streams with a newer major version.
-pub const SCHEMA_VERSION: &str = "1";
+/// column does not bump it. Readers refuse streams with a newer major version. Version 2: the
+/// stack columns may be dictionary-encoded ([`crate::dict`]); version 1 streams, whose stack
+/// columns are plain lists, read the same.
+pub const SCHEMA_VERSION: &str = "2";
 
 /// Stream (schema) metadata keys.
 pub mod meta {
@@ -465,6 +467,8 @@ pub fn require_column(
 pub fn types_match(a: &DataType, b: &DataType) -> bool {
     use DataType::*;
     match (a, b) {
+        // A dictionary-encoded column holds values of its value type.
+        (Dictionary(_, x), y) | (y, Dictionary(_, x)) => types_match(x, y),
         (List(x), List(y)) | (LargeList(x), LargeList(y)) => {
             types_match(x.data_type(), y.data_type())
         }
@@ -484,9 +488,10 @@ pub fn stack_id_type() -> DataType {
     DataType::FixedSizeBinary(16)
 }
 
-/// Whether `dt` is a symbolized stack: a list of structs with at least a `function` field.
+/// Whether `dt` is a symbolized stack: a list of structs with at least a `function` field
+/// (plain, or dictionary-encoded).
 pub fn is_stack_type(dt: &DataType) -> bool {
-    match dt {
+    match crate::dict::value_type(dt) {
         DataType::List(f) | DataType::LargeList(f) => match f.data_type() {
             DataType::Struct(fields) => fields.iter().any(|f| f.name() == frame::FUNCTION),
             _ => false,

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use arrow_array::RecordBatch;
 use arrow_ipc::CompressionType;
-use arrow_ipc::writer::{IpcWriteOptions, StreamWriter};
+use arrow_ipc::writer::{DictionaryHandling, IpcWriteOptions, StreamWriter};
 use arrow_schema::{ArrowError, SchemaRef};
 
 use crate::ContractError;
@@ -114,7 +114,9 @@ impl OutputStream {
     /// An Arrow IPC stream writer on `sink` (see [`open_output_with`] for `compress`).
     pub fn new(sink: Sink, schema: &SchemaRef, compress: bool) -> Result<Self, ContractError> {
         let Sink { writer, name } = sink;
-        let mut options = IpcWriteOptions::default();
+        // Stack dictionaries only grow (see crate::dict): each batch sends its new entries.
+        let mut options =
+            IpcWriteOptions::default().with_dictionary_handling(DictionaryHandling::Delta);
         if compress {
             options = options
                 .try_with_compression(Some(CompressionType::ZSTD))

@@ -1,0 +1,328 @@
+//! Stacks carried once per stream: the stack columns (`kstack`, `ustack`, `kstack_symbols`,
+//! `stack`) may be Arrow dictionary-encoded, each distinct stack sent once in the IPC stream
+//! (a delta dictionary message when it first appears) and every row holding a key. This module
+//! is both sides of that: [`StackDictionary`] builds the columns a producer writes, [`Entries`]
+//! maps a consumer's rows to dictionary entries (or, for a plain list column, to themselves),
+//! and [`EntryCache`] keeps per-entry results across the batches of a stream, so work done per
+//! distinct stack is done once.
+//!
+//! The rule that makes caching by key sound, which every stacks producer follows: **a stack
+//! dictionary only grows** — each batch's dictionary starts with the previous batch's entries,
+//! so a key means the same stack for the whole stream. A dictionary that shrinks is taken as a
+//! replacement and cached results are dropped.
+
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int32Type;
+use arrow_array::{Array, ArrayRef, DictionaryArray, Int32Array};
+use arrow_schema::{ArrowError, DataType, Field, Schema};
+
+use crate::schema::col;
+
+/// The columns that hold stacks (one list per row), dictionary-encoded by stacks producers.
+pub const STACK_COLUMNS: [&str; 4] = [col::KSTACK, col::USTACK, col::KSTACK_SYMBOLS, col::STACK];
+
+/// Whether `name` is one of [`STACK_COLUMNS`].
+pub fn is_stack_column(name: &str) -> bool {
+    STACK_COLUMNS.contains(&name)
+}
+
+/// The key type of dictionary-encoded stack columns.
+pub fn key_type() -> DataType {
+    DataType::Int32
+}
+
+/// `values` dictionary-encoded with [`key_type`] keys.
+pub fn dictionary_type(values: DataType) -> DataType {
+    DataType::Dictionary(Box::new(key_type()), Box::new(values))
+}
+
+/// The value type of a column type: the dictionary's values, else the type itself.
+pub fn value_type(dt: &DataType) -> &DataType {
+    match dt {
+        DataType::Dictionary(_, v) => v,
+        other => other,
+    }
+}
+
+/// `schema` with every stack column of list type dictionary-encoded (what stacks producers
+/// write); other columns and the metadata as they are.
+pub fn encoded_schema(schema: &Schema) -> Schema {
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|f| {
+            let list = matches!(f.data_type(), DataType::List(_) | DataType::LargeList(_));
+            if is_stack_column(f.name()) && list {
+                Field::new(f.name(), dictionary_type(f.data_type().clone()), true)
+                    .with_metadata(f.metadata().clone())
+            } else {
+                f.as_ref().clone()
+            }
+        })
+        .collect();
+    Schema::new_with_metadata(fields, schema.metadata().clone())
+}
+
+/// `schema` with every dictionary-encoded column replaced by its value type (what a Parquet
+/// store or a SQL engine holds).
+pub fn decoded_schema(schema: &Schema) -> Schema {
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|f| match f.data_type() {
+            DataType::Dictionary(_, v) => {
+                Field::new(f.name(), v.as_ref().clone(), true).with_metadata(f.metadata().clone())
+            }
+            _ => f.as_ref().clone(),
+        })
+        .collect();
+    Schema::new_with_metadata(fields, schema.metadata().clone())
+}
+
+/// A column as rows of entries: the values of a dictionary column (each distinct stack once)
+/// and each row's key, or a plain column whose rows are their own entries.
+#[derive(Clone, Debug)]
+pub struct Entries {
+    values: ArrayRef,
+    keys: Option<Int32Array>,
+}
+
+impl Entries {
+    /// View `array`: a dictionary (any integer keys; they are read as Int32) or any other
+    /// array (each row its own entry).
+    pub fn new(array: &ArrayRef) -> Result<Self, ArrowError> {
+        match array.data_type() {
+            DataType::Dictionary(k, v) => {
+                let array = if **k == DataType::Int32 {
+                    Arc::clone(array)
+                } else {
+                    arrow_cast::cast(array, &dictionary_type(v.as_ref().clone()))?
+                };
+                let dict = array.as_dictionary::<Int32Type>();
+                Ok(Entries {
+                    values: Arc::clone(dict.values()),
+                    keys: Some(dict.keys().clone()),
+                })
+            }
+            _ => Ok(Entries {
+                values: Arc::clone(array),
+                keys: None,
+            }),
+        }
+    }
+
+    /// The entries: a dictionary's values, or the plain column itself.
+    pub fn values(&self) -> &ArrayRef {
+        &self.values
+    }
+
+    /// Whether entries are dictionary values, whose keys hold for the whole stream.
+    pub fn is_dictionary(&self) -> bool {
+        self.keys.is_some()
+    }
+
+    /// Rows in the batch.
+    pub fn rows(&self) -> usize {
+        self.keys.as_ref().map_or(self.values.len(), |k| k.len())
+    }
+
+    /// The entry of `row`; `None` when the row's value is null (a null key or a null entry).
+    #[inline]
+    pub fn entry(&self, row: usize) -> Option<usize> {
+        let i = match &self.keys {
+            Some(keys) => {
+                if keys.is_null(row) {
+                    return None;
+                }
+                usize::try_from(keys.value(row)).ok()?
+            }
+            None => row,
+        };
+        (i < self.values.len() && self.values.is_valid(i)).then_some(i)
+    }
+}
+
+/// Per-entry results kept across the batches of one stream: for dictionary columns an entry's
+/// result is computed once for the stream; for plain columns, once per batch.
+#[derive(Debug)]
+pub struct EntryCache<T> {
+    slots: Vec<Option<T>>,
+}
+
+impl<T> Default for EntryCache<T> {
+    fn default() -> Self {
+        EntryCache { slots: Vec::new() }
+    }
+}
+
+impl<T> EntryCache<T> {
+    /// Make room for the entries of a new batch: plain columns and shrunk (replaced)
+    /// dictionaries drop what was cached; grown dictionaries keep it.
+    pub fn prepare(&mut self, entries: &Entries) {
+        let n = entries.values().len();
+        if !entries.is_dictionary() || n < self.slots.len() {
+            self.slots.clear();
+        }
+        self.slots.resize_with(n, || None);
+    }
+
+    /// The result for entry `i`, if computed.
+    #[inline]
+    pub fn get(&self, i: usize) -> Option<&T> {
+        self.slots.get(i).and_then(Option::as_ref)
+    }
+
+    /// The result for entry `i`, computed by `f` the first time.
+    #[inline]
+    pub fn get_or_insert_with(&mut self, i: usize, f: impl FnOnce() -> T) -> &T {
+        if i >= self.slots.len() {
+            self.slots.resize_with(i + 1, || None);
+        }
+        self.slots[i].get_or_insert_with(f)
+    }
+
+    /// As [`Self::get_or_insert_with`], for computations that can fail.
+    pub fn get_or_try_insert_with<E>(
+        &mut self,
+        i: usize,
+        f: impl FnOnce() -> Result<T, E>,
+    ) -> Result<&T, E> {
+        if i >= self.slots.len() {
+            self.slots.resize_with(i + 1, || None);
+        }
+        if self.slots[i].is_none() {
+            self.slots[i] = Some(f()?);
+        }
+        Ok(self.slots[i].as_ref().expect("just filled"))
+    }
+
+    /// Entries with a result.
+    pub fn len(&self) -> usize {
+        self.slots.iter().filter(|s| s.is_some()).count()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A stack dictionary being written: every entry added so far, in key order. Each batch's
+/// column is made with [`Self::column`] from the batch's keys; the IPC writer (with delta
+/// dictionaries, see [`crate::io::OutputStream`]) sends only the entries added since the last
+/// batch.
+#[derive(Debug)]
+pub struct StackDictionary {
+    values: ArrayRef,
+}
+
+impl StackDictionary {
+    /// An empty dictionary of `value_type` entries.
+    pub fn new(value_type: &DataType) -> Self {
+        StackDictionary {
+            values: arrow_array::new_empty_array(value_type),
+        }
+    }
+
+    /// Entries so far (the next entry's key).
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    /// Append `entries` (of the value type), returning the key of the first.
+    pub fn extend(&mut self, entries: &dyn Array) -> Result<i32, ArrowError> {
+        let first = i32::try_from(self.values.len())
+            .map_err(|_| ArrowError::ComputeError("stack dictionary past 2^31 entries".into()))?;
+        if !entries.is_empty() {
+            self.values = arrow_select::concat::concat(&[self.values.as_ref(), entries])?;
+        }
+        Ok(first)
+    }
+
+    /// The column of a batch whose rows hold `keys` (null: no stack).
+    pub fn column(&self, keys: Int32Array) -> Result<ArrayRef, ArrowError> {
+        Ok(Arc::new(DictionaryArray::<Int32Type>::try_new(
+            keys,
+            Arc::clone(&self.values),
+        )?))
+    }
+
+    /// Every entry so far.
+    pub fn values(&self) -> &ArrayRef {
+        &self.values
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::builder::{ListBuilder, UInt64Builder};
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::UInt64Type;
+
+    fn lists(rows: &[&[u64]]) -> ArrayRef {
+        let mut b = ListBuilder::new(UInt64Builder::new());
+        for r in rows {
+            b.values().append_slice(r);
+            b.append(true);
+        }
+        Arc::new(b.finish())
+    }
+
+    #[test]
+    fn dictionary_grows_and_rows_map_to_entries() {
+        let mut d = StackDictionary::new(lists(&[]).data_type());
+        assert_eq!(d.extend(lists(&[&[1, 2], &[3]]).as_ref()).unwrap(), 0);
+        let col = d
+            .column(Int32Array::from(vec![Some(1), None, Some(0)]))
+            .unwrap();
+        let e = Entries::new(&col).unwrap();
+        assert!(e.is_dictionary());
+        assert_eq!(
+            (0..3).map(|r| e.entry(r)).collect::<Vec<_>>(),
+            [Some(1), None, Some(0)]
+        );
+        let mut cache = EntryCache::default();
+        cache.prepare(&e);
+        cache.get_or_insert_with(1, || "b");
+        assert_eq!(d.extend(lists(&[&[4]]).as_ref()).unwrap(), 2);
+        let e2 = Entries::new(&d.column(Int32Array::from(vec![2, 1])).unwrap()).unwrap();
+        cache.prepare(&e2);
+        assert_eq!(cache.get(1), Some(&"b"), "a grown dictionary keeps results");
+        let v = e2.values().as_list::<i32>().value(2);
+        assert_eq!(v.as_primitive::<UInt64Type>().values().as_ref(), &[4]);
+
+        let plain = lists(&[&[9]]);
+        let p = Entries::new(&plain).unwrap();
+        assert!(!p.is_dictionary());
+        assert_eq!(p.entry(0), Some(0));
+        cache.prepare(&p);
+        assert!(
+            cache.get(1).is_none() && cache.is_empty(),
+            "plain columns start afresh"
+        );
+    }
+
+    #[test]
+    fn schemas_encode_stack_columns_only() {
+        let raw = crate::symbolized_schema(Default::default());
+        let enc = encoded_schema(&raw);
+        for f in enc.fields() {
+            let dict = matches!(f.data_type(), DataType::Dictionary(..));
+            assert_eq!(dict, is_stack_column(f.name()), "{}", f.name());
+            assert_eq!(
+                value_type(f.data_type()),
+                raw.field_with_name(f.name()).unwrap().data_type()
+            );
+        }
+        let dec = decoded_schema(&enc);
+        for (a, b) in dec.fields().iter().zip(raw.fields()) {
+            assert_eq!(a.data_type(), b.data_type());
+        }
+    }
+}
