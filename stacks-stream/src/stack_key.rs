@@ -37,16 +37,22 @@ fn fold(acc: &mut u64, v: u64) {
     *acc = (acc.rotate_left(23) ^ v).wrapping_mul(0x9e37_79b9_7f4a_7c15);
 }
 
-/// One key per row of `list` (null for a null stack): every field of every frame, in order,
+/// One key per row of `list` (null for a null stack): every field of every frame (or every
+/// value, for a list of scalars such as `kstack`), in order,
 /// goes into two 64-bit lanes with different seeds, so two different stacks share a key with a
 /// probability around 2^-128.
 pub fn stack_keys(list: &ListArray, rows: usize) -> Result<FixedSizeBinaryArray, ArrowError> {
     let offsets = list.value_offsets();
     let (lo, hi) = (offsets[0] as usize, offsets[rows] as usize);
-    let frames = list.values().as_struct().slice(lo, hi - lo);
+    // A list of structs (frames) hashes every field; a list of scalars (`kstack`) its values.
+    let values = list.values().slice(lo, hi - lo);
+    let columns: Vec<ArrayRef> = match values.as_struct_opt() {
+        Some(frames) => frames.columns().to_vec(),
+        None => vec![values],
+    };
     let states = lanes();
     let mut frame_hashes = [vec![0u64; hi - lo], vec![0u64; hi - lo]];
-    for column in frames.columns() {
+    for column in &columns {
         let column = comparable(column)?;
         for (state, hashes) in states.iter().zip(frame_hashes.iter_mut()) {
             fold_column(column.as_ref(), state, hashes);
@@ -110,6 +116,19 @@ fn fold_column(column: &dyn Array, state: &RandomState, hashes: &mut [u64]) {
         DataType::Boolean => each!(column.as_boolean(), 4u8),
         other => unreachable!("comparable() gives no {other}"),
     }
+}
+
+/// The key of a pair of keys (a raw stack's kernel and user halves): null only when both are.
+pub fn combine(a: Option<&[u8]>, b: Option<&[u8]>) -> Option<[u8; 16]> {
+    if a.is_none() && b.is_none() {
+        return None;
+    }
+    let mut key = [0u8; 16];
+    for (k, state) in lanes().iter().enumerate() {
+        let h = state.hash_one((5u8, a, b));
+        key[k * 8..k * 8 + 8].copy_from_slice(&h.to_le_bytes());
+    }
+    Some(key)
 }
 
 #[cfg(test)]

@@ -4,6 +4,10 @@
 //! `depth`). The stacks file is made visible first, so every visible samples file has its
 //! stacks. Files of the first layout (`NAME.parquet`, stacks inline in every row) are still read.
 
+mod split;
+
+pub use split::{StackId, StackSplitter};
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 

@@ -1,0 +1,381 @@
+//! Splitting stream batches into the two halves of the store: samples rows (every column but
+//! the stacks, plus `stack_id`) and the distinct stacks they reference, each kept once for the
+//! whole stream, so a writer can give every samples file exactly the stacks it needs. For
+//! dictionary-encoded input the ids are computed per new dictionary entry; for plain input,
+//! per row.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use arrow_array::builder::{FixedSizeBinaryBuilder, Int32Builder, StringBuilder};
+use arrow_array::cast::AsArray;
+use arrow_array::{Array, ArrayRef, FixedSizeBinaryArray, RecordBatch, UInt32Array};
+use arrow_schema::{ArrowError, DataType, Schema, SchemaRef};
+
+use crate::dict::{Entries, EntryCache, is_stack_column};
+use crate::frames::StackFrames;
+use crate::schema::col;
+use crate::stack_key::{combine, stack_keys};
+
+use super::{samples_schema, stacks_schema};
+
+/// A stack id: 128 bits.
+pub type StackId = [u8; 16];
+
+/// Splits batches of one stream; see the module documentation.
+pub struct StackSplitter {
+    samples: SchemaRef,
+    stacks: SchemaRef,
+    /// Stream index of each samples column but `stack_id`.
+    sample_columns: Vec<usize>,
+    /// Stream index of each stack column, in stacks-file order.
+    stack_columns: Vec<usize>,
+    /// What the id is computed from: `stack` if present, else the raw `kstack` and `ustack`.
+    identity: Vec<usize>,
+    /// Per identity column, the ids of its entries (dictionary input: for the stream).
+    entry_ids: Vec<EntryCache<Option<StackId>>>,
+    /// Where each distinct stack is: (batch, row) in `distinct`.
+    known: HashMap<StackId, (u32, u32), ahash::RandomState>,
+    distinct: Vec<RecordBatch>,
+}
+
+impl StackSplitter {
+    /// A splitter for rows of `stream`, which must have a `stack`, or `kstack`/`ustack`.
+    pub fn new(stream: &Schema) -> Result<Self, ArrowError> {
+        let index = |name: &str| stream.index_of(name).ok();
+        let identity: Vec<usize> = match index(col::STACK) {
+            Some(i) => vec![i],
+            None => [col::KSTACK, col::USTACK]
+                .iter()
+                .filter_map(|c| index(c))
+                .collect(),
+        };
+        if identity.is_empty() {
+            return Err(ArrowError::SchemaError(
+                "no stack column (`stack`, `kstack` or `ustack`) to store".into(),
+            ));
+        }
+        let stack_columns = (0..stream.fields().len())
+            .filter(|&i| is_stack_column(stream.field(i).name()))
+            .collect();
+        let sample_columns = (0..stream.fields().len())
+            .filter(|&i| {
+                let name = stream.field(i).name();
+                !is_stack_column(name) && name != col::STACK_ID
+            })
+            .collect();
+        Ok(StackSplitter {
+            samples: samples_schema(stream),
+            stacks: stacks_schema(stream),
+            sample_columns,
+            stack_columns,
+            entry_ids: identity.iter().map(|_| EntryCache::default()).collect(),
+            identity,
+            known: HashMap::default(),
+            distinct: Vec::new(),
+        })
+    }
+
+    /// Schema of the samples rows [`Self::split`] returns.
+    pub fn samples_schema(&self) -> &SchemaRef {
+        &self.samples
+    }
+
+    /// Schema of the stacks rows [`Self::stacks`] returns.
+    pub fn stacks_schema(&self) -> &SchemaRef {
+        &self.stacks
+    }
+
+    /// Distinct stacks seen so far.
+    pub fn distinct(&self) -> usize {
+        self.known.len()
+    }
+
+    /// The samples rows of `batch` (its `stack_id` computed), remembering stacks not seen yet.
+    pub fn split(&mut self, batch: &RecordBatch) -> Result<RecordBatch, ArrowError> {
+        let rows = batch.num_rows();
+        let mut per_column: Vec<(Entries, Vec<Option<StackId>>)> = Vec::new();
+        for (k, &c) in self.identity.iter().enumerate() {
+            let entries = Entries::new(batch.column(c))?;
+            let cache = &mut self.entry_ids[k];
+            cache.prepare(&entries);
+            let ids = entry_ids(&entries, cache, rows)?;
+            per_column.push((entries, ids));
+        }
+        let mut b = FixedSizeBinaryBuilder::with_capacity(rows, 16);
+        let mut new_rows: Vec<u32> = Vec::new();
+        let mut new_ids: Vec<StackId> = Vec::new();
+        let mut fresh: HashSet<StackId, ahash::RandomState> = HashSet::default();
+        for row in 0..rows {
+            let id = match per_column.as_slice() {
+                [(e, ids)] => e.entry(row).and_then(|i| ids[i]),
+                [(ek, kids), (eu, uids)] => {
+                    let k = ek.entry(row).and_then(|i| kids[i]);
+                    let u = eu.entry(row).and_then(|i| uids[i]);
+                    combine(k.as_ref().map(|k| &k[..]), u.as_ref().map(|u| &u[..]))
+                }
+                _ => unreachable!("one or two identity columns"),
+            };
+            match id {
+                None => b.append_null(),
+                Some(id) => {
+                    b.append_value(id)?;
+                    if !self.known.contains_key(&id) && fresh.insert(id) {
+                        new_rows.push(row as u32);
+                        new_ids.push(id);
+                    }
+                }
+            }
+        }
+        if !new_rows.is_empty() {
+            let stacks = self.distinct_rows(batch, &new_rows, &new_ids)?;
+            let at = self.distinct.len() as u32;
+            for (r, id) in new_ids.iter().enumerate() {
+                self.known.insert(*id, (at, r as u32));
+            }
+            self.distinct.push(stacks);
+        }
+        let mut columns: Vec<ArrayRef> = self
+            .sample_columns
+            .iter()
+            .map(|&c| Arc::clone(batch.column(c)))
+            .collect();
+        columns.push(Arc::new(b.finish()));
+        RecordBatch::try_new(Arc::clone(&self.samples), columns)
+    }
+
+    /// The stacks rows of `ids` (each seen by [`Self::split`]), in that order.
+    pub fn stacks(&self, ids: &[StackId]) -> Result<RecordBatch, ArrowError> {
+        let mut at = Vec::with_capacity(ids.len());
+        for id in ids {
+            let &(b, r) = self.known.get(id).ok_or_else(|| {
+                ArrowError::InvalidArgumentError("a stack id the splitter has not seen".into())
+            })?;
+            at.push((b as usize, r as usize));
+        }
+        if at.is_empty() {
+            return Ok(RecordBatch::new_empty(Arc::clone(&self.stacks)));
+        }
+        let batches: Vec<&RecordBatch> = self.distinct.iter().collect();
+        arrow_select::interleave::interleave_record_batch(&batches, &at)
+    }
+
+    /// Stacks rows (stacks-file schema) for the stacks first seen at `rows` of `batch`.
+    fn distinct_rows(
+        &self,
+        batch: &RecordBatch,
+        rows: &[u32],
+        ids: &[StackId],
+    ) -> Result<RecordBatch, ArrowError> {
+        let mut columns: Vec<ArrayRef> =
+            vec![Arc::new(FixedSizeBinaryArray::try_from_iter(ids.iter())?)];
+        let mut stack = None;
+        for &c in &self.stack_columns {
+            let entries = Entries::new(batch.column(c))?;
+            let take: UInt32Array = rows
+                .iter()
+                .map(|&r| entries.entry(r as usize).map(|i| i as u32))
+                .collect();
+            let taken = arrow_select::take::take(entries.values().as_ref(), &take, None)?;
+            if batch.schema().field(c).name() == col::STACK {
+                stack = Some(Arc::clone(&taken));
+            }
+            columns.push(taken);
+        }
+        let (folded, leaf, depth) = summaries(stack.as_ref(), rows.len())?;
+        columns.extend([folded, leaf, depth]);
+        RecordBatch::try_new(Arc::clone(&self.stacks), columns)
+    }
+}
+
+/// The id of every entry of `entries` the rows use, from `cache` or computed (for the entries
+/// not cached yet, in one pass).
+fn entry_ids(
+    entries: &Entries,
+    cache: &mut EntryCache<Option<StackId>>,
+    rows: usize,
+) -> Result<Vec<Option<StackId>>, ArrowError> {
+    let values = entries.values();
+    let n = values.len();
+    let missing: Vec<usize> = (0..rows)
+        .filter_map(|r| entries.entry(r))
+        .filter(|&i| cache.get(i).is_none())
+        .collect();
+    if !missing.is_empty() {
+        let list = values.as_list_opt::<i32>().ok_or_else(|| {
+            ArrowError::SchemaError(format!("a stack column of type {}", values.data_type()))
+        })?;
+        // One pass over the smallest range holding every missing entry.
+        let lo = *missing.iter().min().expect("not empty");
+        let hi = *missing.iter().max().expect("not empty") + 1;
+        let keys = stack_keys(&list.slice(lo, hi - lo), hi - lo)?;
+        for i in lo..hi {
+            let id = keys.is_valid(i - lo).then(|| {
+                let mut id = [0u8; 16];
+                id.copy_from_slice(keys.value(i - lo));
+                id
+            });
+            cache.get_or_insert_with(i, || id);
+        }
+    }
+    Ok((0..n).map(|i| cache.get(i).copied().flatten()).collect())
+}
+
+/// `folded`, `leaf` and `depth` of each stack of `stack` (all null without it).
+fn summaries(
+    stack: Option<&ArrayRef>,
+    rows: usize,
+) -> Result<(ArrayRef, ArrayRef, ArrayRef), ArrowError> {
+    let mut folded = StringBuilder::new();
+    let mut leaf = StringBuilder::new();
+    let mut depth = Int32Builder::new();
+    let frames = match stack {
+        Some(s) if matches!(s.data_type(), DataType::List(_) | DataType::LargeList(_)) => Some(
+            StackFrames::new(s, "stream", col::STACK)
+                .map_err(|e| ArrowError::InvalidArgumentError(e.to_string()))?,
+        ),
+        _ => None,
+    };
+    for row in 0..rows {
+        match frames.as_ref().and_then(|f| f.entry(row).map(|e| (f, e))) {
+            Some((f, e)) => {
+                let range = f.entry_frames(e);
+                folded.append_value(f.folded(range.clone(), ";"));
+                match range.clone().next().and_then(|i| f.frame(i)) {
+                    Some(fr) => leaf.append_value(fr.name()),
+                    None => leaf.append_null(),
+                }
+                depth.append_value(range.len() as i32);
+            }
+            None => {
+                folded.append_null();
+                leaf.append_null();
+                depth.append_null();
+            }
+        }
+    }
+    Ok((
+        Arc::new(folded.finish()),
+        Arc::new(leaf.finish()),
+        Arc::new(depth.finish()),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dict::StackDictionary;
+    use arrow_array::Int32Array;
+    use stacks_testkit::rows::{Frame, Row, batch};
+
+    fn frame(name: &str, addr: u64) -> Frame {
+        Frame {
+            function: Some(name.into()),
+            addr,
+            ..Default::default()
+        }
+    }
+
+    fn rows() -> Vec<Row> {
+        let a = vec![frame("leaf", 1), frame("main", 2)];
+        let b = vec![frame("other", 3), frame("main", 2)];
+        [Some(a.clone()), None, Some(b), Some(a)]
+            .into_iter()
+            .enumerate()
+            .map(|(i, stack)| Row {
+                time: i as i64,
+                kind: "profile".into(),
+                comm: "app".into(),
+                thread: "app".into(),
+                value: 1,
+                stack,
+                ..Default::default()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn plain_and_dictionary_input_split_alike() {
+        let schema = Arc::new(crate::symbolized_schema(Default::default()));
+        let plain = batch(&schema, &rows());
+        let mut s = StackSplitter::new(&schema).unwrap();
+        let samples = s.split(&plain).unwrap();
+        let ids = samples
+            .column_by_name(col::STACK_ID)
+            .unwrap()
+            .as_fixed_size_binary()
+            .clone();
+        assert_eq!(ids.value(0), ids.value(3));
+        assert_ne!(ids.value(0), ids.value(2));
+        assert!(ids.is_null(1));
+        assert_eq!(s.distinct(), 2);
+        assert!(samples.column_by_name(col::STACK).is_none());
+        let want = [
+            ids.value(2).try_into().unwrap(),
+            ids.value(0).try_into().unwrap(),
+        ];
+        let stacks = s.stacks(&want).unwrap();
+        let folded = stacks.column_by_name("folded").unwrap().as_string::<i32>();
+        assert_eq!(folded.value(0), "main;other");
+        assert_eq!(folded.value(1), "main;leaf");
+        let leaf = stacks.column_by_name("leaf").unwrap().as_string::<i32>();
+        assert_eq!(leaf.value(1), "leaf");
+
+        // The same rows with `stack` dictionary-encoded: entries [a, b], keys 0, null, 1, 0.
+        let idx = schema.index_of(col::STACK).unwrap();
+        let stack_plain = plain.column(idx);
+        let mut d = StackDictionary::new(stack_plain.data_type());
+        let take = UInt32Array::from(vec![0, 2]);
+        d.extend(
+            arrow_select::take::take(stack_plain.as_ref(), &take, None)
+                .unwrap()
+                .as_ref(),
+        )
+        .unwrap();
+        let col_dict = d
+            .column(Int32Array::from(vec![Some(0), None, Some(1), Some(0)]))
+            .unwrap();
+        let mut fields: Vec<arrow_schema::Field> =
+            schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+        fields[idx] = arrow_schema::Field::new(
+            col::STACK,
+            crate::dict::dictionary_type(stack_plain.data_type().clone()),
+            true,
+        );
+        let enc = Arc::new(Schema::new(fields));
+        let mut columns = plain.columns().to_vec();
+        columns[idx] = col_dict;
+        let encoded = RecordBatch::try_new(enc.clone(), columns).unwrap();
+        let mut s2 = StackSplitter::new(&enc).unwrap();
+        let samples2 = s2.split(&encoded).unwrap();
+        assert_eq!(
+            samples2.column_by_name(col::STACK_ID).unwrap().as_ref(),
+            samples.column_by_name(col::STACK_ID).unwrap().as_ref()
+        );
+        assert_eq!(s2.stacks(&want).unwrap(), stacks);
+        // A second batch of the same stacks adds nothing.
+        s2.split(&encoded).unwrap();
+        assert_eq!(s2.distinct(), 2);
+    }
+
+    #[test]
+    fn raw_streams_are_keyed_by_their_raw_stacks() {
+        let schema = Arc::new(crate::raw_schema(Default::default()));
+        let mut r = rows();
+        for (i, row) in r.iter_mut().enumerate() {
+            row.stack = None;
+            row.kstack = (i != 1).then(|| vec![10, 20 + (i as u64 % 2)]);
+        }
+        let mut s = StackSplitter::new(&schema).unwrap();
+        let samples = s.split(&batch(&schema, &r)).unwrap();
+        let ids = samples
+            .column_by_name(col::STACK_ID)
+            .unwrap()
+            .as_fixed_size_binary()
+            .clone();
+        assert!(ids.is_null(1));
+        assert_eq!(ids.value(0), ids.value(2), "same kstack, no ustack");
+        assert_ne!(ids.value(0), ids.value(3));
+        assert_eq!(s.distinct(), 2);
+    }
+}
