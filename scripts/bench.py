@@ -10,7 +10,8 @@ exit and a one-line message, and BENCHMARKS.md is not written.
 Environment: CARGO_TARGET_DIR (binaries in $CARGO_TARGET_DIR/release), BENCH_SECONDS (workload
 duration per recording, default 5), BENCH_REPS (repetitions, default 3), BENCH_OUT (output file,
 default BENCHMARKS.md at the repository root), BENCH_KEEP=1 (keep the temporary directory),
-BENCH_ONLY=symbolize (measure section 3 only and replace it in BENCH_OUT).
+BENCH_ONLY=symbolize (measure section 3 only and replace it in BENCH_OUT). The store (a real
+multi-process recording, ten million samples) is measured by scripts/bench_store.py.
 """
 
 import datetime
@@ -696,141 +697,7 @@ def bench_query(rec, storage, sym, pack):
 
 
 # ---------------------------------------------------------------------------------------------
-# Stage 6: a 10M-row store from the real recording's distribution: pack it, profile it.
-# ---------------------------------------------------------------------------------------------
-
-STORE_ROWS = int(os.environ.get("BENCH_STORE_ROWS") or 10_000_000)
-
-# Writes the symbolized recording (argv[1]) again and again, each copy shifted in time to follow
-# the previous one, as one Arrow stream of argv[2] rows on stdout.
-STORE_GEN = r"""
-import sys
-import pyarrow as pa, pyarrow.compute as pc, pyarrow.ipc as ipc
-t = ipc.open_stream(sys.argv[1]).read_all().combine_chunks()
-total = int(sys.argv[2])
-i = t.schema.get_field_index("time")
-typ = t.schema.field(i).type
-times = t.column(i).cast(pa.int64())
-span = pc.max(times).as_py() - pc.min(times).as_py() + 10_000_000
-with ipc.new_stream(sys.stdout.buffer, t.schema) as w:
-    done = k = 0
-    while done < total:
-        n = min(t.num_rows, total - done)
-        shifted = pc.add(times.slice(0, n), k * span).cast(typ)
-        part = t.slice(0, n).set_column(i, t.schema.field(i), shifted)
-        for b in part.to_batches(max_chunksize=65536):
-            w.write_batch(b)
-        done, k = done + n, k + 1
-"""
-
-
-# Runs argv[2:] with stdout to argv[1]; prints exit code, peak RSS (KiB) and CPU s (wait4).
-# A separate small process: a child forked from this (large) Python would report at least this
-# process's RSS as its own peak (the kernel keeps the forked address space's high-water mark
-# across exec).
-PEAK = r"""
-import os, subprocess, sys
-with open(sys.argv[1], "wb") as f:
-    p = subprocess.Popen(sys.argv[2:], stdout=f, stdin=subprocess.DEVNULL)
-    _, status, ru = os.wait4(p.pid, 0)
-print(os.waitstatus_to_exitcode(status), ru.ru_maxrss, ru.ru_utime + ru.ru_stime)
-"""
-
-
-def peak_rss(argv, stdout):
-    """Run one command; (peak RSS bytes, CPU s, wall s), measured from a small parent."""
-    t0 = time.perf_counter()
-    r = subprocess.run([sys.executable, "-S", "-c", PEAK, str(stdout), *[str(a) for a in argv]],
-                       capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    fields = r.stdout.split()
-    if r.returncode != 0 or len(fields) != 3 or fields[0] != "0":
-        raise BenchError(f"`{shown(argv)}` failed: {r.stderr.strip()[-300:]}")
-    return int(fields[1]) * 1024, float(fields[2]), wall
-
-
-def bench_store(sym):
-    store = Tmp.path("store-10m")
-    log(f"store: generating {STORE_ROWS} rows from the {sym['hz']} Hz recording into stacks-pack")
-    r = pipeline([[sys.executable, "-c", STORE_GEN, sym["base_sym"], STORE_ROWS], [PACK, store]])
-    m = re.search(r"stacks-pack: (\d+) rows in (\d+) files?", r.err)
-    if not m or int(m.group(1)) != STORE_ROWS:
-        raise BenchError(f"stacks-pack did not report {STORE_ROWS} rows: {r.err[-300:]}")
-    files = sorted(Path(store).rglob("*.parquet"))
-    md = pq.ParquetFile(files[0]).metadata
-    res = {"rows": STORE_ROWS, "base_rows": sym["base_rows"], "files": int(m.group(2)),
-           "bytes": dir_bytes(store), "pack_cpu": r.cpus[1], "pipe_wall": r.wall,
-           "groups": sum(pq.ParquetFile(f).metadata.num_row_groups for f in files),
-           "group_rows": md.row_group(0).num_rows}
-    runs = []
-    for i in range(REPS):
-        log(f"store: stacks-query cpu | stacks-pprof over {STORE_ROWS} rows, run {i + 1}/{REPS}")
-        pb = Tmp.path("store-cpu.pb.gz")
-        runs.append(pipeline([[QUERY, "-d", store, "cpu"], [PPROF]], stdout=pb))
-    top = output(["go", "tool", "pprof", "-top", "-symbolize=none", pb])
-    if "burn_heavy" not in top:
-        raise BenchError("go tool pprof -top of the 10M-row profile does not show burn_heavy")
-    res.update(q_wall=med([x.wall for x in runs]), q_cpu=med([x.cpus[0] for x in runs]),
-               p_cpu=med([x.cpus[1] for x in runs]), pb_bytes=pb.stat().st_size)
-    # The last tenth of the time range: row-group statistics let the query skip the rest.
-    times = pq.read_table(files[-1], columns=["time"]).column(0).cast(pa.int64())
-    t_end = pc.max(times).as_py()
-    t_start = pq.read_table(files[0], columns=["time"]).column(0).cast(pa.int64())
-    t_start = pc.min(t_start).as_py()
-    since = t_start + (t_end - t_start) * 9 // 10
-    win = []
-    for i in range(REPS):
-        log(f"store: the cpu query over the last tenth of the time range, run {i + 1}/{REPS}")
-        win.append(pipeline([[QUERY, "-d", store, "cpu", "--param", f"from={since}"], [PPROF]],
-                            stdout=Tmp.path("store-win.pb.gz")))
-    res["win_wall"] = med([x.wall for x in win])
-    out = Tmp.path("store-cpu.arrow")
-    log("store: peak memory of stacks-query cpu, unlimited and with --memory-limit 256M")
-    res["rss"], _, _ = peak_rss([QUERY, "-d", store, "cpu", "-f", "arrow"], out)
-    res["rss_lim"], _, res["lim_wall"] = peak_rss(
-        [QUERY, "-d", store, "cpu", "-f", "arrow", "--memory-limit", "256M"], out)
-    return res
-
-
-def report_store(st, rec_bytes_per_sample):
-    """Section 6 of the report, as lines."""
-    L = []
-    w = L.append
-    rows = st["rows"]
-    w("## 6. A 10M-row store: pack and profile")
-    w("")
-    w(f"The symbolized {n(st['base_rows'])}-row recording of section 3, written again and again "
-      f"with each copy shifted to follow the previous one in time, to {n(rows)} rows: the real "
-      "recording's stacks, processes and threads in their real proportions. Generated by pyarrow "
-      "into `stacks-pack DIR` (default settings: 1M-row files, 128 Ki-row groups sorted by time, "
-      "zstd 3), then `stacks-query -d DIR cpu | stacks-pprof > cpu.pb.gz`.")
-    w("")
-    w("| | figure |")
-    w("|---|---:|")
-    w(f"| stacks-pack CPU, s (one run) | {st['pack_cpu']:.2f} |")
-    w(f"| stacks-pack rows per CPU second | {n(rows / st['pack_cpu'])} |")
-    w(f"| store bytes ({st['files']} files, {st['groups']} row groups) | {n(st['bytes'])} |")
-    w(f"| bytes per CPU sample | {st['bytes'] / rows:.2f} |")
-    w(f"| perf.data bytes per sample (section 2, same workload) | {rec_bytes_per_sample:.1f} |")
-    w(f"| query to pprof, wall s | {st['q_wall']:.2f} |")
-    w(f"| query to pprof, rows/s | {n(rows / st['q_wall'])} |")
-    w(f"| stacks-query CPU s / stacks-pprof CPU s | {st['q_cpu']:.2f} / {st['p_cpu']:.2f} |")
-    w(f"| same query, last tenth of the time range (`--param from=…`), wall s | "
-      f"{st['win_wall']:.2f} |")
-    w(f"| stacks-query peak RSS, MiB: unlimited / `--memory-limit 256M` | "
-      f"{st['rss'] / 2**20:.0f} / {st['rss_lim'] / 2**20:.0f} |")
-    w("")
-    w(f"- The time-window query took {ratio(st['win_wall'], st['q_wall'])} the time of the whole "
-      "one: row groups outside the window are pruned by their `time` statistics, unread.")
-    w(f"- Per sample the store holds {st['bytes'] / rows:.2f} bytes against "
-      f"{rec_bytes_per_sample:.1f} in perf.data; the repeated copies compress better than "
-      "ten million distinct samples would (section 2 has the sizes of one real recording).")
-    w("")
-    return L
-
-
-# ---------------------------------------------------------------------------------------------
-# The report.
+# Report.
 # ---------------------------------------------------------------------------------------------
 
 
@@ -983,7 +850,7 @@ def symbolize_section(s):
     return L
 
 
-def report(m, load0, load1, elapsed, rec, residual, storage, sym, pack, q, store=None):
+def report(m, load0, load1, elapsed, rec, residual, storage, sym, pack, q):
     L = []
     w = L.append
     w("<!-- BENCHMARKS.md — written by scripts/bench (scripts/bench.py); do not edit by hand. -->")
@@ -1152,10 +1019,6 @@ def report(m, load0, load1, elapsed, rec, residual, storage, sym, pack, q, store
       "start-up at this size).")
     w("")
 
-    if store:
-        st = storage[max(RATES)]
-        L.extend(report_store(store, st["perf"] / st["perf_samples"]))
-
     # Summary
     w("## What the numbers say")
     w("")
@@ -1219,48 +1082,7 @@ def symbolize_only():
     log(f"wrote section 3 of {OUT}")
 
 
-def store_only():
-    """BENCH_ONLY=store: one stacks-record run at the high rate, symbolized, then section 6 (the
-    generated store) replaces the one in BENCH_OUT, or goes before the summary."""
-    hi = max(RATES)
-    raw, base_sym = Tmp.path(f"raw-{hi}.arrow"), Tmp.path("base-sym.arrow")
-    log(f"store only: stacks-record at {hi} Hz, stacks-symbolize")
-    run([REC, "-e", f"profile:u:{hi}", "-o", raw, "--", *workload(Tmp.path("r1.json"))])
-    run([SYM], stdin=raw, stdout=base_sym)
-    _, batches = read_stream(base_sym)
-    st = bench_store({"hz": hi, "base_rows": sum(b.num_rows for b in batches),
-                      "base_sym": base_sym})
-    text = OUT.read_text()
-    m = re.search(rf"\| {hi} Hz \| perf.data \| [\d,]+ \| [\d,]+ \| ([\d.]+) \|", text)
-    if not m:
-        raise BenchError(f"{OUT} has no {hi} Hz perf.data row in section 2 to compare with")
-    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    section = report_store(st, float(m.group(1)))
-    section.insert(1, "")
-    section.insert(2, f"*This section was measured {when} on its own (`BENCH_ONLY=store "
-                      f"scripts/bench`, {REPS} run(s) per figure; load average {loadavg()} at the "
-                      "end); perf.data bytes per sample from section 2.*")
-    body = "\n".join(section) + "\n"
-    if "## 6. " in text:
-        start = text.index("## 6. ")
-        end = text.index("\n## ", start) + 1
-    else:
-        start = end = text.index("## What the numbers say")
-    OUT.write_text(text[:start] + body + text[end:])
-    log(f"wrote section 6 of {OUT}")
-
-
 def main():
-    if os.environ.get("BENCH_ONLY") == "store":
-        if os.geteuid() != 0:
-            raise BenchError("run as root (stacks-record loads BPF programs)")
-        Tmp.dir = Path(tempfile.mkdtemp(prefix="stacks-bench-", dir="/tmp"))
-        try:
-            store_only()
-        finally:
-            if not KEEP:
-                shutil.rmtree(Tmp.dir, ignore_errors=True)
-        return
     if os.environ.get("BENCH_ONLY") == "symbolize":
         if os.geteuid() != 0:
             raise BenchError("run as root (stacks-record loads BPF programs)")
@@ -1291,9 +1113,7 @@ def main():
         sym = bench_symbolize(rec)
         pack = bench_pack(sym)
         q = bench_query(rec, storage, sym, pack)
-        store = bench_store(sym)
-        text = report(m, load0, loadavg(), time.time() - t0, rec, residual, storage, sym, pack, q,
-                      store)
+        text = report(m, load0, loadavg(), time.time() - t0, rec, residual, storage, sym, pack, q)
     finally:
         if KEEP:
             log(f"kept {Tmp.dir}")
