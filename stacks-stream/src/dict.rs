@@ -7,18 +7,27 @@
 //! distinct stack is done once.
 //!
 //! The rule that makes caching by key sound, which every stacks producer follows: **a stack
-//! dictionary only grows** — each batch's dictionary starts with the previous batch's entries,
-//! so a key means the same stack for the whole stream. A dictionary that shrinks is taken as a
-//! replacement and cached results are dropped.
+//! dictionary grows, or starts over shorter** — each batch's dictionary starts with the
+//! previous batch's entries (a delta), except when the producer starts over: then the new
+//! dictionary is shorter than the one it replaces. A consumer keeps per-entry results while
+//! the dictionary grows and drops them when it shrinks. Producers start over once a dictionary
+//! holds [`MAX_ENTRIES`] (see [`restart_plan`]), which bounds their memory and the per-batch
+//! cost of delta dictionaries (the IPC writer compares the previous dictionary with the new
+//! one's prefix, and the reader concatenates them) on recordings with ever new stacks.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int32Type;
-use arrow_array::{Array, ArrayRef, DictionaryArray, Int32Array};
+use arrow_array::{Array, ArrayRef, DictionaryArray, Int32Array, UInt32Array};
 use arrow_schema::{ArrowError, DataType, Field, Schema};
 
 use crate::schema::col;
+
+/// Entries past which a producer starts a stack dictionary over (at the next batch that uses
+/// fewer entries than the dictionary holds).
+pub const MAX_ENTRIES: usize = 1 << 16;
 
 /// The columns that hold stacks (one list per row), dictionary-encoded by stacks producers.
 pub const STACK_COLUMNS: [&str; 4] = [col::KSTACK, col::USTACK, col::KSTACK_SYMBOLS, col::STACK];
@@ -244,6 +253,14 @@ impl StackDictionary {
         Ok(first)
     }
 
+    /// Start over with only the entries `keep` (old keys; entry `i` of the new dictionary is
+    /// old entry `keep[i]`). With [`restart_plan`]'s `keep` the new dictionary is shorter.
+    pub fn restart(&mut self, keep: &[u32]) -> Result<(), ArrowError> {
+        let keep = UInt32Array::from(keep.to_vec());
+        self.values = arrow_select::take::take(self.values.as_ref(), &keep, None)?;
+        Ok(())
+    }
+
     /// The column of a batch whose rows hold `keys` (null: no stack).
     pub fn column(&self, keys: Int32Array) -> Result<ArrayRef, ArrowError> {
         Ok(Arc::new(DictionaryArray::<Int32Type>::try_new(
@@ -256,6 +273,33 @@ impl StackDictionary {
     pub fn values(&self) -> &ArrayRef {
         &self.values
     }
+}
+
+/// A producer's decision for one batch over dictionaries holding `len` entries, given each
+/// row's key (`None`: no stack): `None` to keep growing; or, once `len` reached
+/// [`MAX_ENTRIES`] and the batch uses fewer entries than that, the entries to keep (in first
+/// use) and each row's key renumbered into them — pass the first to
+/// [`StackDictionary::restart`] on every dictionary the keys index, then forget what was
+/// keyed before (later stacks get keys from the new length).
+pub fn restart_plan(len: usize, keys: &[Option<i32>]) -> Option<(Vec<u32>, Vec<Option<i32>>)> {
+    if len < MAX_ENTRIES {
+        return None;
+    }
+    let mut renumbered: HashMap<i32, i32> = HashMap::new();
+    let mut keep = Vec::new();
+    let mut rows = Vec::with_capacity(keys.len());
+    for k in keys {
+        rows.push(k.map(|k| {
+            *renumbered.entry(k).or_insert_with(|| {
+                keep.push(k as u32);
+                (keep.len() - 1) as i32
+            })
+        }));
+        if keep.len() >= len {
+            return None;
+        }
+    }
+    Some((keep, rows))
 }
 
 #[cfg(test)]
@@ -306,6 +350,38 @@ mod tests {
             cache.get(1).is_none() && cache.is_empty(),
             "plain columns start afresh"
         );
+    }
+
+    #[test]
+    fn producers_start_over_shorter() {
+        assert!(
+            restart_plan(MAX_ENTRIES - 1, &[Some(0)]).is_none(),
+            "below the limit"
+        );
+        let keys = [Some(7), None, Some(3), Some(7)];
+        let (keep, rows) = restart_plan(MAX_ENTRIES, &keys).unwrap();
+        assert_eq!(keep, [7, 3]);
+        assert_eq!(rows, [Some(0), None, Some(1), Some(0)]);
+        let many: Vec<Option<i32>> = (0..4).map(Some).collect();
+        assert!(
+            restart_plan(4, &many).is_none(),
+            "a batch using every entry cannot shrink it"
+        );
+
+        let mut d = StackDictionary::new(lists(&[]).data_type());
+        d.extend(lists(&[&[1], &[2], &[3]]).as_ref()).unwrap();
+        d.restart(&[2, 0]).unwrap();
+        let v = d.values().as_list::<i32>();
+        assert_eq!(v.len(), 2);
+        assert_eq!(
+            v.value(0).as_primitive::<UInt64Type>().values().as_ref(),
+            &[3]
+        );
+        // A consumer that cached results for the longer dictionary drops them.
+        let mut cache = EntryCache::default();
+        cache.slots = vec![Some(1), Some(2), Some(3)];
+        cache.prepare(&Entries::new(&d.column(Int32Array::from(vec![0])).unwrap()).unwrap());
+        assert!(cache.is_empty());
     }
 
     #[test]
