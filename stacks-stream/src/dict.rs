@@ -378,8 +378,9 @@ mod tests {
             &[3]
         );
         // A consumer that cached results for the longer dictionary drops them.
-        let mut cache = EntryCache::default();
-        cache.slots = vec![Some(1), Some(2), Some(3)];
+        let mut cache = EntryCache {
+            slots: vec![Some(1), Some(2), Some(3)],
+        };
         cache.prepare(&Entries::new(&d.column(Int32Array::from(vec![0])).unwrap()).unwrap());
         assert!(cache.is_empty());
     }
