@@ -24,6 +24,7 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use arrow_array::{RecordBatch, UInt32Array};
 use arrow_schema::{Schema, SchemaRef};
 use parquet::arrow::ArrowSchemaConverter;
 use parquet::basic::{Compression, Encoding, ZstdLevel};
@@ -83,7 +84,7 @@ pub struct Options {
 
 /// What the reading thread hands over.
 enum Incoming {
-    Batch(arrow_array::RecordBatch),
+    Batch(RecordBatch),
     End,
     Failed(ContractError),
 }
@@ -227,7 +228,10 @@ pub fn has_time_column(schema: &Schema) -> bool {
 fn read_all(mut input: InputStream, splitter: SharedSplitter, tx: mpsc::SyncSender<Incoming>) {
     loop {
         let msg = match input.next_batch() {
-            Ok(Some(batch)) => match sink::lock(&splitter).split(&batch) {
+            Ok(Some(batch)) => match sink::lock(&splitter)
+                .split(&batch)
+                .and_then(|samples| detach(&samples))
+            {
                 Ok(samples) => Incoming::Batch(samples),
                 Err(e) => Incoming::Failed(ContractError::Invalid {
                     input: input.name().to_string(),
@@ -242,6 +246,19 @@ fn read_all(mut input: InputStream, splitter: SharedSplitter, tx: mpsc::SyncSend
             return;
         }
     }
+}
+
+/// `batch` with its columns copied into buffers of their own. Arrays read from an IPC stream
+/// are views of the whole message, stacks included: kept as they are, a row group of samples
+/// rows would hold every stack of their batches in memory.
+fn detach(batch: &RecordBatch) -> Result<RecordBatch, arrow_schema::ArrowError> {
+    let all = UInt32Array::from_iter_values(0..batch.num_rows() as u32);
+    let columns = batch
+        .columns()
+        .iter()
+        .map(|c| arrow_select::take::take(c.as_ref(), &all, None))
+        .collect::<Result<Vec<_>, _>>()?;
+    RecordBatch::try_new(batch.schema(), columns)
 }
 
 /// Create or check the destination before any input is read, so a bad path fails at once.

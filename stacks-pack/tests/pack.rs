@@ -558,3 +558,45 @@ fn under_sudo_output_belongs_to_the_invoking_user() {
         assert_eq!(owned(p), (54321, 54322), "{}", p.display());
     }
 }
+
+/// A raw stream without any stack column (the contract allows it: `kstack` and `ustack` are
+/// nullable) is stored too: every `stack_id` null, and an empty stacks file beside it.
+#[test]
+fn streams_without_stack_columns_get_null_ids_and_empty_stacks_files() {
+    let scratch = Scratch::new("nostacks");
+    let out = scratch.path().join("out");
+    let mut md = stream_metadata();
+    md.insert(meta::STAGE.into(), stacks_stream::stage::RAW.into());
+    let mut fields = stacks_stream::raw_fields();
+    fields.retain(|f| !stacks_stream::dict::is_stack_column(f.name()));
+    let schema = Arc::new(Schema::new_with_metadata(fields, md));
+    let full = batch(&symbolized(), 0, 12);
+    let columns = schema
+        .fields()
+        .iter()
+        .map(|f| full.column_by_name(f.name()).unwrap().clone())
+        .collect();
+    let b = RecordBatch::try_new(schema.clone(), columns).unwrap();
+    let (bytes, _) = stream(&schema, std::slice::from_ref(&b), true);
+    let res = run(&[out.to_str().unwrap()], bytes);
+    let err = stderr(&res);
+    assert!(res.status.success(), "{err}");
+    assert!(err.contains("12 rows in 1 file pair ("), "{err}");
+    assert!(err.contains("; 0 distinct stacks)"), "{err}");
+    let pair = pair_files(&out);
+    let samples = read_file(&pair[0]);
+    assert_eq!(samples.rows(), 12);
+    let ids = samples.batches[0]
+        .column_by_name(stacks_stream::col::STACK_ID)
+        .unwrap();
+    assert_eq!(ids.null_count(), 12);
+    let stacks = read_file(&pair[1]);
+    assert_eq!(stacks.rows(), 0);
+    let names: Vec<&str> = stacks
+        .schema
+        .fields()
+        .iter()
+        .map(|f| f.name().as_str())
+        .collect();
+    assert_eq!(names, ["stack_id", "folded", "leaf", "depth"]);
+}
