@@ -141,7 +141,11 @@ fn packed_store_is_read_by_pyarrow_duckdb_and_datafusion() {
         );
         assert_eq!(f["kv"]["stacks.host"], "fixturehost", "{path}");
         assert_eq!(f["kv"]["stacks.stage"], "symbolized", "{path}");
-        assert_eq!(f["kv"]["stacks.schema_version"], "1", "{path}");
+        assert_eq!(
+            f["kv"]["stacks.schema_version"],
+            stacks_stream::SCHEMA_VERSION,
+            "{path}"
+        );
         assert!(
             f["kv"]["stacks.events"]
                 .as_str()

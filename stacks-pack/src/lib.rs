@@ -338,11 +338,16 @@ fn open_input(path: Option<&Path>, cut: Arc<AtomicBool>) -> anyhow::Result<Input
     }
 }
 
-/// The stream schema with `stacks-pack` added to `stacks.tools`; `stacks.stage` stays as
-/// received (and absent if it was absent).
+/// The stream schema with `stacks-pack` added to `stacks.tools` and `stacks.schema_version`
+/// the current one (the pair layout is version 2's, whatever version the input was);
+/// `stacks.stage` stays as received (and absent if it was absent).
 pub fn stamped_schema(schema: &Schema) -> SchemaRef {
     let mut md = schema.metadata().clone();
     let stage = md.get(meta::STAGE).cloned();
+    md.insert(
+        meta::SCHEMA_VERSION.into(),
+        stacks_stream::SCHEMA_VERSION.into(),
+    );
     stacks_stream::stamp(&mut md, TOOL, VERSION, stage.as_deref().unwrap_or_default());
     if stage.is_none() {
         md.remove(meta::STAGE);
@@ -567,8 +572,14 @@ mod tests {
         md.insert(meta::STAGE.to_string(), "symbolized".to_string());
         md.insert(meta::TOOLS.to_string(), "stacks-record 0.1.0".to_string());
         md.insert("other".to_string(), "x".to_string());
+        md.insert(meta::SCHEMA_VERSION.to_string(), "1".to_string());
         let s = stamped_schema(&stacks_stream::symbolized_schema(md));
         assert_eq!(s.metadata()[meta::STAGE], "symbolized");
+        assert_eq!(
+            s.metadata()[meta::SCHEMA_VERSION],
+            stacks_stream::SCHEMA_VERSION,
+            "stored in the current layout"
+        );
         assert_eq!(
             s.metadata()[meta::TOOLS],
             format!("stacks-record 0.1.0,stacks-pack {VERSION}")
