@@ -48,8 +48,9 @@ pub const TOOL: &str = "stacks-pack";
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// Default (and largest) row group, in rows.
 pub const MAX_ROW_GROUP_ROWS: usize = 128 * 1024;
-/// Row group of a stacks file, in stacks (what the Parquet writer buffers before writing).
-pub const STACKS_GROUP_ROWS: usize = 16 * 1024;
+/// Row group of a stacks file, in stacks (what the Parquet writer buffers before writing:
+/// 16k-stack groups peaked 6% higher packing 24k distinct stacks, for 1% smaller files).
+pub const STACKS_GROUP_ROWS: usize = 4 * 1024;
 /// Prefix of the metadata keys copied into the Parquet key-value metadata.
 const STACKS_KEY_PREFIX: &str = "stacks.";
 /// How often the packer looks at the clock (age rotation, SIGTERM) while input is idle.
