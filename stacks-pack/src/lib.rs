@@ -614,6 +614,24 @@ mod tests {
     }
 
     #[test]
+    fn single_file_names_a_pair() {
+        for (given, samples) in [
+            ("d/x.parquet", "d/x.samples.parquet"),
+            ("d/x", "d/x.samples.parquet"),
+            ("x.samples.parquet", "x.samples.parquet"),
+            ("x.stacks.parquet", "x.samples.parquet"),
+            ("x.arrow", "x.arrow.samples.parquet"),
+        ] {
+            let got = pair_of(Path::new(given));
+            assert_eq!(got, Path::new(samples), "{given}");
+            assert_eq!(
+                store::file_kind(&store::stacks_path(&got)),
+                Some(store::FileKind::Stacks)
+            );
+        }
+    }
+
+    #[test]
     fn summary_line() {
         let s = Summary {
             rows: 12345,

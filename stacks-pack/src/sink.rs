@@ -161,8 +161,8 @@ struct Pair {
     ids: HashSet<StackId, BuildId>,
 }
 
-/// Hashing for stack ids: they are already uniform 128-bit hashes, so their first 8 bytes are
-/// the hash.
+/// Hashing for stack ids: they are already uniform 128-bit hashes, so folding their bytes
+/// into 64 bits is enough (no need to hash them again).
 #[derive(Default, Clone, Copy)]
 struct BuildId;
 
