@@ -3,6 +3,14 @@
 //! profile), `stack` plain (`plain`) or dictionary-encoded with delta dictionaries (`dict`).
 //!
 //! `cargo run --release -p stacks-pack --example gen_stream -- ROWS DISTINCT plain|dict > x.arrows`
+//!
+//! Measured (2 shared cores, `gen_stream 2000000 12000 MODE | /usr/bin/time -v stacks-pack
+//! DIR`, release): before the pair layout, plain input took 49.7 CPU s (40k rows/CPU s), peaked
+//! at 1.78 GiB and wrote 544 MB; dictionary input was refused (the Parquet writer has no
+//! dictionary-of-list). With the pairs: plain 22.2 CPU s (90k rows/CPU s, most of it decoding
+//! the 12 GB of plain stacks), 287 MiB, 31 MB; dictionary 2.05 CPU s (976k rows/CPU s),
+//! 368 MiB, the same 31 MB. Peak memory follows the distinct stacks, not the rows (dictionary
+//! input: 0.5M/2M/4M rows → 358/368/392 MiB; 24k distinct stacks → 638 MiB).
 
 use std::sync::Arc;
 
