@@ -479,7 +479,18 @@ fn schema_cases(tool: &str, full: &[u8]) -> Vec<Case> {
 struct Inputs {
     raw: Vec<u8>,
     symbolized: Vec<u8>,
+    /// The samples file of the packed fixture (`-o` writes a pair).
     parquet: Vec<u8>,
+    /// Its stacks file.
+    stacks: Vec<u8>,
+}
+
+impl Inputs {
+    /// The packed fixture as the pair `NAME.samples.parquet` + `NAME.stacks.parquet` in `dir`.
+    fn write_pair(&self, dir: &Path, name: &str) {
+        std::fs::write(dir.join(format!("{name}.samples.parquet")), &self.parquet).unwrap();
+        std::fs::write(dir.join(format!("{name}.stacks.parquet")), &self.stacks).unwrap();
+    }
 }
 
 fn inputs(dir: &Path) -> Inputs {
@@ -500,11 +511,13 @@ fn inputs(dir: &Path) -> Inputs {
         "packing the fixture: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let parquet = std::fs::read(&file).unwrap();
+    let parquet = std::fs::read(dir.join("fixture.samples.parquet")).unwrap();
+    let stacks = std::fs::read(dir.join("fixture.stacks.parquet")).unwrap();
     Inputs {
         raw,
         symbolized,
         parquet,
+        stacks,
     }
 }
 
@@ -907,7 +920,7 @@ fn query_names_a_corrupt_parquet_file() {
             let d = dir.join(format!("{name}-{with_good}"));
             std::fs::create_dir_all(&d).unwrap();
             if with_good {
-                std::fs::write(d.join("a-good.parquet"), &good).unwrap();
+                inp.write_pair(&d, "a-good");
             }
             std::fs::write(d.join("b-bad.parquet"), bytes).unwrap();
             let out = query(&d);
@@ -924,7 +937,7 @@ fn query_names_a_corrupt_parquet_file() {
     // An empty file is an unfinished one: skipped, not an error.
     let d = dir.join("zero-bytes");
     std::fs::create_dir_all(&d).unwrap();
-    std::fs::write(d.join("a-good.parquet"), &good).unwrap();
+    inp.write_pair(&d, "a-good");
     std::fs::write(d.join("b-empty.parquet"), b"").unwrap();
     let out = query(&d);
     assert!(
@@ -942,7 +955,7 @@ fn query_names_a_corrupt_parquet_file() {
     // The good file alone is fine: the refusals above come from the bad one.
     let d = dir.join("good-only");
     std::fs::create_dir_all(&d).unwrap();
-    std::fs::write(d.join("a-good.parquet"), &good).unwrap();
+    inp.write_pair(&d, "a-good");
     let out = query(&d);
     assert!(
         out.status.success(),
@@ -962,7 +975,7 @@ fn query_refuses_an_absurd_parquet_footer_length() {
     let d = dir.join("data");
     std::fs::create_dir_all(&d).unwrap();
     // Next to a good file, which is read first for the recording's metadata.
-    std::fs::write(d.join("a-good.parquet"), &inp.parquet).unwrap();
+    inp.write_pair(&d, "a-good");
     std::fs::write(d.join("b-bad.parquet"), &footer).unwrap();
     assert_refused(
         &query(&d),

@@ -35,8 +35,9 @@ fn pack(args: &[&str], input: &[u8]) -> std::process::Output {
     run_tool(bin("stacks-pack"), args, input, Duration::from_secs(600))
 }
 
-/// Per visible Parquet file under a directory (pyarrow): rows, tid range and count, whether
-/// each row group is sorted by time with matching statistics, and the stacks.* metadata.
+/// Per visible samples file under a directory (pyarrow): rows, tid range and count, whether
+/// each row group is sorted by time with matching statistics, the stacks.* metadata, and
+/// whether its stacks file is there holding exactly the stack ids of its rows, each once.
 const FILES: &str = r#"
 import json, os, sys
 import pyarrow.parquet as pq
@@ -44,7 +45,7 @@ out = []
 for root, dirs, names in os.walk(sys.argv[1]):
     dirs[:] = [d for d in dirs if not d.startswith('.')]
     for n in sorted(names):
-        if n.startswith('.') or not n.endswith('.parquet'):
+        if n.startswith('.') or not n.endswith('.samples.parquet'):
             continue
         f = pq.ParquetFile(os.path.join(root, n))
         t = f.read()
@@ -57,9 +58,15 @@ for root, dirs, names in os.walk(sys.argv[1]):
             ok &= st is not None and st.has_min_max
             ok &= st.min_raw == times[0] and st.max_raw == times[-1]
         kv = {k.decode(): v.decode() for k, v in (f.metadata.metadata or {}).items() if k.startswith(b'stacks.')}
+        k_path = os.path.join(root, n[:-len('.samples.parquet')] + '.stacks.parquet')
+        pair = os.path.exists(k_path)
+        if pair:
+            ids = set(x for x in t.column('stack_id').to_pylist() if x is not None)
+            kids = pq.read_table(k_path).column('stack_id').to_pylist()
+            pair = ids == set(kids) and len(kids) == len(set(kids))
         out.append(dict(path=os.path.relpath(os.path.join(root, n), sys.argv[1]), rows=t.num_rows,
                         min=min(tids) if tids else None, max=max(tids) if tids else None,
-                        distinct=len(set(tids)), sorted=bool(ok), kv=kv))
+                        distinct=len(set(tids)), sorted=bool(ok), kv=kv, pair=pair))
 print(json.dumps(out))
 "#;
 
@@ -69,22 +76,30 @@ fn files_of(dir: &Path) -> Vec<Value> {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-/// The same store read whole by pyarrow (hive partitions) and DuckDB.
+/// The same store read whole by pyarrow (hive partitions) and DuckDB, samples joined with
+/// their stacks on `stack_id`.
 const READERS: &str = r#"
-import json, sys
+import glob, json, sys
 import pyarrow.dataset as ds
 import duckdb
 d = sys.argv[1]
-t = ds.dataset(d, format='parquet', partitioning='hive').to_table()
-frames = sum(len(s) for s in t.column('stack').to_pylist() if s is not None)
+samples = sorted(glob.glob(d + '/**/*.samples.parquet', recursive=True))
+stacks = sorted(glob.glob(d + '/**/*.stacks.parquet', recursive=True))
+t = ds.dataset(samples, format='parquet', partitioning='hive', partition_base_dir=d).to_table()
+k = ds.dataset(stacks, format='parquet').to_table(columns=['stack_id', 'stack'])
+depth = {i: len(s) for i, s in zip(k.column('stack_id').to_pylist(), k.column('stack').to_pylist())}
+frames = sum(depth[i] for i in t.column('stack_id').to_pylist() if i is not None)
 con = duckdb.connect()
-glob = d + '/**/*.parquet'
+glob_s = d + '/**/*.samples.parquet'
+glob_k = d + '/**/*.stacks.parquet'
 n, dates, dframes, profile_ns = con.execute(
-    "SELECT count(*), count(DISTINCT date), sum(coalesce(len(stack), 0)), "
+    "SELECT count(*), count(DISTINCT date), sum(coalesce(len(k.stack), 0)), "
     "sum(CASE WHEN kind = 'profile' THEN value ELSE 0 END) "
-    "FROM read_parquet(?, hive_partitioning = true)", [glob]).fetchone()
+    "FROM read_parquet(?, hive_partitioning = true) s LEFT JOIN "
+    "(SELECT DISTINCT ON (stack_id) stack_id, stack FROM read_parquet(?)) k USING (stack_id)",
+    [glob_s, glob_k]).fetchone()
 hosts = {r[0].decode() if isinstance(r[0], bytes) else r[0] for r in con.execute(
-    "SELECT value FROM parquet_kv_metadata(?) WHERE key = 'stacks.host'", [glob]).fetchall()}
+    "SELECT value FROM parquet_kv_metadata(?) WHERE key = 'stacks.host'", [glob_s]).fetchall()}
 print(json.dumps(dict(
     pyarrow_rows=t.num_rows, pyarrow_dates=sorted(set(str(x) for x in t.column('date').to_pylist())),
     pyarrow_frames=frames, duckdb_rows=n, duckdb_dates=dates, duckdb_frames=int(dframes),
@@ -120,9 +135,17 @@ fn packed_store_is_read_by_pyarrow_duckdb_and_datafusion() {
         let path = f["path"].as_str().unwrap();
         assert!(path.starts_with("date=2023-11-1"), "{path}");
         assert!(f["sorted"].as_bool().unwrap(), "{path}: row groups sorted");
+        assert_eq!(
+            f["pair"], true,
+            "{path}: its stacks file holds exactly its stacks"
+        );
         assert_eq!(f["kv"]["stacks.host"], "fixturehost", "{path}");
         assert_eq!(f["kv"]["stacks.stage"], "symbolized", "{path}");
-        assert_eq!(f["kv"]["stacks.schema_version"], "1", "{path}");
+        assert_eq!(
+            f["kv"]["stacks.schema_version"],
+            stacks_stream::SCHEMA_VERSION,
+            "{path}"
+        );
         assert!(
             f["kv"]["stacks.events"]
                 .as_str()
@@ -276,6 +299,10 @@ fn sigkill_at_random_instants_leaves_only_complete_files() {
             assert_eq!(f["distinct"], want, "round {round}: {path}");
             assert_eq!(f["max"].as_i64().unwrap() - min + 1, want);
             assert!(f["sorted"].as_bool().unwrap());
+            assert_eq!(
+                f["pair"], true,
+                "round {round}: {path} without exactly its stacks"
+            );
             starts.push(min);
         }
         starts.sort();
@@ -290,14 +317,19 @@ fn sigkill_at_random_instants_leaves_only_complete_files() {
     }
     eprintln!("{complete_files} complete files seen across the kills");
 
-    // What the killed packers left unfinished is hidden, and the next packer on the directory
-    // removes it.
+    // What the killed packers left unfinished is hidden (temporary files) or unused (a stacks
+    // file whose samples file never appeared: killed between the pair's two renames), and the
+    // next packer on the directory removes it.
     let hidden = |d: &Path| {
         std::fs::read_dir(d)
             .map(|es| {
                 es.filter(|e| {
                     let name = e.as_ref().unwrap().file_name();
-                    name.to_string_lossy().ends_with(".parquet.tmp")
+                    let name = name.to_string_lossy();
+                    name.ends_with(".parquet.tmp")
+                        || name
+                            .strip_suffix(".stacks.parquet")
+                            .is_some_and(|base| !d.join(format!("{base}.samples.parquet")).exists())
                 })
                 .count()
             })
@@ -313,10 +345,15 @@ fn sigkill_at_random_instants_leaves_only_complete_files() {
         let mut none: Vec<Row> = Vec::new();
         stream_of(&mut none, false, false)
     };
+    let before = hidden(&left);
     let res = pack(&[left.to_str().unwrap()], &empty);
     check(&res, "stacks-pack after a kill");
     assert_eq!(hidden(&left), 0, "leftovers of the killed packer removed");
-    assert!(String::from_utf8_lossy(&res.stderr).contains("removed 1 unfinished file"));
+    let err = String::from_utf8_lossy(&res.stderr);
+    assert!(
+        err.contains(&format!("removed {before} unfinished file")),
+        "{err}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -359,6 +396,7 @@ fn full_disk_is_one_clear_error_and_earlier_files_stay_whole() {
     for (k, f) in files.iter().enumerate() {
         assert_eq!(f["rows"], 20_000);
         assert_eq!(f["min"], k * 20_000);
+        assert_eq!(f["pair"], true, "{f}");
     }
     let leftovers: Vec<_> = std::fs::read_dir(&out)
         .unwrap()

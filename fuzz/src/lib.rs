@@ -188,9 +188,14 @@ pub mod query {
         use stacks_pack::{Limits, Packer, Target};
         let mut input = super::stream(TABLE).expect("seed stream");
         let schema = stacks_pack::stamped_schema(&input.schema());
-        let props = stacks_pack::writer_properties(&schema, 1, 1024).expect("properties");
+        let samples = stacks_stream::store::samples_schema(&schema);
+        let props = stacks_pack::writer_properties(&samples, 1, 1024).expect("properties");
+        let stacks = stacks_stream::store::stacks_schema(&schema);
+        let stacks_props = stacks_pack::stacks_writer_properties(&stacks, 1).expect("properties");
         let target = Target::File(file.clone());
-        let mut packer = Packer::new(target, schema, props, Limits::single_file(1024), None, None);
+        let limits = Limits::single_file(1024);
+        let mut packer = Packer::new(target, &schema, props, stacks_props, limits, None, None)
+            .expect("packer");
         while let Some(batch) = input.next_batch().expect("seed batch") {
             packer.write(&batch).expect("pack seed");
         }

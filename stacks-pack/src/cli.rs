@@ -18,12 +18,15 @@ use crate::{Destination, MAX_ROW_GROUP_ROWS, Options, Partitioning, TOOL, pack};
     long_about = "Write a stacks stream to crash-safe, rotated Parquet files.\n\n\
         Reads an Arrow IPC stream (stdin by default), e.g.\n  \
         stacks-record … | stacks-symbolize | stacks-pack out/\n\
-        and writes zstd-compressed Parquet files named \
-        stacks-<UTC time of the first row>-<host>-<pid>-<seq>.parquet into DIR, starting a new \
-        file when one reaches --max-rows, --max-bytes or --max-age; or, with -o, exactly one \
-        file. Row groups are sorted by time. Files only appear once complete (written as \
-        .NAME.tmp, fsynced, renamed). ^C is ignored (the stream's end finishes the job); \
-        SIGTERM finishes the current file and exits."
+        and writes zstd-compressed Parquet file pairs named \
+        stacks-<UTC time of the first row>-<host>-<pid>-<seq>.{samples,stacks}.parquet into \
+        DIR: the samples (every column but the stacks, plus a 128-bit stack_id) and each \
+        distinct stack of those samples once. A new pair starts when one reaches --max-rows, \
+        --max-bytes or --max-age; with -o FILE.parquet, exactly one pair, \
+        FILE.samples.parquet + FILE.stacks.parquet. Row groups are sorted by time. Files only \
+        appear once complete (written as .NAME.tmp, fsynced, renamed; the stacks file first). \
+        ^C is ignored (the stream's end finishes the job); SIGTERM finishes the current pair \
+        and exits."
 )]
 #[command(group(ArgGroup::new("destination").required(true).args(["dir", "output"])))]
 pub struct Args {
@@ -31,7 +34,8 @@ pub struct Args {
     #[arg(value_name = "DIR")]
     pub dir: Option<PathBuf>,
 
-    /// Write everything to this one Parquet file instead (replaced atomically if it exists)
+    /// Write everything to one pair of files instead: FILE.samples.parquet and
+    /// FILE.stacks.parquet (each replaced atomically if it exists)
     #[arg(
         short = 'o',
         long = "output",
@@ -44,7 +48,7 @@ pub struct Args {
     #[arg(short = 'i', long = "input", value_name = "INPUT")]
     pub input: Option<PathBuf>,
 
-    /// Start a new file after this many rows
+    /// Start a new file pair after this many rows
     #[arg(
         long,
         value_name = "N",
@@ -53,12 +57,13 @@ pub struct Args {
     )]
     pub max_rows: u64,
 
-    /// Start a new file once one has this many bytes (checked after each row group)
+    /// Start a new file pair once its samples file has this many bytes (checked after each row
+    /// group)
     #[arg(
         long,
         value_name = "SIZE",
         value_parser = stacks_stream::cli::parse_size,
-        help = format!("Start a new file once one has this many bytes (checked after each row group), {}", stacks_stream::cli::SIZE_EXAMPLES)
+        help = format!("Start a new file pair once its samples file has this many bytes (checked after each row group), {}", stacks_stream::cli::SIZE_EXAMPLES)
     )]
     pub max_bytes: Option<u64>,
 

@@ -1,7 +1,9 @@
-//! `stacks-pack`: read a stacks Arrow IPC stream (raw or symbolized, any schema) and write it
-//! as zstd-compressed Parquet: rotated, uniquely named files in a directory, or one file
-//! with `-o`. Files appear atomically (temp name, fsync, rename, fsync directory), a stream
-//! that ends badly still has its received rows finalized, and SIGTERM finishes cleanly.
+//! `stacks-pack`: read a stacks Arrow IPC stream (raw or symbolized, plain or dictionary-
+//! encoded stacks) and write it as zstd-compressed Parquet file pairs — the samples (every
+//! column but the stacks, plus `stack_id`) and each distinct stack once — rotated and uniquely
+//! named in a directory, or one pair with `-o`. Files appear atomically (temp name, fsync,
+//! rename, fsync directory; the stacks file before its samples), a stream that ends badly
+//! still has its received rows finalized, and SIGTERM finishes cleanly.
 
 pub mod cli;
 mod error;
@@ -10,7 +12,6 @@ mod naming;
 mod order;
 mod signals;
 mod sink;
-mod stack_id;
 mod stale;
 
 use std::fs::File;
@@ -23,18 +24,20 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use arrow_array::{RecordBatch, UInt32Array};
 use arrow_schema::{Schema, SchemaRef};
 use parquet::arrow::ArrowSchemaConverter;
 use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::metadata::{KeyValue, SortingColumn};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
-use stacks_stream::{ContractError, InputStream, meta};
+use stacks_stream::dict::is_stack_column;
+use stacks_stream::{ContractError, InputStream, meta, store};
 
 pub use cli::{Args, run};
 pub use error::PackError;
 pub use naming::{Namer, file_name, sanitize_host, utc_date, utc_stamp};
-pub use sink::{Limits, Packer, Partitioning, Summary, Target};
+pub use sink::{Limits, Packer, Partitioning, SharedSplitter, Summary, Target, pair_of};
 
 use signals::StopOnTerm;
 use stacks_stream::sys::SudoOwner as Owner;
@@ -45,6 +48,9 @@ pub const TOOL: &str = "stacks-pack";
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// Default (and largest) row group, in rows.
 pub const MAX_ROW_GROUP_ROWS: usize = 128 * 1024;
+/// Row group of a stacks file, in stacks (what the Parquet writer buffers before writing:
+/// 16k-stack groups peaked 6% higher packing 24k distinct stacks, for 1% smaller files).
+pub const STACKS_GROUP_ROWS: usize = 4 * 1024;
 /// Prefix of the metadata keys copied into the Parquet key-value metadata.
 const STACKS_KEY_PREFIX: &str = "stacks.";
 /// How often the packer looks at the clock (age rotation, SIGTERM) while input is idle.
@@ -79,7 +85,7 @@ pub struct Options {
 
 /// What the reading thread hands over.
 enum Incoming {
-    Batch(arrow_array::RecordBatch),
+    Batch(RecordBatch),
     End,
     Failed(ContractError),
 }
@@ -159,21 +165,28 @@ fn pack_into(
         }
         .into());
     }
-    // A symbolized stack gets its `stack_id` (computed on the reading thread).
-    let stack = stack_id::stack_column(&incoming);
-    let schema = match stack {
-        Some(_) => stamped_schema(&stack_id::with_stack_id(&incoming)),
-        None => stamped_schema(&incoming),
-    };
-    let with_id = stack.map(|i| (schema.clone(), i));
-    let props = writer_properties(&schema, options.zstd_level, limits.group_rows)?;
-    let mut packer = Packer::new(target, schema, props, limits, options.partition, owner);
+    // Batches are split into samples rows and distinct stacks on the reading thread.
+    let schema = stamped_schema(&incoming);
+    let samples = store::samples_schema(&schema);
+    let props = writer_properties(&samples, options.zstd_level, limits.group_rows)?;
+    let stacks_props =
+        stacks_writer_properties(&store::stacks_schema(&schema), options.zstd_level)?;
+    let mut packer = Packer::new(
+        target,
+        &schema,
+        props,
+        stacks_props,
+        limits,
+        options.partition,
+        owner,
+    )?;
+    let splitter = packer.splitter();
 
     // Reading happens on its own thread so that idle input still lets files reach --max-age.
     let (tx, rx) = mpsc::sync_channel::<Incoming>(2);
     std::thread::Builder::new()
         .name("read".into())
-        .spawn(move || read_all(input, with_id, tx))
+        .spawn(move || read_all(input, splitter, tx))
         .context("starting the reading thread")?;
 
     let mut upstream = None;
@@ -181,12 +194,12 @@ fn pack_into(
         if signals::terminated() {
             // What was already read is accepted: keep it.
             while let Ok(Incoming::Batch(batch)) = rx.try_recv() {
-                packer.write(&batch)?;
+                packer.write_samples(&batch)?;
             }
             break;
         }
         match rx.recv_timeout(TICK) {
-            Ok(Incoming::Batch(batch)) => packer.write(&batch)?,
+            Ok(Incoming::Batch(batch)) => packer.write_samples(&batch)?,
             Ok(Incoming::End) | Err(RecvTimeoutError::Disconnected) => break,
             Ok(Incoming::Failed(_)) if cut.load(Ordering::SeqCst) => break,
             Ok(Incoming::Failed(e)) => {
@@ -211,24 +224,20 @@ pub fn has_time_column(schema: &Schema) -> bool {
     order::time_column(schema).is_some()
 }
 
-/// Read every batch of `input`, add its `stack_id` when `with_id` says where the stack is
-/// (and the schema with it), and send it on; stops when the receiver is gone.
-fn read_all(
-    mut input: InputStream,
-    with_id: Option<(SchemaRef, usize)>,
-    tx: mpsc::SyncSender<Incoming>,
-) {
+/// Read every batch of `input`, split it into samples rows (remembering its new stacks) and
+/// send those on; stops when the receiver is gone.
+fn read_all(mut input: InputStream, splitter: SharedSplitter, tx: mpsc::SyncSender<Incoming>) {
     loop {
         let msg = match input.next_batch() {
-            Ok(Some(batch)) => match &with_id {
-                None => Incoming::Batch(batch),
-                Some((schema, stack)) => match stack_id::add(schema, *stack, &batch) {
-                    Ok(batch) => Incoming::Batch(batch),
-                    Err(e) => Incoming::Failed(ContractError::Invalid {
-                        input: input.name().to_string(),
-                        detail: format!("computing `stack_id`: {e}"),
-                    }),
-                },
+            Ok(Some(batch)) => match sink::lock(&splitter)
+                .split(&batch)
+                .and_then(|samples| detach(&samples))
+            {
+                Ok(samples) => Incoming::Batch(samples),
+                Err(e) => Incoming::Failed(ContractError::Invalid {
+                    input: input.name().to_string(),
+                    detail: format!("splitting the stacks out: {e}"),
+                }),
             },
             Ok(None) => Incoming::End,
             Err(e) => Incoming::Failed(e),
@@ -238,6 +247,19 @@ fn read_all(
             return;
         }
     }
+}
+
+/// `batch` with its columns copied into buffers of their own. Arrays read from an IPC stream
+/// are views of the whole message, stacks included: kept as they are, a row group of samples
+/// rows would hold every stack of their batches in memory.
+fn detach(batch: &RecordBatch) -> Result<RecordBatch, arrow_schema::ArrowError> {
+    let all = UInt32Array::from_iter_values(0..batch.num_rows() as u32);
+    let columns = batch
+        .columns()
+        .iter()
+        .map(|c| arrow_select::take::take(c.as_ref(), &all, None))
+        .collect::<Result<Vec<_>, _>>()?;
+    RecordBatch::try_new(batch.schema(), columns)
 }
 
 /// Create or check the destination before any input is read, so a bad path fails at once.
@@ -256,7 +278,12 @@ fn prepare_target(
                 });
             }
             fsutil::check_writable(&fsutil::parent_dir(path))?;
-            let shown = path.display().to_string();
+            let samples = pair_of(path);
+            let shown = format!(
+                "{} + {}",
+                samples.display(),
+                store::stacks_path(&samples).display()
+            );
             let target = Target::File(path.clone());
             return Ok((target, shown, Limits::single_file(group_rows)));
         }
@@ -312,11 +339,16 @@ fn open_input(path: Option<&Path>, cut: Arc<AtomicBool>) -> anyhow::Result<Input
     }
 }
 
-/// The stream schema with `stacks-pack` added to `stacks.tools`; `stacks.stage` stays as
-/// received (and absent if it was absent).
+/// The stream schema with `stacks-pack` added to `stacks.tools` and `stacks.schema_version`
+/// the current one (the pair layout is version 2's, whatever version the input was);
+/// `stacks.stage` stays as received (and absent if it was absent).
 pub fn stamped_schema(schema: &Schema) -> SchemaRef {
     let mut md = schema.metadata().clone();
     let stage = md.get(meta::STAGE).cloned();
+    md.insert(
+        meta::SCHEMA_VERSION.into(),
+        stacks_stream::SCHEMA_VERSION.into(),
+    );
     stacks_stream::stamp(&mut md, TOOL, VERSION, stage.as_deref().unwrap_or_default());
     if stage.is_none() {
         md.remove(meta::STAGE);
@@ -372,13 +404,7 @@ pub fn writer_properties(
         input: "--zstd-level".into(),
         detail: error::parquet_detail(&e),
     })?;
-    let mut kv: Vec<KeyValue> = schema
-        .metadata()
-        .iter()
-        .filter(|(k, _)| k.starts_with(STACKS_KEY_PREFIX))
-        .map(|(k, v)| KeyValue::new(k.clone(), v.clone()))
-        .collect();
-    kv.sort_by(|a, b| a.key.cmp(&b.key));
+    let kv = stacks_kv(schema);
     let mut builder = WriterProperties::builder()
         .set_compression(Compression::ZSTD(level))
         .set_dictionary_enabled(true)
@@ -402,6 +428,47 @@ pub fn writer_properties(
     Ok(builder.build())
 }
 
+/// How stacks rows are encoded: zstd; dictionaries for every column (frame names and files
+/// repeat across stacks); no statistics on the stack columns' leaves (min/max of frame fields
+/// prune nothing), chunk statistics on `stack_id`, `folded`, `leaf` and `depth`; row groups
+/// of [`STACKS_GROUP_ROWS`] stacks; the `stacks.*` keys as key-value metadata.
+pub fn stacks_writer_properties(
+    schema: &Schema,
+    zstd_level: i32,
+) -> Result<WriterProperties, PackError> {
+    let level = ZstdLevel::try_new(zstd_level).map_err(|e| PackError::Schema {
+        input: "--zstd-level".into(),
+        detail: error::parquet_detail(&e),
+    })?;
+    let mut builder = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(level))
+        .set_dictionary_enabled(true)
+        .set_statistics_enabled(EnabledStatistics::Chunk)
+        .set_max_row_group_row_count(Some(STACKS_GROUP_ROWS))
+        .set_key_value_metadata(Some(stacks_kv(schema)));
+    if let Ok(descr) = ArrowSchemaConverter::new().convert(schema) {
+        for i in 0..descr.num_columns() {
+            let path = descr.column(i).path().clone();
+            if path.parts().first().is_some_and(|top| is_stack_column(top)) {
+                builder = builder.set_column_statistics_enabled(path, EnabledStatistics::None);
+            }
+        }
+    }
+    Ok(builder.build())
+}
+
+/// The `stacks.*` metadata of `schema`, sorted by key, as Parquet key-value metadata.
+fn stacks_kv(schema: &Schema) -> Vec<KeyValue> {
+    let mut kv: Vec<KeyValue> = schema
+        .metadata()
+        .iter()
+        .filter(|(k, _)| k.starts_with(STACKS_KEY_PREFIX))
+        .map(|(k, v)| KeyValue::new(k.clone(), v.clone()))
+        .collect();
+    kv.sort_by(|a, b| a.key.cmp(&b.key));
+    kv
+}
+
 /// Index of the `time` leaf column in the Parquet schema of `schema`.
 fn time_leaf(schema: &Schema) -> Option<i32> {
     let descr = ArrowSchemaConverter::new().convert(schema).ok()?;
@@ -423,10 +490,11 @@ pub fn describe(summary: &Summary, dest: &str) -> String {
         }
     };
     format!(
-        "{TOOL}: {} in {} ({} bytes) to {dest}",
+        "{TOOL}: {} in {} ({} bytes; {}) to {dest}",
         plural(summary.rows, "row"),
-        plural(summary.files, "file"),
-        summary.bytes
+        plural(summary.files, "file pair"),
+        summary.bytes,
+        plural(summary.distinct, "distinct stack"),
     )
 }
 
@@ -505,8 +573,14 @@ mod tests {
         md.insert(meta::STAGE.to_string(), "symbolized".to_string());
         md.insert(meta::TOOLS.to_string(), "stacks-record 0.1.0".to_string());
         md.insert("other".to_string(), "x".to_string());
+        md.insert(meta::SCHEMA_VERSION.to_string(), "1".to_string());
         let s = stamped_schema(&stacks_stream::symbolized_schema(md));
         assert_eq!(s.metadata()[meta::STAGE], "symbolized");
+        assert_eq!(
+            s.metadata()[meta::SCHEMA_VERSION],
+            stacks_stream::SCHEMA_VERSION,
+            "stored in the current layout"
+        );
         assert_eq!(
             s.metadata()[meta::TOOLS],
             format!("stacks-record 0.1.0,stacks-pack {VERSION}")
@@ -540,16 +614,36 @@ mod tests {
     }
 
     #[test]
+    fn single_file_names_a_pair() {
+        for (given, samples) in [
+            ("d/x.parquet", "d/x.samples.parquet"),
+            ("d/x", "d/x.samples.parquet"),
+            ("x.samples.parquet", "x.samples.parquet"),
+            ("x.stacks.parquet", "x.samples.parquet"),
+            ("x.arrow", "x.arrow.samples.parquet"),
+        ] {
+            let got = pair_of(Path::new(given));
+            assert_eq!(got, Path::new(samples), "{given}");
+            assert_eq!(
+                store::file_kind(&store::stacks_path(&got)),
+                Some(store::FileKind::Stacks)
+            );
+        }
+    }
+
+    #[test]
     fn summary_line() {
         let s = Summary {
             rows: 12345,
             files: 1,
             bytes: 456789,
+            stacks: 17,
+            distinct: 17,
             paths: Vec::new(),
         };
         assert_eq!(
             describe(&s, "out/"),
-            "stacks-pack: 12345 rows in 1 file (456789 bytes) to out/"
+            "stacks-pack: 12345 rows in 1 file pair (456789 bytes; 17 distinct stacks) to out/"
         );
         assert!(describe(&Summary::default(), "out/").contains("no rows"));
     }

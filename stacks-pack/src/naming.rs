@@ -1,4 +1,5 @@
-//! Output file names: `stacks-<UTC start YYYYMMDDTHHMMSSZ>-<host>-<pid>-<seq>.parquet`.
+//! Output file pair base names: `stacks-<UTC start YYYYMMDDTHHMMSSZ>-<host>-<pid>-<seq>`, to
+//! which the samples and stacks files add `.samples.parquet` and `.stacks.parquet`.
 //! Names sort by time (the first row's time, never earlier than the packer's previous file),
 //! and host, packer pid and sequence number make them unique across packers and machines.
 
@@ -34,7 +35,7 @@ impl Namer {
         &self.host
     }
 
-    /// The next name, stamped with `now`. The clock stepping backwards never makes a later
+    /// The next base name, stamped with `now`. The clock stepping backwards never makes a later
     /// file sort before an earlier one of the same packer.
     pub fn next(&mut self, now: SystemTime) -> String {
         let secs = now
@@ -48,9 +49,9 @@ impl Namer {
     }
 }
 
-/// `stacks-<YYYYMMDDTHHMMSSZ>-<host>-<pid>-<seq:06>.parquet` for `secs` since the epoch.
+/// `stacks-<YYYYMMDDTHHMMSSZ>-<host>-<pid>-<seq:06>` for `secs` since the epoch.
 pub fn file_name(secs: u64, host: &str, pid: u32, seq: u64) -> String {
-    format!("stacks-{}-{host}-{pid}-{seq:06}.parquet", utc_stamp(secs))
+    format!("stacks-{}-{host}-{pid}-{seq:06}", utc_stamp(secs))
 }
 
 /// `YYYYMMDDTHHMMSSZ` (basic ISO 8601, UTC) for `secs` since the Unix epoch.
@@ -103,7 +104,7 @@ mod tests {
     fn file_name_layout() {
         assert_eq!(
             file_name(1_709_210_096, "box", 4242, 7),
-            "stacks-20240229T123456Z-box-4242-000007.parquet"
+            "stacks-20240229T123456Z-box-4242-000007"
         );
     }
 
@@ -130,6 +131,6 @@ mod tests {
         sorted.sort();
         assert_eq!(sorted, names);
         assert!(names.windows(2).all(|w| w[0] != w[1]));
-        assert!(names[0].ends_with("-h-1-000001.parquet"));
+        assert!(names[0].ends_with("-h-1-000001"));
     }
 }

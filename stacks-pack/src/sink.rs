@@ -1,19 +1,28 @@
-//! Crash-safe Parquet output. Each file is written as `.<name>.tmp` next to its final name;
-//! when complete it is closed, fsynced, renamed and its directory fsynced, so a reader of the
-//! directory only ever sees whole `*.parquet` files. A [`Packer`] buffers incoming rows up to a
-//! row group, sorts each row group by `time` (so its statistics are tight and time-range
-//! queries prune), routes rows to their partition directory, and starts a new file when the
-//! current one reaches its row, byte or age limit.
+//! Crash-safe Parquet output, as pairs of files: `NAME.samples.parquet` (the rows without
+//! their stacks, each with its `stack_id`) and `NAME.stacks.parquet` (each distinct stack of
+//! those rows once). Each file is written as `.<name>.tmp` next to its final name; when
+//! complete it is closed, fsynced, renamed and its directory fsynced, the stacks file first,
+//! so a reader of the directory only ever sees whole files, and every samples file it sees
+//! has its stacks. A [`Packer`] splits incoming batches with a [`StackSplitter`] (each
+//! distinct stack kept once for the stream), buffers the samples rows up to a row group,
+//! sorts each row group by `time` (so its statistics are tight and time-range queries prune),
+//! routes rows to their partition directory, and starts a new pair when the current one
+//! reaches its row, byte or age limit. Memory: the distinct stacks, plus one row group of
+//! samples rows (scalars).
 
+use std::collections::HashSet;
 use std::fs::{self, File, OpenOptions};
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use arrow_array::RecordBatch;
+use arrow_array::cast::AsArray;
+use arrow_array::{Array, RecordBatch};
 use arrow_schema::SchemaRef;
 use parquet::arrow::ArrowWriter;
 use parquet::file::properties::WriterProperties;
+use stacks_stream::store::{self, StackId, StackSplitter};
 
 use crate::error::PackError;
 use stacks_stream::sys::SudoOwner as Owner;
@@ -24,6 +33,11 @@ use crate::order::{self, TimeColumn};
 
 /// How many names to try before giving up when candidates already exist.
 const NAME_ATTEMPTS: usize = 1000;
+/// Stacks written to a stacks file per batch (bounds the copy of stacks made at a time).
+const STACKS_CHUNK: usize = 4096;
+
+/// The splitter shared by the thread that reads (and splits) and the one that writes.
+pub type SharedSplitter = Arc<Mutex<StackSplitter>>;
 
 /// One output file being written under its temporary name.
 struct PartFile {
@@ -91,6 +105,15 @@ impl PartFile {
         Ok(())
     }
 
+    /// Write `batch`; row groups are cut by the writer properties.
+    fn write(&mut self, batch: &RecordBatch) -> Result<(), PackError> {
+        let tmp = self.tmp.clone();
+        let writer = self.writer()?;
+        writer.write(batch).map_err(|e| PackError::write(&tmp, e))?;
+        self.rows += batch.num_rows() as u64;
+        Ok(())
+    }
+
     /// Bytes written so far (complete row groups).
     fn bytes(&self) -> u64 {
         self.writer.as_ref().map_or(0, |w| w.bytes_written() as u64)
@@ -132,12 +155,114 @@ impl Drop for PartFile {
     }
 }
 
+/// The samples file being written, and the stacks its rows use.
+struct Pair {
+    samples: PartFile,
+    ids: HashSet<StackId, BuildId>,
+}
+
+/// Hashing for stack ids: they are already uniform 128-bit hashes, so folding their bytes
+/// into 64 bits is enough (no need to hash them again).
+#[derive(Default, Clone, Copy)]
+struct BuildId;
+
+impl std::hash::BuildHasher for BuildId {
+    type Hasher = IdHasher;
+    fn build_hasher(&self) -> IdHasher {
+        IdHasher(0)
+    }
+}
+
+/// See [`BuildId`].
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut b = [0u8; 8];
+            b[..chunk.len()].copy_from_slice(chunk);
+            self.0 = self.0.rotate_left(5) ^ u64::from_le_bytes(b);
+        }
+    }
+}
+
+impl Pair {
+    /// Remember the stack ids of `rows` (samples rows).
+    fn note_ids(&mut self, rows: &RecordBatch) {
+        let Some(ids) = rows
+            .column_by_name(stacks_stream::col::STACK_ID)
+            .and_then(|c| c.as_fixed_size_binary_opt())
+        else {
+            return;
+        };
+        for i in 0..ids.len() {
+            if ids.is_valid(i)
+                && let Ok(id) = <StackId>::try_from(ids.value(i))
+            {
+                self.ids.insert(id);
+            }
+        }
+    }
+
+    /// Write the stacks file (the distinct ids of the samples, sorted by id) and make it
+    /// visible, then make the samples file visible. Returns (bytes of both, stacks written).
+    fn finalize(
+        self,
+        splitter: &SharedSplitter,
+        schema: &SchemaRef,
+        props: &WriterProperties,
+        owner: Option<&Owner>,
+    ) -> Result<(u64, u64), PackError> {
+        let Pair { samples, ids } = self;
+        let mut ids: Vec<StackId> = ids.into_iter().collect();
+        ids.sort_unstable();
+        let dest = store::stacks_path(&samples.dest);
+        let mut stacks = PartFile::create(dest, samples.partition.clone(), schema, props, owner)?;
+        for chunk in ids.chunks(STACKS_CHUNK) {
+            let rows = lock(splitter).stacks(chunk).map_err(|e| PackError::Write {
+                path: stacks.tmp.display().to_string(),
+                detail: e.to_string(),
+            })?;
+            stacks.write(&rows)?;
+        }
+        let stacks_bytes = stacks.finalize()?;
+        let samples_bytes = samples.finalize()?;
+        Ok((stacks_bytes + samples_bytes, ids.len() as u64))
+    }
+}
+
+/// The splitter, even if a thread panicked while holding it (its state stays consistent:
+/// stacks are only added once complete).
+pub fn lock(splitter: &SharedSplitter) -> MutexGuard<'_, StackSplitter> {
+    splitter.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The samples file path of the pair `-o FILE` names: `x.parquet` (or `x`, or
+/// `x.samples.parquet`) gives `x.samples.parquet`, whose stacks file is `x.stacks.parquet`.
+pub fn pair_of(file: &Path) -> PathBuf {
+    let name = file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let base = name
+        .strip_suffix(store::SAMPLES_SUFFIX)
+        .or_else(|| name.strip_suffix(store::STACKS_SUFFIX))
+        .or_else(|| name.strip_suffix(store::PARQUET_SUFFIX))
+        .unwrap_or(&name);
+    file.with_file_name(format!("{base}{}", store::SAMPLES_SUFFIX))
+}
+
 /// Where the packer writes.
 #[derive(Debug)]
 pub enum Target {
     /// A directory of rotated, uniquely named files.
     Dir { dir: PathBuf, namer: Namer },
-    /// Exactly one file (`-o`), replaced atomically if it exists.
+    /// Exactly one pair of files (`-o`), named after this path (see [`pair_of`]), each
+    /// replaced atomically if it exists (the stacks file first).
     File(PathBuf),
 }
 
@@ -176,23 +301,36 @@ impl Limits {
 /// What a packer wrote.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Summary {
+    /// Samples rows written.
     pub rows: u64,
+    /// File pairs written.
     pub files: u64,
+    /// Bytes of every file, both halves of each pair.
     pub bytes: u64,
+    /// Stacks rows written (each pair's distinct stacks, summed over the pairs).
+    pub stacks: u64,
+    /// Distinct stacks of the whole stream.
+    pub distinct: u64,
+    /// The samples file of each pair (its stacks file is [`store::stacks_path`] of it).
     pub paths: Vec<PathBuf>,
 }
 
-/// Buffers batches into time-sorted row groups and splits them into rotated Parquet files.
+/// Buffers batches into time-sorted row groups and splits them into rotated file pairs.
 pub struct Packer {
     target: Target,
+    splitter: SharedSplitter,
+    /// Samples rows: their schema and writer properties.
     schema: SchemaRef,
     props: WriterProperties,
+    /// Stacks rows: their schema and writer properties.
+    stacks_schema: SchemaRef,
+    stacks_props: WriterProperties,
     limits: Limits,
     partitioning: Option<Partitioning>,
     time: Option<TimeColumn>,
     owner: Option<Owner>,
-    current: Option<PartFile>,
-    /// Rows received but not yet in a row group, in arrival order.
+    current: Option<Pair>,
+    /// Samples rows received but not yet in a row group, in arrival order.
     pending: Vec<RecordBatch>,
     pending_rows: usize,
     /// When the first row of the file being filled (open or still buffered) arrived.
@@ -201,21 +339,33 @@ pub struct Packer {
 }
 
 impl Packer {
-    /// A packer writing `schema` rows to `target`. Partitioning needs a `time` column
-    /// (checked by the caller with [`order::time_column`]).
+    /// A packer writing rows of stream `schema` (already stamped) to `target`: `props` for the
+    /// samples files (see [`crate::writer_properties`]), `stacks_props` for the stacks files
+    /// (see [`crate::stacks_writer_properties`]). Partitioning needs a `time` column (checked
+    /// by the caller with [`order::time_column`]).
     pub fn new(
         target: Target,
-        schema: SchemaRef,
+        schema: &SchemaRef,
         props: WriterProperties,
+        stacks_props: WriterProperties,
         limits: Limits,
         partitioning: Option<Partitioning>,
         owner: Option<Owner>,
-    ) -> Self {
-        let time = order::time_column(&schema);
-        Self {
+    ) -> Result<Self, PackError> {
+        let splitter = StackSplitter::new(schema).map_err(|e| PackError::Schema {
+            input: "the stream".into(),
+            detail: e.to_string(),
+        })?;
+        let samples = Arc::clone(splitter.samples_schema());
+        let stacks_schema = Arc::clone(splitter.stacks_schema());
+        let time = order::time_column(&samples);
+        Ok(Self {
             target,
-            schema,
+            splitter: Arc::new(Mutex::new(splitter)),
+            schema: samples,
             props,
+            stacks_schema,
+            stacks_props,
             limits: Limits {
                 max_rows: limits.max_rows.max(1),
                 group_rows: limits.group_rows.max(1),
@@ -229,16 +379,37 @@ impl Packer {
             pending_rows: 0,
             file_started: None,
             summary: Summary::default(),
-        }
+        })
+    }
+
+    /// The splitter, for a reading thread to split batches with before [`Self::write_samples`].
+    pub fn splitter(&self) -> SharedSplitter {
+        Arc::clone(&self.splitter)
+    }
+
+    /// Schema of the samples rows [`Self::write_samples`] takes.
+    pub fn samples_schema(&self) -> &SchemaRef {
+        &self.schema
     }
 
     /// Rows accepted so far (written, in the file in progress, or buffered).
     pub fn rows(&self) -> u64 {
-        self.summary.rows + self.current.as_ref().map_or(0, |c| c.rows) + self.pending_rows as u64
+        self.summary.rows
+            + self.current.as_ref().map_or(0, |c| c.samples.rows)
+            + self.pending_rows as u64
     }
 
-    /// Accept a batch; complete row groups are sorted and written, files rotated as needed.
+    /// Accept a batch of the stream; complete row groups are sorted and written, files
+    /// rotated as needed.
     pub fn write(&mut self, batch: &RecordBatch) -> Result<(), PackError> {
+        let samples = lock(&self.splitter)
+            .split(batch)
+            .map_err(|e| self.arrow_err(e))?;
+        self.write_samples(&samples)
+    }
+
+    /// Accept samples rows (a batch split by [`Self::splitter`]).
+    pub fn write_samples(&mut self, batch: &RecordBatch) -> Result<(), PackError> {
         if batch.num_rows() == 0 {
             return Ok(());
         }
@@ -278,12 +449,13 @@ impl Packer {
             self.current = Some(self.open(None, None)?);
         }
         self.close_current()?;
+        self.summary.distinct = lock(&self.splitter).distinct() as u64;
         Ok(std::mem::take(&mut self.summary))
     }
 
     /// Rows the next row group may hold: the group size, and what fits in the current file.
     fn room(&self) -> usize {
-        let in_file = self.current.as_ref().map_or(0, |c| c.rows);
+        let in_file = self.current.as_ref().map_or(0, |c| c.samples.rows);
         let left = usize::try_from(self.limits.max_rows - in_file).unwrap_or(usize::MAX);
         self.limits.group_rows.min(left).max(1)
     }
@@ -312,7 +484,7 @@ impl Packer {
             let switch = self
                 .current
                 .as_ref()
-                .is_some_and(|c| c.partition != partition);
+                .is_some_and(|c| c.samples.partition != partition);
             if switch {
                 self.close_current()?;
                 self.file_started = Some(Instant::now());
@@ -320,12 +492,17 @@ impl Packer {
             if self.current.is_none() {
                 self.current = Some(self.open(partition, start_secs)?);
             }
-            if let Some(part) = self.current.as_mut() {
-                part.write_group(&rows)?;
+            if let Some(pair) = self.current.as_mut() {
+                pair.samples.write_group(&rows)?;
+                pair.note_ids(&rows);
             }
         }
         let full = self.current.as_ref().is_some_and(|c| {
-            c.rows >= self.limits.max_rows || self.limits.max_bytes.is_some_and(|m| c.bytes() >= m)
+            c.samples.rows >= self.limits.max_rows
+                || self
+                    .limits
+                    .max_bytes
+                    .is_some_and(|m| c.samples.bytes() >= m)
         });
         if full {
             self.close_current()?;
@@ -362,13 +539,19 @@ impl Packer {
     }
 
     fn close_current(&mut self) -> Result<(), PackError> {
-        if let Some(part) = self.current.take() {
-            let rows = part.rows;
-            let dest = part.dest.clone();
-            let bytes = part.finalize()?;
+        if let Some(pair) = self.current.take() {
+            let rows = pair.samples.rows;
+            let dest = pair.samples.dest.clone();
+            let (bytes, stacks) = pair.finalize(
+                &self.splitter,
+                &self.stacks_schema,
+                &self.stacks_props,
+                self.owner.as_ref(),
+            )?;
             self.summary.rows += rows;
             self.summary.files += 1;
             self.summary.bytes += bytes;
+            self.summary.stacks += stacks;
             self.summary.paths.push(dest);
         }
         if self.pending_rows == 0 {
@@ -377,9 +560,21 @@ impl Packer {
         Ok(())
     }
 
-    /// Open the next file: in `partition` (created if needed), named after `start_secs` (the
-    /// first row's time) or, without a time column, the current time.
+    /// Open the next pair's samples file: in `partition` (created if needed), named after
+    /// `start_secs` (the first row's time) or, without a time column, the current time.
     fn open(
+        &mut self,
+        partition: Option<String>,
+        start_secs: Option<u64>,
+    ) -> Result<Pair, PackError> {
+        let samples = self.open_samples(partition, start_secs)?;
+        Ok(Pair {
+            samples,
+            ids: HashSet::default(),
+        })
+    }
+
+    fn open_samples(
         &mut self,
         partition: Option<String>,
         start_secs: Option<u64>,
@@ -387,7 +582,7 @@ impl Packer {
         let owner = self.owner.as_ref();
         match &mut self.target {
             Target::File(path) => {
-                PartFile::create(path.clone(), None, &self.schema, &self.props, owner)
+                PartFile::create(pair_of(path), None, &self.schema, &self.props, owner)
             }
             Target::Dir { dir, namer } => {
                 let dir = match &partition {
@@ -406,8 +601,10 @@ impl Packer {
                     .map(|s| UNIX_EPOCH + Duration::from_secs(s))
                     .unwrap_or_else(SystemTime::now);
                 for _ in 0..NAME_ATTEMPTS {
-                    let dest = dir.join(namer.next(stamp));
-                    if fs::symlink_metadata(&dest).is_ok() {
+                    let base = namer.next(stamp);
+                    let dest = dir.join(format!("{base}{}", store::SAMPLES_SUFFIX));
+                    let taken = |p: &Path| fs::symlink_metadata(p).is_ok();
+                    if taken(&dest) || taken(&store::stacks_path(&dest)) {
                         continue;
                     }
                     match PartFile::create(

@@ -46,11 +46,13 @@ fn rotates_and_round_trips_every_value() {
     no_temp_files(&out);
 
     let names = parquet_files(&out);
-    assert_eq!(files(&out), names, "only Parquet files in the directory");
+    let pairs = pair_files(&out);
     assert_eq!(names.len(), 4, "{names:?}");
-    let total_bytes: u64 = names.iter().map(|p| fs::metadata(p).unwrap().len()).sum();
+    let total_bytes: u64 = pairs.iter().map(|p| fs::metadata(p).unwrap().len()).sum();
+    // Row i has a stack of i % 5 frames, each frame named after its row: every non-empty
+    // stack is distinct, the empty one is shared.
     let summary = format!(
-        "stacks-pack: 25 rows in 4 files ({total_bytes} bytes) to {}",
+        "stacks-pack: 25 rows in 4 file pairs ({total_bytes} bytes; 21 distinct stacks) to {}",
         out.display()
     );
     assert_eq!(err.lines().last(), Some(summary.as_str()), "{err}");
@@ -59,7 +61,10 @@ fn rotates_and_round_trips_every_value() {
     let mut first_times = Vec::new();
     for (i, path) in names.iter().enumerate() {
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        let parts: Vec<&str> = name.trim_end_matches(".parquet").split('-').collect();
+        let parts: Vec<&str> = name
+            .trim_end_matches(".samples.parquet")
+            .split('-')
+            .collect();
         assert_eq!(parts[0], "stacks", "{name}");
         assert_eq!(parts[1].len(), 16, "{name}");
         assert!(
@@ -132,7 +137,7 @@ fn truncated_input_keeps_received_rows_and_fails() {
         errors[0].starts_with("stacks-pack: error: stdin: truncated Arrow stream"),
         "{err}"
     );
-    assert!(err.contains("15 rows in 2 files"), "{err}");
+    assert!(err.contains("15 rows in 2 file pairs"), "{err}");
     no_temp_files(&out);
 
     let names = parquet_files(&out);
@@ -181,20 +186,33 @@ fn single_file_mode_with_input_path() {
     );
     let err = stderr(&res);
     assert!(res.status.success(), "{err}");
-    assert!(err.contains("33 rows in 1 file ("), "{err}");
-    assert_eq!(files(&out_dir), vec![file.clone()]);
-    let rb = read_parquet(&file);
+    // `-o one.parquet` writes the pair one.samples.parquet + one.stacks.parquet.
+    let samples = out_dir.join("one.samples.parquet");
+    let pair = vec![samples.clone(), out_dir.join("one.stacks.parquet")];
+    assert!(err.contains("33 rows in 1 file pair ("), "{err}");
+    assert!(
+        err.ends_with(&format!(
+            " to {} + {}\n",
+            pair[0].display(),
+            pair[1].display()
+        )),
+        "{err}"
+    );
+    assert_eq!(files(&out_dir), pair);
+    let rb = read_parquet(&samples);
     assert_same_rows(&input, &rb.batches);
     assert_eq!(rb.kv()[meta::STAGE], "symbolized");
+    assert_eq!(read_file(&pair[1]).kv()[meta::STAGE], "symbolized");
 
-    // An empty stream replaces it with a valid, empty file that has the schema.
+    // An empty stream replaces it with a valid, empty pair that has the schema.
     let (empty, _) = stream(&schema, &[], true);
     let res = run(&["-o", file.to_str().unwrap()], empty);
     assert!(res.status.success(), "{}", stderr(&res));
-    let rb = read_parquet(&file);
+    let rb = read_parquet(&samples);
     assert_eq!(rb.rows(), 0);
     assert_eq!(rb.schema.fields(), packed(&schema).fields());
-    assert_eq!(files(&out_dir), vec![file.clone()]);
+    assert_eq!(read_file(&pair[1]).rows(), 0);
+    assert_eq!(files(&out_dir), pair);
 
     // A missing input file is named, and the existing output is left alone.
     let missing = scratch.path().join("missing.arrows");
@@ -217,10 +235,10 @@ fn single_file_mode_with_input_path() {
         )
     );
     assert_eq!(
-        read_parquet(&file).schema.fields(),
+        read_parquet(&samples).schema.fields(),
         packed(&schema).fields()
     );
-    assert_eq!(files(&out_dir), vec![file]);
+    assert_eq!(files(&out_dir), pair);
 }
 
 /// A stream that is not stacks rows is refused with one line naming what is missing, and
@@ -440,7 +458,7 @@ fn sigterm_finishes_current_file_and_exits_zero() {
     let err = stderr(&res);
     assert!(res.status.success(), "{err}");
     assert!(err.contains("SIGTERM"), "{err}");
-    assert!(err.contains("25 rows in 3 files"), "{err}");
+    assert!(err.contains("25 rows in 3 file pairs"), "{err}");
     no_temp_files(&out);
     let got: Vec<RecordBatch> = parquet_files(&out)
         .iter()
@@ -514,8 +532,8 @@ fn under_sudo_output_belongs_to_the_invoking_user() {
     assert_eq!(owned(scratch.path()), (0, 0), "existing parents untouched");
     assert_eq!(owned(&scratch.path().join("made")), (54321, 54322));
     assert_eq!(owned(&out), (54321, 54322));
-    let names = parquet_files(&out);
-    assert_eq!(names.len(), 2);
+    let names = pair_files(&out);
+    assert_eq!(names.len(), 4, "two pairs");
     for p in &names {
         assert_eq!(owned(p), (54321, 54322), "{}", p.display());
     }
@@ -536,7 +554,49 @@ fn under_sudo_output_belongs_to_the_invoking_user() {
     assert!(res.status.success(), "{}", stderr(&res));
     let day = parted.join("date=2023-11-14");
     assert_eq!(owned(&day), (54321, 54322));
-    for p in &parquet_files(&day) {
+    for p in &pair_files(&day) {
         assert_eq!(owned(p), (54321, 54322), "{}", p.display());
     }
+}
+
+/// A raw stream without any stack column (the contract allows it: `kstack` and `ustack` are
+/// nullable) is stored too: every `stack_id` null, and an empty stacks file beside it.
+#[test]
+fn streams_without_stack_columns_get_null_ids_and_empty_stacks_files() {
+    let scratch = Scratch::new("nostacks");
+    let out = scratch.path().join("out");
+    let mut md = stream_metadata();
+    md.insert(meta::STAGE.into(), stacks_stream::stage::RAW.into());
+    let mut fields = stacks_stream::raw_fields();
+    fields.retain(|f| !stacks_stream::dict::is_stack_column(f.name()));
+    let schema = Arc::new(Schema::new_with_metadata(fields, md));
+    let full = batch(&symbolized(), 0, 12);
+    let columns = schema
+        .fields()
+        .iter()
+        .map(|f| full.column_by_name(f.name()).unwrap().clone())
+        .collect();
+    let b = RecordBatch::try_new(schema.clone(), columns).unwrap();
+    let (bytes, _) = stream(&schema, std::slice::from_ref(&b), true);
+    let res = run(&[out.to_str().unwrap()], bytes);
+    let err = stderr(&res);
+    assert!(res.status.success(), "{err}");
+    assert!(err.contains("12 rows in 1 file pair ("), "{err}");
+    assert!(err.contains("; 0 distinct stacks)"), "{err}");
+    let pair = pair_files(&out);
+    let samples = read_file(&pair[0]);
+    assert_eq!(samples.rows(), 12);
+    let ids = samples.batches[0]
+        .column_by_name(stacks_stream::col::STACK_ID)
+        .unwrap();
+    assert_eq!(ids.null_count(), 12);
+    let stacks = read_file(&pair[1]);
+    assert_eq!(stacks.rows(), 0);
+    let names: Vec<&str> = stacks
+        .schema
+        .fields()
+        .iter()
+        .map(|f| f.name().as_str())
+        .collect();
+    assert_eq!(names, ["stack_id", "folded", "leaf", "depth"]);
 }

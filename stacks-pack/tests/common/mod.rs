@@ -1,5 +1,6 @@
 //! Test support: build symbolized stacks streams with known rows, run the `stacks-pack`
-//! binary, and read its Parquet output back.
+//! binary, and read its Parquet output back (a samples file joined with its stacks file, so
+//! the rows read compare with the rows written).
 
 #![allow(dead_code)]
 
@@ -10,10 +11,12 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use arrow_array::cast::AsArray;
 use arrow_array::{Array, RecordBatch};
 use arrow_schema::{Schema, SchemaRef};
+use stacks_stream::store;
 use stacks_stream::{meta, stage};
-pub use stacks_testkit::read_parquet;
+use stacks_testkit::files::ReadBack;
 use stacks_testkit::{Frame, Row, UFrame};
 pub use stacks_testkit::{Scratch, stderr};
 
@@ -46,14 +49,16 @@ fn row(i: usize) -> Row {
         cpu: (i % 4) as i32,
         value: 10_101_010 + i as i64,
         // kstack: null every 5th row, else 1..=4 kernel addresses.
-        kstack: (i % 5 != 0).then(|| {
+        kstack: (!i.is_multiple_of(5)).then(|| {
             (0..i % 4 + 1)
                 .map(|k| 0xffff_ffff_8100_0000 + (i * 16 + k) as u64)
                 .collect()
         }),
-        kstack_error: (i % 5 == 0).then_some(-14),
-        // ustack: null every 7th row, else 0..=2 frames (empty lists included).
-        ustack: (i % 7 != 0).then(|| {
+        kstack_error: i.is_multiple_of(5).then_some(-14),
+        // ustack: null every 7th row and where `stack` is empty (a stack is stored once per
+        // symbolized stack, its raw halves with it, so rows with one `stack` have one raw
+        // stack, as the symbolizer makes them), else 0..=2 frames (empty lists included).
+        ustack: (!i.is_multiple_of(7) && !i.is_multiple_of(5)).then(|| {
             (0..i % 3)
                 .map(|k| UFrame {
                     addr: 0x5555_0000 + (i * 8 + k) as u64,
@@ -64,7 +69,7 @@ fn row(i: usize) -> Row {
                 })
                 .collect()
         }),
-        ustack_error: (i % 7 == 0).then_some(-2),
+        ustack_error: i.is_multiple_of(7).then_some(-2),
         // stack: always present, i%5 frames (kernel + user, some inlined, some unresolved).
         stack: Some(
             (0..i % 5)
@@ -74,7 +79,7 @@ fn row(i: usize) -> Row {
                     line: (k % 2 == 0).then_some((i * 10 + k) as u32),
                     column: (k == 0).then_some(7),
                     inlined: k == 1,
-                    kernel: k == 0 && i % 2 == 0,
+                    kernel: k == 0 && i.is_multiple_of(2),
                     module: (k > 0).then(|| "/usr/bin/app".to_string()),
                     build_id: (k > 0).then(|| "ab".repeat(20)),
                     offset: (k > 0).then_some((i * 4 + k) as u64),
@@ -139,12 +144,123 @@ pub fn files(dir: &Path) -> Vec<PathBuf> {
     v
 }
 
-/// `*.parquet` files in `dir`, sorted by name.
+/// `*.samples.parquet` files in `dir` (one per pair), sorted by name.
 pub fn parquet_files(dir: &Path) -> Vec<PathBuf> {
     files(dir)
         .into_iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
+        .filter(|p| store::file_kind(p) == Some(store::FileKind::Samples))
         .collect()
+}
+
+/// Every file of the pairs of `dir`, samples then stacks per pair, sorted by samples name;
+/// asserts each samples file has its stacks file and there is nothing else.
+pub fn pair_files(dir: &Path) -> Vec<PathBuf> {
+    let pairs: Vec<PathBuf> = parquet_files(dir)
+        .into_iter()
+        .flat_map(|s| {
+            let k = store::stacks_path(&s);
+            assert!(k.is_file(), "{}: no stacks file", s.display());
+            [s, k]
+        })
+        .collect();
+    let mut all = pairs.clone();
+    all.sort();
+    assert_eq!(files(dir), all, "only file pairs in {}", dir.display());
+    pairs
+}
+
+/// Read one Parquet file as it is.
+pub fn read_file(path: &Path) -> ReadBack {
+    stacks_testkit::read_parquet(path)
+}
+
+/// Read a samples file with its stacks put back: the stream's columns in contract order,
+/// then `stack_id`; metadata (footer, row groups) of the samples file. Also checks that the
+/// stacks file holds exactly the distinct ids of the samples, sorted, each once.
+pub fn read_parquet(path: &Path) -> ReadBack {
+    let samples = read_file(path);
+    let stacks = read_file(&store::stacks_path(path));
+    let sb = arrow_select::concat::concat_batches(&stacks.schema, &stacks.batches).unwrap();
+    let ids = sb
+        .column_by_name(stacks_stream::col::STACK_ID)
+        .unwrap()
+        .as_fixed_size_binary()
+        .clone();
+    let mut at: HashMap<Vec<u8>, u32> = HashMap::new();
+    for i in 0..ids.len() {
+        assert!(
+            at.insert(ids.value(i).to_vec(), i as u32).is_none(),
+            "id twice"
+        );
+        if i > 0 {
+            assert!(ids.value(i - 1) < ids.value(i), "stacks sorted by id");
+        }
+    }
+    let mut used = std::collections::HashSet::new();
+    let order: Vec<String> = stacks_stream::symbolized_schema(HashMap::new())
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .chain([stacks_stream::col::STACK_ID.to_string()])
+        .collect();
+    let rank = |name: &str| order.iter().position(|n| n == name).unwrap_or(usize::MAX);
+    let stack_cols: Vec<usize> = (0..sb.num_columns())
+        .filter(|&c| stacks_stream::dict::is_stack_column(sb.schema().field(c).name()))
+        .collect();
+    let mut fields: Vec<(usize, arrow_schema::FieldRef)> = samples
+        .schema
+        .fields()
+        .iter()
+        .cloned()
+        .chain(stack_cols.iter().map(|&c| sb.schema().fields()[c].clone()))
+        .map(|f| (rank(f.name()), f))
+        .collect();
+    fields.sort_by_key(|(r, _)| *r);
+    let schema = Arc::new(Schema::new_with_metadata(
+        fields.iter().map(|(_, f)| f.clone()).collect::<Vec<_>>(),
+        samples.schema.metadata().clone(),
+    ));
+    let batches = samples
+        .batches
+        .iter()
+        .map(|b| {
+            let bid = b
+                .column_by_name(stacks_stream::col::STACK_ID)
+                .unwrap()
+                .as_fixed_size_binary();
+            let idx: arrow_array::UInt32Array = (0..b.num_rows())
+                .map(|r| {
+                    bid.is_valid(r).then(|| {
+                        used.insert(bid.value(r).to_vec());
+                        *at.get(bid.value(r))
+                            .expect("every stack_id in the stacks file")
+                    })
+                })
+                .collect();
+            let columns = schema
+                .fields()
+                .iter()
+                .map(|f| match b.column_by_name(f.name()) {
+                    Some(c) => c.clone(),
+                    None => {
+                        let c = sb.column_by_name(f.name()).unwrap();
+                        arrow_select::take::take(c.as_ref(), &idx, None).unwrap()
+                    }
+                })
+                .collect();
+            RecordBatch::try_new(schema.clone(), columns).unwrap()
+        })
+        .collect();
+    assert_eq!(
+        used.len(),
+        ids.len(),
+        "the stacks file holds only used stacks"
+    );
+    ReadBack {
+        metadata: samples.metadata,
+        schema,
+        batches,
+    }
 }
 
 /// Wait until `cond` holds (at most 30 s).

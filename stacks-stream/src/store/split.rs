@@ -40,7 +40,9 @@ pub struct StackSplitter {
 }
 
 impl StackSplitter {
-    /// A splitter for rows of `stream`, which must have a `stack`, or `kstack`/`ustack`.
+    /// A splitter for rows of `stream`. Its stacks are identified by `stack` if present, else
+    /// by the raw `kstack`/`ustack`; a stream with none of them (the contract allows it) gets
+    /// a null `stack_id` on every row and no stacks.
     pub fn new(stream: &Schema) -> Result<Self, ArrowError> {
         let index = |name: &str| stream.index_of(name).ok();
         let identity: Vec<usize> = match index(col::STACK) {
@@ -50,11 +52,6 @@ impl StackSplitter {
                 .filter_map(|c| index(c))
                 .collect(),
         };
-        if identity.is_empty() {
-            return Err(ArrowError::SchemaError(
-                "no stack column (`stack`, `kstack` or `ustack`) to store".into(),
-            ));
-        }
         let stack_columns = (0..stream.fields().len())
             .filter(|&i| is_stack_column(stream.field(i).name()))
             .collect();
@@ -108,6 +105,7 @@ impl StackSplitter {
         let mut fresh: HashSet<StackId, ahash::RandomState> = HashSet::default();
         for row in 0..rows {
             let id = match per_column.as_slice() {
+                [] => None,
                 [(e, ids)] => e.entry(row).and_then(|i| ids[i]),
                 [(ek, kids), (eu, uids)] => {
                     let k = ek.entry(row).and_then(|i| kids[i]);
@@ -377,5 +375,35 @@ mod tests {
         assert_eq!(ids.value(0), ids.value(2), "same kstack, no ustack");
         assert_ne!(ids.value(0), ids.value(3));
         assert_eq!(s.distinct(), 2);
+    }
+
+    #[test]
+    fn streams_without_stacks_get_null_ids() {
+        let raw = crate::raw_schema(Default::default());
+        let fields: Vec<arrow_schema::Field> = raw
+            .fields()
+            .iter()
+            .filter(|f| !is_stack_column(f.name()))
+            .map(|f| f.as_ref().clone())
+            .collect();
+        let schema = Arc::new(Schema::new(fields));
+        let full = batch(&Arc::new(raw), &rows());
+        let columns = schema
+            .fields()
+            .iter()
+            .map(|f| Arc::clone(full.column_by_name(f.name()).unwrap()))
+            .collect();
+        let b = RecordBatch::try_new(schema.clone(), columns).unwrap();
+        let mut s = StackSplitter::new(&schema).unwrap();
+        let samples = s.split(&b).unwrap();
+        let ids = samples.column_by_name(col::STACK_ID).unwrap();
+        assert_eq!(ids.null_count(), 4);
+        assert_eq!(s.distinct(), 0);
+        assert_eq!(s.stacks(&[]).unwrap().num_rows(), 0);
+        assert_eq!(
+            s.stacks_schema().fields().len(),
+            4,
+            "stack_id, folded, leaf, depth"
+        );
     }
 }
