@@ -26,7 +26,7 @@ pub struct UserFrame {
 #[derive(Default)]
 pub struct FrameTable {
     frames: Vec<UserFrame>,
-    ids: HashMap<UserFrame, u32>,
+    ids: HashMap<UserFrame, u32, ahash::RandomState>,
 }
 
 impl FrameTable {
@@ -59,7 +59,7 @@ impl FrameTable {
 struct PidState {
     normalizer: Normalizer,
     /// Normalized frames (ids), and failures that will not change (no file behind the address).
-    frames: HashMap<u64, u32>,
+    frames: HashMap<u64, u32, ahash::RandomState>,
     /// When unmapped addresses were last looked up in a fresh read of the map.
     retried: Option<Instant>,
 }
@@ -118,7 +118,7 @@ impl UserNormalizer {
         }
         let state = self.pids.entry(pid).or_insert_with(|| PidState {
             normalizer: new_normalizer(),
-            frames: HashMap::new(),
+            frames: HashMap::default(),
             retried: None,
         });
         let mut missing: Vec<u64> = addrs
