@@ -18,6 +18,7 @@ use crate::event::{
 use crate::modules::{ModuleIndex, build_id_hex};
 use crate::normalize::{UserFrame, UserNormalizer};
 use crate::rows::{Extra, KernelSymbol, Row, RowBuilder};
+use crate::stacks::{Captured, NewStack};
 
 /// Resolves kernel addresses to symbols at record time.
 pub trait KernelNames {
@@ -43,6 +44,8 @@ pub struct Converter {
     modules: ModuleIndex,
     /// Kernel-reported build ids already turned into (hex, file).
     build_ids: HashMap<[u8; 20], (String, Option<String>)>,
+    /// Frame ids of kernel-resolved frames (build id, offset) whose file is known.
+    resolved: HashMap<([u8; 20], u64), u32>,
     ksyms: Option<Box<dyn KernelNames>>,
     ksym_cache: HashMap<u64, Option<KernelSymbol>>,
     offset_ns: i64,
@@ -62,6 +65,7 @@ impl Converter {
                 m
             },
             build_ids: HashMap::new(),
+            resolved: HashMap::new(),
             ksyms,
             ksym_cache: HashMap::new(),
             offset_ns,
@@ -78,7 +82,10 @@ impl Converter {
         *self.counts.by_kind.entry(kind).or_default() += 1;
         self.counts.pids.insert(h.pid);
 
-        let (kstack, ksyms) = self.kernel_stack(e);
+        let kstack = e.kstack();
+        if matches!(kstack, Some(Err(_))) {
+            self.counts.kstack_errors += 1;
+        }
         let ustack = match e.ustack() {
             None => None,
             Some(Err(errno)) => {
@@ -91,6 +98,15 @@ impl Converter {
             // Its last samples are already converted: drop the address cache.
             self.norm.forget(h.pid);
         }
+        let kview = kstack
+            .as_ref()
+            .map(|r| r.as_ref().map(Vec::as_slice).map_err(|e| *e));
+        let uview = ustack
+            .as_ref()
+            .map(|r| r.as_ref().map(Vec::as_slice).map_err(|e| *e));
+        let stacks = rows
+            .stacks()
+            .key(kview, uview, || self.new_stack(kview, uview));
         let (comm, thread) = (cstr(&c_bytes(&h.comm)), cstr(&c_bytes(&h.thread)));
         rows.push(&Row {
             time_ns: h.ts as i64 + self.offset_ns,
@@ -101,15 +117,34 @@ impl Converter {
             thread: &thread,
             cpu: h.cpu as i32,
             value,
-            kstack: kstack
-                .as_ref()
-                .map(|r| r.as_ref().map(|v| v.as_slice()).map_err(|e| *e)),
-            ustack: ustack
-                .as_ref()
-                .map(|r| r.as_ref().map(|v| v.as_slice()).map_err(|e| *e)),
-            ksyms: ksyms.as_deref(),
+            stacks,
+            kstack_error: kview.and_then(Result::err),
+            ustack_error: uview.and_then(Result::err),
             extra,
         });
+    }
+
+    /// The entries of a captured stack seen for the first time: kernel frames named and the
+    /// tracing machinery's dropped, user frames by id.
+    fn new_stack(&mut self, kstack: Captured<'_, u64>, ustack: Captured<'_, u32>) -> NewStack {
+        let (kstack, kstack_symbols) = match kstack {
+            None => (None, None),
+            Some(Err(_)) => (Some(Vec::new()), None),
+            Some(Ok(addrs)) => {
+                let (addrs, syms) = self.kernel_stack(addrs);
+                (Some(addrs), syms)
+            }
+        };
+        let ustack = match ustack {
+            None => None,
+            Some(Err(_)) => Some(Vec::new()),
+            Some(Ok(ids)) => Some(ids.iter().map(|&i| self.norm.frame(i).clone()).collect()),
+        };
+        NewStack {
+            kstack,
+            ustack,
+            kstack_symbols,
+        }
     }
 
     /// The row's kind, value and kind-specific columns, from the record's per-kind fields;
@@ -197,47 +232,40 @@ impl Converter {
 
     /// The kernel stack without the tracing machinery's frames, and its symbols when kallsyms
     /// is readable.
-    fn kernel_stack(&mut self, e: &RawEvent<'_>) -> (KStack, Option<Vec<Option<KernelSymbol>>>) {
-        let mut kstack = e.kstack();
-        if matches!(kstack, Some(Err(_))) {
-            self.counts.kstack_errors += 1;
-        }
-        let mut ksyms = match (&kstack, &self.ksyms) {
-            // Every frame but the first is a return address: name the call (address − 1), so
-            // a call that ends a function is not named after the next one.
-            (Some(Ok(addrs)), Some(names)) => Some(
-                addrs
-                    .iter()
-                    .enumerate()
-                    .map(|(i, a)| {
-                        let probe = if i == 0 { *a } else { a.saturating_sub(1) };
-                        let mut sym = self
-                            .ksym_cache
-                            .entry(probe)
-                            .or_insert_with(|| names.name(probe))
-                            .clone();
-                        if let Some(k) = sym.as_mut()
-                            && i > 0
-                        {
-                            k.offset += 1;
-                        }
-                        sym
-                    })
-                    .collect::<Vec<_>>(),
-            ),
-            _ => None,
+    fn kernel_stack(&mut self, addrs: &[u64]) -> (Vec<u64>, Option<Vec<Option<KernelSymbol>>>) {
+        let mut addrs = addrs.to_vec();
+        let Some(names) = &self.ksyms else {
+            return (addrs, None);
         };
-        if let (Some(Ok(addrs)), Some(syms)) = (&mut kstack, &mut ksyms) {
-            let skip = tracing_frames(syms);
-            addrs.drain(..skip);
-            syms.drain(..skip);
-        }
-        (kstack, ksyms)
+        // Every frame but the first is a return address: name the call (address − 1), so a
+        // call that ends a function is not named after the next one.
+        let mut syms: Vec<Option<KernelSymbol>> = addrs
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                let probe = if i == 0 { *a } else { a.saturating_sub(1) };
+                let mut sym = self
+                    .ksym_cache
+                    .entry(probe)
+                    .or_insert_with(|| names.name(probe))
+                    .clone();
+                if let Some(k) = sym.as_mut()
+                    && i > 0
+                {
+                    k.offset += 1;
+                }
+                sym
+            })
+            .collect();
+        let skip = tracing_frames(&syms);
+        addrs.drain(..skip);
+        syms.drain(..skip);
+        (addrs, Some(syms))
     }
 
     /// Name the files of kernel-resolved frames; normalize the rest (addresses only) with the
-    /// live process's memory map.
-    fn user_frames(&mut self, pid: u32, frames: &[KernelUserFrame]) -> Vec<UserFrame> {
+    /// live process's memory map. Returns the frames' ids in the normalizer's table.
+    fn user_frames(&mut self, pid: u32, frames: &[KernelUserFrame]) -> Vec<u32> {
         self.modules.learn_process(pid);
         let ips: Vec<u64> = frames
             .iter()
@@ -246,6 +274,8 @@ impl Converter {
                 KernelUserFrame::Resolved { .. } => None,
             })
             .collect();
+        // Frames first seen in this call get ids from `known` up: their files are learned.
+        let known = self.norm.table.len();
         let mut normalized = if ips.is_empty() {
             Vec::new()
         } else {
@@ -256,6 +286,9 @@ impl Converter {
             .iter()
             .map(|f| match f {
                 KernelUserFrame::Resolved { build_id, offset } => {
+                    if let Some(&id) = self.resolved.get(&(*build_id, *offset)) {
+                        return id;
+                    }
                     let (id, module) = match self.build_ids.get(build_id) {
                         Some(known) => known.clone(),
                         None => {
@@ -269,27 +302,37 @@ impl Converter {
                             (id, module)
                         }
                     };
-                    UserFrame {
+                    let named = module.is_some();
+                    let frame = self.norm.table.intern(UserFrame {
                         addr: 0,
                         module,
                         build_id: Some(id),
                         offset: Some(*offset),
                         error: None,
+                    });
+                    if named {
+                        self.resolved.insert((*build_id, *offset), frame);
                     }
+                    frame
                 }
-                KernelUserFrame::Ip(ip) => {
-                    let f = normalized.next().unwrap_or_else(|| UserFrame {
+                KernelUserFrame::Ip(ip) => match normalized.next() {
+                    Some(id) => {
+                        let f = self.norm.frame(id);
+                        if let (true, Some(m), Some(b)) =
+                            (id as usize >= known, &f.module, &f.build_id)
+                        {
+                            self.modules.learn(b, m);
+                        }
+                        id
+                    }
+                    None => self.norm.table.intern(UserFrame {
                         addr: *ip,
                         module: None,
                         build_id: None,
                         offset: None,
                         error: Some("not normalized".into()),
-                    });
-                    if let (Some(m), Some(id)) = (&f.module, &f.build_id) {
-                        self.modules.learn(id, m);
-                    }
-                    f
-                }
+                    }),
+                },
             })
             .collect()
     }
@@ -314,9 +357,9 @@ impl Converter {
             thread: &comm,
             cpu: -1,
             value: rest.growth as i64,
-            kstack: None,
-            ustack: None,
-            ksyms: None,
+            stacks: Default::default(),
+            kstack_error: None,
+            ustack_error: None,
             extra: Extra {
                 count: Some(i64::from(rest.events)),
                 op: Some(rss_counter(rest.member)),
@@ -335,9 +378,6 @@ impl Converter {
             .join(", ")
     }
 }
-
-/// A kernel stack: frames, `Err(-errno)`, or `None` when not requested.
-type KStack = Option<Result<Vec<u64>, i32>>;
 
 /// What a record contributes to its row besides ids and stacks.
 struct Decoded {

@@ -13,6 +13,7 @@ pub mod normalize;
 pub mod record;
 pub mod rows;
 pub mod spec;
+pub mod stacks;
 pub mod target;
 
 pub use record::run;

@@ -2,6 +2,8 @@
 //! (module path, build id, file offset) while its process is alive, so symbolization can happen
 //! later, elsewhere. Results are cached per (pid, address); a process's memory map is cached by
 //! blazesym from first use, so events processed just after the process exited still resolve.
+//! Frames are interned in a [`FrameTable`]: a stack is a slice of frame ids, so a repeated
+//! stack costs no string copies and is compared and hashed as integers.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -11,7 +13,7 @@ use blazesym::Pid;
 use blazesym::normalize::{NormalizeOpts, Normalizer, Reason, UserMeta};
 
 /// One normalized user frame.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct UserFrame {
     pub addr: u64,
     pub module: Option<String>,
@@ -20,10 +22,44 @@ pub struct UserFrame {
     pub error: Option<String>,
 }
 
+/// Every distinct normalized frame of a recording, each with an id (its index).
+#[derive(Default)]
+pub struct FrameTable {
+    frames: Vec<UserFrame>,
+    ids: HashMap<UserFrame, u32, ahash::RandomState>,
+}
+
+impl FrameTable {
+    /// The id of `f`, added when new.
+    pub fn intern(&mut self, f: UserFrame) -> u32 {
+        if let Some(&id) = self.ids.get(&f) {
+            return id;
+        }
+        let id = u32::try_from(self.frames.len()).unwrap_or(u32::MAX);
+        self.frames.push(f.clone());
+        self.ids.insert(f, id);
+        id
+    }
+
+    /// The frame with id `id` (from [`Self::intern`] on this table).
+    pub fn get(&self, id: u32) -> &UserFrame {
+        &self.frames[id as usize]
+    }
+
+    /// Distinct frames.
+    pub fn len(&self) -> usize {
+        self.frames.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.frames.is_empty()
+    }
+}
+
 struct PidState {
     normalizer: Normalizer,
-    /// Normalized frames, and failures that will not change (no file behind the address).
-    frames: HashMap<u64, UserFrame>,
+    /// Normalized frames (ids), and failures that will not change (no file behind the address).
+    frames: HashMap<u64, u32, ahash::RandomState>,
     /// When unmapped addresses were last looked up in a fresh read of the map.
     retried: Option<Instant>,
 }
@@ -43,6 +79,8 @@ fn new_normalizer() -> Normalizer {
 #[derive(Default)]
 pub struct UserNormalizer {
     pids: HashMap<u32, PidState>,
+    /// Every frame handed out, by id.
+    pub table: FrameTable,
     /// Frames that could not be normalized.
     pub failed_frames: u64,
 }
@@ -63,18 +101,24 @@ impl UserNormalizer {
         self.pids.remove(&pid);
     }
 
-    /// Normalize `addrs` of process `pid`, in order.
-    pub fn normalize(&mut self, pid: u32, addrs: &[u64]) -> Vec<UserFrame> {
+    /// The frame with id `id`.
+    pub fn frame(&self, id: u32) -> &UserFrame {
+        self.table.get(id)
+    }
+
+    /// Normalize `addrs` of process `pid`, in order: the ids of their frames in [`Self::table`].
+    pub fn normalize(&mut self, pid: u32, addrs: &[u64]) -> Vec<u32> {
+        let table = &mut self.table;
         if pid == 0 {
             // blazesym treats pid 0 as "this process": never normalize the idle task.
             return addrs
                 .iter()
-                .map(|&a| failed(a, "idle task (pid 0) has no user address space"))
+                .map(|&a| table.intern(failed(a, "idle task (pid 0) has no user address space")))
                 .collect();
         }
         let state = self.pids.entry(pid).or_insert_with(|| PidState {
             normalizer: new_normalizer(),
-            frames: HashMap::new(),
+            frames: HashMap::default(),
             retried: None,
         });
         let mut missing: Vec<u64> = addrs
@@ -118,23 +162,21 @@ impl UserNormalizer {
                 if f.error.is_some() {
                     self.failed_frames += 1;
                 }
+                let addr = f.addr;
+                let id = table.intern(f);
                 if unmapped {
                     // Not cached: a later refresh may find the mapping.
-                    retry.insert(f.addr, f);
+                    retry.insert(addr, id);
                 } else {
-                    state.frames.insert(f.addr, f);
+                    state.frames.insert(addr, id);
                 }
             }
         }
         addrs
             .iter()
-            .map(|a| {
-                state
-                    .frames
-                    .get(a)
-                    .or_else(|| retry.get(a))
-                    .cloned()
-                    .unwrap_or_else(|| failed(*a, "not normalized"))
+            .map(|a| match state.frames.get(a).or_else(|| retry.get(a)) {
+                Some(&id) => id,
+                None => table.intern(failed(*a, "not normalized")),
             })
             .collect()
     }
@@ -226,8 +268,10 @@ mod tests {
         let pid = std::process::id();
         let addr = marker as *const () as u64;
         let mut n = UserNormalizer::default();
-        let frames = n.normalize(pid, &[addr, addr, 1]);
-        assert_eq!(frames.len(), 3);
+        let ids = n.normalize(pid, &[addr, addr, 1]);
+        assert_eq!(ids.len(), 3);
+        assert_eq!(ids[0], ids[1], "one frame, one id");
+        let frames: Vec<UserFrame> = ids.iter().map(|&i| n.frame(i).clone()).collect();
         let f = &frames[0];
         assert_eq!(f.error, None, "{f:?}");
         let exe = std::fs::read_link("/proc/self/exe").unwrap();
@@ -263,7 +307,11 @@ mod tests {
             )
         };
         assert_ne!(addr, libc::MAP_FAILED);
-        let f = n.normalize(pid, &[addr as u64 + 16]);
+        let f: Vec<UserFrame> = n
+            .normalize(pid, &[addr as u64 + 16])
+            .iter()
+            .map(|&i| n.frame(i).clone())
+            .collect();
         // SAFETY: unmapping what we mapped above.
         unsafe { libc::munmap(addr, 4096) };
         assert_eq!(f[0].error, None, "{f:?}");
@@ -274,6 +322,6 @@ mod tests {
     fn idle_pid_is_never_normalized_as_self() {
         let mut n = UserNormalizer::default();
         let f = n.normalize(0, &[marker as *const () as u64]);
-        assert!(f[0].error.as_ref().unwrap().contains("pid 0"));
+        assert!(n.frame(f[0]).error.as_ref().unwrap().contains("pid 0"));
     }
 }

@@ -48,10 +48,12 @@ pub fn run() -> Result<ExitCode> {
     bpf::check_kernel(&spec)?;
     let offset_ns = host::boot_to_realtime_offset();
     let metadata = host::stream_metadata(&spec.normalized(), host::realtime_ns(), offset_ns);
-    let schema = Arc::new(raw_schema(metadata));
+    // Stack columns dictionary-encoded: each distinct captured stack is sent once.
+    let rows = RowBuilder::new(Arc::new(raw_schema(metadata)))
+        .context("building the raw stream schema")?;
     // Open the output before loading anything, so a terminal is refused at once.
-    // Compressed: raw rows repeat module paths and build ids in every frame.
-    let mut out = open_output_with(args.output.as_deref(), &schema, true)?;
+    // Compressed: stack entries repeat module paths and build ids in every frame.
+    let mut out = open_output_with(args.output.as_deref(), rows.schema(), true)?;
 
     let mut obj = MaybeUninit::uninit();
     let load = LoadOptions {
@@ -83,7 +85,7 @@ pub fn run() -> Result<ExitCode> {
         skel: &skel,
         queue: &queue,
         rb: &rb,
-        rows: RowBuilder::new(schema.clone()),
+        rows,
         conv: Converter::new(offset_ns, kernel_names()),
         drops: Drops::default(),
         started,
@@ -95,10 +97,10 @@ pub fn run() -> Result<ExitCode> {
     drop(perf);
     drop(tracepoints);
     let written = rec.drain_to_end(out)?;
-    if let Some(path) = &args.output {
-        if let Some(owner) = stacks_stream::sys::SudoOwner::from_sudo("stacks-record") {
-            owner.chown_path(path);
-        }
+    if let Some(path) = &args.output
+        && let Some(owner) = stacks_stream::sys::SudoOwner::from_sudo("stacks-record")
+    {
+        owner.chown_path(path);
     }
     if let Some(c) = targets.child.as_mut()
         && child_status.is_none()
@@ -278,7 +280,11 @@ impl Recorder<'_, '_> {
             &mut self.conv.counts,
         )?;
         if !self.rows.is_empty() {
-            out.write(&self.rows.finish())?;
+            let batch = self
+                .rows
+                .finish()
+                .context("building a batch of the raw stream")?;
+            out.write(&batch)?;
         }
         Ok(())
     }
@@ -317,11 +323,12 @@ impl Recorder<'_, '_> {
         }
         let counts = &self.conv.counts;
         eprintln!(
-            "stacks-record: {} rows: {} samples from {} processes in {:.1}s; {}; events: {}; stack capture errors: {} kernel, {} user; {} user frames not normalized{}",
+            "stacks-record: {} rows: {} samples from {} processes in {:.1}s, {} distinct stacks; {}; events: {}; stack capture errors: {} kernel, {} user; {} user frames not normalized{}",
             written,
             counts.by_kind.get(kind::PROFILE).copied().unwrap_or(0),
             counts.pids.len(),
             self.started.elapsed().as_secs_f64(),
+            self.rows.distinct_stacks(),
             self.drops.describe(),
             self.conv.describe_counts(),
             counts.kstack_errors,
@@ -421,9 +428,9 @@ fn push_lost(
             thread: "",
             cpu,
             value: n as i64,
-            kstack: None,
-            ustack: None,
-            ksyms: None,
+            stacks: Default::default(),
+            kstack_error: None,
+            ustack_error: None,
             extra: Extra {
                 cause: Some(cause),
                 ..Default::default()

@@ -1,15 +1,13 @@
-//! Builds raw-schema Arrow record batches from decoded events.
+//! Builds raw-schema Arrow record batches from decoded events, the stack columns
+//! dictionary-encoded (each row a key into the recording's [`StackTable`]).
 
 use std::sync::Arc;
 
-use arrow_array::builder::{
-    Int32Builder, Int64Builder, ListBuilder, StringBuilder, StructBuilder,
-    TimestampNanosecondBuilder, UInt64Builder,
-};
+use arrow_array::builder::{Int32Builder, Int64Builder, StringBuilder, TimestampNanosecondBuilder};
 use arrow_array::{ArrayRef, RecordBatch};
-use arrow_schema::{DataType, Field, SchemaRef};
+use arrow_schema::{ArrowError, SchemaRef};
 
-use crate::normalize::UserFrame;
+use crate::stacks::{StackRef, StackTable};
 
 /// One output row before it is appended.
 pub struct Row<'a> {
@@ -21,11 +19,11 @@ pub struct Row<'a> {
     pub thread: &'a str,
     pub cpu: i32,
     pub value: i64,
-    /// `None`: not requested; `Some(Err(errno))`: capture failed.
-    pub kstack: Option<Result<&'a [u64], i32>>,
-    pub ustack: Option<Result<&'a [UserFrame], i32>>,
-    /// Kernel symbols of `kstack` (same positions); `None` when not resolved.
-    pub ksyms: Option<&'a [Option<KernelSymbol>]>,
+    /// The row's stacks (keys from [`RowBuilder::stacks`]); default: none.
+    pub stacks: StackRef,
+    /// When a stack could not be captured: the negative errno.
+    pub kstack_error: Option<i32>,
+    pub ustack_error: Option<i32>,
     pub extra: Extra,
 }
 
@@ -70,11 +68,10 @@ pub struct RowBuilder {
     thread: StringBuilder,
     cpu: Int32Builder,
     value: Int64Builder,
-    kstack: ListBuilder<UInt64Builder>,
+    stacks: StackTable,
+    refs: Vec<StackRef>,
     kstack_error: Int32Builder,
-    ustack: ListBuilder<StructBuilder>,
     ustack_error: Int32Builder,
-    ksyms: ListBuilder<StructBuilder>,
     duration: Int64Builder,
     count: Int64Builder,
     state: StringBuilder,
@@ -95,40 +92,14 @@ pub struct RowBuilder {
     rows: usize,
 }
 
-fn list_field(dt: &DataType) -> Arc<Field> {
-    match dt {
-        DataType::List(f) => f.clone(),
-        other => unreachable!("stack columns are lists, found {other}"),
-    }
-}
-
 impl RowBuilder {
-    pub fn new(schema: SchemaRef) -> Self {
-        let kfield = list_field(
-            schema
-                .field_with_name("kstack")
-                .expect("kstack")
-                .data_type(),
-        );
-        let ufield = list_field(
-            schema
-                .field_with_name("ustack")
-                .expect("ustack")
-                .data_type(),
-        );
-        let DataType::Struct(ufields) = ufield.data_type().clone() else {
-            unreachable!("ustack elements are structs")
-        };
-        let sfield = list_field(
-            schema
-                .field_with_name("kstack_symbols")
-                .expect("kstack_symbols")
-                .data_type(),
-        );
-        let DataType::Struct(sfields) = sfield.data_type().clone() else {
-            unreachable!("kstack_symbols elements are structs")
-        };
-        Self {
+    /// A builder of batches of the raw schema `schema` with its stack columns
+    /// dictionary-encoded ([`Self::schema`]).
+    pub fn new(schema: SchemaRef) -> Result<Self, ArrowError> {
+        let schema = Arc::new(stacks_stream::dict::encoded_schema(&schema));
+        Ok(Self {
+            stacks: StackTable::new(&schema)?,
+            refs: Vec::new(),
             time: TimestampNanosecondBuilder::new().with_timezone("UTC"),
             kind: StringBuilder::new(),
             pid: Int32Builder::new(),
@@ -137,11 +108,8 @@ impl RowBuilder {
             thread: StringBuilder::new(),
             cpu: Int32Builder::new(),
             value: Int64Builder::new(),
-            kstack: ListBuilder::new(UInt64Builder::new()).with_field(kfield),
             kstack_error: Int32Builder::new(),
-            ustack: ListBuilder::new(StructBuilder::from_fields(ufields, 0)).with_field(ufield),
             ustack_error: Int32Builder::new(),
-            ksyms: ListBuilder::new(StructBuilder::from_fields(sfields, 0)).with_field(sfield),
             duration: Int64Builder::new(),
             count: Int64Builder::new(),
             state: StringBuilder::new(),
@@ -161,7 +129,22 @@ impl RowBuilder {
             cause: StringBuilder::new(),
             rows: 0,
             schema,
-        }
+        })
+    }
+
+    /// The schema of the batches: the raw schema, stack columns dictionary-encoded.
+    pub fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    /// Distinct captured stacks so far (entries of each stack dictionary).
+    pub fn distinct_stacks(&self) -> usize {
+        self.stacks.len()
+    }
+
+    /// The recording's captured stacks, for the keys of the rows pushed.
+    pub fn stacks(&mut self) -> &mut StackTable {
+        &mut self.stacks
     }
 
     pub fn len(&self) -> usize {
@@ -181,89 +164,9 @@ impl RowBuilder {
         self.thread.append_value(r.thread);
         self.cpu.append_value(r.cpu);
         self.value.append_value(r.value);
-        match r.kstack {
-            None => {
-                self.kstack.append_null();
-                self.kstack_error.append_null();
-            }
-            Some(Err(e)) => {
-                self.kstack.append(true);
-                self.kstack_error.append_value(e);
-            }
-            Some(Ok(frames)) => {
-                self.kstack.values().append_slice(frames);
-                self.kstack.append(true);
-                self.kstack_error.append_null();
-            }
-        }
-        match r.ustack {
-            None => {
-                self.ustack.append_null();
-                self.ustack_error.append_null();
-            }
-            Some(Err(e)) => {
-                self.ustack.append(true);
-                self.ustack_error.append_value(e);
-            }
-            Some(Ok(frames)) => {
-                let s = self.ustack.values();
-                for f in frames {
-                    s.field_builder::<UInt64Builder>(0)
-                        .expect("addr")
-                        .append_value(f.addr);
-                    s.field_builder::<StringBuilder>(1)
-                        .expect("module")
-                        .append_option(f.module.as_deref());
-                    s.field_builder::<StringBuilder>(2)
-                        .expect("build_id")
-                        .append_option(f.build_id.as_deref());
-                    s.field_builder::<UInt64Builder>(3)
-                        .expect("offset")
-                        .append_option(f.offset);
-                    s.field_builder::<StringBuilder>(4)
-                        .expect("error")
-                        .append_option(f.error.as_deref());
-                    s.append(true);
-                }
-                self.ustack.append(true);
-                self.ustack_error.append_null();
-            }
-        }
-        match r.ksyms {
-            None => self.ksyms.append_null(),
-            Some(syms) => {
-                let s = self.ksyms.values();
-                for sym in syms {
-                    match sym {
-                        Some(k) => {
-                            s.field_builder::<StringBuilder>(0)
-                                .expect("symbol")
-                                .append_value(&k.symbol);
-                            s.field_builder::<UInt64Builder>(1)
-                                .expect("offset")
-                                .append_value(k.offset);
-                            s.field_builder::<StringBuilder>(2)
-                                .expect("module")
-                                .append_option(k.module.as_deref());
-                            s.append(true);
-                        }
-                        None => {
-                            s.field_builder::<StringBuilder>(0)
-                                .expect("symbol")
-                                .append_value("");
-                            s.field_builder::<UInt64Builder>(1)
-                                .expect("offset")
-                                .append_value(0);
-                            s.field_builder::<StringBuilder>(2)
-                                .expect("module")
-                                .append_null();
-                            s.append(false);
-                        }
-                    }
-                }
-                self.ksyms.append(true);
-            }
-        }
+        self.refs.push(r.stacks);
+        self.kstack_error.append_option(r.kstack_error);
+        self.ustack_error.append_option(r.ustack_error);
         let x = &r.extra;
         self.duration.append_option(x.duration);
         self.count.append_option(x.count);
@@ -285,9 +188,12 @@ impl RowBuilder {
         self.rows += 1;
     }
 
-    /// Take the accumulated rows as a batch (the builder is left empty).
-    pub fn finish(&mut self) -> RecordBatch {
+    /// Take the accumulated rows as a batch (the builder is left empty; the stack
+    /// dictionaries keep every entry, so later batches only add to them).
+    pub fn finish(&mut self) -> Result<RecordBatch, ArrowError> {
         let n = self.rows;
+        let [kstack, ustack, ksyms] = self.stacks.columns(&self.refs)?;
+        self.refs.clear();
         let columns: Vec<(&str, ArrayRef)> = vec![
             ("time", Arc::new(self.time.finish())),
             ("kind", Arc::new(self.kind.finish())),
@@ -297,11 +203,11 @@ impl RowBuilder {
             ("thread", Arc::new(self.thread.finish())),
             ("cpu", Arc::new(self.cpu.finish())),
             ("value", Arc::new(self.value.finish())),
-            ("kstack", Arc::new(self.kstack.finish())),
+            kstack,
             ("kstack_error", Arc::new(self.kstack_error.finish())),
-            ("ustack", Arc::new(self.ustack.finish())),
+            ustack,
             ("ustack_error", Arc::new(self.ustack_error.finish())),
-            ("kstack_symbols", Arc::new(self.ksyms.finish())),
+            ksyms,
             ("duration", Arc::new(self.duration.finish())),
             ("count", Arc::new(self.count.finish())),
             ("state", Arc::new(self.state.finish())),
@@ -322,20 +228,27 @@ impl RowBuilder {
         ];
         self.rows = 0;
         stacks_stream::batch_by_name(self.schema.clone(), n, columns)
-            .expect("row builder columns match the raw schema")
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::normalize::UserFrame;
+    use crate::stacks::NewStack;
     use arrow_array::Array;
+    use arrow_schema::DataType;
     use std::collections::HashMap;
 
     #[test]
     fn builds_raw_schema_batches() {
-        let schema = Arc::new(stacks_stream::raw_schema(HashMap::new()));
-        let mut b = RowBuilder::new(schema.clone());
+        let raw = stacks_stream::raw_schema(HashMap::new());
+        let mut b = RowBuilder::new(Arc::new(raw.clone())).unwrap();
+        assert_eq!(
+            **b.schema(),
+            stacks_stream::dict::encoded_schema(&raw),
+            "the raw schema, stacks encoded"
+        );
         let uf = vec![UserFrame {
             addr: 0x1000,
             module: Some("/bin/x".into()),
@@ -356,6 +269,13 @@ mod tests {
                 module: Some("ext4".into()),
             }),
         ];
+        let stacks = b
+            .stacks()
+            .key(Some(Ok(&[1, 2, 3])), Some(Ok(&[0])), || NewStack {
+                kstack: Some(vec![1, 2, 3]),
+                ustack: Some(uf.clone()),
+                kstack_symbols: Some(ks.clone()),
+            });
         b.push(&Row {
             time_ns: 1,
             kind: "profile",
@@ -365,14 +285,18 @@ mod tests {
             thread: "b",
             cpu: 0,
             value: 10,
-            kstack: Some(Ok(&[1, 2, 3])),
-            ustack: Some(Ok(&uf)),
-            ksyms: Some(&ks),
+            stacks,
+            kstack_error: None,
+            ustack_error: None,
             extra: Extra {
                 duration: Some(5),
                 state: Some("sleeping"),
                 ..Extra::default()
             },
+        });
+        let failed = b.stacks().key(None, Some(Err(-14)), || NewStack {
+            ustack: Some(vec![]),
+            ..NewStack::default()
         });
         b.push(&Row {
             time_ns: 2,
@@ -383,22 +307,26 @@ mod tests {
             thread: "b",
             cpu: 1,
             value: 10,
-            kstack: None,
-            ustack: Some(Err(-14)),
-            ksyms: None,
+            stacks: failed,
+            kstack_error: None,
+            ustack_error: Some(-14),
             extra: Extra::default(),
         });
-        let batch = b.finish();
+        let batch = b.finish().unwrap();
         assert_eq!(batch.num_rows(), 2);
-        assert_eq!(batch.schema(), schema);
+        assert_eq!(&batch.schema(), b.schema());
         let k = batch.column_by_name("kstack").unwrap();
-        assert!(k.is_valid(0) && k.is_null(1));
+        assert!(matches!(k.data_type(), DataType::Dictionary(..)));
+        assert!(k.is_valid(0) && k.logical_nulls().unwrap().is_null(1));
+        let u = batch.column_by_name("ustack").unwrap();
+        assert!(u.logical_nulls().is_none_or(|n| n.null_count() == 0));
         let ue = batch.column_by_name("ustack_error").unwrap();
         assert!(ue.is_null(0) && ue.is_valid(1));
         let d = batch.column_by_name("duration").unwrap();
         assert!(d.is_valid(0) && d.is_null(1));
         let k = batch.column_by_name("kstack_symbols").unwrap();
-        assert!(k.is_valid(0) && k.is_null(1));
+        assert!(k.is_valid(0) && k.logical_nulls().unwrap().is_null(1));
         assert!(b.is_empty());
+        assert_eq!(b.distinct_stacks(), 2);
     }
 }

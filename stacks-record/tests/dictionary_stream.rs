@@ -1,0 +1,210 @@
+//! End to end (BPF, root): a recording of the whole machine at 999 Hz with kernel and user
+//! stacks, read back three ways — arrow-rs's `StreamReader`, the contract's input stream with
+//! `StackFrames`/`Entries`, and pyarrow — shows dictionary-encoded stack columns whose
+//! dictionaries only grow, one key per captured stack in all three columns, each repeated stack
+//! sent once, and the same frames whichever reader reads them.
+
+use std::collections::{HashMap, HashSet};
+use std::process::{Command, Stdio};
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Int32Type, UInt64Type};
+use arrow_array::{Array, ArrayRef};
+use arrow_schema::DataType;
+use stacks_stream::dict::Entries;
+use stacks_stream::frames::StackFrames;
+
+/// A captured stack as the rows show it: kernel addresses and user (module, offset, address).
+type Logical = (
+    Option<Vec<u64>>,
+    Option<Vec<(Option<String>, Option<u64>, u64)>>,
+);
+
+#[test]
+fn recording_carries_each_stack_once() {
+    if !stacks_testkit::env::bpf_available("recording_carries_each_stack_once") {
+        return;
+    }
+    let _serial = stacks_testkit::env::bpf_serial();
+    let dir = std::env::temp_dir().join(format!("stacks-record-dict-e2e-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("raw.arrow");
+    // A process that only spins: many samples, stacks repeated.
+    let mut spin = Command::new("sh")
+        .args(["-c", "while :; do :; done"])
+        .spawn()
+        .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_stacks-record"))
+        .args(["-e", "profile:uk:999", "-a", "-d", "2s", "-o"])
+        .arg(&path)
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    let _ = spin.kill();
+    let _ = spin.wait();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "stacks-record failed: {stderr}");
+
+    // arrow-rs: dictionary columns, dictionaries that only grow, keys shared by the columns.
+    let reader =
+        arrow_ipc::reader::StreamReader::try_new(std::fs::File::open(&path).unwrap(), None)
+            .unwrap();
+    assert_eq!(
+        reader.schema().metadata()["stacks.schema_version"],
+        stacks_stream::SCHEMA_VERSION
+    );
+    let mut previous: HashMap<&str, ArrayRef> = HashMap::new();
+    let (mut rows, mut stacked) = (0usize, 0usize);
+    let mut spin_rows = 0usize;
+    let mut spin_keys = HashSet::new();
+    let mut key_stacks: HashMap<i32, Logical> = HashMap::new();
+    let (mut kframes, mut uframes) = (0usize, 0usize);
+    for batch in reader {
+        let batch = batch.unwrap();
+        let mut keys = Vec::new();
+        for name in ["kstack", "ustack", "kstack_symbols"] {
+            let col = batch.column_by_name(name).unwrap();
+            assert!(
+                matches!(col.data_type(), DataType::Dictionary(..)),
+                "{name}: {}",
+                col.data_type()
+            );
+            let dict = col.as_dictionary::<Int32Type>();
+            let values = dict.values();
+            if let Some(old) = previous.get(name) {
+                assert!(values.len() >= old.len(), "{name}: the dictionary shrank");
+                assert_eq!(
+                    values.slice(0, old.len()).to_data(),
+                    old.to_data(),
+                    "{name}: earlier entries changed"
+                );
+            }
+            previous.insert(name, values.clone());
+            keys.push(dict.keys().clone());
+        }
+        let (k, u, s) = (&keys[0], &keys[1], &keys[2]);
+        let kvalues = previous["kstack"].as_list::<i32>().clone();
+        let svalues = previous["kstack_symbols"].as_list::<i32>().clone();
+        let ustack =
+            StackFrames::new(batch.column_by_name("ustack").unwrap(), "test", "ustack").unwrap();
+        assert!(ustack.is_dictionary());
+        let pid = batch
+            .column_by_name("pid")
+            .unwrap()
+            .as_primitive::<Int32Type>()
+            .clone();
+        let kind = batch
+            .column_by_name("kind")
+            .unwrap()
+            .as_string::<i32>()
+            .clone();
+        for row in 0..batch.num_rows() {
+            rows += 1;
+            if kind.value(row) != "profile" {
+                assert!(k.is_null(row) && u.is_null(row), "{} row", kind.value(row));
+                continue;
+            }
+            // `-e profile:uk`: both stacks requested, one key for the captured stack.
+            assert!(k.is_valid(row) && u.is_valid(row), "profile row {row}");
+            let key = k.value(row);
+            assert_eq!(u.value(row), key);
+            stacked += 1;
+            if s.is_valid(row) {
+                assert_eq!(s.value(row), key);
+                let e = key as usize;
+                assert_eq!(kvalues.value(e).len(), svalues.value(e).len());
+            }
+            let kstack = kvalues.is_valid(key as usize).then(|| {
+                let v = kvalues.value(key as usize);
+                v.as_primitive::<UInt64Type>().values().to_vec()
+            });
+            let entry = ustack.entry(row).expect("a user stack");
+            let user: Vec<_> = ustack
+                .entry_frames(entry)
+                .map(|i| {
+                    let f = ustack.frame(i).unwrap();
+                    (f.module.map(str::to_string), f.offset, f.addr)
+                })
+                .collect();
+            kframes += kstack.as_ref().map_or(0, Vec::len);
+            uframes += user.len();
+            let logical = (kstack, Some(user));
+            // A key is one stack for the whole stream.
+            assert_eq!(
+                key_stacks.entry(key).or_insert_with(|| logical.clone()),
+                &logical,
+                "key {key}"
+            );
+            if pid.value(row) == spin.id() as i32 {
+                spin_rows += 1;
+                spin_keys.insert(key);
+            }
+        }
+    }
+    let entries = previous["kstack"].len();
+    assert!(
+        stderr.contains(&format!("{entries} distinct stacks;")),
+        "the summary counts the dictionary's {entries} entries: {stderr}"
+    );
+    // Each distinct stack once: rows with the same frames share a key (but for the few raw
+    // kernel stacks that differ only in the tracing frames dropped), and the spinning
+    // process's repeated stacks (its leaf frames; dash has no frame pointers, so the frames
+    // above vary) share keys.
+    let logical: HashSet<&Logical> = key_stacks.values().collect();
+    assert!(
+        key_stacks.len() <= logical.len() + logical.len() / 100 + 2,
+        "{} keys for {} distinct stacks",
+        key_stacks.len(),
+        logical.len()
+    );
+    assert!(
+        spin_rows >= 50,
+        "only {spin_rows} samples of the spinning shell"
+    );
+    assert!(
+        spin_keys.len() < spin_rows,
+        "{} keys for {spin_rows} samples of one loop",
+        spin_keys.len()
+    );
+
+    // The contract's reader accepts the stream, and Entries maps rows as the keys do.
+    let mut input = stacks_stream::open_input(Some(&path)).unwrap();
+    let mut contract_rows = 0;
+    while let Some(b) = input.next_batch().unwrap() {
+        let e = Entries::new(b.column_by_name("kstack").unwrap()).unwrap();
+        assert!(e.is_dictionary());
+        contract_rows += e.rows();
+    }
+    assert_eq!(contract_rows, rows);
+
+    // pyarrow reads the frames back, as many as arrow-rs did.
+    let py = Command::new("python3")
+        .args([
+            "-c",
+            "import sys, pyarrow.ipc as i\n\
+             t = i.open_stream(open(sys.argv[1], 'rb')).read_all()\n\
+             kind = t.column('kind').to_pylist()\n\
+             k = t.column('kstack').to_pylist(); u = t.column('ustack').to_pylist()\n\
+             p = [j for j, x in enumerate(kind) if x == 'profile']\n\
+             print(t.num_rows, len(p), sum(len(k[j]) for j in p if k[j] is not None),\n\
+                   sum(len(u[j]) for j in p if u[j] is not None))",
+        ])
+        .arg(&path)
+        .output()
+        .expect("run python3");
+    assert!(
+        py.status.success(),
+        "pyarrow: {}",
+        String::from_utf8_lossy(&py.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&py.stdout).trim(),
+        format!("{rows} {stacked} {kframes} {uframes}")
+    );
+    eprintln!(
+        "recording: {rows} rows, {stacked} with stacks, {} keys; spinning shell: {spin_rows} samples, {} keys",
+        key_stacks.len(),
+        spin_keys.len()
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
