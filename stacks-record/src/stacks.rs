@@ -59,6 +59,8 @@ struct Pending {
 /// The captured stacks of a recording, each with its key, and the stack dictionaries.
 pub struct StackTable {
     keys: HashMap<Box<[u64]>, StackRef, ahash::RandomState>,
+    /// Stacks given a key so far (one seen again after a restart counts again).
+    keyed: usize,
     /// The lookup key of the stack being looked up (reused: a repeat allocates nothing).
     probe: Vec<u64>,
     pending: Pending,
@@ -110,6 +112,7 @@ impl StackTable {
                 0x5eed_0003,
                 0x5eed_0004,
             )),
+            keyed: 0,
             probe: Vec::new(),
             pending,
             kstack: StackDictionary::new(&DataType::List(k)),
@@ -118,13 +121,14 @@ impl StackTable {
         })
     }
 
-    /// Distinct captured stacks so far.
+    /// Distinct captured stacks so far (dictionary entries sent; after a restart a stack seen
+    /// again is sent, and counted, again).
     pub fn len(&self) -> usize {
-        self.keys.len()
+        self.keyed
     }
 
     pub fn is_empty(&self) -> bool {
-        self.keys.is_empty()
+        self.keyed == 0
     }
 
     /// The keys of the captured stack (`kstack`: raw kernel addresses, `ustack`: user frame
@@ -156,6 +160,7 @@ impl StackTable {
         };
         self.pending.push(&new);
         self.keys.insert(self.probe.as_slice().into(), r);
+        self.keyed += 1;
         r
     }
 
@@ -172,7 +177,28 @@ impl StackTable {
             self.kstack_symbols.extend(&p.kstack_symbols.finish())?;
             p.len = 0;
         }
-        let keys = |f: fn(&StackRef) -> Option<i32>| refs.iter().map(f).collect::<Int32Array>();
+        // Past dict::MAX_ENTRIES, start over with the entries this batch uses (a shorter
+        // dictionary, which consumers take as a new one); later stacks are keyed afresh.
+        let row_keys: Vec<Option<i32>> = refs
+            .iter()
+            .map(|r| r.kstack.or(r.ustack).or(r.kstack_symbols))
+            .collect();
+        let renumbered = match dict::restart_plan(self.kstack.len(), &row_keys) {
+            Some((keep, rows)) => {
+                self.kstack.restart(&keep)?;
+                self.ustack.restart(&keep)?;
+                self.kstack_symbols.restart(&keep)?;
+                self.keys.clear();
+                Some(rows)
+            }
+            None => None,
+        };
+        let keys = |f: fn(&StackRef) -> Option<i32>| -> Int32Array {
+            match &renumbered {
+                None => refs.iter().map(f).collect(),
+                Some(rows) => refs.iter().zip(rows).map(|(r, k)| f(r).and(*k)).collect(),
+            }
+        };
         Ok([
             (col::KSTACK, self.kstack.column(keys(|r| r.kstack))?),
             (col::USTACK, self.ustack.column(keys(|r| r.ustack))?),
@@ -374,6 +400,73 @@ mod tests {
         }
         assert_eq!(first, 1, "the dictionary only grows");
         assert_eq!(s.len(), 2);
+    }
+
+    #[test]
+    fn dictionaries_start_over_shorter_past_the_limit() {
+        let t = FrameTable::default();
+        let mut s = StackTable::new(&raw()).unwrap();
+        let mut key = |s: &mut StackTable, x: u64| {
+            let k = [x, x + 1];
+            s.key(Some(Ok(&k)), None, || entries(Some(Ok(&k)), None, &t))
+        };
+        let refs: Vec<StackRef> = (0..dict::MAX_ENTRIES as u64)
+            .map(|x| key(&mut s, x))
+            .collect();
+        let [(_, kcol), _, _] = s.columns(&refs).unwrap();
+        let len = |c: &ArrayRef| {
+            c.as_dictionary::<arrow_array::types::Int32Type>()
+                .values()
+                .len()
+        };
+        assert_eq!(
+            len(&kcol),
+            dict::MAX_ENTRIES,
+            "a batch using every entry keeps them"
+        );
+        // The next batch uses two stacks, one of them new: the dictionary starts over with them.
+        let refs = [key(&mut s, 7), key(&mut s, 1 << 40), key(&mut s, 7)];
+        let [(_, kcol), (_, ucol), _] = s.columns(&refs).unwrap();
+        assert_eq!(len(&kcol), 2, "shorter: consumers see a new dictionary");
+        let plain = arrow_cast::cast(
+            &kcol,
+            &stacks_stream::dict::value_type(kcol.data_type()).clone(),
+        )
+        .unwrap();
+        let plain = plain.as_list::<i32>();
+        assert_eq!(
+            plain
+                .value(0)
+                .as_primitive::<arrow_array::types::UInt64Type>()
+                .values()
+                .as_ref(),
+            &[7, 8]
+        );
+        assert_eq!(
+            plain
+                .value(2)
+                .as_primitive::<arrow_array::types::UInt64Type>()
+                .values()
+                .as_ref(),
+            &[7, 8]
+        );
+        assert_eq!(
+            plain
+                .value(1)
+                .as_primitive::<arrow_array::types::UInt64Type>()
+                .values()
+                .as_ref(),
+            &[1 << 40, (1 << 40) + 1]
+        );
+        assert_eq!(
+            ucol.null_count() + ucol.logical_null_count(),
+            6,
+            "no user stacks asked"
+        );
+        // Keys continue from the new dictionary.
+        let r = key(&mut s, 7);
+        assert_eq!(r.kstack, Some(2), "forgotten at the restart: keyed again");
+        assert_eq!(s.len(), dict::MAX_ENTRIES + 2);
     }
 
     #[test]
