@@ -406,7 +406,7 @@ mod tests {
     fn dictionaries_start_over_shorter_past_the_limit() {
         let t = FrameTable::default();
         let mut s = StackTable::new(&raw()).unwrap();
-        let mut key = |s: &mut StackTable, x: u64| {
+        let key = |s: &mut StackTable, x: u64| {
             let k = [x, x + 1];
             s.key(Some(Ok(&k)), None, || entries(Some(Ok(&k)), None, &t))
         };
