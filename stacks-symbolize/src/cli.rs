@@ -99,8 +99,8 @@ pub fn run_with(args: Args) -> Result<ExitCode> {
     }
     let st = summary.stats;
     eprintln!(
-        "{TOOL}: {} rows, {} distinct frames resolved ({} stack elements in, {} frames out)",
-        st.rows, st.unique, st.frames_in, st.frames_out
+        "{TOOL}: {} rows, {} distinct frames resolved ({} distinct stacks: {} stack elements in, {} frames out)",
+        st.rows, st.unique, st.stacks, st.frames_in, st.frames_out
     );
     Ok(ExitCode::SUCCESS)
 }
