@@ -556,8 +556,8 @@ mod tests {
             stacks_stream::InputStream::new("test", Box::new(std::io::Cursor::new(bytes)))
                 .expect("stream");
         let schema = input.schema();
-        let mut t = Tracer::new(&schema, "test", Vec::new(), "out", &Options::default())
-            .expect("tracer");
+        let mut t =
+            Tracer::new(&schema, "test", Vec::new(), "out", &Options::default()).expect("tracer");
         let mut rows = 0;
         while let Some(b) = input.next_batch().expect("batch") {
             rows += b.num_rows();
