@@ -1056,3 +1056,57 @@ fn plain_and_dictionary_raw_streams_symbolize_alike_each_stack_once() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Raw dictionaries with keys past the end or negative are refused as an invalid stream (the
+/// Arrow reader checks keys); a key of a null entry is a row without that stack. No panics.
+#[test]
+fn broken_raw_dictionaries_are_refused_or_read_as_no_stack() {
+    let dir = scratch("sym-broken-dict");
+    let rows: Vec<Row> = (0..6u64)
+        .map(|i| Row {
+            kind: "profile".into(),
+            kstack: Some(KADDRS[..1 + (i % 3) as usize].to_vec()),
+            kstack_symbols: Some(recorded_ksyms()[..1 + (i % 3) as usize].to_vec()),
+            ustack: Some(vec![UFrame {
+                addr: 0x5555_0000_1000 + i,
+                module: Some("/nonexistent/app".into()),
+                build_id: Some("abcd".into()),
+                offset: Some(0x1000 + i),
+                error: None,
+            }]),
+            ..Default::default()
+        })
+        .collect();
+    let mut md = HashMap::new();
+    stacks_stream::stamp(&mut md, "fixture", "0", stacks_stream::stage::RAW);
+    let schema = std::sync::Arc::new(stacks_stream::raw_schema(md));
+    let mut e = stacks_testkit::Encoder::new(&schema, stacks_testkit::Keys::SharedRaw);
+    let batch = e.batch(&rows);
+    let broken = stacks_testkit::broken_dictionaries(&batch);
+    assert_eq!(broken.len(), 9, "three variants of three raw stack columns");
+    for (what, b) in broken {
+        let input = dir.join("in.arrow");
+        std::fs::write(
+            &input,
+            stacks_testkit::stream_bytes(&e.schema(), &[b], true),
+        )
+        .unwrap();
+        let out = dir.join("out.arrow");
+        let o = Command::new(bin("stacks-symbolize"))
+            .arg(&input)
+            .arg("-o")
+            .arg(&out)
+            .env_remove("DEBUGINFOD_URLS")
+            .output()
+            .unwrap();
+        if what.ends_with("null entry") {
+            stacks_tests::check(&o, &what);
+            let frames = read_frames(&read_stream(&out));
+            assert_eq!(frames.len(), 6, "{what}");
+            assert!(frames[1..].iter().all(Option::is_some), "{what}");
+        } else {
+            stacks_tests::assert_refused(&o, "stacks-symbolize", 1, "invalid Arrow stream", &what);
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -229,6 +229,24 @@ fn events_stream_as(events: &[Row], encoded: bool) -> Vec<u8> {
     stream_bytes(&schema, &[b.slice(0, half), b.slice(half, n - half)], true)
 }
 
+/// One-batch streams of the first batch of [`events_stream_encoded`] of [`every_kind`], each
+/// with one broken or odd dictionary (see [`crate::rows::broken_dictionaries`]), named.
+pub fn broken_dictionary_streams() -> Vec<(String, Vec<u8>)> {
+    let bytes = events_stream_encoded(&every_kind());
+    let input = stacks_stream::InputStream::new("fixture", Box::new(std::io::Cursor::new(bytes)))
+        .expect("fixture stream");
+    let schema = input.schema();
+    let first = input
+        .into_iter()
+        .next()
+        .expect("a batch")
+        .expect("fixture batch");
+    crate::rows::broken_dictionaries(&first)
+        .into_iter()
+        .map(|(what, b)| (what, stream_bytes(&schema, &[b], true)))
+        .collect()
+}
+
 /// Every kind of event, with known totals:
 ///
 /// * profile: 3 × `do_syscall_64` ← `inner` (inlined in `outer`) ← `main`, 1 × `busy` ← `main`,

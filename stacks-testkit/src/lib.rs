@@ -19,8 +19,8 @@ pub use env::{bpf_available, bpf_serial, root_available};
 pub use files::{read_parquet, write_parquet};
 pub use files::{read_stream, stream_bytes, stream_with_ends};
 pub use rows::{
-    Encoder, Frame, Keys, Ksym, Row, UFrame, batch, batch_encoded, read_frames, stack_array,
-    stack_functions,
+    Encoder, Frame, Keys, Ksym, Row, UFrame, batch, batch_encoded, broken_dictionaries,
+    read_frames, stack_array, stack_functions,
 };
 pub use tool::{
     Scratch, assert_one_line_error, bin, bin_dir, fuzz_case, fuzz_corpus, run_command, run_tool,

@@ -432,6 +432,51 @@ pub fn batch_encoded(schema: &SchemaRef, rows: &[Row]) -> RecordBatch {
     Encoder::new(schema, Keys::PerColumn).batch(rows)
 }
 
+/// Variants of `batch` (stack columns dictionary-encoded, e.g. by [`Encoder`]) with one
+/// broken or odd dictionary each, as a foreign writer or a fuzzer could make them: row 0's key
+/// past the end of the dictionary, negative, or on a null entry. Built without validation;
+/// readers must refuse the first two and take the last as a null stack, without a panic.
+pub fn broken_dictionaries(batch: &RecordBatch) -> Vec<(String, RecordBatch)> {
+    let mut out = Vec::new();
+    for (i, f) in batch.schema().fields().iter().enumerate() {
+        let Some(d) = batch
+            .column(i)
+            .as_dictionary_opt::<arrow_array::types::Int32Type>()
+        else {
+            continue;
+        };
+        if d.is_empty() {
+            continue;
+        }
+        let len = d.values().len() as i32;
+        let mut with_null = StackDictionary::new(d.values().data_type());
+        with_null.extend(d.values().as_ref()).expect("entries");
+        with_null
+            .extend(arrow_array::new_null_array(d.values().data_type(), 1).as_ref())
+            .expect("null entry");
+        for (what, key, values) in [
+            ("key past the end", len + 3, d.values().clone()),
+            ("negative key", -1, d.values().clone()),
+            ("key of a null entry", len, with_null.values().clone()),
+        ] {
+            let mut keys: Vec<Option<i32>> = d.keys().iter().collect();
+            keys[0] = Some(key);
+            // SAFETY: deliberately unchecked; no code here reads through the keys.
+            let broken = unsafe {
+                arrow_array::DictionaryArray::<arrow_array::types::Int32Type>::new_unchecked(
+                    Int32Array::from(keys),
+                    values,
+                )
+            };
+            let mut columns = batch.columns().to_vec();
+            columns[i] = Arc::new(broken);
+            let b = RecordBatch::try_new(batch.schema(), columns).expect("broken batch");
+            out.push((format!("{}: {what}", f.name()), b));
+        }
+    }
+    out
+}
+
 /// Each row's `stack` with every frame field, plain or dictionary-encoded; `None` for a null
 /// stack.
 pub fn read_frames(batches: &[RecordBatch]) -> Vec<Option<Vec<Frame>>> {

@@ -275,3 +275,32 @@ fn dictionary_stacks_give_the_same_trace() {
         "stacks were converted"
     );
 }
+
+#[test]
+fn broken_dictionaries_are_refused_or_read_as_no_stack() {
+    let streams = stacks_testkit::events::broken_dictionary_streams();
+    assert!(streams.len() >= 3, "{}", streams.len());
+    for (what, bytes) in streams {
+        let o = trace(&[], &bytes);
+        if what.ends_with("null entry") {
+            assert!(
+                o.status.success(),
+                "{what}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            let v: Value = serde_json::from_slice(&o.stdout).expect("json");
+            check(&v).unwrap_or_else(|e| panic!("{what}: invalid trace:\n{}", e.join("\n")));
+        } else {
+            // The trace header may already be out: the error is the stream's first batch.
+            let stderr = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(1), "{what}: {stderr}");
+            let lines: Vec<&str> = stderr.lines().collect();
+            assert!(
+                lines.len() == 1
+                    && lines[0].starts_with("stacks-trace: error: ")
+                    && lines[0].contains("invalid Arrow stream"),
+                "{what}: {stderr}"
+            );
+        }
+    }
+}
