@@ -708,63 +708,53 @@ impl StackColumns {
     /// A 128-bit hash (two independently seeded lanes) of everything `r` holds: two
     /// different raw stacks share it with a probability around 2^-128.
     fn hash(&self, lanes: &[ahash::RandomState; 2], r: &RawStack) -> (u64, u64) {
-        let mut h = lanes.each_ref().map(|l| l.build_hasher());
-        let mut put = |v: &dyn Fn(&mut ahash::AHasher)| h.iter_mut().for_each(v);
-        put(&|h| (r.kerr, r.uerr).hash(h));
+        let mut h = Lanes(lanes[0].build_hasher(), lanes[1].build_hasher());
+        (r.kerr, r.uerr).hash(&mut h);
         match r.k {
             Some(e) => {
                 let range = list_range(&self.kstack, e);
-                put(&|h| {
-                    h.write_u8(1);
-                    h.write_usize(range.len());
-                    for j in range.clone() {
-                        h.write_u64(self.kvalues.value(j));
-                    }
-                });
+                h.write_u8(1);
+                h.write_usize(range.len());
+                for j in range {
+                    h.write_u64(self.kvalues.value(j));
+                }
             }
-            None => put(&|h| h.write_u8(0)),
+            None => h.write_u8(0),
         }
         match r.u {
             Some(e) => {
                 let range = list_range(&self.ustack, e);
-                put(&|h| {
-                    h.write_u8(1);
-                    h.write_usize(range.len());
-                    for j in range.clone() {
-                        h.write_u64(self.u_addr.value(j));
-                        opt_str(&self.u_module, j).hash(h);
-                        opt_str(&self.u_build_id, j).hash(h);
-                        self.u_offset
-                            .is_valid(j)
-                            .then(|| self.u_offset.value(j))
-                            .hash(h);
-                        opt_str(&self.u_error, j).hash(h);
-                    }
-                });
+                h.write_u8(1);
+                h.write_usize(range.len());
+                for j in range {
+                    h.write_u64(self.u_addr.value(j));
+                    opt_str(&self.u_module, j).hash(&mut h);
+                    opt_str(&self.u_build_id, j).hash(&mut h);
+                    let offset = self.u_offset.is_valid(j).then(|| self.u_offset.value(j));
+                    offset.hash(&mut h);
+                    opt_str(&self.u_error, j).hash(&mut h);
+                }
             }
-            None => put(&|h| h.write_u8(0)),
+            None => h.write_u8(0),
         }
         match (r.s, &self.ksyms) {
             (Some(e), Some(k)) => {
                 let range = list_range(&k.list, e);
-                put(&|h| {
-                    h.write_u8(1);
-                    h.write_usize(range.len());
-                    for j in range.clone() {
-                        let valid = k.entries.is_valid(j);
-                        valid.hash(h);
-                        if valid {
-                            k.symbol.value(j).hash(h);
-                            k.offset.value(j).hash(h);
-                            opt_str(&k.module, j).hash(h);
-                        }
+                h.write_u8(1);
+                h.write_usize(range.len());
+                for j in range {
+                    let valid = k.entries.is_valid(j);
+                    valid.hash(&mut h);
+                    if valid {
+                        k.symbol.value(j).hash(&mut h);
+                        k.offset.value(j).hash(&mut h);
+                        opt_str(&k.module, j).hash(&mut h);
                     }
-                });
+                }
             }
-            _ => put(&|h| h.write_u8(0)),
+            _ => h.write_u8(0),
         }
-        let [a, b] = h.map(|h| h.finish());
-        (a, b)
+        (h.0.finish(), h.1.finish())
     }
 }
 
@@ -774,6 +764,32 @@ fn hash_lanes() -> [ahash::RandomState; 2] {
         ahash::RandomState::with_seeds(1, 2, 3, 4),
         ahash::RandomState::with_seeds(5, 6, 7, 8),
     ]
+}
+
+/// Two hashers fed the same values (each value read once).
+struct Lanes(ahash::AHasher, ahash::AHasher);
+
+impl Hasher for Lanes {
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.write(bytes);
+        self.1.write(bytes);
+    }
+    fn write_u8(&mut self, i: u8) {
+        self.0.write_u8(i);
+        self.1.write_u8(i);
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.0.write_u64(i);
+        self.1.write_u64(i);
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.0.write_usize(i);
+        self.1.write_usize(i);
+    }
+    /// The first lane only: [`StackColumns::hash`] reads both.
+    fn finish(&self) -> u64 {
+        self.0.finish()
+    }
 }
 
 /// A batch's elements grouped by distinct frame.
