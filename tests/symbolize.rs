@@ -1110,3 +1110,56 @@ fn broken_raw_dictionaries_are_refused_or_read_as_no_stack() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A dictionary replaced by a smaller one (a foreign writer's replacement, not a delta) means
+/// new keys: stacks are told apart anew, and every row still gets its own stack.
+#[test]
+fn replaced_raw_dictionaries_start_afresh() {
+    let dir = scratch("sym-replaced-dict");
+    let row = |k: usize| Row {
+        kind: "profile".into(),
+        kstack: Some(KADDRS[..k].to_vec()),
+        kstack_symbols: Some(recorded_ksyms()[..k].to_vec()),
+        ..Default::default()
+    };
+    let (first, second) = (vec![row(1), row(2), row(3)], vec![row(3), row(1)]);
+    let mut md = HashMap::new();
+    stacks_stream::stamp(&mut md, "fixture", "0", stacks_stream::stage::RAW);
+    let schema = std::sync::Arc::new(stacks_stream::raw_schema(md));
+    // Two encoders: the second batch's dictionaries start again from key 0.
+    let mut a = stacks_testkit::Encoder::new(&schema, stacks_testkit::Keys::SharedRaw);
+    let mut b = stacks_testkit::Encoder::new(&schema, stacks_testkit::Keys::SharedRaw);
+    let batches = [a.batch(&first), b.batch(&second)];
+    let mut bytes = Vec::new();
+    {
+        let options = arrow_ipc::writer::IpcWriteOptions::default()
+            .with_dictionary_handling(arrow_ipc::writer::DictionaryHandling::Resend);
+        let mut w =
+            arrow_ipc::writer::StreamWriter::try_new_with_options(&mut bytes, &a.schema(), options)
+                .unwrap();
+        for batch in &batches {
+            w.write(batch).unwrap();
+        }
+        w.finish().unwrap();
+    }
+    let input = dir.join("in.arrow");
+    std::fs::write(&input, bytes).unwrap();
+    let out = dir.join("out.arrow");
+    let o = Command::new(bin("stacks-symbolize"))
+        .arg(&input)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    stacks_tests::check(&o, "stacks-symbolize");
+    let frames = read_frames(&read_stream(&out));
+    let depth: Vec<usize> = frames.iter().map(|f| f.as_ref().unwrap().len()).collect();
+    assert_eq!(depth, [1, 2, 3, 3, 1], "each row its own stack");
+    let top: Vec<Option<&str>> = frames
+        .iter()
+        .map(|f| f.as_ref().unwrap().last().unwrap().function.as_deref())
+        .collect();
+    assert_eq!(top[3], top[2]);
+    assert_eq!(top[4], top[0]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
