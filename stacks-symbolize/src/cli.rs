@@ -10,7 +10,8 @@ use clap::Parser;
 use crate::{Options, TOOL, debuginfo, debuginfod, elf, symbolize_stream};
 
 /// Symbolize a raw stacks stream: every row gets a `stack` column with function names, source
-/// files, lines and inlined frames for its kernel and user frames.
+/// files, lines and inlined frames for its kernel and user frames. Each distinct stack is
+/// symbolized and written once per stream (stack columns dictionary-encoded, schema version 2).
 ///
 ///   stacks-record -e profile -- ./app | stacks-symbolize | stacks-pack out/
 ///   stacks-symbolize raw.arrow -o symbolized.arrow --debug-dir ./debug
