@@ -99,8 +99,12 @@ pub fn run_with(args: Args) -> Result<ExitCode> {
         );
     }
     let st = summary.stats;
+    let restarts = match st.restarts {
+        0 => String::new(),
+        n => format!("; stack dictionaries full and started afresh {n} times"),
+    };
     eprintln!(
-        "{TOOL}: {} rows, {} distinct frames resolved ({} distinct stacks: {} stack elements in, {} frames out)",
+        "{TOOL}: {} rows, {} distinct frames resolved ({} distinct stacks: {} stack elements in, {} frames out){restarts}",
         st.rows, st.unique, st.stacks, st.frames_in, st.frames_out
     );
     Ok(ExitCode::SUCCESS)

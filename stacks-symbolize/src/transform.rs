@@ -24,6 +24,13 @@ use arrow_schema::{ArrowError, DataType};
 use stacks_stream::dict::{Entries, StackDictionary};
 use stacks_stream::{ksym, uframe};
 
+/// Entries of the output dictionaries past which they start afresh (a replacement dictionary
+/// in the stream): every batch's dictionary is carried whole in memory, and compared and
+/// concatenated whole when it grows, by every reader and writer of the stream, so a stream
+/// with ever new stacks (a long system-wide recording) would cost memory and time without
+/// bound. A stack seen again after a restart is written again (its frames stay resolved).
+pub const MAX_STACKS: usize = 1 << 16;
+
 /// Stand-in path of a module recorded by build id only (looked up by build id; a path that
 /// names no file, so the recorded-path step finds nothing).
 const UNNAMED_MODULE: &str = "(module path not recorded)";
@@ -47,8 +54,10 @@ pub struct KernelConfig {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Stats {
     pub rows: u64,
-    /// Distinct raw stacks symbolized (entries of the `stack` dictionary).
+    /// Distinct raw stacks symbolized (entries of the `stack` dictionary, over its restarts).
     pub stacks: u64,
+    /// Times the output dictionaries were full and started afresh.
+    pub restarts: u64,
     /// Frames of the distinct stacks: stack elements in, symbolized frames out.
     pub frames_in: u64,
     pub frames_out: u64,
@@ -70,6 +79,8 @@ pub struct Symbolize {
     pub(crate) copiers: usize,
     /// The stream's distinct raw stacks and the dictionaries written so far.
     stream: StreamState,
+    /// Entries past which the output dictionaries start afresh (see [`MAX_STACKS`]).
+    max_stacks: usize,
     pub stats: Stats,
 }
 
@@ -198,8 +209,16 @@ impl Symbolize {
             kaddr: FxMap::default(),
             copiers: 1,
             stream: StreamState::default(),
+            max_stacks: MAX_STACKS,
             stats: Stats::default(),
         }
+    }
+
+    /// Start the output dictionaries afresh once they hold `max` entries (default
+    /// [`MAX_STACKS`]).
+    pub fn with_max_stacks(mut self, max: usize) -> Self {
+        self.max_stacks = max.max(1);
+        self
     }
 
     /// Copy a batch's stack columns on up to `threads` threads (2 pays on large batches).
@@ -254,6 +273,16 @@ impl Symbolize {
         pool: &Pool,
     ) -> Result<RecordBatch, ArrowError> {
         let columns = StackColumns::new(batch, layout)?;
+        // Bounded dictionaries: a full one is replaced by a new, smaller one (only entries of
+        // this batch, fewer than the rows), which readers take as a replacement.
+        let written = self.stream.stack.as_ref().map_or(0, StackDictionary::len);
+        if written >= self.max_stacks && written > batch.num_rows() {
+            self.stream = StreamState {
+                entries: self.stream.entries,
+                ..StreamState::default()
+            };
+            self.stats.restarts += 1;
+        }
         let (keys, new) = self.distinct(&columns, layout);
         let mut grouping = self.group(&columns, &new);
         grouping.keys = FxMap::default(); // only needed while grouping
@@ -841,5 +870,93 @@ impl<'a> ModuleCache<'a> {
                 id
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resolve::Options;
+    use stacks_testkit::{Ksym, Row};
+
+    /// A row whose kernel stack is `n` frames, `f1` (leaf) to `fN` (recorded symbols: no
+    /// files needed).
+    fn row(n: u64) -> Row {
+        Row {
+            kind: "profile".into(),
+            kstack: Some((1..=n).map(|i| 0xffff_ffff_8100_0000 + i).collect()),
+            kstack_symbols: Some(
+                (1..=n)
+                    .map(|i| {
+                        Some(Ksym {
+                            symbol: format!("f{i}"),
+                            offset: i,
+                            module: None,
+                        })
+                    })
+                    .collect(),
+            ),
+            ..Row::default()
+        }
+    }
+
+    /// Symbolize `batches` of rows (stacks of `row`) with dictionaries of at most `max`
+    /// entries, through an output stream and back: each batch's `stack` dictionary size and
+    /// every row's root function.
+    fn run(batches: &[Vec<u64>], max: usize) -> (Vec<usize>, Vec<String>) {
+        let schema = Arc::new(stacks_stream::raw_schema(Default::default()));
+        let layout = Layout::new(&schema, "test", Default::default()).unwrap();
+        let dir = std::env::temp_dir().join(format!("stacks-sym-max-{}-{max}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("out.arrow");
+        std::thread::scope(|s| {
+            let opts = Options {
+                lines: false,
+                inlines: false,
+            };
+            let pool = Pool::start(s, 1, opts, vec![]);
+            let finder = Finder::new(&[], &[], None).unwrap();
+            let kernel = KernelConfig {
+                vmlinux: None,
+                fallback: Err("recorded symbols only".into()),
+            };
+            let mut sym = Symbolize::new(finder, kernel).with_max_stacks(max);
+            let mut out =
+                stacks_stream::open_output_with(Some(&path), &layout.output, false).unwrap();
+            for rows in batches {
+                let rows: Vec<Row> = rows.iter().map(|&n| row(n)).collect();
+                let b = stacks_testkit::batch(&schema, &rows);
+                out.write(&sym.batch(&b, &layout, &pool).unwrap()).unwrap();
+            }
+            out.finish().unwrap();
+        });
+        let batches = stacks_testkit::read_stream(&path);
+        std::fs::remove_dir_all(&dir).unwrap();
+        let sizes = batches
+            .iter()
+            .map(|b| {
+                let e = Entries::new(b.column_by_name("stack").unwrap()).unwrap();
+                e.values().len()
+            })
+            .collect();
+        let roots = stacks_testkit::read_frames(&batches)
+            .into_iter()
+            .map(|f| f.unwrap().last().unwrap().function.clone().unwrap())
+            .collect();
+        (sizes, roots)
+    }
+
+    #[test]
+    fn full_dictionaries_start_afresh_with_a_smaller_one() {
+        let batches = [vec![1, 2, 3], vec![4, 5, 1], vec![6, 7, 1], vec![6, 2, 2]];
+        let (sizes, roots) = run(&batches, usize::MAX);
+        assert_eq!(sizes, [3, 5, 7, 7], "a dictionary that only grows");
+        let expected: Vec<String> = batches.iter().flatten().map(|n| format!("f{n}")).collect();
+        assert_eq!(roots, expected);
+        let (capped, capped_roots) = run(&batches, 4);
+        // Batch 3 starts afresh (5 entries >= 4, and more than its 3 rows): its 3 stacks are
+        // new again, 3 < 5 entries; batch 4 adds stack 2 (3 < 4: no restart).
+        assert_eq!(capped, [3, 5, 3, 4]);
+        assert_eq!(capped_roots, expected, "every row keeps its own stack");
     }
 }
