@@ -316,3 +316,30 @@ fn speedscope_opens_trace_pprof_and_folded() {
         println!("speedscope screenshot: {}", screenshot.display());
     }
 }
+
+/// A dictionary-encoded stack column (schema version 2) gives the profile `go tool pprof
+/// -raw` shows for the plain one, sample for sample.
+#[test]
+fn go_pprof_reads_the_same_profile_from_dictionary_stacks() {
+    let dir = scratch("render-pprof-dict");
+    let encoded = dir.join("every-kind-dict.arrow");
+    let bytes = stacks_testkit::events::events_stream_encoded(&every_kind());
+    std::fs::write(&encoded, bytes).unwrap();
+    let run = |input: &Path, out: &Path| {
+        let o = Command::new(bin("stacks-pprof"))
+            .arg(input)
+            .arg("-o")
+            .arg(out)
+            .args(["--kind", "profile,switch,rss,block,vfs,net"])
+            .output()
+            .expect("run stacks-pprof");
+        check(&o, "stacks-pprof");
+        pprof_raw(out)
+    };
+    let (plain_totals, plain_raw) = run(&fixture(), &dir.join("plain.pb.gz"));
+    let (dict_totals, dict_raw) = run(&encoded, &dir.join("dict.pb.gz"));
+    assert!(plain_totals.values().any(|v| *v > 0), "{plain_totals:?}");
+    assert_eq!(dict_totals, plain_totals);
+    assert_eq!(dict_raw, plain_raw, "go tool pprof -raw");
+    let _ = std::fs::remove_dir_all(&dir);
+}

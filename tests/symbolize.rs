@@ -881,3 +881,285 @@ fn bad_flags_are_one_line_errors_naming_them() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Rows drawing their stacks from a pool of 24 (so stacks repeat), with null kernel stacks,
+/// failed user stacks, rows without any stack, recorded kernel symbols.
+fn repeating_rows(fx: &Fixture, n: usize) -> Vec<Row> {
+    let text: Vec<u64> = fx
+        .funcs
+        .iter()
+        .map(|f| fx.syms[f])
+        .filter(|(_, s)| *s > 0)
+        .map(|(a, _)| a)
+        .collect();
+    let pool: Vec<Row> = (0..24usize)
+        .map(|p| {
+            let k = p % 4;
+            let ustack = (0..1 + p % 5)
+                .map(|d| fx.frame(text[(p * 7 + d * 3) % text.len()]))
+                .collect();
+            let (ustack, ustack_error) = match p % 6 {
+                5 => (None, Some(-14)),
+                _ => (Some(ustack), None),
+            };
+            Row {
+                kstack: (k > 0).then(|| KADDRS[..k].to_vec()),
+                kstack_symbols: (k > 0).then(|| recorded_ksyms()[..k].to_vec()),
+                ustack,
+                ustack_error,
+                ..Default::default()
+            }
+        })
+        .collect();
+    (0..n)
+        .map(|i| {
+            let stacks = if i % 97 == 0 {
+                Row::default()
+            } else {
+                pool[(i * 7) % pool.len()].clone()
+            };
+            Row {
+                time: 1_700_000_000_000_000_000 + i as i64,
+                kind: "profile".into(),
+                pid: 42,
+                tid: 43,
+                comm: "app".into(),
+                thread: "app".into(),
+                value: 10_101_010,
+                ..stacks
+            }
+        })
+        .collect()
+}
+
+/// A raw stream of `rows` in batches of 500: plain (schema version 1, as older recorders
+/// wrote), or with its stack columns dictionary-encoded as `keys` says.
+fn raw_stream(rows: &[Row], keys: Option<stacks_testkit::Keys>) -> Vec<u8> {
+    let mut md = HashMap::new();
+    stacks_stream::stamp(&mut md, "fixture", "0", stacks_stream::stage::RAW);
+    md.insert("stacks.boot_id".to_string(), "other-boot".to_string());
+    let version = if keys.is_some() { "2" } else { "1" };
+    md.insert("stacks.schema_version".to_string(), version.to_string());
+    let schema = std::sync::Arc::new(stacks_stream::raw_schema(md));
+    match keys {
+        None => {
+            let batches: Vec<_> = rows
+                .chunks(500)
+                .map(|c| stacks_testkit::batch(&schema, c))
+                .collect();
+            stacks_testkit::stream_bytes(&schema, &batches, true)
+        }
+        Some(keys) => {
+            let mut e = stacks_testkit::Encoder::new(&schema, keys);
+            let batches: Vec<_> = rows.chunks(500).map(|c| e.batch(c)).collect();
+            stacks_testkit::stream_bytes(&e.schema(), &batches, true)
+        }
+    }
+}
+
+#[test]
+fn plain_and_dictionary_raw_streams_symbolize_alike_each_stack_once() {
+    let dir = scratch("sym-dictionary");
+    let fx = compile(&dir, "inline.c", "app", &[]);
+    let rows = repeating_rows(&fx, 3000);
+    // Distinct raw stacks among the rows that have any.
+    let distinct = rows
+        .iter()
+        .filter(|r| r.kstack.is_some() || r.ustack.is_some())
+        .map(|r| format!("{:?}", (&r.kstack, &r.ustack, &r.ustack_error)))
+        .collect::<std::collections::HashSet<_>>()
+        .len();
+    assert!(distinct > 10, "{distinct} distinct stacks");
+    let mut outputs = Vec::new();
+    for (name, keys) in [
+        ("plain", None),
+        ("per-column", Some(stacks_testkit::Keys::PerColumn)),
+        ("shared", Some(stacks_testkit::Keys::SharedRaw)),
+    ] {
+        let input = dir.join(format!("{name}.raw.arrow"));
+        std::fs::write(&input, raw_stream(&rows, keys)).unwrap();
+        let out = dir.join(format!("{name}.arrow"));
+        let r = Command::new(bin("stacks-symbolize"))
+            .arg(&input)
+            .arg("-o")
+            .arg(&out)
+            .env_remove("DEBUGINFOD_URLS")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&r.stderr).into_owned();
+        assert!(r.status.success(), "{name}: {stderr}");
+        // Each distinct stack once; rows without any stack have no entry.
+        assert!(
+            stderr.contains("3000 rows,")
+                && stderr.contains(&format!("({distinct} distinct stacks:")),
+            "{name}: {stderr}"
+        );
+        let batches = read_stream(&out);
+        let schema = batches[0].schema();
+        assert_eq!(schema.metadata()["stacks.schema_version"], "2", "{name}");
+        for c in ["kstack", "ustack", "kstack_symbols", "stack"] {
+            assert!(
+                matches!(
+                    schema.field_with_name(c).unwrap().data_type(),
+                    arrow_schema::DataType::Dictionary(..)
+                ),
+                "{name}: {c} is dictionary-encoded"
+            );
+        }
+        let last = batches.last().unwrap();
+        let entries =
+            stacks_stream::dict::Entries::new(last.column_by_name("stack").unwrap()).unwrap();
+        assert_eq!(
+            entries.values().len(),
+            distinct,
+            "{name}: one entry per stack"
+        );
+        outputs.push((name, out, read_frames(&batches)));
+    }
+    let frames = &outputs[0].2;
+    assert_eq!(frames.len(), 3000);
+    assert!(frames[0].is_none(), "a row without stacks has no stack");
+    let app: Vec<&Frame> = frames.iter().flatten().flatten().collect();
+    assert!(
+        app.iter()
+            .any(|f| !f.kernel && f.function.as_ref().is_some_and(|n| fx.funcs.contains(n))),
+        "user frames resolved"
+    );
+    assert!(app.iter().any(|f| f.kernel && f.function.is_some()));
+    assert!(app.iter().any(|f| {
+        f.function
+            .as_deref()
+            .is_some_and(|n| n.contains("missed user stack"))
+    }));
+    for (name, _, f) in &outputs[1..] {
+        assert!(f == frames, "{name}: frames differ from the plain input's");
+    }
+    // pyarrow reads every output (delta dictionaries); every column, raw stacks included,
+    // decodes to the same values whichever form the input had.
+    let script = "import sys, pyarrow as pa, pyarrow.ipc as ipc\n\
+        ts = [ipc.open_stream(open(p, 'rb')).read_all() for p in sys.argv[1:]]\n\
+        cols = [n for n in ts[0].schema.names if n != 'time']\n\
+        rows = [[t.column(n).to_pylist() for n in cols] for t in ts]\n\
+        assert all(r == rows[0] for r in rows), 'outputs differ'\n\
+        s = ts[0].column('stack')\n\
+        print(ts[0].num_rows, s.type.value_type.value_type.field(0).name, s[1].as_py()[0]['addr'] > 0)";
+    let paths: Vec<String> = outputs
+        .iter()
+        .map(|(_, p, _)| p.display().to_string())
+        .collect();
+    let args: Vec<&str> = paths.iter().map(String::as_str).collect();
+    let py = stacks_tests::python(script, &args);
+    stacks_tests::check(&py, "pyarrow");
+    assert_eq!(
+        String::from_utf8_lossy(&py.stdout).trim(),
+        "3000 function True"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Raw dictionaries with keys past the end or negative are refused as an invalid stream (the
+/// Arrow reader checks keys); a key of a null entry is a row without that stack. No panics.
+#[test]
+fn broken_raw_dictionaries_are_refused_or_read_as_no_stack() {
+    let dir = scratch("sym-broken-dict");
+    let rows: Vec<Row> = (0..6u64)
+        .map(|i| Row {
+            kind: "profile".into(),
+            kstack: Some(KADDRS[..1 + (i % 3) as usize].to_vec()),
+            kstack_symbols: Some(recorded_ksyms()[..1 + (i % 3) as usize].to_vec()),
+            ustack: Some(vec![UFrame {
+                addr: 0x5555_0000_1000 + i,
+                module: Some("/nonexistent/app".into()),
+                build_id: Some("abcd".into()),
+                offset: Some(0x1000 + i),
+                error: None,
+            }]),
+            ..Default::default()
+        })
+        .collect();
+    let mut md = HashMap::new();
+    stacks_stream::stamp(&mut md, "fixture", "0", stacks_stream::stage::RAW);
+    let schema = std::sync::Arc::new(stacks_stream::raw_schema(md));
+    let mut e = stacks_testkit::Encoder::new(&schema, stacks_testkit::Keys::SharedRaw);
+    let batch = e.batch(&rows);
+    let broken = stacks_testkit::broken_dictionaries(&batch);
+    assert_eq!(broken.len(), 9, "three variants of three raw stack columns");
+    for (what, b) in broken {
+        let input = dir.join("in.arrow");
+        std::fs::write(
+            &input,
+            stacks_testkit::stream_bytes(&e.schema(), &[b], true),
+        )
+        .unwrap();
+        let out = dir.join("out.arrow");
+        let o = Command::new(bin("stacks-symbolize"))
+            .arg(&input)
+            .arg("-o")
+            .arg(&out)
+            .env_remove("DEBUGINFOD_URLS")
+            .output()
+            .unwrap();
+        if what.ends_with("null entry") {
+            stacks_tests::check(&o, &what);
+            let frames = read_frames(&read_stream(&out));
+            assert_eq!(frames.len(), 6, "{what}");
+            assert!(frames[1..].iter().all(Option::is_some), "{what}");
+        } else {
+            stacks_tests::assert_refused(&o, "stacks-symbolize", 1, "invalid Arrow stream", &what);
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A dictionary replaced by a smaller one (a foreign writer's replacement, not a delta) means
+/// new keys: stacks are told apart anew, and every row still gets its own stack.
+#[test]
+fn replaced_raw_dictionaries_start_afresh() {
+    let dir = scratch("sym-replaced-dict");
+    let row = |k: usize| Row {
+        kind: "profile".into(),
+        kstack: Some(KADDRS[..k].to_vec()),
+        kstack_symbols: Some(recorded_ksyms()[..k].to_vec()),
+        ..Default::default()
+    };
+    let (first, second) = (vec![row(1), row(2), row(3)], vec![row(3), row(1)]);
+    let mut md = HashMap::new();
+    stacks_stream::stamp(&mut md, "fixture", "0", stacks_stream::stage::RAW);
+    let schema = std::sync::Arc::new(stacks_stream::raw_schema(md));
+    // Two encoders: the second batch's dictionaries start again from key 0.
+    let mut a = stacks_testkit::Encoder::new(&schema, stacks_testkit::Keys::SharedRaw);
+    let mut b = stacks_testkit::Encoder::new(&schema, stacks_testkit::Keys::SharedRaw);
+    let batches = [a.batch(&first), b.batch(&second)];
+    let mut bytes = Vec::new();
+    {
+        let options = arrow_ipc::writer::IpcWriteOptions::default()
+            .with_dictionary_handling(arrow_ipc::writer::DictionaryHandling::Resend);
+        let mut w =
+            arrow_ipc::writer::StreamWriter::try_new_with_options(&mut bytes, &a.schema(), options)
+                .unwrap();
+        for batch in &batches {
+            w.write(batch).unwrap();
+        }
+        w.finish().unwrap();
+    }
+    let input = dir.join("in.arrow");
+    std::fs::write(&input, bytes).unwrap();
+    let out = dir.join("out.arrow");
+    let o = Command::new(bin("stacks-symbolize"))
+        .arg(&input)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    stacks_tests::check(&o, "stacks-symbolize");
+    let frames = read_frames(&read_stream(&out));
+    let depth: Vec<usize> = frames.iter().map(|f| f.as_ref().unwrap().len()).collect();
+    assert_eq!(depth, [1, 2, 3, 3, 1], "each row its own stack");
+    let top: Vec<Option<&str>> = frames
+        .iter()
+        .map(|f| f.as_ref().unwrap().last().unwrap().function.as_deref())
+        .collect();
+    assert_eq!(top[3], top[2]);
+    assert_eq!(top[4], top[0]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

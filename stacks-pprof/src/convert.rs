@@ -12,6 +12,7 @@ use flate2::Compression;
 use flate2::write::GzEncoder;
 use prost::Message;
 use stacks_stream::columns::{cast_column, column, ns_per_unit};
+use stacks_stream::dict::EntryCache;
 use stacks_stream::frames::{self, NO_STACK_FRAME, SHORT_OFFCPU_FRAME, StackFrames};
 use stacks_stream::{InputStream, check_version, col, kind};
 
@@ -73,6 +74,9 @@ pub struct Converter {
     rows: u64,
     /// Lines of the location being assembled (reused between rows).
     pending: Vec<Line>,
+    /// The location ids of each stack of a dictionary-encoded stack column, converted once
+    /// per stream.
+    entry_locations: EntryCache<Vec<u64>>,
     process_name: bool,
     delimiter: bool,
 }
@@ -155,6 +159,7 @@ impl Converter {
             time_range: None,
             rows: 0,
             pending: Vec::new(),
+            entry_locations: EntryCache::default(),
             process_name: options.process_name,
             delimiter: options.delimiter,
         })
@@ -184,6 +189,9 @@ impl Converter {
     /// Fold one batch in.
     pub fn push(&mut self, batch: &RecordBatch) -> Result<(), Error> {
         let columns = self.read(batch)?;
+        if let Some(entries) = columns.stack.entries() {
+            self.entry_locations.prepare(entries);
+        }
         if let Some((i, unit)) = self.plan.time {
             let a = self.cast(batch, i, col::TIME, &DataType::Int64)?;
             self.fold_time(a.as_primitive::<Int64Type>(), unit);
@@ -294,13 +302,18 @@ impl Converter {
     /// The locations of `row`'s sample: its stack, a marker frame for a row stream's row
     /// without one, and the process name root with `--process-name`.
     fn row_locations(&mut self, c: &BatchColumns, row: usize, kind: Option<&str>) -> Vec<u64> {
-        let mut locations = stack_locations(
-            &mut self.tables,
-            &c.stack,
-            row,
-            &mut self.pending,
-            self.delimiter,
-        );
+        let (tables, pending, delimiter) = (&mut self.tables, &mut self.pending, self.delimiter);
+        let mut locations = match c.stack.entry(row) {
+            // Each distinct stack of a dictionary converted once per stream.
+            Some(entry) if c.stack.is_dictionary() => self
+                .entry_locations
+                .get_or_insert_with(entry, || {
+                    let frames = c.stack.entry_frames(entry);
+                    stack_locations(tables, &c.stack, frames, pending, delimiter)
+                })
+                .clone(),
+            _ => stack_locations(tables, &c.stack, c.stack.row(row), pending, delimiter),
+        };
         // Rows whose stack was not recorded; folded short off-CPU intervals have no
         // duration of their own either.
         if kind.is_some() && c.stack.is_null(row) {
@@ -448,7 +461,7 @@ fn label(l: LabelValue) -> proto::Label {
     }
 }
 
-/// The location ids of `row`'s stack, leaf first. Consecutive inlined frames and the frame of
+/// The location ids of a stack (`frames`, a row's or an entry's), leaf first. Consecutive inlined frames and the frame of
 /// their containing function (same address) make one location whose lines list them in that
 /// order, which is pprof's order too.
 /// With `delimiter`, a [`DELIMITER_FRAME`] location separates the kernel frames from the user
@@ -456,11 +469,10 @@ fn label(l: LabelValue) -> proto::Label {
 fn stack_locations(
     tables: &mut Tables,
     stack: &StackFrames,
-    row: usize,
+    range: std::ops::Range<usize>,
     pending: &mut Vec<Line>,
     delimiter: bool,
 ) -> Vec<u64> {
-    let range = stack.row(row);
     let mut locations = Vec::with_capacity(range.len() + 1);
     pending.clear();
     // Index of the last inlined frame waiting for its containing frame.

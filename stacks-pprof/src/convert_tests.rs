@@ -538,3 +538,76 @@ fn bad_stack_field_type_is_named() {
     )
     .expect("contract stack type");
 }
+
+/// `batches` with their `stack` column dictionary-encoded as one stream: each distinct stack
+/// an entry once, the dictionary growing from batch to batch.
+fn dictionary_encoded(batches: &[RecordBatch]) -> Vec<RecordBatch> {
+    use arrow_array::Array;
+    use stacks_stream::dict::{StackDictionary, encoded_schema};
+    let schema = Arc::new(encoded_schema(&batches[0].schema()));
+    let i = schema.index_of("stack").expect("stack");
+    let mut dict = StackDictionary::new(batches[0].column(i).data_type());
+    let mut seen: Vec<arrow_array::ArrayRef> = Vec::new();
+    batches
+        .iter()
+        .map(|b| {
+            let stack = b.column(i);
+            let keys: Int32Array = (0..b.num_rows())
+                .map(|row| {
+                    if stack.is_null(row) {
+                        return None;
+                    }
+                    let one = stack.slice(row, 1);
+                    let at = seen.iter().position(|s| s.to_data() == one.to_data());
+                    Some(at.unwrap_or_else(|| {
+                        dict.extend(one.as_ref()).expect("extend");
+                        seen.push(one);
+                        seen.len() - 1
+                    }) as i32)
+                })
+                .collect();
+            let mut columns = b.columns().to_vec();
+            columns[i] = dict.column(keys).expect("dictionary column");
+            RecordBatch::try_new(schema.clone(), columns).expect("encoded batch")
+        })
+        .collect()
+}
+
+#[test]
+fn dictionary_stacks_convert_once_to_the_same_profile() {
+    let plain = batches(false);
+    let encoded = dictionary_encoded(&plain);
+    assert!(matches!(
+        encoded[1]
+            .schema()
+            .field_with_name("stack")
+            .unwrap()
+            .data_type(),
+        DataType::Dictionary(..)
+    ));
+    for options in [
+        Options::default(),
+        Options {
+            process_name: true,
+            delimiter: true,
+            ..Options::default()
+        },
+    ] {
+        let p = profile_of(&encoded, &options);
+        assert_eq!(p, profile_of(&plain, &options), "{options:?}");
+        assert_eq!(
+            crate::folded::folded(&p, 0, true),
+            crate::folded::folded(&profile_of(&plain, &options), 0, true)
+        );
+    }
+    check_profile(&profile_of(&encoded, &Options::default()));
+    let mut c = Converter::new(&encoded[0].schema(), "test", &Options::default()).unwrap();
+    for b in &encoded {
+        c.push(b).unwrap();
+    }
+    assert_eq!(
+        c.entry_locations.len(),
+        2,
+        "stacks A and B converted once each for five rows"
+    );
+}

@@ -197,3 +197,20 @@ fn text_formats_go_to_stdout() {
     assert!(text.contains("main;busy 20000000\n"), "{text}");
     assert!(text.contains("[no stack] 10000000\n"), "{text}");
 }
+
+#[test]
+fn broken_dictionaries_are_refused_or_read_as_no_stack() {
+    let streams = stacks_testkit::events::broken_dictionary_streams();
+    assert!(streams.len() >= 3, "{}", streams.len());
+    for (what, bytes) in streams {
+        let o = run(&["--format", "folded"], &bytes);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        if what.ends_with("null entry") {
+            assert!(o.status.success(), "{what}: {stderr}");
+            let out = String::from_utf8_lossy(&o.stdout);
+            assert!(out.lines().count() > 0, "{what}: {out}");
+        } else {
+            assert_error(&o, "invalid Arrow stream");
+        }
+    }
+}

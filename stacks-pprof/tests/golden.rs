@@ -314,3 +314,42 @@ fn group_thousands(n: i64) -> String {
     }
     out
 }
+
+/// A dictionary-encoded stack column (schema version 2) converts to the same output as the
+/// plain one, in every format.
+#[test]
+fn dictionary_stacks_give_the_same_output() {
+    let plain = events_stream(&every_kind());
+    let encoded = stacks_testkit::events::events_stream_encoded(&every_kind());
+    assert_ne!(plain, encoded);
+    for args in [
+        &[][..],
+        &[
+            "--format",
+            "folded",
+            "--annotate",
+            "--process-name",
+            "--delimiter",
+        ][..],
+        &["--format", "folded", "--kind", "switch"][..],
+        &["--format", "svg"][..],
+    ] {
+        let (a, b) = (run(args, &plain), run(args, &encoded));
+        assert!(b.status.success(), "{}", String::from_utf8_lossy(&b.stderr));
+        assert!(a.status.success());
+        if args.is_empty() {
+            let (pa, pb) = (
+                stacks_pprof::decode(&a.stdout).expect("decode"),
+                stacks_pprof::decode(&b.stdout).expect("decode"),
+            );
+            assert_eq!(dump(&pb), dump(&pa));
+            assert_eq!(pb, pa, "the same profile");
+        } else {
+            assert_eq!(
+                String::from_utf8_lossy(&b.stdout),
+                String::from_utf8_lossy(&a.stdout),
+                "{args:?}"
+            );
+        }
+    }
+}

@@ -3,8 +3,9 @@
 //! Input: the stream in `STACKS_BENCH_STREAM` (a raw recording, e.g. one kept by
 //! `BENCH_KEEP=1 scripts/bench`), or else 100,000 synthetic rows whose user frames are real
 //! functions of this benchmark executable (debug info, inlines), 8 frames deep.
-//! - `cached`: every frame already resolved; rows per second through dedupe, lookup and the
-//!   building of the `stack` column.
+//! - `cached`: every frame already resolved; rows per second through the stream's distinct
+//!   stacks (each symbolized once per stream), frame dedupe, lookup and the building of the
+//!   `stack` dictionary.
 //! - `cold`: a fresh symbolizer each time; distinct frames resolved per second (DWARF parsing
 //!   and lookups, on 1 or 2 worker threads).
 
@@ -178,6 +179,8 @@ fn bench(c: &mut Criterion) {
         g.throughput(Throughput::Elements(rows as u64));
         g.bench_function(BenchmarkId::new("rows", &name), |bch| {
             bch.iter(|| {
+                // Each iteration a stream of its own: every distinct stack built again.
+                warm.new_stream();
                 for b in &batches {
                     std::hint::black_box(warm.batch(b, &layout, &pool).unwrap());
                 }

@@ -10,7 +10,8 @@ use clap::Parser;
 use crate::{Options, TOOL, debuginfo, debuginfod, elf, symbolize_stream};
 
 /// Symbolize a raw stacks stream: every row gets a `stack` column with function names, source
-/// files, lines and inlined frames for its kernel and user frames.
+/// files, lines and inlined frames for its kernel and user frames. Each distinct stack is
+/// symbolized and written once per stream (stack columns dictionary-encoded, schema version 2).
 ///
 ///   stacks-record -e profile -- ./app | stacks-symbolize | stacks-pack out/
 ///   stacks-symbolize raw.arrow -o symbolized.arrow --debug-dir ./debug
@@ -98,9 +99,13 @@ pub fn run_with(args: Args) -> Result<ExitCode> {
         );
     }
     let st = summary.stats;
+    let restarts = match st.restarts {
+        0 => String::new(),
+        n => format!("; stack dictionaries full and started afresh {n} times"),
+    };
     eprintln!(
-        "{TOOL}: {} rows, {} distinct frames resolved ({} stack elements in, {} frames out)",
-        st.rows, st.unique, st.frames_in, st.frames_out
+        "{TOOL}: {} rows, {} distinct frames resolved ({} distinct stacks: {} stack elements in, {} frames out){restarts}",
+        st.rows, st.unique, st.stacks, st.frames_in, st.frames_out
     );
     Ok(ExitCode::SUCCESS)
 }

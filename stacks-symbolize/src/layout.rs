@@ -1,11 +1,12 @@
 //! Where the columns a symbolizer reads are in the input, checked once per stream, and the
-//! output schema: the input columns plus `stack`.
+//! output schema: the input columns plus `stack`, every stack column dictionary-encoded
+//! (schema version 2).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
-use stacks_stream::{ContractError, col};
+use stacks_stream::{ContractError, col, dict, meta};
 
 /// Column positions validated once per stream.
 pub struct Layout {
@@ -14,6 +15,11 @@ pub struct Layout {
     pub(crate) ustack: usize,
     pub(crate) ustack_error: usize,
     pub(crate) kstack_symbols: Option<usize>,
+    /// Whether every raw stack column is dictionary-encoded: rows are told apart by their
+    /// entries (keys hold for the whole stream) and the raw columns pass through as they are.
+    /// Otherwise rows are told apart by a hash of their raw stacks and the raw stack columns
+    /// are encoded anew, sharing the `stack` column's keys.
+    pub(crate) by_entry: bool,
     /// Input columns kept in the output (all but an existing `stack`).
     pub(crate) keep: Vec<usize>,
     pub output: SchemaRef,
@@ -23,7 +29,7 @@ impl Layout {
     pub fn new(
         input: &Schema,
         name: &str,
-        metadata: HashMap<String, String>,
+        mut metadata: HashMap<String, String>,
     ) -> Result<Self, ContractError> {
         let why = "raw stacks stream from stacks-record";
         let req =
@@ -40,22 +46,43 @@ impl Layout {
             )?),
             Err(_) => None,
         };
+        let is_dict = |i: usize| matches!(input.field(i).data_type(), DataType::Dictionary(..));
+        let by_entry = [Some(kstack), Some(ustack), kstack_symbols]
+            .into_iter()
+            .flatten()
+            .all(is_dict);
         let keep: Vec<usize> = (0..input.fields().len())
             .filter(|&i| input.field(i).name() != col::STACK)
             .collect();
         let mut fields: Vec<Field> = keep
             .iter()
-            .map(|&i| input.field(i).as_ref().clone())
+            .map(|&i| {
+                let f = input.field(i);
+                if dict::is_stack_column(f.name()) && !by_entry {
+                    // Encoded anew with Int32 keys (see `by_entry`).
+                    Field::new(f.name(), dict::value_type(f.data_type()).clone(), true)
+                        .with_metadata(f.metadata().clone())
+                } else {
+                    f.as_ref().clone()
+                }
+            })
             .collect();
         fields.push(Field::new(col::STACK, stacks_stream::stack_type(), true));
+        // Dictionary-encoded stack columns: schema version 2 whatever the input's.
+        metadata.insert(
+            meta::SCHEMA_VERSION.into(),
+            stacks_stream::SCHEMA_VERSION.into(),
+        );
+        let output = dict::encoded_schema(&Schema::new_with_metadata(fields, metadata));
         Ok(Layout {
             kstack,
             kstack_error,
             ustack,
             ustack_error,
             kstack_symbols,
+            by_entry,
             keep,
-            output: Arc::new(Schema::new_with_metadata(fields, metadata)),
+            output: Arc::new(output),
         })
     }
 }

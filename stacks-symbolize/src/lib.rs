@@ -150,7 +150,7 @@ fn run_stages(
                 }
             };
             let done = sym
-                .batch(&batch, &layout, &pool)
+                .batch(&batch, layout, &pool)
                 .with_context(|| format!("{in_name}: building the symbolized batch"))?;
             if out_tx.send(done).is_err() {
                 break; // the writer failed: its error is reported below

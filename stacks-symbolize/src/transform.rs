@@ -1,19 +1,35 @@
-//! Raw batches → symbolized ones. Every stack element is reduced to a key (module + offset,
-//! kernel symbol + offset, …); each distinct key of the stream is resolved once (on the worker
-//! pool) and kept; a batch's `stack` column is a `take` from a small table of the batch's
-//! distinct frames, with the per-element addresses set afterwards.
+//! Raw batches → symbolized ones, each distinct raw stack once per stream. A row's raw stack
+//! (its kernel and user stacks, recorded kernel symbols and capture errors) is told apart by
+//! its dictionary entries when the input's stack columns are dictionary-encoded, else by a
+//! 128-bit hash of its contents; a stack not seen before in the stream is symbolized and
+//! appended to the `stack` dictionary, and every row holds its stack's key. Symbolizing the new
+//! stacks of a batch: every stack element is reduced to a key (module + offset, kernel symbol +
+//! offset, …); each distinct key of the stream is resolved once (on the worker pool) and kept;
+//! the new entries are a `take` from a small table of their distinct frames, with the
+//! per-element addresses set afterwards.
 
 use std::collections::HashMap;
-use std::hash::Hash;
+use std::hash::{BuildHasher, Hash, Hasher};
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, UInt64Type};
-use arrow_array::{Array, ArrayRef, ListArray, RecordBatch, StringArray, StructArray, UInt64Array};
+use arrow_array::{
+    Array, ArrayRef, Int32Array, ListArray, RecordBatch, StringArray, StructArray, UInt32Array,
+    UInt64Array,
+};
 use arrow_buffer::OffsetBuffer;
 use arrow_schema::{ArrowError, DataType};
+use stacks_stream::dict::{Entries, StackDictionary};
 use stacks_stream::{ksym, uframe};
+
+/// Entries of the output dictionaries past which they start afresh (a replacement dictionary
+/// in the stream): every batch's dictionary is carried whole in memory, and compared and
+/// concatenated whole when it grows, by every reader and writer of the stream, so a stream
+/// with ever new stacks (a long system-wide recording) would cost memory and time without
+/// bound. A stack seen again after a restart is written again (its frames stay resolved).
+pub const MAX_STACKS: usize = 1 << 16;
 
 /// Stand-in path of a module recorded by build id only (looked up by build id; a path that
 /// names no file, so the recorded-path step finds nothing).
@@ -38,6 +54,11 @@ pub struct KernelConfig {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Stats {
     pub rows: u64,
+    /// Distinct raw stacks symbolized (entries of the `stack` dictionary, over its restarts).
+    pub stacks: u64,
+    /// Times the output dictionaries were full and started afresh.
+    pub restarts: u64,
+    /// Frames of the distinct stacks: stack elements in, symbolized frames out.
     pub frames_in: u64,
     pub frames_out: u64,
     /// Distinct frames resolved (user (module, offset), kernel symbol + offset, kernel address).
@@ -56,7 +77,44 @@ pub struct Symbolize {
     pub(crate) kaddr: FxMap<u64, Frames>,
     /// Threads copying the stack columns of a batch.
     pub(crate) copiers: usize,
+    /// The stream's distinct raw stacks and the dictionaries written so far.
+    stream: StreamState,
+    /// Entries past which the output dictionaries start afresh (see [`MAX_STACKS`]).
+    max_stacks: usize,
     pub stats: Stats,
+}
+
+/// What tells a raw stack apart: its entries in dictionary-encoded stack columns (keys hold
+/// for the whole stream), or a 128-bit hash of its contents.
+#[derive(Hash, PartialEq, Eq, Clone, Copy)]
+enum StackId {
+    Entries(RawStack),
+    Hash(u64, u64),
+}
+
+/// Per-stream state: each distinct raw stack's key in the output dictionaries.
+#[derive(Default)]
+struct StreamState {
+    keys: FxMap<StackId, i32>,
+    /// The `stack` dictionary (created with the first batch).
+    stack: Option<StackDictionary>,
+    /// Raw stack columns encoded anew (input column index → dictionary), when they are not
+    /// all dictionary-encoded in the input.
+    raw: HashMap<usize, StackDictionary>,
+    /// Entries of the input dictionaries at the last batch: a dictionary that shrinks was
+    /// replaced, and the keys seen so far mean nothing any more.
+    entries: [usize; 3],
+}
+
+/// One row's raw stack: its entries in the kernel, user and kernel-symbol columns (`None`:
+/// null) and its capture errors.
+#[derive(Hash, PartialEq, Eq, Clone, Copy, Debug)]
+struct RawStack {
+    k: Option<usize>,
+    u: Option<usize>,
+    s: Option<usize>,
+    kerr: Option<i32>,
+    uerr: Option<i32>,
 }
 
 /// Distinct output frames of a batch.
@@ -150,8 +208,17 @@ impl Symbolize {
             ksym: FxMap::default(),
             kaddr: FxMap::default(),
             copiers: 1,
+            stream: StreamState::default(),
+            max_stacks: MAX_STACKS,
             stats: Stats::default(),
         }
+    }
+
+    /// Start the output dictionaries afresh once they hold `max` entries (default
+    /// [`MAX_STACKS`]).
+    pub fn with_max_stacks(mut self, max: usize) -> Self {
+        self.max_stacks = max.max(1);
+        self
     }
 
     /// Copy a batch's stack columns on up to `threads` threads (2 pays on large batches).
@@ -190,8 +257,15 @@ impl Symbolize {
         m
     }
 
-    /// Symbolize one batch: group its stack elements by distinct frame, resolve the frames no
-    /// earlier batch did, and build the `stack` column from the batch's frame table.
+    /// Start a new stream: the distinct stacks seen so far and the output dictionaries are
+    /// forgotten (resolved frames are kept).
+    pub fn new_stream(&mut self) {
+        self.stream = StreamState::default();
+    }
+
+    /// Symbolize one batch: find the raw stacks no earlier batch of the stream had, group
+    /// their stack elements by distinct frame, resolve the frames not resolved yet, append
+    /// the new stacks to the `stack` dictionary and give every row its stack's key.
     pub fn batch(
         &mut self,
         batch: &RecordBatch,
@@ -199,15 +273,127 @@ impl Symbolize {
         pool: &Pool,
     ) -> Result<RecordBatch, ArrowError> {
         let columns = StackColumns::new(batch, layout)?;
-        let mut grouping = self.group(&columns);
+        // Bounded dictionaries: a full one is replaced by a new, smaller one (only entries of
+        // this batch, fewer than the rows), which readers take as a replacement.
+        let written = self.stream.stack.as_ref().map_or(0, StackDictionary::len);
+        if written >= self.max_stacks && written > batch.num_rows() {
+            self.stream = StreamState {
+                entries: self.stream.entries,
+                ..StreamState::default()
+            };
+            self.stats.restarts += 1;
+        }
+        let (keys, new) = self.distinct(&columns, layout);
+        let mut grouping = self.group(&columns, &new);
         grouping.keys = FxMap::default(); // only needed while grouping
         self.resolve(&grouping.groups, pool);
-        self.build(batch, layout, grouping)
+        let entries = self.build(grouping)?;
+        self.stats.rows += batch.num_rows() as u64;
+        self.stats.stacks += new.len() as u64;
+        let dict = self
+            .stream
+            .stack
+            .get_or_insert_with(|| StackDictionary::new(&stacks_stream::stack_type()));
+        dict.extend(entries.as_ref())?;
+        let keys = Int32Array::from(keys);
+        let stack = dict.column(keys.clone())?;
+        let mut out: Vec<ArrayRef> = Vec::with_capacity(layout.keep.len() + 1);
+        for &i in &layout.keep {
+            out.push(self.raw_column(batch, layout, i, &columns, &keys, &new)?);
+        }
+        out.push(stack);
+        RecordBatch::try_new(layout.output.clone(), out)
     }
 
-    /// Pass 1: each element's group; groups are the batch's distinct frames.
-    fn group<'a>(&mut self, c: &StackColumns<'a>) -> Grouping<'a> {
-        let n = c.kstack.len();
+    /// Each row's key in the output dictionaries (null: no stack at all) and the raw stacks
+    /// new to the stream, in key order.
+    fn distinct(&mut self, c: &StackColumns, layout: &Layout) -> (Vec<Option<i32>>, Vec<RawStack>) {
+        let st = &mut self.stream;
+        let lens = [
+            c.kent.values().len(),
+            c.uent.values().len(),
+            c.sent.as_ref().map_or(0, |s| s.values().len()),
+        ];
+        if layout.by_entry {
+            if lens
+                .iter()
+                .zip(&st.entries)
+                .any(|(now, before)| now < before)
+            {
+                st.keys.clear();
+            }
+            st.entries = lens;
+        }
+        let next = st.stack.as_ref().map_or(0, StackDictionary::len);
+        let mut new: Vec<RawStack> = Vec::new();
+        let mut keys = Vec::with_capacity(c.rows);
+        let hashers = hash_lanes();
+        for row in 0..c.rows {
+            let r = c.raw(row);
+            if r.k.is_none() && r.u.is_none() && r.s.is_none() {
+                keys.push(None);
+                continue;
+            }
+            let id = if layout.by_entry {
+                StackId::Entries(r)
+            } else {
+                let (a, b) = c.hash(&hashers, &r);
+                StackId::Hash(a, b)
+            };
+            let key = *st.keys.entry(id).or_insert_with(|| {
+                new.push(r);
+                // Past 2^31 entries the dictionary refuses to grow (an error below).
+                i32::try_from(next + new.len() - 1).unwrap_or(i32::MAX)
+            });
+            keys.push(Some(key));
+        }
+        (keys, new)
+    }
+
+    /// Output column for input column `i`: as it is, or a raw stack column encoded anew with
+    /// the rows' `keys` (new entries: the `new` stacks' entries of the column).
+    fn raw_column(
+        &mut self,
+        batch: &RecordBatch,
+        layout: &Layout,
+        i: usize,
+        c: &StackColumns,
+        keys: &Int32Array,
+        new: &[RawStack],
+    ) -> Result<ArrayRef, ArrowError> {
+        let (entries, pick): (&Entries, fn(&RawStack) -> Option<usize>) = match i {
+            _ if layout.by_entry => return Ok(batch.column(i).clone()),
+            _ if i == layout.kstack => (&c.kent, |r| r.k),
+            _ if i == layout.ustack => (&c.uent, |r| r.u),
+            _ if Some(i) == layout.kstack_symbols => match &c.sent {
+                Some(s) => (s, |r| r.s),
+                None => return Ok(batch.column(i).clone()),
+            },
+            _ => return Ok(batch.column(i).clone()),
+        };
+        let values = entries.values();
+        let dict = self
+            .stream
+            .raw
+            .entry(i)
+            .or_insert_with(|| StackDictionary::new(values.data_type()));
+        let take: UInt32Array = new
+            .iter()
+            .map(|r| pick(r).and_then(|e| u32::try_from(e).ok()))
+            .collect();
+        dict.extend(arrow_select::take::take(values.as_ref(), &take, None)?.as_ref())?;
+        // A row's key where its entry of this column is not null.
+        let keys: Int32Array = keys
+            .iter()
+            .enumerate()
+            .map(|(row, k)| k.filter(|_| entries.entry(row).is_some()))
+            .collect();
+        dict.column(keys)
+    }
+
+    /// Pass 1: each element's group; groups are the distinct frames of the new stacks.
+    fn group<'a>(&mut self, c: &'a StackColumns, new: &[RawStack]) -> Grouping<'a> {
+        let n = new.len();
         let mut g = Grouping {
             keys: FxMap::default(),
             groups: Vec::new(),
@@ -217,24 +403,23 @@ impl Symbolize {
             row_valid: Vec::with_capacity(n),
         };
         let mut modules = ModuleCache::default();
-        for row in 0..n {
-            if c.kstack.is_null(row) && c.ustack.is_null(row) {
+        for r in new {
+            if r.k.is_none() && r.u.is_none() {
                 g.row_valid.push(false);
                 g.row_end.push(g.elem_group.len());
                 continue;
             }
             g.row_valid.push(true);
-            self.group_kernel(c, row, &mut g);
-            self.group_user(c, row, &mut g, &mut modules);
+            self.group_kernel(c, r, &mut g);
+            self.group_user(c, r, &mut g, &mut modules);
             g.row_end.push(g.elem_group.len());
         }
         g
     }
 
-    /// A row's kernel frames, leaf first.
-    fn group_kernel<'a>(&self, c: &StackColumns<'a>, row: usize, g: &mut Grouping<'a>) {
-        if c.kerr.is_valid(row) {
-            let errno = c.kerr.value(row);
+    /// A stack's kernel frames, leaf first.
+    fn group_kernel<'a>(&self, c: &'a StackColumns, r: &RawStack, g: &mut Grouping<'a>) {
+        if let Some(errno) = r.kerr {
             let key = GKey::Missed {
                 kernel: true,
                 errno,
@@ -245,14 +430,14 @@ impl Symbolize {
             });
             return;
         }
-        if !c.kstack.is_valid(row) {
+        let Some(entry) = r.k else {
             return;
-        }
+        };
         let vmlinux = self.kernel.vmlinux.is_some();
-        let range = list_range(c.kstack, row);
-        let recorded = c.ksyms.as_ref().and_then(|k| {
-            let r = list_range(k.list, row);
-            (k.list.is_valid(row) && r.len() == range.len()).then_some((k, r.start))
+        let range = list_range(&c.kstack, entry);
+        let recorded = c.ksyms.as_ref().zip(r.s).and_then(|(k, s)| {
+            let r = list_range(&k.list, s);
+            (r.len() == range.len()).then_some((k, r.start))
         });
         for (i, j) in range.enumerate() {
             let addr = c.kvalues.value(j);
@@ -277,7 +462,7 @@ impl Symbolize {
             }
             let symbol = k.symbol.value(at);
             let offset = k.offset.value(at);
-            let kmod = opt_str(k.module, at);
+            let kmod = opt_str(&k.module, at);
             // Line lookups differ for return addresses; names alone do not.
             let leaf = leaf && vmlinux && kmod.is_none();
             let key = GKey::KSym {
@@ -297,16 +482,15 @@ impl Symbolize {
         }
     }
 
-    /// A row's user frames, leaf first.
+    /// A stack's user frames, leaf first.
     fn group_user<'a>(
         &mut self,
-        c: &StackColumns<'a>,
-        row: usize,
+        c: &'a StackColumns,
+        r: &RawStack,
         g: &mut Grouping<'a>,
         modules: &mut ModuleCache<'a>,
     ) {
-        if c.uerr.is_valid(row) {
-            let errno = c.uerr.value(row);
+        if let Some(errno) = r.uerr {
             let key = GKey::Missed {
                 kernel: false,
                 errno,
@@ -322,19 +506,19 @@ impl Symbolize {
             });
             return;
         }
-        if !c.ustack.is_valid(row) {
+        let Some(entry) = r.u else {
             return;
-        }
-        for (i, j) in list_range(c.ustack, row).enumerate() {
+        };
+        for (i, j) in list_range(&c.ustack, entry).enumerate() {
             let addr = c.u_addr.value(j);
-            let recorded_path = opt_str(c.u_module, j);
-            let build_id = opt_str(c.u_build_id, j);
+            let recorded_path = opt_str(&c.u_module, j);
+            let build_id = opt_str(&c.u_build_id, j);
             let offset = c.u_offset.is_valid(j).then(|| c.u_offset.value(j));
             // A frame the kernel normalized in a file no traced process was seen mapping has
             // a build id but no path: found by build id alone.
             let path = recorded_path.or(build_id.and(Some(UNNAMED_MODULE)));
             let (Some(path), Some(offset)) = (path, offset) else {
-                let error = opt_str(c.u_error, j);
+                let error = opt_str(&c.u_error, j);
                 let key = GKey::Unnormalized {
                     module: path,
                     build_id,
@@ -373,14 +557,9 @@ impl Symbolize {
         }
     }
 
-    /// The symbolized batch: the frame table of the batch's groups (each group's frames, in
-    /// group order), taken per element, with each frame's address and row lengths set.
-    fn build(
-        &mut self,
-        batch: &RecordBatch,
-        layout: &Layout,
-        g: Grouping<'_>,
-    ) -> Result<RecordBatch, ArrowError> {
+    /// The new stacks symbolized: the frame table of their groups (each group's frames, in
+    /// group order), taken per element, with each frame's address and stack lengths set.
+    fn build(&mut self, g: Grouping<'_>) -> Result<ArrayRef, ArrowError> {
         let mut table = Table::default();
         let mut gstart: Vec<u32> = Vec::with_capacity(g.groups.len() + 1);
         for group in &g.groups {
@@ -407,7 +586,6 @@ impl Symbolize {
             }
             lengths.push(addrs.len() - before);
         }
-        self.stats.rows += batch.num_rows() as u64;
         self.stats.frames_in += g.elem_group.len() as u64;
         self.stats.frames_out += addrs.len() as u64;
 
@@ -427,13 +605,7 @@ impl Symbolize {
             Arc::new(stack),
             nulls,
         )?;
-        let mut columns: Vec<ArrayRef> = layout
-            .keep
-            .iter()
-            .map(|&i| batch.column(i).clone())
-            .collect();
-        columns.push(Arc::new(list));
-        RecordBatch::try_new(layout.output.clone(), columns)
+        Ok(Arc::new(list))
     }
 
     fn frames(&self, res: &Res<'_>) -> Frames {
@@ -456,66 +628,196 @@ fn kplace(module: Option<&str>) -> Place<'_> {
     }
 }
 
-/// The stack columns of a raw batch, typed.
-struct StackColumns<'a> {
-    kstack: &'a ListArray,
-    ustack: &'a ListArray,
-    kerr: &'a arrow_array::Int32Array,
-    uerr: &'a arrow_array::Int32Array,
-    kvalues: &'a UInt64Array,
-    u_addr: &'a UInt64Array,
-    u_module: &'a StringArray,
-    u_build_id: &'a StringArray,
-    u_offset: &'a UInt64Array,
-    u_error: &'a StringArray,
-    ksyms: Option<KernelSymbols<'a>>,
+/// The stack columns of a raw batch, typed: each column's entries (a dictionary's distinct
+/// stacks, or the rows of a plain column) and each row's entry.
+struct StackColumns {
+    rows: usize,
+    kstack: ListArray,
+    kent: Entries,
+    ustack: ListArray,
+    uent: Entries,
+    kerr: Int32Array,
+    uerr: Int32Array,
+    kvalues: UInt64Array,
+    u_addr: UInt64Array,
+    u_module: StringArray,
+    u_build_id: StringArray,
+    u_offset: UInt64Array,
+    u_error: StringArray,
+    ksyms: Option<KernelSymbols>,
+    sent: Option<Entries>,
 }
 
 /// The record-time kernel symbols of a batch's kernel frames.
-struct KernelSymbols<'a> {
-    list: &'a ListArray,
-    entries: &'a StructArray,
-    symbol: &'a StringArray,
-    offset: &'a UInt64Array,
-    module: &'a StringArray,
+struct KernelSymbols {
+    list: ListArray,
+    entries: StructArray,
+    symbol: StringArray,
+    offset: UInt64Array,
+    module: StringArray,
 }
 
-impl<'a> StackColumns<'a> {
-    fn new(batch: &'a RecordBatch, layout: &Layout) -> Result<Self, ArrowError> {
-        let ustack = batch.column(layout.ustack).as_list::<i32>();
+/// The entries of stack column `i` of `batch` and their lists.
+fn entries(batch: &RecordBatch, i: usize) -> Result<(Entries, ListArray), ArrowError> {
+    let entries = Entries::new(batch.column(i))?;
+    let list = entries
+        .values()
+        .as_list_opt::<i32>()
+        .ok_or_else(|| {
+            ArrowError::SchemaError(format!(
+                "stack column `{}` is not a list",
+                batch.schema().field(i).name()
+            ))
+        })?
+        .clone();
+    Ok((entries, list))
+}
+
+impl StackColumns {
+    fn new(batch: &RecordBatch, layout: &Layout) -> Result<Self, ArrowError> {
+        let (uent, ustack) = entries(batch, layout.ustack)?;
         let u = ustack.values().as_struct();
-        let ksyms = match layout.kstack_symbols {
+        let (ksyms, sent) = match layout.kstack_symbols {
             Some(i) => {
-                let list = batch.column(i).as_list::<i32>();
-                let s = list.values().as_struct();
-                Some(KernelSymbols {
-                    list,
+                let (sent, list) = entries(batch, i)?;
+                let s = list.values().as_struct().clone();
+                let ksyms = KernelSymbols {
+                    symbol: struct_field(&s, ksym::SYMBOL)?.as_string::<i32>().clone(),
+                    offset: struct_field(&s, ksym::OFFSET)?
+                        .as_primitive::<UInt64Type>()
+                        .clone(),
+                    module: struct_field(&s, ksym::MODULE)?.as_string::<i32>().clone(),
                     entries: s,
-                    symbol: struct_field(s, ksym::SYMBOL)?.as_string::<i32>(),
-                    offset: struct_field(s, ksym::OFFSET)?.as_primitive::<UInt64Type>(),
-                    module: struct_field(s, ksym::MODULE)?.as_string::<i32>(),
-                })
+                    list,
+                };
+                (Some(ksyms), Some(sent))
             }
-            None => None,
+            None => (None, None),
         };
-        let kstack = batch.column(layout.kstack).as_list::<i32>();
+        let (kent, kstack) = entries(batch, layout.kstack)?;
+        let ints = |i: usize| batch.column(i).as_primitive::<Int32Type>().clone();
+        let strings = |name| -> Result<StringArray, ArrowError> {
+            Ok(struct_field(u, name)?.as_string::<i32>().clone())
+        };
+        let uints = |name| -> Result<UInt64Array, ArrowError> {
+            Ok(struct_field(u, name)?.as_primitive::<UInt64Type>().clone())
+        };
         Ok(StackColumns {
+            rows: batch.num_rows(),
+            kvalues: kstack.values().as_primitive::<UInt64Type>().clone(),
             kstack,
+            kent,
+            kerr: ints(layout.kstack_error),
+            uerr: ints(layout.ustack_error),
+            u_addr: uints(uframe::ADDR)?,
+            u_module: strings(uframe::MODULE)?,
+            u_build_id: strings(uframe::BUILD_ID)?,
+            u_offset: uints(uframe::OFFSET)?,
+            u_error: strings(uframe::ERROR)?,
             ustack,
-            kerr: batch
-                .column(layout.kstack_error)
-                .as_primitive::<Int32Type>(),
-            uerr: batch
-                .column(layout.ustack_error)
-                .as_primitive::<Int32Type>(),
-            kvalues: kstack.values().as_primitive::<UInt64Type>(),
-            u_addr: struct_field(u, uframe::ADDR)?.as_primitive::<UInt64Type>(),
-            u_module: struct_field(u, uframe::MODULE)?.as_string::<i32>(),
-            u_build_id: struct_field(u, uframe::BUILD_ID)?.as_string::<i32>(),
-            u_offset: struct_field(u, uframe::OFFSET)?.as_primitive::<UInt64Type>(),
-            u_error: struct_field(u, uframe::ERROR)?.as_string::<i32>(),
+            uent,
             ksyms,
+            sent,
         })
+    }
+
+    /// Row `row`'s raw stack.
+    #[inline]
+    fn raw(&self, row: usize) -> RawStack {
+        let int = |a: &Int32Array| a.is_valid(row).then(|| a.value(row));
+        RawStack {
+            k: self.kent.entry(row),
+            u: self.uent.entry(row),
+            s: self.sent.as_ref().and_then(|s| s.entry(row)),
+            kerr: int(&self.kerr),
+            uerr: int(&self.uerr),
+        }
+    }
+
+    /// A 128-bit hash (two independently seeded lanes) of everything `r` holds: two
+    /// different raw stacks share it with a probability around 2^-128.
+    fn hash(&self, lanes: &[ahash::RandomState; 2], r: &RawStack) -> (u64, u64) {
+        let mut h = Lanes(lanes[0].build_hasher(), lanes[1].build_hasher());
+        (r.kerr, r.uerr).hash(&mut h);
+        match r.k {
+            Some(e) => {
+                let range = list_range(&self.kstack, e);
+                h.write_u8(1);
+                h.write_usize(range.len());
+                for j in range {
+                    h.write_u64(self.kvalues.value(j));
+                }
+            }
+            None => h.write_u8(0),
+        }
+        match r.u {
+            Some(e) => {
+                let range = list_range(&self.ustack, e);
+                h.write_u8(1);
+                h.write_usize(range.len());
+                for j in range {
+                    h.write_u64(self.u_addr.value(j));
+                    opt_str(&self.u_module, j).hash(&mut h);
+                    opt_str(&self.u_build_id, j).hash(&mut h);
+                    let offset = self.u_offset.is_valid(j).then(|| self.u_offset.value(j));
+                    offset.hash(&mut h);
+                    opt_str(&self.u_error, j).hash(&mut h);
+                }
+            }
+            None => h.write_u8(0),
+        }
+        match (r.s, &self.ksyms) {
+            (Some(e), Some(k)) => {
+                let range = list_range(&k.list, e);
+                h.write_u8(1);
+                h.write_usize(range.len());
+                for j in range {
+                    let valid = k.entries.is_valid(j);
+                    valid.hash(&mut h);
+                    if valid {
+                        k.symbol.value(j).hash(&mut h);
+                        k.offset.value(j).hash(&mut h);
+                        opt_str(&k.module, j).hash(&mut h);
+                    }
+                }
+            }
+            _ => h.write_u8(0),
+        }
+        (h.0.finish(), h.1.finish())
+    }
+}
+
+/// The two hash lanes of [`StackColumns::hash`].
+fn hash_lanes() -> [ahash::RandomState; 2] {
+    [
+        ahash::RandomState::with_seeds(1, 2, 3, 4),
+        ahash::RandomState::with_seeds(5, 6, 7, 8),
+    ]
+}
+
+/// Two hashers fed the same values (each value read once).
+struct Lanes(ahash::AHasher, ahash::AHasher);
+
+impl Hasher for Lanes {
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.write(bytes);
+        self.1.write(bytes);
+    }
+    fn write_u8(&mut self, i: u8) {
+        self.0.write_u8(i);
+        self.1.write_u8(i);
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.0.write_u64(i);
+        self.1.write_u64(i);
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.0.write_usize(i);
+        self.1.write_usize(i);
+    }
+    /// The first lane only: [`StackColumns::hash`] reads both.
+    fn finish(&self) -> u64 {
+        self.0.finish()
     }
 }
 
@@ -568,5 +870,93 @@ impl<'a> ModuleCache<'a> {
                 id
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resolve::Options;
+    use stacks_testkit::{Ksym, Row};
+
+    /// A row whose kernel stack is `n` frames, `f1` (leaf) to `fN` (recorded symbols: no
+    /// files needed).
+    fn row(n: u64) -> Row {
+        Row {
+            kind: "profile".into(),
+            kstack: Some((1..=n).map(|i| 0xffff_ffff_8100_0000 + i).collect()),
+            kstack_symbols: Some(
+                (1..=n)
+                    .map(|i| {
+                        Some(Ksym {
+                            symbol: format!("f{i}"),
+                            offset: i,
+                            module: None,
+                        })
+                    })
+                    .collect(),
+            ),
+            ..Row::default()
+        }
+    }
+
+    /// Symbolize `batches` of rows (stacks of `row`) with dictionaries of at most `max`
+    /// entries, through an output stream and back: each batch's `stack` dictionary size and
+    /// every row's root function.
+    fn run(batches: &[Vec<u64>], max: usize) -> (Vec<usize>, Vec<String>) {
+        let schema = Arc::new(stacks_stream::raw_schema(Default::default()));
+        let layout = Layout::new(&schema, "test", Default::default()).unwrap();
+        let dir = std::env::temp_dir().join(format!("stacks-sym-max-{}-{max}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("out.arrow");
+        std::thread::scope(|s| {
+            let opts = Options {
+                lines: false,
+                inlines: false,
+            };
+            let pool = Pool::start(s, 1, opts, vec![]);
+            let finder = Finder::new(&[], &[], None).unwrap();
+            let kernel = KernelConfig {
+                vmlinux: None,
+                fallback: Err("recorded symbols only".into()),
+            };
+            let mut sym = Symbolize::new(finder, kernel).with_max_stacks(max);
+            let mut out =
+                stacks_stream::open_output_with(Some(&path), &layout.output, false).unwrap();
+            for rows in batches {
+                let rows: Vec<Row> = rows.iter().map(|&n| row(n)).collect();
+                let b = stacks_testkit::batch(&schema, &rows);
+                out.write(&sym.batch(&b, &layout, &pool).unwrap()).unwrap();
+            }
+            out.finish().unwrap();
+        });
+        let batches = stacks_testkit::read_stream(&path);
+        std::fs::remove_dir_all(&dir).unwrap();
+        let sizes = batches
+            .iter()
+            .map(|b| {
+                let e = Entries::new(b.column_by_name("stack").unwrap()).unwrap();
+                e.values().len()
+            })
+            .collect();
+        let roots = stacks_testkit::read_frames(&batches)
+            .into_iter()
+            .map(|f| f.unwrap().last().unwrap().function.clone().unwrap())
+            .collect();
+        (sizes, roots)
+    }
+
+    #[test]
+    fn full_dictionaries_start_afresh_with_a_smaller_one() {
+        let batches = [vec![1, 2, 3], vec![4, 5, 1], vec![6, 7, 1], vec![6, 2, 2]];
+        let (sizes, roots) = run(&batches, usize::MAX);
+        assert_eq!(sizes, [3, 5, 7, 7], "a dictionary that only grows");
+        let expected: Vec<String> = batches.iter().flatten().map(|n| format!("f{n}")).collect();
+        assert_eq!(roots, expected);
+        let (capped, capped_roots) = run(&batches, 4);
+        // Batch 3 starts afresh (5 entries >= 4, and more than its 3 rows): its 3 stacks are
+        // new again, 3 < 5 entries; batch 4 adds stack 2 (3 < 4: no restart).
+        assert_eq!(capped, [3, 5, 3, 4]);
+        assert_eq!(capped_roots, expected, "every row keeps its own stack");
     }
 }

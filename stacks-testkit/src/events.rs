@@ -9,7 +9,7 @@ use arrow_schema::{DataType, Field, Schema};
 use stacks_stream::{meta, stack_type, time_type};
 
 use crate::files::stream_bytes;
-use crate::rows::{Frame, Row, batch, stack_array};
+use crate::rows::{Encoder, Frame, Keys, Row, batch, stack_array};
 
 pub const APP: &str = "/usr/bin/app";
 pub const APP_BUILD_ID: &str = "0123456789abcdef";
@@ -183,6 +183,16 @@ pub fn event(kind: &str, tid: i32, value: i64) -> Row {
 /// rows (`lost`) have pid 0 and no names, as the recorder writes them. The events' own time,
 /// pid, comm, thread and cpu are replaced so.
 pub fn events_stream(events: &[Row]) -> Vec<u8> {
+    events_stream_as(events, false)
+}
+
+/// [`events_stream`] with its stack columns dictionary-encoded (schema version 2), each
+/// distinct stack once in the stream.
+pub fn events_stream_encoded(events: &[Row]) -> Vec<u8> {
+    events_stream_as(events, true)
+}
+
+fn events_stream_as(events: &[Row], encoded: bool) -> Vec<u8> {
     let schema = Arc::new(stacks_stream::symbolized_schema(metadata(&[
         (
             meta::EVENTS,
@@ -208,10 +218,33 @@ pub fn events_stream(events: &[Row]) -> Vec<u8> {
             }
         })
         .collect();
-    let b = batch(&schema, &rows);
     // Two batches, to aggregate across them.
     let (n, half) = (rows.len(), rows.len() / 2);
+    if encoded {
+        let mut e = Encoder::new(&schema, Keys::PerColumn);
+        let batches = [e.batch(&rows[..half]), e.batch(&rows[half..])];
+        return stream_bytes(&e.schema(), &batches, true);
+    }
+    let b = batch(&schema, &rows);
     stream_bytes(&schema, &[b.slice(0, half), b.slice(half, n - half)], true)
+}
+
+/// One-batch streams of the first batch of [`events_stream_encoded`] of [`every_kind`], each
+/// with one broken or odd dictionary (see [`crate::rows::broken_dictionaries`]), named.
+pub fn broken_dictionary_streams() -> Vec<(String, Vec<u8>)> {
+    let bytes = events_stream_encoded(&every_kind());
+    let input = stacks_stream::InputStream::new("fixture", Box::new(std::io::Cursor::new(bytes)))
+        .expect("fixture stream");
+    let schema = input.schema();
+    let first = input
+        .into_iter()
+        .next()
+        .expect("a batch")
+        .expect("fixture batch");
+    crate::rows::broken_dictionaries(&first)
+        .into_iter()
+        .map(|(what, b)| (what, stream_bytes(&schema, &[b], true)))
+        .collect()
 }
 
 /// Every kind of event, with known totals:

@@ -3,12 +3,13 @@
 use std::path::Path;
 
 use arrow_array::RecordBatch;
-use arrow_ipc::writer::StreamWriter;
+use arrow_ipc::writer::{DictionaryHandling, IpcWriteOptions, StreamWriter};
 use arrow_schema::Schema;
 #[cfg(feature = "parquet")]
 pub use parquet_files::{ReadBack, read_parquet, write_parquet};
 
-/// The IPC stream bytes of `batches`; without `finish` the end-of-stream marker is missing.
+/// The IPC stream bytes of `batches` (dictionaries sent as deltas); without `finish` the
+/// end-of-stream marker is missing.
 pub fn stream_bytes(schema: &Schema, batches: &[RecordBatch], finish: bool) -> Vec<u8> {
     stream_with_ends(schema, batches, finish).0
 }
@@ -19,7 +20,10 @@ pub fn stream_with_ends(
     batches: &[RecordBatch],
     finish: bool,
 ) -> (Vec<u8>, Vec<usize>) {
-    let mut w = StreamWriter::try_new(Vec::new(), schema).expect("stream writer");
+    // As every stacks tool writes: dictionaries as deltas (only new entries travel).
+    let options = IpcWriteOptions::default().with_dictionary_handling(DictionaryHandling::Delta);
+    let mut w =
+        StreamWriter::try_new_with_options(Vec::new(), schema, options).expect("stream writer");
     let mut ends = Vec::new();
     for b in batches {
         w.write(b).expect("write batch");

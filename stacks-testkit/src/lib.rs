@@ -18,7 +18,10 @@ pub use env::{bpf_available, bpf_serial, root_available};
 #[cfg(feature = "parquet")]
 pub use files::{read_parquet, write_parquet};
 pub use files::{read_stream, stream_bytes, stream_with_ends};
-pub use rows::{Frame, Ksym, Row, UFrame, batch, read_frames, stack_array, stack_functions};
+pub use rows::{
+    Encoder, Frame, Keys, Ksym, Row, UFrame, batch, batch_encoded, broken_dictionaries,
+    read_frames, stack_array, stack_functions,
+};
 pub use tool::{
     Scratch, assert_one_line_error, bin, bin_dir, fuzz_case, fuzz_corpus, run_command, run_tool,
     run_with_closed_stdout, scratch, stderr,

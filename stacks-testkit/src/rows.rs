@@ -1,8 +1,11 @@
 //! One fixture model for every test: a [`Row`] holds every column of the raw and symbolized
 //! schemas, its stacks as [`Frame`]s (symbolized), [`UFrame`]s (raw user) and [`Ksym`]s
 //! (kernel symbols recorded with the raw addresses). [`batch`] turns rows into a batch of any
-//! schema made of the contract's columns; [`read_frames`] reads a `stack` column back.
+//! schema made of the contract's columns, [`batch_encoded`] and [`Encoder`] the same with the
+//! stack columns dictionary-encoded (schema version 2); [`read_frames`] reads a `stack` column
+//! back, plain or dictionary-encoded.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
@@ -14,6 +17,7 @@ use arrow_array::{
 use arrow_buffer::{NullBuffer, OffsetBuffer};
 use arrow_schema::{DataType, FieldRef, SchemaRef};
 use stacks_stream::col;
+use stacks_stream::dict::{self, Entries, StackDictionary};
 
 /// One symbolized frame (an element of the `stack` column).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -296,20 +300,197 @@ pub fn batch(schema: &SchemaRef, rows: &[Row]) -> RecordBatch {
     stacks_stream::batch_by_name(schema.clone(), rows.len(), columns).expect("fixture batch")
 }
 
-/// Each row's `stack` with every frame field; `None` for a null stack.
+/// How an [`Encoder`] gives out keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Keys {
+    /// Each stack column its own dictionary of its distinct stacks.
+    PerColumn,
+    /// As stacks-record writes: `kstack`, `ustack` and `kstack_symbols` share one key per
+    /// distinct (kstack, ustack, kstack_symbols) triple (an entry is null in a column where
+    /// the triple has no stack, and a row's key is null where its column is null); `stack`
+    /// has its own.
+    SharedRaw,
+}
+
+/// Rows to batches of one stream with every stack column of the schema dictionary-encoded:
+/// the dictionaries only grow, so a key means the same stack in every batch of the stream.
+pub struct Encoder {
+    plain: SchemaRef,
+    encoded: SchemaRef,
+    keys: Keys,
+    /// Per dictionary (a stack column, or `raw` for the shared raw columns): the key of each
+    /// distinct stack seen, by its debug text.
+    seen: HashMap<&'static str, HashMap<String, i32>>,
+    dicts: HashMap<String, StackDictionary>,
+}
+
+impl Encoder {
+    /// Batches of `schema` (plain or encoded; the contract's columns) with stack columns
+    /// dictionary-encoded as `keys` says.
+    pub fn new(schema: &SchemaRef, keys: Keys) -> Self {
+        let plain = Arc::new(dict::decoded_schema(schema));
+        let encoded = Arc::new(dict::encoded_schema(&plain));
+        Encoder {
+            plain,
+            encoded,
+            keys,
+            seen: HashMap::new(),
+            dicts: HashMap::new(),
+        }
+    }
+
+    /// The schema of the batches (stack columns dictionary-encoded).
+    pub fn schema(&self) -> SchemaRef {
+        self.encoded.clone()
+    }
+
+    /// The next batch of the stream.
+    pub fn batch(&mut self, rows: &[Row]) -> RecordBatch {
+        let plain = batch(&self.plain, rows);
+        let mut columns = plain.columns().to_vec();
+        for (i, f) in self.plain.fields().iter().enumerate() {
+            let name = f.name().as_str();
+            if !dict::is_stack_column(name) {
+                continue;
+            }
+            let (group, text): (&'static str, fn(&Row) -> String) = match (self.keys, name) {
+                (Keys::SharedRaw, col::KSTACK | col::USTACK | col::KSTACK_SYMBOLS) => {
+                    ("raw", |r| {
+                        format!("{:?}", (&r.kstack, &r.ustack, &r.kstack_symbols))
+                    })
+                }
+                (_, col::KSTACK) => (col::KSTACK, |r| format!("{:?}", r.kstack)),
+                (_, col::USTACK) => (col::USTACK, |r| format!("{:?}", r.ustack)),
+                (_, col::KSTACK_SYMBOLS) => {
+                    (col::KSTACK_SYMBOLS, |r| format!("{:?}", r.kstack_symbols))
+                }
+                _ => (col::STACK, |r| format!("{:?}", r.stack)),
+            };
+            let null = |r: &Row| match name {
+                col::KSTACK => r.kstack.is_none(),
+                col::USTACK => r.ustack.is_none(),
+                col::KSTACK_SYMBOLS => r.kstack_symbols.is_none(),
+                _ => r.stack.is_none(),
+            };
+            // Keys of the group, new entries added in key order (each group's columns add the
+            // same new rows, so their dictionaries stay aligned).
+            let seen = self.seen.entry(group).or_default();
+            let before = seen.len();
+            let mut new: Vec<Row> = Vec::new();
+            let mut keys: Vec<Option<i32>> = Vec::with_capacity(rows.len());
+            let mut added: HashMap<String, i32> = HashMap::new();
+            let shared = group == "raw";
+            for r in rows {
+                let absent = if shared {
+                    r.kstack.is_none() && r.ustack.is_none() && r.kstack_symbols.is_none()
+                } else {
+                    null(r)
+                };
+                if absent {
+                    keys.push(None);
+                    continue;
+                }
+                let t = text(r);
+                let key = match seen.get(&t).or_else(|| added.get(&t)) {
+                    Some(&k) => k,
+                    None => {
+                        let k = (before + new.len()) as i32;
+                        added.insert(t, k);
+                        new.push(r.clone());
+                        k
+                    }
+                };
+                keys.push((!null(r)).then_some(key));
+            }
+            let d = self
+                .dicts
+                .entry(name.to_string())
+                .or_insert_with(|| StackDictionary::new(f.data_type()));
+            let entries = column(name, &new).expect("a stack column of the fixture rows");
+            d.extend(entries.as_ref()).expect("stack dictionary");
+            assert_eq!(d.len(), before + new.len(), "{name}: dictionaries aligned");
+            columns[i] = d.column(Int32Array::from(keys)).expect("dictionary column");
+            // Shared raw columns: the group's keys are recorded after its last column.
+            let last_of_group = !shared
+                || !self.plain.fields()[i + 1..].iter().any(|f| {
+                    matches!(
+                        f.name().as_str(),
+                        col::KSTACK | col::USTACK | col::KSTACK_SYMBOLS
+                    )
+                });
+            if last_of_group {
+                self.seen.entry(group).or_default().extend(added);
+            }
+        }
+        RecordBatch::try_new(self.encoded.clone(), columns).expect("encoded fixture batch")
+    }
+}
+
+/// `rows` as one batch of `schema` with every stack column dictionary-encoded (each its own
+/// dictionary of its distinct stacks): [`Encoder`] for a one-batch stream.
+pub fn batch_encoded(schema: &SchemaRef, rows: &[Row]) -> RecordBatch {
+    Encoder::new(schema, Keys::PerColumn).batch(rows)
+}
+
+/// Variants of `batch` (stack columns dictionary-encoded, e.g. by [`Encoder`]) with one
+/// broken or odd dictionary each, as a foreign writer or a fuzzer could make them: row 0's key
+/// past the end of the dictionary, negative, or on a null entry. Built without validation;
+/// readers must refuse the first two and take the last as a null stack, without a panic.
+pub fn broken_dictionaries(batch: &RecordBatch) -> Vec<(String, RecordBatch)> {
+    let mut out = Vec::new();
+    for (i, f) in batch.schema().fields().iter().enumerate() {
+        let Some(d) = batch
+            .column(i)
+            .as_dictionary_opt::<arrow_array::types::Int32Type>()
+        else {
+            continue;
+        };
+        if d.is_empty() {
+            continue;
+        }
+        let len = d.values().len() as i32;
+        let mut with_null = StackDictionary::new(d.values().data_type());
+        with_null.extend(d.values().as_ref()).expect("entries");
+        with_null
+            .extend(arrow_array::new_null_array(d.values().data_type(), 1).as_ref())
+            .expect("null entry");
+        for (what, key, values) in [
+            ("key past the end", len + 3, d.values().clone()),
+            ("negative key", -1, d.values().clone()),
+            ("key of a null entry", len, with_null.values().clone()),
+        ] {
+            let mut keys: Vec<Option<i32>> = d.keys().iter().collect();
+            keys[0] = Some(key);
+            // SAFETY: deliberately unchecked; no code here reads through the keys.
+            let broken = unsafe {
+                arrow_array::DictionaryArray::<arrow_array::types::Int32Type>::new_unchecked(
+                    Int32Array::from(keys),
+                    values,
+                )
+            };
+            let mut columns = batch.columns().to_vec();
+            columns[i] = Arc::new(broken);
+            let b = RecordBatch::try_new(batch.schema(), columns).expect("broken batch");
+            out.push((format!("{}: {what}", f.name()), b));
+        }
+    }
+    out
+}
+
+/// Each row's `stack` with every frame field, plain or dictionary-encoded; `None` for a null
+/// stack.
 pub fn read_frames(batches: &[RecordBatch]) -> Vec<Option<Vec<Frame>>> {
     let mut out = Vec::new();
     for b in batches {
-        let stack = b
-            .column_by_name(col::STACK)
-            .expect("stack column")
-            .as_list::<i32>();
+        let entries =
+            Entries::new(b.column_by_name(col::STACK).expect("stack column")).expect("stack");
+        let stack = entries.values().as_list::<i32>();
         for row in 0..b.num_rows() {
-            if stack.is_null(row) {
+            let Some(entry) = entries.entry(row) else {
                 out.push(None);
                 continue;
-            }
-            let v = stack.value(row);
+            };
+            let v = stack.value(entry);
             let s = v.as_struct();
             let text = |name: &str, i: usize| {
                 s.column_by_name(name).and_then(|c| {
@@ -421,5 +602,59 @@ mod tests {
             .value(0);
         assert!(symbols.is_null(0) && symbols.is_valid(1));
         assert!(b.column_by_name(col::USTACK).expect("ustack").is_null(0));
+    }
+
+    #[test]
+    fn encoded_batches_share_growing_dictionaries() {
+        let schema = Arc::new(stacks_stream::symbolized_schema(Default::default()));
+        let frame = |f: &str| Frame {
+            function: Some(f.into()),
+            addr: 7,
+            ..Frame::default()
+        };
+        let row = |k: Option<Vec<u64>>, s: Option<Vec<Frame>>| Row {
+            kind: "profile".into(),
+            kstack: k,
+            stack: s,
+            ..Row::default()
+        };
+        let a = row(Some(vec![1]), Some(vec![frame("a")]));
+        let b = row(None, Some(vec![frame("b")]));
+        let none = row(None, None);
+        for keys in [Keys::PerColumn, Keys::SharedRaw] {
+            let mut e = Encoder::new(&schema, keys);
+            let first = e.batch(&[a.clone(), none.clone(), a.clone()]);
+            let second = e.batch(&[b.clone(), a.clone()]);
+            let plain = [
+                batch(&schema, &[a.clone(), none.clone(), a.clone()]),
+                batch(&schema, &[b.clone(), a.clone()]),
+            ];
+            assert_eq!(
+                read_frames(&[first.clone(), second.clone()]),
+                read_frames(&plain)
+            );
+            let stack = Entries::new(second.column_by_name(col::STACK).unwrap()).unwrap();
+            assert!(stack.is_dictionary());
+            assert_eq!(
+                stack.values().len(),
+                2,
+                "{keys:?}: one entry per distinct stack"
+            );
+            assert_eq!((stack.entry(0), stack.entry(1)), (Some(1), Some(0)));
+            let k1 = Entries::new(first.column_by_name(col::KSTACK).unwrap()).unwrap();
+            let k2 = Entries::new(second.column_by_name(col::KSTACK).unwrap()).unwrap();
+            assert_eq!(
+                (k1.entry(0), k1.entry(1), k1.entry(2)),
+                (Some(0), None, Some(0))
+            );
+            assert_eq!(k2.entry(0), None, "{keys:?}: a null kstack has a null key");
+            assert_eq!(k2.entry(1), Some(0));
+            let u = Entries::new(second.column_by_name(col::USTACK).unwrap()).unwrap();
+            let expected = match keys {
+                Keys::PerColumn => 0,
+                Keys::SharedRaw => 1,
+            };
+            assert_eq!(u.values().len(), expected, "{keys:?}: ustack entries");
+        }
     }
 }

@@ -3,6 +3,7 @@
 //! interned as rows arrive: the table grows with distinct stacks, not rows.
 
 use std::collections::HashMap;
+use std::ops::Range;
 
 use stacks_stream::frames::{Frame, StackFrames, module_basename};
 
@@ -40,12 +41,12 @@ impl FrameTable {
         id
     }
 
-    /// Id of the leaf node of `row`'s stack (frames leaf first in the column), adding the
-    /// nodes it needs; `None` for a null or empty stack.
-    pub fn intern(&mut self, stack: &StackFrames, row: usize) -> Option<u64> {
+    /// Id of the leaf node of a stack (`frames`, a row's or an entry's, leaf first in the
+    /// column), adding the nodes it needs; `None` for a null or empty stack.
+    pub fn intern(&mut self, stack: &StackFrames, frames: Range<usize>) -> Option<u64> {
         let mut parent = 0;
         let mut name = String::new();
-        for i in stack.row(row).rev() {
+        for i in frames.rev() {
             let Some(f) = stack.frame(i) else { continue };
             name.clear();
             name.push_str(&f.name());

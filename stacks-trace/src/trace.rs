@@ -16,10 +16,12 @@
 
 use std::collections::HashMap;
 use std::io::Write;
+use std::sync::Arc;
 
 use arrow_array::{Array, RecordBatch};
 use arrow_schema::Schema;
-use stacks_stream::frames::SHORT_OFFCPU;
+use stacks_stream::dict::EntryCache;
+use stacks_stream::frames::{SHORT_OFFCPU, StackFrames};
 use stacks_stream::kinds::{self, Lane};
 use stacks_stream::time::rfc3339;
 use stacks_stream::{col, kind, meta};
@@ -64,6 +66,10 @@ pub struct Tracer<W: Write> {
     buf: String,
     events: u64,
     frames: FrameTable,
+    /// Per stack of a dictionary-encoded `stack` column, once per stream: its leaf node in
+    /// `frames`, and its frame names.
+    entry_ids: EntryCache<Option<u64>>,
+    entry_names: EntryCache<Option<Arc<[String]>>>,
     process_names: HashMap<i64, String>,
     thread_names: HashMap<i64, String>,
     threads: HashMap<i64, Thread>,
@@ -95,6 +101,8 @@ impl<W: Write> Tracer<W> {
             buf: String::with_capacity(1 << 16),
             events: 0,
             frames: FrameTable::default(),
+            entry_ids: EntryCache::default(),
+            entry_names: EntryCache::default(),
             process_names: HashMap::new(),
             thread_names: HashMap::new(),
             threads: HashMap::new(),
@@ -198,6 +206,10 @@ impl<W: Write> Tracer<W> {
     /// Write the events of one batch.
     pub fn push(&mut self, batch: &RecordBatch) -> Result<(), Error> {
         let c = Columns::new(batch, &self.layout, &self.input)?;
+        if let Some(entries) = c.stack.as_ref().and_then(StackFrames::entries) {
+            self.entry_ids.prepare(entries);
+            self.entry_names.prepare(entries);
+        }
         for row in 0..batch.num_rows() {
             self.row(&c, row);
             if self.buf.len() > 1 << 16 {
@@ -322,19 +334,36 @@ impl<W: Write> Tracer<W> {
         o.end();
     }
 
+    /// The `stackFrames` node of `row`'s stack (once per stack of a dictionary).
     fn stack_id(&mut self, c: &Columns, row: usize) -> Option<u64> {
-        c.stack.as_ref().and_then(|s| self.frames.intern(s, row))
+        let s = c.stack.as_ref()?;
+        let entry = s.entry(row)?;
+        let frames = &mut self.frames;
+        let mut intern = || frames.intern(s, s.entry_frames(entry));
+        if s.is_dictionary() {
+            *self.entry_ids.get_or_insert_with(entry, intern)
+        } else {
+            intern()
+        }
     }
 
-    /// The stack of `row`, leaf first, as frame names.
-    fn stack_names(c: &Columns, row: usize) -> Option<Vec<String>> {
+    /// The stack of `row`, leaf first, as frame names (once per stack of a dictionary).
+    fn stack_names(&mut self, c: &Columns, row: usize) -> Option<Arc<[String]>> {
         let s = c.stack.as_ref()?;
-        let names: Vec<String> = s
-            .row(row)
-            .filter_map(|i| s.frame(i))
-            .map(|f| f.name().into_owned())
-            .collect();
-        (!names.is_empty()).then_some(names)
+        let entry = s.entry(row)?;
+        let names = || {
+            let names: Arc<[String]> = s
+                .entry_frames(entry)
+                .filter_map(|i| s.frame(i))
+                .map(|f| f.name().into_owned())
+                .collect();
+            (!names.is_empty()).then_some(names)
+        };
+        if s.is_dictionary() {
+            self.entry_names.get_or_insert_with(entry, names).clone()
+        } else {
+            names()
+        }
     }
 
     fn on_cpu(&mut self, pid: i64, tid: i64, from: i64, to: i64) {
@@ -364,7 +393,7 @@ impl<W: Write> Tracer<W> {
             return;
         }
         let sf = self.stack_id(c, row);
-        let stack = Self::stack_names(c, row);
+        let stack = self.stack_names(c, row);
         let state = c.str(col::STATE, row);
         let waker = c.int(col::WAKER, row);
         let name = format!("off-CPU ({})", state.unwrap_or("unknown"));
@@ -393,7 +422,7 @@ impl<W: Write> Tracer<W> {
         let op = c.str(col::OP, row).unwrap_or("io");
         let name = format!("block {op}");
         let sf = self.stack_id(c, row);
-        let stack = Self::stack_names(c, row);
+        let stack = self.stack_names(c, row);
         let mut o = self.event("b", pid, tid, t);
         o.str("name", &name).str("cat", "block").str("id", &id);
         if let Some(sf) = sf {
@@ -437,7 +466,7 @@ impl<W: Write> Tracer<W> {
             _ => format!("{k} {op}"),
         };
         let sf = self.stack_id(c, row);
-        let stack = Self::stack_names(c, row);
+        let stack = self.stack_names(c, row);
         let mut o = match duration {
             Some(_) => {
                 let mut o = self.event("X", pid, lane, t);
@@ -512,5 +541,33 @@ fn opt_int(o: &mut Obj<'_>, key: &str, v: Option<i64>) {
 fn opt_str(o: &mut Obj<'_>, key: &str, v: Option<&str>) {
     if let Some(v) = v {
         o.str(key, v);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stacks_testkit::events::{events_stream_encoded, every_kind};
+
+    #[test]
+    fn each_dictionary_stack_converted_once() {
+        let bytes = events_stream_encoded(&every_kind());
+        let mut input =
+            stacks_stream::InputStream::new("test", Box::new(std::io::Cursor::new(bytes)))
+                .expect("stream");
+        let schema = input.schema();
+        let mut t =
+            Tracer::new(&schema, "test", Vec::new(), "out", &Options::default()).expect("tracer");
+        let mut rows = 0;
+        while let Some(b) = input.next_batch().expect("batch") {
+            rows += b.num_rows();
+            t.push(&b).expect("push");
+        }
+        // Distinct stacks drawn (rss rows are counters, drawn without their stack): syscall
+        // and busy (samples), off-CPU, block, vfs and net, the last four with their names.
+        let distinct = 6;
+        assert!(rows > distinct, "{rows} rows");
+        assert_eq!(t.entry_ids.len(), distinct);
+        assert_eq!(t.entry_names.len(), 4);
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use stacks_testkit::events::{
-    MS, events_stream, every_kind, fixture, stream, stream_without_stack,
+    MS, events_stream, events_stream_encoded, every_kind, fixture, stream, stream_without_stack,
 };
 use stacks_testkit::trace_check::check;
 use stacks_trace::IO_LANE;
@@ -249,4 +249,58 @@ fn absurd_values_do_not_panic() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: Value = serde_json::from_slice(&o.stdout).expect("JSON");
     assert!(v["traceEvents"].as_array().is_some_and(|a| !a.is_empty()));
+}
+
+#[test]
+fn dictionary_stacks_give_the_same_trace() {
+    let plain = trace(&[], &events_stream(&every_kind()));
+    let encoded = trace(&[], &events_stream_encoded(&every_kind()));
+    assert!(
+        encoded.status.success(),
+        "{}",
+        String::from_utf8_lossy(&encoded.stderr)
+    );
+    assert!(plain.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&encoded.stdout),
+        String::from_utf8_lossy(&plain.stdout),
+        "a dictionary-encoded stack column converts to the same trace"
+    );
+    let v: Value = serde_json::from_slice(&encoded.stdout).expect("json");
+    assert!(
+        !v["stackFrames"]
+            .as_object()
+            .expect("stackFrames")
+            .is_empty(),
+        "stacks were converted"
+    );
+}
+
+#[test]
+fn broken_dictionaries_are_refused_or_read_as_no_stack() {
+    let streams = stacks_testkit::events::broken_dictionary_streams();
+    assert!(streams.len() >= 3, "{}", streams.len());
+    for (what, bytes) in streams {
+        let o = trace(&[], &bytes);
+        if what.ends_with("null entry") {
+            assert!(
+                o.status.success(),
+                "{what}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            let v: Value = serde_json::from_slice(&o.stdout).expect("json");
+            check(&v).unwrap_or_else(|e| panic!("{what}: invalid trace:\n{}", e.join("\n")));
+        } else {
+            // The trace header may already be out: the error is the stream's first batch.
+            let stderr = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(1), "{what}: {stderr}");
+            let lines: Vec<&str> = stderr.lines().collect();
+            assert!(
+                lines.len() == 1
+                    && lines[0].starts_with("stacks-trace: error: ")
+                    && lines[0].contains("invalid Arrow stream"),
+                "{what}: {stderr}"
+            );
+        }
+    }
 }
