@@ -275,6 +275,13 @@ impl StackDictionary {
     }
 }
 
+/// Whether a producer that knows a batch's row count before keying it should start its
+/// dictionary over, empty, first: it holds [`MAX_ENTRIES`] or more, and more entries than the
+/// batch can add, so the new one is shorter.
+pub fn start_over_before(len: usize, batch_rows: usize, max_entries: usize) -> bool {
+    len >= max_entries && len > batch_rows
+}
+
 /// A producer's decision for one batch over dictionaries holding `len` entries, given each
 /// row's key (`None`: no stack): `None` to keep growing; or, once `len` reached
 /// [`MAX_ENTRIES`] and the batch uses fewer entries than that, the entries to keep (in first

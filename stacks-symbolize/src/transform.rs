@@ -25,11 +25,9 @@ use stacks_stream::dict::{Entries, StackDictionary};
 use stacks_stream::{ksym, uframe};
 
 /// Entries of the output dictionaries past which they start afresh (a replacement dictionary
-/// in the stream): every batch's dictionary is carried whole in memory, and compared and
-/// concatenated whole when it grows, by every reader and writer of the stream, so a stream
-/// with ever new stacks (a long system-wide recording) would cost memory and time without
-/// bound. A stack seen again after a restart is written again (its frames stay resolved).
-pub const MAX_STACKS: usize = 1 << 16;
+/// in the stream, see `stacks_stream::dict`). A stack seen again after a restart is written
+/// again (its frames stay resolved).
+pub const MAX_STACKS: usize = stacks_stream::dict::MAX_ENTRIES;
 
 /// Stand-in path of a module recorded by build id only (looked up by build id; a path that
 /// names no file, so the recorded-path step finds nothing).
@@ -276,7 +274,7 @@ impl Symbolize {
         // Bounded dictionaries: a full one is replaced by a new, smaller one (only entries of
         // this batch, fewer than the rows), which readers take as a replacement.
         let written = self.stream.stack.as_ref().map_or(0, StackDictionary::len);
-        if written >= self.max_stacks && written > batch.num_rows() {
+        if stacks_stream::dict::start_over_before(written, batch.num_rows(), self.max_stacks) {
             self.stream = StreamState {
                 entries: self.stream.entries,
                 ..StreamState::default()
