@@ -9,21 +9,22 @@
 -- param: from timestamp = null  start of the time window, inclusive (null: from the start)
 -- param: to timestamp = null    end of the time window, exclusive (null: to the end)
 SELECT
-    comm,
-    pid,
-    tid,
-    thread,
-    op,
-    dev,
-    stack_any(stack) AS stack,
-    count(*) AS requests,
-    sum(value) AS bytes
+    a.comm,
+    a.pid,
+    a.tid,
+    a.thread,
+    a.op,
+    a.dev,
+    stack_or(t.stack, '[no stack]') AS stack,
+    a.requests, a.bytes
 FROM (
-    SELECT comm, pid, tid, thread, op, dev, value, stack_or(stack, '[no stack]') AS stack
-    FROM stacks
+    SELECT comm, pid, tid, thread, op, dev, stack_id,
+        count(*) AS requests, sum(value) AS bytes
+    FROM samples
     WHERE kind = 'block'
         AND comm LIKE $comm AND ($pid IS NULL OR pid = $pid)
         AND ($from IS NULL OR time >= $from) AND ($to IS NULL OR time < $to)
-)
-GROUP BY comm, pid, tid, thread, op, dev, stack_key(stack)
-ORDER BY bytes DESC, requests DESC, pid, tid;
+    GROUP BY comm, pid, tid, thread, op, dev, stack_id
+) a
+LEFT JOIN stack_table t ON t.stack_id = a.stack_id
+ORDER BY a.bytes DESC, a.requests DESC, a.pid, a.tid;

@@ -7,21 +7,30 @@
 -- param: pid int = null         only this process id (null: every process)
 -- param: from timestamp = null  start of the time window, inclusive (null: from the start)
 -- param: to timestamp = null    end of the time window, exclusive (null: to the end)
-WITH samples AS (
-    SELECT stack, value
-    FROM stacks
-    WHERE kind = 'profile' AND stack IS NOT NULL AND stack_depth(stack) > 0
+WITH counts AS (
+    SELECT stack_id, count(*) AS samples, sum(value) AS cpu_ns
+    FROM samples
+    WHERE kind = 'profile' AND stack_id IS NOT NULL
         AND comm LIKE $comm AND ($pid IS NULL OR pid = $pid)
         AND ($from IS NULL OR time >= $from) AND ($to IS NULL OR time < $to)
+    GROUP BY stack_id
+),
+profiled AS (
+    SELECT t.stack, c.samples, c.cpu_ns
+    FROM stack_table t JOIN counts c ON c.stack_id = t.stack_id
+    WHERE t.stack IS NOT NULL AND stack_depth(t.stack) > 0
 ),
 flat AS (
-    SELECT stack_leaf(stack) AS function, count(*) AS samples, sum(value) AS cpu_ns
-    FROM samples
+    SELECT stack_leaf(stack) AS function, sum(samples) AS samples, sum(cpu_ns) AS cpu_ns
+    FROM profiled
     GROUP BY stack_leaf(stack)
 ),
 cumulative AS (
-    SELECT function, count(*) AS samples, sum(value) AS cpu_ns
-    FROM (SELECT unnest(array_distinct(stack_functions(stack))) AS function, value FROM samples)
+    SELECT function, sum(samples) AS samples, sum(cpu_ns) AS cpu_ns
+    FROM (
+        SELECT unnest(array_distinct(stack_functions(stack))) AS function, samples, cpu_ns
+        FROM profiled
+    )
     GROUP BY function
 )
 SELECT

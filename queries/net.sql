@@ -9,22 +9,22 @@
 -- param: from timestamp = null  start of the time window, inclusive (null: from the start)
 -- param: to timestamp = null    end of the time window, exclusive (null: to the end)
 SELECT
-    comm,
-    pid,
-    tid,
-    thread,
-    protocol,
-    direction,
-    stack_any(stack) AS stack,
-    sum(value) AS bytes,
-    count(*) AS calls
+    a.comm,
+    a.pid,
+    a.tid,
+    a.thread,
+    a.protocol,
+    a.direction,
+    stack_or(t.stack, '[no stack]') AS stack,
+    a.bytes, a.calls
 FROM (
-    SELECT comm, pid, tid, thread, protocol, op AS direction, value,
-        stack_or(stack, '[no stack]') AS stack
-    FROM stacks
+    SELECT comm, pid, tid, thread, protocol, op AS direction, stack_id,
+        sum(value) AS bytes, count(*) AS calls
+    FROM samples
     WHERE kind = 'net'
         AND comm LIKE $comm AND ($pid IS NULL OR pid = $pid)
         AND ($from IS NULL OR time >= $from) AND ($to IS NULL OR time < $to)
-)
-GROUP BY comm, pid, tid, thread, protocol, direction, stack_key(stack)
-ORDER BY bytes DESC, calls DESC, pid, tid;
+    GROUP BY comm, pid, tid, thread, protocol, op, stack_id
+) a
+LEFT JOIN stack_table t ON t.stack_id = a.stack_id
+ORDER BY a.bytes DESC, a.calls DESC, a.pid, a.tid;

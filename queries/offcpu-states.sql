@@ -14,7 +14,7 @@ SELECT
     sum(coalesce(count, 1)) AS intervals,
     sum(value) AS offcpu_ns,
     sum(value) / sum(coalesce(count, 1)) AS mean_ns
-FROM stacks
+FROM samples
 WHERE kind = 'switch'
     AND comm LIKE $comm AND ($pid IS NULL OR pid = $pid)
     AND ($from IS NULL OR time >= $from) AND ($to IS NULL OR time < $to)

@@ -11,23 +11,23 @@
 -- param: from timestamp = null  start of the time window, inclusive (null: from the start)
 -- param: to timestamp = null    end of the time window, exclusive (null: to the end)
 SELECT
-    comm,
-    pid,
-    tid,
-    thread,
-    state,
-    stack_any(stack) AS stack,
-    sum(n) AS intervals,
-    sum(value) AS offcpu_ns
+    a.comm,
+    a.pid,
+    a.tid,
+    a.thread,
+    a.state,
+    stack_or(t.stack, CASE WHEN a.short THEN '[folded short off-CPU intervals]' ELSE '[no stack]' END) AS stack,
+    a.intervals, a.offcpu_ns
 FROM (
-    SELECT comm, pid, tid, thread, state, value,
-        coalesce(count, 1) AS n,
-        stack_or(stack, CASE WHEN coalesce(count, 1) > 1
-            THEN '[folded short off-CPU intervals]' ELSE '[no stack]' END) AS stack
-    FROM stacks
+    SELECT comm, pid, tid, thread, state, stack_id,
+        stack_id IS NULL AND coalesce(count, 1) > 1 AS short,
+        sum(coalesce(count, 1)) AS intervals, sum(value) AS offcpu_ns
+    FROM samples
     WHERE kind = 'switch'
         AND comm LIKE $comm AND ($pid IS NULL OR pid = $pid)
         AND ($from IS NULL OR time >= $from) AND ($to IS NULL OR time < $to)
-)
-GROUP BY comm, pid, tid, thread, state, stack_key(stack)
-ORDER BY offcpu_ns DESC, intervals DESC, pid, tid;
+    GROUP BY comm, pid, tid, thread, state, stack_id,
+        stack_id IS NULL AND coalesce(count, 1) > 1
+) a
+LEFT JOIN stack_table t ON t.stack_id = a.stack_id
+ORDER BY a.offcpu_ns DESC, a.intervals DESC, a.pid, a.tid;

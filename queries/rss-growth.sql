@@ -10,22 +10,21 @@
 -- param: from timestamp = null  start of the time window, inclusive (null: from the start)
 -- param: to timestamp = null    end of the time window, exclusive (null: to the end)
 SELECT
-    comm,
-    pid,
-    tid,
-    thread,
-    op,
-    stack_any(stack) AS stack,
-    sum(n) AS events,
-    sum(value) AS rss_growth_bytes
+    a.comm,
+    a.pid,
+    a.tid,
+    a.thread,
+    a.op,
+    stack_or(t.stack, '[no stack]') AS stack,
+    a.events, a.rss_growth_bytes
 FROM (
-    SELECT comm, pid, tid, thread, op, value,
-        coalesce(count, 1) AS n,
-        stack_or(stack, '[no stack]') AS stack
-    FROM stacks
+    SELECT comm, pid, tid, thread, op, stack_id,
+        sum(coalesce(count, 1)) AS events, sum(value) AS rss_growth_bytes
+    FROM samples
     WHERE kind = 'rss' AND value > 0
         AND comm LIKE $comm AND ($pid IS NULL OR pid = $pid)
         AND ($from IS NULL OR time >= $from) AND ($to IS NULL OR time < $to)
-)
-GROUP BY comm, pid, tid, thread, op, stack_key(stack)
-ORDER BY rss_growth_bytes DESC, events DESC, pid, tid;
+    GROUP BY comm, pid, tid, thread, op, stack_id
+) a
+LEFT JOIN stack_table t ON t.stack_id = a.stack_id
+ORDER BY a.rss_growth_bytes DESC, a.events DESC, a.pid, a.tid;

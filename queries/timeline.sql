@@ -15,7 +15,7 @@ SELECT
     sum(value) AS total,
     min(kind_unit(kind)) AS unit,
     count(DISTINCT pid) AS processes
-FROM stacks
+FROM samples
 WHERE kind = $kind
     AND comm LIKE $comm AND ($pid IS NULL OR pid = $pid)
     AND ($from IS NULL OR time >= $from) AND ($to IS NULL OR time < $to)

@@ -18,7 +18,7 @@ FROM (
             sum(coalesce(count, 1)) AS events,
             sum(value) AS total,
             kind_unit(kind) AS unit
-        FROM stacks
+        FROM samples
         WHERE kind <> 'lost' AND kind LIKE $kind
             AND comm LIKE $comm AND ($pid IS NULL OR pid = $pid)
             AND ($from IS NULL OR time >= $from) AND ($to IS NULL OR time < $to)

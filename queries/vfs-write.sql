@@ -10,21 +10,20 @@
 -- param: from timestamp = null  start of the time window, inclusive (null: from the start)
 -- param: to timestamp = null    end of the time window, exclusive (null: to the end)
 SELECT
-    comm,
-    pid,
-    tid,
-    thread,
-    stack_any(stack) AS stack,
-    sum(value) AS bytes,
-    count(*) AS calls,
-    count(errno) AS errors,
-    sum(duration) AS syscall_ns
+    a.comm,
+    a.pid,
+    a.tid,
+    a.thread,
+    stack_or(t.stack, '[no stack]') AS stack,
+    a.bytes, a.calls, a.errors, a.syscall_ns
 FROM (
-    SELECT comm, pid, tid, thread, value, errno, duration, stack_or(stack, '[no stack]') AS stack
-    FROM stacks
+    SELECT comm, pid, tid, thread, stack_id,
+        sum(value) AS bytes, count(*) AS calls, count(errno) AS errors, sum(duration) AS syscall_ns
+    FROM samples
     WHERE kind = 'vfs' AND op = 'write'
         AND comm LIKE $comm AND ($pid IS NULL OR pid = $pid)
         AND ($from IS NULL OR time >= $from) AND ($to IS NULL OR time < $to)
-)
-GROUP BY comm, pid, tid, thread, stack_key(stack)
-ORDER BY bytes DESC, calls DESC, pid, tid;
+    GROUP BY comm, pid, tid, thread, stack_id
+) a
+LEFT JOIN stack_table t ON t.stack_id = a.stack_id
+ORDER BY a.bytes DESC, a.calls DESC, a.pid, a.tid;

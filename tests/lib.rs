@@ -212,3 +212,94 @@ pub fn refusal_problem(
     }
     None
 }
+
+/// Write `batches` (one symbolized stream, plain stack columns) as the store's pair layout:
+/// `DIR/BASE.samples.parquet` and `DIR/BASE.stacks.parquet` (the distinct stacks of those
+/// samples), split by [`stacks_stream::store::StackSplitter`], row groups of `group_rows`.
+pub fn write_pair(dir: &Path, base: &str, batches: &[arrow_array::RecordBatch], group_rows: usize) {
+    use stacks_stream::store::{SAMPLES_SUFFIX, STACKS_SUFFIX, StackSplitter};
+    std::fs::create_dir_all(dir).expect("create the store directory");
+    let schema = batches[0].schema();
+    let mut splitter = StackSplitter::new(&schema).expect("a stream with stacks");
+    let mut samples = Vec::new();
+    let mut ids: Vec<[u8; 16]> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for b in batches {
+        let s = splitter.split(b).expect("split");
+        let col = s
+            .column_by_name(stacks_stream::col::STACK_ID)
+            .expect("stack_id");
+        let col = arrow_array::cast::AsArray::as_fixed_size_binary(col.as_ref());
+        for i in 0..arrow_array::Array::len(col) {
+            if arrow_array::Array::is_valid(col, i) {
+                let id: [u8; 16] = col.value(i).try_into().unwrap();
+                if seen.insert(id) {
+                    ids.push(id);
+                }
+            }
+        }
+        samples.push(s);
+    }
+    let stacks = splitter.stacks(&ids).expect("the stacks");
+    write_parquet_file(
+        &dir.join(format!("{base}{STACKS_SUFFIX}")),
+        &[stacks],
+        group_rows,
+    );
+    write_parquet_file(
+        &dir.join(format!("{base}{SAMPLES_SUFFIX}")),
+        &samples,
+        group_rows,
+    );
+}
+
+/// Write `batches` (one symbolized stream, plain stack columns) as a first-layout file
+/// `DIR/NAME.parquet`: the stream columns and the `stack_id` of each row's `stack`, as
+/// stacks-pack wrote them before the pair layout.
+pub fn write_inline(
+    dir: &Path,
+    name: &str,
+    batches: &[arrow_array::RecordBatch],
+    group_rows: usize,
+) {
+    use arrow_array::cast::AsArray;
+    std::fs::create_dir_all(dir).expect("create the store directory");
+    let schema = batches[0].schema();
+    let mut fields: Vec<arrow_schema::Field> =
+        schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+    fields.push(arrow_schema::Field::new(
+        stacks_stream::col::STACK_ID,
+        stacks_stream::stack_id_type(),
+        true,
+    ));
+    let with_id = Arc::new(arrow_schema::Schema::new_with_metadata(
+        fields,
+        schema.metadata().clone(),
+    ));
+    let out: Vec<arrow_array::RecordBatch> = batches
+        .iter()
+        .map(|b| {
+            let stack = b.column_by_name(stacks_stream::col::STACK).expect("stack");
+            let ids = stacks_stream::stack_key::stack_keys(stack.as_list::<i32>(), b.num_rows())
+                .expect("stack keys");
+            let mut columns = b.columns().to_vec();
+            columns.push(Arc::new(ids));
+            arrow_array::RecordBatch::try_new(Arc::clone(&with_id), columns).expect("batch")
+        })
+        .collect();
+    write_parquet_file(&dir.join(format!("{name}.parquet")), &out, group_rows);
+}
+
+/// Write `batches` to the Parquet file `path`, in row groups of at most `group_rows`.
+fn write_parquet_file(path: &Path, batches: &[arrow_array::RecordBatch], group_rows: usize) {
+    let props = parquet::file::properties::WriterProperties::builder()
+        .set_max_row_group_row_count(Some(group_rows))
+        .build();
+    let file = std::fs::File::create(path).expect("create a Parquet file");
+    let mut w = parquet::arrow::ArrowWriter::try_new(file, batches[0].schema(), Some(props))
+        .expect("a Parquet writer");
+    for b in batches {
+        w.write(b).expect("write a batch");
+    }
+    w.close().expect("finish a Parquet file");
+}

@@ -11,6 +11,7 @@ pub mod params;
 pub mod position;
 pub mod queries;
 pub mod source;
+pub mod stack_table;
 pub mod udf;
 
 use std::path::PathBuf;
@@ -89,7 +90,7 @@ pub async fn start(
     let df = df
         .with_param_values(values)
         .map_err(|e| missing_param(label, e))?;
-    Ok(df.execute_stream().await.map_err(located)?)
+    df.execute_stream().await.map_err(located)
 }
 
 /// Run `query` over `files` with `values` bound, streaming the result to stdout as `format`

@@ -165,7 +165,7 @@ mod tests {
 
     #[test]
     fn names_resolve_with_and_without_suffix() {
-        assert!(resolve("cpu").unwrap().sql.contains("FROM stacks"));
+        assert!(resolve("cpu").unwrap().sql.contains("FROM samples"));
         assert!(resolve("cpu.sql").unwrap().label.contains("cpu"));
         let err = resolve("no-such-query").unwrap_err().to_string();
         assert!(err.contains("bundled: cpu"), "{err}");

@@ -1,5 +1,7 @@
-//! The `stacks` table: every finished Parquet file under the data directory, registered as one
-//! DataFusion listing table, plus the recording metadata carried by those files.
+//! The tables over the finished Parquet files under the data directory (`samples`,
+//! `stack_table` and the view `stacks` joining them), plus the recording metadata carried by
+//! those files. The directory may hold samples/stacks pairs, first-layout files (stacks
+//! inline in every row), or both.
 //!
 //! stacks-pack writes each file under a name starting with `.` and renames it when complete,
 //! so dot-named files and directories are never read.
@@ -10,23 +12,36 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
+use arrow_schema::{DataType, Field, FieldRef, Schema, SchemaRef};
+use datafusion::catalog::TableProvider;
+use datafusion::common::{Column, JoinType, ScalarValue};
 use datafusion::datasource::file_format::FileFormat;
 use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::{
     ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl,
 };
+use datafusion::execution::FunctionRegistry;
 use datafusion::object_store::ObjectStoreExt;
-use datafusion::prelude::SessionContext;
+use datafusion::prelude::{DataFrame, Expr, SessionContext, lit};
 use parquet::arrow::arrow_reader::ArrowReaderMetadata;
 
 use stacks_stream::col;
+use stacks_stream::dict::{is_stack_column, value_type};
+use stacks_stream::store::{self, FileKind, file_kind};
 
 use crate::flat;
+use crate::stack_table::{self, Source, StackTable};
 
-/// Name of the table queries read.
+/// Name of the table of rows with their stacks.
 pub const TABLE: &str = "stacks";
-/// The files themselves when `stacks` is a view over them adding `stack_id`.
-const FILES_TABLE: &str = "stacks_files";
+/// Name of the table of rows without their stacks (with `stack_id`).
+pub const SAMPLES: &str = "samples";
+/// Name of the table of distinct stacks.
+pub const STACK_TABLE: &str = stack_table::NAME;
+/// The files with a stored `stack_id`: samples files and first-layout files stacks-pack wrote.
+const KEYED_TABLE: &str = "stacks_keyed_files";
+/// First-layout files without a `stack_id`.
+const LOOSE_TABLE: &str = "stacks_loose_files";
 
 /// How to fill the data directory `dir`, for error messages.
 fn fill_hint(dir: &Path) -> String {
@@ -100,16 +115,26 @@ fn walk(dir: &Path, files: &mut Vec<PathBuf>) -> Result<()> {
     Ok(())
 }
 
-/// The files of `files` that hold stacks rows; each other Parquet file (a foreign table, a
-/// query result) is named on stderr and left out, so it cannot break every query on the
-/// store. Fails when none is left.
+/// The files of `files` that hold stacks rows: samples files (each checked to have its stacks
+/// file) and first-layout files. Stacks files are read through their samples file, so one
+/// without (left by a pack killed between its two renames) is ignored. Each other Parquet file
+/// (a foreign table, a query result) is named on stderr and left out, so it cannot break
+/// every query on the store. Fails when none is left.
 pub fn stacks_files(dir: &Path, files: Vec<PathBuf>) -> Result<Vec<PathBuf>> {
     let mut kept = Vec::with_capacity(files.len());
     for file in files {
+        if file_kind(&file) == Some(FileKind::Stacks) {
+            continue;
+        }
         check_footer(&file)?;
         let meta = arrow_metadata(&file)?;
         match stacks_stream::check_row_columns(meta.schema(), &file.display().to_string()) {
-            Ok(()) => kept.push(file),
+            Ok(()) => {
+                if file_kind(&file) == Some(FileKind::Samples) {
+                    check_stacks_file(&file)?;
+                }
+                kept.push(file)
+            }
             Err(e) => eprintln!("stacks-query: warning: skipping {e}"),
         }
     }
@@ -121,6 +146,39 @@ pub fn stacks_files(dir: &Path, files: Vec<PathBuf>) -> Result<Vec<PathBuf>> {
         );
     }
     Ok(kept)
+}
+
+/// Refuse samples file `samples` unless its stacks file is there and readable, with a
+/// `stack_id`: without it the samples' stacks are unknown.
+fn check_stacks_file(samples: &Path) -> Result<()> {
+    let stacks = store::stacks_path(samples);
+    let name = stacks
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let shown = samples.display();
+    match std::fs::metadata(&stacks) {
+        Ok(m) if m.is_file() => {}
+        Ok(_) => anyhow::bail!("{shown}: its stacks file {name} is not a file"),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            anyhow::bail!("{shown}: its stacks file {name} is missing")
+        }
+        Err(e) => anyhow::bail!("{shown}: its stacks file {name} cannot be read: {e}"),
+    }
+    let corrupt =
+        |e: anyhow::Error| anyhow::anyhow!("{shown}: its stacks file {name} is corrupt: {e:#}");
+    check_footer(&stacks).map_err(corrupt)?;
+    let meta = arrow_metadata(&stacks).map_err(corrupt)?;
+    let ok = meta
+        .schema()
+        .field_with_name(col::STACK_ID)
+        .is_ok_and(|f| *f.data_type() == stacks_stream::stack_id_type());
+    anyhow::ensure!(
+        ok,
+        "{shown}: its stacks file {name} is corrupt: no `stack_id` column of type {}",
+        stacks_stream::stack_id_type()
+    );
+    Ok(())
 }
 
 /// The `stacks.*` schema metadata of a Parquet file (from its embedded Arrow schema and its
@@ -162,24 +220,210 @@ fn check_footer(file: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Register `files` as the table [`TABLE`], with a schema merged from all of them.
+/// Register the tables over `files` (samples files and first-layout files, as
+/// [`stacks_files`] keeps them): [`SAMPLES`], every row without its stacks; [`STACK_TABLE`],
+/// each distinct stack once; and [`TABLE`], the rows with their stacks (a view joining them).
 pub async fn register(ctx: &SessionContext, files: &[PathBuf]) -> Result<()> {
     anyhow::ensure!(!files.is_empty(), "no Parquet files to query");
-    let mut urls = Vec::with_capacity(files.len());
-    for file in files {
-        let abs = std::path::absolute(file)
-            .with_context(|| format!("{}: cannot resolve path", file.display()))?;
-        let url = url::Url::from_file_path(&abs)
-            .map_err(|()| anyhow::anyhow!("{}: cannot express as a file URL", abs.display()))?;
-        urls.push(ListingTableUrl::try_new(url, None).map_err(flat)?);
-    }
-    // Keep strings as Utf8 (not Utf8View) so query output matches the stream contract.
-    let format = Arc::new(ParquetFormat::default().with_force_view_types(false));
-    let options = ListingOptions::new(format.clone()).with_file_extension(".parquet");
-
     for file in files {
         check_footer(file)?;
     }
+    // Rows with a stored `stack_id` (samples files, first-layout files stacks-pack wrote) are
+    // read through one listing table; first-layout files without one (other writers, raw
+    // streams) through another, their id computed from `stack`.
+    let mut keyed = Vec::new();
+    let mut loose = Vec::new();
+    let mut sources = Vec::new();
+    let mut stack_types: Vec<(String, DataType)> = Vec::new();
+    let mut note_types = |schema: &Schema| {
+        for f in schema.fields() {
+            if is_stack_column(f.name()) && !stack_types.iter().any(|(n, _)| n == f.name()) {
+                stack_types.push((f.name().clone(), value_type(f.data_type()).clone()));
+            }
+        }
+    };
+    for file in files {
+        let meta = arrow_metadata(file)?;
+        let schema = meta.schema();
+        if file_kind(file) == Some(FileKind::Samples) {
+            let stacks = store::stacks_path(file);
+            note_types(arrow_metadata(&stacks)?.schema());
+            sources.push(Source::Stacks(stacks));
+            keyed.push(file.clone());
+            continue;
+        }
+        note_types(schema);
+        let has_stack = schema
+            .field_with_name(col::STACK)
+            .is_ok_and(|f| stacks_stream::is_stack_type(f.data_type()));
+        if schema.field_with_name(col::STACK_ID).is_ok() {
+            if schema.fields().iter().any(|f| is_stack_column(f.name())) {
+                sources.push(Source::Inline(file.clone()));
+            }
+            keyed.push(file.clone());
+        } else {
+            if has_stack {
+                sources.push(Source::Unkeyed(file.clone()));
+            }
+            loose.push(file.clone());
+        }
+    }
+    let stack_table = Arc::new(StackTable::new(sources, &stack_types));
+    let table_schema = stack_table.schema();
+    ctx.register_table(STACK_TABLE, stack_table).map_err(flat)?;
+
+    let mut parts: Vec<(&str, SchemaRef)> = Vec::new();
+    if !keyed.is_empty() {
+        let merged = listing_schema(ctx, &keyed).await?;
+        // The stack columns of first-layout files are never read through this table.
+        let fields: Vec<FieldRef> = merged
+            .fields()
+            .iter()
+            .filter(|f| !is_stack_column(f.name()))
+            .cloned()
+            .collect();
+        let schema = Arc::new(Schema::new_with_metadata(fields, merged.metadata().clone()));
+        register_listing(ctx, KEYED_TABLE, &keyed, Arc::clone(&schema))?;
+        parts.push((KEYED_TABLE, schema));
+    }
+    if !loose.is_empty() {
+        let merged = listing_schema(ctx, &loose).await?;
+        register_listing(ctx, LOOSE_TABLE, &loose, Arc::clone(&merged))?;
+        parts.push((LOOSE_TABLE, merged));
+    }
+
+    // Every column, in the stream's order, then `stack_id`.
+    let mut types: Vec<Field> = Vec::new();
+    let mut add = |f: &Field| {
+        if !types.iter().any(|t| t.name() == f.name()) {
+            types.push(f.clone().with_nullable(true));
+        }
+    };
+    for (_, schema) in &parts {
+        schema.fields().iter().for_each(|f| add(f));
+    }
+    table_schema.fields().iter().for_each(|f| add(f));
+    let reference = stacks_stream::symbolized_schema(Default::default());
+    let rank = |name: &str| match reference.index_of(name) {
+        _ if name == col::STACK_ID => usize::MAX,
+        Ok(i) => i,
+        Err(_) => usize::MAX - 1,
+    };
+    types.retain(|f| {
+        table_schema.field_with_name(f.name()).is_err()
+            || is_stack_column(f.name())
+            || f.name() == col::STACK_ID
+    });
+    types.sort_by_key(|f| rank(f.name()));
+    let logical = types;
+    if logical.iter().all(|f| f.name() != col::STACK_ID) {
+        anyhow::bail!("no `stack_id` column to join the stacks on");
+    }
+
+    let key = ctx.udf("stack_key").map_err(flat)?;
+    let null_of = |f: &Field| -> Result<Expr> {
+        Ok(lit(ScalarValue::try_from(f.data_type()).map_err(flat)?).alias(f.name()))
+    };
+    let mut samples: Option<DataFrame> = None;
+    let mut rows: Option<DataFrame> = None;
+    for (name, schema) in &parts {
+        let has = |c: &str| schema.field_with_name(c).is_ok();
+        let df = ctx.table(*name).await.map_err(flat)?;
+        let computed_id = || -> Result<Expr> {
+            let f = logical
+                .iter()
+                .find(|f| f.name() == col::STACK_ID)
+                .expect("checked");
+            Ok(if has(col::STACK_ID) {
+                column(None, col::STACK_ID)
+            } else if has(col::STACK) {
+                key.call(vec![column(None, col::STACK)])
+                    .alias(col::STACK_ID)
+            } else {
+                null_of(f)?
+            })
+        };
+        // `samples`: no stack columns.
+        let mut exprs = Vec::new();
+        for f in logical.iter().filter(|f| !is_stack_column(f.name())) {
+            exprs.push(if f.name() == col::STACK_ID {
+                computed_id()?
+            } else if has(f.name()) {
+                column(None, f.name())
+            } else {
+                null_of(f)?
+            });
+        }
+        let part = df.clone().select(exprs).map_err(flat)?;
+        samples = Some(match samples {
+            None => part,
+            Some(s) => s.union(part).map_err(flat)?,
+        });
+        // `stacks`: the rows with their stacks (joined, unless they are inline).
+        let part = if *name == KEYED_TABLE {
+            let t = ctx.table(STACK_TABLE).await.map_err(flat)?;
+            let joined = df
+                .alias("s")
+                .and_then(|s| {
+                    s.join_on(
+                        t.alias("t")?,
+                        JoinType::Left,
+                        [column(Some("s"), col::STACK_ID).eq(column(Some("t"), col::STACK_ID))],
+                    )
+                })
+                .map_err(flat)?;
+            let mut exprs = Vec::new();
+            for f in &logical {
+                let n = f.name().as_str();
+                exprs.push(if is_stack_column(n) {
+                    if table_schema.field_with_name(n).is_ok() {
+                        column(Some("t"), n)
+                    } else {
+                        null_of(f)?
+                    }
+                } else if has(n) {
+                    column(Some("s"), n)
+                } else {
+                    null_of(f)?
+                });
+            }
+            joined.select(exprs).map_err(flat)?
+        } else {
+            let mut exprs = Vec::new();
+            for f in &logical {
+                exprs.push(if f.name() == col::STACK_ID {
+                    computed_id()?
+                } else if has(f.name()) {
+                    column(None, f.name())
+                } else {
+                    null_of(f)?
+                });
+            }
+            df.select(exprs).map_err(flat)?
+        };
+        rows = Some(match rows {
+            None => part,
+            Some(r) => r.union(part).map_err(flat)?,
+        });
+    }
+    let (Some(samples), Some(rows)) = (samples, rows) else {
+        anyhow::bail!("no Parquet files to query");
+    };
+    ctx.register_table(SAMPLES, samples.into_view())
+        .map_err(flat)?;
+    ctx.register_table(TABLE, rows.into_view()).map_err(flat)?;
+    Ok(())
+}
+
+/// Column `name` (of table `qualifier`), named `name`.
+fn column(qualifier: Option<&str>, name: &str) -> Expr {
+    Expr::Column(Column::new(qualifier, name)).alias(name)
+}
+
+/// The schema merged from `files`' Parquet footers.
+async fn listing_schema(ctx: &SessionContext, files: &[PathBuf]) -> Result<SchemaRef> {
+    let urls = file_urls(files)?;
+    let format = parquet_format();
     let state = ctx.state();
     let store = state.runtime_env().object_store(&urls[0]).map_err(flat)?;
     let mut objects = Vec::with_capacity(urls.len());
@@ -190,58 +434,50 @@ pub async fn register(ctx: &SessionContext, files: &[PathBuf]) -> Result<()> {
             .map_err(|e| flat(e).context(format!("{}: cannot stat", file.display())))?;
         objects.push(meta);
     }
-    let schema = match format.infer_schema(&state, &store, &objects).await {
-        Ok(schema) => schema,
+    match format.infer_schema(&state, &store, &objects).await {
+        Ok(schema) => Ok(schema),
         // DataFusion does not say which file failed: find it.
         Err(e) => match files.iter().find_map(|f| recording_metadata(f).err()) {
-            Some(named) => return Err(named),
-            None => return Err(flat(e).context("reading the Parquet file schemas")),
+            Some(named) => Err(named),
+            None => Err(flat(e).context("reading the Parquet file schemas")),
         },
-    };
-
-    // Stores written by stacks-pack carry `stack_id`; other Parquet files with stacks get it
-    // computed (slower: the stacks are decoded to group by them).
-    let has_stack = schema
-        .field_with_name(col::STACK)
-        .is_ok_and(|f| stacks_stream::is_stack_type(f.data_type()));
-    // Which files have it is only worth reading when the merged schema says some do.
-    let with_id = if has_stack && schema.field_with_name(col::STACK_ID).is_ok() {
-        files
-            .iter()
-            .map(|f| has_stack_id(f))
-            .collect::<Result<Vec<bool>>>()?
-    } else {
-        vec![false; files.len()]
-    };
-    let complete = !has_stack || with_id.iter().all(|&b| b);
-    let config = ListingTableConfig::new_with_multi_paths(urls)
-        .with_listing_options(options)
-        .with_schema(schema.clone());
-    let table = ListingTable::try_new(config).map_err(flat)?;
-    let name = if complete { TABLE } else { FILES_TABLE };
-    ctx.register_table(name, Arc::new(table)).map_err(flat)?;
-    if !complete {
-        let id = if with_id.iter().any(|&b| b) {
-            format!("coalesce({}, stack_key({}))", col::STACK_ID, col::STACK)
-        } else {
-            format!("stack_key({})", col::STACK)
-        };
-        let columns: Vec<String> = schema
-            .fields()
-            .iter()
-            .filter(|f| f.name() != col::STACK_ID)
-            .map(|f| format!("\"{}\"", f.name().replace('"', "\"\"")))
-            .collect();
-        let view = format!(
-            "CREATE VIEW {TABLE} AS SELECT {}, {id} AS {} FROM {FILES_TABLE}",
-            columns.join(", "),
-            col::STACK_ID
-        );
-        ctx.sql(&view)
-            .await
-            .map_err(|e| flat(e).context("adding stack_id to the stacks table"))?;
     }
+}
+
+/// Register `files` as the listing table `name` with `schema` (their columns not in it are
+/// not read).
+fn register_listing(
+    ctx: &SessionContext,
+    name: &str,
+    files: &[PathBuf],
+    schema: SchemaRef,
+) -> Result<()> {
+    let options = ListingOptions::new(parquet_format()).with_file_extension(".parquet");
+    let config = ListingTableConfig::new_with_multi_paths(file_urls(files)?)
+        .with_listing_options(options)
+        .with_schema(schema);
+    let table = ListingTable::try_new(config).map_err(flat)?;
+    ctx.register_table(name, Arc::new(table)).map_err(flat)?;
     Ok(())
+}
+
+/// Parquet as the store holds it: strings as Utf8 (not Utf8View) so query output matches the
+/// stream contract.
+fn parquet_format() -> Arc<ParquetFormat> {
+    Arc::new(ParquetFormat::default().with_force_view_types(false))
+}
+
+/// `files` as listing table URLs.
+fn file_urls(files: &[PathBuf]) -> Result<Vec<ListingTableUrl>> {
+    let mut urls = Vec::with_capacity(files.len());
+    for file in files {
+        let abs = std::path::absolute(file)
+            .with_context(|| format!("{}: cannot resolve path", file.display()))?;
+        let url = url::Url::from_file_path(&abs)
+            .map_err(|()| anyhow::anyhow!("{}: cannot express as a file URL", abs.display()))?;
+        urls.push(ListingTableUrl::try_new(url, None).map_err(flat)?);
+    }
+    Ok(urls)
 }
 
 /// The Arrow view of `file`'s Parquet footer.
@@ -250,12 +486,4 @@ fn arrow_metadata(file: &Path) -> Result<ArrowReaderMetadata> {
     let f = File::open(file).with_context(|| format!("{shown}: cannot open"))?;
     ArrowReaderMetadata::load(&f, Default::default())
         .map_err(|e| flat(e).context(format!("{shown}: not a readable Parquet file")))
-}
-
-/// Whether `file` has the `stack_id` column stacks-pack adds.
-fn has_stack_id(file: &Path) -> Result<bool> {
-    Ok(arrow_metadata(file)?
-        .schema()
-        .field_with_name(col::STACK_ID)
-        .is_ok())
 }

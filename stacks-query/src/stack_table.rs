@@ -1,0 +1,310 @@
+//! The `stack_table` table: one row per distinct `stack_id` of the store, with its frames and
+//! `folded`, `leaf` and `depth`, gathered from the stacks files of samples/stacks pairs and from
+//! the stacks inline in first-layout files. Built when a query scans it, and then only with
+//! the columns the query reads; its memory is one copy of each distinct stack.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use arrow_array::builder::{Int32Builder, StringBuilder};
+use arrow_array::cast::AsArray;
+use arrow_array::{Array, ArrayRef, FixedSizeBinaryArray, RecordBatch, UInt32Array};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use async_trait::async_trait;
+use datafusion::catalog::{Session, TableProvider};
+use datafusion::datasource::TableType;
+use datafusion::datasource::memory::MemorySourceConfig;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::logical_expr::Expr;
+use datafusion::physical_plan::ExecutionPlan;
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+use stacks_stream::col;
+use stacks_stream::frames::StackFrames;
+use stacks_stream::stack_key::stack_keys;
+use stacks_stream::store::stack_col;
+
+/// Name of the table.
+pub const NAME: &str = "stack_table";
+
+/// The stack columns, in the order the table has them.
+pub const STACK_COLUMNS: [&str; 4] = [col::STACK, col::KSTACK, col::USTACK, col::KSTACK_SYMBOLS];
+
+/// Where distinct stacks are read from.
+#[derive(Debug, Clone)]
+pub enum Source {
+    /// A stacks file: `stack_id`, stack columns, `folded`, `leaf`, `depth`, one row per stack.
+    Stacks(PathBuf),
+    /// A first-layout file with its `stack_id`: stacks repeat, one per row.
+    Inline(PathBuf),
+    /// A first-layout file with a `stack` but no `stack_id`: the id is computed from `stack`.
+    Unkeyed(PathBuf),
+}
+
+impl Source {
+    fn path(&self) -> &PathBuf {
+        match self {
+            Source::Stacks(p) | Source::Inline(p) | Source::Unkeyed(p) => p,
+        }
+    }
+}
+
+/// The table; see the module documentation.
+#[derive(Debug)]
+pub struct StackTable {
+    schema: SchemaRef,
+    sources: Vec<Source>,
+    /// What was built, by projection (a query may scan the table more than once).
+    built: Mutex<HashMap<Vec<usize>, Vec<RecordBatch>>>,
+}
+
+impl StackTable {
+    /// A table over `sources`, with the stack columns of `stack_types` (name, plain type; those
+    /// of [`STACK_COLUMNS`] some file has).
+    pub fn new(sources: Vec<Source>, stack_types: &[(String, DataType)]) -> Self {
+        let mut fields = vec![Field::new(
+            col::STACK_ID,
+            stacks_stream::stack_id_type(),
+            false,
+        )];
+        for name in STACK_COLUMNS {
+            if let Some((_, dt)) = stack_types.iter().find(|(n, _)| n == name) {
+                fields.push(Field::new(name, dt.clone(), true));
+            }
+        }
+        fields.push(Field::new(stack_col::FOLDED, DataType::Utf8, true));
+        fields.push(Field::new(stack_col::LEAF, DataType::Utf8, true));
+        fields.push(Field::new(stack_col::DEPTH, DataType::Int32, true));
+        StackTable {
+            schema: Arc::new(Schema::new(fields)),
+            sources,
+            built: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The distinct stacks with the columns `projection` names, in batches.
+    fn build(&self, projection: &[usize]) -> Result<Vec<RecordBatch>> {
+        if let Some(done) = self.built.lock().expect("not poisoned").get(projection) {
+            return Ok(done.clone());
+        }
+        let schema = Arc::new(self.schema.project(projection)?);
+        let mut seen: HashSet<[u8; 16], ahash::RandomState> = HashSet::default();
+        let mut out = Vec::new();
+        for source in &self.sources {
+            read_source(source, &schema, &mut seen, &mut out).map_err(|e| {
+                DataFusionError::Execution(format!(
+                    "{}: reading its stacks: {e}",
+                    source.path().display()
+                ))
+            })?;
+        }
+        self.built
+            .lock()
+            .expect("not poisoned")
+            .insert(projection.to_vec(), out.clone());
+        Ok(out)
+    }
+}
+
+#[async_trait]
+impl TableProvider for StackTable {
+    fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    async fn scan(
+        &self,
+        _state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let all: Vec<usize> = (0..self.schema.fields().len()).collect();
+        let projection = projection.unwrap_or(&all);
+        // Planning waits for the build: the table is small next to the samples it serves.
+        let batches = self.build(projection)?;
+        let schema = Arc::new(self.schema.project(projection)?);
+        Ok(MemorySourceConfig::try_new_exec(&[batches], schema, None)?)
+    }
+}
+
+/// Append to `out` the stacks of `source` whose id is not in `seen`, with the columns of
+/// `want`.
+fn read_source(
+    source: &Source,
+    want: &SchemaRef,
+    seen: &mut HashSet<[u8; 16], ahash::RandomState>,
+    out: &mut Vec<RecordBatch>,
+) -> Result<(), String> {
+    let path = source.path();
+    let file = File::open(path).map_err(|e| format!("cannot open: {e}"))?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| e.to_string())?;
+    let file_schema = Arc::clone(builder.schema());
+    let stored = matches!(source, Source::Stacks(_));
+    let wanted = |name: &str| want.field_with_name(name).is_ok();
+    let summaries = [stack_col::FOLDED, stack_col::LEAF, stack_col::DEPTH]
+        .iter()
+        .any(|n| wanted(n));
+    let keyed = !matches!(source, Source::Unkeyed(_));
+    // The file columns to read.
+    let mut read: Vec<&str> = Vec::new();
+    if keyed {
+        read.push(col::STACK_ID);
+    }
+    for f in file_schema.fields() {
+        let name = f.name().as_str();
+        let needed = (wanted(name) && name != col::STACK_ID)
+            || (name == col::STACK && ((!stored && summaries) || !keyed));
+        let is_ours = STACK_COLUMNS.contains(&name)
+            || (stored && [stack_col::FOLDED, stack_col::LEAF, stack_col::DEPTH].contains(&name));
+        if needed && is_ours {
+            read.push(name);
+        }
+    }
+    let roots: Vec<usize> = read
+        .iter()
+        .map(|n| {
+            file_schema
+                .index_of(n)
+                .map_err(|_| format!("no `{n}` column"))
+        })
+        .collect::<Result<_, _>>()?;
+    if !keyed
+        && !roots
+            .iter()
+            .any(|&i| file_schema.field(i).name() == col::STACK)
+    {
+        return Ok(());
+    }
+    let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
+    let reader = builder
+        .with_projection(mask)
+        .with_batch_size(8192)
+        .build()
+        .map_err(|e| e.to_string())?;
+    for batch in reader {
+        let batch = batch.map_err(|e| e.to_string())?;
+        let ids: FixedSizeBinaryArray = match batch.column_by_name(col::STACK_ID) {
+            Some(a) => a
+                .as_fixed_size_binary_opt()
+                .filter(|a| a.value_length() == 16)
+                .ok_or_else(|| format!("`stack_id` of type {}", a.data_type()))?
+                .clone(),
+            None => {
+                let stack = batch.column_by_name(col::STACK).expect("read above");
+                let list = stack
+                    .as_list_opt::<i32>()
+                    .ok_or_else(|| format!("`stack` of type {}", stack.data_type()))?;
+                stack_keys(list, batch.num_rows()).map_err(|e| e.to_string())?
+            }
+        };
+        let mut rows: Vec<u32> = Vec::new();
+        for row in 0..batch.num_rows() {
+            if ids.is_valid(row) {
+                let id: [u8; 16] = ids.value(row).try_into().expect("16 bytes");
+                if seen.insert(id) {
+                    rows.push(row as u32);
+                }
+            }
+        }
+        if rows.is_empty() {
+            continue;
+        }
+        let take = UInt32Array::from(rows);
+        let taken = |a: &ArrayRef| arrow_select::take::take(a.as_ref(), &take, None);
+        let stack = match batch.column_by_name(col::STACK) {
+            Some(s) if !stored && summaries => Some(taken(s).map_err(|e| e.to_string())?),
+            _ => None,
+        };
+        let sums = match &stack {
+            Some(s) => Some(summarize(s, path)?),
+            None => None,
+        };
+        let n = take.len();
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(want.fields().len());
+        for f in want.fields() {
+            let name = f.name().as_str();
+            let column = if name == col::STACK_ID {
+                arrow_select::take::take(&ids, &take, None).map_err(|e| e.to_string())?
+            } else if let (Some((folded, leaf, depth)), false) = (&sums, stored) {
+                match name {
+                    stack_col::FOLDED => Arc::clone(folded),
+                    stack_col::LEAF => Arc::clone(leaf),
+                    stack_col::DEPTH => Arc::clone(depth),
+                    _ => column_of(&batch, name, &taken, f, n)?,
+                }
+            } else {
+                column_of(&batch, name, &taken, f, n)?
+            };
+            columns.push(column);
+        }
+        let rb = RecordBatch::try_new(Arc::clone(want), columns).map_err(|e| e.to_string())?;
+        out.push(rb);
+    }
+    Ok(())
+}
+
+/// Column `name` of the rows `taken` picks from `batch`, cast to `field`'s type; nulls when
+/// the file does not have it.
+fn column_of(
+    batch: &RecordBatch,
+    name: &str,
+    taken: &dyn Fn(&ArrayRef) -> Result<ArrayRef, arrow_schema::ArrowError>,
+    field: &Field,
+    n: usize,
+) -> Result<ArrayRef, String> {
+    match batch.column_by_name(name) {
+        Some(a) => {
+            let a = taken(a).map_err(|e| e.to_string())?;
+            if a.data_type() == field.data_type() {
+                Ok(a)
+            } else {
+                arrow_cast::cast(&a, field.data_type())
+                    .map_err(|e| format!("column `{name}` of type {}: {e}", a.data_type()))
+            }
+        }
+        None => Ok(arrow_array::new_null_array(field.data_type(), n)),
+    }
+}
+
+type Summaries = (ArrayRef, ArrayRef, ArrayRef);
+
+/// `folded` (root first, `;`-joined), `leaf` and `depth` of each stack of `stack`, as the
+/// stacks files of the pair layout have them.
+fn summarize(stack: &ArrayRef, path: &std::path::Path) -> Result<Summaries, String> {
+    let frames = StackFrames::new(stack, &path.display().to_string(), col::STACK)
+        .map_err(|e| e.to_string())?;
+    let mut folded = StringBuilder::new();
+    let mut leaf = StringBuilder::new();
+    let mut depth = Int32Builder::new();
+    for row in 0..stack.len() {
+        match frames.entry(row) {
+            Some(e) => {
+                let range = frames.entry_frames(e);
+                folded.append_value(frames.folded(range.clone(), ";"));
+                match range.clone().next().and_then(|i| frames.frame(i)) {
+                    Some(f) => leaf.append_value(f.name()),
+                    None => leaf.append_null(),
+                }
+                depth.append_value(range.len() as i32);
+            }
+            None => {
+                folded.append_null();
+                leaf.append_null();
+                depth.append_null();
+            }
+        }
+    }
+    Ok((
+        Arc::new(folded.finish()),
+        Arc::new(leaf.finish()),
+        Arc::new(depth.finish()),
+    ))
+}

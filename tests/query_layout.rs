@@ -1,0 +1,360 @@
+//! stacks-query over the two store layouts: first-layout files (stacks inline in every row),
+//! samples/stacks pairs, and a directory mixing both answer every bundled query alike and give
+//! the same rows to `select *`; pyarrow and DuckDB read the pair files with plain SQL and agree
+//! with stacks-query; a samples file without a readable stacks file is a one-line error, and a
+//! stacks file without its samples file is ignored.
+
+use std::path::{Path, PathBuf};
+
+use stacks_testkit::recording as fixture;
+use stacks_tests::{assert_refused, bin, check, python, scratch, sh, write_inline, write_pair};
+
+/// Every bundled query.
+const QUERIES: [&str; 13] = [
+    "cpu",
+    "cpu-functions",
+    "offcpu",
+    "offcpu-states",
+    "rss-growth",
+    "block-bytes",
+    "block-latency",
+    "vfs-read",
+    "vfs-write",
+    "net",
+    "top-processes",
+    "top-threads",
+    "timeline",
+];
+
+/// Three stores of the same rows (in three chunks): first layout only, pairs only, and the
+/// first chunk in the first layout with the others as pairs.
+struct Stores {
+    root: PathBuf,
+    rows: Vec<stacks_tests::Row>,
+}
+
+impl Stores {
+    fn new(name: &str, n: usize) -> Stores {
+        let root = scratch(name);
+        let rows = fixture::rows(n);
+        let third = rows.len().div_ceil(3);
+        let chunks: Vec<arrow_array::RecordBatch> =
+            rows.chunks(third).map(fixture::batch).collect();
+        for (i, c) in chunks.iter().enumerate() {
+            let base = format!("stacks-test-{i:06}");
+            let date = root.join("LAYOUT").join("date=2023-11-14");
+            let at = |layout: &str| date.to_str().unwrap().replace("LAYOUT", layout);
+            write_inline(
+                Path::new(&at("inline")),
+                &base,
+                std::slice::from_ref(c),
+                100,
+            );
+            write_pair(Path::new(&at("pairs")), &base, std::slice::from_ref(c), 100);
+            if i == 0 {
+                write_inline(Path::new(&at("mixed")), &base, std::slice::from_ref(c), 100);
+            } else {
+                write_pair(Path::new(&at("mixed")), &base, std::slice::from_ref(c), 100);
+            }
+        }
+        Stores { root, rows }
+    }
+
+    fn dir(&self, layout: &str) -> PathBuf {
+        self.root.join(layout)
+    }
+}
+
+/// The output of `stacks-query -d DIR ARGS`, its lines sorted (rows tied in a query's order may
+/// come in any order).
+fn sorted_output(dir: &Path, args: &str) -> Vec<String> {
+    let res = sh(&format!("stacks-query -d {} {args}", dir.display()));
+    check(&res, &format!("stacks-query {args} on {}", dir.display()));
+    let text = String::from_utf8(res.stdout).expect("UTF-8 output");
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    lines.sort();
+    lines
+}
+
+#[test]
+fn every_bundled_query_answers_alike_over_each_layout() {
+    let stores = Stores::new("layout-bundled", 80);
+    for q in QUERIES {
+        let top = if q.starts_with("top-") {
+            " -p top=1000"
+        } else {
+            ""
+        };
+        let args = format!("{q}{top} -f ndjson");
+        let inline = sorted_output(&stores.dir("inline"), &args);
+        assert!(inline.len() > 1, "{q}: the fixture gives rows: {inline:?}");
+        for layout in ["pairs", "mixed"] {
+            let other = sorted_output(&stores.dir(layout), &args);
+            assert_eq!(other, inline, "{q} over {layout} and over the first layout");
+        }
+    }
+    // The totals are the recording's (the stores hold each row once).
+    let want: i64 = stores
+        .rows
+        .iter()
+        .filter(|r| r.kind == "switch")
+        .map(|r| r.value)
+        .sum();
+    for layout in ["inline", "pairs", "mixed"] {
+        let res = sh(&format!(
+            "stacks-query -d {} offcpu -f csv | tail -n +2 | awk -F, '{{s += $NF}} END {{print s}}'",
+            stores.dir(layout).display()
+        ));
+        check(&res, "offcpu totals");
+        assert_eq!(
+            String::from_utf8_lossy(&res.stdout).trim(),
+            want.to_string(),
+            "offcpu total over {layout}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&stores.root);
+}
+
+#[test]
+fn select_star_gives_the_same_rows_and_columns_over_each_layout() {
+    let stores = Stores::new("layout-star", 40);
+    let args = "-c 'SELECT * FROM stacks' -f ndjson";
+    let inline = sorted_output(&stores.dir("inline"), args);
+    assert_eq!(inline.len(), stores.rows.len());
+    for layout in ["pairs", "mixed"] {
+        assert_eq!(sorted_output(&stores.dir(layout), args), inline, "{layout}");
+    }
+    // The columns, in order: the stream's, then `stack_id`.
+    let columns = "-c 'SELECT * FROM stacks LIMIT 0' -f csv";
+    let want = {
+        let b = fixture::batch(&stores.rows[..1]);
+        let mut names: Vec<String> = b
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
+        names.push("stack_id".into());
+        names.join(",")
+    };
+    for layout in ["inline", "pairs", "mixed"] {
+        let res = sh(&format!(
+            "stacks-query -d {} {columns}",
+            stores.dir(layout).display()
+        ));
+        check(&res, "select * columns");
+        assert_eq!(
+            String::from_utf8_lossy(&res.stdout).trim(),
+            want,
+            "{layout}"
+        );
+    }
+    // `samples` has every column but the stacks; `stack_table` one row per distinct stack.
+    let distinct =
+        "-c 'SELECT count(*) AS n, count(DISTINCT stack_id) AS d FROM stack_table' -f csv";
+    let stack_rows = sorted_output(&stores.dir("pairs"), distinct);
+    let n = stack_rows[0].split(',').next().unwrap().to_string();
+    assert_eq!(stack_rows[0], format!("{n},{n}"), "one row per stack_id");
+    for layout in ["inline", "mixed"] {
+        assert_eq!(
+            sorted_output(&stores.dir(layout), distinct),
+            stack_rows,
+            "{layout}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&stores.root);
+}
+
+#[test]
+fn the_join_builds_on_the_distinct_stacks_and_time_windows_prune_samples() {
+    let stores = Stores::new("layout-plan", 200);
+    let dir = stores.dir("pairs");
+    let res = sh(&format!(
+        "stacks-query -d {} -f csv -c 'EXPLAIN SELECT count(*) FROM stacks WHERE stack IS NOT NULL'",
+        dir.display()
+    ));
+    check(&res, "explain");
+    let plan = String::from_utf8_lossy(&res.stdout).to_string();
+    // The hash join's first (build) input is the in-memory stack table; the samples stream in.
+    let join = plan
+        .find("HashJoinExec")
+        .unwrap_or_else(|| panic!("no hash join: {plan}"));
+    let after = &plan[join..];
+    let memory = after
+        .find("DataSourceExec: partitions=1")
+        .unwrap_or(usize::MAX);
+    let parquet = after.find("file_groups").unwrap_or(usize::MAX);
+    assert!(
+        memory < parquet,
+        "the join builds on the stack table, not the samples:\n{plan}"
+    );
+    // Queries on `samples` never read a stack.
+    let res = sh(&format!(
+        "stacks-query -d {} -f csv -c 'EXPLAIN SELECT count(*) FROM samples'",
+        dir.display()
+    ));
+    check(&res, "explain samples");
+    let plan = String::from_utf8_lossy(&res.stdout).to_string();
+    assert!(
+        !plan.contains("stack_table") && !plan.contains("HashJoin"),
+        "{plan}"
+    );
+    // A time window prunes the samples files' row groups: 3 chunks of 400 rows in groups of 100.
+    let from = "2023-11-14T22:13:24Z";
+    let res = sh(&format!(
+        "stacks-query -d {} -f csv -c \"EXPLAIN ANALYZE SELECT count(*) FROM stacks WHERE time >= TIMESTAMP '{from}'\"",
+        dir.display()
+    ));
+    check(&res, "explain analyze");
+    let text = String::from_utf8_lossy(&res.stdout);
+    let pruned = text
+        .split("row_groups_pruned_statistics=")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no pruning metrics: {text}"));
+    // The first two files end before the window: pruned whole by their statistics; the last
+    // one's row groups are pruned by theirs.
+    assert!(
+        text.contains("files_ranges_pruned_statistics=3 total \u{2192} 1 matched"),
+        "two of three files pruned: {text}"
+    );
+    let third = stores.rows.len().div_ceil(3);
+    let last = stores.rows.chunks(third).last().unwrap();
+    let groups: Vec<&[stacks_tests::Row]> = last.chunks(100).collect();
+    let kept = groups
+        .iter()
+        .filter(|g| g.last().unwrap().time >= fixture::T0 + 4 * fixture::SEC)
+        .count();
+    assert!(kept < groups.len(), "the window leaves some groups out");
+    assert!(
+        pruned.starts_with(&format!("{} total \u{2192} {kept} matched", groups.len())),
+        "want {kept} of {} row groups matched: {}",
+        groups.len(),
+        &pruned[..pruned.len().min(80)]
+    );
+    let _ = std::fs::remove_dir_all(&stores.root);
+}
+
+/// Per-leaf profile totals from the pair files: pyarrow (joining the samples and stacks
+/// tables), then DuckDB (plain SQL), one `leaf,total` line each, sorted.
+const LEAF_TOTALS: &str = r#"
+import sys, glob
+import pyarrow.dataset as ds
+import duckdb
+d = sys.argv[1]
+samples = ds.dataset(glob.glob(d + '/**/*.samples.parquet', recursive=True), format='parquet').to_table()
+stacks = ds.dataset(glob.glob(d + '/**/*.stacks.parquet', recursive=True), format='parquet').to_table(
+    columns=['stack_id', 'leaf'])
+leaf_of = dict(zip(stacks.column('stack_id').to_pylist(), stacks.column('leaf').to_pylist()))
+totals = {}
+for kind, value, sid in zip(samples.column('kind').to_pylist(), samples.column('value').to_pylist(),
+                            samples.column('stack_id').to_pylist()):
+    if kind == 'profile' and sid is not None:
+        leaf = leaf_of[sid]
+        totals[leaf] = totals.get(leaf, 0) + value
+for leaf in sorted(totals):
+    print(f'pyarrow {leaf},{totals[leaf]}')
+rows = duckdb.connect().execute(
+    "SELECT k.leaf, sum(s.value) FROM read_parquet(?) s "
+    "JOIN (SELECT DISTINCT stack_id, leaf FROM read_parquet(?)) k ON k.stack_id = s.stack_id "
+    "WHERE s.kind = 'profile' GROUP BY k.leaf ORDER BY k.leaf",
+    [d + '/**/*.samples.parquet', d + '/**/*.stacks.parquet']).fetchall()
+for leaf, total in rows:
+    print(f'duckdb {leaf},{total}')
+"#;
+
+#[test]
+fn pyarrow_and_duckdb_read_the_pairs_with_plain_sql_and_agree() {
+    let stores = Stores::new("layout-readers", 80);
+    let dir = stores.dir("pairs");
+    let res = python(LEAF_TOTALS, &[dir.to_str().unwrap()]);
+    check(&res, "pyarrow and DuckDB over the pair files");
+    let text = String::from_utf8_lossy(&res.stdout).to_string();
+    let of = |tool: &str| -> Vec<String> {
+        text.lines()
+            .filter_map(|l| l.strip_prefix(tool))
+            .map(|l| l.trim().to_string())
+            .collect()
+    };
+    let (pyarrow, duckdb) = (of("pyarrow "), of("duckdb "));
+    assert!(pyarrow.len() > 1, "several leaves: {text}");
+    assert_eq!(pyarrow, duckdb);
+    // stacks-query's flat CPU per function (leaf of the decoded stack) for each layout.
+    for layout in ["pairs", "inline", "mixed"] {
+        let res = sh(&format!(
+            "stacks-query -d {} cpu-functions -f csv | tail -n +2 | awk -F, '$3 > 0 {{print $1 \",\" $3}}' | sort",
+            stores.dir(layout).display()
+        ));
+        check(&res, "cpu-functions");
+        let ours: Vec<String> = String::from_utf8_lossy(&res.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect();
+        assert_eq!(ours, pyarrow, "stacks-query cpu-functions over {layout}");
+    }
+    let _ = std::fs::remove_dir_all(&stores.root);
+}
+
+#[test]
+fn a_samples_file_without_its_stacks_is_refused_and_orphan_stacks_ignored() {
+    let stores = Stores::new("layout-broken", 30);
+    let dir = stores.dir("pairs");
+    let date = dir.join("date=2023-11-14");
+    let q = bin("stacks-query");
+    let run = |args: &[&str]| {
+        std::process::Command::new(&q)
+            .arg("-d")
+            .arg(&dir)
+            .args(args)
+            .output()
+            .expect("run stacks-query")
+    };
+    // A stacks file whose samples file is gone (a pack killed between renames) is ignored.
+    std::fs::remove_file(date.join("stacks-test-000002.samples.parquet")).unwrap();
+    let out = run(&["-c", "SELECT count(*) FROM stacks", "-f", "csv"]);
+    check(&out, "a store with an orphan stacks file");
+    let third = stores.rows.len().div_ceil(3);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("count(*)\n{}\n", 2 * third)
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A corrupt stacks file.
+    let stacks = date.join("stacks-test-000001.stacks.parquet");
+    let good = std::fs::read(&stacks).unwrap();
+    std::fs::write(&stacks, b"not a parquet file at all").unwrap();
+    let samples = date.join("stacks-test-000001.samples.parquet");
+    for args in [&["cpu"][..], &["-c", "SELECT count(*) FROM samples"][..]] {
+        let out = run(args);
+        assert_refused(
+            &out,
+            "stacks-query",
+            1,
+            &format!(
+                "{}: its stacks file stacks-test-000001.stacks.parquet is corrupt",
+                samples.display()
+            ),
+            "a corrupt stacks file",
+        );
+    }
+    // A missing one.
+    std::fs::remove_file(&stacks).unwrap();
+    let out = run(&["cpu"]);
+    assert_refused(
+        &out,
+        "stacks-query",
+        1,
+        &format!(
+            "{}: its stacks file stacks-test-000001.stacks.parquet is missing",
+            samples.display()
+        ),
+        "a missing stacks file",
+    );
+    // Put back, the store answers again.
+    std::fs::write(&stacks, good).unwrap();
+    check(&run(&["cpu", "-f", "csv"]), "the store restored");
+    let _ = std::fs::remove_dir_all(&stores.root);
+}
