@@ -272,8 +272,19 @@ fn non_utf8(n: usize) -> ArrayRef {
     Arc::new(StringArray::from(unsafe { data.build_unchecked() }))
 }
 
-/// A list column whose offsets go backwards (a corrupt writer).
+/// A list column whose offsets go backwards (a corrupt writer); for a dictionary-encoded one,
+/// its dictionary's.
 fn backwards_offsets(a: &ArrayRef) -> ArrayRef {
+    if let Some(dict) = a.as_dictionary_opt::<arrow_array::types::Int32Type>() {
+        let values = backwards_offsets(dict.values());
+        return Arc::new(
+            arrow_array::DictionaryArray::<arrow_array::types::Int32Type>::try_new(
+                dict.keys().clone(),
+                values,
+            )
+            .unwrap(),
+        );
+    }
     let list = a.as_list::<i32>();
     let n = list.len();
     let total = list.value_offsets()[n];
@@ -300,7 +311,11 @@ fn arrow_file(bytes: &[u8]) -> Vec<u8> {
     let (schema, batches) = decode(bytes);
     let mut buf = Vec::new();
     {
-        let mut w = arrow_ipc::writer::FileWriter::try_new(&mut buf, &schema).unwrap();
+        // Stack dictionaries grow from batch to batch: deltas (the file format allows them).
+        let options = arrow_ipc::writer::IpcWriteOptions::default()
+            .with_dictionary_handling(arrow_ipc::writer::DictionaryHandling::Delta);
+        let mut w = arrow_ipc::writer::FileWriter::try_new_with_options(&mut buf, &schema, options)
+            .unwrap();
         for b in &batches {
             w.write(b).unwrap();
         }

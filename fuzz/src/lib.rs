@@ -172,6 +172,8 @@ pub mod query {
             let dir = super::scratch("query");
             let file = dir.join("stacks.parquet");
             write_table(&file);
+            // stacks-pack writes the pair stacks.samples.parquet + stacks.stacks.parquet.
+            let file = stacks_pack::pair_of(&file);
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
