@@ -50,19 +50,37 @@ def tool(name, before=False):
 # parent's child (a child forked from a big process inherits its RSS high-water mark).
 
 # argv: IN OUT N [plain] — the stream IN written again and again, each copy shifted in time to
-# follow the previous one, to N rows on OUT (`-`: stdout); `plain`: dictionaries decoded and
+# follow the previous one, to N rows on OUT (`-`: stdout; N 0: one copy); `plain`: dictionaries decoded and
 # the schema version set to 1 (what builds before version 2 read).
 GEN = r"""
 import sys
 import pyarrow as pa, pyarrow.compute as pc, pyarrow.ipc as ipc
 src, dst, total, plain = sys.argv[1], sys.argv[2], int(sys.argv[3]), "plain" in sys.argv[4:]
-t = ipc.open_stream(src).read_all().unify_dictionaries().combine_chunks()
+t = ipc.open_stream(src).read_all()
 md = dict(t.schema.metadata or {})
+
+def one_dictionary(c):
+    # Stack dictionaries grow by deltas: the last batch's holds every earlier key's entry, so
+    # every batch is re-keyed against it and the copies share one dictionary.
+    last = c.chunk(c.num_chunks - 1).dictionary
+    for ch in c.chunks:
+        n = len(ch.dictionary)
+        if n > len(last) or not ch.dictionary.equals(last.slice(0, n)):
+            sys.exit(f"column {c}: its dictionary started over; cannot replicate it")
+    return pa.chunked_array([pa.DictionaryArray.from_arrays(ch.indices, last) for ch in c.chunks], c.type)
+
+def decoded(c):
+    return pa.chunked_array([ch.dictionary_decode() for ch in c.chunks], c.type.value_type)
+
+dicts = [pa.types.is_dictionary(f.type) for f in t.schema]
 if plain:
-    cols = [c.dictionary_decode() if pa.types.is_dictionary(c.type) else c for c in t.columns]
-    t = pa.Table.from_arrays(cols, names=t.column_names)
+    cols = [decoded(c) if d else c for c, d in zip(t.columns, dicts)]
     md[b"stacks.schema_version"] = b"1"
-t = t.replace_schema_metadata(md)
+else:
+    cols = [one_dictionary(c) if d else c for c, d in zip(t.columns, dicts)]
+fields = [pa.field(f.name, c.type, f.nullable, f.metadata) for f, c in zip(t.schema, cols)]
+t = pa.Table.from_arrays(cols, schema=pa.schema(fields, metadata=md))
+total = total or t.num_rows
 i = t.schema.get_field_index("time")
 typ = t.schema.field(i).type
 times = t.column(i).cast(pa.int64())
@@ -84,8 +102,9 @@ out.flush() if dst == "-" else out.close()
 PEER = r"""
 import os, resource, sys, tempfile
 import pyarrow as pa, pyarrow.ipc as ipc, pyarrow.parquet as pq
-t = ipc.open_stream(sys.argv[1]).read_all().unify_dictionaries().combine_chunks()
-cols = [c.dictionary_decode() if pa.types.is_dictionary(c.type) else c for c in t.columns]
+t = ipc.open_stream(sys.argv[1]).read_all()
+cols = [pa.chunked_array([ch.dictionary_decode() for ch in c.chunks], c.type.value_type)
+        if pa.types.is_dictionary(c.type) else c for c in t.columns]
 t = pa.Table.from_arrays(cols, names=t.column_names)
 n = int(sys.argv[2])
 reps = (n + t.num_rows - 1) // t.num_rows
@@ -194,7 +213,7 @@ def symbolize(work, rec):
     res["now"] = (med_of(runs, lambda r: r.wall), med_of(runs, lambda r: r.cpus[0]))
     res["sym_bytes"] = size(work / "sym.arrow")
     if BEFORE:
-        pipeline([[sys.executable, "-c", GEN, raw, work / "raw-v1.arrow", 1 << 60, "plain"]])
+        pipeline([[sys.executable, "-c", GEN, raw, work / "raw-v1.arrow", 0, "plain"]])
         runs = repeat(REPS, lambda _: pipeline([[tool("stacks-symbolize", True)]],
                                                 stdin=work / "raw-v1.arrow", stdout=work / "sym-v1.arrow"))
         res["before"] = (med_of(runs, lambda r: r.wall), med_of(runs, lambda r: r.cpus[0]))

@@ -200,11 +200,12 @@ impl StackTable {
             }
         };
         Ok([
-            (col::KSTACK, self.kstack.column(keys(|r| r.kstack))?),
-            (col::USTACK, self.ustack.column(keys(|r| r.ustack))?),
+            (col::KSTACK, self.kstack.stream_column(keys(|r| r.kstack))?),
+            (col::USTACK, self.ustack.stream_column(keys(|r| r.ustack))?),
             (
                 col::KSTACK_SYMBOLS,
-                self.kstack_symbols.column(keys(|r| r.kstack_symbols))?,
+                self.kstack_symbols
+                    .stream_column(keys(|r| r.kstack_symbols))?,
             ),
         ])
     }

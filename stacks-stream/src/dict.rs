@@ -15,6 +15,7 @@
 //! cost of delta dictionaries (the IPC writer compares the previous dictionary with the new
 //! one's prefix, and the reader concatenates them) on recordings with ever new stacks.
 
+use std::cell::OnceCell;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -132,6 +133,16 @@ impl Entries {
         self.keys.is_some()
     }
 
+    /// Each row's key (Int32); for a plain column, the row numbers (nulls where rows are).
+    pub fn keys(&self) -> Int32Array {
+        match &self.keys {
+            Some(k) => k.clone(),
+            None => (0..self.values.len())
+                .map(|i| self.values.is_valid(i).then_some(i as i32))
+                .collect(),
+        }
+    }
+
     /// Rows in the batch.
     pub fn rows(&self) -> usize {
         self.keys.as_ref().map_or(self.values.len(), |k| k.len())
@@ -223,32 +234,54 @@ impl<T> EntryCache<T> {
 /// batch.
 #[derive(Debug)]
 pub struct StackDictionary {
-    values: ArrayRef,
+    value_type: DataType,
+    /// Every entry since the dictionary (re)started, as appended.
+    chunks: Vec<ArrayRef>,
+    len: usize,
+    /// Chunks and entries already handed out by [`Self::stream_column`].
+    handed_chunks: usize,
+    handed: usize,
+    /// The entries as one array, made when asked for.
+    full: OnceCell<ArrayRef>,
 }
 
 impl StackDictionary {
     /// An empty dictionary of `value_type` entries.
     pub fn new(value_type: &DataType) -> Self {
         StackDictionary {
-            values: arrow_array::new_empty_array(value_type),
+            value_type: value_type.clone(),
+            chunks: Vec::new(),
+            len: 0,
+            handed_chunks: 0,
+            handed: 0,
+            full: OnceCell::new(),
         }
     }
 
     /// Entries so far (the next entry's key).
     pub fn len(&self) -> usize {
-        self.values.len()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.values.is_empty()
+        self.len == 0
     }
 
     /// Append `entries` (of the value type), returning the key of the first.
     pub fn extend(&mut self, entries: &dyn Array) -> Result<i32, ArrowError> {
-        let first = i32::try_from(self.values.len())
+        let first = i32::try_from(self.len)
             .map_err(|_| ArrowError::ComputeError("stack dictionary past 2^31 entries".into()))?;
+        if entries.data_type() != &self.value_type {
+            return Err(ArrowError::InvalidArgumentError(format!(
+                "stack dictionary entries of type {}, expected {}",
+                entries.data_type(),
+                self.value_type
+            )));
+        }
         if !entries.is_empty() {
-            self.values = arrow_select::concat::concat(&[self.values.as_ref(), entries])?;
+            self.chunks.push(arrow_array::make_array(entries.to_data()));
+            self.len += entries.len();
+            self.full = OnceCell::new();
         }
         Ok(first)
     }
@@ -257,21 +290,60 @@ impl StackDictionary {
     /// old entry `keep[i]`). With [`restart_plan`]'s `keep` the new dictionary is shorter.
     pub fn restart(&mut self, keep: &[u32]) -> Result<(), ArrowError> {
         let keep = UInt32Array::from(keep.to_vec());
-        self.values = arrow_select::take::take(self.values.as_ref(), &keep, None)?;
+        let kept = arrow_select::take::take(self.values().as_ref(), &keep, None)?;
+        self.len = kept.len();
+        self.chunks = vec![kept];
+        self.handed_chunks = 0;
+        self.handed = 0;
+        self.full = OnceCell::new();
         Ok(())
     }
 
-    /// The column of a batch whose rows hold `keys` (null: no stack).
+    /// The column of a batch whose rows hold `keys` (null: no stack), with every entry.
     pub fn column(&self, keys: Int32Array) -> Result<ArrayRef, ArrowError> {
         Ok(Arc::new(DictionaryArray::<Int32Type>::try_new(
             keys,
-            Arc::clone(&self.values),
+            Arc::clone(self.values()),
+        )?))
+    }
+
+    /// The column of a batch whose rows hold `keys`, **for writing to an
+    /// [`crate::OutputStream`] only**: the entries already handed out by this function are
+    /// nulls in it (their place kept, their content not copied again), the new ones are as
+    /// they are. The stream writer sends only a dictionary's new entries, so the stream holds
+    /// every entry; read in process, such a column misses the earlier ones. Copying the
+    /// whole dictionary into every batch cost more than symbolizing on recordings with ever
+    /// new stacks. Every column made here must be written, in order.
+    pub fn stream_column(&mut self, keys: Int32Array) -> Result<ArrayRef, ArrowError> {
+        let mut parts: Vec<ArrayRef> = Vec::new();
+        if self.handed > 0 {
+            parts.push(arrow_array::new_null_array(&self.value_type, self.handed));
+        }
+        parts.extend(self.chunks[self.handed_chunks..].iter().cloned());
+        let values = match parts.as_slice() {
+            [] => arrow_array::new_empty_array(&self.value_type),
+            [one] => Arc::clone(one),
+            many => {
+                let refs: Vec<&dyn Array> = many.iter().map(|a| a.as_ref()).collect();
+                arrow_select::concat::concat(&refs)?
+            }
+        };
+        self.handed_chunks = self.chunks.len();
+        self.handed = self.len;
+        Ok(Arc::new(DictionaryArray::<Int32Type>::try_new(
+            keys, values,
         )?))
     }
 
     /// Every entry so far.
     pub fn values(&self) -> &ArrayRef {
-        &self.values
+        self.full.get_or_init(|| {
+            let refs: Vec<&dyn Array> = self.chunks.iter().map(|a| a.as_ref()).collect();
+            match refs.as_slice() {
+                [] => arrow_array::new_empty_array(&self.value_type),
+                _ => arrow_select::concat::concat(&refs).expect("chunks of one type"),
+            }
+        })
     }
 }
 
@@ -357,6 +429,33 @@ mod tests {
             cache.get(1).is_none() && cache.is_empty(),
             "plain columns start afresh"
         );
+    }
+
+    #[test]
+    fn stream_columns_carry_each_entry_once() {
+        let mut d = StackDictionary::new(lists(&[]).data_type());
+        d.extend(lists(&[&[1], &[2]]).as_ref()).unwrap();
+        let first = d.stream_column(Int32Array::from(vec![1, 0])).unwrap();
+        let e = Entries::new(&first).unwrap();
+        assert_eq!(e.values().len(), 2);
+        assert_eq!(
+            e.values().null_count(),
+            0,
+            "the first column holds every entry"
+        );
+        d.extend(lists(&[&[3]]).as_ref()).unwrap();
+        let second = d.stream_column(Int32Array::from(vec![2, 0])).unwrap();
+        let e = Entries::new(&second).unwrap();
+        assert_eq!(e.values().len(), 3);
+        assert_eq!(
+            e.values().null_count(),
+            2,
+            "entries handed out before are not copied"
+        );
+        assert_eq!(e.entry(0), Some(2));
+        assert_eq!(d.values().len(), 3);
+        assert_eq!(d.values().null_count(), 0);
+        assert!(d.extend(&Int32Array::from(vec![1])).is_err(), "wrong type");
     }
 
     #[test]

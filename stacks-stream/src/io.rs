@@ -10,12 +10,14 @@
 mod checked;
 mod input;
 mod output;
+mod stack_writer;
 
 pub use input::{InputStream, open_input};
 pub use output::{
     OutputStream, Sink, file_sink, open_output, open_output_with, open_sink, open_text_sink,
     stdout_sink,
 };
+pub use stack_writer::StackStreamWriter;
 
 #[cfg(test)]
 mod tests {

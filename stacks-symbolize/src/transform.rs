@@ -294,7 +294,7 @@ impl Symbolize {
             .get_or_insert_with(|| StackDictionary::new(&stacks_stream::stack_type()));
         dict.extend(entries.as_ref())?;
         let keys = Int32Array::from(keys);
-        let stack = dict.column(keys.clone())?;
+        let stack = dict.stream_column(keys.clone())?;
         let mut out: Vec<ArrayRef> = Vec::with_capacity(layout.keep.len() + 1);
         for &i in &layout.keep {
             out.push(self.raw_column(batch, layout, i, &columns, &keys, &new)?);
@@ -386,7 +386,7 @@ impl Symbolize {
             .enumerate()
             .map(|(row, k)| k.filter(|_| entries.entry(row).is_some()))
             .collect();
-        dict.column(keys)
+        dict.stream_column(keys)
     }
 
     /// Pass 1: each element's group; groups are the distinct frames of the new stacks.

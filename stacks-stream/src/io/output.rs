@@ -73,10 +73,19 @@ pub fn open_text_sink(path: Option<&Path>) -> Result<Sink, ContractError> {
     }
 }
 
+type Out = BufWriter<Box<dyn Write + Send>>;
+
+/// The IPC writer: stacks streams (stack columns dictionary-encoded) through
+/// [`super::StackStreamWriter`], any other through Arrow's.
+enum Writer {
+    Arrow(StreamWriter<Out>),
+    Stacks(super::StackStreamWriter<Out>),
+}
+
 /// An Arrow IPC stream being written; every batch is flushed so downstream sees it at once.
 /// Errors name the destination.
 pub struct OutputStream {
-    writer: StreamWriter<BufWriter<Box<dyn Write + Send>>>,
+    writer: Writer,
     name: String,
     rows: u64,
 }
@@ -122,11 +131,12 @@ impl OutputStream {
                 .try_with_compression(Some(CompressionType::ZSTD))
                 .map_err(|e| arrow_to_io(&name, e))?;
         }
-        let writer = StreamWriter::try_new_with_options(
-            BufWriter::with_capacity(1 << 20, writer),
-            schema,
-            options,
-        )
+        let out = BufWriter::with_capacity(1 << 20, writer);
+        let writer = if super::StackStreamWriter::<Out>::suits(schema) {
+            super::StackStreamWriter::try_new(out, schema, options).map(Writer::Stacks)
+        } else {
+            StreamWriter::try_new_with_options(out, schema, options).map(Writer::Arrow)
+        }
         .map_err(|e| arrow_to_io(&name, e))?;
         Ok(OutputStream {
             writer,
@@ -142,12 +152,13 @@ impl OutputStream {
 
     /// Write one batch and flush it through to the file descriptor.
     pub fn write(&mut self, batch: &RecordBatch) -> Result<(), ContractError> {
-        self.writer
-            .write(batch)
-            .map_err(|e| arrow_to_io(&self.name, e))?;
-        self.writer
-            .flush()
-            .map_err(|e| arrow_to_io(&self.name, e))?;
+        match &mut self.writer {
+            Writer::Arrow(w) => w.write(batch).and_then(|_| w.flush()),
+            Writer::Stacks(w) => w
+                .write(batch)
+                .and_then(|_| w.get_mut().flush().map_err(ArrowError::from)),
+        }
+        .map_err(|e| arrow_to_io(&self.name, e))?;
         self.rows += batch.num_rows() as u64;
         Ok(())
     }
@@ -159,25 +170,27 @@ impl OutputStream {
 
     /// Write the end-of-stream marker and flush. Without it, readers report a truncated stream.
     pub fn finish(mut self) -> Result<u64, ContractError> {
-        self.writer
-            .finish()
-            .map_err(|e| arrow_to_io(&self.name, e))?;
-        self.writer
-            .flush()
-            .map_err(|e| arrow_to_io(&self.name, e))?;
+        match &mut self.writer {
+            Writer::Arrow(w) => w.finish().and_then(|_| w.flush()),
+            Writer::Stacks(w) => w
+                .finish()
+                .and_then(|_| w.get_mut().flush().map_err(ArrowError::from)),
+        }
+        .map_err(|e| arrow_to_io(&self.name, e))?;
         Ok(self.rows)
     }
 
     /// Flush what was written but leave the stream without its end-of-stream marker, so the
     /// reader reports it truncated (the input broke off).
     pub fn abandon(mut self) -> Result<u64, ContractError> {
-        self.writer
-            .get_mut()
-            .flush()
-            .map_err(|source| ContractError::Io {
-                path: self.name.clone(),
-                source,
-            })?;
+        match &mut self.writer {
+            Writer::Arrow(w) => w.get_mut().flush(),
+            Writer::Stacks(w) => w.get_mut().flush(),
+        }
+        .map_err(|source| ContractError::Io {
+            path: self.name.clone(),
+            source,
+        })?;
         Ok(self.rows)
     }
 }
