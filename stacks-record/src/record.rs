@@ -37,7 +37,13 @@ const FLUSH_ROWS: usize = 8192;
 struct Queue {
     bytes: Vec<u8>,
     spans: Vec<(usize, usize)>,
+    /// The buffers of the previous drain, emptied, kept for the next one (their memory is
+    /// reused instead of freed and faulted in again).
+    spare: Option<Buffers>,
 }
+
+/// A queue's record bytes and each record's (start, length).
+type Buffers = (Vec<u8>, Vec<(usize, usize)>);
 
 /// Entry point of the `stacks-record` binary.
 pub fn run() -> Result<ExitCode> {
@@ -371,7 +377,15 @@ fn drain(
     conv: &mut Converter,
     rb: &libbpf_rs::RingBuffer<'_>,
 ) {
-    let q = std::mem::take(&mut *queue.borrow_mut());
+    let q = {
+        let mut cur = queue.borrow_mut();
+        let (bytes, spans) = cur.spare.take().unwrap_or_default();
+        Queue {
+            bytes: std::mem::replace(&mut cur.bytes, bytes),
+            spans: std::mem::replace(&mut cur.spans, spans),
+            spare: None,
+        }
+    };
     for (i, &(start, len)) in q.spans.iter().enumerate() {
         match RawEvent::from_bytes(&q.bytes[start..start + len]) {
             Ok(e) => conv.push(&e, rows),
@@ -381,7 +395,21 @@ fn drain(
             let _ = rb.consume_raw();
         }
     }
+    // Kept for the next drain unless a burst made them large.
+    let Queue {
+        mut bytes,
+        mut spans,
+        ..
+    } = q;
+    if bytes.capacity() <= SPARE_MAX_BYTES {
+        bytes.clear();
+        spans.clear();
+        queue.borrow_mut().spare = Some((bytes, spans));
+    }
 }
+
+/// Largest record buffer kept between drains.
+const SPARE_MAX_BYTES: usize = 64 << 20;
 
 /// Most bytes of records held in user space waiting for conversion.
 const QUEUE_MAX_BYTES: usize = 512 << 20;
