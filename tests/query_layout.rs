@@ -155,6 +155,12 @@ fn select_star_gives_the_same_rows_and_columns_over_each_layout() {
     let stack_rows = sorted_output(&stores.dir("pairs"), distinct);
     let n = stack_rows[0].split(',').next().unwrap().to_string();
     assert_eq!(stack_rows[0], format!("{n},{n}"), "one row per stack_id");
+    // Read with no column at all (the projection is empty).
+    let count = sorted_output(
+        &stores.dir("mixed"),
+        "-c 'SELECT count(*) AS n FROM stack_table' -f csv",
+    );
+    assert_eq!(count, [n.clone(), "n".into()]);
     for layout in ["inline", "mixed"] {
         assert_eq!(
             sorted_output(&stores.dir(layout), distinct),

@@ -15,11 +15,12 @@ use crate::{TOOL, bind, params, queries, query, session, source};
 #[command(
     name = "stacks-query",
     version,
-    about = "Run SQL over a directory of stacks Parquet files (the table `stacks`)",
+    about = "Run SQL over a directory of stacks Parquet files (tables `stacks`, `samples`, `stack_table`)",
     after_help = "Examples:\n  stacks-query cpu | stacks-pprof > cpu.pb.gz\n  \
                   stacks-query offcpu --param comm=nginx --param from=2025-01-02T03:00:00Z | stacks-pprof > off.pb.gz\n  \
                   stacks-query timeline --param kind=block --param interval=100ms -f csv\n  \
                   stacks-query -c \"SELECT stack_fold(stack) AS folded, count(*) AS samples FROM stacks GROUP BY 1\"\n  \
+                  stacks-query -c \"SELECT t.leaf, sum(s.value) AS ns FROM samples s JOIN stack_table t USING (stack_id) GROUP BY 1\"\n  \
                   stacks-query --list\n\n\
                   Queries and functions: docs/queries.md"
 )]

@@ -1,5 +1,5 @@
 //! `stacks-query`: run one SQL query over the Parquet files of a stacks data directory (the
-//! table `stacks`), with typed parameters and stack functions, and write the result as a text
+//! tables `stacks`, `samples` and `stack_table`: see [`source`]), with typed parameters and stack functions, and write the result as a text
 //! table, CSV, JSON, NDJSON, an Arrow IPC stream or Parquet.
 //!
 //! The Arrow output carries the recording's `stacks.*` metadata, so `stacks-query cpu |

@@ -245,7 +245,9 @@ fn read_source(
             };
             columns.push(column);
         }
-        let rb = RecordBatch::try_new(Arc::clone(want), columns).map_err(|e| e.to_string())?;
+        let options = arrow_array::RecordBatchOptions::new().with_row_count(Some(n));
+        let rb = RecordBatch::try_new_with_options(Arc::clone(want), columns, &options)
+            .map_err(|e| e.to_string())?;
         out.push(rb);
     }
     Ok(())
