@@ -43,17 +43,22 @@ pub fn bind(query: &Query, given: &[(String, String)], inline: bool) -> Result<P
 }
 
 /// Rows per batch for execution and Parquet reading.
-pub const BATCH_ROWS: usize = 512;
+pub const BATCH_ROWS: usize = 4096;
 
 /// A session with the stack functions, SQL spans for error positions, and the memory limit.
 pub fn session(memory_limit: Option<usize>) -> Result<SessionContext> {
-    // A row carries a whole stack (often 20 frames of a dozen fields each), so DataFusion's
-    // default of 8192 rows makes batches of tens of MB: 512 rows keep them about a MB, which
-    // is both faster (they stay in cache) and bounded (peak memory a sixth of 8192's).
+    // Samples rows are scalars and a 16-byte stack id: the per-batch cost dominates small
+    // batches. Rows of the `stacks` view carry a whole stack; 4096 of them are a few MB.
     let mut config = SessionConfig::new()
         .with_information_schema(true)
         .with_batch_size(BATCH_ROWS);
     config.options_mut().sql_parser.collect_spans = true;
+    // A hash join on `stack_id` would push the ids of `stack_table` into the samples scan as
+    // a filter evaluated on every row, though every stored id is in `stack_table`.
+    config
+        .options_mut()
+        .optimizer
+        .enable_join_dynamic_filter_pushdown = false;
     let mut runtime = RuntimeEnvBuilder::new();
     if let Some(limit) = memory_limit {
         // Sorts hold back this much for merging their spill files; the default (10 MiB) would

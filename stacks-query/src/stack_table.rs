@@ -15,10 +15,11 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use async_trait::async_trait;
 use datafusion::catalog::{Session, TableProvider};
 use datafusion::datasource::TableType;
-use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::logical_expr::Expr;
 use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::memory::{LazyBatchGenerator, LazyMemoryExec};
+use parking_lot::RwLock;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
@@ -55,6 +56,12 @@ impl Source {
 /// The table; see the module documentation.
 #[derive(Debug)]
 pub struct StackTable {
+    shared: Arc<Shared>,
+}
+
+/// What scans of the table share: its sources and what was built from them.
+#[derive(Debug)]
+struct Shared {
     schema: SchemaRef,
     sources: Vec<Source>,
     /// What was built, by projection (a query may scan the table more than once).
@@ -79,12 +86,16 @@ impl StackTable {
         fields.push(Field::new(stack_col::LEAF, DataType::Utf8, true));
         fields.push(Field::new(stack_col::DEPTH, DataType::Int32, true));
         StackTable {
-            schema: Arc::new(Schema::new(fields)),
-            sources,
-            built: Mutex::new(HashMap::new()),
+            shared: Arc::new(Shared {
+                schema: Arc::new(Schema::new(fields)),
+                sources,
+                built: Mutex::new(HashMap::new()),
+            }),
         }
     }
+}
 
+impl Shared {
     /// The distinct stacks with the columns `projection` names, in batches.
     fn build(&self, projection: &[usize]) -> Result<Vec<RecordBatch>> {
         if let Some(done) = self.built.lock().expect("not poisoned").get(projection) {
@@ -112,7 +123,7 @@ impl StackTable {
 #[async_trait]
 impl TableProvider for StackTable {
     fn schema(&self) -> SchemaRef {
-        Arc::clone(&self.schema)
+        Arc::clone(&self.shared.schema)
     }
 
     fn table_type(&self) -> TableType {
@@ -126,12 +137,61 @@ impl TableProvider for StackTable {
         _filters: &[Expr],
         _limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let all: Vec<usize> = (0..self.schema.fields().len()).collect();
-        let projection = projection.unwrap_or(&all);
-        // Planning waits for the build: the table is small next to the samples it serves.
-        let batches = self.build(projection)?;
-        let schema = Arc::new(self.schema.project(projection)?);
-        Ok(MemorySourceConfig::try_new_exec(&[batches], schema, None)?)
+        let all: Vec<usize> = (0..self.shared.schema.fields().len()).collect();
+        let projection = projection.unwrap_or(&all).clone();
+        let schema = Arc::new(self.shared.schema.project(&projection)?);
+        // Built when the plan first asks for a batch, not while planning: a query whose
+        // samples match nothing (the join's build side is empty) never reads a stack.
+        let generator = Lazy {
+            shared: Arc::clone(&self.shared),
+            projection,
+            batches: None,
+            next: 0,
+        };
+        Ok(Arc::new(LazyMemoryExec::try_new(
+            schema,
+            vec![Arc::new(RwLock::new(generator))],
+        )?))
+    }
+}
+
+/// Batches of the table, built on the first request.
+#[derive(Debug)]
+struct Lazy {
+    shared: Arc<Shared>,
+    projection: Vec<usize>,
+    batches: Option<Vec<RecordBatch>>,
+    next: usize,
+}
+
+impl std::fmt::Display for Lazy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{NAME}: {} sources", self.shared.sources.len())
+    }
+}
+
+impl LazyBatchGenerator for Lazy {
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn generate_next_batch(&mut self) -> Result<Option<RecordBatch>> {
+        if self.batches.is_none() {
+            self.batches = Some(self.shared.build(&self.projection)?);
+        }
+        let batches = self.batches.as_ref().expect("built");
+        let batch = batches.get(self.next).cloned();
+        self.next += 1;
+        Ok(batch)
+    }
+
+    fn reset_state(&self) -> Arc<RwLock<dyn LazyBatchGenerator>> {
+        Arc::new(RwLock::new(Lazy {
+            shared: Arc::clone(&self.shared),
+            projection: self.projection.clone(),
+            batches: None,
+            next: 0,
+        }))
     }
 }
 
