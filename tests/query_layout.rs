@@ -181,14 +181,13 @@ fn the_join_builds_on_the_distinct_stacks_and_time_windows_prune_samples() {
     ));
     check(&res, "explain");
     let plan = String::from_utf8_lossy(&res.stdout).to_string();
-    // The hash join's first (build) input is the in-memory stack table; the samples stream in.
+    // The hash join's first (build) input is the stack table (built in memory when first
+    // asked for); the samples stream in.
     let join = plan
         .find("HashJoinExec")
         .unwrap_or_else(|| panic!("no hash join: {plan}"));
     let after = &plan[join..];
-    let memory = after
-        .find("DataSourceExec: partitions=1")
-        .unwrap_or(usize::MAX);
+    let memory = after.find("LazyMemoryExec").unwrap_or(usize::MAX);
     let parquet = after.find("file_groups").unwrap_or(usize::MAX);
     assert!(
         memory < parquet,

@@ -43,12 +43,13 @@ pub fn bind(query: &Query, given: &[(String, String)], inline: bool) -> Result<P
 }
 
 /// Rows per batch for execution and Parquet reading.
-pub const BATCH_ROWS: usize = 4096;
+pub const BATCH_ROWS: usize = 1024;
 
 /// A session with the stack functions, SQL spans for error positions, and the memory limit.
 pub fn session(memory_limit: Option<usize>) -> Result<SessionContext> {
     // Samples rows are scalars and a 16-byte stack id: the per-batch cost dominates small
-    // batches. Rows of the `stacks` view carry a whole stack; 4096 of them are a few MB.
+    // batches. Rows that carry a whole stack (the `stacks` view, query results) make a
+    // batch of 1024 a few MB, which sorts and merges of large results must hold.
     let mut config = SessionConfig::new()
         .with_information_schema(true)
         .with_batch_size(BATCH_ROWS);

@@ -361,13 +361,15 @@ pub async fn register(ctx: &SessionContext, files: &[PathBuf]) -> Result<()> {
         });
         // `stacks`: the rows with their stacks (joined, unless they are inline).
         let part = if *name == KEYED_TABLE {
+            // `stack_table` first: joins collect their first input (see `session`) and
+            // stream the second, so the samples stream through, every one kept (right join).
             let t = ctx.table(STACK_TABLE).await.map_err(flat)?;
-            let joined = df
-                .alias("s")
-                .and_then(|s| {
-                    s.join_on(
-                        t.alias("t")?,
-                        JoinType::Left,
+            let joined = t
+                .alias("t")
+                .and_then(|t| {
+                    t.join_on(
+                        df.alias("s")?,
+                        JoinType::Right,
                         [column(Some("s"), col::STACK_ID).eq(column(Some("t"), col::STACK_ID))],
                     )
                 })

@@ -14,11 +14,16 @@ use arrow_array::{Array, ArrayRef, FixedSizeBinaryArray, RecordBatch, UInt32Arra
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use async_trait::async_trait;
 use datafusion::catalog::{Session, TableProvider};
+use datafusion::common::Statistics;
+use datafusion::common::stats::Precision;
+use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::datasource::TableType;
 use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::Expr;
-use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::memory::{LazyBatchGenerator, LazyMemoryExec};
+use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use parking_lot::RwLock;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -64,6 +69,8 @@ pub struct StackTable {
 struct Shared {
     schema: SchemaRef,
     sources: Vec<Source>,
+    /// At most this many stacks (the rows of its sources), for the planner.
+    estimate: usize,
     /// What was built, by projection (a query may scan the table more than once).
     built: Mutex<HashMap<Vec<usize>, Vec<RecordBatch>>>,
 }
@@ -85,10 +92,19 @@ impl StackTable {
         fields.push(Field::new(stack_col::FOLDED, DataType::Utf8, true));
         fields.push(Field::new(stack_col::LEAF, DataType::Utf8, true));
         fields.push(Field::new(stack_col::DEPTH, DataType::Int32, true));
+        let estimate = sources
+            .iter()
+            .filter_map(|s| {
+                let file = File::open(s.path()).ok()?;
+                let b = ParquetRecordBatchReaderBuilder::try_new(file).ok()?;
+                usize::try_from(b.metadata().file_metadata().num_rows()).ok()
+            })
+            .sum();
         StackTable {
             shared: Arc::new(Shared {
                 schema: Arc::new(Schema::new(fields)),
                 sources,
+                estimate,
                 built: Mutex::new(HashMap::new()),
             }),
         }
@@ -148,10 +164,71 @@ impl TableProvider for StackTable {
             batches: None,
             next: 0,
         };
-        Ok(Arc::new(LazyMemoryExec::try_new(
-            schema,
-            vec![Arc::new(RwLock::new(generator))],
-        )?))
+        let lazy = LazyMemoryExec::try_new(schema, vec![Arc::new(RwLock::new(generator))])?;
+        Ok(Arc::new(Estimated {
+            inner: Arc::new(lazy),
+            rows: self.shared.estimate,
+        }))
+    }
+}
+
+/// The lazy source with the row count the planner needs to make `stack_table` the side a
+/// join collects (an upper bound: the rows of its files, before deduplication).
+#[derive(Debug)]
+struct Estimated {
+    inner: Arc<dyn ExecutionPlan>,
+    rows: usize,
+}
+
+impl DisplayAs for Estimated {
+    fn fmt_as(&self, t: DisplayFormatType, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{NAME} (at most {} stacks): ", self.rows)?;
+        self.inner.fmt_as(t, f)
+    }
+}
+
+impl ExecutionPlan for Estimated {
+    fn name(&self) -> &str {
+        "StackTableExec"
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        self.inner.properties()
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        Vec::new()
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        _children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        Ok(self)
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        self.inner.execute(partition, context)
+    }
+
+    fn partition_statistics(&self, _partition: Option<usize>) -> Result<Arc<Statistics>> {
+        let schema = self.inner.schema();
+        Ok(Arc::new(Statistics {
+            num_rows: Precision::Inexact(self.rows),
+            total_byte_size: Precision::Absent,
+            column_statistics: Statistics::unknown_column(&schema),
+        }))
     }
 }
 
