@@ -8,7 +8,6 @@ use std::fs::File;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use arrow_array::builder::{Int32Builder, StringBuilder};
 use arrow_array::cast::AsArray;
 use arrow_array::{Array, ArrayRef, FixedSizeBinaryArray, RecordBatch, UInt32Array};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
@@ -29,7 +28,6 @@ use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use stacks_stream::col;
-use stacks_stream::frames::StackFrames;
 use stacks_stream::stack_key::stack_keys;
 use stacks_stream::store::stack_col;
 
@@ -415,35 +413,8 @@ fn column_of(
 
 type Summaries = (ArrayRef, ArrayRef, ArrayRef);
 
-/// `folded` (root first, `;`-joined), `leaf` and `depth` of each stack of `stack`, as the
-/// stacks files of the pair layout have them.
+/// `folded`, `leaf` and `depth` of each stack of `stack`, as stacks files have them.
 fn summarize(stack: &ArrayRef, path: &std::path::Path) -> Result<Summaries, String> {
-    let frames = StackFrames::new(stack, &path.display().to_string(), col::STACK)
-        .map_err(|e| e.to_string())?;
-    let mut folded = StringBuilder::new();
-    let mut leaf = StringBuilder::new();
-    let mut depth = Int32Builder::new();
-    for row in 0..stack.len() {
-        match frames.entry(row) {
-            Some(e) => {
-                let range = frames.entry_frames(e);
-                folded.append_value(frames.folded(range.clone(), ";"));
-                match range.clone().next().and_then(|i| frames.frame(i)) {
-                    Some(f) => leaf.append_value(f.name()),
-                    None => leaf.append_null(),
-                }
-                depth.append_value(range.len() as i32);
-            }
-            None => {
-                folded.append_null();
-                leaf.append_null();
-                depth.append_null();
-            }
-        }
-    }
-    Ok((
-        Arc::new(folded.finish()),
-        Arc::new(leaf.finish()),
-        Arc::new(depth.finish()),
-    ))
+    stacks_stream::store::summaries(Some(stack), stack.len())
+        .map_err(|e| format!("{}: {e}", path.display()))
 }

@@ -6,7 +6,7 @@
 
 mod split;
 
-pub use split::{StackId, StackSplitter};
+pub use split::{StackId, StackSplitter, summaries};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

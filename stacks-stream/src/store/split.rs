@@ -219,8 +219,10 @@ fn entry_ids(
     Ok((0..n).map(|i| cache.get(i).copied().flatten()).collect())
 }
 
-/// `folded`, `leaf` and `depth` of each stack of `stack` (all null without it).
-fn summaries(
+/// `folded`, `leaf` and `depth` of each stack of `stack` (all null without it), as stacks
+/// files hold them: every frame's name root first, `;`-joined; the innermost frame's name;
+/// the number of frames.
+pub fn summaries(
     stack: Option<&ArrayRef>,
     rows: usize,
 ) -> Result<(ArrayRef, ArrayRef, ArrayRef), ArrowError> {
