@@ -308,6 +308,9 @@ def report(m, rec, sym, real, pack, q):
       f"(medians; peak RSS: the largest; the earlier build's queries once each); load average {m['load0']} before, {m['load1']} after. "
       + (f"*Before*: the binaries of `{m['before']}` on the same rows, in the same run." if BEFORE else ""))
     w("")
+    w("Packing and querying are measured here on a real recording; sections 4 and 5 measure them "
+      "on a repeated small one, in the last full run of `scripts/bench` (see its date at the top).")
+    w("")
     w(f"Workload: `{' '.join(BUILD)}` with a cold Go cache ({rec['processes']} processes), recorded by "
       f"`stacks-record -e profile:uk:999 -- …` ({n(rec['samples'])} samples) and by `perf record -e cpu-clock "
       f"-F 999 -g -- …` ({n(rec['perf_samples'])} samples), one after the other. The symbolized recording "
