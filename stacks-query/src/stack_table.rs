@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use arrow_array::cast::AsArray;
-use arrow_array::{Array, ArrayRef, FixedSizeBinaryArray, RecordBatch, UInt32Array};
+use arrow_array::{Array, ArrayRef, BooleanArray, FixedSizeBinaryArray, RecordBatch, UInt32Array};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use async_trait::async_trait;
 use datafusion::catalog::{Session, TableProvider};
@@ -25,7 +25,7 @@ use datafusion::physical_plan::memory::{LazyBatchGenerator, LazyMemoryExec};
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use parking_lot::RwLock;
 use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::arrow_reader::{ParquetRecordBatchReaderBuilder, RowSelection};
 
 use stacks_stream::col;
 use stacks_stream::stack_key::stack_keys;
@@ -270,6 +270,49 @@ impl LazyBatchGenerator for Lazy {
     }
 }
 
+/// The rows of `path` holding the first occurrence of a `stack_id` not in `seen`, read from
+/// that column alone; `None` when there are none.
+fn unseen_rows(
+    path: &std::path::Path,
+    seen: &HashSet<[u8; 16], ahash::RandomState>,
+) -> Result<Option<RowSelection>, String> {
+    let file = File::open(path).map_err(|e| format!("cannot open: {e}"))?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| e.to_string())?;
+    let id = builder
+        .schema()
+        .index_of(col::STACK_ID)
+        .map_err(|_| format!("no `{}` column", col::STACK_ID))?;
+    let mask = ProjectionMask::roots(builder.parquet_schema(), [id]);
+    let reader = builder
+        .with_projection(mask)
+        .with_batch_size(65536)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let mut here: HashSet<[u8; 16], ahash::RandomState> = HashSet::default();
+    let mut filters = Vec::new();
+    let mut any = false;
+    for batch in reader {
+        let batch = batch.map_err(|e| e.to_string())?;
+        let ids = batch
+            .column(0)
+            .as_fixed_size_binary_opt()
+            .filter(|a| a.value_length() == 16)
+            .ok_or_else(|| format!("`stack_id` of type {}", batch.column(0).data_type()))?;
+        let keep: BooleanArray = (0..ids.len())
+            .map(|r| {
+                let new = ids.is_valid(r) && {
+                    let id: [u8; 16] = ids.value(r).try_into().expect("16 bytes");
+                    !seen.contains(&id) && here.insert(id)
+                };
+                any |= new;
+                Some(new)
+            })
+            .collect();
+        filters.push(keep);
+    }
+    Ok(any.then(|| RowSelection::from_filters(&filters)))
+}
+
 /// Append to `out` the stacks of `source` whose id is not in `seen`, with the columns of
 /// `want`.
 fn read_source(
@@ -317,6 +360,15 @@ fn read_source(
             .any(|&i| file_schema.field(i).name() == col::STACK)
     {
         return Ok(());
+    }
+    // Only the rows of stacks not seen in an earlier file are decoded: consecutive files of a
+    // store share most of their stacks.
+    let mut builder = builder;
+    if keyed {
+        match unseen_rows(path, seen)? {
+            Some(selection) => builder = builder.with_row_selection(selection),
+            None => return Ok(()),
+        }
     }
     let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
     let reader = builder
