@@ -382,13 +382,14 @@ pub fn restart_plan(len: usize, keys: &[Option<i32>]) -> Option<(Vec<u32>, Vec<O
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use arrow_array::builder::{ListBuilder, UInt64Builder};
     use arrow_array::cast::AsArray;
     use arrow_array::types::UInt64Type;
 
-    fn lists(rows: &[&[u64]]) -> ArrayRef {
+    /// A list column of u64 values, one list per row (the shape of `kstack`).
+    pub(crate) fn lists(rows: &[&[u64]]) -> ArrayRef {
         let mut b = ListBuilder::new(UInt64Builder::new());
         for r in rows {
             b.values().append_slice(r);

@@ -244,21 +244,12 @@ fn dictionary_message(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dict::tests::lists;
     use crate::dict::{StackDictionary, dictionary_type, restart_plan};
-    use arrow_array::builder::{ListBuilder, UInt64Builder};
     use arrow_array::cast::AsArray;
     use arrow_array::types::{Int32Type, UInt64Type};
     use arrow_array::{Int32Array, Int64Array};
     use arrow_ipc::reader::StreamReader;
-
-    fn lists(rows: &[&[u64]]) -> ArrayRef {
-        let mut b = ListBuilder::new(UInt64Builder::new());
-        for r in rows {
-            b.values().append_slice(r);
-            b.append(true);
-        }
-        Arc::new(b.finish())
-    }
 
     /// Batches over one growing (then restarted) dictionary, written by this writer with and
     /// without compression, read back by arrow-rs row for row.
