@@ -24,17 +24,6 @@ pub struct ContentionArgs {
     dir: Option<PathBuf>,
 }
 
-/// This thread's CPU time so far, ns.
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes only the timespec it is given.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 /// This thread's time waiting on a run queue so far, ns (field 2 of
 /// /proc/thread-self/schedstat: the scheduler's run-queue clock, which unlike the CPU-time
 /// clock keeps the time the hypervisor stole).
@@ -65,14 +54,14 @@ fn measured(
     let (start_ns, wall0, cpu0, wait0) = (
         realtime_ns(),
         Instant::now(),
-        thread_cpu_ns(),
+        sys::thread_cpu_ns(),
         run_delay_ns(),
     );
     while Instant::now() < until {
         work()?;
     }
     let (cpu1, wall_ns, wait1) = (
-        thread_cpu_ns(),
+        sys::thread_cpu_ns(),
         wall0.elapsed().as_nanos() as u64,
         run_delay_ns(),
     );

@@ -25,6 +25,18 @@ pub fn tid() -> i32 {
     unsafe { libc::gettid() }
 }
 
+/// The calling thread's CPU time so far, ns (`CLOCK_THREAD_CPUTIME_ID`: the scheduler's
+/// sum_exec_runtime, which excludes time preempted or waiting).
+pub fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes only the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// The error of the last failed libc call.
 pub fn errno() -> io::Error {
     io::Error::last_os_error()
