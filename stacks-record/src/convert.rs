@@ -33,7 +33,7 @@ pub struct Counts {
     pub kstack_errors: u64,
     pub ustack_errors: u64,
     pub malformed: u64,
-    pub pids: HashSet<u32>,
+    pub pids: HashSet<u32, ahash::RandomState>,
 }
 
 /// Per-recording conversion state.
@@ -43,11 +43,14 @@ pub struct Converter {
     files: FileNames,
     modules: ModuleIndex,
     /// Kernel-reported build ids already turned into (hex, file).
-    build_ids: HashMap<[u8; 20], (String, Option<String>)>,
+    build_ids: HashMap<[u8; 20], (String, Option<String>), ahash::RandomState>,
     /// Frame ids of kernel-resolved frames (build id, offset) whose file is known.
-    resolved: HashMap<([u8; 20], u64), u32>,
+    resolved: HashMap<([u8; 20], u64), u32, ahash::RandomState>,
     ksyms: Option<Box<dyn KernelNames>>,
-    ksym_cache: HashMap<u64, Option<KernelSymbol>>,
+    ksym_cache: HashMap<u64, Option<KernelSymbol>, ahash::RandomState>,
+    /// `addr:port` text of each socket address seen (formatting it per row was ~10% of the
+    /// recorder's CPU on `net`).
+    sockaddrs: SockAddrs,
     offset_ns: i64,
 }
 
@@ -64,10 +67,11 @@ impl Converter {
                 m.learn_process(std::process::id());
                 m
             },
-            build_ids: HashMap::new(),
-            resolved: HashMap::new(),
+            build_ids: HashMap::default(),
+            resolved: HashMap::default(),
             ksyms,
-            ksym_cache: HashMap::new(),
+            ksym_cache: HashMap::default(),
+            sockaddrs: SockAddrs::default(),
             offset_ns,
         }
     }
@@ -158,7 +162,7 @@ impl Converter {
             Kind::STACKS_EV_RSS => rss(h, e.info()),
             Kind::STACKS_EV_BLOCK => block(e.info()),
             Kind::STACKS_EV_VFS => self.vfs(h, e.info()),
-            Kind::STACKS_EV_NET => net(e.info()),
+            Kind::STACKS_EV_NET => net(e.info(), &mut self.sockaddrs),
             Kind::STACKS_EV_EXEC => self.exec(h, e.info()),
             Kind::STACKS_EV_FORK => fork(h, e.info()),
             Kind::STACKS_EV_EXIT => self.exit(h, e.info()),
@@ -455,7 +459,7 @@ fn block(b: stacks_block) -> Decoded {
 }
 
 /// A TCP or UDP send or receive.
-fn net(n: stacks_net) -> Decoded {
+fn net(n: stacks_net, addrs: &mut SockAddrs) -> Decoded {
     let a = n.addrs;
     Decoded {
         kind: kind::NET,
@@ -472,8 +476,8 @@ fn net(n: stacks_net) -> Decoded {
             } else {
                 "udp"
             }),
-            local: Some(sockaddr(n.family, &a.local, a.local_port)),
-            remote: (a.remote_port != 0).then(|| sockaddr(n.family, &a.remote, a.remote_port)),
+            local: Some(addrs.text(n.family, &a.local, a.local_port)),
+            remote: (a.remote_port != 0).then(|| addrs.text(n.family, &a.remote, a.remote_port)),
             errno: (n.error != 0).then_some(n.error),
             ..Extra::default()
         },
@@ -611,6 +615,28 @@ fn block_op(op: BlockOp) -> &'static str {
     }
 }
 
+/// The text of socket addresses, each formatted once.
+#[derive(Default)]
+struct SockAddrs(HashMap<(bool, [u8; 16], u16), String, ahash::RandomState>);
+
+impl SockAddrs {
+    /// Most addresses remembered; past it the cache starts over (a server sees many peers).
+    const MAX: usize = 1 << 16;
+
+    fn text(&mut self, family: NetFamily, addr: &[u8; 16], port: u16) -> String {
+        let key = (family == NetFamily::STACKS_NET_INET, *addr, port);
+        if let Some(t) = self.0.get(&key) {
+            return t.clone();
+        }
+        if self.0.len() >= Self::MAX {
+            self.0.clear();
+        }
+        let t = sockaddr(family, addr, port);
+        self.0.insert(key, t.clone());
+        t
+    }
+}
+
 /// `addr:port`, or `[addr]:port` for IPv6.
 pub fn sockaddr(family: NetFamily, addr: &[u8; 16], port: u16) -> String {
     if family == NetFamily::STACKS_NET_INET {
@@ -625,7 +651,7 @@ pub fn sockaddr(family: NetFamily, addr: &[u8; 16], port: u16) -> String {
 /// kernel reported; else the kernel's file name (last path component).
 #[derive(Default)]
 struct FileNames {
-    cache: HashMap<(u32, i32), (u64, String)>,
+    cache: HashMap<(u32, i32), (u64, String), ahash::RandomState>,
 }
 
 impl FileNames {

@@ -13,7 +13,7 @@ pub struct ModuleIndex {
     /// Paths whose build id was already read (or could not be).
     read: HashSet<String>,
     /// Processes whose map was read since they last exec'd.
-    seen: HashSet<u32>,
+    seen: HashSet<u32, ahash::RandomState>,
 }
 
 impl ModuleIndex {

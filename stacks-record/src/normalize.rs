@@ -78,7 +78,7 @@ fn new_normalizer() -> Normalizer {
 /// Per-process normalization state.
 #[derive(Default)]
 pub struct UserNormalizer {
-    pids: HashMap<u32, PidState>,
+    pids: HashMap<u32, PidState, ahash::RandomState>,
     /// Every frame handed out, by id.
     pub table: FrameTable,
     /// Frames that could not be normalized.

@@ -92,7 +92,10 @@ pub fn run() -> Result<ExitCode> {
         queue: &queue,
         rb: &rb,
         rows,
-        conv: Converter::new(offset_ns, kernel_names()),
+        conv: Converter::new(
+            offset_ns,
+            spec.wants_kernel_stacks().then(kernel_names).flatten(),
+        ),
         drops: Drops::default(),
         started,
     };

@@ -288,6 +288,22 @@ impl EventSpec {
         }
         v
     }
+
+    /// Whether any requested event captures kernel stacks (only then are kernel symbols
+    /// needed: reading /proc/kallsyms costs ~50 ms of CPU at start).
+    pub fn wants_kernel_stacks(&self) -> bool {
+        [
+            self.profile.map(|p| p.stacks),
+            self.switch.map(|s| s.stacks),
+            self.rss.map(|r| r.stacks),
+            self.block.map(|b| b.stacks),
+            self.vfs.map(|v| v.stacks),
+            self.net.map(|n| n.stacks),
+        ]
+        .into_iter()
+        .flatten()
+        .any(StackSel::kernel)
+    }
 }
 
 fn set<T>(slot: &mut Option<T>, value: T) -> Result<(), ()> {
@@ -345,6 +361,15 @@ mod tests {
 
     fn profile(spec: &str) -> Profile {
         EventSpec::parse(spec).unwrap().profile.unwrap()
+    }
+
+    #[test]
+    fn kernel_symbols_are_needed_only_for_kernel_stacks() {
+        let wants = |s: &str| EventSpec::parse(s).unwrap().wants_kernel_stacks();
+        assert!(!wants("net:u,vfs:u,rss:u:1"));
+        assert!(wants("net:u,block:k"));
+        assert!(wants("switch"), "switch defaults to uk");
+        assert!(wants(DEFAULT_SPEC));
     }
 
     #[test]
