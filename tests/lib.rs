@@ -7,8 +7,9 @@ use std::process::{Command, Output};
 use std::sync::Arc;
 
 pub use stacks_testkit::{
-    Frame, Ksym, Row, UFrame, bin, bin_dir, bpf_available, bpf_serial, fuzz_case, read_frames,
-    read_stream, root_available, run_command, run_tool, scratch, stack_functions, stream_bytes,
+    Frame, Ksym, Row, ScratchDir, UFrame, bin, bin_dir, bpf_available, bpf_serial, fuzz_case,
+    read_frames, read_stream, root_available, run_command, run_tool, scratch, stack_functions,
+    stream_bytes,
 };
 
 /// Start the bundled workload with `args`, its report (stdout) discarded.

@@ -29,7 +29,7 @@ const QUERIES: [&str; 13] = [
 /// Three stores of the same rows (in three chunks): first layout only, pairs only, and the
 /// first chunk in the first layout with the others as pairs.
 struct Stores {
-    root: PathBuf,
+    root: stacks_tests::ScratchDir,
     rows: Vec<stacks_tests::Row>,
 }
 

@@ -20,12 +20,15 @@ use stacks_tests::{bin, check, scratch};
 
 /// The fixture stream, written once per test process.
 fn fixture() -> PathBuf {
-    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    // Kept for the whole process (a static is never dropped, so the directory stays).
+    static PATH: OnceLock<(stacks_tests::ScratchDir, PathBuf)> = OnceLock::new();
     PATH.get_or_init(|| {
-        let path = scratch("render-fixture").join("every-kind.arrow");
+        let dir = scratch("render-fixture");
+        let path = dir.join("every-kind.arrow");
         std::fs::write(&path, events_stream(&every_kind())).expect("write the fixture stream");
-        path
+        (dir, path)
     })
+    .1
     .clone()
 }
 

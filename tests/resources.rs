@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, Int64Type};
 use arrow_array::{Array, RecordBatch};
-use stacks_tests::{bpf_available, bpf_serial, check, read_stream, scratch, sh, stack_functions};
+use stacks_tests::{
+    ScratchDir, bpf_available, bpf_serial, check, read_stream, scratch, sh, stack_functions,
+};
 
 const MIB: f64 = 1024.0 * 1024.0;
 
@@ -18,7 +20,7 @@ fn bpf_guard(test: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
 
 /// A finished recording of one workload run.
 struct Recording {
-    dir: PathBuf,
+    dir: ScratchDir,
     out: PathBuf,
     stderr: String,
     report: serde_json::Value,

@@ -72,7 +72,9 @@ fn top(profile: &Path, extra: &[&str]) -> (HashMap<String, (i64, i64)>, i64) {
     (rows, total)
 }
 
-fn convert_to_file(test: &str, args: &[&str]) -> std::path::PathBuf {
+/// Convert the fixture to a profile file; returns the scratch directory (removed when
+/// dropped) and the file.
+fn convert_to_file(test: &str, args: &[&str]) -> (stacks_testkit::ScratchDir, std::path::PathBuf) {
     let dir = scratch(test);
     let input = dir.join("in.arrow");
     std::fs::write(&input, stream(&fixture())).expect("write stream");
@@ -90,7 +92,7 @@ fn convert_to_file(test: &str, args: &[&str]) -> std::path::PathBuf {
         String::from_utf8_lossy(&o.stderr)
     );
     assert!(o.stdout.is_empty(), "with -o nothing goes to stdout");
-    profile
+    (dir, profile)
 }
 
 const MS: i64 = 1_000_000;
@@ -98,7 +100,7 @@ const MS: i64 = 1_000_000;
 #[test]
 fn pprof_top_reports_the_stream_totals() {
     require_go();
-    let profile = convert_to_file("top", &[]);
+    let (_dir, profile) = convert_to_file("top", &[]);
     let (rows, total) = top(&profile, &[]);
     assert_eq!(
         total,
@@ -134,7 +136,7 @@ fn pprof_top_reports_the_stream_totals() {
 #[test]
 fn pprof_raw_shows_types_lines_and_mappings() {
     require_go();
-    let profile = convert_to_file("raw", &[]);
+    let (_dir, profile) = convert_to_file("raw", &[]);
     let raw = pprof(&["-raw"], &profile);
     for expected in [
         "PeriodType: cpu nanoseconds",

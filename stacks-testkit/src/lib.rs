@@ -23,6 +23,6 @@ pub use rows::{
     read_frames, stack_array, stack_functions,
 };
 pub use tool::{
-    Scratch, assert_one_line_error, bin, bin_dir, fuzz_case, fuzz_corpus, run_command, run_tool,
-    run_with_closed_stdout, scratch, stderr,
+    Scratch, ScratchDir, assert_one_line_error, bin, bin_dir, fuzz_case, fuzz_corpus, run_command,
+    run_tool, run_with_closed_stdout, scratch, stderr,
 };

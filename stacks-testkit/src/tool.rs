@@ -90,13 +90,46 @@ pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-/// A fresh scratch directory `stacks-test-{name}-{pid}` under the system temp dir, kept after
-/// the test (to look at when it fails).
-pub fn scratch(name: &str) -> PathBuf {
+/// A fresh scratch directory `stacks-test-{name}-{pid}` under the system temp dir: removed
+/// when the test passes, kept (to look at) when it panics, so CI runs do not fill the disk.
+pub fn scratch(name: &str) -> ScratchDir {
     let dir = std::env::temp_dir().join(format!("stacks-test-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("create scratch dir");
-    dir
+    ScratchDir(dir)
+}
+
+/// What [`scratch`] returns: used as a path, removed on drop unless the thread is panicking.
+#[derive(Debug)]
+pub struct ScratchDir(PathBuf);
+
+impl std::ops::Deref for ScratchDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for ScratchDir {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for ScratchDir {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.0.as_os_str()
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("kept scratch directory {}", self.0.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
 }
 
 /// A scratch directory removed on drop (permissions restored first, so tests may make parts of

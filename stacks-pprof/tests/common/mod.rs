@@ -16,7 +16,7 @@ pub fn run(args: &[&str], stdin: &[u8]) -> Output {
 }
 
 /// A fresh scratch directory for one test.
-pub fn scratch(test: &str) -> PathBuf {
+pub fn scratch(test: &str) -> stacks_testkit::ScratchDir {
     stacks_testkit::scratch(&format!("pprof-{test}"))
 }
 
