@@ -617,22 +617,22 @@ fn block_op(op: BlockOp) -> &'static str {
 
 /// The text of socket addresses, each formatted once.
 #[derive(Default)]
-struct SockAddrs(HashMap<(bool, [u8; 16], u16), String, ahash::RandomState>);
+struct SockAddrs(HashMap<(bool, [u8; 16], u16), std::rc::Rc<str>, ahash::RandomState>);
 
 impl SockAddrs {
     /// Most addresses remembered; past it the cache starts over (a server sees many peers).
     const MAX: usize = 1 << 16;
 
-    fn text(&mut self, family: NetFamily, addr: &[u8; 16], port: u16) -> String {
+    fn text(&mut self, family: NetFamily, addr: &[u8; 16], port: u16) -> std::rc::Rc<str> {
         let key = (family == NetFamily::STACKS_NET_INET, *addr, port);
         if let Some(t) = self.0.get(&key) {
-            return t.clone();
+            return std::rc::Rc::clone(t);
         }
         if self.0.len() >= Self::MAX {
             self.0.clear();
         }
-        let t = sockaddr(family, addr, port);
-        self.0.insert(key, t.clone());
+        let t: std::rc::Rc<str> = sockaddr(family, addr, port).into();
+        self.0.insert(key, std::rc::Rc::clone(&t));
         t
     }
 }

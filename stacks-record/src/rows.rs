@@ -48,8 +48,9 @@ pub struct Extra {
     pub path: Option<String>,
     pub dev: Option<String>,
     pub protocol: Option<&'static str>,
-    pub local: Option<String>,
-    pub remote: Option<String>,
+    /// Shared text: the converter formats each socket address once.
+    pub local: Option<std::rc::Rc<str>>,
+    pub remote: Option<std::rc::Rc<str>>,
     pub rss: Option<i64>,
     pub child: Option<i32>,
     pub errno: Option<i32>,

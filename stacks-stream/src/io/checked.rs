@@ -53,6 +53,12 @@ impl<R: Read> Read for Prefixed<R> {
 /// small enough that a corrupt length cannot ask the decompressor for exabytes.
 pub(super) const MAX_UNCOMPRESSED: i64 = 1 << 32;
 
+/// Most bytes reserved ahead for one message (a larger one still grows as it arrives).
+const MAX_RESERVE: usize = 256 << 20;
+
+/// Message buffer capacity kept between messages; a larger buffer is freed.
+const KEEP_CAPACITY: usize = 4 << 20;
+
 /// Why a message was refused before Arrow saw it (carried inside an `io::Error`).
 #[derive(Debug)]
 pub(super) struct BadMessage(String);
@@ -96,6 +102,10 @@ impl<R: Read> Checked<R> {
 
     /// Append up to `n` bytes of input to `pending`; returns how many arrived.
     fn take(&mut self, n: u64) -> io::Result<usize> {
+        // Room for all of it at once (a doubling Vec would hold up to twice a large
+        // dictionary message), capped so a corrupt length cannot reserve much.
+        self.pending
+            .reserve_exact(usize::try_from(n).unwrap_or(usize::MAX).min(MAX_RESERVE));
         let before = self.pending.len();
         (&mut self.inner).take(n).read_to_end(&mut self.pending)?;
         Ok(self.pending.len() - before)
@@ -191,6 +201,11 @@ impl<R: Read> Read for Checked<R> {
         if self.pos == self.pending.len() {
             if self.passthrough {
                 return self.inner.read(buf);
+            }
+            if self.pending.capacity() > KEEP_CAPACITY {
+                // Arrow has its own copy of the large message just read: do not keep a
+                // second one's worth of memory for the rest of the stream.
+                self.pending = Vec::new();
             }
             self.pending.clear();
             self.pos = 0;

@@ -36,7 +36,11 @@ pub struct StackSplitter {
     entry_ids: Vec<EntryCache<Option<StackId>>>,
     /// Where each distinct stack is: (batch, row) in `distinct`.
     known: HashMap<StackId, (u32, u32), ahash::RandomState>,
+    /// The distinct stacks: `stack_id` and the stack columns. Their `folded`/`leaf`/`depth`
+    /// are computed when written ([`Self::stacks`]), not held: they were a third of
+    /// stacks-pack's memory.
     distinct: Vec<RecordBatch>,
+    held: SchemaRef,
 }
 
 impl StackSplitter {
@@ -61,9 +65,12 @@ impl StackSplitter {
                 !is_stack_column(name) && name != col::STACK_ID
             })
             .collect();
+        let stacks = stacks_schema(stream);
+        let held = Arc::new(stacks.project(&(0..=stack_columns_len(&stacks)).collect::<Vec<_>>())?);
         Ok(StackSplitter {
             samples: samples_schema(stream),
-            stacks: stacks_schema(stream),
+            stacks,
+            held,
             sample_columns,
             stack_columns,
             entry_ids: identity.iter().map(|_| EntryCache::default()).collect(),
@@ -155,10 +162,20 @@ impl StackSplitter {
             return Ok(RecordBatch::new_empty(Arc::clone(&self.stacks)));
         }
         let batches: Vec<&RecordBatch> = self.distinct.iter().collect();
-        arrow_select::interleave::interleave_record_batch(&batches, &at)
+        let held = arrow_select::interleave::interleave_record_batch(&batches, &at)?;
+        let stack = held
+            .schema()
+            .index_of(col::STACK)
+            .ok()
+            .map(|i| held.column(i));
+        let (folded, leaf, depth) = summaries(stack, held.num_rows())?;
+        let mut columns = held.columns().to_vec();
+        columns.extend([folded, leaf, depth]);
+        RecordBatch::try_new(Arc::clone(&self.stacks), columns)
     }
 
-    /// Stacks rows (stacks-file schema) for the stacks first seen at `rows` of `batch`.
+    /// Held stacks rows (`stack_id` and the stack columns) for the stacks first seen at `rows`
+    /// of `batch`.
     fn distinct_rows(
         &self,
         batch: &RecordBatch,
@@ -167,23 +184,25 @@ impl StackSplitter {
     ) -> Result<RecordBatch, ArrowError> {
         let mut columns: Vec<ArrayRef> =
             vec![Arc::new(FixedSizeBinaryArray::try_from_iter(ids.iter())?)];
-        let mut stack = None;
         for &c in &self.stack_columns {
             let entries = Entries::new(batch.column(c))?;
             let take: UInt32Array = rows
                 .iter()
                 .map(|&r| entries.entry(r as usize).map(|i| i as u32))
                 .collect();
-            let taken = arrow_select::take::take(entries.values().as_ref(), &take, None)?;
-            if batch.schema().field(c).name() == col::STACK {
-                stack = Some(Arc::clone(&taken));
-            }
-            columns.push(taken);
+            columns.push(arrow_select::take::take(
+                entries.values().as_ref(),
+                &take,
+                None,
+            )?);
         }
-        let (folded, leaf, depth) = summaries(stack.as_ref(), rows.len())?;
-        columns.extend([folded, leaf, depth]);
-        RecordBatch::try_new(Arc::clone(&self.stacks), columns)
+        RecordBatch::try_new(Arc::clone(&self.held), columns)
     }
+}
+
+/// How many stack columns a stacks-file schema has (between `stack_id` and the summaries).
+fn stack_columns_len(stacks: &Schema) -> usize {
+    stacks.fields().len() - 4
 }
 
 /// The id of every entry of `entries` the rows use, from `cache` or computed (for the entries
