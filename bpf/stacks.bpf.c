@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /* stacks.bpf.c — BPF programs of stacks-record: CPU samples, off-CPU intervals, RSS growth,
- * block IO, file and socket IO, each with stacks captured at the event, plus process lifecycle,
+ * block IO, file and socket IO, each with stacks captured at the event, thread states sampled
+ * by a task iterator (state.bpf.h), plus process lifecycle,
  * target filtering by pid / process name / descendants, and lost-event accounting. Built on
  * perf_event, tp_btf (attached by name through BTF: no tracefs needed) and iter/task only
  * (no kprobes, no fentry). */
@@ -965,3 +966,7 @@ int BPF_PROG(on_sock_recv, struct sock *sk, int ret, int flags)
 	net_event(ctx, sk, ret, STACKS_NET_RECV);
 	return 0;
 }
+
+/* ---- Thread states ------------------------------------------------------------------ */
+
+#include "state.bpf.h"

@@ -39,6 +39,9 @@ enum stacks_event_kind {
 	STACKS_EV_VFS = 9,
 	/* A TCP/UDP send or receive (info.net). */
 	STACKS_EV_NET = 10,
+	/* A thread's state at a sampling pass of the task iterator: ts = the pass's start
+	 * (info.state). */
+	STACKS_EV_STATE = 11,
 };
 
 /* Why an event was not delivered: the index of the per-CPU `drops` counters, each cause its
@@ -64,6 +67,9 @@ enum stacks_state {
 	STACKS_STATE_STOPPED = 4,
 	STACKS_STATE_OTHER = 5,
 	STACKS_STATE_COUNT = 6,
+	/* On a CPU (only `state` samples: a switch-out is never running). Not counted in
+	 * STACKS_STATE_COUNT, which sizes the off-CPU folding. */
+	STACKS_STATE_RUNNING = 7,
 };
 
 /* The kernel's RSS counters (its MM_* enum; stacks.bpf.c checks the values). */
@@ -199,6 +205,17 @@ struct stacks_net {
 	struct stacks_net_addrs addrs;
 };
 
+/* No system call (`syscall` of struct stacks_state_sample). */
+#define STACKS_NO_SYSCALL (-1)
+
+struct stacks_state_sample {
+	__u64 period_ns;          /* the sampling period: the time this row stands for */
+	__u64 syscall_ns;         /* time in `syscall` so far; 0: its entry was not seen */
+	enum stacks_state state;
+	__s32 syscall;            /* the system call the thread is in (this architecture's
+				   * number), or STACKS_NO_SYSCALL */
+};
+
 struct stacks_exec {
 	char filename[STACKS_STR_LEN]; /* the file executed */
 };
@@ -220,6 +237,7 @@ union stacks_info {
 	struct stacks_block block;
 	struct stacks_vfs vfs;
 	struct stacks_net net;
+	struct stacks_state_sample state;
 	struct stacks_exec exec;
 	struct stacks_fork fork;
 	struct stacks_exit exit;

@@ -30,7 +30,7 @@ fn main() {
             src.display()
         );
     }
-    for f in ["stacks.bpf.c", "stacks.h", "vmlinux.h"] {
+    for f in ["stacks.bpf.c", "stacks.h", "state.bpf.h", "vmlinux.h"] {
         println!("cargo:rerun-if-changed={}", root.join(f).display());
     }
     println!("cargo:rerun-if-env-changed=CLANG");

@@ -10,7 +10,7 @@ use stacks_testkit::recording as fixture;
 use stacks_tests::{assert_refused, bin, check, python, scratch, sh, write_inline, write_pair};
 
 /// Every bundled query.
-const QUERIES: [&str; 13] = [
+const QUERIES: [&str; 14] = [
     "cpu",
     "cpu-functions",
     "offcpu",
@@ -23,6 +23,7 @@ const QUERIES: [&str; 13] = [
     "net",
     "top-processes",
     "top-threads",
+    "thread-states",
     "timeline",
 ];
 

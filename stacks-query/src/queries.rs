@@ -33,6 +33,10 @@ pub const BUNDLED: &[(&str, &str)] = &[
         include_str!("../../queries/top-processes.sql"),
     ),
     ("top-threads", include_str!("../../queries/top-threads.sql")),
+    (
+        "thread-states",
+        include_str!("../../queries/thread-states.sql"),
+    ),
     ("timeline", include_str!("../../queries/timeline.sql")),
 ];
 

@@ -6,7 +6,10 @@ pub mod skel {
 }
 
 use std::mem::MaybeUninit;
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
@@ -35,6 +38,8 @@ enum Start {
     PerCpu,
     /// The end-of-recording task iterator: by [`flush_pending`].
     AtEnd,
+    /// The thread-state task iterator, run HZ times a second by [`StateSampler`].
+    Sampler,
 }
 
 /// Every BPF program of the skeleton's `progs` (open or loaded), through its typed field: the
@@ -62,6 +67,13 @@ macro_rules! programs {
             (Some("vfs"), Start::Tracepoint, &mut $progs.vfs_exit),
             (Some("net"), Start::Tracepoint, &mut $progs.on_sock_send),
             (Some("net"), Start::Tracepoint, &mut $progs.on_sock_recv),
+            (
+                Some("state"),
+                Start::Tracepoint,
+                &mut $progs.state_sys_enter,
+            ),
+            (Some("state"), Start::Tracepoint, &mut $progs.state_sys_exit),
+            (Some("state"), Start::Sampler, &mut $progs.sample_states),
         ]
     };
 }
@@ -83,6 +95,8 @@ const BTF_TRACEPOINTS: &[(Option<&str>, &str)] = &[
     (Some("vfs"), "sys_exit"),
     (Some("net"), "sock_send_length"),
     (Some("net"), "sock_recv_length"),
+    (Some("state"), "sys_enter"),
+    (Some("state"), "sys_exit"),
 ];
 
 /// Refuse events the running kernel cannot record, naming what is missing.
@@ -139,6 +153,8 @@ pub fn load<'obj>(
     rodata.block_stacks = spec.block.map_or(0, |p| p.stacks.mask());
     rodata.vfs_stacks = spec.vfs.map_or(0, |p| p.stacks.mask());
     rodata.net_stacks = spec.net.map_or(0, |p| p.stacks.mask());
+    rodata.state_stacks = spec.state.map_or(0, |s| s.stacks.mask());
+    rodata.state_period_ns = spec.state.map_or(0, |s| s.period_ns());
     rodata.wakeup_bytes = u64::from(opts.ringbuf_bytes / 8);
     open.maps
         .events
@@ -184,7 +200,6 @@ pub fn attach_tracepoints(skel: &mut StacksSkel<'_>) -> Result<Vec<Link>> {
 /// program was already running on that CPU), by program name; only programs with skips.
 pub fn skipped_runs(skel: &StacksSkel<'_>) -> Vec<(String, u64)> {
     use libbpf_rs::skel::Skel;
-    use std::os::fd::{AsFd, AsRawFd};
     let mut out = Vec::new();
     for prog in skel.object().progs() {
         if !prog.autoload() {
@@ -223,6 +238,92 @@ pub fn flush_pending(skel: &StacksSkel<'_>) -> Result<()> {
         .context("attaching the end-of-recording task iterator")?;
     let mut iter = libbpf_rs::Iter::new(&link).context("starting the task iterator")?;
     std::io::copy(&mut iter, &mut std::io::sink()).context("running the task iterator")?;
+    Ok(())
+}
+
+/// The `state` event's driver: a thread running the thread-state task iterator HZ times a
+/// second (each run is one pass over every task; the BPF side stamps its rows with the pass's
+/// start) until [`StateSampler::stop`].
+pub struct StateSampler {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<Result<()>>>,
+    /// The iterator's link: outlives the thread (stopped first, see Drop).
+    _link: Link,
+}
+
+impl StateSampler {
+    /// Start sampling when the `state` event was asked for.
+    pub fn start(skel: &StacksSkel<'_>, spec: &EventSpec) -> Result<Option<Self>> {
+        let Some(state) = spec.state else {
+            return Ok(None);
+        };
+        let link = skel
+            .progs
+            .sample_states
+            .attach_iter_with_opts(libbpf_rs::IterOpts::None)
+            .context("attaching the thread-state task iterator")?;
+        let link_fd = link.as_fd().as_raw_fd();
+        let period = Duration::from_nanos(state.period_ns());
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("state-sampler".into())
+            .spawn(move || sample_passes(link_fd, period, &flag))
+            .context("starting the thread-state sampler thread")?;
+        Ok(Some(Self {
+            stop,
+            thread: Some(thread),
+            _link: link,
+        }))
+    }
+
+    /// Stop after the pass in progress; an error of the sampling thread is returned.
+    pub fn stop(mut self) -> Result<()> {
+        self.halt()
+    }
+
+    fn halt(&mut self) -> Result<()> {
+        self.stop.store(true, Ordering::Relaxed);
+        match self.thread.take() {
+            Some(t) => t
+                .join()
+                .map_err(|_| anyhow::anyhow!("the thread-state sampler thread panicked"))?,
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for StateSampler {
+    fn drop(&mut self) {
+        let _ = self.halt();
+    }
+}
+
+/// Run the iterator of link `link_fd` every `period` until `stop`; late passes are skipped,
+/// not run in a burst.
+fn sample_passes(link_fd: i32, period: Duration, stop: &AtomicBool) -> Result<()> {
+    let mut next = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        // SAFETY: link_fd is the iterator link's fd, kept open by StateSampler until this
+        // thread has ended.
+        let fd = unsafe { libbpf_rs::libbpf_sys::bpf_iter_create(link_fd) };
+        if fd < 0 {
+            bail!(
+                "starting a thread-state pass: {}",
+                std::io::Error::from_raw_os_error(-fd)
+            );
+        }
+        // SAFETY: the kernel just returned this fd to us.
+        let mut pass = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+        std::io::copy(&mut pass, &mut std::io::sink()).context("running a thread-state pass")?;
+        next += period;
+        let now = Instant::now();
+        if next <= now {
+            let behind = (now - next).as_nanos() / period.as_nanos().max(1) + 1;
+            next += period * u32::try_from(behind).unwrap_or(u32::MAX);
+        }
+        std::thread::sleep(next - now);
+    }
     Ok(())
 }
 

@@ -9,7 +9,7 @@ use stacks_stream::{kind, state};
 
 use crate::bpf::skel::types::{
     rss_state, stacks_block, stacks_exec, stacks_exit, stacks_folded, stacks_fork, stacks_net,
-    stacks_off_cpu, stacks_profile, stacks_rss, stacks_vfs,
+    stacks_off_cpu, stacks_profile, stacks_rss, stacks_state_sample, stacks_vfs,
 };
 use crate::event::{
     BlockOp, FileType, Header, KernelUserFrame, Kind, NetDirection, NetFamily, NetProtocol,
@@ -163,6 +163,7 @@ impl Converter {
             Kind::STACKS_EV_BLOCK => block(e.info()),
             Kind::STACKS_EV_VFS => self.vfs(h, e.info()),
             Kind::STACKS_EV_NET => net(e.info(), &mut self.sockaddrs),
+            Kind::STACKS_EV_STATE => thread_state(e.info()),
             Kind::STACKS_EV_EXEC => self.exec(h, e.info()),
             Kind::STACKS_EV_FORK => fork(h, e.info()),
             Kind::STACKS_EV_EXIT => self.exit(h, e.info()),
@@ -484,6 +485,25 @@ fn net(n: stacks_net, addrs: &mut SockAddrs) -> Decoded {
     }
 }
 
+/// A thread's state at a sampling pass: stands for the sampling period.
+fn thread_state(s: stacks_state_sample) -> Decoded {
+    let syscall = usize::try_from(s.syscall)
+        .ok()
+        .and_then(syscalls::Sysno::new)
+        .map(|nr| nr.name());
+    Decoded {
+        kind: kind::STATE,
+        value: s.period_ns as i64,
+        extra: Extra {
+            count: Some(1),
+            state: Some(state_name(s.state)),
+            syscall,
+            duration: (syscall.is_some() && s.syscall_ns > 0).then_some(s.syscall_ns as i64),
+            ..Extra::default()
+        },
+    }
+}
+
 /// A fork: names the child.
 fn fork(h: &Header, f: stacks_fork) -> Decoded {
     lifecycle(
@@ -591,6 +611,7 @@ fn state_name(code: State) -> &'static str {
         State::STACKS_STATE_UNINTERRUPTIBLE => state::UNINTERRUPTIBLE,
         State::STACKS_STATE_IDLE => state::IDLE,
         State::STACKS_STATE_STOPPED => state::STOPPED,
+        State::STACKS_STATE_RUNNING => state::RUNNING,
         _ => state::OTHER,
     }
 }

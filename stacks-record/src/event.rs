@@ -63,6 +63,7 @@ info_members!(
     stacks_block,
     stacks_vfs,
     stacks_net,
+    stacks_state_sample,
     stacks_exec,
     stacks_fork,
     stacks_exit

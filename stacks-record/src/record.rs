@@ -75,6 +75,7 @@ pub fn run() -> Result<ExitCode> {
     let perf = attach_cpu_sampler(&skel, &spec)?;
     let queue: Rc<RefCell<Queue>> = Rc::default();
     let rb = ring_buffer(&skel, &queue)?;
+    let states = bpf::StateSampler::start(&skel, &spec)?;
 
     targets.go(&skel, &target)?;
     eprintln!(
@@ -103,6 +104,9 @@ pub fn run() -> Result<ExitCode> {
 
     // Stop every event source, have the kernel side hand over what it still holds (folded
     // short off-CPU intervals), then take everything still queued in the ring buffer.
+    if let Some(states) = states {
+        states.stop()?;
+    }
     drop(perf);
     drop(tracepoints);
     let written = rec.drain_to_end(out)?;

@@ -87,6 +87,23 @@ impl Rss {
     pub const DEFAULT_EVERY: u32 = 29;
 }
 
+/// `state[:STACKS][:HZ]`: every live thread's state, HZ times a second.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct State {
+    pub stacks: StackSel,
+    pub hz: u32,
+}
+
+impl State {
+    pub const DEFAULT_HZ: u32 = 20;
+    pub const MAX_HZ: u32 = 100;
+
+    /// The sampling period in nanoseconds: what one row stands for.
+    pub fn period_ns(&self) -> u64 {
+        1_000_000_000 / u64::from(self.hz)
+    }
+}
+
 /// Events with only a stack selection: `block`, `vfs`, `net`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Plain {
@@ -102,6 +119,7 @@ pub struct EventSpec {
     pub block: Option<Plain>,
     pub vfs: Option<Plain>,
     pub net: Option<Plain>,
+    pub state: Option<State>,
 }
 
 /// The specification used when `-e` is not given.
@@ -165,21 +183,24 @@ impl EventSpec {
                 "profile" => {
                     let hz = match arg {
                         None => Profile::DEFAULT_HZ,
-                        Some(a) => a
-                            .parse::<u32>()
-                            .ok()
-                            .filter(|hz| (1..=Profile::MAX_HZ).contains(hz))
-                            .ok_or_else(|| SpecError::BadRate {
-                                value: a.to_string(),
-                                token: token.to_string(),
-                                max: Profile::MAX_HZ,
-                            })?,
+                        Some(a) => parse_hz(a, token, Profile::MAX_HZ)?,
                     };
                     let p = Profile {
                         stacks: stacks.unwrap_or(StackSel::Both),
                         hz,
                     };
                     set(&mut out.profile, p).map_err(|_| dup())?;
+                }
+                "state" => {
+                    let hz = match arg {
+                        None => State::DEFAULT_HZ,
+                        Some(a) => parse_hz(a, token, State::MAX_HZ)?,
+                    };
+                    let st = State {
+                        stacks: stacks.unwrap_or(StackSel::Both),
+                        hz,
+                    };
+                    set(&mut out.state, st).map_err(|_| dup())?;
                 }
                 "switch" => {
                     let min_ns = match arg {
@@ -266,6 +287,9 @@ impl EventSpec {
                 parts.push(format!("{name}:{}", p.stacks));
             }
         }
+        if let Some(s) = &self.state {
+            parts.push(format!("state:{}:{}", s.stacks, s.hz));
+        }
         parts.join(",")
     }
 }
@@ -281,6 +305,7 @@ impl EventSpec {
             ("block", self.block.is_some()),
             ("vfs", self.vfs.is_some()),
             ("net", self.net.is_some()),
+            ("state", self.state.is_some()),
         ] {
             if on {
                 v.push(name);
@@ -299,11 +324,24 @@ impl EventSpec {
             self.block.map(|b| b.stacks),
             self.vfs.map(|v| v.stacks),
             self.net.map(|n| n.stacks),
+            self.state.map(|t| t.stacks),
         ]
         .into_iter()
         .flatten()
         .any(StackSel::kernel)
     }
+}
+
+/// A sampling frequency from 1 to `max` Hz.
+fn parse_hz(a: &str, token: &str, max: u32) -> Result<u32, SpecError> {
+    a.parse::<u32>()
+        .ok()
+        .filter(|hz| (1..=max).contains(hz))
+        .ok_or_else(|| SpecError::BadRate {
+            value: a.to_string(),
+            token: token.to_string(),
+            max,
+        })
 }
 
 fn set<T>(slot: &mut Option<T>, value: T) -> Result<(), ()> {
@@ -368,6 +406,10 @@ mod tests {
         let wants = |s: &str| EventSpec::parse(s).unwrap().wants_kernel_stacks();
         assert!(!wants("net:u,vfs:u,rss:u:1"));
         assert!(wants("net:u,block:k"));
+        assert!(wants("state"), "state defaults to kernel stacks too");
+        assert!(!wants("state:u"));
+        assert!(wants("state"), "state defaults to kernel stacks too");
+        assert!(!wants("state:u"));
         assert!(wants("switch"), "switch defaults to uk");
         assert!(wants(DEFAULT_SPEC));
     }
@@ -446,10 +488,36 @@ mod tests {
         }
         assert_eq!(
             event_names(),
-            EventSpec::parse("profile,switch,rss,block,vfs,net")
+            EventSpec::parse("profile,switch,rss,block,vfs,net,state")
                 .unwrap()
                 .names()
         );
+    }
+
+    #[test]
+    fn state_event() {
+        let s = EventSpec::parse("state").unwrap().state.unwrap();
+        assert_eq!((s.stacks, s.hz), (StackSel::Both, 20));
+        let s = EventSpec::parse("state:k:50").unwrap().state.unwrap();
+        assert_eq!(
+            (s.stacks, s.hz, s.period_ns()),
+            (StackSel::Kernel, 50, 20_000_000)
+        );
+        assert_eq!(
+            EventSpec::parse("profile,state:u:100")
+                .unwrap()
+                .normalized(),
+            "profile:uk:99,state:u:100"
+        );
+        for bad in ["state:0", "state:101", "state:uk:fast"] {
+            assert!(
+                matches!(
+                    EventSpec::parse(bad),
+                    Err(SpecError::BadRate { max: 100, .. })
+                ),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

@@ -118,7 +118,7 @@ const fn sample(name: &'static str, unit: Unit) -> SampleType {
 }
 
 /// Every kind this version knows, in the order `stacks-pprof --kind all` converts them.
-pub const ALL: [Kind; 10] = [
+pub const ALL: [Kind; 11] = [
     Kind {
         name: kind::PROFILE,
         description: "a CPU sample (perf cpu-clock); value = the sampling period",
@@ -244,6 +244,31 @@ pub const ALL: [Kind; 10] = [
         },
     },
     Kind {
+        name: kind::STATE,
+        description: "a thread's state at a sampling pass; value = the sampling period in ns \
+                      (sum = thread-seconds)",
+        columns: &[col::DURATION, col::COUNT, col::STATE, col::SYSCALL],
+        stacks: true,
+        unit: Unit::Nanoseconds,
+        count: Some(sample("state_samples", Unit::Count)),
+        value: sample("wall", Unit::Nanoseconds),
+        // Samples, like CPU samples: an instant with its stack on the thread's track (the
+        // state is in its arguments; no lane of its own yet).
+        lane: Lane::CpuSample,
+        queries: &["thread-states"],
+        source: Source::Event {
+            stacks: "uk",
+            arg: Some(Arg {
+                name: "HZ",
+                default: "20",
+                meaning: "sampling passes per second, 1-100",
+            }),
+            help: "every live thread's state HZ times a second (running, runnable, sleeping, \
+                   uninterruptible…), its system call and time in it, off-CPU stacks; \
+                   value = period ns.",
+        },
+    },
+    Kind {
         name: kind::EXEC,
         description: "a traced process called exec; value = 1",
         columns: &[col::PATH],
@@ -344,7 +369,7 @@ mod tests {
     use crate::schema::raw_fields;
 
     /// Every `kind::*` constant of schema.rs.
-    const SCHEMA_KINDS: [&str; 10] = [
+    const SCHEMA_KINDS: [&str; 11] = [
         kind::PROFILE,
         kind::LOST,
         kind::SWITCH,
@@ -352,6 +377,7 @@ mod tests {
         kind::BLOCK,
         kind::VFS,
         kind::NET,
+        kind::STATE,
         kind::EXEC,
         kind::FORK,
         kind::EXIT,
@@ -410,7 +436,7 @@ mod tests {
         assert_eq!(unit("newer-kind"), Unit::Count);
         assert_eq!(
             recordable().map(|k| k.name).collect::<Vec<_>>(),
-            ["profile", "switch", "rss", "block", "vfs", "net"]
+            ["profile", "switch", "rss", "block", "vfs", "net", "state"]
         );
     }
 

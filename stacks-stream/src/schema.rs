@@ -91,6 +91,12 @@ pub mod kind {
     /// TCP/UDP send or receive. `value` = bytes transferred; `op` = `send`|`recv`; `protocol` =
     /// `tcp`|`udp`; `local`/`remote` = `addr:port` (`[v6]:port`).
     pub const NET: &str = "net";
+    /// A thread's state at a sampling pass (`-e state`, HZ passes a second over every live
+    /// thread of the targets). `value` = the sampling period in ns (`sum(value)` =
+    /// thread-seconds); `state` (`running` among them); `syscall` the call it is in, off CPU;
+    /// `duration` = ns in that call so far (when its entry was seen); `count` = 1; stacks of
+    /// threads off CPU only.
+    pub const STATE: &str = "state";
     /// A traced process called exec. `value` = 1; `path` = the executed file; `comm` = new name.
     pub const EXEC: &str = "exec";
     /// A traced process forked. `value` = 1; `child` = the new process's pid.
@@ -281,9 +287,12 @@ pub fn raw_fields() -> Vec<Field> {
     ]
 }
 
-/// Switch `state` values: how a thread left the CPU.
+/// `state` values: how a thread left the CPU (`switch`), or what it was doing (`state` rows).
 pub mod state {
-    /// Preempted or yielded: it could have kept running (waiting for a CPU).
+    /// On a CPU (only `state` rows).
+    pub const RUNNING: &str = "running";
+    /// Preempted or yielded: it could have kept running (waiting for a CPU); for `state` rows,
+    /// ready to run but not on a CPU.
     pub const RUNNABLE: &str = "runnable";
     /// Interruptible sleep (S): waiting for an event, a timer, a lock, input.
     pub const SLEEPING: &str = "sleeping";

@@ -34,13 +34,6 @@ fn run_delay_ns() -> u64 {
         .unwrap_or(0)
 }
 
-/// Wall-clock time, ns since the Unix epoch (what the `time` column of rows holds).
-fn realtime_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i64)
-}
-
 /// Runs `work` until `until` and reports the thread's wall and CPU time around it.
 fn measured(
     name: &str,
@@ -52,7 +45,7 @@ fn measured(
     start.wait();
     let tid = sys::tid();
     let (start_ns, wall0, cpu0, wait0) = (
-        realtime_ns(),
+        sys::realtime_ns(),
         Instant::now(),
         sys::thread_cpu_ns(),
         run_delay_ns(),
@@ -65,7 +58,7 @@ fn measured(
         wall0.elapsed().as_nanos() as u64,
         run_delay_ns(),
     );
-    let end_ns = realtime_ns();
+    let end_ns = sys::realtime_ns();
     let cpu_ns = cpu1 - cpu0;
     Ok(json!({
         "thread": name,
@@ -81,7 +74,7 @@ fn measured(
 
 /// Spins without a system call.
 #[inline(never)]
-fn spin() -> Result<()> {
+pub(crate) fn spin() -> Result<()> {
     let mut x = 0u64;
     for i in 0..100_000u64 {
         x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(i));
@@ -101,7 +94,7 @@ fn ping_pong(tx: libc::c_int, rx: libc::c_int) -> Result<()> {
     Ok(())
 }
 
-fn pipe() -> Result<(libc::c_int, libc::c_int)> {
+pub(crate) fn pipe() -> Result<(libc::c_int, libc::c_int)> {
     let mut fds = [0; 2];
     // SAFETY: pipe writes two fds into the array it is given.
     if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {

@@ -8,6 +8,7 @@ mod direct_read;
 mod kernel;
 mod mixed;
 mod sleep;
+mod states;
 mod sys;
 mod tcp;
 mod touch;
@@ -56,6 +57,9 @@ enum Cmd {
     /// More runnable threads than CPUs: two CPU hogs, a pipe ping-pong pair and a writer that
     /// fsyncs, each reporting its wall and CPU time (so its exact time off CPU).
     Contention(contention::ContentionArgs),
+    /// Threads in known states for SECONDS: `spinner` on CPU, `sleeper` in nanosleep, `reader`
+    /// blocked in `read` on an empty pipe, `fsyncer` in write + fsync (uninterruptible IO).
+    States(states::StatesArgs),
 }
 
 fn main() -> ExitCode {
@@ -71,6 +75,7 @@ fn main() -> ExitCode {
         Cmd::Udp(a) => udp::run(&a),
         Cmd::Mixed(a) => mixed::run(&a),
         Cmd::Contention(a) => contention::run(&a),
+        Cmd::States(a) => states::run(&a),
     };
     match result {
         Ok(report) => {

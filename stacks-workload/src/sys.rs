@@ -252,6 +252,13 @@ pub fn fill_nonzero(buf: &mut [u8], state: &mut u64) {
     *state = x;
 }
 
+/// Wall-clock time, ns since the Unix epoch (what the `time` column of rows holds).
+pub fn realtime_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
+}
+
 /// Starts `f` in a thread with the given name (its `comm`, at most 15 bytes).
 pub fn spawn_named<T, F>(name: &str, f: F) -> Result<JoinHandle<Result<T>>>
 where

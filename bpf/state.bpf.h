@@ -1,0 +1,176 @@
+/* state.bpf.h — the `state` event: HZ times a second user space runs the sleepable task
+ * iterator below, which writes one record per live thread of the targets: running, runnable or
+ * why it sleeps, the system call it is in and for how long, and, off CPU, its kernel stack
+ * (bpf_get_task_stack) and user stack (a frame-pointer walk from its saved user registers with
+ * bpf_copy_from_user_task). Included at the end of stacks.bpf.c: it uses its helpers. */
+
+const volatile __u32 state_stacks = 0;  /* STACKS_WANT_* */
+const volatile __u64 state_period_ns = 0; /* 1e9 / HZ: what one row stands for */
+
+#define STATE_PF_KTHREAD 0x00200000 /* PF_KTHREAD: a kernel thread */
+
+/* User frames a walk follows at most (the first is the saved instruction pointer). */
+#define STATE_USER_FRAMES 32
+
+/* Per-thread system call in progress, for target threads: set at entry, cleared at exit. A
+ * thread that has storage had every entry and exit since its creation seen. */
+struct state_syscall {
+	__u64 ts;   /* entry time; 0: not in a system call */
+	__s64 nr;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct state_syscall);
+} state_sys SEC(".maps");
+
+/* The record under construction. The iterator runs one pass at a time (one driver thread), but
+ * it sleeps and may be preempted by other programs on its CPU: its own slot, not scratch's. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct stacks_event);
+} state_scratch SEC(".maps");
+
+/* The pass in progress: its iterator session and start time (every row of a pass has it). */
+__u64 state_session = 0;
+__u64 state_pass_ts = 0;
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(state_sys_enter, struct pt_regs *regs, long id)
+{
+	if (!current_is_target())
+		return 0;
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct state_syscall *c = bpf_task_storage_get(&state_sys, task, 0,
+						       BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!c)
+		return 0;
+	c->ts = bpf_ktime_get_boot_ns();
+	c->nr = id;
+	return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(state_sys_exit, struct pt_regs *regs, long ret)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct state_syscall *c = bpf_task_storage_get(&state_sys, task, 0, 0);
+	if (c)
+		c->ts = 0;
+	return 0;
+}
+
+/* The system call `task` (off CPU) is in, and since when (0: entry not seen). A thread whose
+ * entries were not all seen (it was in a call when the recording started) is read from its
+ * saved registers: on x86-64 a system call entry leaves cx == ip (the SYSCALL instruction
+ * saved the return address in rcx); other kernel entries (page faults, interrupts) put an
+ * error code or vector in orig_ax, which would name the wrong call. */
+static __always_inline __s32 state_syscall_of(struct task_struct *task, struct pt_regs *regs,
+					      __u64 *since)
+{
+	*since = 0;
+	struct state_syscall *c = bpf_task_storage_get(&state_sys, task, 0, 0);
+	if (c) {
+		if (!c->ts)
+			return STACKS_NO_SYSCALL;
+		*since = c->ts;
+		return (__s32)c->nr;
+	}
+#if defined(__TARGET_ARCH_x86)
+	long nr = BPF_CORE_READ(regs, orig_ax);
+	if (nr >= 0 && BPF_CORE_READ(regs, cx) == BPF_CORE_READ(regs, ip))
+		return (__s32)nr;
+#endif
+	return STACKS_NO_SYSCALL;
+}
+
+/* Walk the user stack of `task` (off CPU) by frame pointers from its saved registers into
+ * e's frames after the kernel's, as address-only user frames. */
+static __always_inline void state_user_stack(struct stacks_event *e, struct task_struct *task,
+					     struct pt_regs *regs)
+{
+	__u32 k = e->hdr.kstack_len > 0 ? e->hdr.kstack_len : 0;
+	if (k > STACKS_MAX_DEPTH)
+		k = STACKS_MAX_DEPTH;
+	__u64 ip = PT_REGS_IP_CORE(regs);
+	__u64 fp = PT_REGS_FP_CORE(regs);
+	__u32 n = 0;
+	for (int i = 0; i < STATE_USER_FRAMES; i++) {
+		if (!ip)
+			break;
+		/* struct bpf_stack_build_id: status (2: address only), build id, ip. */
+		__u32 at = k + (__u32)i * (STACKS_UFRAME_SIZE / 8);
+		barrier_var(at); /* keep the bound below for the verifier */
+		at &= 511;
+		e->frames[at] = BPF_STACK_BUILD_ID_IP;
+		e->frames[at + 1] = 0;
+		e->frames[at + 2] = 0;
+		e->frames[at + 3] = ip;
+		n++;
+		if (!fp)
+			break;
+		__u64 frame[2];
+		if (bpf_copy_from_user_task(frame, sizeof(frame), (void *)fp, task, 0))
+			break;
+		if (frame[0] <= fp) /* stacks grow down: callers' frames are above */
+			break;
+		fp = frame[0];
+		ip = frame[1];
+	}
+	e->hdr.ustack_len = n;
+}
+
+SEC("iter.s/task")
+int sample_states(struct bpf_iter__task *ctx)
+{
+	struct task_struct *task = ctx->task;
+	if (!task)
+		return 0;
+	__u64 session = ctx->meta->session_id;
+	if (session != state_session) {
+		state_session = session;
+		state_pass_ts = bpf_ktime_get_boot_ns();
+	}
+	__u32 tgid = BPF_CORE_READ(task, tgid);
+	__u32 tid = BPF_CORE_READ(task, pid);
+	if (!is_target(tgid, tid))
+		return 0;
+	if (BPF_CORE_READ(task, flags) & STATE_PF_KTHREAD)
+		return 0;
+	__u32 zero = 0;
+	struct stacks_event *e = bpf_map_lookup_elem(&state_scratch, &zero);
+	if (!e)
+		return 0;
+	fill_header(e, STACKS_EV_STATE, task);
+	e->hdr.ts = state_pass_ts;
+	e->hdr.cpu = BPF_CORE_READ(task, thread_info.cpu);
+	struct stacks_state_sample *s = &e->info.state;
+	s->period_ns = state_period_ns;
+	s->syscall_ns = 0;
+	s->syscall = STACKS_NO_SYSCALL;
+	if (BPF_CORE_READ(task, on_cpu)) {
+		/* Its saved registers and stacks are stale while it runs: no stacks. */
+		s->state = STACKS_STATE_RUNNING;
+		submit(e);
+		return 0;
+	}
+	s->state = switch_state_of(false, BPF_CORE_READ(task, __state));
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	__u64 since;
+	s->syscall = state_syscall_of(task, regs, &since);
+	if (since)
+		s->syscall_ns = state_pass_ts > since ? state_pass_ts - since : 0;
+	if (state_stacks & STACKS_WANT_KERNEL) {
+		long n = bpf_get_task_stack(task, e->frames, STACK_BYTES, 0);
+		__u32 k = n < 0 ? 0 : (__u32)n / 8;
+		e->hdr.kstack_len = n < 0 ? (__s32)n : (__s32)(k > STACKS_MAX_DEPTH ? STACKS_MAX_DEPTH : k);
+	}
+	if (state_stacks & STACKS_WANT_USER)
+		state_user_stack(e, task, regs);
+	submit(e);
+	return 0;
+}

@@ -1,0 +1,116 @@
+//! The `states` workload: four named threads, each in one known state for SECONDS — `spinner`
+//! on CPU (no system call), `sleeper` in nanosleep (std::thread::sleep), `reader` blocked in
+//! `read` on an empty pipe, `fsyncer` writing and fsyncing a file (uninterruptible IO). Each
+//! reports its tid and its life in wall-clock time (from its first to its last instruction),
+//! the time a thread-state sampler should account to it.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, bail};
+use serde_json::{Value, json};
+
+use crate::contention::{pipe, spin};
+use crate::sys;
+
+#[derive(clap::Args)]
+pub struct StatesArgs {
+    /// How long every thread stays in its state.
+    #[arg(long, default_value_t = 2.0)]
+    seconds: f64,
+    /// Directory for the fsyncer's file.
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+}
+
+/// Runs `work` in thread `name` and reports its tid and wall-clock life.
+fn life(
+    name: &'static str,
+    work: impl FnOnce() -> Result<()> + Send + 'static,
+) -> Result<std::thread::JoinHandle<Result<Value>>> {
+    sys::spawn_named(name, move || {
+        let (start_ns, t0) = (sys::realtime_ns(), Instant::now());
+        let tid = sys::tid();
+        work()?;
+        let wall_ns = t0.elapsed().as_nanos() as u64;
+        Ok(json!({
+            "thread": name,
+            "tid": tid,
+            "start_ns": start_ns,
+            "end_ns": sys::realtime_ns(),
+            "wall_ns": wall_ns,
+        }))
+    })
+}
+
+/// Sleeps until `until` in 100 ms nanosleeps.
+#[inline(never)]
+fn sleep_until(until: Instant) {
+    while let Some(left) = until.checked_duration_since(Instant::now()) {
+        std::thread::sleep(left.min(Duration::from_millis(100)));
+    }
+}
+
+/// Blocks in `read` on `fd` until the pipe's write end closes.
+#[inline(never)]
+fn read_until_eof(fd: libc::c_int) -> Result<()> {
+    let mut b = [0u8; 1];
+    while sys::read(fd, &mut b)? != 0 {}
+    Ok(())
+}
+
+pub fn run(a: &StatesArgs) -> Result<Value> {
+    if !(a.seconds > 0.0 && a.seconds < 3600.0) {
+        bail!("--seconds must be between 0 and 3600");
+    }
+    let dir = a.dir.clone().unwrap_or_else(std::env::temp_dir);
+    let path = dir.join(format!("stacks-workload-states-{}", std::process::id()));
+    let file = sys::open(
+        &sys::cpath(&path)?,
+        libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
+        0o600,
+    )?;
+    let (rx, tx) = pipe()?;
+    let until = Instant::now() + Duration::from_secs_f64(a.seconds);
+    let threads = vec![
+        (
+            "spinner",
+            life("spinner", move || {
+                while Instant::now() < until {
+                    spin()?;
+                }
+                Ok(())
+            })?,
+        ),
+        (
+            "sleeper",
+            life("sleeper", move || {
+                sleep_until(until);
+                Ok(())
+            })?,
+        ),
+        ("reader", life("reader", move || read_until_eof(rx))?),
+        (
+            "fsyncer",
+            life("fsyncer", move || {
+                let buf = vec![0x5au8; 64 * 1024];
+                while Instant::now() < until {
+                    sys::write(file, &buf)?;
+                    sys::fsync(file)?;
+                }
+                Ok(())
+            })?,
+        ),
+    ];
+    sleep_until(until);
+    sys::close(tx)?;
+    let mut reports = Vec::new();
+    for (name, t) in threads {
+        reports.push(sys::join_named(name, t)?);
+    }
+    for fd in [rx, file] {
+        let _ = sys::close(fd);
+    }
+    let _ = std::fs::remove_file(&path);
+    Ok(json!({ "workload": "states", "threads": reports }))
+}
