@@ -124,6 +124,8 @@ fn go_pprof_reads_every_profile() {
         ("vfs/bytes", 100),
         ("net_calls/count", 1),
         ("net/bytes", 1500),
+        ("state_samples/count", 0),
+        ("wall/nanoseconds", 0),
         ("exec/count", 1),
         ("fork/count", 1),
         ("exit/count", 1),

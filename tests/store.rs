@@ -268,8 +268,27 @@ fn sigkill_at_random_instants_leaves_only_complete_files() {
         .as_nanos() as u64;
     eprintln!("kill instants from seed {seed} over {span} µs");
     let mut g = seed | 1;
+    let hidden = |d: &Path| {
+        std::fs::read_dir(d)
+            .map(|es| {
+                es.filter(|e| {
+                    let name = e.as_ref().unwrap().file_name();
+                    let name = name.to_string_lossy();
+                    name.ends_with(".parquet.tmp")
+                        || name
+                            .strip_suffix(".stacks.parquet")
+                            .is_some_and(|base| !d.join(format!("{base}.samples.parquet")).exists())
+                })
+                .count()
+            })
+            .unwrap_or(0)
+    };
     let mut complete_files = 0;
-    for round in 0..12 {
+    // At least 12 kills; more (up to 48) until one lands while a file is being written, so
+    // the check below does not depend on the luck of 12 random instants.
+    let mut rounds = 0;
+    for round in 0..48 {
+        rounds = round + 1;
         g = g
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
@@ -314,28 +333,16 @@ fn sigkill_at_random_instants_leaves_only_complete_files() {
             "round {round}: files are the stream's first slots"
         );
         complete_files += files.len();
+        if rounds >= 12 && (0..rounds).any(|r| hidden(&dir.join(format!("k{r}"))) > 0) {
+            break;
+        }
     }
     eprintln!("{complete_files} complete files seen across the kills");
 
     // What the killed packers left unfinished is hidden (temporary files) or unused (a stacks
     // file whose samples file never appeared: killed between the pair's two renames), and the
     // next packer on the directory removes it.
-    let hidden = |d: &Path| {
-        std::fs::read_dir(d)
-            .map(|es| {
-                es.filter(|e| {
-                    let name = e.as_ref().unwrap().file_name();
-                    let name = name.to_string_lossy();
-                    name.ends_with(".parquet.tmp")
-                        || name
-                            .strip_suffix(".stacks.parquet")
-                            .is_some_and(|base| !d.join(format!("{base}.samples.parquet")).exists())
-                })
-                .count()
-            })
-            .unwrap_or(0)
-    };
-    let Some(left) = (0..12)
+    let Some(left) = (0..rounds)
         .map(|round| dir.join(format!("k{round}")))
         .find(|d| hidden(d) > 0)
     else {
