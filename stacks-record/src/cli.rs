@@ -50,8 +50,9 @@ pub struct Args {
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
 
-    /// Ring buffer size in MiB (a power of two).
-    #[arg(long = "ringbuf-mb", value_name = "MIB", default_value_t = 64, value_parser = parse_ringbuf)]
+    /// Ring buffer size in MiB (a power of two); raise it when `lost` rows name
+    /// `ring_buffer_full` (the kernel zeroes the whole buffer when recording starts).
+    #[arg(long = "ringbuf-mb", value_name = "MIB", default_value_t = 16, value_parser = parse_ringbuf)]
     pub ringbuf_mb: u32,
 
     /// Command to run and trace with its descendants; recording stops when it exits and

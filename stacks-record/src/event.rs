@@ -130,6 +130,16 @@ impl<'a> RawEvent<'a> {
         }
     }
 
+    /// The user stack's frames as captured (`ustack_len` frames of `bpf_stack_build_id`), when
+    /// it was requested and captured: two records with the same bytes have the same user stack.
+    pub fn ustack_bytes(&self) -> Option<&'a [u8]> {
+        if self.h.ustack_len <= 0 {
+            return None;
+        }
+        let base = frame_count(self.h.kstack_len) * 8;
+        Some(&self.frames[base..base + frame_count(self.h.ustack_len) * UFRAME_SIZE])
+    }
+
     /// The user stack (stored right after the kernel frames), empty frames skipped.
     pub fn ustack(&self) -> Option<Result<Vec<KernelUserFrame>, i32>> {
         let n = match self.h.ustack_len {
@@ -173,10 +183,10 @@ pub fn c_bytes<const N: usize>(chars: &[i8; N]) -> [u8; N] {
     chars.map(|c| c as u8)
 }
 
-/// A NUL-padded kernel name as text (lossy for non-UTF-8 bytes).
-pub fn cstr(bytes: &[u8]) -> String {
+/// A NUL-padded kernel name as text (lossy for non-UTF-8 bytes), borrowed when it is UTF-8.
+pub fn cstr(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
     let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
-    String::from_utf8_lossy(&bytes[..end]).into_owned()
+    String::from_utf8_lossy(&bytes[..end])
 }
 
 #[cfg(test)]
