@@ -5,7 +5,7 @@
 //! reports its tid and its life in wall-clock time (from its first to its last instruction),
 //! the time a thread-state sampler should account to it; the report also names the file
 //! (`file`), the pipe (`pipe`, as /proc names it) and the receiver's socket ends (`local`,
-//! `remote`) those threads wait on.
+//! `remote`) those threads wait on. `--idle N` adds N threads blocked on the pipe all along.
 
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
@@ -27,6 +27,11 @@ pub struct StatesArgs {
     /// Directory for the fsyncer's file.
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
+    /// Also N threads named `idle`, blocked in `read` on the reader's pipe all along (not in
+    /// the report): many threads whose state never changes, for measuring a sampler's cost
+    /// per thread.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    idle: usize,
 }
 
 /// Runs `work` in thread `name` and reports its tid and wall-clock life.
@@ -93,6 +98,12 @@ pub fn run(a: &StatesArgs) -> Result<Value> {
     let (server, _) = listener.accept().context("accepting on loopback")?;
     let (local, remote) = (server.local_addr()?, server.peer_addr()?);
     let until = Instant::now() + Duration::from_secs_f64(a.seconds);
+    if a.idle > 100_000 {
+        bail!("--idle must be at most 100000");
+    }
+    let idle = (0..a.idle)
+        .map(|_| sys::spawn_named("idle", move || read_until_eof(rx)))
+        .collect::<Result<Vec<_>>>()?;
     let threads = vec![
         (
             "spinner",
@@ -130,6 +141,9 @@ pub fn run(a: &StatesArgs) -> Result<Value> {
     sleep_until(until);
     sys::close(tx)?;
     drop(client);
+    for t in idle {
+        sys::join_named("idle", t)?;
+    }
     let mut reports = Vec::new();
     for (name, t) in threads {
         reports.push(sys::join_named(name, t)?);
