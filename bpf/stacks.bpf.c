@@ -817,12 +817,12 @@ int BPF_PROG(vfs_enter, struct pt_regs *regs, long id)
 	return 0;
 }
 
-/* The file's path into v->path (see struct stacks_vfs); path_complete when the walk reached
+/* The file's path into v->path (see struct stacks_file); path_complete when the walk reached
  * the root. */
 #define PATH_MAX_COMPONENTS 12
 #define NAME_READ 64
 
-static __always_inline void file_path(struct stacks_vfs *v, struct file *f)
+static __always_inline void file_path(struct stacks_file *v, struct file *f)
 {
 	struct dentry *d = BPF_CORE_READ(f, f_path.dentry);
 	struct vfsmount *vmnt = BPF_CORE_READ(f, f_path.mnt);
@@ -856,25 +856,32 @@ static __always_inline void file_path(struct stacks_vfs *v, struct file *f)
 	v->path_len = off < STACKS_STR_LEN ? off : STACKS_STR_LEN;
 }
 
-/* The inode, type and path of the current task's file `fd`; left empty when it has none. */
-static __always_inline void file_info(struct stacks_vfs *v, int fd)
+/* Descriptor `fd` of `task`'s fd table: its inode, type and path into `v` (left empty when it
+ * names no file). Returns the file, or NULL. */
+static __always_inline struct file *file_info(struct stacks_file *v, struct task_struct *task,
+					      int fd)
 {
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	v->inode = 0;
+	v->file_type = STACKS_FILE_NONE;
+	v->path_len = 0;
+	v->path_complete = 0;
+	v->path[0] = 0;
 	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
 	if (!fdt || fd < 0)
-		return;
+		return NULL;
 	unsigned int max = BPF_CORE_READ(fdt, max_fds);
 	if ((unsigned int)fd >= max)
-		return;
+		return NULL;
 	struct file **fds = BPF_CORE_READ(fdt, fd);
 	struct file *f = NULL;
 	bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]);
 	if (!f)
-		return;
+		return NULL;
 	v->inode = BPF_CORE_READ(f, f_inode, i_ino);
 	__u32 mode = BPF_CORE_READ(f, f_inode, i_mode);
 	v->file_type = (mode & S_IFMT) >> S_IFMT_SHIFT;
 	file_path(v, f);
+	return f;
 }
 
 SEC("tp_btf/sys_exit")
@@ -900,13 +907,8 @@ int BPF_PROG(vfs_exit, struct pt_regs *regs, long ret)
 	v->fd = c->fd;
 	v->error = ret < 0 ? (__s32)-ret : 0;
 	v->syscall = c->call;
-	v->inode = 0;
-	v->file_type = STACKS_FILE_NONE;
-	v->path_len = 0;
-	v->path_complete = 0;
-	v->path[0] = 0;
 	c->ts = 0;
-	file_info(v, c->fd);
+	file_info(&v->file, (struct task_struct *)bpf_get_current_task(), c->fd);
 	capture_stacks(ctx, e, vfs_stacks);
 	submit(e);
 	return 0;
@@ -914,33 +916,23 @@ int BPF_PROG(vfs_exit, struct pt_regs *regs, long ret)
 
 /* ---- TCP and UDP -------------------------------------------------------------------- */
 
-static __always_inline void net_event(void *ctx, struct sock *sk, int ret,
-				      enum stacks_net_direction dir)
+/* The family, protocol and addresses of `sk` into `a`; false (nothing written) for a socket
+ * that is not TCP or UDP over IPv4 or IPv6. */
+static __always_inline bool sock_addrs(struct sock *sk, __u32 *family, __u32 *protocol,
+				       struct stacks_net_addrs *a)
 {
-	/* Nothing moved, or a non-blocking socket had nothing to do: not traffic. */
-	if (ret == 0 || ret == -EAGAIN || !current_is_target())
-		return;
-	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
-	if (family != AF_INET && family != AF_INET6)
-		return;
+	__u16 fam = BPF_CORE_READ(sk, __sk_common.skc_family);
+	if (fam != AF_INET && fam != AF_INET6)
+		return false;
 	__u16 proto = BPF_CORE_READ(sk, sk_protocol);
 	if (proto != IPPROTO_TCP && proto != IPPROTO_UDP)
-		return;
-	struct stacks_event *e = scratch_for(SCRATCH_TASK);
-	if (!e)
-		return;
-	fill_header(e, STACKS_EV_NET, (struct task_struct *)bpf_get_current_task());
-	struct stacks_net *n = &e->info.net;
-	n->bytes = ret > 0 ? ret : 0;
-	n->error = ret < 0 ? -ret : 0;
-	n->family = family;
-	n->protocol = proto;
-	n->direction = dir;
-	struct stacks_net_addrs *a = &n->addrs;
+		return false;
+	*family = fam;
+	*protocol = proto;
 	__builtin_memset(a, 0, sizeof(*a));
 	a->local_port = BPF_CORE_READ(sk, __sk_common.skc_num);
 	a->remote_port = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
-	if (family == AF_INET) {
+	if (fam == AF_INET) {
 		__u32 l = BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr);
 		__u32 r = BPF_CORE_READ(sk, __sk_common.skc_daddr);
 		__builtin_memcpy(a->local, &l, 4);
@@ -949,6 +941,28 @@ static __always_inline void net_event(void *ctx, struct sock *sk, int ret,
 		BPF_CORE_READ_INTO(&a->local, sk, __sk_common.skc_v6_rcv_saddr.in6_u.u6_addr8);
 		BPF_CORE_READ_INTO(&a->remote, sk, __sk_common.skc_v6_daddr.in6_u.u6_addr8);
 	}
+	return true;
+}
+
+static __always_inline void net_event(void *ctx, struct sock *sk, int ret,
+				      enum stacks_net_direction dir)
+{
+	/* Nothing moved, or a non-blocking socket had nothing to do: not traffic. */
+	if (ret == 0 || ret == -EAGAIN || !current_is_target())
+		return;
+	struct stacks_event *e = scratch_for(SCRATCH_TASK);
+	if (!e)
+		return;
+	struct stacks_net *n = &e->info.net;
+	__u32 family, protocol;
+	if (!sock_addrs(sk, &family, &protocol, &n->addrs))
+		return;
+	fill_header(e, STACKS_EV_NET, (struct task_struct *)bpf_get_current_task());
+	n->bytes = ret > 0 ? ret : 0;
+	n->error = ret < 0 ? -ret : 0;
+	n->family = family;
+	n->protocol = protocol;
+	n->direction = dir;
 	capture_stacks(ctx, e, net_stacks);
 	submit(e);
 }

@@ -173,20 +173,27 @@ struct stacks_block {
 	__s32 error;              /* blk_status_t; 0: success */
 };
 
-struct stacks_vfs {
-	__u64 bytes;              /* returned; 0 on error */
-	__u64 latency_ns;         /* time in the system call */
+/* A file behind a descriptor, as the BPF side read it from the fd table. */
+struct stacks_file {
 	__u64 inode;              /* the file's inode number; 0: no file */
-	__s32 fd;
-	__s32 error;              /* errno; 0: success */
-	enum stacks_vfs_call syscall;
 	enum stacks_file_type file_type;
 	__u32 path_len;           /* bytes of `path` holding names (the rest is stale) */
 	__u32 path_complete;      /* 1: the walk reached the root, `path` is the whole path */
+	__u32 pad;
 	/* The file's path, leaf first: its components as consecutive NUL-terminated names,
-	 * crossing mount points. Kept last: reads of a name may run past it (into the frames
-	 * that follow, written later). */
+	 * crossing mount points. Reads of a name may run past it (into what follows in the
+	 * record, written later: a stacks_file is always the last member of its struct). */
 	char path[STACKS_STR_LEN];
+};
+
+struct stacks_vfs {
+	__u64 bytes;              /* returned; 0 on error */
+	__u64 latency_ns;         /* time in the system call */
+	__s32 fd;
+	__s32 error;              /* errno; 0: success */
+	enum stacks_vfs_call syscall;
+	__u32 pad;
+	struct stacks_file file;  /* kept last (see struct stacks_file) */
 };
 
 struct stacks_net_addrs {
@@ -214,6 +221,12 @@ struct stacks_state_sample {
 	enum stacks_state state;
 	__s32 syscall;            /* the system call the thread is in (this architecture's
 				   * number), or STACKS_NO_SYSCALL */
+	__s32 fd;                 /* the call's file descriptor argument; -1: none */
+	/* A TCP/UDP socket behind `fd`: its family, protocol and addresses (family 0: none). */
+	enum stacks_net_family family;
+	enum stacks_net_protocol protocol;
+	struct stacks_net_addrs addrs;
+	struct stacks_file file;  /* the file behind `fd` (inode 0: none); kept last */
 };
 
 struct stacks_exec {

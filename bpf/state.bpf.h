@@ -2,7 +2,8 @@
  * iterator below, which writes one record per live thread of the targets: running, runnable or
  * why it sleeps, the system call it is in and for how long, and, off CPU, its kernel stack
  * (bpf_get_task_stack) and user stack (a frame-pointer walk from its saved user registers with
- * bpf_copy_from_user_task). Included at the end of stacks.bpf.c: it uses its helpers. */
+ * bpf_copy_from_user_task); for a call on a file descriptor, the file or socket behind it
+ * (read from the thread's fd table at the pass, with the `vfs` and `net` helpers). Included at the end of stacks.bpf.c: it uses its helpers. */
 
 const volatile __u32 state_stacks = 0;  /* STACKS_WANT_* */
 const volatile __u64 state_period_ns = 0; /* 1e9 / HZ: what one row stands for */
@@ -17,7 +18,80 @@ const volatile __u64 state_period_ns = 0; /* 1e9 / HZ: what one row stands for *
 struct state_syscall {
 	__u64 ts;   /* entry time; 0: not in a system call */
 	__s64 nr;
+	__s32 fd;   /* its file descriptor argument (state_fd_call); -1: none */
+	__u32 pad;
 };
+
+/* The system calls whose first argument is the file descriptor they wait on (read and write
+ * families, syncs, sockets, directory reads, locks, ioctl, polling an epoll descriptor), for
+ * this architecture: their rows name the file or socket. The vfs calls' NR_* are
+ * stacks.bpf.c's. */
+#if defined(__TARGET_ARCH_arm64)
+#define NR_epoll_pwait 22
+#define NR_ioctl 29
+#define NR_flock 32
+#define NR_ftruncate 46
+#define NR_fallocate 47
+#define NR_getdents64 61
+#define NR_sendfile 71
+#define NR_splice 76
+#define NR_fsync 82
+#define NR_fdatasync 83
+#define NR_sync_file_range 84
+#define NR_accept 202
+#define NR_connect 203
+#define NR_sendto 206
+#define NR_recvfrom 207
+#define NR_sendmsg 211
+#define NR_recvmsg 212
+#define NR_accept4 242
+#define NR_recvmmsg 243
+#define NR_sendmmsg 269
+#define NR_copy_file_range 285
+#define NR_epoll_pwait2 441
+#define NR_epoll_wait (-2) /* none on arm64 */
+#else
+#define NR_ioctl 16
+#define NR_sendfile 40
+#define NR_connect 42
+#define NR_accept 43
+#define NR_sendto 44
+#define NR_recvfrom 45
+#define NR_sendmsg 46
+#define NR_recvmsg 47
+#define NR_flock 73
+#define NR_fsync 74
+#define NR_fdatasync 75
+#define NR_ftruncate 77
+#define NR_getdents64 217
+#define NR_epoll_wait 232
+#define NR_splice 275
+#define NR_sync_file_range 277
+#define NR_epoll_pwait 281
+#define NR_fallocate 285
+#define NR_accept4 288
+#define NR_recvmmsg 299
+#define NR_sendmmsg 307
+#define NR_copy_file_range 326
+#define NR_epoll_pwait2 441
+#endif
+
+static __always_inline bool state_fd_call(long nr)
+{
+	if (vfs_call_of(nr) >= 0)
+		return true;
+	switch (nr) {
+	case NR_ioctl: case NR_sendfile: case NR_connect: case NR_accept: case NR_sendto:
+	case NR_recvfrom: case NR_sendmsg: case NR_recvmsg: case NR_flock: case NR_fsync:
+	case NR_fdatasync: case NR_ftruncate: case NR_getdents64: case NR_epoll_wait:
+	case NR_splice: case NR_sync_file_range: case NR_epoll_pwait: case NR_fallocate:
+	case NR_accept4: case NR_recvmmsg: case NR_sendmmsg: case NR_copy_file_range:
+	case NR_epoll_pwait2:
+		return true;
+	default:
+		return false;
+	}
+}
 
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
@@ -51,6 +125,7 @@ int BPF_PROG(state_sys_enter, struct pt_regs *regs, long id)
 		return 0;
 	c->ts = bpf_ktime_get_boot_ns();
 	c->nr = id;
+	c->fd = state_fd_call(id) ? (__s32)BPF_CORE_READ(regs, SYSCALL_ARG0_FIELD) : -1;
 	return 0;
 }
 
@@ -64,26 +139,33 @@ int BPF_PROG(state_sys_exit, struct pt_regs *regs, long ret)
 	return 0;
 }
 
-/* The system call `task` (off CPU) is in, and since when (0: entry not seen). A thread whose
+/* The system call `task` (off CPU) is in, since when (0: entry not seen) and its file
+ * descriptor argument (-1: none). A thread whose
  * entries were not all seen (it was in a call when the recording started) is read from its
  * saved registers: on x86-64 a system call entry leaves cx == ip (the SYSCALL instruction
  * saved the return address in rcx); other kernel entries (page faults, interrupts) put an
  * error code or vector in orig_ax, which would name the wrong call. */
 static __always_inline __s32 state_syscall_of(struct task_struct *task, struct pt_regs *regs,
-					      __u64 *since)
+					      __u64 *since, __s32 *fd)
 {
 	*since = 0;
+	*fd = -1;
 	struct state_syscall *c = bpf_task_storage_get(&state_sys, task, 0, 0);
 	if (c) {
 		if (!c->ts)
 			return STACKS_NO_SYSCALL;
 		*since = c->ts;
+		*fd = c->fd;
 		return (__s32)c->nr;
 	}
 #if defined(__TARGET_ARCH_x86)
 	long nr = BPF_CORE_READ(regs, orig_ax);
-	if (nr >= 0 && BPF_CORE_READ(regs, cx) == BPF_CORE_READ(regs, ip))
+	if (nr >= 0 && BPF_CORE_READ(regs, cx) == BPF_CORE_READ(regs, ip)) {
+		/* The entry saved the caller's registers: di is still the first argument. */
+		if (state_fd_call(nr))
+			*fd = (__s32)BPF_CORE_READ(regs, di);
 		return (__s32)nr;
+	}
 #endif
 	return STACKS_NO_SYSCALL;
 }
@@ -152,6 +234,10 @@ int sample_states(struct bpf_iter__task *ctx)
 	s->period_ns = state_period_ns;
 	s->syscall_ns = 0;
 	s->syscall = STACKS_NO_SYSCALL;
+	s->fd = -1;
+	s->family = 0;
+	s->protocol = 0;
+	s->file.inode = 0;
 	if (BPF_CORE_READ(task, on_cpu)) {
 		/* Its saved registers and stacks are stale while it runs: no stacks. */
 		s->state = STACKS_STATE_RUNNING;
@@ -161,9 +247,23 @@ int sample_states(struct bpf_iter__task *ctx)
 	s->state = switch_state_of(false, BPF_CORE_READ(task, __state));
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
 	__u64 since;
-	s->syscall = state_syscall_of(task, regs, &since);
+	__s32 fd;
+	s->syscall = state_syscall_of(task, regs, &since, &fd);
 	if (since)
 		s->syscall_ns = state_pass_ts > since ? state_pass_ts - since : 0;
+	if (fd >= 0) {
+		s->fd = fd;
+		struct file *f = file_info(&s->file, task, fd);
+		if (f && s->file.file_type == STACKS_FILE_SOCKET) {
+			struct socket *sock = BPF_CORE_READ(f, private_data);
+			struct sock *sk = BPF_CORE_READ(sock, sk);
+			__u32 family, protocol;
+			if (sk && sock_addrs(sk, &family, &protocol, &s->addrs)) {
+				s->family = family;
+				s->protocol = protocol;
+			}
+		}
+	}
 	if (state_stacks & STACKS_WANT_KERNEL) {
 		long n = bpf_get_task_stack(task, e->frames, STACK_BYTES, 0);
 		__u32 k = n < 0 ? 0 : (__u32)n / 8;

@@ -9,8 +9,9 @@ use std::path::{Path, PathBuf};
 use stacks_testkit::recording as fixture;
 use stacks_tests::{assert_refused, bin, check, python, scratch, sh, write_inline, write_pair};
 
-/// Every bundled query over the fixture's kinds (`thread-states` is left out: the fixture has
-/// no `state` rows yet).
+/// Every bundled query over the fixture's kinds (the `state` queries are left out:
+/// `thread-states`, `process-states`, `state-stacks`, `stuck`; the fixture has no `state` rows
+/// yet).
 const QUERIES: [&str; 13] = [
     "cpu",
     "cpu-functions",

@@ -37,6 +37,15 @@ pub const BUNDLED: &[(&str, &str)] = &[
         "thread-states",
         include_str!("../../queries/thread-states.sql"),
     ),
+    (
+        "process-states",
+        include_str!("../../queries/process-states.sql"),
+    ),
+    (
+        "state-stacks",
+        include_str!("../../queries/state-stacks.sql"),
+    ),
+    ("stuck", include_str!("../../queries/stuck.sql")),
     ("timeline", include_str!("../../queries/timeline.sql")),
 ];
 

@@ -2,8 +2,6 @@
 //! kind-specific fields (state, op, addresses, paths…) decoded, per-kind counts kept.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::net::{Ipv4Addr, Ipv6Addr};
-use std::os::unix::fs::MetadataExt;
 use std::rc::Rc;
 
 use stacks_stream::{kind, state};
@@ -13,9 +11,10 @@ use crate::bpf::skel::types::{
     stacks_off_cpu, stacks_profile, stacks_rss, stacks_state_sample, stacks_vfs,
 };
 use crate::event::{
-    BlockOp, FileType, Header, KernelUserFrame, Kind, NetDirection, NetFamily, NetProtocol,
-    RawEvent, RssCounter, State, VfsCall, c_bytes, cstr,
+    BlockOp, Header, KernelUserFrame, Kind, NetDirection, RawEvent, RssCounter, State, VfsCall,
+    c_bytes, cstr,
 };
+use crate::fdnames::{FileNames, SockAddrs, file_name, socket_ends};
 use crate::modules::{ModuleIndex, build_id_hex};
 use crate::normalize::{UserFrame, UserNormalizer};
 use crate::rows::{Extra, KernelSymbol, Row, RowBuilder};
@@ -176,7 +175,7 @@ impl Converter {
             Kind::STACKS_EV_BLOCK => block(e.info()),
             Kind::STACKS_EV_VFS => self.vfs(h, e.info()),
             Kind::STACKS_EV_NET => net(e.info(), &mut self.sockaddrs),
-            Kind::STACKS_EV_STATE => thread_state(e.info()),
+            Kind::STACKS_EV_STATE => self.thread_state(h, e.info()),
             Kind::STACKS_EV_EXEC => self.exec(h, e.info()),
             Kind::STACKS_EV_FORK => fork(h, e.info()),
             Kind::STACKS_EV_EXIT => self.exit(h, e.info()),
@@ -184,22 +183,13 @@ impl Converter {
         })
     }
 
-    /// A file read or write: the path from /proc while the fd still names the same inode,
-    /// else as the kernel walked it.
+    /// A file read or write.
     fn vfs(&mut self, h: &Header, v: stacks_vfs) -> Decoded {
         let (syscall, op) = VFS_CALLS
             .get(v.syscall.0 as usize)
             .copied()
             .unwrap_or(("?", "read"));
-        let path = self
-            .files
-            .path(h.pid, v.fd, v.inode, kernel_path(&v))
-            .or_else(|| match v.file_type {
-                // Pipes and sockets have no path: name them as /proc does.
-                FileType::STACKS_FILE_FIFO => Some(format!("pipe:[{}]", v.inode)),
-                FileType::STACKS_FILE_SOCKET => Some(format!("socket:[{}]", v.inode)),
-                _ => None,
-            });
+        let path = file_name(&mut self.files, h.pid, v.fd, &v.file);
         Decoded {
             kind: kind::VFS,
             value: v.bytes as i64,
@@ -211,6 +201,40 @@ impl Converter {
                 fd: Some(v.fd),
                 errno: (v.error != 0).then_some(v.error),
                 path,
+                ..Extra::default()
+            },
+        }
+    }
+
+    /// A thread's state at a sampling pass: stands for the sampling period. A call on a
+    /// descriptor names its file, or its socket and addresses.
+    fn thread_state(&mut self, h: &Header, s: stacks_state_sample) -> Decoded {
+        let syscall = usize::try_from(s.syscall)
+            .ok()
+            .and_then(syscalls::Sysno::new)
+            .map(|nr| nr.name());
+        let has_fd = syscall.is_some() && s.fd >= 0;
+        let path = (has_fd && s.file.inode != 0)
+            .then(|| file_name(&mut self.files, h.pid, s.fd, &s.file))
+            .flatten();
+        let (protocol, local, remote) = if has_fd && s.family.0 != 0 {
+            socket_ends(s.family, s.protocol, &s.addrs, &mut self.sockaddrs)
+        } else {
+            (None, None, None)
+        };
+        Decoded {
+            kind: kind::STATE,
+            value: s.period_ns as i64,
+            extra: Extra {
+                count: Some(1),
+                state: Some(state_name(s.state)),
+                syscall,
+                duration: (syscall.is_some() && s.syscall_ns > 0).then_some(s.syscall_ns as i64),
+                fd: has_fd.then_some(s.fd),
+                path,
+                protocol,
+                local,
+                remote,
                 ..Extra::default()
             },
         }
@@ -494,7 +518,7 @@ fn block(b: stacks_block) -> Decoded {
 
 /// A TCP or UDP send or receive.
 fn net(n: stacks_net, addrs: &mut SockAddrs) -> Decoded {
-    let a = n.addrs;
+    let (protocol, local, remote) = socket_ends(n.family, n.protocol, &n.addrs, addrs);
     Decoded {
         kind: kind::NET,
         value: n.bytes as i64,
@@ -505,33 +529,10 @@ fn net(n: stacks_net, addrs: &mut SockAddrs) -> Decoded {
             } else {
                 "recv"
             }),
-            protocol: Some(if n.protocol == NetProtocol::STACKS_NET_TCP {
-                "tcp"
-            } else {
-                "udp"
-            }),
-            local: Some(addrs.text(n.family, &a.local, a.local_port)),
-            remote: (a.remote_port != 0).then(|| addrs.text(n.family, &a.remote, a.remote_port)),
+            protocol,
+            local,
+            remote,
             errno: (n.error != 0).then_some(n.error),
-            ..Extra::default()
-        },
-    }
-}
-
-/// A thread's state at a sampling pass: stands for the sampling period.
-fn thread_state(s: stacks_state_sample) -> Decoded {
-    let syscall = usize::try_from(s.syscall)
-        .ok()
-        .and_then(syscalls::Sysno::new)
-        .map(|nr| nr.name());
-    Decoded {
-        kind: kind::STATE,
-        value: s.period_ns as i64,
-        extra: Extra {
-            count: Some(1),
-            state: Some(state_name(s.state)),
-            syscall,
-            duration: (syscall.is_some() && s.syscall_ns > 0).then_some(s.syscall_ns as i64),
             ..Extra::default()
         },
     }
@@ -576,51 +577,6 @@ fn tracing_frames(syms: &[Option<KernelSymbol>]) -> usize {
         .iter()
         .rposition(|s| s.as_ref().is_some_and(|k| glue(&k.symbol)))
         .map_or(0, |i| i + 1)
-}
-
-/// The path the BPF side walked up from the file's dentry (leaf first, NUL separated, the
-/// first `path_len` bytes of `path`) as text: absolute when the walk reached the root,
-/// `…/`-prefixed when it stopped short; `None` when there was nothing (not a file).
-fn kernel_path(v: &stacks_vfs) -> KernelPath {
-    let payload = c_bytes(&v.path);
-    let complete = v.path_complete != 0;
-    let mut names: Vec<String> = Vec::new();
-    let mut rest = &payload[..(v.path_len as usize).min(payload.len())];
-    while !rest.is_empty() {
-        match rest.iter().position(|&b| b == 0) {
-            Some(end) => {
-                names.push(String::from_utf8_lossy(&rest[..end]).into_owned());
-                rest = &rest[end + 1..];
-            }
-            // Cut off by the payload's end: not a whole name.
-            None => return KernelPath::Partial(join(&names, "…")),
-        }
-    }
-    if names.is_empty() {
-        return KernelPath::None;
-    }
-    if complete {
-        KernelPath::Complete(join(&names, ""))
-    } else {
-        KernelPath::Partial(join(&names, "…"))
-    }
-}
-
-fn join(leaf_first: &[String], prefix: &str) -> String {
-    let mut s = String::from(prefix);
-    for n in leaf_first.iter().rev() {
-        s.push('/');
-        s.push_str(n);
-    }
-    s
-}
-
-/// A path as the kernel side could walk it.
-#[derive(Debug, PartialEq, Eq)]
-enum KernelPath {
-    Complete(String),
-    Partial(String),
-    None,
 }
 
 /// (syscall, direction) by `enum stacks_vfs_call`.
@@ -669,75 +625,6 @@ fn block_op(op: BlockOp) -> &'static str {
     }
 }
 
-/// The text of socket addresses, each formatted once.
-#[derive(Default)]
-struct SockAddrs(HashMap<(bool, [u8; 16], u16), std::rc::Rc<str>, ahash::RandomState>);
-
-impl SockAddrs {
-    /// Most addresses remembered; past it the cache starts over (a server sees many peers).
-    const MAX: usize = 1 << 16;
-
-    fn text(&mut self, family: NetFamily, addr: &[u8; 16], port: u16) -> std::rc::Rc<str> {
-        let key = (family == NetFamily::STACKS_NET_INET, *addr, port);
-        if let Some(t) = self.0.get(&key) {
-            return std::rc::Rc::clone(t);
-        }
-        if self.0.len() >= Self::MAX {
-            self.0.clear();
-        }
-        let t: std::rc::Rc<str> = sockaddr(family, addr, port).into();
-        self.0.insert(key, std::rc::Rc::clone(&t));
-        t
-    }
-}
-
-/// `addr:port`, or `[addr]:port` for IPv6.
-pub fn sockaddr(family: NetFamily, addr: &[u8; 16], port: u16) -> String {
-    if family == NetFamily::STACKS_NET_INET {
-        let ip = Ipv4Addr::new(addr[0], addr[1], addr[2], addr[3]);
-        format!("{ip}:{port}")
-    } else {
-        format!("[{}]:{port}", Ipv6Addr::from(*addr))
-    }
-}
-
-/// File paths of (pid, fd), from `/proc/PID/fd/FD` while it still names the same inode the
-/// kernel reported; else the kernel's file name (last path component).
-#[derive(Default)]
-struct FileNames {
-    cache: HashMap<(u32, i32), (u64, String), ahash::RandomState>,
-}
-
-impl FileNames {
-    fn path(&mut self, pid: u32, fd: i32, ino: u64, kernel: KernelPath) -> Option<String> {
-        let fallback = match kernel {
-            KernelPath::Complete(p) => return Some(p),
-            KernelPath::Partial(p) => Some(p),
-            KernelPath::None => None,
-        };
-        if let Some((cached_ino, path)) = self.cache.get(&(pid, fd))
-            && *cached_ino == ino
-        {
-            return Some(path.clone());
-        }
-        let link = format!("/proc/{pid}/fd/{fd}");
-        // The link is read as text and stat'ed through the kernel's own fd reference: no path
-        // from the traced process is followed.
-        if let (Ok(target), Ok(meta)) = (std::fs::read_link(&link), std::fs::metadata(&link))
-            && meta.ino() == ino
-        {
-            let path = target.to_string_lossy().into_owned();
-            self.cache.insert((pid, fd), (ino, path.clone()));
-            return Some(path);
-        }
-        fallback
-    }
-
-    fn forget(&mut self, pid: u32) {
-        self.cache.retain(|(p, _), _| *p != pid);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -755,72 +642,5 @@ mod tests {
         assert_eq!(tracing_frames(&syms), 2);
         assert_eq!(tracing_frames(&[k("vfs_read"), k("ksys_read")]), 0);
         assert_eq!(tracing_frames(&[]), 0);
-    }
-
-    #[test]
-    fn kernel_paths() {
-        let mut path = [0i8; 128];
-        for (d, s) in path.iter_mut().zip(b"a.txt\0dir\0tmp\0") {
-            *d = *s as i8;
-        }
-        let f = |path_len: u32, complete: bool| stacks_vfs {
-            path,
-            path_len,
-            path_complete: u32::from(complete),
-            ..stacks_vfs::default()
-        };
-        assert_eq!(
-            kernel_path(&f(14, true)),
-            KernelPath::Complete("/tmp/dir/a.txt".into())
-        );
-        assert_eq!(
-            kernel_path(&f(10, false)),
-            KernelPath::Partial("…/dir/a.txt".into())
-        );
-        // A name cut off by the end of the payload is dropped.
-        assert_eq!(
-            kernel_path(&f(12, false)),
-            KernelPath::Partial("…/dir/a.txt".into())
-        );
-        assert_eq!(kernel_path(&f(0, true)), KernelPath::None);
-    }
-
-    #[test]
-    fn socket_addresses() {
-        let mut a = [0u8; 16];
-        a[..4].copy_from_slice(&[127, 0, 0, 1]);
-        assert_eq!(sockaddr(NetFamily::STACKS_NET_INET, &a, 80), "127.0.0.1:80");
-        let mut b = [0u8; 16];
-        b[15] = 1;
-        assert_eq!(sockaddr(NetFamily::STACKS_NET_INET6, &b, 443), "[::1]:443");
-    }
-
-    #[test]
-    fn file_names_come_from_proc_when_the_inode_matches() {
-        use std::os::fd::AsRawFd;
-        let dir = std::env::temp_dir().join(format!("stacks-fn-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("data.bin");
-        let f = std::fs::File::create(&path).unwrap();
-        let ino = f.metadata().unwrap().ino();
-        let mut names = FileNames::default();
-        let pid = std::process::id();
-        let fd = f.as_raw_fd();
-        let partial = || KernelPath::Partial("…/data.bin".into());
-        let got = names.path(pid, fd, ino, partial()).unwrap();
-        assert_eq!(got, path.to_string_lossy());
-        // Another inode behind the same fd number: only the kernel's walk is trusted.
-        assert_eq!(
-            names.path(pid, fd, ino + 1, partial()).as_deref(),
-            Some("…/data.bin")
-        );
-        assert_eq!(
-            names
-                .path(pid, fd, ino + 1, KernelPath::Complete("/x".into()))
-                .as_deref(),
-            Some("/x")
-        );
-        drop(f);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

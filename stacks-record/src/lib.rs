@@ -6,6 +6,7 @@ pub mod cli;
 pub mod convert;
 pub mod drops;
 pub mod event;
+pub mod fdnames;
 pub mod host;
 pub mod kallsyms;
 pub mod modules;

@@ -57,6 +57,9 @@ pub enum Lane {
     Io,
     /// An instant on the thread's track named after the kind, category `process`.
     Process,
+    /// Slices on the thread's state lane, one per run of consecutive samples in the same
+    /// state, system call and file, category `state`.
+    State,
     /// A global instant `lost events`.
     Lost,
 }
@@ -247,15 +250,23 @@ pub const ALL: [Kind; 11] = [
         name: kind::STATE,
         description: "a thread's state at a sampling pass; value = the sampling period in ns \
                       (sum = thread-seconds)",
-        columns: &[col::DURATION, col::COUNT, col::STATE, col::SYSCALL],
+        columns: &[
+            col::DURATION,
+            col::COUNT,
+            col::STATE,
+            col::SYSCALL,
+            col::FD,
+            col::PATH,
+            col::PROTOCOL,
+            col::LOCAL,
+            col::REMOTE,
+        ],
         stacks: true,
         unit: Unit::Nanoseconds,
         count: Some(sample("state_samples", Unit::Count)),
         value: sample("wall", Unit::Nanoseconds),
-        // Samples, like CPU samples: an instant with its stack on the thread's track (the
-        // state is in its arguments; no lane of its own yet).
-        lane: Lane::CpuSample,
-        queries: &["thread-states"],
+        lane: Lane::State,
+        queries: &["thread-states", "process-states", "state-stacks", "stuck"],
         source: Source::Event {
             stacks: "uk",
             arg: Some(Arg {
@@ -264,7 +275,8 @@ pub const ALL: [Kind; 11] = [
                 meaning: "sampling passes per second, 1-100",
             }),
             help: "every live thread's state HZ times a second (running, runnable, sleeping, \
-                   uninterruptible…), its system call and time in it, off-CPU stacks; \
+                   uninterruptible…), its system call, time in it and file or socket, off-CPU \
+                   stacks; \
                    value = period ns.",
         },
     },

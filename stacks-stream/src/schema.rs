@@ -94,8 +94,9 @@ pub mod kind {
     /// A thread's state at a sampling pass (`-e state`, HZ passes a second over every live
     /// thread of the targets). `value` = the sampling period in ns (`sum(value)` =
     /// thread-seconds); `state` (`running` among them); `syscall` the call it is in, off CPU;
-    /// `duration` = ns in that call so far (when its entry was seen); `count` = 1; stacks of
-    /// threads off CPU only.
+    /// `duration` = ns in that call so far (when its entry was seen); for a call on a file
+    /// descriptor, `fd` and `path` (a TCP/UDP socket: also `protocol`, `local`, `remote`);
+    /// `count` = 1; stacks of threads off CPU only.
     pub const STATE: &str = "state";
     /// A traced process called exec. `value` = 1; `path` = the executed file; `comm` = new name.
     pub const EXEC: &str = "exec";

@@ -1,7 +1,7 @@
 //! Convert a stacks Arrow stream (symbolized rows or a stacks-query result with `time`, `pid`,
 //! `tid` and `kind`) into Chrome Trace Event JSON, which Perfetto UI, chrome://tracing and
 //! speedscope open: a timeline per thread with on-CPU and off-CPU slices, IO operations, RSS
-//! counters, CPU samples with their stacks, process events.
+//! counters, CPU samples with their stacks, sampled thread states, process events.
 //!
 //! The JSON is written while the stream is read, so memory holds one batch, per-thread state
 //! and the table of distinct stack frames, never the rows.
@@ -16,7 +16,7 @@ pub mod window;
 use stacks_stream::InputStream;
 
 pub use json::micros;
-pub use trace::{IO_LANE, Options, Tracer};
+pub use trace::{IO_LANE, Options, STATE_LANE, Tracer};
 pub use window::{Bound, Window};
 
 /// Errors of the conversion. Every message names the input, column, flag or output at fault.

@@ -12,9 +12,14 @@
 //!   one starts at submission (`time`) and lasts `duration` (driver issue → completion; the
 //!   wait between submission and issue is not in the row, so the slice ends that much early);
 //! * `vfs` calls start at `time` (the system call's entry) and last `duration`;
-//! * `rss` is a counter (`C`) per process.
+//! * `rss` is a counter (`C`) per process;
+//! * each thread's state lane (tid + [`STATE_LANE`], named `THREAD state`) holds its `state`
+//!   samples as slices, one per run of samples in the same state, system call and file
+//!   ([`state_lane`]).
 
-use std::collections::HashMap;
+mod state_lane;
+
+use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::sync::Arc;
 
@@ -34,6 +39,7 @@ use crate::window::{Resolved, Window};
 
 /// Added to a tid to make the tid of its IO lane (real tids stay below 2^22).
 pub const IO_LANE: i64 = 1 << 30;
+pub use state_lane::STATE_LANE;
 
 /// What to convert.
 #[derive(Debug, Clone, Default)]
@@ -74,6 +80,8 @@ pub struct Tracer<W: Write> {
     thread_names: HashMap<i64, String>,
     threads: HashMap<i64, Thread>,
     next_async_id: u64,
+    state_runs: state_lane::StateRuns,
+    state_lanes_named: HashSet<i64>,
 }
 
 impl<W: Write> Tracer<W> {
@@ -107,6 +115,8 @@ impl<W: Write> Tracer<W> {
             thread_names: HashMap::new(),
             threads: HashMap::new(),
             next_async_id: 1,
+            state_runs: state_lane::StateRuns::default(),
+            state_lanes_named: HashSet::new(),
         };
         t.buf.push_str("{\"displayTimeUnit\":\"ns\",\"otherData\":");
         let mut o = Obj::new(&mut t.buf);
@@ -256,6 +266,7 @@ impl<W: Write> Tracer<W> {
             Lane::Io => self.io(c, row, k, pid, tid, t, duration),
             Lane::Process => self.process_event(c, row, k, pid, tid, t),
             Lane::Lost => self.lost(c, row, pid, tid, t),
+            Lane::State => self.state_sample(c, row, pid, tid, t),
         }
     }
 
@@ -513,6 +524,9 @@ impl<W: Write> Tracer<W> {
         tails.sort_unstable();
         for (tid, pid, from, to) in tails {
             self.on_cpu(pid, tid, from, to);
+        }
+        for run in self.state_runs.finish() {
+            self.state_run(&run);
         }
         self.buf.push_str("\n],\n\"stackFrames\":{");
         for i in 0..self.frames.len() {

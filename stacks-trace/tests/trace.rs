@@ -9,10 +9,11 @@ use std::time::Duration;
 
 use serde_json::Value;
 use stacks_testkit::events::{
-    MS, events_stream, events_stream_encoded, every_kind, fixture, stream, stream_without_stack,
+    MS, event, events_stream, events_stream_encoded, every_kind, fixture, kernel, stream,
+    stream_without_stack,
 };
 use stacks_testkit::trace_check::check;
-use stacks_trace::IO_LANE;
+use stacks_trace::{IO_LANE, STATE_LANE};
 
 const BIN: &str = env!("CARGO_BIN_EXE_stacks-trace");
 
@@ -45,6 +46,66 @@ fn events<'a>(v: &'a Value, name: &str) -> Vec<&'a Value> {
         .iter()
         .filter(|e| e["name"] == name)
         .collect()
+}
+
+/// `state` rows, one a ms (each standing for 1 ms) of tid 11: three in `read` on a pipe, two
+/// running, one in `futex`; then tid 10 once, sleeping.
+#[test]
+fn thread_states_are_runs_on_a_state_lane() {
+    let sample = |tid: i32, state: &str, syscall: Option<&str>| stacks_testkit::rows::Row {
+        state: Some(state.into()),
+        syscall: syscall.map(Into::into),
+        path: syscall.filter(|s| *s == "read").map(|_| "pipe:[7]".into()),
+        duration: syscall.map(|_| MS),
+        stack: syscall.map(|s| vec![kernel(s, 0xffff_ffff_8100_0100)]),
+        ..event("state", tid, MS)
+    };
+    let rows = vec![
+        sample(11, "sleeping", Some("read")),
+        sample(11, "sleeping", Some("read")),
+        sample(11, "sleeping", Some("read")),
+        sample(11, "running", None),
+        sample(11, "running", None),
+        sample(11, "sleeping", Some("futex")),
+        sample(10, "sleeping", Some("clock_nanosleep")),
+    ];
+    let o = trace(&[], &events_stream(&rows));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let s = check(&v).unwrap_or_else(|e| panic!("invalid trace:\n{}", e.join("\n")));
+    assert_eq!(s.tracks[&(10, 11 + STATE_LANE)], "io state");
+    assert_eq!(s.tracks[&(10, 10 + STATE_LANE)], "main state");
+    let slices: Vec<(String, i64, f64, f64, i64)> = v["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "state")
+        .map(|e| {
+            (
+                e["name"].as_str().unwrap().to_string(),
+                e["tid"].as_i64().unwrap() - STATE_LANE,
+                e["ts"].as_f64().unwrap(),
+                e["dur"].as_f64().unwrap(),
+                e["args"]["samples"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    let want = |n: &str, tid, ts, dur, samples| (n.to_string(), tid, ts, dur, samples);
+    assert_eq!(
+        slices,
+        [
+            want("sleeping: read", 11, 1000.0, 3000.0, 3),
+            want("running", 11, 4000.0, 2000.0, 2),
+            // Runs still open at the end, by tid.
+            want("sleeping: clock_nanosleep", 10, 7000.0, 1000.0, 1),
+            want("sleeping: futex", 11, 6000.0, 1000.0, 1),
+        ]
+    );
+    let read = events(&v, "sleeping: read");
+    assert_eq!(read[0]["args"]["path"], "pipe:[7]");
+    assert_eq!(read[0]["args"]["longest_in_syscall_ns"], MS);
+    assert_eq!(read[0]["args"]["stack"], serde_json::json!(["read"]));
+    assert!(read[0]["sf"].is_string(), "{}", read[0]);
 }
 
 #[test]

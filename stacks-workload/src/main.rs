@@ -58,7 +58,8 @@ enum Cmd {
     /// fsyncs, each reporting its wall and CPU time (so its exact time off CPU).
     Contention(contention::ContentionArgs),
     /// Threads in known states for SECONDS: `spinner` on CPU, `sleeper` in nanosleep, `reader`
-    /// blocked in `read` on an empty pipe, `fsyncer` in write + fsync (uninterruptible IO).
+    /// blocked in `read` on an empty pipe, `fsyncer` in write + fsync (uninterruptible IO),
+    /// `receiver` blocked in `recvfrom` on an idle loopback TCP connection.
     States(states::StatesArgs),
 }
 

@@ -1,13 +1,19 @@
-//! The `states` workload: four named threads, each in one known state for SECONDS — `spinner`
+//! The `states` workload: five named threads, each in one known state for SECONDS — `spinner`
 //! on CPU (no system call), `sleeper` in nanosleep (std::thread::sleep), `reader` blocked in
-//! `read` on an empty pipe, `fsyncer` writing and fsyncing a file (uninterruptible IO). Each
+//! `read` on an empty pipe, `fsyncer` writing and fsyncing a file (uninterruptible IO),
+//! `receiver` blocked in `recvfrom` on a loopback TCP connection nobody writes to. Each
 //! reports its tid and its life in wall-clock time (from its first to its last instruction),
-//! the time a thread-state sampler should account to it.
+//! the time a thread-state sampler should account to it; the report also names the file
+//! (`file`), the pipe (`pipe`, as /proc names it) and the receiver's socket ends (`local`,
+//! `remote`) those threads wait on. `--idle N` adds N threads blocked on the pipe all along.
 
+use std::net::{TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
 use crate::contention::{pipe, spin};
@@ -21,6 +27,11 @@ pub struct StatesArgs {
     /// Directory for the fsyncer's file.
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
+    /// Also N threads named `idle`, blocked in `read` on the reader's pipe all along (not in
+    /// the report): many threads whose state never changes, for measuring a sampler's cost
+    /// per thread.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    idle: usize,
 }
 
 /// Runs `work` in thread `name` and reports its tid and wall-clock life.
@@ -51,6 +62,14 @@ fn sleep_until(until: Instant) {
     }
 }
 
+/// Blocks in `recvfrom` on socket `fd` until the peer closes.
+#[inline(never)]
+fn recv_until_eof(fd: libc::c_int) -> Result<()> {
+    let mut b = [0u8; 1];
+    while sys::recv(fd, &mut b, 0)? != 0 {}
+    Ok(())
+}
+
 /// Blocks in `read` on `fd` until the pipe's write end closes.
 #[inline(never)]
 fn read_until_eof(fd: libc::c_int) -> Result<()> {
@@ -71,7 +90,20 @@ pub fn run(a: &StatesArgs) -> Result<Value> {
         0o600,
     )?;
     let (rx, tx) = pipe()?;
+    let pipe_ino = std::fs::metadata(format!("/proc/self/fd/{rx}"))
+        .context("stat of the pipe")?
+        .ino();
+    let listener = TcpListener::bind("127.0.0.1:0").context("listening on loopback")?;
+    let client = TcpStream::connect(listener.local_addr()?).context("connecting on loopback")?;
+    let (server, _) = listener.accept().context("accepting on loopback")?;
+    let (local, remote) = (server.local_addr()?, server.peer_addr()?);
     let until = Instant::now() + Duration::from_secs_f64(a.seconds);
+    if a.idle > 100_000 {
+        bail!("--idle must be at most 100000");
+    }
+    let idle = (0..a.idle)
+        .map(|_| sys::spawn_named("idle", move || read_until_eof(rx)))
+        .collect::<Result<Vec<_>>>()?;
     let threads = vec![
         (
             "spinner",
@@ -91,6 +123,10 @@ pub fn run(a: &StatesArgs) -> Result<Value> {
         ),
         ("reader", life("reader", move || read_until_eof(rx))?),
         (
+            "receiver",
+            life("receiver", move || recv_until_eof(server.as_raw_fd()))?,
+        ),
+        (
             "fsyncer",
             life("fsyncer", move || {
                 let buf = vec![0x5au8; 64 * 1024];
@@ -104,6 +140,10 @@ pub fn run(a: &StatesArgs) -> Result<Value> {
     ];
     sleep_until(until);
     sys::close(tx)?;
+    drop(client);
+    for t in idle {
+        sys::join_named("idle", t)?;
+    }
     let mut reports = Vec::new();
     for (name, t) in threads {
         reports.push(sys::join_named(name, t)?);
@@ -112,5 +152,12 @@ pub fn run(a: &StatesArgs) -> Result<Value> {
         let _ = sys::close(fd);
     }
     let _ = std::fs::remove_file(&path);
-    Ok(json!({ "workload": "states", "threads": reports }))
+    Ok(json!({
+        "workload": "states",
+        "threads": reports,
+        "file": path.to_string_lossy(),
+        "pipe": format!("pipe:[{pipe_ino}]"),
+        "local": local.to_string(),
+        "remote": remote.to_string(),
+    }))
 }
