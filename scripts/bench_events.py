@@ -197,10 +197,14 @@ def main():
         "batches of pages, each row carrying the bytes grown, so fewer rows than rss_stat hits). "
         "Both profilers see the same workload, so the last column, total CPU over total CPU, is "
         "the comparison; per-event figures differ where the event counts do. stacks-record's "
-        "own profile (perf record -g of the recorder on `net:u`): the time is spread thin "
-        "(largest: memmove 3%, zstd 2% of samples); before this run, formatting socket "
-        "addresses per row (~10% of its CPU) and reading /proc/kallsyms at start for events "
-        "without kernel stacks (~50 ms) were removed.")
+        "own profile (perf record -F 4999 -g of the recorder on `net:u`, before this run): a "
+        "fifth of its CPU was the kernel zeroing its 64 MiB ring buffer at start (~105 ms; the "
+        "default is now 16 MiB, and 4 MiB lost nothing at 250k net+switch events/s beside two "
+        "CPU hogs), a tenth turning each row's user frames into ids (now remembered per "
+        "distinct captured stack); a third is converting rows, a sixth zstd-compressing the "
+        "stream. Earlier runs removed per-row socket-address formatting (~10%) and reading "
+        "/proc/kallsyms for events without kernel stacks (~50 ms). This run was measured while "
+        "the test suite ran on the same 2 cores (see the load average).")
     lines += ["", END]
     section = "\n".join(lines) + "\n"
 
