@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import benchmd
+
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = Path(os.environ.get("CARGO_TARGET_DIR") or Path.home() / ".cache/stacks-target")
 BIN = TARGET / "release"
@@ -206,15 +208,7 @@ def main():
         "/proc/kallsyms for events without kernel stacks (~50 ms). This run was measured while "
         "the test suite ran on the same 2 cores (see the load average).")
     lines += ["", END]
-    section = "\n".join(lines) + "\n"
-
-    text = OUT.read_text() if OUT.exists() else "# Benchmarks\n"
-    if BEGIN in text and END in text:
-        a, b = text.index(BEGIN), text.index(END) + len(END)
-        text = text[:a] + section.rstrip("\n") + text[b:]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    OUT.write_text(text)
+    benchmd.replace_section(OUT, BEGIN, END, "\n".join(lines))
     log(f"wrote {OUT}")
 
 

@@ -37,6 +37,8 @@ NAMED = 6  # the states workload's main thread and its five named threads
 # kernel stack files, opened, read and closed. Exits when the process is gone.
 PROC_SAMPLER = r"""
 import os, sys, time
+
+import benchmd
 pid, hz = sys.argv[1], float(sys.argv[2])
 base, period, nxt, passes, reads = f"/proc/{pid}/task", 1.0 / hz, time.monotonic(), 0, 0
 while True:
@@ -199,15 +201,7 @@ def main():
         lines.append(f"- {hz} Hz, marginal CPU per sampled thread: stacks-record {s:.1f} µs, "
                      f"/proc sampler {p:.1f} µs.")
     lines += ["", END]
-    section = "\n".join(lines) + "\n"
-
-    text = OUT.read_text() if OUT.exists() else "# Benchmarks\n"
-    if BEGIN in text and END in text:
-        a, b = text.index(BEGIN), text.index(END) + len(END)
-        text = text[:a] + section.rstrip("\n") + text[b:]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    OUT.write_text(text)
+    benchmd.replace_section(OUT, BEGIN, END, "\n".join(lines))
     log(f"wrote {OUT}")
 
 

@@ -55,6 +55,8 @@ def tool(name, before=False):
 GEN = r"""
 import sys
 import pyarrow as pa, pyarrow.compute as pc, pyarrow.ipc as ipc
+
+import benchmd
 src, dst, total, plain = sys.argv[1], sys.argv[2], int(sys.argv[3]), "plain" in sys.argv[4:]
 t = ipc.open_stream(src).read_all()
 md = dict(t.schema.metadata or {})
@@ -362,16 +364,6 @@ def report(m, rec, sym, real, pack, q):
     return "\n".join(L)
 
 
-def write(section):
-    text = OUT.read_text() if OUT.exists() else ""
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + section + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    OUT.write_text(text)
-
-
 def main():
     for b in ["stacks-record", "stacks-symbolize", "stacks-pack", "stacks-query", "stacks-pprof"]:
         if not Path(tool(b)).exists():
@@ -394,7 +386,7 @@ def main():
          "load0": load0, "load1": " ".join(Path("/proc/loadavg").read_text().split()[:3]),
          "before": os.environ.get("BENCH_BEFORE_NAME") or str(BEFORE)}
     section = report(m, rec, sym, real, pack, q)
-    write(section)
+    benchmd.replace_section(OUT, BEGIN, END, section)
     print(section)
     if not keep:
         shutil.rmtree(work, ignore_errors=True)
