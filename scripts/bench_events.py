@@ -140,11 +140,7 @@ def med(xs):
 
 
 def main():
-    if os.geteuid() != 0:
-        sys.exit("bench-events: error: needs root (BPF and perf events)")
-    for tool in (REC, WORK):
-        if not os.path.exists(tool):
-            sys.exit(f"bench-events: error: {tool} is missing; build release first (scripts/bench)")
+    benchmd.preflight("bench-events", "BPF and perf events", (REC, WORK))
     load0 = Path("/proc/loadavg").read_text().split()[:3]
     rows = []
     with tempfile.TemporaryDirectory(prefix="stacks-bench-events-", dir="/var/tmp") as scratch:

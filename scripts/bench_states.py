@@ -137,11 +137,7 @@ def med(xs):
 
 
 def main():
-    if os.geteuid() != 0:
-        sys.exit("bench-states: error: needs root (BPF, /proc/PID/task/*/stack)")
-    for tool in (REC, WORK):
-        if not os.path.exists(tool):
-            sys.exit(f"bench-states: error: {tool} is missing; build release first (scripts/bench)")
+    benchmd.preflight("bench-states", "BPF, /proc/PID/task/*/stack", (REC, WORK))
     load0 = Path("/proc/loadavg").read_text().split()[:3]
     cases = []
     with tempfile.TemporaryDirectory(prefix="stacks-bench-states-", dir="/var/tmp") as scratch:

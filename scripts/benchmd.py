@@ -1,8 +1,22 @@
-"""benchmd — one home for replacing a marked section of BENCHMARKS.md (scripts/bench_*.py).
+"""benchmd — what scripts/bench_*.py share: their checks before a run and writing their section
+of BENCHMARKS.md.
 
 A section runs from its BEGIN marker to its END marker, both included in the text given; a
 file without the markers gets the section appended.
 """
+
+
+import os
+import sys
+
+
+def preflight(name, why_root, tools):
+    """Exit with a one-line error unless running as root and every binary of `tools` is built."""
+    if os.geteuid() != 0:
+        sys.exit(f"{name}: error: needs root ({why_root})")
+    for tool in tools:
+        if not os.path.exists(tool):
+            sys.exit(f"{name}: error: {tool} is missing; build release first (scripts/bench)")
 
 
 def replace_section(out, begin, end, section):
