@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /* stacks.bpf.c — BPF programs of stacks-record: CPU samples, off-CPU intervals, RSS growth,
  * block IO, file and socket IO, each with stacks captured at the event, thread states sampled
- * by a task iterator (state.bpf.h), plus process lifecycle,
- * target filtering by pid / process name / descendants, and lost-event accounting. Built on
- * perf_event, tp_btf (attached by name through BTF: no tracefs needed) and iter/task only
- * (no kprobes, no fentry). */
+ * by a task iterator (state.bpf.h), hits of probes named in -e (probe.bpf.h), plus process
+ * lifecycle, target filtering by pid / process name / descendants, and lost-event accounting.
+ * Built on perf_event, tp_btf and raw_tp (attached by name through BTF: no tracefs needed),
+ * uprobes/USDT and iter/task only (no kprobes, no fentry). */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
@@ -984,3 +984,4 @@ int BPF_PROG(on_sock_recv, struct sock *sk, int ret, int flags)
 /* ---- Thread states ------------------------------------------------------------------ */
 
 #include "state.bpf.h"
+#include "probe.bpf.h"

@@ -42,6 +42,9 @@ enum stacks_event_kind {
 	/* A thread's state at a sampling pass of the task iterator: ts = the pass's start
 	 * (info.state). */
 	STACKS_EV_STATE = 11,
+	/* A probe named in -e was hit (info.probe); header count = hits this record stands for
+	 * (more than 1 only for records user space made from the counting tables). */
+	STACKS_EV_PROBE = 12,
 };
 
 /* Why an event was not delivered: the index of the per-CPU `drops` counters, each cause its
@@ -55,7 +58,13 @@ enum stacks_drop {
 	/* Not a loss: off-CPU time of switches the tracepoint did not report, accounted from the
 	 * thread's CPU time and switch count (exact; counted for the summary). */
 	STACKS_DROP_END_INFERRED = 22,
-	STACKS_DROP_COUNT = 23,
+	/* Every per-CPU probe record slot was in use (probes nested deeper than
+	 * STACKS_PROBE_SLOTS on one CPU). */
+	STACKS_DROP_PROBE_BUSY = 23,
+	/* Not a loss: hits of a counting probe sent as single rows because the count table was
+	 * full or the stack table's slot for its stack held another stack. */
+	STACKS_DROP_PROBE_UNCOUNTED = 24,
+	STACKS_DROP_COUNT = 25,
 };
 
 /* Why a thread was off CPU. */
@@ -229,6 +238,45 @@ struct stacks_state_sample {
 	struct stacks_file file;  /* the file behind `fd` (inode 0: none); kept last */
 };
 
+/* Probes of one recording at most, and the arguments a probe record carries. */
+#define STACKS_MAX_PROBES 64
+#define STACKS_PROBE_ARGS 6
+/* Nested probe records under construction per CPU at most. */
+#define STACKS_PROBE_SLOTS 4
+
+/* A probe's settings (rodata `probe_conf`, indexed by the attach cookie). */
+struct stacks_probe_conf {
+	__u32 stacks;              /* STACKS_WANT_* */
+	__u32 counting;            /* 1: count hits per (thread, stacks) in probe_counts */
+};
+
+struct stacks_probe {
+	__u32 probe;               /* the probe's index (its attach cookie) */
+	__u32 nargs;               /* arguments read into `args` */
+	__u64 args[STACKS_PROBE_ARGS];
+};
+
+/* Key and value of the counting table probe_counts: hits of one probe in one thread with
+ * one pair of stacks (ids in probe_kstacks / probe_ustacks; -errno when not captured,
+ * STACKS_NOT_REQUESTED when not asked for). */
+struct stacks_probe_key {
+	__u32 probe;
+	__u32 pid;
+	__u32 tid;
+	__s32 kstack;
+	__s32 ustack;
+	__u32 pad;
+};
+
+struct stacks_probe_count {
+	__u64 hits;
+	__u64 first_ts;            /* bpf_ktime_get_boot_ns() of the first hit */
+	__u32 cpu;                 /* of the first hit */
+	__u32 pad;
+	char comm[STACKS_COMM_LEN];
+	char thread[STACKS_COMM_LEN];
+};
+
 struct stacks_exec {
 	char filename[STACKS_STR_LEN]; /* the file executed */
 };
@@ -251,6 +299,7 @@ union stacks_info {
 	struct stacks_vfs vfs;
 	struct stacks_net net;
 	struct stacks_state_sample state;
+	struct stacks_probe probe;
 	struct stacks_exec exec;
 	struct stacks_fork fork;
 	struct stacks_exit exit;

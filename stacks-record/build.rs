@@ -30,7 +30,14 @@ fn main() {
             src.display()
         );
     }
-    for f in ["stacks.bpf.c", "stacks.h", "state.bpf.h", "vmlinux.h"] {
+    for f in [
+        "stacks.bpf.c",
+        "stacks.h",
+        "state.bpf.h",
+        "probe.bpf.h",
+        "vmlinux.h",
+        "asm/errno.h",
+    ] {
         println!("cargo:rerun-if-changed={}", root.join(f).display());
     }
     println!("cargo:rerun-if-env-changed=CLANG");

@@ -126,6 +126,7 @@ fn go_pprof_reads_every_profile() {
         ("net/bytes", 1500),
         ("state_samples/count", 0),
         ("wall/nanoseconds", 0),
+        ("hits/count", 3),
         ("exec/count", 1),
         ("fork/count", 1),
         ("exit/count", 1),

@@ -134,8 +134,8 @@ fn profile_rows() {
     assert_eq!(total(&p, "samples"), 4);
     assert_eq!(total(&p, "cpu"), 40 * MS);
     assert_eq!(p.period, 1_000_000_000 / 99);
-    // The recording start to the last row (the 16th, 1 ms apart).
-    assert_eq!((p.time_nanos, p.duration_nanos), (START, 16 * MS));
+    // The recording start to the last row (the 17th, 1 ms apart).
+    assert_eq!((p.time_nanos, p.duration_nanos), (START, 17 * MS));
     golden("profile.pprof.txt", &dump(&p));
 }
 
@@ -162,7 +162,7 @@ fn every_kind_at_once() {
         "profile,switch,rss",
         "--kind",
         "block",
-        "--kind=vfs,net,exec,fork,exit,lost",
+        "--kind=vfs,net,exec,fork,exit,lost,probe",
     ]);
     for (name, want) in [
         ("samples", 4),
@@ -181,6 +181,7 @@ fn every_kind_at_once() {
         ("fork", 1),
         ("exit", 1),
         ("lost", 2),
+        ("hits", 3),
     ] {
         assert_eq!(total(&p, name), want, "{name}");
     }

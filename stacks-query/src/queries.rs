@@ -46,6 +46,7 @@ pub const BUNDLED: &[(&str, &str)] = &[
         include_str!("../../queries/state-stacks.sql"),
     ),
     ("stuck", include_str!("../../queries/stuck.sql")),
+    ("stackcount", include_str!("../../queries/stackcount.sql")),
     ("timeline", include_str!("../../queries/timeline.sql")),
 ];
 

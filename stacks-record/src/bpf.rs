@@ -40,6 +40,8 @@ enum Start {
     AtEnd,
     /// The thread-state task iterator, run HZ times a second by [`StateSampler`].
     Sampler,
+    /// Attached once per probe of `-e` by [`crate::probes::attach::attach`].
+    Probe,
 }
 
 /// Every BPF program of the skeleton's `progs` (open or loaded), through its typed field: the
@@ -74,6 +76,14 @@ macro_rules! programs {
             ),
             (Some("state"), Start::Tracepoint, &mut $progs.state_sys_exit),
             (Some("state"), Start::Sampler, &mut $progs.sample_states),
+            (Some("tp"), Start::Probe, &mut $progs.on_probe_tp),
+            (Some("uprobe"), Start::Probe, &mut $progs.on_probe_uprobe),
+            (
+                Some("uretprobe"),
+                Start::Probe,
+                &mut $progs.on_probe_uretprobe,
+            ),
+            (Some("usdt"), Start::Probe, &mut $progs.on_probe_usdt),
         ]
     };
 }
@@ -156,6 +166,7 @@ pub fn load<'obj>(
     rodata.state_stacks = spec.state.map_or(0, |s| s.stacks.mask());
     rodata.state_period_ns = spec.state.map_or(0, |s| s.period_ns());
     rodata.wakeup_bytes = u64::from(opts.ringbuf_bytes / 8);
+    crate::probes::configure(&mut open, &spec.probes)?;
     open.maps
         .events
         .set_max_entries(opts.ringbuf_bytes)

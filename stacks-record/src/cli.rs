@@ -147,6 +147,23 @@ fn events_help() -> String {
             help.push_str(&format!("  {head:<24}{line}\n"));
         }
     }
+    for k in &ALL {
+        let Source::Probes(forms) = k.source else {
+            continue;
+        };
+        help.push_str(
+            "Probes, any number, each a row per hit (kind probe, value 1, args); with :count the \
+             kernel counts hits per thread and stacks and sends a row per second instead:\n",
+        );
+        for f in forms {
+            let form = format!("{}:{}[:STACKS][:count]", f.prefix, f.fields);
+            let what = format!("{} STACKS default {}.", f.help, f.stacks);
+            help.push_str(&format!("  {form}\n"));
+            for line in wrap(&what, 62) {
+                help.push_str(&format!("  {:<24}{line}\n", ""));
+            }
+        }
+    }
     let always: Vec<&str> = ALL
         .iter()
         .filter(|k| k.source == Source::Always)
@@ -205,6 +222,17 @@ mod tests {
             );
         }
         assert!(help.contains(DEFAULT_SPEC), "{help}");
+        for form in [
+            "tp:CATEGORY:NAME[:STACKS][:count]",
+            "uprobe:PATH:SYMBOL[:STACKS][:count]",
+            "uretprobe:PATH:SYMBOL[:STACKS][:count]",
+            "usdt:PATH:PROVIDER:NAME[:STACKS][:count]",
+        ] {
+            assert!(
+                help.contains(form),
+                "--help does not document `{form}`:\n{help}"
+            );
+        }
         assert!(help.contains("HZ default 99"), "{help}");
         assert!(
             help.contains("exec, fork and exit of traced processes are always recorded"),

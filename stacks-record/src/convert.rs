@@ -8,7 +8,7 @@ use stacks_stream::{kind, state};
 
 use crate::bpf::skel::types::{
     rss_state, stacks_block, stacks_exec, stacks_exit, stacks_folded, stacks_fork, stacks_net,
-    stacks_off_cpu, stacks_profile, stacks_rss, stacks_state_sample, stacks_vfs,
+    stacks_off_cpu, stacks_probe, stacks_profile, stacks_rss, stacks_state_sample, stacks_vfs,
 };
 use crate::event::{
     BlockOp, Header, KernelUserFrame, Kind, NetDirection, RawEvent, RssCounter, State, VfsCall,
@@ -17,6 +17,8 @@ use crate::event::{
 use crate::fdnames::{FileNames, SockAddrs, file_name, socket_ends};
 use crate::modules::{ModuleIndex, build_id_hex};
 use crate::normalize::{UserFrame, UserNormalizer};
+use crate::probes::ProbeRows;
+use crate::probes::counts::COUNTED;
 use crate::rows::{Extra, KernelSymbol, Row, RowBuilder};
 use crate::stacks::{Captured, NewStack};
 
@@ -58,6 +60,8 @@ pub struct Converter {
     /// `addr:port` text of each socket address seen (formatting it per row was ~10% of the
     /// recorder's CPU on `net`).
     sockaddrs: SockAddrs,
+    /// The probes of `-e`, by index.
+    pub probes: ProbeRows,
     offset_ns: i64,
 }
 
@@ -80,6 +84,7 @@ impl Converter {
             ksyms,
             ksym_cache: HashMap::default(),
             sockaddrs: SockAddrs::default(),
+            probes: ProbeRows::default(),
             offset_ns,
         }
     }
@@ -179,6 +184,7 @@ impl Converter {
             Kind::STACKS_EV_EXEC => self.exec(h, e.info()),
             Kind::STACKS_EV_FORK => fork(h, e.info()),
             Kind::STACKS_EV_EXIT => self.exit(h, e.info()),
+            Kind::STACKS_EV_PROBE => self.probe(h, e.info())?,
             _ => return None,
         })
     }
@@ -260,6 +266,17 @@ impl Converter {
     }
 
     /// An exit: the process's files and modules are forgotten.
+    /// A probe hit, or a counting-table entry (many hits, no arguments).
+    fn probe(&self, h: &Header, p: stacks_probe) -> Option<Decoded> {
+        let args = (p.nargs != COUNTED).then(|| &p.args[..(p.nargs as usize).min(p.args.len())]);
+        let (value, extra) = self.probes.row(p.probe, h.count, args)?;
+        Some(Decoded {
+            kind: kind::PROBE,
+            value,
+            extra,
+        })
+    }
+
     fn exit(&mut self, h: &Header, x: stacks_exit) -> Decoded {
         self.files.forget(h.pid);
         self.modules.forget(h.pid);

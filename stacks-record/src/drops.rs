@@ -17,6 +17,7 @@ pub fn cause_name(index: u32) -> String {
         Drop::STACKS_DROP_VFS_STORAGE => "no_task_storage:vfs",
         Drop::STACKS_DROP_BLOCK_MAP_FULL => "map_full:block",
         Drop::STACKS_DROP_RSS_MAP_FULL => "map_full:rss",
+        Drop::STACKS_DROP_PROBE_BUSY => "no_free_slot:probe",
         _ => return format!("unknown_{index}"),
     }
     .to_string()
@@ -35,6 +36,8 @@ fn kind_name(kind: u32) -> &'static str {
         Kind::STACKS_EV_BLOCK => kind::BLOCK,
         Kind::STACKS_EV_VFS => kind::VFS,
         Kind::STACKS_EV_NET => kind::NET,
+        Kind::STACKS_EV_STATE => kind::STATE,
+        Kind::STACKS_EV_PROBE => kind::PROBE,
         _ => "unknown",
     }
 }
@@ -48,6 +51,9 @@ pub struct Drops {
     /// Switches the tracepoint did not report, whose off-CPU time was accounted from the
     /// threads' CPU time (not lost: see `STACKS_DROP_END_INFERRED`).
     pub inferred_ends: u64,
+    /// Hits of counting probes sent as single rows (table full or stack slot taken; not
+    /// lost: see `STACKS_DROP_PROBE_UNCOUNTED`).
+    pub uncounted_hits: u64,
 }
 
 impl Drops {
@@ -61,6 +67,9 @@ impl Drops {
             for (cause, (&total, prev)) in totals.iter().zip(seen.iter_mut()).enumerate() {
                 if total > *prev && cause as u32 == Drop::STACKS_DROP_END_INFERRED.0 {
                     self.inferred_ends += total - *prev;
+                    *prev = total;
+                } else if total > *prev && cause as u32 == Drop::STACKS_DROP_PROBE_UNCOUNTED.0 {
+                    self.uncounted_hits += total - *prev;
                     *prev = total;
                 } else if total > *prev {
                     let name = cause_name(cause as u32);
@@ -87,6 +96,14 @@ impl Drops {
             )
         } else {
             String::new()
+        };
+        let inferred = if self.uncounted_hits > 0 {
+            format!(
+                "{inferred}; {} hits of counting probes sent as rows (count table full or stack slot taken)",
+                self.uncounted_hits
+            )
+        } else {
+            inferred
         };
         if self.by_cause.is_empty() {
             return format!("lost 0 events{inferred}");

@@ -26,7 +26,7 @@ pub const UFRAME_SIZE: usize = size_of::<bpf_stack_build_id>();
 /// Bytes of a record before its frames: the header and the per-kind union.
 pub const HEADER_SIZE: usize = offset_of!(stacks_event, frames);
 /// Where the per-kind union starts.
-const INFO_OFFSET: usize = offset_of!(stacks_event, info);
+pub const INFO_OFFSET: usize = offset_of!(stacks_event, info);
 
 const _: () = assert!(offset_of!(stacks_event, hdr) == 0);
 const _: () = assert!(INFO_OFFSET + size_of::<stacks_info>() <= HEADER_SIZE);
@@ -64,6 +64,7 @@ info_members!(
     stacks_vfs,
     stacks_net,
     stacks_state_sample,
+    stacks_probe,
     stacks_exec,
     stacks_fork,
     stacks_exit

@@ -11,6 +11,7 @@ pub mod host;
 pub mod kallsyms;
 pub mod modules;
 pub mod normalize;
+pub mod probes;
 pub mod record;
 pub mod rows;
 pub mod spec;

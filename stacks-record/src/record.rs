@@ -20,6 +20,7 @@ use crate::drops::Drops;
 use crate::event::RawEvent;
 use crate::host;
 use crate::kallsyms::KernelSymbols;
+use crate::probes::{self, ProbeRows};
 use crate::rows::{Extra, KernelSymbol, Row, RowBuilder};
 use crate::spec::EventSpec;
 use crate::target::{Child, check_pid, is_alive, scan_names};
@@ -52,6 +53,7 @@ pub fn run() -> Result<ExitCode> {
     let target = args.target()?;
 
     bpf::check_kernel(&spec)?;
+    let probes = probes::attach::resolve(&spec.probes, &target_pids(&target))?;
     let offset_ns = host::boot_to_realtime_offset();
     let metadata = host::stream_metadata(&spec.normalized(), host::realtime_ns(), offset_ns);
     // Stack columns dictionary-encoded: each distinct captured stack is sent once.
@@ -71,6 +73,7 @@ pub fn run() -> Result<ExitCode> {
     };
     let mut skel = bpf::load(&mut obj, &load)?;
     let tracepoints = bpf::attach_tracepoints(&mut skel)?;
+    let probe_links = probes::attach::attach(&skel, &probes)?;
     let mut targets = Targets::add(&skel, &target)?;
     let perf = attach_cpu_sampler(&skel, &spec)?;
     let queue: Rc<RefCell<Queue>> = Rc::default();
@@ -88,15 +91,17 @@ pub fn run() -> Result<ExitCode> {
     );
 
     let started = Instant::now();
+    let mut conv = Converter::new(
+        offset_ns,
+        spec.wants_kernel_stacks().then(kernel_names).flatten(),
+    );
+    conv.probes = ProbeRows::new(&probes);
     let mut rec = Recorder {
         skel: &skel,
         queue: &queue,
         rb: &rb,
         rows,
-        conv: Converter::new(
-            offset_ns,
-            spec.wants_kernel_stacks().then(kernel_names).flatten(),
-        ),
+        conv,
         drops: Drops::default(),
         started,
     };
@@ -108,6 +113,7 @@ pub fn run() -> Result<ExitCode> {
         states.stop()?;
     }
     drop(perf);
+    drop(probe_links);
     drop(tracepoints);
     let written = rec.drain_to_end(out)?;
     if let Some(path) = &args.output
@@ -284,8 +290,13 @@ impl Recorder<'_, '_> {
         }
     }
 
-    /// Append the lost-event rows and write what is pending.
+    /// Append the counting probes' rows and the lost-event rows, and write what is pending.
     fn write(&mut self, out: &mut OutputStream) -> Result<()> {
+        let (conv, rows) = (&mut self.conv, &mut self.rows);
+        probes::counts::drain(self.skel, |record| match RawEvent::from_bytes(record) {
+            Ok(e) => conv.push(&e, rows),
+            Err(_) => conv.counts.malformed += 1,
+        });
         push_lost(
             self.skel,
             &mut self.drops,
@@ -353,6 +364,19 @@ impl Recorder<'_, '_> {
                 String::new()
             }
         );
+    }
+}
+
+/// The running processes a target names now (where a bare library name of a probe is looked
+/// up); none for a command not started yet or `--all`.
+fn target_pids(target: &Target) -> Vec<u32> {
+    match target {
+        Target::Select { names, pids } => {
+            let mut all = pids.clone();
+            all.extend(scan_names(names));
+            all
+        }
+        _ => Vec::new(),
     }
 }
 

@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
-use arrow_array::builder::{Int32Builder, Int64Builder, StringBuilder, TimestampNanosecondBuilder};
+use arrow_array::builder::{
+    Int32Builder, Int64Builder, ListBuilder, StringBuilder, TimestampNanosecondBuilder,
+};
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{ArrowError, SchemaRef};
 
@@ -56,6 +58,9 @@ pub struct Extra {
     pub errno: Option<i32>,
     pub exit_code: Option<i32>,
     pub cause: Option<String>,
+    /// A probe's name (shared: one text per probe).
+    pub probe: Option<std::rc::Rc<str>>,
+    pub args: Option<Vec<i64>>,
 }
 
 /// Accumulates rows column by column.
@@ -90,6 +95,8 @@ pub struct RowBuilder {
     errno: Int32Builder,
     exit_code: Int32Builder,
     cause: StringBuilder,
+    probe: StringBuilder,
+    args: ListBuilder<Int64Builder>,
     rows: usize,
 }
 
@@ -128,6 +135,8 @@ impl RowBuilder {
             errno: Int32Builder::new(),
             exit_code: Int32Builder::new(),
             cause: StringBuilder::new(),
+            probe: StringBuilder::new(),
+            args: args_builder(),
             rows: 0,
             schema,
         })
@@ -186,6 +195,14 @@ impl RowBuilder {
         self.errno.append_option(x.errno);
         self.exit_code.append_option(x.exit_code);
         self.cause.append_option(x.cause.as_deref());
+        self.probe.append_option(x.probe.as_deref());
+        match &x.args {
+            Some(args) => {
+                self.args.values().append_slice(args);
+                self.args.append(true);
+            }
+            None => self.args.append_null(),
+        }
         self.rows += 1;
     }
 
@@ -226,10 +243,20 @@ impl RowBuilder {
             ("errno", Arc::new(self.errno.finish())),
             ("exit_code", Arc::new(self.exit_code.finish())),
             ("cause", Arc::new(self.cause.finish())),
+            ("probe", Arc::new(self.probe.finish())),
+            ("args", Arc::new(self.args.finish())),
         ];
         self.rows = 0;
         stacks_stream::batch_by_name(self.schema.clone(), n, columns)
     }
+}
+
+/// A builder of the `args` column (its element field as the schema names it).
+fn args_builder() -> ListBuilder<Int64Builder> {
+    let arrow_schema::DataType::List(field) = stacks_stream::args_type() else {
+        unreachable!("args is a list")
+    };
+    ListBuilder::new(Int64Builder::new()).with_field(field)
 }
 
 #[cfg(test)]

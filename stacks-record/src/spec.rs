@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use crate::probes::spec::{MAX_PROBES, Probe, ProbeType};
+
 /// Which stacks an event captures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StackSel {
@@ -28,7 +30,7 @@ impl StackSel {
         self != StackSel::User
     }
 
-    fn parse(s: &str) -> Option<Self> {
+    pub(crate) fn parse(s: &str) -> Option<Self> {
         match s {
             "u" => Some(StackSel::User),
             "k" => Some(StackSel::Kernel),
@@ -120,6 +122,9 @@ pub struct EventSpec {
     pub vfs: Option<Plain>,
     pub net: Option<Plain>,
     pub state: Option<State>,
+    /// Probes (`tp:`, `uprobe:`, `uretprobe:`, `usdt:`), in the order given: a probe's index
+    /// is its BPF cookie.
+    pub probes: Vec<Probe>,
 }
 
 /// The specification used when `-e` is not given.
@@ -160,6 +165,10 @@ pub enum SpecError {
     TooManyFields(String),
     #[error("event `{0}` given twice")]
     Duplicate(String),
+    #[error("bad probe `{token}`: expected {form}")]
+    ProbeForm { token: String, form: String },
+    #[error("more than {MAX_PROBES} probes")]
+    TooManyProbes,
 }
 
 impl EventSpec {
@@ -174,6 +183,16 @@ impl EventSpec {
             let token = token.trim();
             if token.is_empty() {
                 return Err(SpecError::EmptyToken(spec.to_string()));
+            }
+            if let Some(probe) = Probe::parse(token)? {
+                if out.probes.iter().any(|p| p.name() == probe.name()) {
+                    return Err(SpecError::Duplicate(probe.name()));
+                }
+                if out.probes.len() == MAX_PROBES {
+                    return Err(SpecError::TooManyProbes);
+                }
+                out.probes.push(probe);
+                continue;
             }
             let fields: Vec<&str> = token.split(':').collect();
             let name = fields[0];
@@ -257,7 +276,10 @@ impl EventSpec {
                     return Err(SpecError::UnknownEvent {
                         name: name.to_string(),
                         token: token.to_string(),
-                        available: event_names().join(", "),
+                        available: format!(
+                            "{}, tp:, uprobe:, uretprobe:, usdt:",
+                            event_names().join(", ")
+                        ),
                     });
                 }
             }
@@ -290,6 +312,7 @@ impl EventSpec {
         if let Some(s) = &self.state {
             parts.push(format!("state:{}:{}", s.stacks, s.hz));
         }
+        parts.extend(self.probes.iter().map(Probe::normalized));
         parts.join(",")
     }
 }
@@ -311,6 +334,12 @@ impl EventSpec {
                 v.push(name);
             }
         }
+        // The probe programs, by the probe types used.
+        for ty in ProbeType::ALL {
+            if self.probes.iter().any(|p| p.ty == ty) {
+                v.push(ty.prefix());
+            }
+        }
         v
     }
 
@@ -328,6 +357,7 @@ impl EventSpec {
         ]
         .into_iter()
         .flatten()
+        .chain(self.probes.iter().map(|p| p.stacks))
         .any(StackSel::kernel)
     }
 }
@@ -518,6 +548,36 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn probes_in_order_with_the_other_events() {
+        let s = EventSpec::parse("profile:u,tp:sched:sched_switch:k:count,usdt:/a:p:n").unwrap();
+        assert_eq!(s.probes.len(), 2);
+        assert_eq!(
+            s.normalized(),
+            "profile:u:99,tp:sched:sched_switch:k:count,usdt:/a:p:n:u"
+        );
+        assert_eq!(s.names(), ["profile", "tp", "usdt"]);
+        assert!(s.wants_kernel_stacks());
+        assert!(
+            !EventSpec::parse("uretprobe:/a:f")
+                .unwrap()
+                .wants_kernel_stacks()
+        );
+        assert_eq!(
+            EventSpec::parse("uretprobe:/a:f").unwrap().names(),
+            ["uretprobe"]
+        );
+        assert_eq!(
+            EventSpec::parse("tp:a:b,tp:a:b:k").unwrap_err(),
+            SpecError::Duplicate("tp:a:b".into())
+        );
+        let many: Vec<String> = (0..=MAX_PROBES).map(|i| format!("tp:a:t{i}")).collect();
+        assert_eq!(
+            EventSpec::parse(&many.join(",")).unwrap_err(),
+            SpecError::TooManyProbes
+        );
     }
 
     #[test]

@@ -62,6 +62,9 @@ pub enum Lane {
     State,
     /// A global instant `lost events`.
     Lost,
+    /// An instant on the thread's track named after the row's `probe`, with its stack, hit
+    /// count and arguments, category `probe`.
+    Probe,
 }
 
 /// The argument of a recordable kind in `-e NAME[:STACKS][:ARG]`.
@@ -86,11 +89,57 @@ pub enum Source {
         /// What `-e` help says the event records.
         help: &'static str,
     },
+    /// Recorded when `stacks-record -e` names a probe, in one of these forms.
+    Probes(&'static [ProbeForm]),
     /// Recorded for every traced process, whatever `-e` says.
     Always,
     /// Written by the recorder when the kernel could not hand events over.
     Recorder,
 }
+
+/// One way of naming a probe in `-e` (`tp:CATEGORY:NAME[:STACKS][:count]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProbeForm {
+    /// The spec's first field (`tp`).
+    pub prefix: &'static str,
+    /// The fields after it that name the probe (`CATEGORY:NAME`).
+    pub fields: &'static str,
+    /// The stacks captured when `STACKS` is not given.
+    pub stacks: &'static str,
+    /// What `-e` help says it probes.
+    pub help: &'static str,
+}
+
+/// The probe spellings of `-e`, each recording rows of kind `probe`.
+pub const PROBE_FORMS: [ProbeForm; 4] = [
+    ProbeForm {
+        prefix: "tp",
+        fields: "CATEGORY:NAME",
+        stacks: "uk",
+        help: "a kernel tracepoint, attached by name through BTF (no tracefs); args = its \
+               fields as the tracepoint passes them.",
+    },
+    ProbeForm {
+        prefix: "uprobe",
+        fields: "PATH:SYMBOL",
+        stacks: "u",
+        help: "entry of function SYMBOL (.symtab or .dynsym) of the executable or library PATH \
+               (a name like libc.so.6 is looked up in the targets' maps, then the loader's \
+               paths); args = the first six integer arguments.",
+    },
+    ProbeForm {
+        prefix: "uretprobe",
+        fields: "PATH:SYMBOL",
+        stacks: "u",
+        help: "return of that function; args = [the return value].",
+    },
+    ProbeForm {
+        prefix: "usdt",
+        fields: "PATH:PROVIDER:NAME",
+        stacks: "u",
+        help: "a USDT probe of PATH (semaphores are set); args = the probe's arguments.",
+    },
+];
 
 /// One event kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,7 +170,7 @@ const fn sample(name: &'static str, unit: Unit) -> SampleType {
 }
 
 /// Every kind this version knows, in the order `stacks-pprof --kind all` converts them.
-pub const ALL: [Kind; 11] = [
+pub const ALL: [Kind; 12] = [
     Kind {
         name: kind::PROFILE,
         description: "a CPU sample (perf cpu-clock); value = the sampling period",
@@ -281,6 +330,18 @@ pub const ALL: [Kind; 11] = [
         },
     },
     Kind {
+        name: kind::PROBE,
+        description: "hits of a probe (tracepoint, uprobe, uretprobe, USDT); value = hits",
+        columns: &[col::COUNT, col::PROBE, col::ARGS],
+        stacks: true,
+        unit: Unit::Count,
+        count: None,
+        value: sample("hits", Unit::Count),
+        lane: Lane::Probe,
+        queries: &["stackcount"],
+        source: Source::Probes(&PROBE_FORMS),
+    },
+    Kind {
         name: kind::EXEC,
         description: "a traced process called exec; value = 1",
         columns: &[col::PATH],
@@ -381,8 +442,9 @@ mod tests {
     use crate::schema::raw_fields;
 
     /// Every `kind::*` constant of schema.rs.
-    const SCHEMA_KINDS: [&str; 11] = [
+    const SCHEMA_KINDS: [&str; 12] = [
         kind::PROFILE,
+        kind::PROBE,
         kind::LOST,
         kind::SWITCH,
         kind::RSS,

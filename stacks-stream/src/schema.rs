@@ -98,6 +98,11 @@ pub mod kind {
     /// descriptor, `fd` and `path` (a TCP/UDP socket: also `protocol`, `local`, `remote`);
     /// `count` = 1; stacks of threads off CPU only.
     pub const STATE: &str = "state";
+    /// A hit of a probe named in `-e` (`tp:`, `uprobe:`, `uretprobe:`, `usdt:`): `probe` names
+    /// it as given; `value` = `count` = hits the row stands for (1, or hits of the same probe,
+    /// thread and stacks in a counting interval with `:count`); `args` = its arguments as
+    /// integers (a `uretprobe`: the return value).
+    pub const PROBE: &str = "probe";
     /// A traced process called exec. `value` = 1; `path` = the executed file; `comm` = new name.
     pub const EXEC: &str = "exec";
     /// A traced process forked. `value` = 1; `child` = the new process's pid.
@@ -138,6 +143,8 @@ pub mod col {
     pub const ERRNO: &str = "errno";
     pub const EXIT_CODE: &str = "exit_code";
     pub const CAUSE: &str = "cause";
+    pub const PROBE: &str = "probe";
+    pub const ARGS: &str = "args";
     pub const STACK: &str = "stack";
     /// Added by stacks-pack: [`crate::stack_key::stack_keys`] of `stack`.
     pub const STACK_ID: &str = "stack_id";
@@ -285,7 +292,15 @@ pub fn raw_fields() -> Vec<Field> {
         Field::new(col::ERRNO, DataType::Int32, true),
         Field::new(col::EXIT_CODE, DataType::Int32, true),
         Field::new(col::CAUSE, DataType::Utf8, true),
+        Field::new(col::PROBE, DataType::Utf8, true),
+        Field::new(col::ARGS, args_type(), true),
     ]
+}
+
+/// Type of the `args` column: a probe's arguments, as the registers or tracepoint fields held
+/// them (64-bit integers; pointers and unsigned values wrap).
+pub fn args_type() -> DataType {
+    DataType::List(Arc::new(Field::new("arg", DataType::Int64, false)))
 }
 
 /// `state` values: how a thread left the CPU (`switch`), or what it was doing (`state` rows).

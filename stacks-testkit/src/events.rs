@@ -256,6 +256,7 @@ pub fn broken_dictionary_streams() -> Vec<(String, Vec<u8>)> {
 /// * rss: 2 rows of `alloc` ← `main`, 40960 bytes over 10 events each
 /// * block: `submit_bio` ← `flush` ← `main`, 8192 bytes, 2 ms (tid 11)
 /// * vfs: `read_file` ← `main`, 100 bytes, 1 ms; net: `send_msg` ← `main`, 1500 bytes
+/// * probe: 3 hits of `uprobe:/usr/bin/app:parse` in `parse` ← `main` (a counting row)
 /// * exec, fork, exit without stacks; a `lost` row of 2
 pub fn every_kind() -> Vec<Row> {
     let s1 = syscall_stack;
@@ -334,6 +335,12 @@ pub fn every_kind() -> Vec<Row> {
         Row {
             child: Some(12),
             ..event("fork", 10, 1)
+        },
+        Row {
+            stack: Some(at("parse", 0x1800)),
+            count: Some(3),
+            probe: text("uprobe:/usr/bin/app:parse"),
+            ..event("probe", 10, 3)
         },
         Row {
             exit_code: Some(0),

@@ -89,6 +89,8 @@ pub struct Row {
     pub errno: Option<i32>,
     pub exit_code: Option<i32>,
     pub cause: Option<String>,
+    pub probe: Option<String>,
+    pub args: Option<Vec<i64>>,
     pub stack: Option<Vec<Frame>>,
 }
 
@@ -144,6 +146,25 @@ fn i32s<T>(items: &[T], get: impl Fn(&T) -> Option<i32>) -> ArrayRef {
 
 fn i64s<T>(items: &[T], get: impl Fn(&T) -> Option<i64>) -> ArrayRef {
     Arc::new(Int64Array::from(items.iter().map(get).collect::<Vec<_>>()))
+}
+
+/// The `args` column of `rows`.
+fn args_array(rows: &[Row]) -> ArrayRef {
+    let DataType::List(field) = stacks_stream::args_type() else {
+        unreachable!("args is a list")
+    };
+    let mut b = arrow_array::builder::ListBuilder::new(arrow_array::builder::Int64Builder::new())
+        .with_field(field);
+    for r in rows {
+        match &r.args {
+            Some(a) => {
+                b.values().append_slice(a);
+                b.append(true);
+            }
+            None => b.append_null(),
+        }
+    }
+    Arc::new(b.finish())
 }
 
 fn bools<T>(items: &[T], get: impl Fn(&T) -> bool) -> ArrayRef {
@@ -278,6 +299,8 @@ fn column(name: &str, rows: &[Row]) -> Option<ArrayRef> {
         col::ERRNO => i32s(rows, |r| r.errno),
         col::EXIT_CODE => i32s(rows, |r| r.exit_code),
         col::CAUSE => strings(rows, |r| r.cause.as_deref()),
+        col::PROBE => strings(rows, |r| r.probe.as_deref()),
+        col::ARGS => args_array(rows),
         col::STACK => stack_array(&rows.iter().map(|r| r.stack.as_deref()).collect::<Vec<_>>()),
         _ => return None,
     };

@@ -27,7 +27,7 @@ pub(crate) const INTS: [&str; 10] = [
 ];
 
 /// String columns read when present.
-pub(crate) const STRS: [&str; 11] = [
+pub(crate) const STRS: [&str; 12] = [
     col::COMM,
     col::THREAD,
     col::STATE,
@@ -39,6 +39,7 @@ pub(crate) const STRS: [&str; 11] = [
     col::LOCAL,
     col::REMOTE,
     col::KIND,
+    col::PROBE,
 ];
 
 /// Where each column is in the stream.

@@ -267,7 +267,27 @@ impl<W: Write> Tracer<W> {
             Lane::Process => self.process_event(c, row, k, pid, tid, t),
             Lane::Lost => self.lost(c, row, pid, tid, t),
             Lane::State => self.state_sample(c, row, pid, tid, t),
+            Lane::Probe => self.probe_hit(c, row, pid, tid, t),
         }
+    }
+
+    /// A probe's hit (or a counting row's hits): an instant named after the probe, with its
+    /// stack.
+    fn probe_hit(&mut self, c: &Columns, row: usize, pid: i64, tid: i64, t: i64) {
+        if !self.visible(t, 0) {
+            return;
+        }
+        let sf = self.stack_id(c, row);
+        let name = c.str(col::PROBE, row).unwrap_or("probe").to_string();
+        let mut o = self.event("i", pid, tid, t);
+        o.str("s", "t").str("name", &name).str("cat", "probe");
+        if let Some(sf) = sf {
+            o.str("sf", &sf.to_string());
+        }
+        let mut a = o.obj("args");
+        opt_int(&mut a, "hits", c.int(col::VALUE, row));
+        a.end();
+        o.end();
     }
 
     fn cpu_sample(&mut self, c: &Columns, row: usize, pid: i64, tid: i64, t: i64) {
@@ -578,8 +598,9 @@ mod tests {
             t.push(&b).expect("push");
         }
         // Distinct stacks drawn (rss rows are counters, drawn without their stack): syscall
-        // and busy (samples), off-CPU, block, vfs and net, the last four with their names.
-        let distinct = 6;
+        // and busy (samples), off-CPU, block, vfs and net, the last four with their names,
+        // and the probe's.
+        let distinct = 7;
         assert!(rows > distinct, "{rows} rows");
         assert_eq!(t.entry_ids.len(), distinct);
         assert_eq!(t.entry_names.len(), 4);

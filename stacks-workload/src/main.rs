@@ -7,6 +7,7 @@ mod cpu;
 mod direct_read;
 mod kernel;
 mod mixed;
+mod probes;
 mod sleep;
 mod states;
 mod sys;
@@ -61,6 +62,12 @@ enum Cmd {
     /// blocked in `read` on an empty pipe, `fsyncer` in write + fsync (uninterruptible IO),
     /// `receiver` blocked in `recvfrom` on an idle loopback TCP connection.
     States(states::StatesArgs),
+    /// Exactly CALLS calls of the C-ABI function `stacks_workload_probed` (returns 2i+1),
+    /// USDT firings of `stacks_workload:fired` and of `stacks_workload:tick` (a semaphore: it
+    /// fires only while a tracer has set it, `usdt_enabled` in the report), FORKS forks and
+    /// SYSCALLS `getppid` calls, from the main thread (functions `call_probed`, `fire_usdt`,
+    /// `fork_children`, `make_syscalls`).
+    Probes(probes::ProbesArgs),
 }
 
 fn main() -> ExitCode {
@@ -77,6 +84,7 @@ fn main() -> ExitCode {
         Cmd::Mixed(a) => mixed::run(&a),
         Cmd::Contention(a) => contention::run(&a),
         Cmd::States(a) => states::run(&a),
+        Cmd::Probes(a) => probes::run(&a),
     };
     match result {
         Ok(report) => {

@@ -125,6 +125,13 @@ pub fn close(fd: libc::c_int) -> io::Result<()> {
     unsafe { syscall6(libc::SYS_close, [fd as usize, 0, 0, 0, 0, 0]) }.map(drop)
 }
 
+/// `getppid()`: the cheapest system call, for counting system calls.
+#[inline(always)]
+pub fn getppid() -> io::Result<usize> {
+    // SAFETY: no memory is passed.
+    unsafe { syscall6(libc::SYS_getppid, [0; 6]) }
+}
+
 /// `fsync(fd)`.
 #[inline(always)]
 pub fn fsync(fd: libc::c_int) -> io::Result<()> {
@@ -279,6 +286,21 @@ pub fn join_named<T>(name: &str, handle: JoinHandle<Result<T>>) -> Result<T> {
     }
 }
 
+/// Forks with the raw `clone` system call, issued in the caller's frame (so a stack captured
+/// at the fork starts in the caller); the child exits at once with status 0. Returns the
+/// child's pid. Only for a single-threaded caller: the child runs no atfork handler.
+#[inline(always)]
+pub fn fork_exiting_child() -> io::Result<libc::pid_t> {
+    // SAFETY: clone(SIGCHLD) with no stack, tid pointers or TLS is fork(2).
+    let pid = unsafe { syscall6(libc::SYS_clone, [libc::SIGCHLD as usize, 0, 0, 0, 0, 0]) }?;
+    if pid == 0 {
+        // SAFETY: the child only exits; exit_group takes a status.
+        let _ = unsafe { syscall6(libc::SYS_exit_group, [0; 6]) };
+        unreachable!("exit_group returned");
+    }
+    Ok(pid as libc::pid_t)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -293,3 +315,4 @@ mod tests {
         assert_ne!(a, b);
     }
 }
+

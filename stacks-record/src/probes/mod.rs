@@ -1,0 +1,104 @@
+//! Probes named in `-e`: kernel tracepoints, uprobes, uretprobes and USDT probes (bpf/
+//! probe.bpf.h). Their grammar ([`spec`]), the checks and attaching ([`attach`]), the BPF
+//! side's settings ([`configure`]), their rows ([`ProbeRows`]) and the counting table's
+//! records ([`counts`]).
+
+pub mod attach;
+pub mod counts;
+pub mod spec;
+
+use std::rc::Rc;
+
+use anyhow::{Context, Result};
+
+use crate::bpf::skel::OpenStacksSkel;
+use crate::bpf::skel::types::stacks_probe_conf;
+use crate::rows::Extra;
+use attach::Resolved;
+use spec::Probe;
+
+/// Entries of the counting table, when a probe counts: distinct (probe, thread, stacks) per
+/// second (a full table sends further hits as rows, counted in the summary).
+const COUNT_ENTRIES: u32 = 16_384;
+/// Slots of the counting probes' stack tables (the user one holds 4 KiB per stack).
+const KSTACK_SLOTS: u32 = 16_384;
+const USTACK_SLOTS: u32 = 4_096;
+
+/// Set each probe's settings (rodata `probe_conf`, by index) and size the counting tables,
+/// which stay at one entry when no probe counts.
+pub fn configure(open: &mut OpenStacksSkel<'_>, probes: &[Probe]) -> Result<()> {
+    let rodata = open
+        .maps
+        .rodata_data
+        .as_deref_mut()
+        .context("BPF object has no read-only data section")?;
+    for (conf, p) in rodata.probe_conf.iter_mut().zip(probes) {
+        *conf = stacks_probe_conf {
+            stacks: p.stacks.mask(),
+            counting: u32::from(p.counting),
+        };
+    }
+    let counting = || probes.iter().filter(|p| p.counting);
+    let sizes = [
+        (
+            &mut open.maps.probe_counts,
+            counting().next().is_some(),
+            COUNT_ENTRIES,
+        ),
+        (
+            &mut open.maps.probe_kstacks,
+            counting().any(|p| p.stacks.kernel()),
+            KSTACK_SLOTS,
+        ),
+        (
+            &mut open.maps.probe_ustacks,
+            counting().any(|p| p.stacks.user()),
+            USTACK_SLOTS,
+        ),
+    ];
+    for (map, used, entries) in sizes {
+        if used {
+            map.set_max_entries(entries)
+                .context("sizing the probe counting tables")?;
+        }
+    }
+    Ok(())
+}
+
+/// What the converter needs to know of each probe, by index: the `probe` column's text and
+/// how many of the arguments the BPF side read are real.
+#[derive(Default)]
+pub struct ProbeRows {
+    probes: Vec<(Rc<str>, Option<usize>)>,
+}
+
+impl ProbeRows {
+    pub fn new(resolved: &[Resolved]) -> Self {
+        Self {
+            probes: resolved
+                .iter()
+                .map(|r| (Rc::from(r.probe.name()), r.nargs))
+                .collect(),
+        }
+    }
+
+    /// The value and columns of a record of probe `index` standing for `hits` hits, with the
+    /// arguments the BPF side read (`None` for a counting-table entry: many hits, no
+    /// arguments). `None` for an index this recording did not attach.
+    pub fn row(&self, index: u32, hits: u32, args: Option<&[u64]>) -> Option<(i64, Extra)> {
+        let (name, known) = self.probes.get(index as usize)?;
+        let args = args.map(|a| {
+            let n = known.unwrap_or(a.len()).min(a.len());
+            a[..n].iter().map(|&v| v as i64).collect()
+        });
+        Some((
+            i64::from(hits),
+            Extra {
+                count: Some(i64::from(hits)),
+                probe: Some(Rc::clone(name)),
+                args,
+                ..Extra::default()
+            },
+        ))
+    }
+}
