@@ -191,8 +191,8 @@ static __always_inline void capture_stacks(void *ctx, struct stacks_event *e, __
 }
 
 /* Hand a record to user space with only the frames it uses (none when no stack was
- * captured), waking the reader as `wake_flags` says. */
-static __always_inline void submit_with(struct stacks_event *e, __u64 wake_flags)
+ * captured), waking the reader as `wake_flags` says. False when the ring buffer was full. */
+static __always_inline bool submit_with(struct stacks_event *e, __u64 wake_flags)
 {
 	__u64 size = STACKS_EVENT_HEADER_SIZE;
 	if (e->hdr.kstack_len > 0 && e->hdr.kstack_len <= STACKS_MAX_DEPTH)
@@ -201,14 +201,18 @@ static __always_inline void submit_with(struct stacks_event *e, __u64 wake_flags
 		size += (__u64)e->hdr.ustack_len * STACKS_UFRAME_SIZE;
 	if (size > sizeof(*e))
 		size = sizeof(*e);
-	if (bpf_ringbuf_output(&events, e, size, wake_flags))
+	if (bpf_ringbuf_output(&events, e, size, wake_flags)) {
 		count_drop(STACKS_DROP_RINGBUF + (e->hdr.kind & 15));
+		return false;
+	}
+	return true;
 }
 
-/* Hand a record to user space; the reader wakes once enough data waits. */
-static __always_inline void submit(struct stacks_event *e)
+/* Hand a record to user space; the reader wakes once enough data waits. False when the ring
+ * buffer was full. */
+static __always_inline bool submit(struct stacks_event *e)
 {
-	submit_with(e, wakeup_flags());
+	return submit_with(e, wakeup_flags());
 }
 
 /* Hand a record to user space and wake the reader now (process lifecycle: the reader learns

@@ -11,6 +11,9 @@
 
 /* Stack length value meaning "this stack was not requested" (real errors are -errno). */
 #define STACKS_NOT_REQUESTED (-100000)
+/* Stack length value of a `state` record meaning "the same stack as this thread's previous
+ * `state` record": the thread has not run since, so its stacks were not captured again. */
+#define STACKS_SAME_STACKS (-100001)
 
 /* Which stacks an event wants (bit mask, per event kind). */
 #define STACKS_WANT_USER 1

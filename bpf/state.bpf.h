@@ -2,7 +2,8 @@
  * iterator below, which writes one record per live thread of the targets: running, runnable or
  * why it sleeps, the system call it is in and for how long, and, off CPU, its kernel stack
  * (bpf_get_task_stack) and user stack (a frame-pointer walk from its saved user registers with
- * bpf_copy_from_user_task); for a call on a file descriptor, the file or socket behind it
+ * bpf_copy_from_user_task), not captured again for a thread that has not run since its last
+ * row (STACKS_SAME_STACKS); for a call on a file descriptor, the file or socket behind it
  * (read from the thread's fd table at the pass, with the `vfs` and `net` helpers). Included at the end of stacks.bpf.c: it uses its helpers. */
 
 const volatile __u32 state_stacks = 0;  /* STACKS_WANT_* */
@@ -99,6 +100,16 @@ struct {
 	__type(key, int);
 	__type(value, struct state_syscall);
 } state_sys SEC(".maps");
+
+/* Per thread: 1 + its context switch count (nvcsw + nivcsw) when a pass last sent its stacks
+ * (0: never). A thread whose count has not moved since has not run: its stacks are the ones
+ * sent, and are not captured again (STACKS_SAME_STACKS). */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, __u64);
+} state_stacks_sent SEC(".maps");
 
 /* The record under construction. The iterator runs one pass at a time (one driver thread), but
  * it sleeps and may be preempted by other programs on its CPU: its own slot, not scratch's. */
@@ -264,6 +275,21 @@ int sample_states(struct bpf_iter__task *ctx)
 			}
 		}
 	}
+	if (!state_stacks) {
+		submit(e);
+		return 0;
+	}
+	__u64 switches = BPF_CORE_READ(task, nvcsw) + BPF_CORE_READ(task, nivcsw) + 1;
+	__u64 *sent = bpf_task_storage_get(&state_stacks_sent, task, 0,
+					   BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (sent && *sent == switches) {
+		if (state_stacks & STACKS_WANT_KERNEL)
+			e->hdr.kstack_len = STACKS_SAME_STACKS;
+		if (state_stacks & STACKS_WANT_USER)
+			e->hdr.ustack_len = STACKS_SAME_STACKS;
+		submit(e);
+		return 0;
+	}
 	if (state_stacks & STACKS_WANT_KERNEL) {
 		long n = bpf_get_task_stack(task, e->frames, STACK_BYTES, 0);
 		__u32 k = n < 0 ? 0 : (__u32)n / 8;
@@ -271,6 +297,8 @@ int sample_states(struct bpf_iter__task *ctx)
 	}
 	if (state_stacks & STACKS_WANT_USER)
 		state_user_stack(e, task, regs);
-	submit(e);
+	/* Only stacks user space has: a record lost to a full ring buffer is sent again. */
+	if (submit(e) && sent)
+		*sent = switches;
 	return 0;
 }

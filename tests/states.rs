@@ -181,6 +181,13 @@ fn thread_states_match_the_workload() {
     stop.store(true, Ordering::Relaxed);
     let proc = proc.join().unwrap();
     check(&rec, "record the states workload");
+    // Threads blocked since the previous pass keep their stacks: not captured again (and the
+    // rows below still carry them).
+    let log = String::from_utf8_lossy(&rec.stderr);
+    assert!(
+        log.contains("state rows repeating stacks of threads that had not run"),
+        "{log}"
+    );
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
     let by_tid = samples(&read_stream(&sym));

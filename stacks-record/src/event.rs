@@ -19,6 +19,9 @@ pub use crate::bpf::skel::types::{
 pub const MAX_DEPTH: usize = 127;
 /// Stack length meaning "not requested" (`STACKS_NOT_REQUESTED`).
 pub const NOT_REQUESTED: i32 = -100_000;
+/// Stack length of a `state` record meaning "its thread's previous stacks"
+/// (`STACKS_SAME_STACKS`).
+pub const SAME_STACKS: i32 = -100_001;
 
 /// Bytes per user frame (`struct bpf_stack_build_id`).
 pub const UFRAME_SIZE: usize = size_of::<bpf_stack_build_id>();

@@ -358,11 +358,17 @@ impl Recorder<'_, '_> {
             counts.kstack_errors,
             counts.ustack_errors,
             self.conv.norm.failed_frames,
-            if counts.malformed > 0 {
-                format!("; {} malformed records", counts.malformed)
-            } else {
-                String::new()
-            }
+            [
+                (
+                    counts.repeated_stacks,
+                    "state rows repeating stacks of threads that had not run"
+                ),
+                (counts.malformed, "malformed records"),
+            ]
+            .iter()
+            .filter(|(n, _)| *n > 0)
+            .map(|(n, what)| format!("; {n} {what}"))
+            .collect::<String>()
         );
     }
 }

@@ -315,4 +315,3 @@ mod tests {
         assert_ne!(a, b);
     }
 }
-

@@ -4,26 +4,32 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::rc::Rc;
 
-use stacks_stream::{kind, state};
+use stacks_stream::kind;
 
 use crate::bpf::skel::types::{
-    rss_state, stacks_block, stacks_exec, stacks_exit, stacks_folded, stacks_fork, stacks_net,
-    stacks_off_cpu, stacks_probe, stacks_profile, stacks_rss, stacks_state_sample, stacks_vfs,
+    rss_state, stacks_exec, stacks_exit, stacks_probe, stacks_state_sample, stacks_vfs,
 };
-use crate::event::{
-    BlockOp, Header, KernelUserFrame, Kind, NetDirection, RawEvent, RssCounter, State, VfsCall,
-    c_bytes, cstr,
-};
+use crate::event::SAME_STACKS;
+use crate::event::{Header, KernelUserFrame, Kind, RawEvent, c_bytes, cstr};
 use crate::fdnames::{FileNames, SockAddrs, file_name, socket_ends};
 use crate::modules::{ModuleIndex, build_id_hex};
 use crate::normalize::{UserFrame, UserNormalizer};
 use crate::probes::ProbeRows;
 use crate::probes::counts::COUNTED;
 use crate::rows::{Extra, KernelSymbol, Row, RowBuilder};
-use crate::stacks::{Captured, NewStack};
+use crate::stacks::{Captured, NewStack, StackRef};
+
+mod kinds;
+use kinds::{
+    Decoded, VFS_CALLS, block, folded, fork, lifecycle, net, off_cpu, profile, rss, rss_counter,
+    state_name, tracing_frames,
+};
 
 /// Distinct user stacks remembered by their bytes at most (then the memory starts over).
 const USER_STACKS_CACHED: usize = 1 << 16;
+
+/// A row's stack keys and its kernel and user stack capture errors.
+type RowStacks = (StackRef, Option<i32>, Option<i32>);
 
 /// Resolves kernel addresses to symbols at record time.
 pub trait KernelNames {
@@ -38,6 +44,9 @@ pub struct Counts {
     pub kstack_errors: u64,
     pub ustack_errors: u64,
     pub malformed: u64,
+    /// `state` rows whose thread had not run since its previous row: its stacks repeated,
+    /// not captured again.
+    pub repeated_stacks: u64,
     pub pids: HashSet<u32, ahash::RandomState>,
 }
 
@@ -62,6 +71,8 @@ pub struct Converter {
     sockaddrs: SockAddrs,
     /// The probes of `-e`, by index.
     pub probes: ProbeRows,
+    /// Each thread's stacks in its latest `state` row, for the rows that repeat them.
+    state_stacks: HashMap<u32, RowStacks, ahash::RandomState>,
     offset_ns: i64,
 }
 
@@ -85,6 +96,7 @@ impl Converter {
             ksym_cache: HashMap::default(),
             sockaddrs: SockAddrs::default(),
             probes: ProbeRows::default(),
+            state_stacks: HashMap::default(),
             offset_ns,
         }
     }
@@ -99,6 +111,58 @@ impl Converter {
         *self.counts.by_kind.entry(kind).or_default() += 1;
         self.counts.pids.insert(h.pid);
 
+        let (stacks, kstack_error, ustack_error) = match self.repeated_stacks(h) {
+            Some(repeated) => repeated,
+            None => self.stacks(e, rows),
+        };
+        if h.kind == Kind::STACKS_EV_STATE {
+            self.state_stacks
+                .insert(h.tid, (stacks, kstack_error, ustack_error));
+        }
+        if h.kind == Kind::STACKS_EV_EXIT {
+            // Its last samples are already converted: drop the address cache.
+            self.norm.forget(h.pid);
+        }
+        let (comm, thread) = (c_bytes(&h.comm), c_bytes(&h.thread));
+        let (comm, thread) = (cstr(&comm), cstr(&thread));
+        rows.push(&Row {
+            time_ns: h.ts as i64 + self.offset_ns,
+            kind,
+            pid: h.pid as i32,
+            tid: h.tid as i32,
+            comm: &comm,
+            thread: &thread,
+            cpu: h.cpu as i32,
+            value,
+            stacks,
+            kstack_error,
+            ustack_error,
+            extra,
+        });
+    }
+
+    /// The stacks of a `state` record that says they are its thread's previous ones
+    /// (`STACKS_SAME_STACKS`: the thread has not run since); `None` for other records.
+    fn repeated_stacks(&mut self, h: &Header) -> Option<RowStacks> {
+        if h.kstack_len != SAME_STACKS && h.ustack_len != SAME_STACKS {
+            return None;
+        }
+        self.counts.repeated_stacks += 1;
+        Some(self.state_stacks.get(&h.tid).copied().unwrap_or_else(|| {
+            // Only if that row was not converted: the kernel side resends lost ones.
+            self.counts.ustack_errors += 1;
+            (
+                StackRef::default(),
+                Some(-libc::ENOENT),
+                Some(-libc::ENOENT),
+            )
+        }))
+    }
+
+    /// The keys of a record's captured stacks (added to the dictionaries when new) and their
+    /// capture errors.
+    fn stacks(&mut self, e: &RawEvent<'_>, rows: &mut RowBuilder) -> RowStacks {
+        let h = &e.h;
         let kstack = e.kstack();
         if matches!(kstack, Some(Err(_))) {
             self.counts.kstack_errors += 1;
@@ -114,10 +178,6 @@ impl Converter {
                 Some(Ok(frames)) => Some(Ok(self.user_stack(e, h.pid, &frames))),
             },
         };
-        if h.kind == Kind::STACKS_EV_EXIT {
-            // Its last samples are already converted: drop the address cache.
-            self.norm.forget(h.pid);
-        }
         let kview = kstack
             .as_ref()
             .map(|r| r.as_ref().map(Vec::as_slice).map_err(|e| *e));
@@ -127,22 +187,11 @@ impl Converter {
         let stacks = rows
             .stacks()
             .key(kview, uview, || self.new_stack(kview, uview));
-        let (comm, thread) = (c_bytes(&h.comm), c_bytes(&h.thread));
-        let (comm, thread) = (cstr(&comm), cstr(&thread));
-        rows.push(&Row {
-            time_ns: h.ts as i64 + self.offset_ns,
-            kind,
-            pid: h.pid as i32,
-            tid: h.tid as i32,
-            comm: &comm,
-            thread: &thread,
-            cpu: h.cpu as i32,
-            value,
+        (
             stacks,
-            kstack_error: kview.and_then(Result::err),
-            ustack_error: uview.and_then(Result::err),
-            extra,
-        });
+            kview.and_then(Result::err),
+            uview.and_then(Result::err),
+        )
     }
 
     /// The entries of a captured stack seen for the first time: kernel frames named and the
@@ -265,7 +314,6 @@ impl Converter {
         )
     }
 
-    /// An exit: the process's files and modules are forgotten.
     /// A probe hit, or a counting-table entry (many hits, no arguments).
     fn probe(&self, h: &Header, p: stacks_probe) -> Option<Decoded> {
         let args = (p.nargs != COUNTED).then(|| &p.args[..(p.nargs as usize).min(p.args.len())]);
@@ -277,6 +325,7 @@ impl Converter {
         })
     }
 
+    /// An exit: the process's files and modules are forgotten.
     fn exit(&mut self, h: &Header, x: stacks_exit) -> Decoded {
         self.files.forget(h.pid);
         self.modules.forget(h.pid);
@@ -455,209 +504,5 @@ impl Converter {
             .map(|(k, n)| format!("{k} {n}"))
             .collect::<Vec<_>>()
             .join(", ")
-    }
-}
-
-/// What a record contributes to its row besides ids and stacks.
-struct Decoded {
-    kind: &'static str,
-    value: i64,
-    extra: Extra,
-}
-
-/// A CPU sample: weighs its sampling period.
-fn profile(p: stacks_profile) -> Decoded {
-    Decoded {
-        kind: kind::PROFILE,
-        value: p.period_ns as i64,
-        extra: Extra::default(),
-    }
-}
-
-/// One off-CPU interval.
-fn off_cpu(s: stacks_off_cpu) -> Decoded {
-    Decoded {
-        kind: kind::SWITCH,
-        value: s.off_ns as i64,
-        extra: Extra {
-            duration: Some(s.off_ns as i64),
-            count: Some(1),
-            state: Some(state_name(s.state)),
-            waker: (s.waker > 0).then_some(s.waker as i32),
-            ..Extra::default()
-        },
-    }
-}
-
-/// Short off-CPU intervals folded into one row (no duration: they were many).
-fn folded(h: &Header, f: stacks_folded) -> Decoded {
-    Decoded {
-        kind: kind::SWITCH,
-        value: f.off_ns as i64,
-        extra: Extra {
-            count: Some(i64::from(h.count)),
-            state: Some(state_name(f.state)),
-            ..Extra::default()
-        },
-    }
-}
-
-/// RSS growth since the process's previous row.
-fn rss(h: &Header, r: stacks_rss) -> Decoded {
-    Decoded {
-        kind: kind::RSS,
-        value: r.growth_bytes as i64,
-        extra: Extra {
-            count: Some(i64::from(h.count)),
-            op: Some(rss_counter(r.counter)),
-            rss: (r.resident_bytes > 0).then_some(r.resident_bytes as i64),
-            ..Extra::default()
-        },
-    }
-}
-
-/// A completed block request.
-fn block(b: stacks_block) -> Decoded {
-    let has_dev = b.dev_major != 0 || b.dev_minor != 0;
-    Decoded {
-        kind: kind::BLOCK,
-        value: b.bytes as i64,
-        extra: Extra {
-            duration: Some(b.latency_ns as i64),
-            count: Some(1),
-            op: Some(block_op(b.op)),
-            dev: has_dev.then(|| format!("{}:{}", b.dev_major, b.dev_minor)),
-            errno: (b.error != 0).then_some(b.error),
-            ..Extra::default()
-        },
-    }
-}
-
-/// A TCP or UDP send or receive.
-fn net(n: stacks_net, addrs: &mut SockAddrs) -> Decoded {
-    let (protocol, local, remote) = socket_ends(n.family, n.protocol, &n.addrs, addrs);
-    Decoded {
-        kind: kind::NET,
-        value: n.bytes as i64,
-        extra: Extra {
-            count: Some(1),
-            op: Some(if n.direction == NetDirection::STACKS_NET_SEND {
-                "send"
-            } else {
-                "recv"
-            }),
-            protocol,
-            local,
-            remote,
-            errno: (n.error != 0).then_some(n.error),
-            ..Extra::default()
-        },
-    }
-}
-
-/// A fork: names the child.
-fn fork(h: &Header, f: stacks_fork) -> Decoded {
-    lifecycle(
-        kind::FORK,
-        h,
-        Extra {
-            child: Some(f.child_pid as i32),
-            ..Extra::default()
-        },
-    )
-}
-
-/// A process lifecycle row: each stands for one event.
-fn lifecycle(kind: &'static str, h: &Header, extra: Extra) -> Decoded {
-    Decoded {
-        kind,
-        value: i64::from(h.count),
-        extra,
-    }
-}
-
-/// How many leading kernel frames belong to the tracing machinery that ran our BPF program
-/// (the program itself, `bpf_trace_run*`, perf's tracepoint glue): the stack the user cares
-/// about starts below them.
-fn tracing_frames(syms: &[Option<KernelSymbol>]) -> usize {
-    let glue = |s: &str| {
-        s.starts_with("bpf_trace_run")
-            || s.starts_with("__bpf_trace_")
-            || s.starts_with("bpf_prog_")
-            || s.starts_with("perf_trace_")
-            || s.starts_with("trace_call_bpf")
-            || s.starts_with("__traceiter_")
-            || s.starts_with("__bpf_prog_run")
-    };
-    let window = syms.len().min(8);
-    syms[..window]
-        .iter()
-        .rposition(|s| s.as_ref().is_some_and(|k| glue(&k.symbol)))
-        .map_or(0, |i| i + 1)
-}
-
-/// (syscall, direction) by `enum stacks_vfs_call`.
-const VFS_CALLS: [(&str, &str); VfsCall::STACKS_VFS_PWRITEV2.0 as usize + 1] = [
-    ("read", "read"),
-    ("write", "write"),
-    ("pread64", "read"),
-    ("pwrite64", "write"),
-    ("readv", "read"),
-    ("writev", "write"),
-    ("preadv", "read"),
-    ("pwritev", "write"),
-    ("preadv2", "read"),
-    ("pwritev2", "write"),
-];
-
-fn state_name(code: State) -> &'static str {
-    match code {
-        State::STACKS_STATE_RUNNABLE => state::RUNNABLE,
-        State::STACKS_STATE_SLEEPING => state::SLEEPING,
-        State::STACKS_STATE_UNINTERRUPTIBLE => state::UNINTERRUPTIBLE,
-        State::STACKS_STATE_IDLE => state::IDLE,
-        State::STACKS_STATE_STOPPED => state::STOPPED,
-        State::STACKS_STATE_RUNNING => state::RUNNING,
-        _ => state::OTHER,
-    }
-}
-
-fn rss_counter(counter: RssCounter) -> &'static str {
-    match counter {
-        RssCounter::STACKS_RSS_FILE => "file",
-        RssCounter::STACKS_RSS_ANON => "anon",
-        RssCounter::STACKS_RSS_SWAP => "swap",
-        RssCounter::STACKS_RSS_SHMEM => "shmem",
-        _ => "other",
-    }
-}
-
-fn block_op(op: BlockOp) -> &'static str {
-    match op {
-        BlockOp::STACKS_BLOCK_READ => "read",
-        BlockOp::STACKS_BLOCK_WRITE => "write",
-        BlockOp::STACKS_BLOCK_FLUSH => "flush",
-        BlockOp::STACKS_BLOCK_DISCARD => "discard",
-        _ => "other",
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tracing_glue_is_dropped_from_kernel_stacks() {
-        let k = |s: &str| {
-            Some(KernelSymbol {
-                symbol: s.into(),
-                offset: 0,
-                module: None,
-            })
-        };
-        let syms = vec![None, k("bpf_trace_run4"), k("__schedule"), k("schedule")];
-        assert_eq!(tracing_frames(&syms), 2);
-        assert_eq!(tracing_frames(&[k("vfs_read"), k("ksys_read")]), 0);
-        assert_eq!(tracing_frames(&[]), 0);
     }
 }
