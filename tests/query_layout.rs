@@ -9,10 +9,8 @@ use std::path::{Path, PathBuf};
 use stacks_testkit::recording as fixture;
 use stacks_tests::{assert_refused, bin, check, python, scratch, sh, write_inline, write_pair};
 
-/// Every bundled query over the fixture's kinds (the `state` queries are left out:
-/// `thread-states`, `process-states`, `state-stacks`, `stuck`; the fixture has no `state` rows
-/// yet).
-const QUERIES: [&str; 13] = [
+/// Every bundled query (the fixture has every kind they read).
+const QUERIES: [&str; 18] = [
     "cpu",
     "cpu-functions",
     "offcpu",
@@ -23,6 +21,11 @@ const QUERIES: [&str; 13] = [
     "vfs-read",
     "vfs-write",
     "net",
+    "thread-states",
+    "process-states",
+    "state-stacks",
+    "stuck",
+    "stackcount",
     "top-processes",
     "top-threads",
     "timeline",

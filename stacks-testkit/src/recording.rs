@@ -1,5 +1,5 @@
 //! A synthetic recording with every row kind (profile, switch incl. folded rows, rss, block,
-//! vfs, net, exec/fork/exit, lost), as symbolized rows. Rows come from a seeded generator;
+//! vfs, net, state, probe, exec/fork/exit, lost), as symbolized rows. Rows come from a seeded generator;
 //! tests compute the answers they expect from the [`Row`]s, not from the tool (stacks-query's
 //! tests and the end-to-end store tests, which pack the rows with stacks-pack).
 
@@ -160,6 +160,7 @@ pub fn rows(n: usize) -> Vec<Row> {
         }
         out.push(r);
     }
+    out.extend(state_and_probe_rows(n));
     // Lifecycle and lost rows, which the resource queries must leave alone.
     for (k, kind) in ["exec", "fork", "exit"].iter().enumerate() {
         out.push(Row {
@@ -183,13 +184,72 @@ pub fn rows(n: usize) -> Vec<Row> {
     out
 }
 
+/// `n` `state` rows (20 Hz samples: running, or off CPU in a system call for some time, on a
+/// file for `read`) and `n / 2` `probe` rows (single hits with arguments, and counting rows),
+/// spread over the same 5 seconds, from their own generator so the other rows stay the same.
+fn state_and_probe_rows(n: usize) -> Vec<Row> {
+    let mut g = Lcg(7);
+    let mut out = Vec::new();
+    let at = |i: usize, of: usize| T0 + (i as i64) * 5 * SEC / of.max(1) as i64;
+    for i in 0..n {
+        let (pid, comm, threads) = g.pick(PROCS);
+        let (tid, thread) = g.pick(threads);
+        let mut r = Row {
+            time: at(i, n),
+            kind: "state".into(),
+            pid,
+            tid,
+            comm: comm.into(),
+            thread: thread.into(),
+            value: 50_000_000,
+            count: Some(1),
+            state: text(g.pick(&["running", "runnable", "sleeping", "uninterruptible"])),
+            ..Default::default()
+        };
+        if r.state.as_deref() != Some("running") {
+            let call = g.pick(&["read", "nanosleep", "futex", "fsync"]);
+            r.syscall = text(call);
+            r.duration = Some(g.next(3_000) as i64 * 1_000_000);
+            if call == "read" || call == "fsync" {
+                r.fd = Some(3 + g.next(4) as i32);
+                r.path = text(g.pick(&["/var/lib/app/data", "pipe:[4242]"]));
+            }
+            r.stack = Some(stack(g.pick(WAIT_STACKS)));
+        }
+        out.push(r);
+    }
+    for i in 0..n / 2 {
+        let (pid, comm, threads) = g.pick(PROCS);
+        let (tid, thread) = g.pick(threads);
+        let counted = g.next(3) == 0;
+        let hits = if counted { 2 + g.next(100) as i64 } else { 1 };
+        out.push(Row {
+            time: at(i, n / 2),
+            kind: "probe".into(),
+            pid,
+            tid,
+            comm: comm.into(),
+            thread: thread.into(),
+            value: hits,
+            count: Some(hits),
+            probe: text(g.pick(&["uprobe:/usr/bin/app:parse", "tp:sched:sched_process_fork"])),
+            args: (!counted).then(|| vec![g.next(1000) as i64, -1]),
+            stack: Some(stack(g.pick(STACKS))),
+            ..Default::default()
+        });
+    }
+    out
+}
+
 /// The recording's stream metadata, as stacks-record and stacks-symbolize stamp it.
 pub fn metadata() -> HashMap<String, String> {
     let mut md = HashMap::new();
     md.insert(meta::HOST.to_string(), "fixturehost".to_string());
     md.insert(
         meta::EVENTS.to_string(),
-        "profile:u:99,switch:ku,rss:u:1,block:u,vfs:u,net:u".to_string(),
+        "profile:u:99,switch:ku,rss:u:1,block:u,vfs:u,net:u,state:uk:20,\
+         uprobe:/usr/bin/app:parse:u,tp:sched:sched_process_fork:uk:count"
+            .to_string(),
     );
     stacks_stream::stamp(&mut md, "stacks-record", "0.1.0", stacks_stream::stage::RAW);
     stacks_stream::stamp(
