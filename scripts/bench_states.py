@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import benchmd
+
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = Path(os.environ.get("CARGO_TARGET_DIR") or Path.home() / ".cache/stacks-target")
 BIN = TARGET / "release"
@@ -38,7 +40,6 @@ NAMED = 6  # the states workload's main thread and its five named threads
 PROC_SAMPLER = r"""
 import os, sys, time
 
-import benchmd
 pid, hz = sys.argv[1], float(sys.argv[2])
 base, period, nxt, passes, reads = f"/proc/{pid}/task", 1.0 / hz, time.monotonic(), 0, 0
 while True:

@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import benchmd
+
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = Path(os.environ.get("CARGO_TARGET_DIR") or Path.home() / ".cache/stacks-target")
 BIN = TARGET / "release"
@@ -55,8 +57,6 @@ def tool(name, before=False):
 GEN = r"""
 import sys
 import pyarrow as pa, pyarrow.compute as pc, pyarrow.ipc as ipc
-
-import benchmd
 src, dst, total, plain = sys.argv[1], sys.argv[2], int(sys.argv[3]), "plain" in sys.argv[4:]
 t = ipc.open_stream(src).read_all()
 md = dict(t.schema.metadata or {})
