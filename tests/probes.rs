@@ -325,6 +325,40 @@ fn usdt_semaphores_are_set_for_running_processes() {
     assert_eq!(hits.iter().map(|h| h.value).sum::<i64>(), USDT as i64);
 }
 
+/// The same for the command the recorder starts: it is held at its exec while the semaphore
+/// is set.
+#[test]
+fn usdt_semaphores_are_set_in_the_command() {
+    if !bpf_available("usdt_semaphores_are_set_in_the_command") {
+        return;
+    }
+    let _serial = bpf_serial();
+    let dir = scratch("probes-sema-command");
+    let (report, raw) = (dir.join("report.json"), dir.join("raw.arrow"));
+    let w = bin("stacks-workload");
+    let out = sh(&format!(
+        "stacks-record -e usdt:{w}:stacks_workload:tick -o {raw} -- stacks-workload --report \
+         {report} probes --calls 1 --forks 0 --usdt {USDT}",
+        w = w.display(),
+        raw = raw.display(),
+        report = report.display()
+    ));
+    check(&out, "record the command's semaphore-guarded probe");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(
+        report["usdt_enabled"], USDT,
+        "the semaphore was set for every firing"
+    );
+    let hits = hits(&read_stream(&raw));
+    assert_eq!(hits.iter().map(|h| h.value).sum::<i64>(), USDT as i64);
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("warning"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn missing_probes_are_one_line_errors_naming_them() {
     let w = bin("stacks-workload");

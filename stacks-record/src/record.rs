@@ -20,6 +20,7 @@ use crate::drops::Drops;
 use crate::event::RawEvent;
 use crate::host;
 use crate::kallsyms::KernelSymbols;
+use crate::probes::spec::ProbeType;
 use crate::probes::{self, ProbeRows};
 use crate::rows::{Extra, KernelSymbol, Row, RowBuilder};
 use crate::spec::EventSpec;
@@ -73,14 +74,45 @@ pub fn run() -> Result<ExitCode> {
     };
     let mut skel = bpf::load(&mut obj, &load)?;
     let tracepoints = bpf::attach_tracepoints(&mut skel)?;
-    let probe_links = probes::attach::attach(&skel, &probes)?;
-    let mut targets = Targets::add(&skel, &target)?;
+    // A command with USDT probes is held after its exec: its probes are attached then and
+    // their semaphores set in it (see probes::semaphores); other targets' probes now.
+    let hold =
+        matches!(target, Target::Command(_)) && spec.probes.iter().any(|p| p.ty == ProbeType::Usdt);
+    let early = match hold {
+        false => Some(probes::attach::attach(&skel, &probes)?),
+        true => None,
+    };
+    let mut targets = Targets::add(&skel, &target, hold)?;
     let perf = attach_cpu_sampler(&skel, &spec)?;
     let queue: Rc<RefCell<Queue>> = Rc::default();
     let rb = ring_buffer(&skel, &queue)?;
     let states = bpf::StateSampler::start(&skel, &spec)?;
 
     targets.go(&skel, &target)?;
+    let probes::attach::Attached {
+        links: probe_links,
+        semaphores,
+    } = match early {
+        Some(attached) => attached,
+        None => probes::attach::attach(&skel, &probes)?,
+    };
+    let mut enabled = probes::semaphores::Enabled::default();
+    let unset: Vec<&probes::semaphores::Semaphore> = match targets.child.as_mut() {
+        Some(c) if hold => {
+            let set = enabled.enable(c.pid, &semaphores);
+            c.resume()?;
+            set?
+        }
+        _ => semaphores.iter().collect(),
+    };
+    for s in unset {
+        eprintln!(
+            "stacks-record: warning: -e {}: the probe is guarded by a semaphore, which the kernel \
+             sets in processes running now (and stacks-record in the executable of a command it \
+             starts); processes started later may not fire it",
+            s.probe
+        );
+    }
     eprintln!(
         "stacks-record: recording {} ({}){}; Ctrl-C stops",
         spec.normalized(),
@@ -113,6 +145,7 @@ pub fn run() -> Result<ExitCode> {
         states.stop()?;
     }
     drop(perf);
+    enabled.disable();
     drop(probe_links);
     drop(tracepoints);
     let written = rec.drain_to_end(out)?;
@@ -137,15 +170,16 @@ struct Targets {
 }
 
 impl Targets {
-    /// Hand the target to the kernel side (a command is spawned, held until released).
-    fn add(skel: &bpf::skel::StacksSkel<'_>, target: &Target) -> Result<Self> {
+    /// Hand the target to the kernel side (a command is spawned, held until released, and
+    /// with `stop_at_exec` held again after its exec until its [`Child::resume`]).
+    fn add(skel: &bpf::skel::StacksSkel<'_>, target: &Target, stop_at_exec: bool) -> Result<Self> {
         let mut t = Targets {
             child: None,
             watched_pids: Vec::new(),
         };
         match target {
             Target::Command(argv) => {
-                let c = Child::spawn(argv)?;
+                let c = Child::spawn(argv, stop_at_exec)?;
                 bpf::add_target(skel, c.pid)?;
                 t.child = Some(c);
             }

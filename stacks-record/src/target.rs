@@ -65,12 +65,15 @@ pub fn check_pid(pid: u32) -> Result<u32> {
     Ok(tgid)
 }
 
-/// A command started by us, stopped before exec until [`Child::release`].
+/// A command started by us, stopped before exec until [`Child::release`] (and, spawned with
+/// `stop_at_exec`, stopped again right after its exec until [`Child::resume`]).
 pub struct Child {
     pub pid: u32,
     gate: Option<OwnedFd>,
     exec_err: OwnedFd,
     program: String,
+    /// Traced (PTRACE_TRACEME) until its exec has happened: see [`Child::resume`].
+    stopped_at_exec: bool,
 }
 
 fn pipe() -> Result<(OwnedFd, OwnedFd)> {
@@ -85,8 +88,9 @@ fn pipe() -> Result<(OwnedFd, OwnedFd)> {
 
 impl Child {
     /// Fork; the child waits for the gate, then execs `argv` (PATH search) with its stdout
-    /// sent to our stderr, since our stdout carries data.
-    pub fn spawn(argv: &[String]) -> Result<Child> {
+    /// sent to our stderr, since our stdout carries data. With `stop_at_exec` it is traced
+    /// until its exec, to be changed in its new image (USDT semaphores) before it runs.
+    pub fn spawn(argv: &[String], stop_at_exec: bool) -> Result<Child> {
         let Some(program) = argv.first() else {
             bail!("`--` must be followed by a command to run");
         };
@@ -115,6 +119,10 @@ impl Child {
                 libc::dup2(2, 1);
                 libc::signal(libc::SIGINT, libc::SIG_DFL);
                 libc::signal(libc::SIGTERM, libc::SIG_DFL);
+                if stop_at_exec {
+                    // A traced process stops with SIGTRAP once exec has replaced its image.
+                    libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0);
+                }
                 libc::execvp(ptrs[0], ptrs.as_ptr());
                 let errno = *libc::__errno_location();
                 libc::write(err_w.as_raw_fd(), (&raw const errno).cast(), 4);
@@ -128,6 +136,7 @@ impl Child {
             gate: Some(gate_w),
             exec_err: err_r,
             program: program.clone(),
+            stopped_at_exec: stop_at_exec,
         })
     }
 
@@ -142,8 +151,30 @@ impl Child {
         let n = unsafe { libc::read(self.exec_err.as_raw_fd(), errno.as_mut_ptr().cast(), 4) };
         if n == 4 {
             let err = std::io::Error::from_raw_os_error(i32::from_ne_bytes(errno));
+            self.stopped_at_exec = false;
             self.wait_blocking();
             bail!("cannot run `{}`: {err}", self.program);
+        }
+        if self.stopped_at_exec {
+            let mut status = 0;
+            // SAFETY: waitpid on our own child with a valid status pointer.
+            let r = unsafe { libc::waitpid(self.pid as i32, &mut status, 0) };
+            if r != self.pid as i32 || !libc::WIFSTOPPED(status) {
+                self.stopped_at_exec = false;
+                bail!("`{}` did not stop after its exec", self.program);
+            }
+        }
+        Ok(())
+    }
+
+    /// Let a child held after its exec (see [`Child::spawn`]) run, no longer traced.
+    pub fn resume(&mut self) -> Result<()> {
+        if std::mem::take(&mut self.stopped_at_exec) {
+            // SAFETY: detaching from our own traced, stopped child; no signal delivered.
+            if unsafe { libc::ptrace(libc::PTRACE_DETACH, self.pid as i32, 0, 0) } != 0 {
+                return Err(std::io::Error::last_os_error())
+                    .with_context(|| format!("letting `{}` run after its exec", self.program));
+            }
         }
         Ok(())
     }
@@ -212,7 +243,7 @@ mod tests {
 
     #[test]
     fn spawned_child_runs_after_release_and_reports_status() {
-        let mut c = Child::spawn(&["sh".into(), "-c".into(), "exit 7".into()]).unwrap();
+        let mut c = Child::spawn(&["sh".into(), "-c".into(), "exit 7".into()], false).unwrap();
         std::thread::sleep(std::time::Duration::from_millis(50));
         assert_eq!(c.try_wait(), None, "child must wait at the gate");
         c.release().unwrap();
@@ -220,8 +251,20 @@ mod tests {
     }
 
     #[test]
+    fn a_child_held_at_its_exec_runs_once_resumed() {
+        let mut c = Child::spawn(&["sh".into(), "-c".into(), "exit 5".into()], true).unwrap();
+        c.release().unwrap();
+        let exe = fs::read_link(format!("/proc/{}/exe", c.pid)).unwrap();
+        assert!(exe.to_string_lossy().contains("sh"), "{exe:?}: exec'ed");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert_eq!(c.try_wait(), None, "held after its exec");
+        c.resume().unwrap();
+        assert_eq!(c.wait_blocking(), 5);
+    }
+
+    #[test]
     fn exec_failure_is_reported() {
-        let mut c = Child::spawn(&["/nonexistent/program".into()]).unwrap();
+        let mut c = Child::spawn(&["/nonexistent/program".into()], true).unwrap();
         let e = c.release().unwrap_err();
         assert!(e.to_string().contains("/nonexistent/program"), "{e}");
     }

@@ -9,6 +9,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use libbpf_rs::btf::{Btf, BtfKind, BtfType, types::FuncProto};
 use libbpf_rs::{Link, PrintLevel, RawTracepointOpts, UprobeOpts, UsdtOpts};
 
+use super::semaphores::{self, Semaphore};
 use super::spec::{Probe, ProbeType};
 use crate::bpf::skel::StacksSkel;
 
@@ -182,26 +183,36 @@ fn keep_message(level: PrintLevel, msg: String) {
     }
 }
 
-/// What libbpf said while the last probe was attached: its last warning, and whether it found
-/// a USDT semaphore.
-fn libbpf_said() -> (Option<String>, bool) {
+/// What libbpf said while the last probe was attached: its last warning, and the USDT
+/// semaphore it found (virtual address, relocatable file).
+fn libbpf_said() -> (Option<String>, Option<(u64, bool)>) {
     let said = LIBBPF_SAYS.lock().map(|v| v.clone()).unwrap_or_default();
     let warning = said.iter().rev().find(|(w, _)| *w).map(|(_, m)| m.clone());
-    let semaphore = said.iter().any(|(_, m)| m.starts_with("usdt: sema "));
+    let semaphore = said
+        .iter()
+        .find_map(|(_, m)| semaphores::semaphore_in_libbpf_line(m));
     (warning, semaphore)
+}
+
+/// The probes attached.
+pub struct Attached {
+    pub links: Vec<Link>,
+    /// The semaphores guarding USDT probes.
+    pub semaphores: Vec<Semaphore>,
 }
 
 /// Attach every probe, its index in `probes` as the cookie the BPF side reads its settings
 /// by. A failure names the probe and libbpf's reason.
-pub fn attach(skel: &StacksSkel<'_>, probes: &[Resolved]) -> Result<Vec<Link>> {
+pub fn attach(skel: &StacksSkel<'_>, probes: &[Resolved]) -> Result<Attached> {
     let previous = libbpf_rs::set_print(Some((PrintLevel::Debug, keep_message)));
-    let links = attach_all(skel, probes);
+    let attached = attach_all(skel, probes);
     libbpf_rs::set_print(previous);
-    links
+    attached
 }
 
-fn attach_all(skel: &StacksSkel<'_>, probes: &[Resolved]) -> Result<Vec<Link>> {
+fn attach_all(skel: &StacksSkel<'_>, probes: &[Resolved]) -> Result<Attached> {
     let mut links = Vec::with_capacity(probes.len());
+    let mut sems = Vec::new();
     for (i, r) in probes.iter().enumerate() {
         LIBBPF_SAYS.lock().map(|mut v| v.clear()).ok();
         let cookie = i as u64;
@@ -258,15 +269,18 @@ fn attach_all(skel: &StacksSkel<'_>, probes: &[Resolved]) -> Result<Vec<Link>> {
             };
             anyhow!("-e {}: attaching failed{hint}{said}", p.name())
         })?;
-        if semaphore {
-            eprintln!(
-                "stacks-record: warning: -e {}: the probe is guarded by a semaphore, which the \
-                 kernel sets in processes running now; processes started later may not fire it \
-                 (record a running process with -p)",
-                p.name()
-            );
+        if let (Some((vaddr, relocatable)), Some(path)) = (semaphore, &r.path) {
+            sems.push(Semaphore {
+                probe: p.name(),
+                path: path.clone(),
+                vaddr,
+                relocatable,
+            });
         }
         links.push(link);
     }
-    Ok(links)
+    Ok(Attached {
+        links,
+        semaphores: sems,
+    })
 }

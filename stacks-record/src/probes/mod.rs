@@ -1,10 +1,12 @@
 //! Probes named in `-e`: kernel tracepoints, uprobes, uretprobes and USDT probes (bpf/
 //! probe.bpf.h). Their grammar ([`spec`]), the checks and attaching ([`attach`]), the BPF
-//! side's settings ([`configure`]), their rows ([`ProbeRows`]) and the counting table's
-//! records ([`counts`]).
+//! side's settings ([`configure`]), their rows ([`ProbeRows`]), the counting table's records
+//! ([`counts`]) and the USDT semaphores set in the command the recorder starts
+//! ([`semaphores`]).
 
 pub mod attach;
 pub mod counts;
+pub mod semaphores;
 pub mod spec;
 
 use std::rc::Rc;
