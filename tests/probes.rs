@@ -11,7 +11,8 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
 use arrow_array::{Array, RecordBatch};
 use stacks_tests::{
-    assert_refused, bin, bpf_available, bpf_serial, check, read_frames, read_stream, scratch, sh,
+    ScratchDir, assert_refused, bin, bpf_available, bpf_serial, check, read_frames, read_stream,
+    scratch, sh,
 };
 
 const CALLS: u64 = 2000;
@@ -159,20 +160,30 @@ fn check_stacks(hits: &[Hit]) {
     }
 }
 
-#[test]
-fn probe_hits_match_the_workload() {
-    if !bpf_available("probe_hits_match_the_workload") {
-        return;
+/// Record the workload's probes (`:count` when `counting`) in a scratch directory named after
+/// the test; `None` (the test is skipped) without BPF. Checks the hits per probe type and
+/// their stacks.
+fn recorded(test: &str, counting: bool) -> Option<(ScratchDir, Vec<Hit>)> {
+    if !bpf_available(test) {
+        return None;
     }
     let _serial = bpf_serial();
-    let dir = scratch("probes-rows");
-    let hits = record(&dir, &spec(false));
+    let dir = scratch(test);
+    let hits = record(&dir, &spec(counting));
     assert_eq!(totals(&hits), expected(), "hits by probe type");
+    check_stacks(&hits);
+    Some((dir, hits))
+}
+
+#[test]
+fn probe_hits_match_the_workload() {
+    let Some((dir, hits)) = recorded("probe_hits_match_the_workload", false) else {
+        return;
+    };
     assert!(
         hits.iter().all(|h| h.value == 1 && h.count == 1),
         "a row per hit"
     );
-    check_stacks(&hits);
     let args = |ty: &str| -> Vec<Vec<i64>> {
         hits.iter()
             .filter(|h| h.probe.starts_with(&format!("{ty}:")))
@@ -232,13 +243,10 @@ fn probe_hits_match_the_workload() {
 
 #[test]
 fn counting_probes_give_the_same_counts_in_few_rows() {
-    if !bpf_available("counting_probes_give_the_same_counts_in_few_rows") {
+    let Some((_dir, hits)) = recorded("counting_probes_give_the_same_counts_in_few_rows", true)
+    else {
         return;
-    }
-    let _serial = bpf_serial();
-    let dir = scratch("probes-count");
-    let hits = record(&dir, &spec(true));
-    assert_eq!(totals(&hits), expected(), "counted hits by probe type");
+    };
     assert!(hits.iter().all(|h| h.value == h.count && h.args.is_none()));
     // One thread, one stack per probe: a row per probe per counting interval (the workload
     // runs well under a second; allow a second interval).
@@ -248,7 +256,6 @@ fn counting_probes_give_the_same_counts_in_few_rows() {
         hits.len(),
         2 * CALLS + USDT + FORKS
     );
-    check_stacks(&hits);
 }
 
 /// A probe guarded by a USDT semaphore fires only while it is set: for a process already
