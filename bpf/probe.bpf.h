@@ -36,6 +36,19 @@ struct {
 	__uint(value_size, STACKS_MAX_DEPTH * STACKS_UFRAME_SIZE);
 } probe_ustacks SEC(".maps");
 
+/* A second user stack table (another size: other slots) for stacks whose slot in the first is
+ * taken. The kernel resolves a frame's build id only when it gets the address space's lock
+ * without waiting, so the same stack comes both with build ids and as bare addresses: the
+ * first variant takes the slot and the other would not be counted. Ids from this table have
+ * STACKS_PROBE_USTACK2 set. */
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_STACK_BUILD_ID);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, STACKS_MAX_DEPTH * STACKS_UFRAME_SIZE);
+} probe_ustacks2 SEC(".maps");
+
 /* Per-CPU probe records under construction. Probes fire in any context and uprobe programs
  * can be preempted, so a hit claims a free slot (busy 0 -> 1) and releases it after sending. */
 struct probe_slot {
@@ -80,6 +93,11 @@ static __always_inline bool probe_count(void *ctx, __u32 idx, __u32 want)
 	}
 	if (want & STACKS_WANT_USER) {
 		long s = bpf_get_stackid(ctx, &probe_ustacks, BPF_F_USER_STACK);
+		if (s == -EEXIST) {
+			s = bpf_get_stackid(ctx, &probe_ustacks2, BPF_F_USER_STACK);
+			if (s >= 0)
+				s |= STACKS_PROBE_USTACK2;
+		}
 		if (s == -EEXIST)
 			goto uncounted;
 		k.ustack = (__s32)s;

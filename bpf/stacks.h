@@ -259,6 +259,9 @@ struct stacks_probe {
 	__u64 args[STACKS_PROBE_ARGS];
 };
 
+/* Set in a counting-table user stack id from the second user stack table (probe_ustacks2). */
+#define STACKS_PROBE_USTACK2 (1 << 30)
+
 /* Key and value of the counting table probe_counts: hits of one probe in one thread with
  * one pair of stacks (ids in probe_kstacks / probe_ustacks; -errno when not captured,
  * STACKS_NOT_REQUESTED when not asked for). */

@@ -17,7 +17,7 @@ use crate::bpf::{self, LoadOptions};
 use crate::cli::{Args, Target};
 use crate::convert::{Converter, Counts, KernelNames};
 use crate::drops::Drops;
-use crate::event::RawEvent;
+use crate::event::{Kind, RawEvent};
 use crate::host;
 use crate::kallsyms::KernelSymbols;
 use crate::probes::spec::ProbeType;
@@ -309,7 +309,13 @@ impl Recorder<'_, '_> {
                     std::io::Error::from_raw_os_error(-rc)
                 );
             }
-            drain(self.queue, &mut self.rows, &mut self.conv, self.rb);
+            drain(
+                self.queue,
+                &mut self.rows,
+                &mut self.conv,
+                self.rb,
+                self.skel,
+            );
             if self.rows.len() >= FLUSH_ROWS || last_flush.elapsed() >= FLUSH_EVERY {
                 self.write(out)?;
                 last_flush = Instant::now();
@@ -326,11 +332,7 @@ impl Recorder<'_, '_> {
 
     /// Append the counting probes' rows and the lost-event rows, and write what is pending.
     fn write(&mut self, out: &mut OutputStream) -> Result<()> {
-        let (conv, rows) = (&mut self.conv, &mut self.rows);
-        probes::counts::drain(self.skel, |record| match RawEvent::from_bytes(record) {
-            Ok(e) => conv.push(&e, rows),
-            Err(_) => conv.counts.malformed += 1,
-        });
+        drain_counts(self.skel, &mut self.conv, &mut self.rows);
         push_lost(
             self.skel,
             &mut self.drops,
@@ -359,7 +361,13 @@ impl Recorder<'_, '_> {
             );
         }
         while !self.queue.borrow().spans.is_empty() {
-            drain(self.queue, &mut self.rows, &mut self.conv, self.rb);
+            drain(
+                self.queue,
+                &mut self.rows,
+                &mut self.conv,
+                self.rb,
+                self.skel,
+            );
         }
         let now = host::realtime_ns();
         for rest in bpf::take_rss_remainders(self.skel) {
@@ -447,6 +455,7 @@ fn drain(
     rows: &mut RowBuilder,
     conv: &mut Converter,
     rb: &libbpf_rs::RingBuffer<'_>,
+    skel: &bpf::skel::StacksSkel<'_>,
 ) {
     let q = {
         let mut cur = queue.borrow_mut();
@@ -459,7 +468,16 @@ fn drain(
     };
     for (i, &(start, len)) in q.spans.iter().enumerate() {
         match RawEvent::from_bytes(&q.bytes[start..start + len]) {
-            Ok(e) => conv.push(&e, rows),
+            Ok(e) => {
+                if e.h.kind == Kind::STACKS_EV_EXIT {
+                    // Counted hits of a process are converted while its address maps are
+                    // still known: before its exit drops them. (Not before an exec: the hits
+                    // counted by then may be of the new image, whose files the exec record
+                    // makes known.)
+                    drain_counts(skel, conv, rows);
+                }
+                conv.push(&e, rows)
+            }
             Err(_) => conv.counts.malformed += 1,
         }
         if i % 256 == 255 && queue.borrow().bytes.len() < QUEUE_MAX_BYTES {
@@ -477,6 +495,14 @@ fn drain(
         spans.clear();
         queue.borrow_mut().spare = Some((bytes, spans));
     }
+}
+
+/// Convert the counting probes' table (nothing when no probe counts).
+fn drain_counts(skel: &bpf::skel::StacksSkel<'_>, conv: &mut Converter, rows: &mut RowBuilder) {
+    probes::counts::drain(skel, |record| match RawEvent::from_bytes(record) {
+        Ok(e) => conv.push(&e, rows),
+        Err(_) => conv.counts.malformed += 1,
+    });
 }
 
 /// Largest record buffer kept between drains.

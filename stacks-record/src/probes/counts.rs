@@ -11,6 +11,9 @@ use crate::event::{HEADER_SIZE, Header, INFO_OFFSET, Kind, NOT_REQUESTED, UFRAME
 /// `nargs` of a counting-table record: it stands for many hits and carries no arguments.
 pub const COUNTED: u32 = u32::MAX;
 
+/// Set in a user stack id from the second user stack table (`STACKS_PROBE_USTACK2`).
+const USTACK2: i32 = 1 << 30;
+
 /// `-ENOENT`: the stack's id was no longer in its table.
 const STACK_GONE: i32 = -2;
 
@@ -58,7 +61,12 @@ fn build(
     let (kframes, kstack_len) = stack(&skel.maps.probe_kstacks, key.kstack, 8, |f| {
         f.iter().any(|&b| b != 0)
     });
-    let (uframes, ustack_len) = stack(&skel.maps.probe_ustacks, key.ustack, UFRAME_SIZE, |f| {
+    let (utable, uid) = if key.ustack >= 0 && key.ustack & USTACK2 != 0 {
+        (&skel.maps.probe_ustacks2, key.ustack & !USTACK2)
+    } else {
+        (&skel.maps.probe_ustacks, key.ustack)
+    };
+    let (uframes, ustack_len) = stack(utable, uid, UFRAME_SIZE, |f| {
         // A frame's status (its first 4 bytes) is 0 past the end of the stack.
         f[..4] != [0; 4]
     });

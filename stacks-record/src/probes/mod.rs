@@ -25,6 +25,8 @@ const COUNT_ENTRIES: u32 = 16_384;
 /// Slots of the counting probes' stack tables (the user one holds 4 KiB per stack).
 const KSTACK_SLOTS: u32 = 16_384;
 const USTACK_SLOTS: u32 = 4_096;
+/// Slots of the second user stack table (another size, so a stack lands in another slot).
+const USTACK2_SLOTS: u32 = 2_048;
 
 /// Set each probe's settings (rodata `probe_conf`, by index) and size the counting tables,
 /// which stay at one entry when no probe counts.
@@ -56,6 +58,11 @@ pub fn configure(open: &mut OpenStacksSkel<'_>, probes: &[Probe]) -> Result<()> 
             &mut open.maps.probe_ustacks,
             counting().any(|p| p.stacks.user()),
             USTACK_SLOTS,
+        ),
+        (
+            &mut open.maps.probe_ustacks2,
+            counting().any(|p| p.stacks.user()),
+            USTACK2_SLOTS,
         ),
     ];
     for (map, used, entries) in sizes {
