@@ -151,10 +151,12 @@ fn events_help() -> String {
         let Source::Probes(forms) = k.source else {
             continue;
         };
-        help.push_str(
-            "Probes, any number, each a row per hit (kind probe, value 1, args); with :count the \
-             kernel counts hits per thread and stacks and sends a row per second instead:\n",
-        );
+        let intro = "Probes, any number, each a row per hit (kind probe, value 1, args); with \
+                     :count the kernel counts hits per thread and stacks and sends a row per \
+                     second instead:";
+        for line in wrap(intro, 86) {
+            help.push_str(&format!("{line}\n"));
+        }
         for f in forms {
             let form = format!("{}:{}[:STACKS][:count]", f.prefix, f.fields);
             let what = format!("{} STACKS default {}.", f.help, f.stacks);
