@@ -65,20 +65,6 @@ def held_workload(args, fifo):
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def reap(p, timeout=None):
-    """Wait for p with wait4 (not Popen.wait, which would lose the rusage); CPU seconds."""
-    deadline = None if timeout is None else time.time() + timeout
-    while True:
-        pid, status, ru = os.wait4(p.pid, 0 if deadline is None else os.WNOHANG)
-        if pid:
-            p.returncode = os.waitstatus_to_exitcode(status)
-            return ru.ru_utime + ru.ru_stime
-        if time.time() > deadline:
-            p.kill()
-            deadline = None
-        time.sleep(0.05)
-
-
 def run_case(profiler, kind, spec, perf_events, wargs, scratch):
     fifo = os.path.join(scratch, "gate")
     if os.path.exists(fifo):
@@ -100,7 +86,7 @@ def run_case(profiler, kind, spec, perf_events, wargs, scratch):
     t0 = time.perf_counter()
     with open(fifo, "w") as g:
         g.write("go\n")
-    reap(w)
+    benchmd.reap(w)
     wall = time.perf_counter() - t0
     if w.returncode != 0:
         raise SystemExit(f"bench-events: error: workload {' '.join(wargs)} failed")
@@ -112,7 +98,7 @@ def run_case(profiler, kind, spec, perf_events, wargs, scratch):
         # polls first, and a perf that already exited would be reaped there, losing its rusage.
         os.kill(prof.pid, signal.SIGINT)
     err_text = prof.stderr.read()
-    cpu = reap(prof, timeout=60)
+    cpu = benchmd.reap(prof, timeout=60)
     if profiler == "stacks":
         m = re.search(r"lost (\d+) events.*?events: ([^;]*);", err_text)
         if not m:

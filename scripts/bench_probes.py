@@ -45,10 +45,10 @@ def cpu_of(cmd, tmp):
     """Run `cmd` (its output discarded); user+sys CPU seconds of it and its children."""
     with open(tmp / "stderr.log", "w") as err:
         p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, cwd=tmp)
-        _, status, ru = os.wait4(p.pid, 0)
-    if status != 0:
+        cpu = benchmd.reap(p)
+    if p.returncode != 0:
         sys.exit(f"bench_probes: error: {' '.join(cmd)} failed:\n{(tmp / 'stderr.log').read_text()}")
-    return ru.ru_utime + ru.ru_stime
+    return cpu
 
 
 def tracers(probe, tmp):

@@ -74,20 +74,6 @@ def log(msg):
     print(f"bench-states: {msg}", file=sys.stderr, flush=True)
 
 
-def reap(p, timeout=None):
-    """Wait for p with wait4 (Popen.wait would lose the rusage); CPU seconds."""
-    deadline = None if timeout is None else time.time() + timeout
-    while True:
-        pid, status, ru = os.wait4(p.pid, 0 if deadline is None else os.WNOHANG)
-        if pid:
-            p.returncode = os.waitstatus_to_exitcode(status)
-            return ru.ru_utime + ru.ru_stime
-        if time.time() > deadline:
-            p.kill()
-            deadline = None
-        time.sleep(0.05)
-
-
 def run(sampler, threads, hz, scratch):
     fifo = os.path.join(scratch, "gate")
     if os.path.exists(fifo):
@@ -109,7 +95,7 @@ def run(sampler, threads, hz, scratch):
     t0 = time.perf_counter()
     with open(fifo, "w") as g:
         g.write("go\n")
-    wcpu = reap(w)
+    wcpu = benchmd.reap(w)
     wall = time.perf_counter() - t0
     if w.returncode != 0:
         raise SystemExit(f"bench-states: error: workload {' '.join(wargs)} failed")
@@ -117,7 +103,7 @@ def run(sampler, threads, hz, scratch):
     if not prof:
         return res
     out, err = prof.stdout.read(), prof.stderr.read()
-    res["cpu"] = reap(prof, timeout=60)
+    res["cpu"] = benchmd.reap(prof, timeout=60)
     if sampler == "stacks":
         m = re.search(r"lost (\d+) events.*?events: ([^;]*);", err)
         if not m:

@@ -8,6 +8,7 @@ file without the markers gets the section appended.
 
 import os
 import sys
+import time
 
 
 def preflight(name, why_root, tools):
@@ -29,3 +30,18 @@ def replace_section(out, begin, end, section):
     else:
         text = text.rstrip("\n") + "\n\n" + section + "\n"
     out.write_text(text)
+
+
+def reap(p, timeout=None):
+    """Wait for the Popen `p` with wait4 (Popen.wait would lose the rusage), killing it after
+    `timeout` seconds; its user+sys CPU seconds, its children's included."""
+    deadline = None if timeout is None else time.time() + timeout
+    while True:
+        pid, status, ru = os.wait4(p.pid, 0 if deadline is None else os.WNOHANG)
+        if pid:
+            p.returncode = os.waitstatus_to_exitcode(status)
+            return ru.ru_utime + ru.ru_stime
+        if time.time() > deadline:
+            p.kill()
+            deadline = None
+        time.sleep(0.05)

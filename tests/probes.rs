@@ -258,6 +258,19 @@ fn counting_probes_give_the_same_counts_in_few_rows() {
     );
 }
 
+/// The workload saw the semaphore set at every firing (its report) and the recording has every
+/// hit.
+fn check_semaphore_run(report: &Path, raw: &Path) {
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(report).unwrap()).unwrap();
+    assert_eq!(
+        report["usdt_enabled"], USDT,
+        "the semaphore was set for every firing"
+    );
+    let hits = hits(&read_stream(raw));
+    assert_eq!(hits.iter().map(|h| h.value).sum::<i64>(), USDT as i64);
+}
+
 /// A probe guarded by a USDT semaphore fires only while it is set: for a process already
 /// running when the recording starts (`-p`), the kernel sets it.
 #[test]
@@ -322,14 +335,7 @@ fn usdt_semaphores_are_set_for_running_processes() {
         "{}",
         std::fs::read_to_string(&log).unwrap()
     );
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
-    assert_eq!(
-        report["usdt_enabled"], USDT,
-        "the semaphore was set for every firing"
-    );
-    let hits = hits(&read_stream(&raw));
-    assert_eq!(hits.iter().map(|h| h.value).sum::<i64>(), USDT as i64);
+    check_semaphore_run(&report, &raw);
 }
 
 /// The same for the command the recorder starts: it is held at its exec while the semaphore
@@ -351,14 +357,7 @@ fn usdt_semaphores_are_set_in_the_command() {
         report = report.display()
     ));
     check(&out, "record the command's semaphore-guarded probe");
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
-    assert_eq!(
-        report["usdt_enabled"], USDT,
-        "the semaphore was set for every firing"
-    );
-    let hits = hits(&read_stream(&raw));
-    assert_eq!(hits.iter().map(|h| h.value).sum::<i64>(), USDT as i64);
+    check_semaphore_run(&report, &raw);
     assert!(
         !String::from_utf8_lossy(&out.stderr).contains("warning"),
         "{}",
