@@ -78,10 +78,9 @@ pub fn run() -> Result<ExitCode> {
     // their semaphores set in it (see probes::semaphores); other targets' probes now.
     let hold =
         matches!(target, Target::Command(_)) && spec.probes.iter().any(|p| p.ty == ProbeType::Usdt);
-    let early = match hold {
-        false => Some(probes::attach::attach(&skel, &probes)?),
-        true => None,
-    };
+    let early = (!hold)
+        .then(|| probes::attach::attach(&skel, &probes))
+        .transpose()?;
     let mut targets = Targets::add(&skel, &target, hold)?;
     let perf = attach_cpu_sampler(&skel, &spec)?;
     let queue: Rc<RefCell<Queue>> = Rc::default();
@@ -89,30 +88,8 @@ pub fn run() -> Result<ExitCode> {
     let states = bpf::StateSampler::start(&skel, &spec)?;
 
     targets.go(&skel, &target)?;
-    let probes::attach::Attached {
-        links: probe_links,
-        semaphores,
-    } = match early {
-        Some(attached) => attached,
-        None => probes::attach::attach(&skel, &probes)?,
-    };
-    let mut enabled = probes::semaphores::Enabled::default();
-    let unset: Vec<&probes::semaphores::Semaphore> = match targets.child.as_mut() {
-        Some(c) if hold => {
-            let set = enabled.enable(c.pid, &semaphores);
-            c.resume()?;
-            set?
-        }
-        _ => semaphores.iter().collect(),
-    };
-    for s in unset {
-        eprintln!(
-            "stacks-record: warning: -e {}: the probe is guarded by a semaphore, which the kernel \
-             sets in processes running now (and stacks-record in the executable of a command it \
-             starts); processes started later may not fire it",
-            s.probe
-        );
-    }
+    let held = targets.child.as_mut().filter(|_| hold);
+    let mut probes_on = probes::Running::start(&skel, &probes, early, held)?;
     eprintln!(
         "stacks-record: recording {} ({}){}; Ctrl-C stops",
         spec.normalized(),
@@ -145,8 +122,7 @@ pub fn run() -> Result<ExitCode> {
         states.stop()?;
     }
     drop(perf);
-    enabled.disable();
-    drop(probe_links);
+    probes_on.stop();
     drop(tracepoints);
     let written = rec.drain_to_end(out)?;
     if let Some(path) = &args.output

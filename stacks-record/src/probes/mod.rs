@@ -12,11 +12,14 @@ pub mod spec;
 use std::rc::Rc;
 
 use anyhow::{Context, Result};
+use libbpf_rs::Link;
 
-use crate::bpf::skel::OpenStacksSkel;
 use crate::bpf::skel::types::stacks_probe_conf;
+use crate::bpf::skel::{OpenStacksSkel, StacksSkel};
 use crate::rows::Extra;
-use attach::Resolved;
+use crate::target::Child;
+use attach::{Attached, Resolved};
+use semaphores::Enabled;
 use spec::Probe;
 
 /// Entries of the counting table, when a probe counts: distinct (probe, thread, stacks) per
@@ -109,5 +112,53 @@ impl ProbeRows {
                 ..Extra::default()
             },
         ))
+    }
+}
+
+/// The probes of a recording, attached, and the semaphores set for them.
+pub struct Running {
+    links: Vec<Link>,
+    enabled: Enabled,
+}
+
+impl Running {
+    /// The probes running: `early` when they were attached before the targets started, else
+    /// attached now. A command `held` at its exec gets its executable's semaphores set and is
+    /// let run; semaphores left to the kernel are warned about (it sets them only in the
+    /// processes running now).
+    pub fn start(
+        skel: &StacksSkel<'_>,
+        probes: &[Resolved],
+        early: Option<Attached>,
+        held: Option<&mut Child>,
+    ) -> Result<Self> {
+        let Attached { links, semaphores } = match early {
+            Some(attached) => attached,
+            None => attach::attach(skel, probes)?,
+        };
+        let mut enabled = Enabled::default();
+        let unset = match held {
+            Some(c) => {
+                let set = enabled.enable(c.pid, &semaphores);
+                c.resume()?;
+                set?
+            }
+            None => semaphores.iter().collect(),
+        };
+        for s in unset {
+            eprintln!(
+                "stacks-record: warning: -e {}: the probe is guarded by a semaphore, which the \
+                 kernel sets in processes running now (and stacks-record in the executable of a \
+                 command it starts); processes started later may not fire it",
+                s.probe
+            );
+        }
+        Ok(Self { links, enabled })
+    }
+
+    /// Detach the probes, after clearing the semaphores set for them.
+    pub fn stop(&mut self) {
+        self.enabled.disable();
+        self.links.clear();
     }
 }
