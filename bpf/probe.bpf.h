@@ -114,6 +114,7 @@ static __always_inline bool probe_count(void *ctx, __u32 idx, __u32 want)
 	first.cpu = bpf_get_smp_processor_id();
 	BPF_CORE_READ_STR_INTO(&first.thread, task, comm);
 	BPF_CORE_READ_STR_INTO(&first.comm, task, group_leader, comm);
+	first.cgroup = task_cgroup(task);
 	long rc = bpf_map_update_elem(&probe_counts, &k, &first, BPF_NOEXIST);
 	if (rc == 0)
 		return true;

@@ -133,6 +133,12 @@ static __always_inline __u64 wakeup_flags(void)
 									       : BPF_RB_NO_WAKEUP;
 }
 
+/* The cgroup v2 id of `task` (its cgroup's kernfs node id, the directory's inode number). */
+static __always_inline __u64 task_cgroup(struct task_struct *task)
+{
+	return BPF_CORE_READ(task, cgroups, dfl_cgrp, kn, id);
+}
+
 /* Reset the header of a record for task `task` (ids and names), no stacks; the caller fills
  * the info member of its kind. */
 static __always_inline void fill_header(struct stacks_event *e, enum stacks_event_kind kind, struct task_struct *task)
@@ -150,6 +156,7 @@ static __always_inline void fill_header(struct stacks_event *e, enum stacks_even
 	h->pad = 0;
 	BPF_CORE_READ_STR_INTO(&h->thread, task, comm);
 	BPF_CORE_READ_STR_INTO(&h->comm, task, group_leader, comm);
+	h->cgroup = task_cgroup(task);
 }
 
 static __always_inline struct stacks_event *scratch_for(__u32 slot)

@@ -151,6 +151,7 @@ struct stacks_header {
 	__u32 pad;
 	char comm[STACKS_COMM_LEN];   /* process name (thread group leader's comm) */
 	char thread[STACKS_COMM_LEN]; /* thread name */
+	__u64 cgroup;                 /* the task's cgroup v2 id (its kernfs node id); 0: none */
 };
 
 struct stacks_profile {
@@ -281,6 +282,7 @@ struct stacks_probe_count {
 	__u32 pad;
 	char comm[STACKS_COMM_LEN];
 	char thread[STACKS_COMM_LEN];
+	__u64 cgroup;              /* as in struct stacks_header */
 };
 
 struct stacks_exec {

@@ -487,12 +487,14 @@ mod tests {
             .map(|l| (l.name.as_str(), l.numeric))
             .collect();
         assert_eq!(
-            labels[..5],
+            labels[..7],
             [
                 ("pid", true),
                 ("tid", true),
                 ("comm", false),
                 ("thread", false),
+                ("host", false),
+                ("cgroup", false),
                 ("cpu", true)
             ]
         );

@@ -2,6 +2,7 @@
 //! stacks captured at event time and user addresses normalized while processes are alive.
 
 pub mod bpf;
+pub mod cgroups;
 pub mod cli;
 pub mod convert;
 pub mod drops;

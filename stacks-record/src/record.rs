@@ -527,6 +527,7 @@ fn push_lost(
             tid: 0,
             comm: "",
             thread: "",
+            cgroup: None,
             cpu,
             value: n as i64,
             stacks: Default::default(),

@@ -19,6 +19,8 @@ pub struct Row<'a> {
     pub tid: i32,
     pub comm: &'a str,
     pub thread: &'a str,
+    /// The thread's cgroup path; `None` when not known.
+    pub cgroup: Option<&'a str>,
     pub cpu: i32,
     pub value: i64,
     /// The row's stacks (keys from [`RowBuilder::stacks`]); default: none.
@@ -72,6 +74,10 @@ pub struct RowBuilder {
     tid: Int32Builder,
     comm: StringBuilder,
     thread: StringBuilder,
+    /// The recording host (the stream's `stacks.host`), on every row.
+    host: Option<String>,
+    host_col: StringBuilder,
+    cgroup: StringBuilder,
     cpu: Int32Builder,
     value: Int64Builder,
     stacks: StackTable,
@@ -114,6 +120,9 @@ impl RowBuilder {
             tid: Int32Builder::new(),
             comm: StringBuilder::new(),
             thread: StringBuilder::new(),
+            host: schema.metadata().get(stacks_stream::meta::HOST).cloned(),
+            host_col: StringBuilder::new(),
+            cgroup: StringBuilder::new(),
             cpu: Int32Builder::new(),
             value: Int64Builder::new(),
             kstack_error: Int32Builder::new(),
@@ -172,6 +181,8 @@ impl RowBuilder {
         self.tid.append_value(r.tid);
         self.comm.append_value(r.comm);
         self.thread.append_value(r.thread);
+        self.host_col.append_option(self.host.as_deref());
+        self.cgroup.append_option(r.cgroup);
         self.cpu.append_value(r.cpu);
         self.value.append_value(r.value);
         self.refs.push(r.stacks);
@@ -219,6 +230,8 @@ impl RowBuilder {
             ("tid", Arc::new(self.tid.finish())),
             ("comm", Arc::new(self.comm.finish())),
             ("thread", Arc::new(self.thread.finish())),
+            ("host", Arc::new(self.host_col.finish())),
+            ("cgroup", Arc::new(self.cgroup.finish())),
             ("cpu", Arc::new(self.cpu.finish())),
             ("value", Arc::new(self.value.finish())),
             kstack,
@@ -311,6 +324,7 @@ mod tests {
             tid: 2,
             comm: "a",
             thread: "b",
+            cgroup: Some("/app.slice"),
             cpu: 0,
             value: 10,
             stacks,
@@ -333,6 +347,7 @@ mod tests {
             tid: 2,
             comm: "a",
             thread: "b",
+            cgroup: None,
             cpu: 1,
             value: 10,
             stacks: failed,

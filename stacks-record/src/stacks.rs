@@ -659,6 +659,7 @@ mod tests {
                     tid: 1,
                     comm: "c",
                     thread: "t",
+                    cgroup: None,
                     cpu: 0,
                     value: 1,
                     stacks,

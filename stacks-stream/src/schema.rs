@@ -119,6 +119,8 @@ pub mod col {
     pub const TID: &str = "tid";
     pub const COMM: &str = "comm";
     pub const THREAD: &str = "thread";
+    pub const HOST: &str = "host";
+    pub const CGROUP: &str = "cgroup";
     pub const CPU: &str = "cpu";
     pub const VALUE: &str = "value";
     pub const KSTACK: &str = "kstack";
@@ -268,6 +270,8 @@ pub fn raw_fields() -> Vec<Field> {
         Field::new(col::TID, DataType::Int32, false),
         Field::new(col::COMM, DataType::Utf8, false),
         Field::new(col::THREAD, DataType::Utf8, false),
+        Field::new(col::HOST, DataType::Utf8, true),
+        Field::new(col::CGROUP, DataType::Utf8, true),
         Field::new(col::CPU, DataType::Int32, false),
         Field::new(col::VALUE, DataType::Int64, false),
         Field::new(col::KSTACK, kstack_type(), true),

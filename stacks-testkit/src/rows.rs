@@ -91,6 +91,8 @@ pub struct Row {
     pub cause: Option<String>,
     pub probe: Option<String>,
     pub args: Option<Vec<i64>>,
+    pub host: Option<String>,
+    pub cgroup: Option<String>,
     pub stack: Option<Vec<Frame>>,
 }
 
@@ -270,6 +272,8 @@ fn column(name: &str, rows: &[Row]) -> Option<ArrayRef> {
         col::TID => i32s(rows, |r| Some(r.tid)),
         col::COMM => strings(rows, |r| Some(r.comm.as_str())),
         col::THREAD => strings(rows, |r| Some(r.thread.as_str())),
+        col::HOST => strings(rows, |r| r.host.as_deref()),
+        col::CGROUP => strings(rows, |r| r.cgroup.as_deref()),
         col::CPU => i32s(rows, |r| Some(r.cpu)),
         col::VALUE => i64s(rows, |r| Some(r.value)),
         col::KSTACK => kstack_array(&rows.iter().map(|r| r.kstack.as_deref()).collect::<Vec<_>>()),

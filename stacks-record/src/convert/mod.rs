@@ -9,6 +9,7 @@ use stacks_stream::kind;
 use crate::bpf::skel::types::{
     rss_state, stacks_exec, stacks_exit, stacks_probe, stacks_state_sample, stacks_vfs,
 };
+use crate::cgroups::CgroupNames;
 use crate::event::SAME_STACKS;
 use crate::event::{Header, KernelUserFrame, Kind, RawEvent, c_bytes, cstr};
 use crate::fdnames::{FileNames, SockAddrs, file_name, socket_ends};
@@ -71,6 +72,8 @@ pub struct Converter {
     sockaddrs: SockAddrs,
     /// The probes of `-e`, by index.
     pub probes: ProbeRows,
+    /// Paths of the rows' cgroup ids.
+    cgroups: CgroupNames,
     /// Each thread's stacks in its latest `state` row, for the rows that repeat them.
     state_stacks: HashMap<u32, RowStacks, ahash::RandomState>,
     offset_ns: i64,
@@ -97,6 +100,7 @@ impl Converter {
             sockaddrs: SockAddrs::default(),
             probes: ProbeRows::default(),
             state_stacks: HashMap::default(),
+            cgroups: CgroupNames::new(),
             offset_ns,
         }
     }
@@ -125,6 +129,7 @@ impl Converter {
         }
         let (comm, thread) = (c_bytes(&h.comm), c_bytes(&h.thread));
         let (comm, thread) = (cstr(&comm), cstr(&thread));
+        let cgroup = self.cgroups.name(h.cgroup);
         rows.push(&Row {
             time_ns: h.ts as i64 + self.offset_ns,
             kind,
@@ -132,6 +137,7 @@ impl Converter {
             tid: h.tid as i32,
             comm: &comm,
             thread: &thread,
+            cgroup: cgroup.as_deref(),
             cpu: h.cpu as i32,
             value,
             stacks,
@@ -483,6 +489,7 @@ impl Converter {
             tid: tgid as i32,
             comm: &comm,
             thread: &comm,
+            cgroup: None,
             cpu: -1,
             value: rest.growth as i64,
             stacks: Default::default(),

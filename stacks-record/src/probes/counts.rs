@@ -81,6 +81,7 @@ fn build(
         count: u32::try_from(count.hits).unwrap_or(u32::MAX),
         comm: count.comm,
         thread: count.thread,
+        cgroup: count.cgroup,
         ..Header::default()
     };
     let info = stacks_probe {
