@@ -187,8 +187,7 @@ def main():
         "CPU hogs), a tenth turning each row's user frames into ids (now remembered per "
         "distinct captured stack); a third is converting rows, a sixth zstd-compressing the "
         "stream. Earlier runs removed per-row socket-address formatting (~10%) and reading "
-        "/proc/kallsyms for events without kernel stacks (~50 ms). This run was measured while "
-        "the test suite ran on the same 2 cores (see the load average).")
+        "/proc/kallsyms for events without kernel stacks (~50 ms).")
     lines += ["", END]
     benchmd.replace_section(OUT, BEGIN, END, "\n".join(lines))
     log(f"wrote {OUT}")
