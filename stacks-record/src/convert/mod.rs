@@ -48,6 +48,8 @@ pub struct Counts {
     /// `state` rows whose thread had not run since its previous row: its stacks repeated,
     /// not captured again.
     pub repeated_stacks: u64,
+    /// Probe hits (a counting row stands for many).
+    pub probe_hits: u64,
     pub pids: HashSet<u32, ahash::RandomState>,
 }
 
@@ -113,6 +115,9 @@ impl Converter {
             return;
         };
         *self.counts.by_kind.entry(kind).or_default() += 1;
+        if h.kind == Kind::STACKS_EV_PROBE {
+            self.counts.probe_hits += u64::from(h.count);
+        }
         self.counts.pids.insert(h.pid);
 
         let (stacks, kstack_error, ustack_error) = match self.repeated_stacks(h) {
@@ -508,7 +513,12 @@ impl Converter {
         self.counts
             .by_kind
             .iter()
-            .map(|(k, n)| format!("{k} {n}"))
+            .map(|(k, n)| match *k {
+                kind::PROBE if self.counts.probe_hits != *n => {
+                    format!("{k} {n} ({} hits)", self.counts.probe_hits)
+                }
+                _ => format!("{k} {n}"),
+            })
             .collect::<Vec<_>>()
             .join(", ")
     }
