@@ -365,6 +365,28 @@ fn usdt_semaphores_are_set_in_the_command() {
     );
 }
 
+/// A command that is not the probe's executable (a shell that execs it later) cannot have the
+/// semaphore set at its exec: the recording goes on and says so.
+#[test]
+fn a_semaphore_the_command_does_not_map_is_a_warning() {
+    if !bpf_available("a_semaphore_the_command_does_not_map_is_a_warning") {
+        return;
+    }
+    let _serial = bpf_serial();
+    let w = bin("stacks-workload");
+    let out = sh(&format!(
+        "stacks-record -e usdt:{w}:stacks_workload:tick -o /dev/null -- sh -c 'exec \
+         stacks-workload probes --calls 1 --forks 0 --usdt 10 > /dev/null'",
+        w = w.display()
+    ));
+    check(&out, "record a shell that execs the probed program");
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        log.contains("warning: -e usdt:") && log.contains("guarded by a semaphore"),
+        "{log}"
+    );
+}
+
 #[test]
 fn missing_probes_are_one_line_errors_naming_them() {
     let w = bin("stacks-workload");

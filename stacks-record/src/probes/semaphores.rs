@@ -76,23 +76,38 @@ impl Enabled {
     }
 }
 
-/// Where process `pid` has the counter of `s`: its virtual address, plus, for a relocatable
-/// file, where the file's first page is mapped (same inode, file offset 0).
+/// Where process `pid` has the counter of `s`, when it maps the file: the counter's virtual
+/// address in a mapping of the file (same inode), plus, for a relocatable file, where the
+/// file's first page is mapped.
 fn address_in(pid: u32, s: &Semaphore) -> Option<u64> {
-    if !s.relocatable {
-        return Some(s.vaddr);
-    }
     let inode = std::fs::metadata(&s.path).ok()?.ino();
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
-    maps.lines().find_map(|line| {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        let (range, offset, ino) = (f.first()?, f.get(2)?, f.get(4)?);
-        if ino.parse::<u64>().ok()? != inode || u64::from_str_radix(offset, 16).ok()? != 0 {
-            return None;
-        }
-        let start = u64::from_str_radix(range.split_once('-')?.0, 16).ok()?;
-        Some(start + s.vaddr)
-    })
+    // (start, end, file offset) of each mapping of the file.
+    let mappings: Vec<(u64, u64, u64)> = maps
+        .lines()
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.get(4)?.parse::<u64>().ok()? != inode {
+                return None;
+            }
+            let (start, end) = f.first()?.split_once('-')?;
+            Some((
+                u64::from_str_radix(start, 16).ok()?,
+                u64::from_str_radix(end, 16).ok()?,
+                u64::from_str_radix(f.get(2)?, 16).ok()?,
+            ))
+        })
+        .collect();
+    let addr = if s.relocatable {
+        let base = mappings.iter().find(|m| m.2 == 0)?.0;
+        base + s.vaddr
+    } else {
+        s.vaddr
+    };
+    mappings
+        .iter()
+        .any(|&(start, end, _)| start <= addr && addr + 2 <= end)
+        .then_some(addr)
 }
 
 /// Add `delta` to the 16-bit counter at `addr` in process `pid` (not below zero).
