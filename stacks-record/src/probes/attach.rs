@@ -64,9 +64,17 @@ pub fn resolve(probes: &[Probe], pids: &[u32]) -> Result<Vec<Resolved>> {
 /// leading context pointer).
 fn tracepoint_args(btf: &Btf<'_>, name: &str) -> Result<usize> {
     let missing = || {
+        // The per-call syscalls:* events are made by the trace event layer from sys_enter and
+        // sys_exit: they are not raw tracepoints.
+        let hint = if name.starts_with("sys_enter_") || name.starts_with("sys_exit_") {
+            "; per-call system call events are not raw tracepoints: use \
+             tp:raw_syscalls:sys_enter or tp:raw_syscalls:sys_exit (args: regs, call number)"
+        } else {
+            "; module tracepoints are not supported"
+        };
         anyhow!(
-            "the kernel has no tracepoint `{name}` (no btf_trace_{name} in /sys/kernel/btf/vmlinux; \
-             module tracepoints are not supported)"
+            "the kernel has no tracepoint `{name}` (no btf_trace_{name} in \
+             /sys/kernel/btf/vmlinux{hint})"
         )
     };
     let ty = btf
