@@ -151,6 +151,7 @@ static __always_inline int probe_hit(void *ctx, __u64 cookie, const __u64 *args,
 	e->info.probe.nargs = nargs;
 	for (__u32 i = 0; i < STACKS_PROBE_ARGS; i++)
 		e->info.probe.args[i] = args[i];
+	read_span(&e->hdr.span);
 	capture_stacks(ctx, e, want);
 	submit(e);
 	s->busy = 0;

@@ -59,6 +59,7 @@ const volatile __u32 vfs_stacks = 0;
 const volatile __u32 net_stacks = 0;
 const volatile __u64 switch_min_ns = 0;     /* shorter off-CPU intervals are folded */
 const volatile __u32 rss_every = 1;         /* emit every Nth RSS growth event per process */
+const volatile bool read_spans = true;      /* read the `tracing` span of each event (span_procs) */
 /* Wake the reader only once this much data waits (it also polls on a short timer), so a busy
  * event source does not cost a reader wakeup per event. 0: wake on every event. */
 const volatile __u64 wakeup_bytes = 0;
@@ -157,6 +158,65 @@ static __always_inline void fill_header(struct stacks_event *e, enum stacks_even
 	BPF_CORE_READ_STR_INTO(&h->thread, task, comm);
 	BPF_CORE_READ_STR_INTO(&h->comm, task, group_leader, comm);
 	h->cgroup = task_cgroup(task);
+	h->span.span_id = 0;
+	h->span.attrs_len = 0;
+}
+
+/* ---- Span labels -------------------------------------------------------------------- */
+
+/* Traced processes whose executable has tracing-stacks' thread context (tgid -> offsets),
+ * filled by user space when it finds one; forks inherit it, exec and exit drop it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct stacks_span_proc);
+} span_procs SEC(".maps");
+
+/* The span the current task is in, into `out` (span_id 0 when none, or not known): read
+ * through the thread pointer from the thread-context record the process published. The
+ * process's first read checks the canary; on a mismatch its spans are never read. */
+static __always_inline void read_span(struct stacks_span *out)
+{
+	out->span_id = 0;
+	out->attrs_len = 0;
+	if (!read_spans)
+		return;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct stacks_span_proc *sp = bpf_map_lookup_elem(&span_procs, &tgid);
+	if (!sp || sp->failed)
+		return;
+#if defined(__TARGET_ARCH_x86)
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u64 tp = task->thread.fsbase;
+#else
+	__u64 tp = 0; /* other architectures: not read yet */
+#endif
+	if (!tp)
+		return;
+	if (!sp->checked) {
+		__u64 canary = 0;
+		if (bpf_probe_read_user(&canary, sizeof(canary), (void *)(tp + sp->canary_off)))
+			return; /* not readable now (paged out): check at a later event */
+		if (canary != STACKS_SPAN_CANARY) {
+			sp->failed = 1;
+			return;
+		}
+		sp->checked = 1;
+	}
+	__u64 rec = 0;
+	if (bpf_probe_read_user(&rec, sizeof(rec), (void *)(tp + sp->ctx_off)) || !rec)
+		return;
+	if (bpf_probe_read_user(out, STACKS_SPAN_HEADER, (void *)rec) || !out->valid) {
+		out->span_id = 0;
+		out->attrs_len = 0;
+		return;
+	}
+	__u32 n = out->attrs_len;
+	if (n > STACKS_SPAN_ATTRS)
+		n = STACKS_SPAN_ATTRS;
+	if (n && bpf_probe_read_user(out->attrs, n, (void *)(rec + STACKS_SPAN_HEADER)))
+		out->attrs_len = 0;
 }
 
 static __always_inline struct stacks_event *scratch_for(__u32 slot)
@@ -241,6 +301,7 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 		return 0;
 	fill_header(e, STACKS_EV_PROFILE, (struct task_struct *)bpf_get_current_task());
 	e->info.profile.period_ns = ctx->sample_period;
+	read_span(&e->hdr.span);
 	capture_stacks(ctx, e, profile_stacks);
 	submit(e);
 	return 0;
@@ -275,6 +336,8 @@ int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 			return 0;
 		bpf_map_update_elem(&targets, &tgid, &one, BPF_ANY);
 	}
+	/* A new image: where its thread context is (if anywhere) is for user space to find. */
+	bpf_map_delete_elem(&span_procs, &tgid);
 	struct stacks_event *e = lifecycle(STACKS_EV_EXEC, p);
 	if (!e)
 		return 0;
@@ -301,6 +364,10 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 			return 0;
 		bpf_map_update_elem(&targets, &ctgid, &one, BPF_ANY);
 	}
+	/* The child runs the parent's image: its thread context is where the parent's is. */
+	struct stacks_span_proc *sp = bpf_map_lookup_elem(&span_procs, &ptgid);
+	if (sp)
+		bpf_map_update_elem(&span_procs, &ctgid, sp, BPF_ANY);
 	struct stacks_event *e = lifecycle(STACKS_EV_FORK, parent);
 	if (!e)
 		return 0;
@@ -327,6 +394,7 @@ int BPF_PROG(on_exit, struct task_struct *p, bool group_dead)
 	}
 	if (!trace_all)
 		bpf_map_delete_elem(&targets, &tgid);
+	bpf_map_delete_elem(&span_procs, &tgid);
 	return 0;
 }
 
@@ -345,6 +413,7 @@ struct switch_state {
 	__u64 in_ts;                          /* anchor: the last switch-in seen (0: none yet) */
 	__u64 in_runtime;                     /* the thread's CPU time and switches then */
 	__u64 in_switches;
+	struct stacks_span fold_span;         /* the span of the folded intervals */
 	struct stacks_event ev;
 };
 
@@ -366,6 +435,7 @@ static __always_inline void flush_folded(struct switch_state *s, struct task_str
 			continue;
 		fill_header(e, STACKS_EV_SWITCH_FOLDED, task);
 		e->hdr.ts = s->fold_start;
+		e->hdr.span = s->fold_span;
 		e->hdr.count = s->fold_n[i];
 		e->info.folded.off_ns = s->fold_ns[i];
 		e->info.folded.state = i;
@@ -406,6 +476,24 @@ static __always_inline __u64 switches_of(struct task_struct *t)
 	return BPF_CORE_READ(t, nvcsw) + BPF_CORE_READ(t, nivcsw);
 }
 
+/* The folded intervals are of span `span` (NULL: none) from here: those of another span so far
+ * are emitted first, so each folded row is of one span and per-span totals stay exact. */
+static __always_inline void fold_span_is(struct switch_state *s, struct task_struct *task,
+					 struct stacks_span *span)
+{
+	__u64 id = span ? span->span_id : 0;
+	if (s->fold_start && s->fold_span.span_id != id)
+		flush_folded(s, task);
+	if (s->fold_start)
+		return;
+	if (span) {
+		s->fold_span = *span;
+	} else {
+		s->fold_span.span_id = 0;
+		s->fold_span.attrs_len = 0;
+	}
+}
+
 /* Close the open interval of `task` (state `s`) after `off` ns off CPU, ending at `end`:
  * emitted with its switch-out stacks, or folded when shorter than the minimum. */
 static __always_inline void close_interval(struct switch_state *s, struct task_struct *task,
@@ -419,6 +507,7 @@ static __always_inline void close_interval(struct switch_state *s, struct task_s
 		s->ev.info.off_cpu.waker = s->waker;
 		submit(&s->ev);
 	} else {
+		fold_span_is(s, task, s->ev.hdr.span.span_id ? &s->ev.hdr.span : NULL);
 		if (!s->fold_start)
 			s->fold_start = s->out_ts;
 		s->fold_ns[st] += off;
@@ -435,6 +524,7 @@ static __always_inline void close_interval(struct switch_state *s, struct task_s
 static __always_inline void fold_untraced(struct switch_state *s, struct task_struct *task,
 					  __u64 since, __u64 off, __u64 now)
 {
+	fold_span_is(s, task, NULL); /* the span it was in at those switches is not known */
 	if (!s->fold_start)
 		s->fold_start = since;
 	s->fold_ns[STACKS_STATE_OTHER] += off;
@@ -521,6 +611,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	fill_header(&s->ev, STACKS_EV_SWITCH, prev);
 	s->ev.hdr.ts = now;
 	s->ev.info.off_cpu.state = switch_state_of(preempt, prev_state);
+	read_span(&s->ev.hdr.span);
 	capture_stacks(ctx, &s->ev, switch_stacks);
 	s->out_ts = now;
 	s->out_runtime = runtime;
@@ -645,6 +736,7 @@ int BPF_PROG(on_rss_stat, struct mm_struct *mm, int member)
 				     rss_counter_bytes(mm, MM_SHMEMPAGES);
 	r->growth = 0;
 	r->events = 0;
+	read_span(&e->hdr.span);
 	capture_stacks(ctx, e, rss_stacks);
 	submit(e);
 	return 0;
@@ -703,6 +795,7 @@ int BPF_PROG(on_block_start, struct request *rq)
 	e->info.block.bytes = BPF_CORE_READ(rq, __data_len);
 	e->info.block.latency_ns = 0;
 	e->info.block.error = 0;
+	read_span(&e->hdr.span);
 	capture_stacks(ctx, e, block_stacks);
 	__u64 key = (__u64)rq;
 	if (bpf_map_update_elem(&block_inflight, &key, b, BPF_ANY))
@@ -920,6 +1013,7 @@ int BPF_PROG(vfs_exit, struct pt_regs *regs, long ret)
 	v->syscall = c->call;
 	c->ts = 0;
 	file_info(&v->file, (struct task_struct *)bpf_get_current_task(), c->fd);
+	read_span(&e->hdr.span);
 	capture_stacks(ctx, e, vfs_stacks);
 	submit(e);
 	return 0;
@@ -974,6 +1068,7 @@ static __always_inline void net_event(void *ctx, struct sock *sk, int ret,
 	n->family = family;
 	n->protocol = protocol;
 	n->direction = dir;
+	read_span(&e->hdr.span);
 	capture_stacks(ctx, e, net_stacks);
 	submit(e);
 }

@@ -138,6 +138,36 @@ enum stacks_net_direction {
 	STACKS_NET_RECV = 1,
 };
 
+/* The `tracing` span a thread was in at an event, as tracing-stacks publishes it: the
+ * OpenTelemetry thread-context record (OTEP 4947) its TLS pointer `otel_thread_ctx_v1` points
+ * at. The first STACKS_SPAN_HEADER bytes are the record's own header; then the first
+ * STACKS_SPAN_ATTRS bytes of its attributes (`key u8, len u8, value[len]` each: key 0 the
+ * span's name, key 1 its parent's id; docs/spans.md). */
+#define STACKS_SPAN_HEADER 28
+#define STACKS_SPAN_ATTRS 64
+/* The value of tracing-stacks' TLS canary `stacks_tracing_canary`. */
+#define STACKS_SPAN_CANARY 0x5354414b53545343ULL
+
+struct stacks_span {
+	__u8 trace_id[16];
+	__u64 span_id;            /* the record's big-endian bytes as they lie; 0: no span */
+	__u8 valid;
+	__u8 trace_flags;
+	__u16 attrs_len;          /* the record's attribute bytes (of which `attrs` has the first) */
+	__u32 pad;
+	__u8 attrs[STACKS_SPAN_ATTRS];
+};
+
+/* Where a traced process keeps its thread context (value of the span_procs map, by tgid):
+ * offsets from a thread's thread pointer (FS base on x86_64) of the context pointer and the
+ * canary. */
+struct stacks_span_proc {
+	__s64 ctx_off;
+	__s64 canary_off;
+	__u32 checked;            /* 1: the canary was found where expected */
+	__u32 failed;             /* 1: it was not: this process's spans are not read */
+};
+
 /* Fields every record has. */
 struct stacks_header {
 	__u64 ts;                     /* bpf_ktime_get_boot_ns() of the event */
@@ -152,6 +182,7 @@ struct stacks_header {
 	char comm[STACKS_COMM_LEN];   /* process name (thread group leader's comm) */
 	char thread[STACKS_COMM_LEN]; /* thread name */
 	__u64 cgroup;                 /* the task's cgroup v2 id (its kernfs node id); 0: none */
+	struct stacks_span span;      /* the thread's `tracing` span (span_id 0: none or not read) */
 };
 
 struct stacks_profile {

@@ -1,8 +1,10 @@
 -- CPU profile by stack: samples and on-CPU time per process, thread and stack.
 --
--- One row per distinct (process, thread, stack). `samples` counts CPU samples; `cpu_ns` sums
--- their sampling periods, i.e. the on-CPU time they stand for. stacks-pprof turns this into a
--- pprof profile with sample types `samples/count` and `cpu/nanoseconds`.
+-- One row per distinct (process, thread, `tracing` span name, stack). `samples` counts CPU
+-- samples; `cpu_ns` sums their sampling periods, i.e. the on-CPU time they stand for.
+-- stacks-pprof turns this into a pprof profile with sample types `samples/count` and
+-- `cpu/nanoseconds`, labelled `span_name` where the program uses tracing-stacks
+-- (`go tool pprof -tagfocus span_name=NAME`).
 --
 -- Done in two parts joined by `stack_id` (the 128-bit stack fingerprint stacks-pack stores):
 -- the counts per (thread, stack_id), sorted, read from `samples`, which has no stacks; each
@@ -14,14 +16,14 @@
 -- param: from timestamp = null  start of the time window, inclusive (null: from the start)
 -- param: to timestamp = null    end of the time window, exclusive (null: to the end)
 WITH counts AS (
-    SELECT comm, pid, tid, thread, stack_id, count(*) AS samples, sum(value) AS cpu_ns
+    SELECT comm, pid, tid, thread, span_name, stack_id, count(*) AS samples, sum(value) AS cpu_ns
     FROM samples
     WHERE kind = 'profile' AND stack_id IS NOT NULL
         AND comm LIKE $comm AND ($pid IS NULL OR pid = $pid)
         AND ($from IS NULL OR time >= $from) AND ($to IS NULL OR time < $to)
-    GROUP BY comm, pid, tid, thread, stack_id
+    GROUP BY comm, pid, tid, thread, span_name, stack_id
     ORDER BY samples DESC, cpu_ns DESC, pid, tid
 )
-SELECT s.comm, s.pid, s.tid, s.thread, t.stack, s.samples, s.cpu_ns
+SELECT s.comm, s.pid, s.tid, s.thread, s.span_name, t.stack, s.samples, s.cpu_ns
 FROM stack_table t JOIN counts s ON s.stack_id = t.stack_id
 ORDER BY s.samples DESC, s.cpu_ns DESC, s.pid, s.tid;

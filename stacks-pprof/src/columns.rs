@@ -8,7 +8,7 @@ use stacks_stream::{ContractError, col, is_stack_type, kinds};
 use crate::Error;
 
 /// Integer columns that become numeric labels (and are never summed as values).
-const NUMERIC_LABELS: [&str; 8] = [
+const NUMERIC_LABELS: [&str; 10] = [
     col::PID,
     col::TID,
     col::CPU,
@@ -17,6 +17,8 @@ const NUMERIC_LABELS: [&str; 8] = [
     col::CHILD,
     col::ERRNO,
     col::EXIT_CODE,
+    col::SPAN_ID,
+    col::PARENT_SPAN_ID,
 ];
 
 /// Numeric row columns that describe a row rather than weigh it (`value` does that).
@@ -487,7 +489,7 @@ mod tests {
             .map(|l| (l.name.as_str(), l.numeric))
             .collect();
         assert_eq!(
-            labels[..7],
+            labels[..11],
             [
                 ("pid", true),
                 ("tid", true),
@@ -495,6 +497,10 @@ mod tests {
                 ("thread", false),
                 ("host", false),
                 ("cgroup", false),
+                ("span_id", true),
+                ("parent_span_id", true),
+                ("span_name", false),
+                ("trace_id", false),
                 ("cpu", true)
             ]
         );

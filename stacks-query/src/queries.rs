@@ -48,6 +48,8 @@ pub const BUNDLED: &[(&str, &str)] = &[
     ("stuck", include_str!("../../queries/stuck.sql")),
     ("stackcount", include_str!("../../queries/stackcount.sql")),
     ("timeline", include_str!("../../queries/timeline.sql")),
+    ("spans", include_str!("../../queries/spans.sql")),
+    ("span-wait", include_str!("../../queries/span-wait.sql")),
 ];
 
 /// SQL text to run and the label that names it in error messages.

@@ -183,9 +183,12 @@ fn cpu_query_as_csv() {
     let text = stdout_ok(&query(dir.path(), &["cpu", "--format", "csv"]));
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 3, "{text}");
-    assert_eq!(lines[0], "comm,pid,tid,thread,stack,samples,cpu_ns");
+    assert_eq!(
+        lines[0],
+        "comm,pid,tid,thread,span_name,stack,samples,cpu_ns"
+    );
     assert!(
-        lines[1].starts_with("alpha,100,101,alpha-t,\"["),
+        lines[1].starts_with("alpha,100,101,alpha-t,,\"["),
         "{}",
         lines[1]
     );

@@ -27,6 +27,8 @@ pub struct LoadOptions<'a> {
     pub include_idle: bool,
     pub follow_forks: bool,
     pub ringbuf_bytes: u32,
+    /// Read the `tracing` span of events (processes in `span_procs`).
+    pub spans: bool,
 }
 
 /// How a BPF program is started.
@@ -155,6 +157,7 @@ pub fn load<'obj>(
     rodata.trace_all = opts.all;
     rodata.include_idle = opts.include_idle;
     rodata.follow_forks = opts.follow_forks;
+    rodata.read_spans = opts.spans;
     rodata.profile_stacks = spec.profile.map_or(0, |p| p.stacks.mask());
     rodata.switch_stacks = spec.switch.map_or(0, |s| s.stacks.mask());
     rodata.switch_min_ns = spec.switch.map_or(0, |s| s.min_ns);

@@ -41,6 +41,11 @@ pub struct Args {
     #[arg(long = "no-children")]
     pub no_children: bool,
 
+    /// Do not read the `tracing` span of events (programs using the tracing-stacks layer
+    /// otherwise have theirs in `span_id`, `span_name`, `parent_span_id`, `trace_id`).
+    #[arg(long = "no-spans")]
+    pub no_spans: bool,
+
     /// Stop after this long.
     #[arg(short = 'd', long = "duration", value_name = "DURATION", value_parser = parse_duration,
         help = format!("Stop after this long, {}", stacks_stream::cli::DURATION_EXAMPLES))]

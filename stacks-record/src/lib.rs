@@ -15,6 +15,7 @@ pub mod normalize;
 pub mod probes;
 pub mod record;
 pub mod rows;
+pub mod spans;
 pub mod spec;
 pub mod stacks;
 pub mod target;

@@ -23,6 +23,7 @@ use crate::kallsyms::KernelSymbols;
 use crate::probes::spec::ProbeType;
 use crate::probes::{self, ProbeRows};
 use crate::rows::{Extra, KernelSymbol, Row, RowBuilder};
+use crate::spans::Spans;
 use crate::spec::EventSpec;
 use crate::target::{Child, check_pid, is_alive, scan_names};
 
@@ -71,6 +72,7 @@ pub fn run() -> Result<ExitCode> {
         include_idle: matches!(target, Target::All { idle: true }),
         follow_forks: !args.no_children,
         ringbuf_bytes: args.ringbuf_mb << 20,
+        spans: !args.no_spans,
     };
     let mut skel = bpf::load(&mut obj, &load)?;
     let tracepoints = bpf::attach_tracepoints(&mut skel)?;
@@ -87,7 +89,8 @@ pub fn run() -> Result<ExitCode> {
     let rb = ring_buffer(&skel, &queue)?;
     let states = bpf::StateSampler::start(&skel, &spec)?;
 
-    targets.go(&skel, &target)?;
+    let mut spans = Spans::new(!args.no_spans);
+    targets.go(&skel, &target, &mut spans)?;
     let held = targets.child.as_mut().filter(|_| hold);
     let mut probes_on = probes::Running::start(&skel, &probes, early, held)?;
     eprintln!(
@@ -112,6 +115,7 @@ pub fn run() -> Result<ExitCode> {
         rows,
         conv,
         drops: Drops::default(),
+        spans,
         started,
     };
     let mut child_status = rec.record(&mut out, &mut targets, &target, args.duration)?;
@@ -176,11 +180,30 @@ impl Targets {
 
     /// Everything is attached: now nothing that starts can be missed. Pick up the processes
     /// already running under the names asked for, take stop signals, and let the command run.
-    fn go(&mut self, skel: &bpf::skel::StacksSkel<'_>, target: &Target) -> Result<()> {
-        if let Target::Select { names, .. } = target {
-            for pid in scan_names(names) {
-                bpf::add_target(skel, pid)?;
+    /// The processes already running have their spans read (a command's are once it has
+    /// exec'ed).
+    fn go(
+        &mut self,
+        skel: &bpf::skel::StacksSkel<'_>,
+        target: &Target,
+        spans: &mut Spans,
+    ) -> Result<()> {
+        match target {
+            Target::Select { names, .. } => {
+                for pid in scan_names(names) {
+                    bpf::add_target(skel, pid)?;
+                    spans.register(skel, pid);
+                }
+                for &pid in &self.watched_pids {
+                    spans.register(skel, pid);
+                }
             }
+            Target::All { .. } => {
+                for pid in crate::target::all_pids() {
+                    spans.register(skel, pid);
+                }
+            }
+            Target::Command(_) => {}
         }
         // No SA_RESTART: the ring buffer poll wakes with EINTR.
         stacks_stream::sys::catch_signals(&[libc::SIGINT, libc::SIGTERM])
@@ -256,6 +279,7 @@ struct Recorder<'a, 'obj> {
     rows: RowBuilder,
     conv: Converter,
     drops: Drops,
+    spans: Spans,
     started: Instant,
 }
 
@@ -289,6 +313,7 @@ impl Recorder<'_, '_> {
                 self.queue,
                 &mut self.rows,
                 &mut self.conv,
+                &mut self.spans,
                 self.rb,
                 self.skel,
             );
@@ -308,6 +333,7 @@ impl Recorder<'_, '_> {
 
     /// Append the counting probes' rows and the lost-event rows, and write what is pending.
     fn write(&mut self, out: &mut OutputStream) -> Result<()> {
+        self.spans.check(self.skel);
         drain_counts(self.skel, &mut self.conv, &mut self.rows);
         push_lost(
             self.skel,
@@ -341,6 +367,7 @@ impl Recorder<'_, '_> {
                 self.queue,
                 &mut self.rows,
                 &mut self.conv,
+                &mut self.spans,
                 self.rb,
                 self.skel,
             );
@@ -382,6 +409,7 @@ impl Recorder<'_, '_> {
                     "state rows repeating stacks of threads that had not run"
                 ),
                 (counts.malformed, "malformed records"),
+                (counts.span_rows, "rows in `tracing` spans"),
             ]
             .iter()
             .filter(|(n, _)| *n > 0)
@@ -430,6 +458,7 @@ fn drain(
     queue: &RefCell<Queue>,
     rows: &mut RowBuilder,
     conv: &mut Converter,
+    spans: &mut Spans,
     rb: &libbpf_rs::RingBuffer<'_>,
     skel: &bpf::skel::StacksSkel<'_>,
 ) {
@@ -451,6 +480,10 @@ fn drain(
                     // counted by then may be of the new image, whose files the exec record
                     // makes known.)
                     drain_counts(skel, conv, rows);
+                }
+                if e.h.kind == Kind::STACKS_EV_EXEC {
+                    // A new image: its spans are read from here if it has a thread context.
+                    spans.register(skel, e.h.pid);
                 }
                 conv.push(&e, rows)
             }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use arrow_array::builder::{
     Int32Builder, Int64Builder, ListBuilder, StringBuilder, TimestampNanosecondBuilder,
+    UInt64Builder,
 };
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{ArrowError, SchemaRef};
@@ -63,6 +64,8 @@ pub struct Extra {
     /// A probe's name (shared: one text per probe).
     pub probe: Option<std::rc::Rc<str>>,
     pub args: Option<Vec<i64>>,
+    /// The `tracing` span the thread was in (tracing-stacks).
+    pub span: Option<crate::spans::SpanLabel>,
 }
 
 /// Accumulates rows column by column.
@@ -103,6 +106,10 @@ pub struct RowBuilder {
     cause: StringBuilder,
     probe: StringBuilder,
     args: ListBuilder<Int64Builder>,
+    span_id: UInt64Builder,
+    parent_span_id: UInt64Builder,
+    span_name: StringBuilder,
+    trace_id: StringBuilder,
     rows: usize,
 }
 
@@ -146,6 +153,10 @@ impl RowBuilder {
             cause: StringBuilder::new(),
             probe: StringBuilder::new(),
             args: args_builder(),
+            span_id: UInt64Builder::new(),
+            parent_span_id: UInt64Builder::new(),
+            span_name: StringBuilder::new(),
+            trace_id: StringBuilder::new(),
             rows: 0,
             schema,
         })
@@ -214,6 +225,13 @@ impl RowBuilder {
             }
             None => self.args.append_null(),
         }
+        let span = x.span.as_ref();
+        self.span_id.append_option(span.map(|s| s.id));
+        self.parent_span_id
+            .append_option(span.and_then(|s| s.parent));
+        self.span_name
+            .append_option(span.and_then(|s| s.name.as_deref()));
+        self.trace_id.append_option(span.map(|s| &*s.trace_id));
         self.rows += 1;
     }
 
@@ -232,6 +250,10 @@ impl RowBuilder {
             ("thread", Arc::new(self.thread.finish())),
             ("host", Arc::new(self.host_col.finish())),
             ("cgroup", Arc::new(self.cgroup.finish())),
+            ("span_id", Arc::new(self.span_id.finish())),
+            ("parent_span_id", Arc::new(self.parent_span_id.finish())),
+            ("span_name", Arc::new(self.span_name.finish())),
+            ("trace_id", Arc::new(self.trace_id.finish())),
             ("cpu", Arc::new(self.cpu.finish())),
             ("value", Arc::new(self.value.finish())),
             kstack,

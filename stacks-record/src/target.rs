@@ -7,33 +7,32 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use anyhow::{Context, Result, bail};
 
+/// Pids of the running processes (none when /proc cannot be read).
+pub fn all_pids() -> Vec<u32> {
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .collect()
+}
+
 /// Pids of running processes whose name (comm) is one of `names` (first 15 bytes compared).
 pub fn scan_names(names: &[String]) -> Vec<u32> {
     let keys: Vec<Vec<u8>> = names
         .iter()
         .map(|n| n.as_bytes()[..n.len().min(15)].to_vec())
         .collect();
-    let mut found = Vec::new();
-    let Ok(dir) = fs::read_dir("/proc") else {
-        return found;
-    };
-    for entry in dir.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        // The process may be gone already: that is not an error.
-        if let Ok(comm) = fs::read(entry.path().join("comm")) {
-            let comm = comm.strip_suffix(b"\n").unwrap_or(&comm);
-            if keys.iter().any(|k| k.as_slice() == comm) {
-                found.push(pid);
-            }
-        }
-    }
-    found
+    all_pids()
+        .into_iter()
+        .filter(|pid| {
+            // The process may be gone already: that is not an error.
+            fs::read(format!("/proc/{pid}/comm")).is_ok_and(|comm| {
+                let comm = comm.strip_suffix(b"\n").unwrap_or(&comm);
+                keys.iter().any(|k| k.as_slice() == comm)
+            })
+        })
+        .collect()
 }
 
 /// Whether process `pid` still runs: it exists and is not a zombie (an exited child its parent

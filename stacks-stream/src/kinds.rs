@@ -392,7 +392,13 @@ pub const ALL: [Kind; 12] = [
 ];
 
 /// Bundled stacks-query queries that take any kind (a `kind` parameter).
-pub const ANY_KIND_QUERIES: [&str; 3] = ["timeline", "top-processes", "top-threads"];
+pub const ANY_KIND_QUERIES: [&str; 5] = [
+    "timeline",
+    "top-processes",
+    "top-threads",
+    "spans",
+    "span-wait",
+];
 
 /// The kind called `name`; `None` for a kind this version does not know.
 pub fn get(name: &str) -> Option<&'static Kind> {

@@ -147,6 +147,10 @@ pub mod col {
     pub const CAUSE: &str = "cause";
     pub const PROBE: &str = "probe";
     pub const ARGS: &str = "args";
+    pub const SPAN_ID: &str = "span_id";
+    pub const PARENT_SPAN_ID: &str = "parent_span_id";
+    pub const SPAN_NAME: &str = "span_name";
+    pub const TRACE_ID: &str = "trace_id";
     pub const STACK: &str = "stack";
     /// Added by stacks-pack: [`crate::stack_key::stack_keys`] of `stack`.
     pub const STACK_ID: &str = "stack_id";
@@ -272,6 +276,10 @@ pub fn raw_fields() -> Vec<Field> {
         Field::new(col::THREAD, DataType::Utf8, false),
         Field::new(col::HOST, DataType::Utf8, true),
         Field::new(col::CGROUP, DataType::Utf8, true),
+        Field::new(col::SPAN_ID, DataType::UInt64, true),
+        Field::new(col::PARENT_SPAN_ID, DataType::UInt64, true),
+        Field::new(col::SPAN_NAME, DataType::Utf8, true),
+        Field::new(col::TRACE_ID, DataType::Utf8, true),
         Field::new(col::CPU, DataType::Int32, false),
         Field::new(col::VALUE, DataType::Int64, false),
         Field::new(col::KSTACK, kstack_type(), true),

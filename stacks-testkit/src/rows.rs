@@ -93,6 +93,10 @@ pub struct Row {
     pub args: Option<Vec<i64>>,
     pub host: Option<String>,
     pub cgroup: Option<String>,
+    pub span_id: Option<u64>,
+    pub parent_span_id: Option<u64>,
+    pub span_name: Option<String>,
+    pub trace_id: Option<String>,
     pub stack: Option<Vec<Frame>>,
 }
 
@@ -305,6 +309,10 @@ fn column(name: &str, rows: &[Row]) -> Option<ArrayRef> {
         col::CAUSE => strings(rows, |r| r.cause.as_deref()),
         col::PROBE => strings(rows, |r| r.probe.as_deref()),
         col::ARGS => args_array(rows),
+        col::SPAN_ID => u64s(rows, |r| r.span_id),
+        col::PARENT_SPAN_ID => u64s(rows, |r| r.parent_span_id),
+        col::SPAN_NAME => strings(rows, |r| r.span_name.as_deref()),
+        col::TRACE_ID => strings(rows, |r| r.trace_id.as_deref()),
         col::STACK => stack_array(&rows.iter().map(|r| r.stack.as_deref()).collect::<Vec<_>>()),
         _ => return None,
     };

@@ -13,7 +13,7 @@ use stacks_stream::{ContractError, col, is_stack_type};
 use crate::Error;
 
 /// Integer columns read when present.
-pub(crate) const INTS: [&str; 10] = [
+pub(crate) const INTS: [&str; 12] = [
     col::CPU,
     col::VALUE,
     col::DURATION,
@@ -24,10 +24,12 @@ pub(crate) const INTS: [&str; 10] = [
     col::CHILD,
     col::ERRNO,
     col::EXIT_CODE,
+    col::SPAN_ID,
+    col::PARENT_SPAN_ID,
 ];
 
 /// String columns read when present.
-pub(crate) const STRS: [&str; 12] = [
+pub(crate) const STRS: [&str; 14] = [
     col::COMM,
     col::THREAD,
     col::STATE,
@@ -40,6 +42,8 @@ pub(crate) const STRS: [&str; 12] = [
     col::REMOTE,
     col::KIND,
     col::PROBE,
+    col::SPAN_NAME,
+    col::TRACE_ID,
 ];
 
 /// Where each column is in the stream.

@@ -285,6 +285,7 @@ impl<W: Write> Tracer<W> {
             o.str("sf", &sf.to_string());
         }
         let mut a = o.obj("args");
+        span_args(&mut a, c, row);
         opt_int(&mut a, "hits", c.int(col::VALUE, row));
         a.end();
         o.end();
@@ -301,6 +302,7 @@ impl<W: Write> Tracer<W> {
             o.str("sf", &sf.to_string());
         }
         let mut a = o.obj("args");
+        span_args(&mut a, c, row);
         opt_int(&mut a, "period_ns", c.int(col::VALUE, row));
         opt_int(&mut a, "cpu", c.int(col::CPU, row));
         a.end();
@@ -317,6 +319,7 @@ impl<W: Write> Tracer<W> {
             .str("name", SHORT_OFFCPU)
             .str("cat", "sched");
         let mut a = o.obj("args");
+        span_args(&mut a, c, row);
         opt_int(&mut a, "count", c.int(col::COUNT, row));
         opt_int(&mut a, "total_ns", c.int(col::VALUE, row));
         opt_str(&mut a, "state", c.str(col::STATE, row));
@@ -343,6 +346,7 @@ impl<W: Write> Tracer<W> {
         let mut o = self.event("i", pid, tid, t);
         o.str("s", "t").str("name", k).str("cat", "process");
         let mut a = o.obj("args");
+        span_args(&mut a, c, row);
         opt_str(&mut a, "path", c.str(col::PATH, row));
         opt_int(&mut a, "child", c.int(col::CHILD, row));
         opt_int(&mut a, "exit_code", c.int(col::EXIT_CODE, row));
@@ -359,6 +363,7 @@ impl<W: Write> Tracer<W> {
             .str("name", "lost events")
             .str("cat", "lost");
         let mut a = o.obj("args");
+        span_args(&mut a, c, row);
         opt_int(&mut a, "count", c.int(col::VALUE, row));
         opt_int(&mut a, "cpu", c.int(col::CPU, row));
         a.end();
@@ -434,6 +439,7 @@ impl<W: Write> Tracer<W> {
             o.str("sf", &sf.to_string());
         }
         let mut a = o.obj("args");
+        span_args(&mut a, c, row);
         opt_str(&mut a, "state", state);
         opt_int(&mut a, "waker", waker);
         if let Some(stack) = &stack {
@@ -460,6 +466,7 @@ impl<W: Write> Tracer<W> {
             o.str("sf", &sf.to_string());
         }
         let mut a = o.obj("args");
+        span_args(&mut a, c, row);
         opt_int(&mut a, "bytes", c.int(col::VALUE, row));
         opt_str(&mut a, "dev", c.str(col::DEV, row));
         opt_str(&mut a, "op", c.str(col::OP, row));
@@ -515,6 +522,7 @@ impl<W: Write> Tracer<W> {
             o.str("sf", &sf.to_string());
         }
         let mut a = o.obj("args");
+        span_args(&mut a, c, row);
         opt_int(&mut a, "bytes", c.int(col::VALUE, row));
         opt_str(&mut a, "op", c.str(col::OP, row));
         opt_str(&mut a, "path", c.str(col::PATH, row));
@@ -564,6 +572,14 @@ impl<W: Write> Tracer<W> {
         })?;
         Ok(self.events)
     }
+}
+
+/// The row's `tracing` span (tracing-stacks), when it has one.
+fn span_args(a: &mut Obj<'_>, c: &Columns, row: usize) {
+    opt_str(a, "span", c.str(col::SPAN_NAME, row));
+    opt_int(a, "span_id", c.int(col::SPAN_ID, row));
+    opt_int(a, "parent_span_id", c.int(col::PARENT_SPAN_ID, row));
+    opt_str(a, "trace_id", c.str(col::TRACE_ID, row));
 }
 
 fn opt_int(o: &mut Obj<'_>, key: &str, v: Option<i64>) {

@@ -9,6 +9,7 @@ mod kernel;
 mod mixed;
 mod probes;
 mod sleep;
+mod spans;
 mod states;
 mod sys;
 mod tcp;
@@ -68,6 +69,11 @@ enum Cmd {
     /// SYSCALLS `getppid` calls, from the main thread (functions `call_probed`, `fire_usdt`,
     /// `fork_children`, `make_syscalls`).
     Probes(probes::ProbesArgs),
+    /// A loop of `tracing` spans labelled by the tracing-stacks layer, in thread `spans` (or a
+    /// tokio task with `--tokio`): `burn` spins 30 ms, `nap` sleeps 20 ms, 10 ms spin in no
+    /// span, `outer { inner { 5 ms }; 5 ms }`, `io` writes IO_KIB KiB to FILE and fsyncs; CPU
+    /// time per span name reported by the thread's CPU clock.
+    Spans(spans::SpansArgs),
 }
 
 fn main() -> ExitCode {
@@ -85,6 +91,7 @@ fn main() -> ExitCode {
         Cmd::Contention(a) => contention::run(&a),
         Cmd::States(a) => states::run(&a),
         Cmd::Probes(a) => probes::run(&a),
+        Cmd::Spans(a) => spans::run(a),
     };
     match result {
         Ok(report) => {

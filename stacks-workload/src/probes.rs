@@ -84,13 +84,7 @@ fn make_syscalls(n: u64) -> Result<()> {
 
 pub fn run(a: &ProbesArgs) -> Result<Value> {
     if let Some(path) = &a.start_file {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        while !path.exists() {
-            if std::time::Instant::now() > deadline {
-                bail!("{} did not appear within a minute", path.display());
-            }
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
+        sys::wait_for_file(path)?;
     }
     let sum = call_probed(a.calls);
     let usdt_enabled = fire_usdt(a.usdt);

@@ -266,6 +266,32 @@ pub fn realtime_ns() -> i64 {
         .map_or(0, |d| d.as_nanos() as i64)
 }
 
+/// Waits until `path` exists (up to a minute): a tracer creates it once attached.
+pub fn wait_for_file(path: &Path) -> Result<()> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !path.exists() {
+        if std::time::Instant::now() > deadline {
+            bail!("{} did not appear within a minute", path.display());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    Ok(())
+}
+
+/// Spins on the CPU until this thread has used `ns` more nanoseconds of CPU time (its own CPU
+/// clock: time preempted does not count).
+#[inline(never)]
+pub fn spin_cpu_ns(ns: u64) -> u64 {
+    let start = thread_cpu_ns();
+    let mut x = 0u64;
+    while thread_cpu_ns() - start < ns {
+        for i in 0..2000u64 {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(i));
+        }
+    }
+    x
+}
+
 /// Starts `f` in a thread with the given name (its `comm`, at most 15 bytes).
 pub fn spawn_named<T, F>(name: &str, f: F) -> Result<JoinHandle<Result<T>>>
 where

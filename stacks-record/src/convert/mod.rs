@@ -18,6 +18,7 @@ use crate::normalize::{UserFrame, UserNormalizer};
 use crate::probes::ProbeRows;
 use crate::probes::counts::COUNTED;
 use crate::rows::{Extra, KernelSymbol, Row, RowBuilder};
+use crate::spans::SpanLabels;
 use crate::stacks::{Captured, NewStack, StackRef};
 
 mod kinds;
@@ -45,6 +46,8 @@ pub struct Counts {
     pub kstack_errors: u64,
     pub ustack_errors: u64,
     pub malformed: u64,
+    /// Rows labelled with a `tracing` span.
+    pub span_rows: u64,
     /// `state` rows whose thread had not run since its previous row: its stacks repeated,
     /// not captured again.
     pub repeated_stacks: u64,
@@ -76,6 +79,8 @@ pub struct Converter {
     pub probes: ProbeRows,
     /// Paths of the rows' cgroup ids.
     cgroups: CgroupNames,
+    /// Decoded span labels.
+    spans: SpanLabels,
     /// Each thread's stacks in its latest `state` row, for the rows that repeat them.
     state_stacks: HashMap<u32, RowStacks, ahash::RandomState>,
     offset_ns: i64,
@@ -103,6 +108,7 @@ impl Converter {
             probes: ProbeRows::default(),
             state_stacks: HashMap::default(),
             cgroups: CgroupNames::new(),
+            spans: SpanLabels::default(),
             offset_ns,
         }
     }
@@ -110,7 +116,12 @@ impl Converter {
     /// Convert one record, appending at most one row.
     pub fn push(&mut self, e: &RawEvent<'_>, rows: &mut RowBuilder) {
         let h = &e.h;
-        let Some(Decoded { kind, value, extra }) = self.decode(e) else {
+        let Some(Decoded {
+            kind,
+            value,
+            mut extra,
+        }) = self.decode(e)
+        else {
             self.counts.malformed += 1;
             return;
         };
@@ -135,6 +146,8 @@ impl Converter {
         let (comm, thread) = (c_bytes(&h.comm), c_bytes(&h.thread));
         let (comm, thread) = (cstr(&comm), cstr(&thread));
         let cgroup = self.cgroups.name(h.cgroup);
+        extra.span = self.spans.label(&h.span);
+        self.counts.span_rows += u64::from(extra.span.is_some());
         rows.push(&Row {
             time_ns: h.ts as i64 + self.offset_ns,
             kind,
