@@ -204,3 +204,43 @@ int on_probe_usdt(struct pt_regs *ctx)
 	}
 	return probe_hit(ctx, bpf_usdt_cookie(ctx), args, n);
 }
+
+/* ---- Span enter and exit (tracing-stacks' USDT probes, `-e span`) ---------------------- */
+
+const volatile __u32 span_stacks = 0; /* STACKS_WANT_* at span entry */
+
+/* A traced thread entered or left the span its thread context points at. */
+static __always_inline int span_transition(void *ctx, enum stacks_span_op op)
+{
+	if (!current_is_target())
+		return 0;
+	struct probe_slot *s = probe_claim();
+	if (!s) {
+		count_drop(STACKS_DROP_PROBE_BUSY);
+		return 0;
+	}
+	struct stacks_event *e = &s->e;
+	fill_header(e, STACKS_EV_SPAN, (struct task_struct *)bpf_get_current_task());
+	e->info.span_event.op = op;
+	e->info.span_event.pad = 0;
+	read_span(&e->hdr.span);
+	if (e->hdr.span.span_id) {
+		if (op == STACKS_SPAN_ENTER)
+			capture_stacks(ctx, e, span_stacks);
+		submit(e);
+	}
+	s->busy = 0;
+	return 0;
+}
+
+SEC("usdt")
+int on_span_enter(struct pt_regs *ctx)
+{
+	return span_transition(ctx, STACKS_SPAN_ENTER);
+}
+
+SEC("usdt")
+int on_span_exit(struct pt_regs *ctx)
+{
+	return span_transition(ctx, STACKS_SPAN_EXIT);
+}

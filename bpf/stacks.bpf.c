@@ -636,7 +636,9 @@ int BPF_PROG(on_wakeup, struct task_struct *p)
 	return 0;
 }
 
-/* Flush every thread's folded intervals at the end of a recording (run once by user space). */
+/* At the end of a recording (run once by user space, the tracepoints detached): every
+ * thread still off CPU gets its interval so far (a thread blocked for good shows where), and
+ * every thread's folded intervals are emitted. */
 SEC("iter/task")
 int flush_tasks(struct bpf_iter__task *ctx)
 {
@@ -644,7 +646,13 @@ int flush_tasks(struct bpf_iter__task *ctx)
 	if (!task)
 		return 0;
 	struct switch_state *s = bpf_task_storage_get(&switch_store, task, 0, 0);
-	if (s && s->fold_start)
+	if (!s)
+		return 0;
+	if (s->out_ts) {
+		__u64 now = bpf_ktime_get_boot_ns();
+		close_interval(s, task, now > s->out_ts ? now - s->out_ts : 0, now);
+	}
+	if (s->fold_start)
 		flush_folded(s, task);
 	return 0;
 }

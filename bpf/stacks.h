@@ -48,6 +48,10 @@ enum stacks_event_kind {
 	/* A probe named in -e was hit (info.probe); header count = hits this record stands for
 	 * (more than 1 only for records user space made from the counting tables). */
 	STACKS_EV_PROBE = 12,
+	/* A traced thread entered or left a `tracing` span: tracing-stacks' USDT probe
+	 * stacks_tracing:enter / stacks_tracing:exit (info.span_event); the span is the header's
+	 * (the thread context points at it at both probes). */
+	STACKS_EV_SPAN = 13,
 };
 
 /* Why an event was not delivered: the index of the per-CPU `drops` counters, each cause its
@@ -316,6 +320,16 @@ struct stacks_probe_count {
 	__u64 cgroup;              /* as in struct stacks_header */
 };
 
+enum stacks_span_op {
+	STACKS_SPAN_ENTER = 0,
+	STACKS_SPAN_EXIT = 1,
+};
+
+struct stacks_span_event {
+	enum stacks_span_op op;
+	__u32 pad;
+};
+
 struct stacks_exec {
 	char filename[STACKS_STR_LEN]; /* the file executed */
 };
@@ -339,6 +353,7 @@ union stacks_info {
 	struct stacks_net net;
 	struct stacks_state_sample state;
 	struct stacks_probe probe;
+	struct stacks_span_event span_event;
 	struct stacks_exec exec;
 	struct stacks_fork fork;
 	struct stacks_exit exit;

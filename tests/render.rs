@@ -127,6 +127,8 @@ fn go_pprof_reads_every_profile() {
         ("state_samples/count", 0),
         ("wall/nanoseconds", 0),
         ("hits/count", 3),
+        ("span_entries/count", 0),
+        ("span/nanoseconds", 0),
         ("exec/count", 1),
         ("fork/count", 1),
         ("exit/count", 1),

@@ -318,3 +318,108 @@ fn no_spans_without_the_layer_and_a_bad_offset_is_refused() {
         run.stderr
     );
 }
+
+#[test]
+fn span_rows_time_each_entry_nest_and_stuck_spans_are_found() {
+    if !bpf_available("span_rows_time_each_entry_nest_and_stuck_spans_are_found") {
+        return;
+    }
+    let _serial = bpf_serial();
+    let dir = scratch("span_rows_time_each_entry_nest_and_stuck_spans_are_found");
+    let d = dir.display();
+    // The recording ends (2 s) while the workload still runs (it is then terminated, and
+    // stacks-record exits with its status, 128 + SIGTERM): its `stuck` thread is in its span
+    // for good, the loop thread somewhere in its loop.
+    let out = sh(&format!(
+        "{{ stacks-record -d 2 -e profile:u:999,switch:u,span:u -- {} --stuck || [ $? = 143 ]; }} \
+         | stacks-symbolize | stacks-pack {d}/store",
+        spans_workload(&dir, 4.0, "")
+    ));
+    check(&out, "record the spans workload with -e span");
+    let store = dir.join("store");
+    let rows = query(
+        &store,
+        "-c \"select span_name, span_id, parent_span_id, \
+         cast(time as bigint) as t, duration from samples where kind = 'span' order by t\"",
+    );
+    let of =
+        |name: &str| -> Vec<&Value> { rows.iter().filter(|r| r["span_name"] == name).collect() };
+    let done = |name: &str| -> Vec<(i64, i64, i64)> {
+        of(name)
+            .into_iter()
+            .filter(|r| !r["duration"].is_null())
+            .map(|r| (int(r, "span_id"), int(r, "t"), int(r, "duration")))
+            .collect()
+    };
+    let (burn, nap, outer, inner) = (done("burn"), done("nap"), done("outer"), done("inner"));
+    assert!(burn.len() >= 15, "burn entries: {}", burn.len());
+    // Each entry is a new span (ids distinct) lasting what the loop spent in it.
+    let ids: std::collections::HashSet<i64> = burn.iter().map(|b| b.0).collect();
+    assert_eq!(ids.len(), burn.len(), "one span id per burn entry");
+    let median = |v: &[(i64, i64, i64)]| {
+        let mut d: Vec<i64> = v.iter().map(|x| x.2).collect();
+        d.sort_unstable();
+        d[d.len() / 2] as f64 / 1e6
+    };
+    let (b, n) = (median(&burn), median(&nap));
+    assert!(
+        (30.0..=45.0).contains(&b),
+        "burn median {b} ms (30 ms of CPU)"
+    );
+    assert!(
+        (20.0..=25.0).contains(&n),
+        "nap median {n} ms (20 ms sleeps)"
+    );
+    // Each inner entry lies within an outer entry that is its parent.
+    let parents: HashMap<i64, (i64, i64)> = outer.iter().map(|o| (o.0, (o.1, o.2))).collect();
+    for r in of("inner").into_iter().filter(|r| !r["duration"].is_null()) {
+        let (t, dur) = (int(r, "t"), int(r, "duration"));
+        let parent = int(r, "parent_span_id");
+        let &(ot, od) = parents
+            .get(&parent)
+            .unwrap_or_else(|| panic!("inner {r} has no outer parent among {}", parents.len()));
+        assert!(
+            ot <= t && t + dur <= ot + od,
+            "inner {r} not within its outer ({ot}, {od})"
+        );
+    }
+    assert!(
+        inner.len() + 1 >= outer.len(),
+        "{} inner, {} outer",
+        inner.len(),
+        outer.len()
+    );
+
+    // The stuck span: entered, never left, parked in a read of an empty pipe.
+    let stuck = query(&store, "stuck-spans -p comm=stacks-workload");
+    let s: Vec<&Value> = stuck.iter().filter(|r| r["span_name"] == "stuck").collect();
+    assert_eq!(s.len(), 1, "{stuck:?}");
+    let s = s[0];
+    assert_eq!(s["thread"], "stuck");
+    assert_eq!(s["parked_state"], "sleeping");
+    assert!(int(s, "parked_ns") >= 1_000_000_000, "{s}");
+    assert!(
+        s["parked_stack"].to_string().contains("wait_forever"),
+        "parked where: {s}"
+    );
+
+    // stacks-trace draws the span rows as slices on each thread's span lane.
+    let out = sh(&format!(
+        "stacks-query -d {} -c 'select * from stacks' | stacks-trace",
+        store.display()
+    ));
+    check(&out, "stacks-trace");
+    let trace: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let slices: Vec<&Value> = trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "span" && e["ph"] == "X")
+        .collect();
+    assert_eq!(slices.len(), rows.len(), "a slice per span row");
+    assert!(
+        slices
+            .iter()
+            .any(|e| e["name"] == "burn" && e["args"]["span"] == "burn")
+    );
+}

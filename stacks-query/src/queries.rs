@@ -50,6 +50,7 @@ pub const BUNDLED: &[(&str, &str)] = &[
     ("timeline", include_str!("../../queries/timeline.sql")),
     ("spans", include_str!("../../queries/spans.sql")),
     ("span-wait", include_str!("../../queries/span-wait.sql")),
+    ("stuck-spans", include_str!("../../queries/stuck-spans.sql")),
 ];
 
 /// SQL text to run and the label that names it in error messages.

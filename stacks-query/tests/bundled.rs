@@ -18,11 +18,18 @@ fn cpu_by_stack() {
     for r in rows.iter().filter(|r| r.kind == "profile") {
         add(
             &mut want,
-            format!("{} {}", r.tid, row_stack(r, "")),
+            format!("{} {} {}", r.tid, span_of(r), row_stack(r, "")),
             &[1, r.value],
         );
     }
-    let key = |v: &Value| format!("{} {}", int(&v["tid"]), names(&v["stack"]));
+    let key = |v: &Value| {
+        format!(
+            "{} {} {}",
+            int(&v["tid"]),
+            s(&v["span_name"]),
+            names(&v["stack"])
+        )
+    };
     assert_eq!(collect(&got, &key, &["samples", "cpu_ns"]), want);
     let samples: Vec<i64> = got.iter().map(|v| int(&v["samples"])).collect();
     assert!(
@@ -73,9 +80,10 @@ fn offcpu_by_stack_includes_folded_intervals() {
         };
         folded += i64::from(c > 1);
         let key = format!(
-            "{} {} {}",
+            "{} {} {} {}",
             r.tid,
             r.state.as_deref().unwrap(),
+            span_of(r),
             row_stack(r, marker)
         );
         add(&mut want, key, &[c, r.value]);
@@ -83,9 +91,10 @@ fn offcpu_by_stack_includes_folded_intervals() {
     assert!(folded > 0, "the fixture has folded rows");
     let key = |v: &Value| {
         format!(
-            "{} {} {}",
+            "{} {} {} {}",
             int(&v["tid"]),
             s(&v["state"]),
+            s(&v["span_name"]),
             names(&v["stack"])
         )
     };
@@ -329,4 +338,9 @@ fn timeline_per_bucket() {
         }
         assert_eq!(got, want.into_values().collect::<Vec<_>>(), "{kind}");
     }
+}
+
+/// A fixture row's span name as the JSON output shows it (`null`: none).
+fn span_of(r: &stacks_testkit::Row) -> &str {
+    r.span_name.as_deref().unwrap_or("null")
 }

@@ -44,6 +44,9 @@ enum Start {
     Sampler,
     /// Attached once per probe of `-e` by [`crate::probes::attach::attach`].
     Probe,
+    /// Attached to each traced executable with tracing-stacks' USDT probes by
+    /// [`crate::spans::Spans::register`].
+    Span,
 }
 
 /// Every BPF program of the skeleton's `progs` (open or loaded), through its typed field: the
@@ -86,6 +89,8 @@ macro_rules! programs {
                 &mut $progs.on_probe_uretprobe,
             ),
             (Some("usdt"), Start::Probe, &mut $progs.on_probe_usdt),
+            (Some("span"), Start::Span, &mut $progs.on_span_enter),
+            (Some("span"), Start::Span, &mut $progs.on_span_exit),
         ]
     };
 }
@@ -168,6 +173,7 @@ pub fn load<'obj>(
     rodata.net_stacks = spec.net.map_or(0, |p| p.stacks.mask());
     rodata.state_stacks = spec.state.map_or(0, |s| s.stacks.mask());
     rodata.state_period_ns = spec.state.map_or(0, |s| s.period_ns());
+    rodata.span_stacks = spec.span.map_or(0, |s| s.stacks.mask());
     rodata.wakeup_bytes = u64::from(opts.ringbuf_bytes / 8);
     crate::probes::configure(&mut open, &spec.probes)?;
     open.maps

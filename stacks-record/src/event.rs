@@ -70,7 +70,8 @@ info_members!(
     stacks_probe,
     stacks_exec,
     stacks_fork,
-    stacks_exit
+    stacks_exit,
+    stacks_span_event
 );
 
 /// One decoded record: the header, the per-kind union and the frames that were sent.

@@ -89,7 +89,7 @@ pub fn run() -> Result<ExitCode> {
     let rb = ring_buffer(&skel, &queue)?;
     let states = bpf::StateSampler::start(&skel, &spec)?;
 
-    let mut spans = Spans::new(!args.no_spans);
+    let mut spans = Spans::new(!args.no_spans, spec.span.is_some());
     targets.go(&skel, &target, &mut spans)?;
     let held = targets.child.as_mut().filter(|_| hold);
     let mut probes_on = probes::Running::start(&skel, &probes, early, held)?;
@@ -127,6 +127,7 @@ pub fn run() -> Result<ExitCode> {
     }
     drop(perf);
     probes_on.stop();
+    rec.spans.detach();
     drop(tracepoints);
     let written = rec.drain_to_end(out)?;
     if let Some(path) = &args.output
@@ -140,6 +141,7 @@ pub fn run() -> Result<ExitCode> {
         child_status = Some(c.terminate());
     }
     rec.summary(written);
+    rec.spans.report();
     Ok(ExitCode::from(child_status.unwrap_or(0)))
 }
 
@@ -372,6 +374,8 @@ impl Recorder<'_, '_> {
                 self.skel,
             );
         }
+        // Spans still entered: a row each, with no duration.
+        self.conv.end_spans(None, &mut self.rows);
         let now = host::realtime_ns();
         for rest in bpf::take_rss_remainders(self.skel) {
             self.conv.push_rss_remainder(&mut self.rows, now, rest);

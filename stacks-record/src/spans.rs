@@ -30,7 +30,12 @@ const ATTR_PARENT: u8 = 1;
 pub struct TlsOffsets {
     pub context: i64,
     pub canary: i64,
+    /// The executable has tracing-stacks' USDT probes `stacks_tracing:enter`/`exit`.
+    pub probes: bool,
 }
+
+/// USDT provider and probe names of span enter and exit.
+const PROVIDER: &str = "stacks_tracing";
 
 /// Where the executable at `path` keeps the thread context, from its `.dynsym` (exported) or
 /// `.symtab`; `None` when it has none. x86_64 only (TLS variant II: the executable's TLS block
@@ -71,6 +76,7 @@ pub fn find(path: &Path) -> Result<Option<TlsOffsets>, String> {
                 return Some(TlsOffsets {
                     context: ctx as i64 - block as i64,
                     canary: can as i64 - block as i64,
+                    probes: false,
                 });
             }
         }
@@ -80,15 +86,44 @@ pub fn find(path: &Path) -> Result<Option<TlsOffsets>, String> {
         |s: object::read::elf::ElfSymbol<'_, '_, elf::FileHeader64<object::Endianness>, _>| {
             Some((s.name().ok()?.to_string(), s.kind(), s.address()))
         };
-    if let Some(o) = lookup(&mut elf.dynamic_symbols().filter_map(named)) {
-        return Ok(Some(o));
+    let found = lookup(&mut elf.dynamic_symbols().filter_map(named))
+        .or_else(|| lookup(&mut elf.symbols().filter_map(named)));
+    Ok(found.map(|o| TlsOffsets {
+        probes: has_span_probes(&elf),
+        ..o
+    }))
+}
+
+/// Whether the SystemTap notes of `elf` (`.note.stapsdt`) name tracing-stacks' provider.
+fn has_span_probes<'d, R: object::ReadRef<'d>>(elf: &ElfFile64<'d, object::Endianness, R>) -> bool {
+    use object::read::elf::SectionHeader;
+    let Some(notes) = elf.section_by_name(".note.stapsdt") else {
+        return false;
+    };
+    let Ok(Some(mut it)) = notes.elf_section_header().notes(elf.endian(), elf.data()) else {
+        return false;
+    };
+    // Each note's descriptor: three addresses, then "provider\0name\0args\0".
+    while let Ok(Some(note)) = it.next() {
+        let desc = note.desc();
+        if desc.len() > 24 && desc[24..].starts_with(PROVIDER.as_bytes()) {
+            return true;
+        }
     }
-    Ok(lookup(&mut elf.symbols().filter_map(named)))
+    false
 }
 
 /// The span labels of a recording: which processes have their spans read, and what was found.
 pub struct Spans {
     enabled: bool,
+    /// `-e span`: attach the enter and exit probes of each executable with them.
+    timeline: bool,
+    /// The probes attached, by executable.
+    links: Vec<libbpf_rs::Link>,
+    /// Executables whose probes were attached.
+    attached: usize,
+    /// Executables whose probes could not be attached (reported at the end).
+    pub unattached: Vec<String>,
     /// Offsets by executable (device, inode).
     by_file: HashMap<(u64, u64), Option<TlsOffsets>>,
     /// Processes handed to the kernel side whose canary has not been reported on.
@@ -102,9 +137,13 @@ pub struct Spans {
 }
 
 impl Spans {
-    pub fn new(enabled: bool) -> Spans {
+    pub fn new(enabled: bool, timeline: bool) -> Spans {
         Spans {
             enabled,
+            timeline: enabled && timeline,
+            links: Vec::new(),
+            attached: 0,
+            unattached: Vec::new(),
             by_file: HashMap::new(),
             pending: HashSet::new(),
             skew: std::env::var("STACKS_TEST_SPAN_SKEW")
@@ -126,11 +165,16 @@ impl Spans {
         let Ok(meta) = std::fs::metadata(&exe) else {
             return;
         };
+        let key = (meta.dev(), meta.ino());
+        let new = !self.by_file.contains_key(&key);
         let offsets = *self
             .by_file
-            .entry((meta.dev(), meta.ino()))
+            .entry(key)
             .or_insert_with(|| find(Path::new(&exe)).ok().flatten());
         let Some(o) = offsets else { return };
+        if new && self.timeline && o.probes {
+            self.attach(skel, &exe);
+        }
         let value = stacks_span_proc {
             ctx_off: o.context,
             canary_off: o.canary + self.skew,
@@ -153,6 +197,49 @@ impl Spans {
             self.pending.insert(pid);
             self.labelled.insert(pid);
         }
+    }
+
+    /// Attach the span enter and exit programs to the executable at `exe` (for every process
+    /// running it: the programs keep to the targets).
+    fn attach(&mut self, skel: &StacksSkel<'_>, exe: &str) {
+        // libbpf's own messages about a failure are replaced by ours.
+        let previous = libbpf_rs::set_print(None);
+        let mut links = Vec::new();
+        for (prog, name) in [
+            (&skel.progs.on_span_enter, "enter"),
+            (&skel.progs.on_span_exit, "exit"),
+        ] {
+            match prog.attach_usdt(-1, exe, PROVIDER, name) {
+                Ok(l) => links.push(l),
+                Err(e) => {
+                    let file =
+                        std::fs::read_link(exe).map_or(exe.into(), |p| p.display().to_string());
+                    self.unattached.push(format!("{file}: {e}"));
+                    links.clear();
+                    break;
+                }
+            }
+        }
+        libbpf_rs::set_print(previous);
+        self.attached += usize::from(!links.is_empty());
+        self.links.extend(links);
+    }
+
+    /// Warnings for the summary: `-e span` with no executable to attach to, or that failed.
+    pub fn report(&self) {
+        for u in &self.unattached {
+            eprintln!("stacks-record: warning: span probes not attached: {u}");
+        }
+        if self.timeline && self.attached == 0 && self.unattached.is_empty() {
+            eprintln!(
+                "stacks-record: warning: -e span: no traced executable has tracing-stacks' USDT probes (stacks_tracing:enter/exit), so there are no span rows"
+            );
+        }
+    }
+
+    /// Detach the span probes (the end of the recording).
+    pub fn detach(&mut self) {
+        self.links.clear();
     }
 
     /// Report processes whose canary check failed since the last call (once each), and stop

@@ -122,6 +122,8 @@ pub struct EventSpec {
     pub vfs: Option<Plain>,
     pub net: Option<Plain>,
     pub state: Option<State>,
+    /// `span[:STACKS]`: each entry of a `tracing` span (tracing-stacks' USDT probes).
+    pub span: Option<Plain>,
     /// Probes (`tp:`, `uprobe:`, `uretprobe:`, `usdt:`), in the order given: a probe's index
     /// is its BPF cookie.
     pub probes: Vec<Probe>,
@@ -253,7 +255,7 @@ impl EventSpec {
                     };
                     set(&mut out.rss, r).map_err(|_| dup())?;
                 }
-                "block" | "vfs" | "net" => {
+                "block" | "vfs" | "net" | "span" => {
                     if arg.is_some() {
                         return Err(SpecError::NoArgument(token.to_string(), name.to_string()));
                     }
@@ -268,6 +270,7 @@ impl EventSpec {
                     let slot = match name {
                         "block" => &mut out.block,
                         "vfs" => &mut out.vfs,
+                        "span" => &mut out.span,
                         _ => &mut out.net,
                     };
                     set(slot, p).map_err(|_| dup())?;
@@ -312,6 +315,9 @@ impl EventSpec {
         if let Some(s) = &self.state {
             parts.push(format!("state:{}:{}", s.stacks, s.hz));
         }
+        if let Some(s) = &self.span {
+            parts.push(format!("span:{}", s.stacks));
+        }
         parts.extend(self.probes.iter().map(Probe::normalized));
         parts.join(",")
     }
@@ -329,6 +335,7 @@ impl EventSpec {
             ("vfs", self.vfs.is_some()),
             ("net", self.net.is_some()),
             ("state", self.state.is_some()),
+            ("span", self.span.is_some()),
         ] {
             if on {
                 v.push(name);
@@ -354,6 +361,7 @@ impl EventSpec {
             self.vfs.map(|v| v.stacks),
             self.net.map(|n| n.stacks),
             self.state.map(|t| t.stacks),
+            self.span.map(|s| s.stacks),
         ]
         .into_iter()
         .flatten()
@@ -518,7 +526,7 @@ mod tests {
         }
         assert_eq!(
             event_names(),
-            EventSpec::parse("profile,switch,rss,block,vfs,net,state")
+            EventSpec::parse("profile,switch,rss,block,vfs,net,state,span")
                 .unwrap()
                 .names()
         );

@@ -65,6 +65,8 @@ pub enum Lane {
     /// An instant on the thread's track named after the row's `probe`, with its stack, hit
     /// count and arguments, category `probe`.
     Probe,
+    /// Slices on the thread's span lane named after the row's span, nested as the spans were.
+    Span,
 }
 
 /// The argument of a recordable kind in `-e NAME[:STACKS][:ARG]`.
@@ -170,7 +172,7 @@ const fn sample(name: &'static str, unit: Unit) -> SampleType {
 }
 
 /// Every kind this version knows, in the order `stacks-pprof --kind all` converts them.
-pub const ALL: [Kind; 12] = [
+pub const ALL: [Kind; 13] = [
     Kind {
         name: kind::PROFILE,
         description: "a CPU sample (perf cpu-clock); value = the sampling period",
@@ -342,6 +344,24 @@ pub const ALL: [Kind; 12] = [
         source: Source::Probes(&PROBE_FORMS),
     },
     Kind {
+        name: kind::SPAN,
+        description: "a thread's time in a `tracing` span, enter to exit (tracing-stacks); \
+                      value = ns in the span",
+        columns: &[col::DURATION],
+        stacks: true,
+        unit: Unit::Nanoseconds,
+        count: Some(sample("span_entries", Unit::Count)),
+        value: sample("span", Unit::Nanoseconds),
+        lane: Lane::Span,
+        queries: &["stuck-spans"],
+        source: Source::Event {
+            stacks: "u",
+            arg: None,
+            help: "each entry of a `tracing` span in programs using tracing-stacks (its USDT \
+                   probes): one row from enter to exit, stacks at the enter; value = ns.",
+        },
+    },
+    Kind {
         name: kind::EXEC,
         description: "a traced process called exec; value = 1",
         columns: &[col::PATH],
@@ -448,7 +468,7 @@ mod tests {
     use crate::schema::raw_fields;
 
     /// Every `kind::*` constant of schema.rs.
-    const SCHEMA_KINDS: [&str; 12] = [
+    const SCHEMA_KINDS: [&str; 13] = [
         kind::PROFILE,
         kind::PROBE,
         kind::LOST,
@@ -458,6 +478,7 @@ mod tests {
         kind::VFS,
         kind::NET,
         kind::STATE,
+        kind::SPAN,
         kind::EXEC,
         kind::FORK,
         kind::EXIT,
@@ -516,7 +537,9 @@ mod tests {
         assert_eq!(unit("newer-kind"), Unit::Count);
         assert_eq!(
             recordable().map(|k| k.name).collect::<Vec<_>>(),
-            ["profile", "switch", "rss", "block", "vfs", "net", "state"]
+            [
+                "profile", "switch", "rss", "block", "vfs", "net", "state", "span"
+            ]
         );
     }
 

@@ -103,6 +103,11 @@ pub mod kind {
     /// thread and stacks in a counting interval with `:count`); `args` = its arguments as
     /// integers (a `uretprobe`: the return value).
     pub const PROBE: &str = "probe";
+    /// A thread's stay in a `tracing` span (`-e span`, programs using tracing-stacks): `time` =
+    /// when it entered, `duration` = `value` = ns until it left (null and 0: it had not left
+    /// when the recording ended, or its process exited in it); `span_*` columns name it;
+    /// stacks are where it was entered.
+    pub const SPAN: &str = "span";
     /// A traced process called exec. `value` = 1; `path` = the executed file; `comm` = new name.
     pub const EXEC: &str = "exec";
     /// A traced process forked. `value` = 1; `child` = the new process's pid.

@@ -158,9 +158,14 @@ pub fn rows(n: usize) -> Vec<Row> {
             }
             other => unreachable!("kind {other}"),
         }
+        // Process alpha uses tracing-stacks: most of its rows are in a span.
+        if pid == 100 && i % 4 != 0 {
+            label_span(&mut r, (i / 12) as u64);
+        }
         out.push(r);
     }
     out.extend(state_and_probe_rows(n));
+    out.extend(span_rows(n));
     // Lifecycle and lost rows, which the resource queries must leave alone.
     for (k, kind) in ["exec", "fork", "exit"].iter().enumerate() {
         out.push(Row {
@@ -182,6 +187,46 @@ pub fn rows(n: usize) -> Vec<Row> {
     });
     out.sort_by_key(|r| r.time);
     out
+}
+
+/// Span `k` of process alpha: `handle_request` (even) or its child `db_query` (odd).
+fn label_span(r: &mut Row, k: u64) {
+    let id = 1 + k;
+    r.span_id = Some(id);
+    r.span_name = text(if k % 2 == 0 {
+        "handle_request"
+    } else {
+        "db_query"
+    });
+    r.parent_span_id = (k % 2 == 1).then_some(id - 1);
+    let root = if k % 2 == 0 { id } else { id - 1 };
+    r.trace_id = Some(format!("{root:032x}"));
+}
+
+/// `n / 4` `span` rows of process alpha's main thread (one stay in a span each, the last
+/// one never left).
+fn span_rows(n: usize) -> Vec<Row> {
+    let m = (n / 4).max(2);
+    (0..m)
+        .map(|k| {
+            let mut r = Row {
+                time: T0 + (k as i64) * 5 * SEC / m as i64,
+                kind: "span".into(),
+                pid: 100,
+                tid: 100,
+                comm: "alpha".into(),
+                thread: "alpha".into(),
+                stack: Some(stack(STACKS[k % STACKS.len()])),
+                ..Default::default()
+            };
+            label_span(&mut r, k as u64);
+            if k + 1 < m {
+                r.value = 1_000_000 + 1000 * k as i64;
+                r.duration = Some(r.value);
+            }
+            r
+        })
+        .collect()
 }
 
 /// `n` `state` rows (20 Hz samples: running, or off CPU in a system call for some time, on a
@@ -248,7 +293,7 @@ pub fn metadata() -> HashMap<String, String> {
     md.insert(
         meta::EVENTS.to_string(),
         "profile:u:99,switch:ku,rss:u:1,block:u,vfs:u,net:u,state:uk:20,\
-         uprobe:/usr/bin/app:parse:u,tp:sched:sched_process_fork:uk:count"
+         span:u,uprobe:/usr/bin/app:parse:u,tp:sched:sched_process_fork:uk:count"
             .to_string(),
     );
     stacks_stream::stamp(&mut md, "stacks-record", "0.1.0", stacks_stream::stage::RAW);

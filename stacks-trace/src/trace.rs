@@ -15,7 +15,10 @@
 //! * `rss` is a counter (`C`) per process;
 //! * each thread's state lane (tid + [`STATE_LANE`], named `THREAD state`) holds its `state`
 //!   samples as slices, one per run of samples in the same state, system call and file
-//!   ([`state_lane`]).
+//!   ([`state_lane`]);
+//! * each thread's span lane (tid + [`SPAN_LANE`], named `THREAD spans`) holds its `span` rows
+//!   (`-e span`): a slice per stay in a `tracing` span, nested as the spans were; every other
+//!   event names the span it happened in in its args.
 
 mod state_lane;
 
@@ -39,6 +42,8 @@ use crate::window::{Resolved, Window};
 
 /// Added to a tid to make the tid of its IO lane (real tids stay below 2^22).
 pub const IO_LANE: i64 = 1 << 30;
+/// Added to a tid to make the tid of its span lane.
+pub const SPAN_LANE: i64 = 3 << 30;
 pub use state_lane::STATE_LANE;
 
 /// What to convert.
@@ -54,7 +59,6 @@ struct Thread {
     back_on_cpu: Option<i64>,
     /// The latest time of any of its rows.
     last_seen: i64,
-    io_lane_named: bool,
 }
 
 /// Writes a trace: create with [`Tracer::new`], feed with [`Tracer::push`], end with
@@ -81,7 +85,8 @@ pub struct Tracer<W: Write> {
     threads: HashMap<i64, Thread>,
     next_async_id: u64,
     state_runs: state_lane::StateRuns,
-    state_lanes_named: HashSet<i64>,
+    /// Lane tracks already named (tid + lane offset).
+    lanes_named: HashSet<i64>,
 }
 
 impl<W: Write> Tracer<W> {
@@ -116,7 +121,7 @@ impl<W: Write> Tracer<W> {
             threads: HashMap::new(),
             next_async_id: 1,
             state_runs: state_lane::StateRuns::default(),
-            state_lanes_named: HashSet::new(),
+            lanes_named: HashSet::new(),
         };
         t.buf.push_str("{\"displayTimeUnit\":\"ns\",\"otherData\":");
         let mut o = Obj::new(&mut t.buf);
@@ -195,18 +200,52 @@ impl<W: Write> Tracer<W> {
 
     /// The IO lane of `tid`, named on first use.
     fn io_lane(&mut self, pid: i64, tid: i64) -> i64 {
-        let lane = tid.saturating_add(IO_LANE);
-        let named = self.threads.get(&tid).is_some_and(|t| t.io_lane_named);
-        if !named {
+        self.lane(pid, tid, IO_LANE, "io")
+    }
+
+    /// The lane of `tid` at `offset` (its track id: tid + offset), named `THREAD what` on
+    /// first use.
+    fn lane(&mut self, pid: i64, tid: i64, offset: i64, what: &str) -> i64 {
+        let lane = tid.saturating_add(offset);
+        if self.lanes_named.insert(lane) {
             let base = self
                 .thread_names
                 .get(&tid)
                 .cloned()
                 .unwrap_or_else(|| tid.to_string());
-            self.name_event("thread_name", pid, lane, &format!("{base} io"));
-            self.threads.entry(tid).or_default().io_lane_named = true;
+            self.name_event("thread_name", pid, lane, &format!("{base} {what}"));
         }
         lane
+    }
+
+    /// A thread's stay in a `tracing` span: a slice on its span lane, named after the span
+    /// (spans nest as they were entered); one not left when the recording ended lasts to the
+    /// thread's last row seen so far, and says so.
+    fn span(&mut self, c: &Columns, row: usize, pid: i64, tid: i64, t: i64, d: Option<i64>) {
+        let last = self.threads.get(&tid).map_or(t, |th| th.last_seen);
+        let dur = d.unwrap_or(last.saturating_sub(t)).max(0);
+        if !self.visible(t, dur) {
+            return;
+        }
+        let lane = self.lane(pid, tid, SPAN_LANE, "spans");
+        let name = c.str(col::SPAN_NAME, row).unwrap_or("span").to_string();
+        let sf = self.stack_id(c, row);
+        let stack = self.stack_names(c, row);
+        let mut o = self.event("X", pid, lane, t);
+        o.micros("dur", dur).str("name", &name).str("cat", "span");
+        if let Some(sf) = sf {
+            o.str("sf", &sf.to_string());
+        }
+        let mut a = o.obj("args");
+        span_args(&mut a, c, row);
+        if d.is_none() {
+            a.str("left", "not during the recording");
+        }
+        if let Some(stack) = &stack {
+            a.strs("entered_at", stack.iter().map(String::as_str));
+        }
+        a.end();
+        o.end();
     }
 
     fn visible(&self, start: i64, dur: i64) -> bool {
@@ -268,6 +307,7 @@ impl<W: Write> Tracer<W> {
             Lane::Lost => self.lost(c, row, pid, tid, t),
             Lane::State => self.state_sample(c, row, pid, tid, t),
             Lane::Probe => self.probe_hit(c, row, pid, tid, t),
+            Lane::Span => self.span(c, row, pid, tid, t, duration),
         }
     }
 

@@ -35,6 +35,33 @@ pub struct SpansArgs {
     /// Wait until this file exists before starting (up to a minute).
     #[arg(long, value_name = "PATH")]
     start_file: Option<PathBuf>,
+    /// Also start thread `stuck`, which after 300 ms (time for a tracer to attach) enters span
+    /// `stuck` and blocks reading an empty pipe until the process exits (function
+    /// `wait_forever`).
+    #[arg(long)]
+    stuck: bool,
+}
+
+/// Enters span `stuck` and blocks in `read` on a pipe nobody writes to, until the process exits.
+#[inline(never)]
+fn wait_forever() -> Result<()> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe fills the two descriptors.
+    if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
+        return Err(sys::errno()).context("pipe");
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let _entered = tracing::info_span!("stuck").entered();
+    let mut buf = [0u8; 1];
+    loop {
+        match sys::read(fds[0], &mut buf) {
+            Err(e) if sys::interrupted(&e) => continue,
+            other => {
+                other.context("read")?;
+                return Ok(());
+            }
+        }
+    }
 }
 
 /// What the loop did, by its own clocks.
@@ -151,6 +178,11 @@ pub fn run(a: SpansArgs) -> Result<Value> {
         sys::wait_for_file(path)?;
     }
     let until = Duration::from_secs_f64(a.seconds);
+    let stuck = a.stuck;
+    if stuck {
+        // Not joined: it ends with the process.
+        let _ = sys::spawn_named("stuck", wait_forever)?;
+    }
     let t = if a.tokio {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -195,5 +227,6 @@ pub fn run(a: SpansArgs) -> Result<Value> {
         },
         "nap_wall_ns": t.nap_wall_ns,
         "io_bytes": t.io_bytes,
+        "stuck": stuck,
     }))
 }

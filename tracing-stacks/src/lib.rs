@@ -91,28 +91,16 @@ where
             && let Some(r) = span.extensions().get::<Record>()
         {
             publish(r.as_ptr());
-            // Span timelines for a tracer attached to this USDT probe (its arguments are
-            // evaluated only when one is: the semaphore check costs a load and a branch).
-            probe::probe_lazy!(
-                stacks_tracing,
-                enter,
-                r.span_id(),
-                r.parent_id(),
-                r.trace_id() as u64,
-                r.name().as_ptr(),
-                r.name().len()
-            );
+            // Span timelines (`stacks-record -e span`): a USDT probe without arguments, a
+            // single `nop` unless a tracer attaches to it. The tracer reads the span from the
+            // thread context, which points at the entered span here.
+            probe::probe!(stacks_tracing, enter);
         }
     }
 
-    fn on_exit(&self, id: &Id, ctx: Context<'_, S>) {
-        probe::probe_lazy!(
-            stacks_tracing,
-            exit,
-            ctx.span(id)
-                .and_then(|s| s.extensions().get::<Record>().map(Record::span_id))
-                .unwrap_or(0)
-        );
+    fn on_exit(&self, _id: &Id, ctx: Context<'_, S>) {
+        // Fired while the thread context still points at the span being left.
+        probe::probe!(stacks_tracing, exit);
         // The registry has already popped the span: the current one is what the thread is
         // back in (its parent, another span entered earlier, or none).
         let current = ctx

@@ -22,10 +22,12 @@ use crate::spans::SpanLabels;
 use crate::stacks::{Captured, NewStack, StackRef};
 
 mod kinds;
+mod span_rows;
 use kinds::{
     Decoded, VFS_CALLS, block, folded, fork, lifecycle, net, off_cpu, profile, rss, rss_counter,
     state_name, tracing_frames,
 };
+pub use span_rows::OpenSpans;
 
 /// Distinct user stacks remembered by their bytes at most (then the memory starts over).
 const USER_STACKS_CACHED: usize = 1 << 16;
@@ -81,6 +83,8 @@ pub struct Converter {
     cgroups: CgroupNames,
     /// Decoded span labels.
     spans: SpanLabels,
+    /// Spans entered and not left yet, per thread (`-e span`).
+    open_spans: OpenSpans,
     /// Each thread's stacks in its latest `state` row, for the rows that repeat them.
     state_stacks: HashMap<u32, RowStacks, ahash::RandomState>,
     offset_ns: i64,
@@ -109,45 +113,59 @@ impl Converter {
             state_stacks: HashMap::default(),
             cgroups: CgroupNames::new(),
             spans: SpanLabels::default(),
+            open_spans: OpenSpans::default(),
             offset_ns,
         }
     }
 
-    /// Convert one record, appending at most one row.
+    /// Convert one record, appending at most one row (a span's enter appends none: its row is
+    /// appended at its exit, see [`Converter::span_transition`]).
     pub fn push(&mut self, e: &RawEvent<'_>, rows: &mut RowBuilder) {
         let h = &e.h;
-        let Some(Decoded {
-            kind,
-            value,
-            mut extra,
-        }) = self.decode(e)
-        else {
+        if h.kind == Kind::STACKS_EV_SPAN {
+            self.counts.pids.insert(h.pid);
+            self.span_transition(e, rows);
+            return;
+        }
+        let Some(Decoded { kind, value, extra }) = self.decode(e) else {
             self.counts.malformed += 1;
             return;
         };
-        *self.counts.by_kind.entry(kind).or_default() += 1;
         if h.kind == Kind::STACKS_EV_PROBE {
             self.counts.probe_hits += u64::from(h.count);
         }
         self.counts.pids.insert(h.pid);
 
-        let (stacks, kstack_error, ustack_error) = match self.repeated_stacks(h) {
+        let stacks = match self.repeated_stacks(h) {
             Some(repeated) => repeated,
             None => self.stacks(e, rows),
         };
         if h.kind == Kind::STACKS_EV_STATE {
-            self.state_stacks
-                .insert(h.tid, (stacks, kstack_error, ustack_error));
+            self.state_stacks.insert(h.tid, stacks);
         }
         if h.kind == Kind::STACKS_EV_EXIT {
-            // Its last samples are already converted: drop the address cache.
+            // Its last samples are already converted: drop the address cache, and its spans
+            // still entered end here.
             self.norm.forget(h.pid);
+            self.end_spans(Some(h.pid), rows);
         }
+        self.push_row(h, Decoded { kind, value, extra }, stacks, rows);
+    }
+
+    /// Append the row of a record with header `h`.
+    fn push_row(&mut self, h: &Header, d: Decoded, stacks: RowStacks, rows: &mut RowBuilder) {
+        let Decoded {
+            kind,
+            value,
+            mut extra,
+        } = d;
+        *self.counts.by_kind.entry(kind).or_default() += 1;
         let (comm, thread) = (c_bytes(&h.comm), c_bytes(&h.thread));
         let (comm, thread) = (cstr(&comm), cstr(&thread));
         let cgroup = self.cgroups.name(h.cgroup);
         extra.span = self.spans.label(&h.span);
         self.counts.span_rows += u64::from(extra.span.is_some());
+        let (stacks, kstack_error, ustack_error) = stacks;
         rows.push(&Row {
             time_ns: h.ts as i64 + self.offset_ns,
             kind,

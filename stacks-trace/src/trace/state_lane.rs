@@ -137,16 +137,7 @@ impl<W: Write> Tracer<W> {
 
     /// The state lane of `tid`, named on first use.
     fn state_lane(&mut self, pid: i64, tid: i64) -> i64 {
-        let lane = tid.saturating_add(STATE_LANE);
-        if self.state_lanes_named.insert(tid) {
-            let base = self
-                .thread_names
-                .get(&tid)
-                .cloned()
-                .unwrap_or_else(|| tid.to_string());
-            self.name_event("thread_name", pid, lane, &format!("{base} state"));
-        }
-        lane
+        self.lane(pid, tid, STATE_LANE, "state")
     }
 
     /// One run as a slice on its thread's state lane: named after the state, and the system
