@@ -193,13 +193,13 @@ pub fn rows(n: usize) -> Vec<Row> {
 fn label_span(r: &mut Row, k: u64) {
     let id = 1 + k;
     r.span_id = Some(id);
-    r.span_name = text(if k % 2 == 0 {
+    r.span_name = text(if k.is_multiple_of(2) {
         "handle_request"
     } else {
         "db_query"
     });
     r.parent_span_id = (k % 2 == 1).then_some(id - 1);
-    let root = if k % 2 == 0 { id } else { id - 1 };
+    let root = if k.is_multiple_of(2) { id } else { id - 1 };
     r.trace_id = Some(format!("{root:032x}"));
 }
 

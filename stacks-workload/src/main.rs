@@ -9,6 +9,7 @@ mod kernel;
 mod mixed;
 mod probes;
 mod sleep;
+mod span_bench;
 mod spans;
 mod states;
 mod sys;
@@ -74,6 +75,10 @@ enum Cmd {
     /// span, `outer { inner { 5 ms }; 5 ms }`, `io` writes IO_KIB KiB to FILE and fsyncs; CPU
     /// time per span name reported by the thread's CPU clock.
     Spans(spans::SpansArgs),
+    /// PAIRS enters and exits of one `tracing` span under LAYER (none, a plain registry, or
+    /// the registry with tracing-stacks), timed; then WRITES one-byte writes to /dev/null
+    /// inside a span (function `write_devnull`).
+    SpanBench(span_bench::SpanBenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -92,6 +97,7 @@ fn main() -> ExitCode {
         Cmd::States(a) => states::run(&a),
         Cmd::Probes(a) => probes::run(&a),
         Cmd::Spans(a) => spans::run(a),
+        Cmd::SpanBench(a) => span_bench::run(&a),
     };
     match result {
         Ok(report) => {

@@ -6,9 +6,8 @@
 /// Call it from `build.rs` (tracing-stacks as a build dependency too):
 ///
 /// ```no_run
-/// fn main() {
-///     tracing_stacks::build::export();
-/// }
+/// // build.rs
+/// tracing_stacks::build::export();
 /// ```
 pub fn export() {
     for symbol in EXPORTED {
