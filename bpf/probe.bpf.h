@@ -131,6 +131,19 @@ uncounted:
 	return false;
 }
 
+/* A claimed slot holding a fresh record of `kind` for the current task (its header filled),
+ * or NULL when every slot is in use (counted). */
+static __always_inline struct probe_slot *probe_record(enum stacks_event_kind kind)
+{
+	struct probe_slot *s = probe_claim();
+	if (!s) {
+		count_drop(STACKS_DROP_PROBE_BUSY);
+		return NULL;
+	}
+	fill_header(&s->e, kind, (struct task_struct *)bpf_get_current_task());
+	return s;
+}
+
 /* A hit of probe `idx` with `nargs` arguments in `args`. */
 static __always_inline int probe_hit(void *ctx, __u64 cookie, const __u64 *args, __u32 nargs)
 {
@@ -140,13 +153,10 @@ static __always_inline int probe_hit(void *ctx, __u64 cookie, const __u64 *args,
 	__u32 want = probe_conf[idx].stacks;
 	if (probe_conf[idx].counting && probe_count(ctx, idx, want))
 		return 0;
-	struct probe_slot *s = probe_claim();
-	if (!s) {
-		count_drop(STACKS_DROP_PROBE_BUSY);
+	struct probe_slot *s = probe_record(STACKS_EV_PROBE);
+	if (!s)
 		return 0;
-	}
 	struct stacks_event *e = &s->e;
-	fill_header(e, STACKS_EV_PROBE, (struct task_struct *)bpf_get_current_task());
 	e->info.probe.probe = idx;
 	e->info.probe.nargs = nargs;
 	for (__u32 i = 0; i < STACKS_PROBE_ARGS; i++)
@@ -214,13 +224,10 @@ static __always_inline int span_transition(void *ctx, enum stacks_span_op op)
 {
 	if (!current_is_target())
 		return 0;
-	struct probe_slot *s = probe_claim();
-	if (!s) {
-		count_drop(STACKS_DROP_PROBE_BUSY);
+	struct probe_slot *s = probe_record(STACKS_EV_SPAN);
+	if (!s)
 		return 0;
-	}
 	struct stacks_event *e = &s->e;
-	fill_header(e, STACKS_EV_SPAN, (struct task_struct *)bpf_get_current_task());
 	e->info.span_event.op = op;
 	e->info.span_event.pad = 0;
 	read_span(&e->hdr.span);

@@ -142,21 +142,31 @@ fn check_io_ids_nesting(run: &Run) {
     );
 }
 
-#[test]
-fn spans_label_cpu_offcpu_and_io() {
-    if !bpf_available("spans_label_cpu_offcpu_and_io") {
-        return;
+/// Record the spans workload's loop (`extra`: its options) under `events` for test `test` and
+/// check what every variant must give: CPU ratios on the loop's `thread`, IO bytes, span ids
+/// and nesting. `None` (skipped) without BPF.
+fn recorded_loop(test: &str, events: &str, extra: &str, thread: &str) -> Option<Run> {
+    if !bpf_available(test) {
+        return None;
     }
     let _serial = bpf_serial();
-    let dir = scratch("spans_label_cpu_offcpu_and_io.io");
-    let run = record(
-        "spans_label_cpu_offcpu_and_io",
-        "",
-        "profile:u:999,switch:u,vfs:u,block:u",
-        &spans_workload(&dir, 3.0, ""),
-    );
-    check_cpu_ratios(&run, "spans");
+    let io = scratch(&format!("{test}.io"));
+    let run = record(test, "", events, &spans_workload(&io, 3.0, extra));
+    check_cpu_ratios(&run, thread);
     check_io_ids_nesting(&run);
+    Some(run)
+}
+
+#[test]
+fn spans_label_cpu_offcpu_and_io() {
+    let Some(run) = recorded_loop(
+        "spans_label_cpu_offcpu_and_io",
+        "profile:u:999,switch:u,vfs:u,block:u",
+        "",
+        "spans",
+    ) else {
+        return;
+    };
     let spans = run.spans();
     // The nap's sleeps, folded short ones included, are its off-CPU time.
     let nap = int(&spans["nap"], "offcpu_ns") as f64;
@@ -205,19 +215,14 @@ fn spans_label_cpu_offcpu_and_io() {
 
 #[test]
 fn tokio_tasks_carry_their_spans_and_parked_workers_none() {
-    if !bpf_available("tokio_tasks_carry_their_spans_and_parked_workers_none") {
-        return;
-    }
-    let _serial = bpf_serial();
-    let dir = scratch("tokio_spans.io");
-    let run = record(
+    let Some(run) = recorded_loop(
         "tokio_tasks_carry_their_spans_and_parked_workers_none",
-        "",
         "profile:u:999,switch:u,vfs:u",
-        &spans_workload(&dir, 3.0, "--tokio"),
-    );
-    check_cpu_ratios(&run, "spans-worker");
-    check_io_ids_nesting(&run);
+        "--tokio",
+        "spans-worker",
+    ) else {
+        return;
+    };
     // The nap is a timer: the task is parked, its worker waits in no span.
     let spans = run.spans();
     let want = int(&run.truth, "nap_wall_ns") as f64;
