@@ -207,6 +207,14 @@ static __always_inline void read_span(struct stacks_span *out)
 	__u64 rec = 0;
 	if (bpf_probe_read_user(&rec, sizeof(rec), (void *)(tp + sp->ctx_off)) || !rec)
 		return;
+	/* Header and attributes in one read (each user-memory read costs ~200 ns here): the bytes
+	 * past a short record are not used. Only when that runs into an unmapped page, the
+	 * header and then the attributes it announces. */
+	if (!bpf_probe_read_user(out, STACKS_SPAN_HEADER + STACKS_SPAN_ATTRS, (void *)rec)) {
+		if (!out->valid)
+			out->span_id = 0;
+		return;
+	}
 	if (bpf_probe_read_user(out, STACKS_SPAN_HEADER, (void *)rec) || !out->valid) {
 		out->span_id = 0;
 		out->attrs_len = 0;

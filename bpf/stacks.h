@@ -158,8 +158,7 @@ struct stacks_span {
 	__u8 valid;
 	__u8 trace_flags;
 	__u16 attrs_len;          /* the record's attribute bytes (of which `attrs` has the first) */
-	__u32 pad;
-	__u8 attrs[STACKS_SPAN_ATTRS];
+	__u8 attrs[STACKS_SPAN_ATTRS]; /* right after the header, as in the record: one read */
 };
 
 /* Where a traced process keeps its thread context (value of the span_procs map, by tgid):

@@ -35,6 +35,8 @@ struct Run {
     dir: ScratchDir,
     truth: Value,
     stderr: String,
+    /// The BPF tests' lock, when the test holds it through the run.
+    _serial: Option<std::sync::MutexGuard<'static, ()>>,
 }
 
 impl Run {
@@ -84,6 +86,7 @@ fn record(test: &str, env: &str, events: &str, workload: &str) -> Run {
         dir,
         truth,
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        _serial: None,
     }
 }
 
@@ -144,14 +147,15 @@ fn check_io_ids_nesting(run: &Run) {
 
 /// Record the spans workload's loop (`extra`: its options) under `events` for test `test` and
 /// check what every variant must give: CPU ratios on the loop's `thread`, IO bytes, span ids
-/// and nesting. `None` (skipped) without BPF.
+/// and nesting. `None` (skipped) without BPF. The run holds the BPF tests' lock until dropped.
 fn recorded_loop(test: &str, events: &str, extra: &str, thread: &str) -> Option<Run> {
     if !bpf_available(test) {
         return None;
     }
-    let _serial = bpf_serial();
+    let serial = bpf_serial();
     let io = scratch(&format!("{test}.io"));
-    let run = record(test, "", events, &spans_workload(&io, 3.0, extra));
+    let mut run = record(test, "", events, &spans_workload(&io, 3.0, extra));
+    run._serial = Some(serial);
     check_cpu_ratios(&run, thread);
     check_io_ids_nesting(&run);
     Some(run)
@@ -271,6 +275,7 @@ fn spans_read_when_attaching_to_a_running_stripped_process() {
         dir,
         truth,
         stderr: String::new(),
+        _serial: None,
     };
     // Spans entered before the recorder started are read like the rest.
     check_cpu_ratios(&run, "spans");

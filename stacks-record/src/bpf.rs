@@ -216,9 +216,19 @@ pub fn attach_tracepoints(skel: &mut StacksSkel<'_>) -> Result<Vec<Link>> {
     Ok(links)
 }
 
-/// Runs of each loaded program the kernel skipped (its recursion and concurrency guard: the
-/// program was already running on that CPU), by program name; only programs with skips.
-pub fn skipped_runs(skel: &StacksSkel<'_>) -> Vec<(String, u64)> {
+/// The kernel's counters of one loaded program.
+pub struct ProgStats {
+    pub name: String,
+    /// Runs and their total time: counted only while `kernel.bpf_stats_enabled` is 1.
+    pub runs: u64,
+    pub run_ns: u64,
+    /// Runs the kernel skipped (its recursion and concurrency guard: the program was already
+    /// running on that CPU).
+    pub skipped: u64,
+}
+
+/// The counters of every loaded program.
+pub fn prog_stats(skel: &StacksSkel<'_>) -> Vec<ProgStats> {
     use libbpf_rs::skel::Skel;
     let mut out = Vec::new();
     for prog in skel.object().progs() {
@@ -236,14 +246,21 @@ pub fn skipped_runs(skel: &StacksSkel<'_>) -> Vec<(String, u64)> {
                 &mut len,
             )
         };
-        if rc == 0 && info.recursion_misses > 0 {
-            out.push((
-                prog.name().to_string_lossy().into_owned(),
-                info.recursion_misses,
-            ));
+        if rc == 0 {
+            out.push(ProgStats {
+                name: prog.name().to_string_lossy().into_owned(),
+                runs: info.run_cnt,
+                run_ns: info.run_time_ns,
+                skipped: info.recursion_misses,
+            });
         }
     }
     out
+}
+
+/// Whether the kernel counts BPF programs' runs and run time (`kernel.bpf_stats_enabled`).
+pub fn run_stats_enabled() -> bool {
+    std::fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled").is_ok_and(|v| v.trim() == "1")
 }
 
 /// End of a recording: emit what the kernel side still holds (folded short off-CPU intervals

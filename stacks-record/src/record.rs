@@ -386,12 +386,28 @@ impl Recorder<'_, '_> {
 
     /// The summary line.
     fn summary(&self, written: u64) {
-        let skipped = bpf::skipped_runs(self.skel);
+        let stats = bpf::prog_stats(self.skel);
+        let skipped: Vec<String> = stats
+            .iter()
+            .filter(|p| p.skipped > 0)
+            .map(|p| format!("{} {}", p.name, p.skipped))
+            .collect();
         if !skipped.is_empty() {
-            let list: Vec<String> = skipped.iter().map(|(p, n)| format!("{p} {n}")).collect();
             eprintln!(
                 "stacks-record: warning: the kernel skipped BPF program runs (already running on that CPU): {}",
-                list.join(", ")
+                skipped.join(", ")
+            );
+        }
+        if bpf::run_stats_enabled() {
+            // The recorder's cost in the traced threads, which its own CPU time does not show.
+            let runs: Vec<String> = stats
+                .iter()
+                .filter(|p| p.runs > 0)
+                .map(|p| format!("{} {} runs, {} ns each", p.name, p.runs, p.run_ns / p.runs))
+                .collect();
+            eprintln!(
+                "stacks-record: BPF program runs (kernel.bpf_stats_enabled): {}",
+                runs.join("; ")
             );
         }
         let counts = &self.conv.counts;
