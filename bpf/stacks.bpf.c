@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-/* stacks.bpf.c — BPF programs of stacks-record: CPU samples, off-CPU intervals, RSS growth,
- * block IO, file and socket IO, each with stacks captured at the event, thread states sampled
- * by a task iterator (state.bpf.h), hits of probes named in -e (probe.bpf.h), plus process
- * lifecycle, target filtering by pid / process name / descendants, and lost-event accounting.
+/* stacks.bpf.c — BPF programs of stacks-record: CPU samples, off-CPU intervals (offcpu.bpf.h),
+ * RSS growth, block IO, file and socket IO, each with stacks captured at the event (user stacks
+ * by frame pointers, or copied for CFI unwinding: dwarf.bpf.h), thread states sampled by a task
+ * iterator (state.bpf.h), hits of probes named in -e (probe.bpf.h), plus process lifecycle,
+ * target filtering by pid / process name / descendants, and lost-event accounting.
  * Built on perf_event, tp_btf and raw_tp (attached by name through BTF: no tracefs needed),
  * uprobes/USDT and iter/task only (no kprobes, no fentry). */
 #include "vmlinux.h"
@@ -60,6 +61,7 @@ const volatile __u32 net_stacks = 0;
 const volatile __u64 switch_min_ns = 0;     /* shorter off-CPU intervals are folded */
 const volatile __u32 rss_every = 1;         /* emit every Nth RSS growth event per process */
 const volatile bool read_spans = true;      /* read the `tracing` span of each event (span_procs) */
+const volatile __u32 ustack_window = 16384; /* bytes of user stack copied for `d` stacks */
 /* Wake the reader only once this much data waits (it also polls on a short timer), so a busy
  * event source does not cost a reader wakeup per event. 0: wake on every event. */
 const volatile __u64 wakeup_bytes = 0;
@@ -96,15 +98,16 @@ struct {
 } drops SEC(".maps");
 
 /* Per-CPU records under construction: slot 0 for the perf_event program (it can interrupt
- * the others), slot 1 for programs running in task context. */
+ * the others), slot 1 for programs running in task context. Each has room for a `d` stack. */
 #define SCRATCH_PERF 0
 #define SCRATCH_TASK 1
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 2);
 	__type(key, __u32);
-	__type(value, struct stacks_event);
+	__type(value, struct stacks_event_room);
 } scratch SEC(".maps");
+_Static_assert(sizeof(struct stacks_event_room) < 32768, "a per-CPU value is at most 32 KiB");
 
 static __always_inline bool is_target(__u32 tgid, __u32 tid)
 {
@@ -154,7 +157,7 @@ static __always_inline void fill_header(struct stacks_event *e, enum stacks_even
 	h->kstack_len = STACKS_NOT_REQUESTED;
 	h->ustack_len = STACKS_NOT_REQUESTED;
 	h->count = 1;
-	h->pad = 0;
+	h->uwindow = 0;
 	BPF_CORE_READ_STR_INTO(&h->thread, task, comm);
 	BPF_CORE_READ_STR_INTO(&h->comm, task, group_leader, comm);
 	h->cgroup = task_cgroup(task);
@@ -229,7 +232,8 @@ static __always_inline void read_span(struct stacks_span *out)
 
 static __always_inline struct stacks_event *scratch_for(__u32 slot)
 {
-	return bpf_map_lookup_elem(&scratch, &slot);
+	struct stacks_event_room *r = bpf_map_lookup_elem(&scratch, &slot);
+	return r ? &r->e : NULL;
 }
 
 /* Capture the current task's wanted stacks into the record: kernel addresses first, then the
@@ -290,12 +294,7 @@ static __always_inline bool submit(struct stacks_event *e)
 	return submit_with(e, wakeup_flags());
 }
 
-/* Hand a record to user space and wake the reader now (process lifecycle: the reader learns
- * of new processes before their samples). */
-static __always_inline void submit_now(struct stacks_event *e)
-{
-	submit_with(e, BPF_RB_FORCE_WAKEUP);
-}
+#include "dwarf.bpf.h"
 
 /* ---- CPU samples -------------------------------------------------------------------- */
 
@@ -310,15 +309,15 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 	fill_header(e, STACKS_EV_PROFILE, (struct task_struct *)bpf_get_current_task());
 	e->info.profile.period_ns = ctx->sample_period;
 	read_span(&e->hdr.span);
-	capture_stacks(ctx, e, profile_stacks);
-	submit(e);
+	capture_stacks_d(ctx, e, profile_stacks);
+	submit_room(e);
 	return 0;
 }
 
 /* ---- Process lifecycle -------------------------------------------------------------- */
 
 /* An exit hands over what the off-CPU and RSS sections below still hold for the task. */
-static __always_inline void off_cpu_exit(struct task_struct *p);
+static __always_inline void off_cpu_exit(void *ctx, struct task_struct *p);
 static __always_inline void rss_exit(__u32 tgid, struct task_struct *p);
 
 /* A lifecycle record of task `p` to fill, or NULL. */
@@ -391,7 +390,7 @@ int BPF_PROG(on_exit, struct task_struct *p, bool group_dead)
 
 	if (!trace_all && !bpf_map_lookup_elem(&targets, &tgid))
 		return 0;
-	off_cpu_exit(p);
+	off_cpu_exit(ctx, p);
 	if (!group_dead)
 		return 0;
 	rss_exit(tgid, p);
@@ -406,264 +405,7 @@ int BPF_PROG(on_exit, struct task_struct *p, bool group_dead)
 	return 0;
 }
 
-/* ---- Off-CPU intervals -------------------------------------------------------------- */
-
-/* Per-thread scheduler state: the pending switch-out record and the folded short intervals. */
-struct switch_state {
-	__u64 out_ts;                         /* 0: not switched out by us */
-	__u64 fold_start;                     /* switch-out time of the first folded interval */
-	__u64 fold_ns[STACKS_STATE_COUNT];
-	__u32 fold_n[STACKS_STATE_COUNT];
-	__u32 waker;
-	__u32 pad;
-	__u64 out_runtime;                    /* the thread's CPU time at switch-out (ns) */
-	__u64 out_switches;                   /* its context switches at switch-out */
-	__u64 in_ts;                          /* anchor: the last switch-in seen (0: none yet) */
-	__u64 in_runtime;                     /* the thread's CPU time and switches then */
-	__u64 in_switches;
-	struct stacks_span fold_span;         /* the span of the folded intervals */
-	struct stacks_event ev;
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct switch_state);
-} switch_store SEC(".maps");
-
-/* Emit the folded short off-CPU intervals of a thread and reset them. */
-static __always_inline void flush_folded(struct switch_state *s, struct task_struct *task)
-{
-	struct stacks_event *e = scratch_for(SCRATCH_TASK);
-	if (!e)
-		return;
-	for (int i = 0; i < STACKS_STATE_COUNT; i++) {
-		if (!s->fold_n[i])
-			continue;
-		fill_header(e, STACKS_EV_SWITCH_FOLDED, task);
-		e->hdr.ts = s->fold_start;
-		e->hdr.span = s->fold_span;
-		e->hdr.count = s->fold_n[i];
-		e->info.folded.off_ns = s->fold_ns[i];
-		e->info.folded.state = i;
-		e->info.folded.pad = 0;
-		submit(e);
-		s->fold_ns[i] = 0;
-		s->fold_n[i] = 0;
-	}
-	s->fold_start = 0;
-}
-
-/* A thread exits: emit its folded intervals. */
-static __always_inline void off_cpu_exit(struct task_struct *p)
-{
-	struct switch_state *s = bpf_task_storage_get(&switch_store, p, 0, 0);
-	if (s && s->fold_start)
-		flush_folded(s, p);
-}
-
-static __always_inline enum stacks_state switch_state_of(bool preempt, unsigned int prev_state)
-{
-	if (preempt || prev_state == 0)
-		return STACKS_STATE_RUNNABLE;
-	if ((prev_state & (TASK_UNINTERRUPTIBLE | TASK_NOLOAD)) == (TASK_UNINTERRUPTIBLE | TASK_NOLOAD))
-		return STACKS_STATE_IDLE;
-	if (prev_state & TASK_UNINTERRUPTIBLE)
-		return STACKS_STATE_UNINTERRUPTIBLE;
-	if (prev_state & TASK_INTERRUPTIBLE)
-		return STACKS_STATE_SLEEPING;
-	if (prev_state & (TASK_STOPPED_BITS | TASK_TRACED_BITS))
-		return STACKS_STATE_STOPPED;
-	return STACKS_STATE_OTHER;
-}
-
-/* A thread's context switches so far (voluntary + involuntary, as the kernel counts them). */
-static __always_inline __u64 switches_of(struct task_struct *t)
-{
-	return BPF_CORE_READ(t, nvcsw) + BPF_CORE_READ(t, nivcsw);
-}
-
-/* The folded intervals are of span `span` (NULL: none) from here: those of another span so far
- * are emitted first, so each folded row is of one span and per-span totals stay exact. */
-static __always_inline void fold_span_is(struct switch_state *s, struct task_struct *task,
-					 struct stacks_span *span)
-{
-	__u64 id = span ? span->span_id : 0;
-	if (s->fold_start && s->fold_span.span_id != id)
-		flush_folded(s, task);
-	if (s->fold_start)
-		return;
-	if (span) {
-		s->fold_span = *span;
-	} else {
-		s->fold_span.span_id = 0;
-		s->fold_span.attrs_len = 0;
-	}
-}
-
-/* Close the open interval of `task` (state `s`) after `off` ns off CPU, ending at `end`:
- * emitted with its switch-out stacks, or folded when shorter than the minimum. */
-static __always_inline void close_interval(struct switch_state *s, struct task_struct *task,
-					   __u64 off, __u64 end)
-{
-	__u32 st = s->ev.info.off_cpu.state;
-	if (st >= STACKS_STATE_COUNT)
-		st = STACKS_STATE_OTHER;
-	if (off >= switch_min_ns) {
-		s->ev.info.off_cpu.off_ns = off;
-		s->ev.info.off_cpu.waker = s->waker;
-		submit(&s->ev);
-	} else {
-		fold_span_is(s, task, s->ev.hdr.span.span_id ? &s->ev.hdr.span : NULL);
-		if (!s->fold_start)
-			s->fold_start = s->out_ts;
-		s->fold_ns[st] += off;
-		s->fold_n[st] += 1;
-		if (end - s->fold_start >= NS_PER_SEC)
-			flush_folded(s, task);
-	}
-	s->out_ts = 0;
-	s->waker = 0;
-}
-
-/* Off-CPU time of switches the tracepoint did not report: added to the thread's folded row of
- * state other (no stack), so per-thread totals stay exact. */
-static __always_inline void fold_untraced(struct switch_state *s, struct task_struct *task,
-					  __u64 since, __u64 off, __u64 now)
-{
-	fold_span_is(s, task, NULL); /* the span it was in at those switches is not known */
-	if (!s->fold_start)
-		s->fold_start = since;
-	s->fold_ns[STACKS_STATE_OTHER] += off;
-	s->fold_n[STACKS_STATE_OTHER] += 1;
-	count_drop(STACKS_DROP_END_INFERRED);
-	if (now - s->fold_start >= NS_PER_SEC)
-		flush_folded(s, task);
-}
-
-/* Off CPU since the anchor: the time since then that the thread did not run. */
-static __always_inline __u64 off_since(__u64 since, __u64 since_runtime, __u64 now, __u64 runtime)
-{
-	__u64 ran = runtime - since_runtime;
-	return now - since > ran ? now - since - ran : 0;
-}
-
-/* The length of an off-CPU interval is taken from the scheduler's own accounting: the wall
- * time since the thread's previous switch-in less the CPU time it was charged since then
- * (se.sum_exec_runtime, final at every switch). Summed over a thread's intervals this is
- * exactly its wall time less its CPU time, wherever in the switch the scheduler starts and
- * stops charging it (this program's own run time at a switch is charged to the incoming
- * thread), and it stays exact across switches the tracepoint did not report: on 6.18 under
- * CPU contention a switch now and then runs no program attached to sched_switch (none of two
- * independent programs ran, the kernel counted no recursion miss, yet the threads switched:
- * their context-switch counts and CPU time moved). */
-SEC("tp_btf/sched_switch")
-int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
-	     unsigned int prev_state)
-{
-	__u64 now = bpf_ktime_get_boot_ns();
-
-	/* The thread coming back on CPU: close its interval. */
-	struct switch_state *s = bpf_task_storage_get(&switch_store, next, 0, 0);
-	if (s) {
-		__u64 runtime = BPF_CORE_READ(next, se.sum_exec_runtime);
-		__u64 switches = switches_of(next);
-		if (s->in_ts) {
-			__u64 off = off_since(s->in_ts, s->in_runtime, now, runtime);
-			if (s->out_ts) {
-				if (switches != s->out_switches)
-					count_drop(STACKS_DROP_END_INFERRED);
-				close_interval(s, next, off, now);
-			} else if (switches != s->in_switches) {
-				/* It left the CPU since, unseen. */
-				fold_untraced(s, next, s->in_ts, off, now);
-			}
-		} else if (s->out_ts) {
-			close_interval(s, next, off_since(s->out_ts, s->out_runtime, now, runtime), now);
-		}
-		s->in_ts = now;
-		s->in_runtime = runtime;
-		s->in_switches = switches;
-	}
-
-	/* The thread leaving: remember when, why, and its stacks. */
-	__u32 tgid = BPF_CORE_READ(prev, tgid);
-	__u32 tid = BPF_CORE_READ(prev, pid);
-	if (!is_target(tgid, tid))
-		return 0;
-	s = bpf_task_storage_get(&switch_store, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!s) {
-		count_drop(STACKS_DROP_SWITCH_STORAGE);
-		return 0;
-	}
-	__u64 runtime = BPF_CORE_READ(prev, se.sum_exec_runtime);
-	__u64 switches = switches_of(prev);
-	if (s->out_ts || (s->in_ts && switches - s->in_switches > 1)) {
-		/* Switches since the anchor besides this one were not seen: what it did not run
-		 * since then was off CPU. An open interval (its switch-in unseen) is closed with
-		 * it; otherwise it is folded. From here on, this switch-out is the anchor. */
-		__u64 since = s->in_ts ? s->in_ts : s->out_ts;
-		__u64 since_runtime = s->in_ts ? s->in_runtime : s->out_runtime;
-		__u64 off = off_since(since, since_runtime, now, runtime);
-		if (s->out_ts) {
-			close_interval(s, prev, off, s->out_ts + off);
-			count_drop(STACKS_DROP_END_INFERRED);
-		} else {
-			fold_untraced(s, prev, since, off, now);
-		}
-		s->in_ts = now;
-		s->in_runtime = runtime;
-		s->in_switches = switches;
-	}
-	fill_header(&s->ev, STACKS_EV_SWITCH, prev);
-	s->ev.hdr.ts = now;
-	s->ev.info.off_cpu.state = switch_state_of(preempt, prev_state);
-	read_span(&s->ev.hdr.span);
-	capture_stacks(ctx, &s->ev, switch_stacks);
-	s->out_ts = now;
-	s->out_runtime = runtime;
-	s->out_switches = switches;
-	s->waker = 0;
-	return 0;
-}
-
-static __always_inline void note_waker(struct task_struct *p)
-{
-	struct switch_state *s = bpf_task_storage_get(&switch_store, p, 0, 0);
-	if (!s || !s->out_ts)
-		return;
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	s->waker = tid;
-}
-
-SEC("tp_btf/sched_wakeup")
-int BPF_PROG(on_wakeup, struct task_struct *p)
-{
-	note_waker(p);
-	return 0;
-}
-
-/* At the end of a recording (run once by user space, the tracepoints detached): every
- * thread still off CPU gets its interval so far (a thread blocked for good shows where), and
- * every thread's folded intervals are emitted. */
-SEC("iter/task")
-int flush_tasks(struct bpf_iter__task *ctx)
-{
-	struct task_struct *task = ctx->task;
-	if (!task)
-		return 0;
-	struct switch_state *s = bpf_task_storage_get(&switch_store, task, 0, 0);
-	if (!s)
-		return 0;
-	if (s->out_ts) {
-		__u64 now = bpf_ktime_get_boot_ns();
-		close_interval(s, task, now > s->out_ts ? now - s->out_ts : 0, now);
-	}
-	if (s->fold_start)
-		flush_folded(s, task);
-	return 0;
-}
+#include "offcpu.bpf.h"
 
 /* ---- RSS growth --------------------------------------------------------------------- */
 
@@ -753,8 +495,8 @@ int BPF_PROG(on_rss_stat, struct mm_struct *mm, int member)
 	r->growth = 0;
 	r->events = 0;
 	read_span(&e->hdr.span);
-	capture_stacks(ctx, e, rss_stacks);
-	submit(e);
+	capture_stacks_d(ctx, e, rss_stacks);
+	submit_room(e);
 	return 0;
 }
 
@@ -794,6 +536,25 @@ static __always_inline void rq_dev(struct stacks_block *b, struct request *rq)
 	b->dev_minor = BPF_CORE_READ(disk, first_minor);
 }
 
+/* A `d` user stack of a block request's submitter, sent now in its own record (the
+ * request's record waits in block_inflight until completion, without room for a stack copy):
+ * the request's record says so, or carries the capture's error. */
+static __always_inline void block_ustack_apart(void *ctx, struct stacks_event *e, __u64 key)
+{
+	struct stacks_event *u = scratch_for(SCRATCH_TASK);
+	if (!u) {
+		e->hdr.ustack_len = -ENOMEM;
+		return;
+	}
+	fill_header(u, STACKS_EV_UWINDOW, (struct task_struct *)bpf_get_current_task());
+	u->info.uwindow.request = key;
+	capture_dwarf(ctx, u, 0);
+	if (!u->hdr.uwindow)
+		e->hdr.ustack_len = u->hdr.ustack_len;
+	else
+		e->hdr.ustack_len = submit_room(u) ? STACKS_USTACK_APART : -ENOSPC;
+}
+
 SEC("tp_btf/block_io_start")
 int BPF_PROG(on_block_start, struct request *rq)
 {
@@ -812,8 +573,14 @@ int BPF_PROG(on_block_start, struct request *rq)
 	e->info.block.latency_ns = 0;
 	e->info.block.error = 0;
 	read_span(&e->hdr.span);
-	capture_stacks(ctx, e, block_stacks);
 	__u64 key = (__u64)rq;
+	e->info.block.request = key;
+	if (block_stacks & STACKS_WANT_DWARF) {
+		capture_stacks(ctx, e, block_stacks & STACKS_WANT_KERNEL);
+		block_ustack_apart(ctx, e, key);
+	} else {
+		capture_stacks(ctx, e, block_stacks);
+	}
 	if (bpf_map_update_elem(&block_inflight, &key, b, BPF_ANY))
 		count_drop(STACKS_DROP_BLOCK_MAP_FULL);
 	return 0;
@@ -1030,8 +797,8 @@ int BPF_PROG(vfs_exit, struct pt_regs *regs, long ret)
 	c->ts = 0;
 	file_info(&v->file, (struct task_struct *)bpf_get_current_task(), c->fd);
 	read_span(&e->hdr.span);
-	capture_stacks(ctx, e, vfs_stacks);
-	submit(e);
+	capture_stacks_d(ctx, e, vfs_stacks);
+	submit_room(e);
 	return 0;
 }
 
@@ -1085,8 +852,8 @@ static __always_inline void net_event(void *ctx, struct sock *sk, int ret,
 	n->protocol = protocol;
 	n->direction = dir;
 	read_span(&e->hdr.span);
-	capture_stacks(ctx, e, net_stacks);
-	submit(e);
+	capture_stacks_d(ctx, e, net_stacks);
+	submit_room(e);
 }
 
 SEC("tp_btf/sock_send_length")

@@ -14,10 +14,31 @@
 /* Stack length value of a `state` record meaning "the same stack as this thread's previous
  * `state` record": the thread has not run since, so its stacks were not captured again. */
 #define STACKS_SAME_STACKS (-100001)
+/* User stack length value of a `block` record meaning "its `d` user stack was sent apart, in
+ * the STACKS_EV_UWINDOW record with the same request" (sent when the request was submitted). */
+#define STACKS_USTACK_APART (-100002)
 
 /* Which stacks an event wants (bit mask, per event kind). */
 #define STACKS_WANT_USER 1
 #define STACKS_WANT_KERNEL 2
+/* With STACKS_WANT_USER: also copy the user registers and the top of the user stack, for the
+ * recorder to unwind with the mapped files' CFI (`d`); the user frames are then the plain
+ * addresses of the frame-pointer walk (8 bytes each), kept to continue a DWARF unwind. */
+#define STACKS_WANT_DWARF 4
+
+/* Most bytes of a thread's user stack copied for a `d` stack (from its stack pointer up). The
+ * per-CPU scratch value that holds a record and its copy must stay under 32 KiB. */
+#define STACKS_UWINDOW_MAX (24 * 1024)
+
+/* The user registers of a `d` stack and how much of its stack follows them: the record's
+ * last part, right after the user frames (struct stacks_header's uwindow). */
+struct stacks_uregs {
+	__u64 ip;
+	__u64 sp;
+	__u64 bp;
+	__u32 copied;             /* bytes of the stack from sp, right after this struct */
+	__u32 pad;
+};
 
 /* What a record reports; its per-kind fields are the same-named member of `union stacks_info`. */
 enum stacks_event_kind {
@@ -52,6 +73,9 @@ enum stacks_event_kind {
 	 * stacks_tracing:enter / stacks_tracing:exit (info.span_event); the span is the header's
 	 * (the thread context points at it at both probes). */
 	STACKS_EV_SPAN = 13,
+	/* Not a row: the `d` user stack of a block request being submitted (info.uwindow), for
+	 * the request's STACKS_EV_BLOCK record, which is sent at its completion. */
+	STACKS_EV_UWINDOW = 14,
 };
 
 /* Why an event was not delivered: the index of the per-CPU `drops` counters, each cause its
@@ -181,7 +205,9 @@ struct stacks_header {
 	__s32 kstack_len;             /* frames, -errno, or STACKS_NOT_REQUESTED */
 	__s32 ustack_len;
 	__u32 count;                  /* events this record stands for (1 unless folded) */
-	__u32 pad;
+	/* Bytes after the frames for a `d` stack: struct stacks_uregs and the stack copy it
+	 * announces; 0: none (the user frames are then struct bpf_stack_build_id). */
+	__u32 uwindow;
 	char comm[STACKS_COMM_LEN];   /* process name (thread group leader's comm) */
 	char thread[STACKS_COMM_LEN]; /* thread name */
 	__u64 cgroup;                 /* the task's cgroup v2 id (its kernfs node id); 0: none */
@@ -218,6 +244,7 @@ struct stacks_block {
 	__u32 dev_major;          /* the disk; 0:0 when it has none */
 	__u32 dev_minor;
 	__s32 error;              /* blk_status_t; 0: success */
+	__u64 request;            /* the request (its address), naming its STACKS_EV_UWINDOW record */
 };
 
 /* A file behind a descriptor, as the BPF side read it from the fd table. */
@@ -329,6 +356,10 @@ struct stacks_span_event {
 	__u32 pad;
 };
 
+struct stacks_uwindow {
+	__u64 request;            /* as struct stacks_block's */
+};
+
 struct stacks_exec {
 	char filename[STACKS_STR_LEN]; /* the file executed */
 };
@@ -353,6 +384,7 @@ union stacks_info {
 	struct stacks_state_sample state;
 	struct stacks_probe probe;
 	struct stacks_span_event span_event;
+	struct stacks_uwindow uwindow;
 	struct stacks_exec exec;
 	struct stacks_fork fork;
 	struct stacks_exit exit;
@@ -379,11 +411,22 @@ struct rss_state {
  * kstack_len addresses (8 bytes each), then the user stack's ustack_len frames
  * (STACKS_UFRAME_SIZE bytes each, build id + file offset resolved by the kernel at capture
  * time, so a process that has exited by the time user space reads the record still
- * symbolizes), in `frames`. */
+ * symbolizes), in `frames`. A `d` stack (hdr.uwindow > 0) has 8-byte user frames instead,
+ * followed by its struct stacks_uregs and stack copy (struct stacks_event_room). */
 struct stacks_event {
 	struct stacks_header hdr;
 	union stacks_info info;
 	__u64 frames[STACKS_FRAMES_SIZE / 8];
+};
+
+/* A record with room for a `d` stack's registers and stack copy after its frames (the
+ * per-CPU scratch records of the kinds that support `d`). */
+struct stacks_event_room {
+	struct stacks_event e;
+	/* Room for the registers and stack copy, which follow the frames used (so they start
+	 * inside e.frames unless both stacks are full). */
+	struct stacks_uregs regs;
+	__u8 stack[STACKS_UWINDOW_MAX];
 };
 
 /* Size of a record carrying no frames. */

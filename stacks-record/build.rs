@@ -35,6 +35,8 @@ fn main() {
         "stacks.h",
         "state.bpf.h",
         "probe.bpf.h",
+        "dwarf.bpf.h",
+        "offcpu.bpf.h",
         "vmlinux.h",
         "asm/errno.h",
     ] {

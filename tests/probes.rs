@@ -249,9 +249,11 @@ fn counting_probes_give_the_same_counts_in_few_rows() {
     };
     assert!(hits.iter().all(|h| h.value == h.count && h.args.is_none()));
     // One thread, one stack per probe: a row per probe per counting interval (the workload
-    // runs well under a second; allow a second interval).
+    // runs well under a second; allow a second interval), and per exit of a process (the
+    // table is drained at each, while the process's files are known: the forked children's
+    // exits, when the recorder keeps up with them).
     assert!(
-        hits.len() <= 4 * 2,
+        hits.len() <= 4 * (2 + FORKS as usize),
         "{} rows for {} hits",
         hits.len(),
         2 * CALLS + USDT + FORKS

@@ -18,7 +18,7 @@ use libbpf_rs::{Link, MapCore, MapFlags, OpenObject};
 use skel::types::rss_state;
 use skel::{StacksSkel, StacksSkelBuilder};
 
-use crate::spec::EventSpec;
+use crate::spec::{EventSpec, SWITCH_DWARF};
 
 /// What the BPF side needs to know before load.
 pub struct LoadOptions<'a> {
@@ -29,6 +29,8 @@ pub struct LoadOptions<'a> {
     pub ringbuf_bytes: u32,
     /// Read the `tracing` span of events (processes in `span_procs`).
     pub spans: bool,
+    /// Bytes of user stack copied for `d` stacks.
+    pub ustack_bytes: u32,
 }
 
 /// How a BPF program is started.
@@ -62,6 +64,11 @@ macro_rules! programs {
             (Some("switch"), Start::Tracepoint, &mut $progs.on_switch),
             (Some("switch"), Start::Tracepoint, &mut $progs.on_wakeup),
             (Some("switch"), Start::AtEnd, &mut $progs.flush_tasks),
+            (
+                Some(SWITCH_DWARF),
+                Start::Tracepoint,
+                &mut $progs.switch_sys_exit,
+            ),
             (Some("rss"), Start::Tracepoint, &mut $progs.on_rss_stat),
             (Some("block"), Start::Tracepoint, &mut $progs.on_block_start),
             (Some("block"), Start::Tracepoint, &mut $progs.on_block_issue),
@@ -104,6 +111,7 @@ const BTF_TRACEPOINTS: &[(Option<&str>, &str)] = &[
     (None, "sched_process_exit"),
     (Some("switch"), "sched_switch"),
     (Some("switch"), "sched_wakeup"),
+    (Some(SWITCH_DWARF), "sys_exit"),
     (Some("rss"), "rss_stat"),
     (Some("block"), "block_io_start"),
     (Some("block"), "block_rq_issue"),
@@ -163,6 +171,7 @@ pub fn load<'obj>(
     rodata.include_idle = opts.include_idle;
     rodata.follow_forks = opts.follow_forks;
     rodata.read_spans = opts.spans;
+    rodata.ustack_window = opts.ustack_bytes;
     rodata.profile_stacks = spec.profile.map_or(0, |p| p.stacks.mask());
     rodata.switch_stacks = spec.switch.map_or(0, |s| s.stacks.mask());
     rodata.switch_min_ns = spec.switch.map_or(0, |s| s.min_ns);

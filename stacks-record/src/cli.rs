@@ -60,6 +60,12 @@ pub struct Args {
     #[arg(long = "ringbuf-mb", value_name = "MIB", default_value_t = 16, value_parser = parse_ringbuf)]
     pub ringbuf_mb: u32,
 
+    /// Bytes of user stack copied at each event for `d` stacks (from the stack pointer up;
+    /// deeper frames come from the frame-pointer walk when it is valid, else the stack is
+    /// marked truncated).
+    #[arg(long = "ustack-bytes", value_name = "BYTES", default_value = "16K", value_parser = parse_ustack_bytes)]
+    pub ustack_bytes: u32,
+
     /// Command to run and trace with its descendants; recording stops when it exits and
     /// stacks-record exits with its status. Its stdout goes to stderr (stdout carries data).
     #[arg(last = true, value_name = "COMMAND")]
@@ -114,6 +120,21 @@ impl Args {
     }
 }
 
+/// `--ustack-bytes`: a size such as 8192, 8K or 16K, from 1K to 24K.
+fn parse_ustack_bytes(s: &str) -> Result<u32, String> {
+    let t = s.trim();
+    let (num, mult) = match t.strip_suffix(['K', 'k']) {
+        Some(n) => (n, 1024),
+        None => (t, 1),
+    };
+    num.parse::<u32>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .filter(|n| (1024..=crate::event::UWINDOW_MAX as u32).contains(n))
+        .map(|n| n / 8 * 8)
+        .ok_or_else(|| format!("`{s}`: bytes from 1K to 24K, such as 8K or 16384"))
+}
+
 /// `-d`: a positive duration in the shared grammar (`10s`, `1.5s`, a bare number of seconds).
 pub use stacks_stream::cli::parse_positive_duration as parse_duration;
 
@@ -123,13 +144,18 @@ fn events_help() -> String {
     use stacks_stream::kinds::{ALL, Source};
     let mut help = String::from(
         "Events to record, comma-separated NAME[:STACKS][:ARG]. STACKS picks the stacks\n\
-         captured at each event: u (user), k (kernel) or uk (both).\n",
-    );
+         captured at each event: u (user, by frame pointers), k (kernel) or uk (both); d or\n\
+         dk: the user stack unwound with the files' CFI (.eh_frame, .debug_frame) from a\n\
+         copy of the stack (--ustack-bytes), continued by frame pointers where it ends;\n\
+         needs no frame pointers. d is supported by: DWARF_KINDS.\n",
+    )
+    .replace("DWARF_KINDS", &crate::spec::dwarf_kinds().join(", "));
     for k in &ALL {
         let Source::Event {
             stacks,
             arg,
             help: what,
+            ..
         } = k.source
         else {
             continue;

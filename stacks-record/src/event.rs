@@ -22,9 +22,19 @@ pub const NOT_REQUESTED: i32 = -100_000;
 /// Stack length of a `state` record meaning "its thread's previous stacks"
 /// (`STACKS_SAME_STACKS`).
 pub const SAME_STACKS: i32 = -100_001;
+/// User stack length of a `block` record whose `d` stack was sent apart
+/// (`STACKS_USTACK_APART`), in a `STACKS_EV_UWINDOW` record.
+pub const USTACK_APART: i32 = -100_002;
 
 /// Bytes per user frame (`struct bpf_stack_build_id`).
 pub const UFRAME_SIZE: usize = size_of::<bpf_stack_build_id>();
+
+/// Most bytes of user stack a `d` record carries (`STACKS_UWINDOW_MAX`).
+pub const UWINDOW_MAX: usize = 24 * 1024;
+const UREGS_SIZE: usize = size_of::<types::stacks_uregs>();
+const _: () = assert!(
+    size_of::<types::stacks_event_room>() == size_of::<stacks_event>() + UREGS_SIZE + UWINDOW_MAX
+);
 
 /// Bytes of a record before its frames: the header and the per-kind union.
 pub const HEADER_SIZE: usize = offset_of!(stacks_event, frames);
@@ -71,7 +81,8 @@ info_members!(
     stacks_exec,
     stacks_fork,
     stacks_exit,
-    stacks_span_event
+    stacks_span_event,
+    stacks_uwindow
 );
 
 /// One decoded record: the header, the per-kind union and the frames that were sent.
@@ -103,7 +114,15 @@ impl<'a> RawEvent<'a> {
             )
         };
         let frames = &data[HEADER_SIZE..];
-        let want = frame_count(h.kstack_len) * 8 + frame_count(h.ustack_len) * UFRAME_SIZE;
+        let uframe = if h.uwindow > 0 { 8 } else { UFRAME_SIZE };
+        let want = frame_count(h.kstack_len) * 8 + frame_count(h.ustack_len) * uframe;
+        let want = want + h.uwindow as usize;
+        if h.uwindow > 0 && (h.uwindow as usize) < UREGS_SIZE {
+            return Err(DecodeError::Frames {
+                want: want - h.uwindow as usize + UREGS_SIZE,
+                have: frames.len(),
+            });
+        }
         if frames.len() < want {
             return Err(DecodeError::Frames {
                 want,
@@ -137,16 +156,51 @@ impl<'a> RawEvent<'a> {
 
     /// The user stack's frames as captured (`ustack_len` frames of `bpf_stack_build_id`), when
     /// it was requested and captured: two records with the same bytes have the same user stack.
+    /// `None` for a `d` stack (its frames depend on the process's memory map).
     pub fn ustack_bytes(&self) -> Option<&'a [u8]> {
-        if self.h.ustack_len <= 0 {
+        if self.h.ustack_len <= 0 || self.h.uwindow > 0 {
             return None;
         }
         let base = frame_count(self.h.kstack_len) * 8;
         Some(&self.frames[base..base + frame_count(self.h.ustack_len) * UFRAME_SIZE])
     }
 
-    /// The user stack (stored right after the kernel frames), empty frames skipped.
+    /// A `d` stack's registers, stack copy and frame-pointer walk, when the record has one.
+    pub fn dwarf(&self) -> Option<DwarfStack<'a>> {
+        if self.h.uwindow == 0 {
+            return None;
+        }
+        let base = frame_count(self.h.kstack_len) * 8;
+        let n = frame_count(self.h.ustack_len);
+        let fp = (0..n).map(|i| self.frame_at(base / 8 + i)).collect();
+        let at = base + n * 8;
+        // SAFETY: from_bytes checked that uwindow (≥ UREGS_SIZE) bytes follow the frames;
+        // stacks_uregs is plain integers.
+        let regs = unsafe {
+            std::ptr::read_unaligned(self.frames[at..].as_ptr().cast::<types::stacks_uregs>())
+        };
+        let end = at + self.h.uwindow as usize;
+        let stack_at = at + UREGS_SIZE;
+        let copied = (regs.copied as usize).min(end - stack_at);
+        Some(DwarfStack {
+            ip: regs.ip,
+            sp: regs.sp,
+            bp: regs.bp,
+            fp,
+            stack: &self.frames[stack_at..stack_at + copied],
+        })
+    }
+
+    /// The user stack (stored right after the kernel frames), empty frames skipped. For a `d`
+    /// record, see [`Self::dwarf`] (its frames here are plain addresses).
     pub fn ustack(&self) -> Option<Result<Vec<KernelUserFrame>, i32>> {
+        if self.h.uwindow > 0 && self.h.ustack_len >= 0 {
+            let n = frame_count(self.h.ustack_len);
+            let base = frame_count(self.h.kstack_len);
+            return Some(Ok((0..n)
+                .map(|i| KernelUserFrame::Ip(self.frame_at(base + i)))
+                .collect()));
+        }
         let n = match self.h.ustack_len {
             NOT_REQUESTED => return None,
             n if n < 0 => return Some(Err(n)),
@@ -172,6 +226,18 @@ impl<'a> RawEvent<'a> {
         }
         Some(Ok(out))
     }
+}
+
+/// What a `d` record carries to unwind its user stack.
+#[derive(Debug)]
+pub struct DwarfStack<'a> {
+    pub ip: u64,
+    pub sp: u64,
+    pub bp: u64,
+    /// The frame-pointer walk, innermost first (its first entry is `ip`).
+    pub fp: Vec<u64>,
+    /// The stack's bytes from `sp` up.
+    pub stack: &'a [u8],
 }
 
 /// Frames a stack length stands for (0 for errors and "not requested").

@@ -19,5 +19,6 @@ pub mod spans;
 pub mod spec;
 pub mod stacks;
 pub mod target;
+pub mod unwind;
 
 pub use record::run;

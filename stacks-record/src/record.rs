@@ -73,6 +73,7 @@ pub fn run() -> Result<ExitCode> {
         follow_forks: !args.no_children,
         ringbuf_bytes: args.ringbuf_mb << 20,
         spans: !args.no_spans,
+        ustack_bytes: args.ustack_bytes,
     };
     let mut skel = bpf::load(&mut obj, &load)?;
     let tracepoints = bpf::attach_tracepoints(&mut skel)?;
@@ -89,6 +90,13 @@ pub fn run() -> Result<ExitCode> {
     let rb = ring_buffer(&skel, &queue)?;
     let states = bpf::StateSampler::start(&skel, &spec)?;
 
+    // Ready to convert before the command runs (reading kernel symbols takes ~50 ms): a
+    // short-lived command's memory map must be read while it lives (`d` stacks).
+    let mut conv = Converter::new(
+        offset_ns,
+        spec.wants_kernel_stacks().then(kernel_names).flatten(),
+    );
+    conv.probes = ProbeRows::new(&probes);
     let mut spans = Spans::new(!args.no_spans, spec.span.is_some());
     targets.go(&skel, &target, &mut spans)?;
     let held = targets.child.as_mut().filter(|_| hold);
@@ -103,11 +111,6 @@ pub fn run() -> Result<ExitCode> {
     );
 
     let started = Instant::now();
-    let mut conv = Converter::new(
-        offset_ns,
-        spec.wants_kernel_stacks().then(kernel_names).flatten(),
-    );
-    conv.probes = ProbeRows::new(&probes);
     let mut rec = Recorder {
         skel: &skel,
         queue: &queue,
@@ -436,6 +439,25 @@ impl Recorder<'_, '_> {
             .map(|(n, what)| format!("; {n} {what}"))
             .collect::<String>()
         );
+        let u = &self.conv.unwinders.counts;
+        if u.stacks > 0 {
+            eprintln!(
+                "stacks-record: d stacks: {} unwound, {} by CFI to the root, {} continued by frame pointers, {} by frame pointers only, {} truncated{}",
+                u.stacks,
+                u.complete,
+                u.spliced,
+                u.fp_only,
+                u.truncated,
+                if u.no_map > 0 {
+                    format!(
+                        ", {} of processes that exited before their map was read",
+                        u.no_map
+                    )
+                } else {
+                    String::new()
+                }
+            );
+        }
     }
 }
 
@@ -586,6 +608,8 @@ fn push_lost(
             stacks: Default::default(),
             kstack_error: None,
             ustack_error: None,
+            ustack_unwind: None,
+            ustack_truncated: None,
             extra: Extra {
                 cause: Some(cause),
                 ..Default::default()

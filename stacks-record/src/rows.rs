@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use arrow_array::builder::{
-    Int32Builder, Int64Builder, ListBuilder, StringBuilder, TimestampNanosecondBuilder,
-    UInt64Builder,
+    BooleanBuilder, Int32Builder, Int64Builder, ListBuilder, StringBuilder,
+    TimestampNanosecondBuilder, UInt64Builder,
 };
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{ArrowError, SchemaRef};
@@ -29,6 +29,10 @@ pub struct Row<'a> {
     /// When a stack could not be captured: the negative errno.
     pub kstack_error: Option<i32>,
     pub ustack_error: Option<i32>,
+    /// How the user stack was unwound: `fp`, `dwarf` or `dwarf+fp`; `None`: no user stack.
+    pub ustack_unwind: Option<&'static str>,
+    /// Whether the user stack ends before its root; `None`: not known.
+    pub ustack_truncated: Option<bool>,
     pub extra: Extra,
 }
 
@@ -87,6 +91,8 @@ pub struct RowBuilder {
     refs: Vec<StackRef>,
     kstack_error: Int32Builder,
     ustack_error: Int32Builder,
+    ustack_unwind: StringBuilder,
+    ustack_truncated: BooleanBuilder,
     duration: Int64Builder,
     count: Int64Builder,
     state: StringBuilder,
@@ -134,6 +140,8 @@ impl RowBuilder {
             value: Int64Builder::new(),
             kstack_error: Int32Builder::new(),
             ustack_error: Int32Builder::new(),
+            ustack_unwind: StringBuilder::new(),
+            ustack_truncated: BooleanBuilder::new(),
             duration: Int64Builder::new(),
             count: Int64Builder::new(),
             state: StringBuilder::new(),
@@ -199,6 +207,8 @@ impl RowBuilder {
         self.refs.push(r.stacks);
         self.kstack_error.append_option(r.kstack_error);
         self.ustack_error.append_option(r.ustack_error);
+        self.ustack_unwind.append_option(r.ustack_unwind);
+        self.ustack_truncated.append_option(r.ustack_truncated);
         let x = &r.extra;
         self.duration.append_option(x.duration);
         self.count.append_option(x.count);
@@ -260,6 +270,8 @@ impl RowBuilder {
             ("kstack_error", Arc::new(self.kstack_error.finish())),
             ustack,
             ("ustack_error", Arc::new(self.ustack_error.finish())),
+            ("ustack_unwind", Arc::new(self.ustack_unwind.finish())),
+            ("ustack_truncated", Arc::new(self.ustack_truncated.finish())),
             ksyms,
             ("duration", Arc::new(self.duration.finish())),
             ("count", Arc::new(self.count.finish())),
@@ -352,6 +364,8 @@ mod tests {
             stacks,
             kstack_error: None,
             ustack_error: None,
+            ustack_unwind: None,
+            ustack_truncated: None,
             extra: Extra {
                 duration: Some(5),
                 state: Some("sleeping"),
@@ -375,6 +389,8 @@ mod tests {
             stacks: failed,
             kstack_error: None,
             ustack_error: Some(-14),
+            ustack_unwind: None,
+            ustack_truncated: None,
             extra: Extra::default(),
         });
         let batch = b.finish().unwrap();

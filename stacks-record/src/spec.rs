@@ -7,9 +7,17 @@ use crate::probes::spec::{MAX_PROBES, Probe, ProbeType};
 /// Which stacks an event captures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StackSel {
+    /// `u`: the user stack by frame pointers.
     User,
+    /// `k`: the kernel stack.
     Kernel,
+    /// `uk`.
     Both,
+    /// `d`: the user stack unwound with the mapped files' CFI (a copy of the stack and the
+    /// registers, unwound by the recorder; the frame-pointer walk continues it).
+    Dwarf,
+    /// `dk`.
+    DwarfKernel,
 }
 
 impl StackSel {
@@ -19,6 +27,8 @@ impl StackSel {
             StackSel::User => 1,
             StackSel::Kernel => 2,
             StackSel::Both => 3,
+            StackSel::Dwarf => 1 | 4,
+            StackSel::DwarfKernel => 1 | 2 | 4,
         }
     }
 
@@ -27,7 +37,15 @@ impl StackSel {
     }
 
     pub fn kernel(self) -> bool {
-        self != StackSel::User
+        matches!(
+            self,
+            StackSel::Kernel | StackSel::Both | StackSel::DwarfKernel
+        )
+    }
+
+    /// Whether the user stack is unwound with CFI (`d`).
+    pub fn dwarf(self) -> bool {
+        matches!(self, StackSel::Dwarf | StackSel::DwarfKernel)
     }
 
     pub(crate) fn parse(s: &str) -> Option<Self> {
@@ -35,6 +53,8 @@ impl StackSel {
             "u" => Some(StackSel::User),
             "k" => Some(StackSel::Kernel),
             "uk" | "ku" => Some(StackSel::Both),
+            "d" => Some(StackSel::Dwarf),
+            "dk" | "kd" => Some(StackSel::DwarfKernel),
             _ => None,
         }
     }
@@ -46,6 +66,8 @@ impl fmt::Display for StackSel {
             StackSel::User => "u",
             StackSel::Kernel => "k",
             StackSel::Both => "uk",
+            StackSel::Dwarf => "d",
+            StackSel::DwarfKernel => "dk",
         })
     }
 }
@@ -132,6 +154,18 @@ pub struct EventSpec {
 /// The specification used when `-e` is not given.
 pub const DEFAULT_SPEC: &str = "profile:u:99,rss:u:29,switch:uk";
 
+/// The programs of `switch` with `d` stacks, besides `switch`'s own (see [`EventSpec::names`]).
+pub const SWITCH_DWARF: &str = "switch:d";
+
+/// Events whose user stacks may be unwound with CFI (`d`), per the registry.
+pub fn dwarf_kinds() -> Vec<&'static str> {
+    use stacks_stream::kinds::{ALL, Source};
+    ALL.iter()
+        .filter(|k| matches!(k.source, Source::Event { dwarf: true, .. }))
+        .map(|k| k.name)
+        .collect()
+}
+
 /// Event names this build can record: the registry's recordable kinds.
 pub fn event_names() -> Vec<&'static str> {
     stacks_stream::kinds::recordable().map(|k| k.name).collect()
@@ -149,8 +183,14 @@ pub enum SpecError {
         token: String,
         available: String,
     },
-    #[error("bad stack selection `{value}` in `{token}`: use u, k or uk")]
+    #[error("bad stack selection `{value}` in `{token}`: use u, k, uk, d or dk")]
     BadStacks { value: String, token: String },
+    #[error("`{token}`: {name} does not support d (DWARF user stacks); {supported} do")]
+    NoDwarf {
+        token: String,
+        name: String,
+        supported: String,
+    },
     #[error("bad rate `{value}` in `{token}`: a sampling frequency in Hz from 1 to {max}")]
     BadRate {
         value: String,
@@ -199,6 +239,13 @@ impl EventSpec {
             let fields: Vec<&str> = token.split(':').collect();
             let name = fields[0];
             let (stacks, arg) = split_fields(token, &fields[1..])?;
+            if stacks.is_some_and(StackSel::dwarf) && !dwarf_kinds().contains(&name) {
+                return Err(SpecError::NoDwarf {
+                    token: token.to_string(),
+                    name: name.to_string(),
+                    supported: dwarf_kinds().join(", "),
+                });
+            }
             let dup = || SpecError::Duplicate(name.to_string());
             match name {
                 "profile" => {
@@ -340,6 +387,10 @@ impl EventSpec {
             if on {
                 v.push(name);
             }
+        }
+        // `switch:d` takes user stacks at the return from system calls.
+        if self.switch.is_some_and(|s| s.stacks.dwarf()) {
+            v.push(SWITCH_DWARF);
         }
         // The probe programs, by the probe types used.
         for ty in ProbeType::ALL {

@@ -665,6 +665,8 @@ mod tests {
                     stacks,
                     kstack_error: k.and_then(Result::err),
                     ustack_error: u.and_then(Result::err),
+                    ustack_unwind: None,
+                    ustack_truncated: None,
                     extra: Extra::default(),
                 });
                 expected.push(new);

@@ -87,6 +87,9 @@ pub enum Source {
     Event {
         /// The stacks captured when `STACKS` is not given (`u`, `k` or `uk`).
         stacks: &'static str,
+        /// Whether `STACKS` may say `d`: user stacks unwound by the recorder with the mapped
+        /// files' CFI from a copy of the stack (docs/unwinding.md).
+        dwarf: bool,
         arg: Option<Arg>,
         /// What `-e` help says the event records.
         help: &'static str,
@@ -185,6 +188,7 @@ pub const ALL: [Kind; 13] = [
         queries: &["cpu", "cpu-functions"],
         source: Source::Event {
             stacks: "uk",
+            dwarf: true,
             arg: Some(Arg {
                 name: "HZ",
                 default: "99",
@@ -205,6 +209,7 @@ pub const ALL: [Kind; 13] = [
         queries: &["offcpu", "offcpu-states"],
         source: Source::Event {
             stacks: "uk",
+            dwarf: true,
             arg: Some(Arg {
                 name: "MIN",
                 default: "1ms",
@@ -225,6 +230,7 @@ pub const ALL: [Kind; 13] = [
         queries: &["rss-growth"],
         source: Source::Event {
             stacks: "u",
+            dwarf: true,
             arg: Some(Arg {
                 name: "N",
                 default: "29",
@@ -245,6 +251,7 @@ pub const ALL: [Kind; 13] = [
         queries: &["block-bytes", "block-latency"],
         source: Source::Event {
             stacks: "uk",
+            dwarf: true,
             arg: None,
             help: "block IO requests: bytes, issue-to-completion latency, submitter's stacks.",
         },
@@ -269,6 +276,7 @@ pub const ALL: [Kind; 13] = [
         queries: &["vfs-read", "vfs-write"],
         source: Source::Event {
             stacks: "u",
+            dwarf: true,
             arg: None,
             help: "read/write system calls (read, write, pread64, pwrite64, readv, writev, \
                    preadv, pwritev, preadv2, pwritev2): bytes, latency, fd, path.",
@@ -293,6 +301,7 @@ pub const ALL: [Kind; 13] = [
         queries: &["net"],
         source: Source::Event {
             stacks: "u",
+            dwarf: true,
             arg: None,
             help: "TCP and UDP sends and receives (IPv4, IPv6): bytes, addresses.",
         },
@@ -320,6 +329,7 @@ pub const ALL: [Kind; 13] = [
         queries: &["thread-states", "process-states", "state-stacks", "stuck"],
         source: Source::Event {
             stacks: "uk",
+            dwarf: false,
             arg: Some(Arg {
                 name: "HZ",
                 default: "20",
@@ -356,6 +366,7 @@ pub const ALL: [Kind; 13] = [
         queries: &["stuck-spans"],
         source: Source::Event {
             stacks: "u",
+            dwarf: false,
             arg: None,
             help: "each entry of a `tracing` span in programs using tracing-stacks (its USDT \
                    probes): one row from enter to exit, stacks at the enter; value = ns.",

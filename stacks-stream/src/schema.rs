@@ -132,6 +132,8 @@ pub mod col {
     pub const KSTACK_ERROR: &str = "kstack_error";
     pub const USTACK: &str = "ustack";
     pub const USTACK_ERROR: &str = "ustack_error";
+    pub const USTACK_UNWIND: &str = "ustack_unwind";
+    pub const USTACK_TRUNCATED: &str = "ustack_truncated";
     pub const KSTACK_SYMBOLS: &str = "kstack_symbols";
     pub const DURATION: &str = "duration";
     pub const COUNT: &str = "count";
@@ -291,6 +293,8 @@ pub fn raw_fields() -> Vec<Field> {
         Field::new(col::KSTACK_ERROR, DataType::Int32, true),
         Field::new(col::USTACK, ustack_type(), true),
         Field::new(col::USTACK_ERROR, DataType::Int32, true),
+        Field::new(col::USTACK_UNWIND, DataType::Utf8, true),
+        Field::new(col::USTACK_TRUNCATED, DataType::Boolean, true),
         Field::new(col::KSTACK_SYMBOLS, kstack_symbols_type(), true),
         Field::new(col::DURATION, DataType::Int64, true),
         Field::new(col::COUNT, DataType::Int64, true),

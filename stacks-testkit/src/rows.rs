@@ -70,6 +70,9 @@ pub struct Row {
     pub kstack_error: Option<i32>,
     pub ustack: Option<Vec<UFrame>>,
     pub ustack_error: Option<i32>,
+    /// How the user stack was unwound (`fp`, `dwarf`, `dwarf+fp`).
+    pub ustack_unwind: Option<String>,
+    pub ustack_truncated: Option<bool>,
     /// One entry per `kstack` address; `None` entries were not in kallsyms.
     pub kstack_symbols: Option<Vec<Option<Ksym>>>,
     pub duration: Option<i64>,
@@ -284,6 +287,10 @@ fn column(name: &str, rows: &[Row]) -> Option<ArrayRef> {
         col::KSTACK_ERROR => i32s(rows, |r| r.kstack_error),
         col::USTACK => ustack_array(&rows.iter().map(|r| r.ustack.as_deref()).collect::<Vec<_>>()),
         col::USTACK_ERROR => i32s(rows, |r| r.ustack_error),
+        col::USTACK_UNWIND => strings(rows, |r| r.ustack_unwind.as_deref()),
+        col::USTACK_TRUNCATED => Arc::new(BooleanArray::from(
+            rows.iter().map(|r| r.ustack_truncated).collect::<Vec<_>>(),
+        )),
         col::KSTACK_SYMBOLS => kstack_symbols_array(
             &rows
                 .iter()

@@ -11,29 +11,49 @@ use crate::bpf::skel::types::{
 };
 use crate::cgroups::CgroupNames;
 use crate::event::SAME_STACKS;
-use crate::event::{Header, KernelUserFrame, Kind, RawEvent, c_bytes, cstr};
+use crate::event::{Header, Kind, RawEvent, c_bytes, cstr};
 use crate::fdnames::{FileNames, SockAddrs, file_name, socket_ends};
-use crate::modules::{ModuleIndex, build_id_hex};
-use crate::normalize::{UserFrame, UserNormalizer};
+use crate::modules::ModuleIndex;
+use crate::normalize::UserNormalizer;
 use crate::probes::ProbeRows;
 use crate::probes::counts::COUNTED;
 use crate::rows::{Extra, KernelSymbol, Row, RowBuilder};
 use crate::spans::SpanLabels;
-use crate::stacks::{Captured, NewStack, StackRef};
+use crate::stacks::StackRef;
+use crate::unwind::Unwinders;
 
 mod kinds;
 mod span_rows;
+mod stacks;
 use kinds::{
     Decoded, VFS_CALLS, block, folded, fork, lifecycle, net, off_cpu, profile, rss, rss_counter,
-    state_name, tracing_frames,
+    state_name,
 };
 pub use span_rows::OpenSpans;
+
+/// Block requests' user stacks kept at most (then the memory starts over): more than are ever
+/// in flight.
+const APART_KEPT: usize = 1 << 16;
 
 /// Distinct user stacks remembered by their bytes at most (then the memory starts over).
 const USER_STACKS_CACHED: usize = 1 << 16;
 
-/// A row's stack keys and its kernel and user stack capture errors.
-type RowStacks = (StackRef, Option<i32>, Option<i32>);
+/// A row's stack keys, its kernel and user stack capture errors, and how its user stack was
+/// unwound.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct RowStacks {
+    key: StackRef,
+    kstack_error: Option<i32>,
+    ustack_error: Option<i32>,
+    unwind: UserUnwind,
+}
+
+/// How a row's user stack was unwound (`ustack_unwind`, `ustack_truncated`).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct UserUnwind {
+    method: Option<&'static str>,
+    truncated: Option<bool>,
+}
 
 /// Resolves kernel addresses to symbols at record time.
 pub trait KernelNames {
@@ -61,6 +81,8 @@ pub struct Counts {
 /// Per-recording conversion state.
 pub struct Converter {
     pub norm: UserNormalizer,
+    /// `d` stacks' unwinding (per-process modules, files' CFI).
+    pub unwinders: Unwinders,
     pub counts: Counts,
     files: FileNames,
     modules: ModuleIndex,
@@ -85,6 +107,8 @@ pub struct Converter {
     spans: SpanLabels,
     /// Spans entered and not left yet, per thread (`-e span`).
     open_spans: OpenSpans,
+    /// Block requests' `d` user stacks, sent at submission, by request.
+    apart: HashMap<u64, (Rc<[u32]>, UserUnwind), ahash::RandomState>,
     /// Each thread's stacks in its latest `state` row, for the rows that repeat them.
     state_stacks: HashMap<u32, RowStacks, ahash::RandomState>,
     offset_ns: i64,
@@ -94,6 +118,7 @@ impl Converter {
     pub fn new(offset_ns: i64, ksyms: Option<Box<dyn KernelNames>>) -> Self {
         Self {
             norm: UserNormalizer::default(),
+            unwinders: Unwinders::default(),
             counts: Counts::default(),
             files: FileNames::default(),
             modules: {
@@ -111,6 +136,7 @@ impl Converter {
             sockaddrs: SockAddrs::default(),
             probes: ProbeRows::default(),
             state_stacks: HashMap::default(),
+            apart: HashMap::default(),
             cgroups: CgroupNames::new(),
             spans: SpanLabels::default(),
             open_spans: OpenSpans::default(),
@@ -125,6 +151,10 @@ impl Converter {
         if h.kind == Kind::STACKS_EV_SPAN {
             self.counts.pids.insert(h.pid);
             self.span_transition(e, rows);
+            return;
+        }
+        if h.kind == Kind::STACKS_EV_UWINDOW {
+            self.user_stack_apart(e);
             return;
         }
         let Some(Decoded { kind, value, extra }) = self.decode(e) else {
@@ -147,6 +177,7 @@ impl Converter {
             // Its last samples are already converted: drop the address cache, and its spans
             // still entered end here.
             self.norm.forget(h.pid);
+            self.unwinders.forget(h.pid);
             self.end_spans(Some(h.pid), rows);
         }
         self.push_row(h, Decoded { kind, value, extra }, stacks, rows);
@@ -165,7 +196,12 @@ impl Converter {
         let cgroup = self.cgroups.name(h.cgroup);
         extra.span = self.spans.label(&h.span);
         self.counts.span_rows += u64::from(extra.span.is_some());
-        let (stacks, kstack_error, ustack_error) = stacks;
+        let RowStacks {
+            key: stacks,
+            kstack_error,
+            ustack_error,
+            unwind,
+        } = stacks;
         rows.push(&Row {
             time_ns: h.ts as i64 + self.offset_ns,
             kind,
@@ -179,6 +215,8 @@ impl Converter {
             stacks,
             kstack_error,
             ustack_error,
+            ustack_unwind: unwind.method,
+            ustack_truncated: unwind.truncated,
             extra,
         });
     }
@@ -193,70 +231,12 @@ impl Converter {
         Some(self.state_stacks.get(&h.tid).copied().unwrap_or_else(|| {
             // Only if that row was not converted: the kernel side resends lost ones.
             self.counts.ustack_errors += 1;
-            (
-                StackRef::default(),
-                Some(-libc::ENOENT),
-                Some(-libc::ENOENT),
-            )
-        }))
-    }
-
-    /// The keys of a record's captured stacks (added to the dictionaries when new) and their
-    /// capture errors.
-    fn stacks(&mut self, e: &RawEvent<'_>, rows: &mut RowBuilder) -> RowStacks {
-        let h = &e.h;
-        let kstack = e.kstack();
-        if matches!(kstack, Some(Err(_))) {
-            self.counts.kstack_errors += 1;
-        }
-        let ustack = match e.ustack_bytes().and_then(|b| self.user_stacks.get(b)) {
-            Some(ids) => Some(Ok(Rc::clone(ids))),
-            None => match e.ustack() {
-                None => None,
-                Some(Err(errno)) => {
-                    self.counts.ustack_errors += 1;
-                    Some(Err(errno))
-                }
-                Some(Ok(frames)) => Some(Ok(self.user_stack(e, h.pid, &frames))),
-            },
-        };
-        let kview = kstack
-            .as_ref()
-            .map(|r| r.as_ref().map(Vec::as_slice).map_err(|e| *e));
-        let uview = ustack
-            .as_ref()
-            .map(|r| r.as_ref().map(|ids| &ids[..]).map_err(|e| *e));
-        let stacks = rows
-            .stacks()
-            .key(kview, uview, || self.new_stack(kview, uview));
-        (
-            stacks,
-            kview.and_then(Result::err),
-            uview.and_then(Result::err),
-        )
-    }
-
-    /// The entries of a captured stack seen for the first time: kernel frames named and the
-    /// tracing machinery's dropped, user frames by id.
-    fn new_stack(&mut self, kstack: Captured<'_, u64>, ustack: Captured<'_, u32>) -> NewStack {
-        let (kstack, kstack_symbols) = match kstack {
-            None => (None, None),
-            Some(Err(_)) => (Some(Vec::new()), None),
-            Some(Ok(addrs)) => {
-                let (addrs, syms) = self.kernel_stack(addrs);
-                (Some(addrs), syms)
+            RowStacks {
+                kstack_error: Some(-libc::ENOENT),
+                ustack_error: Some(-libc::ENOENT),
+                ..RowStacks::default()
             }
-        };
-        let ustack = match ustack {
-            None => None,
-            Some(Err(_)) => Some(Vec::new()),
-            Some(Ok(ids)) => Some(ids.iter().map(|&i| self.norm.frame(i).clone()).collect()),
-        };
-        NewStack {
-            kstack,
-            ustack,
-            kstack_symbols,
-        }
+        }))
     }
 
     /// The row's kind, value and kind-specific columns, from the record's per-kind fields;
@@ -340,6 +320,7 @@ impl Converter {
     /// An exec: the process's caches start over with its new image.
     fn exec(&mut self, h: &Header, x: stacks_exec) -> Decoded {
         self.norm.forget(h.pid);
+        self.unwinders.forget(h.pid);
         self.files.forget(h.pid);
         self.modules.forget(h.pid);
         self.modules.learn_process(h.pid);
@@ -381,132 +362,6 @@ impl Converter {
         )
     }
 
-    /// The kernel stack without the tracing machinery's frames, and its symbols when kallsyms
-    /// is readable.
-    fn kernel_stack(&mut self, addrs: &[u64]) -> (Vec<u64>, Option<Vec<Option<KernelSymbol>>>) {
-        let mut addrs = addrs.to_vec();
-        let Some(names) = &self.ksyms else {
-            return (addrs, None);
-        };
-        // Every frame but the first is a return address: name the call (address − 1), so a
-        // call that ends a function is not named after the next one.
-        let mut syms: Vec<Option<KernelSymbol>> = addrs
-            .iter()
-            .enumerate()
-            .map(|(i, a)| {
-                let probe = if i == 0 { *a } else { a.saturating_sub(1) };
-                let mut sym = self
-                    .ksym_cache
-                    .entry(probe)
-                    .or_insert_with(|| names.name(probe))
-                    .clone();
-                if let Some(k) = sym.as_mut()
-                    && i > 0
-                {
-                    k.offset += 1;
-                }
-                sym
-            })
-            .collect();
-        let skip = tracing_frames(&syms);
-        addrs.drain(..skip);
-        syms.drain(..skip);
-        (addrs, Some(syms))
-    }
-
-    /// The frame ids of a captured user stack, remembered by its bytes when they mean the same
-    /// in every process (every frame resolved by the kernel to a known file).
-    fn user_stack(&mut self, e: &RawEvent<'_>, pid: u32, frames: &[KernelUserFrame]) -> Rc<[u32]> {
-        let ids: Rc<[u32]> = self.user_frames(pid, frames).into();
-        let portable = frames.iter().all(|f| match f {
-            KernelUserFrame::Resolved { build_id, offset } => {
-                self.resolved.contains_key(&(*build_id, *offset))
-            }
-            KernelUserFrame::Ip(_) => false,
-        });
-        if let (true, Some(bytes)) = (portable, e.ustack_bytes()) {
-            if self.user_stacks.len() >= USER_STACKS_CACHED {
-                self.user_stacks.clear();
-            }
-            self.user_stacks.insert(bytes.into(), Rc::clone(&ids));
-        }
-        ids
-    }
-
-    /// Name the files of kernel-resolved frames; normalize the rest (addresses only) with the
-    /// live process's memory map. Returns the frames' ids in the normalizer's table.
-    fn user_frames(&mut self, pid: u32, frames: &[KernelUserFrame]) -> Vec<u32> {
-        self.modules.learn_process(pid);
-        let ips: Vec<u64> = frames
-            .iter()
-            .filter_map(|f| match f {
-                KernelUserFrame::Ip(ip) => Some(*ip),
-                KernelUserFrame::Resolved { .. } => None,
-            })
-            .collect();
-        // Frames first seen in this call get ids from `known` up: their files are learned.
-        let known = self.norm.table.len();
-        let mut normalized = if ips.is_empty() {
-            Vec::new()
-        } else {
-            self.norm.normalize(pid, &ips)
-        }
-        .into_iter();
-        frames
-            .iter()
-            .map(|f| match f {
-                KernelUserFrame::Resolved { build_id, offset } => {
-                    if let Some(&id) = self.resolved.get(&(*build_id, *offset)) {
-                        return id;
-                    }
-                    let (id, module) = match self.build_ids.get(build_id) {
-                        Some(known) => known.clone(),
-                        None => {
-                            let id = build_id_hex(build_id);
-                            let module = self.modules.path(&id).map(str::to_string);
-                            // Only named files are remembered: a later exec may name it.
-                            if module.is_some() {
-                                self.build_ids
-                                    .insert(*build_id, (id.clone(), module.clone()));
-                            }
-                            (id, module)
-                        }
-                    };
-                    let named = module.is_some();
-                    let frame = self.norm.table.intern(UserFrame {
-                        addr: 0,
-                        module,
-                        build_id: Some(id),
-                        offset: Some(*offset),
-                        error: None,
-                    });
-                    if named {
-                        self.resolved.insert((*build_id, *offset), frame);
-                    }
-                    frame
-                }
-                KernelUserFrame::Ip(ip) => match normalized.next() {
-                    Some(id) => {
-                        let f = self.norm.frame(id);
-                        if let (true, Some(m), Some(b)) =
-                            (id as usize >= known, &f.module, &f.build_id)
-                        {
-                            self.modules.learn(b, m);
-                        }
-                        id
-                    }
-                    None => self.norm.table.intern(UserFrame {
-                        addr: *ip,
-                        module: None,
-                        build_id: None,
-                        offset: None,
-                        error: Some("not normalized".into()),
-                    }),
-                },
-            })
-            .collect()
-    }
-
     /// A row for RSS growth the kernel side still held at the end (no stacks).
     pub fn push_rss_remainder(
         &mut self,
@@ -531,6 +386,8 @@ impl Converter {
             stacks: Default::default(),
             kstack_error: None,
             ustack_error: None,
+            ustack_unwind: None,
+            ustack_truncated: None,
             extra: Extra {
                 count: Some(i64::from(rest.events)),
                 op: Some(rss_counter(rest.member)),

@@ -95,6 +95,13 @@ impl Probe {
                 "count" if !probe.counting => probe.counting = true,
                 s if !stacks_given && !probe.counting && StackSel::parse(s).is_some() => {
                     probe.stacks = StackSel::parse(s).expect("checked");
+                    if probe.stacks.dwarf() {
+                        return Err(SpecError::NoDwarf {
+                            token: token.to_string(),
+                            name: ty.prefix().to_string(),
+                            supported: crate::spec::dwarf_kinds().join(", "),
+                        });
+                    }
                     stacks_given = true;
                 }
                 _ => return Err(form()),

@@ -1,0 +1,115 @@
+/* dwarf.bpf.h — `d` user stacks (docs/unwinding.md): the user registers and a copy of the
+ * top of the user stack, with the frame-pointer walk, put after a scratch record's frames for
+ * stacks-record to unwind with the files' CFI; and sending such a record. Included by
+ * stacks.bpf.c after its capture and submit helpers. */
+
+#define PAGE 4096
+#define PF_KTHREAD 0x00200000
+#define ENOSYS 38
+
+/* Whether the user registers `r` were saved by a system call that has not returned: the entry
+ * code stores -ENOSYS as the return value until the call returns, and the call number in
+ * orig_ax (an interrupt stores -1 or its vector there, a fault its error code, and leaves the
+ * user's rax in ax). */
+static __always_inline bool regs_in_syscall(struct pt_regs *r)
+{
+	return (long)r->ax == -ENOSYS && (long)r->orig_ax >= 0 && (r->cs & 3) == 3;
+}
+
+/* The user part of a `d` stack, after `k` kernel frames: the frame-pointer walk as plain
+ * addresses, then the user registers and up to ustack_window bytes of the stack from sp (to
+ * the end of sp's page, then whole pages), copied page by page (a read is all-or-nothing and never faults a page in, so the copy ends
+ * at the stack's end or its first page not in memory). `e` is a scratch record (room). */
+static __always_inline void capture_dwarf(void *ctx, struct stacks_event *e, __u32 k)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	if ((task->flags & PF_KTHREAD) || !task->mm) {
+		e->hdr.ustack_len = -EFAULT; /* no user side */
+		return;
+	}
+	struct pt_regs *r = (struct pt_regs *)bpf_task_pt_regs(task);
+	if (!r || (r->cs & 3) != 3) {
+		e->hdr.ustack_len = -EFAULT;
+		return;
+	}
+	k &= 127; /* ≤ STACKS_MAX_DEPTH, in a form the verifier sees */
+	long n = bpf_get_stack(ctx, &e->frames[k], STACK_BYTES, BPF_F_USER_STACK);
+	__u32 u = 0;
+	if (n < 0) {
+		e->hdr.ustack_len = (__s32)n;
+	} else {
+		u = (__u32)n / 8;
+		if (u > STACKS_MAX_DEPTH)
+			u = STACKS_MAX_DEPTH;
+		e->hdr.ustack_len = (__s32)u;
+	}
+	_Static_assert(STACKS_MAX_DEPTH == 127, "frame counts are masked with 127");
+	__u32 at = (k & 127) + (u & 127);
+	struct stacks_uregs *ur = (struct stacks_uregs *)&e->frames[at];
+	__u64 sp = r->sp;
+	ur->ip = r->ip;
+	ur->sp = sp;
+	ur->bp = r->bp;
+	ur->pad = 0;
+	__u8 *dst = (__u8 *)(ur + 1);
+	__u32 want = ustack_window;
+	if (want > STACKS_UWINDOW_MAX)
+		want = STACKS_UWINDOW_MAX;
+	__u32 first = PAGE - (sp & (PAGE - 1));
+	if (first > want)
+		first = want;
+	__u32 copied = 0;
+	if (first && !bpf_probe_read_user(dst, first & (PAGE * 2 - 1), (void *)sp)) {
+		copied = first;
+		for (int i = 0; i < STACKS_UWINDOW_MAX / PAGE; i++) {
+			/* Whole pages (a constant size), as many as fit in what is wanted. */
+			if (copied + PAGE > want || copied > STACKS_UWINDOW_MAX - PAGE)
+				break;
+			if (bpf_probe_read_user(dst + copied, PAGE, (void *)(sp + copied)))
+				break;
+			copied += PAGE;
+		}
+	}
+	ur->copied = copied;
+	e->hdr.uwindow = sizeof(*ur) + copied;
+}
+
+/* capture_stacks for the kinds that support `d` (their records are scratch records). */
+static __always_inline void capture_stacks_d(void *ctx, struct stacks_event *e, __u32 want)
+{
+	if (!(want & STACKS_WANT_DWARF)) {
+		capture_stacks(ctx, e, want);
+		return;
+	}
+	capture_stacks(ctx, e, want & STACKS_WANT_KERNEL);
+	__u32 k = e->hdr.kstack_len > 0 ? (__u32)e->hdr.kstack_len : 0;
+	capture_dwarf(ctx, e, k);
+}
+
+/* submit for a scratch record, which may carry a `d` stack (8-byte user frames, then the
+ * registers and stack copy). */
+static __always_inline bool submit_room(struct stacks_event *e)
+{
+	if (!e->hdr.uwindow)
+		return submit(e);
+	__u64 size = STACKS_EVENT_HEADER_SIZE;
+	if (e->hdr.kstack_len > 0 && e->hdr.kstack_len <= STACKS_MAX_DEPTH)
+		size += (__u64)e->hdr.kstack_len * 8;
+	if (e->hdr.ustack_len > 0 && e->hdr.ustack_len <= STACKS_MAX_DEPTH)
+		size += (__u64)e->hdr.ustack_len * 8;
+	size += e->hdr.uwindow;
+	if (size > sizeof(struct stacks_event_room))
+		size = sizeof(struct stacks_event_room);
+	if (bpf_ringbuf_output(&events, e, size, wakeup_flags())) {
+		count_drop(STACKS_DROP_RINGBUF + (e->hdr.kind & 15));
+		return false;
+	}
+	return true;
+}
+
+/* Hand a record to user space and wake the reader now (process lifecycle: the reader learns
+ * of new processes before their samples). */
+static __always_inline void submit_now(struct stacks_event *e)
+{
+	submit_with(e, BPF_RB_FORCE_WAKEUP);
+}

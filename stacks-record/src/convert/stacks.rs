@@ -1,0 +1,256 @@
+//! The stacks of a row: kernel frames named, user frames normalized (by build id when the
+//! kernel resolved them, blazesym otherwise), `d` stacks unwound by CFI (block requests' sent
+//! apart at submission), each distinct stack keyed in the row builder's dictionaries.
+
+use std::rc::Rc;
+
+use super::{APART_KEPT, Converter, RowStacks, USER_STACKS_CACHED, UserUnwind};
+use crate::bpf::skel::types::{stacks_block, stacks_uwindow};
+use crate::event::{DwarfStack, KernelUserFrame, Kind, MAX_DEPTH, RawEvent, USTACK_APART};
+use crate::modules::build_id_hex;
+use crate::normalize::UserFrame;
+use crate::rows::{KernelSymbol, RowBuilder};
+use crate::stacks::{Captured, NewStack};
+use crate::unwind::Method;
+
+use super::kinds::tracing_frames;
+
+impl Converter {
+    /// The keys of a record's captured stacks (added to the dictionaries when new) and their
+    /// capture errors.
+    pub(super) fn stacks(&mut self, e: &RawEvent<'_>, rows: &mut RowBuilder) -> RowStacks {
+        let h = &e.h;
+        let kstack = e.kstack();
+        if matches!(kstack, Some(Err(_))) {
+            self.counts.kstack_errors += 1;
+        }
+        let mut unwind = UserUnwind::default();
+        let ustack = if let Some(d) = e.dwarf() {
+            let (ids, how) = self.dwarf_stack(h.pid, &d);
+            unwind = how;
+            Some(Ok(ids))
+        } else if h.ustack_len == USTACK_APART && h.kind == Kind::STACKS_EV_BLOCK {
+            let request = e.info::<stacks_block>().request;
+            match self.apart.get(&request) {
+                Some((ids, how)) => {
+                    unwind = *how;
+                    Some(Ok(Rc::clone(ids)))
+                }
+                None => {
+                    self.counts.ustack_errors += 1;
+                    Some(Err(-libc::ENOENT))
+                }
+            }
+        } else {
+            match e.ustack_bytes().and_then(|b| self.user_stacks.get(b)) {
+                Some(ids) => Some(Ok(Rc::clone(ids))),
+                None => match e.ustack() {
+                    None => None,
+                    Some(Err(errno)) => {
+                        self.counts.ustack_errors += 1;
+                        Some(Err(errno))
+                    }
+                    Some(Ok(frames)) => Some(Ok(self.user_stack(e, h.pid, &frames))),
+                },
+            }
+        };
+        if let (None, Some(Ok(ids))) = (unwind.method, &ustack) {
+            // A frame-pointer walk cannot tell whether it reached the root; only the depth
+            // limit says it did not.
+            unwind = UserUnwind {
+                method: Some(Method::Fp.as_str()),
+                truncated: (ids.len() >= MAX_DEPTH).then_some(true),
+            };
+        }
+        let kview = kstack
+            .as_ref()
+            .map(|r| r.as_ref().map(Vec::as_slice).map_err(|e| *e));
+        let uview = ustack
+            .as_ref()
+            .map(|r| r.as_ref().map(|ids| &ids[..]).map_err(|e| *e));
+        let key = rows
+            .stacks()
+            .key(kview, uview, || self.new_stack(kview, uview));
+        RowStacks {
+            key,
+            kstack_error: kview.and_then(Result::err),
+            ustack_error: uview.and_then(Result::err),
+            unwind,
+        }
+    }
+
+    /// A `d` user stack unwound and normalized: its frame ids and how it was unwound.
+    fn dwarf_stack(&mut self, pid: u32, d: &DwarfStack<'_>) -> (Rc<[u32]>, UserUnwind) {
+        let u = self.unwinders.unwind(pid, d);
+        let how = UserUnwind {
+            method: Some(u.method.as_str()),
+            truncated: u.truncated,
+        };
+        let frames: Vec<KernelUserFrame> = u.addrs.into_iter().map(KernelUserFrame::Ip).collect();
+        (self.user_frames(pid, &frames).into(), how)
+    }
+
+    /// A block request's `d` user stack, sent at its submission: unwound now, while the
+    /// process lives, and kept for the request's record (all of them, when it completes in
+    /// parts; a request reused later gets a new one first).
+    pub(super) fn user_stack_apart(&mut self, e: &RawEvent<'_>) {
+        let Some(d) = e.dwarf() else {
+            return;
+        };
+        let request = e.info::<stacks_uwindow>().request;
+        let stack = self.dwarf_stack(e.h.pid, &d);
+        if self.apart.len() >= APART_KEPT {
+            self.apart.clear();
+        }
+        self.apart.insert(request, stack);
+    }
+
+    /// The entries of a captured stack seen for the first time: kernel frames named and the
+    /// tracing machinery's dropped, user frames by id.
+    fn new_stack(&mut self, kstack: Captured<'_, u64>, ustack: Captured<'_, u32>) -> NewStack {
+        let (kstack, kstack_symbols) = match kstack {
+            None => (None, None),
+            Some(Err(_)) => (Some(Vec::new()), None),
+            Some(Ok(addrs)) => {
+                let (addrs, syms) = self.kernel_stack(addrs);
+                (Some(addrs), syms)
+            }
+        };
+        let ustack = match ustack {
+            None => None,
+            Some(Err(_)) => Some(Vec::new()),
+            Some(Ok(ids)) => Some(ids.iter().map(|&i| self.norm.frame(i).clone()).collect()),
+        };
+        NewStack {
+            kstack,
+            ustack,
+            kstack_symbols,
+        }
+    }
+
+    /// The kernel stack without the tracing machinery's frames, and its symbols when kallsyms
+    /// is readable.
+    fn kernel_stack(&mut self, addrs: &[u64]) -> (Vec<u64>, Option<Vec<Option<KernelSymbol>>>) {
+        let mut addrs = addrs.to_vec();
+        let Some(names) = &self.ksyms else {
+            return (addrs, None);
+        };
+        // Every frame but the first is a return address: name the call (address − 1), so a
+        // call that ends a function is not named after the next one.
+        let mut syms: Vec<Option<KernelSymbol>> = addrs
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                let probe = if i == 0 { *a } else { a.saturating_sub(1) };
+                let mut sym = self
+                    .ksym_cache
+                    .entry(probe)
+                    .or_insert_with(|| names.name(probe))
+                    .clone();
+                if let Some(k) = sym.as_mut()
+                    && i > 0
+                {
+                    k.offset += 1;
+                }
+                sym
+            })
+            .collect();
+        let skip = tracing_frames(&syms);
+        addrs.drain(..skip);
+        syms.drain(..skip);
+        (addrs, Some(syms))
+    }
+
+    /// The frame ids of a captured user stack, remembered by its bytes when they mean the same
+    /// in every process (every frame resolved by the kernel to a known file).
+    fn user_stack(&mut self, e: &RawEvent<'_>, pid: u32, frames: &[KernelUserFrame]) -> Rc<[u32]> {
+        let ids: Rc<[u32]> = self.user_frames(pid, frames).into();
+        let portable = frames.iter().all(|f| match f {
+            KernelUserFrame::Resolved { build_id, offset } => {
+                self.resolved.contains_key(&(*build_id, *offset))
+            }
+            KernelUserFrame::Ip(_) => false,
+        });
+        if let (true, Some(bytes)) = (portable, e.ustack_bytes()) {
+            if self.user_stacks.len() >= USER_STACKS_CACHED {
+                self.user_stacks.clear();
+            }
+            self.user_stacks.insert(bytes.into(), Rc::clone(&ids));
+        }
+        ids
+    }
+
+    /// Name the files of kernel-resolved frames; normalize the rest (addresses only) with the
+    /// live process's memory map. Returns the frames' ids in the normalizer's table.
+    fn user_frames(&mut self, pid: u32, frames: &[KernelUserFrame]) -> Vec<u32> {
+        self.modules.learn_process(pid);
+        let ips: Vec<u64> = frames
+            .iter()
+            .filter_map(|f| match f {
+                KernelUserFrame::Ip(ip) => Some(*ip),
+                KernelUserFrame::Resolved { .. } => None,
+            })
+            .collect();
+        // Frames first seen in this call get ids from `known` up: their files are learned.
+        let known = self.norm.table.len();
+        let mut normalized = if ips.is_empty() {
+            Vec::new()
+        } else {
+            self.norm.normalize(pid, &ips)
+        }
+        .into_iter();
+        frames
+            .iter()
+            .map(|f| match f {
+                KernelUserFrame::Resolved { build_id, offset } => {
+                    if let Some(&id) = self.resolved.get(&(*build_id, *offset)) {
+                        return id;
+                    }
+                    let (id, module) = match self.build_ids.get(build_id) {
+                        Some(known) => known.clone(),
+                        None => {
+                            let id = build_id_hex(build_id);
+                            let module = self.modules.path(&id).map(str::to_string);
+                            // Only named files are remembered: a later exec may name it.
+                            if module.is_some() {
+                                self.build_ids
+                                    .insert(*build_id, (id.clone(), module.clone()));
+                            }
+                            (id, module)
+                        }
+                    };
+                    let named = module.is_some();
+                    let frame = self.norm.table.intern(UserFrame {
+                        addr: 0,
+                        module,
+                        build_id: Some(id),
+                        offset: Some(*offset),
+                        error: None,
+                    });
+                    if named {
+                        self.resolved.insert((*build_id, *offset), frame);
+                    }
+                    frame
+                }
+                KernelUserFrame::Ip(ip) => match normalized.next() {
+                    Some(id) => {
+                        let f = self.norm.frame(id);
+                        if let (true, Some(m), Some(b)) =
+                            (id as usize >= known, &f.module, &f.build_id)
+                        {
+                            self.modules.learn(b, m);
+                        }
+                        id
+                    }
+                    None => self.norm.table.intern(UserFrame {
+                        addr: *ip,
+                        module: None,
+                        build_id: None,
+                        offset: None,
+                        error: Some("not normalized".into()),
+                    }),
+                },
+            })
+            .collect()
+    }
+}
