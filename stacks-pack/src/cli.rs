@@ -30,9 +30,30 @@ use crate::{Destination, MAX_ROW_GROUP_ROWS, Options, Partitioning, TOOL, pack};
 )]
 #[command(group(ArgGroup::new("destination").required(true).args(["dir", "output"])))]
 pub struct Args {
-    /// Directory for the Parquet files (created, with parents, if missing)
-    #[arg(value_name = "DIR")]
+    /// Directory for the Parquet files (created, with parents, if missing), or an object
+    /// store URL: s3://BUCKET/PREFIX, gs://…, az://…, file:///… (credentials and endpoint from
+    /// the usual environment variables: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION,
+    /// AWS_ENDPOINT, AWS_ALLOW_HTTP, GOOGLE_*, AZURE_*). A store gets the pairs under
+    /// PREFIX/date=YYYY-MM-DD/hour=HH/host=NAME/, each uploaded once finished in the --spool
+    /// directory, the stacks file first
+    #[arg(value_name = "DIR|URL")]
     pub dir: Option<PathBuf>,
+
+    /// With a store URL: the local directory finished pairs wait in until uploaded (kept
+    /// across runs: a later stacks-pack with the same spool uploads what is left) [default:
+    /// /var/tmp/stacks-spool/<the URL, sanitized>]
+    #[arg(long, value_name = "DIR")]
+    pub spool: Option<PathBuf>,
+
+    /// With a store URL: bytes of finished pairs the spool may hold while the store cannot be
+    /// reached; past it the oldest are dropped (counted and reported) [default: 4G]
+    #[arg(long, value_name = "SIZE", value_parser = stacks_stream::cli::parse_size)]
+    pub spool_max: Option<u64>,
+
+    /// With a store URL: after the input ends, how long to keep retrying uploads before
+    /// leaving the rest in the spool [default: 60s]
+    #[arg(long, value_name = "DURATION", value_parser = stacks_stream::cli::parse_positive_duration)]
+    pub upload_wait: Option<Duration>,
 
     /// Write everything to one pair of files instead: FILE.samples.parquet and
     /// FILE.stacks.parquet (each replaced atomically if it exists)
@@ -76,8 +97,9 @@ pub struct Args {
     )]
     pub max_age: Option<Duration>,
 
-    /// Put files in hive-style partition directories: `date` = date=YYYY-MM-DD/ (UTC date of
-    /// each row's time)
+    /// Put files in hive-style partition directories: `date` = date=YYYY-MM-DD/, `hour` =
+    /// date=YYYY-MM-DD/hour=HH/ (UTC date and hour of each row's time; a store URL always
+    /// partitions by hour)
     #[arg(long, value_enum, value_name = "BY")]
     pub partition: Option<Partitioning>,
 
@@ -107,24 +129,66 @@ pub fn run() -> anyhow::Result<ExitCode> {
 
 /// Pack as `args` say.
 pub fn run_with(args: Args) -> anyhow::Result<ExitCode> {
-    pack(args.input.as_deref(), &args.options())
+    let options = args.options();
+    let store = matches!(options.destination, Destination::Store { .. });
+    if store && args.partition == Some(Partitioning::Date) {
+        anyhow::bail!("--partition date: a store URL is always partitioned by hour");
+    }
+    let spool_flags = [
+        ("--spool", args.spool.is_some()),
+        ("--spool-max", args.spool_max.is_some()),
+        ("--upload-wait", args.upload_wait.is_some()),
+    ];
+    if let Some((flag, _)) = spool_flags.iter().find(|(_, given)| *given && !store) {
+        anyhow::bail!(
+            "{flag} is for a store URL (s3://…, gs://…, az://…, file://…), not a directory"
+        );
+    }
+    pack(args.input.as_deref(), &options)
 }
 
 impl Args {
     /// What to pack into, and how.
     pub fn options(&self) -> Options {
         let destination = match (&self.dir, &self.output) {
-            (Some(dir), _) => Destination::Dir(dir.clone()),
+            (Some(dir), _) => match dir.to_str().filter(|d| crate::upload::is_store_url(d)) {
+                Some(url) => Destination::Store {
+                    url: url.to_string(),
+                    spool: self.spool.clone().unwrap_or_else(|| default_spool(url)),
+                    spool_max: self.spool_max.unwrap_or(4 << 30),
+                    wait: self.upload_wait.unwrap_or(Duration::from_secs(60)),
+                },
+                None => Destination::Dir(dir.clone()),
+            },
             (None, output) => Destination::File(output.clone().unwrap_or_default()),
+        };
+        let partition = match destination {
+            Destination::Store { .. } => Some(Partitioning::Hour),
+            _ => self.partition,
         };
         Options {
             destination,
             max_rows: self.max_rows,
             max_bytes: self.max_bytes,
             max_age: self.max_age,
-            partition: self.partition,
+            partition,
             row_group_rows: usize::try_from(self.row_group_rows).unwrap_or(MAX_ROW_GROUP_ROWS),
             zstd_level: self.zstd_level,
         }
     }
+}
+
+/// The spool of a store URL when --spool is not given: one directory per URL.
+fn default_spool(url: &str) -> PathBuf {
+    let name: String = url
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    PathBuf::from("/var/tmp/stacks-spool").join(name)
 }

@@ -13,6 +13,7 @@ mod order;
 mod signals;
 mod sink;
 mod stale;
+pub mod upload;
 
 use std::fs::File;
 use std::io;
@@ -63,6 +64,16 @@ pub enum Destination {
     Dir(PathBuf),
     /// Exactly one file (replaced atomically if it exists).
     File(PathBuf),
+    /// Object storage: rotated files partitioned by hour in a local spool directory, each
+    /// finished pair uploaded (see [`upload`]).
+    Store {
+        url: String,
+        spool: PathBuf,
+        /// Bytes of finished pairs the spool may hold while the store fails.
+        spool_max: u64,
+        /// After the input ended, how long to keep trying before leaving pairs in the spool.
+        wait: Duration,
+    },
 }
 
 /// How to pack (the command line's choices).
@@ -97,22 +108,64 @@ pub fn pack(input: Option<&Path>, options: &Options) -> anyhow::Result<ExitCode>
     stacks_stream::cli::ignore_sigint();
     signals::install_sigterm().context("installing the SIGTERM handler")?;
     let owner = Owner::from_sudo(TOOL);
+    // The store is opened (its URL and configuration checked) before anything is read; the
+    // uploader starts at once with what an earlier packer left in the spool.
+    let uploader = match &options.destination {
+        Destination::Store {
+            url,
+            spool,
+            spool_max,
+            wait,
+        } => Some((
+            upload::StoreDest::open(url)?,
+            spool.clone(),
+            *spool_max,
+            *wait,
+        )),
+        _ => None,
+    };
     let (target, shown, limits) = prepare_target(options, owner.as_ref())?;
+    let uploader = uploader
+        .map(|(dest, spool, spool_max, wait)| {
+            let shown = dest.shown.clone();
+            let opts = upload::UploadOptions { spool_max, wait };
+            upload::Uploader::start(dest, spool.clone(), opts)
+                .map(|u| (u, shown, spool))
+                .context("starting the uploader")
+        })
+        .transpose()?;
 
     let cut = Arc::new(AtomicBool::new(false));
     let input = match open_input(input, cut.clone()) {
         Ok(input) => input,
         Err(_) if cut.load(Ordering::SeqCst) => {
             eprintln!("{TOOL}: terminated (SIGTERM) before the stream began; nothing written");
+            finish_upload(uploader);
             return Ok(ExitCode::SUCCESS);
         }
-        Err(e) => return Err(e),
+        Err(e) => {
+            // What earlier packers left in the spool still goes up.
+            finish_upload(uploader);
+            return Err(e);
+        }
     };
-    let (summary, upstream) = pack_into(input, target, limits, options, owner, &cut)?;
-    eprintln!("{}", describe(&summary, &shown));
+    let packed = pack_into(input, target, limits, options, owner, &cut);
+    if let Ok((summary, _)) = &packed {
+        eprintln!("{}", describe(summary, &shown));
+    }
+    // Whatever happened to the stream, the finished pairs go up.
+    finish_upload(uploader);
+    let (_, upstream) = packed?;
     match upstream {
         Some(e) => Err(e.into()),
         None => Ok(ExitCode::SUCCESS),
+    }
+}
+
+/// Upload what is left in the spool (bounded by the uploader's wait) and report.
+fn finish_upload(uploader: Option<(upload::Uploader, String, PathBuf)>) {
+    if let Some((uploader, shown, spool)) = uploader {
+        eprintln!("{}", upload::describe(&uploader.finish(), &shown, &spool));
     }
 }
 
@@ -270,6 +323,7 @@ fn prepare_target(
     let group_rows = options.row_group_rows;
     let dir = match &options.destination {
         Destination::Dir(dir) => dir,
+        Destination::Store { spool, .. } => spool,
         Destination::File(path) => {
             if path.is_dir() {
                 return Err(PackError::Create {
@@ -296,6 +350,9 @@ fn prepare_target(
     fsutil::check_writable(dir)?;
     let namer = Namer::for_this_process();
     let removed = stale::clean(dir, namer.host());
+    if matches!(options.destination, Destination::Store { .. }) {
+        upload::prune_empty(dir);
+    }
     if removed > 0 {
         eprintln!(
             "{TOOL}: removed {removed} unfinished file(s) left in {} by packers that were killed",
@@ -312,7 +369,11 @@ fn prepare_target(
         max_age: options.max_age,
         group_rows,
     };
-    Ok((target, dir.display().to_string(), limits))
+    let shown = match &options.destination {
+        Destination::Store { .. } => format!("the spool {}", dir.display()),
+        _ => dir.display().to_string(),
+    };
+    Ok((target, shown, limits))
 }
 
 /// Open `path` (stdin for none or `-`) so that SIGTERM ends it cleanly.

@@ -15,6 +15,7 @@ use crate::naming::utc_date;
 
 const NANOS_PER_SEC: i64 = 1_000_000_000;
 const NANOS_PER_DAY: i64 = 86_400 * NANOS_PER_SEC;
+const NANOS_PER_HOUR: i64 = 3_600 * NANOS_PER_SEC;
 
 /// The `time` column of a schema, when it is a nanosecond timestamp (the stacks contract).
 #[derive(Debug, Clone, Copy)]
@@ -53,19 +54,42 @@ impl TimeColumn {
     /// Runs of consecutive rows with the same UTC date: (`YYYY-MM-DD`, start, length).
     /// Null times count as 1970-01-01.
     pub fn date_runs(&self, batch: &RecordBatch) -> Vec<(String, usize, usize)> {
+        self.runs(batch, NANOS_PER_DAY, utc_date)
+    }
+
+    /// Runs of consecutive rows in the same UTC hour: (`YYYY-MM-DD`, `HH`) as the partition
+    /// path `date=YYYY-MM-DD/hour=HH`, start, length. Null times count as 1970-01-01 00h.
+    pub fn hour_runs(&self, batch: &RecordBatch) -> Vec<(String, usize, usize)> {
+        self.runs(batch, NANOS_PER_HOUR, |hour| {
+            format!(
+                "date={}/hour={:02}",
+                utc_date(hour.div_euclid(24)),
+                hour.rem_euclid(24)
+            )
+        })
+    }
+
+    /// Runs of consecutive rows in the same period of `period_ns`, each named by `name` of
+    /// the period's number since the epoch.
+    fn runs(
+        &self,
+        batch: &RecordBatch,
+        period_ns: i64,
+        name: impl Fn(i64) -> String,
+    ) -> Vec<(String, usize, usize)> {
         let t = self.values(batch);
-        let day = |i: usize| {
+        let period = |i: usize| {
             if t.is_null(i) {
                 0
             } else {
-                t.value(i).div_euclid(NANOS_PER_DAY)
+                t.value(i).div_euclid(period_ns)
             }
         };
         let mut runs = Vec::new();
         let mut start = 0;
         for i in 1..=t.len() {
-            if i == t.len() || day(i) != day(start) {
-                runs.push((utc_date(day(start)), start, i - start));
+            if i == t.len() || period(i) != period(start) {
+                runs.push((name(period(start)), start, i - start));
                 start = i;
             }
         }
@@ -171,6 +195,21 @@ mod tests {
                 ("2022-01-08".to_string(), 0, 2),
                 ("2022-01-09".to_string(), 2, 1),
                 ("2022-01-11".to_string(), 3, 1)
+            ]
+        );
+    }
+
+    #[test]
+    fn hour_runs_split_at_utc_hours() {
+        let hour = 3_600 * NANOS_PER_SEC;
+        let base = 19_000 * NANOS_PER_DAY + 23 * hour; // 2022-01-08 23:00
+        let b = batch(&[base, base + hour - 1, base + hour, base + hour + 5]);
+        let t = time_column(&b.schema()).unwrap();
+        assert_eq!(
+            t.hour_runs(&b),
+            vec![
+                ("date=2022-01-08/hour=23".to_string(), 0, 2),
+                ("date=2022-01-09/hour=00".to_string(), 2, 2)
             ]
         );
     }

@@ -271,6 +271,8 @@ pub enum Target {
 pub enum Partitioning {
     /// `date=YYYY-MM-DD/` by the UTC date of each row's `time`.
     Date,
+    /// `date=YYYY-MM-DD/hour=HH/` by the UTC hour of each row's `time`.
+    Hour,
 }
 
 /// When the packer starts a new file.
@@ -521,6 +523,11 @@ impl Packer {
                 .date_runs(group)
                 .into_iter()
                 .map(|(date, start, len)| (Some(format!("date={date}")), group.slice(start, len)))
+                .collect(),
+            (Some(Partitioning::Hour), Some(t), Target::Dir { .. }) => t
+                .hour_runs(group)
+                .into_iter()
+                .map(|(path, start, len)| (Some(path), group.slice(start, len)))
                 .collect(),
             _ => vec![(None, group.clone())],
         }

@@ -12,7 +12,7 @@ use std::path::Path;
 use stacks_stream::store::{self, FileKind};
 
 /// The (host, pid) of a packer's file base name `stacks-<stamp>-<host>-<pid>-<seq>`.
-fn owner_of_base(base: &str) -> Option<(&str, i32)> {
+pub(crate) fn owner_of_base(base: &str) -> Option<(&str, i32)> {
     let body = base.strip_prefix("stacks-")?;
     let mut right = body.rsplitn(3, '-');
     let seq = right.next()?;
