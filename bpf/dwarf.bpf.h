@@ -74,11 +74,25 @@ static __always_inline void capture_dwarf(void *ctx, struct stacks_event *e, __u
 	e->hdr.uwindow = sizeof(*ur) + copied;
 }
 
+/* Whether the ring buffer is too full for a stack copy: past half of it, `d` stacks are taken
+ * by frame pointers (counted), so a burst of events degrades stacks before it loses events. */
+static __always_inline bool ringbuf_crowded(void)
+{
+	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) <= ringbuf_half)
+		return false;
+	count_drop(STACKS_DROP_DWARF_FP);
+	return true;
+}
+
 /* capture_stacks for the kinds that support `d` (their records are scratch records). */
 static __always_inline void capture_stacks_d(void *ctx, struct stacks_event *e, __u32 want)
 {
 	if (!(want & STACKS_WANT_DWARF)) {
 		capture_stacks(ctx, e, want);
+		return;
+	}
+	if (ringbuf_crowded()) {
+		capture_stacks(ctx, e, want & (STACKS_WANT_USER | STACKS_WANT_KERNEL));
 		return;
 	}
 	capture_stacks(ctx, e, want & STACKS_WANT_KERNEL);

@@ -62,6 +62,7 @@ const volatile __u64 switch_min_ns = 0;     /* shorter off-CPU intervals are fol
 const volatile __u32 rss_every = 1;         /* emit every Nth RSS growth event per process */
 const volatile bool read_spans = true;      /* read the `tracing` span of each event (span_procs) */
 const volatile __u32 ustack_window = 16384; /* bytes of user stack copied for `d` stacks */
+const volatile __u64 ringbuf_half = 8 << 20; /* past this much waiting data, no stack copies */
 /* Wake the reader only once this much data waits (it also polls on a short timer), so a busy
  * event source does not cost a reader wakeup per event. 0: wake on every event. */
 const volatile __u64 wakeup_bytes = 0;
@@ -575,7 +576,7 @@ int BPF_PROG(on_block_start, struct request *rq)
 	read_span(&e->hdr.span);
 	__u64 key = (__u64)rq;
 	e->info.block.request = key;
-	if (block_stacks & STACKS_WANT_DWARF) {
+	if ((block_stacks & STACKS_WANT_DWARF) && !ringbuf_crowded()) {
 		capture_stacks(ctx, e, block_stacks & STACKS_WANT_KERNEL);
 		block_ustack_apart(ctx, e, key);
 	} else {

@@ -95,7 +95,10 @@ enum stacks_drop {
 	/* Not a loss: hits of a counting probe sent as single rows because the count table was
 	 * full or the stack table's slot for its stack held another stack. */
 	STACKS_DROP_PROBE_UNCOUNTED = 24,
-	STACKS_DROP_COUNT = 25,
+	/* Not a loss: `d` stacks taken by frame pointers instead (no stack copy) because the ring
+	 * buffer was over half full: a burst degrades stacks before it loses events. */
+	STACKS_DROP_DWARF_FP = 25,
+	STACKS_DROP_COUNT = 26,
 };
 
 /* Why a thread was off CPU. */

@@ -46,12 +46,10 @@ STATS = Path("/proc/sys/kernel/bpf_stats_enabled")
 
 def vfs_exit_ns(tmp):
     """ns per run of the `vfs_exit` program in the last recorder summary (kernel BPF stats)."""
-    for line in (tmp / "stderr.log").read_text().splitlines():
-        if "BPF program runs" in line:
-            for part in line.split("): ", 1)[1].split("; "):
-                if part.startswith("vfs_exit "):
-                    return float(part.split(", ")[1].split()[0])
-    sys.exit("bench_spans: error: no vfs_exit run time in the recorder's summary")
+    runs, ns = benchmd.bpf_runs((tmp / "stderr.log").read_text(), "vfs_exit")
+    if runs == 0:
+        sys.exit("bench_spans: error: no vfs_exit run time in the recorder's summary")
+    return ns
 
 
 def run(cmd, tmp):

@@ -276,13 +276,10 @@ def run_perf(chain, tmp, hz):
 
 def on_cpu_sample(text):
     """(runs, ns per run) of `on_cpu_sample` in a recorder summary (kernel BPF stats)."""
-    for line in text.splitlines():
-        if "BPF program runs" in line:
-            for part in line.split("): ", 1)[1].split("; "):
-                m = re.fullmatch(r"on_cpu_sample (\d+) runs, (\d+) ns each", part.strip())
-                if m:
-                    return int(m.group(1)), float(m.group(2))
-    fail(f"no on_cpu_sample run time in stacks-record's summary: {text.strip()[-400:]}")
+    runs = benchmd.bpf_runs(text, "on_cpu_sample")
+    if runs[0] == 0:
+        fail(f"no on_cpu_sample run time in stacks-record's summary: {text.strip()[-400:]}")
+    return runs
 
 
 def describe(cfg, r):
@@ -424,17 +421,6 @@ def write(s, sw):
     benchmd.replace_section(OUT, BEGIN, END, "\n".join(lines))
 
 
-def bpf_runs(text, prog):
-    """(runs, ns per run) of BPF program `prog` in a recorder summary; (0, 0) if it never ran."""
-    for line in text.splitlines():
-        if "BPF program runs" in line:
-            for part in line.split("): ", 1)[1].split("; "):
-                m = re.fullmatch(rf"{prog} (\d+) runs, (\d+) ns each", part.strip())
-                if m:
-                    return int(m.group(1)), float(m.group(2))
-    return 0, 0.0
-
-
 def naps():
     return [WORK, "sleep", "--count", str(NAPS), "--ms", "1"]
 
@@ -494,8 +480,8 @@ def measure_switch(tmp):
         for rep in range(REPS):
             for mode in ("u", "d"):
                 text = switch_stacks(mode, tmp)["text"]
-                progs[mode].append((bpf_runs(text, "on_switch"),
-                                    bpf_runs(text, "switch_sys_exit")))
+                progs[mode].append((benchmd.bpf_runs(text, "on_switch"),
+                                    benchmd.bpf_runs(text, "switch_sys_exit")))
     finally:
         STATS.write_text(before)
     out = {"alone": alone}

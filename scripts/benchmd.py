@@ -7,6 +7,7 @@ file without the markers gets the section appended.
 
 
 import os
+import re
 import sys
 import time
 
@@ -45,3 +46,15 @@ def reap(p, timeout=None):
             p.kill()
             deadline = None
         time.sleep(0.05)
+
+
+def bpf_runs(text, prog):
+    """(runs, ns per run) of BPF program `prog` in a stacks-record summary (its line of
+    `kernel.bpf_stats_enabled` run times); (0, 0.0) when it is not there."""
+    for line in text.splitlines():
+        if "BPF program runs" in line:
+            for part in line.split("): ", 1)[1].split("; "):
+                m = re.fullmatch(rf"{prog} (\d+) runs, (\d+) ns each", part.strip())
+                if m:
+                    return int(m.group(1)), float(m.group(2))
+    return 0, 0.0

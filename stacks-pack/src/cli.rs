@@ -180,15 +180,5 @@ impl Args {
 
 /// The spool of a store URL when --spool is not given: one directory per URL.
 fn default_spool(url: &str) -> PathBuf {
-    let name: String = url
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    PathBuf::from("/var/tmp/stacks-spool").join(name)
+    PathBuf::from("/var/tmp/stacks-spool").join(crate::sanitize_host(url))
 }

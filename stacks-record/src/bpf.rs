@@ -172,6 +172,7 @@ pub fn load<'obj>(
     rodata.follow_forks = opts.follow_forks;
     rodata.read_spans = opts.spans;
     rodata.ustack_window = opts.ustack_bytes;
+    rodata.ringbuf_half = u64::from(opts.ringbuf_bytes / 2);
     rodata.profile_stacks = spec.profile.map_or(0, |p| p.stacks.mask());
     rodata.switch_stacks = spec.switch.map_or(0, |s| s.stacks.mask());
     rodata.switch_min_ns = spec.switch.map_or(0, |s| s.min_ns);

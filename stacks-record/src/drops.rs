@@ -54,6 +54,9 @@ pub struct Drops {
     /// Hits of counting probes sent as single rows (table full or stack slot taken; not
     /// lost: see `STACKS_DROP_PROBE_UNCOUNTED`).
     pub uncounted_hits: u64,
+    /// `d` stacks taken by frame pointers while the ring buffer was over half full (not lost:
+    /// see `STACKS_DROP_DWARF_FP`).
+    pub dwarf_as_fp: u64,
 }
 
 impl Drops {
@@ -70,6 +73,9 @@ impl Drops {
                     *prev = total;
                 } else if total > *prev && cause as u32 == Drop::STACKS_DROP_PROBE_UNCOUNTED.0 {
                     self.uncounted_hits += total - *prev;
+                    *prev = total;
+                } else if total > *prev && cause as u32 == Drop::STACKS_DROP_DWARF_FP.0 {
+                    self.dwarf_as_fp += total - *prev;
                     *prev = total;
                 } else if total > *prev {
                     let name = cause_name(cause as u32);
@@ -101,6 +107,14 @@ impl Drops {
             format!(
                 "{inferred}; {} hits of counting probes sent as rows (count table full or stack slot taken)",
                 self.uncounted_hits
+            )
+        } else {
+            inferred
+        };
+        let inferred = if self.dwarf_as_fp > 0 {
+            format!(
+                "{inferred}; {} d stacks taken by frame pointers (ring buffer over half full)",
+                self.dwarf_as_fp
             )
         } else {
             inferred
