@@ -117,7 +117,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct stacks_event);
+	__type(value, struct stacks_event_room); /* room for a `d` stack's copy */
 } state_scratch SEC(".maps");
 
 /* The pass in progress: its iterator session and start time (every row of a pass has it). */
@@ -217,6 +217,70 @@ static __always_inline void state_user_stack(struct stacks_event *e, struct task
 	e->hdr.ustack_len = n;
 }
 
+/* `state:d`: the user stack of an off-CPU thread for the recorder to unwind by CFI, as
+ * capture_dwarf takes the current thread's (dwarf.bpf.h), but of another thread: its
+ * frame-pointer walk as plain addresses, its saved user registers, and a copy of its stack
+ * from sp read with bpf_copy_from_user_task (this iterator may sleep: pages are faulted in). */
+static __always_inline void state_dwarf_stack(struct stacks_event *e, struct task_struct *task,
+					      struct pt_regs *regs)
+{
+	if ((regs->cs & 3) != 3) {
+		e->hdr.ustack_len = -EFAULT;
+		return;
+	}
+	__u32 k = e->hdr.kstack_len > 0 ? e->hdr.kstack_len : 0;
+	k &= 127;
+	__u64 ip = regs->ip;
+	__u64 fp = regs->bp;
+	__u32 n = 0;
+	for (int i = 0; i < STATE_USER_FRAMES; i++) {
+		if (!ip)
+			break;
+		__u32 at = k + (__u32)i;
+		barrier_var(at);
+		at &= 255;
+		e->frames[at] = ip;
+		n++;
+		if (!fp)
+			break;
+		__u64 frame[2];
+		if (bpf_copy_from_user_task(frame, sizeof(frame), (void *)fp, task, 0))
+			break;
+		if (frame[0] <= fp)
+			break;
+		fp = frame[0];
+		ip = frame[1];
+	}
+	e->hdr.ustack_len = n;
+	__u32 at = (k + n) & 255;
+	struct stacks_uregs *ur = (struct stacks_uregs *)&e->frames[at];
+	__u64 sp = regs->sp;
+	ur->ip = regs->ip;
+	ur->sp = sp;
+	ur->bp = regs->bp;
+	ur->pad = 0;
+	__u8 *dst = (__u8 *)(ur + 1);
+	__u32 want = ustack_window;
+	if (want > STACKS_UWINDOW_MAX)
+		want = STACKS_UWINDOW_MAX;
+	__u32 first = PAGE - (sp & (PAGE - 1));
+	if (first > want)
+		first = want;
+	__u32 copied = 0;
+	if (first && !bpf_copy_from_user_task(dst, first & (PAGE * 2 - 1), (void *)sp, task, 0)) {
+		copied = first;
+		for (int i = 0; i < STACKS_UWINDOW_MAX / PAGE; i++) {
+			if (copied + PAGE > want || copied > STACKS_UWINDOW_MAX - PAGE)
+				break;
+			if (bpf_copy_from_user_task(dst + copied, PAGE, (void *)(sp + copied), task, 0))
+				break;
+			copied += PAGE;
+		}
+	}
+	ur->copied = copied;
+	e->hdr.uwindow = sizeof(*ur) + copied;
+}
+
 SEC("iter.s/task")
 int sample_states(struct bpf_iter__task *ctx)
 {
@@ -295,10 +359,12 @@ int sample_states(struct bpf_iter__task *ctx)
 		__u32 k = n < 0 ? 0 : (__u32)n / 8;
 		e->hdr.kstack_len = n < 0 ? (__s32)n : (__s32)(k > STACKS_MAX_DEPTH ? STACKS_MAX_DEPTH : k);
 	}
-	if (state_stacks & STACKS_WANT_USER)
+	if ((state_stacks & STACKS_WANT_DWARF) && !ringbuf_crowded())
+		state_dwarf_stack(e, task, regs);
+	else if (state_stacks & STACKS_WANT_USER)
 		state_user_stack(e, task, regs);
 	/* Only stacks user space has: a record lost to a full ring buffer is sent again. */
-	if (submit(e) && sent)
+	if (submit_room(e) && sent)
 		*sent = switches;
 	return 0;
 }

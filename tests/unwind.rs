@@ -504,7 +504,6 @@ fn top_stacks_agree_with_perf_dwarf() {
 fn d_is_refused_where_not_supported() {
     for (spec, needle) in [
         ("span:d", "span does not support d"),
-        ("state:dk", "state does not support d"),
         ("usdt:/bin/true:a:b:d", "usdt does not support d"),
     ] {
         let out = sh(&format!("stacks-record -e {spec} -- true"));
@@ -512,7 +511,7 @@ fn d_is_refused_where_not_supported() {
         assert!(
             !out.status.success()
                 && err.contains(needle)
-                && err.contains("profile, switch, rss, block, vfs, net"),
+                && err.contains("profile, switch, rss, block, vfs, net, state"),
             "{spec}: {err}"
         );
     }
@@ -576,4 +575,35 @@ fn a_burst_degrades_d_stacks_before_losing_events() {
     );
     // Nothing silently missing: every write is a row or a counted loss.
     assert!(by("fp") + by("dwarf") + lost >= 200_000, "{rows:?}\n{err}");
+}
+
+#[test]
+fn d_unwinds_threads_sampled_off_cpu() {
+    if !bpf_available("d_unwinds_threads_sampled_off_cpu") {
+        return;
+    }
+    let _serial = bpf_serial();
+    let dir = fixtures("unwind-state");
+    let io = dir.join("bin/io");
+    let args = format!("{} 20", dir.display());
+    // The thread-state sampler copies the stack of each thread off CPU (another thread's: with
+    // bpf_copy_from_user_task); the io rounds' 20 ms naps are in clock_nanosleep.
+    let naps = "kind = 'state' and state = 'sleeping' and syscall = 'clock_nanosleep'";
+    let chain = ["main", "io_a", "io_b", "nap"];
+    let (d_store, stderr) = record_store(&dir, "state-d", "state:d:100", &io, &args);
+    let d = stacks_of(&d_store, &io, naps);
+    let (whole, all) = share(&d, &chain);
+    assert!(
+        all >= 10 && whole >= 0.95,
+        "state:d: {:.1} % of {all} nap samples reach main:\n{}\n{stderr}",
+        whole * 100.0,
+        show(&d)
+    );
+    let (u_store, _) = record_store(&dir, "state-u", "state:u:100", &io, &args);
+    let (whole_u, all_u) = share(&stacks_of(&u_store, &io, naps), &chain);
+    assert!(
+        all_u >= 10 && whole_u < 0.5,
+        "state:u reached main in {:.1} % of {all_u}: the test does not discriminate",
+        whole_u * 100.0
+    );
 }

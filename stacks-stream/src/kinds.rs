@@ -329,7 +329,7 @@ pub const ALL: [Kind; 13] = [
         queries: &["thread-states", "process-states", "state-stacks", "stuck"],
         source: Source::Event {
             stacks: "uk",
-            dwarf: false,
+            dwarf: true,
             arg: Some(Arg {
                 name: "HZ",
                 default: "20",
