@@ -16,6 +16,48 @@ static __always_inline bool regs_in_syscall(struct pt_regs *r)
 	return (long)r->ax == -ENOSYS && (long)r->orig_ax >= 0 && (r->cs & 3) == 3;
 }
 
+/* Put the user registers `r` at frame slot `at` of `e` (right after its frames); the stack copy
+ * goes right after them (the address returned). */
+static __always_inline __u8 *put_uregs(struct stacks_event *e, __u32 at, struct pt_regs *r)
+{
+	struct stacks_uregs *ur = (struct stacks_uregs *)&e->frames[at & 255];
+	ur->ip = r->ip;
+	ur->sp = r->sp;
+	ur->bp = r->bp;
+	ur->pad = 0;
+	ur->copied = 0;
+	e->hdr.uwindow = sizeof(*ur);
+	return (__u8 *)(ur + 1);
+}
+
+/* Copy up to ustack_window bytes of user stack from `sp` to `dst` (which put_uregs returned
+ * for `e`) with READ(dst, size, src): to the end of sp's page, then whole pages (a constant
+ * size), stopping at the first that cannot be read (the stack's end). Sets the registers'
+ * `copied` and the record's `uwindow`. */
+#define COPY_STACK(e, dst, sp, READ)                                                        \
+	do {                                                                                \
+		__u32 want_ = ustack_window;                                                \
+		if (want_ > STACKS_UWINDOW_MAX)                                             \
+			want_ = STACKS_UWINDOW_MAX;                                         \
+		__u32 first_ = PAGE - ((sp) & (PAGE - 1));                                  \
+		if (first_ > want_)                                                         \
+			first_ = want_;                                                     \
+		__u32 copied_ = 0;                                                          \
+		if (first_ && !READ((dst), first_ & (PAGE * 2 - 1), (void *)(sp))) {       \
+			copied_ = first_;                                                   \
+			for (int i_ = 0; i_ < STACKS_UWINDOW_MAX / PAGE; i_++) {            \
+				if (copied_ + PAGE > want_ ||                               \
+				    copied_ > STACKS_UWINDOW_MAX - PAGE)                    \
+					break;                                              \
+				if (READ((dst) + copied_, PAGE, (void *)((sp) + copied_)))  \
+					break;                                              \
+				copied_ += PAGE;                                            \
+			}                                                                   \
+		}                                                                           \
+		((struct stacks_uregs *)(dst)-1)->copied = copied_;                         \
+		(e)->hdr.uwindow = sizeof(struct stacks_uregs) + copied_;                   \
+	} while (0)
+
 /* The user part of a `d` stack, after `k` kernel frames: the frame-pointer walk as plain
  * addresses, then the user registers and up to ustack_window bytes of the stack from sp (to
  * the end of sp's page, then whole pages), copied page by page (a read is all-or-nothing and never faults a page in, so the copy ends
@@ -45,33 +87,11 @@ static __always_inline void capture_dwarf(void *ctx, struct stacks_event *e, __u
 	}
 	_Static_assert(STACKS_MAX_DEPTH == 127, "frame counts are masked with 127");
 	__u32 at = (k & 127) + (u & 127);
-	struct stacks_uregs *ur = (struct stacks_uregs *)&e->frames[at];
-	__u64 sp = r->sp;
-	ur->ip = r->ip;
-	ur->sp = sp;
-	ur->bp = r->bp;
-	ur->pad = 0;
-	__u8 *dst = (__u8 *)(ur + 1);
-	__u32 want = ustack_window;
-	if (want > STACKS_UWINDOW_MAX)
-		want = STACKS_UWINDOW_MAX;
-	__u32 first = PAGE - (sp & (PAGE - 1));
-	if (first > want)
-		first = want;
-	__u32 copied = 0;
-	if (first && !bpf_probe_read_user(dst, first & (PAGE * 2 - 1), (void *)sp)) {
-		copied = first;
-		for (int i = 0; i < STACKS_UWINDOW_MAX / PAGE; i++) {
-			/* Whole pages (a constant size), as many as fit in what is wanted. */
-			if (copied + PAGE > want || copied > STACKS_UWINDOW_MAX - PAGE)
-				break;
-			if (bpf_probe_read_user(dst + copied, PAGE, (void *)(sp + copied)))
-				break;
-			copied += PAGE;
-		}
-	}
-	ur->copied = copied;
-	e->hdr.uwindow = sizeof(*ur) + copied;
+	__u8 *end = put_uregs(e, at, r);
+	/* Reads of the current task's memory: all-or-nothing, never faulting a page in. */
+#define READ_OWN(dst, size, src) bpf_probe_read_user(dst, size, src)
+	COPY_STACK(e, end, r->sp, READ_OWN);
+#undef READ_OWN
 }
 
 /* Whether the ring buffer is too full for a stack copy: past half of it, `d` stacks are taken

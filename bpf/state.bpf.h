@@ -252,33 +252,11 @@ static __always_inline void state_dwarf_stack(struct stacks_event *e, struct tas
 		ip = frame[1];
 	}
 	e->hdr.ustack_len = n;
-	__u32 at = (k + n) & 255;
-	struct stacks_uregs *ur = (struct stacks_uregs *)&e->frames[at];
-	__u64 sp = regs->sp;
-	ur->ip = regs->ip;
-	ur->sp = sp;
-	ur->bp = regs->bp;
-	ur->pad = 0;
-	__u8 *dst = (__u8 *)(ur + 1);
-	__u32 want = ustack_window;
-	if (want > STACKS_UWINDOW_MAX)
-		want = STACKS_UWINDOW_MAX;
-	__u32 first = PAGE - (sp & (PAGE - 1));
-	if (first > want)
-		first = want;
-	__u32 copied = 0;
-	if (first && !bpf_copy_from_user_task(dst, first & (PAGE * 2 - 1), (void *)sp, task, 0)) {
-		copied = first;
-		for (int i = 0; i < STACKS_UWINDOW_MAX / PAGE; i++) {
-			if (copied + PAGE > want || copied > STACKS_UWINDOW_MAX - PAGE)
-				break;
-			if (bpf_copy_from_user_task(dst + copied, PAGE, (void *)(sp + copied), task, 0))
-				break;
-			copied += PAGE;
-		}
-	}
-	ur->copied = copied;
-	e->hdr.uwindow = sizeof(*ur) + copied;
+	__u8 *end = put_uregs(e, (k + n) & 255, regs);
+	/* Reads of another task's memory: this iterator may sleep, so pages are faulted in. */
+#define READ_TASK(dst, size, src) bpf_copy_from_user_task(dst, size, src, task, 0)
+	COPY_STACK(e, end, regs->sp, READ_TASK);
+#undef READ_TASK
 }
 
 SEC("iter.s/task")

@@ -51,6 +51,11 @@ type Buffers = (Vec<u8>, Vec<(usize, usize)>);
 /// Entry point of the `stacks-record` binary.
 pub fn run() -> Result<ExitCode> {
     let args = stacks_stream::cli::parse_args::<Args>("stacks-record");
+    // From the start, so that a ^C while starting up (loading BPF, reading kernel symbols,
+    // registering every process of -a) stops the recording cleanly instead of killing it with
+    // nothing written. No SA_RESTART: the ring buffer poll wakes with EINTR.
+    stacks_stream::sys::catch_signals(&[libc::SIGINT, libc::SIGTERM])
+        .context("installing the SIGINT/SIGTERM handlers")?;
     let spec = args.spec()?;
     let target = args.target()?;
 
@@ -210,9 +215,6 @@ impl Targets {
             }
             Target::Command(_) => {}
         }
-        // No SA_RESTART: the ring buffer poll wakes with EINTR.
-        stacks_stream::sys::catch_signals(&[libc::SIGINT, libc::SIGTERM])
-            .context("installing the SIGINT/SIGTERM handlers")?;
         if let Some(c) = self.child.as_mut() {
             c.release()?;
         }
