@@ -182,27 +182,30 @@ static __always_inline __s32 state_syscall_of(struct task_struct *task, struct p
 }
 
 /* Walk the user stack of `task` (off CPU) by frame pointers from its saved registers into
- * e's frames after the kernel's, as address-only user frames. */
-static __always_inline void state_user_stack(struct stacks_event *e, struct task_struct *task,
-					     struct pt_regs *regs)
+ * e's frames after the kernel's `k`: as address-only frames (struct bpf_stack_build_id,
+ * status 2), or, for a `d` stack, as `plain` addresses. Sets ustack_len; returns the frames. */
+static __always_inline __u32 state_fp_walk(struct stacks_event *e, struct task_struct *task,
+					   struct pt_regs *regs, __u32 k, bool plain)
 {
-	__u32 k = e->hdr.kstack_len > 0 ? e->hdr.kstack_len : 0;
-	if (k > STACKS_MAX_DEPTH)
-		k = STACKS_MAX_DEPTH;
 	__u64 ip = PT_REGS_IP_CORE(regs);
 	__u64 fp = PT_REGS_FP_CORE(regs);
 	__u32 n = 0;
 	for (int i = 0; i < STATE_USER_FRAMES; i++) {
 		if (!ip)
 			break;
-		/* struct bpf_stack_build_id: status (2: address only), build id, ip. */
-		__u32 at = k + (__u32)i * (STACKS_UFRAME_SIZE / 8);
-		barrier_var(at); /* keep the bound below for the verifier */
-		at &= 511;
-		e->frames[at] = BPF_STACK_BUILD_ID_IP;
-		e->frames[at + 1] = 0;
-		e->frames[at + 2] = 0;
-		e->frames[at + 3] = ip;
+		if (plain) {
+			__u32 at = k + (__u32)i;
+			barrier_var(at); /* keep the bound below for the verifier */
+			e->frames[at & 255] = ip;
+		} else {
+			__u32 at = k + (__u32)i * (STACKS_UFRAME_SIZE / 8);
+			barrier_var(at);
+			at &= 511;
+			e->frames[at] = BPF_STACK_BUILD_ID_IP;
+			e->frames[at + 1] = 0;
+			e->frames[at + 2] = 0;
+			e->frames[at + 3] = ip;
+		}
 		n++;
 		if (!fp)
 			break;
@@ -215,6 +218,14 @@ static __always_inline void state_user_stack(struct stacks_event *e, struct task
 		ip = frame[1];
 	}
 	e->hdr.ustack_len = n;
+	return n;
+}
+
+/* The kernel stack's frames in `e` (where the user stack goes). */
+static __always_inline __u32 state_kframes(struct stacks_event *e)
+{
+	__u32 k = e->hdr.kstack_len > 0 ? e->hdr.kstack_len : 0;
+	return k > STACKS_MAX_DEPTH ? STACKS_MAX_DEPTH : k;
 }
 
 /* `state:d`: the user stack of an off-CPU thread for the recorder to unwind by CFI, as
@@ -228,30 +239,8 @@ static __always_inline void state_dwarf_stack(struct stacks_event *e, struct tas
 		e->hdr.ustack_len = -EFAULT;
 		return;
 	}
-	__u32 k = e->hdr.kstack_len > 0 ? e->hdr.kstack_len : 0;
-	k &= 127;
-	__u64 ip = regs->ip;
-	__u64 fp = regs->bp;
-	__u32 n = 0;
-	for (int i = 0; i < STATE_USER_FRAMES; i++) {
-		if (!ip)
-			break;
-		__u32 at = k + (__u32)i;
-		barrier_var(at);
-		at &= 255;
-		e->frames[at] = ip;
-		n++;
-		if (!fp)
-			break;
-		__u64 frame[2];
-		if (bpf_copy_from_user_task(frame, sizeof(frame), (void *)fp, task, 0))
-			break;
-		if (frame[0] <= fp)
-			break;
-		fp = frame[0];
-		ip = frame[1];
-	}
-	e->hdr.ustack_len = n;
+	__u32 k = state_kframes(e);
+	__u32 n = state_fp_walk(e, task, regs, k, true);
 	__u8 *end = put_uregs(e, (k + n) & 255, regs);
 	/* Reads of another task's memory: this iterator may sleep, so pages are faulted in. */
 #define READ_TASK(dst, size, src) bpf_copy_from_user_task(dst, size, src, task, 0)
@@ -340,7 +329,7 @@ int sample_states(struct bpf_iter__task *ctx)
 	if ((state_stacks & STACKS_WANT_DWARF) && !ringbuf_crowded())
 		state_dwarf_stack(e, task, regs);
 	else if (state_stacks & STACKS_WANT_USER)
-		state_user_stack(e, task, regs);
+		state_fp_walk(e, task, regs, state_kframes(e), false);
 	/* Only stacks user space has: a record lost to a full ring buffer is sent again. */
 	if (submit_room(e) && sent)
 		*sent = switches;
