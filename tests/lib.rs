@@ -304,3 +304,51 @@ fn write_parquet_file(path: &Path, batches: &[arrow_array::RecordBatch], group_r
     }
     w.close().expect("finish a Parquet file");
 }
+
+/// 2026-11-23T06:00:00Z in ns: where the fleet fixtures start.
+pub const FLEET_T0: i64 = 1_795_413_600_000_000_000;
+/// An hour in ns.
+pub const HOUR_NS: i64 = 3_600_000_000_000;
+
+/// The recording fixture of host `host` (`n` rows per kind, every kind the bundled queries
+/// read) spread evenly over `hours` hours from [`FLEET_T0`], each row with `host` set: its
+/// rows, and them as a symbolized stream.
+pub fn fleet_recording(host: &str, n: usize, hours: i64) -> (Vec<Row>, Vec<u8>) {
+    let mut rows = stacks_testkit::recording::rows(n);
+    let step = hours * HOUR_NS / rows.len().max(1) as i64;
+    for (i, r) in rows.iter_mut().enumerate() {
+        r.time = FLEET_T0 + i as i64 * step;
+        r.host = Some(host.to_string());
+    }
+    let mut md = stacks_testkit::recording::metadata();
+    md.insert(stacks_stream::meta::HOST.to_string(), host.to_string());
+    let schema = Arc::new(stacks_stream::symbolized_schema(md));
+    let batches: Vec<_> = rows
+        .chunks(200)
+        .map(|c| stacks_testkit::batch(&schema, c))
+        .collect();
+    let bytes = stream_bytes(&schema, &batches, true);
+    (rows, bytes)
+}
+
+/// Run `stacks-pack URL` on `input` as host `host` would: in a UTS namespace of its own
+/// named `host` (the packer puts its host name in its keys), with `env` (store settings).
+/// Needs root, as the BPF tests do.
+pub fn pack_as_host(host: &str, env: &str, url: &str, spool: &Path, input: &Path) -> Output {
+    sh(&format!(
+        "unshare -u bash -c 'hostname {host} && exec env {env} stacks-pack {url} --spool {} \
+         --max-rows 300' < {}",
+        spool.display(),
+        input.display()
+    ))
+}
+
+/// A command's stdout as its lines, sorted: the rows of a CSV result in an order of their own.
+pub fn sorted_lines(out: &Output) -> Vec<String> {
+    let mut lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    lines.sort();
+    lines
+}

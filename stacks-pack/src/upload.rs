@@ -15,18 +15,14 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use object_store::path::Path as Key;
-use object_store::{
-    BackoffConfig, ObjectStore, ObjectStoreExt, PutPayload, RetryConfig, WriteMultipart,
-};
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart};
 use parquet::file::reader::{FileReader, SerializedFileReader};
-use stacks_stream::store;
+use stacks_stream::{objstore, store};
 use url::Url;
 
 use crate::TOOL;
 use crate::stale::owner_of_base;
 
-/// URL schemes `stacks-pack` uploads to.
-pub const SCHEMES: [&str; 7] = ["s3", "s3a", "gs", "az", "abfs", "azure", "file"];
 /// Files up to this size are put in one request; larger ones in parts.
 const SINGLE_PUT: u64 = 32 << 20;
 /// Longest wait between two attempts while the store fails.
@@ -53,77 +49,25 @@ pub struct StoreDest {
     pub shown: String,
 }
 
-/// Whether `arg` is a URL (`scheme://…`) rather than a directory: an object store, or a
-/// scheme [`StoreDest::open`] refuses by name.
-pub fn is_store_url(arg: &str) -> bool {
-    arg.split_once("://").is_some_and(|(scheme, _)| {
-        !scheme.is_empty() && scheme.chars().all(|c| c.is_ascii_alphanumeric())
-    })
-}
-
 impl StoreDest {
     /// The store `url` names, configured from the usual environment variables (`AWS_*`,
     /// `GOOGLE_*`, `AZURE_*`: credentials, region, `AWS_ENDPOINT` and `AWS_ALLOW_HTTP` for an
     /// S3-compatible server).
     pub fn open(url: &str) -> Result<Self, UploadError> {
-        let bad = |detail: String| UploadError::Url {
-            url: url.to_string(),
-            detail,
-        };
-        // HTTPS to the stores goes through rustls, which needs a crypto provider chosen once
-        // per process (an error only means one is installed already).
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let parsed = Url::parse(url).map_err(|e| bad(e.to_string()))?;
-        // Each request is retried by the client for at most a minute; the uploader retries a
-        // pair as long as it takes. (Client options, timeouts among them, come from the
-        // environment: setting them here would replace those, AWS_ALLOW_HTTP included.)
-        let retry = RetryConfig {
-            backoff: BackoffConfig::default(),
-            max_retries: 3,
-            retry_timeout: Duration::from_secs(60),
-        };
-        let store: Arc<dyn ObjectStore> = match parsed.scheme() {
-            "s3" | "s3a" => Arc::new(
-                object_store::aws::AmazonS3Builder::from_env()
-                    .with_url(url)
-                    .with_retry(retry)
-                    .build()
-                    .map_err(|e| bad(e.to_string()))?,
-            ),
-            "gs" => Arc::new(
-                object_store::gcp::GoogleCloudStorageBuilder::from_env()
-                    .with_url(url)
-                    .with_retry(retry)
-                    .build()
-                    .map_err(|e| bad(e.to_string()))?,
-            ),
-            "az" | "abfs" | "azure" => Arc::new(
-                object_store::azure::MicrosoftAzureBuilder::from_env()
-                    .with_url(url)
-                    .with_retry(retry)
-                    .build()
-                    .map_err(|e| bad(e.to_string()))?,
-            ),
-            "file" => {
-                let root = parsed
-                    .to_file_path()
-                    .map_err(|()| bad("not a local path".into()))?;
-                fs::create_dir_all(&root).map_err(|e| bad(e.to_string()))?;
-                Arc::new(
-                    object_store::local::LocalFileSystem::new_with_prefix(&root)
-                        .map_err(|e| bad(e.to_string()))?,
-                )
-            }
-            other => {
-                return Err(bad(format!(
-                    "unknown scheme `{other}`: use one of {SCHEMES:?}"
-                )));
-            }
-        };
-        let prefix = match parsed.scheme() {
-            "file" => Key::default(),
-            _ => Key::from_url_path(parsed.path()).map_err(|e| bad(e.to_string()))?,
-        };
+        // A local directory is made if missing, as a directory given to stacks-pack is.
+        if let Ok(parsed) = Url::parse(url)
+            && parsed.scheme() == "file"
+            && let Ok(root) = parsed.to_file_path()
+        {
+            fs::create_dir_all(&root).map_err(|e| UploadError::Url {
+                url: url.to_string(),
+                detail: e.to_string(),
+            })?;
+        }
+        let (store, prefix) = objstore::open(url).map_err(|e| UploadError::Url {
+            url: e.url,
+            detail: e.detail,
+        })?;
         Ok(Self {
             store,
             prefix,
@@ -436,16 +380,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn urls_of_stores_are_told_from_directories() {
-        assert!(is_store_url("s3://bucket/prefix"));
-        assert!(is_store_url("gs://b"));
-        assert!(is_store_url("file:///tmp/x"));
-        assert!(!is_store_url("out/"));
-        assert!(!is_store_url("/tmp/s3://x"));
-        assert!(
-            is_store_url("ftp://x"),
-            "a URL, refused by name when opened"
-        );
+    fn a_bad_url_is_named() {
         let err = StoreDest::open("ftp://x").err().unwrap().to_string();
         assert!(err.contains("unknown scheme `ftp`"), "{err}");
     }

@@ -1,14 +1,14 @@
 //! The `stacks-query` command line: parse the arguments, resolve the query and its
 //! parameters, find the files, and run it with [`crate::query`].
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::Parser;
 
 use crate::output::Format;
-use crate::{TOOL, bind, params, queries, query, session, source};
+use crate::window::Window;
+use crate::{Data, TOOL, bind, cluster_session, open, params, queries, query, session};
 
 /// Command line of `stacks-query`.
 #[derive(Debug, Parser)]
@@ -27,15 +27,32 @@ use crate::{TOOL, bind, params, queries, query, session, source};
 #[command(group = clap::ArgGroup::new("what").required(true).args(["query", "sql", "list"]))]
 pub struct Args {
     /// Directory of Parquet files written by stacks-pack, searched recursively (names starting
-    /// with `.` are unfinished files and skipped); or a single Parquet file
+    /// with `.` are unfinished files and skipped), or a single Parquet file; or the URL of a
+    /// store stacks-pack uploads to (s3://BUCKET/PREFIX, gs://…, az://…, file:///…), where
+    /// `date` and `hour` are columns too
     #[arg(
         short = 'd',
         long = "dir",
-        value_name = "DIR",
+        value_name = "DIR|URL",
         env = "STACKS_DATA",
         default_value = "out"
     )]
-    pub dir: PathBuf,
+    pub dir: String,
+
+    /// Only rows at or after this time; over a store URL only the hour prefixes from this
+    /// one on are listed
+    #[arg(long, value_name = "TIME", value_parser = parse_time,
+        help = format!("Only rows at or after TIME ({}); over a store URL, only the hour prefixes of --from/--to are listed", stacks_stream::time::TIME_EXAMPLES))]
+    pub from: Option<i64>,
+
+    /// Only rows before this time
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    pub to: Option<i64>,
+
+    /// Run the query on the Apache DataFusion Ballista cluster whose scheduler is at
+    /// df://HOST:PORT (stacks-scheduler), reading a store URL (-d); the result is the same
+    #[arg(long, value_name = "df://HOST:PORT", value_parser = parse_cluster)]
+    pub cluster: Option<String>,
 
     /// A .sql file, or the name of a bundled query (see --list)
     #[arg(value_name = "QUERY")]
@@ -80,6 +97,20 @@ fn parse_size(text: &str) -> Result<usize, String> {
     usize::try_from(bytes).map_err(|_| format!("`{text}` is too large"))
 }
 
+/// A time, in the shared grammar.
+fn parse_time(text: &str) -> Result<i64, String> {
+    stacks_stream::time::parse_time(text)
+}
+
+/// A scheduler address, `df://HOST:PORT`.
+fn parse_cluster(text: &str) -> Result<String, String> {
+    let url = url::Url::parse(text).map_err(|e| format!("`{text}`: {e}"))?;
+    if url.scheme() != "df" || url.host_str().is_none_or(str::is_empty) {
+        return Err(format!("`{text}` is not df://HOST:PORT"));
+    }
+    Ok(text.to_string())
+}
+
 /// Entry point of the binary.
 pub fn run() -> Result<ExitCode> {
     run_with(stacks_stream::cli::parse_args::<Args>(TOOL))
@@ -105,21 +136,40 @@ pub fn run_with(args: Args) -> Result<ExitCode> {
             Format::Arrow
         });
 
-    let files = source::stacks_files(&args.dir, source::find_files(&args.dir)?)?;
-    let mut metadata = source::recording_metadata(&files[0])?;
-    stacks_stream::stamp(
-        &mut metadata,
-        TOOL,
-        env!("CARGO_PKG_VERSION"),
-        stacks_stream::stage::QUERY,
-    );
+    let data = Data::parse(&args.dir);
+    if let (Some(cluster), Data::Dir(dir)) = (&args.cluster, &data) {
+        anyhow::bail!(
+            "--cluster {cluster}: the executors read a store URL, not the directory {}: give -d \
+             s3://BUCKET/PREFIX (or file:///PATH of a store stacks-pack uploaded to)",
+            dir.display()
+        );
+    }
+    let window = Window {
+        from: args.from,
+        to: args.to,
+    };
+    if let (Some(from), Some(to)) = (window.from, window.to) {
+        anyhow::ensure!(from < to, "--from must be before --to");
+    }
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the query runtime")?;
-    let ctx = session(args.memory_limit)?;
-    runtime.block_on(query(&ctx, &files, &q, values, format, metadata))?;
+    runtime.block_on(async {
+        let ctx = match &args.cluster {
+            Some(url) => cluster_session(url, args.memory_limit).await?,
+            None => session(args.memory_limit)?,
+        };
+        let mut metadata = open(&ctx, &data, &window).await?;
+        stacks_stream::stamp(
+            &mut metadata,
+            TOOL,
+            env!("CARGO_PKG_VERSION"),
+            stacks_stream::stage::QUERY,
+        );
+        query(&ctx, &q, values, format, metadata).await
+    })?;
     Ok(ExitCode::SUCCESS)
 }
 

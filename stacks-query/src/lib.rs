@@ -5,6 +5,7 @@
 //! The Arrow output carries the recording's `stacks.*` metadata, so `stacks-query cpu |
 //! stacks-pprof` knows what it is converting.
 
+pub mod bucket;
 pub mod cli;
 pub mod output;
 pub mod params;
@@ -12,8 +13,11 @@ pub mod position;
 pub mod queries;
 pub mod source;
 pub mod stack_table;
+pub mod stores;
 pub mod udf;
+pub mod window;
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -21,7 +25,8 @@ use anyhow::Result;
 use datafusion::common::ParamValues;
 use datafusion::execution::disk_manager::DiskManagerBuilder;
 use datafusion::execution::memory_pool::FairSpillPool;
-use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
+use datafusion::execution::session_state::{SessionState, SessionStateBuilder};
 use datafusion::physical_plan::SendableRecordBatchStream;
 use datafusion::prelude::{SQLOptions, SessionConfig, SessionContext};
 use futures::StreamExt;
@@ -45,8 +50,8 @@ pub fn bind(query: &Query, given: &[(String, String)], inline: bool) -> Result<P
 /// Rows per batch for execution and Parquet reading.
 pub const BATCH_ROWS: usize = 1024;
 
-/// A session with the stack functions, SQL spans for error positions, and the memory limit.
-pub fn session(memory_limit: Option<usize>) -> Result<SessionContext> {
+/// The session options of every stacks query, on this machine or on a cluster.
+pub fn config() -> SessionConfig {
     // Samples rows are scalars and a 16-byte stack id: the per-batch cost dominates small
     // batches. Rows that carry a whole stack (the `stacks` view, query results) make a
     // batch of 1024 a few MB, which sorts and merges of large results must hold.
@@ -60,7 +65,16 @@ pub fn session(memory_limit: Option<usize>) -> Result<SessionContext> {
         .options_mut()
         .optimizer
         .enable_join_dynamic_filter_pushdown = false;
-    let mut runtime = RuntimeEnvBuilder::new();
+    config
+}
+
+/// The runtime of a session: object stores opened from the environment on first use
+/// ([`stores::EnvStores`]) and, with `memory_limit`, a fair spill pool of that size. Listings
+/// are cached for the runtime's life (a store's samples and stacks tables list each hour
+/// prefix once), so a long-lived process makes one runtime per query.
+pub fn runtime(config: &mut SessionConfig, memory_limit: Option<usize>) -> Result<Arc<RuntimeEnv>> {
+    let mut runtime =
+        RuntimeEnvBuilder::new().with_object_store_registry(Arc::new(stores::EnvStores::default()));
     if let Some(limit) = memory_limit {
         // Sorts hold back this much for merging their spill files; the default (10 MiB) would
         // not fit a small pool.
@@ -70,9 +84,58 @@ pub fn session(memory_limit: Option<usize>) -> Result<SessionContext> {
             .with_memory_pool(Arc::new(FairSpillPool::new(limit)))
             .with_disk_manager_builder(DiskManagerBuilder::default());
     }
-    let runtime = runtime.build_arc().map_err(flat)?;
-    let ctx = SessionContext::new_with_config_rt(config, runtime);
-    udf::register(&ctx);
+    runtime.build_arc().map_err(flat)
+}
+
+/// A session state of `config` and `runtime` with DataFusion's functions and the stack
+/// functions.
+pub fn state(config: SessionConfig, runtime: Arc<RuntimeEnv>) -> Result<SessionState> {
+    let mut state = SessionStateBuilder::new()
+        .with_config(config)
+        .with_runtime_env(runtime)
+        .with_default_features()
+        .build();
+    udf::register(&mut state).map_err(flat)?;
+    Ok(state)
+}
+
+/// A session with the stack functions, SQL spans for error positions, and the memory limit.
+pub fn session(memory_limit: Option<usize>) -> Result<SessionContext> {
+    let mut config = config();
+    let runtime = runtime(&mut config, memory_limit)?;
+    Ok(SessionContext::new_with_state(state(config, runtime)?))
+}
+
+/// The session state a Ballista client starts from: [`config`] with Ballista's options, the
+/// stack functions, [`runtime`]. Queries are planned by Ballista's static planner: its adaptive
+/// one (the default in 55.0) resubmitted a join stage forever when one side of the join was
+/// empty (`stuck-spans` over a store without spans), and failed `cpu` with "SortMergeJoinExec
+/// requires children to be co-partitioned" on an in-process cluster.
+pub fn cluster_state(memory_limit: Option<usize>) -> Result<SessionState> {
+    use ballista::prelude::SessionConfigExt;
+    let mut config = config().upgrade_for_ballista();
+    config
+        .options_mut()
+        .set("ballista.planner.adaptive.enabled", "false")
+        .map_err(flat)?;
+    let runtime = runtime(&mut config, memory_limit)?;
+    state(config, runtime)
+}
+
+/// A session whose queries run on the Ballista cluster whose scheduler is at `url`
+/// (`df://HOST:PORT`); the tables it registers are read by the cluster's executors.
+pub async fn cluster_session(url: &str, memory_limit: Option<usize>) -> Result<SessionContext> {
+    use ballista::prelude::SessionContextExt;
+    let ctx = SessionContext::remote_with_state(url, cluster_state(memory_limit)?)
+        .await
+        .map_err(|e| flat(e).context(format!("--cluster {url}")))?;
+    with_functions(ctx)
+}
+
+/// `ctx` with the stack functions registered again: Ballista's upgrade of a session replaces
+/// its functions with its built-in set.
+pub fn with_functions(mut ctx: SessionContext) -> Result<SessionContext> {
+    udf::register(&mut ctx).map_err(flat)?;
     Ok(ctx)
 }
 
@@ -99,17 +162,51 @@ pub async fn start(
     df.execute_stream().await.map_err(located)
 }
 
-/// Run `query` over `files` with `values` bound, streaming the result to stdout as `format`
-/// with the recording's `metadata`.
+/// Where the data is: a directory (or one file) of stacks-pack's files, or a store URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Data {
+    Dir(PathBuf),
+    Store(String),
+}
+
+impl Data {
+    /// `-d`'s argument: a URL (`scheme://…`) names a store, anything else a path.
+    pub fn parse(arg: &str) -> Self {
+        if stacks_stream::objstore::is_url(arg) {
+            Data::Store(arg.to_string())
+        } else {
+            Data::Dir(PathBuf::from(arg))
+        }
+    }
+}
+
+/// Register the tables over `data` in `ctx`, with the rows of `window`, and return the
+/// recording metadata (that of the first samples file).
+pub async fn open(
+    ctx: &SessionContext,
+    data: &Data,
+    window: &window::Window,
+) -> Result<HashMap<String, String>> {
+    match data {
+        Data::Dir(dir) => {
+            let files = source::stacks_files(dir, source::find_files(dir)?)?;
+            let metadata = source::recording_metadata(&files[0])?;
+            source::register_window(ctx, &files, window).await?;
+            Ok(metadata)
+        }
+        Data::Store(url) => bucket::register(ctx, url, window).await,
+    }
+}
+
+/// Run `query` with `values` bound over the tables registered in `ctx`, streaming the result
+/// to stdout as `format` with the recording's `metadata`.
 pub async fn query(
     ctx: &SessionContext,
-    files: &[PathBuf],
     query: &Query,
     values: ParamValues,
     format: Format,
-    metadata: std::collections::HashMap<String, String>,
+    metadata: HashMap<String, String>,
 ) -> Result<()> {
-    source::register(ctx, files).await?;
     let mut stream = start(ctx, query, values).await?;
     let schema = stream.schema();
     let mut metadata = metadata;

@@ -31,6 +31,7 @@ use stacks_stream::store::{self, FileKind, file_kind};
 
 use crate::flat;
 use crate::stack_table::{self, Source, StackTable};
+use crate::window::Window;
 
 /// Name of the table of rows with their stacks.
 pub const TABLE: &str = "stacks";
@@ -39,7 +40,7 @@ pub const SAMPLES: &str = "samples";
 /// Name of the table of distinct stacks.
 pub const STACK_TABLE: &str = stack_table::NAME;
 /// The files with a stored `stack_id`: samples files and first-layout files stacks-pack wrote.
-const KEYED_TABLE: &str = "stacks_keyed_files";
+pub(crate) const KEYED_TABLE: &str = "stacks_keyed_files";
 /// First-layout files without a `stack_id`.
 const LOOSE_TABLE: &str = "stacks_loose_files";
 
@@ -184,13 +185,17 @@ fn check_stacks_file(samples: &Path) -> Result<()> {
 /// The `stacks.*` schema metadata of a Parquet file (from its embedded Arrow schema and its
 /// key-value metadata).
 pub fn recording_metadata(file: &Path) -> Result<HashMap<String, String>> {
-    Ok(arrow_metadata(file)?
-        .schema()
+    Ok(stacks_metadata(arrow_metadata(file)?.schema()))
+}
+
+/// The `stacks.*` metadata of `schema`.
+pub(crate) fn stacks_metadata(schema: &Schema) -> HashMap<String, String> {
+    schema
         .metadata()
         .iter()
         .filter(|(k, _)| k.starts_with("stacks."))
         .map(|(k, v)| (k.clone(), v.clone()))
-        .collect())
+        .collect()
 }
 
 /// Refuse a file whose Parquet footer cannot be right (too short, no magic, a metadata length
@@ -224,6 +229,15 @@ fn check_footer(file: &Path) -> Result<()> {
 /// [`stacks_files`] keeps them): [`SAMPLES`], every row without its stacks; [`STACK_TABLE`],
 /// each distinct stack once; and [`TABLE`], the rows with their stacks (a view joining them).
 pub async fn register(ctx: &SessionContext, files: &[PathBuf]) -> Result<()> {
+    register_window(ctx, files, &Window::default()).await
+}
+
+/// [`register`], with only the rows of `window` in the tables.
+pub async fn register_window(
+    ctx: &SessionContext,
+    files: &[PathBuf],
+    window: &Window,
+) -> Result<()> {
     anyhow::ensure!(!files.is_empty(), "no Parquet files to query");
     for file in files {
         check_footer(file)?;
@@ -291,7 +305,19 @@ pub async fn register(ctx: &SessionContext, files: &[PathBuf]) -> Result<()> {
         register_listing(ctx, LOOSE_TABLE, &loose, Arc::clone(&merged))?;
         parts.push((LOOSE_TABLE, merged));
     }
+    register_views(ctx, &parts, &table_schema, window).await
+}
 
+/// Register the views [`SAMPLES`] and [`TABLE`] over the registered tables `parts` (rows with a
+/// stored `stack_id`, [`KEYED_TABLE`], or first-layout rows without, [`LOOSE_TABLE`]; each
+/// with its schema) and the registered [`STACK_TABLE`] of `table_schema`, keeping the rows of
+/// `window`.
+pub(crate) async fn register_views(
+    ctx: &SessionContext,
+    parts: &[(&str, SchemaRef)],
+    table_schema: &SchemaRef,
+    window: &Window,
+) -> Result<()> {
     // Every column, in the stream's order, then `stack_id`.
     let mut types: Vec<Field> = Vec::new();
     let mut add = |f: &Field| {
@@ -299,7 +325,7 @@ pub async fn register(ctx: &SessionContext, files: &[PathBuf]) -> Result<()> {
             types.push(f.clone().with_nullable(true));
         }
     };
-    for (_, schema) in &parts {
+    for (_, schema) in parts {
         schema.fields().iter().for_each(|f| add(f));
     }
     table_schema.fields().iter().for_each(|f| add(f));
@@ -326,9 +352,14 @@ pub async fn register(ctx: &SessionContext, files: &[PathBuf]) -> Result<()> {
     };
     let mut samples: Option<DataFrame> = None;
     let mut rows: Option<DataFrame> = None;
-    for (name, schema) in &parts {
+    for (name, schema) in parts {
         let has = |c: &str| schema.field_with_name(c).is_ok();
-        let df = ctx.table(*name).await.map_err(flat)?;
+        let mut df = ctx.table(*name).await.map_err(flat)?;
+        if let Ok(time) = schema.field_with_name(col::TIME)
+            && let Some(filter) = window.filter(time.data_type())
+        {
+            df = df.filter(filter).map_err(flat)?;
+        }
         let computed_id = || -> Result<Expr> {
             let f = logical
                 .iter()
@@ -465,8 +496,15 @@ fn register_listing(
 
 /// Parquet as the store holds it: strings as Utf8 (not Utf8View) so query output matches the
 /// stream contract.
-fn parquet_format() -> Arc<ParquetFormat> {
+pub(crate) fn parquet_format() -> Arc<ParquetFormat> {
     Arc::new(ParquetFormat::default().with_force_view_types(false))
+}
+
+/// [`parquet_format`], keeping the files' schema metadata when inferring a schema.
+pub(crate) fn parquet_format_with_metadata() -> ParquetFormat {
+    ParquetFormat::default()
+        .with_force_view_types(false)
+        .with_skip_metadata(false)
 }
 
 /// `files` as listing table URLs.

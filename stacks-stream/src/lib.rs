@@ -11,6 +11,8 @@ pub mod dict;
 pub mod frames;
 pub mod io;
 pub mod kinds;
+#[cfg(feature = "object-store")]
+pub mod objstore;
 pub mod schema;
 pub mod stack_key;
 pub mod store;

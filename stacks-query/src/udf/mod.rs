@@ -8,17 +8,21 @@ mod kind;
 mod stack;
 mod time;
 
-use datafusion::logical_expr::{AggregateUDF, ScalarUDF};
-use datafusion::prelude::SessionContext;
+use std::sync::Arc;
 
-/// Register every function of this module on `ctx`.
-pub fn register(ctx: &SessionContext) {
+use datafusion::execution::FunctionRegistry;
+use datafusion::logical_expr::{AggregateUDF, ScalarUDF};
+
+/// Register every function of this module in `registry` (a session's state: the client's, the
+/// cluster scheduler's, an executor's).
+pub fn register(registry: &mut dyn FunctionRegistry) -> datafusion::error::Result<()> {
     for f in stack::StackFn::all() {
-        ctx.register_udf(ScalarUDF::new_from_impl(f));
+        registry.register_udf(Arc::new(ScalarUDF::new_from_impl(f)))?;
     }
-    ctx.register_udaf(AggregateUDF::new_from_impl(any::StackAny::new()));
-    ctx.register_udf(ScalarUDF::new_from_impl(time::TimeBucket::new()));
-    ctx.register_udf(ScalarUDF::new_from_impl(kind::KindUnit::new()));
+    registry.register_udaf(Arc::new(AggregateUDF::new_from_impl(any::StackAny::new())))?;
+    registry.register_udf(Arc::new(ScalarUDF::new_from_impl(time::TimeBucket::new())))?;
+    registry.register_udf(Arc::new(ScalarUDF::new_from_impl(kind::KindUnit::new())))?;
+    Ok(())
 }
 
 /// Names of the registered functions, for `--list` and tests.

@@ -1,0 +1,92 @@
+//! stacks-cluster: Apache DataFusion Ballista's scheduler and executor (`stacks-scheduler`,
+//! `stacks-executor`) with what stacks queries need: the stack functions (`stack_fold`,
+//! `stack_any`, …) and object stores opened from the environment on first use. Their command
+//! lines are Ballista's own; `stacks-query --cluster df://HOST:PORT -d s3://…` sends queries.
+
+use std::sync::Arc;
+
+use ballista_core::registry::BallistaFunctionRegistry;
+use ballista_core::{ConfigProducer, RuntimeProducer};
+use datafusion::error::DataFusionError;
+use datafusion::execution::session_state::SessionState;
+use datafusion::prelude::SessionConfig;
+use tracing_subscriber::EnvFilter;
+
+/// An error of the stacks-query library as DataFusion's.
+fn df_error(e: anyhow::Error) -> DataFusionError {
+    DataFusionError::External(format!("{e:#}").into())
+}
+
+/// The session options a scheduler or executor starts from (each query brings its own).
+pub fn config_producer() -> ConfigProducer {
+    use ballista_core::extension::SessionConfigExt;
+    Arc::new(|| stacks_query::config().upgrade_for_ballista())
+}
+
+/// The scheduler's session for a query: DataFusion's and the stack functions, and a runtime of
+/// its own, so each query lists the store afresh.
+pub fn session_state(config: SessionConfig) -> datafusion::error::Result<SessionState> {
+    let mut config = config;
+    let runtime = stacks_query::runtime(&mut config, None).map_err(df_error)?;
+    stacks_query::state(config, runtime).map_err(df_error)
+}
+
+/// The executor's runtime for a task's session: object stores from the environment.
+pub fn runtime_producer() -> RuntimeProducer {
+    Arc::new(|config: &SessionConfig| {
+        stacks_query::runtime(&mut config.clone(), None).map_err(df_error)
+    })
+}
+
+/// The functions an executor resolves plans' functions by name in: DataFusion's and the
+/// stack functions.
+pub fn function_registry() -> anyhow::Result<BallistaFunctionRegistry> {
+    let state = session_state(config_producer()())?;
+    Ok(BallistaFunctionRegistry::from(&state))
+}
+
+/// Logs to stderr (stdout carries only data), at `RUST_LOG` if set, else `level`.
+pub fn init_logs(level: &str, thread_info: bool) {
+    let filter = EnvFilter::new(std::env::var(EnvFilter::DEFAULT_ENV).unwrap_or(level.into()));
+    tracing_subscriber::fmt()
+        .with_ansi(false)
+        .with_thread_names(thread_info)
+        .with_thread_ids(thread_info)
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter)
+        .init();
+}
+
+/// Parse the command line of Ballista's `Config` under the name `tool`: a usage error is the
+/// one line of every stacks tool, `--help` and `--version` print as clap does.
+pub fn parse_args<T: clap::Parser>(tool: &'static str, about: &'static str) -> T {
+    let fail = |e: clap::Error| -> ! {
+        if e.use_stderr() {
+            stacks_stream::cli::usage_error(tool, &e.to_string())
+        }
+        e.exit()
+    };
+    let matches = T::command()
+        .name(tool)
+        .bin_name(tool)
+        .about(about)
+        .try_get_matches()
+        .unwrap_or_else(|e| fail(e));
+    T::from_arg_matches(&matches).unwrap_or_else(|e| fail(e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn executors_know_the_stack_functions() {
+        let registry = function_registry().unwrap();
+        for name in stacks_query::udf::NAMES {
+            let known = registry.scalar_functions.contains_key(*name)
+                || registry.aggregate_functions.contains_key(*name);
+            assert!(known, "{name} missing");
+        }
+        assert!(registry.aggregate_functions.contains_key("first_value"));
+    }
+}
