@@ -421,12 +421,13 @@ fn a_killed_packer_leaves_its_pairs_for_the_next_one() {
         .spawn()
         .unwrap();
     feed(&mut pack, &rows_stream(500, 2, 50), 1, Duration::ZERO);
+    // Every row in a finished pair (three per hour: 100, 100 and 50 rows), then the kill.
     let deadline = Instant::now() + Duration::from_secs(20);
     while spooled(&spool)
         .iter()
         .filter(|f| f.ends_with(".samples.parquet"))
         .count()
-        < 5
+        < 6
     {
         assert!(Instant::now() < deadline, "pairs never reached the spool");
         std::thread::sleep(Duration::from_millis(50));

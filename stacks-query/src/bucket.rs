@@ -6,7 +6,8 @@
 //! and stacks tables), the schema is the stream contract's rather than one read from every
 //! footer, and a single footer is read for the recording metadata. The tables are plain
 //! listing tables and views, so a Ballista cluster plans and runs them as they are. `date` and
-//! `hour` are columns (the partition a row is stored under); `host` is a column of every row.
+//! `hour` are columns: the UTC date and hour of the row's `time`, which name the partition it
+//! is stored under; `host` is a column of every row.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,6 +19,7 @@ use datafusion::datasource::listing::{
     ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl,
 };
 use datafusion::execution::FunctionRegistry;
+use datafusion::functions::expr_fn::to_char;
 use datafusion::functions_aggregate::expr_fn::{first_value, max};
 use datafusion::object_store::ObjectStore;
 use datafusion::object_store::path::Path as Key;
@@ -85,34 +87,25 @@ pub async fn register(
     let contract = symbolized_schema(HashMap::new());
     let samples_schema = store::samples_schema(&contract);
     let stacks_schema = store::stacks_schema(&contract);
-    let mut samples: Option<DataFrame> = None;
-    let mut stacks: Option<DataFrame> = None;
+    let mut paths = Vec::with_capacity(hours.len());
     for hour in &hours {
         let table_url = base
             .join(&hour.path())
             .with_context(|| format!("{url}: partition {}", hour.path()))?;
-        let part = listing(ctx, &table_url, store::SAMPLES_SUFFIX, &samples_schema)?;
-        let mut exprs: Vec<Expr> = samples_schema
-            .fields()
-            .iter()
-            .map(|f| col(quoted(f.name())))
-            .collect();
-        exprs.push(lit(hour.date.as_str()).alias(DATE));
-        exprs.push(lit(hour.hour.as_str()).alias(HOUR));
-        let part = part.select(exprs).map_err(flat)?;
-        samples = Some(match samples {
-            None => part,
-            Some(all) => all.union(part).map_err(flat)?,
-        });
-        let part = listing(ctx, &table_url, store::STACKS_SUFFIX, &stacks_schema)?;
-        stacks = Some(match stacks {
-            None => part,
-            Some(all) => all.union(part).map_err(flat)?,
-        });
+        paths.push(ListingTableUrl::parse(table_url.as_str()).map_err(flat)?);
     }
-    let (Some(samples), Some(stacks)) = (samples, stacks) else {
-        unreachable!("a samples file was found, so some hour was listed");
-    };
+    let samples = listing(ctx, &paths, store::SAMPLES_SUFFIX, &samples_schema)?;
+    let mut exprs: Vec<Expr> = samples_schema
+        .fields()
+        .iter()
+        .map(|f| col(quoted(f.name())))
+        .collect();
+    // The partition a row is stored under is the UTC date and hour of its time.
+    let time = || col(quoted(column::TIME));
+    exprs.push(to_char(time(), lit("%Y-%m-%d")).alias(DATE));
+    exprs.push(to_char(time(), lit("%H")).alias(HOUR));
+    let samples = samples.select(exprs).map_err(flat)?;
+    let stacks = listing(ctx, &paths, store::STACKS_SUFFIX, &stacks_schema)?;
     let keyed_schema: SchemaRef = Arc::new(samples.schema().as_arrow().clone());
     ctx.register_table(KEYED_TABLE, samples.into_view())
         .map_err(flat)?;
@@ -131,17 +124,16 @@ fn quoted(name: &str) -> String {
     format!("\"{name}\"")
 }
 
-/// The files ending in `suffix` under the partition `table_url`, read with `schema` (columns
-/// a file lacks are null).
+/// The files ending in `suffix` under the hour prefixes `paths` (one table: its files are
+/// split into the session's partitions), read with `schema` (columns a file lacks are null).
 fn listing(
     ctx: &SessionContext,
-    table_url: &Url,
+    paths: &[ListingTableUrl],
     suffix: &str,
     schema: &SchemaRef,
 ) -> Result<DataFrame> {
-    let table_path = ListingTableUrl::parse(table_url.as_str()).map_err(flat)?;
     let options = ListingOptions::new(source::parquet_format()).with_file_extension(suffix);
-    let config = ListingTableConfig::new(table_path)
+    let config = ListingTableConfig::new_with_multi_paths(paths.to_vec())
         .with_listing_options(options)
         .with_schema(Arc::clone(schema));
     let table = ListingTable::try_new(config).map_err(flat)?;

@@ -114,10 +114,16 @@ pub fn session(memory_limit: Option<usize>) -> Result<SessionContext> {
 pub fn cluster_state(memory_limit: Option<usize>) -> Result<SessionState> {
     use ballista::prelude::SessionConfigExt;
     let mut config = config().upgrade_for_ballista();
-    config
-        .options_mut()
-        .set("ballista.planner.adaptive.enabled", "false")
-        .map_err(flat)?;
+    // One task per partition, so a stage's partitions run at once on every executor's task
+    // slots (Ballista 55's default, 0, gives a task every partition of its stage, run in one
+    // slot); and as many partitions as a small cluster has slots.
+    for (key, value) in [
+        ("ballista.planner.adaptive.enabled", "false"),
+        ("ballista.scheduler.max_partitions_per_task", "1"),
+        ("datafusion.execution.target_partitions", "8"),
+    ] {
+        config.options_mut().set(key, value).map_err(flat)?;
+    }
     let runtime = runtime(&mut config, memory_limit)?;
     state(config, runtime)
 }
