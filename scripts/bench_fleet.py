@@ -40,6 +40,9 @@ DAY_NS = 86_400 * 10**9
 # The fixed query: the `cpu` query (CPU by thread and stack, stacks joined once) over every
 # host and the whole day.
 QUERY = "cpu"
+# Task slots per executor: a task reads its partition's files one after the other, so reads
+# from a store wait on the network and slots beyond the cores keep more requests in flight.
+SLOTS = 8
 S3S = shutil.which("s3s-fs") or str(Path.home() / ".cargo/bin/s3s-fs")
 
 
@@ -220,7 +223,7 @@ def count_rows(local):
 
 
 class Cluster:
-    """stacks-scheduler and `executors` stacks-executors on loopback, each with 2 task slots."""
+    """stacks-scheduler and `executors` stacks-executors on loopback, each with SLOTS task slots."""
 
     def __init__(self, work, executors, env):
         self.procs = []
@@ -236,7 +239,7 @@ class Cluster:
             wd.mkdir(exist_ok=True)
             self.procs.append(subprocess.Popen(
                 [tool("stacks-executor"), "--bind-host", "127.0.0.1", "--scheduler-host", "127.0.0.1",
-                 "--scheduler-port", str(self.port), "-c", "2", "--bind-port", str(free_port()),
+                 "--scheduler-port", str(self.port), "-c", str(SLOTS), "--bind-port", str(free_port()),
                  "--bind-grpc-port", str(free_port()), "--bind-health-port", str(free_port()),
                  "--work-dir", str(wd)],
                 env=env, stdout=subprocess.DEVNULL, stderr=open(logs / f"executor{i}.log", "w")))
@@ -351,7 +354,8 @@ def write(rows, hosts, facts, walls, requests, load_before, load_after):
         f"({facts['bytes'] / rows:.2f} bytes per row).")
     lines.append("")
     lines.append(f"Query: the bundled `{QUERY}` (CPU samples by thread and stack, each distinct stack joined once), "
-                 "every host, the whole day unless said, output as an Arrow stream.")
+                 "every host, the whole day unless said, output as an Arrow stream. stacks-query reads a store "
+                 f"with {16} partitions; the cluster's executors have {SLOTS} task slots each.")
     lines.append("")
     lines.append("| where | wall s | rows/s | ÷ here, the directory |")
     lines.append("|---|---:|---:|---:|")

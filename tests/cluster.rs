@@ -16,7 +16,7 @@ use arrow_cast::display::{ArrayFormatter, FormatOptions};
 use futures::StreamExt;
 use stacks_query::window::Window;
 use stacks_query::{Data, queries};
-use stacks_tests::{bin, check, scratch, sh, sorted_lines};
+use stacks_tests::{bin, check, free_port, scratch, sh, sorted_lines};
 
 const HOSTS: [&str; 3] = ["web-1", "web-2", "db-1"];
 
@@ -135,14 +135,6 @@ impl Drop for Killed {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn spawn(dir: &Path, name: &str, args: &[String]) -> Killed {

@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 
 use arrow_array::{Array, Int32Array};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use stacks_tests::{Row, ScratchDir, assert_refused, bin, check, scratch, sh, stream_bytes};
+use stacks_tests::{
+    Row, ScratchDir, assert_refused, bin, check, free_port, scratch, sh, stream_bytes,
+};
 
 /// 2026-11-23T06:00:00Z in ns.
 const T0: i64 = 1_795_413_600_000_000_000;
@@ -289,14 +291,6 @@ fn which(name: &str) -> Option<PathBuf> {
 
 fn dirs_home() -> Option<PathBuf> {
     std::env::var_os("HOME").map(PathBuf::from)
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// The S3 server, or why the test cannot run (a missing server is a failure under

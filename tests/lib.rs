@@ -352,3 +352,12 @@ pub fn sorted_lines(out: &Output) -> Vec<String> {
     lines.sort();
     lines
 }
+
+/// A TCP port free on 127.0.0.1 (for servers the tests start).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}

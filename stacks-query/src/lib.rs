@@ -47,6 +47,9 @@ pub fn bind(query: &Query, given: &[(String, String)], inline: bool) -> Result<P
     params::bind(&query.label, &decls, given, inline)
 }
 
+/// At least this many partitions over a store URL (see [`open`]).
+pub const STORE_PARTITIONS: usize = 16;
+
 /// Rows per batch for execution and Parquet reading.
 pub const BATCH_ROWS: usize = 1024;
 
@@ -116,11 +119,11 @@ pub fn cluster_state(memory_limit: Option<usize>) -> Result<SessionState> {
     let mut config = config().upgrade_for_ballista();
     // One task per partition, so a stage's partitions run at once on every executor's task
     // slots (Ballista 55's default, 0, gives a task every partition of its stage, run in one
-    // slot); and as many partitions as a small cluster has slots.
+    // slot); and as many partitions as a small cluster has slots, or more (see [`open`]).
     for (key, value) in [
         ("ballista.planner.adaptive.enabled", "false"),
         ("ballista.scheduler.max_partitions_per_task", "1"),
-        ("datafusion.execution.target_partitions", "8"),
+        ("datafusion.execution.target_partitions", "16"),
     ] {
         config.options_mut().set(key, value).map_err(flat)?;
     }
@@ -200,7 +203,16 @@ pub async fn open(
             source::register_window(ctx, &files, window).await?;
             Ok(metadata)
         }
-        Data::Store(url) => bucket::register(ctx, url, window).await,
+        Data::Store(url) => {
+            // Reads from object storage wait on the network: as many files in flight as
+            // partitions (each partition reads its files one after the other).
+            let state = ctx.state_ref();
+            let mut state = state.write();
+            let execution = &mut state.config_mut().options_mut().execution;
+            execution.target_partitions = execution.target_partitions.max(STORE_PARTITIONS);
+            drop(state);
+            bucket::register(ctx, url, window).await
+        }
     }
 }
 
