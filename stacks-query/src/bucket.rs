@@ -146,16 +146,15 @@ async fn distinct_stacks(ctx: &SessionContext, stacks_schema: &Schema) -> Result
     let any = ctx.udaf("stack_any").map_err(flat)?;
     let mut aggregates = Vec::new();
     for name in STACK_COLUMNS {
-        let Ok(f) = stacks_schema.field_with_name(name) else {
+        if stacks_schema.field_with_name(name).is_err() {
             continue;
-        };
+        }
         let value = col(quoted(name));
         aggregates.push(if name == column::STACK {
             any.call(vec![value]).alias(name)
         } else {
             first_value(value, vec![]).alias(name)
         });
-        debug_assert!(f.is_nullable());
     }
     for name in [stack_col::FOLDED, stack_col::LEAF, stack_col::DEPTH] {
         aggregates.push(max(col(quoted(name))).alias(name));

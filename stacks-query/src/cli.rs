@@ -41,12 +41,12 @@ pub struct Args {
 
     /// Only rows at or after this time; over a store URL only the hour prefixes from this
     /// one on are listed
-    #[arg(long, value_name = "TIME", value_parser = parse_time,
-        help = format!("Only rows at or after TIME ({}); over a store URL, only the hour prefixes of --from/--to are listed", stacks_stream::time::TIME_EXAMPLES))]
+    #[arg(long, value_name = "TIME", value_parser = parse_time, allow_hyphen_values = true,
+        help = format!("Only rows at or after TIME ({}; or {}); over a store URL, only the hour prefixes of --from/--to are listed", stacks_stream::time::TIME_EXAMPLES, stacks_stream::time::AGO_EXAMPLES))]
     pub from: Option<i64>,
 
-    /// Only rows before this time
-    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    /// Only rows before this time (as --from)
+    #[arg(long, value_name = "TIME", value_parser = parse_time, allow_hyphen_values = true)]
     pub to: Option<i64>,
 
     /// Run the query on the Apache DataFusion Ballista cluster whose scheduler is at
@@ -97,9 +97,9 @@ fn parse_size(text: &str) -> Result<usize, String> {
     usize::try_from(bytes).map_err(|_| format!("`{text}` is too large"))
 }
 
-/// A time, in the shared grammar.
+/// A time, in the shared grammar, or before now (`now`, `-1h`).
 fn parse_time(text: &str) -> Result<i64, String> {
-    stacks_stream::time::parse_time(text)
+    stacks_stream::time::parse_time_ago(text, stacks_stream::time::now_ns())
 }
 
 /// A scheduler address, `df://HOST:PORT`.
@@ -176,6 +176,24 @@ pub fn run_with(args: Args) -> Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn windows_take_times_before_now() {
+        let parse = |a: &[&str]| {
+            let mut argv = vec!["stacks-query", "--list"];
+            argv.extend_from_slice(a);
+            Args::try_parse_from(argv)
+        };
+        let before = stacks_stream::time::now_ns();
+        let args = parse(&["--from", "-1h", "--to", "now"]).unwrap();
+        let after = stacks_stream::time::now_ns();
+        let (from, to) = (args.from.unwrap(), args.to.unwrap());
+        assert!(from >= before - 3_600_000_000_000 && from <= after - 3_600_000_000_000);
+        assert!(to >= before && to <= after);
+        let at = parse(&["--from", "2026-11-23T07:00:00Z"]).unwrap().from;
+        assert_eq!(at, Some(1_795_417_200_000_000_000));
+        assert!(parse(&["--to", "soon"]).is_err());
+    }
 
     #[test]
     fn memory_limit_uses_the_shared_size_grammar() {

@@ -30,6 +30,35 @@ pub fn parse_time(text: &str) -> Result<i64, String> {
     arrow_cast::parse::string_to_timestamp_nanos(&t.to_ascii_uppercase()).map_err(|_| bad())
 }
 
+/// The spellings [`parse_time_ago`] adds to [`TIME_EXAMPLES`].
+pub const AGO_EXAMPLES: &str = "now, -1h, -30m (before now)";
+
+/// [`parse_time`], or a time relative to `now` (ns since the epoch): `now`, or `-DURATION`
+/// before it (`-1h`, `-90s`, `-2.5d`… in the duration grammar of `cli::parse_duration_ns`).
+pub fn parse_time_ago(text: &str, now: i64) -> Result<i64, String> {
+    let t = text.trim();
+    if t.eq_ignore_ascii_case("now") {
+        return Ok(now);
+    }
+    if let Some(ago) = t.strip_prefix('-')
+        && ago.starts_with(|c: char| c.is_ascii_digit() || c == '.')
+        && ago.ends_with(|c: char| c.is_ascii_alphabetic())
+    {
+        let ns = crate::cli::parse_duration_ns(ago).map_err(|e| format!("`{text}`: {e}"))?;
+        let ns = i64::try_from(ns).map_err(|_| format!("`{text}` is too far back"))?;
+        return now
+            .checked_sub(ns)
+            .ok_or_else(|| format!("`{text}` is too far back"));
+    }
+    parse_time(text)
+        .map_err(|_| format!("`{text}` is not a time ({TIME_EXAMPLES}; or {AGO_EXAMPLES})"))
+}
+
+/// Nanoseconds since the epoch, now.
+pub fn now_ns() -> i64 {
+    Utc::now().timestamp_nanos_opt().unwrap_or(i64::MAX)
+}
+
 /// `ns` since the epoch as a chrono UTC time (every `i64` fits).
 fn utc(ns: i64) -> DateTime<Utc> {
     DateTime::from_timestamp_nanos(ns)
@@ -64,6 +93,24 @@ pub fn date(days: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn times_before_now() {
+        let now = 1_700_000_000_000_000_000;
+        assert_eq!(parse_time_ago("now", now), Ok(now));
+        assert_eq!(parse_time_ago("-1h", now), Ok(now - 3_600_000_000_000));
+        assert_eq!(parse_time_ago("-90s", now), Ok(now - 90_000_000_000));
+        assert_eq!(
+            parse_time_ago("2023-11-14T22:13:20Z", now),
+            Ok(1_700_000_000_000_000_000)
+        );
+        // A plain integer stays nanoseconds since the epoch, negative ones too.
+        assert_eq!(parse_time_ago("-5", now), Ok(-5));
+        let e = parse_time_ago("-1x", now).unwrap_err();
+        assert!(e.starts_with("`-1x`:"), "{e}");
+        let e = parse_time_ago("yesterday", now).unwrap_err();
+        assert!(e.contains("-1h"), "{e}");
+    }
 
     #[test]
     fn formats() {
