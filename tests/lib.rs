@@ -2,6 +2,8 @@
 //! scratch directories, fixture rows), shell pipelines, clean-refusal checks and small raw
 //! fixture streams.
 
+pub mod s3server;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Arc;
