@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use arrow_array::RecordBatch;
 use arrow_cast::display::{ArrayFormatter, FormatOptions};
 use futures::StreamExt;
-use stacks_query::window::Window;
-use stacks_query::{Data, queries};
+use stacks_sql::window::Window;
+use stacks_sql::{Data, queries};
 use stacks_tests::{bin, check, free_port, scratch, sh, sorted_lines};
 
 const HOSTS: [&str; 3] = ["web-1", "web-2", "db-1"];
@@ -59,8 +59,8 @@ fn row_texts(batches: &[RecordBatch]) -> Vec<String> {
 /// Query `name` (its default parameters) in `ctx`: its column names and its rows.
 async fn run(ctx: &datafusion::prelude::SessionContext, name: &str) -> (Vec<String>, Vec<String>) {
     let q = queries::resolve(name).unwrap();
-    let values = stacks_query::bind(&q, &[], false).unwrap();
-    let mut stream = stacks_query::start(ctx, &q, values)
+    let values = stacks_sql::bind(&q, &[], false).unwrap();
+    let mut stream = stacks_sql::start(ctx, &q, values)
         .await
         .unwrap_or_else(|e| panic!("{name}: {e:#}"));
     let columns = stream
@@ -93,20 +93,20 @@ fn every_bundled_query_on_an_in_process_cluster_equals_the_local_result() {
     runtime.block_on(async {
         use ballista::prelude::SessionContextExt;
         let all = Window::default();
-        let local = stacks_query::session(None).unwrap();
-        stacks_query::open(&local, &Data::Store(url.clone()), &all)
+        let local = stacks_sql::session(None).unwrap();
+        stacks_sql::open(&local, &Data::Store(url.clone()), &all)
             .await
             .unwrap();
-        let files = stacks_query::session(None).unwrap();
-        stacks_query::open(&files, &Data::Dir(store.clone()), &all)
+        let files = stacks_sql::session(None).unwrap();
+        stacks_sql::open(&files, &Data::Dir(store.clone()), &all)
             .await
             .unwrap();
-        let state = stacks_query::cluster_state(None).unwrap();
+        let state = stacks_sql::cluster_state(None).unwrap();
         let cluster = datafusion::prelude::SessionContext::standalone_with_state(state)
             .await
             .unwrap();
-        let cluster = stacks_query::with_functions(cluster).unwrap();
-        stacks_query::open(&cluster, &Data::Store(url.clone()), &all)
+        let cluster = stacks_sql::with_functions(cluster).unwrap();
+        stacks_sql::open(&cluster, &Data::Store(url.clone()), &all)
             .await
             .unwrap();
         let mut nonempty = 0;

@@ -13,7 +13,7 @@ use stacks_tests::{Row, assert_refused, check, scratch, sh};
 fn bundled_queries() -> Vec<String> {
     let out = sh("stacks-query --list");
     check(&out, "stacks-query --list");
-    let names: Vec<String> = stacks_query::queries::BUNDLED
+    let names: Vec<String> = stacks_sql::queries::BUNDLED
         .iter()
         .map(|(n, _)| n.to_string())
         .collect();

@@ -148,7 +148,7 @@ pub fn record_args(data: &[u8]) {
 /// stacks-query: SQL text and `--param` assignments against a one-file table made from a
 /// small symbolized stream. `data` is UTF-8: the SQL (or `@NAME`, a bundled query), then
 /// NUL-separated `NAME=VALUE` parameters. Bound and run through the library functions the
-/// binary calls (`stacks_query::bind`, `stacks_query::start`).
+/// binary calls (`stacks_sql::bind`, `stacks_sql::start`).
 #[cfg(feature = "query")]
 pub mod query {
     use std::path::PathBuf;
@@ -156,7 +156,7 @@ pub mod query {
 
     use datafusion::prelude::SessionContext;
     use futures::StreamExt;
-    use stacks_query::{output, params, queries, source};
+    use stacks_sql::{output, params, queries, source};
 
     /// The table: the symbolized seed stream packed into one Parquet file.
     const TABLE: &[u8] = include_bytes!("../seeds/streams/sym-failed.arrow");
@@ -178,7 +178,7 @@ pub mod query {
                 .enable_all()
                 .build()
                 .expect("tokio runtime");
-            let ctx = stacks_query::session(None).expect("session");
+            let ctx = stacks_sql::session(None).expect("session");
             runtime
                 .block_on(source::register(&ctx, &[file]))
                 .expect("register the fixture table");
@@ -220,12 +220,12 @@ pub mod query {
         let given: Vec<(String, String)> = parts
             .filter_map(|p| params::split_assignment(p).ok())
             .collect();
-        let Ok(values) = stacks_query::bind(&query, &given, !first.starts_with('@')) else {
+        let Ok(values) = stacks_sql::bind(&query, &given, !first.starts_with('@')) else {
             return;
         };
         let f = fixture();
         f.runtime.block_on(async {
-            let Ok(mut stream) = stacks_query::start(&f.ctx, &query, values).await else {
+            let Ok(mut stream) = stacks_sql::start(&f.ctx, &query, values).await else {
                 return;
             };
             while let Some(Ok(b)) = stream.next().await {

@@ -12,7 +12,7 @@ use datafusion::execution::session_state::SessionState;
 use datafusion::prelude::SessionConfig;
 use tracing_subscriber::EnvFilter;
 
-/// An error of the stacks-query library as DataFusion's.
+/// An error of the stacks-sql library as DataFusion's.
 fn df_error(e: anyhow::Error) -> DataFusionError {
     DataFusionError::External(format!("{e:#}").into())
 }
@@ -20,21 +20,21 @@ fn df_error(e: anyhow::Error) -> DataFusionError {
 /// The session options a scheduler or executor starts from (each query brings its own).
 pub fn config_producer() -> ConfigProducer {
     use ballista_core::extension::SessionConfigExt;
-    Arc::new(|| stacks_query::config().upgrade_for_ballista())
+    Arc::new(|| stacks_sql::config().upgrade_for_ballista())
 }
 
 /// The scheduler's session for a query: DataFusion's and the stack functions, and a runtime of
 /// its own, so each query lists the store afresh.
 pub fn session_state(config: SessionConfig) -> datafusion::error::Result<SessionState> {
     let mut config = config;
-    let runtime = stacks_query::runtime(&mut config, None).map_err(df_error)?;
-    stacks_query::state(config, runtime).map_err(df_error)
+    let runtime = stacks_sql::runtime(&mut config, None).map_err(df_error)?;
+    stacks_sql::state(config, runtime).map_err(df_error)
 }
 
 /// The executor's runtime for a task's session: object stores from the environment.
 pub fn runtime_producer() -> RuntimeProducer {
     Arc::new(|config: &SessionConfig| {
-        stacks_query::runtime(&mut config.clone(), None).map_err(df_error)
+        stacks_sql::runtime(&mut config.clone(), None).map_err(df_error)
     })
 }
 
@@ -82,7 +82,7 @@ mod tests {
     #[test]
     fn executors_know_the_stack_functions() {
         let registry = function_registry().unwrap();
-        for name in stacks_query::udf::NAMES {
+        for name in stacks_sql::udf::NAMES {
             let known = registry.scalar_functions.contains_key(*name)
                 || registry.aggregate_functions.contains_key(*name);
             assert!(known, "{name} missing");

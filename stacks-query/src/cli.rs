@@ -1,14 +1,16 @@
 //! The `stacks-query` command line: parse the arguments, resolve the query and its
-//! parameters, find the files, and run it with [`crate::query`].
+//! parameters, open the store, and run it with [`stacks_sql::query`].
 
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::Parser;
 
-use crate::output::Format;
-use crate::window::Window;
-use crate::{Data, TOOL, bind, cluster_session, open, params, queries, query, session};
+use stacks_sql::output::Format;
+use stacks_sql::window::Window;
+use stacks_sql::{Data, bind, cluster_session, open, params, queries, query, session};
+
+use crate::TOOL;
 
 /// Command line of `stacks-query`.
 #[derive(Debug, Parser)]
@@ -51,7 +53,7 @@ pub struct Args {
 
     /// Run the query on the Apache DataFusion Ballista cluster whose scheduler is at
     /// df://HOST:PORT (stacks-scheduler), reading a store URL (-d); the result is the same
-    #[arg(long, value_name = "df://HOST:PORT", value_parser = parse_cluster)]
+    #[arg(long, value_name = "df://HOST:PORT", value_parser = stacks_sql::parse_cluster)]
     pub cluster: Option<String>,
 
     /// A .sql file, or the name of a bundled query (see --list)
@@ -100,15 +102,6 @@ fn parse_size(text: &str) -> Result<usize, String> {
 /// A time, in the shared grammar, or before now (`now`, `-1h`).
 fn parse_time(text: &str) -> Result<i64, String> {
     stacks_stream::time::parse_time_ago(text, stacks_stream::time::now_ns())
-}
-
-/// A scheduler address, `df://HOST:PORT`.
-fn parse_cluster(text: &str) -> Result<String, String> {
-    let url = url::Url::parse(text).map_err(|e| format!("`{text}`: {e}"))?;
-    if url.scheme() != "df" || url.host_str().is_none_or(str::is_empty) {
-        return Err(format!("`{text}` is not df://HOST:PORT"));
-    }
-    Ok(text.to_string())
 }
 
 /// Entry point of the binary.

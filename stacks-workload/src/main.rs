@@ -7,6 +7,7 @@ mod cpu;
 mod direct_read;
 mod kernel;
 mod mixed;
+mod phases;
 mod probes;
 mod sleep;
 mod span_bench;
@@ -64,6 +65,10 @@ enum Cmd {
     /// blocked in `read` on an empty pipe, `fsyncer` in write + fsync (uninterruptible IO),
     /// `receiver` blocked in `recvfrom` on an idle loopback TCP connection.
     States(states::StatesArgs),
+    /// Two phases of SECONDS: `spinner` on CPU, `reader-a`/`reader-b` blocked in `read` on a
+    /// pipe (function `block_in_read`) and `napper` in nanosleep; then the readers end and
+    /// `spinner-b` spins too (`--mark FILE` is created as it starts).
+    Phases(phases::PhasesArgs),
     /// Exactly CALLS calls of the C-ABI function `stacks_workload_probed` (returns 2i+1),
     /// USDT firings of `stacks_workload:fired` and of `stacks_workload:tick` (a semaphore: it
     /// fires only while a tracer has set it, `usdt_enabled` in the report), FORKS forks and
@@ -95,6 +100,7 @@ fn main() -> ExitCode {
         Cmd::Mixed(a) => mixed::run(&a),
         Cmd::Contention(a) => contention::run(&a),
         Cmd::States(a) => states::run(&a),
+        Cmd::Phases(a) => phases::run(&a),
         Cmd::Probes(a) => probes::run(&a),
         Cmd::Spans(a) => spans::run(a),
         Cmd::SpanBench(a) => span_bench::run(&a),

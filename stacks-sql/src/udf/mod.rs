@@ -1,4 +1,5 @@
 //! SQL functions registered on every session: stack helpers (`stack_fold`, `stack_leaf`,
+//! `stack_user_leaf`, `stack_kernel_leaf`,
 //! `stack_root`, `stack_depth`, `stack_functions`, `stack_keep`, `stack_drop`, `stack_or`,
 //! `stack_key`), the aggregate `stack_any`, `time_bucket` and `kind_unit`. docs/queries.md
 //! documents each.
@@ -29,6 +30,8 @@ pub fn register(registry: &mut dyn FunctionRegistry) -> datafusion::error::Resul
 pub const NAMES: &[&str] = &[
     "stack_fold",
     "stack_leaf",
+    "stack_user_leaf",
+    "stack_kernel_leaf",
     "stack_root",
     "stack_depth",
     "stack_functions",

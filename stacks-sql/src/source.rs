@@ -12,9 +12,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
+use arrow_array::RecordBatch;
 use arrow_schema::{DataType, Field, FieldRef, Schema, SchemaRef};
 use datafusion::catalog::TableProvider;
 use datafusion::common::{Column, JoinType, ScalarValue};
+use datafusion::datasource::MemTable;
 use datafusion::datasource::file_format::FileFormat;
 use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::{
@@ -136,7 +138,7 @@ pub fn stacks_files(dir: &Path, files: Vec<PathBuf>) -> Result<Vec<PathBuf>> {
                 }
                 kept.push(file)
             }
-            Err(e) => eprintln!("stacks-query: warning: skipping {e}"),
+            Err(e) => eprintln!("{}: warning: skipping {e}", crate::program()),
         }
     }
     if kept.is_empty() {
@@ -306,6 +308,32 @@ pub async fn register_window(
         parts.push((LOOSE_TABLE, merged));
     }
     register_views(ctx, &parts, &table_schema, window).await
+}
+
+/// Register the tables over rows held in memory: `samples` batches (every column but the
+/// stacks, with `stack_id`, as [`stacks_stream::store::StackSplitter`] splits a stream) and
+/// the distinct `stacks` they reference (stacks-file rows), of schemas `samples_schema` and
+/// `stacks_schema`. The tables are those of a store: [`SAMPLES`], [`STACK_TABLE`], [`TABLE`].
+pub async fn register_memory(
+    ctx: &SessionContext,
+    samples_schema: SchemaRef,
+    samples: Vec<RecordBatch>,
+    stacks_schema: SchemaRef,
+    stacks: Vec<RecordBatch>,
+) -> Result<()> {
+    let rows = MemTable::try_new(Arc::clone(&samples_schema), vec![samples]).map_err(flat)?;
+    ctx.register_table(KEYED_TABLE, Arc::new(rows))
+        .map_err(flat)?;
+    let table = MemTable::try_new(Arc::clone(&stacks_schema), vec![stacks]).map_err(flat)?;
+    ctx.register_table(STACK_TABLE, Arc::new(table))
+        .map_err(flat)?;
+    register_views(
+        ctx,
+        &[(KEYED_TABLE, samples_schema)],
+        &stacks_schema,
+        &Window::default(),
+    )
+    .await
 }
 
 /// Register the views [`SAMPLES`] and [`TABLE`] over the registered tables `parts` (rows with a

@@ -9,48 +9,45 @@ use anyhow::{Context, Result};
 /// Queries shipped inside the binary: (name, SQL text). The first `-- ` line of each file is
 /// the one-line question it answers; `-- param:` lines declare its parameters.
 pub const BUNDLED: &[(&str, &str)] = &[
-    ("cpu", include_str!("../../queries/cpu.sql")),
+    ("cpu", include_str!("../queries/cpu.sql")),
     (
         "cpu-functions",
-        include_str!("../../queries/cpu-functions.sql"),
+        include_str!("../queries/cpu-functions.sql"),
     ),
-    ("offcpu", include_str!("../../queries/offcpu.sql")),
+    ("offcpu", include_str!("../queries/offcpu.sql")),
     (
         "offcpu-states",
-        include_str!("../../queries/offcpu-states.sql"),
+        include_str!("../queries/offcpu-states.sql"),
     ),
-    ("rss-growth", include_str!("../../queries/rss-growth.sql")),
-    ("block-bytes", include_str!("../../queries/block-bytes.sql")),
+    ("rss-growth", include_str!("../queries/rss-growth.sql")),
+    ("block-bytes", include_str!("../queries/block-bytes.sql")),
     (
         "block-latency",
-        include_str!("../../queries/block-latency.sql"),
+        include_str!("../queries/block-latency.sql"),
     ),
-    ("vfs-read", include_str!("../../queries/vfs-read.sql")),
-    ("vfs-write", include_str!("../../queries/vfs-write.sql")),
-    ("net", include_str!("../../queries/net.sql")),
+    ("vfs-read", include_str!("../queries/vfs-read.sql")),
+    ("vfs-write", include_str!("../queries/vfs-write.sql")),
+    ("net", include_str!("../queries/net.sql")),
     (
         "top-processes",
-        include_str!("../../queries/top-processes.sql"),
+        include_str!("../queries/top-processes.sql"),
     ),
-    ("top-threads", include_str!("../../queries/top-threads.sql")),
+    ("top-threads", include_str!("../queries/top-threads.sql")),
     (
         "thread-states",
-        include_str!("../../queries/thread-states.sql"),
+        include_str!("../queries/thread-states.sql"),
     ),
     (
         "process-states",
-        include_str!("../../queries/process-states.sql"),
+        include_str!("../queries/process-states.sql"),
     ),
-    (
-        "state-stacks",
-        include_str!("../../queries/state-stacks.sql"),
-    ),
-    ("stuck", include_str!("../../queries/stuck.sql")),
-    ("stackcount", include_str!("../../queries/stackcount.sql")),
-    ("timeline", include_str!("../../queries/timeline.sql")),
-    ("spans", include_str!("../../queries/spans.sql")),
-    ("span-wait", include_str!("../../queries/span-wait.sql")),
-    ("stuck-spans", include_str!("../../queries/stuck-spans.sql")),
+    ("state-stacks", include_str!("../queries/state-stacks.sql")),
+    ("stuck", include_str!("../queries/stuck.sql")),
+    ("stackcount", include_str!("../queries/stackcount.sql")),
+    ("timeline", include_str!("../queries/timeline.sql")),
+    ("spans", include_str!("../queries/spans.sql")),
+    ("span-wait", include_str!("../queries/span-wait.sql")),
+    ("stuck-spans", include_str!("../queries/stuck-spans.sql")),
 ];
 
 /// SQL text to run and the label that names it in error messages.

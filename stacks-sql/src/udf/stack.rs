@@ -77,6 +77,8 @@ fn row_range(list: &ListArray, row: usize) -> std::ops::Range<usize> {
 enum Op {
     Fold,
     Leaf,
+    UserLeaf,
+    KernelLeaf,
     Root,
     Depth,
     Functions,
@@ -115,6 +117,8 @@ impl StackFn {
                 Signature::one_of(vec![TypeSignature::Any(1), TypeSignature::Any(2)], im),
             ),
             Self::new(Op::Leaf, "stack_leaf", one()),
+            Self::new(Op::UserLeaf, "stack_user_leaf", one()),
+            Self::new(Op::KernelLeaf, "stack_kernel_leaf", one()),
             Self::new(Op::Root, "stack_root", one()),
             Self::new(Op::Depth, "stack_depth", one()),
             Self::new(Op::Functions, "stack_functions", one()),
@@ -182,7 +186,7 @@ impl ScalarUDFImpl for StackFn {
             }
         }
         Ok(match self.op {
-            Op::Fold | Op::Leaf | Op::Root => DataType::Utf8,
+            Op::Fold | Op::Leaf | Op::UserLeaf | Op::KernelLeaf | Op::Root => DataType::Utf8,
             Op::Depth => DataType::Int64,
             Op::Functions => DataType::List(Arc::new(Field::new("item", DataType::Utf8, true))),
             Op::Keep | Op::Drop | Op::Or => arg_types[0].clone(),
@@ -226,6 +230,20 @@ impl ScalarUDFImpl for StackFn {
                     } else {
                         r.clone().next_back()
                     };
+                    match pick {
+                        Some(i) if list.is_valid(row) => b.append_value(names.get(i)),
+                        _ => b.append_null(),
+                    }
+                }
+                Arc::new(b.finish())
+            }
+            Op::UserLeaf | Op::KernelLeaf => {
+                // Frames are leaf first: the first frame of the wanted side is its leaf.
+                let kernel = self.op == Op::KernelLeaf;
+                let mut b = StringBuilder::new();
+                for row in 0..rows {
+                    let pick = row_range(&list, row)
+                        .find(|&i| names.frames.frame(i).is_some_and(|f| f.kernel == kernel));
                     match pick {
                         Some(i) if list.is_valid(row) => b.append_value(names.get(i)),
                         _ => b.append_null(),

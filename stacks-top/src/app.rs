@@ -1,0 +1,477 @@
+//! The screen's state and what each key does to it: the view (kind, grouping, filters,
+//! window, latency), the table and its cursor, the sparkline, and the modal parts (stack tree,
+//! column picker, text input, help). Keys change state and say what must be queried again;
+//! drawing is in [`crate::ui`], queries in [`crate::session`].
+
+use std::cell::Cell;
+
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+use crate::catalog::{self, Column};
+use crate::table::{Row, Table};
+use crate::tree::Tree;
+use crate::view::{Ns, Span, Step, View};
+
+/// What the main loop must do after a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effect {
+    None,
+    /// The view changed: query the table (and the sparkline) again.
+    Query,
+    /// Build the stack tree of the highlighted row.
+    Peek,
+    Quit,
+}
+
+/// What a text input is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputKind {
+    /// `/`: keep the rows whose cells contain the text.
+    Search,
+    /// `f`: an SQL condition on the rows before grouping.
+    Filter,
+}
+
+/// The column picker of `g`.
+#[derive(Debug, Clone)]
+pub struct Picker {
+    pub text: String,
+    pub cursor: usize,
+    pub chosen: Vec<String>,
+}
+
+/// The part of the screen that has the keyboard.
+#[derive(Debug, Clone)]
+pub enum Mode {
+    Table,
+    Peek { title: String, tree: Tree },
+    Picker(Picker),
+    Input { kind: InputKind, text: String },
+    Help,
+}
+
+/// The status line: what happened last.
+#[derive(Debug, Clone, Default)]
+pub struct Status {
+    pub text: String,
+    pub error: bool,
+}
+
+/// The sparkline of active threads (or events per second) over the whole range.
+#[derive(Debug, Clone, Default)]
+pub struct Spark {
+    pub start: Ns,
+    pub bucket: Ns,
+    pub values: Vec<f64>,
+    /// Whether the values are threads (else events per second).
+    pub threads: bool,
+}
+
+/// Everything the screen shows.
+pub struct App {
+    pub view: View,
+    pub columns: Vec<Column>,
+    pub kinds: Vec<(String, i64)>,
+    pub table: Option<Table>,
+    pub spark: Spark,
+    pub range: Option<Span>,
+    /// The window length asked for.
+    pub window_len: Ns,
+    /// The window is the whole range (`w`).
+    pub whole: bool,
+    /// The window ends at the range's end (and follows it live).
+    pub follow: bool,
+    /// Where the window ends when it does not follow.
+    pub window_end: Ns,
+    pub cursor: usize,
+    /// The highlighted group column.
+    pub col: usize,
+    pub search: String,
+    pub mode: Mode,
+    pub status: Status,
+    /// How long the last table query took, and its rows.
+    pub timing: String,
+    pub source: String,
+    pub live: bool,
+    /// Rows of the table area at the last draw (for PgUp/PgDn).
+    pub page: Cell<usize>,
+    /// Cells the sparkline had at the last draw.
+    pub spark_width: Cell<usize>,
+}
+
+impl App {
+    pub fn new(view: View, columns: Vec<Column>, window_len: Ns, whole: bool) -> Self {
+        App {
+            view,
+            columns,
+            kinds: Vec::new(),
+            table: None,
+            spark: Spark::default(),
+            range: None,
+            window_len,
+            whole,
+            follow: true,
+            window_end: 0,
+            cursor: 0,
+            col: 0,
+            search: String::new(),
+            mode: Mode::Table,
+            status: Status::default(),
+            timing: String::new(),
+            source: String::new(),
+            live: false,
+            page: Cell::new(20),
+            spark_width: Cell::new(60),
+        }
+    }
+
+    /// Set the loaded range and place the window in it.
+    pub fn set_range(&mut self, range: Option<Span>) {
+        self.range = range;
+        self.view.window = self.window();
+    }
+
+    /// The window the view uses now.
+    pub fn window(&self) -> Span {
+        let Some(range) = self.range else {
+            return Span { from: 0, to: 1 };
+        };
+        if self.whole || range.len() <= self.window_len {
+            return range;
+        }
+        let end = if self.follow {
+            range.to
+        } else {
+            self.window_end
+                .clamp(range.from + self.window_len, range.to)
+        };
+        Span {
+            from: end - self.window_len,
+            to: end,
+        }
+    }
+
+    /// The rows shown: the table's, narrowed by the search text.
+    pub fn rows(&self) -> Vec<&Row> {
+        let needle = self.search.to_lowercase();
+        match &self.table {
+            Some(t) => t
+                .rows
+                .iter()
+                .filter(|r| needle.is_empty() || r.matches(&needle))
+                .collect(),
+            None => Vec::new(),
+        }
+    }
+
+    pub fn info(&mut self, text: impl Into<String>) {
+        self.status = Status {
+            text: text.into(),
+            error: false,
+        };
+    }
+
+    pub fn error(&mut self, text: impl Into<String>) {
+        self.status = Status {
+            text: text.into(),
+            error: true,
+        };
+    }
+
+    /// Handle one key.
+    pub fn on_key(&mut self, key: KeyEvent) -> Effect {
+        if key.code == KeyCode::Char('c') && key.modifiers.contains(KeyModifiers::CONTROL) {
+            return Effect::Quit;
+        }
+        match &mut self.mode {
+            Mode::Table => self.table_key(key),
+            Mode::Help => {
+                self.mode = Mode::Table;
+                Effect::None
+            }
+            Mode::Peek { tree, .. } => match key.code {
+                KeyCode::Esc | KeyCode::Char('p') | KeyCode::Backspace => {
+                    self.mode = Mode::Table;
+                    Effect::None
+                }
+                KeyCode::Char('q') => Effect::Quit,
+                KeyCode::Up | KeyCode::Char('k') => step(tree, -1),
+                KeyCode::Down | KeyCode::Char('j') => step(tree, 1),
+                KeyCode::PageUp => step(tree, -(self.page.get() as isize)),
+                KeyCode::PageDown => step(tree, self.page.get() as isize),
+                KeyCode::Enter | KeyCode::Char(' ') => {
+                    tree.toggle();
+                    Effect::None
+                }
+                _ => Effect::None,
+            },
+            Mode::Picker(_) => self.picker_key(key),
+            Mode::Input { .. } => self.input_key(key),
+        }
+    }
+
+    fn table_key(&mut self, key: KeyEvent) -> Effect {
+        let rows = self.rows().len();
+        let page = self.page.get().max(1);
+        match key.code {
+            KeyCode::Char('q') => return Effect::Quit,
+            KeyCode::Up | KeyCode::Char('k') => self.cursor = self.cursor.saturating_sub(1),
+            KeyCode::Down | KeyCode::Char('j') => {
+                self.cursor = (self.cursor + 1).min(rows.saturating_sub(1))
+            }
+            KeyCode::PageUp => self.cursor = self.cursor.saturating_sub(page),
+            KeyCode::PageDown => self.cursor = (self.cursor + page).min(rows.saturating_sub(1)),
+            KeyCode::Home => self.cursor = 0,
+            KeyCode::End => self.cursor = rows.saturating_sub(1),
+            KeyCode::Left => self.col = self.col.saturating_sub(1),
+            KeyCode::Right => {
+                self.col = (self.col + 1).min(self.view.group.len().saturating_sub(1))
+            }
+            KeyCode::Enter => return self.drill(),
+            KeyCode::Backspace => {
+                return match self.view.steps.pop() {
+                    Some(s) => {
+                        self.info(format!("removed {}", s.shown()));
+                        self.cursor = 0;
+                        Effect::Query
+                    }
+                    None => {
+                        self.info("no filter to remove");
+                        Effect::None
+                    }
+                };
+            }
+            KeyCode::Char('g') => {
+                self.mode = Mode::Picker(Picker {
+                    text: String::new(),
+                    cursor: 0,
+                    chosen: self.view.group.clone(),
+                })
+            }
+            KeyCode::Char('/') => {
+                self.mode = Mode::Input {
+                    kind: InputKind::Search,
+                    text: self.search.clone(),
+                }
+            }
+            KeyCode::Char('f') => {
+                self.mode = Mode::Input {
+                    kind: InputKind::Filter,
+                    text: String::new(),
+                }
+            }
+            KeyCode::Esc if !self.search.is_empty() => {
+                self.search.clear();
+                self.cursor = 0;
+            }
+            KeyCode::Char('[') => return self.move_window(-1),
+            KeyCode::Char(']') => return self.move_window(1),
+            KeyCode::Char('w') => {
+                self.whole = !self.whole;
+                self.view.window = self.window();
+                return Effect::Query;
+            }
+            KeyCode::Char('l') => {
+                self.view.latency = !self.view.latency;
+                return Effect::Query;
+            }
+            KeyCode::Tab => return self.next_kind(),
+            KeyCode::Char('p') => {
+                return if rows == 0 {
+                    self.info("no row to peek");
+                    Effect::None
+                } else {
+                    Effect::Peek
+                };
+            }
+            KeyCode::Char('r') => return Effect::Query,
+            KeyCode::Char('h') | KeyCode::Char('?') => self.mode = Mode::Help,
+            _ => {}
+        }
+        Effect::None
+    }
+
+    /// Enter: filter on the highlighted cell.
+    fn drill(&mut self) -> Effect {
+        let rows = self.rows();
+        let Some(row) = rows.get(self.cursor) else {
+            self.info("no row to drill into");
+            return Effect::None;
+        };
+        let Some(column) = self.view.group.get(self.col).cloned() else {
+            self.info("no group column to drill into");
+            return Effect::None;
+        };
+        let value = row.values[self.col].clone();
+        let step = Step::Is(crate::view::Filter { column, value });
+        self.info(format!("filtered on {}", step.shown()));
+        self.view.steps.push(step);
+        self.cursor = 0;
+        self.search.clear();
+        Effect::Query
+    }
+
+    fn move_window(&mut self, dir: i64) -> Effect {
+        let Some(range) = self.range else {
+            return Effect::None;
+        };
+        if self.whole || range.len() <= self.window_len {
+            self.info("the window is the whole range: w toggles it, --window sets its length");
+            return Effect::None;
+        }
+        let end = self.window().to + dir * self.window_len;
+        if end >= range.to {
+            self.follow = true;
+        } else {
+            self.follow = false;
+            self.window_end = end.max(range.from + self.window_len);
+        }
+        self.view.window = self.window();
+        Effect::Query
+    }
+
+    /// Tab: the next kind present (then every kind), with its default grouping.
+    fn next_kind(&mut self) -> Effect {
+        let mut names: Vec<Option<String>> = self
+            .kinds
+            .iter()
+            .filter(|(k, _)| catalog::weights(k).is_some())
+            .map(|(k, _)| Some(k.clone()))
+            .collect();
+        names.push(None);
+        let at = names.iter().position(|k| *k == self.view.kind).unwrap_or(0);
+        let next = names[(at + 1) % names.len()].clone();
+        self.view.group = default_group(next.as_deref());
+        self.view.kind = next;
+        self.col = 0;
+        self.cursor = 0;
+        self.info(format!(
+            "kind: {}",
+            self.view.kind.as_deref().unwrap_or(catalog::ALL)
+        ));
+        Effect::Query
+    }
+
+    /// The catalog columns matching the picker's text.
+    pub fn picker_matches(&self, text: &str) -> Vec<&Column> {
+        let t = text.to_lowercase();
+        self.columns
+            .iter()
+            .filter(|c| c.name.contains(&t) || c.about.to_lowercase().contains(&t))
+            .collect()
+    }
+
+    fn picker_key(&mut self, key: KeyEvent) -> Effect {
+        let Mode::Picker(p) = &self.mode else {
+            return Effect::None;
+        };
+        let mut p = p.clone();
+        let matches: Vec<String> = self
+            .picker_matches(&p.text)
+            .iter()
+            .map(|c| c.name.clone())
+            .collect();
+        let mut effect = Effect::None;
+        match key.code {
+            KeyCode::Esc => {
+                self.mode = Mode::Table;
+                return Effect::None;
+            }
+            KeyCode::Up => p.cursor = p.cursor.saturating_sub(1),
+            KeyCode::Down => p.cursor = (p.cursor + 1).min(matches.len().saturating_sub(1)),
+            KeyCode::Char(' ') => toggle(&mut p.chosen, matches.get(p.cursor)),
+            KeyCode::Enter => {
+                if p.chosen == self.view.group {
+                    toggle(&mut p.chosen, matches.get(p.cursor));
+                }
+                if p.chosen.is_empty() {
+                    self.error("choose at least one column to group by");
+                } else {
+                    self.view.group = p.chosen.clone();
+                    self.col = 0;
+                    self.cursor = 0;
+                    self.info(format!("grouped by {}", self.view.group.join(", ")));
+                    effect = Effect::Query;
+                }
+                self.mode = Mode::Table;
+                return effect;
+            }
+            KeyCode::Backspace => {
+                p.text.pop();
+                p.cursor = 0;
+            }
+            KeyCode::Char(c) => {
+                p.text.push(c);
+                p.cursor = 0;
+            }
+            _ => {}
+        }
+        self.mode = Mode::Picker(p);
+        effect
+    }
+
+    fn input_key(&mut self, key: KeyEvent) -> Effect {
+        let Mode::Input { kind, text } = &mut self.mode else {
+            return Effect::None;
+        };
+        let kind = *kind;
+        match key.code {
+            KeyCode::Esc => {
+                if kind == InputKind::Search {
+                    self.search.clear();
+                }
+                self.mode = Mode::Table;
+            }
+            KeyCode::Backspace => {
+                text.pop();
+                if kind == InputKind::Search {
+                    self.search = text.clone();
+                    self.cursor = 0;
+                }
+            }
+            KeyCode::Char(c) => {
+                text.push(c);
+                if kind == InputKind::Search {
+                    self.search = text.clone();
+                    self.cursor = 0;
+                }
+            }
+            KeyCode::Enter => {
+                let text = text.trim().to_string();
+                self.mode = Mode::Table;
+                if kind == InputKind::Filter && !text.is_empty() {
+                    self.view.steps.push(Step::Sql(text));
+                    self.cursor = 0;
+                    return Effect::Query;
+                }
+            }
+            _ => {}
+        }
+        Effect::None
+    }
+}
+
+fn step(tree: &mut Tree, delta: isize) -> Effect {
+    tree.step(delta);
+    Effect::None
+}
+
+fn toggle(chosen: &mut Vec<String>, name: Option<&String>) {
+    if let Some(name) = name {
+        match chosen.iter().position(|c| c == name) {
+            Some(i) => {
+                chosen.remove(i);
+            }
+            None => chosen.push(name.clone()),
+        }
+    }
+}
+
+/// The grouping a screen of `kind` (`None`: every kind) starts with.
+pub fn default_group(kind: Option<&str>) -> Vec<String> {
+    let cols = match kind.and_then(catalog::weights) {
+        Some(k) => k.group,
+        None => catalog::ALL_KINDS_GROUP,
+    };
+    cols.iter().map(|s| s.to_string()).collect()
+}

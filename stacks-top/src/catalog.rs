@@ -1,0 +1,331 @@
+//! What stacks-top can show: how each event kind is weighed (thread time, bytes, latency),
+//! its default grouping, and the groupable columns — every row column of the store plus
+//! computed ones (top user and kernel frame, the whole stack, connection, time buckets).
+
+use arrow_schema::{DataType, Schema};
+use stacks_stream::{col, kind};
+
+/// How stacks-top weighs the rows of one event kind.
+#[derive(Debug, Clone, Copy)]
+pub struct KindWeights {
+    pub name: &'static str,
+    /// The column holding the thread-nanoseconds a row stands for (`avg_thr` = their sum ÷
+    /// the window): CPU samples, thread-state samples and off-CPU intervals carry them in
+    /// `value`; file IO, block IO and spans in `duration` (time in flight).
+    pub thread_ns: Option<&'static str>,
+    /// Whether `value` is bytes.
+    pub bytes: bool,
+    /// Whether `duration` is a latency worth a histogram: time in the call (`vfs`), issue to
+    /// completion (`block`), time in the current system call (`state`), off CPU (`switch`), in
+    /// the span (`span`).
+    pub latency: bool,
+    /// The grouping a screen of this kind starts with.
+    pub group: &'static [&'static str],
+}
+
+/// Every kind stacks-top knows how to weigh; `lost` rows are never shown.
+pub const KINDS: &[KindWeights] = &[
+    KindWeights {
+        name: kind::STATE,
+        thread_ns: Some(col::VALUE),
+        bytes: false,
+        latency: true,
+        group: &[col::STATE, col::COMM, col::SYSCALL, col::PATH],
+    },
+    KindWeights {
+        name: kind::PROFILE,
+        thread_ns: Some(col::VALUE),
+        bytes: false,
+        latency: false,
+        group: &[col::COMM, col::THREAD, UFUNC],
+    },
+    KindWeights {
+        name: kind::SWITCH,
+        thread_ns: Some(col::VALUE),
+        bytes: false,
+        latency: true,
+        group: &[col::STATE, col::COMM, KFUNC],
+    },
+    KindWeights {
+        name: kind::VFS,
+        thread_ns: Some(col::DURATION),
+        bytes: true,
+        latency: true,
+        group: &[col::COMM, col::OP, col::SYSCALL, col::PATH],
+    },
+    KindWeights {
+        name: kind::BLOCK,
+        thread_ns: Some(col::DURATION),
+        bytes: true,
+        latency: true,
+        group: &[col::COMM, col::OP, col::DEV],
+    },
+    KindWeights {
+        name: kind::NET,
+        thread_ns: None,
+        bytes: true,
+        latency: false,
+        group: &[col::COMM, col::OP, col::PROTOCOL, col::REMOTE],
+    },
+    KindWeights {
+        name: kind::RSS,
+        thread_ns: None,
+        bytes: true,
+        latency: false,
+        group: &[col::COMM, UFUNC],
+    },
+    KindWeights {
+        name: kind::SPAN,
+        thread_ns: Some(col::DURATION),
+        bytes: false,
+        latency: true,
+        group: &[col::COMM, col::SPAN_NAME],
+    },
+    KindWeights {
+        name: kind::PROBE,
+        thread_ns: None,
+        bytes: false,
+        latency: false,
+        group: &[col::PROBE, col::COMM],
+    },
+    KindWeights {
+        name: kind::EXEC,
+        thread_ns: None,
+        bytes: false,
+        latency: false,
+        group: &[col::COMM, col::PATH],
+    },
+    KindWeights {
+        name: kind::FORK,
+        thread_ns: None,
+        bytes: false,
+        latency: false,
+        group: &[col::COMM],
+    },
+    KindWeights {
+        name: kind::EXIT,
+        thread_ns: None,
+        bytes: false,
+        latency: false,
+        group: &[col::COMM, col::EXIT_CODE],
+    },
+];
+
+/// The grouping of a screen over every kind at once.
+pub const ALL_KINDS_GROUP: &[&str] = &[col::KIND, col::COMM];
+
+/// The `--kind` value meaning every kind.
+pub const ALL: &str = "all";
+
+/// The weights of kind `name`.
+pub fn weights(name: &str) -> Option<&'static KindWeights> {
+    KINDS.iter().find(|k| k.name == name)
+}
+
+/// Computed column: the innermost user frame.
+pub const UFUNC: &str = "ufunc";
+/// Computed column: the innermost kernel frame.
+pub const KFUNC: &str = "kfunc";
+/// Computed column: the whole stack, root first, `;`-separated.
+pub const STACK: &str = "stack";
+
+/// Where a groupable column comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// A column of the `samples` table, by name.
+    Row,
+    /// Computed once per distinct stack from `stack_table` (SQL over its columns).
+    Stack(&'static str),
+    /// Computed per row (SQL over the `samples` columns).
+    Expr(String),
+}
+
+/// One groupable column.
+#[derive(Debug, Clone)]
+pub struct Column {
+    pub name: String,
+    pub origin: Origin,
+    /// One line for the picker.
+    pub about: String,
+}
+
+impl Column {
+    /// The SQL expression of the column over the relation of [`crate::sql`].
+    pub fn sql(&self) -> String {
+        match &self.origin {
+            Origin::Row | Origin::Stack(_) => quote_ident(&self.name),
+            Origin::Expr(e) => e.clone(),
+        }
+    }
+}
+
+/// Row columns never offered for grouping: the time itself, the weights, the stack id and
+/// the list-valued ones.
+const NOT_GROUPED: &[&str] = &[
+    col::TIME,
+    col::VALUE,
+    col::COUNT,
+    col::DURATION,
+    col::STACK_ID,
+    col::ARGS,
+];
+
+/// The groupable columns of a store whose `samples` table has `schema`.
+pub fn columns(schema: &Schema) -> Vec<Column> {
+    let has = |c: &str| schema.field_with_name(c).is_ok();
+    let mut out = Vec::new();
+    for f in schema.fields() {
+        let name = f.name().as_str();
+        let scalar = matches!(
+            f.data_type(),
+            DataType::Utf8
+                | DataType::LargeUtf8
+                | DataType::Utf8View
+                | DataType::Boolean
+                | DataType::Int8
+                | DataType::Int16
+                | DataType::Int32
+                | DataType::Int64
+                | DataType::UInt8
+                | DataType::UInt16
+                | DataType::UInt32
+                | DataType::UInt64
+        );
+        if scalar && !NOT_GROUPED.contains(&name) {
+            out.push(Column {
+                name: name.to_string(),
+                origin: Origin::Row,
+                about: "row column (docs/format.md)".to_string(),
+            });
+        }
+    }
+    let stack = |name: &str, sql: &'static str, about: &str| Column {
+        name: name.to_string(),
+        origin: Origin::Stack(sql),
+        about: about.to_string(),
+    };
+    out.push(stack(
+        UFUNC,
+        "stack_user_leaf(stack)",
+        "top user frame: the innermost function of the program",
+    ));
+    out.push(stack(
+        KFUNC,
+        "stack_kernel_leaf(stack)",
+        "top kernel frame: where the kernel was",
+    ));
+    out.push(stack(
+        STACK,
+        "folded",
+        "the whole stack, root first (user frames, then kernel frames)",
+    ));
+    let expr = |name: &str, sql: String, about: &str| Column {
+        name: name.to_string(),
+        origin: Origin::Expr(sql),
+        about: about.to_string(),
+    };
+    if has(col::LOCAL) && has(col::REMOTE) {
+        out.push(expr(
+            "connection",
+            "CASE WHEN remote IS NULL THEN local ELSE concat(local, '->', remote) END".into(),
+            "local -> remote address of the socket",
+        ));
+    }
+    for (name, width, format, about) in [
+        ("hour", "1h", "%Y-%m-%d %H:00", "time bucket of one hour"),
+        ("minute", "1m", "%H:%M", "time bucket of one minute"),
+        ("s10", "10s", "%H:%M:%S", "time bucket of ten seconds"),
+        ("second", "1s", "%H:%M:%S", "time bucket of one second"),
+    ] {
+        out.push(expr(
+            name,
+            format!("to_char(time_bucket(time, '{width}'), '{format}')"),
+            about,
+        ));
+    }
+    out
+}
+
+/// `name` as an SQL identifier (double-quoted when not plain lowercase).
+pub fn quote_ident(name: &str) -> String {
+    let plain = name
+        .chars()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && !name.starts_with(|c: char| c.is_ascii_digit());
+    if plain {
+        name.to_string()
+    } else {
+        format!("\"{}\"", name.replace('"', "\"\""))
+    }
+}
+
+/// `text` as an SQL string literal.
+pub fn quote_text(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_schema::Field;
+
+    #[test]
+    fn columns_offer_row_scalars_and_computed_ones_but_not_weights() {
+        let schema = Schema::new(vec![
+            Field::new(col::TIME, DataType::Int64, false),
+            Field::new(col::COMM, DataType::Utf8, false),
+            Field::new(col::PID, DataType::Int32, false),
+            Field::new(col::VALUE, DataType::Int64, false),
+            Field::new(col::LOCAL, DataType::Utf8, true),
+            Field::new(col::REMOTE, DataType::Utf8, true),
+        ]);
+        let names: Vec<String> = columns(&schema).into_iter().map(|c| c.name).collect();
+        for want in [
+            "comm",
+            "pid",
+            "local",
+            "ufunc",
+            "kfunc",
+            "stack",
+            "connection",
+            "minute",
+        ] {
+            assert!(names.iter().any(|n| n == want), "{want} in {names:?}");
+        }
+        assert!(!names.iter().any(|n| n == "value" || n == "time"));
+    }
+
+    #[test]
+    fn every_default_grouping_names_known_columns() {
+        let all = [
+            col::STATE,
+            col::COMM,
+            col::SYSCALL,
+            col::PATH,
+            col::THREAD,
+            col::OP,
+            col::DEV,
+            col::PROTOCOL,
+            col::REMOTE,
+            col::SPAN_NAME,
+            col::PROBE,
+            col::EXIT_CODE,
+            col::KIND,
+            UFUNC,
+            KFUNC,
+        ];
+        for k in KINDS {
+            for g in k.group {
+                assert!(all.contains(g), "{}: {g}", k.name);
+            }
+            assert!(stacks_stream::kinds::get(k.name).is_some(), "{}", k.name);
+        }
+    }
+
+    #[test]
+    fn identifiers_and_text_are_quoted() {
+        assert_eq!(quote_ident("comm"), "comm");
+        assert_eq!(quote_ident("Weird name"), "\"Weird name\"");
+        assert_eq!(quote_text("it's"), "'it''s'");
+    }
+}

@@ -1,0 +1,308 @@
+//! The `stacks-top` command line: open the store or the live stream, check the view the flags
+//! ask for (before any screen), then draw the screen — or print its first table (`--once`).
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, bail};
+use clap::Parser;
+use ratatui::crossterm::event::{self, Event, KeyEventKind};
+
+use stacks_sql::Data;
+use stacks_sql::output::{Format, Writer};
+use stacks_sql::window::Window;
+
+use crate::TOOL;
+use crate::app::{self, App, Effect};
+use crate::catalog;
+use crate::engine::Engine;
+use crate::session;
+use crate::term::Screen;
+use crate::ui;
+use crate::view::{Ns, Step, View};
+
+/// Output formats of `--once`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TextFormat {
+    Table,
+    Csv,
+    Json,
+}
+
+/// Command line of `stacks-top`.
+#[derive(Debug, Parser)]
+#[command(
+    name = "stacks-top",
+    version,
+    about = "Browse a stacks store or a live recording: active threads by any column, latency histograms, the stack tree of each row",
+    after_help = "Examples:\n  stacks-top -d out/\n  \
+                  stacks-top -d out/ --kind vfs --group comm,path --latency\n  \
+                  sudo stacks-record -a -e state:uk,profile:u | stacks-symbolize | stacks-top\n  \
+                  stacks-top -d s3://profiles/prod --from -1h --to now --where \"host = 'web-1'\"\n  \
+                  stacks-top -d out/ --once -f csv --group state,syscall\n\n\
+                  Keys on the screen: h. The screen, every key and text mode: docs/top.md"
+)]
+pub struct Args {
+    /// Directory of Parquet files written by stacks-pack (or one file), or the URL of a store
+    /// stacks-pack uploads to (s3://BUCKET/PREFIX, gs://…, az://…, file:///…). Without it,
+    /// a stream piped to stdin is shown live; else `out`
+    #[arg(short = 'd', long = "dir", value_name = "DIR|URL", env = "STACKS_DATA")]
+    pub dir: Option<String>,
+
+    #[arg(long, value_name = "TIME", value_parser = parse_time, allow_hyphen_values = true,
+        help = format!("Only rows at or after TIME ({}; or {}); over a store URL, only the hour prefixes of --from/--to are listed", stacks_stream::time::TIME_EXAMPLES, stacks_stream::time::AGO_EXAMPLES))]
+    pub from: Option<i64>,
+
+    /// Only rows before this time (as --from)
+    #[arg(long, value_name = "TIME", value_parser = parse_time, allow_hyphen_values = true)]
+    pub to: Option<i64>,
+
+    /// Run the queries on the Apache DataFusion Ballista cluster whose scheduler is at
+    /// df://HOST:PORT (stacks-scheduler), reading a store URL (-d)
+    #[arg(long, value_name = "df://HOST:PORT", value_parser = stacks_sql::parse_cluster)]
+    pub cluster: Option<String>,
+
+    /// Event kind to show: state (threads by state), profile (CPU), switch (off-CPU), vfs,
+    /// block, net, rss, span, probe, exec, fork, exit, or all [default: state when the store
+    /// has state rows, else profile]
+    #[arg(short = 'k', long, value_name = "KIND")]
+    pub kind: Option<String>,
+
+    /// Columns to group by, comma-separated (see --columns) [default: per kind, e.g.
+    /// state,comm,syscall,path for state]
+    #[arg(short = 'g', long, value_name = "COL,COL", value_delimiter = ',')]
+    pub group: Vec<String>,
+
+    /// An SQL condition on the rows before grouping (any column of the store or of --columns),
+    /// e.g. "comm = 'nginx' AND duration > 1000000"
+    #[arg(
+        short = 'w',
+        long = "where",
+        value_name = "SQL",
+        allow_hyphen_values = true
+    )]
+    pub filter: Option<String>,
+
+    /// The window the table covers, ending at the last row ([ and ] move it on the screen)
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "5m")]
+    pub window: Ns,
+
+    /// Show the latency columns: a log2 histogram <1µs…≥1s and p50/p95/p99 of `duration`
+    /// (vfs, block, switch, span; state: time in the current system call)
+    #[arg(short = 'l', long)]
+    pub latency: bool,
+
+    /// Live mode: how much of the stream to keep in memory
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "10m")]
+    pub keep: Ns,
+
+    /// Print the first screen's table and exit
+    #[arg(long)]
+    pub once: bool,
+
+    /// Output format of --once
+    #[arg(
+        short = 'f',
+        long,
+        value_enum,
+        value_name = "FORMAT",
+        default_value = "table"
+    )]
+    pub format: TextFormat,
+
+    /// At most this many rows (the groups with the most samples)
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub limit: usize,
+
+    /// List the columns that can be grouped by and exit
+    #[arg(long)]
+    pub columns: bool,
+}
+
+fn parse_time(text: &str) -> Result<i64, String> {
+    stacks_stream::time::parse_time_ago(text, stacks_stream::time::now_ns())
+}
+
+fn parse_duration(text: &str) -> Result<Ns, String> {
+    let d = stacks_stream::cli::parse_positive_duration(text)?;
+    Ok(d.as_nanos() as Ns)
+}
+
+/// Parse the command line and run.
+pub fn run() -> Result<ExitCode> {
+    run_with(stacks_stream::cli::parse_args::<Args>(TOOL))
+}
+
+/// A usage error: one line, exit 2.
+fn usage(message: &str) -> ! {
+    stacks_stream::cli::usage_error(TOOL, message)
+}
+
+pub fn run_with(args: Args) -> Result<ExitCode> {
+    if let (Some(from), Some(to)) = (args.from, args.to)
+        && from >= to
+    {
+        usage("--from must be before --to");
+    }
+    if let Some(k) = &args.kind
+        && k != catalog::ALL
+        && catalog::weights(k).is_none()
+    {
+        let known: Vec<&str> = catalog::KINDS.iter().map(|k| k.name).collect();
+        usage(&format!(
+            "--kind {k}: not a kind stacks-top shows ({}, or all)",
+            known.join(", ")
+        ));
+    }
+    let live = args.dir.is_none() && !stacks_stream::cli::stdin_is_tty();
+    let mut engine = if live {
+        if args.cluster.is_some() || args.from.is_some() || args.to.is_some() {
+            usage("--cluster, --from and --to take a store (-d); live mode reads stdin");
+        }
+        Engine::live(args.keep)?
+    } else {
+        let data = Data::parse(args.dir.as_deref().unwrap_or("out"));
+        if let (Some(cluster), Data::Dir(dir)) = (&args.cluster, &data) {
+            bail!(
+                "--cluster {cluster}: the executors read a store URL, not the directory {}: give \
+                 -d s3://BUCKET/PREFIX",
+                dir.display()
+            );
+        }
+        let window = Window {
+            from: args.from,
+            to: args.to,
+        };
+        Engine::store(&data, &window, args.cluster.as_deref())?
+    };
+    if args.columns {
+        for c in &engine.columns {
+            println!("{:<16} {}", c.name, c.about);
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    if live && !args.once {
+        // Wait (a little) for the first rows, so the first screen has a kind and columns.
+        let t0 = Instant::now();
+        while engine.kinds.is_empty() && t0.elapsed() < Duration::from_secs(2) {
+            std::thread::sleep(Duration::from_millis(100));
+            engine.refresh()?;
+        }
+    }
+    let kind = match args.kind.as_deref() {
+        Some(catalog::ALL) => None,
+        Some(k) => Some(k.to_string()),
+        None => Some(default_kind(&engine.kinds)),
+    };
+    let group = if args.group.is_empty() {
+        app::default_group(kind.as_deref())
+    } else {
+        args.group.clone()
+    };
+    for g in &group {
+        if !engine.columns.is_empty() && !engine.columns.iter().any(|c| &c.name == g) {
+            usage(&format!(
+                "--group: no column `{g}` (stacks-top --columns lists them)"
+            ));
+        }
+    }
+    let view = View {
+        kind,
+        group,
+        steps: args.filter.iter().map(|w| Step::Sql(w.clone())).collect(),
+        window: crate::view::Span { from: 0, to: 1 },
+        latency: args.latency,
+        limit: args.limit,
+    };
+    let mut app = App::new(view, engine.columns.clone(), args.window, false);
+    app.live = live;
+    app.set_range(engine.range(app.view.kind.as_deref()));
+    // The first table answers before any screen: a bad --where is a usage error.
+    let first = if app.range.is_some() {
+        match session::table(&engine, &app.view) {
+            Ok((t, took)) => Some((t, took)),
+            Err(e) if args.filter.is_some() => usage(&format!("--where: {e:#}")),
+            Err(e) => return Err(e),
+        }
+    } else {
+        None
+    };
+    if args.once {
+        return print_once(first.map(|(t, _)| t), args.format);
+    }
+    interactive(engine, app)
+}
+
+/// The kind a screen opens on: threads by state when the store has them, else CPU, else the
+/// kind with the most rows.
+fn default_kind(kinds: &[(String, i64)]) -> String {
+    for want in [stacks_stream::kind::STATE, stacks_stream::kind::PROFILE] {
+        if kinds.iter().any(|(k, _)| k == want) {
+            return want.to_string();
+        }
+    }
+    kinds
+        .iter()
+        .find(|(k, _)| catalog::weights(k).is_some())
+        .map(|(k, _)| k.clone())
+        .unwrap_or_else(|| stacks_stream::kind::STATE.to_string())
+}
+
+/// `--once`: the table as text.
+fn print_once(table: Option<crate::table::Table>, format: TextFormat) -> Result<ExitCode> {
+    let Some(table) = table else {
+        bail!("no rows to show");
+    };
+    let batch = table.batch(format == TextFormat::Table)?;
+    let format = match format {
+        TextFormat::Table => Format::Table,
+        TextFormat::Csv => Format::Csv,
+        TextFormat::Json => Format::Json,
+    };
+    let mut writer = Writer::new(format, &batch.schema(), Default::default())?;
+    writer.write(&batch)?;
+    writer.finish()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The screen, until q, Ctrl-C or a signal.
+fn interactive(mut engine: Engine, mut app: App) -> Result<ExitCode> {
+    let mut screen = Screen::open()?;
+    // The first draw sizes the sparkline; the first queries then fill the screen.
+    screen.terminal.draw(|f| ui::draw(f, &app))?;
+    session::refresh(&engine, &mut app);
+    let mut last_refresh = Instant::now();
+    loop {
+        screen.terminal.draw(|f| ui::draw(f, &app))?;
+        if stacks_stream::sys::signal_caught() {
+            break;
+        }
+        if event::poll(Duration::from_millis(200))? {
+            match event::read()? {
+                Event::Key(key) if key.kind != KeyEventKind::Release => match app.on_key(key) {
+                    Effect::Quit => break,
+                    Effect::Query => session::refresh(&engine, &mut app),
+                    Effect::Peek => session::peek(&engine, &mut app),
+                    Effect::None => {}
+                },
+                Event::Resize(..) => {}
+                _ => {}
+            }
+        }
+        if app.live && last_refresh.elapsed() >= Duration::from_secs(1) {
+            last_refresh = Instant::now();
+            if let Err(e) = engine.refresh() {
+                drop(screen);
+                return Err(e.context("the live stream"));
+            }
+            if app.columns.is_empty() {
+                app.columns = engine.columns.clone();
+            }
+            if matches!(app.mode, app::Mode::Table) {
+                session::refresh(&engine, &mut app);
+            }
+        }
+    }
+    drop(screen);
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,192 @@
+//! Answering a view: the queries behind the table, the sparkline and a row's stack tree, run
+//! on the engine and put into the app state (errors go to the status line, the screen stays).
+
+use std::time::Duration;
+
+use anyhow::Result;
+use arrow_array::Array;
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int64Type;
+use arrow_schema::DataType;
+
+use crate::app::{App, Mode, Spark};
+use crate::catalog;
+use crate::engine::Engine;
+use crate::fmt;
+use crate::table::Table;
+use crate::tree::Tree;
+use crate::view::{Ns, Planner, View};
+
+/// Bucket widths the sparkline may use, smallest first.
+const BUCKETS_NS: &[Ns] = &[
+    100_000_000,
+    200_000_000,
+    500_000_000,
+    1_000_000_000,
+    2_000_000_000,
+    5_000_000_000,
+    10_000_000_000,
+    15_000_000_000,
+    30_000_000_000,
+    60_000_000_000,
+    120_000_000_000,
+    300_000_000_000,
+    600_000_000_000,
+    900_000_000_000,
+    1_800_000_000_000,
+    3_600_000_000_000,
+    7_200_000_000_000,
+    21_600_000_000_000,
+    43_200_000_000_000,
+    86_400_000_000_000,
+];
+
+/// The table of `view`.
+pub fn table(engine: &Engine, view: &View) -> Result<(Table, Duration)> {
+    let planner = Planner {
+        columns: &engine.columns,
+    };
+    let sql = planner.table(view);
+    let (batches, took) = engine.timed("the table", &sql, Some(view.window))?;
+    Ok((
+        Table::new(&view.group, &batches, view.window, view.latency)?,
+        took,
+    ))
+}
+
+/// Query the table and the sparkline of the app's view; a failing query leaves the last
+/// table and says why in the status line. A failing SQL filter just added is dropped.
+pub fn refresh(engine: &Engine, app: &mut App) {
+    app.kinds = engine.kinds.clone();
+    app.source = engine.label();
+    app.set_range(engine.range(app.view.kind.as_deref()));
+    if app.range.is_none() {
+        app.table = None;
+        app.spark = Spark::default();
+        app.info(if app.live {
+            "waiting for rows on stdin"
+        } else {
+            "no rows"
+        });
+        return;
+    }
+    match table(engine, &app.view) {
+        Ok((table, took)) => {
+            app.timing = format!("{} rows · {} ms", table.rows.len(), took.as_millis());
+            app.table = Some(table);
+            app.cursor = app.cursor.min(app.rows().len().saturating_sub(1));
+        }
+        Err(e) => {
+            let dropped = matches!(app.view.steps.last(), Some(crate::view::Step::Sql(_)));
+            if dropped {
+                app.view.steps.pop();
+            }
+            app.error(format!(
+                "{}{e:#}",
+                if dropped { "filter dropped: " } else { "" }
+            ));
+            if dropped {
+                // The view is back to what it was; its table is still the one shown.
+                return;
+            }
+        }
+    }
+    if let Err(e) = spark(engine, app) {
+        app.error(format!("sparkline: {e:#}"));
+    }
+}
+
+/// The sparkline of the app's view over the whole range.
+fn spark(engine: &Engine, app: &mut App) -> Result<()> {
+    let Some(range) = app.range else {
+        return Ok(());
+    };
+    let width = app.spark_width.get().max(8) as Ns;
+    let bucket = BUCKETS_NS
+        .iter()
+        .copied()
+        .find(|b| range.len() / b < width)
+        .unwrap_or(*BUCKETS_NS.last().expect("buckets"));
+    let start = range.from - range.from.rem_euclid(bucket);
+    let planner = Planner {
+        columns: &engine.columns,
+    };
+    let batches = engine.run(
+        "the sparkline",
+        &planner.sparkline(&app.view, start, bucket),
+        None,
+    )?;
+    let count = ((range.to - start + bucket - 1) / bucket).max(1) as usize;
+    let threads = match &app.view.kind {
+        Some(k) => catalog::weights(k).is_some_and(|w| w.thread_ns.is_some()),
+        None => true,
+    };
+    let mut values = vec![0.0; count];
+    for b in &batches {
+        let i = arrow_cast::cast(b.column(0), &DataType::Int64)?;
+        let i = i.as_primitive::<Int64Type>();
+        let w = arrow_cast::cast(b.column(1), &DataType::Int64)?;
+        let w = w.as_primitive::<Int64Type>();
+        let n = arrow_cast::cast(b.column(2), &DataType::Int64)?;
+        let n = n.as_primitive::<Int64Type>();
+        for r in 0..b.num_rows() {
+            let at = i.value(r);
+            if at < 0 || at as usize >= count {
+                continue;
+            }
+            values[at as usize] = if threads {
+                if w.is_valid(r) {
+                    w.value(r) as f64 / bucket as f64
+                } else {
+                    0.0
+                }
+            } else {
+                n.value(r) as f64 / (bucket as f64 / 1e9)
+            };
+        }
+    }
+    app.spark = Spark {
+        start,
+        bucket,
+        values,
+        threads,
+    };
+    Ok(())
+}
+
+/// Open the stack tree of the highlighted row.
+pub fn peek(engine: &Engine, app: &mut App) {
+    let rows = app.rows();
+    let Some(row) = rows.get(app.cursor) else {
+        return;
+    };
+    let values = row.values.clone();
+    let title: Vec<String> = app
+        .view
+        .group
+        .iter()
+        .zip(&values)
+        .map(|(g, v)| format!("{g} = {}", v.shown))
+        .collect();
+    let planner = Planner {
+        columns: &engine.columns,
+    };
+    let sql = planner.stacks(&app.view, &values);
+    match engine
+        .timed("the row's stacks", &sql, Some(app.view.window))
+        .and_then(|(b, took)| Ok((Tree::new(&b)?, took)))
+    {
+        Ok((tree, took)) => {
+            app.info(format!(
+                "stack tree of {} ({} ms): Enter folds/unfolds, Esc goes back",
+                fmt::fit(&title.join(", "), 60),
+                took.as_millis()
+            ));
+            app.mode = Mode::Peek {
+                title: title.join(" · "),
+                tree,
+            };
+        }
+        Err(e) => app.error(format!("peek: {e:#}")),
+    }
+}

@@ -1,0 +1,500 @@
+//! Drawing the screen from the app state: header (sparkline, range, window, filters,
+//! grouping), the table or a row's stack tree, the status line and the keys; the column
+//! picker and the help as popups. Nothing here changes state.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph};
+
+use crate::app::{App, InputKind, Mode, Picker};
+use crate::fmt;
+use crate::tree::Tree;
+
+/// The smallest terminal the screen is drawn in.
+pub const MIN_WIDTH: u16 = 60;
+pub const MIN_HEIGHT: u16 = 12;
+
+const HEADER: u16 = 6;
+const BAR: usize = 10;
+const MAX_CELL: usize = 40;
+
+/// The keys of the table, as the bottom line names them.
+const KEYS: &str = "↑↓ row  ←→ column  ⏎ drill  ⌫ back  g group  / search  f filter  \
+                    [ ] window  w whole  l latency  p stacks  Tab kind  h help  q quit";
+
+fn label() -> Style {
+    Style::default().fg(Color::Cyan)
+}
+
+/// Draw the whole screen.
+pub fn draw(f: &mut Frame, app: &App) {
+    let area = f.area();
+    if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
+        let text = format!(
+            "stacks-top needs a terminal of at least {MIN_WIDTH}x{MIN_HEIGHT}; this one is {}x{}. \
+             Enlarge it, or press q to quit.",
+            area.width, area.height
+        );
+        f.render_widget(
+            Paragraph::new(text).wrap(ratatui::widgets::Wrap { trim: true }),
+            area,
+        );
+        return;
+    }
+    let [header, body, status, keys] = Layout::vertical([
+        Constraint::Length(HEADER),
+        Constraint::Min(3),
+        Constraint::Length(1),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+    draw_header(f, app, header);
+    match &app.mode {
+        Mode::Peek { title, tree } => draw_tree(f, app, title, tree, body),
+        _ => draw_table(f, app, body),
+    }
+    draw_status(f, app, status);
+    f.render_widget(
+        Paragraph::new(fmt::fit(KEYS, keys.width as usize))
+            .style(Style::default().fg(Color::DarkGray)),
+        keys,
+    );
+    match &app.mode {
+        Mode::Picker(p) => draw_picker(f, app, p, body),
+        Mode::Help => draw_help(f, body),
+        _ => {}
+    }
+}
+
+fn draw_header(f: &mut Frame, app: &App, area: Rect) {
+    let w = area.width as usize;
+    let kind = app.view.kind.as_deref().unwrap_or(crate::catalog::ALL);
+    let mut lines = vec![Line::from(vec![
+        Span::styled(
+            " stacks-top ",
+            Style::default().add_modifier(Modifier::REVERSED),
+        ),
+        Span::raw(format!(" kind {kind}  ")),
+        Span::styled(
+            fmt::fit(&app.source, w.saturating_sub(20 + kind.len())),
+            Style::default().fg(Color::DarkGray),
+        ),
+    ])];
+    let name = if app.spark.threads {
+        "AvgThreads "
+    } else {
+        "Events/s   "
+    };
+    let room = w.saturating_sub(name.len() + 12);
+    app.spark_width.set(room);
+    let mut spans = vec![Span::styled(name, label())];
+    let max = app.spark.values.iter().copied().fold(0.0, f64::max);
+    let window = app.view.window;
+    for (i, v) in app.spark.values.iter().take(room).enumerate() {
+        let start = app.spark.start + i as i64 * app.spark.bucket;
+        let c = spark_char(*v, max);
+        let inside = start + app.spark.bucket > window.from && start < window.to;
+        let style = if inside {
+            Style::default()
+                .fg(Color::Yellow)
+                .add_modifier(Modifier::REVERSED)
+        } else {
+            Style::default().fg(Color::Yellow)
+        };
+        spans.push(Span::styled(c.to_string(), style));
+    }
+    spans.push(Span::raw(format!(" max {max:.2}")));
+    lines.push(Line::from(spans));
+    let span_line = |name: &str, s: Option<crate::view::Span>, extra: &str| {
+        let text = match s {
+            Some(s) => format!(
+                "{} → {} ({}){extra}",
+                fmt::time(s.from, true),
+                fmt::time(s.to, false),
+                fmt::duration(s.len())
+            ),
+            None => "no rows".to_string(),
+        };
+        Line::from(vec![
+            Span::styled(format!("{name:<11}"), label()),
+            Span::raw(text),
+        ])
+    };
+    lines.push(span_line("TimeRange", app.range, ""));
+    let how = if app.whole {
+        "  whole range (w)".to_string()
+    } else if app.range.is_some_and(|r| r.len() <= app.window_len) {
+        "  whole range".to_string()
+    } else if app.follow {
+        format!(
+            "  last {} ([ ] move, w whole)",
+            fmt::duration(app.window_len)
+        )
+    } else {
+        format!("  {} ([ ] move, w whole)", fmt::duration(app.window_len))
+    };
+    lines.push(span_line("Window", app.range.map(|_| window), &how));
+    let filters = if app.view.steps.is_empty() {
+        "none".to_string()
+    } else {
+        app.view
+            .steps
+            .iter()
+            .map(|s| s.shown())
+            .collect::<Vec<_>>()
+            .join(" › ")
+    };
+    let mut filter_line = vec![
+        Span::styled("Filters    ", label()),
+        Span::raw(fmt::fit(&filters, w.saturating_sub(11))),
+    ];
+    if !app.search.is_empty() {
+        filter_line.push(Span::styled(
+            format!("  /{}", app.search),
+            Style::default().fg(Color::Magenta),
+        ));
+    }
+    lines.push(Line::from(filter_line));
+    lines.push(Line::from(vec![
+        Span::styled("GroupBy    ", label()),
+        Span::raw(app.view.group.join(", ")),
+    ]));
+    f.render_widget(Paragraph::new(lines), area);
+}
+
+fn spark_char(v: f64, max: f64) -> char {
+    const LEVELS: [char; 9] = [' ', '▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    if v <= 0.0 || max <= 0.0 {
+        return LEVELS[0];
+    }
+    let i = ((v / max) * 8.0).ceil() as usize;
+    LEVELS[i.clamp(1, 8)]
+}
+
+/// One table column: header, width, right-aligned.
+struct Col {
+    title: String,
+    width: usize,
+    right: bool,
+}
+
+fn draw_table(f: &mut Frame, app: &App, area: Rect) {
+    let rows = app.rows();
+    let Some(table) = &app.table else {
+        f.render_widget(Paragraph::new(" no rows to show"), area);
+        return;
+    };
+    let window_ns = table.window.len();
+    let secs = window_ns as f64 / 1e9;
+    let threads = table.has_threads();
+    let bytes = table.has_bytes();
+    let mut cols: Vec<Col> = Vec::new();
+    for (i, g) in table.group.iter().enumerate() {
+        let widest = rows
+            .iter()
+            .map(|r| r.values[i].shown.chars().count())
+            .max()
+            .unwrap_or(0);
+        cols.push(Col {
+            title: g.clone(),
+            width: widest.max(g.len()).clamp(4, MAX_CELL),
+            right: false,
+        });
+    }
+    let mut add = |title: &str, width: usize, right: bool| {
+        cols.push(Col {
+            title: title.to_string(),
+            width: width.max(title.chars().count()),
+            right,
+        })
+    };
+    add("samples", 9, true);
+    if threads {
+        add("avg_thr", 7, true);
+        add("", BAR, false);
+    }
+    if bytes {
+        add("bytes", 7, true);
+        add("bytes/s", 7, true);
+    }
+    if table.latency {
+        add(&fmt::histogram_header(), crate::view::BUCKETS, false);
+        for p in ["p50", "p95", "p99"] {
+            add(p, 6, true);
+        }
+    }
+    // Shrink the group columns (widest first) until the row fits.
+    let g = table.group.len();
+    let total = |cols: &[Col]| cols.iter().map(|c| c.width + 1).sum::<usize>();
+    while total(&cols) > area.width as usize {
+        let Some(widest) = (0..g).max_by_key(|&i| cols[i].width) else {
+            break;
+        };
+        if cols[widest].width <= 6 {
+            break;
+        }
+        cols[widest].width -= 1;
+    }
+    let max_thr = rows
+        .iter()
+        .filter_map(|r| r.avg_thr(window_ns))
+        .fold(0.0, f64::max);
+    let mut lines = Vec::new();
+    let cell = |text: &str, c: &Col| {
+        let t = fmt::fit(text, c.width);
+        if c.right {
+            format!("{t:>w$} ", w = c.width)
+        } else {
+            format!("{t:<w$} ", w = c.width)
+        }
+    };
+    lines.push(Line::from(
+        cols.iter()
+            .map(|c| {
+                Span::styled(
+                    cell(&c.title, c),
+                    Style::default().add_modifier(Modifier::BOLD | Modifier::UNDERLINED),
+                )
+            })
+            .collect::<Vec<_>>(),
+    ));
+    let height = area.height.saturating_sub(1) as usize;
+    app.page.set(height.max(1));
+    let first = app.cursor.saturating_sub(height.saturating_sub(1));
+    for (n, row) in rows.iter().enumerate().skip(first).take(height) {
+        let on = n == app.cursor;
+        let base = if on {
+            Style::default().bg(Color::DarkGray)
+        } else if n % 2 == 1 {
+            Style::default().bg(Color::Rgb(24, 24, 24))
+        } else {
+            Style::default()
+        };
+        let mut spans = Vec::new();
+        for i in 0..g {
+            let style = if on && i == app.col {
+                base.add_modifier(Modifier::REVERSED | Modifier::BOLD)
+            } else {
+                base
+            };
+            spans.push(Span::styled(cell(&row.values[i].shown, &cols[i]), style));
+        }
+        let mut k = g;
+        let mut next = |text: String, style: Style| {
+            spans.push(Span::styled(cell(&text, &cols[k]), style));
+            k += 1;
+        };
+        next(fmt::count(row.samples), base);
+        if threads {
+            let thr = row.avg_thr(window_ns);
+            next(thr.map(|t| format!("{t:.2}")).unwrap_or_default(), base);
+            let frac = thr
+                .map(|t| t / max_thr.max(f64::MIN_POSITIVE))
+                .unwrap_or(0.0);
+            next(fmt::bar(frac, BAR), base.fg(Color::Green));
+        }
+        if bytes {
+            next(
+                row.bytes.map(|b| fmt::bytes(b as f64)).unwrap_or_default(),
+                base,
+            );
+            next(
+                row.bytes
+                    .map(|b| fmt::bytes(b as f64 / secs))
+                    .unwrap_or_default(),
+                base,
+            );
+        }
+        if table.latency {
+            let lat = row.latency.as_ref().filter(|l| l.n > 0);
+            next(
+                lat.map(|l| fmt::histogram(&l.hist)).unwrap_or_default(),
+                base.fg(Color::Yellow),
+            );
+            for i in 0..3 {
+                next(
+                    lat.and_then(|l| l.p[i])
+                        .map(fmt::duration)
+                        .unwrap_or_default(),
+                    base,
+                );
+            }
+        }
+        lines.push(Line::from(spans));
+    }
+    if rows.is_empty() {
+        lines.push(Line::from(if app.search.is_empty() {
+            " no rows in this window: [ ] moves it, w shows the whole range, ⌫ removes a filter"
+        } else {
+            " no row matches the search: Esc clears it"
+        }));
+    }
+    f.render_widget(Paragraph::new(lines), area);
+}
+
+fn draw_tree(f: &mut Frame, app: &App, title: &str, tree: &Tree, area: Rect) {
+    let mut lines = vec![Line::from(Span::styled(
+        fmt::fit(&format!("Stacks of {title}"), area.width as usize),
+        Style::default().add_modifier(Modifier::BOLD | Modifier::UNDERLINED),
+    ))];
+    let height = area.height.saturating_sub(1) as usize;
+    app.page.set(height.max(1));
+    let visible = tree.visible();
+    let first = tree.cursor.saturating_sub(height.saturating_sub(1));
+    for (n, &i) in visible.iter().enumerate().skip(first).take(height) {
+        let node = &tree.nodes[i];
+        let marker = if node.children.is_empty() {
+            '·'
+        } else if node.open {
+            '▾'
+        } else {
+            '▸'
+        };
+        let text = format!(
+            "{:>6.1}%  {}{marker} {}",
+            tree.share(i) * 100.0,
+            "  ".repeat(node.depth),
+            node.name
+        );
+        let mut style = if node.kernel {
+            Style::default().fg(Color::LightBlue)
+        } else {
+            Style::default()
+        };
+        if n == tree.cursor {
+            style = style.add_modifier(Modifier::REVERSED);
+        }
+        lines.push(Line::from(Span::styled(
+            fmt::fit(&text, area.width as usize),
+            style,
+        )));
+    }
+    f.render_widget(Paragraph::new(lines), area);
+}
+
+fn draw_status(f: &mut Frame, app: &App, area: Rect) {
+    let w = area.width as usize;
+    let line = match &app.mode {
+        Mode::Input { kind, text } => {
+            let prompt = match kind {
+                InputKind::Search => "search rows: ",
+                InputKind::Filter => "filter (SQL condition, ⏎ applies, Esc cancels): ",
+            };
+            Line::from(vec![
+                Span::styled(prompt, label()),
+                Span::raw(format!("{text}█")),
+            ])
+        }
+        _ => {
+            let style = if app.status.error {
+                Style::default().fg(Color::White).bg(Color::Red)
+            } else {
+                Style::default()
+            };
+            let right = format!("  {}", app.timing);
+            let room = w.saturating_sub(right.chars().count());
+            Line::from(vec![
+                Span::styled(fmt::fit(&app.status.text, room), style),
+                Span::raw(
+                    " ".repeat(room.saturating_sub(app.status.text.chars().count().min(room))),
+                ),
+                Span::styled(right, Style::default().fg(Color::DarkGray)),
+            ])
+        }
+    };
+    f.render_widget(Paragraph::new(line), area);
+}
+
+/// A rectangle of `w`×`h` centered in `area`.
+fn centered(area: Rect, w: u16, h: u16) -> Rect {
+    let w = w.min(area.width);
+    let h = h.min(area.height);
+    Rect::new(
+        area.x + (area.width - w) / 2,
+        area.y + (area.height - h) / 2,
+        w,
+        h,
+    )
+}
+
+fn draw_picker(f: &mut Frame, app: &App, p: &Picker, area: Rect) {
+    let popup = centered(area, 70, area.height);
+    f.render_widget(Clear, popup);
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .title(" group by: type to search, ↑↓ move, Space toggles, ⏎ applies, Esc cancels ");
+    let inner = block.inner(popup);
+    f.render_widget(block, popup);
+    let mut lines = vec![Line::from(vec![
+        Span::styled("search: ", label()),
+        Span::raw(format!("{}█", p.text)),
+    ])];
+    let matches = app.picker_matches(&p.text);
+    let height = inner.height.saturating_sub(1) as usize;
+    let first = p.cursor.saturating_sub(height.saturating_sub(1));
+    for (n, c) in matches.iter().enumerate().skip(first).take(height) {
+        let mark = match p.chosen.iter().position(|x| *x == c.name) {
+            Some(i) => format!("[{}]", i + 1),
+            None => "[ ]".to_string(),
+        };
+        let text = format!("{mark} {:<14} {}", c.name, c.about);
+        let style = if n == p.cursor {
+            Style::default().add_modifier(Modifier::REVERSED)
+        } else {
+            Style::default()
+        };
+        lines.push(Line::from(Span::styled(
+            fmt::fit(&text, inner.width as usize),
+            style,
+        )));
+    }
+    f.render_widget(Paragraph::new(lines), inner);
+}
+
+/// Every key, for `h`.
+pub const HELP: &[(&str, &str)] = &[
+    ("↑ ↓  j k", "move the highlighted row"),
+    ("PgUp PgDn", "a page up or down"),
+    ("← →", "move the highlighted column"),
+    (
+        "Enter",
+        "drill down: keep only rows whose column equals the highlighted cell",
+    ),
+    ("Backspace", "remove the last filter"),
+    ("g", "choose the columns to group by (type to search)"),
+    ("/", "show only rows containing a text (Esc clears)"),
+    (
+        "f",
+        "add an SQL condition on the rows, e.g. duration > 1000000",
+    ),
+    ("[  ]", "move the window back or forward by its length"),
+    ("w", "window: the whole range, or the last --window"),
+    ("l", "latency columns: histogram <1µs…≥1s, p50, p95, p99"),
+    ("p", "the merged stack tree of the highlighted row"),
+    ("Tab", "next event kind (then every kind)"),
+    ("r", "query again"),
+    ("h ?", "this help"),
+    ("q  Ctrl-C", "quit"),
+];
+
+fn draw_help(f: &mut Frame, area: Rect) {
+    let popup = centered(area, 80, HELP.len() as u16 + 2);
+    f.render_widget(Clear, popup);
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .title(" keys (any key closes) ");
+    let inner = block.inner(popup);
+    f.render_widget(block, popup);
+    let lines: Vec<Line> = HELP
+        .iter()
+        .map(|(k, what)| {
+            Line::from(vec![
+                Span::styled(format!(" {k:<11}"), label()),
+                Span::raw(*what),
+            ])
+        })
+        .collect();
+    f.render_widget(Paragraph::new(lines), inner);
+}

@@ -1,0 +1,376 @@
+//! What one screen shows — kind, grouping, filters, window, latency columns — and the SQL
+//! that answers it over the `samples` and `stack_table` tables of a store: the grouped table,
+//! the sparkline of active threads, and the stack tree of one row.
+
+use crate::catalog::{self, Column, Origin, quote_ident};
+
+/// Nanoseconds since the Unix epoch.
+pub type Ns = i64;
+
+/// A half-open time interval `[from, to)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    pub from: Ns,
+    pub to: Ns,
+}
+
+impl Span {
+    pub fn len(&self) -> Ns {
+        (self.to - self.from).max(1)
+    }
+}
+
+/// A value a filter compares a column with, as an SQL literal (typed as the column's values
+/// were) and as shown on the screen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Value {
+    /// `None`: the column is null.
+    pub sql: Option<String>,
+    pub shown: String,
+}
+
+/// `column = value`, added by a drill-down.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Filter {
+    pub column: String,
+    pub value: Value,
+}
+
+/// A filter the breadcrumb shows: a drill-down or an SQL condition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    Is(Filter),
+    Sql(String),
+}
+
+impl Step {
+    pub fn shown(&self) -> String {
+        match self {
+            Step::Is(f) => format!("{} = {}", f.column, f.value.shown),
+            Step::Sql(s) => format!("({s})"),
+        }
+    }
+}
+
+/// Everything a table query depends on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct View {
+    /// One kind, or every kind (`None`).
+    pub kind: Option<String>,
+    pub group: Vec<String>,
+    pub steps: Vec<Step>,
+    pub window: Span,
+    pub latency: bool,
+    pub limit: usize,
+}
+
+/// The columns of a table query's result after the group columns, in order.
+pub const SAMPLES: &str = "samples";
+pub const THREAD_NS: &str = "thread_ns";
+pub const BYTES: &str = "bytes";
+pub const LAT_N: &str = "lat_n";
+pub const PERCENTILES: [(&str, f64); 3] = [("p50_ns", 0.5), ("p95_ns", 0.95), ("p99_ns", 0.99)];
+/// Latency buckets: `<1µs`, then [2^(k-1), 2^k) µs for k = 1..=20, then `≥1s` (2^20 µs).
+pub const BUCKETS: usize = 22;
+
+/// The SQL of the columns a view needs, resolved against the catalog.
+pub struct Planner<'a> {
+    pub columns: &'a [Column],
+}
+
+impl Planner<'_> {
+    /// The catalog column `name`.
+    pub fn column(&self, name: &str) -> Option<&Column> {
+        self.columns.iter().find(|c| c.name == name)
+    }
+
+    /// The relation every query reads: `samples`, joined to the per-stack computed columns
+    /// the query uses (computed once per distinct stack, not per row).
+    fn relation(&self, used: &[&Column], text: &[&str]) -> String {
+        let mut stack_cols: Vec<&Column> = self
+            .columns
+            .iter()
+            .filter(|c| matches!(c.origin, Origin::Stack(_)))
+            .filter(|c| {
+                used.iter().any(|u| u.name == c.name) || text.iter().any(|t| mentions(t, &c.name))
+            })
+            .collect();
+        stack_cols.dedup_by(|a, b| a.name == b.name);
+        if stack_cols.is_empty() {
+            return "samples".to_string();
+        }
+        let derived: Vec<String> = stack_cols
+            .iter()
+            .map(|c| match c.origin {
+                Origin::Stack(sql) => format!("{sql} AS {}", quote_ident(&c.name)),
+                _ => unreachable!("stack columns only"),
+            })
+            .collect();
+        let picked: Vec<String> = stack_cols
+            .iter()
+            .map(|c| format!("t.{}", quote_ident(&c.name)))
+            .collect();
+        format!(
+            "(SELECT s.*, {} FROM samples s LEFT JOIN (SELECT stack_id, {} FROM stack_table) t \
+             ON s.stack_id = t.stack_id)",
+            picked.join(", "),
+            derived.join(", ")
+        )
+    }
+
+    /// The conditions of `view` but its window: kind, drill-downs, SQL filters, plus `extra`.
+    fn conditions(&self, view: &View, extra: &[String]) -> Vec<String> {
+        let mut out = vec![format!("kind <> {}", catalog::quote_text("lost"))];
+        if let Some(k) = &view.kind {
+            out.push(format!("kind = {}", catalog::quote_text(k)));
+        }
+        for step in &view.steps {
+            out.push(match step {
+                Step::Is(f) => self.equals(&f.column, &f.value),
+                Step::Sql(s) => format!("({s})"),
+            });
+        }
+        out.extend(extra.iter().cloned());
+        out
+    }
+
+    /// `column = value` (or `IS NULL`) in SQL.
+    pub fn equals(&self, column: &str, value: &Value) -> String {
+        let expr = self
+            .column(column)
+            .map(Column::sql)
+            .unwrap_or_else(|| quote_ident(column));
+        match &value.sql {
+            Some(v) => format!("{expr} = {v}"),
+            None => format!("{expr} IS NULL"),
+        }
+    }
+
+    /// The catalog columns and SQL texts `view` (plus `extra` conditions) refers to.
+    fn used<'v>(&'v self, view: &'v View, extra: &'v [String]) -> (Vec<&'v Column>, Vec<&'v str>) {
+        let mut used: Vec<&Column> = view.group.iter().filter_map(|g| self.column(g)).collect();
+        let mut text: Vec<&str> = extra.iter().map(String::as_str).collect();
+        for step in &view.steps {
+            match step {
+                Step::Is(f) => used.extend(self.column(&f.column)),
+                Step::Sql(s) => text.push(s),
+            }
+        }
+        (used, text)
+    }
+
+    /// The grouped table of `view`: the group columns by name, then [`SAMPLES`],
+    /// [`THREAD_NS`], [`BYTES`], and with latency [`LAT_N`], the percentiles and `h0`…`h21`;
+    /// sorted by samples. The window is bound as `$from`/`$to` (timestamps).
+    pub fn table(&self, view: &View) -> String {
+        let (used, text) = self.used(view, &[]);
+        let relation = self.relation(&used, &text);
+        let mut inner: Vec<String> = Vec::new();
+        let mut outer: Vec<String> = Vec::new();
+        let mut keys: Vec<String> = Vec::new();
+        for (i, g) in view.group.iter().enumerate() {
+            let expr = self
+                .column(g)
+                .map(Column::sql)
+                .unwrap_or_else(|| quote_ident(g));
+            inner.push(format!("{expr} AS g{i}"));
+            outer.push(format!("g{i} AS {}", quote_ident(g)));
+            keys.push(format!("g{i}"));
+        }
+        inner.push("coalesce(count, 1) AS n".into());
+        inner.push(format!("{} AS w", thread_ns_expr()));
+        inner.push(format!("{} AS b", bytes_expr()));
+        outer.push(format!("sum(n) AS {SAMPLES}"));
+        outer.push(format!("sum(w) AS {THREAD_NS}"));
+        outer.push(format!("sum(b) AS {BYTES}"));
+        if view.latency {
+            inner.push(format!("{} AS lat", latency_expr()));
+            inner.push(format!(
+                "CASE WHEN {l} IS NULL THEN NULL WHEN {l} < 1000 THEN 0 \
+                 ELSE least(CAST(log2({l} / 1000.0) AS BIGINT) + 1, {last}) END AS lb",
+                l = latency_expr(),
+                last = BUCKETS - 1
+            ));
+            outer.push(format!("count(lat) AS {LAT_N}"));
+            for (name, p) in PERCENTILES {
+                outer.push(format!(
+                    "CAST(approx_percentile_cont(lat, {p}) AS BIGINT) AS {name}"
+                ));
+            }
+            for k in 0..BUCKETS {
+                outer.push(format!("sum(CASE WHEN lb = {k} THEN 1 ELSE 0 END) AS h{k}"));
+            }
+        }
+        let mut conds = self.conditions(view, &[]);
+        conds.push("time >= $from AND time < $to".into());
+        let group_by = if keys.is_empty() {
+            String::new()
+        } else {
+            format!(" GROUP BY {}", keys.join(", "))
+        };
+        let mut order = vec![format!("{SAMPLES} DESC")];
+        order.extend((0..view.group.len()).map(|i| format!("{} ASC NULLS LAST", i + 1)));
+        format!(
+            "SELECT {} FROM (SELECT {} FROM {relation} WHERE {}) q{group_by} ORDER BY {} LIMIT {}",
+            outer.join(", "),
+            inner.join(", "),
+            conds.join(" AND "),
+            order.join(", "),
+            view.limit
+        )
+    }
+
+    /// Per bucket of `bucket_ns` from `start`, over the whole range (the window is not
+    /// applied): bucket index `i`, thread-ns `w`, events `n`.
+    pub fn sparkline(&self, view: &View, start: Ns, bucket_ns: Ns) -> String {
+        let (used, text) = self.used(view, &[]);
+        let relation = self.relation(&used, &text);
+        let conds = self.conditions(view, &[]);
+        format!(
+            "SELECT CAST((CAST(time AS BIGINT) - {start}) / {bucket_ns} AS BIGINT) AS i, \
+             sum({}) AS w, sum(coalesce(count, 1)) AS n FROM {relation} WHERE {} GROUP BY 1",
+            thread_ns_expr(),
+            conds.join(" AND ")
+        )
+    }
+
+    /// The stacks of the rows of `view` whose group columns equal `row` (one value per group
+    /// column), in the window: `stack` and its weight `w` (thread-ns, else events).
+    pub fn stacks(&self, view: &View, row: &[Value]) -> String {
+        let extra: Vec<String> = view
+            .group
+            .iter()
+            .zip(row)
+            .map(|(g, v)| self.equals(g, v))
+            .collect();
+        let (used, text) = self.used(view, &extra);
+        let relation = self.relation(&used, &text);
+        let mut conds = self.conditions(view, &extra);
+        conds.push("time >= $from AND time < $to".into());
+        let weight = if view
+            .kind
+            .as_deref()
+            .and_then(catalog::weights)
+            .is_some_and(|k| k.thread_ns.is_some())
+        {
+            thread_ns_expr()
+        } else {
+            "coalesce(count, 1)".to_string()
+        };
+        format!(
+            "SELECT t.stack, q.w, q.n FROM (SELECT stack_id, sum({weight}) AS w, \
+             sum(coalesce(count, 1)) AS n FROM {relation} WHERE {} GROUP BY stack_id) q \
+             LEFT JOIN stack_table t ON q.stack_id = t.stack_id",
+            conds.join(" AND ")
+        )
+    }
+}
+
+/// Whether SQL `text` mentions identifier `name` as a word.
+fn mentions(text: &str, name: &str) -> bool {
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .any(|w| w.eq_ignore_ascii_case(name))
+}
+
+/// A row's thread-nanoseconds by its kind (null where the kind has none).
+pub fn thread_ns_expr() -> String {
+    let mut arms = String::new();
+    for k in catalog::KINDS {
+        if let Some(c) = k.thread_ns {
+            arms.push_str(&format!(" WHEN {} THEN {c}", catalog::quote_text(k.name)));
+        }
+    }
+    format!("CASE kind{arms} END")
+}
+
+/// A row's bytes by its kind (null where `value` is not bytes).
+pub fn bytes_expr() -> String {
+    let kinds: Vec<String> = catalog::KINDS
+        .iter()
+        .filter(|k| k.bytes)
+        .map(|k| catalog::quote_text(k.name))
+        .collect();
+    format!("CASE WHEN kind IN ({}) THEN value END", kinds.join(", "))
+}
+
+/// A row's latency in ns by its kind (null where the kind has none).
+pub fn latency_expr() -> String {
+    let kinds: Vec<String> = catalog::KINDS
+        .iter()
+        .filter(|k| k.latency)
+        .map(|k| catalog::quote_text(k.name))
+        .collect();
+    format!(
+        "(CASE WHEN kind IN ({}) THEN duration END)",
+        kinds.join(", ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_schema::{DataType, Field, Schema};
+
+    fn catalog() -> Vec<Column> {
+        catalog::columns(&Schema::new(vec![
+            Field::new("comm", DataType::Utf8, false),
+            Field::new("pid", DataType::Int32, false),
+        ]))
+    }
+
+    fn view(group: &[&str]) -> View {
+        View {
+            kind: Some("state".into()),
+            group: group.iter().map(|s| s.to_string()).collect(),
+            steps: vec![],
+            window: Span { from: 0, to: 10 },
+            latency: false,
+            limit: 100,
+        }
+    }
+
+    #[test]
+    fn stack_columns_join_the_stack_table_only_when_used() {
+        let cols = catalog();
+        let p = Planner { columns: &cols };
+        assert!(!p.table(&view(&["comm"])).contains("stack_table"));
+        let sql = p.table(&view(&["comm", "ufunc"]));
+        assert!(sql.contains("stack_user_leaf(stack) AS ufunc"), "{sql}");
+        let mut v = view(&["comm"]);
+        v.steps.push(Step::Sql("kfunc like 'x%'".into()));
+        assert!(p.table(&v).contains("stack_kernel_leaf"));
+    }
+
+    #[test]
+    fn drill_downs_compare_typed_values_and_nulls() {
+        let cols = catalog();
+        let p = Planner { columns: &cols };
+        let mut v = view(&["comm"]);
+        v.steps.push(Step::Is(Filter {
+            column: "pid".into(),
+            value: Value {
+                sql: Some("42".into()),
+                shown: "42".into(),
+            },
+        }));
+        v.steps.push(Step::Is(Filter {
+            column: "comm".into(),
+            value: Value {
+                sql: None,
+                shown: "∅".into(),
+            },
+        }));
+        let sql = p.table(&v);
+        assert!(
+            sql.contains("pid = 42") && sql.contains("comm IS NULL"),
+            "{sql}"
+        );
+        assert!(sql.contains("kind = 'state'"));
+    }
+
+    #[test]
+    fn words_are_matched_whole() {
+        assert!(mentions("ufunc LIKE 'a'", "ufunc"));
+        assert!(!mentions("my_ufunc = 1", "ufunc"));
+    }
+}
