@@ -440,6 +440,7 @@ impl App {
                 let text = text.trim().to_string();
                 self.mode = Mode::Table;
                 if kind == InputKind::Filter && !text.is_empty() {
+                    self.info(format!("filtered on ({text})"));
                     self.view.steps.push(Step::Sql(text));
                     self.cursor = 0;
                     return Effect::Query;

@@ -19,7 +19,7 @@ use crate::engine::Engine;
 use crate::session;
 use crate::term::Screen;
 use crate::ui;
-use crate::view::{Ns, Step, View};
+use crate::view::Ns;
 
 /// Output formats of `--once`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -189,34 +189,16 @@ pub fn run_with(args: Args) -> Result<ExitCode> {
             engine.refresh()?;
         }
     }
-    let kind = match args.kind.as_deref() {
-        Some(catalog::ALL) => None,
-        Some(k) => Some(k.to_string()),
-        None => Some(default_kind(&engine.kinds)),
-    };
-    let group = if args.group.is_empty() {
-        app::default_group(kind.as_deref())
-    } else {
-        args.group.clone()
-    };
-    for g in &group {
-        if !engine.columns.is_empty() && !engine.columns.iter().any(|c| &c.name == g) {
-            usage(&format!(
-                "--group: no column `{g}` (stacks-top --columns lists them)"
-            ));
-        }
-    }
-    let view = View {
-        kind,
-        group,
-        steps: args.filter.iter().map(|w| Step::Sql(w.clone())).collect(),
-        window: crate::view::Span { from: 0, to: 1 },
+    let start = session::Start {
+        kind: args.kind.clone(),
+        group: args.group.clone(),
+        filter: args.filter.clone(),
+        window: args.window,
         latency: args.latency,
         limit: args.limit,
     };
-    let mut app = App::new(view, engine.columns.clone(), args.window, false);
+    let mut app = session::app(&engine, &start).unwrap_or_else(|e| usage(&e));
     app.live = live;
-    app.set_range(engine.range(app.view.kind.as_deref()));
     // The first table answers before any screen: a bad --where is a usage error.
     let first = if app.range.is_some() {
         match session::table(&engine, &app.view) {
@@ -231,21 +213,6 @@ pub fn run_with(args: Args) -> Result<ExitCode> {
         return print_once(first.map(|(t, _)| t), args.format);
     }
     interactive(engine, app)
-}
-
-/// The kind a screen opens on: threads by state when the store has them, else CPU, else the
-/// kind with the most rows.
-fn default_kind(kinds: &[(String, i64)]) -> String {
-    for want in [stacks_stream::kind::STATE, stacks_stream::kind::PROFILE] {
-        if kinds.iter().any(|(k, _)| k == want) {
-            return want.to_string();
-        }
-    }
-    kinds
-        .iter()
-        .find(|(k, _)| catalog::weights(k).is_some())
-        .map(|(k, _)| k.clone())
-        .unwrap_or_else(|| stacks_stream::kind::STATE.to_string())
 }
 
 /// `--once`: the table as text.

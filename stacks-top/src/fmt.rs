@@ -34,7 +34,7 @@ pub fn bytes(b: f64) -> String {
         v /= 1024.0;
         i += 1;
     }
-    if i == 0 || v >= 100.0 {
+    if i == 0 || v >= 100.0 || (v - v.round()).abs() < 0.05 {
         format!("{v:.0}{}", units[i])
     } else {
         format!("{v:.1}{}", units[i])

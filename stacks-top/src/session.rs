@@ -9,13 +9,76 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
 use arrow_schema::DataType;
 
-use crate::app::{App, Mode, Spark};
+use crate::app::{self, App, Mode, Spark};
 use crate::catalog;
 use crate::engine::Engine;
-use crate::fmt;
 use crate::table::Table;
 use crate::tree::Tree;
-use crate::view::{Ns, Planner, View};
+use crate::view::{Ns, Planner, Span, Step, View};
+
+/// How a screen starts (the flags of the command line).
+#[derive(Debug, Clone)]
+pub struct Start {
+    /// A kind, `all`, or `None` for the default.
+    pub kind: Option<String>,
+    /// Columns to group by; empty: the kind's default.
+    pub group: Vec<String>,
+    /// An SQL condition (`--where`).
+    pub filter: Option<String>,
+    pub window: Ns,
+    pub latency: bool,
+    pub limit: usize,
+}
+
+/// The app of `start` over `engine`, its range set; a column the engine does not have is an
+/// error (a usage error on the command line).
+pub fn app(engine: &Engine, start: &Start) -> std::result::Result<App, String> {
+    let kind = match start.kind.as_deref() {
+        Some(catalog::ALL) => None,
+        Some(k) => Some(k.to_string()),
+        None => Some(default_kind(&engine.kinds)),
+    };
+    let group = if start.group.is_empty() {
+        app::default_group(kind.as_deref())
+    } else {
+        start.group.clone()
+    };
+    for g in &group {
+        if !engine.columns.iter().any(|c| &c.name == g) {
+            return Err(format!(
+                "--group: no column `{g}` (stacks-top --columns lists them)"
+            ));
+        }
+    }
+    let view = View {
+        kind,
+        group,
+        steps: start.filter.iter().map(|w| Step::Sql(w.clone())).collect(),
+        window: Span { from: 0, to: 1 },
+        latency: start.latency,
+        limit: start.limit,
+    };
+    let mut app = App::new(view, engine.columns.clone(), start.window, false);
+    app.kinds = engine.kinds.clone();
+    app.source = engine.label();
+    app.set_range(engine.range(app.view.kind.as_deref()));
+    Ok(app)
+}
+
+/// The kind a screen opens on: threads by state when the store has them, else CPU, else the
+/// kind with the most rows.
+fn default_kind(kinds: &[(String, i64)]) -> String {
+    for want in [stacks_stream::kind::STATE, stacks_stream::kind::PROFILE] {
+        if kinds.iter().any(|(k, _)| k == want) {
+            return want.to_string();
+        }
+    }
+    kinds
+        .iter()
+        .find(|(k, _)| catalog::weights(k).is_some())
+        .map(|(k, _)| k.clone())
+        .unwrap_or_else(|| stacks_stream::kind::STATE.to_string())
+}
 
 /// Bucket widths the sparkline may use, smallest first.
 const BUCKETS_NS: &[Ns] = &[
@@ -81,8 +144,15 @@ pub fn refresh(engine: &Engine, app: &mut App) {
             if dropped {
                 app.view.steps.pop();
             }
+            let text = format!("{e:#}");
+            // The generated SQL's position and DataFusion's list of every field say nothing
+            // to someone who typed a condition.
+            let text = text.split(". Valid fields are").next().unwrap_or(&text);
+            let text = text.strip_prefix("the table:").map_or(text, |rest| {
+                rest.split_once(": ").map_or(rest, |(_, after)| after)
+            });
             app.error(format!(
-                "{}{e:#}",
+                "{}{text}",
                 if dropped { "filter dropped: " } else { "" }
             ));
             if dropped {
@@ -177,11 +247,8 @@ pub fn peek(engine: &Engine, app: &mut App) {
         .and_then(|(b, took)| Ok((Tree::new(&b)?, took)))
     {
         Ok((tree, took)) => {
-            app.info(format!(
-                "stack tree of {} ({} ms): Enter folds/unfolds, Esc goes back",
-                fmt::fit(&title.join(", "), 60),
-                took.as_millis()
-            ));
+            app.info("the row's stacks: Enter folds or unfolds, Esc goes back");
+            app.timing = format!("{} frames · {} ms", tree.nodes.len() - 1, took.as_millis());
             app.mode = Mode::Peek {
                 title: title.join(" · "),
                 tree,

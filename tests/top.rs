@@ -1,0 +1,367 @@
+//! stacks-top in a real terminal (tmux: `send-keys`, `capture-pane`) over a recording of the
+//! `phases` workload, whose threads' states are known: the first screen's `avg_thr` per state
+//! and system call against the truth, drill down and back, the stack tree of the blocked row,
+//! the window moved across the two phases, live mode picking up a thread started mid-
+//! recording, and the terminal given back. Bad input: one-line errors before any screen.
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use stacks_testkit::{assert_one_line_error, bin, bin_dir, bpf_available, bpf_serial, scratch};
+use stacks_tests::{check, sh};
+
+/// A tmux server of its own (`-L`), one session of `width`x`height` running `command`
+/// under the test binaries' PATH.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn start(name: &str, command: &str) -> Self {
+        let socket = format!("stacks-top-{name}-{}", std::process::id());
+        let path = format!(
+            "{}:{}",
+            bin_dir().display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let t = Tmux { socket };
+        let out = t.run(&[
+            "new-session",
+            "-d",
+            "-s",
+            "t",
+            "-x",
+            "160",
+            "-y",
+            "45",
+            &format!("export PATH='{path}'; {command}; echo TOP-EXIT=$?; sleep 600"),
+        ]);
+        check(&out, "tmux new-session");
+        t
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .expect("tmux")
+    }
+
+    fn screen(&self) -> String {
+        String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-t", "t"]).stdout).into_owned()
+    }
+
+    /// Type `keys` (tmux key names), one at a time: an Esc followed at once by a letter reads
+    /// as Alt+letter.
+    fn keys(&self, keys: &[&str]) {
+        for k in keys {
+            self.run(&["send-keys", "-t", "t", k]);
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    }
+
+    /// Wait until the screen satisfies `ok`, for at most `secs`.
+    fn wait(&self, secs: u64, what: &str, ok: impl Fn(&str) -> bool) -> String {
+        let t0 = Instant::now();
+        loop {
+            let s = self.screen();
+            if ok(&s) {
+                return s;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(secs),
+                "waited {secs}s for {what}:\n{s}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        self.run(&["kill-server"]);
+    }
+}
+
+/// The table rows of a captured screen: the lines under the header line (the one starting
+/// with the first group column), split on white space, up to the first blank line.
+fn rows(screen: &str, first_column: &str) -> Vec<Vec<String>> {
+    screen
+        .lines()
+        .skip_while(|l| !l.starts_with(first_column))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .map(|l| l.split_whitespace().map(str::to_string).collect())
+        .collect()
+}
+
+/// `avg_thr` summed over the rows (state, comm, syscall, path, samples, avg_thr) `keep` picks.
+fn threads(rows: &[Vec<String>], keep: impl Fn(&[String]) -> bool) -> f64 {
+    rows.iter()
+        .filter(|r| r.len() >= 6 && keep(r))
+        .map(|r| r[5].parse::<f64>().unwrap())
+        .sum()
+}
+
+fn near(got: f64, want: f64, tol: f64, what: &str, screen: &str) {
+    assert!(
+        (got - want).abs() <= tol,
+        "{what}: avg_thr {got:.2}, truth {want} ± {tol}\n{screen}"
+    );
+}
+
+fn on_cpu(r: &[String]) -> bool {
+    (r[0] == "running" || r[0] == "runnable") && r[2] == "∅"
+}
+
+#[test]
+fn the_screen_shows_known_thread_states_drills_peeks_and_moves_its_window() {
+    if !bpf_available("the_screen_shows_known_thread_states_drills_peeks_and_moves_its_window") {
+        return;
+    }
+    let _serial = bpf_serial();
+    let dir = scratch("top-phases");
+    let store = dir.join("store");
+    // Phase 1 (3 s): a spinner, two readers blocked in read(2) on a pipe, a napper, the main
+    // thread in nanosleep. Phase 2 (3 s): the readers are gone, a second spinner runs, the
+    // main thread waits in futex.
+    check(
+        &sh(&format!(
+            "stacks-record -e state:u:20 -- stacks-workload phases --seconds 3 \
+             | stacks-symbolize | stacks-pack {}",
+            store.display()
+        )),
+        "record the phases workload",
+    );
+
+    let t = Tmux::start("phases", &format!("stacks-top -d {}", store.display()));
+    let first = t.wait(30, "the first screen", |s| {
+        s.contains("GroupBy") && s.contains("samples")
+    });
+    let table = rows(&first, "state ");
+    let sum = |keep: &dyn Fn(&[String]) -> bool| threads(&table, keep);
+    near(
+        sum(&|r| r[0] == "sleeping" && r[2] == "read"),
+        1.0,
+        0.15,
+        "2 readers × half",
+        &first,
+    );
+    near(
+        sum(&|r| r[2] == "clock_nanosleep"),
+        1.5,
+        0.15,
+        "napper + main's half",
+        &first,
+    );
+    near(
+        sum(&|r| r[2] == "futex"),
+        0.5,
+        0.15,
+        "main's second half",
+        &first,
+    );
+    near(sum(&on_cpu), 1.5, 0.15, "1 then 2 spinners", &first);
+
+    // Enter drills into the highlighted cell (the top row's state); Backspace undoes it.
+    let top_state = table[0][0].clone();
+    t.keys(&["Enter"]);
+    let drilled = t.wait(10, "the drill-down", |s| {
+        s.contains(&format!("Filters    state = {top_state}"))
+    });
+    let kept = rows(&drilled, "state ");
+    assert!(
+        !kept.is_empty() && kept.iter().all(|r| r[0] == top_state),
+        "{drilled}"
+    );
+    assert!(kept.len() < table.len(), "{drilled}");
+    t.keys(&["BSpace"]);
+    let back = t.wait(10, "the filter removed", |s| s.contains("Filters    none"));
+    assert_eq!(rows(&back, "state ").len(), table.len(), "{back}");
+
+    // The blocked row's stacks name the function blocked in read(2).
+    t.keys(&["/", "r", "e", "a", "d", "Enter", "p"]);
+    let tree = t.wait(20, "the stack tree", |s| s.contains("Stacks of"));
+    assert!(tree.contains("syscall = read"), "{tree}");
+    assert!(tree.contains("block_in_read"), "{tree}");
+    t.keys(&["Escape"]);
+    t.wait(10, "back to the table", |s| !s.contains("Stacks of"));
+
+    // q ends it and gives the terminal back.
+    t.keys(&["q"]);
+    let done = t.wait(10, "the exit", |s| s.contains("TOP-EXIT=0"));
+    assert!(
+        !done.contains("GroupBy"),
+        "the screen was not cleared:\n{done}"
+    );
+    let alt = t.run(&["display", "-p", "-t", "t", "#{alternate_on}"]);
+    assert_eq!(
+        String::from_utf8_lossy(&alt.stdout).trim(),
+        "0",
+        "still on the alternate screen"
+    );
+
+    // A 3 s window: the last one is phase 2, `[` shows phase 1.
+    let t = Tmux::start(
+        "window",
+        &format!("stacks-top -d {} --window 3s", store.display()),
+    );
+    let second = t.wait(30, "the windowed screen", |s| {
+        s.contains("GroupBy") && s.contains("samples")
+    });
+    let table = rows(&second, "state ");
+    near(
+        threads(&table, |r| r[2] == "read"),
+        0.0,
+        0.15,
+        "no reader in phase 2",
+        &second,
+    );
+    near(
+        threads(&table, on_cpu),
+        2.0,
+        0.3,
+        "2 spinners in phase 2",
+        &second,
+    );
+    t.keys(&["["]);
+    let earlier = t.wait(10, "the previous window", |s| {
+        s != second && s.contains("samples")
+    });
+    let table = rows(&earlier, "state ");
+    near(
+        threads(&table, |r| r[2] == "read"),
+        2.0,
+        0.3,
+        "2 readers in phase 1",
+        &earlier,
+    );
+    near(
+        threads(&table, on_cpu),
+        1.0,
+        0.3,
+        "1 spinner in phase 1",
+        &earlier,
+    );
+    t.keys(&["q"]);
+    t.wait(10, "the exit", |s| s.contains("TOP-EXIT=0"));
+}
+
+#[test]
+fn live_mode_shows_a_thread_started_mid_recording_within_two_seconds() {
+    if !bpf_available("live_mode_shows_a_thread_started_mid_recording_within_two_seconds") {
+        return;
+    }
+    let _serial = bpf_serial();
+    let dir = scratch("top-live");
+    let mark = dir.join("phase2");
+    let t = Tmux::start(
+        "live",
+        &format!(
+            "stacks-record -e state:u:20 -- stacks-workload phases --seconds 4 --mark {} \
+             2>/dev/null | stacks-symbolize 2>/dev/null | stacks-top --group thread,state",
+            mark.display()
+        ),
+    );
+    let t0 = Instant::now();
+    while !mark.exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "phase 2 never started:\n{}",
+            t.screen()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let started = Instant::now();
+    let s = t.wait(10, "spinner-b on the live screen", |s| {
+        s.contains("spinner-b")
+    });
+    let took = started.elapsed();
+    assert!(
+        took <= Duration::from_secs(2),
+        "spinner-b shown {took:?} after it started:\n{s}"
+    );
+    assert!(s.contains("stdin (live"), "{s}");
+    // The stream ends with the workload; the screen stays until q.
+    t.wait(30, "the end of the stream", |s| s.contains("stdin (ended"));
+    t.keys(&["q"]);
+    t.wait(10, "the exit", |s| s.contains("TOP-EXIT=0"));
+}
+
+/// `stacks-top ARGS` with stdin closed (not a terminal, not a stream).
+fn top(args: &[&str]) -> Output {
+    let mut cmd = Command::new(bin("stacks-top"));
+    cmd.args(args).env_remove("STACKS_DATA");
+    stacks_testkit::run_command(cmd, b"", Duration::from_secs(120))
+}
+
+fn fixture_store(dir: &Path) {
+    let rows = stacks_testkit::recording::rows(20);
+    stacks_tests::write_pair(
+        dir,
+        "fixture",
+        &[stacks_testkit::recording::batch(&rows)],
+        1000,
+    );
+}
+
+#[test]
+fn bad_input_is_one_line_before_any_screen() {
+    let dir = scratch("top-bad");
+    let store = dir.join("store");
+    fixture_store(&store);
+    let s = store.to_str().unwrap();
+    let missing = dir.join("nope");
+    assert_one_line_error(
+        &top(&["-d", missing.to_str().unwrap(), "--once"]),
+        "stacks-top",
+        1,
+        "no such data directory",
+    );
+    let foreign = dir.join("foreign");
+    std::fs::create_dir_all(&foreign).unwrap();
+    std::fs::write(foreign.join("x.parquet"), b"not parquet at all").unwrap();
+    assert_one_line_error(
+        &top(&["-d", foreign.to_str().unwrap(), "--once"]),
+        "stacks-top",
+        1,
+        "x.parquet",
+    );
+    assert_one_line_error(
+        &top(&["-d", s, "--once", "--group", "comm,nope"]),
+        "stacks-top",
+        2,
+        "`nope`",
+    );
+    assert_one_line_error(
+        &top(&["-d", s, "--once", "--where", "nope = 1"]),
+        "stacks-top",
+        2,
+        "--where",
+    );
+    assert_one_line_error(
+        &top(&["-d", s, "--once", "--from", "yesterday-ish"]),
+        "stacks-top",
+        2,
+        "--from",
+    );
+    assert_one_line_error(
+        &top(&["-d", s, "--once", "--kind", "bogus"]),
+        "stacks-top",
+        2,
+        "bogus",
+    );
+    // The text mode answers with the table as CSV.
+    let out = top(&[
+        "-d", s, "--once", "-f", "csv", "--kind", "vfs", "--group", "comm", "-l",
+    ]);
+    check(&out, "stacks-top --once");
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.starts_with("comm,samples,avg_thr,bytes,bytes_per_s,latency,p50_ns,p95_ns,p99_ns\n"),
+        "{text}"
+    );
+}
