@@ -1,6 +1,7 @@
 //! The `stacks-top` command line: open the store or the live stream, check the view the flags
 //! ask for (before any screen), then draw the screen — or print its first table (`--once`).
 
+use std::io::Write;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -99,6 +100,11 @@ pub struct Args {
     /// Print the first screen's table and exit
     #[arg(long)]
     pub once: bool,
+
+    /// With --once: print the stack tree of the first row (the hottest path open) instead of
+    /// the table
+    #[arg(long, requires = "once")]
+    pub peek: bool,
 
     /// Output format of --once
     #[arg(
@@ -209,6 +215,18 @@ pub fn run_with(args: Args) -> Result<ExitCode> {
     } else {
         None
     };
+    if args.once && args.peek {
+        let Some(row) = first.as_ref().and_then(|(t, _)| t.rows.first()) else {
+            bail!("no rows to show");
+        };
+        let (title, tree, _) = session::tree(&engine, &app, &row.values)?;
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "Stacks of {title}")?;
+        for i in tree.visible() {
+            writeln!(out, "{}", tree.line(i))?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     if args.once {
         return print_once(first.map(|(t, _)| t), args.format);
     }

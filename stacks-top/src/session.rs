@@ -224,6 +224,23 @@ fn spark(engine: &Engine, app: &mut App) -> Result<()> {
     Ok(())
 }
 
+/// The stack tree of the rows of `app`'s view whose group columns equal `values`, titled.
+pub fn tree(engine: &Engine, app: &App, values: &[crate::view::Value]) -> Result<(String, Tree, std::time::Duration)> {
+    let title: Vec<String> = app
+        .view
+        .group
+        .iter()
+        .zip(values)
+        .map(|(g, v)| format!("{g} = {}", v.shown))
+        .collect();
+    let planner = Planner {
+        columns: &engine.columns,
+    };
+    let sql = planner.stacks(&app.view, values);
+    let (batches, took) = engine.timed("the row's stacks", &sql, Some(app.view.window))?;
+    Ok((title.join(" · "), Tree::new(&batches)?, took))
+}
+
 /// Open the stack tree of the highlighted row.
 pub fn peek(engine: &Engine, app: &mut App) {
     let rows = app.rows();
@@ -231,28 +248,11 @@ pub fn peek(engine: &Engine, app: &mut App) {
         return;
     };
     let values = row.values.clone();
-    let title: Vec<String> = app
-        .view
-        .group
-        .iter()
-        .zip(&values)
-        .map(|(g, v)| format!("{g} = {}", v.shown))
-        .collect();
-    let planner = Planner {
-        columns: &engine.columns,
-    };
-    let sql = planner.stacks(&app.view, &values);
-    match engine
-        .timed("the row's stacks", &sql, Some(app.view.window))
-        .and_then(|(b, took)| Ok((Tree::new(&b)?, took)))
-    {
-        Ok((tree, took)) => {
+    match tree(engine, app, &values) {
+        Ok((title, tree, took)) => {
             app.info("the row's stacks: Enter folds or unfolds, Esc goes back");
             app.timing = format!("{} frames · {} ms", tree.nodes.len() - 1, took.as_millis());
-            app.mode = Mode::Peek {
-                title: title.join(" · "),
-                tree,
-            };
+            app.mode = Mode::Peek { title, tree };
         }
         Err(e) => app.error(format!("peek: {e:#}")),
     }

@@ -146,6 +146,25 @@ impl Tree {
         self.nodes[i].value / self.nodes[0].value.max(f64::MIN_POSITIVE)
     }
 
+    /// Node `i` as a line: its share, indented by depth, a marker (▾ open, ▸ folded, · leaf)
+    /// and its name.
+    pub fn line(&self, i: usize) -> String {
+        let node = &self.nodes[i];
+        let marker = if node.children.is_empty() {
+            '·'
+        } else if node.open {
+            '▾'
+        } else {
+            '▸'
+        };
+        format!(
+            "{:>6.1}%  {}{marker} {}",
+            self.share(i) * 100.0,
+            " ".repeat(node.depth),
+            node.name
+        )
+    }
+
     /// Fold or unfold the highlighted node.
     pub fn toggle(&mut self) {
         if let Some(&i) = self.visible().get(self.cursor)

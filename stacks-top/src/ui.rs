@@ -345,19 +345,7 @@ fn draw_tree(f: &mut Frame, app: &App, title: &str, tree: &Tree, area: Rect) {
     let first = tree.cursor.saturating_sub(height.saturating_sub(1));
     for (n, &i) in visible.iter().enumerate().skip(first).take(height) {
         let node = &tree.nodes[i];
-        let marker = if node.children.is_empty() {
-            '·'
-        } else if node.open {
-            '▾'
-        } else {
-            '▸'
-        };
-        let text = format!(
-            "{:>6.1}%  {}{marker} {}",
-            tree.share(i) * 100.0,
-            "  ".repeat(node.depth),
-            node.name
-        );
+        let text = tree.line(i);
         let mut style = if node.kernel {
             Style::default().fg(Color::LightBlue)
         } else {
