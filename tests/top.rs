@@ -365,3 +365,69 @@ fn bad_input_is_one_line_before_any_screen() {
         "{text}"
     );
 }
+
+/// The pids of `pid`'s children.
+fn children(pid: &str) -> Vec<String> {
+    let path = format!("/proc/{pid}/task/{pid}/children");
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
+}
+
+/// The stacks-top process under the session's shell.
+fn top_pid(t: &Tmux) -> String {
+    let shell =
+        String::from_utf8_lossy(&t.run(&["display", "-p", "-t", "t", "#{pane_pid}"]).stdout)
+            .trim()
+            .to_string();
+    let kids = children(&shell);
+    assert_eq!(kids.len(), 1, "one child of the shell: {kids:?}");
+    kids[0].clone()
+}
+
+#[test]
+fn sigterm_and_a_closed_terminal_end_the_screen() {
+    let dir = scratch("top-signals");
+    let store = dir.join("store");
+    fixture_store(&store);
+    let command = format!("stacks-top -d {}", store.display());
+
+    let t = Tmux::start("sigterm", &command);
+    t.wait(30, "the first screen", |s| {
+        s.contains("GroupBy") && s.contains("samples")
+    });
+    let pid = top_pid(&t);
+    check(&sh(&format!("kill -TERM {pid}")), "kill -TERM");
+    t.wait(10, "the exit", |s| {
+        s.contains("TOP-EXIT=0") && !s.contains("GroupBy")
+    });
+    let alt = t.run(&["display", "-p", "-t", "t", "#{alternate_on}"]);
+    assert_eq!(
+        String::from_utf8_lossy(&alt.stdout).trim(),
+        "0",
+        "still on the alternate screen"
+    );
+    drop(t);
+
+    // The terminal goes away under it (the window closed): it ends instead of spinning.
+    let t = Tmux::start("hangup", &command);
+    t.wait(30, "the first screen", |s| {
+        s.contains("GroupBy") && s.contains("samples")
+    });
+    let pid = top_pid(&t);
+    drop(t);
+    let t0 = Instant::now();
+    while Path::new(&format!("/proc/{pid}/stat")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .unwrap_or_default()
+            .contains(") Z ")
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "stacks-top {pid} outlived its terminal"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

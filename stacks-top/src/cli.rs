@@ -18,7 +18,7 @@ use crate::app::{self, App, Effect};
 use crate::catalog;
 use crate::engine::Engine;
 use crate::session;
-use crate::term::Screen;
+use crate::term::{Screen, Wait};
 use crate::ui;
 use crate::view::Ns;
 
@@ -262,16 +262,29 @@ fn interactive(mut engine: Engine, mut app: App) -> Result<ExitCode> {
         if stacks_stream::sys::signal_caught() {
             break;
         }
-        if event::poll(Duration::from_millis(200))? {
+        // Keys crossterm has read already, then a wait on the terminal itself: crossterm's own
+        // wait spins on a terminal that hung up (reads of 0 bytes), and SIGTERM could not
+        // end it; poll(2) says so, and returns early on a signal.
+        let mut quit = false;
+        while !quit && event::poll(Duration::ZERO)? {
             match event::read()? {
                 Event::Key(key) if key.kind != KeyEventKind::Release => match app.on_key(key) {
-                    Effect::Quit => break,
+                    Effect::Quit => quit = true,
                     Effect::Query => session::refresh(&engine, &mut app),
                     Effect::Peek => session::peek(&engine, &mut app),
                     Effect::None => {}
                 },
-                Event::Resize(..) => {}
                 _ => {}
+            }
+        }
+        if quit {
+            break;
+        }
+        match screen.wait(Duration::from_millis(200)) {
+            Wait::Input | Wait::Timeout => {}
+            Wait::HungUp => {
+                drop(screen);
+                return Ok(ExitCode::SUCCESS);
             }
         }
         if app.live && last_refresh.elapsed() >= Duration::from_secs(1) {

@@ -225,7 +225,11 @@ fn spark(engine: &Engine, app: &mut App) -> Result<()> {
 }
 
 /// The stack tree of the rows of `app`'s view whose group columns equal `values`, titled.
-pub fn tree(engine: &Engine, app: &App, values: &[crate::view::Value]) -> Result<(String, Tree, std::time::Duration)> {
+pub fn tree(
+    engine: &Engine,
+    app: &App,
+    values: &[crate::view::Value],
+) -> Result<(String, Tree, std::time::Duration)> {
     let title: Vec<String> = app
         .view
         .group

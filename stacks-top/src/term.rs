@@ -14,6 +14,18 @@ use ratatui::crossterm::{cursor, execute, terminal};
 /// The terminal, restored when dropped.
 pub struct Screen {
     pub terminal: Terminal<CrosstermBackend<File>>,
+    /// The terminal's fd, to wait on.
+    fd: std::os::fd::RawFd,
+}
+
+/// What waiting for a key found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    Input,
+    /// Nothing came (or a signal arrived).
+    Timeout,
+    /// The terminal is gone (its window closed, its tmux server killed).
+    HungUp,
 }
 
 fn tty() -> Result<File> {
@@ -49,6 +61,7 @@ impl Screen {
             restore();
             return Err(e).context("cannot take the terminal");
         }
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&out);
         let terminal = match Terminal::new(CrosstermBackend::new(out)) {
             Ok(t) => t,
             Err(e) => {
@@ -56,7 +69,26 @@ impl Screen {
                 return Err(e).context("cannot take the terminal");
             }
         };
-        Ok(Screen { terminal })
+        Ok(Screen { terminal, fd })
+    }
+
+    /// Wait up to `timeout` for input on the terminal.
+    pub fn wait(&self, timeout: std::time::Duration) -> Wait {
+        let mut p = libc::pollfd {
+            fd: self.fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd, for the duration of the call.
+        let n = unsafe { libc::poll(&mut p, 1, timeout.as_millis() as libc::c_int) };
+        if n <= 0 {
+            return Wait::Timeout;
+        }
+        if p.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+            Wait::HungUp
+        } else {
+            Wait::Input
+        }
     }
 }
 
