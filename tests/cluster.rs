@@ -239,6 +239,24 @@ fn stacks_query_on_our_scheduler_and_two_executors_gives_the_local_profile() {
     let folded = profile("");
     assert!(folded.lines().count() >= 5, "every fixture stack: {folded}");
     assert_eq!(profile(&format!("--cluster {cluster}")), folded);
+    // stacks-top's first table (with a stack column, so the stacks join too) and the stack
+    // tree of its first row: the same on the cluster as here.
+    for extra in ["--group comm,ufunc -l", "--group comm,kfunc --peek"] {
+        let top = |c: &str| {
+            let out = sh(&format!(
+                "stacks-top {c} -d {url} --kind profile --once -f csv {extra}"
+            ));
+            check(&out, &format!("stacks-top {c} {extra}"));
+            sorted_lines(&out)
+        };
+        let here = top("");
+        assert!(here.len() >= 3, "{here:?}");
+        assert_eq!(
+            top(&format!("--cluster {cluster}")),
+            here,
+            "stacks-top {extra}"
+        );
+    }
     // A directory cannot be read by executors elsewhere: a one-line refusal.
     let out = sh(&format!(
         "stacks-query --cluster {cluster} -d {} cpu",
