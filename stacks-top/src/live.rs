@@ -20,10 +20,20 @@ use crate::view::Ns;
 /// sends many small batches; a table of thousands of tiny batches queries slowly).
 const GATHER_ROWS: usize = 32 * 1024;
 
-/// A batch of samples rows and the last time in it.
+/// A batch of samples rows, the last time in it, and its rows and time range per kind.
 struct Kept {
     last: Ns,
     batch: RecordBatch,
+    kinds: Vec<KindSpan>,
+}
+
+/// Rows of one kind and the time they cover.
+#[derive(Debug, Clone)]
+pub struct KindSpan {
+    pub kind: String,
+    pub rows: i64,
+    pub first: Ns,
+    pub last: Ns,
 }
 
 /// What the reader thread shares with the screen.
@@ -45,6 +55,8 @@ pub struct Snapshot {
     pub samples: Vec<RecordBatch>,
     pub stacks_schema: SchemaRef,
     pub stacks: Vec<RecordBatch>,
+    /// Rows and time range per kind (`lost` left out), most rows first.
+    pub kinds: Vec<KindSpan>,
 }
 
 /// The reader of stdin and its rows.
@@ -123,6 +135,7 @@ impl Live {
             samples: s.kept.iter().map(|k| k.batch.clone()).collect(),
             stacks_schema: Arc::clone(&self.stacks_schema),
             stacks: s.stacks.clone(),
+            kinds: merge_kinds(s.kept.iter()),
         })
     }
 }
@@ -179,8 +192,9 @@ fn gather(s: &mut Shared, schema: &SchemaRef, keep_ns: Ns) -> Result<()> {
         let batch = arrow_select::concat::concat_batches(schema, &s.pending)?;
         s.pending.clear();
         s.pending_rows = 0;
-        if let Some(last) = last_time(&batch) {
-            s.kept.push_back(Kept { last, batch });
+        let kinds = kind_spans(&batch)?;
+        if let Some(last) = kinds.iter().map(|k| k.last).max() {
+            s.kept.push_back(Kept { last, batch, kinds });
         }
     }
     let newest = s.kept.iter().map(|k| k.last).max().unwrap_or(0);
@@ -190,11 +204,55 @@ fn gather(s: &mut Shared, schema: &SchemaRef, keep_ns: Ns) -> Result<()> {
     Ok(())
 }
 
-/// The last `time` of `batch`.
-fn last_time(batch: &RecordBatch) -> Option<Ns> {
-    let t = batch.column_by_name(col::TIME)?;
-    t.as_primitive_opt::<TimestampNanosecondType>()?
-        .iter()
-        .flatten()
-        .max()
+/// Rows and time range of each kind in `batch` (`lost` rows left out).
+fn kind_spans(batch: &RecordBatch) -> Result<Vec<KindSpan>> {
+    let (Some(kind), Some(time)) = (
+        batch.column_by_name(col::KIND),
+        batch.column_by_name(col::TIME),
+    ) else {
+        return Ok(Vec::new());
+    };
+    let kind = arrow_cast::cast(kind, &arrow_schema::DataType::Utf8)?;
+    let kind = kind.as_string::<i32>();
+    let Some(time) = time.as_primitive_opt::<TimestampNanosecondType>() else {
+        return Ok(Vec::new());
+    };
+    let mut out: Vec<KindSpan> = Vec::new();
+    for i in 0..batch.num_rows() {
+        if kind.is_null(i) || time.is_null(i) || kind.value(i) == stacks_stream::kind::LOST {
+            continue;
+        }
+        let (k, t) = (kind.value(i), time.value(i));
+        match out.iter_mut().find(|s| s.kind == k) {
+            Some(s) => {
+                s.rows += 1;
+                s.first = s.first.min(t);
+                s.last = s.last.max(t);
+            }
+            None => out.push(KindSpan {
+                kind: k.to_string(),
+                rows: 1,
+                first: t,
+                last: t,
+            }),
+        }
+    }
+    Ok(out)
+}
+
+/// The kinds of `kept`, merged, most rows first.
+fn merge_kinds<'a>(kept: impl Iterator<Item = &'a Kept>) -> Vec<KindSpan> {
+    let mut out: Vec<KindSpan> = Vec::new();
+    for k in kept.flat_map(|k| &k.kinds) {
+        match out.iter_mut().find(|s| s.kind == k.kind) {
+            Some(s) => {
+                s.rows += k.rows;
+                s.first = s.first.min(k.first);
+                s.last = s.last.max(k.last);
+            }
+            None => out.push(k.clone()),
+        }
+    }
+    out.sort_by(|a, b| b.rows.cmp(&a.rows).then_with(|| a.kind.cmp(&b.kind)));
+    out
 }
