@@ -289,14 +289,20 @@ fn interactive(mut engine: Engine, mut app: App) -> Result<ExitCode> {
         }
         if app.live && last_refresh.elapsed() >= Duration::from_secs(1) {
             last_refresh = Instant::now();
-            if let Err(e) = engine.refresh() {
-                drop(screen);
-                return Err(e.context("the live stream"));
-            }
+            let fresh = match engine.refresh() {
+                Ok(fresh) => fresh,
+                Err(e) => {
+                    drop(screen);
+                    return Err(e.context("the live stream"));
+                }
+            };
             if app.columns.is_empty() {
                 app.columns = engine.columns.clone();
             }
-            if matches!(app.mode, app::Mode::Table) {
+            // The header's row count and state change even when no row came (the stream
+            // ended); the queries run again only for new rows.
+            app.source = engine.label();
+            if fresh && matches!(app.mode, app::Mode::Table) {
                 session::refresh(&engine, &mut app);
             }
         }

@@ -40,6 +40,8 @@ pub struct Engine {
     pub kinds: Vec<(String, i64)>,
     /// The time the rows of each kind cover.
     ranges: Vec<(String, Span)>,
+    /// Live: rows read at the last refresh.
+    rows_seen: u64,
 }
 
 impl Engine {
@@ -65,6 +67,7 @@ impl Engine {
             columns: Vec::new(),
             kinds: Vec::new(),
             ranges: Vec::new(),
+            rows_seen: 0,
         };
         engine.describe()?;
         Ok(engine)
@@ -82,6 +85,7 @@ impl Engine {
             columns: Vec::new(),
             kinds: Vec::new(),
             ranges: Vec::new(),
+            rows_seen: 0,
         };
         engine.refresh()?;
         Ok(engine)
@@ -100,12 +104,16 @@ impl Engine {
     }
 
     /// Live: take the rows that arrived since the last refresh (an error of the stream ends
-    /// the screen with it). Stores do not change.
-    pub fn refresh(&mut self) -> Result<()> {
+    /// the screen with it); whether there were any. Stores do not change.
+    pub fn refresh(&mut self) -> Result<bool> {
         let Source::Live(live) = &self.source else {
-            return Ok(());
+            return Ok(false);
         };
         let snapshot = live.snapshot()?;
+        if snapshot.rows == self.rows_seen && self.rows_seen > 0 {
+            return Ok(false);
+        }
+        self.rows_seen = snapshot.rows;
         let ctx = stacks_sql::session(None)?;
         self.rt.block_on(stacks_sql::source::register_memory(
             &ctx,
@@ -137,7 +145,7 @@ impl Engine {
         if self.columns.is_empty() {
             self.columns = self.catalog()?;
         }
-        Ok(())
+        Ok(true)
     }
 
     /// The kinds, their ranges and the columns of a store.

@@ -57,6 +57,8 @@ pub struct Snapshot {
     pub stacks: Vec<RecordBatch>,
     /// Rows and time range per kind (`lost` left out), most rows first.
     pub kinds: Vec<KindSpan>,
+    /// Rows read so far (unchanged: nothing new to show).
+    pub rows: u64,
 }
 
 /// The reader of stdin and its rows.
@@ -136,6 +138,7 @@ impl Live {
             stacks_schema: Arc::clone(&self.stacks_schema),
             stacks: s.stacks.clone(),
             kinds: merge_kinds(s.kept.iter()),
+            rows: s.rows,
         })
     }
 }
