@@ -91,6 +91,8 @@ pub struct App {
     pub status: Status,
     /// How long the last table query took, and its rows.
     pub timing: String,
+    /// An SQL filter was just typed: dropped again if its query fails.
+    pub new_filter: bool,
     pub source: String,
     pub live: bool,
     /// Rows of the table area at the last draw (for PgUp/PgDn).
@@ -118,6 +120,7 @@ impl App {
             mode: Mode::Table,
             status: Status::default(),
             timing: String::new(),
+            new_filter: false,
             source: String::new(),
             live: false,
             page: Cell::new(20),
@@ -442,6 +445,7 @@ impl App {
                 if kind == InputKind::Filter && !text.is_empty() {
                     self.info(format!("filtered on ({text})"));
                     self.view.steps.push(Step::Sql(text));
+                    self.new_filter = true;
                     self.cursor = 0;
                     return Effect::Query;
                 }

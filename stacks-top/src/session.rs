@@ -133,14 +133,17 @@ pub fn refresh(engine: &Engine, app: &mut App) {
         });
         return;
     }
-    match table(engine, &app.view) {
+    let result = table(engine, &app.view);
+    let new_filter = std::mem::take(&mut app.new_filter);
+    match result {
         Ok((table, took)) => {
             app.timing = format!("{} rows · {} ms", table.rows.len(), took.as_millis());
             app.table = Some(table);
             app.cursor = app.cursor.min(app.rows().len().saturating_sub(1));
         }
         Err(e) => {
-            let dropped = matches!(app.view.steps.last(), Some(crate::view::Step::Sql(_)));
+            let dropped =
+                new_filter && matches!(app.view.steps.last(), Some(crate::view::Step::Sql(_)));
             if dropped {
                 app.view.steps.pop();
             }
