@@ -213,11 +213,12 @@ pub async fn open(
         Data::Store(url) => {
             // Reads from object storage wait on the network: as many files in flight as
             // partitions (each partition reads its files one after the other).
-            let state = ctx.state_ref();
-            let mut state = state.write();
-            let execution = &mut state.config_mut().options_mut().execution;
-            execution.target_partitions = execution.target_partitions.max(STORE_PARTITIONS);
-            drop(state);
+            {
+                let state = ctx.state_ref();
+                let mut state = state.write();
+                let execution = &mut state.config_mut().options_mut().execution;
+                execution.target_partitions = execution.target_partitions.max(STORE_PARTITIONS);
+            }
             bucket::register(ctx, url, window).await
         }
     }

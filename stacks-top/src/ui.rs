@@ -273,13 +273,13 @@ fn draw_table(f: &mut Frame, app: &App, area: Rect) {
             Style::default()
         };
         let mut spans = Vec::new();
-        for i in 0..g {
+        for (i, (value, col)) in row.values.iter().zip(&cols).enumerate() {
             let style = if on && i == app.col {
                 base.add_modifier(Modifier::REVERSED | Modifier::BOLD)
             } else {
                 base
             };
-            spans.push(Span::styled(cell(&row.values[i].shown, &cols[i]), style));
+            spans.push(Span::styled(cell(&value.shown, col), style));
         }
         let mut k = g;
         let mut next = |text: String, style: Style| {

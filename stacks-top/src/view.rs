@@ -15,8 +15,14 @@ pub struct Span {
 }
 
 impl Span {
+    /// Its length, at least 1 ns (an average over it never divides by zero).
     pub fn len(&self) -> Ns {
         (self.to - self.from).max(1)
+    }
+
+    /// Whether it holds no time at all.
+    pub fn is_empty(&self) -> bool {
+        self.to <= self.from
     }
 }
 
