@@ -7,7 +7,6 @@ use anyhow::{Context, Result};
 use clap::Parser;
 
 use stacks_sql::output::Format;
-use stacks_sql::window::Window;
 use stacks_sql::{Data, bind, cluster_session, open, params, queries, query, session};
 
 use crate::TOOL;
@@ -41,20 +40,8 @@ pub struct Args {
     )]
     pub dir: String,
 
-    /// Only rows at or after this time; over a store URL only the hour prefixes from this
-    /// one on are listed
-    #[arg(long, value_name = "TIME", value_parser = parse_time, allow_hyphen_values = true,
-        help = format!("Only rows at or after TIME ({}; or {}); over a store URL, only the hour prefixes of --from/--to are listed", stacks_stream::time::TIME_EXAMPLES, stacks_stream::time::AGO_EXAMPLES))]
-    pub from: Option<i64>,
-
-    /// Only rows before this time (as --from)
-    #[arg(long, value_name = "TIME", value_parser = parse_time, allow_hyphen_values = true)]
-    pub to: Option<i64>,
-
-    /// Run the query on the Apache DataFusion Ballista cluster whose scheduler is at
-    /// df://HOST:PORT (stacks-scheduler), reading a store URL (-d); the result is the same
-    #[arg(long, value_name = "df://HOST:PORT", value_parser = stacks_sql::parse_cluster)]
-    pub cluster: Option<String>,
+    #[command(flatten)]
+    pub store: stacks_sql::args::StoreArgs,
 
     /// A .sql file, or the name of a bundled query (see --list)
     #[arg(value_name = "QUERY")]
@@ -99,11 +86,6 @@ fn parse_size(text: &str) -> Result<usize, String> {
     usize::try_from(bytes).map_err(|_| format!("`{text}` is too large"))
 }
 
-/// A time, in the shared grammar, or before now (`now`, `-1h`).
-fn parse_time(text: &str) -> Result<i64, String> {
-    stacks_stream::time::parse_time_ago(text, stacks_stream::time::now_ns())
-}
-
 /// Entry point of the binary.
 pub fn run() -> Result<ExitCode> {
     run_with(stacks_stream::cli::parse_args::<Args>(TOOL))
@@ -130,27 +112,15 @@ pub fn run_with(args: Args) -> Result<ExitCode> {
         });
 
     let data = Data::parse(&args.dir);
-    if let (Some(cluster), Data::Dir(dir)) = (&args.cluster, &data) {
-        anyhow::bail!(
-            "--cluster {cluster}: the executors read a store URL, not the directory {}: give -d \
-             s3://BUCKET/PREFIX (or file:///PATH of a store stacks-pack uploaded to)",
-            dir.display()
-        );
-    }
-    let window = Window {
-        from: args.from,
-        to: args.to,
-    };
-    if let (Some(from), Some(to)) = (window.from, window.to) {
-        anyhow::ensure!(from < to, "--from must be before --to");
-    }
+    args.store.check_cluster(&data)?;
+    let window = args.store.window()?;
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the query runtime")?;
     runtime.block_on(async {
-        let ctx = match &args.cluster {
+        let ctx = match &args.store.cluster {
             Some(url) => cluster_session(url, args.memory_limit).await?,
             None => session(args.memory_limit)?,
         };
@@ -180,10 +150,13 @@ mod tests {
         let before = stacks_stream::time::now_ns();
         let args = parse(&["--from", "-1h", "--to", "now"]).unwrap();
         let after = stacks_stream::time::now_ns();
-        let (from, to) = (args.from.unwrap(), args.to.unwrap());
+        let (from, to) = (args.store.from.unwrap(), args.store.to.unwrap());
         assert!(from >= before - 3_600_000_000_000 && from <= after - 3_600_000_000_000);
         assert!(to >= before && to <= after);
-        let at = parse(&["--from", "2026-11-23T07:00:00Z"]).unwrap().from;
+        let at = parse(&["--from", "2026-11-23T07:00:00Z"])
+            .unwrap()
+            .store
+            .from;
         assert_eq!(at, Some(1_795_417_200_000_000_000));
         assert!(parse(&["--to", "soon"]).is_err());
     }

@@ -9,6 +9,7 @@
 //! The Arrow output carries the recording's `stacks.*` metadata, so `stacks-query cpu |
 //! stacks-pprof` knows what it is converting.
 
+pub mod args;
 pub mod bucket;
 pub mod output;
 pub mod params;

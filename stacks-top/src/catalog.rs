@@ -176,21 +176,12 @@ pub fn columns(schema: &Schema) -> Vec<Column> {
     let mut out = Vec::new();
     for f in schema.fields() {
         let name = f.name().as_str();
-        let scalar = matches!(
-            f.data_type(),
-            DataType::Utf8
-                | DataType::LargeUtf8
-                | DataType::Utf8View
-                | DataType::Boolean
-                | DataType::Int8
-                | DataType::Int16
-                | DataType::Int32
-                | DataType::Int64
-                | DataType::UInt8
-                | DataType::UInt16
-                | DataType::UInt32
-                | DataType::UInt64
-        );
+        let t = f.data_type();
+        let scalar = t.is_integer()
+            || matches!(
+                t,
+                DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Boolean
+            );
         if scalar && !NOT_GROUPED.contains(&name) {
             out.push(Column {
                 name: name.to_string(),

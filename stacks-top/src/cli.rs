@@ -11,7 +11,6 @@ use ratatui::crossterm::event::{self, Event, KeyEventKind};
 
 use stacks_sql::Data;
 use stacks_sql::output::{Format, Writer};
-use stacks_sql::window::Window;
 
 use crate::TOOL;
 use crate::app::{self, App, Effect};
@@ -50,18 +49,8 @@ pub struct Args {
     #[arg(short = 'd', long = "dir", value_name = "DIR|URL", env = "STACKS_DATA")]
     pub dir: Option<String>,
 
-    #[arg(long, value_name = "TIME", value_parser = parse_time, allow_hyphen_values = true,
-        help = format!("Only rows at or after TIME ({}; or {}); over a store URL, only the hour prefixes of --from/--to are listed", stacks_stream::time::TIME_EXAMPLES, stacks_stream::time::AGO_EXAMPLES))]
-    pub from: Option<i64>,
-
-    /// Only rows before this time (as --from)
-    #[arg(long, value_name = "TIME", value_parser = parse_time, allow_hyphen_values = true)]
-    pub to: Option<i64>,
-
-    /// Run the queries on the Apache DataFusion Ballista cluster whose scheduler is at
-    /// df://HOST:PORT (stacks-scheduler), reading a store URL (-d)
-    #[arg(long, value_name = "df://HOST:PORT", value_parser = stacks_sql::parse_cluster)]
-    pub cluster: Option<String>,
+    #[command(flatten)]
+    pub store: stacks_sql::args::StoreArgs,
 
     /// Event kind to show: state (threads by state), profile (CPU), switch (off-CPU), vfs,
     /// block, net, rss, span, probe, exec, fork, exit, or all [default: state when the store
@@ -125,10 +114,6 @@ pub struct Args {
     pub columns: bool,
 }
 
-fn parse_time(text: &str) -> Result<i64, String> {
-    stacks_stream::time::parse_time_ago(text, stacks_stream::time::now_ns())
-}
-
 fn parse_duration(text: &str) -> Result<Ns, String> {
     let d = stacks_stream::cli::parse_positive_duration(text)?;
     Ok(d.as_nanos() as Ns)
@@ -145,11 +130,10 @@ fn usage(message: &str) -> ! {
 }
 
 pub fn run_with(args: Args) -> Result<ExitCode> {
-    if let (Some(from), Some(to)) = (args.from, args.to)
-        && from >= to
-    {
-        usage("--from must be before --to");
-    }
+    let window = args
+        .store
+        .window()
+        .unwrap_or_else(|e| usage(&format!("{e:#}")));
     if let Some(k) = &args.kind
         && k != catalog::ALL
         && catalog::weights(k).is_none()
@@ -162,24 +146,15 @@ pub fn run_with(args: Args) -> Result<ExitCode> {
     }
     let live = args.dir.is_none() && !stacks_stream::cli::stdin_is_tty();
     let mut engine = if live {
-        if args.cluster.is_some() || args.from.is_some() || args.to.is_some() {
+        let s = &args.store;
+        if s.cluster.is_some() || s.from.is_some() || s.to.is_some() {
             usage("--cluster, --from and --to take a store (-d); live mode reads stdin");
         }
         Engine::live(args.keep)?
     } else {
         let data = Data::parse(args.dir.as_deref().unwrap_or("out"));
-        if let (Some(cluster), Data::Dir(dir)) = (&args.cluster, &data) {
-            bail!(
-                "--cluster {cluster}: the executors read a store URL, not the directory {}: give \
-                 -d s3://BUCKET/PREFIX",
-                dir.display()
-            );
-        }
-        let window = Window {
-            from: args.from,
-            to: args.to,
-        };
-        Engine::store(&data, &window, args.cluster.as_deref())?
+        args.store.check_cluster(&data)?;
+        Engine::store(&data, &window, args.store.cluster.as_deref())?
     };
     if args.columns {
         for c in &engine.columns {

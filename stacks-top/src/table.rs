@@ -244,16 +244,10 @@ fn literal(array: &dyn Array, r: usize) -> Option<String> {
         .ok()?
         .value(r)
         .to_string();
-    Some(match array.data_type() {
-        DataType::Int8
-        | DataType::Int16
-        | DataType::Int32
-        | DataType::Int64
-        | DataType::UInt8
-        | DataType::UInt16
-        | DataType::UInt32
-        | DataType::UInt64
-        | DataType::Boolean => text,
-        _ => quote_text(&text),
+    let t = array.data_type();
+    Some(if t.is_integer() || *t == DataType::Boolean {
+        text
+    } else {
+        quote_text(&text)
     })
 }
