@@ -1,7 +1,11 @@
-/* offcpu.bpf.h — off-CPU intervals (`switch`): per-thread state in task storage, an interval
- * from switch-out to switch-in measured with the scheduler's own accounting, short ones folded
- * per thread, state and span; with `d`, the user stack of a thread blocked in a system call is
- * taken at the call's return. Included by stacks.bpf.c. */
+/* kinds/switch.bpf.h — the `switch` event: off-CPU intervals: per-thread state in task storage,
+ * an interval from switch-out to switch-in measured with the scheduler's own accounting, short
+ * ones folded per thread, state and span; with `d`, the user stack of a thread blocked in a
+ * system call is taken at the call's return. Included by stacks.bpf.c after common.bpf.h. */
+
+/* Tunables, set by user space before load. */
+const volatile __u32 switch_stacks = 0; /* STACKS_WANT_* */
+const volatile __u64 switch_min_ns = 0; /* shorter off-CPU intervals are folded */
 
 /* ---- Off-CPU intervals -------------------------------------------------------------- */
 

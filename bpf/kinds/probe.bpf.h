@@ -1,10 +1,10 @@
-/* probe.bpf.h — the probes named in -e (tp:, uprobe:, uretprobe:, usdt:): one program per
- * probe type, attached once per probe with the probe's index as its BPF cookie. A hit becomes
- * a record; a hit of a counting probe (`:count`) adds one to its (probe, thread, stack ids)
- * entry of probe_counts instead, which user space turns into rows once a second, so a hot
- * probe costs a map update, not a record. A hit that cannot be counted (table full, or the
- * stack table's slot for its stack taken by another stack) is sent as a record. Included at
- * the end of stacks.bpf.c: it uses its helpers. */
+/* kinds/probe.bpf.h — the probes named in -e (tp:, uprobe:, uretprobe:, usdt:): one program per
+ * probe type, attached once per probe with the probe's index as its BPF cookie. A hit becomes a
+ * record; a hit of a counting probe (`:count`) adds one to its (probe, thread, stack ids) entry
+ * of probe_counts instead, which user space turns into rows once a second, so a hot probe costs
+ * a map update, not a record. A hit that cannot be counted (table full, or the stack table's
+ * slot for its stack taken by another stack) is sent as a record. Included by stacks.bpf.c after
+ * common.bpf.h. */
 #include <bpf/usdt.bpf.h>
 
 /* Each probe's settings, by index (the attach cookie); set by user space before load. */
@@ -213,41 +213,4 @@ int on_probe_usdt(struct pt_regs *ctx)
 		n = i + 1;
 	}
 	return probe_hit(ctx, bpf_usdt_cookie(ctx), args, n);
-}
-
-/* ---- Span enter and exit (tracing-stacks' USDT probes, `-e span`) ---------------------- */
-
-const volatile __u32 span_stacks = 0; /* STACKS_WANT_* at span entry */
-
-/* A traced thread entered or left the span its thread context points at. */
-static __always_inline int span_transition(void *ctx, enum stacks_span_op op)
-{
-	if (!current_is_target())
-		return 0;
-	struct probe_slot *s = probe_record(STACKS_EV_SPAN);
-	if (!s)
-		return 0;
-	struct stacks_event *e = &s->e;
-	e->info.span_event.op = op;
-	e->info.span_event.pad = 0;
-	read_span(&e->hdr.span);
-	if (e->hdr.span.span_id) {
-		if (op == STACKS_SPAN_ENTER)
-			capture_stacks(ctx, e, span_stacks);
-		submit(e);
-	}
-	s->busy = 0;
-	return 0;
-}
-
-SEC("usdt")
-int on_span_enter(struct pt_regs *ctx)
-{
-	return span_transition(ctx, STACKS_SPAN_ENTER);
-}
-
-SEC("usdt")
-int on_span_exit(struct pt_regs *ctx)
-{
-	return span_transition(ctx, STACKS_SPAN_EXIT);
 }

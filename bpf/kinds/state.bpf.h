@@ -1,10 +1,11 @@
-/* state.bpf.h — the `state` event: HZ times a second user space runs the sleepable task
+/* kinds/state.bpf.h — the `state` event: HZ times a second user space runs the sleepable task
  * iterator below, which writes one record per live thread of the targets: running, runnable or
  * why it sleeps, the system call it is in and for how long, and, off CPU, its kernel stack
  * (bpf_get_task_stack) and user stack (a frame-pointer walk from its saved user registers with
- * bpf_copy_from_user_task), not captured again for a thread that has not run since its last
- * row (STACKS_SAME_STACKS); for a call on a file descriptor, the file or socket behind it
- * (read from the thread's fd table at the pass, with the `vfs` and `net` helpers). Included at the end of stacks.bpf.c: it uses its helpers. */
+ * bpf_copy_from_user_task), not captured again for a thread that has not run since its last row
+ * (STACKS_SAME_STACKS); for a call on a file descriptor, the file or socket behind it (read from
+ * the thread's fd table at the pass, with the helpers of syscalls.bpf.h). Included by
+ * stacks.bpf.c after common.bpf.h. */
 
 const volatile __u32 state_stacks = 0;  /* STACKS_WANT_* */
 const volatile __u64 state_period_ns = 0; /* 1e9 / HZ: what one row stands for */
