@@ -35,10 +35,6 @@ pub fn realtime_ns() -> i64 {
     clock_ns(libc::CLOCK_REALTIME)
 }
 
-pub fn boottime_ns() -> i64 {
-    clock_ns(libc::CLOCK_BOOTTIME)
-}
-
 pub fn kernel_release() -> String {
     std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .map(|s| s.trim().to_string())

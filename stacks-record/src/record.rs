@@ -13,19 +13,22 @@ use anyhow::{Context, Result, bail};
 use libbpf_rs::RingBufferBuilder;
 use stacks_stream::{OutputStream, kind, open_output_with, raw_schema};
 
-use crate::bpf::{self, LoadOptions};
 use crate::cli::{Args, Target};
 use crate::convert::{Converter, Counts, KernelNames};
-use crate::drops::Drops;
-use crate::event::{Kind, RawEvent};
 use crate::host;
-use crate::kallsyms::KernelSymbols;
-use crate::probes::spec::ProbeType;
+use crate::kernel::drops::Drops;
+use crate::kernel::event::{Kind, RawEvent};
+use crate::kernel::load::{self as bpf, LoadOptions};
+use crate::kernel::sampler::StateSampler;
+use crate::kinds;
+use crate::output::rows::{Extra, Row, RowBuilder};
 use crate::probes::{self, ProbeRows};
-use crate::rows::{Extra, KernelSymbol, Row, RowBuilder};
-use crate::spans::Spans;
+use crate::process::kallsyms::KernelSymbol;
+use crate::process::kallsyms::KernelSymbols;
+use crate::process::spans::Spans;
+use crate::process::target::{Child, check_pid, is_alive, scan_names};
 use crate::spec::EventSpec;
-use crate::target::{Child, check_pid, is_alive, scan_names};
+use crate::spec::probe::ProbeType;
 
 /// Take events from the ring buffer at least this often: bounds how long a sample waits before
 /// its addresses are normalized (short-lived processes), at a few dozen wakeups a second.
@@ -59,7 +62,7 @@ pub fn run() -> Result<ExitCode> {
     let spec = args.spec()?;
     let target = args.target()?;
 
-    bpf::check_kernel(&spec)?;
+    kinds::check_kernel(&spec)?;
     let probes = probes::attach::resolve(&spec.probes, &target_pids(&target))?;
     let offset_ns = host::boot_to_realtime_offset();
     let metadata = host::stream_metadata(&spec.normalized(), host::realtime_ns(), offset_ns);
@@ -72,7 +75,6 @@ pub fn run() -> Result<ExitCode> {
 
     let mut obj = MaybeUninit::uninit();
     let load = LoadOptions {
-        spec: &spec,
         all: matches!(target, Target::All { .. }),
         include_idle: matches!(target, Target::All { idle: true }),
         follow_forks: !args.no_children,
@@ -80,7 +82,10 @@ pub fn run() -> Result<ExitCode> {
         spans: !args.no_spans,
         ustack_bytes: args.ustack_bytes,
     };
-    let mut skel = bpf::load(&mut obj, &load)?;
+    let mut skel = bpf::load(&mut obj, &load, |open| {
+        kinds::configure(open, &spec)?;
+        probes::configure(open, &spec.probes)
+    })?;
     let tracepoints = bpf::attach_tracepoints(&mut skel)?;
     // A command with USDT probes is held after its exec: its probes are attached then and
     // their semaphores set in it (see probes::semaphores); other targets' probes now.
@@ -93,7 +98,10 @@ pub fn run() -> Result<ExitCode> {
     let perf = attach_cpu_sampler(&skel, &spec)?;
     let queue: Rc<RefCell<Queue>> = Rc::default();
     let rb = ring_buffer(&skel, &queue)?;
-    let states = bpf::StateSampler::start(&skel, &spec)?;
+    let state_period = spec
+        .get(kind::STATE)
+        .map(|s| Duration::from_nanos(s.period_ns()));
+    let states = StateSampler::start(&skel, state_period)?;
 
     // Ready to convert before the command runs (reading kernel symbols takes ~50 ms): a
     // short-lived command's memory map must be read while it lives (`d` stacks).
@@ -102,7 +110,7 @@ pub fn run() -> Result<ExitCode> {
         spec.wants_kernel_stacks().then(kernel_names).flatten(),
     );
     conv.probes = ProbeRows::new(&probes);
-    let mut spans = Spans::new(!args.no_spans, spec.span.is_some());
+    let mut spans = Spans::new(!args.no_spans, spec.get(kind::SPAN).is_some());
     targets.go(&skel, &target, &mut spans)?;
     let held = targets.child.as_mut().filter(|_| hold);
     let mut probes_on = probes::Running::start(&skel, &probes, early, held)?;
@@ -162,7 +170,11 @@ struct Targets {
 impl Targets {
     /// Hand the target to the kernel side (a command is spawned, held until released, and
     /// with `stop_at_exec` held again after its exec until its [`Child::resume`]).
-    fn add(skel: &bpf::skel::StacksSkel<'_>, target: &Target, stop_at_exec: bool) -> Result<Self> {
+    fn add(
+        skel: &crate::kernel::abi::StacksSkel<'_>,
+        target: &Target,
+        stop_at_exec: bool,
+    ) -> Result<Self> {
         let mut t = Targets {
             child: None,
             watched_pids: Vec::new(),
@@ -194,7 +206,7 @@ impl Targets {
     /// exec'ed).
     fn go(
         &mut self,
-        skel: &bpf::skel::StacksSkel<'_>,
+        skel: &crate::kernel::abi::StacksSkel<'_>,
         target: &Target,
         spans: &mut Spans,
     ) -> Result<()> {
@@ -209,7 +221,7 @@ impl Targets {
                 }
             }
             Target::All { .. } => {
-                for pid in crate::target::all_pids() {
+                for pid in crate::process::target::all_pids() {
                     spans.register(skel, pid);
                 }
             }
@@ -242,11 +254,11 @@ impl Targets {
 
 /// The CPU sampler on every online CPU, when `profile` is recorded.
 fn attach_cpu_sampler(
-    skel: &bpf::skel::StacksSkel<'_>,
+    skel: &crate::kernel::abi::StacksSkel<'_>,
     spec: &EventSpec,
 ) -> Result<Vec<(OwnedFd, libbpf_rs::Link)>> {
     let mut perf = Vec::new();
-    if let Some(p) = spec.profile {
+    if let Some(p) = spec.get(kind::PROFILE) {
         for cpu in bpf::online_cpus()? {
             let fd = bpf::open_cpu_clock(cpu, p.period_ns())?;
             let link = skel
@@ -262,7 +274,7 @@ fn attach_cpu_sampler(
 
 /// The ring buffer reader, copying each record into `queue`.
 fn ring_buffer<'a>(
-    skel: &'a bpf::skel::StacksSkel<'_>,
+    skel: &'a crate::kernel::abi::StacksSkel<'_>,
     queue: &Rc<RefCell<Queue>>,
 ) -> Result<libbpf_rs::RingBuffer<'a>> {
     let mut rbb = RingBufferBuilder::new();
@@ -280,7 +292,7 @@ fn ring_buffer<'a>(
 
 /// The reading side of a recording: ring buffer → rows → output.
 struct Recorder<'a, 'obj> {
-    skel: &'a bpf::skel::StacksSkel<'obj>,
+    skel: &'a crate::kernel::abi::StacksSkel<'obj>,
     queue: &'a RefCell<Queue>,
     rb: &'a libbpf_rs::RingBuffer<'a>,
     rows: RowBuilder,
@@ -504,7 +516,7 @@ fn drain(
     conv: &mut Converter,
     spans: &mut Spans,
     rb: &libbpf_rs::RingBuffer<'_>,
-    skel: &bpf::skel::StacksSkel<'_>,
+    skel: &crate::kernel::abi::StacksSkel<'_>,
 ) {
     let q = {
         let mut cur = queue.borrow_mut();
@@ -551,7 +563,11 @@ fn drain(
 }
 
 /// Convert the counting probes' table (nothing when no probe counts).
-fn drain_counts(skel: &bpf::skel::StacksSkel<'_>, conv: &mut Converter, rows: &mut RowBuilder) {
+fn drain_counts(
+    skel: &crate::kernel::abi::StacksSkel<'_>,
+    conv: &mut Converter,
+    rows: &mut RowBuilder,
+) {
     probes::counts::drain(skel, |record| match RawEvent::from_bytes(record) {
         Ok(e) => conv.push(&e, rows),
         Err(_) => conv.counts.malformed += 1,
@@ -588,7 +604,7 @@ impl KernelNames for KernelSymbols {
 
 /// Append a `lost` row per CPU and cause whose drop counter grew since the last look.
 fn push_lost(
-    skel: &bpf::skel::StacksSkel<'_>,
+    skel: &crate::kernel::abi::StacksSkel<'_>,
     drops: &mut Drops,
     rows: &mut RowBuilder,
     counts: &mut Counts,

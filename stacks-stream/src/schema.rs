@@ -537,12 +537,20 @@ pub fn stack_id_type() -> DataType {
 /// Whether `dt` is a symbolized stack: a list of structs with at least a `function` field
 /// (plain, or dictionary-encoded).
 pub fn is_stack_type(dt: &DataType) -> bool {
-    match crate::dict::value_type(dt) {
+    match value_type(dt) {
         DataType::List(f) | DataType::LargeList(f) => match f.data_type() {
             DataType::Struct(fields) => fields.iter().any(|f| f.name() == frame::FUNCTION),
             _ => false,
         },
         _ => false,
+    }
+}
+
+/// The value type of a column type: the dictionary's values, else the type itself.
+pub fn value_type(dt: &DataType) -> &DataType {
+    match dt {
+        DataType::Dictionary(_, v) => v,
+        other => other,
     }
 }
 

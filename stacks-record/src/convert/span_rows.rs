@@ -7,9 +7,9 @@ use std::collections::HashMap;
 use stacks_stream::kind;
 
 use super::{Converter, Decoded, RowStacks};
-use crate::bpf::skel::types::{stacks_span_event, stacks_span_op};
-use crate::event::{Header, RawEvent};
-use crate::rows::{Extra, RowBuilder};
+use crate::kernel::abi::types::{stacks_span_event, stacks_span_op};
+use crate::kernel::event::{Header, RawEvent};
+use crate::output::rows::{Extra, RowBuilder};
 
 /// Spans entered and not left per thread, innermost last.
 #[derive(Default)]

@@ -10,8 +10,9 @@ use libbpf_rs::btf::{Btf, BtfKind, BtfType, types::FuncProto};
 use libbpf_rs::{Link, PrintLevel, RawTracepointOpts, UprobeOpts, UsdtOpts};
 
 use super::semaphores::{self, Semaphore};
-use super::spec::{Probe, ProbeType};
-use crate::bpf::skel::StacksSkel;
+use crate::kernel::abi::StacksSkel;
+use crate::process::maps;
+use crate::spec::probe::{Probe, ProbeType};
 
 /// A probe checked against this machine.
 #[derive(Clone, Debug)]
@@ -139,9 +140,9 @@ const LIBRARY_DIRS: [&str; 6] = [
 /// A file mapped by process `pid` named `name`, or `name.*` / `name-*`, reached through the
 /// process's root (it may live in another mount namespace).
 fn mapped_file(pid: u32, name: &str) -> Option<PathBuf> {
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
-    maps.lines()
-        .filter_map(|line| line.split_whitespace().nth(5))
+    let text = maps::read(pid).ok()?;
+    maps::parse(&text)
+        .map(|m| m.path)
         .filter(|path| path.starts_with('/'))
         .find(|path| {
             let file = path.rsplit('/').next().unwrap_or(path);

@@ -4,9 +4,9 @@
 
 use libbpf_rs::{MapCore, MapFlags};
 
-use crate::bpf::skel::StacksSkel;
-use crate::bpf::skel::types::{stacks_probe, stacks_probe_count, stacks_probe_key};
-use crate::event::{HEADER_SIZE, Header, INFO_OFFSET, Kind, NOT_REQUESTED, UFRAME_SIZE};
+use crate::kernel::abi::StacksSkel;
+use crate::kernel::abi::types::{stacks_probe, stacks_probe_count, stacks_probe_key};
+use crate::kernel::event::{HEADER_SIZE, Header, INFO_OFFSET, Kind, NOT_REQUESTED, UFRAME_SIZE};
 
 /// `nargs` of a counting-table record: it stands for many hits and carries no arguments.
 pub const COUNTED: u32 = u32::MAX;

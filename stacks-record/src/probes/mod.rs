@@ -1,5 +1,5 @@
 //! Probes named in `-e`: kernel tracepoints, uprobes, uretprobes and USDT probes (bpf/
-//! probe.bpf.h). Their grammar ([`spec`]), the checks and attaching ([`attach`]), the BPF
+//! probe.bpf.h). Their grammar is in [`crate::spec::probe`]; here: the checks and attaching ([`attach`]), the BPF
 //! side's settings ([`configure`]), their rows ([`ProbeRows`]), the counting table's records
 //! ([`counts`]) and the USDT semaphores set in the command the recorder starts
 //! ([`semaphores`]).
@@ -7,20 +7,19 @@
 pub mod attach;
 pub mod counts;
 pub mod semaphores;
-pub mod spec;
 
 use std::rc::Rc;
 
 use anyhow::{Context, Result};
 use libbpf_rs::Link;
 
-use crate::bpf::skel::types::stacks_probe_conf;
-use crate::bpf::skel::{OpenStacksSkel, StacksSkel};
-use crate::rows::Extra;
-use crate::target::Child;
+use crate::kernel::abi::types::stacks_probe_conf;
+use crate::kernel::abi::{OpenStacksSkel, StacksSkel};
+use crate::output::rows::Extra;
+use crate::process::target::Child;
+use crate::spec::probe::Probe;
 use attach::{Attached, Resolved};
 use semaphores::Enabled;
-use spec::Probe;
 
 /// Entries of the counting table, when a probe counts: distinct (probe, thread, stacks) per
 /// second (a full table sends further hits as rows, counted in the summary).

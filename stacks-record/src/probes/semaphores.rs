@@ -15,6 +15,8 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 
+use crate::process::maps;
+
 /// A USDT probe's semaphore: the file and the counter's virtual address in it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Semaphore {
@@ -81,22 +83,11 @@ impl Enabled {
 /// file's first page is mapped.
 fn address_in(pid: u32, s: &Semaphore) -> Option<u64> {
     let inode = std::fs::metadata(&s.path).ok()?.ino();
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    let text = maps::read(pid).ok()?;
     // (start, end, file offset) of each mapping of the file.
-    let mappings: Vec<(u64, u64, u64)> = maps
-        .lines()
-        .filter_map(|line| {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            if f.get(4)?.parse::<u64>().ok()? != inode {
-                return None;
-            }
-            let (start, end) = f.first()?.split_once('-')?;
-            Some((
-                u64::from_str_radix(start, 16).ok()?,
-                u64::from_str_radix(end, 16).ok()?,
-                u64::from_str_radix(f.get(2)?, 16).ok()?,
-            ))
-        })
+    let mappings: Vec<(u64, u64, u64)> = maps::parse(&text)
+        .filter(|m| m.inode == inode)
+        .map(|m| (m.range.start, m.range.end, m.offset))
         .collect();
     let addr = if s.relocatable {
         let base = mappings.iter().find(|m| m.2 == 0)?.0;

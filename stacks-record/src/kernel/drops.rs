@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::bpf::skel::types::{stacks_drop as Drop, stacks_event_kind as Kind};
+use crate::kernel::abi::types::{stacks_drop as Drop, stacks_event_kind as Kind};
 
 /// The `cause` of a `lost` row for counter `index` of `enum stacks_drop`: `WHY:KIND`, e.g.
 /// `ring_buffer_full:vfs` or `map_full:block`.

@@ -4,7 +4,8 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::normalize::hex;
+use crate::process::maps;
+use crate::process::normalize::hex;
 
 /// What is known about mapped ELF files.
 #[derive(Default)]
@@ -34,7 +35,7 @@ impl ModuleIndex {
         if pid == 0 || !self.seen.insert(pid) {
             return;
         }
-        let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
+        let Ok(maps) = maps::read(pid) else {
             return;
         };
         for path in executable_files(&maps) {
@@ -71,14 +72,11 @@ impl ModuleIndex {
 }
 
 /// Paths of file-backed executable mappings in a `/proc/PID/maps` text.
-fn executable_files(maps: &str) -> Vec<&str> {
+fn executable_files(text: &str) -> Vec<&str> {
     let mut out = Vec::new();
-    for line in maps.lines() {
-        let mut fields = line.splitn(6, ' ');
-        let (_, perms) = (fields.next(), fields.next());
-        let path = fields.nth(3).map(str::trim_start).unwrap_or("");
-        if perms.is_some_and(|p| p.contains('x')) && path.starts_with('/') && !out.contains(&path) {
-            out.push(path);
+    for m in maps::parse(text) {
+        if m.executable() && m.path.starts_with('/') && !out.contains(&m.path) {
+            out.push(m.path);
         }
     }
     out

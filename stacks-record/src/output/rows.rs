@@ -10,7 +10,7 @@ use arrow_array::builder::{
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{ArrowError, SchemaRef};
 
-use crate::stacks::{StackRef, StackTable};
+use crate::output::stack_table::{StackRef, StackTable};
 
 /// One output row before it is appended.
 pub struct Row<'a> {
@@ -34,14 +34,6 @@ pub struct Row<'a> {
     /// Whether the user stack ends before its root; `None`: not known.
     pub ustack_truncated: Option<bool>,
     pub extra: Extra,
-}
-
-/// A kernel address's symbol as the recorder resolved it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct KernelSymbol {
-    pub symbol: String,
-    pub offset: u64,
-    pub module: Option<String>,
 }
 
 /// The kind-specific columns (all nullable).
@@ -69,7 +61,7 @@ pub struct Extra {
     pub probe: Option<std::rc::Rc<str>>,
     pub args: Option<Vec<i64>>,
     /// The `tracing` span the thread was in (tracing-stacks).
-    pub span: Option<crate::spans::SpanLabel>,
+    pub span: Option<crate::process::spans::SpanLabel>,
 }
 
 /// Accumulates rows column by column.
@@ -309,8 +301,9 @@ fn args_builder() -> ListBuilder<Int64Builder> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::normalize::UserFrame;
-    use crate::stacks::NewStack;
+    use crate::output::stack_table::NewStack;
+    use crate::process::kallsyms::KernelSymbol;
+    use crate::process::normalize::UserFrame;
     use arrow_array::Array;
     use arrow_schema::DataType;
     use std::collections::HashMap;

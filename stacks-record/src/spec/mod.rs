@@ -2,7 +2,11 @@
 
 use std::fmt;
 
-use crate::probes::spec::{MAX_PROBES, Probe, ProbeType};
+use stacks_stream::kinds::{ArgGrammar, Source};
+
+pub mod probe;
+
+use probe::{MAX_PROBES, Probe, ProbeType};
 
 /// Which stacks an event captures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,80 +76,30 @@ impl fmt::Display for StackSel {
     }
 }
 
-/// `profile[:STACKS][:HZ]`: CPU samples from the cpu-clock perf event.
+/// An event kind named in `-e`: its registry entry, stacks and argument.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Profile {
+pub struct KindArgs {
+    /// The registry entry's name (`stacks_stream::kind`).
+    pub name: &'static str,
     pub stacks: StackSel,
-    pub hz: u32,
+    /// Its argument (a frequency in Hz, a duration in ns, an N), its default when not given;
+    /// `None` for a kind that takes none.
+    pub arg: Option<u64>,
 }
 
-impl Profile {
-    pub const DEFAULT_HZ: u32 = stacks_stream::kinds::PROFILE_DEFAULT_HZ;
-    pub const MAX_HZ: u32 = 10_000;
-
-    /// The sampling period in nanoseconds.
+impl KindArgs {
+    /// The period of a frequency argument in nanoseconds (1e9 / HZ): what one sample stands
+    /// for.
     pub fn period_ns(&self) -> u64 {
-        1_000_000_000 / u64::from(self.hz)
+        1_000_000_000 / self.arg.unwrap_or(1).max(1)
     }
-}
-
-/// `switch[:STACKS][:MIN]`: off-CPU intervals; shorter than MIN are folded.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Switch {
-    pub stacks: StackSel,
-    pub min_ns: u64,
-}
-
-impl Switch {
-    pub const DEFAULT_MIN_NS: u64 = 1_000_000;
-}
-
-/// `rss[:STACKS][:N]`: RSS growth, every Nth growth event per process.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Rss {
-    pub stacks: StackSel,
-    pub every: u32,
-}
-
-impl Rss {
-    pub const DEFAULT_EVERY: u32 = 29;
-}
-
-/// `state[:STACKS][:HZ]`: every live thread's state, HZ times a second.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct State {
-    pub stacks: StackSel,
-    pub hz: u32,
-}
-
-impl State {
-    pub const DEFAULT_HZ: u32 = 20;
-    pub const MAX_HZ: u32 = 100;
-
-    /// The sampling period in nanoseconds: what one row stands for.
-    pub fn period_ns(&self) -> u64 {
-        1_000_000_000 / u64::from(self.hz)
-    }
-}
-
-/// Events with only a stack selection: `block`, `vfs`, `net`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Plain {
-    pub stacks: StackSel,
 }
 
 /// A parsed `-e` specification.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EventSpec {
-    pub profile: Option<Profile>,
-    pub switch: Option<Switch>,
-    pub rss: Option<Rss>,
-    pub block: Option<Plain>,
-    pub vfs: Option<Plain>,
-    pub net: Option<Plain>,
-    pub state: Option<State>,
-    /// `span[:STACKS]`: each entry of a `tracing` span (tracing-stacks' USDT probes).
-    pub span: Option<Plain>,
+    /// The event kinds asked for, in the registry's order.
+    pub kinds: Vec<KindArgs>,
     /// Probes (`tp:`, `uprobe:`, `uretprobe:`, `usdt:`), in the order given: a probe's index
     /// is its BPF cookie.
     pub probes: Vec<Probe>,
@@ -154,13 +108,10 @@ pub struct EventSpec {
 /// The specification used when `-e` is not given.
 pub const DEFAULT_SPEC: &str = "profile:u:99,rss:u:29,switch:uk";
 
-/// The programs of `switch` with `d` stacks, besides `switch`'s own (see [`EventSpec::names`]).
-pub const SWITCH_DWARF: &str = "switch:d";
-
 /// Events whose user stacks may be unwound with CFI (`d`), per the registry.
 pub fn dwarf_kinds() -> Vec<&'static str> {
-    use stacks_stream::kinds::{ALL, Source};
-    ALL.iter()
+    stacks_stream::kinds::ALL
+        .iter()
         .filter(|k| matches!(k.source, Source::Event { dwarf: true, .. }))
         .map(|k| k.name)
         .collect()
@@ -236,163 +187,43 @@ impl EventSpec {
                 out.probes.push(probe);
                 continue;
             }
-            let fields: Vec<&str> = token.split(':').collect();
-            let name = fields[0];
-            let (stacks, arg) = split_fields(token, &fields[1..])?;
-            if stacks.is_some_and(StackSel::dwarf) && !dwarf_kinds().contains(&name) {
-                return Err(SpecError::NoDwarf {
-                    token: token.to_string(),
-                    name: name.to_string(),
-                    supported: dwarf_kinds().join(", "),
-                });
+            let k = parse_kind(token)?;
+            if out.get(k.name).is_some() {
+                return Err(SpecError::Duplicate(k.name.to_string()));
             }
-            let dup = || SpecError::Duplicate(name.to_string());
-            match name {
-                "profile" => {
-                    let hz = match arg {
-                        None => Profile::DEFAULT_HZ,
-                        Some(a) => parse_hz(a, token, Profile::MAX_HZ)?,
-                    };
-                    let p = Profile {
-                        stacks: stacks.unwrap_or(StackSel::Both),
-                        hz,
-                    };
-                    set(&mut out.profile, p).map_err(|_| dup())?;
-                }
-                "state" => {
-                    let hz = match arg {
-                        None => State::DEFAULT_HZ,
-                        Some(a) => parse_hz(a, token, State::MAX_HZ)?,
-                    };
-                    let st = State {
-                        stacks: stacks.unwrap_or(StackSel::Both),
-                        hz,
-                    };
-                    set(&mut out.state, st).map_err(|_| dup())?;
-                }
-                "switch" => {
-                    let min_ns = match arg {
-                        None => Switch::DEFAULT_MIN_NS,
-                        Some(a) => parse_ns(a).ok_or_else(|| SpecError::BadMin {
-                            value: a.to_string(),
-                            token: token.to_string(),
-                        })?,
-                    };
-                    let s = Switch {
-                        stacks: stacks.unwrap_or(StackSel::Both),
-                        min_ns,
-                    };
-                    set(&mut out.switch, s).map_err(|_| dup())?;
-                }
-                "rss" => {
-                    let every = match arg {
-                        None => Rss::DEFAULT_EVERY,
-                        Some(a) => a
-                            .parse::<u32>()
-                            .ok()
-                            .filter(|n| (1..=1_000_000).contains(n))
-                            .ok_or_else(|| SpecError::BadEvery {
-                                value: a.to_string(),
-                                token: token.to_string(),
-                            })?,
-                    };
-                    let r = Rss {
-                        stacks: stacks.unwrap_or(StackSel::User),
-                        every,
-                    };
-                    set(&mut out.rss, r).map_err(|_| dup())?;
-                }
-                "block" | "vfs" | "net" | "span" => {
-                    if arg.is_some() {
-                        return Err(SpecError::NoArgument(token.to_string(), name.to_string()));
-                    }
-                    let default = if name == "block" {
-                        StackSel::Both
-                    } else {
-                        StackSel::User
-                    };
-                    let p = Plain {
-                        stacks: stacks.unwrap_or(default),
-                    };
-                    let slot = match name {
-                        "block" => &mut out.block,
-                        "vfs" => &mut out.vfs,
-                        "span" => &mut out.span,
-                        _ => &mut out.net,
-                    };
-                    set(slot, p).map_err(|_| dup())?;
-                }
-                name => {
-                    return Err(SpecError::UnknownEvent {
-                        name: name.to_string(),
-                        token: token.to_string(),
-                        available: format!(
-                            "{}, tp:, uprobe:, uretprobe:, usdt:",
-                            event_names().join(", ")
-                        ),
-                    });
-                }
-            }
+            out.kinds.push(k);
         }
+        out.kinds
+            .sort_by_key(|k| event_names().iter().position(|n| *n == k.name));
         Ok(out)
+    }
+
+    /// The entry of kind `name`, when asked for.
+    pub fn get(&self, name: &str) -> Option<&KindArgs> {
+        self.kinds.iter().find(|k| k.name == name)
     }
 
     /// The normalized text form, e.g. `profile:uk:99,switch:uk:1ms`: stored in the stream
     /// metadata.
     pub fn normalized(&self) -> String {
-        let mut parts = Vec::new();
-        if let Some(p) = &self.profile {
-            parts.push(format!("profile:{}:{}", p.stacks, p.hz));
-        }
-        if let Some(s) = &self.switch {
-            parts.push(format!("switch:{}:{}", s.stacks, format_ns(s.min_ns)));
-        }
-        if let Some(r) = &self.rss {
-            parts.push(format!("rss:{}:{}", r.stacks, r.every));
-        }
-        for (name, p) in [
-            ("block", &self.block),
-            ("vfs", &self.vfs),
-            ("net", &self.net),
-        ] {
-            if let Some(p) = p {
-                parts.push(format!("{name}:{}", p.stacks));
-            }
-        }
-        if let Some(s) = &self.state {
-            parts.push(format!("state:{}:{}", s.stacks, s.hz));
-        }
-        if let Some(s) = &self.span {
-            parts.push(format!("span:{}", s.stacks));
-        }
+        let mut parts: Vec<String> = self
+            .kinds
+            .iter()
+            .map(|k| match (k.arg, grammar(k.name)) {
+                (Some(ns), Some(ArgGrammar::Duration)) => {
+                    format!("{}:{}:{}", k.name, k.stacks, format_ns(ns))
+                }
+                (Some(n), _) => format!("{}:{}:{n}", k.name, k.stacks),
+                (None, _) => format!("{}:{}", k.name, k.stacks),
+            })
+            .collect();
         parts.extend(self.probes.iter().map(Probe::normalized));
         parts.join(",")
     }
-}
 
-impl EventSpec {
-    /// Names of the events requested.
+    /// Names of the events requested: the kinds, then the probe types used.
     pub fn names(&self) -> Vec<&'static str> {
-        let mut v = Vec::new();
-        for (name, on) in [
-            ("profile", self.profile.is_some()),
-            ("switch", self.switch.is_some()),
-            ("rss", self.rss.is_some()),
-            ("block", self.block.is_some()),
-            ("vfs", self.vfs.is_some()),
-            ("net", self.net.is_some()),
-            ("state", self.state.is_some()),
-            ("span", self.span.is_some()),
-        ] {
-            if on {
-                v.push(name);
-            }
-        }
-        // `switch:d` takes user stacks at the return from system calls.
-        if self.switch.is_some_and(|s| s.stacks.dwarf()) {
-            v.push(SWITCH_DWARF);
-        }
-        // The probe programs, by the probe types used.
+        let mut v: Vec<&'static str> = self.kinds.iter().map(|k| k.name).collect();
         for ty in ProbeType::ALL {
             if self.probes.iter().any(|p| p.ty == ty) {
                 v.push(ty.prefix());
@@ -404,20 +235,82 @@ impl EventSpec {
     /// Whether any requested event captures kernel stacks (only then are kernel symbols
     /// needed: reading /proc/kallsyms costs ~50 ms of CPU at start).
     pub fn wants_kernel_stacks(&self) -> bool {
-        [
-            self.profile.map(|p| p.stacks),
-            self.switch.map(|s| s.stacks),
-            self.rss.map(|r| r.stacks),
-            self.block.map(|b| b.stacks),
-            self.vfs.map(|v| v.stacks),
-            self.net.map(|n| n.stacks),
-            self.state.map(|t| t.stacks),
-            self.span.map(|s| s.stacks),
-        ]
-        .into_iter()
-        .flatten()
-        .chain(self.probes.iter().map(|p| p.stacks))
-        .any(StackSel::kernel)
+        self.kinds
+            .iter()
+            .map(|k| k.stacks)
+            .chain(self.probes.iter().map(|p| p.stacks))
+            .any(StackSel::kernel)
+    }
+}
+
+/// One `NAME[:STACKS][:ARG]` token, with the registry's defaults.
+fn parse_kind(token: &str) -> Result<KindArgs, SpecError> {
+    let fields: Vec<&str> = token.split(':').collect();
+    let name = fields[0];
+    let (stacks, arg) = split_fields(token, &fields[1..])?;
+    if stacks.is_some_and(StackSel::dwarf) && !dwarf_kinds().contains(&name) {
+        return Err(SpecError::NoDwarf {
+            token: token.to_string(),
+            name: name.to_string(),
+            supported: dwarf_kinds().join(", "),
+        });
+    }
+    let entry = stacks_stream::kinds::recordable().find_map(|k| match k.source {
+        Source::Event {
+            stacks, arg: spec, ..
+        } if k.name == name => Some((k.name, stacks, spec)),
+        _ => None,
+    });
+    let Some((name, default_stacks, spec)) = entry else {
+        return Err(SpecError::UnknownEvent {
+            name: name.to_string(),
+            token: token.to_string(),
+            available: format!(
+                "{}, tp:, uprobe:, uretprobe:, usdt:",
+                event_names().join(", ")
+            ),
+        });
+    };
+    let arg = match (spec, arg) {
+        (None, Some(_)) => return Err(SpecError::NoArgument(token.to_string(), name.to_string())),
+        (None, None) => None,
+        (Some(spec), Some(a)) => Some(parse_arg(spec.grammar, a, token)?),
+        (Some(spec), None) => Some(parse_arg(spec.grammar, spec.default, token)?),
+    };
+    Ok(KindArgs {
+        name,
+        stacks: stacks
+            .or_else(|| StackSel::parse(default_stacks))
+            .unwrap_or(StackSel::Both),
+        arg,
+    })
+}
+
+/// The grammar of kind `name`'s argument, per the registry.
+fn grammar(name: &str) -> Option<ArgGrammar> {
+    match stacks_stream::kinds::get(name)?.source {
+        Source::Event { arg, .. } => arg.map(|a| a.grammar),
+        _ => None,
+    }
+}
+
+/// An argument `a` of `token` read by `grammar`.
+fn parse_arg(grammar: ArgGrammar, a: &str, token: &str) -> Result<u64, SpecError> {
+    match grammar {
+        ArgGrammar::Hz { max } => parse_hz(a, token, max).map(u64::from),
+        ArgGrammar::Duration => parse_ns(a).ok_or_else(|| SpecError::BadMin {
+            value: a.to_string(),
+            token: token.to_string(),
+        }),
+        ArgGrammar::Every { max } => a
+            .parse::<u32>()
+            .ok()
+            .filter(|n| (1..=max).contains(n))
+            .map(u64::from)
+            .ok_or_else(|| SpecError::BadEvery {
+                value: a.to_string(),
+                token: token.to_string(),
+            }),
     }
 }
 
@@ -431,14 +324,6 @@ fn parse_hz(a: &str, token: &str, max: u32) -> Result<u32, SpecError> {
             token: token.to_string(),
             max,
         })
-}
-
-fn set<T>(slot: &mut Option<T>, value: T) -> Result<(), ()> {
-    if slot.is_some() {
-        return Err(());
-    }
-    *slot = Some(value);
-    Ok(())
 }
 
 /// Split `[STACKS][:ARG]`; a lone field that is not a stack selection is the argument.
@@ -486,8 +371,12 @@ pub fn format_ns(ns: u64) -> String {
 mod tests {
     use super::*;
 
-    fn profile(spec: &str) -> Profile {
-        EventSpec::parse(spec).unwrap().profile.unwrap()
+    fn kind(spec: &str, name: &str) -> KindArgs {
+        *EventSpec::parse(spec).unwrap().get(name).unwrap()
+    }
+
+    fn profile(spec: &str) -> KindArgs {
+        kind(spec, "profile")
     }
 
     #[test]
@@ -507,15 +396,16 @@ mod tests {
     fn defaults_and_forms() {
         assert_eq!(
             profile("profile"),
-            Profile {
+            KindArgs {
+                name: "profile",
                 stacks: StackSel::Both,
-                hz: 99
+                arg: Some(99)
             }
         );
         assert_eq!(profile("profile:u").stacks, StackSel::User);
         assert_eq!(profile("profile:ku").stacks, StackSel::Both);
-        assert_eq!(profile("profile:k:49").hz, 49);
-        assert_eq!(profile("profile:199").hz, 199);
+        assert_eq!(profile("profile:k:49").arg, Some(49));
+        assert_eq!(profile("profile:199").arg, Some(199));
         assert_eq!(profile(" profile:u:99 ").stacks, StackSel::User);
         assert_eq!(
             EventSpec::parse(DEFAULT_SPEC).unwrap().normalized(),
@@ -532,15 +422,12 @@ mod tests {
             "profile:u:99,switch:uk:1ms,rss:u:29,block:uk,vfs:u,net:u"
         );
         let s = EventSpec::parse("switch:k:250us,rss:7,block,vfs,net").unwrap();
-        assert_eq!(s.switch.unwrap().min_ns, 250_000);
-        assert_eq!(s.switch.unwrap().stacks, StackSel::Kernel);
-        assert_eq!(s.rss.unwrap().every, 7);
-        assert_eq!(s.block.unwrap().stacks, StackSel::Both);
-        assert_eq!(s.vfs.unwrap().stacks, StackSel::User);
-        assert_eq!(
-            EventSpec::parse("switch:0").unwrap().switch.unwrap().min_ns,
-            0
-        );
+        assert_eq!(s.get("switch").unwrap().arg, Some(250_000));
+        assert_eq!(s.get("switch").unwrap().stacks, StackSel::Kernel);
+        assert_eq!(s.get("rss").unwrap().arg, Some(7));
+        assert_eq!(s.get("block").unwrap().stacks, StackSel::Both);
+        assert_eq!(s.get("vfs").unwrap().stacks, StackSel::User);
+        assert_eq!(kind("switch:0", "switch").arg, Some(0));
         assert!(matches!(
             EventSpec::parse("switch:uk:fast").unwrap_err(),
             SpecError::BadMin { .. }
@@ -585,12 +472,12 @@ mod tests {
 
     #[test]
     fn state_event() {
-        let s = EventSpec::parse("state").unwrap().state.unwrap();
-        assert_eq!((s.stacks, s.hz), (StackSel::Both, 20));
-        let s = EventSpec::parse("state:k:50").unwrap().state.unwrap();
+        let s = kind("state", "state");
+        assert_eq!((s.stacks, s.arg), (StackSel::Both, Some(20)));
+        let s = kind("state:k:50", "state");
         assert_eq!(
-            (s.stacks, s.hz, s.period_ns()),
-            (StackSel::Kernel, 50, 20_000_000)
+            (s.stacks, s.arg, s.period_ns()),
+            (StackSel::Kernel, Some(50), 20_000_000)
         );
         assert_eq!(
             EventSpec::parse("profile,state:u:100")

@@ -6,9 +6,9 @@ use std::mem::{offset_of, size_of};
 
 use libbpf_rs::libbpf_sys::{BPF_STACK_BUILD_ID_IP, BPF_STACK_BUILD_ID_VALID, bpf_stack_build_id};
 
-use crate::bpf::skel::types::{self, stacks_event, stacks_info};
+use crate::kernel::abi::types::{self, stacks_event, stacks_info};
 
-pub use crate::bpf::skel::types::{
+pub use crate::kernel::abi::types::{
     stacks_block_op as BlockOp, stacks_event_kind as Kind, stacks_file_type as FileType,
     stacks_header as Header, stacks_net_direction as NetDirection, stacks_net_family as NetFamily,
     stacks_net_protocol as NetProtocol, stacks_rss_counter as RssCounter, stacks_state as State,

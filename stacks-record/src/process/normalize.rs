@@ -50,10 +50,6 @@ impl FrameTable {
     pub fn len(&self) -> usize {
         self.frames.len()
     }
-
-    pub fn is_empty(&self) -> bool {
-        self.frames.is_empty()
-    }
 }
 
 struct PidState {
@@ -142,7 +138,7 @@ impl UserNormalizer {
                 .map(|(f, _)| f.addr)
                 .collect();
             let may_retry = state.retried.is_none_or(|t| t.elapsed() > RETRY_EVERY);
-            if !unmapped.is_empty() && may_retry && crate::target::is_alive(pid) {
+            if !unmapped.is_empty() && may_retry && crate::process::target::is_alive(pid) {
                 state.retried = Some(Instant::now());
                 let fresh = new_normalizer();
                 let again: HashMap<u64, (UserFrame, bool)> = resolve(&fresh, pid, &unmapped)

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::os::unix::fs::MetadataExt;
 
-use crate::bpf::skel::types::{stacks_file, stacks_net_addrs};
-use crate::event::{FileType, NetFamily, NetProtocol, c_bytes};
+use crate::kernel::abi::types::{stacks_file, stacks_net_addrs};
+use crate::kernel::event::{FileType, NetFamily, NetProtocol, c_bytes};
 
 /// The path the BPF side walked up from the file's dentry (leaf first, NUL separated, the
 /// first `path_len` bytes of `path`) as text: absolute when the walk reached the root,

@@ -20,8 +20,8 @@ use arrow_schema::{ArrowError, DataType, Field, Fields, Schema};
 use stacks_stream::dict::{self, StackDictionary};
 use stacks_stream::schema::col;
 
-use crate::normalize::UserFrame;
-use crate::rows::KernelSymbol;
+use crate::process::kallsyms::KernelSymbol;
+use crate::process::normalize::UserFrame;
 
 /// A row's keys into the stack dictionaries; `None` where the row's column is null (the stack
 /// was not requested, or for `kstack_symbols`, not resolved).
@@ -125,10 +125,6 @@ impl StackTable {
     /// again is sent, and counted, again).
     pub fn len(&self) -> usize {
         self.keyed
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.keyed == 0
     }
 
     /// The keys of the captured stack (`kstack`: raw kernel addresses, `ustack`: user frame
@@ -305,8 +301,8 @@ impl Pending {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::normalize::FrameTable;
-    use crate::rows::{Extra, Row, RowBuilder};
+    use crate::output::rows::{Extra, Row, RowBuilder};
+    use crate::process::normalize::FrameTable;
     use arrow_array::cast::AsArray;
     use arrow_array::types::UInt64Type;
     use arrow_array::{Array, RecordBatch};
@@ -512,7 +508,7 @@ mod tests {
         let mut s = StackTable::new(&raw()).unwrap();
         let none = s.key(None, None, || panic!("no stack, no entry"));
         assert_eq!(none, StackRef::default());
-        assert!(s.is_empty());
+        assert_eq!(s.len(), 0);
         let kfail = s.key(Some(Err(-14)), None, || entries(Some(Err(-14)), None, &t));
         assert_eq!(
             kfail,

@@ -14,8 +14,8 @@ use libbpf_rs::MapFlags;
 use object::read::elf::{ElfFile64, FileHeader, ProgramHeader};
 use object::{Object, ObjectSymbol, ReadCache, SymbolKind, elf};
 
-use crate::bpf::skel::StacksSkel;
-use crate::bpf::skel::types::{stacks_span, stacks_span_proc};
+use crate::kernel::abi::StacksSkel;
+use crate::kernel::abi::types::{stacks_span, stacks_span_proc};
 
 /// The thread-context pointer's symbol (OTEP 4947).
 pub const CONTEXT_SYMBOL: &str = "otel_thread_ctx_v1";

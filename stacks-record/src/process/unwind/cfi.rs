@@ -12,6 +12,8 @@ use framehop::{ExplicitModuleSectionInfo, Module};
 use object::read::elf::{ElfFile64, ProgramHeader};
 use object::{Object, ObjectSection};
 
+use crate::process::maps;
+
 /// Bytes of a file the unwinder reads: mapped, or (the vdso) copied.
 enum Bytes {
     Mapped(memmap2::Mmap),
@@ -165,36 +167,21 @@ pub struct Mapping {
     pub path: String,
 }
 
-/// The address range of a `/proc/PID/maps` line.
-pub fn map_range(line: &str) -> Option<Range<u64>> {
-    let (s, e) = line.split_ascii_whitespace().next()?.split_once('-')?;
-    Some(u64::from_str_radix(s, 16).ok()?..u64::from_str_radix(e, 16).ok()?)
-}
-
-/// The executable mappings of a `/proc/PID/maps` text.
+/// The executable mappings of a `/proc/PID/maps` text: files, and the vdso.
 pub fn parse_maps(text: &str) -> Vec<Mapping> {
-    text.lines()
-        .filter_map(|line| {
-            let mut f = line.split_ascii_whitespace();
-            let (_, perms, offset, dev, inode) =
-                (f.next()?, f.next()?, f.next()?, f.next()?, f.next()?);
-            let path = f.collect::<Vec<_>>().join(" ");
-            if !perms.contains('x') {
-                return None;
-            }
-            let range = map_range(line)?;
-            let offset = u64::from_str_radix(offset, 16).ok()?;
-            let inode: u64 = inode.parse().ok()?;
-            let file = match (inode, path.as_str()) {
+    maps::parse(text)
+        .filter(|m| m.executable())
+        .filter_map(|m| {
+            let file = match (m.inode, m.path) {
                 (0, "[vdso]") => None,
                 (0, _) => return None,
-                _ => Some((dev.to_string(), inode)),
+                _ => Some((m.dev.to_string(), m.inode)),
             };
             Some(Mapping {
-                range,
-                offset,
+                range: m.range,
+                offset: m.offset,
                 file,
-                path,
+                path: m.path.to_string(),
             })
         })
         .collect()
@@ -246,7 +233,7 @@ impl FileCache {
 
 /// The recorder's own vdso (the kernel's, the same in every process), copied.
 fn own_vdso() -> Option<Arc<FileCfi>> {
-    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    let maps = maps::read(std::process::id()).ok()?;
     let m = parse_maps(&maps).into_iter().find(|m| m.path == "[vdso]")?;
     let len = (m.range.end - m.range.start) as usize;
     // SAFETY: the vdso is mapped readable for its whole range in every process.

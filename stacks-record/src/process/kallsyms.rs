@@ -23,6 +23,14 @@ const NO_MODULE: u16 = u16::MAX;
 /// inside it: kallsyms has no sizes, so the next symbol is the end, and there is none here.
 const MAX_TAIL: u64 = 64 * 1024;
 
+/// A kernel address's symbol as the recorder resolved it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelSymbol {
+    pub symbol: String,
+    pub offset: u64,
+    pub module: Option<String>,
+}
+
 /// The text symbols of a kernel, sorted by address.
 #[derive(Debug, Default)]
 pub struct KernelSymbols {
@@ -126,11 +134,13 @@ impl KernelSymbols {
     }
 
     /// Number of text symbols kept.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.entries.len()
     }
 
     /// Whether no text symbol was found.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }

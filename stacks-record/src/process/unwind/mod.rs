@@ -12,10 +12,11 @@ use framehop::Error as UnwindError;
 use framehop::Unwinder;
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 
-use crate::event::{DwarfStack, MAX_DEPTH};
+use crate::kernel::event::{DwarfStack, MAX_DEPTH};
 
 mod cfi;
-use cfi::{FileCache, Section, map_range, parse_maps};
+use crate::process::maps;
+use cfi::{FileCache, Section, parse_maps};
 
 /// How a user stack was unwound (the `ustack_unwind` column).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -247,12 +248,12 @@ impl Unwinders {
     }
 
     fn read_proc(&mut self, pid: u32) -> Option<Proc> {
-        let text = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+        let text = maps::read(pid).ok()?;
         let maps = parse_maps(&text);
         if maps.is_empty() {
             return None; // exited: a zombie's map is empty
         }
-        let all = text.lines().filter_map(map_range).collect();
+        let all = maps::parse(&text).map(|m| m.range).collect();
         let mut unwinder = UnwinderX86_64::new();
         let mut mapped = Vec::new();
         for m in maps {
