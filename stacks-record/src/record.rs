@@ -110,6 +110,11 @@ pub fn run() -> Result<ExitCode> {
         spec.wants_kernel_stacks().then(kernel_names).flatten(),
     );
     conv.probes = ProbeRows::new(&probes);
+    if let Some(child) = &targets.child {
+        let comm = std::fs::read_to_string(format!("/proc/{}/comm", child.pid))
+            .with_context(|| format!("reading the name of the command's process {}", child.pid))?;
+        conv.hold_until_exec(child.pid, bpf::comm_key(comm.trim_end_matches('\n')));
+    }
     let mut spans = Spans::new(!args.no_spans, spec.get(kind::SPAN).is_some());
     targets.go(&skel, &target, &mut spans)?;
     let held = targets.child.as_mut().filter(|_| hold);

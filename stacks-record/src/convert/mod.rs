@@ -49,6 +49,12 @@ pub(crate) struct UserUnwind {
     truncated: Option<bool>,
 }
 
+/// The command's process while it waits to exec (see [`Converter::hold_until_exec`]).
+struct Gate {
+    pid: u32,
+    comm: [u8; 16],
+}
+
 /// Resolves kernel addresses to symbols at record time.
 pub trait KernelNames {
     fn name(&self, addr: u64) -> Option<KernelSymbol>;
@@ -105,6 +111,8 @@ pub struct Converter {
     apart: HashMap<u64, (Rc<[u32]>, UserUnwind), ahash::RandomState>,
     /// Each thread's stacks in its latest `state` row, for the rows that repeat them.
     state_stacks: HashMap<u32, RowStacks, ahash::RandomState>,
+    /// The command the recorder starts, until its exec: see [`Converter::hold_until_exec`].
+    gate: Option<Gate>,
     offset_ns: i64,
 }
 
@@ -134,14 +142,41 @@ impl Converter {
             cgroups: CgroupNames::new(),
             spans: SpanLabels::default(),
             open_spans: OpenSpans::default(),
+            gate: None,
             offset_ns,
         }
+    }
+
+    /// Process `pid` is the recorder's own child held at the gate of `-- COMMAND`, named
+    /// `comm` (the kernel's 16-byte form) until it execs the command: its records before its
+    /// exec are the recorder's, not the target's, and make no rows.
+    pub fn hold_until_exec(&mut self, pid: u32, comm: [u8; 16]) {
+        self.gate = Some(Gate { pid, comm });
+    }
+
+    /// Whether a record is of the command's process before its exec (its exec ends that).
+    fn before_exec(&mut self, h: &Header) -> bool {
+        let Some(gate) = &self.gate else {
+            return false;
+        };
+        if gate.pid != h.pid {
+            return false;
+        }
+        if h.kind == Kind::STACKS_EV_EXEC {
+            self.gate = None;
+            return false;
+        }
+        // A thread-state pass may see the new image before its exec record is in.
+        c_bytes(&h.comm) == gate.comm
     }
 
     /// Convert one record, appending at most one row (a span's enter appends none: its row is
     /// appended at its exit, see [`Converter::span_transition`]).
     pub fn push(&mut self, e: &RawEvent<'_>, rows: &mut RowBuilder) {
         let h = &e.h;
+        if self.before_exec(h) {
+            return;
+        }
         if h.kind == Kind::STACKS_EV_SPAN {
             self.counts.pids.insert(h.pid);
             self.span_transition(e, rows);
