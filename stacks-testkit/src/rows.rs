@@ -594,6 +594,19 @@ pub fn stack_functions(batches: &[RecordBatch]) -> Vec<Vec<(Option<String>, bool
 mod tests {
     use super::*;
 
+    /// Every column of the column table (but the store's `stack_id`) is a field of [`Row`],
+    /// built with the table's type.
+    #[test]
+    fn rows_have_every_column_of_the_table() {
+        use stacks_stream::table::{COLUMNS, Stage};
+        let rows = [Row::default()];
+        for c in COLUMNS.iter().filter(|c| c.stage != Stage::Stored) {
+            let a = column(c.name, &rows)
+                .unwrap_or_else(|| panic!("no testkit Row field for column `{}`", c.name));
+            assert_eq!(a.data_type(), &c.ty.data_type(), "column `{}`", c.name);
+        }
+    }
+
     #[test]
     fn rows_round_trip_through_a_symbolized_batch() {
         let schema = Arc::new(stacks_stream::symbolized_schema(Default::default()));

@@ -9,6 +9,8 @@ use arrow_array::builder::{
 };
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{ArrowError, SchemaRef};
+use stacks_stream::col;
+use stacks_stream::table::{self, ColumnType, Stage};
 
 use crate::output::stack_table::{StackRef, StackTable};
 
@@ -64,51 +66,183 @@ pub struct Extra {
     pub span: Option<crate::process::spans::SpanLabel>,
 }
 
-/// Accumulates rows column by column.
+/// Accumulates rows column by column: one builder per raw column of the column table
+/// (`stacks_stream::table`), in its order, of its type.
 pub struct RowBuilder {
     schema: SchemaRef,
-    time: TimestampNanosecondBuilder,
-    kind: StringBuilder,
-    pid: Int32Builder,
-    tid: Int32Builder,
-    comm: StringBuilder,
-    thread: StringBuilder,
     /// The recording host (the stream's `stacks.host`), on every row.
     host: Option<String>,
-    host_col: StringBuilder,
-    cgroup: StringBuilder,
-    cpu: Int32Builder,
-    value: Int64Builder,
     stacks: StackTable,
     refs: Vec<StackRef>,
-    kstack_error: Int32Builder,
-    ustack_error: Int32Builder,
-    ustack_unwind: StringBuilder,
-    ustack_truncated: BooleanBuilder,
-    duration: Int64Builder,
-    count: Int64Builder,
-    state: StringBuilder,
-    waker: Int32Builder,
-    op: StringBuilder,
-    syscall: StringBuilder,
-    fd: Int32Builder,
-    path: StringBuilder,
-    dev: StringBuilder,
-    protocol: StringBuilder,
-    local: StringBuilder,
-    remote: StringBuilder,
-    rss: Int64Builder,
-    child: Int32Builder,
-    errno: Int32Builder,
-    exit_code: Int32Builder,
-    cause: StringBuilder,
-    probe: StringBuilder,
-    args: ListBuilder<Int64Builder>,
-    span_id: UInt64Builder,
-    parent_span_id: UInt64Builder,
-    span_name: StringBuilder,
-    trace_id: StringBuilder,
+    columns: Vec<(&'static str, Builder)>,
     rows: usize,
+}
+
+/// The builder of one column, by its type in the column table.
+enum Builder {
+    Time(TimestampNanosecondBuilder),
+    Utf8(StringBuilder),
+    Int32(Int32Builder),
+    Int64(Int64Builder),
+    UInt64(UInt64Builder),
+    Boolean(BooleanBuilder),
+    Args(ListBuilder<Int64Builder>),
+    /// A stack column: its keys are the rows' [`StackRef`]s, its dictionary the stack table.
+    Stack,
+}
+
+impl Builder {
+    fn new(ty: ColumnType) -> Self {
+        match ty {
+            ColumnType::Time => {
+                Builder::Time(TimestampNanosecondBuilder::new().with_timezone("UTC"))
+            }
+            ColumnType::Utf8 => Builder::Utf8(StringBuilder::new()),
+            ColumnType::Int32 => Builder::Int32(Int32Builder::new()),
+            ColumnType::Int64 => Builder::Int64(Int64Builder::new()),
+            ColumnType::UInt64 => Builder::UInt64(UInt64Builder::new()),
+            ColumnType::Boolean => Builder::Boolean(BooleanBuilder::new()),
+            ColumnType::Args => Builder::Args(args_builder()),
+            ColumnType::KStack
+            | ColumnType::UStack
+            | ColumnType::KStackSymbols
+            | ColumnType::Stack
+            | ColumnType::StackId => Builder::Stack,
+        }
+    }
+
+    fn finish(&mut self) -> Option<ArrayRef> {
+        Some(match self {
+            Builder::Time(b) => Arc::new(b.finish()),
+            Builder::Utf8(b) => Arc::new(b.finish()),
+            Builder::Int32(b) => Arc::new(b.finish()),
+            Builder::Int64(b) => Arc::new(b.finish()),
+            Builder::UInt64(b) => Arc::new(b.finish()),
+            Builder::Boolean(b) => Arc::new(b.finish()),
+            Builder::Args(b) => Arc::new(b.finish()),
+            Builder::Stack => return None,
+        })
+    }
+}
+
+/// Appends one row's values to the builders, column after column in the table's order.
+struct Writer<'a> {
+    columns: &'a mut [(&'static str, Builder)],
+    at: usize,
+}
+
+impl Writer<'_> {
+    /// The builder of the next column, which must be `name`.
+    fn next(&mut self, name: &str) -> &mut Builder {
+        let (column, b) = &mut self.columns[self.at];
+        debug_assert_eq!(
+            *column, name,
+            "Row::write is out of the column table's order"
+        );
+        self.at += 1;
+        b
+    }
+
+    fn time(&mut self, name: &str, ns: i64) {
+        if let Builder::Time(b) = self.next(name) {
+            b.append_value(ns);
+        }
+    }
+
+    fn str(&mut self, name: &str, v: Option<&str>) {
+        if let Builder::Utf8(b) = self.next(name) {
+            b.append_option(v);
+        }
+    }
+
+    fn i32(&mut self, name: &str, v: Option<i32>) {
+        if let Builder::Int32(b) = self.next(name) {
+            b.append_option(v);
+        }
+    }
+
+    fn i64(&mut self, name: &str, v: Option<i64>) {
+        if let Builder::Int64(b) = self.next(name) {
+            b.append_option(v);
+        }
+    }
+
+    fn u64(&mut self, name: &str, v: Option<u64>) {
+        if let Builder::UInt64(b) = self.next(name) {
+            b.append_option(v);
+        }
+    }
+
+    fn bool(&mut self, name: &str, v: Option<bool>) {
+        if let Builder::Boolean(b) = self.next(name) {
+            b.append_option(v);
+        }
+    }
+
+    fn args(&mut self, name: &str, v: Option<&[i64]>) {
+        if let Builder::Args(b) = self.next(name) {
+            match v {
+                Some(args) => {
+                    b.values().append_slice(args);
+                    b.append(true);
+                }
+                None => b.append_null(),
+            }
+        }
+    }
+
+    /// A stack column: written at finish from the rows' stack keys.
+    fn stack(&mut self, name: &str) {
+        self.next(name);
+    }
+}
+
+impl Row<'_> {
+    /// Its values, column by column in the column table's order.
+    fn write(&self, w: &mut Writer<'_>, host: Option<&str>) {
+        let x = &self.extra;
+        let span = x.span.as_ref();
+        w.time(col::TIME, self.time_ns);
+        w.str(col::KIND, Some(self.kind));
+        w.i32(col::PID, Some(self.pid));
+        w.i32(col::TID, Some(self.tid));
+        w.str(col::COMM, Some(self.comm));
+        w.str(col::THREAD, Some(self.thread));
+        w.str(col::HOST, host);
+        w.str(col::CGROUP, self.cgroup);
+        w.u64(col::SPAN_ID, span.map(|s| s.id));
+        w.u64(col::PARENT_SPAN_ID, span.and_then(|s| s.parent));
+        w.str(col::SPAN_NAME, span.and_then(|s| s.name.as_deref()));
+        w.str(col::TRACE_ID, span.map(|s| &*s.trace_id));
+        w.i32(col::CPU, Some(self.cpu));
+        w.i64(col::VALUE, Some(self.value));
+        w.stack(col::KSTACK);
+        w.i32(col::KSTACK_ERROR, self.kstack_error);
+        w.stack(col::USTACK);
+        w.i32(col::USTACK_ERROR, self.ustack_error);
+        w.str(col::USTACK_UNWIND, self.ustack_unwind);
+        w.bool(col::USTACK_TRUNCATED, self.ustack_truncated);
+        w.stack(col::KSTACK_SYMBOLS);
+        w.i64(col::DURATION, x.duration);
+        w.i64(col::COUNT, x.count);
+        w.str(col::STATE, x.state);
+        w.i32(col::WAKER, x.waker);
+        w.str(col::OP, x.op);
+        w.str(col::SYSCALL, x.syscall);
+        w.i32(col::FD, x.fd);
+        w.str(col::PATH, x.path.as_deref());
+        w.str(col::DEV, x.dev.as_deref());
+        w.str(col::PROTOCOL, x.protocol);
+        w.str(col::LOCAL, x.local.as_deref());
+        w.str(col::REMOTE, x.remote.as_deref());
+        w.i64(col::RSS, x.rss);
+        w.i32(col::CHILD, x.child);
+        w.i32(col::ERRNO, x.errno);
+        w.i32(col::EXIT_CODE, x.exit_code);
+        w.str(col::CAUSE, x.cause.as_deref());
+        w.str(col::PROBE, x.probe.as_deref());
+        w.args(col::ARGS, x.args.as_deref());
+    }
 }
 
 impl RowBuilder {
@@ -119,44 +253,10 @@ impl RowBuilder {
         Ok(Self {
             stacks: StackTable::new(&schema)?,
             refs: Vec::new(),
-            time: TimestampNanosecondBuilder::new().with_timezone("UTC"),
-            kind: StringBuilder::new(),
-            pid: Int32Builder::new(),
-            tid: Int32Builder::new(),
-            comm: StringBuilder::new(),
-            thread: StringBuilder::new(),
             host: schema.metadata().get(stacks_stream::meta::HOST).cloned(),
-            host_col: StringBuilder::new(),
-            cgroup: StringBuilder::new(),
-            cpu: Int32Builder::new(),
-            value: Int64Builder::new(),
-            kstack_error: Int32Builder::new(),
-            ustack_error: Int32Builder::new(),
-            ustack_unwind: StringBuilder::new(),
-            ustack_truncated: BooleanBuilder::new(),
-            duration: Int64Builder::new(),
-            count: Int64Builder::new(),
-            state: StringBuilder::new(),
-            waker: Int32Builder::new(),
-            op: StringBuilder::new(),
-            syscall: StringBuilder::new(),
-            fd: Int32Builder::new(),
-            path: StringBuilder::new(),
-            dev: StringBuilder::new(),
-            protocol: StringBuilder::new(),
-            local: StringBuilder::new(),
-            remote: StringBuilder::new(),
-            rss: Int64Builder::new(),
-            child: Int32Builder::new(),
-            errno: Int32Builder::new(),
-            exit_code: Int32Builder::new(),
-            cause: StringBuilder::new(),
-            probe: StringBuilder::new(),
-            args: args_builder(),
-            span_id: UInt64Builder::new(),
-            parent_span_id: UInt64Builder::new(),
-            span_name: StringBuilder::new(),
-            trace_id: StringBuilder::new(),
+            columns: table::of_stage(Stage::Raw)
+                .map(|c| (c.name, Builder::new(c.ty)))
+                .collect(),
             rows: 0,
             schema,
         })
@@ -186,54 +286,13 @@ impl RowBuilder {
     }
 
     pub fn push(&mut self, r: &Row<'_>) {
-        self.time.append_value(r.time_ns);
-        self.kind.append_value(r.kind);
-        self.pid.append_value(r.pid);
-        self.tid.append_value(r.tid);
-        self.comm.append_value(r.comm);
-        self.thread.append_value(r.thread);
-        self.host_col.append_option(self.host.as_deref());
-        self.cgroup.append_option(r.cgroup);
-        self.cpu.append_value(r.cpu);
-        self.value.append_value(r.value);
+        let mut w = Writer {
+            columns: &mut self.columns,
+            at: 0,
+        };
+        r.write(&mut w, self.host.as_deref());
+        debug_assert_eq!(w.at, self.columns.len(), "Row::write misses columns");
         self.refs.push(r.stacks);
-        self.kstack_error.append_option(r.kstack_error);
-        self.ustack_error.append_option(r.ustack_error);
-        self.ustack_unwind.append_option(r.ustack_unwind);
-        self.ustack_truncated.append_option(r.ustack_truncated);
-        let x = &r.extra;
-        self.duration.append_option(x.duration);
-        self.count.append_option(x.count);
-        self.state.append_option(x.state);
-        self.waker.append_option(x.waker);
-        self.op.append_option(x.op);
-        self.syscall.append_option(x.syscall);
-        self.fd.append_option(x.fd);
-        self.path.append_option(x.path.as_deref());
-        self.dev.append_option(x.dev.as_deref());
-        self.protocol.append_option(x.protocol);
-        self.local.append_option(x.local.as_deref());
-        self.remote.append_option(x.remote.as_deref());
-        self.rss.append_option(x.rss);
-        self.child.append_option(x.child);
-        self.errno.append_option(x.errno);
-        self.exit_code.append_option(x.exit_code);
-        self.cause.append_option(x.cause.as_deref());
-        self.probe.append_option(x.probe.as_deref());
-        match &x.args {
-            Some(args) => {
-                self.args.values().append_slice(args);
-                self.args.append(true);
-            }
-            None => self.args.append_null(),
-        }
-        let span = x.span.as_ref();
-        self.span_id.append_option(span.map(|s| s.id));
-        self.parent_span_id
-            .append_option(span.and_then(|s| s.parent));
-        self.span_name
-            .append_option(span.and_then(|s| s.name.as_deref()));
-        self.trace_id.append_option(span.map(|s| &*s.trace_id));
         self.rows += 1;
     }
 
@@ -241,50 +300,14 @@ impl RowBuilder {
     /// dictionaries keep every entry, so later batches only add to them).
     pub fn finish(&mut self) -> Result<RecordBatch, ArrowError> {
         let n = self.rows;
-        let [kstack, ustack, ksyms] = self.stacks.columns(&self.refs)?;
+        let stacks = self.stacks.columns(&self.refs)?;
         self.refs.clear();
-        let columns: Vec<(&str, ArrayRef)> = vec![
-            ("time", Arc::new(self.time.finish())),
-            ("kind", Arc::new(self.kind.finish())),
-            ("pid", Arc::new(self.pid.finish())),
-            ("tid", Arc::new(self.tid.finish())),
-            ("comm", Arc::new(self.comm.finish())),
-            ("thread", Arc::new(self.thread.finish())),
-            ("host", Arc::new(self.host_col.finish())),
-            ("cgroup", Arc::new(self.cgroup.finish())),
-            ("span_id", Arc::new(self.span_id.finish())),
-            ("parent_span_id", Arc::new(self.parent_span_id.finish())),
-            ("span_name", Arc::new(self.span_name.finish())),
-            ("trace_id", Arc::new(self.trace_id.finish())),
-            ("cpu", Arc::new(self.cpu.finish())),
-            ("value", Arc::new(self.value.finish())),
-            kstack,
-            ("kstack_error", Arc::new(self.kstack_error.finish())),
-            ustack,
-            ("ustack_error", Arc::new(self.ustack_error.finish())),
-            ("ustack_unwind", Arc::new(self.ustack_unwind.finish())),
-            ("ustack_truncated", Arc::new(self.ustack_truncated.finish())),
-            ksyms,
-            ("duration", Arc::new(self.duration.finish())),
-            ("count", Arc::new(self.count.finish())),
-            ("state", Arc::new(self.state.finish())),
-            ("waker", Arc::new(self.waker.finish())),
-            ("op", Arc::new(self.op.finish())),
-            ("syscall", Arc::new(self.syscall.finish())),
-            ("fd", Arc::new(self.fd.finish())),
-            ("path", Arc::new(self.path.finish())),
-            ("dev", Arc::new(self.dev.finish())),
-            ("protocol", Arc::new(self.protocol.finish())),
-            ("local", Arc::new(self.local.finish())),
-            ("remote", Arc::new(self.remote.finish())),
-            ("rss", Arc::new(self.rss.finish())),
-            ("child", Arc::new(self.child.finish())),
-            ("errno", Arc::new(self.errno.finish())),
-            ("exit_code", Arc::new(self.exit_code.finish())),
-            ("cause", Arc::new(self.cause.finish())),
-            ("probe", Arc::new(self.probe.finish())),
-            ("args", Arc::new(self.args.finish())),
-        ];
+        let mut columns: Vec<(&str, ArrayRef)> = stacks.into_iter().collect();
+        for (name, b) in &mut self.columns {
+            if let Some(array) = b.finish() {
+                columns.push((*name, array));
+            }
+        }
         self.rows = 0;
         stacks_stream::batch_by_name(self.schema.clone(), n, columns)
     }
