@@ -62,28 +62,15 @@ pub enum KernelUserFrame {
 /// integer arrays and u32-backed enum newtypes, for which every bit pattern is a valid value.
 pub unsafe trait InfoMember: Copy {}
 
+/// Declares `union stacks_info` members: `info_members!(stacks_profile)`, in the module of
+/// the kind that reads them.
 macro_rules! info_members {
     ($($t:ident),*) => {
         // SAFETY: members of `union stacks_info`, made of plain integers (see InfoMember).
-        $(unsafe impl InfoMember for types::$t {})*
+        $(unsafe impl $crate::kernel::event::InfoMember for $crate::kernel::abi::types::$t {})*
     };
 }
-info_members!(
-    stacks_profile,
-    stacks_off_cpu,
-    stacks_folded,
-    stacks_rss,
-    stacks_block,
-    stacks_vfs,
-    stacks_net,
-    stacks_state_sample,
-    stacks_probe,
-    stacks_exec,
-    stacks_fork,
-    stacks_exit,
-    stacks_span_event,
-    stacks_uwindow
-);
+pub(crate) use info_members;
 
 /// One decoded record: the header, the per-kind union and the frames that were sent.
 pub struct RawEvent<'a> {

@@ -6,9 +6,11 @@ use stacks_stream::kind;
 
 use super::{Context, Decoded, EventKind};
 use crate::kernel::abi::types::{rodata, stacks_block};
-use crate::kernel::event::{BlockOp, Kind as RecordKind, RawEvent};
+use crate::kernel::event::{BlockOp, Kind as RecordKind, RawEvent, info_members};
 use crate::output::rows::Extra;
 use crate::spec::KindArgs;
+
+info_members!(stacks_block, stacks_uwindow);
 
 pub(crate) struct Block;
 

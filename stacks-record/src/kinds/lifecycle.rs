@@ -6,8 +6,10 @@ use stacks_stream::kind;
 
 use super::{Context, Decoded, EventKind};
 use crate::kernel::abi::types::{stacks_exec, stacks_exit, stacks_fork};
-use crate::kernel::event::{Header, Kind as RecordKind, RawEvent, c_bytes, cstr};
+use crate::kernel::event::{Header, Kind as RecordKind, RawEvent, c_bytes, cstr, info_members};
 use crate::output::rows::Extra;
+
+info_members!(stacks_exec, stacks_fork, stacks_exit);
 
 pub(crate) struct Lifecycle;
 

@@ -5,10 +5,12 @@ use stacks_stream::kind;
 
 use super::{Context, Decoded, EventKind};
 use crate::kernel::abi::types::{rodata, stacks_net};
-use crate::kernel::event::{Kind as RecordKind, NetDirection, RawEvent};
+use crate::kernel::event::{Kind as RecordKind, NetDirection, RawEvent, info_members};
 use crate::output::rows::Extra;
 use crate::process::fdnames::socket_ends;
 use crate::spec::KindArgs;
+
+info_members!(stacks_net);
 
 pub(crate) struct Net;
 

@@ -6,10 +6,12 @@ use stacks_stream::kind;
 
 use super::{Context, Decoded, EventKind};
 use crate::kernel::abi::types::stacks_probe;
-use crate::kernel::event::{Kind as RecordKind, RawEvent};
+use crate::kernel::event::{Kind as RecordKind, RawEvent, info_members};
 use crate::probes::counts::COUNTED;
 use crate::spec::EventSpec;
 use crate::spec::probe::ProbeType;
+
+info_members!(stacks_probe);
 
 pub(crate) struct Probe;
 

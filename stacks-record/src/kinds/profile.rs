@@ -5,9 +5,11 @@ use stacks_stream::kind;
 
 use super::{Context, Decoded, EventKind};
 use crate::kernel::abi::types::{rodata, stacks_profile};
-use crate::kernel::event::{Kind as RecordKind, RawEvent};
+use crate::kernel::event::{Kind as RecordKind, RawEvent, info_members};
 use crate::output::rows::Extra;
 use crate::spec::KindArgs;
+
+info_members!(stacks_profile);
 
 pub(crate) struct Profile;
 

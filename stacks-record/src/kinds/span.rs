@@ -6,8 +6,10 @@ use stacks_stream::kind;
 
 use super::{Context, Decoded, EventKind};
 use crate::kernel::abi::types::rodata;
-use crate::kernel::event::{Kind as RecordKind, RawEvent};
+use crate::kernel::event::{Kind as RecordKind, RawEvent, info_members};
 use crate::spec::KindArgs;
+
+info_members!(stacks_span_event);
 
 pub(crate) struct Span;
 

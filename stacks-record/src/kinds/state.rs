@@ -6,10 +6,12 @@ use stacks_stream::{kind, state};
 
 use super::{Context, Decoded, EventKind};
 use crate::kernel::abi::types::{rodata, stacks_state_sample};
-use crate::kernel::event::{Kind as RecordKind, RawEvent, State as Code};
+use crate::kernel::event::{Kind as RecordKind, RawEvent, State as Code, info_members};
 use crate::output::rows::Extra;
 use crate::process::fdnames::{file_name, socket_ends};
 use crate::spec::KindArgs;
+
+info_members!(stacks_state_sample);
 
 pub(crate) struct State;
 

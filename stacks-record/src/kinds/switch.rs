@@ -7,9 +7,11 @@ use stacks_stream::kind;
 use super::state::state_name;
 use super::{Context, Decoded, EventKind};
 use crate::kernel::abi::types::{rodata, stacks_folded, stacks_off_cpu};
-use crate::kernel::event::{Kind as RecordKind, RawEvent};
+use crate::kernel::event::{Kind as RecordKind, RawEvent, info_members};
 use crate::output::rows::Extra;
 use crate::spec::{EventSpec, KindArgs};
+
+info_members!(stacks_off_cpu, stacks_folded);
 
 pub(crate) struct Switch;
 

@@ -5,10 +5,12 @@ use stacks_stream::kind;
 
 use super::{Context, Decoded, EventKind};
 use crate::kernel::abi::types::{rodata, stacks_vfs};
-use crate::kernel::event::{Kind as RecordKind, RawEvent, VfsCall};
+use crate::kernel::event::{Kind as RecordKind, RawEvent, VfsCall, info_members};
 use crate::output::rows::Extra;
 use crate::process::fdnames::file_name;
 use crate::spec::KindArgs;
+
+info_members!(stacks_vfs);
 
 pub(crate) struct Vfs;
 
