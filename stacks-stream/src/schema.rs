@@ -149,6 +149,8 @@ pub mod frame {
     pub const ADDR: &str = "addr";
     pub const ERROR: &str = "error";
     pub const SYMBOL: &str = "symbol";
+    /// Why the frame is unresolved, one of [`crate::Unresolved`]: `error` says it in words.
+    pub const REASON: &str = "reason";
 }
 
 /// Type of the `time` column: wall-clock nanoseconds, UTC.
@@ -216,6 +218,7 @@ pub fn frame_fields() -> Fields {
         Field::new(frame::ADDR, DataType::UInt64, false),
         Field::new(frame::ERROR, DataType::Utf8, true),
         Field::new(frame::SYMBOL, DataType::Utf8, true),
+        Field::new(frame::REASON, DataType::Utf8, true),
     ])
 }
 

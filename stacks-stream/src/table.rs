@@ -242,6 +242,25 @@ mod tests {
         );
     }
 
+    /// docs/format.md's table of `reason` values lists every one, and no other.
+    #[test]
+    fn format_md_lists_every_reason() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/format.md");
+        let text = std::fs::read_to_string(path).expect("docs/format.md");
+        let start = text
+            .find("`reason` values")
+            .expect("a table of reason values");
+        let listed: Vec<&str> = text[start..]
+            .lines()
+            .skip_while(|l| !l.starts_with("| value"))
+            .skip(2)
+            .take_while(|l| l.starts_with("| `"))
+            .filter_map(|l| l.split('`').nth(1))
+            .collect();
+        let values: Vec<&str> = crate::Unresolved::ALL.iter().map(|r| r.as_str()).collect();
+        assert_eq!(listed, values, "docs/format.md's reason values");
+    }
+
     #[test]
     fn names_are_unique_and_constants_match() {
         for (i, c) in COLUMNS.iter().enumerate() {
