@@ -7,6 +7,8 @@
 //! dictionary) → `probes` → `kinds` (one module per event kind: programs, tunables, decoding)
 //! → `convert` (records → rows) → `record` (the recording loop) and [`cli`].
 
+#![warn(unreachable_pub)]
+
 pub mod cli;
 mod convert;
 mod host;

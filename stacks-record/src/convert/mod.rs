@@ -23,7 +23,7 @@ use crate::process::unwind::Unwinders;
 
 mod span_rows;
 mod stacks;
-pub use span_rows::OpenSpans;
+pub(crate) use span_rows::OpenSpans;
 
 /// Block requests' user stacks kept at most (then the memory starts over): more than are ever
 /// in flight.
@@ -56,13 +56,13 @@ struct Gate {
 }
 
 /// Resolves kernel addresses to symbols at record time.
-pub trait KernelNames {
+pub(crate) trait KernelNames {
     fn name(&self, addr: u64) -> Option<KernelSymbol>;
 }
 
 /// What the summary line reports.
 #[derive(Default)]
-pub struct Counts {
+pub(crate) struct Counts {
     pub by_kind: BTreeMap<&'static str, u64>,
     pub lost: u64,
     pub kstack_errors: u64,
@@ -79,7 +79,7 @@ pub struct Counts {
 }
 
 /// Per-recording conversion state.
-pub struct Converter {
+pub(crate) struct Converter {
     pub norm: UserNormalizer,
     /// `d` stacks' unwinding (per-process modules, files' CFI).
     pub unwinders: Unwinders,
@@ -117,7 +117,7 @@ pub struct Converter {
 }
 
 impl Converter {
-    pub fn new(offset_ns: i64, ksyms: Option<Box<dyn KernelNames>>) -> Self {
+    pub(crate) fn new(offset_ns: i64, ksyms: Option<Box<dyn KernelNames>>) -> Self {
         Self {
             norm: UserNormalizer::default(),
             unwinders: Unwinders::default(),
@@ -150,7 +150,7 @@ impl Converter {
     /// Process `pid` is the recorder's own child held at the gate of `-- COMMAND`, named
     /// `comm` (the kernel's 16-byte form) until it execs the command: its records before its
     /// exec are the recorder's, not the target's, and make no rows.
-    pub fn hold_until_exec(&mut self, pid: u32, comm: [u8; 16]) {
+    pub(crate) fn hold_until_exec(&mut self, pid: u32, comm: [u8; 16]) {
         self.gate = Some(Gate { pid, comm });
     }
 
@@ -172,7 +172,7 @@ impl Converter {
 
     /// Convert one record, appending at most one row (a span's enter appends none: its row is
     /// appended at its exit, see [`Converter::span_transition`]).
-    pub fn push(&mut self, e: &RawEvent<'_>, rows: &mut RowBuilder) {
+    pub(crate) fn push(&mut self, e: &RawEvent<'_>, rows: &mut RowBuilder) {
         let h = &e.h;
         if self.before_exec(h) {
             return;
@@ -284,7 +284,7 @@ impl Converter {
     }
 
     /// A row for RSS growth the kernel side still held at the end (no stacks).
-    pub fn push_rss_remainder(
+    pub(crate) fn push_rss_remainder(
         &mut self,
         rows: &mut RowBuilder,
         time_ns: i64,
@@ -318,7 +318,7 @@ impl Converter {
     }
 
     /// The `events: …` part of the summary line.
-    pub fn describe_counts(&self) -> String {
+    pub(crate) fn describe_counts(&self) -> String {
         self.counts
             .by_kind
             .iter()

@@ -7,7 +7,7 @@ use crate::kernel::abi::types::{stacks_drop as Drop, stacks_event_kind as Kind};
 
 /// The `cause` of a `lost` row for counter `index` of `enum stacks_drop`: `WHY:KIND`, e.g.
 /// `ring_buffer_full:vfs` or `map_full:block`.
-pub fn cause_name(index: u32) -> String {
+pub(crate) fn cause_name(index: u32) -> String {
     let ring = Drop::STACKS_DROP_RINGBUF.0;
     if (ring..ring + 16).contains(&index) {
         return format!("ring_buffer_full:{}", kind_name(index - ring));
@@ -44,7 +44,7 @@ fn kind_name(kind: u32) -> &'static str {
 
 /// The drop counters seen so far, to turn new totals into deltas.
 #[derive(Default)]
-pub struct Drops {
+pub(crate) struct Drops {
     seen: Vec<Vec<u64>>,
     /// Totals by cause name over the recording.
     pub by_cause: BTreeMap<String, u64>,
@@ -62,7 +62,7 @@ pub struct Drops {
 impl Drops {
     /// New drops since the last call, as (cpu, cause name, count), from per-CPU totals indexed
     /// by cause.
-    pub fn update(&mut self, now: &[Vec<u64>]) -> Vec<(i32, String, u64)> {
+    pub(crate) fn update(&mut self, now: &[Vec<u64>]) -> Vec<(i32, String, u64)> {
         let mut out = Vec::new();
         self.seen.resize(now.len(), Vec::new());
         for (cpu, (totals, seen)) in now.iter().zip(self.seen.iter_mut()).enumerate() {
@@ -89,12 +89,12 @@ impl Drops {
     }
 
     /// All causes' total.
-    pub fn total(&self) -> u64 {
+    pub(crate) fn total(&self) -> u64 {
         self.by_cause.values().sum()
     }
 
     /// `lost N events (CAUSE n, …)` for the summary, and the inferred interval ends.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let inferred = if self.inferred_ends > 0 {
             format!(
                 "; off-CPU time of {} switches the tracepoint did not report taken from the threads' CPU time",

@@ -8,7 +8,7 @@ use libbpf_rs::libbpf_sys::{BPF_STACK_BUILD_ID_IP, BPF_STACK_BUILD_ID_VALID, bpf
 
 use crate::kernel::abi::types::{self, stacks_event, stacks_info};
 
-pub use crate::kernel::abi::types::{
+pub(crate) use crate::kernel::abi::types::{
     stacks_block_op as BlockOp, stacks_event_kind as Kind, stacks_file_type as FileType,
     stacks_header as Header, stacks_net_direction as NetDirection, stacks_net_family as NetFamily,
     stacks_net_protocol as NetProtocol, stacks_rss_counter as RssCounter, stacks_state as State,
@@ -16,30 +16,30 @@ pub use crate::kernel::abi::types::{
 };
 
 /// Maximum frames per stack (`STACKS_MAX_DEPTH`; checked below against the frames area).
-pub const MAX_DEPTH: usize = 127;
+pub(crate) const MAX_DEPTH: usize = 127;
 /// Stack length meaning "not requested" (`STACKS_NOT_REQUESTED`).
-pub const NOT_REQUESTED: i32 = -100_000;
+pub(crate) const NOT_REQUESTED: i32 = -100_000;
 /// Stack length of a `state` record meaning "its thread's previous stacks"
 /// (`STACKS_SAME_STACKS`).
-pub const SAME_STACKS: i32 = -100_001;
+pub(crate) const SAME_STACKS: i32 = -100_001;
 /// User stack length of a `block` record whose `d` stack was sent apart
 /// (`STACKS_USTACK_APART`), in a `STACKS_EV_UWINDOW` record.
-pub const USTACK_APART: i32 = -100_002;
+pub(crate) const USTACK_APART: i32 = -100_002;
 
 /// Bytes per user frame (`struct bpf_stack_build_id`).
-pub const UFRAME_SIZE: usize = size_of::<bpf_stack_build_id>();
+pub(crate) const UFRAME_SIZE: usize = size_of::<bpf_stack_build_id>();
 
 /// Most bytes of user stack a `d` record carries (`STACKS_UWINDOW_MAX`).
-pub const UWINDOW_MAX: usize = 24 * 1024;
+pub(crate) const UWINDOW_MAX: usize = 24 * 1024;
 const UREGS_SIZE: usize = size_of::<types::stacks_uregs>();
 const _: () = assert!(
     size_of::<types::stacks_event_room>() == size_of::<stacks_event>() + UREGS_SIZE + UWINDOW_MAX
 );
 
 /// Bytes of a record before its frames: the header and the per-kind union.
-pub const HEADER_SIZE: usize = offset_of!(stacks_event, frames);
+pub(crate) const HEADER_SIZE: usize = offset_of!(stacks_event, frames);
 /// Where the per-kind union starts.
-pub const INFO_OFFSET: usize = offset_of!(stacks_event, info);
+pub(crate) const INFO_OFFSET: usize = offset_of!(stacks_event, info);
 
 const _: () = assert!(offset_of!(stacks_event, hdr) == 0);
 const _: () = assert!(INFO_OFFSET + size_of::<stacks_info>() <= HEADER_SIZE);
@@ -48,7 +48,7 @@ const _: () = assert!(size_of::<stacks_event>() - HEADER_SIZE == MAX_DEPTH * (8 
 
 /// A user frame as the kernel normalized it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum KernelUserFrame {
+pub(crate) enum KernelUserFrame {
     /// Build id (zero padded) and file offset.
     Resolved { build_id: [u8; 20], offset: u64 },
     /// Only the virtual address: the kernel could not resolve it at capture time.
@@ -60,7 +60,7 @@ pub enum KernelUserFrame {
 /// # Safety
 /// Implemented only for the generated `#[repr(C)]` members of `union stacks_info`: integers,
 /// integer arrays and u32-backed enum newtypes, for which every bit pattern is a valid value.
-pub unsafe trait InfoMember: Copy {}
+pub(crate) unsafe trait InfoMember: Copy {}
 
 /// Declares `union stacks_info` members: `info_members!(stacks_profile)`, in the module of
 /// the kind that reads them.
@@ -73,7 +73,7 @@ macro_rules! info_members {
 pub(crate) use info_members;
 
 /// One decoded record: the header, the per-kind union and the frames that were sent.
-pub struct RawEvent<'a> {
+pub(crate) struct RawEvent<'a> {
     pub h: Header,
     info: stacks_info,
     frames: &'a [u8],
@@ -81,14 +81,14 @@ pub struct RawEvent<'a> {
 
 /// Why a record could not be decoded (never expected from our own BPF side).
 #[derive(Debug, PartialEq, Eq)]
-pub enum DecodeError {
+pub(crate) enum DecodeError {
     Short(usize),
     Frames { want: usize, have: usize },
 }
 
 impl<'a> RawEvent<'a> {
     /// Decode one ring buffer record.
-    pub fn from_bytes(data: &'a [u8]) -> Result<Self, DecodeError> {
+    pub(crate) fn from_bytes(data: &'a [u8]) -> Result<Self, DecodeError> {
         if data.len() < HEADER_SIZE {
             return Err(DecodeError::Short(data.len()));
         }
@@ -120,7 +120,7 @@ impl<'a> RawEvent<'a> {
     }
 
     /// The per-kind fields as `T`, the member of `union stacks_info` for this record's kind.
-    pub fn info<T: InfoMember>(&self) -> T {
+    pub(crate) fn info<T: InfoMember>(&self) -> T {
         const { assert!(size_of::<T>() <= size_of::<stacks_info>()) };
         // SAFETY: T is a member of the union (InfoMember), no larger than it, and valid for
         // every bit pattern.
@@ -133,7 +133,7 @@ impl<'a> RawEvent<'a> {
     }
 
     /// The kernel stack's frames, `Err(-errno)`, or `None` when not requested.
-    pub fn kstack(&self) -> Option<Result<Vec<u64>, i32>> {
+    pub(crate) fn kstack(&self) -> Option<Result<Vec<u64>, i32>> {
         match self.h.kstack_len {
             NOT_REQUESTED => None,
             n if n < 0 => Some(Err(n)),
@@ -144,7 +144,7 @@ impl<'a> RawEvent<'a> {
     /// The user stack's frames as captured (`ustack_len` frames of `bpf_stack_build_id`), when
     /// it was requested and captured: two records with the same bytes have the same user stack.
     /// `None` for a `d` stack (its frames depend on the process's memory map).
-    pub fn ustack_bytes(&self) -> Option<&'a [u8]> {
+    pub(crate) fn ustack_bytes(&self) -> Option<&'a [u8]> {
         if self.h.ustack_len <= 0 || self.h.uwindow > 0 {
             return None;
         }
@@ -153,7 +153,7 @@ impl<'a> RawEvent<'a> {
     }
 
     /// A `d` stack's registers, stack copy and frame-pointer walk, when the record has one.
-    pub fn dwarf(&self) -> Option<DwarfStack<'a>> {
+    pub(crate) fn dwarf(&self) -> Option<DwarfStack<'a>> {
         if self.h.uwindow == 0 {
             return None;
         }
@@ -180,7 +180,7 @@ impl<'a> RawEvent<'a> {
 
     /// The user stack (stored right after the kernel frames), empty frames skipped. For a `d`
     /// record, see [`Self::dwarf`] (its frames here are plain addresses).
-    pub fn ustack(&self) -> Option<Result<Vec<KernelUserFrame>, i32>> {
+    pub(crate) fn ustack(&self) -> Option<Result<Vec<KernelUserFrame>, i32>> {
         if self.h.uwindow > 0 && self.h.ustack_len >= 0 {
             let n = frame_count(self.h.ustack_len);
             let base = frame_count(self.h.kstack_len);
@@ -217,7 +217,7 @@ impl<'a> RawEvent<'a> {
 
 /// What a `d` record carries to unwind its user stack.
 #[derive(Debug)]
-pub struct DwarfStack<'a> {
+pub(crate) struct DwarfStack<'a> {
     pub ip: u64,
     pub sp: u64,
     pub bp: u64,
@@ -228,7 +228,7 @@ pub struct DwarfStack<'a> {
 }
 
 /// Frames a stack length stands for (0 for errors and "not requested").
-pub fn frame_count(len: i32) -> usize {
+pub(crate) fn frame_count(len: i32) -> usize {
     if len > 0 {
         (len as usize).min(MAX_DEPTH)
     } else {
@@ -237,12 +237,12 @@ pub fn frame_count(len: i32) -> usize {
 }
 
 /// The bytes of a kernel `char` array (C's `char` is signed on the BPF target).
-pub fn c_bytes<const N: usize>(chars: &[i8; N]) -> [u8; N] {
+pub(crate) fn c_bytes<const N: usize>(chars: &[i8; N]) -> [u8; N] {
     chars.map(|c| c as u8)
 }
 
 /// A NUL-padded kernel name as text (lossy for non-UTF-8 bytes), borrowed when it is UTF-8.
-pub fn cstr(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
+pub(crate) fn cstr(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
     let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
     String::from_utf8_lossy(&bytes[..end])
 }

@@ -12,7 +12,7 @@ use super::abi::types::rss_state;
 use super::abi::{OpenStacksSkel, StacksSkel, StacksSkelBuilder};
 
 /// What the BPF side needs to know before load.
-pub struct LoadOptions {
+pub(crate) struct LoadOptions {
     pub all: bool,
     pub include_idle: bool,
     pub follow_forks: bool,
@@ -26,7 +26,7 @@ pub struct LoadOptions {
 /// Open, configure and load the BPF object.
 /// `configure` sets what the loader does not know of: each event kind's tunables and
 /// programs, the probes' settings and tables.
-pub fn load<'obj>(
+pub(crate) fn load<'obj>(
     obj: &'obj mut MaybeUninit<OpenObject>,
     opts: &LoadOptions,
     configure: impl FnOnce(&mut OpenStacksSkel<'obj>) -> Result<()>,
@@ -60,7 +60,7 @@ pub fn load<'obj>(
 /// Attach every loaded program whose section is `tp_btf/NAME` (lifecycle and the requested
 /// events). CPU samples are attached per CPU with [`open_cpu_clock`], probes and spans per
 /// target, the task iterators are run.
-pub fn attach_tracepoints(skel: &mut StacksSkel<'_>) -> Result<Vec<Link>> {
+pub(crate) fn attach_tracepoints(skel: &mut StacksSkel<'_>) -> Result<Vec<Link>> {
     use libbpf_rs::skel::Skel;
     let mut links = Vec::new();
     for prog in skel.object().progs_mut() {
@@ -80,7 +80,7 @@ pub fn attach_tracepoints(skel: &mut StacksSkel<'_>) -> Result<Vec<Link>> {
 }
 
 /// The kernel's counters of one loaded program.
-pub struct ProgStats {
+pub(crate) struct ProgStats {
     pub name: String,
     /// Runs and their total time: counted only while `kernel.bpf_stats_enabled` is 1.
     pub runs: u64,
@@ -91,7 +91,7 @@ pub struct ProgStats {
 }
 
 /// The counters of every loaded program.
-pub fn prog_stats(skel: &StacksSkel<'_>) -> Vec<ProgStats> {
+pub(crate) fn prog_stats(skel: &StacksSkel<'_>) -> Vec<ProgStats> {
     use libbpf_rs::skel::Skel;
     let mut out = Vec::new();
     for prog in skel.object().progs() {
@@ -122,13 +122,13 @@ pub fn prog_stats(skel: &StacksSkel<'_>) -> Vec<ProgStats> {
 }
 
 /// Whether the kernel counts BPF programs' runs and run time (`kernel.bpf_stats_enabled`).
-pub fn run_stats_enabled() -> bool {
+pub(crate) fn run_stats_enabled() -> bool {
     std::fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled").is_ok_and(|v| v.trim() == "1")
 }
 
 /// End of a recording: emit what the kernel side still holds (folded short off-CPU intervals
 /// of every thread) into the ring buffer. Call after detaching the event programs.
-pub fn flush_pending(skel: &StacksSkel<'_>) -> Result<()> {
+pub(crate) fn flush_pending(skel: &StacksSkel<'_>) -> Result<()> {
     let prog = &skel.progs.flush_tasks;
     if !prog.autoload() {
         return Ok(());
@@ -143,7 +143,7 @@ pub fn flush_pending(skel: &StacksSkel<'_>) -> Result<()> {
 
 /// Per-process RSS growth not yet emitted (tgid and its `struct rss_state`), taken out of the
 /// map.
-pub fn take_rss_remainders(skel: &StacksSkel<'_>) -> Vec<(u32, rss_state)> {
+pub(crate) fn take_rss_remainders(skel: &StacksSkel<'_>) -> Vec<(u32, rss_state)> {
     let map = &skel.maps.rss_store;
     let keys: Vec<Vec<u8>> = map.keys().collect();
     let mut out = Vec::new();
@@ -168,7 +168,7 @@ pub fn take_rss_remainders(skel: &StacksSkel<'_>) -> Vec<(u32, rss_state)> {
 const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
 
 /// Open a cpu-clock sampling perf event on `cpu` for all tasks, every `period_ns`.
-pub fn open_cpu_clock(cpu: u32, period_ns: u64) -> Result<OwnedFd> {
+pub(crate) fn open_cpu_clock(cpu: u32, period_ns: u64) -> Result<OwnedFd> {
     use libbpf_rs::libbpf_sys as sys;
     // SAFETY: perf_event_attr is plain old data; zero is its documented default.
     let mut attr: sys::perf_event_attr = unsafe { std::mem::zeroed() };
@@ -196,7 +196,7 @@ pub fn open_cpu_clock(cpu: u32, period_ns: u64) -> Result<OwnedFd> {
 }
 
 /// CPUs that are online now (from /sys/devices/system/cpu/online, e.g. `0-3,6`).
-pub fn online_cpus() -> Result<Vec<u32>> {
+pub(crate) fn online_cpus() -> Result<Vec<u32>> {
     let text = std::fs::read_to_string("/sys/devices/system/cpu/online")
         .context("reading /sys/devices/system/cpu/online")?;
     parse_cpu_list(text.trim())
@@ -215,7 +215,7 @@ fn parse_cpu_list(text: &str) -> Result<Vec<u32>> {
 }
 
 /// Start tracing process `tgid`.
-pub fn add_target(skel: &StacksSkel<'_>, tgid: u32) -> Result<()> {
+pub(crate) fn add_target(skel: &StacksSkel<'_>, tgid: u32) -> Result<()> {
     skel.maps
         .targets
         .update(&tgid.to_ne_bytes(), &[1u8], MapFlags::ANY)
@@ -224,7 +224,7 @@ pub fn add_target(skel: &StacksSkel<'_>, tgid: u32) -> Result<()> {
 
 /// Trace processes named `name` when they exec (names are matched on their first 15 bytes,
 /// as the kernel keeps them).
-pub fn add_target_comm(skel: &StacksSkel<'_>, name: &str) -> Result<()> {
+pub(crate) fn add_target_comm(skel: &StacksSkel<'_>, name: &str) -> Result<()> {
     skel.maps
         .target_comms
         .update(&comm_key(name), &[1u8], MapFlags::ANY)
@@ -232,7 +232,7 @@ pub fn add_target_comm(skel: &StacksSkel<'_>, name: &str) -> Result<()> {
 }
 
 /// The kernel's 16-byte, NUL-padded form of a process name.
-pub fn comm_key(name: &str) -> [u8; 16] {
+pub(crate) fn comm_key(name: &str) -> [u8; 16] {
     let mut key = [0u8; 16];
     let bytes = name.as_bytes();
     let n = bytes.len().min(15);
@@ -241,7 +241,7 @@ pub fn comm_key(name: &str) -> [u8; 16] {
 }
 
 /// Per-CPU counts of undelivered events, indexed by `enum stacks_drop` (cpu, then cause).
-pub fn drops_per_cpu(skel: &StacksSkel<'_>) -> Result<Vec<Vec<u64>>> {
+pub(crate) fn drops_per_cpu(skel: &StacksSkel<'_>) -> Result<Vec<Vec<u64>>> {
     let map = &skel.maps.drops;
     let causes = abi::types::stacks_drop::STACKS_DROP_COUNT.0;
     let mut by_cpu: Vec<Vec<u64>> = Vec::new();

@@ -14,7 +14,7 @@ use super::abi::StacksSkel;
 /// The `state` event's driver: a thread running the thread-state task iterator HZ times a
 /// second (each run is one pass over every task; the BPF side stamps its rows with the pass's
 /// start) until [`StateSampler::stop`].
-pub struct StateSampler {
+pub(crate) struct StateSampler {
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<Result<()>>>,
     /// The iterator's link: outlives the thread (stopped first, see Drop).
@@ -23,7 +23,7 @@ pub struct StateSampler {
 
 impl StateSampler {
     /// Start sampling every `period`, when the `state` event was asked for.
-    pub fn start(skel: &StacksSkel<'_>, period: Option<Duration>) -> Result<Option<Self>> {
+    pub(crate) fn start(skel: &StacksSkel<'_>, period: Option<Duration>) -> Result<Option<Self>> {
         let Some(period) = period else {
             return Ok(None);
         };
@@ -47,7 +47,7 @@ impl StateSampler {
     }
 
     /// Stop after the pass in progress; an error of the sampling thread is returned.
-    pub fn stop(mut self) -> Result<()> {
+    pub(crate) fn stop(mut self) -> Result<()> {
         self.halt()
     }
 

@@ -15,7 +15,7 @@ use stacks_stream::table::{self, ColumnType, Stage};
 use crate::output::stack_table::{StackRef, StackTable};
 
 /// One output row before it is appended.
-pub struct Row<'a> {
+pub(crate) struct Row<'a> {
     pub time_ns: i64,
     pub kind: &'a str,
     pub pid: i32,
@@ -40,7 +40,7 @@ pub struct Row<'a> {
 
 /// The kind-specific columns (all nullable).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Extra {
+pub(crate) struct Extra {
     pub duration: Option<i64>,
     pub count: Option<i64>,
     pub state: Option<&'static str>,
@@ -68,7 +68,7 @@ pub struct Extra {
 
 /// Accumulates rows column by column: one builder per raw column of the column table
 /// (`stacks_stream::table`), in its order, of its type.
-pub struct RowBuilder {
+pub(crate) struct RowBuilder {
     schema: SchemaRef,
     /// The recording host (the stream's `stacks.host`), on every row.
     host: Option<String>,
@@ -248,7 +248,7 @@ impl Row<'_> {
 impl RowBuilder {
     /// A builder of batches of the raw schema `schema` with its stack columns
     /// dictionary-encoded ([`Self::schema`]).
-    pub fn new(schema: SchemaRef) -> Result<Self, ArrowError> {
+    pub(crate) fn new(schema: SchemaRef) -> Result<Self, ArrowError> {
         let schema = Arc::new(stacks_stream::dict::encoded_schema(&schema));
         Ok(Self {
             stacks: StackTable::new(&schema)?,
@@ -263,29 +263,29 @@ impl RowBuilder {
     }
 
     /// The schema of the batches: the raw schema, stack columns dictionary-encoded.
-    pub fn schema(&self) -> &SchemaRef {
+    pub(crate) fn schema(&self) -> &SchemaRef {
         &self.schema
     }
 
     /// Distinct captured stacks so far (entries of each stack dictionary).
-    pub fn distinct_stacks(&self) -> usize {
+    pub(crate) fn distinct_stacks(&self) -> usize {
         self.stacks.len()
     }
 
     /// The recording's captured stacks, for the keys of the rows pushed.
-    pub fn stacks(&mut self) -> &mut StackTable {
+    pub(crate) fn stacks(&mut self) -> &mut StackTable {
         &mut self.stacks
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.rows
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.rows == 0
     }
 
-    pub fn push(&mut self, r: &Row<'_>) {
+    pub(crate) fn push(&mut self, r: &Row<'_>) {
         let mut w = Writer {
             columns: &mut self.columns,
             at: 0,
@@ -298,7 +298,7 @@ impl RowBuilder {
 
     /// Take the accumulated rows as a batch (the builder is left empty; the stack
     /// dictionaries keep every entry, so later batches only add to them).
-    pub fn finish(&mut self) -> Result<RecordBatch, ArrowError> {
+    pub(crate) fn finish(&mut self) -> Result<RecordBatch, ArrowError> {
         let n = self.rows;
         let stacks = self.stacks.columns(&self.refs)?;
         self.refs.clear();

@@ -26,7 +26,7 @@ use crate::process::normalize::UserFrame;
 /// A row's keys into the stack dictionaries; `None` where the row's column is null (the stack
 /// was not requested, or for `kstack_symbols`, not resolved).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StackRef {
+pub(crate) struct StackRef {
     pub kstack: Option<i32>,
     pub ustack: Option<i32>,
     pub kstack_symbols: Option<i32>,
@@ -34,7 +34,7 @@ pub struct StackRef {
 
 /// The entries of a newly seen captured stack, as the columns show them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct NewStack {
+pub(crate) struct NewStack {
     /// Kernel addresses, leaf first, tracing frames dropped; empty when capture failed; `None`
     /// when not requested.
     pub kstack: Option<Vec<u64>>,
@@ -46,7 +46,7 @@ pub struct NewStack {
 }
 
 /// A stack as captured: `None` when not requested, `Err(errno)` when capture failed.
-pub type Captured<'a, T> = Option<Result<&'a [T], i32>>;
+pub(crate) type Captured<'a, T> = Option<Result<&'a [T], i32>>;
 
 /// Entries added since the last batch, built column by column.
 struct Pending {
@@ -57,7 +57,7 @@ struct Pending {
 }
 
 /// The captured stacks of a recording, each with its key, and the stack dictionaries.
-pub struct StackTable {
+pub(crate) struct StackTable {
     keys: HashMap<Box<[u64]>, StackRef, ahash::RandomState>,
     /// Stacks given a key so far (one seen again after a restart counts again).
     keyed: usize,
@@ -92,7 +92,7 @@ fn struct_fields(e: &Field) -> Result<Fields, ArrowError> {
 
 impl StackTable {
     /// An empty table for the stack columns of `schema` (the raw schema, plain or encoded).
-    pub fn new(schema: &Schema) -> Result<Self, ArrowError> {
+    pub(crate) fn new(schema: &Schema) -> Result<Self, ArrowError> {
         let k = element(schema, col::KSTACK)?;
         let u = element(schema, col::USTACK)?;
         let s = element(schema, col::KSTACK_SYMBOLS)?;
@@ -123,14 +123,14 @@ impl StackTable {
 
     /// Distinct captured stacks so far (dictionary entries sent; after a restart a stack seen
     /// again is sent, and counted, again).
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.keyed
     }
 
     /// The keys of the captured stack (`kstack`: raw kernel addresses, `ustack`: user frame
     /// ids); `entries` gives its entries the first time it is seen. A row with neither stack
     /// has no keys.
-    pub fn key(
+    pub(crate) fn key(
         &mut self,
         kstack: Captured<'_, u64>,
         ustack: Captured<'_, u32>,
@@ -162,7 +162,7 @@ impl StackTable {
 
     /// The three stack columns of a batch whose rows hold `refs`: the dictionaries with this
     /// batch's new entries appended, and each row's keys.
-    pub fn columns(
+    pub(crate) fn columns(
         &mut self,
         refs: &[StackRef],
     ) -> Result<[(&'static str, ArrayRef); 3], ArrowError> {

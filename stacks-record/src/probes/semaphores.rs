@@ -19,7 +19,7 @@ use crate::process::maps;
 
 /// A USDT probe's semaphore: the file and the counter's virtual address in it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Semaphore {
+pub(crate) struct Semaphore {
     /// The probe as `-e` named it.
     pub probe: String,
     pub path: PathBuf,
@@ -33,7 +33,7 @@ pub struct Semaphore {
 /// The semaphore in libbpf's debug line about it (`usdt: sema  for 'P:N' in exec|lib 'PATH':
 /// addr 0xVADDR base 0x… (resolved 0x…) in segment …`): its virtual address, and whether the
 /// file is relocatable (`lib`, ET_DYN).
-pub fn semaphore_in_libbpf_line(line: &str) -> Option<(u64, bool)> {
+pub(crate) fn semaphore_in_libbpf_line(line: &str) -> Option<(u64, bool)> {
     let rest = line.strip_prefix("usdt: sema ")?;
     let relocatable = match rest.split("' in ").nth(1)?.split_whitespace().next()? {
         "exec" => false,
@@ -46,7 +46,7 @@ pub fn semaphore_in_libbpf_line(line: &str) -> Option<(u64, bool)> {
 
 /// Semaphores set in processes, to be cleared at the end.
 #[derive(Default)]
-pub struct Enabled {
+pub(crate) struct Enabled {
     /// (pid, address) of each counter incremented.
     set: Vec<(u32, u64)>,
 }
@@ -54,7 +54,11 @@ pub struct Enabled {
 impl Enabled {
     /// Increment every semaphore of `sems` that process `pid` maps (held at its exec, that is
     /// its executable); returns the others (in libraries it has not loaded yet).
-    pub fn enable<'s>(&mut self, pid: u32, sems: &'s [Semaphore]) -> Result<Vec<&'s Semaphore>> {
+    pub(crate) fn enable<'s>(
+        &mut self,
+        pid: u32,
+        sems: &'s [Semaphore],
+    ) -> Result<Vec<&'s Semaphore>> {
         let mut missed = Vec::new();
         for s in sems {
             let Some(addr) = address_in(pid, s) else {
@@ -70,7 +74,7 @@ impl Enabled {
     }
 
     /// Decrement what [`Enabled::enable`] incremented, in the processes still running.
-    pub fn disable(&mut self) {
+    pub(crate) fn disable(&mut self) {
         for (pid, addr) in self.set.drain(..) {
             // The process may have exited: nothing to undo then.
             let _ = add(pid, addr, -1);

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 const RESCAN_EVERY: Duration = Duration::from_secs(1);
 
 /// Paths of cgroup ids, from a walk of the cgroup2 mount.
-pub struct CgroupNames {
+pub(crate) struct CgroupNames {
     /// Where cgroup2 is mounted; `None`: not mounted here (ids stay unnamed).
     root: Option<PathBuf>,
     names: HashMap<u64, Rc<str>, ahash::RandomState>,
@@ -21,7 +21,7 @@ pub struct CgroupNames {
 
 impl CgroupNames {
     /// Names from the cgroup2 mount this process sees (`/proc/self/mountinfo`).
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let root = std::fs::read_to_string("/proc/self/mountinfo")
             .ok()
             .and_then(|m| cgroup2_mount(&m));
@@ -38,7 +38,7 @@ impl CgroupNames {
 
     /// The path of cgroup `id` (`/` for the root); `None` for 0 or an id not (or no longer)
     /// in the hierarchy.
-    pub fn name(&mut self, id: u64) -> Option<Rc<str>> {
+    pub(crate) fn name(&mut self, id: u64) -> Option<Rc<str>> {
         if id == 0 {
             return None;
         }

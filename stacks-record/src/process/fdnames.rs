@@ -55,13 +55,13 @@ enum KernelPath {
 }
 
 /// The `protocol`, `local` and `remote` columns of a socket (no remote when unconnected).
-pub type SocketEnds = (
+pub(crate) type SocketEnds = (
     Option<&'static str>,
     Option<std::rc::Rc<str>>,
     Option<std::rc::Rc<str>>,
 );
 
-pub fn socket_ends(
+pub(crate) fn socket_ends(
     family: NetFamily,
     protocol: NetProtocol,
     a: &stacks_net_addrs,
@@ -80,13 +80,18 @@ pub fn socket_ends(
 
 /// The text of socket addresses, each formatted once.
 #[derive(Default)]
-pub struct SockAddrs(HashMap<(bool, [u8; 16], u16), std::rc::Rc<str>, ahash::RandomState>);
+pub(crate) struct SockAddrs(HashMap<(bool, [u8; 16], u16), std::rc::Rc<str>, ahash::RandomState>);
 
 impl SockAddrs {
     /// Most addresses remembered; past it the cache starts over (a server sees many peers).
     const MAX: usize = 1 << 16;
 
-    pub fn text(&mut self, family: NetFamily, addr: &[u8; 16], port: u16) -> std::rc::Rc<str> {
+    pub(crate) fn text(
+        &mut self,
+        family: NetFamily,
+        addr: &[u8; 16],
+        port: u16,
+    ) -> std::rc::Rc<str> {
         let key = (family == NetFamily::STACKS_NET_INET, *addr, port);
         if let Some(t) = self.0.get(&key) {
             return std::rc::Rc::clone(t);
@@ -101,7 +106,7 @@ impl SockAddrs {
 }
 
 /// `addr:port`, or `[addr]:port` for IPv6.
-pub fn sockaddr(family: NetFamily, addr: &[u8; 16], port: u16) -> String {
+pub(crate) fn sockaddr(family: NetFamily, addr: &[u8; 16], port: u16) -> String {
     if family == NetFamily::STACKS_NET_INET {
         let ip = Ipv4Addr::new(addr[0], addr[1], addr[2], addr[3]);
         format!("{ip}:{port}")
@@ -113,7 +118,7 @@ pub fn sockaddr(family: NetFamily, addr: &[u8; 16], port: u16) -> String {
 /// File paths of (pid, fd), from `/proc/PID/fd/FD` while it still names the same inode the
 /// kernel reported; else the kernel's file name (last path component).
 #[derive(Default)]
-pub struct FileNames {
+pub(crate) struct FileNames {
     cache: HashMap<(u32, i32), (u64, String), ahash::RandomState>,
 }
 
@@ -142,14 +147,19 @@ impl FileNames {
         fallback
     }
 
-    pub fn forget(&mut self, pid: u32) {
+    pub(crate) fn forget(&mut self, pid: u32) {
         self.cache.retain(|(p, _), _| *p != pid);
     }
 }
 
 /// The path of `pid`'s descriptor `fd`, the kernel's `file`: from /proc while the fd still names
 /// the same inode, else as the kernel walked it; pipes and sockets named as /proc names them.
-pub fn file_name(files: &mut FileNames, pid: u32, fd: i32, file: &stacks_file) -> Option<String> {
+pub(crate) fn file_name(
+    files: &mut FileNames,
+    pid: u32,
+    fd: i32,
+    file: &stacks_file,
+) -> Option<String> {
     files
         .path(pid, fd, file.inode, kernel_path(file))
         .or_else(|| match file.file_type {

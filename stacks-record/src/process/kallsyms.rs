@@ -25,7 +25,7 @@ const MAX_TAIL: u64 = 64 * 1024;
 
 /// A kernel address's symbol as the recorder resolved it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct KernelSymbol {
+pub(crate) struct KernelSymbol {
     pub symbol: String,
     pub offset: u64,
     pub module: Option<String>,
@@ -33,7 +33,7 @@ pub struct KernelSymbol {
 
 /// The text symbols of a kernel, sorted by address.
 #[derive(Debug, Default)]
-pub struct KernelSymbols {
+pub(crate) struct KernelSymbols {
     entries: Vec<Entry>,
     names: String,
     /// (start, len) spans of module names in `names`.
@@ -55,7 +55,7 @@ fn rank(kind: u8, name: &str) -> u8 {
 impl KernelSymbols {
     /// Read and parse `/proc/kallsyms`. Fails when the file cannot be read, has no text
     /// symbols, or shows every address as 0 (kptr_restrict hides them from this user).
-    pub fn load() -> std::io::Result<Self> {
+    pub(crate) fn load() -> std::io::Result<Self> {
         let text = std::fs::read_to_string("/proc/kallsyms")?;
         let syms = Self::parse(&text);
         if syms.entries.is_empty() {
@@ -75,7 +75,7 @@ impl KernelSymbols {
 
     /// Parse kallsyms text: `ADDR TYPE NAME [MODULE]` per line. Lines that do not parse and
     /// non-text symbols are skipped.
-    pub fn parse(text: &str) -> Self {
+    pub(crate) fn parse(text: &str) -> Self {
         let mut raw: Vec<(u64, u8, Entry)> = Vec::new();
         let mut names = String::new();
         let mut modules: Vec<(u32, u32)> = Vec::new();
@@ -135,13 +135,13 @@ impl KernelSymbols {
 
     /// Number of text symbols kept.
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }
 
     /// Whether no text symbol was found.
     #[cfg(test)]
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 
@@ -158,7 +158,7 @@ impl KernelSymbols {
     /// The symbol containing `addr`: (name, `addr` − symbol start, kernel module or `None` for
     /// the core kernel). `None` below the first symbol, or beyond the last symbol of a module
     /// or of the kernel by more than 64 KiB (kallsyms has no sizes).
-    pub fn resolve(&self, addr: u64) -> Option<(&str, u64, Option<&str>)> {
+    pub(crate) fn resolve(&self, addr: u64) -> Option<(&str, u64, Option<&str>)> {
         let i = self
             .entries
             .partition_point(|e| e.addr <= addr)

@@ -9,7 +9,7 @@ use crate::process::normalize::hex;
 
 /// What is known about mapped ELF files.
 #[derive(Default)]
-pub struct ModuleIndex {
+pub(crate) struct ModuleIndex {
     by_id: HashMap<String, String>,
     /// Paths whose build id was already read (or could not be).
     read: HashSet<String>,
@@ -19,19 +19,19 @@ pub struct ModuleIndex {
 
 impl ModuleIndex {
     /// The file a build id (lowercase hex) was seen in.
-    pub fn path(&self, build_id: &str) -> Option<&str> {
+    pub(crate) fn path(&self, build_id: &str) -> Option<&str> {
         self.by_id.get(build_id).map(String::as_str)
     }
 
     /// Remember that `path` carries `build_id`.
-    pub fn learn(&mut self, build_id: &str, path: &str) {
+    pub(crate) fn learn(&mut self, build_id: &str, path: &str) {
         if !self.by_id.contains_key(build_id) {
             self.by_id.insert(build_id.to_string(), path.to_string());
         }
     }
 
     /// Read the executable file mappings of `pid` once (again after [`Self::forget`]).
-    pub fn learn_process(&mut self, pid: u32) {
+    pub(crate) fn learn_process(&mut self, pid: u32) {
         if pid == 0 || !self.seen.insert(pid) {
             return;
         }
@@ -56,7 +56,7 @@ impl ModuleIndex {
 
     /// Learn the build id of a file executed by a process (its exec record's path), for when
     /// the process is gone before its memory map could be read.
-    pub fn learn_file(&mut self, path: &str) {
+    pub(crate) fn learn_file(&mut self, path: &str) {
         if !path.starts_with('/') || !self.read.insert(path.to_string()) {
             return;
         }
@@ -66,7 +66,7 @@ impl ModuleIndex {
     }
 
     /// The process exec'd (or exited): read its map again next time.
-    pub fn forget(&mut self, pid: u32) {
+    pub(crate) fn forget(&mut self, pid: u32) {
         self.seen.remove(&pid);
     }
 }
@@ -84,7 +84,7 @@ fn executable_files(text: &str) -> Vec<&str> {
 
 /// A kernel-reported build id (20 bytes, zero padded) as lowercase hex: a 16-byte id (md5,
 /// uuid) leaves four zero bytes at the end, which are not part of it.
-pub fn build_id_hex(raw: &[u8; 20]) -> String {
+pub(crate) fn build_id_hex(raw: &[u8; 20]) -> String {
     if raw[16..] == [0, 0, 0, 0] {
         hex(&raw[..16])
     } else {

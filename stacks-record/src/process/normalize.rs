@@ -14,7 +14,7 @@ use blazesym::normalize::{NormalizeOpts, Normalizer, Reason, UserMeta};
 
 /// One normalized user frame.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct UserFrame {
+pub(crate) struct UserFrame {
     pub addr: u64,
     pub module: Option<String>,
     pub build_id: Option<String>,
@@ -24,14 +24,14 @@ pub struct UserFrame {
 
 /// Every distinct normalized frame of a recording, each with an id (its index).
 #[derive(Default)]
-pub struct FrameTable {
+pub(crate) struct FrameTable {
     frames: Vec<UserFrame>,
     ids: HashMap<UserFrame, u32, ahash::RandomState>,
 }
 
 impl FrameTable {
     /// The id of `f`, added when new.
-    pub fn intern(&mut self, f: UserFrame) -> u32 {
+    pub(crate) fn intern(&mut self, f: UserFrame) -> u32 {
         if let Some(&id) = self.ids.get(&f) {
             return id;
         }
@@ -42,12 +42,12 @@ impl FrameTable {
     }
 
     /// The frame with id `id` (from [`Self::intern`] on this table).
-    pub fn get(&self, id: u32) -> &UserFrame {
+    pub(crate) fn get(&self, id: u32) -> &UserFrame {
         &self.frames[id as usize]
     }
 
     /// Distinct frames.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.frames.len()
     }
 }
@@ -73,7 +73,7 @@ fn new_normalizer() -> Normalizer {
 
 /// Per-process normalization state.
 #[derive(Default)]
-pub struct UserNormalizer {
+pub(crate) struct UserNormalizer {
     pids: HashMap<u32, PidState, ahash::RandomState>,
     /// Every frame handed out, by id.
     pub table: FrameTable,
@@ -81,7 +81,7 @@ pub struct UserNormalizer {
     pub failed_frames: u64,
 }
 
-pub fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(bytes.len() * 2);
     for &b in bytes {
@@ -93,17 +93,17 @@ pub fn hex(bytes: &[u8]) -> String {
 
 impl UserNormalizer {
     /// Forget a process (it exec'd a new image, or exited and its pid may be reused).
-    pub fn forget(&mut self, pid: u32) {
+    pub(crate) fn forget(&mut self, pid: u32) {
         self.pids.remove(&pid);
     }
 
     /// The frame with id `id`.
-    pub fn frame(&self, id: u32) -> &UserFrame {
+    pub(crate) fn frame(&self, id: u32) -> &UserFrame {
         self.table.get(id)
     }
 
     /// Normalize `addrs` of process `pid`, in order: the ids of their frames in [`Self::table`].
-    pub fn normalize(&mut self, pid: u32, addrs: &[u64]) -> Vec<u32> {
+    pub(crate) fn normalize(&mut self, pid: u32, addrs: &[u64]) -> Vec<u32> {
         let table = &mut self.table;
         if pid == 0 {
             // blazesym treats pid 0 as "this process": never normalize the idle task.

@@ -18,16 +18,16 @@ use crate::kernel::abi::StacksSkel;
 use crate::kernel::abi::types::{stacks_span, stacks_span_proc};
 
 /// The thread-context pointer's symbol (OTEP 4947).
-pub const CONTEXT_SYMBOL: &str = "otel_thread_ctx_v1";
+pub(crate) const CONTEXT_SYMBOL: &str = "otel_thread_ctx_v1";
 /// tracing-stacks' canary, a TLS u64 holding [`CANARY`].
-pub const CANARY_SYMBOL: &str = "stacks_tracing_canary";
+pub(crate) const CANARY_SYMBOL: &str = "stacks_tracing_canary";
 /// Attribute keys of the record (tracing-stacks' `ATTR_NAME`, `ATTR_PARENT`).
 const ATTR_NAME: u8 = 0;
 const ATTR_PARENT: u8 = 1;
 
 /// Offsets of the thread context and the canary from a thread's thread pointer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TlsOffsets {
+pub(crate) struct TlsOffsets {
     pub context: i64,
     pub canary: i64,
     /// The executable has tracing-stacks' USDT probes `stacks_tracing:enter`/`exit`.
@@ -40,7 +40,7 @@ const PROVIDER: &str = "stacks_tracing";
 /// Where the executable at `path` keeps the thread context, from its `.dynsym` (exported) or
 /// `.symtab`; `None` when it has none. x86_64 only (TLS variant II: the executable's TLS block
 /// ends at the thread pointer, placed as glibc's `_dl_determine_tlsoffset` places it).
-pub fn find(path: &Path) -> Result<Option<TlsOffsets>, String> {
+pub(crate) fn find(path: &Path) -> Result<Option<TlsOffsets>, String> {
     let file = File::open(path).map_err(|e| e.to_string())?;
     let cache = ReadCache::new(file);
     let Ok(elf) = ElfFile64::<object::Endianness, _>::parse(&cache) else {
@@ -114,7 +114,7 @@ fn has_span_probes<'d, R: object::ReadRef<'d>>(elf: &ElfFile64<'d, object::Endia
 }
 
 /// The span labels of a recording: which processes have their spans read, and what was found.
-pub struct Spans {
+pub(crate) struct Spans {
     enabled: bool,
     /// `-e span`: attach the enter and exit probes of each executable with them.
     timeline: bool,
@@ -137,7 +137,7 @@ pub struct Spans {
 }
 
 impl Spans {
-    pub fn new(enabled: bool, timeline: bool) -> Spans {
+    pub(crate) fn new(enabled: bool, timeline: bool) -> Spans {
         Spans {
             enabled,
             timeline: enabled && timeline,
@@ -157,7 +157,7 @@ impl Spans {
 
     /// Look for the thread context in process `pid`'s executable and hand it to the kernel
     /// side. A process without one (or gone) is left alone, silently.
-    pub fn register(&mut self, skel: &StacksSkel<'_>, pid: u32) {
+    pub(crate) fn register(&mut self, skel: &StacksSkel<'_>, pid: u32) {
         if !self.enabled {
             return;
         }
@@ -226,7 +226,7 @@ impl Spans {
     }
 
     /// Warnings for the summary: `-e span` with no executable to attach to, or that failed.
-    pub fn report(&self) {
+    pub(crate) fn report(&self) {
         for u in &self.unattached {
             eprintln!("stacks-record: warning: span probes not attached: {u}");
         }
@@ -238,13 +238,13 @@ impl Spans {
     }
 
     /// Detach the span probes (the end of the recording).
-    pub fn detach(&mut self) {
+    pub(crate) fn detach(&mut self) {
         self.links.clear();
     }
 
     /// Report processes whose canary check failed since the last call (once each), and stop
     /// asking about those whose check passed or that are gone.
-    pub fn check(&mut self, skel: &StacksSkel<'_>) {
+    pub(crate) fn check(&mut self, skel: &StacksSkel<'_>) {
         let mut done = Vec::new();
         for &pid in &self.pending {
             let Ok(Some(v)) = skel
@@ -282,7 +282,7 @@ impl Spans {
 
 /// A row's span, as its columns show it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SpanLabel {
+pub(crate) struct SpanLabel {
     pub id: u64,
     pub parent: Option<u64>,
     pub name: Option<Rc<str>>,
@@ -292,13 +292,13 @@ pub struct SpanLabel {
 
 /// Decoded span labels by span id (a span's record does not change while it lives).
 #[derive(Default)]
-pub struct SpanLabels {
+pub(crate) struct SpanLabels {
     seen: HashMap<u64, SpanLabel, ahash::RandomState>,
 }
 
 impl SpanLabels {
     /// The label of a record's span part, `None` when it names no span.
-    pub fn label(&mut self, s: &stacks_span) -> Option<SpanLabel> {
+    pub(crate) fn label(&mut self, s: &stacks_span) -> Option<SpanLabel> {
         let id = u64::from_be_bytes(s.span_id.to_ne_bytes());
         if id == 0 {
             return None;

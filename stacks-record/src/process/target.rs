@@ -8,7 +8,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use anyhow::{Context, Result, bail};
 
 /// Pids of the running processes (none when /proc cannot be read).
-pub fn all_pids() -> Vec<u32> {
+pub(crate) fn all_pids() -> Vec<u32> {
     let Ok(dir) = fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -18,7 +18,7 @@ pub fn all_pids() -> Vec<u32> {
 }
 
 /// Pids of running processes whose name (comm) is one of `names` (first 15 bytes compared).
-pub fn scan_names(names: &[String]) -> Vec<u32> {
+pub(crate) fn scan_names(names: &[String]) -> Vec<u32> {
     let keys: Vec<Vec<u8>> = names
         .iter()
         .map(|n| n.as_bytes()[..n.len().min(15)].to_vec())
@@ -37,7 +37,7 @@ pub fn scan_names(names: &[String]) -> Vec<u32> {
 
 /// Whether process `pid` still runs: it exists and is not a zombie (an exited child its parent
 /// has not reaped yet still has a /proc entry).
-pub fn is_alive(pid: u32) -> bool {
+pub(crate) fn is_alive(pid: u32) -> bool {
     let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return false;
     };
@@ -50,7 +50,7 @@ pub fn is_alive(pid: u32) -> bool {
 }
 
 /// Check that a pid names a live process; return its thread group id.
-pub fn check_pid(pid: u32) -> Result<u32> {
+pub(crate) fn check_pid(pid: u32) -> Result<u32> {
     if !is_alive(pid) {
         bail!("-p {pid}: no such process");
     }
@@ -66,7 +66,7 @@ pub fn check_pid(pid: u32) -> Result<u32> {
 
 /// A command started by us, stopped before exec until [`Child::release`] (and, spawned with
 /// `stop_at_exec`, stopped again right after its exec until [`Child::resume`]).
-pub struct Child {
+pub(crate) struct Child {
     pub pid: u32,
     gate: Option<OwnedFd>,
     exec_err: OwnedFd,
@@ -89,7 +89,7 @@ impl Child {
     /// Fork; the child waits for the gate, then execs `argv` (PATH search) with its stdout
     /// sent to our stderr, since our stdout carries data. With `stop_at_exec` it is traced
     /// until its exec, to be changed in its new image (USDT semaphores) before it runs.
-    pub fn spawn(argv: &[String], stop_at_exec: bool) -> Result<Child> {
+    pub(crate) fn spawn(argv: &[String], stop_at_exec: bool) -> Result<Child> {
         let Some(program) = argv.first() else {
             bail!("`--` must be followed by a command to run");
         };
@@ -140,7 +140,7 @@ impl Child {
     }
 
     /// Let the child exec; report if exec failed.
-    pub fn release(&mut self) -> Result<()> {
+    pub(crate) fn release(&mut self) -> Result<()> {
         if let Some(gate) = self.gate.take() {
             // SAFETY: writing one byte from a valid buffer to our pipe end.
             unsafe { libc::write(gate.as_raw_fd(), [1u8].as_ptr().cast(), 1) };
@@ -167,7 +167,7 @@ impl Child {
     }
 
     /// Let a child held after its exec (see [`Child::spawn`]) run, no longer traced.
-    pub fn resume(&mut self) -> Result<()> {
+    pub(crate) fn resume(&mut self) -> Result<()> {
         if std::mem::take(&mut self.stopped_at_exec) {
             // SAFETY: detaching from our own traced, stopped child; no signal delivered.
             if unsafe { libc::ptrace(libc::PTRACE_DETACH, self.pid as i32, 0, 0) } != 0 {
@@ -179,7 +179,7 @@ impl Child {
     }
 
     /// Exit status if the child has ended, without blocking. Converted to a shell-style code.
-    pub fn try_wait(&mut self) -> Option<u8> {
+    pub(crate) fn try_wait(&mut self) -> Option<u8> {
         let mut status = 0;
         // SAFETY: waitpid on our own child with a valid status pointer.
         let r = unsafe { libc::waitpid(self.pid as i32, &mut status, libc::WNOHANG) };
@@ -194,7 +194,7 @@ impl Child {
     }
 
     /// Stop the child (we are stopping early) and collect its status.
-    pub fn terminate(&mut self) -> u8 {
+    pub(crate) fn terminate(&mut self) -> u8 {
         // SAFETY: signalling our own child.
         unsafe { libc::kill(self.pid as i32, libc::SIGTERM) };
         self.wait_blocking()

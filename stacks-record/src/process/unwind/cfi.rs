@@ -32,7 +32,7 @@ impl Deref for Bytes {
 
 /// One section of a file, as framehop wants its data.
 #[derive(Clone)]
-pub struct Section {
+pub(super) struct Section {
     bytes: Arc<Bytes>,
     range: Range<usize>,
 }
@@ -45,7 +45,7 @@ impl Deref for Section {
 }
 
 /// A file's unwind sections (addresses are the file's own, SVMAs) and its loadable segments.
-pub struct FileCfi {
+pub(super) struct FileCfi {
     bytes: Arc<Bytes>,
     text: Option<(Range<u64>, Range<usize>)>,
     eh_frame: Option<(Range<u64>, Range<usize>)>,
@@ -99,7 +99,7 @@ impl FileCfi {
 
     /// What to add to this file's addresses to get the process's, for a mapping of file
     /// offset `map_offset` at `start`.
-    pub fn bias(&self, start: u64, map_offset: u64) -> Option<u64> {
+    pub(super) fn bias(&self, start: u64, map_offset: u64) -> Option<u64> {
         // The segment this mapping starts (mappings begin at the page holding p_offset), else
         // the one holding its first byte.
         let (p_offset, p_vaddr, _) = self
@@ -126,7 +126,7 @@ impl FileCfi {
         })
     }
 
-    pub fn module(&self, name: &str, avma: Range<u64>, bias: u64) -> Module<Section> {
+    pub(super) fn module(&self, name: &str, avma: Range<u64>, bias: u64) -> Module<Section> {
         let pick = |s: &Option<(Range<u64>, Range<usize>)>| {
             s.as_ref()
                 .and_then(|(svma, r)| Some((svma.clone(), self.section(r)?)))
@@ -159,7 +159,7 @@ impl FileCfi {
 }
 
 /// One executable mapping of a process's memory map.
-pub struct Mapping {
+pub(super) struct Mapping {
     pub range: Range<u64>,
     pub offset: u64,
     /// (device, inode) of a file; `None` for the vdso.
@@ -168,7 +168,7 @@ pub struct Mapping {
 }
 
 /// The executable mappings of a `/proc/PID/maps` text: files, and the vdso.
-pub fn parse_maps(text: &str) -> Vec<Mapping> {
+pub(super) fn parse_maps(text: &str) -> Vec<Mapping> {
     maps::parse(text)
         .filter(|m| m.executable())
         .filter_map(|m| {
@@ -190,14 +190,14 @@ pub fn parse_maps(text: &str) -> Vec<Mapping> {
 /// Every file's CFI read so far (`None`: the file has none, or could not be read), by device
 /// and inode, and the vdso's.
 #[derive(Default)]
-pub struct FileCache {
+pub(super) struct FileCache {
     files: HashMap<(String, u64), Option<Arc<FileCfi>>, ahash::RandomState>,
     vdso: Option<Option<Arc<FileCfi>>>,
 }
 
 impl FileCache {
     /// The CFI of a mapping's file, read once per file.
-    pub fn get(&mut self, pid: u32, m: &Mapping) -> Option<Arc<FileCfi>> {
+    pub(super) fn get(&mut self, pid: u32, m: &Mapping) -> Option<Arc<FileCfi>> {
         let Some(key) = &m.file else {
             return self.vdso.get_or_insert_with(own_vdso).clone();
         };
@@ -226,7 +226,7 @@ impl FileCache {
 
     /// Files read with CFI.
     #[cfg(test)]
-    pub fn with_cfi(&self) -> usize {
+    pub(super) fn with_cfi(&self) -> usize {
         self.files.values().filter(|c| c.is_some()).count()
     }
 }

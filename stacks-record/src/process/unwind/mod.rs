@@ -20,7 +20,7 @@ use cfi::{FileCache, Section, parse_maps};
 
 /// How a user stack was unwound (the `ustack_unwind` column).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Method {
+pub(crate) enum Method {
     /// By frame pointers only (`u` stacks, or a `d` stack whose CFI unwind gave nothing).
     Fp,
     /// By CFI from the top to the root.
@@ -30,7 +30,7 @@ pub enum Method {
 }
 
 impl Method {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Method::Fp => "fp",
             Method::Dwarf => "dwarf",
@@ -43,7 +43,7 @@ impl Method {
 /// addresses as they are on the stack), how, and whether it ends before the stack's root
 /// (`None`: not known, as where the frame-pointer walk ends).
 #[derive(Debug, PartialEq, Eq)]
-pub struct Unwound {
+pub(crate) struct Unwound {
     pub addrs: Vec<u64>,
     pub method: Method,
     pub truncated: Option<bool>,
@@ -51,7 +51,7 @@ pub struct Unwound {
 
 /// What the summary reports about `d` stacks.
 #[derive(Default, Debug, Clone, Copy)]
-pub struct UnwindCounts {
+pub(crate) struct UnwindCounts {
     pub stacks: u64,
     /// Unwound by CFI to the root.
     pub complete: u64,
@@ -105,7 +105,7 @@ const CACHE_GENERATIONS: u32 = 30_000;
 
 /// Per-recording unwinding state: the files' CFI (shared by every process mapping them) and
 /// each process's modules.
-pub struct Unwinders {
+pub(crate) struct Unwinders {
     procs: HashMap<u32, Proc, ahash::RandomState>,
     files: FileCache,
     cache: CacheX86_64,
@@ -127,12 +127,12 @@ impl Default for Unwinders {
 
 impl Unwinders {
     /// Forget a process (it exec'd, or exited).
-    pub fn forget(&mut self, pid: u32) {
+    pub(crate) fn forget(&mut self, pid: u32) {
         self.procs.remove(&pid);
     }
 
     /// Unwind a `d` stack of process `pid`.
-    pub fn unwind(&mut self, pid: u32, d: &DwarfStack<'_>) -> Unwound {
+    pub(crate) fn unwind(&mut self, pid: u32, d: &DwarfStack<'_>) -> Unwound {
         self.counts.stacks += 1;
         let known = self.procs.get(&pid);
         if known.is_none_or(|p| !p.covers(d.ip) && p.may_reread()) {
