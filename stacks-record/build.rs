@@ -1,5 +1,5 @@
-//! Build script: compiles bpf/stacks.bpf.c (which includes every file of bpf/) with clang and generates its libbpf-rs skeleton
-//! into OUT_DIR.
+//! Build script: compiles bpf/stacks.bpf.c (which includes the other files of bpf/) with
+//! clang and generates its libbpf-rs skeleton into OUT_DIR.
 
 use std::env;
 use std::path::PathBuf;

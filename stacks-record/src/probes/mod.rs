@@ -1,8 +1,8 @@
-//! Probes named in `-e`: kernel tracepoints, uprobes, uretprobes and USDT probes (bpf/
-//! probe.bpf.h). Their grammar is in [`crate::spec::probe`]; here: the checks and attaching ([`attach`]), the BPF
-//! side's settings ([`configure`]), their rows ([`ProbeRows`]), the counting table's records
-//! ([`counts`]) and the USDT semaphores set in the command the recorder starts
-//! ([`semaphores`]).
+//! Probes named in `-e`: kernel tracepoints, uprobes, uretprobes and USDT probes
+//! (bpf/kinds/probe.bpf.h). Their grammar is in [`crate::spec::probe`]; here: the checks and
+//! attaching ([`attach`]), the BPF side's settings ([`configure`]), their rows
+//! ([`ProbeRows`]), the counting table's records ([`counts`]) and the USDT semaphores set in
+//! the command the recorder starts ([`semaphores`]).
 
 pub(crate) mod attach;
 pub(crate) mod counts;
