@@ -1,7 +1,7 @@
 /* dwarf.bpf.h — `d` user stacks (docs/unwinding.md): the user registers and a copy of the
  * top of the user stack, with the frame-pointer walk, put after a scratch record's frames for
  * stacks-record to unwind with the files' CFI; and sending such a record. Included by
- * stacks.bpf.c after its capture and submit helpers. */
+ * common.bpf.h after its capture and submit helpers. */
 
 #define PAGE 4096
 #define PF_KTHREAD 0x00200000

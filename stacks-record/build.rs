@@ -1,5 +1,5 @@
-//! Build script: compiles bpf/stacks.bpf.c with clang and generates its libbpf-rs skeleton
-//! into OUT_DIR.
+//! Build script: compiles bpf/stacks.bpf.c (which includes the other files of bpf/) with
+//! clang and generates its libbpf-rs skeleton into OUT_DIR.
 
 use std::env;
 use std::path::PathBuf;
@@ -30,17 +30,7 @@ fn main() {
             src.display()
         );
     }
-    for f in [
-        "stacks.bpf.c",
-        "stacks.h",
-        "state.bpf.h",
-        "probe.bpf.h",
-        "dwarf.bpf.h",
-        "offcpu.bpf.h",
-        "vmlinux.h",
-        "asm/errno.h",
-    ] {
-        println!("cargo:rerun-if-changed={}", root.join(f).display());
-    }
+    // The whole directory (stacks.bpf.c, common.bpf.h, kinds/*.bpf.h, …): cargo rescans it.
+    println!("cargo:rerun-if-changed={}", root.display());
     println!("cargo:rerun-if-env-changed=CLANG");
 }

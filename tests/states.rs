@@ -481,3 +481,42 @@ fn queries_and_pprof(
         assert_eq!(got, by_state, "{what}: wall time by state label");
     }
 }
+
+/// The command's process before its exec is the recorder's own child held at the gate (named
+/// `stacks-record`, running the recorder's image): none of its rows are the target's. Thread
+/// states sampled 100 times a second from the start see it while the recorder reads kernel
+/// symbols, so rows of it would show here.
+#[test]
+fn the_gate_child_is_not_a_thread_of_the_target() {
+    if !bpf_available("the_gate_child_is_not_a_thread_of_the_target") {
+        return;
+    }
+    let _serial = bpf_serial();
+    let dir = scratch("gate");
+    let raw = dir.join("raw.arrow");
+    let rec = sh(&format!(
+        "stacks-record -e state:uk:100,switch:uk:0,profile:u:999 -- sleep 0.3 > {}",
+        raw.display()
+    ));
+    check(&rec, "record a command");
+    let batches = read_stream(&raw);
+    let mut state_rows = 0;
+    for b in &batches {
+        for i in 0..b.num_rows() {
+            let (kind, comm, thread) = (
+                text(b, "kind", i).unwrap_or_default(),
+                text(b, "comm", i).unwrap_or_default(),
+                text(b, "thread", i).unwrap_or_default(),
+            );
+            assert!(
+                comm != "stacks-record" && thread != "stacks-record",
+                "a {kind} row of the recorder's own pre-exec child: comm {comm:?}, thread {thread:?}"
+            );
+            if kind == "state" {
+                state_rows += 1;
+                assert_eq!(comm, "sleep", "state rows are the command's");
+            }
+        }
+    }
+    assert!(state_rows > 0, "the command's thread states are recorded");
+}

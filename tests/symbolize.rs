@@ -307,6 +307,7 @@ fn inlines_lines_and_return_addresses() {
     assert_inline_chain(&fx, f);
     assert_eq!(f[3].function, None);
     assert_eq!(f[3].error.as_deref(), Some("no file backs this address"));
+    assert_eq!(f[3].reason.as_deref(), Some("not_normalized"));
     assert_eq!(f.len(), 4);
     // A failed capture is a visible marker; a row without stacks has a null stack.
     let f = out[2].as_ref().unwrap();
@@ -416,6 +417,10 @@ fn separate_debug_files_by_build_id_debuglink_and_b() {
         f.iter().all(|f| f.function.is_none() && f.error.is_some()),
         "{f:#?}"
     );
+    assert!(
+        f.iter().all(|f| f.reason.as_deref() == Some("no_symbol")),
+        "{f:#?}"
+    );
 
     // --debug-dir with the debug file under .build-id/xx/rest.debug.
     let ddir = dir.join("debug-root");
@@ -506,6 +511,7 @@ fn replaced_binary_is_reported_not_misattributed() {
         assert_eq!(f.function, None, "{f:?}");
         let e = f.error.as_deref().unwrap();
         assert!(e.contains("build id mismatch"), "{e}");
+        assert_eq!(f.reason.as_deref(), Some("module_not_found"));
         assert!(e.contains(&v1.build_id) && e.contains(&v2.build_id), "{e}");
     }
     // -b with a file of another build: reported, not used.
@@ -608,6 +614,11 @@ fn kernel_frames_use_the_symbols_recorded_at_record_time() {
             frame.error.as_deref().unwrap().contains("another boot"),
             "{frame:?}"
         );
+        assert_eq!(
+            frame.reason.as_deref(),
+            Some("no_kernel_symbols"),
+            "{frame:?}"
+        );
     }
     let f = out[2].as_ref().unwrap();
     assert_eq!(names(f), [Some("rec_leaf_fn"), None, Some("e1000_xmit")]);
@@ -616,6 +627,7 @@ fn kernel_frames_use_the_symbols_recorded_at_record_time() {
         "{:?}",
         f[1]
     );
+    assert_eq!(f[1].reason.as_deref(), Some("not_in_kallsyms"));
 
     // Same boot (a kallsyms of this boot given): recorded symbols still win, the fallback
     // resolves the row without them.

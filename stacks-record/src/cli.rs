@@ -130,7 +130,7 @@ fn parse_ustack_bytes(s: &str) -> Result<u32, String> {
     num.parse::<u32>()
         .ok()
         .and_then(|n| n.checked_mul(mult))
-        .filter(|n| (1024..=crate::event::UWINDOW_MAX as u32).contains(n))
+        .filter(|n| (1024..=crate::kernel::event::UWINDOW_MAX as u32).contains(n))
         .map(|n| n / 8 * 8)
         .ok_or_else(|| format!("`{s}`: bytes from 1K to 24K, such as 8K or 16384"))
 }
@@ -150,7 +150,7 @@ fn events_help() -> String {
          needs no frame pointers. d is supported by: DWARF_KINDS.\n",
     )
     .replace("DWARF_KINDS", &crate::spec::dwarf_kinds().join(", "));
-    for k in &ALL {
+    for k in ALL {
         let Source::Event {
             stacks,
             arg,
@@ -178,7 +178,7 @@ fn events_help() -> String {
             help.push_str(&format!("  {head:<24}{line}\n"));
         }
     }
-    for k in &ALL {
+    for k in ALL {
         let Source::Probes(forms) = k.source else {
             continue;
         };

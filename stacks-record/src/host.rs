@@ -17,7 +17,7 @@ fn clock_ns(clock: libc::clockid_t) -> i64 {
 
 /// Wall-clock minus CLOCK_BOOTTIME, measured once: add to `bpf_ktime_get_boot_ns()`.
 /// Takes the tightest of a few bracketing reads.
-pub fn boot_to_realtime_offset() -> i64 {
+pub(crate) fn boot_to_realtime_offset() -> i64 {
     let mut best = (i64::MAX, 0i64);
     for _ in 0..16 {
         let b1 = clock_ns(libc::CLOCK_BOOTTIME);
@@ -31,22 +31,22 @@ pub fn boot_to_realtime_offset() -> i64 {
     best.1
 }
 
-pub fn realtime_ns() -> i64 {
+pub(crate) fn realtime_ns() -> i64 {
     clock_ns(libc::CLOCK_REALTIME)
 }
 
-pub fn boottime_ns() -> i64 {
-    clock_ns(libc::CLOCK_BOOTTIME)
-}
-
-pub fn kernel_release() -> String {
+pub(crate) fn kernel_release() -> String {
     std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .map(|s| s.trim().to_string())
         .unwrap_or_default()
 }
 
 /// The stream metadata of a recording.
-pub fn stream_metadata(events: &str, start_ns: i64, offset_ns: i64) -> HashMap<String, String> {
+pub(crate) fn stream_metadata(
+    events: &str,
+    start_ns: i64,
+    offset_ns: i64,
+) -> HashMap<String, String> {
     let mut m = HashMap::new();
     m.insert(meta::HOST.into(), stacks_stream::sys::hostname());
     m.insert(meta::KERNEL_RELEASE.into(), kernel_release());

@@ -1,24 +1,23 @@
 //! stacks-record: BPF programs and their user-space side. Emits a raw Arrow stream of rows with
 //! stacks captured at event time and user addresses normalized while processes are alive.
+//!
+//! Layers, each using only the ones before it: [`spec`] (the `-e` grammar) → `kernel` (the
+//! generated skeleton, records, loading) → `process` (what is known of the traced processes:
+//! maps, modules, unwinding, files, kernel symbols, spans) → `output` (rows and the stack
+//! dictionary) → `probes` → `kinds` (one module per event kind: programs, tunables, decoding)
+//! → `convert` (records → rows) → `record` (the recording loop) and [`cli`].
 
-pub mod bpf;
-pub mod cgroups;
+#![warn(unreachable_pub)]
+
 pub mod cli;
-pub mod convert;
-pub mod drops;
-pub mod event;
-pub mod fdnames;
-pub mod host;
-pub mod kallsyms;
-pub mod modules;
-pub mod normalize;
-pub mod probes;
-pub mod record;
-pub mod rows;
-pub mod spans;
+mod convert;
+mod host;
+mod kernel;
+mod kinds;
+mod output;
+mod probes;
+mod process;
+mod record;
 pub mod spec;
-pub mod stacks;
-pub mod target;
-pub mod unwind;
 
 pub use record::run;

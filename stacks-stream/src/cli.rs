@@ -8,10 +8,7 @@ use std::time::Duration;
 
 use crate::InputStream;
 
-/// Whether stdout is a terminal (binary output is refused there).
-pub fn stdout_is_tty() -> bool {
-    io::stdout().is_terminal()
-}
+pub use crate::sys::stdout_is_tty;
 
 /// Whether stdin is a terminal (a tool waiting for a stream there says so).
 pub fn stdin_is_tty() -> bool {

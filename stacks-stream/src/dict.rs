@@ -25,6 +25,7 @@ use arrow_array::{Array, ArrayRef, DictionaryArray, Int32Array, UInt32Array};
 use arrow_schema::{ArrowError, DataType, Field, Schema};
 
 use crate::schema::col;
+pub use crate::schema::value_type;
 
 /// Entries past which a producer starts a stack dictionary over (at the next batch that uses
 /// fewer entries than the dictionary holds).
@@ -46,14 +47,6 @@ pub fn key_type() -> DataType {
 /// `values` dictionary-encoded with [`key_type`] keys.
 pub fn dictionary_type(values: DataType) -> DataType {
     DataType::Dictionary(Box::new(key_type()), Box::new(values))
-}
-
-/// The value type of a column type: the dictionary's values, else the type itself.
-pub fn value_type(dt: &DataType) -> &DataType {
-    match dt {
-        DataType::Dictionary(_, v) => v,
-        other => other,
-    }
 }
 
 /// `schema` with every stack column of list type dictionary-encoded (what stacks producers

@@ -2,7 +2,8 @@
 //! struct fields looked up by name and cast to one type each, so streams that went through
 //! Parquet or SQL (renamed list elements, view or large strings, other integer widths) read
 //! the same as the ones `stacks-symbolize` writes; and the one rule that names a frame whose
-//! function is unknown, so SQL, profiles, folded stacks and traces show it alike.
+//! function is unknown, so SQL, profiles, folded stacks and traces show it alike; and why a
+//! frame is unresolved ([`Unresolved`], the `reason` field's closed values).
 
 use std::ops::Range;
 
@@ -364,6 +365,57 @@ fn string_at(a: &Option<StringArray>, i: usize) -> Option<&str> {
         .filter(|a| a.is_valid(i))
         .map(|a| a.value(i))
         .filter(|s| !s.is_empty())
+}
+
+/// Why a frame is unresolved: the closed values of a frame's `reason` (its `error` says it in
+/// words, with the details).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Unresolved {
+    /// The frame stands for a stack that could not be captured.
+    MissedStack,
+    /// The recorder could not turn the user address into a file offset (process gone,
+    /// anonymous or JIT memory, the idle task…).
+    NotNormalized,
+    /// The file (or debug file) of the frame's module was not found, or not with its build id.
+    ModuleNotFound,
+    /// The module's file was found but could not be read.
+    UnreadableFile,
+    /// The file offset is outside the file's loaded segments.
+    OutsideSegments,
+    /// No symbol of the file covers the address.
+    NoSymbol,
+    /// The kernel address was not in the recording kernel's kallsyms.
+    NotInKallsyms,
+    /// No kernel symbols of the recording boot are available.
+    NoKernelSymbols,
+}
+
+impl Unresolved {
+    /// Every value.
+    pub const ALL: [Unresolved; 8] = [
+        Unresolved::MissedStack,
+        Unresolved::NotNormalized,
+        Unresolved::ModuleNotFound,
+        Unresolved::UnreadableFile,
+        Unresolved::OutsideSegments,
+        Unresolved::NoSymbol,
+        Unresolved::NotInKallsyms,
+        Unresolved::NoKernelSymbols,
+    ];
+
+    /// The `reason` text.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Unresolved::MissedStack => "missed_stack",
+            Unresolved::NotNormalized => "not_normalized",
+            Unresolved::ModuleNotFound => "module_not_found",
+            Unresolved::UnreadableFile => "unreadable_file",
+            Unresolved::OutsideSegments => "outside_segments",
+            Unresolved::NoSymbol => "no_symbol",
+            Unresolved::NotInKallsyms => "not_in_kallsyms",
+            Unresolved::NoKernelSymbols => "no_kernel_symbols",
+        }
+    }
 }
 
 #[cfg(test)]

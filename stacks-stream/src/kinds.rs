@@ -78,6 +78,19 @@ pub struct Arg {
     pub default: &'static str,
     /// What it sets.
     pub meaning: &'static str,
+    /// How `-e` reads it.
+    pub grammar: ArgGrammar,
+}
+
+/// The forms of a `-e` argument.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArgGrammar {
+    /// A frequency in Hz, from 1 to `max`.
+    Hz { max: u32 },
+    /// A duration (`0`, `250us`, `1ms`: a bare number other than 0 is refused).
+    Duration,
+    /// Every Nth event, N from 1 to `max`.
+    Every { max: u32 },
 }
 
 /// Where rows of a kind come from.
@@ -175,7 +188,7 @@ const fn sample(name: &'static str, unit: Unit) -> SampleType {
 }
 
 /// Every kind this version knows, in the order `stacks-pprof --kind all` converts them.
-pub const ALL: [Kind; 13] = [
+pub const ALL: &[Kind] = &[
     Kind {
         name: kind::PROFILE,
         description: "a CPU sample (perf cpu-clock); value = the sampling period",
@@ -193,6 +206,7 @@ pub const ALL: [Kind; 13] = [
                 name: "HZ",
                 default: "99",
                 meaning: "samples per second, 1-10000",
+                grammar: ArgGrammar::Hz { max: 10_000 },
             }),
             help: "CPU samples (cpu-clock), value = period ns.",
         },
@@ -214,6 +228,7 @@ pub const ALL: [Kind; 13] = [
                 name: "MIN",
                 default: "1ms",
                 meaning: "shorter intervals are folded per thread and state (no stack, time kept)",
+                grammar: ArgGrammar::Duration,
             }),
             help: "off-CPU intervals with the switch-out stack, state and waker.",
         },
@@ -235,6 +250,7 @@ pub const ALL: [Kind; 13] = [
                 name: "N",
                 default: "29",
                 meaning: "a row every Nth growth event per process",
+                grammar: ArgGrammar::Every { max: 1_000_000 },
             }),
             help: "RSS growth in the thread whose memory grew, value = bytes grown.",
         },
@@ -334,6 +350,7 @@ pub const ALL: [Kind; 13] = [
                 name: "HZ",
                 default: "20",
                 meaning: "sampling passes per second, 1-100",
+                grammar: ArgGrammar::Hz { max: 100 },
             }),
             help: "every live thread's state HZ times a second (running, runnable, sleeping, \
                    uninterruptible…), its system call, time in it and file or socket, off-CPU \
@@ -479,7 +496,7 @@ mod tests {
     use crate::schema::raw_fields;
 
     /// Every `kind::*` constant of schema.rs.
-    const SCHEMA_KINDS: [&str; 13] = [
+    const SCHEMA_KINDS: &[&str] = &[
         kind::PROFILE,
         kind::PROBE,
         kind::LOST,
@@ -497,7 +514,7 @@ mod tests {
 
     #[test]
     fn registry_and_schema_constants_name_the_same_kinds() {
-        for k in SCHEMA_KINDS {
+        for &k in SCHEMA_KINDS {
             assert!(get(k).is_some(), "schema kind `{k}` is not in the registry");
         }
         for k in names() {
@@ -516,7 +533,7 @@ mod tests {
     fn kinds_name_row_columns() {
         let fields = raw_fields();
         let row_columns: Vec<&str> = fields.iter().map(|f| f.name().as_str()).collect();
-        for k in &ALL {
+        for k in ALL {
             for c in k.columns {
                 assert!(row_columns.contains(c), "{}: no row column `{c}`", k.name);
             }
@@ -539,7 +556,7 @@ mod tests {
         let profile = get(kind::PROFILE).unwrap();
         assert_eq!(profile.value, sample("cpu", Unit::Nanoseconds));
         assert_eq!(profile.count, Some(sample("samples", Unit::Count)));
-        for k in &ALL {
+        for k in ALL {
             assert_eq!(k.value.unit, k.unit, "{}", k.name);
             assert_eq!(k.count.is_none(), k.unit == Unit::Count, "{}", k.name);
         }

@@ -17,8 +17,10 @@ pub mod schema;
 pub mod stack_key;
 pub mod store;
 pub mod sys;
+pub mod table;
 pub mod time;
 
+pub use frames::Unresolved;
 pub use io::{InputStream, OutputStream, open_input, open_output, open_output_with};
 pub use schema::*;
 

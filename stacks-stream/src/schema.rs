@@ -7,6 +7,7 @@ use std::sync::Arc;
 use arrow_schema::{DataType, Field, Fields, Schema, TimeUnit};
 
 use crate::ContractError;
+use crate::table::{self, Column, ColumnType, Stage};
 
 /// Version of the row schema. Bumped when a column changes meaning or type; adding a nullable
 /// column does not bump it. Readers refuse streams with a newer major version. Version 2: the
@@ -116,52 +117,7 @@ pub mod kind {
     pub const EXIT: &str = "exit";
 }
 
-/// Column names.
-pub mod col {
-    pub const TIME: &str = "time";
-    pub const KIND: &str = "kind";
-    pub const PID: &str = "pid";
-    pub const TID: &str = "tid";
-    pub const COMM: &str = "comm";
-    pub const THREAD: &str = "thread";
-    pub const HOST: &str = "host";
-    pub const CGROUP: &str = "cgroup";
-    pub const CPU: &str = "cpu";
-    pub const VALUE: &str = "value";
-    pub const KSTACK: &str = "kstack";
-    pub const KSTACK_ERROR: &str = "kstack_error";
-    pub const USTACK: &str = "ustack";
-    pub const USTACK_ERROR: &str = "ustack_error";
-    pub const USTACK_UNWIND: &str = "ustack_unwind";
-    pub const USTACK_TRUNCATED: &str = "ustack_truncated";
-    pub const KSTACK_SYMBOLS: &str = "kstack_symbols";
-    pub const DURATION: &str = "duration";
-    pub const COUNT: &str = "count";
-    pub const STATE: &str = "state";
-    pub const WAKER: &str = "waker";
-    pub const OP: &str = "op";
-    pub const SYSCALL: &str = "syscall";
-    pub const FD: &str = "fd";
-    pub const PATH: &str = "path";
-    pub const DEV: &str = "dev";
-    pub const PROTOCOL: &str = "protocol";
-    pub const LOCAL: &str = "local";
-    pub const REMOTE: &str = "remote";
-    pub const RSS: &str = "rss";
-    pub const CHILD: &str = "child";
-    pub const ERRNO: &str = "errno";
-    pub const EXIT_CODE: &str = "exit_code";
-    pub const CAUSE: &str = "cause";
-    pub const PROBE: &str = "probe";
-    pub const ARGS: &str = "args";
-    pub const SPAN_ID: &str = "span_id";
-    pub const PARENT_SPAN_ID: &str = "parent_span_id";
-    pub const SPAN_NAME: &str = "span_name";
-    pub const TRACE_ID: &str = "trace_id";
-    pub const STACK: &str = "stack";
-    /// Added by stacks-pack: [`crate::stack_key::stack_keys`] of `stack`.
-    pub const STACK_ID: &str = "stack_id";
-}
+pub use crate::table::col;
 
 /// Field names inside `kstack_symbols` elements (kernel symbols resolved at record time).
 pub mod ksym {
@@ -193,6 +149,8 @@ pub mod frame {
     pub const ADDR: &str = "addr";
     pub const ERROR: &str = "error";
     pub const SYMBOL: &str = "symbol";
+    /// Why the frame is unresolved, one of [`crate::Unresolved`]: `error` says it in words.
+    pub const REASON: &str = "reason";
 }
 
 /// Type of the `time` column: wall-clock nanoseconds, UTC.
@@ -260,6 +218,7 @@ pub fn frame_fields() -> Fields {
         Field::new(frame::ADDR, DataType::UInt64, false),
         Field::new(frame::ERROR, DataType::Utf8, true),
         Field::new(frame::SYMBOL, DataType::Utf8, true),
+        Field::new(frame::REASON, DataType::Utf8, true),
     ])
 }
 
@@ -274,48 +233,34 @@ pub fn stack_type() -> DataType {
 
 /// The raw row columns, in order.
 pub fn raw_fields() -> Vec<Field> {
-    vec![
-        Field::new(col::TIME, time_type(), false),
-        Field::new(col::KIND, DataType::Utf8, false),
-        Field::new(col::PID, DataType::Int32, false),
-        Field::new(col::TID, DataType::Int32, false),
-        Field::new(col::COMM, DataType::Utf8, false),
-        Field::new(col::THREAD, DataType::Utf8, false),
-        Field::new(col::HOST, DataType::Utf8, true),
-        Field::new(col::CGROUP, DataType::Utf8, true),
-        Field::new(col::SPAN_ID, DataType::UInt64, true),
-        Field::new(col::PARENT_SPAN_ID, DataType::UInt64, true),
-        Field::new(col::SPAN_NAME, DataType::Utf8, true),
-        Field::new(col::TRACE_ID, DataType::Utf8, true),
-        Field::new(col::CPU, DataType::Int32, false),
-        Field::new(col::VALUE, DataType::Int64, false),
-        Field::new(col::KSTACK, kstack_type(), true),
-        Field::new(col::KSTACK_ERROR, DataType::Int32, true),
-        Field::new(col::USTACK, ustack_type(), true),
-        Field::new(col::USTACK_ERROR, DataType::Int32, true),
-        Field::new(col::USTACK_UNWIND, DataType::Utf8, true),
-        Field::new(col::USTACK_TRUNCATED, DataType::Boolean, true),
-        Field::new(col::KSTACK_SYMBOLS, kstack_symbols_type(), true),
-        Field::new(col::DURATION, DataType::Int64, true),
-        Field::new(col::COUNT, DataType::Int64, true),
-        Field::new(col::STATE, DataType::Utf8, true),
-        Field::new(col::WAKER, DataType::Int32, true),
-        Field::new(col::OP, DataType::Utf8, true),
-        Field::new(col::SYSCALL, DataType::Utf8, true),
-        Field::new(col::FD, DataType::Int32, true),
-        Field::new(col::PATH, DataType::Utf8, true),
-        Field::new(col::DEV, DataType::Utf8, true),
-        Field::new(col::PROTOCOL, DataType::Utf8, true),
-        Field::new(col::LOCAL, DataType::Utf8, true),
-        Field::new(col::REMOTE, DataType::Utf8, true),
-        Field::new(col::RSS, DataType::Int64, true),
-        Field::new(col::CHILD, DataType::Int32, true),
-        Field::new(col::ERRNO, DataType::Int32, true),
-        Field::new(col::EXIT_CODE, DataType::Int32, true),
-        Field::new(col::CAUSE, DataType::Utf8, true),
-        Field::new(col::PROBE, DataType::Utf8, true),
-        Field::new(col::ARGS, args_type(), true),
-    ]
+    table::of_stage(Stage::Raw).map(Column::field).collect()
+}
+
+impl Column {
+    /// The column as a schema field.
+    pub fn field(&self) -> Field {
+        Field::new(self.name, self.ty.data_type(), self.nullable)
+    }
+}
+
+impl ColumnType {
+    /// The Arrow type of the column.
+    pub fn data_type(self) -> DataType {
+        match self {
+            ColumnType::Time => time_type(),
+            ColumnType::Utf8 => DataType::Utf8,
+            ColumnType::Int32 => DataType::Int32,
+            ColumnType::Int64 => DataType::Int64,
+            ColumnType::UInt64 => DataType::UInt64,
+            ColumnType::Boolean => DataType::Boolean,
+            ColumnType::KStack => kstack_type(),
+            ColumnType::UStack => ustack_type(),
+            ColumnType::KStackSymbols => kstack_symbols_type(),
+            ColumnType::Args => args_type(),
+            ColumnType::Stack => stack_type(),
+            ColumnType::StackId => stack_id_type(),
+        }
+    }
 }
 
 /// Type of the `args` column: a probe's arguments, as the registers or tracepoint fields held
@@ -351,7 +296,7 @@ pub fn raw_schema(metadata: HashMap<String, String>) -> Schema {
 /// Schema of a symbolized stream: the raw columns plus `stack`.
 pub fn symbolized_schema(metadata: HashMap<String, String>) -> Schema {
     let mut fields = raw_fields();
-    fields.push(Field::new(col::STACK, stack_type(), true));
+    fields.extend(table::of_stage(Stage::Symbolized).map(Column::field));
     Schema::new_with_metadata(fields, metadata)
 }
 
@@ -537,12 +482,20 @@ pub fn stack_id_type() -> DataType {
 /// Whether `dt` is a symbolized stack: a list of structs with at least a `function` field
 /// (plain, or dictionary-encoded).
 pub fn is_stack_type(dt: &DataType) -> bool {
-    match crate::dict::value_type(dt) {
+    match value_type(dt) {
         DataType::List(f) | DataType::LargeList(f) => match f.data_type() {
             DataType::Struct(fields) => fields.iter().any(|f| f.name() == frame::FUNCTION),
             _ => false,
         },
         _ => false,
+    }
+}
+
+/// The value type of a column type: the dictionary's values, else the type itself.
+pub fn value_type(dt: &DataType) -> &DataType {
+    match dt {
+        DataType::Dictionary(_, v) => v,
+        other => other,
     }
 }
 

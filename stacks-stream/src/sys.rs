@@ -114,6 +114,11 @@ pub fn signal_caught() -> bool {
     CAUGHT.load(Ordering::SeqCst)
 }
 
+/// Whether stdout is a terminal (binary output is refused there).
+pub fn stdout_is_tty() -> bool {
+    std::io::IsTerminal::is_terminal(&std::io::stdout())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

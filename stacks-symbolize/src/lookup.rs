@@ -2,6 +2,8 @@
 //! (debug files) and looked up on the worker pool, one job per file.
 
 use crate::fx::FxMap;
+use stacks_stream::Unresolved;
+
 use crate::resolve::{Frames, Job, Pool, SymFrame};
 use crate::transform::{Group, Res, Symbolize};
 
@@ -65,8 +67,13 @@ impl Symbolize {
                                     "file offset {o:#x} is outside the loaded segments of {}",
                                     files.symbols.display()
                                 );
-                                self.user
-                                    .insert((m, o), Frames::from(vec![SymFrame::unresolved(why)]));
+                                self.user.insert(
+                                    (m, o),
+                                    Frames::from(vec![SymFrame::unresolved(
+                                        Unresolved::OutsideSegments,
+                                        why,
+                                    )]),
+                                );
                             }
                         }
                     }
@@ -101,7 +108,10 @@ impl Symbolize {
             self.stats.unique += kaddrs.len() as u64;
             match &self.kernel.fallback {
                 Err(why) => {
-                    let f = Frames::from(vec![SymFrame::unresolved(why.clone())]);
+                    let f = Frames::from(vec![SymFrame::unresolved(
+                        Unresolved::NoKernelSymbols,
+                        why.clone(),
+                    )]);
                     for a in kaddrs {
                         self.kaddr.insert(a, f.clone());
                     }

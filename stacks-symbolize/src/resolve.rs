@@ -10,6 +10,7 @@ use blazesym::inspect::Inspector;
 use blazesym::symbolize::source::{Elf, Kernel, Source};
 use blazesym::symbolize::{CodeInfo, Input, Symbolized, Symbolizer};
 use blazesym::{MaybeDefault, inspect};
+use stacks_stream::Unresolved;
 
 /// The symbol part of one output frame (where it is comes from the input frame).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -23,11 +24,13 @@ pub struct SymFrame {
     pub column: Option<u32>,
     pub inlined: bool,
     pub error: Option<String>,
+    /// Why it is unresolved (the closed value of `error`'s words).
+    pub reason: Option<Unresolved>,
 }
 
 impl SymFrame {
-    /// A frame that could not be resolved, with the reason.
-    pub fn unresolved(why: impl Into<String>) -> Self {
+    /// A frame that could not be resolved: why, as a closed value and in words.
+    pub fn unresolved(reason: Unresolved, why: impl Into<String>) -> Self {
         SymFrame {
             function: None,
             symbol: None,
@@ -36,6 +39,7 @@ impl SymFrame {
             column: None,
             inlined: false,
             error: Some(why.into()),
+            reason: Some(reason),
         }
     }
 
@@ -49,6 +53,7 @@ impl SymFrame {
             column: None,
             inlined: false,
             error: None,
+            reason: None,
         }
     }
 }
@@ -119,7 +124,9 @@ fn code_parts(ci: Option<&CodeInfo<'_>>) -> (Option<String>, Option<u32>, Option
 /// Expand one blazesym result into frames, innermost inlined function first.
 fn expand(sym: Symbolized<'_>) -> Vec<SymFrame> {
     match sym {
-        Symbolized::Unknown(reason) => vec![SymFrame::unresolved(reason.to_string())],
+        Symbolized::Unknown(why) => {
+            vec![SymFrame::unresolved(Unresolved::NoSymbol, why.to_string())]
+        }
         Symbolized::Sym(s) => {
             let mut out = Vec::with_capacity(s.inlined.len() + 1);
             for f in s.inlined.iter().rev() {
@@ -132,6 +139,7 @@ fn expand(sym: Symbolized<'_>) -> Vec<SymFrame> {
                     column,
                     inlined: true,
                     error: None,
+                    reason: None,
                 });
             }
             let (file, line, column) = code_parts(s.code_info.as_deref());
@@ -143,6 +151,7 @@ fn expand(sym: Symbolized<'_>) -> Vec<SymFrame> {
                 column,
                 inlined: false,
                 error: None,
+                reason: None,
             });
             out
         }
@@ -177,7 +186,10 @@ impl Worker {
                     Ok(syms) => syms.into_iter().map(expand).collect(),
                     Err(e) => {
                         let why = format!("reading {}: {e}", file.display());
-                        vec![vec![SymFrame::unresolved(why)]; addrs.len()]
+                        vec![
+                            vec![SymFrame::unresolved(Unresolved::UnreadableFile, why)];
+                            addrs.len()
+                        ]
                     }
                 }
             }
@@ -193,7 +205,10 @@ impl Worker {
                     Ok(syms) => syms.into_iter().map(expand).collect(),
                     Err(e) => {
                         let why = format!("{}: {e}", file.display());
-                        vec![vec![SymFrame::unresolved(why)]; addrs.len()]
+                        vec![
+                            vec![SymFrame::unresolved(Unresolved::NoKernelSymbols, why)];
+                            addrs.len()
+                        ]
                     }
                 }
             }
@@ -441,6 +456,8 @@ mod tests {
         );
         assert!(frames[0][0].file.is_none() && frames[0][0].line.is_none());
         assert!(frames[1][0].function.is_none() && frames[1][0].error.is_some());
+        assert_eq!(frames[0][0].reason, None);
+        assert_eq!(frames[1][0].reason, Some(Unresolved::NoSymbol));
     }
 
     #[test]
@@ -487,6 +504,7 @@ mod tests {
                     .unwrap()
                     .contains("/nonexistent")
             );
+            assert_eq!(out[1][0][0].reason, Some(Unresolved::UnreadableFile));
         });
     }
 

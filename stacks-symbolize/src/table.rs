@@ -9,6 +9,8 @@ use arrow_buffer::{BooleanBufferBuilder, NullBuffer, OffsetBuffer};
 use arrow_schema::ArrowError;
 use arrow_select::take::take;
 
+use stacks_stream::Unresolved;
+
 use crate::resolve::SymFrame;
 
 /// Where a frame is, as the output shows it.
@@ -35,6 +37,7 @@ pub struct Table {
     offset: UInt64Builder,
     error: StringBuilder,
     symbol: StringBuilder,
+    reason: StringBuilder,
 }
 
 impl Table {
@@ -51,6 +54,7 @@ impl Table {
         self.offset.append_option(p.offset);
         self.error.append_option(f.error.as_deref());
         self.symbol.append_option(f.symbol.as_deref());
+        self.reason.append_option(f.reason.map(Unresolved::as_str));
     }
 
     /// The stack elements: for each element, its group's rows of the table (`gstart[g]` to
@@ -77,6 +81,7 @@ impl Table {
         let fields = stacks_stream::frame_fields();
         sources.push(Arc::new(self.error.finish()));
         sources.push(Arc::new(self.symbol.finish()));
+        sources.push(Arc::new(self.reason.finish()));
         let total = addrs.len();
         // Row indices into the table, one per output frame (for the fixed-width columns).
         let mut indices: Vec<u32> = Vec::with_capacity(total);

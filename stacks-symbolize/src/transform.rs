@@ -22,7 +22,7 @@ use arrow_array::{
 use arrow_buffer::OffsetBuffer;
 use arrow_schema::{ArrowError, DataType};
 use stacks_stream::dict::{Entries, StackDictionary};
-use stacks_stream::{ksym, uframe};
+use stacks_stream::{Unresolved, ksym, uframe};
 
 /// Entries of the output dictionaries past which they start afresh (a replacement dictionary
 /// in the stream, see `stacks_stream::dict`). A stack seen again after a restart is written
@@ -169,10 +169,13 @@ fn missed(kernel: bool, errno: i32) -> SymFrame {
     let what = if kernel { "kernel" } else { "user" };
     SymFrame {
         function: Some(format!("[missed {what} stack: {}]", errno_text(errno))),
-        ..SymFrame::unresolved(format!(
-            "{what} stack capture failed: errno {}",
-            errno.saturating_neg()
-        ))
+        ..SymFrame::unresolved(
+            Unresolved::MissedStack,
+            format!(
+                "{what} stack capture failed: errno {}",
+                errno.saturating_neg()
+            ),
+        )
     }
 }
 
@@ -249,7 +252,10 @@ impl Symbolize {
         let (path, build_id) = &self.module_keys[id as usize];
         let m = match self.finder.locate(path, build_id.as_deref()) {
             Ok(files) => Ok(Arc::new(files)),
-            Err(why) => Err(Frames::from(vec![SymFrame::unresolved(why)])),
+            Err(why) => Err(Frames::from(vec![SymFrame::unresolved(
+                Unresolved::ModuleNotFound,
+                why,
+            )])),
         };
         self.modules[id as usize] = Some(m.clone());
         m
@@ -453,6 +459,7 @@ impl Symbolize {
                 g.add(GKey::KNoSym, addr, || Group {
                     place: kplace(None),
                     res: Res::Fixed(SymFrame::unresolved(
+                        Unresolved::NotInKallsyms,
                         "address not in the recording kernel's kallsyms",
                     )),
                 });
@@ -531,6 +538,7 @@ impl Symbolize {
                         offset,
                     },
                     res: Res::Fixed(SymFrame::unresolved(
+                        Unresolved::NotNormalized,
                         error.unwrap_or("address was not normalized at record time"),
                     )),
                 });
@@ -613,7 +621,12 @@ impl Symbolize {
             Res::KAddr(a) => self.kaddr.get(a).cloned(),
             Res::Fixed(f) => Some(Frames::from(vec![f.clone()])),
         };
-        got.unwrap_or_else(|| Frames::from(vec![SymFrame::unresolved("not looked up")]))
+        got.unwrap_or_else(|| {
+            Frames::from(vec![SymFrame::unresolved(
+                Unresolved::NoSymbol,
+                "not looked up",
+            )])
+        })
     }
 }
 

@@ -55,6 +55,7 @@ pub fn unresolved_lib(offset: u64) -> Frame {
         offset: Some(offset),
         addr: 0x7f00_0000_0000 + offset,
         error: Some("no symbol".into()),
+        reason: Some(stacks_stream::Unresolved::NoSymbol.as_str().into()),
         ..Frame::default()
     }
 }

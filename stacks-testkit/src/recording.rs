@@ -39,6 +39,9 @@ pub fn stack(names: &[&str]) -> Vec<Frame> {
                 offset: Some(offset(depth)),
                 addr: 0x5000 + offset(depth),
                 error: name.is_none().then(|| "no symbol".to_string()),
+                reason: name
+                    .is_none()
+                    .then(|| stacks_stream::Unresolved::NoSymbol.as_str().to_string()),
                 symbol: name.clone(),
                 function: name,
                 ..Frame::default()

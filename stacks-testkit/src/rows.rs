@@ -35,6 +35,9 @@ pub struct Frame {
     pub error: Option<String>,
     /// The raw symbol; `None` also when the stream's frames have no such field.
     pub symbol: Option<String>,
+    /// Why it is unresolved (`stacks_stream::Unresolved`); `None` also when the stream's
+    /// frames have no such field.
+    pub reason: Option<String>,
 }
 
 /// One raw user frame (an element of the `ustack` column).
@@ -222,6 +225,7 @@ pub fn stack_array(stacks: &[Option<&[Frame]>]) -> ArrayRef {
             u64s(&f, |f| Some(f.addr)),
             strings(&f, |f| f.error.as_deref()),
             strings(&f, |f| f.symbol.as_deref()),
+            strings(&f, |f| f.reason.as_deref()),
         ];
         Arc::new(StructArray::new(
             stacks_stream::frame_fields(),
@@ -569,6 +573,7 @@ pub fn read_frames(batches: &[RecordBatch]) -> Vec<Option<Vec<Frame>>> {
                         addr: u64s("addr", i).expect("addr is never null"),
                         error: text("error", i),
                         symbol: text("symbol", i),
+                        reason: text("reason", i),
                     })
                     .collect(),
             ));
@@ -593,6 +598,19 @@ pub fn stack_functions(batches: &[RecordBatch]) -> Vec<Vec<(Option<String>, bool
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every column of the column table (but the store's `stack_id`) is a field of [`Row`],
+    /// built with the table's type.
+    #[test]
+    fn rows_have_every_column_of_the_table() {
+        use stacks_stream::table::{COLUMNS, Stage};
+        let rows = [Row::default()];
+        for c in COLUMNS.iter().filter(|c| c.stage != Stage::Stored) {
+            let a = column(c.name, &rows)
+                .unwrap_or_else(|| panic!("no testkit Row field for column `{}`", c.name));
+            assert_eq!(a.data_type(), &c.ty.data_type(), "column `{}`", c.name);
+        }
+    }
 
     #[test]
     fn rows_round_trip_through_a_symbolized_batch() {

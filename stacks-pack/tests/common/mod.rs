@@ -86,6 +86,7 @@ fn row(i: usize) -> Row {
                     addr: 0x4000_0000 + (i * 32 + k) as u64,
                     error: (k == 3).then(|| "no symbol".to_string()),
                     symbol: (k != 3).then(|| format!("_ZN3app4fn_{i}_{k}E")),
+                    reason: (k == 3).then(|| "no_symbol".to_string()),
                 })
                 .collect(),
         ),

@@ -6,30 +6,24 @@ use std::rc::Rc;
 
 use stacks_stream::kind;
 
-use crate::bpf::skel::types::{
-    rss_state, stacks_exec, stacks_exit, stacks_probe, stacks_state_sample, stacks_vfs,
-};
-use crate::cgroups::CgroupNames;
-use crate::event::SAME_STACKS;
-use crate::event::{Header, Kind, RawEvent, c_bytes, cstr};
-use crate::fdnames::{FileNames, SockAddrs, file_name, socket_ends};
-use crate::modules::ModuleIndex;
-use crate::normalize::UserNormalizer;
+use crate::kernel::abi::types::rss_state;
+use crate::kernel::event::SAME_STACKS;
+use crate::kernel::event::{Header, Kind, RawEvent, c_bytes, cstr};
+use crate::kinds::{self, Context, Decoded, rss_counter};
+use crate::output::rows::{Extra, Row, RowBuilder};
+use crate::output::stack_table::StackRef;
 use crate::probes::ProbeRows;
-use crate::probes::counts::COUNTED;
-use crate::rows::{Extra, KernelSymbol, Row, RowBuilder};
-use crate::spans::SpanLabels;
-use crate::stacks::StackRef;
-use crate::unwind::Unwinders;
+use crate::process::cgroups::CgroupNames;
+use crate::process::fdnames::{FileNames, SockAddrs};
+use crate::process::kallsyms::KernelSymbol;
+use crate::process::modules::ModuleIndex;
+use crate::process::normalize::UserNormalizer;
+use crate::process::spans::SpanLabels;
+use crate::process::unwind::Unwinders;
 
-mod kinds;
 mod span_rows;
 mod stacks;
-use kinds::{
-    Decoded, VFS_CALLS, block, folded, fork, lifecycle, net, off_cpu, profile, rss, rss_counter,
-    state_name,
-};
-pub use span_rows::OpenSpans;
+pub(crate) use span_rows::OpenSpans;
 
 /// Block requests' user stacks kept at most (then the memory starts over): more than are ever
 /// in flight.
@@ -55,14 +49,20 @@ pub(crate) struct UserUnwind {
     truncated: Option<bool>,
 }
 
+/// The command's process while it waits to exec (see [`Converter::hold_until_exec`]).
+struct Gate {
+    pid: u32,
+    comm: [u8; 16],
+}
+
 /// Resolves kernel addresses to symbols at record time.
-pub trait KernelNames {
+pub(crate) trait KernelNames {
     fn name(&self, addr: u64) -> Option<KernelSymbol>;
 }
 
 /// What the summary line reports.
 #[derive(Default)]
-pub struct Counts {
+pub(crate) struct Counts {
     pub by_kind: BTreeMap<&'static str, u64>,
     pub lost: u64,
     pub kstack_errors: u64,
@@ -79,7 +79,7 @@ pub struct Counts {
 }
 
 /// Per-recording conversion state.
-pub struct Converter {
+pub(crate) struct Converter {
     pub norm: UserNormalizer,
     /// `d` stacks' unwinding (per-process modules, files' CFI).
     pub unwinders: Unwinders,
@@ -111,11 +111,13 @@ pub struct Converter {
     apart: HashMap<u64, (Rc<[u32]>, UserUnwind), ahash::RandomState>,
     /// Each thread's stacks in its latest `state` row, for the rows that repeat them.
     state_stacks: HashMap<u32, RowStacks, ahash::RandomState>,
+    /// The command the recorder starts, until its exec: see [`Converter::hold_until_exec`].
+    gate: Option<Gate>,
     offset_ns: i64,
 }
 
 impl Converter {
-    pub fn new(offset_ns: i64, ksyms: Option<Box<dyn KernelNames>>) -> Self {
+    pub(crate) fn new(offset_ns: i64, ksyms: Option<Box<dyn KernelNames>>) -> Self {
         Self {
             norm: UserNormalizer::default(),
             unwinders: Unwinders::default(),
@@ -140,14 +142,41 @@ impl Converter {
             cgroups: CgroupNames::new(),
             spans: SpanLabels::default(),
             open_spans: OpenSpans::default(),
+            gate: None,
             offset_ns,
         }
     }
 
+    /// Process `pid` is the recorder's own child held at the gate of `-- COMMAND`, named
+    /// `comm` (the kernel's 16-byte form) until it execs the command: its records before its
+    /// exec are the recorder's, not the target's, and make no rows.
+    pub(crate) fn hold_until_exec(&mut self, pid: u32, comm: [u8; 16]) {
+        self.gate = Some(Gate { pid, comm });
+    }
+
+    /// Whether a record is of the command's process before its exec (its exec ends that).
+    fn before_exec(&mut self, h: &Header) -> bool {
+        let Some(gate) = &self.gate else {
+            return false;
+        };
+        if gate.pid != h.pid {
+            return false;
+        }
+        if h.kind == Kind::STACKS_EV_EXEC {
+            self.gate = None;
+            return false;
+        }
+        // A thread-state pass may see the new image before its exec record is in.
+        c_bytes(&h.comm) == gate.comm
+    }
+
     /// Convert one record, appending at most one row (a span's enter appends none: its row is
     /// appended at its exit, see [`Converter::span_transition`]).
-    pub fn push(&mut self, e: &RawEvent<'_>, rows: &mut RowBuilder) {
+    pub(crate) fn push(&mut self, e: &RawEvent<'_>, rows: &mut RowBuilder) {
         let h = &e.h;
+        if self.before_exec(h) {
+            return;
+        }
         if h.kind == Kind::STACKS_EV_SPAN {
             self.counts.pids.insert(h.pid);
             self.span_transition(e, rows);
@@ -239,131 +268,23 @@ impl Converter {
         }))
     }
 
-    /// The row's kind, value and kind-specific columns, from the record's per-kind fields;
-    /// `None` for a kind this recorder does not know.
+    /// The row's kind, value and kind-specific columns, from the record's per-kind fields
+    /// (by the record's kind in [`crate::kinds`]); `None` for a record this recorder does not
+    /// know.
     fn decode(&mut self, e: &RawEvent<'_>) -> Option<Decoded> {
-        let h = &e.h;
-        Some(match h.kind {
-            Kind::STACKS_EV_PROFILE => profile(e.info()),
-            Kind::STACKS_EV_SWITCH => off_cpu(e.info()),
-            Kind::STACKS_EV_SWITCH_FOLDED => folded(h, e.info()),
-            Kind::STACKS_EV_RSS => rss(h, e.info()),
-            Kind::STACKS_EV_BLOCK => block(e.info()),
-            Kind::STACKS_EV_VFS => self.vfs(h, e.info()),
-            Kind::STACKS_EV_NET => net(e.info(), &mut self.sockaddrs),
-            Kind::STACKS_EV_STATE => self.thread_state(h, e.info()),
-            Kind::STACKS_EV_EXEC => self.exec(h, e.info()),
-            Kind::STACKS_EV_FORK => fork(h, e.info()),
-            Kind::STACKS_EV_EXIT => self.exit(h, e.info()),
-            Kind::STACKS_EV_PROBE => self.probe(h, e.info())?,
-            _ => return None,
-        })
-    }
-
-    /// A file read or write.
-    fn vfs(&mut self, h: &Header, v: stacks_vfs) -> Decoded {
-        let (syscall, op) = VFS_CALLS
-            .get(v.syscall.0 as usize)
-            .copied()
-            .unwrap_or(("?", "read"));
-        let path = file_name(&mut self.files, h.pid, v.fd, &v.file);
-        Decoded {
-            kind: kind::VFS,
-            value: v.bytes as i64,
-            extra: Extra {
-                duration: Some(v.latency_ns as i64),
-                count: Some(1),
-                syscall: Some(syscall),
-                op: Some(op),
-                fd: Some(v.fd),
-                errno: (v.error != 0).then_some(v.error),
-                path,
-                ..Extra::default()
-            },
-        }
-    }
-
-    /// A thread's state at a sampling pass: stands for the sampling period. A call on a
-    /// descriptor names its file, or its socket and addresses.
-    fn thread_state(&mut self, h: &Header, s: stacks_state_sample) -> Decoded {
-        let syscall = usize::try_from(s.syscall)
-            .ok()
-            .and_then(syscalls::Sysno::new)
-            .map(|nr| nr.name());
-        let has_fd = syscall.is_some() && s.fd >= 0;
-        let path = (has_fd && s.file.inode != 0)
-            .then(|| file_name(&mut self.files, h.pid, s.fd, &s.file))
-            .flatten();
-        let (protocol, local, remote) = if has_fd && s.family.0 != 0 {
-            socket_ends(s.family, s.protocol, &s.addrs, &mut self.sockaddrs)
-        } else {
-            (None, None, None)
+        let mut cx = Context {
+            files: &mut self.files,
+            sockaddrs: &mut self.sockaddrs,
+            modules: &mut self.modules,
+            norm: &mut self.norm,
+            unwinders: &mut self.unwinders,
+            probes: &self.probes,
         };
-        Decoded {
-            kind: kind::STATE,
-            value: s.period_ns as i64,
-            extra: Extra {
-                count: Some(1),
-                state: Some(state_name(s.state)),
-                syscall,
-                duration: (syscall.is_some() && s.syscall_ns > 0).then_some(s.syscall_ns as i64),
-                fd: has_fd.then_some(s.fd),
-                path,
-                protocol,
-                local,
-                remote,
-                ..Extra::default()
-            },
-        }
-    }
-
-    /// An exec: the process's caches start over with its new image.
-    fn exec(&mut self, h: &Header, x: stacks_exec) -> Decoded {
-        self.norm.forget(h.pid);
-        self.unwinders.forget(h.pid);
-        self.files.forget(h.pid);
-        self.modules.forget(h.pid);
-        self.modules.learn_process(h.pid);
-        let filename = c_bytes(&x.filename);
-        let p = cstr(&filename);
-        self.modules.learn_file(&p);
-        lifecycle(
-            kind::EXEC,
-            h,
-            Extra {
-                path: (!p.is_empty()).then(|| p.into_owned()),
-                ..Extra::default()
-            },
-        )
-    }
-
-    /// A probe hit, or a counting-table entry (many hits, no arguments).
-    fn probe(&self, h: &Header, p: stacks_probe) -> Option<Decoded> {
-        let args = (p.nargs != COUNTED).then(|| &p.args[..(p.nargs as usize).min(p.args.len())]);
-        let (value, extra) = self.probes.row(p.probe, h.count, args)?;
-        Some(Decoded {
-            kind: kind::PROBE,
-            value,
-            extra,
-        })
-    }
-
-    /// An exit: the process's files and modules are forgotten.
-    fn exit(&mut self, h: &Header, x: stacks_exit) -> Decoded {
-        self.files.forget(h.pid);
-        self.modules.forget(h.pid);
-        lifecycle(
-            kind::EXIT,
-            h,
-            Extra {
-                exit_code: Some(x.exit_code),
-                ..Extra::default()
-            },
-        )
+        kinds::for_record(e.h.kind)?.decode(e, &mut cx)
     }
 
     /// A row for RSS growth the kernel side still held at the end (no stacks).
-    pub fn push_rss_remainder(
+    pub(crate) fn push_rss_remainder(
         &mut self,
         rows: &mut RowBuilder,
         time_ns: i64,
@@ -397,7 +318,7 @@ impl Converter {
     }
 
     /// The `events: …` part of the summary line.
-    pub fn describe_counts(&self) -> String {
+    pub(crate) fn describe_counts(&self) -> String {
         self.counts
             .by_kind
             .iter()

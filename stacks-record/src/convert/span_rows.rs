@@ -7,13 +7,13 @@ use std::collections::HashMap;
 use stacks_stream::kind;
 
 use super::{Converter, Decoded, RowStacks};
-use crate::bpf::skel::types::{stacks_span_event, stacks_span_op};
-use crate::event::{Header, RawEvent};
-use crate::rows::{Extra, RowBuilder};
+use crate::kernel::abi::types::{stacks_span_event, stacks_span_op};
+use crate::kernel::event::{Header, RawEvent};
+use crate::output::rows::{Extra, RowBuilder};
 
 /// Spans entered and not left per thread, innermost last.
 #[derive(Default)]
-pub struct OpenSpans {
+pub(crate) struct OpenSpans {
     by_tid: HashMap<u32, Vec<(Header, RowStacks)>, ahash::RandomState>,
     /// Exits whose enter was not seen (entered before the probes were attached).
     pub unmatched_exits: u64,
@@ -57,7 +57,7 @@ impl Converter {
 
     /// Rows for the spans still entered, with no duration: in process `pid` (its exit), or
     /// everywhere (`None`: the end of the recording).
-    pub fn end_spans(&mut self, pid: Option<u32>, rows: &mut RowBuilder) {
+    pub(crate) fn end_spans(&mut self, pid: Option<u32>, rows: &mut RowBuilder) {
         if self.open_spans.by_tid.is_empty() {
             return;
         }

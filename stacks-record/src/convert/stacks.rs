@@ -5,15 +5,14 @@
 use std::rc::Rc;
 
 use super::{APART_KEPT, Converter, RowStacks, USER_STACKS_CACHED, UserUnwind};
-use crate::bpf::skel::types::{stacks_block, stacks_uwindow};
-use crate::event::{DwarfStack, KernelUserFrame, Kind, MAX_DEPTH, RawEvent, USTACK_APART};
-use crate::modules::build_id_hex;
-use crate::normalize::UserFrame;
-use crate::rows::{KernelSymbol, RowBuilder};
-use crate::stacks::{Captured, NewStack};
-use crate::unwind::Method;
-
-use super::kinds::tracing_frames;
+use crate::kernel::abi::types::{stacks_block, stacks_uwindow};
+use crate::kernel::event::{DwarfStack, KernelUserFrame, Kind, MAX_DEPTH, RawEvent, USTACK_APART};
+use crate::output::rows::RowBuilder;
+use crate::output::stack_table::{Captured, NewStack};
+use crate::process::kallsyms::KernelSymbol;
+use crate::process::modules::build_id_hex;
+use crate::process::normalize::UserFrame;
+use crate::process::unwind::Method;
 
 impl Converter {
     /// The keys of a record's captured stacks (added to the dictionaries when new) and their
@@ -252,5 +251,45 @@ impl Converter {
                 },
             })
             .collect()
+    }
+}
+
+/// How many leading kernel frames belong to the tracing machinery that ran our BPF program
+/// (the program itself, `bpf_trace_run*`, perf's tracepoint glue): the stack the user cares
+/// about starts below them.
+fn tracing_frames(syms: &[Option<KernelSymbol>]) -> usize {
+    let glue = |s: &str| {
+        s.starts_with("bpf_trace_run")
+            || s.starts_with("__bpf_trace_")
+            || s.starts_with("bpf_prog_")
+            || s.starts_with("perf_trace_")
+            || s.starts_with("trace_call_bpf")
+            || s.starts_with("__traceiter_")
+            || s.starts_with("__bpf_prog_run")
+    };
+    let window = syms.len().min(8);
+    syms[..window]
+        .iter()
+        .rposition(|s| s.as_ref().is_some_and(|k| glue(&k.symbol)))
+        .map_or(0, |i| i + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tracing_glue_is_dropped_from_kernel_stacks() {
+        let k = |s: &str| {
+            Some(KernelSymbol {
+                symbol: s.into(),
+                offset: 0,
+                module: None,
+            })
+        };
+        let syms = vec![None, k("bpf_trace_run4"), k("__schedule"), k("schedule")];
+        assert_eq!(tracing_frames(&syms), 2);
+        assert_eq!(tracing_frames(&[k("vfs_read"), k("ksys_read")]), 0);
+        assert_eq!(tracing_frames(&[]), 0);
     }
 }

@@ -10,12 +10,13 @@ use libbpf_rs::btf::{Btf, BtfKind, BtfType, types::FuncProto};
 use libbpf_rs::{Link, PrintLevel, RawTracepointOpts, UprobeOpts, UsdtOpts};
 
 use super::semaphores::{self, Semaphore};
-use super::spec::{Probe, ProbeType};
-use crate::bpf::skel::StacksSkel;
+use crate::kernel::abi::StacksSkel;
+use crate::process::maps;
+use crate::spec::probe::{Probe, ProbeType};
 
 /// A probe checked against this machine.
 #[derive(Clone, Debug)]
-pub struct Resolved {
+pub(crate) struct Resolved {
     pub probe: Probe,
     /// The file a uprobe, uretprobe or USDT probe attaches to.
     pub path: Option<PathBuf>,
@@ -27,7 +28,7 @@ pub struct Resolved {
 /// Check every probe: a tracepoint must be in the kernel's BTF, a file must exist (a bare
 /// library name is looked up in `pids`' maps, then the loader's directories and PATH), a
 /// symbol must be in its file's symbol tables.
-pub fn resolve(probes: &[Probe], pids: &[u32]) -> Result<Vec<Resolved>> {
+pub(crate) fn resolve(probes: &[Probe], pids: &[u32]) -> Result<Vec<Resolved>> {
     let btf = if probes.iter().any(|p| p.ty == ProbeType::Tp) {
         Some(Btf::from_vmlinux().context("reading the kernel's BTF (/sys/kernel/btf/vmlinux)")?)
     } else {
@@ -92,7 +93,7 @@ fn tracepoint_args(btf: &Btf<'_>, name: &str) -> Result<usize> {
 /// The file `name` stands for: a path (it must exist), or a bare file name (`libc.so.6`, or
 /// `libc` for `libc.so.*` / `libc-*`) found among the files mapped by `pids`, then in
 /// LD_LIBRARY_PATH, the loader's usual directories and PATH.
-pub fn find_file(name: &str, pids: &[u32]) -> Result<PathBuf> {
+pub(crate) fn find_file(name: &str, pids: &[u32]) -> Result<PathBuf> {
     if name.contains('/') {
         let path = Path::new(name);
         if !path.is_file() {
@@ -139,9 +140,9 @@ const LIBRARY_DIRS: [&str; 6] = [
 /// A file mapped by process `pid` named `name`, or `name.*` / `name-*`, reached through the
 /// process's root (it may live in another mount namespace).
 fn mapped_file(pid: u32, name: &str) -> Option<PathBuf> {
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
-    maps.lines()
-        .filter_map(|line| line.split_whitespace().nth(5))
+    let text = maps::read(pid).ok()?;
+    maps::parse(&text)
+        .map(|m| m.path)
         .filter(|path| path.starts_with('/'))
         .find(|path| {
             let file = path.rsplit('/').next().unwrap_or(path);
@@ -203,7 +204,7 @@ fn libbpf_said() -> (Option<String>, Option<(u64, bool)>) {
 }
 
 /// The probes attached.
-pub struct Attached {
+pub(crate) struct Attached {
     pub links: Vec<Link>,
     /// The semaphores guarding USDT probes.
     pub semaphores: Vec<Semaphore>,
@@ -211,7 +212,7 @@ pub struct Attached {
 
 /// Attach every probe, its index in `probes` as the cookie the BPF side reads its settings
 /// by. A failure names the probe and libbpf's reason.
-pub fn attach(skel: &StacksSkel<'_>, probes: &[Resolved]) -> Result<Attached> {
+pub(crate) fn attach(skel: &StacksSkel<'_>, probes: &[Resolved]) -> Result<Attached> {
     let previous = libbpf_rs::set_print(Some((PrintLevel::Debug, keep_message)));
     let attached = attach_all(skel, probes);
     libbpf_rs::set_print(previous);

@@ -4,12 +4,12 @@
 
 use libbpf_rs::{MapCore, MapFlags};
 
-use crate::bpf::skel::StacksSkel;
-use crate::bpf::skel::types::{stacks_probe, stacks_probe_count, stacks_probe_key};
-use crate::event::{HEADER_SIZE, Header, INFO_OFFSET, Kind, NOT_REQUESTED, UFRAME_SIZE};
+use crate::kernel::abi::StacksSkel;
+use crate::kernel::abi::types::{stacks_probe, stacks_probe_count, stacks_probe_key};
+use crate::kernel::event::{HEADER_SIZE, Header, INFO_OFFSET, Kind, NOT_REQUESTED, UFRAME_SIZE};
 
 /// `nargs` of a counting-table record: it stands for many hits and carries no arguments.
-pub const COUNTED: u32 = u32::MAX;
+pub(crate) const COUNTED: u32 = u32::MAX;
 
 /// Set in a user stack id from the second user stack table (`STACKS_PROBE_USTACK2`).
 const USTACK2: i32 = 1 << 30;
@@ -19,7 +19,7 @@ const STACK_GONE: i32 = -2;
 
 /// Take every entry out of the counting table and hand each, as record bytes, to `each`.
 /// Returns how many entries were taken.
-pub fn drain(skel: &StacksSkel<'_>, mut each: impl FnMut(&[u8])) -> usize {
+pub(crate) fn drain(skel: &StacksSkel<'_>, mut each: impl FnMut(&[u8])) -> usize {
     let map = &skel.maps.probe_counts;
     if map.max_entries() <= 1 {
         return 0;

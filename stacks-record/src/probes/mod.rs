@@ -1,26 +1,25 @@
-//! Probes named in `-e`: kernel tracepoints, uprobes, uretprobes and USDT probes (bpf/
-//! probe.bpf.h). Their grammar ([`spec`]), the checks and attaching ([`attach`]), the BPF
-//! side's settings ([`configure`]), their rows ([`ProbeRows`]), the counting table's records
-//! ([`counts`]) and the USDT semaphores set in the command the recorder starts
-//! ([`semaphores`]).
+//! Probes named in `-e`: kernel tracepoints, uprobes, uretprobes and USDT probes
+//! (bpf/kinds/probe.bpf.h). Their grammar is in [`crate::spec::probe`]; here: the checks and
+//! attaching ([`attach`]), the BPF side's settings ([`configure`]), their rows
+//! ([`ProbeRows`]), the counting table's records ([`counts`]) and the USDT semaphores set in
+//! the command the recorder starts ([`semaphores`]).
 
-pub mod attach;
-pub mod counts;
-pub mod semaphores;
-pub mod spec;
+pub(crate) mod attach;
+pub(crate) mod counts;
+pub(crate) mod semaphores;
 
 use std::rc::Rc;
 
 use anyhow::{Context, Result};
 use libbpf_rs::Link;
 
-use crate::bpf::skel::types::stacks_probe_conf;
-use crate::bpf::skel::{OpenStacksSkel, StacksSkel};
-use crate::rows::Extra;
-use crate::target::Child;
+use crate::kernel::abi::types::stacks_probe_conf;
+use crate::kernel::abi::{OpenStacksSkel, StacksSkel};
+use crate::output::rows::Extra;
+use crate::process::target::Child;
+use crate::spec::probe::Probe;
 use attach::{Attached, Resolved};
 use semaphores::Enabled;
-use spec::Probe;
 
 /// Entries of the counting table, when a probe counts: distinct (probe, thread, stacks) per
 /// second (a full table sends further hits as rows, counted in the summary).
@@ -33,7 +32,7 @@ const USTACK2_SLOTS: u32 = 2_048;
 
 /// Set each probe's settings (rodata `probe_conf`, by index) and size the counting tables,
 /// which stay at one entry when no probe counts.
-pub fn configure(open: &mut OpenStacksSkel<'_>, probes: &[Probe]) -> Result<()> {
+pub(crate) fn configure(open: &mut OpenStacksSkel<'_>, probes: &[Probe]) -> Result<()> {
     let rodata = open
         .maps
         .rodata_data
@@ -80,12 +79,12 @@ pub fn configure(open: &mut OpenStacksSkel<'_>, probes: &[Probe]) -> Result<()> 
 /// What the converter needs to know of each probe, by index: the `probe` column's text and
 /// how many of the arguments the BPF side read are real.
 #[derive(Default)]
-pub struct ProbeRows {
+pub(crate) struct ProbeRows {
     probes: Vec<(Rc<str>, Option<usize>)>,
 }
 
 impl ProbeRows {
-    pub fn new(resolved: &[Resolved]) -> Self {
+    pub(crate) fn new(resolved: &[Resolved]) -> Self {
         Self {
             probes: resolved
                 .iter()
@@ -97,7 +96,7 @@ impl ProbeRows {
     /// The value and columns of a record of probe `index` standing for `hits` hits, with the
     /// arguments the BPF side read (`None` for a counting-table entry: many hits, no
     /// arguments). `None` for an index this recording did not attach.
-    pub fn row(&self, index: u32, hits: u32, args: Option<&[u64]>) -> Option<(i64, Extra)> {
+    pub(crate) fn row(&self, index: u32, hits: u32, args: Option<&[u64]>) -> Option<(i64, Extra)> {
         let (name, known) = self.probes.get(index as usize)?;
         let args = args.map(|a| {
             let n = known.unwrap_or(a.len()).min(a.len());
@@ -116,7 +115,7 @@ impl ProbeRows {
 }
 
 /// The probes of a recording, attached, and the semaphores set for them.
-pub struct Running {
+pub(crate) struct Running {
     links: Vec<Link>,
     enabled: Enabled,
 }
@@ -126,7 +125,7 @@ impl Running {
     /// attached now. A command `held` at its exec gets its executable's semaphores set and is
     /// let run; semaphores left to the kernel are warned about (it sets them only in the
     /// processes running now).
-    pub fn start(
+    pub(crate) fn start(
         skel: &StacksSkel<'_>,
         probes: &[Resolved],
         early: Option<Attached>,
@@ -157,7 +156,7 @@ impl Running {
     }
 
     /// Detach the probes, after clearing the semaphores set for them.
-    pub fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         self.enabled.disable();
         self.links.clear();
     }

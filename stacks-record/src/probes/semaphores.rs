@@ -15,9 +15,11 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 
+use crate::process::maps;
+
 /// A USDT probe's semaphore: the file and the counter's virtual address in it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Semaphore {
+pub(crate) struct Semaphore {
     /// The probe as `-e` named it.
     pub probe: String,
     pub path: PathBuf,
@@ -31,7 +33,7 @@ pub struct Semaphore {
 /// The semaphore in libbpf's debug line about it (`usdt: sema  for 'P:N' in exec|lib 'PATH':
 /// addr 0xVADDR base 0x… (resolved 0x…) in segment …`): its virtual address, and whether the
 /// file is relocatable (`lib`, ET_DYN).
-pub fn semaphore_in_libbpf_line(line: &str) -> Option<(u64, bool)> {
+pub(crate) fn semaphore_in_libbpf_line(line: &str) -> Option<(u64, bool)> {
     let rest = line.strip_prefix("usdt: sema ")?;
     let relocatable = match rest.split("' in ").nth(1)?.split_whitespace().next()? {
         "exec" => false,
@@ -44,7 +46,7 @@ pub fn semaphore_in_libbpf_line(line: &str) -> Option<(u64, bool)> {
 
 /// Semaphores set in processes, to be cleared at the end.
 #[derive(Default)]
-pub struct Enabled {
+pub(crate) struct Enabled {
     /// (pid, address) of each counter incremented.
     set: Vec<(u32, u64)>,
 }
@@ -52,7 +54,11 @@ pub struct Enabled {
 impl Enabled {
     /// Increment every semaphore of `sems` that process `pid` maps (held at its exec, that is
     /// its executable); returns the others (in libraries it has not loaded yet).
-    pub fn enable<'s>(&mut self, pid: u32, sems: &'s [Semaphore]) -> Result<Vec<&'s Semaphore>> {
+    pub(crate) fn enable<'s>(
+        &mut self,
+        pid: u32,
+        sems: &'s [Semaphore],
+    ) -> Result<Vec<&'s Semaphore>> {
         let mut missed = Vec::new();
         for s in sems {
             let Some(addr) = address_in(pid, s) else {
@@ -68,7 +74,7 @@ impl Enabled {
     }
 
     /// Decrement what [`Enabled::enable`] incremented, in the processes still running.
-    pub fn disable(&mut self) {
+    pub(crate) fn disable(&mut self) {
         for (pid, addr) in self.set.drain(..) {
             // The process may have exited: nothing to undo then.
             let _ = add(pid, addr, -1);
@@ -81,22 +87,11 @@ impl Enabled {
 /// file's first page is mapped.
 fn address_in(pid: u32, s: &Semaphore) -> Option<u64> {
     let inode = std::fs::metadata(&s.path).ok()?.ino();
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    let text = maps::read(pid).ok()?;
     // (start, end, file offset) of each mapping of the file.
-    let mappings: Vec<(u64, u64, u64)> = maps
-        .lines()
-        .filter_map(|line| {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            if f.get(4)?.parse::<u64>().ok()? != inode {
-                return None;
-            }
-            let (start, end) = f.first()?.split_once('-')?;
-            Some((
-                u64::from_str_radix(start, 16).ok()?,
-                u64::from_str_radix(end, 16).ok()?,
-                u64::from_str_radix(f.get(2)?, 16).ok()?,
-            ))
-        })
+    let mappings: Vec<(u64, u64, u64)> = maps::parse(&text)
+        .filter(|m| m.inode == inode)
+        .map(|m| (m.range.start, m.range.end, m.offset))
         .collect();
     let addr = if s.relocatable {
         let base = mappings.iter().find(|m| m.2 == 0)?.0;

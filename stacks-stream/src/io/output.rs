@@ -57,7 +57,7 @@ pub fn open_sink(path: Option<&Path>) -> Result<Sink, ContractError> {
     match path {
         Some(p) if p.as_os_str() != "-" => file_sink(p),
         _ => {
-            if crate::cli::stdout_is_tty() {
+            if crate::sys::stdout_is_tty() {
                 return Err(ContractError::BinaryToTty);
             }
             stdout_sink()

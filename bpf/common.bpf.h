@@ -1,0 +1,287 @@
+/* common.bpf.h — what every event kind of stacks.bpf.c shares: the tunables and maps of every
+ * recording (targets, the ring buffer, drop counters, scratch records), filling a record's
+ * header, reading the `tracing` span, capturing stacks (frame pointers, or copied for CFI
+ * unwinding: dwarf.bpf.h) and sending records; the system calls, files and sockets several kinds
+ * read (syscalls.bpf.h). Each kind's programs are in kinds/<kind>.bpf.h. */
+#pragma once
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_endian.h>
+#include <asm-generic/errno-base.h>
+#include "stacks.h"
+
+#define STACK_BYTES (STACKS_MAX_DEPTH * 8)
+#define USTACK_BYTES (STACKS_MAX_DEPTH * STACKS_UFRAME_SIZE)
+#define AF_INET 2
+#define AF_INET6 10
+#define S_IFMT 00170000
+#define S_IFIFO 0010000
+#define S_IFSOCK 0140000
+#define S_IFMT_SHIFT 12
+#define TASK_INTERRUPTIBLE 0x1
+#define TASK_UNINTERRUPTIBLE 0x2
+#define TASK_STOPPED_BITS 0x4
+#define TASK_TRACED_BITS 0x8
+#define TASK_NOLOAD 0x400
+#define REQ_OP_MASK 0xff
+#define NS_PER_SEC 1000000000ULL
+
+/* The header names the kernel's values it passes through: they must agree. */
+_Static_assert(STACKS_RSS_FILE == MM_FILEPAGES && STACKS_RSS_ANON == MM_ANONPAGES &&
+		       STACKS_RSS_SWAP == MM_SWAPENTS && STACKS_RSS_SHMEM == MM_SHMEMPAGES,
+	       "enum stacks_rss_counter is the kernel's MM_* counters");
+_Static_assert(STACKS_BLOCK_READ == REQ_OP_READ && STACKS_BLOCK_WRITE == REQ_OP_WRITE &&
+		       STACKS_BLOCK_FLUSH == REQ_OP_FLUSH && STACKS_BLOCK_DISCARD == REQ_OP_DISCARD,
+	       "enum stacks_block_op is the kernel's REQ_OP_*");
+_Static_assert(STACKS_NET_INET == AF_INET && STACKS_NET_INET6 == AF_INET6 &&
+		       STACKS_NET_TCP == IPPROTO_TCP && STACKS_NET_UDP == IPPROTO_UDP,
+	       "enum stacks_net_* are the kernel's AF_* and IPPROTO_*");
+_Static_assert(STACKS_FILE_FIFO == (S_IFIFO >> S_IFMT_SHIFT) &&
+		       STACKS_FILE_SOCKET == (S_IFSOCK >> S_IFMT_SHIFT),
+	       "enum stacks_file_type is the inode mode's type bits");
+_Static_assert(sizeof(struct bpf_stack_build_id) == STACKS_UFRAME_SIZE,
+	       "a user frame is a struct bpf_stack_build_id");
+
+/* Tunables, set by user space before load. */
+const volatile bool trace_all = false;      /* -a: every process */
+const volatile bool include_idle = false;   /* with -a: also pid 0 (the idle tasks) */
+const volatile bool follow_forks = true;    /* children of targets become targets */
+const volatile bool read_spans = true;      /* read the `tracing` span of each event (span_procs) */
+const volatile __u32 ustack_window = 16384; /* bytes of user stack copied for `d` stacks */
+const volatile __u64 ringbuf_half = 8 << 20; /* past this much waiting data, no stack copies */
+/* Wake the reader only once this much data waits (it also polls on a short timer), so a busy
+ * event source does not cost a reader wakeup per event. 0: wake on every event. */
+const volatile __u64 wakeup_bytes = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 16 << 20); /* resized by user space */
+} events SEC(".maps");
+
+/* Traced processes (tgid -> 1). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u8);
+} targets SEC(".maps");
+
+/* Process names to trace, matched at exec (comm, NUL padded -> 1). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, char[STACKS_COMM_LEN]);
+	__type(value, __u8);
+} target_comms SEC(".maps");
+
+/* Events that could not be delivered, per CPU and cause (enum stacks_drop). The read-only
+ * marker below puts the enum in the object's BTF, so the skeleton generates its type. */
+const volatile enum stacks_drop drop_causes = STACKS_DROP_COUNT;
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, STACKS_DROP_COUNT);
+	__type(key, __u32);
+	__type(value, __u64);
+} drops SEC(".maps");
+
+/* Per-CPU records under construction: slot 0 for the perf_event program (it can interrupt
+ * the others), slot 1 for programs running in task context. Each has room for a `d` stack. */
+#define SCRATCH_PERF 0
+#define SCRATCH_TASK 1
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, struct stacks_event_room);
+} scratch SEC(".maps");
+_Static_assert(sizeof(struct stacks_event_room) < 32768, "a per-CPU value is at most 32 KiB");
+
+static __always_inline bool is_target(__u32 tgid, __u32 tid)
+{
+	if (trace_all)
+		return tid != 0 || include_idle;
+	return bpf_map_lookup_elem(&targets, &tgid) != NULL;
+}
+
+static __always_inline bool current_is_target(void)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	return is_target(id >> 32, (__u32)id);
+}
+
+static __always_inline void count_drop(__u32 cause)
+{
+	__u64 *n = bpf_map_lookup_elem(&drops, &cause);
+	if (n)
+		__sync_fetch_and_add(n, 1);
+}
+
+static __always_inline __u64 wakeup_flags(void)
+{
+	if (!wakeup_bytes)
+		return 0;
+	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP
+									       : BPF_RB_NO_WAKEUP;
+}
+
+/* The cgroup v2 id of `task` (its cgroup's kernfs node id, the directory's inode number). */
+static __always_inline __u64 task_cgroup(struct task_struct *task)
+{
+	return BPF_CORE_READ(task, cgroups, dfl_cgrp, kn, id);
+}
+
+/* Reset the header of a record for task `task` (ids and names), no stacks; the caller fills
+ * the info member of its kind. */
+static __always_inline void fill_header(struct stacks_event *e, enum stacks_event_kind kind, struct task_struct *task)
+{
+	struct stacks_header *h = &e->hdr;
+
+	h->ts = bpf_ktime_get_boot_ns();
+	h->kind = kind;
+	h->pid = BPF_CORE_READ(task, tgid);
+	h->tid = BPF_CORE_READ(task, pid);
+	h->cpu = bpf_get_smp_processor_id();
+	h->kstack_len = STACKS_NOT_REQUESTED;
+	h->ustack_len = STACKS_NOT_REQUESTED;
+	h->count = 1;
+	h->uwindow = 0;
+	BPF_CORE_READ_STR_INTO(&h->thread, task, comm);
+	BPF_CORE_READ_STR_INTO(&h->comm, task, group_leader, comm);
+	h->cgroup = task_cgroup(task);
+	h->span.span_id = 0;
+	h->span.attrs_len = 0;
+}
+
+/* ---- Span labels -------------------------------------------------------------------- */
+
+/* Traced processes whose executable has tracing-stacks' thread context (tgid -> offsets),
+ * filled by user space when it finds one; forks inherit it, exec and exit drop it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct stacks_span_proc);
+} span_procs SEC(".maps");
+
+/* The span the current task is in, into `out` (span_id 0 when none, or not known): read
+ * through the thread pointer from the thread-context record the process published. The
+ * process's first read checks the canary; on a mismatch its spans are never read. */
+static __always_inline void read_span(struct stacks_span *out)
+{
+	out->span_id = 0;
+	out->attrs_len = 0;
+	if (!read_spans)
+		return;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct stacks_span_proc *sp = bpf_map_lookup_elem(&span_procs, &tgid);
+	if (!sp || sp->failed)
+		return;
+#if defined(__TARGET_ARCH_x86)
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u64 tp = task->thread.fsbase;
+#else
+	__u64 tp = 0; /* other architectures: not read yet */
+#endif
+	if (!tp)
+		return;
+	if (!sp->checked) {
+		__u64 canary = 0;
+		if (bpf_probe_read_user(&canary, sizeof(canary), (void *)(tp + sp->canary_off)))
+			return; /* not readable now (paged out): check at a later event */
+		if (canary != STACKS_SPAN_CANARY) {
+			sp->failed = 1;
+			return;
+		}
+		sp->checked = 1;
+	}
+	__u64 rec = 0;
+	if (bpf_probe_read_user(&rec, sizeof(rec), (void *)(tp + sp->ctx_off)) || !rec)
+		return;
+	/* Header and attributes in one read (each user-memory read costs ~200 ns here): the bytes
+	 * past a short record are not used. Only when that runs into an unmapped page, the
+	 * header and then the attributes it announces. */
+	if (!bpf_probe_read_user(out, STACKS_SPAN_HEADER + STACKS_SPAN_ATTRS, (void *)rec)) {
+		if (!out->valid)
+			out->span_id = 0;
+		return;
+	}
+	if (bpf_probe_read_user(out, STACKS_SPAN_HEADER, (void *)rec) || !out->valid) {
+		out->span_id = 0;
+		out->attrs_len = 0;
+		return;
+	}
+	__u32 n = out->attrs_len;
+	if (n > STACKS_SPAN_ATTRS)
+		n = STACKS_SPAN_ATTRS;
+	if (n && bpf_probe_read_user(out->attrs, n, (void *)(rec + STACKS_SPAN_HEADER)))
+		out->attrs_len = 0;
+}
+
+static __always_inline struct stacks_event *scratch_for(__u32 slot)
+{
+	struct stacks_event_room *r = bpf_map_lookup_elem(&scratch, &slot);
+	return r ? &r->e : NULL;
+}
+
+/* Capture the current task's wanted stacks into the record: kernel addresses first, then the
+ * user frames (build id + file offset) right after them; lengths are frames or -errno. */
+static __always_inline void capture_stacks(void *ctx, struct stacks_event *e, __u32 want)
+{
+	__u32 k = 0;
+
+	if (want & STACKS_WANT_KERNEL) {
+		long n = bpf_get_stack(ctx, e->frames, STACK_BYTES, 0);
+		if (n < 0) {
+			e->hdr.kstack_len = (__s32)n;
+		} else {
+			k = (__u32)n / 8;
+			if (k > STACKS_MAX_DEPTH)
+				k = STACKS_MAX_DEPTH;
+			e->hdr.kstack_len = (__s32)k;
+		}
+	}
+	if (want & STACKS_WANT_USER) {
+		if (k > STACKS_MAX_DEPTH)
+			k = STACKS_MAX_DEPTH;
+		long n = bpf_get_stack(ctx, &e->frames[k], USTACK_BYTES,
+				       BPF_F_USER_STACK | BPF_F_USER_BUILD_ID);
+		if (n < 0) {
+			e->hdr.ustack_len = (__s32)n;
+		} else {
+			__u32 u = (__u32)n / STACKS_UFRAME_SIZE;
+			if (u > STACKS_MAX_DEPTH)
+				u = STACKS_MAX_DEPTH;
+			e->hdr.ustack_len = (__s32)u;
+		}
+	}
+}
+
+/* Hand a record to user space with only the frames it uses (none when no stack was
+ * captured), waking the reader as `wake_flags` says. False when the ring buffer was full. */
+static __always_inline bool submit_with(struct stacks_event *e, __u64 wake_flags)
+{
+	__u64 size = STACKS_EVENT_HEADER_SIZE;
+	if (e->hdr.kstack_len > 0 && e->hdr.kstack_len <= STACKS_MAX_DEPTH)
+		size += (__u64)e->hdr.kstack_len * 8;
+	if (e->hdr.ustack_len > 0 && e->hdr.ustack_len <= STACKS_MAX_DEPTH)
+		size += (__u64)e->hdr.ustack_len * STACKS_UFRAME_SIZE;
+	if (size > sizeof(*e))
+		size = sizeof(*e);
+	if (bpf_ringbuf_output(&events, e, size, wake_flags)) {
+		count_drop(STACKS_DROP_RINGBUF + (e->hdr.kind & 15));
+		return false;
+	}
+	return true;
+}
+
+/* Hand a record to user space; the reader wakes once enough data waits. False when the ring
+ * buffer was full. */
+static __always_inline bool submit(struct stacks_event *e)
+{
+	return submit_with(e, wakeup_flags());
+}
+
+#include "dwarf.bpf.h"
+#include "syscalls.bpf.h"

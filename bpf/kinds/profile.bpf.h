@@ -1,0 +1,23 @@
+/* kinds/profile.bpf.h — the `profile` event: CPU samples from the cpu-clock perf event, with
+ * stacks. Included by stacks.bpf.c after common.bpf.h. */
+
+/* Tunables, set by user space before load. */
+const volatile __u32 profile_stacks = 0; /* STACKS_WANT_* */
+
+/* ---- CPU samples -------------------------------------------------------------------- */
+
+SEC("perf_event")
+int on_cpu_sample(struct bpf_perf_event_data *ctx)
+{
+	if (!current_is_target())
+		return 0;
+	struct stacks_event *e = scratch_for(SCRATCH_PERF);
+	if (!e)
+		return 0;
+	fill_header(e, STACKS_EV_PROFILE, (struct task_struct *)bpf_get_current_task());
+	e->info.profile.period_ns = ctx->sample_period;
+	read_span(&e->hdr.span);
+	capture_stacks_d(ctx, e, profile_stacks);
+	submit_room(e);
+	return 0;
+}

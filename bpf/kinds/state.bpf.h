@@ -1,0 +1,338 @@
+/* kinds/state.bpf.h — the `state` event: HZ times a second user space runs the sleepable task
+ * iterator below, which writes one record per live thread of the targets: running, runnable or
+ * why it sleeps, the system call it is in and for how long, and, off CPU, its kernel stack
+ * (bpf_get_task_stack) and user stack (a frame-pointer walk from its saved user registers with
+ * bpf_copy_from_user_task), not captured again for a thread that has not run since its last row
+ * (STACKS_SAME_STACKS); for a call on a file descriptor, the file or socket behind it (read from
+ * the thread's fd table at the pass, with the helpers of syscalls.bpf.h). Included by
+ * stacks.bpf.c after common.bpf.h. */
+
+const volatile __u32 state_stacks = 0;  /* STACKS_WANT_* */
+const volatile __u64 state_period_ns = 0; /* 1e9 / HZ: what one row stands for */
+
+#define STATE_PF_KTHREAD 0x00200000 /* PF_KTHREAD: a kernel thread */
+
+/* User frames a walk follows at most (the first is the saved instruction pointer). */
+#define STATE_USER_FRAMES 32
+
+/* Per-thread system call in progress, for target threads: set at entry, cleared at exit. A
+ * thread that has storage had every entry and exit since its creation seen. */
+struct state_syscall {
+	__u64 ts;   /* entry time; 0: not in a system call */
+	__s64 nr;
+	__s32 fd;   /* its file descriptor argument (state_fd_call); -1: none */
+	__u32 pad;
+};
+
+/* The system calls whose first argument is the file descriptor they wait on (read and write
+ * families, syncs, sockets, directory reads, locks, ioctl, polling an epoll descriptor), for
+ * this architecture: their rows name the file or socket. The vfs calls' NR_* are
+ * stacks.bpf.c's. */
+#if defined(__TARGET_ARCH_arm64)
+#define NR_epoll_pwait 22
+#define NR_ioctl 29
+#define NR_flock 32
+#define NR_ftruncate 46
+#define NR_fallocate 47
+#define NR_getdents64 61
+#define NR_sendfile 71
+#define NR_splice 76
+#define NR_fsync 82
+#define NR_fdatasync 83
+#define NR_sync_file_range 84
+#define NR_accept 202
+#define NR_connect 203
+#define NR_sendto 206
+#define NR_recvfrom 207
+#define NR_sendmsg 211
+#define NR_recvmsg 212
+#define NR_accept4 242
+#define NR_recvmmsg 243
+#define NR_sendmmsg 269
+#define NR_copy_file_range 285
+#define NR_epoll_pwait2 441
+#define NR_epoll_wait (-2) /* none on arm64 */
+#else
+#define NR_ioctl 16
+#define NR_sendfile 40
+#define NR_connect 42
+#define NR_accept 43
+#define NR_sendto 44
+#define NR_recvfrom 45
+#define NR_sendmsg 46
+#define NR_recvmsg 47
+#define NR_flock 73
+#define NR_fsync 74
+#define NR_fdatasync 75
+#define NR_ftruncate 77
+#define NR_getdents64 217
+#define NR_epoll_wait 232
+#define NR_splice 275
+#define NR_sync_file_range 277
+#define NR_epoll_pwait 281
+#define NR_fallocate 285
+#define NR_accept4 288
+#define NR_recvmmsg 299
+#define NR_sendmmsg 307
+#define NR_copy_file_range 326
+#define NR_epoll_pwait2 441
+#endif
+
+static __always_inline bool state_fd_call(long nr)
+{
+	if (vfs_call_of(nr) >= 0)
+		return true;
+	switch (nr) {
+	case NR_ioctl: case NR_sendfile: case NR_connect: case NR_accept: case NR_sendto:
+	case NR_recvfrom: case NR_sendmsg: case NR_recvmsg: case NR_flock: case NR_fsync:
+	case NR_fdatasync: case NR_ftruncate: case NR_getdents64: case NR_epoll_wait:
+	case NR_splice: case NR_sync_file_range: case NR_epoll_pwait: case NR_fallocate:
+	case NR_accept4: case NR_recvmmsg: case NR_sendmmsg: case NR_copy_file_range:
+	case NR_epoll_pwait2:
+		return true;
+	default:
+		return false;
+	}
+}
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct state_syscall);
+} state_sys SEC(".maps");
+
+/* Per thread: 1 + its context switch count (nvcsw + nivcsw) when a pass last sent its stacks
+ * (0: never). A thread whose count has not moved since has not run: its stacks are the ones
+ * sent, and are not captured again (STACKS_SAME_STACKS). */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, __u64);
+} state_stacks_sent SEC(".maps");
+
+/* The record under construction. The iterator runs one pass at a time (one driver thread), but
+ * it sleeps and may be preempted by other programs on its CPU: its own slot, not scratch's. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct stacks_event_room); /* room for a `d` stack's copy */
+} state_scratch SEC(".maps");
+
+/* The pass in progress: its iterator session and start time (every row of a pass has it). */
+__u64 state_session = 0;
+__u64 state_pass_ts = 0;
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(state_sys_enter, struct pt_regs *regs, long id)
+{
+	if (!current_is_target())
+		return 0;
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct state_syscall *c = bpf_task_storage_get(&state_sys, task, 0,
+						       BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!c)
+		return 0;
+	c->ts = bpf_ktime_get_boot_ns();
+	c->nr = id;
+	c->fd = state_fd_call(id) ? (__s32)BPF_CORE_READ(regs, SYSCALL_ARG0_FIELD) : -1;
+	return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(state_sys_exit, struct pt_regs *regs, long ret)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct state_syscall *c = bpf_task_storage_get(&state_sys, task, 0, 0);
+	if (c)
+		c->ts = 0;
+	return 0;
+}
+
+/* The system call `task` (off CPU) is in, since when (0: entry not seen) and its file
+ * descriptor argument (-1: none). A thread whose
+ * entries were not all seen (it was in a call when the recording started) is read from its
+ * saved registers: on x86-64 a system call entry leaves cx == ip (the SYSCALL instruction
+ * saved the return address in rcx); other kernel entries (page faults, interrupts) put an
+ * error code or vector in orig_ax, which would name the wrong call. */
+static __always_inline __s32 state_syscall_of(struct task_struct *task, struct pt_regs *regs,
+					      __u64 *since, __s32 *fd)
+{
+	*since = 0;
+	*fd = -1;
+	struct state_syscall *c = bpf_task_storage_get(&state_sys, task, 0, 0);
+	if (c) {
+		if (!c->ts)
+			return STACKS_NO_SYSCALL;
+		*since = c->ts;
+		*fd = c->fd;
+		return (__s32)c->nr;
+	}
+#if defined(__TARGET_ARCH_x86)
+	long nr = BPF_CORE_READ(regs, orig_ax);
+	if (nr >= 0 && BPF_CORE_READ(regs, cx) == BPF_CORE_READ(regs, ip)) {
+		/* The entry saved the caller's registers: di is still the first argument. */
+		if (state_fd_call(nr))
+			*fd = (__s32)BPF_CORE_READ(regs, di);
+		return (__s32)nr;
+	}
+#endif
+	return STACKS_NO_SYSCALL;
+}
+
+/* Walk the user stack of `task` (off CPU) by frame pointers from its saved registers into
+ * e's frames after the kernel's `k`: as address-only frames (struct bpf_stack_build_id,
+ * status 2), or, for a `d` stack, as `plain` addresses. Sets ustack_len; returns the frames. */
+static __always_inline __u32 state_fp_walk(struct stacks_event *e, struct task_struct *task,
+					   struct pt_regs *regs, __u32 k, bool plain)
+{
+	__u64 ip = PT_REGS_IP_CORE(regs);
+	__u64 fp = PT_REGS_FP_CORE(regs);
+	__u32 n = 0;
+	for (int i = 0; i < STATE_USER_FRAMES; i++) {
+		if (!ip)
+			break;
+		if (plain) {
+			__u32 at = k + (__u32)i;
+			barrier_var(at); /* keep the bound below for the verifier */
+			e->frames[at & 255] = ip;
+		} else {
+			__u32 at = k + (__u32)i * (STACKS_UFRAME_SIZE / 8);
+			barrier_var(at);
+			at &= 511;
+			e->frames[at] = BPF_STACK_BUILD_ID_IP;
+			e->frames[at + 1] = 0;
+			e->frames[at + 2] = 0;
+			e->frames[at + 3] = ip;
+		}
+		n++;
+		if (!fp)
+			break;
+		__u64 frame[2];
+		if (bpf_copy_from_user_task(frame, sizeof(frame), (void *)fp, task, 0))
+			break;
+		if (frame[0] <= fp) /* stacks grow down: callers' frames are above */
+			break;
+		fp = frame[0];
+		ip = frame[1];
+	}
+	e->hdr.ustack_len = n;
+	return n;
+}
+
+/* The kernel stack's frames in `e` (where the user stack goes). */
+static __always_inline __u32 state_kframes(struct stacks_event *e)
+{
+	__u32 k = e->hdr.kstack_len > 0 ? e->hdr.kstack_len : 0;
+	return k > STACKS_MAX_DEPTH ? STACKS_MAX_DEPTH : k;
+}
+
+/* `state:d`: the user stack of an off-CPU thread for the recorder to unwind by CFI, as
+ * capture_dwarf takes the current thread's (dwarf.bpf.h), but of another thread: its
+ * frame-pointer walk as plain addresses, its saved user registers, and a copy of its stack
+ * from sp read with bpf_copy_from_user_task (this iterator may sleep: pages are faulted in). */
+static __always_inline void state_dwarf_stack(struct stacks_event *e, struct task_struct *task,
+					      struct pt_regs *regs)
+{
+	if ((regs->cs & 3) != 3) {
+		e->hdr.ustack_len = -EFAULT;
+		return;
+	}
+	__u32 k = state_kframes(e);
+	__u32 n = state_fp_walk(e, task, regs, k, true);
+	__u8 *end = put_uregs(e, (k + n) & 255, regs);
+	/* Reads of another task's memory: this iterator may sleep, so pages are faulted in. */
+#define READ_TASK(dst, size, src) bpf_copy_from_user_task(dst, size, src, task, 0)
+	COPY_STACK(e, end, regs->sp, READ_TASK);
+#undef READ_TASK
+}
+
+SEC("iter.s/task")
+int sample_states(struct bpf_iter__task *ctx)
+{
+	struct task_struct *task = ctx->task;
+	if (!task)
+		return 0;
+	__u64 session = ctx->meta->session_id;
+	if (session != state_session) {
+		state_session = session;
+		state_pass_ts = bpf_ktime_get_boot_ns();
+	}
+	__u32 tgid = BPF_CORE_READ(task, tgid);
+	__u32 tid = BPF_CORE_READ(task, pid);
+	if (!is_target(tgid, tid))
+		return 0;
+	if (BPF_CORE_READ(task, flags) & STATE_PF_KTHREAD)
+		return 0;
+	__u32 zero = 0;
+	struct stacks_event *e = bpf_map_lookup_elem(&state_scratch, &zero);
+	if (!e)
+		return 0;
+	fill_header(e, STACKS_EV_STATE, task);
+	e->hdr.ts = state_pass_ts;
+	e->hdr.cpu = BPF_CORE_READ(task, thread_info.cpu);
+	struct stacks_state_sample *s = &e->info.state;
+	s->period_ns = state_period_ns;
+	s->syscall_ns = 0;
+	s->syscall = STACKS_NO_SYSCALL;
+	s->fd = -1;
+	s->family = 0;
+	s->protocol = 0;
+	s->file.inode = 0;
+	if (BPF_CORE_READ(task, on_cpu)) {
+		/* Its saved registers and stacks are stale while it runs: no stacks. */
+		s->state = STACKS_STATE_RUNNING;
+		submit(e);
+		return 0;
+	}
+	s->state = switch_state_of(false, BPF_CORE_READ(task, __state));
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	__u64 since;
+	__s32 fd;
+	s->syscall = state_syscall_of(task, regs, &since, &fd);
+	if (since)
+		s->syscall_ns = state_pass_ts > since ? state_pass_ts - since : 0;
+	if (fd >= 0) {
+		s->fd = fd;
+		struct file *f = file_info(&s->file, task, fd);
+		if (f && s->file.file_type == STACKS_FILE_SOCKET) {
+			struct socket *sock = BPF_CORE_READ(f, private_data);
+			struct sock *sk = BPF_CORE_READ(sock, sk);
+			__u32 family, protocol;
+			if (sk && sock_addrs(sk, &family, &protocol, &s->addrs)) {
+				s->family = family;
+				s->protocol = protocol;
+			}
+		}
+	}
+	if (!state_stacks) {
+		submit(e);
+		return 0;
+	}
+	__u64 switches = BPF_CORE_READ(task, nvcsw) + BPF_CORE_READ(task, nivcsw) + 1;
+	__u64 *sent = bpf_task_storage_get(&state_stacks_sent, task, 0,
+					   BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (sent && *sent == switches) {
+		if (state_stacks & STACKS_WANT_KERNEL)
+			e->hdr.kstack_len = STACKS_SAME_STACKS;
+		if (state_stacks & STACKS_WANT_USER)
+			e->hdr.ustack_len = STACKS_SAME_STACKS;
+		submit(e);
+		return 0;
+	}
+	if (state_stacks & STACKS_WANT_KERNEL) {
+		long n = bpf_get_task_stack(task, e->frames, STACK_BYTES, 0);
+		__u32 k = n < 0 ? 0 : (__u32)n / 8;
+		e->hdr.kstack_len = n < 0 ? (__s32)n : (__s32)(k > STACKS_MAX_DEPTH ? STACKS_MAX_DEPTH : k);
+	}
+	if ((state_stacks & STACKS_WANT_DWARF) && !ringbuf_crowded())
+		state_dwarf_stack(e, task, regs);
+	else if (state_stacks & STACKS_WANT_USER)
+		state_fp_walk(e, task, regs, state_kframes(e), false);
+	/* Only stacks user space has: a record lost to a full ring buffer is sent again. */
+	if (submit_room(e) && sent)
+		*sent = switches;
+	return 0;
+}

@@ -1,0 +1,337 @@
+/* kinds/switch.bpf.h — the `switch` event: off-CPU intervals: per-thread state in task storage,
+ * an interval from switch-out to switch-in measured with the scheduler's own accounting, short
+ * ones folded per thread, state and span; with `d`, the user stack of a thread blocked in a
+ * system call is taken at the call's return. Included by stacks.bpf.c after common.bpf.h. */
+
+/* Tunables, set by user space before load. */
+const volatile __u32 switch_stacks = 0; /* STACKS_WANT_* */
+const volatile __u64 switch_min_ns = 0; /* shorter off-CPU intervals are folded */
+
+/* ---- Off-CPU intervals -------------------------------------------------------------- */
+
+/* Per-thread scheduler state: the pending switch-out record and the folded short intervals. */
+struct switch_state {
+	__u64 out_ts;                         /* 0: not switched out by us */
+	__u64 fold_start;                     /* switch-out time of the first folded interval */
+	__u64 fold_ns[STACKS_STATE_COUNT];
+	__u32 fold_n[STACKS_STATE_COUNT];
+	__u32 waker;
+	__u32 pad;
+	__u64 out_runtime;                    /* the thread's CPU time at switch-out (ns) */
+	__u64 out_switches;                   /* its context switches at switch-out */
+	__u64 in_ts;                          /* anchor: the last switch-in seen (0: none yet) */
+	__u64 in_runtime;                     /* the thread's CPU time and switches then */
+	__u64 in_switches;
+	struct stacks_span fold_span;         /* the span of the folded intervals */
+	/* `switch:d`: the thread left the CPU in a system call, so its user stack is taken later,
+	 * in its own context (no copy at every switch): `ev` has no user stack yet. */
+	__u32 dwarf_later;
+	/* `ev` is a closed interval waiting for that user stack: sent at the thread's return from
+	 * the system call (or its next switch-out or exit, still in the call). */
+	__u32 dwarf_pending;
+	struct stacks_event ev;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct switch_state);
+} switch_store SEC(".maps");
+
+/* Emit the folded short off-CPU intervals of a thread and reset them. */
+static __always_inline void flush_folded(struct switch_state *s, struct task_struct *task)
+{
+	struct stacks_event *e = scratch_for(SCRATCH_TASK);
+	if (!e)
+		return;
+	for (int i = 0; i < STACKS_STATE_COUNT; i++) {
+		if (!s->fold_n[i])
+			continue;
+		fill_header(e, STACKS_EV_SWITCH_FOLDED, task);
+		e->hdr.ts = s->fold_start;
+		e->hdr.span = s->fold_span;
+		e->hdr.count = s->fold_n[i];
+		e->info.folded.off_ns = s->fold_ns[i];
+		e->info.folded.state = i;
+		e->info.folded.pad = 0;
+		submit(e);
+		s->fold_ns[i] = 0;
+		s->fold_n[i] = 0;
+	}
+	s->fold_start = 0;
+}
+
+/* Send the closed interval that waits for its `d` user stack, taken now when `in_context`
+ * (the program runs in the thread itself, still in the system call it left the CPU in);
+ * otherwise without it (its user stack error says so). */
+static __always_inline void send_pending(void *ctx, struct switch_state *s, bool in_context)
+{
+	if (!s->dwarf_pending)
+		return;
+	s->dwarf_pending = 0;
+	struct stacks_event *e = in_context ? scratch_for(SCRATCH_TASK) : NULL;
+	if (!e || bpf_probe_read_kernel(e, sizeof(*e), &s->ev)) {
+		submit(&s->ev);
+		return;
+	}
+	capture_dwarf(ctx, e, e->hdr.kstack_len > 0 ? (__u32)e->hdr.kstack_len : 0);
+	submit_room(e);
+}
+
+/* A thread exits (in its own context): emit what it still holds. */
+static __always_inline void off_cpu_exit(void *ctx, struct task_struct *p)
+{
+	struct switch_state *s = bpf_task_storage_get(&switch_store, p, 0, 0);
+	if (!s)
+		return;
+	send_pending(ctx, s, true);
+	if (s->fold_start)
+		flush_folded(s, p);
+}
+
+static __always_inline enum stacks_state switch_state_of(bool preempt, unsigned int prev_state)
+{
+	if (preempt || prev_state == 0)
+		return STACKS_STATE_RUNNABLE;
+	if ((prev_state & (TASK_UNINTERRUPTIBLE | TASK_NOLOAD)) == (TASK_UNINTERRUPTIBLE | TASK_NOLOAD))
+		return STACKS_STATE_IDLE;
+	if (prev_state & TASK_UNINTERRUPTIBLE)
+		return STACKS_STATE_UNINTERRUPTIBLE;
+	if (prev_state & TASK_INTERRUPTIBLE)
+		return STACKS_STATE_SLEEPING;
+	if (prev_state & (TASK_STOPPED_BITS | TASK_TRACED_BITS))
+		return STACKS_STATE_STOPPED;
+	return STACKS_STATE_OTHER;
+}
+
+/* A thread's context switches so far (voluntary + involuntary, as the kernel counts them). */
+static __always_inline __u64 switches_of(struct task_struct *t)
+{
+	return BPF_CORE_READ(t, nvcsw) + BPF_CORE_READ(t, nivcsw);
+}
+
+/* The folded intervals are of span `span` (NULL: none) from here: those of another span so far
+ * are emitted first, so each folded row is of one span and per-span totals stay exact. */
+static __always_inline void fold_span_is(struct switch_state *s, struct task_struct *task,
+					 struct stacks_span *span)
+{
+	__u64 id = span ? span->span_id : 0;
+	if (s->fold_start && s->fold_span.span_id != id)
+		flush_folded(s, task);
+	if (s->fold_start)
+		return;
+	if (span) {
+		s->fold_span = *span;
+	} else {
+		s->fold_span.span_id = 0;
+		s->fold_span.attrs_len = 0;
+	}
+}
+
+/* Close the open interval of `task` (state `s`) after `off` ns off CPU, ending at `end`:
+ * emitted with its switch-out stacks, or folded when shorter than the minimum. */
+static __always_inline void close_interval(struct switch_state *s, struct task_struct *task,
+					   __u64 off, __u64 end)
+{
+	__u32 st = s->ev.info.off_cpu.state;
+	if (st >= STACKS_STATE_COUNT)
+		st = STACKS_STATE_OTHER;
+	if (off >= switch_min_ns) {
+		s->ev.info.off_cpu.off_ns = off;
+		s->ev.info.off_cpu.waker = s->waker;
+		if (s->dwarf_later)
+			s->dwarf_pending = 1; /* its user stack is taken in the thread (send_pending) */
+		else
+			submit(&s->ev);
+	} else {
+		fold_span_is(s, task, s->ev.hdr.span.span_id ? &s->ev.hdr.span : NULL);
+		if (!s->fold_start)
+			s->fold_start = s->out_ts;
+		s->fold_ns[st] += off;
+		s->fold_n[st] += 1;
+		if (end - s->fold_start >= NS_PER_SEC)
+			flush_folded(s, task);
+	}
+	s->out_ts = 0;
+	s->waker = 0;
+}
+
+/* Off-CPU time of switches the tracepoint did not report: added to the thread's folded row of
+ * state other (no stack), so per-thread totals stay exact. */
+static __always_inline void fold_untraced(struct switch_state *s, struct task_struct *task,
+					  __u64 since, __u64 off, __u64 now)
+{
+	fold_span_is(s, task, NULL); /* the span it was in at those switches is not known */
+	if (!s->fold_start)
+		s->fold_start = since;
+	s->fold_ns[STACKS_STATE_OTHER] += off;
+	s->fold_n[STACKS_STATE_OTHER] += 1;
+	count_drop(STACKS_DROP_END_INFERRED);
+	if (now - s->fold_start >= NS_PER_SEC)
+		flush_folded(s, task);
+}
+
+/* The stacks of a switch-out. With `d`: the kernel stack now; the user stack by CFI later, in
+ * the thread, when it is in a system call (its user registers and stack stay as they are until
+ * the call returns); by frame pointers now otherwise (preempted in user mode, a page fault:
+ * the stack moves on as soon as it runs). */
+static __always_inline void switch_out_stacks(void *ctx, struct switch_state *s,
+					      struct task_struct *prev)
+{
+	s->dwarf_later = 0;
+	if (!(switch_stacks & STACKS_WANT_DWARF)) {
+		capture_stacks(ctx, &s->ev, switch_stacks);
+		return;
+	}
+	struct pt_regs *r = (struct pt_regs *)bpf_task_pt_regs(prev);
+	if (r && !(prev->flags & PF_KTHREAD) && prev->mm && regs_in_syscall(r) && !ringbuf_crowded()) {
+		capture_stacks(ctx, &s->ev, switch_stacks & STACKS_WANT_KERNEL);
+		s->ev.hdr.ustack_len = -EAGAIN; /* until taken: it stays so if never */
+		s->dwarf_later = 1;
+	} else {
+		capture_stacks(ctx, &s->ev, switch_stacks & (STACKS_WANT_KERNEL | STACKS_WANT_USER));
+	}
+}
+
+/* `switch:d`: a thread returns from a system call; a closed interval of its waiting for its
+ * user stack takes it now. Every system call of every thread passes here: one task-storage
+ * lookup. */
+SEC("tp_btf/sys_exit")
+int BPF_PROG(switch_sys_exit, struct pt_regs *regs, long ret)
+{
+	struct switch_state *s =
+		bpf_task_storage_get(&switch_store, bpf_get_current_task_btf(), 0, 0);
+	if (s && s->dwarf_pending)
+		send_pending(ctx, s, true);
+	return 0;
+}
+
+/* Off CPU since the anchor: the time since then that the thread did not run. */
+static __always_inline __u64 off_since(__u64 since, __u64 since_runtime, __u64 now, __u64 runtime)
+{
+	__u64 ran = runtime - since_runtime;
+	return now - since > ran ? now - since - ran : 0;
+}
+
+/* The length of an off-CPU interval is taken from the scheduler's own accounting: the wall
+ * time since the thread's previous switch-in less the CPU time it was charged since then
+ * (se.sum_exec_runtime, final at every switch). Summed over a thread's intervals this is
+ * exactly its wall time less its CPU time, wherever in the switch the scheduler starts and
+ * stops charging it (this program's own run time at a switch is charged to the incoming
+ * thread), and it stays exact across switches the tracepoint did not report: on 6.18 under
+ * CPU contention a switch now and then runs no program attached to sched_switch (none of two
+ * independent programs ran, the kernel counted no recursion miss, yet the threads switched:
+ * their context-switch counts and CPU time moved). */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	__u64 now = bpf_ktime_get_boot_ns();
+
+	/* The thread coming back on CPU: close its interval. */
+	struct switch_state *s = bpf_task_storage_get(&switch_store, next, 0, 0);
+	if (s) {
+		__u64 runtime = BPF_CORE_READ(next, se.sum_exec_runtime);
+		__u64 switches = switches_of(next);
+		if (s->in_ts) {
+			__u64 off = off_since(s->in_ts, s->in_runtime, now, runtime);
+			if (s->out_ts) {
+				if (switches != s->out_switches)
+					count_drop(STACKS_DROP_END_INFERRED);
+				close_interval(s, next, off, now);
+			} else if (switches != s->in_switches) {
+				/* It left the CPU since, unseen. */
+				fold_untraced(s, next, s->in_ts, off, now);
+			}
+		} else if (s->out_ts) {
+			close_interval(s, next, off_since(s->out_ts, s->out_runtime, now, runtime), now);
+		}
+		s->in_ts = now;
+		s->in_runtime = runtime;
+		s->in_switches = switches;
+	}
+
+	/* The thread leaving: remember when, why, and its stacks. */
+	__u32 tgid = BPF_CORE_READ(prev, tgid);
+	__u32 tid = BPF_CORE_READ(prev, pid);
+	if (!is_target(tgid, tid))
+		return 0;
+	s = bpf_task_storage_get(&switch_store, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!s) {
+		count_drop(STACKS_DROP_SWITCH_STORAGE);
+		return 0;
+	}
+	__u64 runtime = BPF_CORE_READ(prev, se.sum_exec_runtime);
+	__u64 switches = switches_of(prev);
+	if (s->out_ts || (s->in_ts && switches - s->in_switches > 1)) {
+		/* Switches since the anchor besides this one were not seen: what it did not run
+		 * since then was off CPU. An open interval (its switch-in unseen) is closed with
+		 * it; otherwise it is folded. From here on, this switch-out is the anchor. */
+		__u64 since = s->in_ts ? s->in_ts : s->out_ts;
+		__u64 since_runtime = s->in_ts ? s->in_runtime : s->out_runtime;
+		__u64 off = off_since(since, since_runtime, now, runtime);
+		if (s->out_ts) {
+			close_interval(s, prev, off, s->out_ts + off);
+			/* It may have left that system call since: no user stack taken now. */
+			send_pending(ctx, s, false);
+			count_drop(STACKS_DROP_END_INFERRED);
+		} else {
+			fold_untraced(s, prev, since, off, now);
+		}
+		s->in_ts = now;
+		s->in_runtime = runtime;
+		s->in_switches = switches;
+	}
+	/* Leaving the CPU again in the system call of a pending interval: take its stack now. */
+	send_pending(ctx, s, true);
+	fill_header(&s->ev, STACKS_EV_SWITCH, prev);
+	s->ev.hdr.ts = now;
+	s->ev.info.off_cpu.state = switch_state_of(preempt, prev_state);
+	read_span(&s->ev.hdr.span);
+	switch_out_stacks(ctx, s, prev);
+	s->out_ts = now;
+	s->out_runtime = runtime;
+	s->out_switches = switches;
+	s->waker = 0;
+	return 0;
+}
+
+static __always_inline void note_waker(struct task_struct *p)
+{
+	struct switch_state *s = bpf_task_storage_get(&switch_store, p, 0, 0);
+	if (!s || !s->out_ts)
+		return;
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	s->waker = tid;
+}
+
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(on_wakeup, struct task_struct *p)
+{
+	note_waker(p);
+	return 0;
+}
+
+/* At the end of a recording (run once by user space, the tracepoints detached): every
+ * thread still off CPU gets its interval so far (a thread blocked for good shows where), and
+ * every thread's folded intervals are emitted. */
+SEC("iter/task")
+int flush_tasks(struct bpf_iter__task *ctx)
+{
+	struct task_struct *task = ctx->task;
+	if (!task)
+		return 0;
+	struct switch_state *s = bpf_task_storage_get(&switch_store, task, 0, 0);
+	if (!s)
+		return 0;
+	if (s->out_ts) {
+		__u64 now = bpf_ktime_get_boot_ns();
+		close_interval(s, task, now > s->out_ts ? now - s->out_ts : 0, now);
+	}
+	/* Not in the thread's context: an interval still waiting for its `d` stack goes without. */
+	send_pending(ctx, s, false);
+	if (s->fold_start)
+		flush_folded(s, task);
+	return 0;
+}

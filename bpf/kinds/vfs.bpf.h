@@ -1,0 +1,70 @@
+/* kinds/vfs.bpf.h — the `vfs` event: read/write-family system calls from entry to exit, with the
+ * file. Included by stacks.bpf.c after common.bpf.h. */
+
+/* Tunables, set by user space before load. */
+const volatile __u32 vfs_stacks = 0; /* STACKS_WANT_* */
+
+/* ---- File reads and writes ---------------------------------------------------------- */
+
+/* Per-thread system call in progress (vfs). */
+struct vfs_call {
+	__u64 ts;
+	__s32 fd;
+	__u32 call;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct vfs_call);
+} vfs_store SEC(".maps");
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(vfs_enter, struct pt_regs *regs, long id)
+{
+	int call = vfs_call_of(id);
+	if (call < 0 || !current_is_target())
+		return 0;
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct vfs_call *c = bpf_task_storage_get(&vfs_store, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!c) {
+		count_drop(STACKS_DROP_VFS_STORAGE);
+		return 0;
+	}
+	c->ts = bpf_ktime_get_boot_ns();
+	c->fd = (__s32)BPF_CORE_READ(regs, SYSCALL_ARG0_FIELD);
+	c->call = call;
+	return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(vfs_exit, struct pt_regs *regs, long ret)
+{
+	if (vfs_call_of(BPF_CORE_READ(regs, SYSCALL_NR_FIELD)) < 0)
+		return 0;
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct vfs_call *c = bpf_task_storage_get(&vfs_store, task, 0, 0);
+	if (!c || !c->ts)
+		return 0;
+	__u64 now = bpf_ktime_get_boot_ns();
+	struct stacks_event *e = scratch_for(SCRATCH_TASK);
+	if (!e) {
+		c->ts = 0;
+		return 0;
+	}
+	fill_header(e, STACKS_EV_VFS, (struct task_struct *)bpf_get_current_task());
+	struct stacks_vfs *v = &e->info.vfs;
+	e->hdr.ts = c->ts;
+	v->latency_ns = now - c->ts;
+	v->bytes = ret > 0 ? ret : 0;
+	v->fd = c->fd;
+	v->error = ret < 0 ? (__s32)-ret : 0;
+	v->syscall = c->call;
+	c->ts = 0;
+	file_info(&v->file, (struct task_struct *)bpf_get_current_task(), c->fd);
+	read_span(&e->hdr.span);
+	capture_stacks_d(ctx, e, vfs_stacks);
+	submit_room(e);
+	return 0;
+}

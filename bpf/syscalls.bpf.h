@@ -1,0 +1,147 @@
+/* syscalls.bpf.h — system calls and the files and sockets they name, read by several kinds (vfs,
+ * net, state): this architecture's numbers of the calls `vfs` traces, a descriptor's file and
+ * path, a socket's addresses. Included by common.bpf.h. */
+
+/* System call numbers of the calls `vfs` traces, for this architecture. The syscalls:*
+ * tracepoints need tracefs to attach; the raw sys_enter/sys_exit tracepoints attach by name
+ * through BTF (tp_btf) and see every call, so the number picks ours. */
+#if defined(__TARGET_ARCH_arm64)
+#define NR_read 63
+#define NR_write 64
+#define NR_readv 65
+#define NR_writev 66
+#define NR_pread64 67
+#define NR_pwrite64 68
+#define NR_preadv 69
+#define NR_pwritev 70
+#define NR_preadv2 286
+#define NR_pwritev2 287
+#define SYSCALL_ARG0_FIELD regs[0]
+#define SYSCALL_NR_FIELD syscallno
+#else
+#define NR_read 0
+#define NR_write 1
+#define NR_pread64 17
+#define NR_pwrite64 18
+#define NR_readv 19
+#define NR_writev 20
+#define NR_preadv 295
+#define NR_pwritev 296
+#define NR_preadv2 327
+#define NR_pwritev2 328
+#define SYSCALL_ARG0_FIELD di
+#define SYSCALL_NR_FIELD orig_ax
+#endif
+
+/* The traced call a system call number stands for, or -1. */
+static __always_inline int vfs_call_of(long nr)
+{
+	switch (nr) {
+	case NR_read: return STACKS_VFS_READ;
+	case NR_write: return STACKS_VFS_WRITE;
+	case NR_pread64: return STACKS_VFS_PREAD64;
+	case NR_pwrite64: return STACKS_VFS_PWRITE64;
+	case NR_readv: return STACKS_VFS_READV;
+	case NR_writev: return STACKS_VFS_WRITEV;
+	case NR_preadv: return STACKS_VFS_PREADV;
+	case NR_pwritev: return STACKS_VFS_PWRITEV;
+	case NR_preadv2: return STACKS_VFS_PREADV2;
+	case NR_pwritev2: return STACKS_VFS_PWRITEV2;
+	default: return -1;
+	}
+}
+
+/* The file's path into v->path (see struct stacks_file); path_complete when the walk reached
+ * the root. */
+#define PATH_MAX_COMPONENTS 12
+#define NAME_READ 64
+
+static __always_inline void file_path(struct stacks_file *v, struct file *f)
+{
+	struct dentry *d = BPF_CORE_READ(f, f_path.dentry);
+	struct vfsmount *vmnt = BPF_CORE_READ(f, f_path.mnt);
+	struct mount *mnt = container_of(vmnt, struct mount, mnt);
+	__u32 off = 0;
+
+	for (int i = 0; i < PATH_MAX_COMPONENTS + 4; i++) {
+		struct dentry *parent = BPF_CORE_READ(d, d_parent);
+		struct dentry *mnt_root = BPF_CORE_READ(mnt, mnt.mnt_root);
+		if (d == mnt_root || d == parent) {
+			struct mount *up = BPF_CORE_READ(mnt, mnt_parent);
+			if (up == mnt || !up) {
+				v->path_complete = 1;
+				break;
+			}
+			d = BPF_CORE_READ(mnt, mnt_mountpoint);
+			mnt = up;
+			continue;
+		}
+		if (off >= STACKS_STR_LEN)
+			break;
+		const unsigned char *name = BPF_CORE_READ(d, d_name.name);
+		/* Reads may run past path into the frames area, which is written later. */
+		long n = bpf_probe_read_kernel_str(&v->path[off & (STACKS_STR_LEN - 1)], NAME_READ,
+						   name);
+		if (n <= 0)
+			break;
+		off += n;
+		d = parent;
+	}
+	v->path_len = off < STACKS_STR_LEN ? off : STACKS_STR_LEN;
+}
+
+/* Descriptor `fd` of `task`'s fd table: its inode, type and path into `v` (left empty when it
+ * names no file). Returns the file, or NULL. */
+static __always_inline struct file *file_info(struct stacks_file *v, struct task_struct *task,
+					      int fd)
+{
+	v->inode = 0;
+	v->file_type = STACKS_FILE_NONE;
+	v->path_len = 0;
+	v->path_complete = 0;
+	v->path[0] = 0;
+	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
+	if (!fdt || fd < 0)
+		return NULL;
+	unsigned int max = BPF_CORE_READ(fdt, max_fds);
+	if ((unsigned int)fd >= max)
+		return NULL;
+	struct file **fds = BPF_CORE_READ(fdt, fd);
+	struct file *f = NULL;
+	bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]);
+	if (!f)
+		return NULL;
+	v->inode = BPF_CORE_READ(f, f_inode, i_ino);
+	__u32 mode = BPF_CORE_READ(f, f_inode, i_mode);
+	v->file_type = (mode & S_IFMT) >> S_IFMT_SHIFT;
+	file_path(v, f);
+	return f;
+}
+
+/* The family, protocol and addresses of `sk` into `a`; false (nothing written) for a socket
+ * that is not TCP or UDP over IPv4 or IPv6. */
+static __always_inline bool sock_addrs(struct sock *sk, __u32 *family, __u32 *protocol,
+				       struct stacks_net_addrs *a)
+{
+	__u16 fam = BPF_CORE_READ(sk, __sk_common.skc_family);
+	if (fam != AF_INET && fam != AF_INET6)
+		return false;
+	__u16 proto = BPF_CORE_READ(sk, sk_protocol);
+	if (proto != IPPROTO_TCP && proto != IPPROTO_UDP)
+		return false;
+	*family = fam;
+	*protocol = proto;
+	__builtin_memset(a, 0, sizeof(*a));
+	a->local_port = BPF_CORE_READ(sk, __sk_common.skc_num);
+	a->remote_port = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
+	if (fam == AF_INET) {
+		__u32 l = BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr);
+		__u32 r = BPF_CORE_READ(sk, __sk_common.skc_daddr);
+		__builtin_memcpy(a->local, &l, 4);
+		__builtin_memcpy(a->remote, &r, 4);
+	} else {
+		BPF_CORE_READ_INTO(&a->local, sk, __sk_common.skc_v6_rcv_saddr.in6_u.u6_addr8);
+		BPF_CORE_READ_INTO(&a->remote, sk, __sk_common.skc_v6_daddr.in6_u.u6_addr8);
+	}
+	return true;
+}

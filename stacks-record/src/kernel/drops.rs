@@ -1,0 +1,171 @@
+//! Events the kernel side could not deliver, by cause: the per-CPU `drops` counters of the BPF
+//! programs (`enum stacks_drop`), turned into `lost` rows with a `cause` and into the summary.
+
+use std::collections::BTreeMap;
+
+use crate::kernel::abi::types::{stacks_drop as Drop, stacks_event_kind as Kind};
+
+/// The `cause` of a `lost` row for counter `index` of `enum stacks_drop`: `WHY:KIND`, e.g.
+/// `ring_buffer_full:vfs` or `map_full:block`.
+pub(crate) fn cause_name(index: u32) -> String {
+    let ring = Drop::STACKS_DROP_RINGBUF.0;
+    if (ring..ring + 16).contains(&index) {
+        return format!("ring_buffer_full:{}", kind_name(index - ring));
+    }
+    match Drop(index) {
+        Drop::STACKS_DROP_SWITCH_STORAGE => "no_task_storage:switch_out",
+        Drop::STACKS_DROP_VFS_STORAGE => "no_task_storage:vfs",
+        Drop::STACKS_DROP_BLOCK_MAP_FULL => "map_full:block",
+        Drop::STACKS_DROP_RSS_MAP_FULL => "map_full:rss",
+        Drop::STACKS_DROP_PROBE_BUSY => "no_free_slot:probe",
+        _ => return format!("unknown_{index}"),
+    }
+    .to_string()
+}
+
+/// The stream kind a record kind becomes.
+fn kind_name(kind: u32) -> &'static str {
+    use stacks_stream::kind;
+    match Kind(kind) {
+        Kind::STACKS_EV_PROFILE => kind::PROFILE,
+        Kind::STACKS_EV_EXEC => kind::EXEC,
+        Kind::STACKS_EV_EXIT => kind::EXIT,
+        Kind::STACKS_EV_FORK => kind::FORK,
+        Kind::STACKS_EV_SWITCH | Kind::STACKS_EV_SWITCH_FOLDED => kind::SWITCH,
+        Kind::STACKS_EV_RSS => kind::RSS,
+        Kind::STACKS_EV_BLOCK => kind::BLOCK,
+        Kind::STACKS_EV_VFS => kind::VFS,
+        Kind::STACKS_EV_NET => kind::NET,
+        Kind::STACKS_EV_STATE => kind::STATE,
+        Kind::STACKS_EV_PROBE => kind::PROBE,
+        _ => "unknown",
+    }
+}
+
+/// The drop counters seen so far, to turn new totals into deltas.
+#[derive(Default)]
+pub(crate) struct Drops {
+    seen: Vec<Vec<u64>>,
+    /// Totals by cause name over the recording.
+    pub by_cause: BTreeMap<String, u64>,
+    /// Switches the tracepoint did not report, whose off-CPU time was accounted from the
+    /// threads' CPU time (not lost: see `STACKS_DROP_END_INFERRED`).
+    pub inferred_ends: u64,
+    /// Hits of counting probes sent as single rows (table full or stack slot taken; not
+    /// lost: see `STACKS_DROP_PROBE_UNCOUNTED`).
+    pub uncounted_hits: u64,
+    /// `d` stacks taken by frame pointers while the ring buffer was over half full (not lost:
+    /// see `STACKS_DROP_DWARF_FP`).
+    pub dwarf_as_fp: u64,
+}
+
+impl Drops {
+    /// New drops since the last call, as (cpu, cause name, count), from per-CPU totals indexed
+    /// by cause.
+    pub(crate) fn update(&mut self, now: &[Vec<u64>]) -> Vec<(i32, String, u64)> {
+        let mut out = Vec::new();
+        self.seen.resize(now.len(), Vec::new());
+        for (cpu, (totals, seen)) in now.iter().zip(self.seen.iter_mut()).enumerate() {
+            seen.resize(totals.len(), 0);
+            for (cause, (&total, prev)) in totals.iter().zip(seen.iter_mut()).enumerate() {
+                if total > *prev && cause as u32 == Drop::STACKS_DROP_END_INFERRED.0 {
+                    self.inferred_ends += total - *prev;
+                    *prev = total;
+                } else if total > *prev && cause as u32 == Drop::STACKS_DROP_PROBE_UNCOUNTED.0 {
+                    self.uncounted_hits += total - *prev;
+                    *prev = total;
+                } else if total > *prev && cause as u32 == Drop::STACKS_DROP_DWARF_FP.0 {
+                    self.dwarf_as_fp += total - *prev;
+                    *prev = total;
+                } else if total > *prev {
+                    let name = cause_name(cause as u32);
+                    *self.by_cause.entry(name.clone()).or_default() += total - *prev;
+                    out.push((cpu as i32, name, total - *prev));
+                    *prev = total;
+                }
+            }
+        }
+        out
+    }
+
+    /// All causes' total.
+    pub(crate) fn total(&self) -> u64 {
+        self.by_cause.values().sum()
+    }
+
+    /// `lost N events (CAUSE n, …)` for the summary, and the inferred interval ends.
+    pub(crate) fn describe(&self) -> String {
+        let inferred = if self.inferred_ends > 0 {
+            format!(
+                "; off-CPU time of {} switches the tracepoint did not report taken from the threads' CPU time",
+                self.inferred_ends
+            )
+        } else {
+            String::new()
+        };
+        let inferred = if self.uncounted_hits > 0 {
+            format!(
+                "{inferred}; {} hits of counting probes sent as rows (count table full or stack slot taken)",
+                self.uncounted_hits
+            )
+        } else {
+            inferred
+        };
+        let inferred = if self.dwarf_as_fp > 0 {
+            format!(
+                "{inferred}; {} d stacks taken by frame pointers (ring buffer over half full)",
+                self.dwarf_as_fp
+            )
+        } else {
+            inferred
+        };
+        if self.by_cause.is_empty() {
+            return format!("lost 0 events{inferred}");
+        }
+        let parts: Vec<String> = self
+            .by_cause
+            .iter()
+            .map(|(cause, n)| format!("{cause} {n}"))
+            .collect();
+        format!(
+            "lost {} events ({}){inferred}",
+            self.total(),
+            parts.join(", ")
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn causes_are_named_and_counted_as_deltas() {
+        let ring_vfs = Drop::STACKS_DROP_RINGBUF.0 + Kind::STACKS_EV_VFS.0;
+        assert_eq!(cause_name(ring_vfs), "ring_buffer_full:vfs");
+        assert_eq!(
+            cause_name(Drop::STACKS_DROP_BLOCK_MAP_FULL.0),
+            "map_full:block"
+        );
+        let n = Drop::STACKS_DROP_COUNT.0 as usize;
+        let mut d = Drops::default();
+        let mut cpu0 = vec![0; n];
+        cpu0[ring_vfs as usize] = 3;
+        let cpu1 = vec![0; n];
+        assert_eq!(
+            d.update(&[cpu0.clone(), cpu1.clone()]),
+            vec![(0, "ring_buffer_full:vfs".to_string(), 3)]
+        );
+        assert!(d.update(&[cpu0.clone(), cpu1.clone()]).is_empty());
+        cpu0[Drop::STACKS_DROP_BLOCK_MAP_FULL.0 as usize] = 1;
+        cpu0[ring_vfs as usize] = 5;
+        cpu0[Drop::STACKS_DROP_END_INFERRED.0 as usize] = 4;
+        assert_eq!(d.update(&[cpu0, cpu1]).len(), 2);
+        assert_eq!(d.total(), 6);
+        assert_eq!(d.inferred_ends, 4);
+        assert_eq!(
+            d.describe(),
+            "lost 6 events (map_full:block 1, ring_buffer_full:vfs 5); off-CPU time of 4 switches the tracepoint did not report taken from the threads' CPU time"
+        );
+    }
+}

@@ -1,0 +1,282 @@
+//! Loading the BPF skeleton, attaching programs, and the perf events that drive CPU samples.
+
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+
+use anyhow::{Context, Result, bail};
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::{Link, MapCore, MapFlags, OpenObject};
+
+use super::abi;
+use super::abi::types::rss_state;
+use super::abi::{OpenStacksSkel, StacksSkel, StacksSkelBuilder};
+
+/// What the BPF side needs to know before load.
+pub(crate) struct LoadOptions {
+    pub all: bool,
+    pub include_idle: bool,
+    pub follow_forks: bool,
+    pub ringbuf_bytes: u32,
+    /// Read the `tracing` span of events (processes in `span_procs`).
+    pub spans: bool,
+    /// Bytes of user stack copied for `d` stacks.
+    pub ustack_bytes: u32,
+}
+
+/// Open, configure and load the BPF object.
+/// `configure` sets what the loader does not know of: each event kind's tunables and
+/// programs, the probes' settings and tables.
+pub(crate) fn load<'obj>(
+    obj: &'obj mut MaybeUninit<OpenObject>,
+    opts: &LoadOptions,
+    configure: impl FnOnce(&mut OpenStacksSkel<'obj>) -> Result<()>,
+) -> Result<StacksSkel<'obj>> {
+    let builder = StacksSkelBuilder::default();
+    let mut open = builder
+        .open(obj)
+        .context("opening the BPF object (is this kernel built with BTF?)")?;
+    let rodata = open
+        .maps
+        .rodata_data
+        .as_deref_mut()
+        .context("BPF object has no read-only data section")?;
+    rodata.trace_all = opts.all;
+    rodata.include_idle = opts.include_idle;
+    rodata.follow_forks = opts.follow_forks;
+    rodata.read_spans = opts.spans;
+    rodata.ustack_window = opts.ustack_bytes;
+    rodata.ringbuf_half = u64::from(opts.ringbuf_bytes / 2);
+    rodata.wakeup_bytes = u64::from(opts.ringbuf_bytes / 8);
+    configure(&mut open)?;
+    open.maps
+        .events
+        .set_max_entries(opts.ringbuf_bytes)
+        .context("sizing the ring buffer")?;
+    open.load().context(
+        "loading BPF programs (stacks-record needs root, or CAP_BPF + CAP_PERFMON, and a kernel with BTF)",
+    )
+}
+
+/// Attach every loaded program whose section is `tp_btf/NAME` (lifecycle and the requested
+/// events). CPU samples are attached per CPU with [`open_cpu_clock`], probes and spans per
+/// target, the task iterators are run.
+pub(crate) fn attach_tracepoints(skel: &mut StacksSkel<'_>) -> Result<Vec<Link>> {
+    use libbpf_rs::skel::Skel;
+    let mut links = Vec::new();
+    for prog in skel.object().progs_mut() {
+        if !prog.autoload() || !prog.section().to_string_lossy().starts_with("tp_btf/") {
+            continue;
+        }
+        let link = prog.attach().with_context(|| {
+            format!(
+                "attaching BPF program {} to {}",
+                prog.name().to_string_lossy(),
+                prog.section().to_string_lossy()
+            )
+        })?;
+        links.push(link);
+    }
+    Ok(links)
+}
+
+/// The kernel's counters of one loaded program.
+pub(crate) struct ProgStats {
+    pub name: String,
+    /// Runs and their total time: counted only while `kernel.bpf_stats_enabled` is 1.
+    pub runs: u64,
+    pub run_ns: u64,
+    /// Runs the kernel skipped (its recursion and concurrency guard: the program was already
+    /// running on that CPU).
+    pub skipped: u64,
+}
+
+/// The counters of every loaded program.
+pub(crate) fn prog_stats(skel: &StacksSkel<'_>) -> Vec<ProgStats> {
+    use libbpf_rs::skel::Skel;
+    let mut out = Vec::new();
+    for prog in skel.object().progs() {
+        if !prog.autoload() {
+            continue;
+        }
+        // SAFETY: bpf_prog_info is plain old data; zero is a valid request.
+        let mut info: libbpf_rs::libbpf_sys::bpf_prog_info = unsafe { std::mem::zeroed() };
+        let mut len = size_of::<libbpf_rs::libbpf_sys::bpf_prog_info>() as u32;
+        // SAFETY: the fd is the loaded program's; info and len describe a buffer we own.
+        let rc = unsafe {
+            libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(
+                prog.as_fd().as_raw_fd(),
+                &mut info,
+                &mut len,
+            )
+        };
+        if rc == 0 {
+            out.push(ProgStats {
+                name: prog.name().to_string_lossy().into_owned(),
+                runs: info.run_cnt,
+                run_ns: info.run_time_ns,
+                skipped: info.recursion_misses,
+            });
+        }
+    }
+    out
+}
+
+/// Whether the kernel counts BPF programs' runs and run time (`kernel.bpf_stats_enabled`).
+pub(crate) fn run_stats_enabled() -> bool {
+    std::fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled").is_ok_and(|v| v.trim() == "1")
+}
+
+/// End of a recording: emit what the kernel side still holds (folded short off-CPU intervals
+/// of every thread) into the ring buffer. Call after detaching the event programs.
+pub(crate) fn flush_pending(skel: &StacksSkel<'_>) -> Result<()> {
+    let prog = &skel.progs.flush_tasks;
+    if !prog.autoload() {
+        return Ok(());
+    }
+    let link = prog
+        .attach_iter_with_opts(libbpf_rs::IterOpts::None)
+        .context("attaching the end-of-recording task iterator")?;
+    let mut iter = libbpf_rs::Iter::new(&link).context("starting the task iterator")?;
+    std::io::copy(&mut iter, &mut std::io::sink()).context("running the task iterator")?;
+    Ok(())
+}
+
+/// Per-process RSS growth not yet emitted (tgid and its `struct rss_state`), taken out of the
+/// map.
+pub(crate) fn take_rss_remainders(skel: &StacksSkel<'_>) -> Vec<(u32, rss_state)> {
+    let map = &skel.maps.rss_store;
+    let keys: Vec<Vec<u8>> = map.keys().collect();
+    let mut out = Vec::new();
+    for k in keys {
+        if let Ok(Some(v)) = map.lookup(&k, MapFlags::ANY)
+            && let Ok(key) = <[u8; 4]>::try_from(k.as_slice())
+            && v.len() == size_of::<rss_state>()
+        {
+            // SAFETY: the value has exactly rss_state's size, and rss_state (generated from
+            // the C struct) is plain integers: every bit pattern is a valid value.
+            let state = unsafe { std::ptr::read_unaligned(v.as_ptr().cast::<rss_state>()) };
+            if state.events > 0 {
+                out.push((u32::from_ne_bytes(key), state));
+            }
+        }
+        let _ = map.delete(&k);
+    }
+    out
+}
+
+/// `PERF_FLAG_FD_CLOEXEC` from linux/perf_event.h.
+const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
+
+/// Open a cpu-clock sampling perf event on `cpu` for all tasks, every `period_ns`.
+pub(crate) fn open_cpu_clock(cpu: u32, period_ns: u64) -> Result<OwnedFd> {
+    use libbpf_rs::libbpf_sys as sys;
+    // SAFETY: perf_event_attr is plain old data; zero is its documented default.
+    let mut attr: sys::perf_event_attr = unsafe { std::mem::zeroed() };
+    attr.type_ = sys::PERF_TYPE_SOFTWARE;
+    attr.size = std::mem::size_of::<sys::perf_event_attr>() as u32;
+    attr.config = u64::from(sys::PERF_COUNT_SW_CPU_CLOCK);
+    attr.__bindgen_anon_1.sample_period = period_ns;
+    // SAFETY: attr is initialized; pid -1 + cpu N = every task on that CPU.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            &attr as *const sys::perf_event_attr,
+            -1i32,
+            cpu as i32,
+            -1i32,
+            PERF_FLAG_FD_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        let err = std::io::Error::last_os_error();
+        bail!("perf_event_open(cpu-clock, cpu {cpu}): {err}");
+    }
+    // SAFETY: the kernel just returned this fd to us.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// CPUs that are online now (from /sys/devices/system/cpu/online, e.g. `0-3,6`).
+pub(crate) fn online_cpus() -> Result<Vec<u32>> {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .context("reading /sys/devices/system/cpu/online")?;
+    parse_cpu_list(text.trim())
+        .with_context(|| format!("parsing the online CPU list {:?}", text.trim()))
+}
+
+fn parse_cpu_list(text: &str) -> Result<Vec<u32>> {
+    let mut cpus = Vec::new();
+    for part in text.split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => cpus.extend(a.parse::<u32>()?..=b.parse::<u32>()?),
+            None => cpus.push(part.parse()?),
+        }
+    }
+    Ok(cpus)
+}
+
+/// Start tracing process `tgid`.
+pub(crate) fn add_target(skel: &StacksSkel<'_>, tgid: u32) -> Result<()> {
+    skel.maps
+        .targets
+        .update(&tgid.to_ne_bytes(), &[1u8], MapFlags::ANY)
+        .with_context(|| format!("adding pid {tgid} to the BPF target map"))
+}
+
+/// Trace processes named `name` when they exec (names are matched on their first 15 bytes,
+/// as the kernel keeps them).
+pub(crate) fn add_target_comm(skel: &StacksSkel<'_>, name: &str) -> Result<()> {
+    skel.maps
+        .target_comms
+        .update(&comm_key(name), &[1u8], MapFlags::ANY)
+        .with_context(|| format!("adding process name {name:?} to the BPF name map"))
+}
+
+/// The kernel's 16-byte, NUL-padded form of a process name.
+pub(crate) fn comm_key(name: &str) -> [u8; 16] {
+    let mut key = [0u8; 16];
+    let bytes = name.as_bytes();
+    let n = bytes.len().min(15);
+    key[..n].copy_from_slice(&bytes[..n]);
+    key
+}
+
+/// Per-CPU counts of undelivered events, indexed by `enum stacks_drop` (cpu, then cause).
+pub(crate) fn drops_per_cpu(skel: &StacksSkel<'_>) -> Result<Vec<Vec<u64>>> {
+    let map = &skel.maps.drops;
+    let causes = abi::types::stacks_drop::STACKS_DROP_COUNT.0;
+    let mut by_cpu: Vec<Vec<u64>> = Vec::new();
+    for cause in 0..causes {
+        let values = map
+            .lookup_percpu(&cause.to_ne_bytes(), MapFlags::ANY)
+            .context("reading the dropped-event counters")?
+            .unwrap_or_default();
+        by_cpu.resize(values.len(), vec![0; causes as usize]);
+        for (cpu, v) in values.iter().enumerate() {
+            let mut b = [0u8; 8];
+            let n = v.len().min(8);
+            b[..n].copy_from_slice(&v[..n]);
+            by_cpu[cpu][cause as usize] = u64::from_ne_bytes(b);
+        }
+    }
+    Ok(by_cpu)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpu_list("0").unwrap(), vec![0]);
+        assert_eq!(parse_cpu_list("0-3,6").unwrap(), vec![0, 1, 2, 3, 6]);
+        assert!(parse_cpu_list("x").is_err());
+    }
+
+    #[test]
+    fn comm_keys_truncate_to_15() {
+        let k = comm_key("a-very-long-process-name");
+        assert_eq!(&k[..15], b"a-very-long-pro");
+        assert_eq!(k[15], 0);
+        assert_eq!(&comm_key("ab")[..3], b"ab\0");
+    }
+}

@@ -1,0 +1,213 @@
+//! The event kinds, one module each behind [`EventKind`]: the BPF programs of its
+//! `bpf/kinds/<kind>.bpf.h`, its tunables, and how its records become rows. [`ALL`] is the
+//! registry; the `-e` grammar and each kind's defaults come from `stacks_stream::kinds`.
+
+mod block;
+mod lifecycle;
+mod net;
+mod probe;
+mod profile;
+mod rss;
+mod span;
+mod state;
+mod switch;
+mod vfs;
+
+use anyhow::{Context as _, Result, bail};
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+
+use crate::kernel::abi::types::{rodata, stacks_event_kind as RecordKind};
+use crate::kernel::abi::{OpenStacksSkel, StacksSkelBuilder};
+use crate::kernel::event::RawEvent;
+use crate::output::rows::Extra;
+use crate::probes::ProbeRows;
+use crate::process::fdnames::{FileNames, SockAddrs};
+use crate::process::modules::ModuleIndex;
+use crate::process::normalize::UserNormalizer;
+use crate::process::unwind::Unwinders;
+use crate::spec::{EventSpec, KindArgs};
+
+pub(crate) use rss::rss_counter;
+
+/// What a record contributes to its row besides ids and stacks.
+pub(crate) struct Decoded {
+    pub(crate) kind: &'static str,
+    pub(crate) value: i64,
+    pub(crate) extra: Extra,
+}
+
+/// What decoding a record may read and change: the converter's per-process state.
+pub(crate) struct Context<'a> {
+    pub(crate) files: &'a mut FileNames,
+    pub(crate) sockaddrs: &'a mut SockAddrs,
+    pub(crate) modules: &'a mut ModuleIndex,
+    pub(crate) norm: &'a mut UserNormalizer,
+    pub(crate) unwinders: &'a mut Unwinders,
+    pub(crate) probes: &'a ProbeRows,
+}
+
+/// One event kind of the recorder.
+pub(crate) trait EventKind: Sync {
+    /// What messages call it: its registry entry's name (`stacks_stream::kind`).
+    fn name(&self) -> &'static str;
+
+    /// The `-e` name that turns it on; `None`: always on, or on by other means.
+    fn event(&self) -> Option<&'static str> {
+        Some(self.name())
+    }
+
+    /// The programs of its `bpf/kinds/<kind>.bpf.h`, by name.
+    fn programs(&self) -> &'static [&'static str];
+
+    /// Whether `program` is loaded for `spec`: by default, when `-e` names the kind.
+    fn loads(&self, _program: &str, spec: &EventSpec) -> bool {
+        self.event().is_none_or(|e| spec.get(e).is_some())
+    }
+
+    /// Set its tunables (`on`: its `-e` entry, when given).
+    fn configure(&self, _rodata: &mut rodata, _on: Option<&KindArgs>) {}
+
+    /// The kernel records it turns into rows.
+    fn records(&self) -> &'static [RecordKind];
+
+    /// The row of record `e` (one of [`Self::records`]); `None` when it makes none.
+    fn decode(&self, e: &RawEvent<'_>, cx: &mut Context<'_>) -> Option<Decoded>;
+}
+
+/// Every event kind.
+pub(crate) static ALL: [&dyn EventKind; 10] = [
+    &lifecycle::Lifecycle,
+    &profile::Profile,
+    &switch::Switch,
+    &rss::Rss,
+    &block::Block,
+    &vfs::Vfs,
+    &net::Net,
+    &state::State,
+    &probe::Probe,
+    &span::Span,
+];
+
+/// The kind that turns records of `kind` into rows.
+pub(crate) fn for_record(kind: RecordKind) -> Option<&'static dyn EventKind> {
+    ALL.iter().copied().find(|k| k.records().contains(&kind))
+}
+
+/// The kind a program of the BPF object belongs to.
+fn owner(program: &str) -> Option<&'static dyn EventKind> {
+    ALL.iter()
+        .copied()
+        .find(|k| k.programs().contains(&program))
+}
+
+/// Before load: every kind's tunables, and which programs load. Refuses a program of the BPF
+/// object that no kind lists, and a listed program the object lacks.
+pub(crate) fn configure(open: &mut OpenStacksSkel<'_>, spec: &EventSpec) -> Result<()> {
+    let rodata = open
+        .maps
+        .rodata_data
+        .as_deref_mut()
+        .context("BPF object has no read-only data section")?;
+    for k in ALL {
+        k.configure(rodata, k.event().and_then(|e| spec.get(e)));
+    }
+    let mut seen = Vec::new();
+    for mut prog in open.open_object_mut().progs_mut() {
+        let name = prog.name().to_string_lossy().into_owned();
+        let Some(kind) = owner(&name) else {
+            bail!(
+                "BPF program {name} of bpf/ is in no event kind's programs() (stacks-record/src/kinds/)"
+            );
+        };
+        prog.set_autoload(kind.loads(&name, spec));
+        seen.push(name);
+    }
+    for k in ALL {
+        if let Some(p) = k.programs().iter().find(|p| !seen.iter().any(|s| s == *p)) {
+            bail!(
+                "the BPF object has no program {p}, listed by kind {}",
+                k.name()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Refuse events the running kernel cannot record, naming what is missing: the tracepoint of
+/// every program they load that attaches as `tp_btf/NAME` (its section), by name through the
+/// kernel's BTF, so nothing needs tracefs (not mounted on a fresh boot nor in most
+/// containers).
+pub(crate) fn check_kernel(spec: &EventSpec) -> Result<()> {
+    let btf = libbpf_rs::btf::Btf::from_vmlinux()
+        .context("reading the kernel's BTF (/sys/kernel/btf/vmlinux): stacks-record needs a kernel built with BTF")?;
+    let mut obj = std::mem::MaybeUninit::uninit();
+    let open = StacksSkelBuilder::default()
+        .open(&mut obj)
+        .context("opening the BPF object")?;
+    let mut missing = Vec::new();
+    for prog in open.open_object().progs() {
+        let name = prog.name().to_string_lossy();
+        let Some(kind) = owner(&name).filter(|k| k.loads(&name, spec)) else {
+            continue;
+        };
+        let section = prog.section().to_string_lossy();
+        let Some(tp) = section.strip_prefix("tp_btf/") else {
+            continue;
+        };
+        let line = format!(
+            "{} (the kernel's BTF has no tracepoint {tp}: no btf_trace_{tp})",
+            kind.event().unwrap_or("process lifecycle")
+        );
+        if btf
+            .type_by_name::<libbpf_rs::btf::BtfType<'_>>(&format!("btf_trace_{tp}"))
+            .is_none()
+            && !missing.contains(&line)
+        {
+            missing.push(line);
+        }
+    }
+    if !missing.is_empty() {
+        bail!(
+            "this kernel ({}) cannot record: {}",
+            crate::host::kernel_release(),
+            missing.join(", ")
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_record_and_program_has_one_kind() {
+        for (i, a) in ALL.iter().enumerate() {
+            for b in &ALL[i + 1..] {
+                assert!(
+                    !a.records().iter().any(|r| b.records().contains(r)),
+                    "{} and {} decode the same record",
+                    a.name(),
+                    b.name()
+                );
+                assert!(
+                    !a.programs().iter().any(|p| b.programs().contains(p)),
+                    "{} and {} list the same program",
+                    a.name(),
+                    b.name()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_recordable_kind_has_a_module() {
+        for k in stacks_stream::kinds::recordable() {
+            assert!(
+                ALL.iter().any(|m| m.event() == Some(k.name)),
+                "no module in stacks-record/src/kinds/ for {}",
+                k.name
+            );
+        }
+    }
+}

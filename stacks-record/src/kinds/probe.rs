@@ -1,0 +1,62 @@
+//! `probe`: hits of the probes named in `-e` (bpf/kinds/probe.bpf.h: one program per probe
+//! type, loaded when a probe of that type is asked for), or a counting table's entries. Their
+//! grammar is [`crate::spec::probe`], their attaching and tables [`crate::probes`].
+
+use stacks_stream::kind;
+
+use super::{Context, Decoded, EventKind};
+use crate::kernel::abi::types::stacks_probe;
+use crate::kernel::event::{Kind as RecordKind, RawEvent, info_members};
+use crate::probes::counts::COUNTED;
+use crate::spec::EventSpec;
+use crate::spec::probe::ProbeType;
+
+info_members!(stacks_probe);
+
+pub(crate) struct Probe;
+
+/// Each probe type's program.
+const PROGRAMS: [(&str, ProbeType); 4] = [
+    ("on_probe_tp", ProbeType::Tp),
+    ("on_probe_uprobe", ProbeType::Uprobe),
+    ("on_probe_uretprobe", ProbeType::Uretprobe),
+    ("on_probe_usdt", ProbeType::Usdt),
+];
+
+impl EventKind for Probe {
+    fn name(&self) -> &'static str {
+        kind::PROBE
+    }
+
+    /// Probes are named by their own forms in `-e`, not by this kind's name.
+    fn event(&self) -> Option<&'static str> {
+        None
+    }
+
+    fn programs(&self) -> &'static [&'static str] {
+        &[PROGRAMS[0].0, PROGRAMS[1].0, PROGRAMS[2].0, PROGRAMS[3].0]
+    }
+
+    fn loads(&self, program: &str, spec: &EventSpec) -> bool {
+        PROGRAMS
+            .iter()
+            .find(|(p, _)| *p == program)
+            .is_some_and(|(_, ty)| spec.probes.iter().any(|p| p.ty == *ty))
+    }
+
+    fn records(&self) -> &'static [RecordKind] {
+        &[RecordKind::STACKS_EV_PROBE]
+    }
+
+    /// A probe hit, or a counting-table entry (many hits, no arguments).
+    fn decode(&self, e: &RawEvent<'_>, cx: &mut Context<'_>) -> Option<Decoded> {
+        let p: stacks_probe = e.info();
+        let args = (p.nargs != COUNTED).then(|| &p.args[..(p.nargs as usize).min(p.args.len())]);
+        let (value, extra) = cx.probes.row(p.probe, e.h.count, args)?;
+        Some(Decoded {
+            kind: kind::PROBE,
+            value,
+            extra,
+        })
+    }
+}

@@ -1,0 +1,61 @@
+//! `rss`: RSS growth (kmem:rss_stat) in the thread whose memory grew, every Nth growth event
+//! per process (bpf/kinds/rss.bpf.h); value = bytes grown since the process's previous row.
+
+use stacks_stream::kind;
+
+use super::{Context, Decoded, EventKind};
+use crate::kernel::abi::types::{rodata, stacks_rss};
+use crate::kernel::event::{Kind as RecordKind, RawEvent, RssCounter, info_members};
+use crate::output::rows::Extra;
+use crate::spec::KindArgs;
+
+info_members!(stacks_rss);
+
+pub(crate) struct Rss;
+
+impl EventKind for Rss {
+    fn name(&self) -> &'static str {
+        kind::RSS
+    }
+
+    fn programs(&self) -> &'static [&'static str] {
+        &["on_rss_stat"]
+    }
+
+    fn configure(&self, rodata: &mut rodata, on: Option<&KindArgs>) {
+        rodata.rss_stacks = on.map_or(0, |r| r.stacks.mask());
+        rodata.rss_every = on
+            .and_then(|r| r.arg)
+            .and_then(|n| u32::try_from(n).ok())
+            .unwrap_or(1);
+    }
+
+    fn records(&self) -> &'static [RecordKind] {
+        &[RecordKind::STACKS_EV_RSS]
+    }
+
+    fn decode(&self, e: &RawEvent<'_>, _: &mut Context<'_>) -> Option<Decoded> {
+        let r: stacks_rss = e.info();
+        Some(Decoded {
+            kind: kind::RSS,
+            value: r.growth_bytes as i64,
+            extra: Extra {
+                count: Some(i64::from(e.h.count)),
+                op: Some(rss_counter(r.counter)),
+                rss: (r.resident_bytes > 0).then_some(r.resident_bytes as i64),
+                ..Extra::default()
+            },
+        })
+    }
+}
+
+/// The `op` of an RSS row: the memory counter that grew.
+pub(crate) fn rss_counter(counter: RssCounter) -> &'static str {
+    match counter {
+        RssCounter::STACKS_RSS_FILE => "file",
+        RssCounter::STACKS_RSS_ANON => "anon",
+        RssCounter::STACKS_RSS_SWAP => "swap",
+        RssCounter::STACKS_RSS_SHMEM => "shmem",
+        _ => "other",
+    }
+}

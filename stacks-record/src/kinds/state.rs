@@ -1,0 +1,83 @@
+//! `state`: every live thread of the targets HZ times a second (bpf/kinds/state.bpf.h, a
+//! sleepable task iterator run by [`crate::kernel::sampler`]): its state, the system call it
+//! is in and for how long, its file or socket; value = the period, so sums are thread-seconds.
+
+use stacks_stream::{kind, state};
+
+use super::{Context, Decoded, EventKind};
+use crate::kernel::abi::types::{rodata, stacks_state_sample};
+use crate::kernel::event::{Kind as RecordKind, RawEvent, State as Code, info_members};
+use crate::output::rows::Extra;
+use crate::process::fdnames::{file_name, socket_ends};
+use crate::spec::KindArgs;
+
+info_members!(stacks_state_sample);
+
+pub(crate) struct State;
+
+impl EventKind for State {
+    fn name(&self) -> &'static str {
+        kind::STATE
+    }
+
+    fn programs(&self) -> &'static [&'static str] {
+        &["state_sys_enter", "state_sys_exit", "sample_states"]
+    }
+
+    fn configure(&self, rodata: &mut rodata, on: Option<&KindArgs>) {
+        rodata.state_stacks = on.map_or(0, |s| s.stacks.mask());
+        rodata.state_period_ns = on.map_or(0, KindArgs::period_ns);
+    }
+
+    fn records(&self) -> &'static [RecordKind] {
+        &[RecordKind::STACKS_EV_STATE]
+    }
+
+    /// A thread's state at a sampling pass: stands for the sampling period. A call on a
+    /// descriptor names its file, or its socket and addresses.
+    fn decode(&self, e: &RawEvent<'_>, cx: &mut Context<'_>) -> Option<Decoded> {
+        let s: stacks_state_sample = e.info();
+        let syscall = usize::try_from(s.syscall)
+            .ok()
+            .and_then(syscalls::Sysno::new)
+            .map(|nr| nr.name());
+        let has_fd = syscall.is_some() && s.fd >= 0;
+        let path = (has_fd && s.file.inode != 0)
+            .then(|| file_name(cx.files, e.h.pid, s.fd, &s.file))
+            .flatten();
+        let (protocol, local, remote) = if has_fd && s.family.0 != 0 {
+            socket_ends(s.family, s.protocol, &s.addrs, cx.sockaddrs)
+        } else {
+            (None, None, None)
+        };
+        Some(Decoded {
+            kind: kind::STATE,
+            value: s.period_ns as i64,
+            extra: Extra {
+                count: Some(1),
+                state: Some(state_name(s.state)),
+                syscall,
+                duration: (syscall.is_some() && s.syscall_ns > 0).then_some(s.syscall_ns as i64),
+                fd: has_fd.then_some(s.fd),
+                path,
+                protocol,
+                local,
+                remote,
+                ..Extra::default()
+            },
+        })
+    }
+}
+
+/// The `state` column's name of a kernel thread state (`enum stacks_state`).
+pub(crate) fn state_name(code: Code) -> &'static str {
+    match code {
+        Code::STACKS_STATE_RUNNABLE => state::RUNNABLE,
+        Code::STACKS_STATE_SLEEPING => state::SLEEPING,
+        Code::STACKS_STATE_UNINTERRUPTIBLE => state::UNINTERRUPTIBLE,
+        Code::STACKS_STATE_IDLE => state::IDLE,
+        Code::STACKS_STATE_STOPPED => state::STOPPED,
+        Code::STACKS_STATE_RUNNING => state::RUNNING,
+        _ => state::OTHER,
+    }
+}

@@ -1,0 +1,76 @@
+//! `switch`: off-CPU intervals with the switch-out stack, state and waker, and the short ones
+//! folded per thread and state (bpf/kinds/switch.bpf.h). With `d` stacks, the user stack of a
+//! thread blocked in a system call is taken at its return (`switch_sys_exit`).
+
+use stacks_stream::kind;
+
+use super::state::state_name;
+use super::{Context, Decoded, EventKind};
+use crate::kernel::abi::types::{rodata, stacks_folded, stacks_off_cpu};
+use crate::kernel::event::{Kind as RecordKind, RawEvent, info_members};
+use crate::output::rows::Extra;
+use crate::spec::{EventSpec, KindArgs};
+
+info_members!(stacks_off_cpu, stacks_folded);
+
+pub(crate) struct Switch;
+
+/// The program that takes `d` user stacks at the return from system calls.
+const DWARF_PROGRAM: &str = "switch_sys_exit";
+
+impl EventKind for Switch {
+    fn name(&self) -> &'static str {
+        kind::SWITCH
+    }
+
+    fn programs(&self) -> &'static [&'static str] {
+        &["on_switch", "on_wakeup", "flush_tasks", DWARF_PROGRAM]
+    }
+
+    fn loads(&self, program: &str, spec: &EventSpec) -> bool {
+        spec.get(kind::SWITCH)
+            .is_some_and(|s| program != DWARF_PROGRAM || s.stacks.dwarf())
+    }
+
+    fn configure(&self, rodata: &mut rodata, on: Option<&KindArgs>) {
+        rodata.switch_stacks = on.map_or(0, |s| s.stacks.mask());
+        rodata.switch_min_ns = on.and_then(|s| s.arg).unwrap_or(0);
+    }
+
+    fn records(&self) -> &'static [RecordKind] {
+        &[
+            RecordKind::STACKS_EV_SWITCH,
+            RecordKind::STACKS_EV_SWITCH_FOLDED,
+        ]
+    }
+
+    fn decode(&self, e: &RawEvent<'_>, _: &mut Context<'_>) -> Option<Decoded> {
+        Some(if e.h.kind == RecordKind::STACKS_EV_SWITCH {
+            // One off-CPU interval.
+            let s: stacks_off_cpu = e.info();
+            Decoded {
+                kind: kind::SWITCH,
+                value: s.off_ns as i64,
+                extra: Extra {
+                    duration: Some(s.off_ns as i64),
+                    count: Some(1),
+                    state: Some(state_name(s.state)),
+                    waker: (s.waker > 0).then_some(s.waker as i32),
+                    ..Extra::default()
+                },
+            }
+        } else {
+            // Short off-CPU intervals folded into one row (no duration: they were many).
+            let f: stacks_folded = e.info();
+            Decoded {
+                kind: kind::SWITCH,
+                value: f.off_ns as i64,
+                extra: Extra {
+                    count: Some(i64::from(e.h.count)),
+                    state: Some(state_name(f.state)),
+                    ..Extra::default()
+                },
+            }
+        })
+    }
+}

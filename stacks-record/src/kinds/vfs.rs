@@ -1,0 +1,70 @@
+//! `vfs`: read/write-family system calls of the targets from entry to exit: bytes returned,
+//! latency, descriptor and path, errors with errno (bpf/kinds/vfs.bpf.h).
+
+use stacks_stream::kind;
+
+use super::{Context, Decoded, EventKind};
+use crate::kernel::abi::types::{rodata, stacks_vfs};
+use crate::kernel::event::{Kind as RecordKind, RawEvent, VfsCall, info_members};
+use crate::output::rows::Extra;
+use crate::process::fdnames::file_name;
+use crate::spec::KindArgs;
+
+info_members!(stacks_vfs);
+
+pub(crate) struct Vfs;
+
+impl EventKind for Vfs {
+    fn name(&self) -> &'static str {
+        kind::VFS
+    }
+
+    fn programs(&self) -> &'static [&'static str] {
+        &["vfs_enter", "vfs_exit"]
+    }
+
+    fn configure(&self, rodata: &mut rodata, on: Option<&KindArgs>) {
+        rodata.vfs_stacks = on.map_or(0, |v| v.stacks.mask());
+    }
+
+    fn records(&self) -> &'static [RecordKind] {
+        &[RecordKind::STACKS_EV_VFS]
+    }
+
+    fn decode(&self, e: &RawEvent<'_>, cx: &mut Context<'_>) -> Option<Decoded> {
+        let v: stacks_vfs = e.info();
+        let (syscall, op) = VFS_CALLS
+            .get(v.syscall.0 as usize)
+            .copied()
+            .unwrap_or(("?", "read"));
+        let path = file_name(cx.files, e.h.pid, v.fd, &v.file);
+        Some(Decoded {
+            kind: kind::VFS,
+            value: v.bytes as i64,
+            extra: Extra {
+                duration: Some(v.latency_ns as i64),
+                count: Some(1),
+                syscall: Some(syscall),
+                op: Some(op),
+                fd: Some(v.fd),
+                errno: (v.error != 0).then_some(v.error),
+                path,
+                ..Extra::default()
+            },
+        })
+    }
+}
+
+/// (syscall, direction) by `enum stacks_vfs_call`.
+const VFS_CALLS: [(&str, &str); VfsCall::STACKS_VFS_PWRITEV2.0 as usize + 1] = [
+    ("read", "read"),
+    ("write", "write"),
+    ("pread64", "read"),
+    ("pwrite64", "write"),
+    ("readv", "read"),
+    ("writev", "write"),
+    ("preadv", "read"),
+    ("pwritev", "write"),
+    ("preadv2", "read"),
+    ("pwritev2", "write"),
+];

@@ -1,0 +1,131 @@
+//! Cgroup v2 ids, as the BPF side reads them (a cgroup's kernfs node id, which is its
+//! directory's inode number in the cgroup2 file system), turned into the cgroup's path
+//! (`/system.slice/nginx.service`): the systemd unit or container a row's thread ran in.
+
+use std::collections::HashMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+/// Unknown ids rescan the hierarchy at most this often.
+const RESCAN_EVERY: Duration = Duration::from_secs(1);
+
+/// Paths of cgroup ids, from a walk of the cgroup2 mount.
+pub(crate) struct CgroupNames {
+    /// Where cgroup2 is mounted; `None`: not mounted here (ids stay unnamed).
+    root: Option<PathBuf>,
+    names: HashMap<u64, Rc<str>, ahash::RandomState>,
+    scanned: Option<Instant>,
+}
+
+impl CgroupNames {
+    /// Names from the cgroup2 mount this process sees (`/proc/self/mountinfo`).
+    pub(crate) fn new() -> Self {
+        let root = std::fs::read_to_string("/proc/self/mountinfo")
+            .ok()
+            .and_then(|m| cgroup2_mount(&m));
+        Self::at(root)
+    }
+
+    fn at(root: Option<PathBuf>) -> Self {
+        Self {
+            root,
+            names: HashMap::default(),
+            scanned: None,
+        }
+    }
+
+    /// The path of cgroup `id` (`/` for the root); `None` for 0 or an id not (or no longer)
+    /// in the hierarchy.
+    pub(crate) fn name(&mut self, id: u64) -> Option<Rc<str>> {
+        if id == 0 {
+            return None;
+        }
+        if let Some(n) = self.names.get(&id) {
+            return Some(Rc::clone(n));
+        }
+        if self.scanned.is_some_and(|t| t.elapsed() < RESCAN_EVERY) {
+            return None;
+        }
+        self.scan();
+        self.names.get(&id).cloned()
+    }
+
+    /// Walk the hierarchy, naming every cgroup directory by its inode number.
+    fn scan(&mut self) {
+        self.scanned = Some(Instant::now());
+        let Some(root) = self.root.clone() else {
+            return;
+        };
+        let mut dirs = vec![root.clone()];
+        while let Some(dir) = dirs.pop() {
+            let Ok(meta) = std::fs::metadata(&dir) else {
+                continue;
+            };
+            let rel = dir.strip_prefix(&root).unwrap_or(Path::new(""));
+            let name = format!("/{}", rel.display());
+            self.names
+                .entry(meta.ino())
+                .or_insert_with(|| Rc::from(name));
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    dirs.push(e.path());
+                }
+            }
+        }
+    }
+}
+
+impl Default for CgroupNames {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The mount point of the cgroup2 file system in a mountinfo text (its fifth field, on the
+/// line whose file system type, after ` - `, is `cgroup2`).
+fn cgroup2_mount(mountinfo: &str) -> Option<PathBuf> {
+    mountinfo.lines().find_map(|line| {
+        let (fields, rest) = line.split_once(" - ")?;
+        if rest.split_whitespace().next()? != "cgroup2" {
+            return None;
+        }
+        fields.split_whitespace().nth(4).map(PathBuf::from)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_cgroup2_mount() {
+        let info = "24 30 0:21 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n\
+                    33 30 0:29 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n";
+        assert_eq!(
+            cgroup2_mount(info),
+            Some(PathBuf::from("/sys/fs/cgroup/unified"))
+        );
+        assert_eq!(cgroup2_mount("24 30 0:21 / /x rw - tmpfs tmpfs rw\n"), None);
+    }
+
+    #[test]
+    fn names_directories_by_inode() {
+        let dir = std::env::temp_dir().join(format!("stacks-cgroups-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("a/b")).unwrap();
+        let ino = |p: &Path| std::fs::metadata(p).unwrap().ino();
+        let mut names = CgroupNames::at(Some(dir.clone()));
+        assert_eq!(names.name(ino(&dir.join("a/b"))).as_deref(), Some("/a/b"));
+        assert_eq!(names.name(ino(&dir)).as_deref(), Some("/"));
+        assert_eq!(names.name(0), None);
+        // Unknown ids do not rescan more than once a second.
+        std::fs::create_dir(dir.join("c")).unwrap();
+        assert_eq!(names.name(ino(&dir.join("c"))), None);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(CgroupNames::at(None).name(7), None);
+    }
+}

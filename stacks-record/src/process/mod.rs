@@ -1,0 +1,15 @@
+//! What the recorder knows of the traced processes and the host, learned while they live:
+//! targets ([`target`]), memory maps ([`maps`], the one `/proc/PID/maps` parser), build ids of
+//! mapped files ([`modules`]), user-frame normalization ([`normalize`]), `d` stacks unwound
+//! with CFI ([`unwind`]), file and socket names ([`fdnames`]), cgroup paths ([`cgroups`]),
+//! kernel symbols ([`kallsyms`]) and `tracing` spans ([`spans`]).
+
+pub(crate) mod cgroups;
+pub(crate) mod fdnames;
+pub(crate) mod kallsyms;
+pub(crate) mod maps;
+pub(crate) mod modules;
+pub(crate) mod normalize;
+pub(crate) mod spans;
+pub(crate) mod target;
+pub(crate) mod unwind;

@@ -1,0 +1,136 @@
+//! Build id → file path index. The kernel normalizes user frames to (build id, file offset) at
+//! capture time; this index names the file each build id came from, learned from the memory
+//! maps of traced processes (read when they first appear or exec) and of the recorder itself.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::process::maps;
+use crate::process::normalize::hex;
+
+/// What is known about mapped ELF files.
+#[derive(Default)]
+pub(crate) struct ModuleIndex {
+    by_id: HashMap<String, String>,
+    /// Paths whose build id was already read (or could not be).
+    read: HashSet<String>,
+    /// Processes whose map was read since they last exec'd.
+    seen: HashSet<u32, ahash::RandomState>,
+}
+
+impl ModuleIndex {
+    /// The file a build id (lowercase hex) was seen in.
+    pub(crate) fn path(&self, build_id: &str) -> Option<&str> {
+        self.by_id.get(build_id).map(String::as_str)
+    }
+
+    /// Remember that `path` carries `build_id`.
+    pub(crate) fn learn(&mut self, build_id: &str, path: &str) {
+        if !self.by_id.contains_key(build_id) {
+            self.by_id.insert(build_id.to_string(), path.to_string());
+        }
+    }
+
+    /// Read the executable file mappings of `pid` once (again after [`Self::forget`]).
+    pub(crate) fn learn_process(&mut self, pid: u32) {
+        if pid == 0 || !self.seen.insert(pid) {
+            return;
+        }
+        let Ok(maps) = maps::read(pid) else {
+            return;
+        };
+        for path in executable_files(&maps) {
+            if !self.read.insert(path.to_string()) {
+                continue;
+            }
+            // The path is the process's view: read the file through its root, so a process in
+            // another mount namespace names its own file. The path itself is only data.
+            let through_root = format!("/proc/{pid}/root{path}");
+            let id = blazesym::helper::read_elf_build_id(&through_root)
+                .ok()
+                .flatten();
+            if let Some(id) = id {
+                self.learn(&hex(&id), path);
+            }
+        }
+    }
+
+    /// Learn the build id of a file executed by a process (its exec record's path), for when
+    /// the process is gone before its memory map could be read.
+    pub(crate) fn learn_file(&mut self, path: &str) {
+        if !path.starts_with('/') || !self.read.insert(path.to_string()) {
+            return;
+        }
+        if let Ok(Some(id)) = blazesym::helper::read_elf_build_id(&path) {
+            self.learn(&hex(&id), path);
+        }
+    }
+
+    /// The process exec'd (or exited): read its map again next time.
+    pub(crate) fn forget(&mut self, pid: u32) {
+        self.seen.remove(&pid);
+    }
+}
+
+/// Paths of file-backed executable mappings in a `/proc/PID/maps` text.
+fn executable_files(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    for m in maps::parse(text) {
+        if m.executable() && m.path.starts_with('/') && !out.contains(&m.path) {
+            out.push(m.path);
+        }
+    }
+    out
+}
+
+/// A kernel-reported build id (20 bytes, zero padded) as lowercase hex: a 16-byte id (md5,
+/// uuid) leaves four zero bytes at the end, which are not part of it.
+pub(crate) fn build_id_hex(raw: &[u8; 20]) -> String {
+    if raw[16..] == [0, 0, 0, 0] {
+        hex(&raw[..16])
+    } else {
+        hex(raw)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn executable_mappings_only() {
+        let maps = "\
+55d0-55e0 r--p 00000000 fe:00 123 /usr/bin/app
+55e0-55f0 r-xp 00001000 fe:00 123 /usr/bin/app
+7f00-7f10 r-xp 00000000 fe:00 456 /usr/lib/libc.so.6
+7f20-7f30 rw-p 00000000 00:00 0 
+7ff0-7fff r-xp 00000000 00:00 0 [vdso]
+7f40-7f50 r-xp 00000000 fe:00 789 /tmp/with space.so
+";
+        assert_eq!(
+            executable_files(maps),
+            ["/usr/bin/app", "/usr/lib/libc.so.6", "/tmp/with space.so"]
+        );
+    }
+
+    #[test]
+    fn learns_own_libraries() {
+        let mut idx = ModuleIndex::default();
+        idx.learn_process(std::process::id());
+        assert!(
+            !idx.by_id.is_empty(),
+            "the test binary itself has a build id"
+        );
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        let id = blazesym::helper::read_elf_build_id(&exe).unwrap().unwrap();
+        assert_eq!(idx.path(&hex(&id)), Some(exe.to_str().unwrap()));
+    }
+
+    #[test]
+    fn short_build_ids_are_trimmed() {
+        let mut raw = [0u8; 20];
+        raw[..16].copy_from_slice(&[0xab; 16]);
+        assert_eq!(build_id_hex(&raw).len(), 32);
+        raw[19] = 1;
+        assert_eq!(build_id_hex(&raw).len(), 40);
+    }
+}

@@ -1,0 +1,323 @@
+//! User address normalization at capture time (blazesym): each user frame becomes
+//! (module path, build id, file offset) while its process is alive, so symbolization can happen
+//! later, elsewhere. Results are cached per (pid, address); a process's memory map is cached by
+//! blazesym from first use, so events processed just after the process exited still resolve.
+//! Frames are interned in a [`FrameTable`]: a stack is a slice of frame ids, so a repeated
+//! stack costs no string copies and is compared and hashed as integers.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use blazesym::Pid;
+use blazesym::normalize::{NormalizeOpts, Normalizer, Reason, UserMeta};
+
+/// One normalized user frame.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct UserFrame {
+    pub addr: u64,
+    pub module: Option<String>,
+    pub build_id: Option<String>,
+    pub offset: Option<u64>,
+    pub error: Option<String>,
+}
+
+/// Every distinct normalized frame of a recording, each with an id (its index).
+#[derive(Default)]
+pub(crate) struct FrameTable {
+    frames: Vec<UserFrame>,
+    ids: HashMap<UserFrame, u32, ahash::RandomState>,
+}
+
+impl FrameTable {
+    /// The id of `f`, added when new.
+    pub(crate) fn intern(&mut self, f: UserFrame) -> u32 {
+        if let Some(&id) = self.ids.get(&f) {
+            return id;
+        }
+        let id = u32::try_from(self.frames.len()).unwrap_or(u32::MAX);
+        self.frames.push(f.clone());
+        self.ids.insert(f, id);
+        id
+    }
+
+    /// The frame with id `id` (from [`Self::intern`] on this table).
+    pub(crate) fn get(&self, id: u32) -> &UserFrame {
+        &self.frames[id as usize]
+    }
+
+    /// Distinct frames.
+    pub(crate) fn len(&self) -> usize {
+        self.frames.len()
+    }
+}
+
+struct PidState {
+    normalizer: Normalizer,
+    /// Normalized frames (ids), and failures that will not change (no file behind the address).
+    frames: HashMap<u64, u32, ahash::RandomState>,
+    /// When unmapped addresses were last looked up in a fresh read of the map.
+    retried: Option<Instant>,
+}
+
+/// Least time between two fresh reads of one process's memory map for unmapped addresses.
+const RETRY_EVERY: Duration = Duration::from_millis(20);
+
+fn new_normalizer() -> Normalizer {
+    Normalizer::builder()
+        .enable_vma_caching(true)
+        .enable_build_ids(true)
+        .enable_build_id_caching(true)
+        .build()
+}
+
+/// Per-process normalization state.
+#[derive(Default)]
+pub(crate) struct UserNormalizer {
+    pids: HashMap<u32, PidState, ahash::RandomState>,
+    /// Every frame handed out, by id.
+    pub table: FrameTable,
+    /// Frames that could not be normalized.
+    pub failed_frames: u64,
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for &b in bytes {
+        s.push(DIGITS[usize::from(b >> 4)] as char);
+        s.push(DIGITS[usize::from(b & 15)] as char);
+    }
+    s
+}
+
+impl UserNormalizer {
+    /// Forget a process (it exec'd a new image, or exited and its pid may be reused).
+    pub(crate) fn forget(&mut self, pid: u32) {
+        self.pids.remove(&pid);
+    }
+
+    /// The frame with id `id`.
+    pub(crate) fn frame(&self, id: u32) -> &UserFrame {
+        self.table.get(id)
+    }
+
+    /// Normalize `addrs` of process `pid`, in order: the ids of their frames in [`Self::table`].
+    pub(crate) fn normalize(&mut self, pid: u32, addrs: &[u64]) -> Vec<u32> {
+        let table = &mut self.table;
+        if pid == 0 {
+            // blazesym treats pid 0 as "this process": never normalize the idle task.
+            return addrs
+                .iter()
+                .map(|&a| table.intern(failed(a, "idle task (pid 0) has no user address space")))
+                .collect();
+        }
+        let state = self.pids.entry(pid).or_insert_with(|| PidState {
+            normalizer: new_normalizer(),
+            frames: HashMap::default(),
+            retried: None,
+        });
+        let mut missing: Vec<u64> = addrs
+            .iter()
+            .copied()
+            .filter(|a| !state.frames.contains_key(a))
+            .collect();
+        missing.sort_unstable();
+        missing.dedup();
+        let mut retry = HashMap::new();
+        if !missing.is_empty() {
+            let mut resolved = resolve(&state.normalizer, pid, &missing);
+            // An address outside the cached map may come from a mapping created after the
+            // cache was filled (libraries loaded after the first sample, dlopen, JIT): look
+            // those up again in a fresh read of the map while the process lives, and keep that
+            // map if it knew more. At most every RETRY_EVERY, so a process with garbage frames
+            // (broken frame-pointer chains) cannot make us spin on /proc.
+            let unmapped: Vec<u64> = resolved
+                .iter()
+                .filter(|(_, unmapped)| *unmapped)
+                .map(|(f, _)| f.addr)
+                .collect();
+            let may_retry = state.retried.is_none_or(|t| t.elapsed() > RETRY_EVERY);
+            if !unmapped.is_empty() && may_retry && crate::process::target::is_alive(pid) {
+                state.retried = Some(Instant::now());
+                let fresh = new_normalizer();
+                let again: HashMap<u64, (UserFrame, bool)> = resolve(&fresh, pid, &unmapped)
+                    .into_iter()
+                    .map(|r| (r.0.addr, r))
+                    .collect();
+                if again.values().any(|(_, unmapped)| !unmapped) {
+                    state.normalizer = fresh;
+                }
+                for r in resolved.iter_mut().filter(|(_, unmapped)| *unmapped) {
+                    if let Some(a) = again.get(&r.0.addr) {
+                        *r = a.clone();
+                    }
+                }
+            }
+            for (f, unmapped) in resolved {
+                if f.error.is_some() {
+                    self.failed_frames += 1;
+                }
+                let addr = f.addr;
+                let id = table.intern(f);
+                if unmapped {
+                    // Not cached: a later refresh may find the mapping.
+                    retry.insert(addr, id);
+                } else {
+                    state.frames.insert(addr, id);
+                }
+            }
+        }
+        addrs
+            .iter()
+            .map(|a| match state.frames.get(a).or_else(|| retry.get(a)) {
+                Some(&id) => id,
+                None => table.intern(failed(*a, "not normalized")),
+            })
+            .collect()
+    }
+}
+
+fn failed(addr: u64, why: &str) -> UserFrame {
+    UserFrame {
+        addr,
+        module: None,
+        build_id: None,
+        offset: None,
+        error: Some(why.to_string()),
+    }
+}
+
+/// Normalize sorted addresses; each result says whether the address was outside every known
+/// mapping (worth retrying after re-reading the map).
+fn resolve(normalizer: &Normalizer, pid: u32, sorted: &[u64]) -> Vec<(UserFrame, bool)> {
+    let opts = NormalizeOpts {
+        sorted_addrs: true,
+        map_files: false,
+        ..Default::default()
+    };
+    let out = match normalizer.normalize_user_addrs_opts(Pid::from(pid), sorted, &opts) {
+        Ok(out) => out,
+        Err(e) => {
+            let why = if Path::new(&format!("/proc/{pid}")).exists() {
+                format!("normalization failed: {e}")
+            } else {
+                "process exited before its memory map was read".to_string()
+            };
+            return sorted.iter().map(|&a| (failed(a, &why), false)).collect();
+        }
+    };
+    sorted
+        .iter()
+        .zip(out.outputs.iter())
+        .map(
+            |(&addr, &(offset, meta_idx))| match out.meta.get(meta_idx) {
+                Some(UserMeta::Unknown(u)) => (
+                    failed(addr, &u.reason.to_string()),
+                    u.reason == Reason::Unmapped,
+                ),
+                other => (frame(addr, offset, other), false),
+            },
+        )
+        .collect()
+}
+
+/// The frame for an address that normalization placed in `meta` (anything but unknown).
+fn frame(addr: u64, offset: u64, meta: Option<&UserMeta<'_>>) -> UserFrame {
+    match meta {
+        Some(UserMeta::Elf(elf)) => UserFrame {
+            addr,
+            module: Some(elf.path.to_string_lossy().into_owned()),
+            build_id: elf.build_id.as_ref().map(|b| hex(b)),
+            offset: Some(offset),
+            error: None,
+        },
+        Some(UserMeta::Sym(sym)) => UserFrame {
+            addr,
+            module: Some(
+                sym.module
+                    .as_ref()
+                    .map(|m| m.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| "[vdso]".into()),
+            ),
+            build_id: None,
+            offset: Some(offset),
+            error: Some(format!("no file backs this address (in {})", sym.name)),
+        },
+        Some(UserMeta::Unknown(u)) => failed(addr, &u.reason.to_string()),
+        Some(_) => failed(addr, "unsupported mapping type"),
+        None => failed(addr, "normalization returned no metadata"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[inline(never)]
+    fn marker() -> u64 {
+        std::hint::black_box(42)
+    }
+
+    #[test]
+    fn normalizes_own_code_to_our_binary() {
+        let pid = std::process::id();
+        let addr = marker as *const () as u64;
+        let mut n = UserNormalizer::default();
+        let ids = n.normalize(pid, &[addr, addr, 1]);
+        assert_eq!(ids.len(), 3);
+        assert_eq!(ids[0], ids[1], "one frame, one id");
+        let frames: Vec<UserFrame> = ids.iter().map(|&i| n.frame(i).clone()).collect();
+        let f = &frames[0];
+        assert_eq!(f.error, None, "{f:?}");
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        assert_eq!(f.module.as_deref(), Some(exe.to_str().unwrap()));
+        assert!(f.build_id.as_ref().is_some_and(|b| b.len() >= 16), "{f:?}");
+        assert!(f.offset.unwrap() > 0);
+        assert_eq!(frames[0], frames[1]);
+        assert!(frames[2].error.is_some(), "address 1 is unmapped");
+        assert_eq!(n.failed_frames, 1);
+    }
+
+    #[test]
+    fn mappings_created_after_first_use_are_found() {
+        let pid = std::process::id();
+        let mut n = UserNormalizer::default();
+        // Fill the cache (the unmapped address 1 already forces one re-read), then map a file
+        // that did not exist before: it must still be found.
+        n.normalize(pid, &[marker as *const () as u64, 1]);
+        std::thread::sleep(RETRY_EVERY);
+        let exe = std::fs::File::open("/proc/self/exe").unwrap();
+        // SAFETY: a fresh private read-only mapping of our own executable, unmapped below.
+        let addr = unsafe {
+            libc::mmap(
+                // A hint far from everything else (not MAP_FIXED): tests running in parallel
+                // map and unmap memory too, and a reused range would look anonymous in the
+                // cached map.
+                0x5a5a_0000_0000usize as *mut libc::c_void,
+                4096,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE,
+                std::os::fd::AsRawFd::as_raw_fd(&exe),
+                0,
+            )
+        };
+        assert_ne!(addr, libc::MAP_FAILED);
+        let f: Vec<UserFrame> = n
+            .normalize(pid, &[addr as u64 + 16])
+            .iter()
+            .map(|&i| n.frame(i).clone())
+            .collect();
+        // SAFETY: unmapping what we mapped above.
+        unsafe { libc::munmap(addr, 4096) };
+        assert_eq!(f[0].error, None, "{f:?}");
+        assert_eq!(f[0].offset, Some(16));
+    }
+
+    #[test]
+    fn idle_pid_is_never_normalized_as_self() {
+        let mut n = UserNormalizer::default();
+        let f = n.normalize(0, &[marker as *const () as u64]);
+        assert!(n.frame(f[0]).error.as_ref().unwrap().contains("pid 0"));
+    }
+}

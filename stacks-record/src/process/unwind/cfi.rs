@@ -1,0 +1,273 @@
+//! The unwinding data of the files a process maps: their CFI sections (`.eh_frame` with its
+//! `.eh_frame_hdr` index, `.debug_frame`) and loadable segments, read once per file from a
+//! memory map of it, shared by every process that maps it; and the executable mappings of a
+//! `/proc/PID/maps` text.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::ops::{Deref, Range};
+use std::sync::Arc;
+
+use framehop::{ExplicitModuleSectionInfo, Module};
+use object::read::elf::{ElfFile64, ProgramHeader};
+use object::{Object, ObjectSection};
+
+use crate::process::maps;
+
+/// Bytes of a file the unwinder reads: mapped, or (the vdso) copied.
+enum Bytes {
+    Mapped(memmap2::Mmap),
+    Owned(Vec<u8>),
+}
+
+impl Deref for Bytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Bytes::Mapped(m) => m,
+            Bytes::Owned(v) => v,
+        }
+    }
+}
+
+/// One section of a file, as framehop wants its data.
+#[derive(Clone)]
+pub(super) struct Section {
+    bytes: Arc<Bytes>,
+    range: Range<usize>,
+}
+
+impl Deref for Section {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.bytes[self.range.clone()]
+    }
+}
+
+/// A file's unwind sections (addresses are the file's own, SVMAs) and its loadable segments.
+pub(super) struct FileCfi {
+    bytes: Arc<Bytes>,
+    text: Option<(Range<u64>, Range<usize>)>,
+    eh_frame: Option<(Range<u64>, Range<usize>)>,
+    eh_frame_hdr: Option<(Range<u64>, Range<usize>)>,
+    got: Option<Range<u64>>,
+    debug_frame: Option<Range<usize>>,
+    /// (file offset, address) of each PT_LOAD.
+    loads: Vec<(u64, u64, u64)>,
+}
+
+impl FileCfi {
+    fn parse(bytes: Bytes) -> Option<Self> {
+        let bytes = Arc::new(bytes);
+        let elf = ElfFile64::<object::Endianness>::parse(&**bytes).ok()?;
+        let section = |name: &str| {
+            let s = elf.section_by_name(name)?;
+            let (off, size) = s.file_range()?;
+            let svma = s.address()..s.address() + s.size();
+            Some((svma, off as usize..(off + size) as usize))
+        };
+        let endian = elf.endian();
+        let loads = elf
+            .elf_program_headers()
+            .iter()
+            .filter(|p| p.p_type(endian) == object::elf::PT_LOAD)
+            .map(|p| (p.p_offset(endian), p.p_vaddr(endian), p.p_filesz(endian)))
+            .collect();
+        // A compressed .debug_frame is not read (its file range holds compressed bytes).
+        let debug_frame = elf
+            .section_by_name(".debug_frame")
+            .filter(|s| {
+                s.compressed_file_range()
+                    .is_ok_and(|c| c.format == object::CompressionFormat::None)
+            })
+            .and_then(|s| s.file_range())
+            .map(|(off, size)| off as usize..(off + size) as usize);
+        Some(FileCfi {
+            text: section(".text"),
+            eh_frame: section(".eh_frame"),
+            eh_frame_hdr: section(".eh_frame_hdr"),
+            got: section(".got").map(|(svma, _)| svma),
+            debug_frame,
+            loads,
+            bytes,
+        })
+    }
+
+    fn has_cfi(&self) -> bool {
+        self.eh_frame.is_some() || self.debug_frame.is_some()
+    }
+
+    /// What to add to this file's addresses to get the process's, for a mapping of file
+    /// offset `map_offset` at `start`.
+    pub(super) fn bias(&self, start: u64, map_offset: u64) -> Option<u64> {
+        // The segment this mapping starts (mappings begin at the page holding p_offset), else
+        // the one holding its first byte.
+        let (p_offset, p_vaddr, _) = self
+            .loads
+            .iter()
+            .find(|(off, _, _)| off & !0xfff == map_offset)
+            .or_else(|| {
+                self.loads
+                    .iter()
+                    .find(|(off, _, size)| (*off..off + size).contains(&map_offset))
+            })?;
+        Some(
+            start
+                .wrapping_sub(map_offset)
+                .wrapping_add(*p_offset)
+                .wrapping_sub(*p_vaddr),
+        )
+    }
+
+    fn section(&self, r: &Range<usize>) -> Option<Section> {
+        (r.end <= self.bytes.len()).then(|| Section {
+            bytes: Arc::clone(&self.bytes),
+            range: r.clone(),
+        })
+    }
+
+    pub(super) fn module(&self, name: &str, avma: Range<u64>, bias: u64) -> Module<Section> {
+        let pick = |s: &Option<(Range<u64>, Range<usize>)>| {
+            s.as_ref()
+                .and_then(|(svma, r)| Some((svma.clone(), self.section(r)?)))
+        };
+        let (text_svma, text) = pick(&self.text).unzip();
+        let (eh_frame_svma, eh_frame) = pick(&self.eh_frame).unzip();
+        let (eh_frame_hdr_svma, eh_frame_hdr) = pick(&self.eh_frame_hdr).unzip();
+        Module::new(
+            name.to_string(),
+            avma,
+            bias,
+            ExplicitModuleSectionInfo {
+                base_svma: 0,
+                text_svma,
+                text,
+                got_svma: self.got.clone(),
+                eh_frame_svma,
+                eh_frame,
+                eh_frame_hdr_svma,
+                eh_frame_hdr,
+                debug_frame: self.debug_frame.as_ref().and_then(|r| self.section(r)),
+                stubs_svma: None,
+                stub_helper_svma: None,
+                unwind_info: None,
+                text_segment_svma: None,
+                text_segment: None,
+            },
+        )
+    }
+}
+
+/// One executable mapping of a process's memory map.
+pub(super) struct Mapping {
+    pub range: Range<u64>,
+    pub offset: u64,
+    /// (device, inode) of a file; `None` for the vdso.
+    pub file: Option<(String, u64)>,
+    pub path: String,
+}
+
+/// The executable mappings of a `/proc/PID/maps` text: files, and the vdso.
+pub(super) fn parse_maps(text: &str) -> Vec<Mapping> {
+    maps::parse(text)
+        .filter(|m| m.executable())
+        .filter_map(|m| {
+            let file = match (m.inode, m.path) {
+                (0, "[vdso]") => None,
+                (0, _) => return None,
+                _ => Some((m.dev.to_string(), m.inode)),
+            };
+            Some(Mapping {
+                range: m.range,
+                offset: m.offset,
+                file,
+                path: m.path.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// Every file's CFI read so far (`None`: the file has none, or could not be read), by device
+/// and inode, and the vdso's.
+#[derive(Default)]
+pub(super) struct FileCache {
+    files: HashMap<(String, u64), Option<Arc<FileCfi>>, ahash::RandomState>,
+    vdso: Option<Option<Arc<FileCfi>>>,
+}
+
+impl FileCache {
+    /// The CFI of a mapping's file, read once per file.
+    pub(super) fn get(&mut self, pid: u32, m: &Mapping) -> Option<Arc<FileCfi>> {
+        let Some(key) = &m.file else {
+            return self.vdso.get_or_insert_with(own_vdso).clone();
+        };
+        if let Some(known) = self.files.get(key) {
+            return known.clone();
+        }
+        // The mapped file itself, even when replaced or deleted since; else by its path in
+        // the process's mount namespace.
+        let by_map = format!(
+            "/proc/{pid}/map_files/{:x}-{:x}",
+            m.range.start, m.range.end
+        );
+        let file = File::open(&by_map)
+            .or_else(|_| File::open(format!("/proc/{pid}/root{}", m.path)))
+            .ok();
+        // SAFETY: the file is mapped read-only; a file truncated under us could fault, as
+        // with any profiler reading mapped binaries (blazesym maps them the same way).
+        let cfi = file
+            .and_then(|f| unsafe { memmap2::Mmap::map(&f) }.ok())
+            .and_then(|map| FileCfi::parse(Bytes::Mapped(map)))
+            .filter(FileCfi::has_cfi)
+            .map(Arc::new);
+        self.files.insert(key.clone(), cfi.clone());
+        cfi
+    }
+
+    /// Files read with CFI.
+    #[cfg(test)]
+    pub(super) fn with_cfi(&self) -> usize {
+        self.files.values().filter(|c| c.is_some()).count()
+    }
+}
+
+/// The recorder's own vdso (the kernel's, the same in every process), copied.
+fn own_vdso() -> Option<Arc<FileCfi>> {
+    let maps = maps::read(std::process::id()).ok()?;
+    let m = parse_maps(&maps).into_iter().find(|m| m.path == "[vdso]")?;
+    let len = (m.range.end - m.range.start) as usize;
+    // SAFETY: the vdso is mapped readable for its whole range in every process.
+    let bytes = unsafe { std::slice::from_raw_parts(m.range.start as *const u8, len) }.to_vec();
+    FileCfi::parse(Bytes::Owned(bytes))
+        .filter(FileCfi::has_cfi)
+        .map(Arc::new)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_keep_executable_file_and_vdso_mappings() {
+        let maps = "\
+55d0c0000000-55d0c0001000 r--p 00000000 08:01 1234 /usr/bin/app
+55d0c0001000-55d0c0005000 r-xp 00001000 08:01 1234 /usr/bin/app
+7f0000000000-7f0000021000 rw-p 00000000 00:00 0 [heap]
+7f1000000000-7f1000002000 r-xp 00000000 00:00 0 [vdso]
+7f2000000000-7f2000001000 r-xp 00000000 00:00 0
+7f3000000000-7f3000100000 r-xp 00028000 08:01 99 /lib/x86_64-linux-gnu/libc.so.6 (deleted)
+";
+        let m = parse_maps(maps);
+        assert_eq!(m.len(), 3);
+        assert_eq!(m[0].range, 0x55d0c0001000..0x55d0c0005000);
+        assert_eq!(m[0].offset, 0x1000);
+        assert_eq!(m[0].file, Some(("08:01".into(), 1234)));
+        assert!(m[1].file.is_none() && m[1].path == "[vdso]");
+        assert_eq!(m[2].path, "/lib/x86_64-linux-gnu/libc.so.6 (deleted)");
+    }
+
+    #[test]
+    fn the_vdso_has_cfi() {
+        assert!(own_vdso().is_some(), "the vdso has .eh_frame");
+    }
+}

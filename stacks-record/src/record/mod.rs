@@ -1,0 +1,523 @@
+//! The recording loop: load and attach BPF, hand targets to the kernel, drain the ring buffer,
+//! normalize user frames, and write batches (at least once a second) until told to stop.
+
+use std::cell::RefCell;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::process::ExitCode;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use libbpf_rs::RingBufferBuilder;
+use stacks_stream::{OutputStream, kind, open_output_with, raw_schema};
+
+use crate::cli::{Args, Target};
+use crate::convert::{Converter, Counts, KernelNames};
+use crate::host;
+use crate::kernel::drops::Drops;
+use crate::kernel::event::{Kind, RawEvent};
+use crate::kernel::load::{self as bpf, LoadOptions};
+use crate::kernel::sampler::StateSampler;
+use crate::kinds;
+use crate::output::rows::{Extra, Row, RowBuilder};
+use crate::probes::{self, ProbeRows};
+use crate::process::kallsyms::KernelSymbol;
+use crate::process::kallsyms::KernelSymbols;
+use crate::process::spans::Spans;
+use crate::spec::EventSpec;
+use crate::spec::probe::ProbeType;
+
+mod targets;
+
+use targets::{Targets, describe, target_pids};
+
+/// Take events from the ring buffer at least this often: bounds how long a sample waits before
+/// its addresses are normalized (short-lived processes), at a few dozen wakeups a second.
+const POLL_EVERY: Duration = Duration::from_millis(25);
+/// Flush rows at least this often so a live pipeline sees data.
+const FLUSH_EVERY: Duration = Duration::from_secs(1);
+/// ... or when this many rows are pending.
+const FLUSH_ROWS: usize = 8192;
+
+/// Ring buffer records copied out in the callback (one flat buffer, no allocation per event).
+#[derive(Default)]
+struct Queue {
+    bytes: Vec<u8>,
+    spans: Vec<(usize, usize)>,
+    /// The buffers of the previous drain, emptied, kept for the next one (their memory is
+    /// reused instead of freed and faulted in again).
+    spare: Option<Buffers>,
+}
+
+/// A queue's record bytes and each record's (start, length).
+type Buffers = (Vec<u8>, Vec<(usize, usize)>);
+
+/// Entry point of the `stacks-record` binary.
+pub fn run() -> Result<ExitCode> {
+    let args = stacks_stream::cli::parse_args::<Args>("stacks-record");
+    // From the start, so that a ^C while starting up (loading BPF, reading kernel symbols,
+    // registering every process of -a) stops the recording cleanly instead of killing it with
+    // nothing written. No SA_RESTART: the ring buffer poll wakes with EINTR.
+    stacks_stream::sys::catch_signals(&[libc::SIGINT, libc::SIGTERM])
+        .context("installing the SIGINT/SIGTERM handlers")?;
+    let spec = args.spec()?;
+    let target = args.target()?;
+
+    kinds::check_kernel(&spec)?;
+    let probes = probes::attach::resolve(&spec.probes, &target_pids(&target))?;
+    let offset_ns = host::boot_to_realtime_offset();
+    let metadata = host::stream_metadata(&spec.normalized(), host::realtime_ns(), offset_ns);
+    // Stack columns dictionary-encoded: each distinct captured stack is sent once.
+    let rows = RowBuilder::new(Arc::new(raw_schema(metadata)))
+        .context("building the raw stream schema")?;
+    // Open the output before loading anything, so a terminal is refused at once.
+    // Compressed: stack entries repeat module paths and build ids in every frame.
+    let mut out = open_output_with(args.output.as_deref(), rows.schema(), true)?;
+
+    let mut obj = MaybeUninit::uninit();
+    let load = LoadOptions {
+        all: matches!(target, Target::All { .. }),
+        include_idle: matches!(target, Target::All { idle: true }),
+        follow_forks: !args.no_children,
+        ringbuf_bytes: args.ringbuf_mb << 20,
+        spans: !args.no_spans,
+        ustack_bytes: args.ustack_bytes,
+    };
+    let mut skel = bpf::load(&mut obj, &load, |open| {
+        kinds::configure(open, &spec)?;
+        probes::configure(open, &spec.probes)
+    })?;
+    let tracepoints = bpf::attach_tracepoints(&mut skel)?;
+    // A command with USDT probes is held after its exec: its probes are attached then and
+    // their semaphores set in it (see probes::semaphores); other targets' probes now.
+    let hold =
+        matches!(target, Target::Command(_)) && spec.probes.iter().any(|p| p.ty == ProbeType::Usdt);
+    let early = (!hold)
+        .then(|| probes::attach::attach(&skel, &probes))
+        .transpose()?;
+    let mut targets = Targets::add(&skel, &target, hold)?;
+    let perf = attach_cpu_sampler(&skel, &spec)?;
+    let queue: Rc<RefCell<Queue>> = Rc::default();
+    let rb = ring_buffer(&skel, &queue)?;
+    let state_period = spec
+        .get(kind::STATE)
+        .map(|s| Duration::from_nanos(s.period_ns()));
+    let states = StateSampler::start(&skel, state_period)?;
+
+    // Ready to convert before the command runs (reading kernel symbols takes ~50 ms): a
+    // short-lived command's memory map must be read while it lives (`d` stacks).
+    let mut conv = Converter::new(
+        offset_ns,
+        spec.wants_kernel_stacks().then(kernel_names).flatten(),
+    );
+    conv.probes = ProbeRows::new(&probes);
+    if let Some(child) = &targets.child {
+        let comm = std::fs::read_to_string(format!("/proc/{}/comm", child.pid))
+            .with_context(|| format!("reading the name of the command's process {}", child.pid))?;
+        conv.hold_until_exec(child.pid, bpf::comm_key(comm.trim_end_matches('\n')));
+    }
+    let mut spans = Spans::new(!args.no_spans, spec.get(kind::SPAN).is_some());
+    targets.go(&skel, &target, &mut spans)?;
+    let held = targets.child.as_mut().filter(|_| hold);
+    let mut probes_on = probes::Running::start(&skel, &probes, early, held)?;
+    eprintln!(
+        "stacks-record: recording {} ({}){}; Ctrl-C stops",
+        spec.normalized(),
+        describe(&target),
+        args.duration
+            .map(|d| format!(" for {:.1}s", d.as_secs_f64()))
+            .unwrap_or_default()
+    );
+
+    let started = Instant::now();
+    let mut rec = Recorder {
+        skel: &skel,
+        queue: &queue,
+        rb: &rb,
+        rows,
+        conv,
+        drops: Drops::default(),
+        spans,
+        started,
+    };
+    let mut child_status = rec.record(&mut out, &mut targets, &target, args.duration)?;
+
+    // Stop every event source, have the kernel side hand over what it still holds (folded
+    // short off-CPU intervals), then take everything still queued in the ring buffer.
+    if let Some(states) = states {
+        states.stop()?;
+    }
+    drop(perf);
+    probes_on.stop();
+    rec.spans.detach();
+    drop(tracepoints);
+    let written = rec.drain_to_end(out)?;
+    if let Some(path) = &args.output
+        && let Some(owner) = stacks_stream::sys::SudoOwner::from_sudo("stacks-record")
+    {
+        owner.chown_path(path);
+    }
+    if let Some(c) = targets.child.as_mut()
+        && child_status.is_none()
+    {
+        child_status = Some(c.terminate());
+    }
+    rec.summary(written);
+    rec.spans.report();
+    Ok(ExitCode::from(child_status.unwrap_or(0)))
+}
+
+/// The CPU sampler on every online CPU, when `profile` is recorded.
+fn attach_cpu_sampler(
+    skel: &crate::kernel::abi::StacksSkel<'_>,
+    spec: &EventSpec,
+) -> Result<Vec<(OwnedFd, libbpf_rs::Link)>> {
+    let mut perf = Vec::new();
+    if let Some(p) = spec.get(kind::PROFILE) {
+        for cpu in bpf::online_cpus()? {
+            let fd = bpf::open_cpu_clock(cpu, p.period_ns())?;
+            let link = skel
+                .progs
+                .on_cpu_sample
+                .attach_perf_event(fd.as_raw_fd())
+                .with_context(|| format!("attaching the CPU sampler on cpu {cpu}"))?;
+            perf.push((fd, link));
+        }
+    }
+    Ok(perf)
+}
+
+/// The ring buffer reader, copying each record into `queue`.
+fn ring_buffer<'a>(
+    skel: &'a crate::kernel::abi::StacksSkel<'_>,
+    queue: &Rc<RefCell<Queue>>,
+) -> Result<libbpf_rs::RingBuffer<'a>> {
+    let mut rbb = RingBufferBuilder::new();
+    let queue = queue.clone();
+    rbb.add(&skel.maps.events, move |data: &[u8]| {
+        let mut q = queue.borrow_mut();
+        let start = q.bytes.len();
+        q.bytes.extend_from_slice(data);
+        q.spans.push((start, data.len()));
+        0
+    })
+    .context("setting up the ring buffer")?;
+    rbb.build().context("setting up the ring buffer")
+}
+
+/// The reading side of a recording: ring buffer → rows → output.
+struct Recorder<'a, 'obj> {
+    skel: &'a crate::kernel::abi::StacksSkel<'obj>,
+    queue: &'a RefCell<Queue>,
+    rb: &'a libbpf_rs::RingBuffer<'a>,
+    rows: RowBuilder,
+    conv: Converter,
+    drops: Drops,
+    spans: Spans,
+    started: Instant,
+}
+
+impl Recorder<'_, '_> {
+    /// The event loop: convert and write until stopped, the time is up, or the targets are
+    /// gone. Returns the command's exit status when it exited.
+    fn record(
+        &mut self,
+        out: &mut OutputStream,
+        targets: &mut Targets,
+        target: &Target,
+        duration: Option<Duration>,
+    ) -> Result<Option<u8>> {
+        let deadline = duration.map(|d| self.started + d);
+        let mut last_flush = Instant::now();
+        loop {
+            // The kernel wakes us only when the buffer fills up (see wakeup_bytes in the BPF
+            // code); otherwise the timeout comes first and we take what is there.
+            let waiting = !self.queue.borrow().spans.is_empty();
+            let rc = self
+                .rb
+                .poll_raw(if waiting { Duration::ZERO } else { POLL_EVERY });
+            let rc = if rc >= 0 { self.rb.consume_raw() } else { rc };
+            if rc < 0 && rc != -libc::EINTR {
+                bail!(
+                    "polling the ring buffer: {}",
+                    std::io::Error::from_raw_os_error(-rc)
+                );
+            }
+            drain(
+                self.queue,
+                &mut self.rows,
+                &mut self.conv,
+                &mut self.spans,
+                self.rb,
+                self.skel,
+            );
+            if self.rows.len() >= FLUSH_ROWS || last_flush.elapsed() >= FLUSH_EVERY {
+                self.write(out)?;
+                last_flush = Instant::now();
+            }
+            if stacks_stream::sys::signal_caught() || deadline.is_some_and(|d| Instant::now() >= d)
+            {
+                return Ok(None);
+            }
+            if let Some(status) = targets.ended(target) {
+                return Ok(status);
+            }
+        }
+    }
+
+    /// Append the counting probes' rows and the lost-event rows, and write what is pending.
+    fn write(&mut self, out: &mut OutputStream) -> Result<()> {
+        self.spans.check(self.skel);
+        drain_counts(self.skel, &mut self.conv, &mut self.rows);
+        push_lost(
+            self.skel,
+            &mut self.drops,
+            &mut self.rows,
+            &mut self.conv.counts,
+        )?;
+        if !self.rows.is_empty() {
+            let batch = self
+                .rows
+                .finish()
+                .context("building a batch of the raw stream")?;
+            out.write(&batch)?;
+        }
+        Ok(())
+    }
+
+    /// After the event sources are detached: take what the kernel side still holds and what
+    /// waits in the ring buffer, write it, and end the stream. Returns the rows written.
+    fn drain_to_end(&mut self, mut out: OutputStream) -> Result<u64> {
+        bpf::flush_pending(self.skel)?;
+        let rc = self.rb.consume_raw();
+        if rc < 0 && rc != -libc::EINTR {
+            bail!(
+                "draining the ring buffer: {}",
+                std::io::Error::from_raw_os_error(-rc)
+            );
+        }
+        while !self.queue.borrow().spans.is_empty() {
+            drain(
+                self.queue,
+                &mut self.rows,
+                &mut self.conv,
+                &mut self.spans,
+                self.rb,
+                self.skel,
+            );
+        }
+        // Spans still entered: a row each, with no duration.
+        self.conv.end_spans(None, &mut self.rows);
+        let now = host::realtime_ns();
+        for rest in bpf::take_rss_remainders(self.skel) {
+            self.conv.push_rss_remainder(&mut self.rows, now, rest);
+        }
+        self.write(&mut out)?;
+        Ok(out.finish()?)
+    }
+
+    /// The summary line.
+    fn summary(&self, written: u64) {
+        let stats = bpf::prog_stats(self.skel);
+        let skipped: Vec<String> = stats
+            .iter()
+            .filter(|p| p.skipped > 0)
+            .map(|p| format!("{} {}", p.name, p.skipped))
+            .collect();
+        if !skipped.is_empty() {
+            eprintln!(
+                "stacks-record: warning: the kernel skipped BPF program runs (already running on that CPU): {}",
+                skipped.join(", ")
+            );
+        }
+        if bpf::run_stats_enabled() {
+            // The recorder's cost in the traced threads, which its own CPU time does not show.
+            let runs: Vec<String> = stats
+                .iter()
+                .filter(|p| p.runs > 0)
+                .map(|p| format!("{} {} runs, {} ns each", p.name, p.runs, p.run_ns / p.runs))
+                .collect();
+            eprintln!(
+                "stacks-record: BPF program runs (kernel.bpf_stats_enabled): {}",
+                runs.join("; ")
+            );
+        }
+        let counts = &self.conv.counts;
+        eprintln!(
+            "stacks-record: {} rows: {} samples from {} processes in {:.1}s, {} distinct stacks; {}; events: {}; stack capture errors: {} kernel, {} user; {} user frames not normalized{}",
+            written,
+            counts.by_kind.get(kind::PROFILE).copied().unwrap_or(0),
+            counts.pids.len(),
+            self.started.elapsed().as_secs_f64(),
+            self.rows.distinct_stacks(),
+            self.drops.describe(),
+            self.conv.describe_counts(),
+            counts.kstack_errors,
+            counts.ustack_errors,
+            self.conv.norm.failed_frames,
+            [
+                (
+                    counts.repeated_stacks,
+                    "state rows repeating stacks of threads that had not run"
+                ),
+                (counts.malformed, "malformed records"),
+                (counts.span_rows, "rows in `tracing` spans"),
+            ]
+            .iter()
+            .filter(|(n, _)| *n > 0)
+            .map(|(n, what)| format!("; {n} {what}"))
+            .collect::<String>()
+        );
+        let u = &self.conv.unwinders.counts;
+        if u.stacks > 0 {
+            eprintln!(
+                "stacks-record: d stacks: {} unwound, {} by CFI to the root, {} continued by frame pointers, {} by frame pointers only, {} truncated{}",
+                u.stacks,
+                u.complete,
+                u.spliced,
+                u.fp_only,
+                u.truncated,
+                if u.no_map > 0 {
+                    format!(
+                        ", {} of processes that exited before their map was read",
+                        u.no_map
+                    )
+                } else {
+                    String::new()
+                }
+            );
+        }
+    }
+}
+
+/// Convert what was taken from the ring buffer. Converting is slower than copying out of the
+/// kernel, so during a burst the ring buffer is emptied into our queue between chunks (up to
+/// [`QUEUE_MAX_BYTES`]): the kernel side drops events only when both are full.
+fn drain(
+    queue: &RefCell<Queue>,
+    rows: &mut RowBuilder,
+    conv: &mut Converter,
+    spans: &mut Spans,
+    rb: &libbpf_rs::RingBuffer<'_>,
+    skel: &crate::kernel::abi::StacksSkel<'_>,
+) {
+    let q = {
+        let mut cur = queue.borrow_mut();
+        let (bytes, spans) = cur.spare.take().unwrap_or_default();
+        Queue {
+            bytes: std::mem::replace(&mut cur.bytes, bytes),
+            spans: std::mem::replace(&mut cur.spans, spans),
+            spare: None,
+        }
+    };
+    for (i, &(start, len)) in q.spans.iter().enumerate() {
+        match RawEvent::from_bytes(&q.bytes[start..start + len]) {
+            Ok(e) => {
+                if e.h.kind == Kind::STACKS_EV_EXIT {
+                    // Counted hits of a process are converted while its address maps are
+                    // still known: before its exit drops them. (Not before an exec: the hits
+                    // counted by then may be of the new image, whose files the exec record
+                    // makes known.)
+                    drain_counts(skel, conv, rows);
+                }
+                if e.h.kind == Kind::STACKS_EV_EXEC {
+                    // A new image: its spans are read from here if it has a thread context.
+                    spans.register(skel, e.h.pid);
+                }
+                conv.push(&e, rows)
+            }
+            Err(_) => conv.counts.malformed += 1,
+        }
+        if i % 256 == 255 && queue.borrow().bytes.len() < QUEUE_MAX_BYTES {
+            let _ = rb.consume_raw();
+        }
+    }
+    // Kept for the next drain unless a burst made them large.
+    let Queue {
+        mut bytes,
+        mut spans,
+        ..
+    } = q;
+    if bytes.capacity() <= SPARE_MAX_BYTES {
+        bytes.clear();
+        spans.clear();
+        queue.borrow_mut().spare = Some((bytes, spans));
+    }
+}
+
+/// Convert the counting probes' table (nothing when no probe counts).
+fn drain_counts(
+    skel: &crate::kernel::abi::StacksSkel<'_>,
+    conv: &mut Converter,
+    rows: &mut RowBuilder,
+) {
+    probes::counts::drain(skel, |record| match RawEvent::from_bytes(record) {
+        Ok(e) => conv.push(&e, rows),
+        Err(_) => conv.counts.malformed += 1,
+    });
+}
+
+/// Largest record buffer kept between drains.
+const SPARE_MAX_BYTES: usize = 64 << 20;
+
+/// Most bytes of records held in user space waiting for conversion.
+const QUEUE_MAX_BYTES: usize = 512 << 20;
+
+/// Kernel symbols for naming kernel frames at record time, when kallsyms is readable.
+fn kernel_names() -> Option<Box<dyn KernelNames>> {
+    match KernelSymbols::load() {
+        Ok(k) => Some(Box::new(k)),
+        Err(e) => {
+            eprintln!("stacks-record: warning: kernel frames stay unnamed: {e}");
+            None
+        }
+    }
+}
+
+impl KernelNames for KernelSymbols {
+    fn name(&self, addr: u64) -> Option<KernelSymbol> {
+        self.resolve(addr)
+            .map(|(symbol, offset, module)| KernelSymbol {
+                symbol: symbol.to_string(),
+                offset,
+                module: module.map(str::to_string),
+            })
+    }
+}
+
+/// Append a `lost` row per CPU and cause whose drop counter grew since the last look.
+fn push_lost(
+    skel: &crate::kernel::abi::StacksSkel<'_>,
+    drops: &mut Drops,
+    rows: &mut RowBuilder,
+    counts: &mut Counts,
+) -> Result<()> {
+    let now = bpf::drops_per_cpu(skel)?;
+    let time_ns = host::realtime_ns();
+    for (cpu, cause, n) in drops.update(&now) {
+        counts.lost += n;
+        rows.push(&Row {
+            time_ns,
+            kind: kind::LOST,
+            pid: 0,
+            tid: 0,
+            comm: "",
+            thread: "",
+            cgroup: None,
+            cpu,
+            value: n as i64,
+            stacks: Default::default(),
+            kstack_error: None,
+            ustack_error: None,
+            ustack_unwind: None,
+            ustack_truncated: None,
+            extra: Extra {
+                cause: Some(cause),
+                ..Default::default()
+            },
+        });
+    }
+    Ok(())
+}

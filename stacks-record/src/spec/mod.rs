@@ -1,0 +1,555 @@
+//! The event specification grammar shared by every event: `NAME[:STACKS][:ARG]`, comma-separated.
+
+use std::fmt;
+
+use stacks_stream::kinds::{ArgGrammar, Source};
+
+pub mod probe;
+
+use probe::{MAX_PROBES, Probe, ProbeType};
+
+/// Which stacks an event captures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StackSel {
+    /// `u`: the user stack by frame pointers.
+    User,
+    /// `k`: the kernel stack.
+    Kernel,
+    /// `uk`.
+    Both,
+    /// `d`: the user stack unwound with the mapped files' CFI (a copy of the stack and the
+    /// registers, unwound by the recorder; the frame-pointer walk continues it).
+    Dwarf,
+    /// `dk`.
+    DwarfKernel,
+}
+
+impl StackSel {
+    /// Bit mask understood by the BPF side (`STACKS_WANT_*`).
+    pub fn mask(self) -> u32 {
+        match self {
+            StackSel::User => 1,
+            StackSel::Kernel => 2,
+            StackSel::Both => 3,
+            StackSel::Dwarf => 1 | 4,
+            StackSel::DwarfKernel => 1 | 2 | 4,
+        }
+    }
+
+    pub fn user(self) -> bool {
+        self != StackSel::Kernel
+    }
+
+    pub fn kernel(self) -> bool {
+        matches!(
+            self,
+            StackSel::Kernel | StackSel::Both | StackSel::DwarfKernel
+        )
+    }
+
+    /// Whether the user stack is unwound with CFI (`d`).
+    pub fn dwarf(self) -> bool {
+        matches!(self, StackSel::Dwarf | StackSel::DwarfKernel)
+    }
+
+    pub(crate) fn parse(s: &str) -> Option<Self> {
+        match s {
+            "u" => Some(StackSel::User),
+            "k" => Some(StackSel::Kernel),
+            "uk" | "ku" => Some(StackSel::Both),
+            "d" => Some(StackSel::Dwarf),
+            "dk" | "kd" => Some(StackSel::DwarfKernel),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for StackSel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            StackSel::User => "u",
+            StackSel::Kernel => "k",
+            StackSel::Both => "uk",
+            StackSel::Dwarf => "d",
+            StackSel::DwarfKernel => "dk",
+        })
+    }
+}
+
+/// An event kind named in `-e`: its registry entry, stacks and argument.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KindArgs {
+    /// The registry entry's name (`stacks_stream::kind`).
+    pub name: &'static str,
+    pub stacks: StackSel,
+    /// Its argument (a frequency in Hz, a duration in ns, an N), its default when not given;
+    /// `None` for a kind that takes none.
+    pub arg: Option<u64>,
+}
+
+impl KindArgs {
+    /// The period of a frequency argument in nanoseconds (1e9 / HZ): what one sample stands
+    /// for.
+    pub fn period_ns(&self) -> u64 {
+        1_000_000_000 / self.arg.unwrap_or(1).max(1)
+    }
+}
+
+/// A parsed `-e` specification.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EventSpec {
+    /// The event kinds asked for, in the registry's order.
+    pub kinds: Vec<KindArgs>,
+    /// Probes (`tp:`, `uprobe:`, `uretprobe:`, `usdt:`), in the order given: a probe's index
+    /// is its BPF cookie.
+    pub probes: Vec<Probe>,
+}
+
+/// The specification used when `-e` is not given.
+pub const DEFAULT_SPEC: &str = "profile:u:99,rss:u:29,switch:uk";
+
+/// Events whose user stacks may be unwound with CFI (`d`), per the registry.
+pub fn dwarf_kinds() -> Vec<&'static str> {
+    stacks_stream::kinds::ALL
+        .iter()
+        .filter(|k| matches!(k.source, Source::Event { dwarf: true, .. }))
+        .map(|k| k.name)
+        .collect()
+}
+
+/// Event names this build can record: the registry's recordable kinds.
+pub fn event_names() -> Vec<&'static str> {
+    stacks_stream::kinds::recordable().map(|k| k.name).collect()
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SpecError {
+    #[error("empty event specification")]
+    Empty,
+    #[error("empty event in `{0}` (a stray comma?)")]
+    EmptyToken(String),
+    #[error("unknown event `{name}` in `{token}` (available: {available})")]
+    UnknownEvent {
+        name: String,
+        token: String,
+        available: String,
+    },
+    #[error("bad stack selection `{value}` in `{token}`: use u, k, uk, d or dk")]
+    BadStacks { value: String, token: String },
+    #[error("`{token}`: {name} does not support d (DWARF user stacks); {supported} do")]
+    NoDwarf {
+        token: String,
+        name: String,
+        supported: String,
+    },
+    #[error("bad rate `{value}` in `{token}`: a sampling frequency in Hz from 1 to {max}")]
+    BadRate {
+        value: String,
+        token: String,
+        max: u32,
+    },
+    #[error("bad minimum `{value}` in `{token}`: a duration such as 0, 500us, 1ms or 2s")]
+    BadMin { value: String, token: String },
+    #[error("bad sampling `{value}` in `{token}`: N (every Nth event), from 1 to 1000000")]
+    BadEvery { value: String, token: String },
+    #[error("`{0}` takes no argument: use {1}[:STACKS]")]
+    NoArgument(String, String),
+    #[error("too many fields in `{0}`: expected NAME[:STACKS][:ARG]")]
+    TooManyFields(String),
+    #[error("event `{0}` given twice")]
+    Duplicate(String),
+    #[error("bad probe `{token}`: expected {form}")]
+    ProbeForm { token: String, form: String },
+    #[error("more than {MAX_PROBES} probes")]
+    TooManyProbes,
+}
+
+impl EventSpec {
+    /// Parse a comma-separated list of `NAME[:STACKS][:ARG]`.
+    pub fn parse(spec: &str) -> Result<Self, SpecError> {
+        let spec = spec.trim();
+        if spec.is_empty() {
+            return Err(SpecError::Empty);
+        }
+        let mut out = EventSpec::default();
+        for token in spec.split(',') {
+            let token = token.trim();
+            if token.is_empty() {
+                return Err(SpecError::EmptyToken(spec.to_string()));
+            }
+            if let Some(probe) = Probe::parse(token)? {
+                if out.probes.iter().any(|p| p.name() == probe.name()) {
+                    return Err(SpecError::Duplicate(probe.name()));
+                }
+                if out.probes.len() == MAX_PROBES {
+                    return Err(SpecError::TooManyProbes);
+                }
+                out.probes.push(probe);
+                continue;
+            }
+            let k = parse_kind(token)?;
+            if out.get(k.name).is_some() {
+                return Err(SpecError::Duplicate(k.name.to_string()));
+            }
+            out.kinds.push(k);
+        }
+        out.kinds
+            .sort_by_key(|k| event_names().iter().position(|n| *n == k.name));
+        Ok(out)
+    }
+
+    /// The entry of kind `name`, when asked for.
+    pub fn get(&self, name: &str) -> Option<&KindArgs> {
+        self.kinds.iter().find(|k| k.name == name)
+    }
+
+    /// The normalized text form, e.g. `profile:uk:99,switch:uk:1ms`: stored in the stream
+    /// metadata.
+    pub fn normalized(&self) -> String {
+        let mut parts: Vec<String> = self
+            .kinds
+            .iter()
+            .map(|k| match (k.arg, grammar(k.name)) {
+                (Some(ns), Some(ArgGrammar::Duration)) => {
+                    format!("{}:{}:{}", k.name, k.stacks, format_ns(ns))
+                }
+                (Some(n), _) => format!("{}:{}:{n}", k.name, k.stacks),
+                (None, _) => format!("{}:{}", k.name, k.stacks),
+            })
+            .collect();
+        parts.extend(self.probes.iter().map(Probe::normalized));
+        parts.join(",")
+    }
+
+    /// Names of the events requested: the kinds, then the probe types used.
+    pub fn names(&self) -> Vec<&'static str> {
+        let mut v: Vec<&'static str> = self.kinds.iter().map(|k| k.name).collect();
+        for ty in ProbeType::ALL {
+            if self.probes.iter().any(|p| p.ty == ty) {
+                v.push(ty.prefix());
+            }
+        }
+        v
+    }
+
+    /// Whether any requested event captures kernel stacks (only then are kernel symbols
+    /// needed: reading /proc/kallsyms costs ~50 ms of CPU at start).
+    pub fn wants_kernel_stacks(&self) -> bool {
+        self.kinds
+            .iter()
+            .map(|k| k.stacks)
+            .chain(self.probes.iter().map(|p| p.stacks))
+            .any(StackSel::kernel)
+    }
+}
+
+/// One `NAME[:STACKS][:ARG]` token, with the registry's defaults.
+fn parse_kind(token: &str) -> Result<KindArgs, SpecError> {
+    let fields: Vec<&str> = token.split(':').collect();
+    let name = fields[0];
+    let (stacks, arg) = split_fields(token, &fields[1..])?;
+    if stacks.is_some_and(StackSel::dwarf) && !dwarf_kinds().contains(&name) {
+        return Err(SpecError::NoDwarf {
+            token: token.to_string(),
+            name: name.to_string(),
+            supported: dwarf_kinds().join(", "),
+        });
+    }
+    let entry = stacks_stream::kinds::recordable().find_map(|k| match k.source {
+        Source::Event {
+            stacks, arg: spec, ..
+        } if k.name == name => Some((k.name, stacks, spec)),
+        _ => None,
+    });
+    let Some((name, default_stacks, spec)) = entry else {
+        return Err(SpecError::UnknownEvent {
+            name: name.to_string(),
+            token: token.to_string(),
+            available: format!(
+                "{}, tp:, uprobe:, uretprobe:, usdt:",
+                event_names().join(", ")
+            ),
+        });
+    };
+    let arg = match (spec, arg) {
+        (None, Some(_)) => return Err(SpecError::NoArgument(token.to_string(), name.to_string())),
+        (None, None) => None,
+        (Some(spec), Some(a)) => Some(parse_arg(spec.grammar, a, token)?),
+        (Some(spec), None) => Some(parse_arg(spec.grammar, spec.default, token)?),
+    };
+    Ok(KindArgs {
+        name,
+        stacks: stacks
+            .or_else(|| StackSel::parse(default_stacks))
+            .unwrap_or(StackSel::Both),
+        arg,
+    })
+}
+
+/// The grammar of kind `name`'s argument, per the registry.
+fn grammar(name: &str) -> Option<ArgGrammar> {
+    match stacks_stream::kinds::get(name)?.source {
+        Source::Event { arg, .. } => arg.map(|a| a.grammar),
+        _ => None,
+    }
+}
+
+/// An argument `a` of `token` read by `grammar`.
+fn parse_arg(grammar: ArgGrammar, a: &str, token: &str) -> Result<u64, SpecError> {
+    match grammar {
+        ArgGrammar::Hz { max } => parse_hz(a, token, max).map(u64::from),
+        ArgGrammar::Duration => parse_ns(a).ok_or_else(|| SpecError::BadMin {
+            value: a.to_string(),
+            token: token.to_string(),
+        }),
+        ArgGrammar::Every { max } => a
+            .parse::<u32>()
+            .ok()
+            .filter(|n| (1..=max).contains(n))
+            .map(u64::from)
+            .ok_or_else(|| SpecError::BadEvery {
+                value: a.to_string(),
+                token: token.to_string(),
+            }),
+    }
+}
+
+/// A sampling frequency from 1 to `max` Hz.
+fn parse_hz(a: &str, token: &str, max: u32) -> Result<u32, SpecError> {
+    a.parse::<u32>()
+        .ok()
+        .filter(|hz| (1..=max).contains(hz))
+        .ok_or_else(|| SpecError::BadRate {
+            value: a.to_string(),
+            token: token.to_string(),
+            max,
+        })
+}
+
+/// Split `[STACKS][:ARG]`; a lone field that is not a stack selection is the argument.
+fn split_fields<'a>(
+    token: &str,
+    rest: &[&'a str],
+) -> Result<(Option<StackSel>, Option<&'a str>), SpecError> {
+    let bad = |s: &str| SpecError::BadStacks {
+        value: s.to_string(),
+        token: token.to_string(),
+    };
+    match rest {
+        [] => Ok((None, None)),
+        [x] if x.chars().next().is_some_and(|c| c.is_ascii_digit()) => Ok((None, Some(*x))),
+        [s] => Ok((Some(StackSel::parse(s).ok_or_else(|| bad(s))?), None)),
+        [s, a] => Ok((Some(StackSel::parse(s).ok_or_else(|| bad(s))?), Some(*a))),
+        _ => Err(SpecError::TooManyFields(token.to_string())),
+    }
+}
+
+/// Parse a duration such as `0`, `250us`, `1ms`, `2s` or `1500ns` into nanoseconds (the
+/// shared grammar, except that a bare number other than 0 is refused: in `switch:5` it would
+/// read as seconds where nanoseconds might be meant).
+pub fn parse_ns(s: &str) -> Option<u64> {
+    if s != "0" && !s.contains(char::is_alphabetic) {
+        return None;
+    }
+    stacks_stream::cli::parse_duration_ns(s).ok()
+}
+
+/// The shortest exact text for a duration in ns (`1ms`, `250us`, `0`).
+pub fn format_ns(ns: u64) -> String {
+    if ns == 0 {
+        return "0".into();
+    }
+    for (mult, unit) in [(1_000_000_000, "s"), (1_000_000, "ms"), (1_000, "us")] {
+        if ns.is_multiple_of(mult) {
+            return format!("{}{unit}", ns / mult);
+        }
+    }
+    format!("{ns}ns")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kind(spec: &str, name: &str) -> KindArgs {
+        *EventSpec::parse(spec).unwrap().get(name).unwrap()
+    }
+
+    fn profile(spec: &str) -> KindArgs {
+        kind(spec, "profile")
+    }
+
+    #[test]
+    fn kernel_symbols_are_needed_only_for_kernel_stacks() {
+        let wants = |s: &str| EventSpec::parse(s).unwrap().wants_kernel_stacks();
+        assert!(!wants("net:u,vfs:u,rss:u:1"));
+        assert!(wants("net:u,block:k"));
+        assert!(wants("state"), "state defaults to kernel stacks too");
+        assert!(!wants("state:u"));
+        assert!(wants("state"), "state defaults to kernel stacks too");
+        assert!(!wants("state:u"));
+        assert!(wants("switch"), "switch defaults to uk");
+        assert!(wants(DEFAULT_SPEC));
+    }
+
+    #[test]
+    fn defaults_and_forms() {
+        assert_eq!(
+            profile("profile"),
+            KindArgs {
+                name: "profile",
+                stacks: StackSel::Both,
+                arg: Some(99)
+            }
+        );
+        assert_eq!(profile("profile:u").stacks, StackSel::User);
+        assert_eq!(profile("profile:ku").stacks, StackSel::Both);
+        assert_eq!(profile("profile:k:49").arg, Some(49));
+        assert_eq!(profile("profile:199").arg, Some(199));
+        assert_eq!(profile(" profile:u:99 ").stacks, StackSel::User);
+        assert_eq!(
+            EventSpec::parse(DEFAULT_SPEC).unwrap().normalized(),
+            "profile:u:99,switch:uk:1ms,rss:u:29"
+        );
+        assert_eq!(profile("profile:u:1000").period_ns(), 1_000_000);
+    }
+
+    #[test]
+    fn resource_events() {
+        let s = EventSpec::parse("profile:u:99,switch:uk,rss:u:29,block:uk,vfs:u,net:u").unwrap();
+        assert_eq!(
+            s.normalized(),
+            "profile:u:99,switch:uk:1ms,rss:u:29,block:uk,vfs:u,net:u"
+        );
+        let s = EventSpec::parse("switch:k:250us,rss:7,block,vfs,net").unwrap();
+        assert_eq!(s.get("switch").unwrap().arg, Some(250_000));
+        assert_eq!(s.get("switch").unwrap().stacks, StackSel::Kernel);
+        assert_eq!(s.get("rss").unwrap().arg, Some(7));
+        assert_eq!(s.get("block").unwrap().stacks, StackSel::Both);
+        assert_eq!(s.get("vfs").unwrap().stacks, StackSel::User);
+        assert_eq!(kind("switch:0", "switch").arg, Some(0));
+        assert!(matches!(
+            EventSpec::parse("switch:uk:fast").unwrap_err(),
+            SpecError::BadMin { .. }
+        ));
+        assert!(matches!(
+            EventSpec::parse("rss:u:0").unwrap_err(),
+            SpecError::BadEvery { .. }
+        ));
+        assert!(matches!(
+            EventSpec::parse("vfs:u:3").unwrap_err(),
+            SpecError::NoArgument(..)
+        ));
+        assert_eq!(format_ns(1_500), "1500ns");
+        assert_eq!(parse_ns("2s"), Some(2_000_000_000));
+        assert_eq!(parse_ns("5"), None);
+        assert_eq!(parse_ns("1.5"), None);
+        assert_eq!(parse_ns("0"), Some(0));
+        assert_eq!(parse_ns("1.5ms"), Some(1_500_000));
+    }
+
+    /// The registry documents each event's defaults (`-e` help); they are the parser's.
+    #[test]
+    fn registry_defaults_are_the_parser_defaults() {
+        use stacks_stream::kinds::{self, Source};
+        for k in kinds::recordable() {
+            let Source::Event { stacks, arg, .. } = k.source else {
+                continue;
+            };
+            let expected = match arg {
+                Some(arg) => format!("{}:{stacks}:{}", k.name, arg.default),
+                None => format!("{}:{stacks}", k.name),
+            };
+            assert_eq!(EventSpec::parse(k.name).unwrap().normalized(), expected);
+        }
+        assert_eq!(
+            event_names(),
+            EventSpec::parse("profile,switch,rss,block,vfs,net,state,span")
+                .unwrap()
+                .names()
+        );
+    }
+
+    #[test]
+    fn state_event() {
+        let s = kind("state", "state");
+        assert_eq!((s.stacks, s.arg), (StackSel::Both, Some(20)));
+        let s = kind("state:k:50", "state");
+        assert_eq!(
+            (s.stacks, s.arg, s.period_ns()),
+            (StackSel::Kernel, Some(50), 20_000_000)
+        );
+        assert_eq!(
+            EventSpec::parse("profile,state:u:100")
+                .unwrap()
+                .normalized(),
+            "profile:uk:99,state:u:100"
+        );
+        for bad in ["state:0", "state:101", "state:uk:fast"] {
+            assert!(
+                matches!(
+                    EventSpec::parse(bad),
+                    Err(SpecError::BadRate { max: 100, .. })
+                ),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn probes_in_order_with_the_other_events() {
+        let s = EventSpec::parse("profile:u,tp:sched:sched_switch:k:count,usdt:/a:p:n").unwrap();
+        assert_eq!(s.probes.len(), 2);
+        assert_eq!(
+            s.normalized(),
+            "profile:u:99,tp:sched:sched_switch:k:count,usdt:/a:p:n:u"
+        );
+        assert_eq!(s.names(), ["profile", "tp", "usdt"]);
+        assert!(s.wants_kernel_stacks());
+        assert!(
+            !EventSpec::parse("uretprobe:/a:f")
+                .unwrap()
+                .wants_kernel_stacks()
+        );
+        assert_eq!(
+            EventSpec::parse("uretprobe:/a:f").unwrap().names(),
+            ["uretprobe"]
+        );
+        assert_eq!(
+            EventSpec::parse("tp:a:b,tp:a:b:k").unwrap_err(),
+            SpecError::Duplicate("tp:a:b".into())
+        );
+        let many: Vec<String> = (0..=MAX_PROBES).map(|i| format!("tp:a:t{i}")).collect();
+        assert_eq!(
+            EventSpec::parse(&many.join(",")).unwrap_err(),
+            SpecError::TooManyProbes
+        );
+    }
+
+    #[test]
+    fn errors_name_the_token() {
+        let e = EventSpec::parse("profile:x:99").unwrap_err();
+        assert!(e.to_string().contains("`x`") && e.to_string().contains("profile:x:99"));
+        let e = EventSpec::parse("profile:u:0").unwrap_err();
+        assert!(matches!(e, SpecError::BadRate { .. }), "{e}");
+        let e = EventSpec::parse("profile:u:fast").unwrap_err();
+        assert!(e.to_string().contains("`fast`"), "{e}");
+        let e = EventSpec::parse("profile:u:100000").unwrap_err();
+        assert!(matches!(e, SpecError::BadRate { .. }));
+        let e = EventSpec::parse("profil:u").unwrap_err();
+        assert!(e.to_string().contains("`profil`"), "{e}");
+        assert_eq!(
+            EventSpec::parse("profile,profile:u").unwrap_err(),
+            SpecError::Duplicate("profile".into())
+        );
+        assert!(matches!(
+            EventSpec::parse("profile:u:9:9").unwrap_err(),
+            SpecError::TooManyFields(_)
+        ));
+        assert!(matches!(
+            EventSpec::parse("profile,").unwrap_err(),
+            SpecError::EmptyToken(_)
+        ));
+        assert_eq!(EventSpec::parse("").unwrap_err(), SpecError::Empty);
+    }
+}

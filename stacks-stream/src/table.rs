@@ -1,0 +1,276 @@
+//! The one table of row columns: each column's name, type, nullability, unit and meaning,
+//! declared once. It makes the [`col`] name constants and [`COLUMNS`], from which the schemas
+//! (`raw_fields`, `symbolized_schema`), the recorder's row builder and the testkit rows are
+//! built; a test keeps docs/format.md's column tables the same.
+
+/// A column's type, as the schema builds it (`ColumnType::data_type` in schema.rs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColumnType {
+    /// Nanoseconds since the Unix epoch, UTC.
+    Time,
+    Utf8,
+    Int32,
+    Int64,
+    UInt64,
+    Boolean,
+    /// The kernel stack's raw addresses.
+    KStack,
+    /// The user stack's raw frames.
+    UStack,
+    /// The kernel symbols of `kstack`.
+    KStackSymbols,
+    /// A probe's arguments.
+    Args,
+    /// Symbolized frames.
+    Stack,
+    /// A 128-bit stack fingerprint.
+    StackId,
+}
+
+impl ColumnType {
+    /// How docs/format.md writes the type.
+    pub fn doc_name(self) -> &'static str {
+        match self {
+            ColumnType::Time => "Timestamp(ns, UTC)",
+            ColumnType::Utf8 => "Utf8",
+            ColumnType::Int32 => "Int32",
+            ColumnType::Int64 => "Int64",
+            ColumnType::UInt64 => "UInt64",
+            ColumnType::Boolean => "Boolean",
+            ColumnType::KStack => "List<UInt64 `addr`>",
+            ColumnType::UStack | ColumnType::Stack => "List<Struct `frame`>",
+            ColumnType::KStackSymbols => "List<Struct `symbol`>",
+            ColumnType::Args => "List<Int64> (element `arg`, not null)",
+            ColumnType::StackId => "FixedSizeBinary(16)",
+        }
+    }
+}
+
+/// Which stream first carries a column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// Every stream, from stacks-record on.
+    Raw,
+    /// Symbolized streams (stacks-symbolize).
+    Symbolized,
+    /// The store's samples files (stacks-pack).
+    Stored,
+}
+
+/// One row column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Column {
+    pub name: &'static str,
+    pub ty: ColumnType,
+    pub nullable: bool,
+    /// The unit of its values, when one unit fits every kind (`value`'s is per kind: see
+    /// `kinds::Kind::unit`).
+    pub unit: Option<&'static str>,
+    pub stage: Stage,
+    /// What it holds: docs/format.md's text.
+    pub doc: &'static str,
+}
+
+macro_rules! columns {
+    ($($konst:ident: $name:literal, $ty:ident, $null:literal, $unit:expr, $stage:ident, $doc:literal;)*) => {
+        /// Column names.
+        pub mod col {
+            $(#[doc = $doc] pub const $konst: &str = $name;)*
+        }
+
+        /// Every row column, in schema order: the raw columns, then `stack`, then `stack_id`.
+        pub const COLUMNS: &[Column] = &[$(Column {
+            name: $name,
+            ty: ColumnType::$ty,
+            nullable: $null,
+            unit: $unit,
+            stage: Stage::$stage,
+            doc: $doc,
+        }),*];
+    };
+}
+
+columns! {
+    TIME: "time", Time, false, Some("ns"), Raw,
+        r#"when the event happened (see Clock)"#;
+    KIND: "kind", Utf8, false, None, Raw,
+        r#"event kind, see below"#;
+    PID: "pid", Int32, false, None, Raw,
+        r#"process id (thread group id)"#;
+    TID: "tid", Int32, false, None, Raw,
+        r#"thread id"#;
+    COMM: "comm", Utf8, false, None, Raw,
+        r#"process name (the thread group leader's `comm`, ≤ 15 bytes)"#;
+    THREAD: "thread", Utf8, false, None, Raw,
+        r#"thread name (`comm` of the thread, ≤ 15 bytes)"#;
+    HOST: "host", Utf8, true, None, Raw,
+        r#"the recording machine's host name (as `stacks.host`), on every row: stores of many hosts keep it"#;
+    CGROUP: "cgroup", Utf8, true, None, Raw,
+        r#"the thread's cgroup v2 path (`/system.slice/nginx.service`, a container's scope): the service it ran in; null when no cgroup2 file system is mounted or the cgroup is gone"#;
+    SPAN_ID: "span_id", UInt64, true, None, Raw,
+        r#"the `tracing` span the thread was in at the event (programs using the tracing-stacks layer, see [spans.md](spans.md)): a process-unique span id; null when in no span, not such a program, or `--no-spans`"#;
+    PARENT_SPAN_ID: "parent_span_id", UInt64, true, None, Raw,
+        r#"that span's parent span; null for a root span"#;
+    SPAN_NAME: "span_name", Utf8, true, None, Raw,
+        r#"that span's name (at most 52 bytes are read; longer names are cut at a character boundary)"#;
+    TRACE_ID: "trace_id", Utf8, true, None, Raw,
+        r#"that span's trace: 32 lowercase hex digits (the OpenTelemetry trace id when the program sets one; tracing-stacks uses its root span's id)"#;
+    CPU: "cpu", Int32, false, None, Raw,
+        r#"CPU the event happened on"#;
+    VALUE: "value", Int64, false, None, Raw,
+        r#"the event's weight; meaning per kind below"#;
+    KSTACK: "kstack", KStack, true, None, Raw,
+        r#"kernel stack, leaf first, raw addresses; null when not requested"#;
+    KSTACK_ERROR: "kstack_error", Int32, true, None, Raw,
+        r#"when the kernel stack could not be captured: the negative errno from `bpf_get_stack` (the list is then empty)"#;
+    USTACK: "ustack", UStack, true, None, Raw,
+        r#"user stack, leaf first; null when not requested"#;
+    USTACK_ERROR: "ustack_error", Int32, true, None, Raw,
+        r#"as `kstack_error`, for the user stack; also `-11` (EAGAIN) on a `switch:d` interval whose user stack was still to be taken, at the thread's return from its system call, when the recording ended (docs/unwinding.md)"#;
+    USTACK_UNWIND: "ustack_unwind", Utf8, true, None, Raw,
+        r#"how the user stack was unwound: `fp` (frame pointers: `u` stacks, or a `d` stack whose CFI unwind gave nothing past its first frame), `dwarf` (`d`: by the mapped files' CFI) or `dwarf+fp` (`d`: by CFI, then continued by the frame-pointer walk where the copied stack ended); null when no user stack was taken"#;
+    USTACK_TRUNCATED: "ustack_truncated", Boolean, true, None, Raw,
+        r#"true: the user stack ends before its root (a `d` stack the unwinder could not finish and frame pointers could not continue, or any stack cut at 127 frames); false: a `d` stack unwound by CFI to its root; null: not known (a frame-pointer walk cannot tell where it ends)"#;
+    KSTACK_SYMBOLS: "kstack_symbols", KStackSymbols, true, None, Raw,
+        r#"the kernel symbol of each `kstack` address, same positions, resolved by the recorder from the running kernel's kallsyms (see below)"#;
+    DURATION: "duration", Int64, true, Some("ns"), Raw,
+        r#"ns: off-CPU time (`switch`), issue → completion (`block`), time in the system call (`vfs`), time in `syscall` so far (`state`, when its entry was seen)"#;
+    COUNT: "count", Int64, true, None, Raw,
+        r#"how many events the row stands for: 1, or more for folded `switch` rows and sampled `rss` rows"#;
+    STATE: "state", Utf8, true, None, Raw,
+        r#"`switch`: how the thread left the CPU: `runnable` (preempted or yielded), `sleeping` (S), `uninterruptible` (D, usually IO), `idle`, `stopped`, `other`; `state`: the same values, plus `running` (on a CPU), `runnable` meaning ready but not on a CPU"#;
+    WAKER: "waker", Int32, true, None, Raw,
+        r#"`switch`: tid of the thread that woke it, when a wakeup was seen"#;
+    OP: "op", Utf8, true, None, Raw,
+        r#"`block`: `read`, `write`, `flush`, `discard`, `other`; `vfs`: `read`, `write`; `net`: `send`, `recv`; `rss`: the counter that grew, `anon`, `file`, `shmem`, `swap`"#;
+    SYSCALL: "syscall", Utf8, true, None, Raw,
+        r#"`vfs`: the system call (`read`, `pwrite64`, `writev`, `preadv2`, …); `state`: the system call the thread is in (any call, named as on this architecture: `clock_nanosleep`, `futex`, `read`, …), null when in none"#;
+    FD: "fd", Int32, true, None, Raw,
+        r#"`vfs`: the file descriptor; `state`: the descriptor the thread's system call is on, for calls whose first argument is one (the read/write, sync, socket, `ioctl`, `flock`, `getdents64`, `epoll_wait` families)"#;
+    PATH: "path", Utf8, true, None, Raw,
+        r#"`vfs`: the file's path, walked up from the file's dentry in BPF across mount points (absolute, as seen from the initial mount namespace; `…/`-prefixed when longer than 12 components or 128 bytes, then completed from `/proc/PID/fd` when the file is still open); `pipe:[inode]` / `socket:[inode]` for those; `state`: the same, for the file behind `fd`, read from the thread's fd table at the sampling pass; `exec`: the executed file as passed to exec"#;
+    DEV: "dev", Utf8, true, None, Raw,
+        r#"`block`: device `major:minor`"#;
+    PROTOCOL: "protocol", Utf8, true, None, Raw,
+        r#"`net`, and `state` rows whose `fd` is a TCP/UDP socket: `tcp` or `udp`"#;
+    LOCAL: "local", Utf8, true, None, Raw,
+        r#"`net`, and `state` rows whose `fd` is a TCP/UDP socket: local `addr:port` (`[addr]:port` for IPv6)"#;
+    REMOTE: "remote", Utf8, true, None, Raw,
+        r#"`net`, `state` (as `local`): remote `addr:port`; null when the socket has no peer (unconnected UDP)"#;
+    RSS: "rss", Int64, true, Some("bytes"), Raw,
+        r#"`rss`: the process's resident bytes (anon + file + shmem) after the change"#;
+    CHILD: "child", Int32, true, None, Raw,
+        r#"`fork`: the new process's pid"#;
+    ERRNO: "errno", Int32, true, None, Raw,
+        r#"`vfs`, `net`: the error of a failed call (positive errno); its `value` is 0"#;
+    EXIT_CODE: "exit_code", Int32, true, None, Raw,
+        r#"`exit`: the exit status in wait(2) encoding"#;
+    CAUSE: "cause", Utf8, true, None, Raw,
+        r#"`lost`: why the events were not delivered, `WHY:KIND` (see the `lost` kind below)"#;
+    PROBE: "probe", Utf8, true, None, Raw,
+        r#"`probe`: the probe as `-e` named it, without its stacks and `count` options (`tp:sched:sched_process_fork`, `uprobe:/usr/bin/app:parse`)"#;
+    ARGS: "args", Args, true, None, Raw,
+        r#"`probe`: the hit's arguments as 64-bit integers (pointers and unsigned values wrap): a tracepoint's fields as it passes them (as many as its BTF prototype has), a uprobe's first six integer argument registers, a uretprobe's return value, a USDT probe's arguments; null on rows of counting probes"#;
+    STACK: "stack", Stack, true, None, Symbolized,
+        r#"kernel frames (leaf → root) followed by user frames (leaf → root); null when neither stack was requested"#;
+    STACK_ID: "stack_id", StackId, true, None, Stored,
+        r#"a 128-bit fingerprint of the whole `stack` (every field of every frame, in order; `stacks_stream::stack_key`); for a stream stored without symbolization, of its `kstack` and `ustack`; null where there is no stack. Equal stacks have equal ids, in every file and on every host; two different stacks share one with a probability around 2^-128. Queries group and join by it without decoding stacks; `stacks-query` computes it (`stack_key(stack)`) for Parquet files that lack it"#;
+}
+
+/// The columns of a stage's streams that it adds (`Raw`: every raw column).
+pub fn of_stage(stage: Stage) -> impl Iterator<Item = &'static Column> {
+    COLUMNS.iter().filter(move |c| c.stage == stage)
+}
+
+/// The column named `name`.
+pub fn column(name: &str) -> Option<&'static Column> {
+    COLUMNS.iter().find(|c| c.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// docs/format.md's tables of row columns, as lines, in order.
+    fn format_md_lines() -> Vec<String> {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/format.md");
+        let text = std::fs::read_to_string(path).expect("docs/format.md");
+        let mut out = Vec::new();
+        let mut in_rows = false;
+        for line in text.lines() {
+            if line.starts_with("## ") || line.starts_with("### ") {
+                in_rows = line.starts_with("## Raw rows") || line.starts_with("## Symbolized rows");
+            }
+            if in_rows && line.starts_with("| `") {
+                out.push(line.to_string());
+            }
+        }
+        out
+    }
+
+    fn rendered(c: &Column) -> String {
+        format!(
+            "| `{}` | {} | {} | {} |",
+            c.name,
+            c.ty.doc_name(),
+            if c.nullable { "yes" } else { "no" },
+            c.doc
+        )
+    }
+
+    /// The column table and docs/format.md say the same, line for line.
+    #[test]
+    fn format_md_lists_the_column_table() {
+        let want: Vec<String> = COLUMNS.iter().map(rendered).collect();
+        let have = format_md_lines();
+        let mut diff = String::new();
+        for i in 0..want.len().max(have.len()) {
+            match (want.get(i), have.get(i)) {
+                (Some(w), Some(h)) if w == h => {}
+                (w, h) => {
+                    diff.push_str(&format!(
+                        "row {i}:\n  table (stacks-stream/src/table.rs): {}\n  docs/format.md:                   {}\n",
+                        w.map_or("(none)", String::as_str),
+                        h.map_or("(none)", String::as_str)
+                    ));
+                }
+            }
+        }
+        assert!(
+            diff.is_empty(),
+            "docs/format.md's column tables differ from the column table:\n{diff}"
+        );
+    }
+
+    /// docs/format.md's table of `reason` values lists every one, and no other.
+    #[test]
+    fn format_md_lists_every_reason() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/format.md");
+        let text = std::fs::read_to_string(path).expect("docs/format.md");
+        let start = text
+            .find("`reason` values")
+            .expect("a table of reason values");
+        let listed: Vec<&str> = text[start..]
+            .lines()
+            .skip_while(|l| !l.starts_with("| value"))
+            .skip(2)
+            .take_while(|l| l.starts_with("| `"))
+            .filter_map(|l| l.split('`').nth(1))
+            .collect();
+        let values: Vec<&str> = crate::Unresolved::ALL.iter().map(|r| r.as_str()).collect();
+        assert_eq!(listed, values, "docs/format.md's reason values");
+    }
+
+    #[test]
+    fn names_are_unique_and_constants_match() {
+        for (i, c) in COLUMNS.iter().enumerate() {
+            assert!(
+                COLUMNS[i + 1..].iter().all(|d| d.name != c.name),
+                "{} twice",
+                c.name
+            );
+        }
+        assert_eq!(column(col::ERRNO).map(|c| c.ty), Some(ColumnType::Int32));
+        assert_eq!(of_stage(Stage::Symbolized).count(), 1);
+    }
+}
