@@ -67,6 +67,15 @@ pub struct Spark {
     pub threads: bool,
 }
 
+/// What a sparkline was computed for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SparkKey {
+    pub kind: Option<String>,
+    pub steps: Vec<Step>,
+    pub range: Option<Span>,
+    pub width: usize,
+}
+
 /// Everything the screen shows.
 pub struct App {
     pub view: View,
@@ -74,6 +83,8 @@ pub struct App {
     pub kinds: Vec<(String, i64)>,
     pub table: Option<Table>,
     pub spark: Spark,
+    /// What [`Self::spark`] shows.
+    pub spark_key: Option<SparkKey>,
     pub range: Option<Span>,
     /// The window length asked for.
     pub window_len: Ns,
@@ -109,6 +120,7 @@ impl App {
             kinds: Vec::new(),
             table: None,
             spark: Spark::default(),
+            spark_key: None,
             range: None,
             window_len,
             whole,

@@ -245,7 +245,12 @@ fn interactive(mut engine: Engine, mut app: App) -> Result<ExitCode> {
             match event::read()? {
                 Event::Key(key) if key.kind != KeyEventKind::Release => match app.on_key(key) {
                     Effect::Quit => quit = true,
-                    Effect::Query => session::refresh(&engine, &mut app),
+                    Effect::Query => {
+                        // The table first, on the screen at once; the sparkline after it.
+                        session::refresh_table(&engine, &mut app);
+                        screen.terminal.draw(|f| ui::draw(f, &app))?;
+                        session::refresh_spark(&engine, &mut app);
+                    }
                     Effect::Peek => session::peek(&engine, &mut app),
                     Effect::None => {}
                 },

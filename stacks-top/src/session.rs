@@ -9,7 +9,7 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
 use arrow_schema::DataType;
 
-use crate::app::{self, App, Mode, Spark};
+use crate::app::{self, App, Mode, Spark, SparkKey};
 use crate::catalog;
 use crate::engine::Engine;
 use crate::table::Table;
@@ -117,15 +117,23 @@ pub fn table(engine: &Engine, view: &View) -> Result<(Table, Duration)> {
     ))
 }
 
-/// Query the table and the sparkline of the app's view; a failing query leaves the last
-/// table and says why in the status line. A failing SQL filter just added is dropped.
+/// Query the table and the sparkline of the app's view (see [`refresh_table`] and
+/// [`refresh_spark`]).
 pub fn refresh(engine: &Engine, app: &mut App) {
+    refresh_table(engine, app);
+    refresh_spark(engine, app);
+}
+
+/// Query the table of the app's view; a failing query leaves the last table and says why in
+/// the status line. A failing SQL filter just added is dropped.
+pub fn refresh_table(engine: &Engine, app: &mut App) {
     app.kinds = engine.kinds.clone();
     app.source = engine.label();
     app.set_range(engine.range(app.view.kind.as_deref()));
     if app.range.is_none() {
         app.table = None;
         app.spark = Spark::default();
+        app.spark_key = None;
         app.info(if app.live {
             "waiting for rows on stdin"
         } else {
@@ -158,14 +166,26 @@ pub fn refresh(engine: &Engine, app: &mut App) {
                 "{}{text}",
                 if dropped { "filter dropped: " } else { "" }
             ));
-            if dropped {
-                // The view is back to what it was; its table is still the one shown.
-                return;
-            }
         }
     }
-    if let Err(e) = spark(engine, app) {
-        app.error(format!("sparkline: {e:#}"));
+}
+
+/// Query the sparkline again when what it shows changed: the kind, the filters, the range
+/// or its width (not the window, the grouping or the latency columns, which it does not
+/// depend on).
+pub fn refresh_spark(engine: &Engine, app: &mut App) {
+    let key = SparkKey {
+        kind: app.view.kind.clone(),
+        steps: app.view.steps.clone(),
+        range: app.range,
+        width: app.spark_width.get(),
+    };
+    if app.range.is_none() || app.spark_key.as_ref() == Some(&key) {
+        return;
+    }
+    match spark(engine, app) {
+        Ok(()) => app.spark_key = Some(key),
+        Err(e) => app.error(format!("sparkline: {e:#}")),
     }
 }
 
