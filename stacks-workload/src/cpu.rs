@@ -89,16 +89,24 @@ pub fn run(a: &CpuArgs) -> Result<Value> {
     let (mut heavy_ns, mut light_ns) = (0u128, 0u128);
     let (mut heavy_units, mut light_units) = (0u64, 0u64);
     let mut sink = 0u64;
+    // Each round's length varies (1 to 4 times the units, in the same ratio), so a sampler
+    // whose period comes close to a round's length cannot stay in step with the rounds and
+    // see one function only.
+    let mut lcg = 0x853c_49e6_748f_ea9bu64;
     while start.elapsed() < budget {
+        lcg = lcg
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        let k = 1 + (lcg >> 33) % 4;
         let t0 = crate::sys::thread_cpu_ns();
-        sink ^= burn_heavy(a.heavy, a.unit);
+        sink ^= burn_heavy(a.heavy * k, a.unit);
         let t1 = crate::sys::thread_cpu_ns();
-        sink ^= burn_light(a.light, a.unit);
+        sink ^= burn_light(a.light * k, a.unit);
         let t2 = crate::sys::thread_cpu_ns();
         heavy_ns += u128::from(t1 - t0);
         light_ns += u128::from(t2 - t1);
-        heavy_units += a.heavy;
-        light_units += a.light;
+        heavy_units += a.heavy * k;
+        light_units += a.light * k;
     }
     black_box(sink);
     let cpu_ns = own_cpu_ns();
