@@ -253,6 +253,9 @@ impl Recorder<'_, '_> {
                 self.rb,
                 self.skel,
             );
+            // At every poll, not only at a flush (once a second): a process that exits first
+            // takes its span_procs entry, and with it the news that its check failed.
+            self.spans.check(self.skel);
             if self.rows.len() >= FLUSH_ROWS || last_flush.elapsed() >= FLUSH_EVERY {
                 self.write(out)?;
                 last_flush = Instant::now();
