@@ -76,6 +76,16 @@ pub struct SparkKey {
     pub width: usize,
 }
 
+/// A sparkline being computed in the background.
+pub struct SparkJob {
+    pub key: SparkKey,
+    pub start: Ns,
+    pub bucket: Ns,
+    pub count: usize,
+    pub threads: bool,
+    pub job: crate::engine::Job,
+}
+
 /// Everything the screen shows.
 pub struct App {
     pub view: View,
@@ -85,6 +95,8 @@ pub struct App {
     pub spark: Spark,
     /// What [`Self::spark`] shows.
     pub spark_key: Option<SparkKey>,
+    /// The sparkline's query, while it runs.
+    pub spark_job: Option<SparkJob>,
     pub range: Option<Span>,
     /// The window length asked for.
     pub window_len: Ns,
@@ -121,6 +133,7 @@ impl App {
             table: None,
             spark: Spark::default(),
             spark_key: None,
+            spark_job: None,
             range: None,
             window_len,
             whole,

@@ -230,7 +230,8 @@ fn interactive(mut engine: Engine, mut app: App) -> Result<ExitCode> {
     let mut screen = Screen::open()?;
     // The first draw sizes the sparkline; the first queries then fill the screen.
     screen.terminal.draw(|f| ui::draw(f, &app))?;
-    session::refresh(&engine, &mut app);
+    session::refresh_table(&engine, &mut app);
+    session::start_spark(&engine, &mut app);
     let mut last_refresh = Instant::now();
     loop {
         screen.terminal.draw(|f| ui::draw(f, &app))?;
@@ -246,10 +247,9 @@ fn interactive(mut engine: Engine, mut app: App) -> Result<ExitCode> {
                 Event::Key(key) if key.kind != KeyEventKind::Release => match app.on_key(key) {
                     Effect::Quit => quit = true,
                     Effect::Query => {
-                        // The table first, on the screen at once; the sparkline after it.
+                        // The table now; the sparkline in the background.
                         session::refresh_table(&engine, &mut app);
-                        screen.terminal.draw(|f| ui::draw(f, &app))?;
-                        session::refresh_spark(&engine, &mut app);
+                        session::start_spark(&engine, &mut app);
                     }
                     Effect::Peek => session::peek(&engine, &mut app),
                     Effect::None => {}
@@ -260,7 +260,9 @@ fn interactive(mut engine: Engine, mut app: App) -> Result<ExitCode> {
         if quit {
             break;
         }
-        match screen.wait(Duration::from_millis(200)) {
+        session::poll_spark(&engine, &mut app);
+        let tick = if app.spark_job.is_some() { 20 } else { 200 };
+        match screen.wait(Duration::from_millis(tick)) {
             Wait::Input | Wait::Timeout => {}
             Wait::HungUp => {
                 drop(screen);
@@ -283,7 +285,8 @@ fn interactive(mut engine: Engine, mut app: App) -> Result<ExitCode> {
             // ended); the queries run again only for new rows.
             app.source = engine.label();
             if fresh && matches!(app.mode, app::Mode::Table) {
-                session::refresh(&engine, &mut app);
+                session::refresh_table(&engine, &mut app);
+                session::start_spark(&engine, &mut app);
             }
         }
     }

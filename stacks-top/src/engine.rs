@@ -209,6 +209,13 @@ impl Engine {
 
     /// Run `sql` (named `label` in errors) with the window bound as `$from`/`$to`.
     pub fn run(&self, label: &str, sql: &str, window: Option<Span>) -> Result<Vec<RecordBatch>> {
+        let job = self.spawn(label, sql, window);
+        self.wait(job)
+    }
+
+    /// Start `sql` as [`Self::run`] does, in the background: the screen keeps answering keys
+    /// while it runs.
+    pub fn spawn(&self, label: &str, sql: &str, window: Option<Span>) -> Job {
         let query = Query {
             label: label.to_string(),
             sql: sql.to_string(),
@@ -223,14 +230,22 @@ impl Engine {
             }
             None => ParamValues::from(Vec::<ScalarValue>::new()),
         };
-        self.rt.block_on(async {
-            let mut stream = stacks_sql::start(&self.ctx, &query, values).await?;
+        let ctx = self.ctx.clone();
+        Job(self.rt.spawn(async move {
+            let label = query.label.clone();
+            let mut stream = stacks_sql::start(&ctx, &query, values).await?;
             let mut out = Vec::new();
             while let Some(batch) = stream.next().await {
-                out.push(batch.map_err(|e| stacks_sql::position::locate(label, &e))?);
+                out.push(batch.map_err(|e| stacks_sql::position::locate(&label, &e))?);
             }
             Ok(out)
-        })
+        }))
+    }
+
+    /// The result of `job`, waiting for it.
+    pub fn wait(&self, job: Job) -> Result<Vec<RecordBatch>> {
+        let mut job = job;
+        self.rt.block_on(&mut job.0)?
     }
 
     /// [`Self::run`], timed.
@@ -243,6 +258,22 @@ impl Engine {
         let t0 = Instant::now();
         let out = self.run(label, sql, window)?;
         Ok((out, t0.elapsed()))
+    }
+}
+
+/// A query running in the background ([`Engine::spawn`]).
+pub struct Job(tokio::task::JoinHandle<Result<Vec<RecordBatch>>>);
+
+impl Job {
+    /// Whether it has finished ([`Engine::wait`] then returns at once).
+    pub fn is_finished(&self) -> bool {
+        self.0.is_finished()
+    }
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

@@ -9,7 +9,7 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
 use arrow_schema::DataType;
 
-use crate::app::{self, App, Mode, Spark, SparkKey};
+use crate::app::{self, App, Mode, Spark, SparkJob, SparkKey};
 use crate::catalog;
 use crate::engine::Engine;
 use crate::table::Table;
@@ -134,6 +134,7 @@ pub fn refresh_table(engine: &Engine, app: &mut App) {
         app.table = None;
         app.spark = Spark::default();
         app.spark_key = None;
+        app.spark_job = None;
         app.info(if app.live {
             "waiting for rows on stdin"
         } else {
@@ -174,48 +175,102 @@ pub fn refresh_table(engine: &Engine, app: &mut App) {
 /// or its width (not the window, the grouping or the latency columns, which it does not
 /// depend on).
 pub fn refresh_spark(engine: &Engine, app: &mut App) {
+    start_spark(engine, app);
+    if let Some(job) = app.spark_job.take() {
+        finish_spark(engine, app, job);
+    }
+}
+
+/// [`refresh_spark`] in the background: the query starts here, and [`poll_spark`] takes its
+/// result when it is done, so keys are answered meanwhile.
+pub fn start_spark(engine: &Engine, app: &mut App) {
+    let Some(range) = app.range else {
+        return;
+    };
+    let width = app.spark_width.get().max(8);
     let key = SparkKey {
         kind: app.view.kind.clone(),
         steps: app.view.steps.clone(),
         range: app.range,
-        width: app.spark_width.get(),
+        width,
     };
-    if app.range.is_none() || app.spark_key.as_ref() == Some(&key) {
+    let current = app
+        .spark_job
+        .as_ref()
+        .map(|j| &j.key)
+        .or(app.spark_key.as_ref());
+    if current == Some(&key) {
         return;
     }
-    match spark(engine, app) {
-        Ok(()) => app.spark_key = Some(key),
-        Err(e) => app.error(format!("sparkline: {e:#}")),
-    }
-}
-
-/// The sparkline of the app's view over the whole range.
-fn spark(engine: &Engine, app: &mut App) -> Result<()> {
-    let Some(range) = app.range else {
-        return Ok(());
-    };
-    let width = app.spark_width.get().max(8) as Ns;
     let bucket = BUCKETS_NS
         .iter()
         .copied()
-        .find(|b| range.len() / b < width)
+        .find(|b| range.len() / b < width as Ns)
         .unwrap_or(*BUCKETS_NS.last().expect("buckets"));
     let start = range.from - range.from.rem_euclid(bucket);
     let planner = Planner {
         columns: &engine.columns,
     };
-    let batches = engine.run(
-        "the sparkline",
-        &planner.sparkline(&app.view, start, bucket),
-        None,
-    )?;
-    let count = ((range.to - start + bucket - 1) / bucket).max(1) as usize;
-    let threads = match &app.view.kind {
-        Some(k) => catalog::weights(k).is_some_and(|w| w.thread_ns.is_some()),
-        None => true,
-    };
+    let sql = planner.sparkline(&app.view, start, bucket);
+    // A job for an older view is dropped, which cancels it.
+    app.spark_job = Some(SparkJob {
+        key,
+        start,
+        bucket,
+        count: ((range.to - start + bucket - 1) / bucket).max(1) as usize,
+        threads: match &app.view.kind {
+            Some(k) => catalog::weights(k).is_some_and(|w| w.thread_ns.is_some()),
+            None => true,
+        },
+        job: engine.spawn("the sparkline", &sql, None),
+    });
+}
+
+/// Take the sparkline's result if its query is done; whether it was.
+pub fn poll_spark(engine: &Engine, app: &mut App) -> bool {
+    if !app.spark_job.as_ref().is_some_and(|j| j.job.is_finished()) {
+        return false;
+    }
+    let job = app.spark_job.take().expect("checked");
+    finish_spark(engine, app, job);
+    true
+}
+
+fn finish_spark(engine: &Engine, app: &mut App, job: SparkJob) {
+    let SparkJob {
+        key,
+        start,
+        bucket,
+        count,
+        threads,
+        job,
+    } = job;
+    match engine
+        .wait(job)
+        .and_then(|batches| spark_values(&batches, bucket, count, threads))
+    {
+        Ok(values) => {
+            app.spark = Spark {
+                start,
+                bucket,
+                values,
+                threads,
+            };
+            app.spark_key = Some(key);
+        }
+        Err(e) => app.error(format!("sparkline: {e:#}")),
+    }
+}
+
+/// Average threads (or events per second) per bucket from the sparkline query's rows.
+fn spark_values(
+    batches: &[arrow_array::RecordBatch],
+    bucket: Ns,
+    count: usize,
+    threads: bool,
+) -> Result<Vec<f64>> {
     let mut values = vec![0.0; count];
-    for b in &batches {
+    for b in batches {
         let i = arrow_cast::cast(b.column(0), &DataType::Int64)?;
         let i = i.as_primitive::<Int64Type>();
         let w = arrow_cast::cast(b.column(1), &DataType::Int64)?;
@@ -238,13 +293,7 @@ fn spark(engine: &Engine, app: &mut App) -> Result<()> {
             };
         }
     }
-    app.spark = Spark {
-        start,
-        bucket,
-        values,
-        threads,
-    };
-    Ok(())
+    Ok(values)
 }
 
 /// The stack tree of the rows of `app`'s view whose group columns equal `values`, titled.
