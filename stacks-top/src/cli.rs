@@ -241,8 +241,9 @@ fn interactive(mut engine: Engine, mut app: App) -> Result<ExitCode> {
         // Keys crossterm has read already, then a wait on the terminal itself: crossterm's own
         // wait spins on a terminal that hung up (reads of 0 bytes), and SIGTERM could not
         // end it; poll(2) says so, and returns early on a signal.
-        let mut quit = false;
+        let (mut quit, mut handled) = (false, false);
         while !quit && event::poll(Duration::ZERO)? {
+            handled = true;
             match event::read()? {
                 Event::Key(key) if key.kind != KeyEventKind::Release => match app.on_key(key) {
                     Effect::Quit => quit = true,
@@ -259,6 +260,10 @@ fn interactive(mut engine: Engine, mut app: App) -> Result<ExitCode> {
         }
         if quit {
             break;
+        }
+        if handled {
+            // Draw what the keys changed now, not after the next wait.
+            continue;
         }
         session::poll_spark(&engine, &mut app);
         let tick = if app.spark_job.is_some() { 20 } else { 200 };

@@ -209,37 +209,16 @@ impl Engine {
 
     /// Run `sql` (named `label` in errors) with the window bound as `$from`/`$to`.
     pub fn run(&self, label: &str, sql: &str, window: Option<Span>) -> Result<Vec<RecordBatch>> {
-        let job = self.spawn(label, sql, window);
-        self.wait(job)
+        self.rt
+            .block_on(collect(self.ctx.clone(), query(label, sql), values(window)))
     }
 
     /// Start `sql` as [`Self::run`] does, in the background: the screen keeps answering keys
     /// while it runs.
     pub fn spawn(&self, label: &str, sql: &str, window: Option<Span>) -> Job {
-        let query = Query {
-            label: label.to_string(),
-            sql: sql.to_string(),
-        };
-        let values = match window {
-            Some(w) => {
-                let at = |ns| ScalarValue::TimestampNanosecond(Some(ns), Some(Arc::from("UTC")));
-                ParamValues::from(vec![
-                    ("from".to_string(), at(w.from)),
-                    ("to".to_string(), at(w.to)),
-                ])
-            }
-            None => ParamValues::from(Vec::<ScalarValue>::new()),
-        };
-        let ctx = self.ctx.clone();
-        Job(self.rt.spawn(async move {
-            let label = query.label.clone();
-            let mut stream = stacks_sql::start(&ctx, &query, values).await?;
-            let mut out = Vec::new();
-            while let Some(batch) = stream.next().await {
-                out.push(batch.map_err(|e| stacks_sql::position::locate(&label, &e))?);
-            }
-            Ok(out)
-        }))
+        Job(self
+            .rt
+            .spawn(collect(self.ctx.clone(), query(label, sql), values(window))))
     }
 
     /// The result of `job`, waiting for it.
@@ -259,6 +238,42 @@ impl Engine {
         let out = self.run(label, sql, window)?;
         Ok((out, t0.elapsed()))
     }
+}
+
+/// `sql` as a query named `label` in errors.
+fn query(label: &str, sql: &str) -> Query {
+    Query {
+        label: label.to_string(),
+        sql: sql.to_string(),
+    }
+}
+
+/// The window bound as `$from`/`$to`, or no parameters.
+fn values(window: Option<Span>) -> ParamValues {
+    match window {
+        Some(w) => {
+            let at = |ns| ScalarValue::TimestampNanosecond(Some(ns), Some(Arc::from("UTC")));
+            ParamValues::from(vec![
+                ("from".to_string(), at(w.from)),
+                ("to".to_string(), at(w.to)),
+            ])
+        }
+        None => ParamValues::from(Vec::<ScalarValue>::new()),
+    }
+}
+
+/// Run `query` with `values` over `ctx`, every batch of its result.
+async fn collect(
+    ctx: SessionContext,
+    query: Query,
+    values: ParamValues,
+) -> Result<Vec<RecordBatch>> {
+    let mut stream = stacks_sql::start(&ctx, &query, values).await?;
+    let mut out = Vec::new();
+    while let Some(batch) = stream.next().await {
+        out.push(batch.map_err(|e| stacks_sql::position::locate(&query.label, &e))?);
+    }
+    Ok(out)
 }
 
 /// A query running in the background ([`Engine::spawn`]).

@@ -106,6 +106,12 @@ fn draw_header(f: &mut Frame, app: &App, area: Rect) {
         spans.push(Span::styled(c.to_string(), style));
     }
     spans.push(Span::raw(format!(" max {max:.2}")));
+    if app.spark_job.is_some() {
+        spans.push(Span::styled(
+            " updating",
+            Style::default().fg(Color::DarkGray),
+        ));
+    }
     lines.push(Line::from(spans));
     let span_line = |name: &str, s: Option<crate::view::Span>, extra: &str| {
         let text = match s {
