@@ -73,6 +73,8 @@ struct Proc {
     /// Every mapping of that read (thread stacks among them).
     all: Vec<Range<u64>>,
     read_at: Instant,
+    /// Reads of the map so far (the first ones are not throttled: see [`Self::may_reread`]).
+    reads: u32,
 }
 
 impl Proc {
@@ -80,8 +82,12 @@ impl Proc {
         self.mapped.iter().any(|r| r.contains(&addr))
     }
 
+    /// Whether the map may be read again now. A process's first reads are not throttled:
+    /// ld.so maps its libraries just after the exec, so a record of the first milliseconds
+    /// can be in a library mapped since the last read, and a throttled read left it to frame
+    /// pointers.
     fn may_reread(&self) -> bool {
-        self.read_at.elapsed() > REREAD_EVERY
+        self.reads < FREE_READS || self.read_at.elapsed() > REREAD_EVERY
     }
 
     /// The end of the mapping holding `addr`, if this read of the map has it.
@@ -100,6 +106,8 @@ struct Walk {
 
 /// Least time between two reads of one process's memory map.
 const REREAD_EVERY: Duration = Duration::from_millis(20);
+/// Reads of a process's map that [`REREAD_EVERY`] does not throttle.
+const FREE_READS: u32 = 4;
 /// Modules added before the rule cache starts over (framehop's generation counter is 16 bits).
 const CACHE_GENERATIONS: u32 = 30_000;
 
@@ -167,7 +175,8 @@ impl Unwinders {
     /// Read `pid`'s map again; false when it could not be read (the process exited).
     fn reread(&mut self, pid: u32) -> bool {
         match self.read_proc(pid) {
-            Some(p) => {
+            Some(mut p) => {
+                p.reads = self.procs.get(&pid).map_or(0, |old| old.reads) + 1;
                 self.procs.insert(pid, p);
                 true
             }
@@ -235,12 +244,8 @@ impl Unwinders {
             Some(end) => Some(end),
             // A thread stack mapped after the map was read.
             None if self.procs.get(&pid).is_some_and(Proc::may_reread) => {
-                let fresh = self.read_proc(pid);
-                let end = fresh.as_ref().and_then(|p| p.mapping_end(d.sp));
-                if let Some(p) = fresh {
-                    self.procs.insert(pid, p);
-                }
-                end
+                self.reread(pid);
+                self.procs.get(&pid).and_then(|p| p.mapping_end(d.sp))
             }
             None => None,
         };
@@ -276,6 +281,7 @@ impl Unwinders {
             mapped,
             all,
             read_at: Instant::now(),
+            reads: 1,
         })
     }
 }
