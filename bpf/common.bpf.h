@@ -1,5 +1,5 @@
 /* common.bpf.h — what every event kind of stacks.bpf.c shares: the tunables and maps of every
- * recording (targets, the ring buffer, drop counters, scratch records), filling a record's
+ * recording (targets, the ring buffers, drop counters, scratch records), filling a record's
  * header, reading the `tracing` span, capturing stacks (frame pointers, or copied for CFI
  * unwinding: dwarf.bpf.h) and sending records; the system calls, files and sockets several kinds
  * read (syscalls.bpf.h). Each kind's programs are in kinds/<kind>.bpf.h. */
@@ -50,15 +50,58 @@ const volatile bool include_idle = false;   /* with -a: also pid 0 (the idle tas
 const volatile bool follow_forks = true;    /* children of targets become targets */
 const volatile bool read_spans = true;      /* read the `tracing` span of each event (span_procs) */
 const volatile __u32 ustack_window = 16384; /* bytes of user stack copied for `d` stacks */
-const volatile __u64 ringbuf_half = 8 << 20; /* past this much waiting data, no stack copies */
+/* Per ring buffer (enum stacks_ring; one more slot, so an index masked with 3 is in bounds):
+ * past this much waiting data, no stack copies. */
+const volatile __u64 ring_half[4] = {8 << 20, 8 << 20, 8 << 20, 8 << 20};
 /* Wake the reader only once this much data waits (it also polls on a short timer), so a busy
  * event source does not cost a reader wakeup per event. 0: wake on every event. */
-const volatile __u64 wakeup_bytes = 0;
+const volatile __u64 wakeup_bytes[4] = {};
+/* The ring of each record kind (enum stacks_event_kind -> enum stacks_ring). */
+const volatile enum stacks_ring kind_ring[16] = {};
+
+/* One ring buffer per class of kinds (enum stacks_ring); sized by user space (a page when no
+ * kind of its class is recorded). */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 16 << 20);
+} events_samples SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 16 << 20); /* resized by user space */
-} events SEC(".maps");
+	__uint(max_entries, 16 << 20);
+} events_io SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 16 << 20);
+} events_probes SEC(".maps");
+
+/* The ring of records of `kind`. */
+static __always_inline __u32 ring_of(__u32 kind)
+{
+	__u32 ring = kind_ring[kind & 15];
+	return ring < STACKS_RING_COUNT ? ring : STACKS_RING_SAMPLES;
+}
+
+/* Bytes waiting in ring `ring`. */
+static __always_inline __u64 ring_waiting(__u32 ring)
+{
+	if (ring == STACKS_RING_IO)
+		return bpf_ringbuf_query(&events_io, BPF_RB_AVAIL_DATA);
+	if (ring == STACKS_RING_PROBES)
+		return bpf_ringbuf_query(&events_probes, BPF_RB_AVAIL_DATA);
+	return bpf_ringbuf_query(&events_samples, BPF_RB_AVAIL_DATA);
+}
+
+/* bpf_ringbuf_output into ring `ring`. */
+static __always_inline long ring_output(__u32 ring, void *data, __u64 size, __u64 flags)
+{
+	if (ring == STACKS_RING_IO)
+		return bpf_ringbuf_output(&events_io, data, size, flags);
+	if (ring == STACKS_RING_PROBES)
+		return bpf_ringbuf_output(&events_probes, data, size, flags);
+	return bpf_ringbuf_output(&events_samples, data, size, flags);
+}
 
 /* Traced processes (tgid -> 1). */
 struct {
@@ -118,12 +161,12 @@ static __always_inline void count_drop(__u32 cause)
 		__sync_fetch_and_add(n, 1);
 }
 
-static __always_inline __u64 wakeup_flags(void)
+static __always_inline __u64 wakeup_flags(__u32 ring)
 {
-	if (!wakeup_bytes)
+	__u64 at = wakeup_bytes[ring & 3];
+	if (!at)
 		return 0;
-	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP
-									       : BPF_RB_NO_WAKEUP;
+	return ring_waiting(ring) >= at ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 }
 
 /* The cgroup v2 id of `task` (its cgroup's kernfs node id, the directory's inode number). */
@@ -269,7 +312,7 @@ static __always_inline bool submit_with(struct stacks_event *e, __u64 wake_flags
 		size += (__u64)e->hdr.ustack_len * STACKS_UFRAME_SIZE;
 	if (size > sizeof(*e))
 		size = sizeof(*e);
-	if (bpf_ringbuf_output(&events, e, size, wake_flags)) {
+	if (ring_output(ring_of(e->hdr.kind), e, size, wake_flags)) {
 		count_drop(STACKS_DROP_RINGBUF + (e->hdr.kind & 15));
 		return false;
 	}
@@ -280,8 +323,9 @@ static __always_inline bool submit_with(struct stacks_event *e, __u64 wake_flags
  * buffer was full. */
 static __always_inline bool submit(struct stacks_event *e)
 {
-	return submit_with(e, wakeup_flags());
+	return submit_with(e, wakeup_flags(ring_of(e->hdr.kind)));
 }
 
 #include "dwarf.bpf.h"
 #include "syscalls.bpf.h"
+#include "aggregate.bpf.h"

@@ -94,11 +94,13 @@ static __always_inline void capture_dwarf(void *ctx, struct stacks_event *e, __u
 #undef READ_OWN
 }
 
-/* Whether the ring buffer is too full for a stack copy: past half of it, `d` stacks are taken
- * by frame pointers (counted), so a burst of events degrades stacks before it loses events. */
-static __always_inline bool ringbuf_crowded(void)
+/* Whether the ring buffer of `kind` is too full for a stack copy: past half of it, `d` stacks
+ * are taken by frame pointers (counted), so a burst of events degrades stacks before it loses
+ * events. */
+static __always_inline bool ringbuf_crowded(__u32 kind)
 {
-	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) <= ringbuf_half)
+	__u32 ring = ring_of(kind);
+	if (ring_waiting(ring) <= ring_half[ring & 3])
 		return false;
 	count_drop(STACKS_DROP_DWARF_FP);
 	return true;
@@ -111,7 +113,7 @@ static __always_inline void capture_stacks_d(void *ctx, struct stacks_event *e, 
 		capture_stacks(ctx, e, want);
 		return;
 	}
-	if (ringbuf_crowded()) {
+	if (ringbuf_crowded(e->hdr.kind)) {
 		capture_stacks(ctx, e, want & (STACKS_WANT_USER | STACKS_WANT_KERNEL));
 		return;
 	}
@@ -134,7 +136,8 @@ static __always_inline bool submit_room(struct stacks_event *e)
 	size += e->hdr.uwindow;
 	if (size > sizeof(struct stacks_event_room))
 		size = sizeof(struct stacks_event_room);
-	if (bpf_ringbuf_output(&events, e, size, wakeup_flags())) {
+	__u32 ring = ring_of(e->hdr.kind);
+	if (ring_output(ring, e, size, wakeup_flags(ring))) {
 		count_drop(STACKS_DROP_RINGBUF + (e->hdr.kind & 15));
 		return false;
 	}

@@ -98,7 +98,23 @@ enum stacks_drop {
 	/* Not a loss: `d` stacks taken by frame pointers instead (no stack copy) because the ring
 	 * buffer was over half full: a burst degrades stacks before it loses events. */
 	STACKS_DROP_DWARF_FP = 25,
-	STACKS_DROP_COUNT = 26,
+	/* Not a loss: events aggregated in the kernel (STACKS_DROP_AGGREGATED + kind) because
+	 * their ring buffer was backed up; they arrive as rows whose count covers them. */
+	STACKS_DROP_AGGREGATED = 32,
+	/* The aggregation table was full: an event that could be neither sent (its ring buffer
+	 * was full) nor aggregated (STACKS_DROP_AGG_FULL + kind). */
+	STACKS_DROP_AGG_FULL = 48,
+	STACKS_DROP_COUNT = 64,
+};
+
+/* The ring buffers: a kind's records go to its class's ring (rodata kind_ring, set by user
+ * space from its registry), so a flood of IO or probe records never takes the room of CPU,
+ * off-CPU and state samples. */
+enum stacks_ring {
+	STACKS_RING_SAMPLES = 0, /* profile, switch, state, process lifecycle */
+	STACKS_RING_IO = 1,      /* vfs, net, block, rss */
+	STACKS_RING_PROBES = 2,  /* probes, spans */
+	STACKS_RING_COUNT = 3,
 };
 
 /* Why a thread was off CPU. */
@@ -347,6 +363,44 @@ struct stacks_probe_count {
 	char comm[STACKS_COMM_LEN];
 	char thread[STACKS_COMM_LEN];
 	__u64 cgroup;              /* as in struct stacks_header */
+};
+
+/* Key and value of the aggregation tables (agg_events0/1): while the IO ring buffer is backed
+ * up, `vfs` and `net` events are summed per (kind, thread, stacks, operation, error, file or
+ * connection, log2 latency bucket) instead of sent one by one; user space takes the table out
+ * once a second and turns each entry into a record whose header count is its events. Stack
+ * ids are of the same generation's agg_kstacks / agg_ustacks (-errno when not captured,
+ * STACKS_NOT_REQUESTED when not asked for). */
+struct stacks_agg_key {
+	__u32 kind;
+	__u32 pid;
+	__u32 tid;
+	__s32 kstack;
+	__s32 ustack;
+	__u32 op;                  /* vfs: enum stacks_vfs_call; net: enum stacks_net_direction */
+	__s32 error;
+	__s32 fd;                  /* vfs */
+	__u64 inode;               /* vfs */
+	__u32 latency_log2;        /* vfs: floor(log2(latency ns)), 0 for 0 */
+	__u32 family;              /* net: enum stacks_net_family */
+	__u32 protocol;            /* net: enum stacks_net_protocol */
+	__u32 pad;
+	struct stacks_net_addrs addrs; /* net */
+	__u32 pad2;
+};
+
+struct stacks_agg {
+	__u64 count;               /* events summed */
+	__u64 bytes;               /* their bytes */
+	__u64 latency_ns;          /* their latencies' sum */
+	__u64 first_ts;            /* bpf_ktime_get_boot_ns() of the first (vfs: its entry) */
+	__u32 cpu;                 /* of the first */
+	__u32 pad;
+	char comm[STACKS_COMM_LEN];
+	char thread[STACKS_COMM_LEN];
+	__u64 cgroup;              /* as in struct stacks_header */
+	struct stacks_file file;   /* vfs: the file, read at the first event */
+	__u8 path_spill[64];       /* room for the path walk's reads past `file` (a name each) */
 };
 
 enum stacks_span_op {

@@ -90,6 +90,21 @@ static __always_inline void file_path(struct stacks_file *v, struct file *f)
 	v->path_len = off < STACKS_STR_LEN ? off : STACKS_STR_LEN;
 }
 
+/* The file of descriptor `fd` in `task`'s fd table, or NULL. */
+static __always_inline struct file *fd_file(struct task_struct *task, int fd)
+{
+	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
+	if (!fdt || fd < 0)
+		return NULL;
+	unsigned int max = BPF_CORE_READ(fdt, max_fds);
+	if ((unsigned int)fd >= max)
+		return NULL;
+	struct file **fds = BPF_CORE_READ(fdt, fd);
+	struct file *f = NULL;
+	bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]);
+	return f;
+}
+
 /* Descriptor `fd` of `task`'s fd table: its inode, type and path into `v` (left empty when it
  * names no file). Returns the file, or NULL. */
 static __always_inline struct file *file_info(struct stacks_file *v, struct task_struct *task,
@@ -100,15 +115,7 @@ static __always_inline struct file *file_info(struct stacks_file *v, struct task
 	v->path_len = 0;
 	v->path_complete = 0;
 	v->path[0] = 0;
-	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
-	if (!fdt || fd < 0)
-		return NULL;
-	unsigned int max = BPF_CORE_READ(fdt, max_fds);
-	if ((unsigned int)fd >= max)
-		return NULL;
-	struct file **fds = BPF_CORE_READ(fdt, fd);
-	struct file *f = NULL;
-	bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]);
+	struct file *f = fd_file(task, fd);
 	if (!f)
 		return NULL;
 	v->inode = BPF_CORE_READ(f, f_inode, i_ino);

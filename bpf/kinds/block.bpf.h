@@ -79,7 +79,7 @@ int BPF_PROG(on_block_start, struct request *rq)
 	read_span(&e->hdr.span);
 	__u64 key = (__u64)rq;
 	e->info.block.request = key;
-	if ((block_stacks & STACKS_WANT_DWARF) && !ringbuf_crowded()) {
+	if ((block_stacks & STACKS_WANT_DWARF) && !ringbuf_crowded(STACKS_EV_BLOCK)) {
 		capture_stacks(ctx, e, block_stacks & STACKS_WANT_KERNEL);
 		block_ustack_apart(ctx, e, key);
 	} else {

@@ -1,5 +1,6 @@
 /* kinds/net.bpf.h — the `net` event: TCP and UDP sends and receives, IPv4 and IPv6, with both
- * ends. Included by stacks.bpf.c after common.bpf.h. */
+ * ends; summed in the kernel while the IO ring buffer is backed up (aggregate.bpf.h). Included
+ * by stacks.bpf.c after common.bpf.h. */
 
 /* Tunables, set by user space before load. */
 const volatile __u32 net_stacks = 0; /* STACKS_WANT_* */
@@ -12,6 +13,20 @@ static __always_inline void net_event(void *ctx, struct sock *sk, int ret,
 	/* Nothing moved, or a non-blocking socket had nothing to do: not traffic. */
 	if (ret == 0 || ret == -EAGAIN || !current_is_target())
 		return;
+	if (agg_now()) {
+		struct stacks_agg_key k = {};
+		__u64 id = bpf_get_current_pid_tgid();
+		if (!sock_addrs(sk, &k.family, &k.protocol, &k.addrs))
+			return;
+		k.kind = STACKS_EV_NET;
+		k.pid = id >> 32;
+		k.tid = (__u32)id;
+		k.op = dir;
+		k.error = ret < 0 ? -ret : 0;
+		k.fd = -1;
+		if (agg_add(ctx, &k, net_stacks, ret > 0 ? ret : 0, 0, bpf_ktime_get_boot_ns(), -1))
+			return;
+	}
 	struct stacks_event *e = scratch_for(SCRATCH_TASK);
 	if (!e)
 		return;

@@ -327,7 +327,7 @@ int sample_states(struct bpf_iter__task *ctx)
 		__u32 k = n < 0 ? 0 : (__u32)n / 8;
 		e->hdr.kstack_len = n < 0 ? (__s32)n : (__s32)(k > STACKS_MAX_DEPTH ? STACKS_MAX_DEPTH : k);
 	}
-	if ((state_stacks & STACKS_WANT_DWARF) && !ringbuf_crowded())
+	if ((state_stacks & STACKS_WANT_DWARF) && !ringbuf_crowded(STACKS_EV_STATE))
 		state_dwarf_stack(e, task, regs);
 	else if (state_stacks & STACKS_WANT_USER)
 		state_fp_walk(e, task, regs, state_kframes(e), false);

@@ -185,7 +185,7 @@ static __always_inline void switch_out_stacks(void *ctx, struct switch_state *s,
 		return;
 	}
 	struct pt_regs *r = (struct pt_regs *)bpf_task_pt_regs(prev);
-	if (r && !(prev->flags & PF_KTHREAD) && prev->mm && regs_in_syscall(r) && !ringbuf_crowded()) {
+	if (r && !(prev->flags & PF_KTHREAD) && prev->mm && regs_in_syscall(r) && !ringbuf_crowded(STACKS_EV_SWITCH)) {
 		capture_stacks(ctx, &s->ev, switch_stacks & STACKS_WANT_KERNEL);
 		s->ev.hdr.ustack_len = -EAGAIN; /* until taken: it stays so if never */
 		s->dwarf_later = 1;

@@ -1,5 +1,6 @@
 /* kinds/vfs.bpf.h — the `vfs` event: read/write-family system calls from entry to exit, with the
- * file. Included by stacks.bpf.c after common.bpf.h. */
+ * file; summed in the kernel while the IO ring buffer is backed up (aggregate.bpf.h). Included
+ * by stacks.bpf.c after common.bpf.h. */
 
 /* Tunables, set by user space before load. */
 const volatile __u32 vfs_stacks = 0; /* STACKS_WANT_* */
@@ -48,6 +49,23 @@ int BPF_PROG(vfs_exit, struct pt_regs *regs, long ret)
 	if (!c || !c->ts)
 		return 0;
 	__u64 now = bpf_ktime_get_boot_ns();
+	if (agg_now()) {
+		struct stacks_agg_key k = {};
+		__u64 id = bpf_get_current_pid_tgid();
+		struct file *f = fd_file(task, c->fd);
+		k.kind = STACKS_EV_VFS;
+		k.pid = id >> 32;
+		k.tid = (__u32)id;
+		k.op = c->call;
+		k.error = ret < 0 ? (__s32)-ret : 0;
+		k.fd = c->fd;
+		k.inode = f ? BPF_CORE_READ(f, f_inode, i_ino) : 0;
+		k.latency_log2 = log2_u64(now - c->ts);
+		if (agg_add(ctx, &k, vfs_stacks, ret > 0 ? ret : 0, now - c->ts, c->ts, c->fd)) {
+			c->ts = 0;
+			return 0;
+		}
+	}
 	struct stacks_event *e = scratch_for(SCRATCH_TASK);
 	if (!e) {
 		c->ts = 0;

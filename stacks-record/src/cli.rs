@@ -55,8 +55,11 @@ pub struct Args {
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
 
-    /// Ring buffer size in MiB (a power of two); raise it when `lost` rows name
-    /// `ring_buffer_full` (the kernel zeroes the whole buffer when recording starts).
+    /// Size in MiB (a power of two) of each ring buffer in use: one for CPU, off-CPU and state
+    /// samples, one for IO (vfs, net, block, rss), one for probes and spans, so a flood of one
+    /// never loses another's events. Raise it when `lost` rows name `ring_buffer_full` (the
+    /// kernel zeroes the buffers when recording starts). vfs and net events are summed in the
+    /// kernel while a quarter of the IO ring waits (exact totals, rows with `count` > 1).
     #[arg(long = "ringbuf-mb", value_name = "MIB", default_value_t = 16, value_parser = parse_ringbuf)]
     pub ringbuf_mb: u32,
 

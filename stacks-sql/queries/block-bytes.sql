@@ -19,7 +19,7 @@ SELECT
     a.requests, a.bytes
 FROM (
     SELECT comm, pid, tid, thread, op, dev, stack_id,
-        count(*) AS requests, sum(value) AS bytes
+        sum(coalesce(count, 1)) AS requests, sum(value) AS bytes
     FROM samples
     WHERE kind = 'block'
         AND comm LIKE $comm AND ($pid IS NULL OR pid = $pid)

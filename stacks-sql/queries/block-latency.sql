@@ -19,7 +19,7 @@ SELECT
     a.latency_ns, a.requests, a.bytes
 FROM (
     SELECT comm, pid, tid, thread, op, dev, stack_id,
-        sum(duration) AS latency_ns, count(*) AS requests, sum(value) AS bytes
+        sum(duration) AS latency_ns, sum(coalesce(count, 1)) AS requests, sum(value) AS bytes
     FROM samples
     WHERE kind = 'block' AND duration IS NOT NULL
         AND comm LIKE $comm AND ($pid IS NULL OR pid = $pid)

@@ -19,7 +19,7 @@ SELECT
     a.bytes, a.calls
 FROM (
     SELECT comm, pid, tid, thread, protocol, op AS direction, stack_id,
-        sum(value) AS bytes, count(*) AS calls
+        sum(value) AS bytes, sum(coalesce(count, 1)) AS calls
     FROM samples
     WHERE kind = 'net'
         AND comm LIKE $comm AND ($pid IS NULL OR pid = $pid)

@@ -18,7 +18,8 @@ SELECT
     a.bytes, a.calls, a.errors, a.syscall_ns
 FROM (
     SELECT comm, pid, tid, thread, stack_id,
-        sum(value) AS bytes, count(*) AS calls, count(errno) AS errors, sum(duration) AS syscall_ns
+        sum(value) AS bytes, sum(coalesce(count, 1)) AS calls,
+        sum(CASE WHEN errno IS NULL THEN 0 ELSE coalesce(count, 1) END) AS errors, sum(duration) AS syscall_ns
     FROM samples
     WHERE kind = 'vfs' AND op = 'read'
         AND comm LIKE $comm AND ($pid IS NULL OR pid = $pid)

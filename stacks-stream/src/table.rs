@@ -136,7 +136,7 @@ columns! {
     DURATION: "duration", Int64, true, Some("ns"), Raw,
         r#"ns: off-CPU time (`switch`), issue → completion (`block`), time in the system call (`vfs`), time in `syscall` so far (`state`, when its entry was seen)"#;
     COUNT: "count", Int64, true, None, Raw,
-        r#"how many events the row stands for: 1, or more for folded `switch` rows and sampled `rss` rows"#;
+        r#"how many events the row stands for: 1, or more for folded `switch` rows, sampled `rss` rows, counting probes and `vfs`/`net` rows the kernel aggregated (see Aggregated rows)"#;
     STATE: "state", Utf8, true, None, Raw,
         r#"`switch`: how the thread left the CPU: `runnable` (preempted or yielded), `sleeping` (S), `uninterruptible` (D, usually IO), `idle`, `stopped`, `other`; `state`: the same values, plus `running` (on a CPU), `runnable` meaning ready but not on a CPU"#;
     WAKER: "waker", Int32, true, None, Raw,

@@ -76,7 +76,8 @@ pub const THREAD_NS: &str = "thread_ns";
 pub const BYTES: &str = "bytes";
 pub const LAT_N: &str = "lat_n";
 pub const PERCENTILES: [(&str, f64); 3] = [("p50_ns", 0.5), ("p95_ns", 0.95), ("p99_ns", 0.99)];
-/// Latency buckets: `<1µs`, then [2^(k-1), 2^k) µs for k = 1..=20, then `≥1s` (2^20 µs).
+/// Latency buckets: `<1µs` (under 2^10 ns), then [2^(k+9), 2^(k+10)) ns for k = 1..=20, then
+/// `≥1s` (2^30 ns): powers of two of ns, the buckets the kernel aggregates IO latencies in.
 pub const BUCKETS: usize = 22;
 
 /// The SQL of the columns a view needs, resolved against the catalog.
@@ -190,21 +191,26 @@ impl Planner<'_> {
         outer.push(format!("sum(w) AS {THREAD_NS}"));
         outer.push(format!("sum(b) AS {BYTES}"));
         if view.latency {
+            // A row of many events (aggregated IO, folded switches) stands for `count`
+            // latencies averaging duration / count: the kernel sums only events of one log2
+            // bucket into a row, so the mean falls in their bucket, and it weighs `count`.
             inner.push(format!("{} AS lat", latency_expr()));
             inner.push(format!(
-                "CASE WHEN {l} IS NULL THEN NULL WHEN {l} < 1000 THEN 0 \
-                 ELSE least(CAST(log2({l} / 1000.0) AS BIGINT) + 1, {last}) END AS lb",
+                "CASE WHEN {l} IS NULL THEN NULL WHEN {l} < 1024 THEN 0 \
+                 ELSE least(CAST(log2(CAST({l} AS DOUBLE)) AS BIGINT) - 9, {last}) END AS lb",
                 l = latency_expr(),
                 last = BUCKETS - 1
             ));
-            outer.push(format!("count(lat) AS {LAT_N}"));
+            outer.push(format!(
+                "sum(CASE WHEN lat IS NULL THEN 0 ELSE n END) AS {LAT_N}"
+            ));
             for (name, p) in PERCENTILES {
                 outer.push(format!(
-                    "CAST(approx_percentile_cont(lat, {p}) AS BIGINT) AS {name}"
+                    "CAST(approx_percentile_cont_with_weight(lat, n, {p}) AS BIGINT) AS {name}"
                 ));
             }
             for k in 0..BUCKETS {
-                outer.push(format!("sum(CASE WHEN lb = {k} THEN 1 ELSE 0 END) AS h{k}"));
+                outer.push(format!("sum(CASE WHEN lb = {k} THEN n ELSE 0 END) AS h{k}"));
             }
         }
         let mut conds = self.conditions(view, &[]);
@@ -307,7 +313,7 @@ pub fn latency_expr() -> String {
         .map(|k| catalog::quote_text(k.name))
         .collect();
     format!(
-        "(CASE WHEN kind IN ({}) THEN duration END)",
+        "(CASE WHEN kind IN ({}) THEN duration / coalesce(count, 1) END)",
         kinds.join(", ")
     )
 }

@@ -34,12 +34,13 @@ fn run_delay_ns() -> u64 {
         .unwrap_or(0)
 }
 
-/// Runs `work` until `until` and reports the thread's wall and CPU time around it.
+/// Runs `work` until `until` and reports the thread's wall and CPU time around it, and the
+/// read/write system calls and bytes `work` reports for each call (`vfs_calls`, `vfs_bytes`).
 fn measured(
     name: &str,
     until: Instant,
     start: &Barrier,
-    work: impl FnMut() -> Result<()>,
+    work: impl FnMut() -> Result<(u64, u64)>,
 ) -> Result<Value> {
     let mut work = work;
     start.wait();
@@ -50,8 +51,11 @@ fn measured(
         sys::thread_cpu_ns(),
         run_delay_ns(),
     );
+    let (mut calls, mut bytes) = (0u64, 0u64);
     while Instant::now() < until {
-        work()?;
+        let (c, b) = work()?;
+        calls += c;
+        bytes += b;
     }
     let (cpu1, wall_ns, wait1) = (
         sys::thread_cpu_ns(),
@@ -69,6 +73,8 @@ fn measured(
         "cpu_ns": cpu_ns,
         "off_cpu_ns": wall_ns.saturating_sub(cpu_ns),
         "run_delay_ns": wait1 - wait0,
+        "vfs_calls": calls,
+        "vfs_bytes": bytes,
     }))
 }
 
@@ -83,15 +89,15 @@ pub(crate) fn spin() -> Result<()> {
     Ok(())
 }
 
-/// One byte over `tx`, then one back on `rx`.
+/// One byte over `tx`, then one back on `rx`: two system calls, two bytes.
 #[inline(never)]
-fn ping_pong(tx: libc::c_int, rx: libc::c_int) -> Result<()> {
+fn ping_pong(tx: libc::c_int, rx: libc::c_int) -> Result<(u64, u64)> {
     let mut b = [0u8; 1];
-    sys::write(tx, b"x")?;
+    let sent = sys::write(tx, b"x")?;
     if sys::read(rx, &mut b)? != 1 {
         bail!("pipe closed");
     }
-    Ok(())
+    Ok((2, sent as u64 + 1))
 }
 
 pub(crate) fn pipe() -> Result<(libc::c_int, libc::c_int)> {
@@ -123,7 +129,9 @@ pub fn run(a: &ContentionArgs) -> Result<Value> {
         let b = start.clone();
         threads.push((
             name,
-            sys::spawn_named(name, move || measured(name, until, &b, spin))?,
+            sys::spawn_named(name, move || {
+                measured(name, until, &b, || spin().map(|()| (0, 0)))
+            })?,
         ));
     }
     let b = start.clone();
@@ -136,19 +144,34 @@ pub fn run(a: &ContentionArgs) -> Result<Value> {
     // The pong side answers until the ping side stops (its last read then sees EOF).
     let pong = sys::spawn_named("pong", move || {
         let mut b = [0u8; 1];
-        while sys::read(ping_rx, &mut b)? == 1 {
-            sys::write(pong_tx, b"y")?;
+        let (mut calls, mut bytes) = (0u64, 0u64);
+        loop {
+            let n = sys::read(ping_rx, &mut b)?;
+            calls += 1;
+            bytes += n as u64;
+            if n != 1 {
+                break;
+            }
+            bytes += sys::write(pong_tx, b"y")? as u64;
+            calls += 1;
         }
-        Ok(json!(null))
+        Ok(json!({ "thread": "pong", "tid": sys::tid(), "vfs_calls": calls, "vfs_bytes": bytes }))
     })?;
     let b = start.clone();
     let buf = vec![0x5au8; 256 * 1024];
     threads.push((
         "writer",
         sys::spawn_named("writer", move || {
+            let mut n = 0u64;
             measured("writer", until, &b, || {
-                sys::write(file, &buf)?;
-                Ok(sys::fsync(file)?)
+                let written = sys::write(file, &buf)?;
+                sys::fsync(file)?;
+                // From the start again every 64 MiB: a long run does not fill the disk.
+                n += 1;
+                if n.is_multiple_of(256) {
+                    sys::rewind(file)?;
+                }
+                Ok((1, written as u64))
             })
         })?,
     ));
@@ -157,10 +180,10 @@ pub fn run(a: &ContentionArgs) -> Result<Value> {
         reports.push(sys::join_named(name, t)?);
     }
     sys::close(ping_tx)?;
-    sys::join_named("pong", pong)?;
+    let pong = sys::join_named("pong", pong)?;
     for fd in [ping_rx, pong_rx, pong_tx, file] {
         let _ = sys::close(fd);
     }
     let _ = std::fs::remove_file(&path);
-    Ok(json!({ "workload": "contention", "threads": reports }))
+    Ok(json!({ "workload": "contention", "threads": reports, "pong": pong }))
 }

@@ -59,7 +59,8 @@ enum Cmd {
     /// CPU burn, sleeper, file write, memory touch and a TCP exchange at once, in named threads.
     Mixed(mixed::MixedArgs),
     /// More runnable threads than CPUs: two CPU hogs, a pipe ping-pong pair and a writer that
-    /// fsyncs, each reporting its wall and CPU time (so its exact time off CPU).
+    /// fsyncs, each reporting its wall and CPU time (so its exact time off CPU) and its
+    /// read/write calls and bytes (`pong` apart).
     Contention(contention::ContentionArgs),
     /// Threads in known states for SECONDS: `spinner` on CPU, `sleeper` in nanosleep, `reader`
     /// blocked in `read` on an empty pipe, `fsyncer` in write + fsync (uninterruptible IO),

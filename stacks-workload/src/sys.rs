@@ -139,6 +139,13 @@ pub fn fsync(fd: libc::c_int) -> io::Result<()> {
     unsafe { syscall6(libc::SYS_fsync, [fd as usize, 0, 0, 0, 0, 0]) }.map(drop)
 }
 
+/// `lseek(fd, 0, SEEK_SET)`: back to the start of a file.
+pub fn rewind(fd: libc::c_int) -> io::Result<()> {
+    let a = [fd as usize, 0, libc::SEEK_SET as usize, 0, 0, 0];
+    // SAFETY: no memory is passed.
+    unsafe { syscall6(libc::SYS_lseek, a) }.map(drop)
+}
+
 /// `write(fd, buf)`: bytes written.
 #[inline(always)]
 pub fn write(fd: libc::c_int, buf: &[u8]) -> io::Result<usize> {

@@ -57,6 +57,12 @@ pub(crate) struct Drops {
     /// `d` stacks taken by frame pointers while the ring buffer was over half full (not lost:
     /// see `STACKS_DROP_DWARF_FP`).
     pub dwarf_as_fp: u64,
+    /// Events aggregated in the kernel while their ring buffer was backed up, by kind name
+    /// (not lost: rows stand for them, see `STACKS_DROP_AGGREGATED`).
+    pub aggregated: BTreeMap<&'static str, u64>,
+    /// Events that found the aggregation table full, by kind name (then sent as records, or
+    /// lost as `ring_buffer_full` when their ring was full too).
+    pub agg_full: BTreeMap<&'static str, u64>,
 }
 
 impl Drops {
@@ -68,7 +74,21 @@ impl Drops {
         for (cpu, (totals, seen)) in now.iter().zip(self.seen.iter_mut()).enumerate() {
             seen.resize(totals.len(), 0);
             for (cause, (&total, prev)) in totals.iter().zip(seen.iter_mut()).enumerate() {
-                if total > *prev && cause as u32 == Drop::STACKS_DROP_END_INFERRED.0 {
+                let agg = Drop::STACKS_DROP_AGGREGATED.0;
+                let full = Drop::STACKS_DROP_AGG_FULL.0;
+                if total > *prev && (agg..agg + 16).contains(&(cause as u32)) {
+                    *self
+                        .aggregated
+                        .entry(kind_name(cause as u32 - agg))
+                        .or_default() += total - *prev;
+                    *prev = total;
+                } else if total > *prev && (full..full + 16).contains(&(cause as u32)) {
+                    *self
+                        .agg_full
+                        .entry(kind_name(cause as u32 - full))
+                        .or_default() += total - *prev;
+                    *prev = total;
+                } else if total > *prev && cause as u32 == Drop::STACKS_DROP_END_INFERRED.0 {
                     self.inferred_ends += total - *prev;
                     *prev = total;
                 } else if total > *prev && cause as u32 == Drop::STACKS_DROP_PROBE_UNCOUNTED.0 {
@@ -119,6 +139,17 @@ impl Drops {
         } else {
             inferred
         };
+        let mut inferred = inferred;
+        for (kind, n) in &self.aggregated {
+            inferred.push_str(&format!(
+                "; {n} {kind} events aggregated in the kernel (ring buffer backed up)"
+            ));
+        }
+        for (kind, n) in &self.agg_full {
+            inferred.push_str(&format!(
+                "; {n} {kind} events found the aggregation table full"
+            ));
+        }
         if self.by_cause.is_empty() {
             return format!("lost 0 events{inferred}");
         }

@@ -16,11 +16,27 @@ pub(crate) struct LoadOptions {
     pub all: bool,
     pub include_idle: bool,
     pub follow_forks: bool,
+    /// Size of each ring buffer in use.
     pub ringbuf_bytes: u32,
+    /// Which ring buffers a recorded kind uses (by `enum stacks_ring`); the others get a page.
+    pub rings: [bool; RINGS],
+    /// The aggregation tables (IO events summed in the kernel while the IO ring is backed
+    /// up); `None`: no aggregation.
+    pub agg: Option<AggTables>,
     /// Read the `tracing` span of events (processes in `span_procs`).
     pub spans: bool,
     /// Bytes of user stack copied for `d` stacks.
     pub ustack_bytes: u32,
+}
+
+/// Sizes of the aggregation tables of each generation.
+pub(crate) struct AggTables {
+    /// Entries of the sums table.
+    pub entries: u32,
+    /// Entries of each stack table that `want` asks for.
+    pub stacks: u32,
+    /// The stacks the aggregated kinds want (`STACKS_WANT_*`).
+    pub want: u32,
 }
 
 /// Open, configure and load the BPF object.
@@ -45,17 +61,71 @@ pub(crate) fn load<'obj>(
     rodata.follow_forks = opts.follow_forks;
     rodata.read_spans = opts.spans;
     rodata.ustack_window = opts.ustack_bytes;
-    rodata.ringbuf_half = u64::from(opts.ringbuf_bytes / 2);
-    rodata.wakeup_bytes = u64::from(opts.ringbuf_bytes / 8);
+    let bytes = u64::from(opts.ringbuf_bytes);
+    rodata.ring_half = [bytes / 2; RINGS + 1];
+    rodata.wakeup_bytes = [bytes / 8; RINGS + 1];
+    if opts.agg.is_some() {
+        rodata.agg_on_bytes = bytes / 4;
+        rodata.agg_off_bytes = bytes / 32;
+    }
     configure(&mut open)?;
-    open.maps
-        .events
-        .set_max_entries(opts.ringbuf_bytes)
-        .context("sizing the ring buffer")?;
+    let maps = &mut open.maps;
+    for (ring, map) in [
+        &mut maps.events_samples,
+        &mut maps.events_io,
+        &mut maps.events_probes,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let size = if opts.rings[ring] {
+            opts.ringbuf_bytes
+        } else {
+            PAGE
+        };
+        map.set_max_entries(size)
+            .with_context(|| format!("sizing the {} ring buffer", RING_NAMES[ring]))?;
+    }
+    if let Some(agg) = &opts.agg {
+        let kernel = if agg.want & WANT_KERNEL != 0 {
+            agg.stacks
+        } else {
+            1
+        };
+        let user = if agg.want & WANT_USER != 0 {
+            agg.stacks
+        } else {
+            1
+        };
+        for (map, size) in [
+            (&mut maps.agg_events0, agg.entries),
+            (&mut maps.agg_events1, agg.entries),
+            (&mut maps.agg_kstacks0, kernel),
+            (&mut maps.agg_kstacks1, kernel),
+            (&mut maps.agg_ustacks0, user),
+            (&mut maps.agg_ustacks1, user),
+        ] {
+            map.set_max_entries(size)
+                .context("sizing the aggregation tables")?;
+        }
+    }
     open.load().context(
         "loading BPF programs (stacks-record needs root, or CAP_BPF + CAP_PERFMON, and a kernel with BTF)",
     )
 }
+
+/// The ring buffers (`enum stacks_ring`).
+pub(crate) const RINGS: usize = abi::types::stacks_ring::STACKS_RING_COUNT.0 as usize;
+
+/// Their names in messages, by `enum stacks_ring`.
+pub(crate) const RING_NAMES: [&str; RINGS] = ["samples", "io", "probes"];
+
+/// `STACKS_WANT_USER`, `STACKS_WANT_KERNEL`.
+const WANT_USER: u32 = 1;
+const WANT_KERNEL: u32 = 2;
+
+/// The smallest ring buffer: one page (of a ring no recorded kind uses).
+const PAGE: u32 = 4096;
 
 /// Attach every loaded program whose section is `tp_btf/NAME` (lifecycle and the requested
 /// events). CPU samples are attached per CPU with [`open_cpu_clock`], probes and spans per

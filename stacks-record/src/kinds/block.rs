@@ -31,6 +31,14 @@ impl EventKind for Block {
         &[RecordKind::STACKS_EV_BLOCK]
     }
 
+    fn ring(&self) -> super::Ring {
+        super::Ring::STACKS_RING_IO
+    }
+
+    fn parts(&self) -> &'static [RecordKind] {
+        &[RecordKind::STACKS_EV_UWINDOW]
+    }
+
     fn decode(&self, e: &RawEvent<'_>, _: &mut Context<'_>) -> Option<Decoded> {
         let b: stacks_block = e.info();
         let has_dev = b.dev_major != 0 || b.dev_minor != 0;

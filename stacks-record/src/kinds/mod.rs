@@ -16,8 +16,12 @@ mod vfs;
 use anyhow::{Context as _, Result, bail};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 
-use crate::kernel::abi::types::{rodata, stacks_event_kind as RecordKind};
+use crate::kernel::abi::types::{
+    rodata, stacks_agg as AggSums, stacks_agg_key as AggKey, stacks_event_kind as RecordKind,
+    stacks_ring as Ring,
+};
 use crate::kernel::abi::{OpenStacksSkel, StacksSkelBuilder};
+use crate::kernel::event::Header;
 use crate::kernel::event::RawEvent;
 use crate::output::rows::Extra;
 use crate::probes::ProbeRows;
@@ -70,6 +74,35 @@ pub(crate) trait EventKind: Sync {
     /// The kernel records it turns into rows.
     fn records(&self) -> &'static [RecordKind];
 
+    /// Records it sends besides [`Self::records`] (parts of another record).
+    fn parts(&self) -> &'static [RecordKind] {
+        &[]
+    }
+
+    /// The ring buffer its records go through: its class of kinds.
+    fn ring(&self) -> Ring {
+        Ring::STACKS_RING_SAMPLES
+    }
+
+    /// Whether the kernel aggregates its events while its ring buffer is backed up.
+    fn aggregates(&self) -> bool {
+        false
+    }
+
+    /// For a kind the kernel aggregates while its ring buffer is backed up
+    /// (bpf/aggregate.bpf.h): the record of aggregation entry (`key`, `sums`) into `out`, with
+    /// header `h` and the entry's kernel and user frames. False for the other kinds.
+    fn aggregated(
+        &self,
+        _key: &AggKey,
+        _sums: &AggSums,
+        _h: Header,
+        _frames: [&[u8]; 2],
+        _out: &mut Vec<u8>,
+    ) -> bool {
+        false
+    }
+
     /// The row of record `e` (one of [`Self::records`]); `None` when it makes none.
     fn decode(&self, e: &RawEvent<'_>, cx: &mut Context<'_>) -> Option<Decoded>;
 }
@@ -93,6 +126,23 @@ pub(crate) fn for_record(kind: RecordKind) -> Option<&'static dyn EventKind> {
     ALL.iter().copied().find(|k| k.records().contains(&kind))
 }
 
+/// Whether a kind that goes through `ring` is recorded (then the ring is sized; else it is a
+/// page).
+pub(crate) fn ring_used(ring: Ring, spec: &EventSpec) -> bool {
+    ALL.iter()
+        .any(|k| k.ring() == ring && k.programs().iter().any(|p| k.loads(p, spec)))
+}
+
+/// The stacks (`STACKS_WANT_*`) the recorded kinds that the kernel aggregates want; `None` when
+/// no such kind is recorded.
+pub(crate) fn aggregated_stacks(spec: &EventSpec) -> Option<u32> {
+    ALL.iter()
+        .filter(|k| k.aggregates())
+        .filter_map(|k| spec.get(k.event()?))
+        .map(|a| a.stacks.mask())
+        .reduce(|a, b| a | b)
+}
+
 /// The kind a program of the BPF object belongs to.
 fn owner(program: &str) -> Option<&'static dyn EventKind> {
     ALL.iter()
@@ -110,6 +160,9 @@ pub(crate) fn configure(open: &mut OpenStacksSkel<'_>, spec: &EventSpec) -> Resu
         .context("BPF object has no read-only data section")?;
     for k in ALL {
         k.configure(rodata, k.event().and_then(|e| spec.get(e)));
+        for r in k.records().iter().chain(k.parts()) {
+            rodata.kind_ring[r.0 as usize & 15] = k.ring();
+        }
     }
     let mut seen = Vec::new();
     for mut prog in open.open_object_mut().progs_mut() {

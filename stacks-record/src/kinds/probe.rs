@@ -48,6 +48,10 @@ impl EventKind for Probe {
         &[RecordKind::STACKS_EV_PROBE]
     }
 
+    fn ring(&self) -> super::Ring {
+        super::Ring::STACKS_RING_PROBES
+    }
+
     /// A probe hit, or a counting-table entry (many hits, no arguments).
     fn decode(&self, e: &RawEvent<'_>, cx: &mut Context<'_>) -> Option<Decoded> {
         let p: stacks_probe = e.info();

@@ -34,6 +34,10 @@ impl EventKind for Rss {
         &[RecordKind::STACKS_EV_RSS]
     }
 
+    fn ring(&self) -> super::Ring {
+        super::Ring::STACKS_RING_IO
+    }
+
     fn decode(&self, e: &RawEvent<'_>, _: &mut Context<'_>) -> Option<Decoded> {
         let r: stacks_rss = e.info();
         Some(Decoded {

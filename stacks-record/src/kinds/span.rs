@@ -30,6 +30,10 @@ impl EventKind for Span {
         &[]
     }
 
+    fn ring(&self) -> super::Ring {
+        super::Ring::STACKS_RING_PROBES
+    }
+
     fn decode(&self, _: &RawEvent<'_>, _: &mut Context<'_>) -> Option<Decoded> {
         None
     }

@@ -1,11 +1,13 @@
 //! `vfs`: read/write-family system calls of the targets from entry to exit: bytes returned,
-//! latency, descriptor and path, errors with errno (bpf/kinds/vfs.bpf.h).
+//! latency, descriptor and path, errors with errno (bpf/kinds/vfs.bpf.h); summed in the kernel
+//! while the IO ring buffer is backed up (a row then stands for `count` calls).
 
 use stacks_stream::kind;
 
-use super::{Context, Decoded, EventKind};
+use super::{AggKey, AggSums, Context, Decoded, EventKind};
 use crate::kernel::abi::types::{rodata, stacks_vfs};
-use crate::kernel::event::{Kind as RecordKind, RawEvent, VfsCall, info_members};
+use crate::kernel::event::{Header, Kind as RecordKind, RawEvent, VfsCall, info_members};
+use crate::kernel::tables;
 use crate::output::rows::Extra;
 use crate::process::fdnames::file_name;
 use crate::spec::KindArgs;
@@ -31,6 +33,35 @@ impl EventKind for Vfs {
         &[RecordKind::STACKS_EV_VFS]
     }
 
+    fn ring(&self) -> super::Ring {
+        super::Ring::STACKS_RING_IO
+    }
+
+    fn aggregates(&self) -> bool {
+        true
+    }
+
+    fn aggregated(
+        &self,
+        key: &AggKey,
+        sums: &AggSums,
+        h: Header,
+        frames: [&[u8]; 2],
+        out: &mut Vec<u8>,
+    ) -> bool {
+        let info = stacks_vfs {
+            bytes: sums.bytes,
+            latency_ns: sums.latency_ns,
+            fd: key.fd,
+            error: key.error,
+            syscall: VfsCall(key.op),
+            pad: 0,
+            file: sums.file,
+        };
+        tables::assemble(out, h, info, frames[0], frames[1]);
+        true
+    }
+
     fn decode(&self, e: &RawEvent<'_>, cx: &mut Context<'_>) -> Option<Decoded> {
         let v: stacks_vfs = e.info();
         let (syscall, op) = VFS_CALLS
@@ -43,7 +74,7 @@ impl EventKind for Vfs {
             value: v.bytes as i64,
             extra: Extra {
                 duration: Some(v.latency_ns as i64),
-                count: Some(1),
+                count: Some(i64::from(e.h.count)),
                 syscall: Some(syscall),
                 op: Some(op),
                 fd: Some(v.fd),

@@ -16,9 +16,10 @@ use stacks_stream::{OutputStream, kind, open_output_with, raw_schema};
 use crate::cli::{Args, Target};
 use crate::convert::{Converter, Counts, KernelNames};
 use crate::host;
+use crate::kernel::abi::types::stacks_ring as Ring;
 use crate::kernel::drops::Drops;
 use crate::kernel::event::{Kind, RawEvent};
-use crate::kernel::load::{self as bpf, LoadOptions};
+use crate::kernel::load::{self as bpf, AggTables, LoadOptions};
 use crate::kernel::sampler::StateSampler;
 use crate::kinds;
 use crate::output::rows::{Extra, Row, RowBuilder};
@@ -29,7 +30,10 @@ use crate::process::spans::Spans;
 use crate::spec::EventSpec;
 use crate::spec::probe::ProbeType;
 
+mod aggregate;
 mod targets;
+
+use aggregate::Aggregation;
 
 use targets::{Targets, describe, target_pids};
 
@@ -82,6 +86,17 @@ pub fn run() -> Result<ExitCode> {
         include_idle: matches!(target, Target::All { idle: true }),
         follow_forks: !args.no_children,
         ringbuf_bytes: args.ringbuf_mb << 20,
+        rings: [
+            Ring::STACKS_RING_SAMPLES,
+            Ring::STACKS_RING_IO,
+            Ring::STACKS_RING_PROBES,
+        ]
+        .map(|r| kinds::ring_used(r, &spec)),
+        agg: kinds::aggregated_stacks(&spec).map(|want| AggTables {
+            entries: AGG_ENTRIES,
+            stacks: AGG_STACKS,
+            want,
+        }),
         spans: !args.no_spans,
         ustack_bytes: args.ustack_bytes,
     };
@@ -89,6 +104,8 @@ pub fn run() -> Result<ExitCode> {
         kinds::configure(open, &spec)?;
         probes::configure(open, &spec.probes)
     })?;
+    let agg = Aggregation::new(&mut skel);
+    let rings = describe_rings(&load);
     let tracepoints = bpf::attach_tracepoints(&mut skel)?;
     // A command with USDT probes is held after its exec: its probes are attached then and
     // their semaphores set in it (see probes::semaphores); other targets' probes now.
@@ -141,6 +158,8 @@ pub fn run() -> Result<ExitCode> {
         drops: Drops::default(),
         spans,
         started,
+        agg,
+        rings,
     };
     let mut child_status = rec.record(&mut out, &mut targets, &target, args.duration)?;
 
@@ -169,6 +188,17 @@ pub fn run() -> Result<ExitCode> {
     Ok(ExitCode::from(child_status.unwrap_or(0)))
 }
 
+/// The ring buffers in use and their sizes: `samples 16 MiB, io 16 MiB`.
+fn describe_rings(load: &LoadOptions) -> String {
+    let used: Vec<String> = bpf::RING_NAMES
+        .iter()
+        .zip(load.rings)
+        .filter(|(_, used)| *used)
+        .map(|(name, _)| format!("{name} {} MiB", load.ringbuf_bytes >> 20))
+        .collect();
+    used.join(", ")
+}
+
 /// The CPU sampler on every online CPU, when `profile` is recorded.
 fn attach_cpu_sampler(
     skel: &crate::kernel::abi::StacksSkel<'_>,
@@ -195,16 +225,22 @@ fn ring_buffer<'a>(
     queue: &Rc<RefCell<Queue>>,
 ) -> Result<libbpf_rs::RingBuffer<'a>> {
     let mut rbb = RingBufferBuilder::new();
-    let queue = queue.clone();
-    rbb.add(&skel.maps.events, move |data: &[u8]| {
-        let mut q = queue.borrow_mut();
-        let start = q.bytes.len();
-        q.bytes.extend_from_slice(data);
-        q.spans.push((start, data.len()));
-        0
-    })
-    .context("setting up the ring buffer")?;
-    rbb.build().context("setting up the ring buffer")
+    let m = &skel.maps;
+    for (map, name) in [&m.events_samples, &m.events_io, &m.events_probes]
+        .into_iter()
+        .zip(bpf::RING_NAMES)
+    {
+        let queue = queue.clone();
+        rbb.add(map, move |data: &[u8]| {
+            let mut q = queue.borrow_mut();
+            let start = q.bytes.len();
+            q.bytes.extend_from_slice(data);
+            q.spans.push((start, data.len()));
+            0
+        })
+        .with_context(|| format!("setting up the {name} ring buffer"))?;
+    }
+    rbb.build().context("setting up the ring buffers")
 }
 
 /// The reading side of a recording: ring buffer → rows → output.
@@ -217,6 +253,9 @@ struct Recorder<'a, 'obj> {
     drops: Drops,
     spans: Spans,
     started: Instant,
+    agg: Option<Aggregation>,
+    /// The ring buffers in use, for the summary.
+    rings: String,
 }
 
 impl Recorder<'_, '_> {
@@ -253,6 +292,10 @@ impl Recorder<'_, '_> {
                 self.rb,
                 self.skel,
             );
+            if let Some(agg) = &mut self.agg {
+                let (conv, rows) = (&mut self.conv, &mut self.rows);
+                agg.poll(self.skel, |r| push_record(conv, rows, r));
+            }
             // At every poll, not only at a flush (once a second): a process that exits first
             // takes its span_procs entry, and with it the news that its check failed.
             self.spans.check(self.skel);
@@ -273,6 +316,9 @@ impl Recorder<'_, '_> {
     /// Append the counting probes' rows and the lost-event rows, and write what is pending.
     fn write(&mut self, out: &mut OutputStream) -> Result<()> {
         self.spans.check(self.skel);
+        if let Some(agg) = &mut self.agg {
+            agg.flip();
+        }
         drain_counts(self.skel, &mut self.conv, &mut self.rows);
         push_lost(
             self.skel,
@@ -310,6 +356,10 @@ impl Recorder<'_, '_> {
                 self.rb,
                 self.skel,
             );
+        }
+        if let Some(agg) = &mut self.agg {
+            let (conv, rows) = (&mut self.conv, &mut self.rows);
+            agg.finish(self.skel, |r| push_record(conv, rows, r));
         }
         // Spans still entered: a row each, with no duration.
         self.conv.end_spans(None, &mut self.rows);
@@ -372,6 +422,15 @@ impl Recorder<'_, '_> {
             .filter(|(n, _)| *n > 0)
             .map(|(n, what)| format!("; {n} {what}"))
             .collect::<String>()
+        );
+        eprintln!(
+            "stacks-record: ring buffers: {}{}",
+            self.rings,
+            self.agg
+                .as_ref()
+                .filter(|a| a.entries > 0)
+                .map(|a| format!("; {} rows of IO events aggregated in the kernel", a.entries))
+                .unwrap_or_default()
         );
         let u = &self.conv.unwinders.counts;
         if u.stacks > 0 {
@@ -456,17 +515,30 @@ fn drain_counts(
     conv: &mut Converter,
     rows: &mut RowBuilder,
 ) {
-    probes::counts::drain(skel, |record| match RawEvent::from_bytes(record) {
+    probes::counts::drain(skel, |record| push_record(conv, rows, record));
+}
+
+/// Convert one record made in user space (from a counting or aggregation table).
+fn push_record(conv: &mut Converter, rows: &mut RowBuilder, record: &[u8]) {
+    match RawEvent::from_bytes(record) {
         Ok(e) => conv.push(&e, rows),
         Err(_) => conv.counts.malformed += 1,
-    });
+    }
 }
+
+/// Entries of each generation's aggregation table: distinct (thread, stacks, file or
+/// connection, latency bucket) keys a second (~400 bytes each, preallocated: 6.5 MB).
+const AGG_ENTRIES: u32 = 16384;
+/// Entries of each generation's stack tables: distinct stacks a second (a user stack takes
+/// 4 KiB: 16 MiB a generation; a stack whose slot is taken is summed without it).
+const AGG_STACKS: u32 = 4096;
 
 /// Largest record buffer kept between drains.
 const SPARE_MAX_BYTES: usize = 64 << 20;
 
-/// Most bytes of records held in user space waiting for conversion.
-const QUEUE_MAX_BYTES: usize = 512 << 20;
+/// Most bytes of records held in user space waiting for conversion: past it a burst waits in
+/// the ring buffers, where the kernel sums IO events instead of user space holding them.
+const QUEUE_MAX_BYTES: usize = 64 << 20;
 
 /// Kernel symbols for naming kernel frames at record time, when kallsyms is readable.
 fn kernel_names() -> Option<Box<dyn KernelNames>> {
