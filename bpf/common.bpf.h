@@ -48,6 +48,10 @@ _Static_assert(sizeof(struct bpf_stack_build_id) == STACKS_UFRAME_SIZE,
 const volatile bool trace_all = false;      /* -a: every process */
 const volatile bool include_idle = false;   /* with -a: also pid 0 (the idle tasks) */
 const volatile bool follow_forks = true;    /* children of targets become targets */
+/* --cgroup: only tasks in these cgroups or their descendants are traced (none: the other
+ * targets). */
+const volatile __u32 cgroup_count = 0;
+const volatile struct stacks_cgroup_target target_cgroups[STACKS_MAX_CGROUPS] = {};
 const volatile bool read_spans = true;      /* read the `tracing` span of each event (span_procs) */
 const volatile __u32 ustack_window = 16384; /* bytes of user stack copied for `d` stacks */
 /* Per ring buffer (enum stacks_ring; one more slot, so an index masked with 3 is in bounds):
@@ -141,8 +145,33 @@ struct {
 } scratch SEC(".maps");
 _Static_assert(sizeof(struct stacks_event_room) < 32768, "a per-CPU value is at most 32 KiB");
 
-static __always_inline bool is_target(__u32 tgid, __u32 tid)
+/* Whether `task` is in one of the --cgroup cgroups or below one: the cgroup at that one's
+ * depth among its cgroup's ancestors is that one. */
+static __always_inline bool in_target_cgroups(struct task_struct *task)
 {
+	struct cgroup *cg = BPF_CORE_READ(task, cgroups, dfl_cgrp);
+	if (!cg)
+		return false;
+	int level = BPF_CORE_READ(cg, level);
+	for (__u32 i = 0; i < STACKS_MAX_CGROUPS; i++) {
+		if (i >= cgroup_count)
+			break;
+		__u32 at = target_cgroups[i].level;
+		if (at > (__u32)level || at > 255)
+			continue;
+		struct cgroup *up = NULL;
+		bpf_probe_read_kernel(&up, sizeof(up), &cg->ancestors[at]);
+		if (up && BPF_CORE_READ(up, kn, id) == target_cgroups[i].id)
+			return true;
+	}
+	return false;
+}
+
+/* Whether thread `tid` of process `tgid` (the task `task`) is traced. */
+static __always_inline bool is_target(struct task_struct *task, __u32 tgid, __u32 tid)
+{
+	if (cgroup_count)
+		return tid != 0 && in_target_cgroups(task);
 	if (trace_all)
 		return tid != 0 || include_idle;
 	return bpf_map_lookup_elem(&targets, &tgid) != NULL;
@@ -151,7 +180,7 @@ static __always_inline bool is_target(__u32 tgid, __u32 tid)
 static __always_inline bool current_is_target(void)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	return is_target(id >> 32, (__u32)id);
+	return is_target((struct task_struct *)bpf_get_current_task(), id >> 32, (__u32)id);
 }
 
 static __always_inline void count_drop(__u32 cause)

@@ -322,6 +322,17 @@ struct stacks_state_sample {
 	struct stacks_file file;  /* the file behind `fd` (inode 0: none); kept last */
 };
 
+/* Cgroups a recording can be limited to (`--cgroup`), each with its descendants: a cgroup v2
+ * id (its kernfs node id, the directory's inode number) and its depth below the root (the
+ * index of the cgroup in a descendant's `ancestors`). */
+#define STACKS_MAX_CGROUPS 8
+
+struct stacks_cgroup_target {
+	__u64 id;
+	__u32 level;
+	__u32 pad;
+};
+
 /* Probes of one recording at most, and the arguments a probe record carries. */
 #define STACKS_MAX_PROBES 64
 #define STACKS_PROBE_ARGS 6

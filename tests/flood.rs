@@ -305,3 +305,90 @@ fn aggregation_switches_on_and_back_with_exact_totals() {
         "stacks-pprof's calls against the query's"
     );
 }
+
+/// `--cgroup`: a workload in a cgroup made for the test is recorded, the same workload outside
+/// it is not (filtered in the kernel: not a row of it), and a missing cgroup is a one-line
+/// error naming it.
+#[test]
+fn cgroup_records_only_the_processes_in_it() {
+    if !bpf_available("cgroup_records_only_the_processes_in_it") {
+        return;
+    }
+    let _serial = bpf_serial();
+    let dir = scratch("cgroup");
+    let d = dir.display();
+    let name = format!("stacks-test-{}", std::process::id());
+    let out = sh(&format!(
+        "root=$(awk '$9 == \"cgroup2\" {{ print $5; exit }}' /proc/self/mountinfo)
+         test -n \"$root\" || {{ echo no cgroup2 mount >&2; exit 1; }}
+         cg=$root/{name}; mkdir -p $cg/inner
+         trap 'rmdir $cg/inner $cg' EXIT
+         stacks-record --cgroup /{name} -e profile:u:99,vfs:u -d 4 -o {d}/raw.arrow \
+           2> {d}/rec.err &
+         for i in $(seq 200); do grep -q recording {d}/rec.err && break; sleep 0.05; done
+         sh -c \"echo \\$\\$ > $cg/inner/cgroup.procs && exec stacks-workload \
+           --report {d}/in.json contention --seconds 1 --dir {d}\" > /dev/null &
+         stacks-workload --report {d}/out.json contention --seconds 1 --dir {d} > /dev/null
+         wait"
+    ));
+    let stderr = std::fs::read_to_string(dir.join("rec.err")).unwrap_or_default();
+    check(&out, &format!("recording a cgroup ({stderr})"));
+    let report = |f: &str| -> Value {
+        serde_json::from_str(&std::fs::read_to_string(dir.join(f)).unwrap()).unwrap()
+    };
+    let tids = |r: &Value| -> Vec<i64> {
+        r["threads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| int(t, "tid"))
+            .chain([int(&r["pong"], "tid")])
+            .collect()
+    };
+    let (inside, outside) = (tids(&report("in.json")), tids(&report("out.json")));
+    let mut by_tid: HashMap<i64, (u64, String)> = HashMap::new();
+    for b in stacks_tests::read_stream(&dir.join("raw.arrow")) {
+        use arrow_array::cast::AsArray;
+        use arrow_array::types::Int32Type;
+        let tid = b.column_by_name("tid").unwrap().as_primitive::<Int32Type>();
+        let cgroup = b.column_by_name("cgroup").unwrap().as_string::<i32>();
+        for i in 0..b.num_rows() {
+            let e = by_tid
+                .entry(i64::from(tid.value(i)))
+                .or_insert((0, cgroup.value(i).to_string()));
+            e.0 += 1;
+        }
+    }
+    for tid in &inside {
+        let (rows, cgroup) = by_tid
+            .get(tid)
+            .unwrap_or_else(|| panic!("no rows of thread {tid} in the cgroup: {stderr}"));
+        assert!(*rows > 0);
+        assert_eq!(cgroup, &format!("/{name}/inner"), "thread {tid}'s cgroup");
+    }
+    for tid in &outside {
+        assert!(
+            !by_tid.contains_key(tid),
+            "thread {tid}, outside the cgroup, was recorded"
+        );
+    }
+    assert!(
+        by_tid
+            .values()
+            .all(|(_, c)| c.starts_with(&format!("/{name}"))),
+        "rows of other cgroups: {:?}",
+        by_tid
+            .values()
+            .map(|(_, c)| c)
+            .collect::<std::collections::BTreeSet<_>>()
+    );
+    // A missing cgroup: one line naming it, before anything is recorded.
+    let missing = sh("stacks-record --cgroup /no-such-cgroup.service -d 1 -o /dev/null");
+    let err = String::from_utf8_lossy(&missing.stderr);
+    assert!(!missing.status.success(), "a missing cgroup was accepted");
+    assert_eq!(err.lines().count(), 1, "not one line: {err}");
+    assert!(
+        err.contains("--cgroup /no-such-cgroup.service: no such cgroup"),
+        "{err}"
+    );
+}

@@ -1,5 +1,5 @@
 /* kinds/lifecycle.bpf.h — exec, fork and exit of the traced processes, always recorded: targets
- * follow forks and names matched at exec. Included by stacks.bpf.c after common.bpf.h. */
+ * follow forks and names matched at exec (with --cgroup, the cgroups decide). Included by stacks.bpf.c after common.bpf.h. */
 
 /* ---- Process lifecycle -------------------------------------------------------------- */
 
@@ -22,7 +22,10 @@ int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	__u32 tgid = BPF_CORE_READ(p, tgid);
 	__u8 one = 1;
 
-	if (!trace_all && !bpf_map_lookup_elem(&targets, &tgid)) {
+	if (cgroup_count) {
+		if (!in_target_cgroups(p))
+			return 0;
+	} else if (!trace_all && !bpf_map_lookup_elem(&targets, &tgid)) {
 		char comm[STACKS_COMM_LEN] = {};
 		BPF_CORE_READ_STR_INTO(&comm, p, comm);
 		if (!bpf_map_lookup_elem(&target_comms, comm))
@@ -50,7 +53,10 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 
 	if (ptgid == ctgid)
 		return 0; /* a new thread, not a process */
-	if (!trace_all) {
+	if (cgroup_count) {
+		if (!in_target_cgroups(parent))
+			return 0;
+	} else if (!trace_all) {
 		if (!bpf_map_lookup_elem(&targets, &ptgid))
 			return 0;
 		if (!follow_forks)
@@ -74,7 +80,8 @@ int BPF_PROG(on_exit, struct task_struct *p, bool group_dead)
 {
 	__u32 tgid = BPF_CORE_READ(p, tgid);
 
-	if (!trace_all && !bpf_map_lookup_elem(&targets, &tgid))
+	if (cgroup_count ? !in_target_cgroups(p)
+			 : !trace_all && !bpf_map_lookup_elem(&targets, &tgid))
 		return 0;
 	off_cpu_exit(ctx, p);
 	if (!group_dead)

@@ -55,7 +55,7 @@ int BPF_PROG(on_rss_stat, struct mm_struct *mm, int member)
 		return 0; /* another process's memory (reclaim, unmap of a foreign mm) */
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32;
-	if (!is_target(tgid, (__u32)id))
+	if (!is_target(task, tgid, (__u32)id))
 		return 0;
 	if (member < 0 || member > 3)
 		return 0;

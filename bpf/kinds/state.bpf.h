@@ -262,7 +262,7 @@ int sample_states(struct bpf_iter__task *ctx)
 	}
 	__u32 tgid = BPF_CORE_READ(task, tgid);
 	__u32 tid = BPF_CORE_READ(task, pid);
-	if (!is_target(tgid, tid))
+	if (!is_target(task, tgid, tid))
 		return 0;
 	if (BPF_CORE_READ(task, flags) & STATE_PF_KTHREAD)
 		return 0;

@@ -255,7 +255,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	/* The thread leaving: remember when, why, and its stacks. */
 	__u32 tgid = BPF_CORE_READ(prev, tgid);
 	__u32 tid = BPF_CORE_READ(prev, pid);
-	if (!is_target(tgid, tid))
+	if (!is_target(prev, tgid, tid))
 		return 0;
 	s = bpf_task_storage_get(&switch_store, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!s) {

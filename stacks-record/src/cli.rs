@@ -33,6 +33,13 @@ pub struct Args {
     #[arg(short = 'a', long = "all")]
     pub all: bool,
 
+    /// Trace the processes in this cgroup v2 and its descendants, filtered in the kernel: a
+    /// systemd unit's or container's cgroup (`/system.slice/nginx.service`, or its directory
+    /// under /sys/fs/cgroup); processes that start in it later are traced too. Repeatable (up
+    /// to 8).
+    #[arg(long = "cgroup", value_name = "PATH")]
+    pub cgroups: Vec<String>,
+
     /// With --all: include the idle tasks (pid 0).
     #[arg(long = "idle", requires = "all")]
     pub idle: bool,
@@ -78,9 +85,16 @@ pub struct Args {
 /// What to trace.
 #[derive(Debug)]
 pub enum Target {
-    All { idle: bool },
+    All {
+        idle: bool,
+    },
+    /// `--cgroup`: processes in these cgroups (paths as given).
+    Cgroups(Vec<String>),
     Command(Vec<String>),
-    Select { names: Vec<String>, pids: Vec<u32> },
+    Select {
+        names: Vec<String>,
+        pids: Vec<u32>,
+    },
 }
 
 impl Args {
@@ -90,6 +104,17 @@ impl Args {
 
     pub fn target(&self) -> Result<Target> {
         let selective = !self.names.is_empty() || !self.pids.is_empty();
+        if !self.cgroups.is_empty() {
+            if self.all || selective || !self.command.is_empty() {
+                bail!(
+                    "--cgroup names what to trace: do not combine it with -a, names, -p or a command"
+                );
+            }
+            if self.cgroups.len() > 8 {
+                bail!("--cgroup: at most 8 cgroups");
+            }
+            return Ok(Target::Cgroups(self.cgroups.clone()));
+        }
         if self.all {
             if selective || !self.command.is_empty() {
                 bail!("--all traces every process: do not combine it with names, -p or a command");
@@ -103,7 +128,9 @@ impl Args {
             return Ok(Target::Command(self.command.clone()));
         }
         if !selective {
-            bail!("nothing to trace: give process names, -p PID, -a, or `-- COMMAND`");
+            bail!(
+                "nothing to trace: give process names, -p PID, -a, --cgroup PATH, or `-- COMMAND`"
+            );
         }
         for n in &self.names {
             if n.is_empty() {

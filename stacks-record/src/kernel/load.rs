@@ -15,6 +15,8 @@ use super::abi::{OpenStacksSkel, StacksSkel, StacksSkelBuilder};
 pub(crate) struct LoadOptions {
     pub all: bool,
     pub include_idle: bool,
+    /// `--cgroup`: (id, depth) of each cgroup whose tasks (and its descendants') are traced.
+    pub cgroups: Vec<(u64, u32)>,
     pub follow_forks: bool,
     /// Size of each ring buffer in use.
     pub ringbuf_bytes: u32,
@@ -57,6 +59,11 @@ pub(crate) fn load<'obj>(
         .as_deref_mut()
         .context("BPF object has no read-only data section")?;
     rodata.trace_all = opts.all;
+    rodata.cgroup_count = opts.cgroups.len() as u32;
+    for (slot, &(id, level)) in rodata.target_cgroups.iter_mut().zip(&opts.cgroups) {
+        slot.id = id;
+        slot.level = level;
+    }
     rodata.include_idle = opts.include_idle;
     rodata.follow_forks = opts.follow_forks;
     rodata.read_spans = opts.spans;

@@ -80,6 +80,78 @@ impl CgroupNames {
     }
 }
 
+/// A cgroup a recording is limited to (`--cgroup`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CgroupTarget {
+    /// Its path below the cgroup2 root (`/system.slice/nginx.service`).
+    pub(crate) path: String,
+    /// Its id: the directory's inode number, as the BPF side reads it.
+    pub(crate) id: u64,
+    /// Its depth below the root (the root is 0).
+    pub(crate) level: u32,
+}
+
+/// The cgroup `path` names: a path below the cgroup2 root (`/system.slice/x.service`), or the
+/// directory itself (`/sys/fs/cgroup/system.slice/x.service`).
+pub(crate) fn resolve_target(path: &str) -> anyhow::Result<CgroupTarget> {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
+        .map_err(|e| anyhow::anyhow!("--cgroup {path}: reading /proc/self/mountinfo: {e}"))?;
+    let root = cgroup2_mount(&mountinfo)
+        .ok_or_else(|| anyhow::anyhow!("--cgroup {path}: no cgroup2 file system is mounted"))?;
+    resolve_in(&root, path)
+}
+
+fn resolve_in(root: &Path, path: &str) -> anyhow::Result<CgroupTarget> {
+    let given = Path::new(path);
+    let rel = given.strip_prefix(root).unwrap_or(given);
+    let rel: PathBuf = rel
+        .components()
+        .filter(|c| matches!(c, std::path::Component::Normal(_)))
+        .collect();
+    if Path::new(path)
+        .components()
+        .any(|c| c == std::path::Component::ParentDir)
+    {
+        anyhow::bail!("--cgroup {path}: `..` is not allowed");
+    }
+    let dir = root.join(&rel);
+    let meta = std::fs::metadata(&dir)
+        .map_err(|e| anyhow::anyhow!("--cgroup {path}: no such cgroup ({}: {e})", dir.display()))?;
+    if !meta.is_dir() {
+        anyhow::bail!(
+            "--cgroup {path}: {} is not a cgroup directory",
+            dir.display()
+        );
+    }
+    Ok(CgroupTarget {
+        path: format!("/{}", rel.display()),
+        id: meta.ino(),
+        level: rel.components().count() as u32,
+    })
+}
+
+/// Processes in `target` or below it now (their `/proc/PID/cgroup` v2 line).
+pub(crate) fn pids_in(targets: &[CgroupTarget]) -> Vec<u32> {
+    crate::process::target::all_pids()
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/cgroup")).is_ok_and(|text| {
+                text.lines()
+                    .find_map(|l| l.strip_prefix("0::"))
+                    .is_some_and(|p| targets.iter().any(|t| within(p, &t.path)))
+            })
+        })
+        .collect()
+}
+
+/// Whether cgroup path `p` is `dir` or below it.
+fn within(p: &str, dir: &str) -> bool {
+    dir == "/"
+        || p == dir
+        || p.strip_prefix(dir)
+            .is_some_and(|rest| rest.starts_with('/'))
+}
+
 impl Default for CgroupNames {
     fn default() -> Self {
         Self::new()
@@ -111,6 +183,40 @@ mod tests {
             Some(PathBuf::from("/sys/fs/cgroup/unified"))
         );
         assert_eq!(cgroup2_mount("24 30 0:21 / /x rw - tmpfs tmpfs rw\n"), None);
+    }
+
+    #[test]
+    fn resolves_targets_below_the_root() {
+        let root = std::env::temp_dir().join(format!("stacks-cg-root-{}", std::process::id()));
+        std::fs::create_dir_all(root.join("system.slice/app.service")).unwrap();
+        let ino = std::fs::metadata(root.join("system.slice/app.service"))
+            .unwrap()
+            .ino();
+        let want = CgroupTarget {
+            path: "/system.slice/app.service".into(),
+            id: ino,
+            level: 2,
+        };
+        assert_eq!(
+            resolve_in(&root, "/system.slice/app.service").unwrap(),
+            want
+        );
+        assert_eq!(
+            resolve_in(&root, "system.slice/app.service/").unwrap(),
+            want
+        );
+        let full = root.join("system.slice/app.service");
+        assert_eq!(resolve_in(&root, full.to_str().unwrap()).unwrap(), want);
+        assert_eq!(resolve_in(&root, "/").unwrap().level, 0);
+        let err = resolve_in(&root, "/nope.service").unwrap_err().to_string();
+        assert!(
+            err.starts_with("--cgroup /nope.service: no such cgroup"),
+            "{err}"
+        );
+        assert!(resolve_in(&root, "/system.slice/../x").is_err());
+        std::fs::remove_dir_all(&root).unwrap();
+        assert!(within("/a/b", "/a") && within("/a", "/a") && within("/x", "/"));
+        assert!(!within("/ab", "/a"));
     }
 
     #[test]

@@ -24,6 +24,7 @@ use crate::kernel::sampler::StateSampler;
 use crate::kinds;
 use crate::output::rows::{Extra, Row, RowBuilder};
 use crate::probes::{self, ProbeRows};
+use crate::process::cgroups;
 use crate::process::kallsyms::KernelSymbol;
 use crate::process::kallsyms::KernelSymbols;
 use crate::process::spans::Spans;
@@ -68,6 +69,13 @@ pub fn run() -> Result<ExitCode> {
         .context("installing the SIGINT/SIGTERM handlers")?;
     let spec = args.spec()?;
     let target = args.target()?;
+    let cgroups = match &target {
+        Target::Cgroups(paths) => paths
+            .iter()
+            .map(|p| cgroups::resolve_target(p))
+            .collect::<Result<Vec<_>>>()?,
+        _ => Vec::new(),
+    };
 
     kinds::check_kernel(&spec)?;
     let probes = probes::attach::resolve(&spec.probes, &target_pids(&target))?;
@@ -84,6 +92,7 @@ pub fn run() -> Result<ExitCode> {
     let load = LoadOptions {
         all: matches!(target, Target::All { .. }),
         include_idle: matches!(target, Target::All { idle: true }),
+        cgroups: cgroups.iter().map(|c| (c.id, c.level)).collect(),
         follow_forks: !args.no_children,
         ringbuf_bytes: args.ringbuf_mb << 20,
         rings: [
@@ -115,6 +124,7 @@ pub fn run() -> Result<ExitCode> {
         .then(|| probes::attach::attach(&skel, &probes))
         .transpose()?;
     let mut targets = Targets::add(&skel, &target, hold)?;
+    targets.cgroups = cgroups;
     let perf = attach_cpu_sampler(&skel, &spec)?;
     let queue: Rc<RefCell<Queue>> = Rc::default();
     let rb = ring_buffer(&skel, &queue)?;

@@ -6,6 +6,7 @@ use anyhow::Result;
 
 use crate::cli::Target;
 use crate::kernel::load as bpf;
+use crate::process::cgroups::{CgroupTarget, pids_in};
 use crate::process::spans::Spans;
 use crate::process::target::{Child, check_pid, is_alive, scan_names};
 
@@ -13,6 +14,8 @@ use crate::process::target::{Child, check_pid, is_alive, scan_names};
 pub(super) struct Targets {
     pub(super) child: Option<Child>,
     watched_pids: Vec<u32>,
+    /// `--cgroup`: the cgroups, resolved.
+    pub(super) cgroups: Vec<CgroupTarget>,
 }
 
 impl Targets {
@@ -26,6 +29,7 @@ impl Targets {
         let mut t = Targets {
             child: None,
             watched_pids: Vec::new(),
+            cgroups: Vec::new(),
         };
         match target {
             Target::Command(argv) => {
@@ -43,7 +47,7 @@ impl Targets {
                     t.watched_pids.push(tgid);
                 }
             }
-            Target::All { .. } => {}
+            Target::All { .. } | Target::Cgroups(_) => {}
         }
         Ok(t)
     }
@@ -70,6 +74,11 @@ impl Targets {
             }
             Target::All { .. } => {
                 for pid in crate::process::target::all_pids() {
+                    spans.register(skel, pid);
+                }
+            }
+            Target::Cgroups(_) => {
+                for pid in pids_in(&self.cgroups) {
                     spans.register(skel, pid);
                 }
             }
@@ -118,6 +127,7 @@ pub(super) fn describe(target: &Target) -> String {
         Target::All { idle: false } => "all processes".into(),
         Target::All { idle: true } => "all processes and idle".into(),
         Target::Command(argv) => format!("command `{}` and its children", argv.join(" ")),
+        Target::Cgroups(paths) => format!("cgroup {} and below", paths.join(", ")),
         Target::Select { names, pids } => {
             let mut parts = Vec::new();
             if !names.is_empty() {
