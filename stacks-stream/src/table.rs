@@ -72,15 +72,15 @@ pub struct Column {
 }
 
 macro_rules! columns {
-    ($($konst:ident: $name:literal, $ty:ident, $null:literal, $unit:expr, $stage:ident, $doc:literal;)*) => {
+    ($($konst:ident $field:ident: $ty:ident, $null:literal, $unit:expr, $stage:ident, $doc:literal;)*) => {
         /// Column names.
         pub mod col {
-            $(#[doc = $doc] pub const $konst: &str = $name;)*
+            $(#[doc = $doc] pub const $konst: &str = stringify!($field);)*
         }
 
         /// Every row column, in schema order: the raw columns, then `stack`, then `stack_id`.
         pub const COLUMNS: &[Column] = &[$(Column {
-            name: $name,
+            name: stringify!($field),
             ty: ColumnType::$ty,
             nullable: $null,
             unit: $unit,
@@ -90,92 +90,101 @@ macro_rules! columns {
     };
 }
 
-columns! {
-    TIME: "time", Time, false, Some("ns"), Raw,
-        r#"when the event happened (see Clock)"#;
-    KIND: "kind", Utf8, false, None, Raw,
-        r#"event kind, see below"#;
-    PID: "pid", Int32, false, None, Raw,
-        r#"process id (thread group id)"#;
-    TID: "tid", Int32, false, None, Raw,
-        r#"thread id"#;
-    COMM: "comm", Utf8, false, None, Raw,
-        r#"process name (the thread group leader's `comm`, ≤ 15 bytes)"#;
-    THREAD: "thread", Utf8, false, None, Raw,
-        r#"thread name (`comm` of the thread, ≤ 15 bytes)"#;
-    HOST: "host", Utf8, true, None, Raw,
-        r#"the recording machine's host name (as `stacks.host`), on every row: stores of many hosts keep it"#;
-    CGROUP: "cgroup", Utf8, true, None, Raw,
-        r#"the thread's cgroup v2 path (`/system.slice/nginx.service`, a container's scope): the service it ran in; null when no cgroup2 file system is mounted or the cgroup is gone"#;
-    SPAN_ID: "span_id", UInt64, true, None, Raw,
-        r#"the `tracing` span the thread was in at the event (programs using the tracing-stacks layer, see [spans.md](spans.md)): a process-unique span id; null when in no span, not such a program, or `--no-spans`"#;
-    PARENT_SPAN_ID: "parent_span_id", UInt64, true, None, Raw,
-        r#"that span's parent span; null for a root span"#;
-    SPAN_NAME: "span_name", Utf8, true, None, Raw,
-        r#"that span's name (at most 52 bytes are read; longer names are cut at a character boundary)"#;
-    TRACE_ID: "trace_id", Utf8, true, None, Raw,
-        r#"that span's trace: 32 lowercase hex digits (the OpenTelemetry trace id when the program sets one; tracing-stacks uses its root span's id)"#;
-    CPU: "cpu", Int32, false, None, Raw,
-        r#"CPU the event happened on"#;
-    VALUE: "value", Int64, false, None, Raw,
-        r#"the event's weight; meaning per kind below"#;
-    KSTACK: "kstack", KStack, true, None, Raw,
-        r#"kernel stack, leaf first, raw addresses; null when not requested"#;
-    KSTACK_ERROR: "kstack_error", Int32, true, None, Raw,
-        r#"when the kernel stack could not be captured: the negative errno from `bpf_get_stack` (the list is then empty)"#;
-    USTACK: "ustack", UStack, true, None, Raw,
-        r#"user stack, leaf first; null when not requested"#;
-    USTACK_ERROR: "ustack_error", Int32, true, None, Raw,
-        r#"as `kstack_error`, for the user stack; also `-11` (EAGAIN) on a `switch:d` interval whose user stack was still to be taken, at the thread's return from its system call, when the recording ended (docs/unwinding.md)"#;
-    USTACK_UNWIND: "ustack_unwind", Utf8, true, None, Raw,
-        r#"how the user stack was unwound: `fp` (frame pointers: `u` stacks, or a `d` stack whose CFI unwind gave nothing past its first frame), `dwarf` (`d`: by the mapped files' CFI) or `dwarf+fp` (`d`: by CFI, then continued by the frame-pointer walk where the copied stack ended); null when no user stack was taken"#;
-    USTACK_TRUNCATED: "ustack_truncated", Boolean, true, None, Raw,
-        r#"true: the user stack ends before its root (a `d` stack the unwinder could not finish and frame pointers could not continue, or any stack cut at 127 frames); false: a `d` stack unwound by CFI to its root; null: not known (a frame-pointer walk cannot tell where it ends)"#;
-    KSTACK_SYMBOLS: "kstack_symbols", KStackSymbols, true, None, Raw,
-        r#"the kernel symbol of each `kstack` address, same positions, resolved by the recorder from the running kernel's kallsyms (see below)"#;
-    DURATION: "duration", Int64, true, Some("ns"), Raw,
-        r#"ns: off-CPU time (`switch`), issue → completion (`block`), time in the system call (`vfs`), time in `syscall` so far (`state`, when its entry was seen)"#;
-    COUNT: "count", Int64, true, None, Raw,
-        r#"how many events the row stands for: 1, or more for folded `switch` rows, sampled `rss` rows, counting probes and `vfs`/`net` rows the kernel aggregated (see Aggregated rows)"#;
-    STATE: "state", Utf8, true, None, Raw,
-        r#"`switch`: how the thread left the CPU: `runnable` (preempted or yielded), `sleeping` (S), `uninterruptible` (D, usually IO), `idle`, `stopped`, `other`; `state`: the same values, plus `running` (on a CPU), `runnable` meaning ready but not on a CPU"#;
-    WAKER: "waker", Int32, true, None, Raw,
-        r#"`switch`: tid of the thread that woke it, when a wakeup was seen"#;
-    OP: "op", Utf8, true, None, Raw,
-        r#"`block`: `read`, `write`, `flush`, `discard`, `other`; `vfs`: `read`, `write`; `net`: `send`, `recv`; `rss`: the counter that grew, `anon`, `file`, `shmem`, `swap`"#;
-    SYSCALL: "syscall", Utf8, true, None, Raw,
-        r#"`vfs`: the system call (`read`, `pwrite64`, `writev`, `preadv2`, …); `state`: the system call the thread is in (any call, named as on this architecture: `clock_nanosleep`, `futex`, `read`, …), null when in none"#;
-    FD: "fd", Int32, true, None, Raw,
-        r#"`vfs`: the file descriptor; `state`: the descriptor the thread's system call is on, for calls whose first argument is one (the read/write, sync, socket, `ioctl`, `flock`, `getdents64`, `epoll_wait` families)"#;
-    PATH: "path", Utf8, true, None, Raw,
-        r#"`vfs`: the file's path, walked up from the file's dentry in BPF across mount points (absolute, as seen from the initial mount namespace; `…/`-prefixed when longer than 12 components or 128 bytes, then completed from `/proc/PID/fd` when the file is still open); `pipe:[inode]` / `socket:[inode]` for those; `state`: the same, for the file behind `fd`, read from the thread's fd table at the sampling pass; `exec`: the executed file as passed to exec"#;
-    DEV: "dev", Utf8, true, None, Raw,
-        r#"`block`: device `major:minor`"#;
-    PROTOCOL: "protocol", Utf8, true, None, Raw,
-        r#"`net`, and `state` rows whose `fd` is a TCP/UDP socket: `tcp` or `udp`"#;
-    LOCAL: "local", Utf8, true, None, Raw,
-        r#"`net`, and `state` rows whose `fd` is a TCP/UDP socket: local `addr:port` (`[addr]:port` for IPv6)"#;
-    REMOTE: "remote", Utf8, true, None, Raw,
-        r#"`net`, `state` (as `local`): remote `addr:port`; null when the socket has no peer (unconnected UDP)"#;
-    RSS: "rss", Int64, true, Some("bytes"), Raw,
-        r#"`rss`: the process's resident bytes (anon + file + shmem) after the change"#;
-    CHILD: "child", Int32, true, None, Raw,
-        r#"`fork`: the new process's pid"#;
-    ERRNO: "errno", Int32, true, None, Raw,
-        r#"`vfs`, `net`: the error of a failed call (positive errno); its `value` is 0"#;
-    EXIT_CODE: "exit_code", Int32, true, None, Raw,
-        r#"`exit`: the exit status in wait(2) encoding"#;
-    CAUSE: "cause", Utf8, true, None, Raw,
-        r#"`lost`: why the events were not delivered, `WHY:KIND` (see the `lost` kind below)"#;
-    PROBE: "probe", Utf8, true, None, Raw,
-        r#"`probe`: the probe as `-e` named it, without its stacks and `count` options (`tp:sched:sched_process_fork`, `uprobe:/usr/bin/app:parse`)"#;
-    ARGS: "args", Args, true, None, Raw,
-        r#"`probe`: the hit's arguments as 64-bit integers (pointers and unsigned values wrap): a tracepoint's fields as it passes them (as many as its BTF prototype has), a uprobe's first six integer argument registers, a uretprobe's return value, a USDT probe's arguments; null on rows of counting probes"#;
-    STACK: "stack", Stack, true, None, Symbolized,
-        r#"kernel frames (leaf → root) followed by user frames (leaf → root); null when neither stack was requested"#;
-    STACK_ID: "stack_id", StackId, true, None, Stored,
-        r#"a 128-bit fingerprint of the whole `stack` (every field of every frame, in order; `stacks_stream::stack_key`); for a stream stored without symbolization, of its `kstack` and `ustack`; null where there is no stack. Equal stacks have equal ids, in every file and on every host; two different stacks share one with a probability around 2^-128. Queries group and join by it without decoding stacks; `stacks-query` computes it (`stack_key(stack)`) for Parquet files that lack it"#;
+/// Calls macro `$callback` with every row column, in schema order, as
+/// `CONST field: Type, nullable, unit, Stage, "doc";` (the column's name is `field`): the one
+/// list of columns, from which this module and the testkit's fixture rows are made.
+#[macro_export]
+macro_rules! with_columns {
+    ($callback:ident) => {
+        $callback! {
+            TIME time: Time, false, Some("ns"), Raw,
+                r#"when the event happened (see Clock)"#;
+            KIND kind: Utf8, false, None, Raw,
+                r#"event kind, see below"#;
+            PID pid: Int32, false, None, Raw,
+                r#"process id (thread group id)"#;
+            TID tid: Int32, false, None, Raw,
+                r#"thread id"#;
+            COMM comm: Utf8, false, None, Raw,
+                r#"process name (the thread group leader's `comm`, ≤ 15 bytes)"#;
+            THREAD thread: Utf8, false, None, Raw,
+                r#"thread name (`comm` of the thread, ≤ 15 bytes)"#;
+            HOST host: Utf8, true, None, Raw,
+                r#"the recording machine's host name (as `stacks.host`), on every row: stores of many hosts keep it"#;
+            CGROUP cgroup: Utf8, true, None, Raw,
+                r#"the thread's cgroup v2 path (`/system.slice/nginx.service`, a container's scope): the service it ran in; null when no cgroup2 file system is mounted or the cgroup is gone"#;
+            SPAN_ID span_id: UInt64, true, None, Raw,
+                r#"the `tracing` span the thread was in at the event (programs using the tracing-stacks layer, see [spans.md](spans.md)): a process-unique span id; null when in no span, not such a program, or `--no-spans`"#;
+            PARENT_SPAN_ID parent_span_id: UInt64, true, None, Raw,
+                r#"that span's parent span; null for a root span"#;
+            SPAN_NAME span_name: Utf8, true, None, Raw,
+                r#"that span's name (at most 52 bytes are read; longer names are cut at a character boundary)"#;
+            TRACE_ID trace_id: Utf8, true, None, Raw,
+                r#"that span's trace: 32 lowercase hex digits (the OpenTelemetry trace id when the program sets one; tracing-stacks uses its root span's id)"#;
+            CPU cpu: Int32, false, None, Raw,
+                r#"CPU the event happened on"#;
+            VALUE value: Int64, false, None, Raw,
+                r#"the event's weight; meaning per kind below"#;
+            KSTACK kstack: KStack, true, None, Raw,
+                r#"kernel stack, leaf first, raw addresses; null when not requested"#;
+            KSTACK_ERROR kstack_error: Int32, true, None, Raw,
+                r#"when the kernel stack could not be captured: the negative errno from `bpf_get_stack` (the list is then empty)"#;
+            USTACK ustack: UStack, true, None, Raw,
+                r#"user stack, leaf first; null when not requested"#;
+            USTACK_ERROR ustack_error: Int32, true, None, Raw,
+                r#"as `kstack_error`, for the user stack; also `-11` (EAGAIN) on a `switch:d` interval whose user stack was still to be taken, at the thread's return from its system call, when the recording ended (docs/unwinding.md)"#;
+            USTACK_UNWIND ustack_unwind: Utf8, true, None, Raw,
+                r#"how the user stack was unwound: `fp` (frame pointers: `u` stacks, or a `d` stack whose CFI unwind gave nothing past its first frame), `dwarf` (`d`: by the mapped files' CFI) or `dwarf+fp` (`d`: by CFI, then continued by the frame-pointer walk where the copied stack ended); null when no user stack was taken"#;
+            USTACK_TRUNCATED ustack_truncated: Boolean, true, None, Raw,
+                r#"true: the user stack ends before its root (a `d` stack the unwinder could not finish and frame pointers could not continue, or any stack cut at 127 frames); false: a `d` stack unwound by CFI to its root; null: not known (a frame-pointer walk cannot tell where it ends)"#;
+            KSTACK_SYMBOLS kstack_symbols: KStackSymbols, true, None, Raw,
+                r#"the kernel symbol of each `kstack` address, same positions, resolved by the recorder from the running kernel's kallsyms (see below)"#;
+            DURATION duration: Int64, true, Some("ns"), Raw,
+                r#"ns: off-CPU time (`switch`), issue → completion (`block`), time in the system call (`vfs`), time in `syscall` so far (`state`, when its entry was seen)"#;
+            COUNT count: Int64, true, None, Raw,
+                r#"how many events the row stands for: 1, or more for folded `switch` rows, sampled `rss` rows, counting probes and `vfs`/`net` rows the kernel aggregated (see Aggregated rows)"#;
+            STATE state: Utf8, true, None, Raw,
+                r#"`switch`: how the thread left the CPU: `runnable` (preempted or yielded), `sleeping` (S), `uninterruptible` (D, usually IO), `idle`, `stopped`, `other`; `state`: the same values, plus `running` (on a CPU), `runnable` meaning ready but not on a CPU"#;
+            WAKER waker: Int32, true, None, Raw,
+                r#"`switch`: tid of the thread that woke it, when a wakeup was seen"#;
+            OP op: Utf8, true, None, Raw,
+                r#"`block`: `read`, `write`, `flush`, `discard`, `other`; `vfs`: `read`, `write`; `net`: `send`, `recv`; `rss`: the counter that grew, `anon`, `file`, `shmem`, `swap`"#;
+            SYSCALL syscall: Utf8, true, None, Raw,
+                r#"`vfs`: the system call (`read`, `pwrite64`, `writev`, `preadv2`, …); `state`: the system call the thread is in (any call, named as on this architecture: `clock_nanosleep`, `futex`, `read`, …), null when in none"#;
+            FD fd: Int32, true, None, Raw,
+                r#"`vfs`: the file descriptor; `state`: the descriptor the thread's system call is on, for calls whose first argument is one (the read/write, sync, socket, `ioctl`, `flock`, `getdents64`, `epoll_wait` families)"#;
+            PATH path: Utf8, true, None, Raw,
+                r#"`vfs`: the file's path, walked up from the file's dentry in BPF across mount points (absolute, as seen from the initial mount namespace; `…/`-prefixed when longer than 12 components or 128 bytes, then completed from `/proc/PID/fd` when the file is still open); `pipe:[inode]` / `socket:[inode]` for those; `state`: the same, for the file behind `fd`, read from the thread's fd table at the sampling pass; `exec`: the executed file as passed to exec"#;
+            DEV dev: Utf8, true, None, Raw,
+                r#"`block`: device `major:minor`"#;
+            PROTOCOL protocol: Utf8, true, None, Raw,
+                r#"`net`, and `state` rows whose `fd` is a TCP/UDP socket: `tcp` or `udp`"#;
+            LOCAL local: Utf8, true, None, Raw,
+                r#"`net`, and `state` rows whose `fd` is a TCP/UDP socket: local `addr:port` (`[addr]:port` for IPv6)"#;
+            REMOTE remote: Utf8, true, None, Raw,
+                r#"`net`, `state` (as `local`): remote `addr:port`; null when the socket has no peer (unconnected UDP)"#;
+            RSS rss: Int64, true, Some("bytes"), Raw,
+                r#"`rss`: the process's resident bytes (anon + file + shmem) after the change"#;
+            CHILD child: Int32, true, None, Raw,
+                r#"`fork`: the new process's pid"#;
+            ERRNO errno: Int32, true, None, Raw,
+                r#"`vfs`, `net`: the error of a failed call (positive errno); its `value` is 0"#;
+            EXIT_CODE exit_code: Int32, true, None, Raw,
+                r#"`exit`: the exit status in wait(2) encoding"#;
+            CAUSE cause: Utf8, true, None, Raw,
+                r#"`lost`: why the events were not delivered, `WHY:KIND` (see the `lost` kind below)"#;
+            PROBE probe: Utf8, true, None, Raw,
+                r#"`probe`: the probe as `-e` named it, without its stacks and `count` options (`tp:sched:sched_process_fork`, `uprobe:/usr/bin/app:parse`)"#;
+            ARGS args: Args, true, None, Raw,
+                r#"`probe`: the hit's arguments as 64-bit integers (pointers and unsigned values wrap): a tracepoint's fields as it passes them (as many as its BTF prototype has), a uprobe's first six integer argument registers, a uretprobe's return value, a USDT probe's arguments; null on rows of counting probes"#;
+            STACK stack: Stack, true, None, Symbolized,
+                r#"kernel frames (leaf → root) followed by user frames (leaf → root); null when neither stack was requested"#;
+            STACK_ID stack_id: StackId, true, None, Stored,
+                r#"a 128-bit fingerprint of the whole `stack` (every field of every frame, in order; `stacks_stream::stack_key`); for a stream stored without symbolization, of its `kstack` and `ustack`; null where there is no stack. Equal stacks have equal ids, in every file and on every host; two different stacks share one with a probability around 2^-128. Queries group and join by it without decoding stacks; `stacks-query` computes it (`stack_key(stack)`) for Parquet files that lack it"#;        }
+    };
 }
+
+with_columns!(columns);
 
 /// The columns of a stage's streams that it adds (`Raw`: every raw column).
 pub fn of_stage(stage: Stage) -> impl Iterator<Item = &'static Column> {

@@ -58,53 +58,112 @@ pub struct Ksym {
     pub module: Option<String>,
 }
 
-/// One row with every column of the contract; `None` is null. `time` is in ns since the epoch.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Row {
-    pub time: i64,
-    pub kind: String,
-    pub pid: i32,
-    pub tid: i32,
-    pub comm: String,
-    pub thread: String,
-    pub cpu: i32,
-    pub value: i64,
-    pub kstack: Option<Vec<u64>>,
-    pub kstack_error: Option<i32>,
-    pub ustack: Option<Vec<UFrame>>,
-    pub ustack_error: Option<i32>,
-    /// How the user stack was unwound (`fp`, `dwarf`, `dwarf+fp`).
-    pub ustack_unwind: Option<String>,
-    pub ustack_truncated: Option<bool>,
-    /// One entry per `kstack` address; `None` entries were not in kallsyms.
-    pub kstack_symbols: Option<Vec<Option<Ksym>>>,
-    pub duration: Option<i64>,
-    pub count: Option<i64>,
-    pub state: Option<String>,
-    pub waker: Option<i32>,
-    pub op: Option<String>,
-    pub syscall: Option<String>,
-    pub fd: Option<i32>,
-    pub path: Option<String>,
-    pub dev: Option<String>,
-    pub protocol: Option<String>,
-    pub local: Option<String>,
-    pub remote: Option<String>,
-    pub rss: Option<i64>,
-    pub child: Option<i32>,
-    pub errno: Option<i32>,
-    pub exit_code: Option<i32>,
-    pub cause: Option<String>,
-    pub probe: Option<String>,
-    pub args: Option<Vec<i64>>,
-    pub host: Option<String>,
-    pub cgroup: Option<String>,
-    pub span_id: Option<u64>,
-    pub parent_span_id: Option<u64>,
-    pub span_name: Option<String>,
-    pub trace_id: Option<String>,
-    pub stack: Option<Vec<Frame>>,
+/// A column's field type in [`Row`], by the table's type and nullability.
+macro_rules! field_type {
+    (Time, false) => { i64 };
+    (Utf8, false) => { String };
+    (Utf8, true) => { Option<String> };
+    (Int32, false) => { i32 };
+    (Int32, true) => { Option<i32> };
+    (Int64, false) => { i64 };
+    (Int64, true) => { Option<i64> };
+    (UInt64, true) => { Option<u64> };
+    (Boolean, true) => { Option<bool> };
+    (KStack, true) => { Option<Vec<u64>> };
+    (UStack, true) => { Option<Vec<UFrame>> };
+    (KStackSymbols, true) => { Option<Vec<Option<Ksym>>> };
+    (Args, true) => { Option<Vec<i64>> };
+    (Stack, true) => { Option<Vec<Frame>> };
 }
+
+/// Field `$f` of `$rows` as its column's array, by the table's type and nullability.
+macro_rules! field_array {
+    ($rows:ident, $f:ident, Time, false) => {
+        Arc::new(
+            TimestampNanosecondArray::from_iter_values($rows.iter().map(|r| r.$f))
+                .with_timezone("UTC"),
+        )
+    };
+    ($rows:ident, $f:ident, Utf8, false) => {
+        strings($rows, |r| Some(r.$f.as_str()))
+    };
+    ($rows:ident, $f:ident, Utf8, true) => {
+        strings($rows, |r| r.$f.as_deref())
+    };
+    ($rows:ident, $f:ident, Int32, false) => {
+        i32s($rows, |r| Some(r.$f))
+    };
+    ($rows:ident, $f:ident, Int32, true) => {
+        i32s($rows, |r| r.$f)
+    };
+    ($rows:ident, $f:ident, Int64, false) => {
+        i64s($rows, |r| Some(r.$f))
+    };
+    ($rows:ident, $f:ident, Int64, true) => {
+        i64s($rows, |r| r.$f)
+    };
+    ($rows:ident, $f:ident, UInt64, true) => {
+        u64s($rows, |r| r.$f)
+    };
+    ($rows:ident, $f:ident, Boolean, true) => {
+        Arc::new(BooleanArray::from(
+            $rows.iter().map(|r| r.$f).collect::<Vec<_>>(),
+        ))
+    };
+    ($rows:ident, $f:ident, KStack, true) => {
+        kstack_array(&$rows.iter().map(|r| r.$f.as_deref()).collect::<Vec<_>>())
+    };
+    ($rows:ident, $f:ident, UStack, true) => {
+        ustack_array(&$rows.iter().map(|r| r.$f.as_deref()).collect::<Vec<_>>())
+    };
+    ($rows:ident, $f:ident, KStackSymbols, true) => {
+        kstack_symbols_array(&$rows.iter().map(|r| r.$f.as_deref()).collect::<Vec<_>>())
+    };
+    ($rows:ident, $f:ident, Args, true) => {
+        args_array($rows)
+    };
+    ($rows:ident, $f:ident, Stack, true) => {
+        stack_array(&$rows.iter().map(|r| r.$f.as_deref()).collect::<Vec<_>>())
+    };
+    // The store's fingerprint is computed from `stack`, not held by a fixture row.
+    ($rows:ident, $f:ident, StackId, true) => {
+        return None
+    };
+}
+
+/// [`Row`] and [`column`] from the column table (`stacks_stream::with_columns`): a field per
+/// column but the store's `stack_id`, of the column's type.
+macro_rules! fixture_rows {
+    ($($konst:ident $field:ident: $ty:ident, $null:tt, $unit:expr, $stage:ident, $doc:literal;)*) => {
+        fixture_rows!(@fields [] $($field: $ty, $null, $doc;)*);
+
+        /// The column `name` of `rows`, when `name` is a contract column.
+        fn column(name: &str, rows: &[Row]) -> Option<ArrayRef> {
+            let a: ArrayRef = match name {
+                $(col::$konst => field_array!(rows, $field, $ty, $null),)*
+                _ => return None,
+            };
+            Some(a)
+        }
+    };
+    (@fields [$($done:tt)*]) => {
+        /// One row with every column of the contract (but the store's `stack_id`); `None` is
+        /// null. `time` is in ns since the epoch. Generated from the column table: its
+        /// fields are the columns, in schema order, with their docs.
+        #[derive(Clone, Debug, Default, PartialEq)]
+        pub struct Row {
+            $($done)*
+        }
+    };
+    (@fields [$($done:tt)*] $field:ident: StackId, $null:tt, $doc:literal; $($rest:tt)*) => {
+        fixture_rows!(@fields [$($done)*] $($rest)*);
+    };
+    (@fields [$($done:tt)*] $field:ident: $ty:ident, $null:tt, $doc:literal; $($rest:tt)*) => {
+        fixture_rows!(@fields [$($done)* #[doc = $doc] pub $field: field_type!($ty, $null),] $($rest)*);
+    };
+}
+
+stacks_stream::with_columns!(fixture_rows);
 
 impl Row {
     /// The stack as function names, leaf first; a frame without a function as
@@ -269,65 +328,6 @@ fn kstack_array(stacks: &[Option<&[u64]>]) -> ArrayRef {
     list(&stacks_stream::kstack_type(), stacks, |a| {
         Arc::new(UInt64Array::from_iter_values(a.into_iter().copied()))
     })
-}
-
-/// The column `name` of `rows`, when `name` is a contract column.
-fn column(name: &str, rows: &[Row]) -> Option<ArrayRef> {
-    let a: ArrayRef = match name {
-        col::TIME => Arc::new(
-            TimestampNanosecondArray::from_iter_values(rows.iter().map(|r| r.time))
-                .with_timezone("UTC"),
-        ),
-        col::KIND => strings(rows, |r| Some(r.kind.as_str())),
-        col::PID => i32s(rows, |r| Some(r.pid)),
-        col::TID => i32s(rows, |r| Some(r.tid)),
-        col::COMM => strings(rows, |r| Some(r.comm.as_str())),
-        col::THREAD => strings(rows, |r| Some(r.thread.as_str())),
-        col::HOST => strings(rows, |r| r.host.as_deref()),
-        col::CGROUP => strings(rows, |r| r.cgroup.as_deref()),
-        col::CPU => i32s(rows, |r| Some(r.cpu)),
-        col::VALUE => i64s(rows, |r| Some(r.value)),
-        col::KSTACK => kstack_array(&rows.iter().map(|r| r.kstack.as_deref()).collect::<Vec<_>>()),
-        col::KSTACK_ERROR => i32s(rows, |r| r.kstack_error),
-        col::USTACK => ustack_array(&rows.iter().map(|r| r.ustack.as_deref()).collect::<Vec<_>>()),
-        col::USTACK_ERROR => i32s(rows, |r| r.ustack_error),
-        col::USTACK_UNWIND => strings(rows, |r| r.ustack_unwind.as_deref()),
-        col::USTACK_TRUNCATED => Arc::new(BooleanArray::from(
-            rows.iter().map(|r| r.ustack_truncated).collect::<Vec<_>>(),
-        )),
-        col::KSTACK_SYMBOLS => kstack_symbols_array(
-            &rows
-                .iter()
-                .map(|r| r.kstack_symbols.as_deref())
-                .collect::<Vec<_>>(),
-        ),
-        col::DURATION => i64s(rows, |r| r.duration),
-        col::COUNT => i64s(rows, |r| r.count),
-        col::STATE => strings(rows, |r| r.state.as_deref()),
-        col::WAKER => i32s(rows, |r| r.waker),
-        col::OP => strings(rows, |r| r.op.as_deref()),
-        col::SYSCALL => strings(rows, |r| r.syscall.as_deref()),
-        col::FD => i32s(rows, |r| r.fd),
-        col::PATH => strings(rows, |r| r.path.as_deref()),
-        col::DEV => strings(rows, |r| r.dev.as_deref()),
-        col::PROTOCOL => strings(rows, |r| r.protocol.as_deref()),
-        col::LOCAL => strings(rows, |r| r.local.as_deref()),
-        col::REMOTE => strings(rows, |r| r.remote.as_deref()),
-        col::RSS => i64s(rows, |r| r.rss),
-        col::CHILD => i32s(rows, |r| r.child),
-        col::ERRNO => i32s(rows, |r| r.errno),
-        col::EXIT_CODE => i32s(rows, |r| r.exit_code),
-        col::CAUSE => strings(rows, |r| r.cause.as_deref()),
-        col::PROBE => strings(rows, |r| r.probe.as_deref()),
-        col::ARGS => args_array(rows),
-        col::SPAN_ID => u64s(rows, |r| r.span_id),
-        col::PARENT_SPAN_ID => u64s(rows, |r| r.parent_span_id),
-        col::SPAN_NAME => strings(rows, |r| r.span_name.as_deref()),
-        col::TRACE_ID => strings(rows, |r| r.trace_id.as_deref()),
-        col::STACK => stack_array(&rows.iter().map(|r| r.stack.as_deref()).collect::<Vec<_>>()),
-        _ => return None,
-    };
-    Some(a)
 }
 
 /// `rows` as a batch of `schema` (the raw or symbolized schema, or any schema of contract

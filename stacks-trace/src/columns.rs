@@ -8,43 +8,21 @@ use arrow_array::{Array, Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Schema};
 use stacks_stream::columns::{cast_column, column, is_string, ns_per_unit};
 use stacks_stream::frames::{StackFrames, check_type};
+use stacks_stream::table::{COLUMNS, ColumnType};
 use stacks_stream::{ContractError, col, is_stack_type};
 
 use crate::Error;
 
-/// Integer columns read when present.
-pub(crate) const INTS: [&str; 12] = [
-    col::CPU,
-    col::VALUE,
-    col::DURATION,
-    col::COUNT,
-    col::WAKER,
-    col::FD,
-    col::RSS,
-    col::CHILD,
-    col::ERRNO,
-    col::EXIT_CODE,
-    col::SPAN_ID,
-    col::PARENT_SPAN_ID,
-];
+/// The table's columns of `types`, read when present.
+fn of_types(types: &'static [ColumnType]) -> impl Iterator<Item = &'static str> {
+    COLUMNS
+        .iter()
+        .filter(|c| types.contains(&c.ty))
+        .map(|c| c.name)
+}
 
-/// String columns read when present.
-pub(crate) const STRS: [&str; 14] = [
-    col::COMM,
-    col::THREAD,
-    col::STATE,
-    col::OP,
-    col::SYSCALL,
-    col::PATH,
-    col::DEV,
-    col::PROTOCOL,
-    col::LOCAL,
-    col::REMOTE,
-    col::KIND,
-    col::PROBE,
-    col::SPAN_NAME,
-    col::TRACE_ID,
-];
+/// Integer columns, read when present (each cast to Int64).
+const INT_TYPES: &[ColumnType] = &[ColumnType::Int32, ColumnType::Int64, ColumnType::UInt64];
 
 /// Where each column is in the stream.
 #[derive(Debug, Clone)]
@@ -111,11 +89,11 @@ impl Layout {
             Err(_) => Ok(None),
         };
         let mut ints = Vec::new();
-        for name in INTS {
+        for name in of_types(INT_TYPES) {
             ints.extend(optional(name, is_int, "an integer")?);
         }
         let mut strs = Vec::new();
-        for name in STRS {
+        for name in of_types(&[ColumnType::Utf8]) {
             strs.extend(optional(name, is_string, "a string")?);
         }
         let stack = match schema.index_of(col::STACK) {

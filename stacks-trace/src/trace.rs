@@ -11,7 +11,8 @@
 //! * `block` requests are async slices (`b`/`e`, category `block`): several may be in flight;
 //!   one starts at submission (`time`) and lasts `duration` (driver issue → completion; the
 //!   wait between submission and issue is not in the row, so the slice ends that much early);
-//! * `vfs` calls start at `time` (the system call's entry) and last `duration`;
+//! * `vfs` calls start at `time` (the system call's entry) and last `duration`; a row the
+//!   kernel summed (`count` > 1) is an instant `SYSCALL ×N` with its `calls` and `total_ns`;
 //! * `rss` is a counter (`C`) per process;
 //! * each thread's state lane (tid + [`STATE_LANE`], named `THREAD state`) holds its `state`
 //!   samples as slices, one per run of samples in the same state, system call and file
@@ -543,15 +544,23 @@ impl<W: Write> Tracer<W> {
             (kind::NET, _, Some(protocol)) => format!("{protocol} {op}"),
             _ => format!("{k} {op}"),
         };
+        // A row the kernel summed while the IO ring was backed up stands for `count` calls:
+        // an instant at the first one, not a slice as long as their summed time.
+        let calls = c.int(col::COUNT, row).unwrap_or(1);
+        let name = if calls > 1 {
+            format!("{name} ×{calls}")
+        } else {
+            name
+        };
         let sf = self.stack_id(c, row);
         let stack = self.stack_names(c, row);
         let mut o = match duration {
-            Some(_) => {
+            Some(_) if calls <= 1 => {
                 let mut o = self.event("X", pid, lane, t);
                 o.micros("dur", d);
                 o
             }
-            None => {
+            _ => {
                 let mut o = self.event("i", pid, lane, t);
                 o.str("s", "t");
                 o
@@ -570,6 +579,10 @@ impl<W: Write> Tracer<W> {
         opt_str(&mut a, "local", c.str(col::LOCAL, row));
         opt_str(&mut a, "remote", c.str(col::REMOTE, row));
         opt_int(&mut a, "errno", c.int(col::ERRNO, row));
+        if calls > 1 {
+            a.int("calls", calls);
+            opt_int(&mut a, "total_ns", duration);
+        }
         if let Some(stack) = &stack {
             a.strs("stack", stack.iter().map(String::as_str));
         }

@@ -365,3 +365,26 @@ fn broken_dictionaries_are_refused_or_read_as_no_stack() {
         }
     }
 }
+
+/// A `vfs` row the kernel summed (`count` > 1) is an instant naming the calls, with their
+/// total time, not a slice as long as their summed time.
+#[test]
+fn summed_io_rows_are_instants_with_their_calls() {
+    let mut events = every_kind();
+    let vfs = events
+        .iter_mut()
+        .find(|e| e.kind == "vfs")
+        .expect("a vfs row");
+    vfs.count = Some(500);
+    vfs.duration = Some(40 * MS);
+    let o = trace(&[], &events_stream(&events));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    check(&v).unwrap_or_else(|e| panic!("invalid trace:\n{}", e.join("\n")));
+    let summed = self::events(&v, "pread64 ×500");
+    assert_eq!(summed.len(), 1, "{v}");
+    assert_eq!(summed[0]["ph"], "i");
+    assert_eq!(summed[0]["args"]["calls"], 500);
+    assert_eq!(summed[0]["args"]["total_ns"], 40 * MS);
+    assert!(self::events(&v, "pread64").is_empty());
+}
