@@ -53,8 +53,12 @@ struct {
  * can be preempted, so a hit claims a free slot (busy 0 -> 1) and releases it after sending. */
 struct probe_slot {
 	__u64 busy; /* 64 bits: BPF's atomics before cpu v3 */
-	struct stacks_event e;
+	union {
+		struct stacks_event e;
+		struct stacks_event_room room; /* room for a `d` stack's registers and copy */
+	};
 };
+_Static_assert(sizeof(struct probe_slot) < 32768, "a per-CPU value is at most 32 KiB");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -162,8 +166,8 @@ static __always_inline int probe_hit(void *ctx, __u64 cookie, const __u64 *args,
 	for (__u32 i = 0; i < STACKS_PROBE_ARGS; i++)
 		e->info.probe.args[i] = args[i];
 	read_span(&e->hdr.span);
-	capture_stacks(ctx, e, want);
-	submit(e);
+	capture_stacks_d(ctx, e, want);
+	submit_room(e);
 	s->busy = 0;
 	return 0;
 }

@@ -19,8 +19,8 @@ static __always_inline int span_transition(void *ctx, enum stacks_span_op op)
 	read_span(&e->hdr.span);
 	if (e->hdr.span.span_id) {
 		if (op == STACKS_SPAN_ENTER)
-			capture_stacks(ctx, e, span_stacks);
-		submit(e);
+			capture_stacks_d(ctx, e, span_stacks);
+		submit_room(e);
 	}
 	s->busy = 0;
 	return 0;

@@ -177,9 +177,9 @@ fn events_help() -> String {
          captured at each event: u (user, by frame pointers), k (kernel) or uk (both); d or\n\
          dk: the user stack unwound with the files' CFI (.eh_frame, .debug_frame) from a\n\
          copy of the stack (--ustack-bytes), continued by frame pointers where it ends;\n\
-         needs no frame pointers. d is supported by: DWARF_KINDS.\n",
-    )
-    .replace("DWARF_KINDS", &crate::spec::dwarf_kinds().join(", "));
+         needs no frame pointers (every event with stacks, probes and span included; not\n\
+         with a probe's :count).\n",
+    );
     for k in ALL {
         let Source::Event {
             stacks,

@@ -100,9 +100,6 @@ pub enum Source {
     Event {
         /// The stacks captured when `STACKS` is not given (`u`, `k` or `uk`).
         stacks: &'static str,
-        /// Whether `STACKS` may say `d`: user stacks unwound by the recorder with the mapped
-        /// files' CFI from a copy of the stack (docs/unwinding.md).
-        dwarf: bool,
         arg: Option<Arg>,
         /// What `-e` help says the event records.
         help: &'static str,
@@ -201,7 +198,6 @@ pub const ALL: &[Kind] = &[
         queries: &["cpu", "cpu-functions"],
         source: Source::Event {
             stacks: "uk",
-            dwarf: true,
             arg: Some(Arg {
                 name: "HZ",
                 default: "99",
@@ -223,7 +219,6 @@ pub const ALL: &[Kind] = &[
         queries: &["offcpu", "offcpu-states"],
         source: Source::Event {
             stacks: "uk",
-            dwarf: true,
             arg: Some(Arg {
                 name: "MIN",
                 default: "1ms",
@@ -245,7 +240,6 @@ pub const ALL: &[Kind] = &[
         queries: &["rss-growth"],
         source: Source::Event {
             stacks: "u",
-            dwarf: true,
             arg: Some(Arg {
                 name: "N",
                 default: "29",
@@ -267,7 +261,6 @@ pub const ALL: &[Kind] = &[
         queries: &["block-bytes", "block-latency"],
         source: Source::Event {
             stacks: "uk",
-            dwarf: true,
             arg: None,
             help: "block IO requests: bytes, issue-to-completion latency, submitter's stacks.",
         },
@@ -292,7 +285,6 @@ pub const ALL: &[Kind] = &[
         queries: &["vfs-read", "vfs-write"],
         source: Source::Event {
             stacks: "u",
-            dwarf: true,
             arg: None,
             help: "read/write system calls (read, write, pread64, pwrite64, readv, writev, \
                    preadv, pwritev, preadv2, pwritev2): bytes, latency, fd, path.",
@@ -317,7 +309,6 @@ pub const ALL: &[Kind] = &[
         queries: &["net"],
         source: Source::Event {
             stacks: "u",
-            dwarf: true,
             arg: None,
             help: "TCP and UDP sends and receives (IPv4, IPv6): bytes, addresses.",
         },
@@ -345,7 +336,6 @@ pub const ALL: &[Kind] = &[
         queries: &["thread-states", "process-states", "state-stacks", "stuck"],
         source: Source::Event {
             stacks: "uk",
-            dwarf: true,
             arg: Some(Arg {
                 name: "HZ",
                 default: "20",
@@ -383,7 +373,6 @@ pub const ALL: &[Kind] = &[
         queries: &["stuck-spans"],
         source: Source::Event {
             stacks: "u",
-            dwarf: false,
             arg: None,
             help: "each entry of a `tracing` span in programs using tracing-stacks (its USDT \
                    probes): one row from enter to exit, stacks at the enter; value = ns.",

@@ -108,15 +108,6 @@ pub struct EventSpec {
 /// The specification used when `-e` is not given.
 pub const DEFAULT_SPEC: &str = "profile:u:99,rss:u:29,switch:uk";
 
-/// Events whose user stacks may be unwound with CFI (`d`), per the registry.
-pub fn dwarf_kinds() -> Vec<&'static str> {
-    stacks_stream::kinds::ALL
-        .iter()
-        .filter(|k| matches!(k.source, Source::Event { dwarf: true, .. }))
-        .map(|k| k.name)
-        .collect()
-}
-
 /// Event names this build can record: the registry's recordable kinds.
 pub fn event_names() -> Vec<&'static str> {
     stacks_stream::kinds::recordable().map(|k| k.name).collect()
@@ -136,12 +127,11 @@ pub enum SpecError {
     },
     #[error("bad stack selection `{value}` in `{token}`: use u, k, uk, d or dk")]
     BadStacks { value: String, token: String },
-    #[error("`{token}`: {name} does not support d (DWARF user stacks); {supported} do")]
-    NoDwarf {
-        token: String,
-        name: String,
-        supported: String,
-    },
+    #[error(
+        "`{0}`: a counting probe (`:count`) counts by frame-pointer stacks: use u, k or uk, or \
+         drop `:count` for d stacks per hit"
+    )]
+    CountedDwarf(String),
     #[error("bad rate `{value}` in `{token}`: a sampling frequency in Hz from 1 to {max}")]
     BadRate {
         value: String,
@@ -248,13 +238,6 @@ fn parse_kind(token: &str) -> Result<KindArgs, SpecError> {
     let fields: Vec<&str> = token.split(':').collect();
     let name = fields[0];
     let (stacks, arg) = split_fields(token, &fields[1..])?;
-    if stacks.is_some_and(StackSel::dwarf) && !dwarf_kinds().contains(&name) {
-        return Err(SpecError::NoDwarf {
-            token: token.to_string(),
-            name: name.to_string(),
-            supported: dwarf_kinds().join(", "),
-        });
-    }
     let entry = stacks_stream::kinds::recordable().find_map(|k| match k.source {
         Source::Event {
             stacks, arg: spec, ..

@@ -95,17 +95,15 @@ impl Probe {
                 "count" if !probe.counting => probe.counting = true,
                 s if !stacks_given && !probe.counting && StackSel::parse(s).is_some() => {
                     probe.stacks = StackSel::parse(s).expect("checked");
-                    if probe.stacks.dwarf() {
-                        return Err(SpecError::NoDwarf {
-                            token: token.to_string(),
-                            name: ty.prefix().to_string(),
-                            supported: crate::spec::dwarf_kinds().join(", "),
-                        });
-                    }
                     stacks_given = true;
                 }
                 _ => return Err(form()),
             }
+        }
+        // Counted hits are keyed by the kernel's stack ids (frame-pointer walks); a `d` stack
+        // is unwound in user space, one hit at a time.
+        if probe.counting && probe.stacks.dwarf() {
+            return Err(SpecError::CountedDwarf(token.to_string()));
         }
         Ok(Some(probe))
     }
