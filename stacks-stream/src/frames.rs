@@ -65,12 +65,18 @@ impl Frame<'_> {
 /// The name of a frame whose function is unknown, from where it is, always in brackets so it
 /// is never taken for a function name: `[MODULE+0xOFFSET]` (the module's file name and the
 /// file offset) for a user frame whose offset is known (`unknown` standing in for an unknown
-/// module), `[kernel 0xADDR]` for a kernel frame, else `[0xADDR]`.
+/// module; `[vdso+0x…]` for a pseudo-file such as `[vdso]`, never doubled brackets),
+/// `[kernel 0xADDR]` for a kernel frame, else `[0xADDR]`.
 pub fn unresolved_name(f: &Frame<'_>) -> String {
     match (f.kernel, f.offset) {
         (true, _) => format!("[kernel {:#x}]", f.addr),
         (false, Some(offset)) => {
             let module = f.module.map_or("unknown", basename);
+            // A pseudo-file of /proc/PID/maps (`[vdso]`, `[heap]`) keeps its own brackets.
+            let module = module
+                .strip_prefix('[')
+                .and_then(|m| m.strip_suffix(']'))
+                .unwrap_or(module);
             format!("[{module}+{offset:#x}]")
         }
         (false, None) => format!("[{:#x}]", f.addr),
@@ -447,6 +453,12 @@ mod tests {
             ..LIBC
         };
         assert_eq!(unresolved_name(&unknown), "[unknown+0x10]");
+        let vdso = Frame {
+            module: Some("[vdso]"),
+            offset: Some(0xb46),
+            ..LIBC
+        };
+        assert_eq!(unresolved_name(&vdso), "[vdso+0xb46]");
         let no_offset = Frame {
             offset: None,
             ..LIBC
