@@ -63,6 +63,9 @@ pub(crate) fn stream_metadata(
         ),
     );
     m.insert(meta::START_NS.into(), start_ns.to_string());
+    if let Some(v) = crate::process::vdso::own() {
+        m.insert(meta::VDSO.into(), stacks_stream::hex::encode(&v.image));
+    }
     stacks_stream::stamp(
         &mut m,
         "stacks-record",

@@ -9,6 +9,7 @@ pub mod cli;
 pub mod columns;
 pub mod dict;
 pub mod frames;
+pub mod hex;
 pub mod io;
 pub mod kinds;
 #[cfg(feature = "object-store")]

@@ -53,6 +53,10 @@ pub mod meta {
     pub const CLOCK: &str = "stacks.clock";
     /// Recording start, ns since the Unix epoch.
     pub const START_NS: &str = "stacks.start_ns";
+    /// The recording host's vDSO image (the kernel's, in every process), as lowercase hex:
+    /// user frames in it name module `[vdso]` and its build id, and stacks-symbolize reads
+    /// their functions from it.
+    pub const VDSO: &str = "stacks.vdso";
     /// Tools the stream passed through, comma-separated (`stacks-record 0.1.0,stacks-symbolize 0.1.0`).
     pub const TOOLS: &str = "stacks.tools";
     /// The value column a profile of this stream opens on (pprof's default sample type): set

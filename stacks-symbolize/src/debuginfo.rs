@@ -85,6 +85,20 @@ pub struct Finder {
     system_dirs: Vec<PathBuf>,
     debuginfod: Option<Debuginfod>,
     used_binaries: HashSet<PathBuf>,
+    /// Images the stream carries (the vDSO), written to files of ours, found by build id.
+    images: Vec<Image>,
+}
+
+/// A module image written out from the stream: a file of ours, removed when dropped.
+struct Image {
+    path: PathBuf,
+    build_id: String,
+}
+
+impl Drop for Image {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
 }
 
 impl Finder {
@@ -118,7 +132,33 @@ impl Finder {
             system_dirs: SYSTEM_DEBUG_DIRS.iter().map(PathBuf::from).collect(),
             debuginfod,
             used_binaries: HashSet::new(),
+            images: Vec::new(),
         })
+    }
+
+    /// Add a module image the stream carries (`stacks.vdso`), to be found by its build id;
+    /// written to a file in the temporary directory while the finder lives. Returns its build
+    /// id.
+    pub fn add_image(&mut self, name: &str, bytes: &[u8]) -> Result<String, String> {
+        let path = std::env::temp_dir().join(format!(
+            "stacks-symbolize-{}-{}-{name}",
+            std::process::id(),
+            self.images.len()
+        ));
+        std::fs::write(&path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+        let build_id = elf::read(&path).ok().and_then(|info| info.build_id);
+        let Some(build_id) = build_id else {
+            let _ = std::fs::remove_file(&path);
+            return Err(format!(
+                "the stream's {name} image is not an ELF file with a build id"
+            ));
+        };
+        self.images.push(Image {
+            path,
+            build_id: build_id.clone(),
+        });
+        self.index = None;
+        Ok(build_id)
     }
 
     /// Replace the system debug directories (tests).
@@ -148,6 +188,12 @@ impl Finder {
     fn index(&mut self) -> &HashMap<String, Vec<PathBuf>> {
         if self.index.is_none() {
             let mut index: HashMap<String, Vec<PathBuf>> = HashMap::new();
+            for i in &self.images {
+                index
+                    .entry(i.build_id.clone())
+                    .or_default()
+                    .push(i.path.clone());
+            }
             for (p, info) in &self.binaries {
                 if let Some(id) = info.as_ref().ok().and_then(|i| i.build_id.clone()) {
                     index.entry(id).or_default().push(p.clone());

@@ -100,14 +100,6 @@ fn u64le(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }
 
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    bytes.iter().fold(String::new(), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
-}
-
 /// The GNU build id among the notes of one `SHT_NOTE` section.
 fn build_id_in_notes(notes: &[u8]) -> Option<String> {
     let mut at = 0usize;
@@ -122,7 +114,9 @@ fn build_id_in_notes(notes: &[u8]) -> Option<String> {
             return None;
         }
         if kind == NT_GNU_BUILD_ID && notes.get(name_at..name_at + namesz) == Some(b"GNU\0") {
-            return Some(hex(&notes[desc_at..desc_at + descsz]));
+            return Some(stacks_stream::hex::encode(
+                &notes[desc_at..desc_at + descsz],
+            ));
         }
         at = end;
     }
@@ -261,7 +255,7 @@ mod tests {
         let info = read(&exe).unwrap();
         let want = blazesym::helper::read_elf_build_id(&exe)
             .unwrap()
-            .map(|b| hex(&b));
+            .map(|b| stacks_stream::hex::encode(&b));
         assert_eq!(info.build_id, want);
         assert!(info.has_code && info.has_symbols);
         assert!(info.loads.iter().any(|l| l.exec));

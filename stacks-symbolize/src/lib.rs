@@ -58,13 +58,22 @@ pub struct Summary {
 /// end-of-stream marker, so the next tool sees a truncated stream, and the error is returned.
 pub fn symbolize_stream(
     input: InputStream,
-    finder: debuginfo::Finder,
+    mut finder: debuginfo::Finder,
     options: &Options,
     open_output: impl FnOnce() -> Result<Sink, ContractError>,
 ) -> Result<Summary> {
     let debug_dirs = finder.blazesym_debug_dirs();
     let schema = input.schema();
     check_version(&schema, input.name())?;
+    // The recording host's vDSO, which its `[vdso]` frames are found in by build id.
+    if let Some(hex) = schema.metadata().get(meta::VDSO) {
+        let image = stacks_stream::hex::decode(hex).ok_or_else(|| {
+            anyhow::anyhow!("{}: metadata {} is not hex", input.name(), meta::VDSO)
+        })?;
+        if let Err(e) = finder.add_image("vdso", &image) {
+            eprintln!("{TOOL}: warning: {e}: vDSO frames stay unnamed");
+        }
+    }
     let mut metadata = schema.metadata().clone();
     stamp(
         &mut metadata,

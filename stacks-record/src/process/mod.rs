@@ -2,7 +2,7 @@
 //! targets ([`target`]), memory maps ([`maps`], the one `/proc/PID/maps` parser), build ids of
 //! mapped files ([`modules`]), user-frame normalization ([`normalize`]), `d` stacks unwound
 //! with CFI ([`unwind`]), file and socket names ([`fdnames`]), cgroup paths ([`cgroups`]),
-//! kernel symbols ([`kallsyms`]) and `tracing` spans ([`spans`]).
+//! kernel symbols ([`kallsyms`]), `tracing` spans ([`spans`]) and the vDSO image ([`vdso`]).
 
 pub(crate) mod cgroups;
 pub(crate) mod fdnames;
@@ -13,3 +13,4 @@ pub(crate) mod normalize;
 pub(crate) mod spans;
 pub(crate) mod target;
 pub(crate) mod unwind;
+pub(crate) mod vdso;

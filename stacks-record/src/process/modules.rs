@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::process::maps;
-use crate::process::normalize::hex;
+use stacks_stream::hex::encode as hex;
 
 /// What is known about mapped ELF files.
 #[derive(Default)]

@@ -81,16 +81,6 @@ pub(crate) struct UserNormalizer {
     pub failed_frames: u64,
 }
 
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for &b in bytes {
-        s.push(DIGITS[usize::from(b >> 4)] as char);
-        s.push(DIGITS[usize::from(b & 15)] as char);
-    }
-    s
-}
-
 impl UserNormalizer {
     /// Forget a process (it exec'd a new image, or exited and its pid may be reused).
     pub(crate) fn forget(&mut self, pid: u32) {
@@ -222,27 +212,45 @@ fn resolve(normalizer: &Normalizer, pid: u32, sorted: &[u64]) -> Vec<(UserFrame,
         .collect()
 }
 
+/// The module of vDSO frames, as `/proc/PID/maps` names it.
+const VDSO_MODULE: &str = "[vdso]";
+
 /// The frame for an address that normalization placed in `meta` (anything but unknown).
 fn frame(addr: u64, offset: u64, meta: Option<&UserMeta<'_>>) -> UserFrame {
     match meta {
         Some(UserMeta::Elf(elf)) => UserFrame {
             addr,
             module: Some(elf.path.to_string_lossy().into_owned()),
-            build_id: elf.build_id.as_ref().map(|b| hex(b)),
+            build_id: elf.build_id.as_ref().map(|b| stacks_stream::hex::encode(b)),
             offset: Some(offset),
             error: None,
         },
-        Some(UserMeta::Sym(sym)) => UserFrame {
-            addr,
-            module: Some(
-                sym.module
-                    .as_ref()
-                    .map(|m| m.to_string_lossy().into_owned())
-                    .unwrap_or_else(|| "[vdso]".into()),
-            ),
-            build_id: None,
-            offset: Some(offset),
-            error: Some(format!("no file backs this address (in {})", sym.name)),
+        // blazesym names vDSO addresses itself; the frame is kept as one of the vDSO image
+        // (`stacks.vdso` in the stream), which stacks-symbolize finds by its build id.
+        Some(UserMeta::Sym(sym)) => match crate::process::vdso::own().filter(|_| {
+            sym.module
+                .as_ref()
+                .is_none_or(|m| m.to_string_lossy() == VDSO_MODULE)
+        }) {
+            Some(vdso) => UserFrame {
+                addr,
+                module: Some(VDSO_MODULE.into()),
+                build_id: Some(vdso.build_id.clone()),
+                offset: Some(offset),
+                error: None,
+            },
+            None => UserFrame {
+                addr,
+                module: Some(
+                    sym.module
+                        .as_ref()
+                        .map(|m| m.to_string_lossy().into_owned())
+                        .unwrap_or_else(|| VDSO_MODULE.into()),
+                ),
+                build_id: None,
+                offset: Some(offset),
+                error: Some(format!("no file backs this address (in {})", sym.name)),
+            },
         },
         Some(UserMeta::Unknown(u)) => failed(addr, &u.reason.to_string()),
         Some(_) => failed(addr, "unsupported mapping type"),

@@ -233,11 +233,7 @@ impl FileCache {
 
 /// The recorder's own vdso (the kernel's, the same in every process), copied.
 fn own_vdso() -> Option<Arc<FileCfi>> {
-    let maps = maps::read(std::process::id()).ok()?;
-    let m = parse_maps(&maps).into_iter().find(|m| m.path == "[vdso]")?;
-    let len = (m.range.end - m.range.start) as usize;
-    // SAFETY: the vdso is mapped readable for its whole range in every process.
-    let bytes = unsafe { std::slice::from_raw_parts(m.range.start as *const u8, len) }.to_vec();
+    let bytes = crate::process::vdso::own_image()?;
     FileCfi::parse(Bytes::Owned(bytes))
         .filter(FileCfi::has_cfi)
         .map(Arc::new)
