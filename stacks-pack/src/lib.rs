@@ -10,6 +10,7 @@ mod error;
 mod fsutil;
 mod naming;
 mod order;
+mod pair;
 mod signals;
 mod sink;
 mod stale;
@@ -555,7 +556,10 @@ pub fn describe(summary: &Summary, dest: &str) -> String {
         plural(summary.rows, "row"),
         plural(summary.files, "file pair"),
         summary.bytes,
-        plural(summary.distinct, "distinct stack"),
+        match summary.distinct_estimated {
+            true => format!("about {}", plural(summary.distinct, "distinct stack")),
+            false => plural(summary.distinct, "distinct stack"),
+        },
     )
 }
 
@@ -700,12 +704,19 @@ mod tests {
             bytes: 456789,
             stacks: 17,
             distinct: 17,
+            distinct_estimated: false,
             paths: Vec::new(),
         };
         assert_eq!(
             describe(&s, "out/"),
             "stacks-pack: 12345 rows in 1 file pair (456789 bytes; 17 distinct stacks) to out/"
         );
+        let many = Summary {
+            distinct: 123456,
+            distinct_estimated: true,
+            ..s
+        };
+        assert!(describe(&many, "out/").contains("(456789 bytes; about 123456 distinct stacks)"));
         assert!(describe(&Summary::default(), "out/").contains("no rows"));
     }
 }

@@ -4,236 +4,40 @@
 //! complete it is closed, fsynced, renamed and its directory fsynced, the stacks file first,
 //! so a reader of the directory only ever sees whole files, and every samples file it sees
 //! has its stacks. A [`Packer`] splits incoming batches with a [`StackSplitter`] (each
-//! distinct stack kept once for the stream), buffers the samples rows up to a row group,
-//! sorts each row group by `time` (so its statistics are tight and time-range queries prune),
-//! routes rows to their partition directory, and starts a new pair when the current one
-//! reaches its row, byte or age limit. Memory: the distinct stacks, plus one row group of
-//! samples rows (scalars).
+//! distinct stack kept once), buffers the samples rows up to a row group, sorts each row group
+//! by `time` (so its statistics are tight and time-range queries prune), routes rows to their
+//! partition directory, and starts a new pair when the current one reaches its row, byte or
+//! age limit. Memory: the distinct stacks of the pair being written and of the rows buffered
+//! (the splitter drops the others when a pair is closed), plus one row group of samples rows
+//! (scalars).
 
 use std::collections::HashSet;
-use std::fs::{self, File, OpenOptions};
+use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use arrow_array::cast::AsArray;
-use arrow_array::{Array, RecordBatch};
+use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
-use parquet::arrow::ArrowWriter;
 use parquet::file::properties::WriterProperties;
 use stacks_stream::store::{self, StackId, StackSplitter};
 
 use crate::error::PackError;
 use stacks_stream::sys::SudoOwner as Owner;
 
-use crate::fsutil::{create_dir_tracked, parent_dir, sync_dir};
+use crate::fsutil::create_dir_tracked;
 use crate::naming::Namer;
 use crate::order::{self, TimeColumn};
+use crate::pair::{BuildId, Pair, PartFile, note_ids};
 
 /// How many names to try before giving up when candidates already exist.
 const NAME_ATTEMPTS: usize = 1000;
 /// Stacks written to a stacks file per batch (bounds the copy of stacks made at a time).
-const STACKS_CHUNK: usize = 4096;
+pub(crate) const STACKS_CHUNK: usize = 4096;
 
 /// The splitter shared by the thread that reads (and splits) and the one that writes.
 pub type SharedSplitter = Arc<Mutex<StackSplitter>>;
-
-/// One output file being written under its temporary name.
-struct PartFile {
-    tmp: PathBuf,
-    dest: PathBuf,
-    writer: Option<ArrowWriter<File>>,
-    rows: u64,
-    /// The partition directory (relative to the output directory) this file belongs to.
-    partition: Option<String>,
-    done: bool,
-}
-
-impl PartFile {
-    /// Create `.<name>.tmp` beside `dest`. Fails if the temporary name already exists.
-    fn create(
-        dest: PathBuf,
-        partition: Option<String>,
-        schema: &SchemaRef,
-        props: &WriterProperties,
-        owner: Option<&Owner>,
-    ) -> Result<Self, PackError> {
-        let file_name = dest
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let tmp = parent_dir(&dest).join(format!(".{file_name}.tmp"));
-        let file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)
-            .map_err(|source| PackError::Create {
-                path: tmp.display().to_string(),
-                err: source,
-            })?;
-        let mut part = PartFile {
-            tmp,
-            dest,
-            writer: None,
-            rows: 0,
-            partition,
-            done: false,
-        };
-        if let Some(owner) = owner {
-            owner.chown_file(&file, &part.tmp);
-        }
-        let writer = ArrowWriter::try_new(file, schema.clone(), Some(props.clone()))
-            .map_err(|e| PackError::write(&part.tmp, e))?;
-        part.writer = Some(writer);
-        Ok(part)
-    }
-
-    fn writer(&mut self) -> Result<&mut ArrowWriter<File>, PackError> {
-        self.writer
-            .as_mut()
-            .ok_or_else(|| PackError::write_io(&self.tmp, io::Error::other("file already closed")))
-    }
-
-    /// Write `batch` as one complete row group.
-    fn write_group(&mut self, batch: &RecordBatch) -> Result<(), PackError> {
-        let tmp = self.tmp.clone();
-        let writer = self.writer()?;
-        writer.write(batch).map_err(|e| PackError::write(&tmp, e))?;
-        writer.flush().map_err(|e| PackError::write(&tmp, e))?;
-        self.rows += batch.num_rows() as u64;
-        Ok(())
-    }
-
-    /// Write `batch`; row groups are cut by the writer properties.
-    fn write(&mut self, batch: &RecordBatch) -> Result<(), PackError> {
-        let tmp = self.tmp.clone();
-        let writer = self.writer()?;
-        writer.write(batch).map_err(|e| PackError::write(&tmp, e))?;
-        self.rows += batch.num_rows() as u64;
-        Ok(())
-    }
-
-    /// Bytes written so far (complete row groups).
-    fn bytes(&self) -> u64 {
-        self.writer.as_ref().map_or(0, |w| w.bytes_written() as u64)
-    }
-
-    /// Close, fsync, rename into place, fsync the directory. Returns the file's size.
-    fn finalize(mut self) -> Result<u64, PackError> {
-        let writer = self.writer.take().ok_or_else(|| {
-            PackError::write_io(&self.tmp, io::Error::other("file already closed"))
-        })?;
-        let file = writer
-            .into_inner()
-            .map_err(|e| PackError::write(&self.tmp, e))?;
-        let sync_err = |source| PackError::Sync {
-            path: self.tmp.display().to_string(),
-            err: source,
-        };
-        file.sync_all().map_err(sync_err)?;
-        let bytes = file.metadata().map_err(sync_err)?.len();
-        drop(file);
-        fs::rename(&self.tmp, &self.dest).map_err(|source| PackError::Rename {
-            from: self.tmp.display().to_string(),
-            to: self.dest.display().to_string(),
-            err: source,
-        })?;
-        self.done = true;
-        sync_dir(&parent_dir(&self.dest))?;
-        Ok(bytes)
-    }
-}
-
-impl Drop for PartFile {
-    /// An unfinished file (error path) leaves no temporary file behind.
-    fn drop(&mut self) {
-        if !self.done {
-            self.writer = None;
-            let _ = fs::remove_file(&self.tmp);
-        }
-    }
-}
-
-/// The samples file being written, and the stacks its rows use.
-struct Pair {
-    samples: PartFile,
-    ids: HashSet<StackId, BuildId>,
-}
-
-/// Hashing for stack ids: they are already uniform 128-bit hashes, so folding their bytes
-/// into 64 bits is enough (no need to hash them again).
-#[derive(Default, Clone, Copy)]
-struct BuildId;
-
-impl std::hash::BuildHasher for BuildId {
-    type Hasher = IdHasher;
-    fn build_hasher(&self) -> IdHasher {
-        IdHasher(0)
-    }
-}
-
-/// See [`BuildId`].
-#[derive(Default)]
-struct IdHasher(u64);
-
-impl std::hash::Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut b = [0u8; 8];
-            b[..chunk.len()].copy_from_slice(chunk);
-            self.0 = self.0.rotate_left(5) ^ u64::from_le_bytes(b);
-        }
-    }
-}
-
-impl Pair {
-    /// Remember the stack ids of `rows` (samples rows).
-    fn note_ids(&mut self, rows: &RecordBatch) {
-        let Some(ids) = rows
-            .column_by_name(stacks_stream::col::STACK_ID)
-            .and_then(|c| c.as_fixed_size_binary_opt())
-        else {
-            return;
-        };
-        for i in 0..ids.len() {
-            if ids.is_valid(i)
-                && let Ok(id) = <StackId>::try_from(ids.value(i))
-            {
-                self.ids.insert(id);
-            }
-        }
-    }
-
-    /// Write the stacks file (the distinct ids of the samples, sorted by id) and make it
-    /// visible, then make the samples file visible. Returns (bytes of both, stacks written).
-    fn finalize(
-        self,
-        splitter: &SharedSplitter,
-        schema: &SchemaRef,
-        props: &WriterProperties,
-        owner: Option<&Owner>,
-    ) -> Result<(u64, u64), PackError> {
-        let Pair { samples, ids } = self;
-        let mut ids: Vec<StackId> = ids.into_iter().collect();
-        ids.sort_unstable();
-        let dest = store::stacks_path(&samples.dest);
-        let mut stacks = PartFile::create(dest, samples.partition.clone(), schema, props, owner)?;
-        for chunk in ids.chunks(STACKS_CHUNK) {
-            let rows = lock(splitter).stacks(chunk).map_err(|e| PackError::Write {
-                path: stacks.tmp.display().to_string(),
-                detail: e.to_string(),
-            })?;
-            stacks.write(&rows)?;
-        }
-        let stacks_bytes = stacks.finalize()?;
-        let samples_bytes = samples.finalize()?;
-        Ok((stacks_bytes + samples_bytes, ids.len() as u64))
-    }
-}
 
 /// The splitter, even if a thread panicked while holding it (its state stays consistent:
 /// stacks are only added once complete).
@@ -313,6 +117,9 @@ pub struct Summary {
     pub stacks: u64,
     /// Distinct stacks of the whole stream.
     pub distinct: u64,
+    /// Whether `distinct` is an estimate (streams of more than 65,536 distinct stacks; see
+    /// `stacks_stream::store::DistinctCount`).
+    pub distinct_estimated: bool,
     /// The samples file of each pair (its stacks file is [`store::stacks_path`] of it).
     pub paths: Vec<PathBuf>,
 }
@@ -335,6 +142,10 @@ pub struct Packer {
     /// Samples rows received but not yet in a row group, in arrival order.
     pending: Vec<RecordBatch>,
     pending_rows: usize,
+    /// Samples batches taken (split batches, counted as the splitter counts them).
+    taken: u64,
+    /// A pair was closed: the splitter may drop the stacks only it used.
+    prune_due: bool,
     /// When the first row of the file being filled (open or still buffered) arrived.
     file_started: Option<Instant>,
     summary: Summary,
@@ -379,6 +190,8 @@ impl Packer {
             current: None,
             pending: Vec::new(),
             pending_rows: 0,
+            taken: 0,
+            prune_due: false,
             file_started: None,
             summary: Summary::default(),
         })
@@ -410,8 +223,10 @@ impl Packer {
         self.write_samples(&samples)
     }
 
-    /// Accept samples rows (a batch split by [`Self::splitter`]).
+    /// Accept samples rows: every batch split by [`Self::splitter`], in order (the splitter
+    /// keeps the stacks of batches not taken yet).
     pub fn write_samples(&mut self, batch: &RecordBatch) -> Result<(), PackError> {
+        self.taken += 1;
         if batch.num_rows() == 0 {
             return Ok(());
         }
@@ -423,10 +238,11 @@ impl Packer {
         loop {
             let room = self.room();
             if self.pending_rows < room {
-                return Ok(());
+                break;
             }
             self.flush_group(room)?;
         }
+        self.prune()
     }
 
     /// Finish the current file if it has reached its age limit. Call regularly.
@@ -434,10 +250,31 @@ impl Packer {
         match (self.limits.max_age, self.file_started) {
             (Some(age), Some(started)) if now.duration_since(started) >= age => {
                 self.flush_all()?;
-                self.close_current()
+                self.close_current()?;
+                self.prune()
             }
             _ => Ok(()),
         }
+    }
+
+    /// After a pair was closed: the splitter drops the stacks that neither the rows buffered
+    /// nor the pair being written use (nor batches still on their way), so memory follows
+    /// the open file, not the stream.
+    fn prune(&mut self) -> Result<(), PackError> {
+        if !std::mem::take(&mut self.prune_due) {
+            return Ok(());
+        }
+        let mut buffered: HashSet<StackId, BuildId> = HashSet::default();
+        for b in &self.pending {
+            note_ids(&mut buffered, b);
+        }
+        let open = self.current.as_ref().map(|c| &c.ids);
+        let live = |id: &StackId| buffered.contains(id) || open.is_some_and(|o| o.contains(id));
+        lock(&self.splitter)
+            .retain(self.taken, live)
+            .map_err(|e| self.arrow_err(e))?;
+        stacks_stream::sys::release_free_memory();
+        Ok(())
     }
 
     /// Write what is buffered and finish the file in progress. In single-file mode a stream
@@ -451,7 +288,7 @@ impl Packer {
             self.current = Some(self.open(None, None)?);
         }
         self.close_current()?;
-        self.summary.distinct = lock(&self.splitter).distinct() as u64;
+        (self.summary.distinct, self.summary.distinct_estimated) = lock(&self.splitter).distinct();
         Ok(std::mem::take(&mut self.summary))
     }
 
@@ -560,6 +397,7 @@ impl Packer {
             self.summary.bytes += bytes;
             self.summary.stacks += stacks;
             self.summary.paths.push(dest);
+            self.prune_due = true;
         }
         if self.pending_rows == 0 {
             self.file_started = None;

@@ -11,9 +11,11 @@
 //! previous batch's entries (a delta), except when the producer starts over: then the new
 //! dictionary is shorter than the one it replaces. A consumer keeps per-entry results while
 //! the dictionary grows and drops them when it shrinks. Producers start over once a dictionary
-//! holds [`MAX_ENTRIES`] (see [`restart_plan`]), which bounds their memory and the per-batch
-//! cost of delta dictionaries (the IPC writer compares the previous dictionary with the new
-//! one's prefix, and the reader concatenates them) on recordings with ever new stacks.
+//! holds [`MAX_ENTRIES`] or [`MAX_BYTES`] (see [`StackDictionary::is_full`], [`restart_plan`]),
+//! which bounds their memory, every consumer's (the IPC reader holds the whole dictionary) and
+//! the per-batch cost of delta dictionaries (the reader concatenates them) on recordings with
+//! ever new stacks: a system-wide recording with process churn brings new stacks for as long
+//! as it runs.
 
 use std::cell::OnceCell;
 use std::collections::HashMap;
@@ -30,6 +32,12 @@ pub use crate::schema::value_type;
 /// Entries past which a producer starts a stack dictionary over (at the next batch that uses
 /// fewer entries than the dictionary holds).
 pub const MAX_ENTRIES: usize = 1 << 16;
+
+/// Bytes of entries past which a producer starts a stack dictionary over (as for
+/// [`MAX_ENTRIES`]). Symbolized stacks take 2-10 KiB each, so this is a few thousand of them:
+/// what a consumer holds of the dictionary stays a few tens of MiB, while a stack that recurs is
+/// sent again only once per restart.
+pub const MAX_BYTES: usize = 8 << 20;
 
 /// The columns that hold stacks (one list per row), dictionary-encoded by stacks producers.
 pub const STACK_COLUMNS: [&str; 4] = [col::KSTACK, col::USTACK, col::KSTACK_SYMBOLS, col::STACK];
@@ -231,6 +239,8 @@ pub struct StackDictionary {
     /// Every entry since the dictionary (re)started, as appended.
     chunks: Vec<ArrayRef>,
     len: usize,
+    /// Bytes of the entries' buffers (their part of shared buffers).
+    bytes: usize,
     /// Chunks and entries already handed out by [`Self::stream_column`].
     handed_chunks: usize,
     handed: usize,
@@ -245,6 +255,7 @@ impl StackDictionary {
             value_type: value_type.clone(),
             chunks: Vec::new(),
             len: 0,
+            bytes: 0,
             handed_chunks: 0,
             handed: 0,
             full: OnceCell::new(),
@@ -260,6 +271,18 @@ impl StackDictionary {
         self.len == 0
     }
 
+    /// Bytes the entries take.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Whether the dictionary holds [`MAX_ENTRIES`] or [`MAX_BYTES`]: its producer starts it
+    /// over at the next batch that uses fewer entries ([`start_over_before`],
+    /// [`restart_plan`]).
+    pub fn is_full(&self) -> bool {
+        self.len >= MAX_ENTRIES || self.bytes >= MAX_BYTES
+    }
+
     /// Append `entries` (of the value type), returning the key of the first.
     pub fn extend(&mut self, entries: &dyn Array) -> Result<i32, ArrowError> {
         let first = i32::try_from(self.len)
@@ -272,6 +295,7 @@ impl StackDictionary {
             )));
         }
         if !entries.is_empty() {
+            self.bytes += array_bytes(entries);
             self.chunks.push(arrow_array::make_array(entries.to_data()));
             self.len += entries.len();
             self.full = OnceCell::new();
@@ -285,6 +309,7 @@ impl StackDictionary {
         let keep = UInt32Array::from(keep.to_vec());
         let kept = arrow_select::take::take(self.values().as_ref(), &keep, None)?;
         self.len = kept.len();
+        self.bytes = array_bytes(kept.as_ref());
         self.chunks = vec![kept];
         self.handed_chunks = 0;
         self.handed = 0;
@@ -340,21 +365,35 @@ impl StackDictionary {
     }
 }
 
-/// Whether a producer that knows a batch's row count before keying it should start its
-/// dictionary over, empty, first: it holds [`MAX_ENTRIES`] or more, and more entries than the
-/// batch can add, so the new one is shorter.
-pub fn start_over_before(len: usize, batch_rows: usize, max_entries: usize) -> bool {
-    len >= max_entries && len > batch_rows
+/// The bytes of `array`'s part of its buffers.
+fn array_bytes(array: &dyn Array) -> usize {
+    array
+        .to_data()
+        .get_slice_memory_size()
+        .unwrap_or_else(|_| array.get_array_memory_size())
 }
 
-/// A producer's decision for one batch over dictionaries holding `len` entries, given each
-/// row's key (`None`: no stack): `None` to keep growing; or, once `len` reached
-/// [`MAX_ENTRIES`] and the batch uses fewer entries than that, the entries to keep (in first
-/// use) and each row's key renumbered into them — pass the first to
+/// Whether a producer that knows a batch's row count before keying it should start its
+/// dictionary over, empty, first: it is `full` ([`StackDictionary::is_full`]) and holds more
+/// entries (`len`) than the batch can add, so the new one is shorter.
+pub fn start_over_before(full: bool, len: usize, batch_rows: usize) -> bool {
+    full && len > batch_rows
+}
+
+/// A producer's decision for one batch over dictionaries whose consumers hold `len` entries
+/// (the length the previous batch sent: a restart must be shorter than that, whatever the
+/// batch added), given each row's key (`None`: no stack): `None` to keep growing; or, once a
+/// dictionary is `full` ([`StackDictionary::is_full`]) and the batch uses fewer entries than
+/// `len`, the entries
+/// to keep (in first use) and each row's key renumbered into them — pass the first to
 /// [`StackDictionary::restart`] on every dictionary the keys index, then forget what was
 /// keyed before (later stacks get keys from the new length).
-pub fn restart_plan(len: usize, keys: &[Option<i32>]) -> Option<(Vec<u32>, Vec<Option<i32>>)> {
-    if len < MAX_ENTRIES {
+pub fn restart_plan(
+    full: bool,
+    len: usize,
+    keys: &[Option<i32>],
+) -> Option<(Vec<u32>, Vec<Option<i32>>)> {
+    if !full {
         return None;
     }
     let mut renumbered: HashMap<i32, i32> = HashMap::new();
@@ -455,16 +494,16 @@ pub(crate) mod tests {
     #[test]
     fn producers_start_over_shorter() {
         assert!(
-            restart_plan(MAX_ENTRIES - 1, &[Some(0)]).is_none(),
+            restart_plan(false, MAX_ENTRIES - 1, &[Some(0)]).is_none(),
             "below the limit"
         );
         let keys = [Some(7), None, Some(3), Some(7)];
-        let (keep, rows) = restart_plan(MAX_ENTRIES, &keys).unwrap();
+        let (keep, rows) = restart_plan(true, MAX_ENTRIES, &keys).unwrap();
         assert_eq!(keep, [7, 3]);
         assert_eq!(rows, [Some(0), None, Some(1), Some(0)]);
         let many: Vec<Option<i32>> = (0..4).map(Some).collect();
         assert!(
-            restart_plan(4, &many).is_none(),
+            restart_plan(true, 4, &many).is_none(),
             "a batch using every entry cannot shrink it"
         );
 

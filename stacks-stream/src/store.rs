@@ -4,8 +4,10 @@
 //! `depth`). The stacks file is made visible first, so every visible samples file has its
 //! stacks. Files of the first layout (`NAME.parquet`, stacks inline in every row) are still read.
 
+mod distinct;
 mod split;
 
+pub use distinct::DistinctCount;
 pub use split::{StackId, StackSplitter, summaries};
 
 use std::path::{Path, PathBuf};

@@ -1,6 +1,6 @@
 //! Small facts and habits of the running system every tool shares: the host name and boot
 //! id recorded in streams and file names, giving what a tool creates under sudo back to the
-//! invoking user, and stop signals that only set a flag.
+//! invoking user, stop signals that only set a flag, and giving freed memory back.
 
 use std::cell::Cell;
 use std::fs::File;
@@ -107,6 +107,19 @@ pub fn catch_signals(signals: &[libc::c_int]) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Give the heap's free pages back to the system (glibc's `malloc_trim`), after a tool dropped
+/// a large part of what it held (a stack dictionary started over, a file pair's stacks): glibc
+/// keeps freed memory in its arenas, and a long-running stage whose allocations come and go in
+/// sizes that do not fit the holes left would otherwise grow in RSS without holding more.
+/// Costs a walk over the arenas: call it on such events, not per batch.
+pub fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases free heap pages; no pointer is involved.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }
 
 /// Whether one of the signals given to [`catch_signals`] has arrived.

@@ -103,6 +103,10 @@ pub fn run_with(args: Args) -> Result<ExitCode> {
         0 => String::new(),
         n => format!("; stack dictionaries full and started afresh {n} times"),
     };
+    let restarts = match st.forgotten {
+        0 => restarts,
+        n => format!("{restarts}; resolved frames forgotten {n} times (module and frame limits)"),
+    };
     eprintln!(
         "{TOOL}: {} rows, {} distinct frames resolved ({} distinct stacks: {} stack elements in, {} frames out){restarts}",
         st.rows, st.unique, st.stacks, st.frames_in, st.frames_out

@@ -255,9 +255,17 @@ impl Worker {
 
 type Reply = (usize, Vec<Vec<SymFrame>>);
 
+/// What a worker is asked.
+enum Msg {
+    /// Run a job, replying with its tag.
+    Run(usize, Arc<Job>),
+    /// Start over with a new `Symbolizer`, dropping every parsed file.
+    Reset,
+}
+
 /// Worker threads, one `Symbolizer` each, living as long as the scope they were started in.
 pub struct Pool {
-    senders: Vec<Sender<(usize, Arc<Job>)>>,
+    senders: Vec<Sender<Msg>>,
     replies: Receiver<Reply>,
 }
 
@@ -278,14 +286,19 @@ impl Pool {
         let (reply_tx, replies) = channel::<Reply>();
         let mut senders = Vec::new();
         for _ in 0..n.max(1) {
-            let (tx, rx) = channel::<(usize, Arc<Job>)>();
+            let (tx, rx) = channel::<Msg>();
             let reply_tx = reply_tx.clone();
             let dirs = debug_dirs.clone();
             scope.spawn(move || {
                 let mut w = Worker::new(opts, &dirs);
-                for (tag, job) in rx {
-                    if reply_tx.send((tag, w.run(&job))).is_err() {
-                        break;
+                for msg in rx {
+                    match msg {
+                        Msg::Run(tag, job) => {
+                            if reply_tx.send((tag, w.run(&job))).is_err() {
+                                break;
+                            }
+                        }
+                        Msg::Reset => w = Worker::new(opts, &dirs),
                     }
                 }
             });
@@ -297,6 +310,14 @@ impl Pool {
     /// Number of workers.
     pub fn workers(&self) -> usize {
         self.senders.len()
+    }
+
+    /// Every worker starts over with a new `Symbolizer` (the files it parsed are dropped)
+    /// before its next job.
+    pub fn reset(&self) {
+        for tx in &self.senders {
+            tx.send(Msg::Reset).expect("symbolizer worker alive");
+        }
     }
 
     /// Run `jobs`, large ones split across the workers; results in input order.
@@ -363,7 +384,7 @@ impl Pool {
             let job = pieces[p].take().expect("sent once");
             load[w] += job.len().max(1);
             self.senders[w]
-                .send((p, Arc::new(job)))
+                .send(Msg::Run(p, Arc::new(job)))
                 .expect("symbolizer worker alive");
         }
         let mut got: Vec<Option<Vec<Vec<SymFrame>>>> = vec![None; owners.len()];

@@ -25,9 +25,24 @@ use stacks_stream::dict::{Entries, StackDictionary};
 use stacks_stream::{Unresolved, ksym, uframe};
 
 /// Entries of the output dictionaries past which they start afresh (a replacement dictionary
-/// in the stream, see `stacks_stream::dict`). A stack seen again after a restart is written
-/// again (its frames stay resolved).
+/// in the stream, see `stacks_stream::dict`; they also start afresh past
+/// `stacks_stream::dict::MAX_BYTES`). A stack seen again after a restart is written again (its
+/// frames stay resolved).
 pub const MAX_STACKS: usize = stacks_stream::dict::MAX_ENTRIES;
+
+/// Modules located, bytes of the files symbols are read from (the symbolizers map and parse
+/// them), and frames resolved (user, kernel symbol and kernel address lookups), past which
+/// everything resolved is forgotten and the symbolizers start over (their parsed files
+/// dropped) before the next batch: on a host where new binaries keep being run (builds, test
+/// runs, deployments), memory follows the modules of the recent stacks, not every module ever
+/// seen. Recurring frames are resolved again after that, once.
+pub const MAX_MODULES: usize = 256;
+pub const MAX_MODULE_BYTES: u64 = 512 << 20;
+pub const MAX_FRAMES: usize = 1 << 18;
+
+/// Least time between two such starts over, so that a working set larger than the limits is
+/// parsed again once a minute, not at every batch.
+const FORGET_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Stand-in path of a module recorded by build id only (looked up by build id; a path that
 /// names no file, so the recorded-path step finds nothing).
@@ -56,6 +71,9 @@ pub struct Stats {
     pub stacks: u64,
     /// Times the output dictionaries were full and started afresh.
     pub restarts: u64,
+    /// Times the resolved frames and located modules were forgotten ([`MAX_MODULES`],
+    /// [`MAX_MODULE_BYTES`], [`MAX_FRAMES`]).
+    pub forgotten: u64,
     /// Frames of the distinct stacks: stack elements in, symbolized frames out.
     pub frames_in: u64,
     pub frames_out: u64,
@@ -70,6 +88,13 @@ pub struct Symbolize {
     pub(crate) module_ids: HashMap<(String, Option<String>), u32>,
     pub(crate) module_keys: Vec<(String, Option<String>)>,
     pub(crate) modules: Vec<Option<Result<Arc<ModuleFiles>, Frames>>>,
+    /// Bytes of the files of the modules located (see [`MAX_MODULE_BYTES`]).
+    module_bytes: u64,
+    /// When the resolved frames were last forgotten (or the symbolizer made).
+    forgot_at: std::time::Instant,
+    /// [`MAX_FRAMES`] and [`FORGET_EVERY`] (tests lower them).
+    max_frames: usize,
+    forget_every: std::time::Duration,
     pub(crate) user: FxMap<(u32, u64), Frames>,
     pub(crate) ksym: FxMap<(Box<str>, u64), Frames>,
     pub(crate) kaddr: FxMap<u64, Frames>,
@@ -205,6 +230,10 @@ impl Symbolize {
             module_ids: HashMap::new(),
             module_keys: Vec::new(),
             modules: Vec::new(),
+            module_bytes: 0,
+            forgot_at: std::time::Instant::now(),
+            max_frames: MAX_FRAMES,
+            forget_every: FORGET_EVERY,
             user: FxMap::default(),
             ksym: FxMap::default(),
             kaddr: FxMap::default(),
@@ -219,6 +248,14 @@ impl Symbolize {
     /// [`MAX_STACKS`]).
     pub fn with_max_stacks(mut self, max: usize) -> Self {
         self.max_stacks = max.max(1);
+        self
+    }
+
+    /// Forget what was resolved before every batch (tests: results must not change).
+    #[cfg(test)]
+    fn forgetting_every_batch(mut self) -> Self {
+        self.max_frames = 0;
+        self.forget_every = std::time::Duration::ZERO;
         self
     }
 
@@ -251,7 +288,10 @@ impl Symbolize {
         }
         let (path, build_id) = &self.module_keys[id as usize];
         let m = match self.finder.locate(path, build_id.as_deref()) {
-            Ok(files) => Ok(Arc::new(files)),
+            Ok(files) => {
+                self.module_bytes += std::fs::metadata(&files.symbols).map_or(0, |m| m.len());
+                Ok(Arc::new(files))
+            }
             Err(why) => Err(Frames::from(vec![SymFrame::unresolved(
                 Unresolved::ModuleNotFound,
                 why,
@@ -259,6 +299,21 @@ impl Symbolize {
         };
         self.modules[id as usize] = Some(m.clone());
         m
+    }
+
+    /// Forget every located module and resolved frame, and start the pool's symbolizers over.
+    fn forget_resolved(&mut self, pool: &Pool) {
+        self.module_ids = HashMap::new();
+        self.module_keys = Vec::new();
+        self.modules = Vec::new();
+        self.module_bytes = 0;
+        self.forgot_at = std::time::Instant::now();
+        self.user = FxMap::default();
+        self.ksym = FxMap::default();
+        self.kaddr = FxMap::default();
+        pool.reset();
+        self.stats.forgotten += 1;
+        stacks_stream::sys::release_free_memory();
     }
 
     /// Start a new stream: the distinct stacks seen so far and the output dictionaries are
@@ -277,15 +332,25 @@ impl Symbolize {
         pool: &Pool,
     ) -> Result<RecordBatch, ArrowError> {
         let columns = StackColumns::new(batch, layout)?;
+        let resolved = self.user.len() + self.ksym.len() + self.kaddr.len();
+        let over = self.module_keys.len() > MAX_MODULES
+            || self.module_bytes > MAX_MODULE_BYTES
+            || resolved > self.max_frames;
+        if over && self.forgot_at.elapsed() >= self.forget_every {
+            self.forget_resolved(pool);
+        }
         // Bounded dictionaries: a full one is replaced by a new, smaller one (only entries of
         // this batch, fewer than the rows), which readers take as a replacement.
-        let written = self.stream.stack.as_ref().map_or(0, StackDictionary::len);
-        if stacks_stream::dict::start_over_before(written, batch.num_rows(), self.max_stacks) {
+        let (written, full) = self.stream.stack.as_ref().map_or((0, false), |d| {
+            (d.len(), d.is_full() || d.len() >= self.max_stacks)
+        });
+        if stacks_stream::dict::start_over_before(full, written, batch.num_rows()) {
             self.stream = StreamState {
                 entries: self.stream.entries,
                 ..StreamState::default()
             };
             self.stats.restarts += 1;
+            stacks_stream::sys::release_free_memory();
         }
         let (keys, new) = self.distinct(&columns, layout);
         let mut grouping = self.group(&columns, &new);
@@ -915,9 +980,23 @@ mod tests {
     /// entries, through an output stream and back: each batch's `stack` dictionary size and
     /// every row's root function.
     fn run(batches: &[Vec<u64>], max: usize) -> (Vec<usize>, Vec<String>) {
+        run_with(batches, max, false).0
+    }
+
+    /// As [`run`], forgetting what was resolved before every batch when `forget`; also the
+    /// times it was forgotten.
+    fn run_with(
+        batches: &[Vec<u64>],
+        max: usize,
+        forget: bool,
+    ) -> ((Vec<usize>, Vec<String>), u64) {
         let schema = Arc::new(stacks_stream::raw_schema(Default::default()));
         let layout = Layout::new(&schema, "test", Default::default()).unwrap();
-        let dir = std::env::temp_dir().join(format!("stacks-sym-max-{}-{max}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!(
+            "stacks-sym-max-{}-{max}-{forget}",
+            std::process::id()
+        ));
+        let mut forgotten = 0;
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("out.arrow");
         std::thread::scope(|s| {
@@ -932,6 +1011,9 @@ mod tests {
                 fallback: Err("recorded symbols only".into()),
             };
             let mut sym = Symbolize::new(finder, kernel).with_max_stacks(max);
+            if forget {
+                sym = sym.forgetting_every_batch();
+            }
             let mut out =
                 stacks_stream::open_output_with(Some(&path), &layout.output, false).unwrap();
             for rows in batches {
@@ -940,6 +1022,7 @@ mod tests {
                 out.write(&sym.batch(&b, &layout, &pool).unwrap()).unwrap();
             }
             out.finish().unwrap();
+            forgotten = sym.stats.forgotten;
         });
         let batches = stacks_testkit::read_stream(&path);
         std::fs::remove_dir_all(&dir).unwrap();
@@ -954,7 +1037,17 @@ mod tests {
             .into_iter()
             .map(|f| f.unwrap().last().unwrap().function.clone().unwrap())
             .collect();
-        (sizes, roots)
+        ((sizes, roots), forgotten)
+    }
+
+    #[test]
+    fn forgetting_what_was_resolved_changes_no_output() {
+        let batches = [vec![1, 2, 3], vec![4, 5, 1], vec![6, 7, 1], vec![6, 2, 2]];
+        let (kept, none) = run_with(&batches, usize::MAX, false);
+        let (forgot, times) = run_with(&batches, usize::MAX, true);
+        assert_eq!(none, 0);
+        assert_eq!(times, 3, "before every batch but the first");
+        assert_eq!(forgot, kept);
     }
 
     #[test]

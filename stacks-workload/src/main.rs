@@ -2,6 +2,7 @@
 //! tests and demo. Each subcommand prints what it actually did, measured by its own clock, as
 //! one JSON object on stdout.
 
+mod churn;
 mod contention;
 mod cpu;
 mod direct_read;
@@ -58,6 +59,10 @@ enum Cmd {
     Udp(udp::UdpArgs),
     /// CPU burn, sleeper, file write, memory touch and a TCP exchange at once, in named threads.
     Mixed(mixed::MixedArgs),
+    /// A busy host's turnover for SECONDS: SPAWNERS threads each starting one short-lived
+    /// `/bin/sh` process after another (it loops, runs `/bin/true` and execs `cat`), short-lived
+    /// threads (function `churn_thread_work`) and a CPU burner (`burn_heavy`).
+    Churn(churn::ChurnArgs),
     /// More runnable threads than CPUs: two CPU hogs, a pipe ping-pong pair and a writer that
     /// fsyncs, each reporting its wall and CPU time (so its exact time off CPU) and its
     /// read/write calls and bytes (`pong` apart).
@@ -99,6 +104,7 @@ fn main() -> ExitCode {
         Cmd::Tcp(a) => tcp::run(&a),
         Cmd::Udp(a) => udp::run(&a),
         Cmd::Mixed(a) => mixed::run(&a),
+        Cmd::Churn(a) => churn::run(&a),
         Cmd::Contention(a) => contention::run(&a),
         Cmd::States(a) => states::run(&a),
         Cmd::Phases(a) => phases::run(&a),

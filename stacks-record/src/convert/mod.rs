@@ -1,7 +1,7 @@
 //! Turns decoded kernel records into raw rows: user frames normalized, kernel frames named,
 //! kind-specific fields (state, op, addresses, paths…) decoded, per-kind counts kept.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
 use stacks_stream::kind;
@@ -21,6 +21,8 @@ use crate::process::normalize::UserNormalizer;
 use crate::process::spans::SpanLabels;
 use crate::process::unwind::Unwinders;
 
+mod pids;
+mod restart;
 mod span_rows;
 mod stacks;
 pub(crate) use span_rows::OpenSpans;
@@ -75,7 +77,7 @@ pub(crate) struct Counts {
     pub repeated_stacks: u64,
     /// Probe hits (a counting row stands for many).
     pub probe_hits: u64,
-    pub pids: HashSet<u32, ahash::RandomState>,
+    pub pids: pids::PidSet,
 }
 
 /// Per-recording conversion state.
@@ -109,8 +111,10 @@ pub(crate) struct Converter {
     open_spans: OpenSpans,
     /// Block requests' `d` user stacks, sent at submission, by request.
     apart: HashMap<u64, (Rc<[u32]>, UserUnwind), ahash::RandomState>,
-    /// Each thread's stacks in its latest `state` row, for the rows that repeat them.
-    state_stacks: HashMap<u32, RowStacks, ahash::RandomState>,
+    /// Each thread's stacks in its latest `state` row, for the rows that repeat them, and
+    /// whether the thread was seen since the stack dictionaries last started over (see
+    /// [`restart`]).
+    state_stacks: HashMap<u32, (RowStacks, bool), ahash::RandomState>,
     /// The command the recorder starts, until its exec: see [`Converter::hold_until_exec`].
     gate: Option<Gate>,
     offset_ns: i64,
@@ -200,7 +204,7 @@ impl Converter {
             None => self.stacks(e, rows),
         };
         if h.kind == Kind::STACKS_EV_STATE {
-            self.state_stacks.insert(h.tid, stacks);
+            self.state_stacks.insert(h.tid, (stacks, true));
         }
         if h.kind == Kind::STACKS_EV_EXIT {
             // Its last samples are already converted: drop the address cache, and its spans
@@ -257,7 +261,11 @@ impl Converter {
             return None;
         }
         self.counts.repeated_stacks += 1;
-        Some(self.state_stacks.get(&h.tid).copied().unwrap_or_else(|| {
+        let latest = self.state_stacks.get_mut(&h.tid).map(|(s, fresh)| {
+            *fresh = true;
+            *s
+        });
+        Some(latest.unwrap_or_else(|| {
             // Only if that row was not converted: the kernel side resends lost ones.
             self.counts.ustack_errors += 1;
             RowStacks {

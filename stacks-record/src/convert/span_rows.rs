@@ -23,6 +23,20 @@ pub(crate) struct OpenSpans {
 /// otherwise grow the stack for ever).
 const MAX_DEPTH: usize = 256;
 
+impl OpenSpans {
+    /// The stacks of every span entered and not left.
+    pub(super) fn stacks(&self) -> impl Iterator<Item = RowStacks> + '_ {
+        self.by_tid.values().flatten().map(|(_, s)| *s)
+    }
+
+    /// Change the stacks of every span entered and not left.
+    pub(super) fn for_each_stacks(&mut self, mut f: impl FnMut(&mut RowStacks)) {
+        for (_, s) in self.by_tid.values_mut().flatten() {
+            f(s);
+        }
+    }
+}
+
 impl Converter {
     /// A span's enter (kept until its exit) or exit (its row appended).
     pub(super) fn span_transition(&mut self, e: &RawEvent<'_>, rows: &mut RowBuilder) {

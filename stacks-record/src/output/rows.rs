@@ -12,7 +12,7 @@ use arrow_schema::{ArrowError, SchemaRef};
 use stacks_stream::col;
 use stacks_stream::table::{self, ColumnType, Stage};
 
-use crate::output::stack_table::{StackRef, StackTable};
+use crate::output::stack_table::{Renumbered, StackRef, StackTable};
 
 /// One output row before it is appended.
 pub(crate) struct Row<'a> {
@@ -298,9 +298,20 @@ impl RowBuilder {
 
     /// Take the accumulated rows as a batch (the builder is left empty; the stack
     /// dictionaries keep every entry, so later batches only add to them).
+    #[cfg(test)]
     pub(crate) fn finish(&mut self) -> Result<RecordBatch, ArrowError> {
+        Ok(self.finish_pinned(&[])?.0)
+    }
+
+    /// As [`Self::finish`]; when the stack dictionaries start over, they keep the entries of
+    /// `pinned` too, and the new key of each kept entry is returned (see
+    /// [`StackTable::columns_pinned`]).
+    pub(crate) fn finish_pinned(
+        &mut self,
+        pinned: &[i32],
+    ) -> Result<(RecordBatch, Option<Renumbered>), ArrowError> {
         let n = self.rows;
-        let stacks = self.stacks.columns(&self.refs)?;
+        let (stacks, renumbered) = self.stacks.columns_pinned(&self.refs, pinned)?;
         self.refs.clear();
         let mut columns: Vec<(&str, ArrayRef)> = stacks.into_iter().collect();
         for (name, b) in &mut self.columns {
@@ -309,7 +320,8 @@ impl RowBuilder {
             }
         }
         self.rows = 0;
-        stacks_stream::batch_by_name(self.schema.clone(), n, columns)
+        let batch = stacks_stream::batch_by_name(self.schema.clone(), n, columns)?;
+        Ok((batch, renumbered))
     }
 }
 

@@ -69,6 +69,13 @@ pub(crate) struct StackTable {
     kstack_symbols: StackDictionary,
 }
 
+/// A restart of the stack dictionaries: each kept entry's new key by its old one (rows keyed
+/// before it by other keys mean nothing any more).
+pub(crate) type Renumbered = HashMap<i32, i32, ahash::RandomState>;
+
+/// The three stack columns of a batch, by name.
+pub(crate) type StackColumns = [(&'static str, ArrayRef); 3];
+
 /// The list element field of a stack column of `schema` (plain or dictionary-encoded).
 fn element(schema: &Schema, name: &str) -> Result<Arc<Field>, ArrowError> {
     let f = schema.field_with_name(name)?;
@@ -162,10 +169,23 @@ impl StackTable {
 
     /// The three stack columns of a batch whose rows hold `refs`: the dictionaries with this
     /// batch's new entries appended, and each row's keys.
-    pub(crate) fn columns(
+    #[cfg(test)]
+    pub(crate) fn columns(&mut self, refs: &[StackRef]) -> Result<StackColumns, ArrowError> {
+        Ok(self.columns_pinned(refs, &[])?.0)
+    }
+
+    /// As [`Self::columns`]; when the dictionaries start over, the entries of `pinned` (keys
+    /// held for later rows, such as the stacks `state` rows repeat) are kept too, and the new
+    /// key of each kept entry is returned.
+    pub(crate) fn columns_pinned(
         &mut self,
         refs: &[StackRef],
-    ) -> Result<[(&'static str, ArrayRef); 3], ArrowError> {
+        pinned: &[i32],
+    ) -> Result<(StackColumns, Option<Renumbered>), ArrowError> {
+        // What consumers hold: the dictionary as the last batch sent it. A restart must be
+        // shorter than that (not only than the dictionary with this batch's new entries), or
+        // a consumer would take the new dictionary for a delta of the old one.
+        let sent = self.kstack.len();
         let p = &mut self.pending;
         if p.len > 0 {
             self.kstack.extend(&p.kstack.finish())?;
@@ -173,18 +193,29 @@ impl StackTable {
             self.kstack_symbols.extend(&p.kstack_symbols.finish())?;
             p.len = 0;
         }
-        // Past dict::MAX_ENTRIES, start over with the entries this batch uses (a shorter
-        // dictionary, which consumers take as a new one); later stacks are keyed afresh.
+        // Past dict::MAX_ENTRIES or dict::MAX_BYTES, start over with the entries this batch
+        // uses (a shorter dictionary, which consumers take as a new one); later stacks are
+        // keyed afresh.
         let row_keys: Vec<Option<i32>> = refs
             .iter()
             .map(|r| r.kstack.or(r.ustack).or(r.kstack_symbols))
+            .chain(pinned.iter().map(|&k| Some(k)))
             .collect();
-        let renumbered = match dict::restart_plan(self.kstack.len(), &row_keys) {
-            Some((keep, rows)) => {
+        let full = self.kstack.is_full() || self.ustack.is_full() || self.kstack_symbols.is_full();
+        let mut map = None;
+        let renumbered = match dict::restart_plan(full, sent, &row_keys) {
+            Some((keep, mut rows)) => {
                 self.kstack.restart(&keep)?;
                 self.ustack.restart(&keep)?;
                 self.kstack_symbols.restart(&keep)?;
                 self.keys.clear();
+                rows.truncate(refs.len());
+                map = Some(
+                    keep.iter()
+                        .enumerate()
+                        .map(|(new, &old)| (old as i32, new as i32))
+                        .collect(),
+                );
                 Some(rows)
             }
             None => None,
@@ -195,7 +226,7 @@ impl StackTable {
                 Some(rows) => refs.iter().zip(rows).map(|(r, k)| f(r).and(*k)).collect(),
             }
         };
-        Ok([
+        let columns = [
             (col::KSTACK, self.kstack.stream_column(keys(|r| r.kstack))?),
             (col::USTACK, self.ustack.stream_column(keys(|r| r.ustack))?),
             (
@@ -203,7 +234,8 @@ impl StackTable {
                 self.kstack_symbols
                     .stream_column(keys(|r| r.kstack_symbols))?,
             ),
-        ])
+        ];
+        Ok((columns, map))
     }
 }
 
@@ -464,6 +496,66 @@ mod tests {
         let r = key(&mut s, 7);
         assert_eq!(r.kstack, Some(2), "forgotten at the restart: keyed again");
         assert_eq!(s.len(), dict::MAX_ENTRIES + 2);
+    }
+
+    #[test]
+    fn a_restart_is_shorter_than_what_consumers_hold() {
+        let t = FrameTable::default();
+        let mut s = StackTable::new(&raw()).unwrap();
+        let key = |s: &mut StackTable, x: u64| {
+            let k = [x, x + 1];
+            s.key(Some(Ok(&k)), None, || entries(Some(Ok(&k)), None, &t))
+        };
+        let held = dict::MAX_ENTRIES as u64 - 536;
+        let refs: Vec<StackRef> = (0..held).map(|x| key(&mut s, x)).collect();
+        s.columns(&refs).unwrap();
+        // 1,000 new stacks fill the dictionary; the batch uses more entries than consumers
+        // hold (but fewer than the dictionary now has): starting over would look like growth.
+        let refs: Vec<StackRef> = (536..held + 1000).map(|x| key(&mut s, x)).collect();
+        let [(_, kcol), _, _] = s.columns(&refs).unwrap();
+        let len = kcol
+            .as_dictionary::<arrow_array::types::Int32Type>()
+            .values()
+            .len();
+        assert_eq!(len, held as usize + 1000, "grown, not started over");
+    }
+
+    #[test]
+    fn pinned_entries_survive_a_restart_renumbered() {
+        let t = FrameTable::default();
+        let mut s = StackTable::new(&raw()).unwrap();
+        let key = |s: &mut StackTable, x: u64| {
+            let k = [x, x + 1];
+            s.key(Some(Ok(&k)), None, || entries(Some(Ok(&k)), None, &t))
+        };
+        let refs: Vec<StackRef> = (0..dict::MAX_ENTRIES as u64)
+            .map(|x| key(&mut s, x))
+            .collect();
+        let (_, map) = s.columns_pinned(&refs, &[]).unwrap();
+        assert!(map.is_none(), "a batch using every entry keeps them");
+        // Stack 5 is used by no row of the next batch, but held for later rows.
+        let refs = [key(&mut s, 9)];
+        let ([(_, kcol), _, _], map) = s.columns_pinned(&refs, &[5]).unwrap();
+        let map = map.expect("restarted");
+        assert_eq!(map.len(), 2);
+        assert_eq!(map[&9], 0);
+        let pinned = map[&5] as usize;
+        let plain = arrow_cast::cast(
+            &kcol,
+            &stacks_stream::dict::value_type(kcol.data_type()).clone(),
+        )
+        .unwrap();
+        let values = kcol
+            .as_dictionary::<arrow_array::types::Int32Type>()
+            .values()
+            .as_list::<i32>()
+            .value(pinned);
+        assert_eq!(
+            values.as_primitive::<UInt64Type>().values().as_ref(),
+            &[5, 6],
+            "the pinned entry under its new key"
+        );
+        assert_eq!(plain.len(), 1);
     }
 
     #[test]

@@ -52,22 +52,25 @@ impl CgroupNames {
         self.names.get(&id).cloned()
     }
 
-    /// Walk the hierarchy, naming every cgroup directory by its inode number.
+    /// Walk the hierarchy, naming every cgroup directory by its inode number; cgroups gone
+    /// since the last walk are forgotten (a host starting a unit or container per job makes
+    /// new cgroups for as long as it runs).
     fn scan(&mut self) {
         self.scanned = Some(Instant::now());
         let Some(root) = self.root.clone() else {
             return;
         };
+        let mut before = std::mem::take(&mut self.names);
         let mut dirs = vec![root.clone()];
         while let Some(dir) = dirs.pop() {
             let Ok(meta) = std::fs::metadata(&dir) else {
                 continue;
             };
             let rel = dir.strip_prefix(&root).unwrap_or(Path::new(""));
-            let name = format!("/{}", rel.display());
-            self.names
-                .entry(meta.ino())
-                .or_insert_with(|| Rc::from(name));
+            let name = before
+                .remove(&meta.ino())
+                .unwrap_or_else(|| Rc::from(format!("/{}", rel.display())));
+            self.names.entry(meta.ino()).or_insert(name);
             let Ok(entries) = std::fs::read_dir(&dir) else {
                 continue;
             };
@@ -231,6 +234,15 @@ mod tests {
         // Unknown ids do not rescan more than once a second.
         std::fs::create_dir(dir.join("c")).unwrap();
         assert_eq!(names.name(ino(&dir.join("c"))), None);
+        // A rescan forgets cgroups that are gone.
+        let gone = ino(&dir.join("a/b"));
+        std::fs::remove_dir(dir.join("a/b")).unwrap();
+        names.scan();
+        assert!(
+            !names.names.contains_key(&gone),
+            "a removed cgroup is forgotten"
+        );
+        assert_eq!(names.name(ino(&dir.join("c"))).as_deref(), Some("/c"));
         std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!(CgroupNames::at(None).name(7), None);
     }

@@ -87,6 +87,15 @@ impl UserNormalizer {
         self.pids.remove(&pid);
     }
 
+    /// Start the frame table over (every id handed out so far is forgotten, the processes'
+    /// address caches too); returns the old table, to look up ids still held.
+    pub(crate) fn restart_frames(&mut self) -> FrameTable {
+        for state in self.pids.values_mut() {
+            state.frames.clear();
+        }
+        std::mem::take(&mut self.table)
+    }
+
     /// The frame with id `id`.
     pub(crate) fn frame(&self, id: u32) -> &UserFrame {
         self.table.get(id)

@@ -338,8 +338,8 @@ impl Recorder<'_, '_> {
         )?;
         if !self.rows.is_empty() {
             let batch = self
-                .rows
-                .finish()
+                .conv
+                .finish_batch(&mut self.rows)
                 .context("building a batch of the raw stream")?;
             out.write(&batch)?;
         }

@@ -276,7 +276,7 @@ mod tests {
             d.column(Int32Array::from(vec![2, 0])).unwrap(),
         ));
         // Start over, shorter: only entry 2 kept, as key 0.
-        let (keep, _) = restart_plan(crate::dict::MAX_ENTRIES, &[Some(2)]).unwrap();
+        let (keep, _) = restart_plan(true, 3, &[Some(2)]).unwrap();
         d.restart(&keep).unwrap();
         d.extend(lists(&[&[7]]).as_ref()).unwrap();
         batches.push((

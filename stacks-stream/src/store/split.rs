@@ -1,8 +1,9 @@
 //! Splitting stream batches into the two halves of the store: samples rows (every column but
-//! the stacks, plus `stack_id`) and the distinct stacks they reference, each kept once for the
-//! whole stream, so a writer can give every samples file exactly the stacks it needs. For
-//! dictionary-encoded input the ids are computed per new dictionary entry; for plain input,
-//! per row.
+//! the stacks, plus `stack_id`) and the distinct stacks they reference, each kept once, so a
+//! writer can give every samples file exactly the stacks it needs. For dictionary-encoded
+//! input the ids are computed per new dictionary entry; for plain input, per row. The writer
+//! says which stacks it still needs ([`StackSplitter::retain`]): memory is bounded by the
+//! stacks of the rows not written yet and of the file being written, not by the stream's.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -17,10 +18,18 @@ use crate::frames::StackFrames;
 use crate::schema::col;
 use crate::stack_key::{combine, stack_keys};
 
-use super::{samples_schema, stacks_schema};
+use super::{DistinctCount, samples_schema, stacks_schema};
 
 /// A stack id: 128 bits.
 pub type StackId = [u8; 16];
+
+/// Where a held stack is, and the last split batch using it.
+#[derive(Clone, Copy, Debug)]
+struct Held {
+    batch: u32,
+    row: u32,
+    last: u64,
+}
 
 /// Splits batches of one stream; see the module documentation.
 pub struct StackSplitter {
@@ -34,8 +43,13 @@ pub struct StackSplitter {
     identity: Vec<usize>,
     /// Per identity column, the ids of its entries (dictionary input: for the stream).
     entry_ids: Vec<EntryCache<Option<StackId>>>,
-    /// Where each distinct stack is: (batch, row) in `distinct`.
-    known: HashMap<StackId, (u32, u32), ahash::RandomState>,
+    /// Where each held stack is: (batch, row) in `distinct`, and the last split batch (see
+    /// `splits`) whose rows use it.
+    known: HashMap<StackId, Held, ahash::RandomState>,
+    /// Batches split so far; the n-th is number n.
+    splits: u64,
+    /// The stream's distinct stacks, counted.
+    count: DistinctCount,
     /// The distinct stacks: `stack_id` and the stack columns. Their `folded`/`leaf`/`depth`
     /// are computed when written ([`Self::stacks`]), not held: they were a third of
     /// stacks-pack's memory.
@@ -76,6 +90,8 @@ impl StackSplitter {
             entry_ids: identity.iter().map(|_| EntryCache::default()).collect(),
             identity,
             known: HashMap::default(),
+            splits: 0,
+            count: DistinctCount::default(),
             distinct: Vec::new(),
         })
     }
@@ -90,13 +106,69 @@ impl StackSplitter {
         &self.stacks
     }
 
-    /// Distinct stacks seen so far.
-    pub fn distinct(&self) -> usize {
+    /// Distinct stacks of the stream so far, and whether the count is an estimate (past
+    /// [`super::distinct::EXACT`]).
+    pub fn distinct(&self) -> (u64, bool) {
+        self.count.get()
+    }
+
+    /// Stacks held now.
+    pub fn held(&self) -> usize {
         self.known.len()
+    }
+
+    /// Batches split so far: the writer counts the samples batches it took the same way, so
+    /// [`Self::retain`] knows which batches are still on their way to it.
+    pub fn splits(&self) -> u64 {
+        self.splits
+    }
+
+    /// Drop the stacks the writer no longer needs: those used by no batch after the first
+    /// `taken` split batches (still on their way to the writer) and for which `live` (the rows
+    /// the writer holds and the file it is writing) is false.
+    pub fn retain(
+        &mut self,
+        taken: u64,
+        live: impl Fn(&StackId) -> bool,
+    ) -> Result<(), ArrowError> {
+        let keep: Vec<(StackId, Held)> = self
+            .known
+            .iter()
+            .filter(|(id, h)| h.last > taken || live(id))
+            .map(|(id, h)| (*id, *h))
+            .collect();
+        if keep.len() == self.known.len() {
+            return Ok(());
+        }
+        let mut known = HashMap::with_capacity_and_hasher(keep.len(), Default::default());
+        let mut distinct = Vec::new();
+        if !keep.is_empty() {
+            let at: Vec<(usize, usize)> = keep
+                .iter()
+                .map(|(_, h)| (h.batch as usize, h.row as usize))
+                .collect();
+            let batches: Vec<&RecordBatch> = self.distinct.iter().collect();
+            distinct.push(arrow_select::interleave::interleave_record_batch(
+                &batches, &at,
+            )?);
+            for (row, (id, h)) in keep.into_iter().enumerate() {
+                let held = Held {
+                    batch: 0,
+                    row: row as u32,
+                    last: h.last,
+                };
+                known.insert(id, held);
+            }
+        }
+        self.known = known;
+        self.distinct = distinct;
+        Ok(())
     }
 
     /// The samples rows of `batch` (its `stack_id` computed), remembering stacks not seen yet.
     pub fn split(&mut self, batch: &RecordBatch) -> Result<RecordBatch, ArrowError> {
+        self.splits += 1;
+        let split = self.splits;
         let rows = batch.num_rows();
         let mut per_column: Vec<(Entries, Vec<Option<StackId>>)> = Vec::new();
         for (k, &c) in self.identity.iter().enumerate() {
@@ -125,9 +197,15 @@ impl StackSplitter {
                 None => b.append_null(),
                 Some(id) => {
                     b.append_value(id)?;
-                    if !self.known.contains_key(&id) && fresh.insert(id) {
-                        new_rows.push(row as u32);
-                        new_ids.push(id);
+                    match self.known.get_mut(&id) {
+                        Some(held) => held.last = split,
+                        None => {
+                            if fresh.insert(id) {
+                                new_rows.push(row as u32);
+                                new_ids.push(id);
+                                self.count.add(&id);
+                            }
+                        }
                     }
                 }
             }
@@ -136,7 +214,12 @@ impl StackSplitter {
             let stacks = self.distinct_rows(batch, &new_rows, &new_ids)?;
             let at = self.distinct.len() as u32;
             for (r, id) in new_ids.iter().enumerate() {
-                self.known.insert(*id, (at, r as u32));
+                let held = Held {
+                    batch: at,
+                    row: r as u32,
+                    last: split,
+                };
+                self.known.insert(*id, held);
             }
             self.distinct.push(stacks);
         }
@@ -153,10 +236,10 @@ impl StackSplitter {
     pub fn stacks(&self, ids: &[StackId]) -> Result<RecordBatch, ArrowError> {
         let mut at = Vec::with_capacity(ids.len());
         for id in ids {
-            let &(b, r) = self.known.get(id).ok_or_else(|| {
-                ArrowError::InvalidArgumentError("a stack id the splitter has not seen".into())
+            let h = self.known.get(id).ok_or_else(|| {
+                ArrowError::InvalidArgumentError("a stack id the splitter does not hold".into())
             })?;
-            at.push((b as usize, r as usize));
+            at.push((h.batch as usize, h.row as usize));
         }
         if at.is_empty() {
             return Ok(RecordBatch::new_empty(Arc::clone(&self.stacks)));
@@ -314,6 +397,41 @@ mod tests {
     }
 
     #[test]
+    fn retain_keeps_what_is_live_or_on_its_way() {
+        let schema = Arc::new(crate::symbolized_schema(Default::default()));
+        let mut s = StackSplitter::new(&schema).unwrap();
+        let first = s.split(&batch(&schema, &rows())).unwrap();
+        let ids = first
+            .column_by_name(col::STACK_ID)
+            .unwrap()
+            .as_fixed_size_binary()
+            .clone();
+        let (a, b): (StackId, StackId) = (
+            ids.value(0).try_into().unwrap(),
+            ids.value(2).try_into().unwrap(),
+        );
+        // Split again: both stacks are used by batch 2, which the writer has not taken.
+        s.split(&batch(&schema, &rows())).unwrap();
+        s.retain(1, |_| false).unwrap();
+        assert_eq!(s.held(), 2, "used by a batch still on its way");
+        s.retain(2, |id| *id == b).unwrap();
+        assert_eq!(s.held(), 1, "only the live one");
+        let stacks = s.stacks(&[b]).unwrap();
+        let folded = stacks.column_by_name("folded").unwrap().as_string::<i32>();
+        assert_eq!(folded.value(0), "main;other");
+        assert!(s.stacks(&[a]).is_err(), "dropped");
+        // A dropped stack seen again is held again, counted once.
+        s.split(&batch(&schema, &rows())).unwrap();
+        assert_eq!(s.held(), 2);
+        assert_eq!(s.distinct(), (2, false));
+        let stacks = s.stacks(&[a, b]).unwrap();
+        let folded = stacks.column_by_name("folded").unwrap().as_string::<i32>();
+        assert_eq!(folded.value(0), "main;leaf");
+        s.retain(3, |_| false).unwrap();
+        assert_eq!(s.held(), 0);
+    }
+
+    #[test]
     fn plain_and_dictionary_input_split_alike() {
         let schema = Arc::new(crate::symbolized_schema(Default::default()));
         let plain = batch(&schema, &rows());
@@ -327,7 +445,7 @@ mod tests {
         assert_eq!(ids.value(0), ids.value(3));
         assert_ne!(ids.value(0), ids.value(2));
         assert!(ids.is_null(1));
-        assert_eq!(s.distinct(), 2);
+        assert_eq!(s.distinct(), (2, false));
         assert!(samples.column_by_name(col::STACK).is_none());
         let want = [
             ids.value(2).try_into().unwrap(),
@@ -374,7 +492,7 @@ mod tests {
         assert_eq!(s2.stacks(&want).unwrap(), stacks);
         // A second batch of the same stacks adds nothing.
         s2.split(&encoded).unwrap();
-        assert_eq!(s2.distinct(), 2);
+        assert_eq!(s2.distinct(), (2, false));
     }
 
     #[test]
@@ -395,7 +513,7 @@ mod tests {
         assert!(ids.is_null(1));
         assert_eq!(ids.value(0), ids.value(2), "same kstack, no ustack");
         assert_ne!(ids.value(0), ids.value(3));
-        assert_eq!(s.distinct(), 2);
+        assert_eq!(s.distinct(), (2, false));
     }
 
     #[test]
@@ -419,7 +537,7 @@ mod tests {
         let samples = s.split(&b).unwrap();
         let ids = samples.column_by_name(col::STACK_ID).unwrap();
         assert_eq!(ids.null_count(), 4);
-        assert_eq!(s.distinct(), 0);
+        assert_eq!(s.distinct(), (0, false));
         assert_eq!(s.stacks(&[]).unwrap().num_rows(), 0);
         assert_eq!(
             s.stacks_schema().fields().len(),
