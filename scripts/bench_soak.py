@@ -110,7 +110,7 @@ def read_csv(path):
     """Samples of an earlier run's CSV: [(elapsed s, [RSS KiB per stage])]."""
     with open(path) as f:
         rows = list(csv.reader(f))[1:]
-    return [(float(r[0]), [int(x) for x in r[1:4]]) for r in rows]
+    return [(float(r[0]), [int(x) for x in r[1:4]], [int(x) for x in r[4:7]]) for r in rows]
 
 
 def section(samples, churn_report, files, seconds, started, load_before, load_after):
@@ -122,8 +122,23 @@ def section(samples, churn_report, files, seconds, started, load_before, load_af
     for i, name in enumerate(STAGES):
         peak = max(s[1][i] for s in samples)
         early, last = rows[0][1][i], rows[-1][1][i]
-        cells = " | ".join(f"{r[1][i] / 1024:.0f}" for r in rows)
+        cells = " | ".join(f"{r[1][i] / 1024:.0f} ({r[2][i] / 1024:.0f})" for r in rows)
         lines.append(f"| {name} | {cells} | {last / early:.2f} | {peak / 1024:.0f} |")
+    windows = list(range(0, int(samples[-1][0]) - 150, 300))
+    medians = [
+        "",
+        "Medians of each 5-minute window (RSS, MiB): a sample is a moment of a cycle (dictionaries"
+        " filling and starting over, pairs rotating), so these show the level better:",
+        "",
+        "| stage | " + " | ".join(f"{w // 60}-{w // 60 + 5}" for w in windows) + " |",
+        "|---|" + "---:|" * len(windows),
+    ]
+    for i, name in enumerate(STAGES):
+        cells = []
+        for w in windows:
+            v = sorted(x[1][i] for x in samples if w <= x[0] < w + 300)
+            cells.append(f"{v[len(v) // 2] / 1024:.0f}" if v else "")
+        medians.append(f"| {name} | " + " | ".join(cells) + " |")
     before = []
     if os.environ.get("BENCH_SOAK_BEFORE_CSV"):
         old = read_csv(os.environ["BENCH_SOAK_BEFORE_CSV"])
@@ -154,10 +169,13 @@ def section(samples, churn_report, files, seconds, started, load_before, load_af
         f" about {3 * procs / seconds:,.0f} new pids a second), {churn_report.get('threads', 0):,}"
         " short-lived threads and a CPU burner, plus whatever else ran on the host;"
         f" {files} file pairs written. VmRSS of each stage in MiB, sampled every {INTERVAL:.0f} s"
-        " (the whole series: `BENCH_SOAK_CSV`). The target (#31): at the end at most the RSS"
-        " at 2 minutes + 15%.",
+        " (the whole series: `BENCH_SOAK_CSV`), in parentheses its anonymous part (RssAnon:"
+        " heap and the symbolizers' parsed debug information; the rest is mapped files, in"
+        " stacks-symbolize the binaries it reads symbols from, so it follows which programs the"
+        " host runs). The target (#31): at the end at most the RSS at 2 minutes + 15%.",
         "",
         *lines,
+        *medians,
         *before,
         END,
     ])
