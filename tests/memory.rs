@@ -1,7 +1,8 @@
 //! Memory stays flat on a busy host (#31): a system-wide recording through the whole pipeline
 //! (`stacks-record -a | stacks-symbolize | stacks-pack --max-age`) next to `stacks-workload
 //! churn` — short-lived processes and threads, each seen once — must not grow with what it has
-//! seen: each stage's RSS at the end is at most its RSS at one minute plus 15%. Before the
+//! seen: each stage's RSS in the last minute is at most its RSS around one minute plus 15%
+//! (medians over a minute: stacks-pack's RSS is a sawtooth of its open pair). Before the
 //! stages dropped the state of exited processes, capped their stack dictionaries by bytes and
 //! kept only the open file pair's stacks, all three grew linearly (at one minute and at three
 //! here: record 73 → 126 MiB, symbolize 271 → 369, pack 203 → 390). The hour-long soak is
@@ -103,10 +104,13 @@ fn memory_of_each_stage_stays_flat_under_process_churn() {
     }
 
     let names = ["stacks-record", "stacks-symbolize", "stacks-pack"];
-    let around = |t: u64, i: usize| {
+    // Medians over a minute, not single samples: stacks-pack's memory is a sawtooth of its
+    // open pair's rows (a cycle of about half a minute here), which a few samples at one
+    // moment catch anywhere between its low and its high.
+    let median_in = |from: u64, to: u64, i: usize| {
         let near: Vec<u64> = samples
             .iter()
-            .filter(|(s, _)| s.abs_diff(t) <= EVERY.as_secs())
+            .filter(|(s, _)| (from..=to).contains(s))
             .map(|(_, r)| r[i])
             .collect();
         median(near)
@@ -114,10 +118,10 @@ fn memory_of_each_stage_stays_flat_under_process_churn() {
     let last = samples.last().unwrap().0;
     let mut report = String::new();
     for (i, name) in names.iter().enumerate() {
-        let early = around(EARLY, i);
-        let end = around(last - EVERY.as_secs(), i);
+        let early = median_in(EARLY - 30, EARLY + 30, i);
+        let end = median_in(last - 60, last, i);
         report.push_str(&format!(
-            "{name}: {} MiB at {EARLY} s, {} MiB at {last} s\n",
+            "{name}: {} MiB around {EARLY} s, {} MiB in the last minute to {last} s (medians)\n",
             early / 1024,
             end / 1024
         ));
