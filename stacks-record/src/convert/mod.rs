@@ -80,8 +80,17 @@ pub(crate) struct Counts {
     pub pids: pids::PidSet,
 }
 
+/// How long a process's address caches outlive its exit record: records of its other ring
+/// buffers read after the exit still find its map (the recorder reads every ring at each
+/// poll, 25 ms apart).
+const EXITED_KEPT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Per-recording conversion state.
 pub(crate) struct Converter {
+    /// Processes that exited, and when their exit was converted: their address caches are
+    /// dropped [`EXITED_KEPT`] later, since records of other ring buffers (IO, probes) made
+    /// before the exit may be read after it.
+    exited: std::collections::VecDeque<(u32, std::time::Instant)>,
     pub norm: UserNormalizer,
     /// `d` stacks' unwinding (per-process modules, files' CFI).
     pub unwinders: Unwinders,
@@ -147,6 +156,7 @@ impl Converter {
             spans: SpanLabels::default(),
             open_spans: OpenSpans::default(),
             gate: None,
+            exited: Default::default(),
             offset_ns,
         }
     }
@@ -207,13 +217,25 @@ impl Converter {
             self.state_stacks.insert(h.tid, (stacks, true));
         }
         if h.kind == Kind::STACKS_EV_EXIT {
-            // Its last samples are already converted: drop the address cache, and its spans
-            // still entered end here.
-            self.norm.forget(h.pid);
-            self.unwinders.forget(h.pid);
+            // Its spans still entered end here; its address caches go a little later
+            // (forget_exited): the exit came through the samples ring, and its last IO or
+            // probe records may still wait in theirs.
+            self.exited.push_back((h.pid, std::time::Instant::now()));
             self.end_spans(Some(h.pid), rows);
         }
         self.push_row(h, Decoded { kind, value, extra }, stacks, rows);
+    }
+
+    /// Drop the address caches of processes that exited at least [`EXITED_KEPT`] ago.
+    pub(crate) fn forget_exited(&mut self) {
+        while let Some(&(pid, at)) = self.exited.front() {
+            if at.elapsed() < EXITED_KEPT {
+                break;
+            }
+            self.exited.pop_front();
+            self.norm.forget(pid);
+            self.unwinders.forget(pid);
+        }
     }
 
     /// Append the row of a record with header `h`.

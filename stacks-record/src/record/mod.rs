@@ -326,6 +326,7 @@ impl Recorder<'_, '_> {
     /// Append the counting probes' rows and the lost-event rows, and write what is pending.
     fn write(&mut self, out: &mut OutputStream) -> Result<()> {
         self.spans.check(self.skel);
+        self.conv.forget_exited();
         if let Some(agg) = &mut self.agg {
             agg.flip();
         }
