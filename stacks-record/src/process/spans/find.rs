@@ -5,7 +5,7 @@ use std::fs::File;
 use std::path::Path;
 
 use object::read::elf::{ElfFile64, FileHeader, ProgramHeader};
-use object::{Object, ObjectSymbol, SymbolKind, elf};
+use object::{Object, ObjectSymbol, ReadCache, SymbolKind, elf};
 
 /// The thread-context pointer's symbol (OTEP 4947).
 pub(crate) const CONTEXT_SYMBOL: &str = "otel_thread_ctx_v1";
@@ -28,13 +28,8 @@ pub(super) const PROVIDER: &str = "stacks_tracing";
 /// ends at the thread pointer, placed as glibc's `_dl_determine_tlsoffset` places it).
 pub(crate) fn find(path: &Path) -> Result<Option<TlsOffsets>, String> {
     let file = File::open(path).map_err(|e| e.to_string())?;
-    // Mapped, not read: a large executable's symbol table is walked in memory, not by a read
-    // call per symbol name (each new executable of a busy host is looked at once).
-    // SAFETY: mapped read-only; a file truncated under us could fault, as with any profiler
-    // reading mapped binaries (blazesym maps them the same way).
-    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| e.to_string())?;
-    let data: &[u8] = &map;
-    let Ok(elf) = ElfFile64::<object::Endianness, _>::parse(data) else {
+    let cache = ReadCache::new(file);
+    let Ok(elf) = ElfFile64::<object::Endianness, _>::parse(&cache) else {
         return Ok(None); // not a 64-bit ELF file (a script's interpreter is traced instead)
     };
     if elf.elf_header().e_machine(elf.endian()) != elf::EM_X86_64 {
@@ -52,18 +47,16 @@ pub(crate) fn find(path: &Path) -> Result<Option<TlsOffsets>, String> {
     let align = tls.p_align(endian).max(1);
     let firstbyte = vaddr.wrapping_neg() & (align - 1);
     let block = (memsz - firstbyte).next_multiple_of(align) + firstbyte;
-    let lookup = |symbols: &mut dyn Iterator<Item = (&[u8], SymbolKind, u64)>| {
+    let lookup = |symbols: &mut dyn Iterator<Item = (String, SymbolKind, u64)>| {
         let (mut context, mut canary) = (None, None);
         for (name, kind, value) in symbols {
             if kind != SymbolKind::Tls {
                 continue;
             }
-            if name == CONTEXT_SYMBOL.as_bytes() {
-                context = Some(value);
-            } else if name == CANARY_SYMBOL.as_bytes() {
-                canary = Some(value);
-            } else {
-                continue;
+            match name.as_str() {
+                CONTEXT_SYMBOL => context = Some(value),
+                CANARY_SYMBOL => canary = Some(value),
+                _ => continue,
             }
             if let (Some(ctx), Some(can)) = (context, canary) {
                 return Some(TlsOffsets {
@@ -75,11 +68,10 @@ pub(crate) fn find(path: &Path) -> Result<Option<TlsOffsets>, String> {
         }
         None
     };
-    fn named<'d>(
-        s: object::read::elf::ElfSymbol<'d, '_, elf::FileHeader64<object::Endianness>, &'d [u8]>,
-    ) -> Option<(&'d [u8], SymbolKind, u64)> {
-        Some((s.name_bytes().ok()?, s.kind(), s.address()))
-    }
+    let named =
+        |s: object::read::elf::ElfSymbol<'_, '_, elf::FileHeader64<object::Endianness>, _>| {
+            Some((s.name().ok()?.to_string(), s.kind(), s.address()))
+        };
     let found = lookup(&mut elf.dynamic_symbols().filter_map(named))
         .or_else(|| lookup(&mut elf.symbols().filter_map(named)));
     Ok(found.map(|o| TlsOffsets {
