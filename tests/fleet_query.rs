@@ -207,7 +207,7 @@ fn the_fleet_example_runs_three_hosts_into_a_bucket_and_queries_them_on_a_cluste
     let profile = dir.join("fleet-cpu.pb.gz");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/fleet");
     let out = sh(&format!(
-        "B={} FLEET_SECONDS=2 FLEET_OUT={} {}",
+        "B={} FLEET_SECONDS=2 FLEET_OUT={} timeout -k 10 600 {}",
         stacks_tests::bin_dir().display(),
         profile.display(),
         script.display()
