@@ -205,7 +205,7 @@ fn the_fleet_example_runs_three_hosts_into_a_bucket_and_queries_them_on_a_cluste
     let _serial = stacks_tests::bpf_serial();
     let dir = scratch("fleet-example");
     let profile = dir.join("fleet-cpu.pb.gz");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/fleet");
+    let script = stacks_tests::crate_dir().join("../scripts/fleet");
     let out = sh(&format!(
         "B={} FLEET_SECONDS=2 FLEET_OUT={} timeout -k 10 600 {}",
         stacks_tests::bin_dir().display(),

@@ -42,6 +42,11 @@ pub fn sh(script: &str) -> Output {
         .expect("run bash")
 }
 
+/// This crate's directory (tests/), at run time (see [`stacks_testkit::crate_dir`]).
+pub fn crate_dir() -> PathBuf {
+    stacks_testkit::crate_dir(env!("CARGO_MANIFEST_DIR"))
+}
+
 /// Assert a command succeeded, showing its stderr otherwise.
 pub fn check(out: &Output, what: &str) {
     assert!(

@@ -193,7 +193,7 @@ fn trace_json_is_valid_trace_event_format() {
 
 /// Set up chromium and the npm packages (scripts/setup-web); the cache directory.
 fn web_dir() -> PathBuf {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/setup-web");
+    let script = stacks_tests::crate_dir().join("../scripts/setup-web");
     let o = Command::new(&script)
         .output()
         .expect("run scripts/setup-web");

@@ -16,7 +16,7 @@ use stacks_tests::{
 };
 
 fn fixture_src(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    stacks_tests::crate_dir()
         .join("fixtures/symbolize")
         .join(name)
 }
@@ -185,6 +185,7 @@ impl Fixture {
             build_id: Some(self.build_id.clone()),
             offset: Some(self.offset(vaddr)),
             error: None,
+            symbol: None,
         }
     }
 }
@@ -487,6 +488,57 @@ fn separate_debug_files_by_build_id_debuglink_and_b() {
     );
     assert_inline_chain(&fx, out[0].as_ref().unwrap());
     assert!(!stderr.contains("matches no module"), "{stderr}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A JIT frame the recorder named from a perf map is that name, with module `[jit]` and no
+/// reason; two JIT frames of one name at two addresses stay two frames of one function; an
+/// unnamed one next to them stays unresolved.
+#[test]
+fn perf_map_names_become_the_functions_of_jit_frames() {
+    let dir = scratch("sym-jit");
+    let jit = |addr: u64, name: Option<&str>| UFrame {
+        addr,
+        module: name.map(|_| "[jit]".to_string()),
+        error: name
+            .is_none()
+            .then(|| "anonymous memory (JIT code?) that no perf map names".into()),
+        symbol: name.map(Into::into),
+        ..Default::default()
+    };
+    let rows = vec![Row {
+        ustack: Some(vec![
+            jit(0x7f00_0010, Some("JS:*hot /app/x.js:3:13")),
+            jit(0x7f00_0800, None),
+            jit(0x7f00_0020, Some("JS:*hot /app/x.js:3:13")),
+            jit(0x7f00_1000, Some("int Hot.hot(int)")),
+        ]),
+        ..Default::default()
+    }];
+    let (out, _) = symbolize_rows(&dir, &rows, None, &[], &[]);
+    let f = out[0].as_ref().unwrap();
+    let names: Vec<Option<&str>> = f.iter().map(|f| f.function.as_deref()).collect();
+    assert_eq!(
+        names,
+        [
+            Some("JS:*hot /app/x.js:3:13"),
+            None,
+            Some("JS:*hot /app/x.js:3:13"),
+            Some("int Hot.hot(int)")
+        ]
+    );
+    for i in [0, 2, 3] {
+        assert_eq!(f[i].module.as_deref(), Some("[jit]"), "{:#?}", f[i]);
+        assert_eq!(f[i].reason, None, "{:#?}", f[i]);
+        assert_eq!(f[i].error, None, "{:#?}", f[i]);
+    }
+    assert_eq!(
+        f[1].reason.as_deref(),
+        Some("not_normalized"),
+        "{:#?}",
+        f[1]
+    );
+    assert_eq!((f[0].addr, f[2].addr), (0x7f00_0010, 0x7f00_0020));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -1085,6 +1137,7 @@ fn broken_raw_dictionaries_are_refused_or_read_as_no_stack() {
                 build_id: Some("abcd".into()),
                 offset: Some(0x1000 + i),
                 error: None,
+                symbol: None,
             }]),
             ..Default::default()
         })

@@ -15,7 +15,7 @@ use stacks_tests::{ScratchDir, bpf_available, bpf_serial, check, scratch, sh};
 /// The fixtures built into a scratch directory (tests/fixtures/unwind/build.sh).
 fn fixtures(test: &str) -> ScratchDir {
     let dir = scratch(test);
-    let build = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/unwind/build.sh");
+    let build = stacks_tests::crate_dir().join("fixtures/unwind/build.sh");
     let out = sh(&format!("{} {}/bin", build.display(), dir.display()));
     check(&out, "building the unwinding fixtures");
     dir

@@ -137,6 +137,8 @@ pub mod uframe {
     pub const BUILD_ID: &str = "build_id";
     pub const OFFSET: &str = "offset";
     pub const ERROR: &str = "error";
+    /// The name the process published for JIT code (a perf map).
+    pub const SYMBOL: &str = "symbol";
 }
 
 /// Field names inside `stack` elements (symbolized frames).
@@ -195,6 +197,7 @@ pub fn uframe_fields() -> Fields {
         Field::new(uframe::BUILD_ID, DataType::Utf8, true),
         Field::new(uframe::OFFSET, DataType::UInt64, true),
         Field::new(uframe::ERROR, DataType::Utf8, true),
+        Field::new(uframe::SYMBOL, DataType::Utf8, true),
     ])
 }
 

@@ -200,9 +200,19 @@ pub fn column(name: &str) -> Option<&'static Column> {
 mod tests {
     use super::*;
 
+    /// docs/format.md, from the crate's directory at run time when cargo says it (a test binary
+    /// built from a clone at another path keeps that path compiled in).
+    fn format_md() -> std::path::PathBuf {
+        std::env::var_os("CARGO_MANIFEST_DIR")
+            .map(std::path::PathBuf::from)
+            .filter(|p| p.is_dir())
+            .unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())
+            .join("../docs/format.md")
+    }
+
     /// docs/format.md's tables of row columns, as lines, in order.
     fn format_md_lines() -> Vec<String> {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/format.md");
+        let path = format_md();
         let text = std::fs::read_to_string(path).expect("docs/format.md");
         let mut out = Vec::new();
         let mut in_rows = false;
@@ -254,7 +264,7 @@ mod tests {
     /// docs/format.md's table of `reason` values lists every one, and no other.
     #[test]
     fn format_md_lists_every_reason() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/format.md");
+        let path = format_md();
         let text = std::fs::read_to_string(path).expect("docs/format.md");
         let start = text
             .find("`reason` values")

@@ -148,6 +148,11 @@ enum GKey<'a> {
         offset: u64,
         leaf: bool,
     },
+    /// JIT code, named by the process's perf map at record time.
+    Jit {
+        module: Option<&'a str>,
+        name: &'a str,
+    },
     Unnormalized {
         module: Option<&'a str>,
         build_id: Option<&'a str>,
@@ -582,6 +587,22 @@ impl Symbolize {
         for (i, j) in list_range(&c.ustack, entry).enumerate() {
             let addr = c.u_addr.value(j);
             let recorded_path = opt_str(&c.u_module, j);
+            if let Some(name) = c.u_symbol.as_ref().and_then(|s| opt_str(s, j)) {
+                let key = GKey::Jit {
+                    module: recorded_path,
+                    name,
+                };
+                g.add(key, addr, || Group {
+                    place: Place {
+                        kernel: false,
+                        module: recorded_path,
+                        build_id: None,
+                        offset: None,
+                    },
+                    res: Res::Fixed(SymFrame::named(name)),
+                });
+                continue;
+            }
             let build_id = opt_str(&c.u_build_id, j);
             let offset = c.u_offset.is_valid(j).then(|| c.u_offset.value(j));
             // A frame the kernel normalized in a file no traced process was seen mapping has
@@ -720,6 +741,8 @@ struct StackColumns {
     u_build_id: StringArray,
     u_offset: UInt64Array,
     u_error: StringArray,
+    /// Perf-map names (absent from streams recorded before they were).
+    u_symbol: Option<StringArray>,
     ksyms: Option<KernelSymbols>,
     sent: Option<Entries>,
 }
@@ -790,6 +813,9 @@ impl StackColumns {
             u_build_id: strings(uframe::BUILD_ID)?,
             u_offset: uints(uframe::OFFSET)?,
             u_error: strings(uframe::ERROR)?,
+            u_symbol: u
+                .column_by_name(uframe::SYMBOL)
+                .map(|c| c.as_string::<i32>().clone()),
             ustack,
             uent,
             ksyms,
@@ -838,6 +864,9 @@ impl StackColumns {
                     let offset = self.u_offset.is_valid(j).then(|| self.u_offset.value(j));
                     offset.hash(&mut h);
                     opt_str(&self.u_error, j).hash(&mut h);
+                    if let Some(s) = &self.u_symbol {
+                        opt_str(s, j).hash(&mut h);
+                    }
                 }
             }
             None => h.write_u8(0),

@@ -55,3 +55,14 @@ pub fn bpf_serial() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
     LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
+
+/// The directory of the crate whose tests run: cargo's `CARGO_MANIFEST_DIR` at run time, else
+/// `compiled` (pass `env!("CARGO_MANIFEST_DIR")`). The compiled-in path alone goes stale when the
+/// same target directory builds clones at different paths: cargo does not rebuild a test
+/// binary because its sources moved.
+pub fn crate_dir(compiled: &'static str) -> std::path::PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(std::path::PathBuf::from)
+        .filter(|p| p.is_dir())
+        .unwrap_or_else(|| compiled.into())
+}

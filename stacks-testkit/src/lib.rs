@@ -14,7 +14,7 @@ pub mod rows;
 pub mod tool;
 pub mod trace_check;
 
-pub use env::{bpf_available, bpf_serial, root_available};
+pub use env::{bpf_available, bpf_serial, crate_dir, root_available};
 #[cfg(feature = "parquet")]
 pub use files::{read_parquet, write_parquet};
 pub use files::{read_stream, stream_bytes, stream_with_ends};

@@ -48,6 +48,8 @@ pub struct UFrame {
     pub build_id: Option<String>,
     pub offset: Option<u64>,
     pub error: Option<String>,
+    /// JIT code's name from a perf map.
+    pub symbol: Option<String>,
 }
 
 /// A kernel symbol recorded for one `kstack` address (an element of `kstack_symbols`).
@@ -304,6 +306,7 @@ fn ustack_array(stacks: &[Option<&[UFrame]>]) -> ArrayRef {
             strings(&f, |f| f.build_id.as_deref()),
             u64s(&f, |f| f.offset),
             strings(&f, |f| f.error.as_deref()),
+            strings(&f, |f| f.symbol.as_deref()),
         ];
         Arc::new(StructArray::new(fields, columns, None))
     })

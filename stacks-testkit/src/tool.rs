@@ -179,7 +179,8 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 /// The inputs the fuzzers found (`stacks-testkit/corpus/fuzz/`, named after the target that
 /// found them): every test that reads streams can replay them.
 pub fn fuzz_corpus() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus/fuzz")
+    // Every crate is at the workspace root, so from the crate under test too.
+    crate::env::crate_dir(env!("CARGO_MANIFEST_DIR")).join("../stacks-testkit/corpus/fuzz")
 }
 
 /// Run `bin args…` with its stdout closed before it writes anything and `input` on stdin (the

@@ -18,7 +18,7 @@ use stacks_top::engine::Engine;
 use stacks_top::{session, ui};
 
 fn golden_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
+    stacks_testkit::crate_dir(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
 }
 
 /// The fixture recording (60 rows per kind) as one Parquet file.

@@ -3,7 +3,6 @@
 //! (`STACKS_BLESS=1 cargo test -p stacks-trace --test trace` rewrites them); bad input gives
 //! one-line errors, a closed pipe is quiet success.
 
-use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
 
@@ -35,7 +34,7 @@ fn json(args: &[&str]) -> (String, Value) {
 }
 
 fn golden(name: &str, actual: &str) {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
+    let dir = stacks_testkit::crate_dir(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
     stacks_testkit::golden::check_text(&dir, name, actual);
 }
 

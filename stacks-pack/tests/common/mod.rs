@@ -66,6 +66,7 @@ fn row(i: usize) -> Row {
                     build_id: Some(format!("{:040x}", i % 2)),
                     offset: (k == 0).then_some((i * 8) as u64),
                     error: (k == 1).then(|| "no module".to_string()),
+                    symbol: (k == 2).then(|| "JS:*jitted".to_string()),
                 })
                 .collect()
         }),

@@ -3,7 +3,7 @@
 
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Output;
 use std::time::Duration;
 
@@ -22,5 +22,5 @@ pub fn scratch(test: &str) -> stacks_testkit::ScratchDir {
 
 /// The golden files' directory, `tests/golden`.
 pub fn golden_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
+    stacks_testkit::crate_dir(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
 }

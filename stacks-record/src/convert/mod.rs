@@ -21,6 +21,7 @@ use crate::process::normalize::UserNormalizer;
 use crate::process::spans::SpanLabels;
 use crate::process::unwind::Unwinders;
 
+mod held;
 mod pids;
 mod restart;
 mod span_rows;
@@ -92,6 +93,8 @@ pub(crate) struct Converter {
     /// before the exit may be read after it.
     exited: std::collections::VecDeque<(u32, std::time::Instant)>,
     pub norm: UserNormalizer,
+    /// Records of processes waiting for their perf map.
+    pub held: held::Held,
     /// `d` stacks' unwinding (per-process modules, files' CFI).
     pub unwinders: Unwinders,
     pub counts: Counts,
@@ -157,6 +160,7 @@ impl Converter {
             open_spans: OpenSpans::default(),
             gate: None,
             exited: Default::default(),
+            held: held::Held::default(),
             offset_ns,
         }
     }
@@ -209,10 +213,21 @@ impl Converter {
         }
         self.counts.pids.insert(h.pid);
 
+        if h.kind == Kind::STACKS_EV_EXIT || h.kind == Kind::STACKS_EV_EXEC {
+            // A runtime may write its perf map as it exits (HotSpot's DumpPerfMapAtExit): its
+            // held records are converted now, named by the map read once more.
+            self.norm.perf_maps.exited(h.pid);
+            self.release(h.pid, rows, h.kind == Kind::STACKS_EV_EXIT);
+        }
         let stacks = match self.repeated_stacks(h) {
             Some(repeated) => repeated,
             None => self.stacks(e, rows),
         };
+        if std::mem::take(&mut self.norm.unnamed_jit)
+            && crate::process::perfmap::writes_map_at_exit(h.pid)
+        {
+            self.wait_for_perf_map(h.pid);
+        }
         if h.kind == Kind::STACKS_EV_STATE {
             self.state_stacks.insert(h.tid, (stacks, true));
         }
@@ -233,6 +248,7 @@ impl Converter {
                 break;
             }
             self.exited.pop_front();
+            self.held.forget(pid);
             self.norm.forget(pid);
             self.unwinders.forget(pid);
         }

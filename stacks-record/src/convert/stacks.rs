@@ -225,6 +225,7 @@ impl Converter {
                         build_id: Some(id),
                         offset: Some(*offset),
                         error: None,
+                        symbol: None,
                     });
                     if named {
                         self.resolved.insert((*build_id, *offset), frame);
@@ -247,6 +248,7 @@ impl Converter {
                         build_id: None,
                         offset: None,
                         error: Some("not normalized".into()),
+                        symbol: None,
                     }),
                 },
             })

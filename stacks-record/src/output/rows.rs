@@ -358,6 +358,7 @@ mod tests {
             build_id: Some("abcd".into()),
             offset: Some(0x10),
             error: None,
+            symbol: None,
         }];
         let ks = vec![
             Some(KernelSymbol {

@@ -286,6 +286,9 @@ impl Pending {
                     s.field_builder::<StringBuilder>(4)
                         .expect("error")
                         .append_option(f.error.as_deref());
+                    s.field_builder::<StringBuilder>(5)
+                        .expect("symbol")
+                        .append_option(f.symbol.as_deref());
                     s.append(true);
                 }
                 self.ustack.append(true);
@@ -347,6 +350,7 @@ mod tests {
             build_id: Some(build_id.into()),
             offset: Some(offset),
             error: None,
+            symbol: None,
         }
     }
 
@@ -669,6 +673,7 @@ mod tests {
                             build_id: text("build_id", i),
                             offset: num("offset", i),
                             error: text("error", i),
+                            symbol: text("symbol", i).map(Into::into),
                         })
                         .collect()
                 }),
@@ -710,9 +715,18 @@ mod tests {
             build_id: None,
             offset: None,
             error: Some("unmapped".into()),
+            symbol: None,
+        });
+        let jit = t.intern(UserFrame {
+            addr: 0x7f00_1000,
+            module: Some("[jit]".into()),
+            build_id: None,
+            offset: None,
+            error: None,
+            symbol: Some("JS:*hot /app/x.js:3".into()),
         });
         let kstacks: [&[u64]; 4] = [&[0xfff1, 0xfff2], &[0xfff3], &[], &[0, 0xfff2]];
-        let ustacks: [&[u32]; 4] = [&f[..3], &f[3..], &[failed, f[0]], &[]];
+        let ustacks: [&[u32]; 4] = [&f[..3], &f[3..], &[failed, jit, f[0]], &[]];
         let mut rb = RowBuilder::new(raw()).unwrap();
         let dir = std::env::temp_dir().join(format!("stacks-record-dict-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();

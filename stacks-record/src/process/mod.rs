@@ -2,7 +2,8 @@
 //! targets ([`target`]), memory maps ([`maps`], the one `/proc/PID/maps` parser), build ids of
 //! mapped files ([`modules`]), user-frame normalization ([`normalize`]), `d` stacks unwound
 //! with CFI ([`unwind`]), file and socket names ([`fdnames`]), cgroup paths ([`cgroups`]),
-//! kernel symbols ([`kallsyms`]), `tracing` spans ([`spans`]) and the vDSO image ([`vdso`]).
+//! kernel symbols ([`kallsyms`]), `tracing` spans ([`spans`]), the vDSO image ([`vdso`]) and JIT
+//! code's names from perf maps ([`perfmap`]).
 
 pub(crate) mod cgroups;
 pub(crate) mod fdnames;
@@ -10,6 +11,7 @@ pub(crate) mod kallsyms;
 pub(crate) mod maps;
 pub(crate) mod modules;
 pub(crate) mod normalize;
+pub(crate) mod perfmap;
 pub(crate) mod spans;
 pub(crate) mod target;
 pub(crate) mod unwind;

@@ -7,10 +7,13 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use blazesym::Pid;
 use blazesym::normalize::{NormalizeOpts, Normalizer, Reason, UserMeta};
+
+use crate::process::perfmap::{JIT_MODULE, PerfMaps};
 
 /// One normalized user frame.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -20,6 +23,9 @@ pub(crate) struct UserFrame {
     pub build_id: Option<String>,
     pub offset: Option<u64>,
     pub error: Option<String>,
+    /// The name the process published for the code at `addr` (a perf map), for code in no
+    /// file (JIT).
+    pub symbol: Option<Rc<str>>,
 }
 
 /// Every distinct normalized frame of a recording, each with an id (its index).
@@ -56,6 +62,9 @@ struct PidState {
     normalizer: Normalizer,
     /// Normalized frames (ids), and failures that will not change (no file behind the address).
     frames: HashMap<u64, u32, ahash::RandomState>,
+    /// Addresses in memory no file backs (JIT code): named by the perf map at each use, since
+    /// the map grows and code moves.
+    anonymous: HashMap<u64, u32, ahash::RandomState>,
     /// When unmapped addresses were last looked up in a fresh read of the map.
     retried: Option<Instant>,
 }
@@ -79,12 +88,19 @@ pub(crate) struct UserNormalizer {
     pub table: FrameTable,
     /// Frames that could not be normalized.
     pub failed_frames: u64,
+    /// The processes' perf maps, naming their JIT code.
+    pub perf_maps: PerfMaps,
+    /// Frames named by a perf map.
+    pub jit_frames: u64,
+    /// Set when a stack held JIT code of a process with no perf map (yet).
+    pub unnamed_jit: bool,
 }
 
 impl UserNormalizer {
     /// Forget a process (it exec'd a new image, or exited and its pid may be reused).
     pub(crate) fn forget(&mut self, pid: u32) {
         self.pids.remove(&pid);
+        self.perf_maps.forget(pid);
     }
 
     /// Start the frame table over (every id handed out so far is forgotten, the processes'
@@ -92,6 +108,7 @@ impl UserNormalizer {
     pub(crate) fn restart_frames(&mut self) -> FrameTable {
         for state in self.pids.values_mut() {
             state.frames.clear();
+            state.anonymous.clear();
         }
         std::mem::take(&mut self.table)
     }
@@ -114,12 +131,13 @@ impl UserNormalizer {
         let state = self.pids.entry(pid).or_insert_with(|| PidState {
             normalizer: new_normalizer(),
             frames: HashMap::default(),
+            anonymous: HashMap::default(),
             retried: None,
         });
         let mut missing: Vec<u64> = addrs
             .iter()
             .copied()
-            .filter(|a| !state.frames.contains_key(a))
+            .filter(|a| !state.frames.contains_key(a) && !state.anonymous.contains_key(a))
             .collect();
         missing.sort_unstable();
         missing.dedup();
@@ -158,10 +176,13 @@ impl UserNormalizer {
                     self.failed_frames += 1;
                 }
                 let addr = f.addr;
+                let anonymous = f.error.as_deref() == Some(ANONYMOUS);
                 let id = table.intern(f);
                 if unmapped {
                     // Not cached: a later refresh may find the mapping.
                     retry.insert(addr, id);
+                } else if anonymous {
+                    state.anonymous.insert(addr, id);
                 } else {
                     state.frames.insert(addr, id);
                 }
@@ -169,9 +190,25 @@ impl UserNormalizer {
         }
         addrs
             .iter()
-            .map(|a| match state.frames.get(a).or_else(|| retry.get(a)) {
-                Some(&id) => id,
-                None => table.intern(failed(*a, "not normalized")),
+            .map(|a| {
+                if let Some(&unnamed) = state.anonymous.get(a) {
+                    return match self.perf_maps.name(pid, *a) {
+                        Some(name) => {
+                            self.jit_frames += 1;
+                            table.intern(jit(*a, name))
+                        }
+                        None => {
+                            if !self.perf_maps.has_map(pid) {
+                                self.unnamed_jit = true;
+                            }
+                            unnamed
+                        }
+                    };
+                }
+                match state.frames.get(a).or_else(|| retry.get(a)) {
+                    Some(&id) => id,
+                    None => table.intern(failed(*a, "not normalized")),
+                }
             })
             .collect()
     }
@@ -184,6 +221,22 @@ fn failed(addr: u64, why: &str) -> UserFrame {
         build_id: None,
         offset: None,
         error: Some(why.to_string()),
+        symbol: None,
+    }
+}
+
+/// Why a frame in memory no file backs is unnamed (no perf map names it).
+const ANONYMOUS: &str = "anonymous memory (JIT code?) that no perf map names";
+
+/// A frame of JIT code, named by its process's perf map.
+fn jit(addr: u64, name: Rc<str>) -> UserFrame {
+    UserFrame {
+        addr,
+        module: Some(JIT_MODULE.into()),
+        build_id: None,
+        offset: None,
+        error: None,
+        symbol: Some(name),
     }
 }
 
@@ -211,6 +264,10 @@ fn resolve(normalizer: &Normalizer, pid: u32, sorted: &[u64]) -> Vec<(UserFrame,
         .zip(out.outputs.iter())
         .map(
             |(&addr, &(offset, meta_idx))| match out.meta.get(meta_idx) {
+                // Mapped, but by no file: JIT code, which a perf map may name.
+                Some(UserMeta::Unknown(u)) if u.reason == Reason::MissingComponent => {
+                    (failed(addr, ANONYMOUS), false)
+                }
                 Some(UserMeta::Unknown(u)) => (
                     failed(addr, &u.reason.to_string()),
                     u.reason == Reason::Unmapped,
@@ -233,6 +290,7 @@ fn frame(addr: u64, offset: u64, meta: Option<&UserMeta<'_>>) -> UserFrame {
             build_id: elf.build_id.as_ref().map(|b| stacks_stream::hex::encode(b)),
             offset: Some(offset),
             error: None,
+            symbol: None,
         },
         // blazesym names vDSO addresses itself; the frame is kept as one of the vDSO image
         // (`stacks.vdso` in the stream), which stacks-symbolize finds by its build id.
@@ -247,6 +305,7 @@ fn frame(addr: u64, offset: u64, meta: Option<&UserMeta<'_>>) -> UserFrame {
                 build_id: Some(vdso.build_id.clone()),
                 offset: Some(offset),
                 error: None,
+                symbol: None,
             },
             None => UserFrame {
                 addr,
@@ -259,6 +318,7 @@ fn frame(addr: u64, offset: u64, meta: Option<&UserMeta<'_>>) -> UserFrame {
                 build_id: None,
                 offset: Some(offset),
                 error: Some(format!("no file backs this address (in {})", sym.name)),
+                symbol: None,
             },
         },
         Some(UserMeta::Unknown(u)) => failed(addr, &u.reason.to_string()),

@@ -372,6 +372,8 @@ impl Recorder<'_, '_> {
             let (conv, rows) = (&mut self.conv, &mut self.rows);
             agg.finish(self.skel, |r| push_record(conv, rows, r));
         }
+        // Records held for perf maps still to come: converted with what the maps say now.
+        self.conv.release_all(&mut self.rows);
         // Spans still entered: a row each, with no duration.
         self.conv.end_spans(None, &mut self.rows);
         let now = host::realtime_ns();
@@ -443,6 +445,22 @@ impl Recorder<'_, '_> {
                 .map(|a| format!("; {} rows of IO events aggregated in the kernel", a.entries))
                 .unwrap_or_default()
         );
+        let n = &self.conv.norm;
+        if n.perf_maps.maps_found > 0 || n.perf_maps.bad_lines > 0 {
+            eprintln!(
+                "stacks-record: perf maps: {} read, {} JIT frames named, {} bad lines skipped{}",
+                n.perf_maps.maps_found,
+                n.jit_frames,
+                n.perf_maps.bad_lines,
+                match (self.conv.held.held, self.conv.held.given_up) {
+                    (0, _) => String::new(),
+                    (h, 0) => format!("; {h} records held until their map was written"),
+                    (h, g) => format!(
+                        "; {h} records held until their map was written, {g} processes' maps waited for too long"
+                    ),
+                }
+            );
+        }
         let u = &self.conv.unwinders.counts;
         if u.stacks > 0 {
             eprintln!(
@@ -499,7 +517,9 @@ fn drain(
                     // A new image: its spans are read from here if it has a thread context.
                     spans.register(skel, e.h.pid);
                 }
-                conv.push(&e, rows)
+                if !conv.hold(&e, &q.bytes[start..start + len], rows) {
+                    conv.push(&e, rows)
+                }
             }
             Err(_) => conv.counts.malformed += 1,
         }
