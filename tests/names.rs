@@ -207,7 +207,8 @@ fn node_jit_frames_are_named_as_perf_names_them() {
 
 /// HotSpot with `-XX:+DumpPerfMapAtExit`: the JVM writes its perf map only as it exits, after
 /// every sample was taken; the recorder holds that process's records until then, so stacks
-/// names the hot Java method in as many samples as perf (which reads the map afterwards) does.
+/// names the hot Java method in as many samples as perf (which reads the map afterwards) does,
+/// and the JVM's own library (dlopen'ed) by its symbols.
 #[test]
 fn java_jit_frames_are_named_from_the_map_written_at_exit() {
     if !bpf_available("java_jit_frames_are_named_from_the_map_written_at_exit") {
@@ -251,6 +252,13 @@ fn java_jit_frames_are_named_from_the_map_written_at_exit() {
     assert!(
         n > 2_000_000_000 && pn > 200,
         "too few samples: {n} ns of ours, {pn} of perf's"
+    );
+    // libjvm.so, loaded by the launcher after the exec, is named too (its build id learned
+    // from a second read of the process's mappings): the interpreter's entry to Java code.
+    let (jvm, _) = share(&folded, |f| f.starts_with("JavaCalls::call_helper"));
+    assert!(
+        jvm >= 0.9,
+        "libjvm frames named in {jvm:.2} of samples:\n{folded}"
     );
     assert!(
         stderr.contains("records held until their map was written"),

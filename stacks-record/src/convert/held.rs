@@ -74,6 +74,9 @@ impl Converter {
             self.release(pid, rows, false);
             return false;
         }
+        // Converted later, maybe after the process is gone: the libraries it loads are
+        // learned now, while its mappings can be read.
+        self.modules.learn_again(pid);
         let w = self.held.procs.get_mut(&pid).expect("waited for");
         w.records.push(bytes.into());
         self.held.bytes += bytes.len();

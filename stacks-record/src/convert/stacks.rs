@@ -209,6 +209,10 @@ impl Converter {
                         Some(known) => known.clone(),
                         None => {
                             let id = build_id_hex(build_id);
+                            if self.modules.path(&id).is_none() {
+                                // A library loaded after the process's map was read.
+                                self.modules.learn_again(pid);
+                            }
                             let module = self.modules.path(&id).map(str::to_string);
                             // Only named files are remembered: a later exec may name it.
                             if module.is_some() {

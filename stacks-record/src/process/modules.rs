@@ -1,8 +1,10 @@
 //! Build id → file path index. The kernel normalizes user frames to (build id, file offset) at
 //! capture time; this index names the file each build id came from, learned from the memory
-//! maps of traced processes (read when they first appear or exec) and of the recorder itself.
+//! maps of traced processes (read when they first appear or exec, and again when a frame's
+//! build id is not known: a library loaded later, `dlopen`) and of the recorder itself.
 
 use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
 
 use crate::process::maps;
 use stacks_stream::hex::encode as hex;
@@ -13,8 +15,8 @@ pub(crate) struct ModuleIndex {
     by_id: HashMap<String, String>,
     /// Paths whose build id was already read (or could not be).
     read: HashSet<String>,
-    /// Processes whose map was read since they last exec'd.
-    seen: HashSet<u32, ahash::RandomState>,
+    /// Processes whose map was read since they last exec'd, and when.
+    seen: HashMap<u32, Instant, ahash::RandomState>,
 }
 
 impl ModuleIndex {
@@ -32,9 +34,27 @@ impl ModuleIndex {
 
     /// Read the executable file mappings of `pid` once (again after [`Self::forget`]).
     pub(crate) fn learn_process(&mut self, pid: u32) {
-        if pid == 0 || !self.seen.insert(pid) {
+        if pid == 0 || self.seen.contains_key(&pid) {
             return;
         }
+        self.read_process(pid);
+    }
+
+    /// Read the mappings of `pid` again, for a build id it was not seen mapping: a library it
+    /// loaded since (at most every [`RELEARN_EVERY`] per process).
+    pub(crate) fn learn_again(&mut self, pid: u32) {
+        if pid != 0
+            && self
+                .seen
+                .get(&pid)
+                .is_none_or(|t| t.elapsed() >= RELEARN_EVERY)
+        {
+            self.read_process(pid);
+        }
+    }
+
+    fn read_process(&mut self, pid: u32) {
+        self.seen.insert(pid, Instant::now());
         let Ok(maps) = maps::read(pid) else {
             return;
         };
@@ -70,6 +90,9 @@ impl ModuleIndex {
         self.seen.remove(&pid);
     }
 }
+
+/// Least time between two reads of one process's mappings for unknown build ids.
+const RELEARN_EVERY: Duration = Duration::from_millis(100);
 
 /// Paths of file-backed executable mappings in a `/proc/PID/maps` text.
 fn executable_files(text: &str) -> Vec<&str> {
