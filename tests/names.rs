@@ -250,7 +250,7 @@ fn java_jit_frames_are_named_from_the_map_written_at_exit() {
         "samples naming the Java method Hot.hot: stacks {ours:.2} of {n}, perf {theirs:.2} of {pn}"
     );
     assert!(
-        n > 2_000_000_000 && pn > 200,
+        n > 1_000_000_000 && pn > 100,
         "too few samples: {n} ns of ours, {pn} of perf's"
     );
     // libjvm.so, loaded by the launcher after the exec, is named too (its build id learned
