@@ -1,6 +1,7 @@
 //! Finishing a batch, and what a restart of the stack dictionaries means for the converter.
 //! The dictionaries start over once full (`stacks_stream::dict::StackDictionary::is_full`),
-//! which on a busy host with process churn happens every few seconds to minutes; at a restart
+//! which on a busy host with process churn happens every few seconds to minutes, or once a
+//! minute old (and past 1 MiB: `output::stack_table`); at a restart
 //! the converter's per-stack memory starts over with them: the normalized user frames (their
 //! table and every cache of frame ids), and the `state` rows' stacks of threads not seen since
 //! the previous restart. What later rows still need (each live thread's latest `state` stacks,

@@ -67,7 +67,18 @@ pub(crate) struct StackTable {
     kstack: StackDictionary,
     ustack: StackDictionary,
     kstack_symbols: StackDictionary,
+    /// When the dictionaries (re)started.
+    since: std::time::Instant,
 }
+
+/// Age past which the dictionaries start over once they hold [`GENERATION_MIN_BYTES`]: what
+/// they (and every cache of frame ids restarted with them) hold is then what the last minute
+/// saw, not everything since the recording began.
+const GENERATION: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Bytes of entries below which an old dictionary is kept (a steady program's few stacks are
+/// not sent again every minute).
+const GENERATION_MIN_BYTES: usize = 1 << 20;
 
 /// A restart of the stack dictionaries: each kept entry's new key by its old one (rows keyed
 /// before it by other keys mean nothing any more).
@@ -125,6 +136,7 @@ impl StackTable {
             kstack: StackDictionary::new(&DataType::List(k)),
             ustack: StackDictionary::new(&DataType::List(u)),
             kstack_symbols: StackDictionary::new(&DataType::List(s)),
+            since: std::time::Instant::now(),
         })
     }
 
@@ -193,15 +205,19 @@ impl StackTable {
             self.kstack_symbols.extend(&p.kstack_symbols.finish())?;
             p.len = 0;
         }
-        // Past dict::MAX_ENTRIES or dict::MAX_BYTES, start over with the entries this batch
-        // uses (a shorter dictionary, which consumers take as a new one); later stacks are
+        // Past dict::MAX_ENTRIES or dict::MAX_BYTES, or a minute old, start over with the
+        // entries this batch uses (a shorter dictionary, which consumers take as a new one); later stacks are
         // keyed afresh.
         let row_keys: Vec<Option<i32>> = refs
             .iter()
             .map(|r| r.kstack.or(r.ustack).or(r.kstack_symbols))
             .chain(pinned.iter().map(|&k| Some(k)))
             .collect();
-        let full = self.kstack.is_full() || self.ustack.is_full() || self.kstack_symbols.is_full();
+        let bytes = self.kstack.bytes() + self.ustack.bytes() + self.kstack_symbols.bytes();
+        let full = self.kstack.is_full()
+            || self.ustack.is_full()
+            || self.kstack_symbols.is_full()
+            || (self.since.elapsed() >= GENERATION && bytes >= GENERATION_MIN_BYTES);
         let mut map = None;
         let renumbered = match dict::restart_plan(full, sent, &row_keys) {
             Some((keep, mut rows)) => {
@@ -209,6 +225,7 @@ impl StackTable {
                 self.ustack.restart(&keep)?;
                 self.kstack_symbols.restart(&keep)?;
                 self.keys.clear();
+                self.since = std::time::Instant::now();
                 rows.truncate(refs.len());
                 map = Some(
                     keep.iter()
@@ -560,6 +577,36 @@ mod tests {
             "the pinned entry under its new key"
         );
         assert_eq!(plain.len(), 1);
+    }
+
+    /// Below the size limits, dictionaries a minute old start over once they hold 1 MiB; a
+    /// younger or smaller one keeps growing.
+    #[test]
+    fn dictionaries_a_minute_old_start_over() {
+        let t = FrameTable::default();
+        let mut s = StackTable::new(&raw()).unwrap();
+        // 2,500 kernel stacks of 64 addresses: over 1 MiB of entries, under MAX_BYTES.
+        let key = |s: &mut StackTable, x: u64| {
+            let k: Vec<u64> = (x..x + 64).collect();
+            s.key(Some(Ok(&k)), None, || entries(Some(Ok(&k)), None, &t))
+        };
+        let refs: Vec<StackRef> = (0..2500u64).map(|x| key(&mut s, x * 100)).collect();
+        assert!(s.columns_pinned(&refs, &[]).unwrap().1.is_none());
+        assert!(!s.kstack.is_full() && s.kstack.bytes() >= GENERATION_MIN_BYTES);
+        let one = [key(&mut s, 7)];
+        assert!(
+            s.columns_pinned(&one, &[]).unwrap().1.is_none(),
+            "young: kept"
+        );
+        s.since -= GENERATION;
+        let one = [key(&mut s, 7)];
+        let map = s.columns_pinned(&one, &[]).unwrap().1;
+        assert_eq!(map.map(|m| m.len()), Some(1), "a minute old: started over");
+        assert!(s.since.elapsed() < GENERATION);
+        // Small and old: kept.
+        s.since -= GENERATION;
+        let one = [key(&mut s, 7)];
+        assert!(s.columns_pinned(&one, &[]).unwrap().1.is_none());
     }
 
     #[test]
