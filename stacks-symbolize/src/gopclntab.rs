@@ -73,20 +73,13 @@ impl GoBinary {
         if !opts.lines {
             return Ok(Some(vec![frame(name, None, None, false)]));
         }
-        let mut out = Vec::new();
-        let mut pc = addr;
-        if opts.inlines
-            && let Some(trees) = &self.inline
-        {
-            match self.inlined(&f, trees, addr) {
-                Ok((frames, outer_pc)) => {
-                    out = frames;
-                    pc = outer_pc;
-                }
-                // The function's own frame is still right: no inlined frames then.
-                Err(_) => out.clear(),
-            }
-        }
+        // Inline trees that cannot be read leave the function's own frame, still right.
+        let (mut out, pc) = match (&self.inline, opts.inlines) {
+            (Some(trees), true) => self
+                .inlined(&f, trees, addr)
+                .unwrap_or_else(|_| (Vec::new(), addr)),
+            _ => (Vec::new(), addr),
+        };
         let (file, line) = t.file_line(&f, pc)?;
         out.push(frame(name, file, line, false));
         Ok(Some(out))
@@ -179,7 +172,7 @@ impl Cache {
             Ok(Some(go)) => go,
             Ok(None) => return,
             Err(why) => {
-                let why = format!("(a Go binary whose .gopclntab cannot be read: {why})");
+                let why = format!("(Go tables not read: {why})");
                 out.iter_mut()
                     .filter(|f| unnamed(f))
                     .for_each(|f| note(f, &why));

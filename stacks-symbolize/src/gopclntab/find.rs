@@ -1,7 +1,8 @@
 //! Finding a Go binary's tables in its ELF file: the `.gopclntab` section (kept by
-//! `-ldflags='-s -w'`), or without section headers the `pcHeader` found by its magic in a
-//! read-only segment; then the runtime's `moduledata` (in a writable segment, found by its
-//! pointer to the `pcHeader`), whose `gofunc` locates the inline trees (`go:func.*`).
+//! `-ldflags='-s -w'`; `.data.rel.ro.gopclntab` in PIE builds), or without section headers the
+//! `pcHeader` found by its magic in a segment without code; then the runtime's `moduledata` (in
+//! a writable segment, found by its pointer to the `pcHeader`), whose `gofunc` locates the
+//! inline trees (`go:func.*`).
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -90,7 +91,11 @@ pub fn locate(path: &Path) -> Result<Option<Located>, GoError> {
         })
         .collect();
     let text = obj.section_by_name(".text").map(|s| s.address());
-    let (table, vaddr) = match obj.section_by_name(".gopclntab") {
+    // PIE builds name it `.data.rel.ro.gopclntab`.
+    let section = obj
+        .section_by_name(".gopclntab")
+        .or_else(|| obj.section_by_name(".data.rel.ro.gopclntab"));
+    let (table, vaddr) = match section {
         Some(s) => {
             let data = s.data().map_err(GoError::Object)?.to_vec();
             (Table::parse(data, text)?, s.address())
@@ -111,8 +116,8 @@ pub fn locate(path: &Path) -> Result<Option<Located>, GoError> {
     Ok(Some(Located { table, inline }))
 }
 
-/// Without section headers: a `pcHeader` in a read-only segment, found by its magic and
-/// checked by parsing it, with its address.
+/// Without section headers: a `pcHeader` in a segment without code (read-only, or RELRO in
+/// PIE builds), found by its magic and checked by parsing it, with its address.
 fn scan_for_header(
     obj: &Elf<'_>,
     segments: &[Segment],
@@ -128,7 +133,7 @@ fn scan_for_header(
         let SegmentFlags::Elf { p_flags } = seg.flags() else {
             continue;
         };
-        if p_flags & (PF_X | PF_W) != 0 {
+        if p_flags & PF_X != 0 {
             continue;
         }
         let data = seg.data().map_err(GoError::Object)?;

@@ -1,6 +1,6 @@
 //! Tests over a Go program built here by the installed `go`: names, files and lines of known
-//! functions, an inlined call, agreement with DWARF, a binary without section headers, and
-//! corrupted tables (errors, never panics).
+//! functions, an inlined call, agreement with DWARF, PIE and a binary without section headers,
+//! and corrupted tables (errors, never panics).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -49,6 +49,7 @@ fn line_of(mark: &str) -> u32 {
 struct Built {
     stripped: PathBuf,
     with_symbols: PathBuf,
+    pie: PathBuf,
 }
 
 /// The program built twice (stripped and not), once per test run.
@@ -61,8 +62,12 @@ fn built() -> &'static Built {
         std::fs::write(&src, SOURCE).unwrap();
         let build = |out: &str, flags: &str| {
             let path = dir.join(out);
-            let status = Command::new("go")
-                .arg("build")
+            let mut go = Command::new("go");
+            go.arg("build");
+            if out == "pie" {
+                go.arg("-buildmode=pie");
+            }
+            let status = go
                 .arg(format!("-ldflags={flags}"))
                 .arg("-o")
                 .arg(&path)
@@ -76,6 +81,7 @@ fn built() -> &'static Built {
         Built {
             stripped: build("stripped", "-s -w"),
             with_symbols: build("symbols", ""),
+            pie: build("pie", "-s -w"),
         }
     })
 }
@@ -246,6 +252,19 @@ fn without_section_headers_the_table_is_found_by_its_magic() {
     let f = go.frames(hot.entry, LINES).unwrap().unwrap();
     assert_eq!(f[0].line, Some(line_of("hot-decl")));
     assert!(go.has_inline_trees());
+}
+
+#[test]
+fn pie_builds_are_named_too() {
+    let go = GoBinary::open(&built().pie)
+        .unwrap()
+        .expect("a stripped PIE Go binary has Go tables");
+    let hot = func_named(&go, "main.hot");
+    let f = go.frames(hot.entry, LINES).unwrap().unwrap();
+    assert_eq!(f[0].line, Some(line_of("hot-decl")));
+    assert!(go.has_inline_trees(), "PIE moduledata not found");
+    let inlined = (hot.entry..hot.end).any(|pc| go.frames(pc, LINES).unwrap().unwrap().len() == 2);
+    assert!(inlined, "no inlined frame in a PIE build");
 }
 
 #[test]
