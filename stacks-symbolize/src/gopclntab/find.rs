@@ -45,6 +45,13 @@ pub struct InlineTrees {
 }
 
 impl InlineTrees {
+    /// Inline trees read from `file`, with `gofunc` at file offset `gofunc` and its segment
+    /// ending at `end`.
+    #[cfg(test)]
+    pub(super) fn new(file: File, gofunc: u64, end: u64) -> Self {
+        InlineTrees { file, gofunc, end }
+    }
+
     /// `len` bytes at `off` from `gofunc` (within its segment).
     pub fn read(&self, off: u64, len: usize) -> Result<Vec<u8>, GoError> {
         let at = self
@@ -160,20 +167,6 @@ fn find_gofunc(
     table: &Table,
     pclntab: u64,
 ) -> Result<Option<u64>, GoError> {
-    let ps = table.ptr_size();
-    // Word index of gofunc: Go 1.20 added covctrs and ecovctrs before it.
-    let (gofunc_word, text_word) = match table.version {
-        Version::Go118 => (38, 22),
-        Version::Go120 => (40, 22),
-    };
-    let word = |d: &[u8], at: usize| -> Option<u64> {
-        let b = d.get(at..at + ps)?;
-        Some(match ps {
-            4 => u64::from(u32::from_le_bytes(b.try_into().ok()?)),
-            _ => u64::from_le_bytes(b.try_into().ok()?),
-        })
-    };
-    let funcnames = pclntab + table.funcnames_offset() as u64;
     for seg in obj.segments() {
         let SegmentFlags::Elf { p_flags } = seg.flags() else {
             continue;
@@ -182,21 +175,119 @@ fn find_gofunc(
             continue;
         }
         let data = seg.data().map_err(GoError::Object)?;
-        for at in (0..data.len()).step_by(ps) {
-            if word(data, at) != Some(pclntab) || word(data, at + ps) != Some(funcnames) {
-                continue;
-            }
-            let field = |i: usize| word(data, at + i * ps);
-            let (Some(text), Some(rodata), Some(gofunc)) =
-                (field(text_word), field(gofunc_word - 1), field(gofunc_word))
-            else {
-                continue;
-            };
-            let mapped = segments.iter().any(|s| s.file_offset(gofunc).is_some());
-            if text == table.text_start && rodata <= gofunc && mapped {
-                return Ok(Some(gofunc));
-            }
+        let mapped = |a: u64| segments.iter().any(|s| s.file_offset(a).is_some());
+        if let Some(gofunc) = gofunc_in(data, table, pclntab, mapped) {
+            return Ok(Some(gofunc));
         }
     }
     Ok(None)
+}
+
+/// `gofunc` of the `moduledata` in `data` that points at the table (at address `pclntab`):
+/// its text start must be the table's, and `gofunc` at or after `rodata` and `mapped`.
+fn gofunc_in(
+    data: &[u8],
+    table: &Table,
+    pclntab: u64,
+    mapped: impl Fn(u64) -> bool,
+) -> Option<u64> {
+    let ps = table.ptr_size();
+    // Word indexes of text and gofunc: Go 1.20 added covctrs and ecovctrs between them.
+    let (text_word, gofunc_word) = match table.version {
+        Version::Go118 => (22, 38),
+        Version::Go120 => (22, 40),
+    };
+    let word = |at: usize| -> Option<u64> {
+        let b = data.get(at..at.checked_add(ps)?)?;
+        Some(match ps {
+            4 => u64::from(u32::from_le_bytes(b.try_into().ok()?)),
+            _ => u64::from_le_bytes(b.try_into().ok()?),
+        })
+    };
+    let funcnames = pclntab + table.funcnames_offset() as u64;
+    (0..data.len()).step_by(ps).find_map(|at| {
+        if word(at)? != pclntab || word(at + ps)? != funcnames {
+            return None;
+        }
+        let field = |i: usize| word(at + i * ps);
+        // minpc..maxpc, text..etext, then the data, bss and noptrbss ranges, in order.
+        let ordered = [
+            (20, 21),
+            (22, 23),
+            (24, 25),
+            (25, 26),
+            (26, 27),
+            (27, 28),
+            (28, 29),
+        ]
+        .into_iter()
+        .chain([(29, 30), (30, 31)])
+        .all(|(a, b)| field(a).zip(field(b)).is_some_and(|(a, b)| a <= b));
+        let (text, rodata, gofunc) = (
+            field(text_word)?,
+            field(gofunc_word - 1)?,
+            field(gofunc_word)?,
+        );
+        (ordered && text == table.text_start && rodata <= gofunc && mapped(gofunc))
+            .then_some(gofunc)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A minimal Go 1.18 or 1.20 table header: text at 0x401000, names at offset 0x48.
+    fn table(magic: u8) -> Table {
+        let mut h = vec![magic, 0xff, 0xff, 0xff, 0, 0, 1, 8];
+        for w in [1u64, 1, 0x401000, 0x48, 0x48, 0x48, 0x48, 0x48] {
+            h.extend_from_slice(&w.to_le_bytes());
+        }
+        for w in [0u32, 0, 0x10, 0] {
+            h.extend_from_slice(&w.to_le_bytes());
+        }
+        Table::parse(h, None).unwrap()
+    }
+
+    /// A moduledata after 3 words of other data: the pcHeader at 0x4b0000, its names 0x48
+    /// after it, increasing addresses from word 19 on, text at word 22, and gofunc (after
+    /// rodata) at `gofunc_word`.
+    fn moduledata(gofunc_word: usize, text: u64) -> Vec<u8> {
+        let mut w: Vec<u64> = (0..3 + 48).map(|i| 0x400000 + i as u64 * 0x1000).collect();
+        w[3] = 0x4b0000;
+        w[4] = 0x4b0048;
+        w[3 + 20] = 0x401000;
+        w[3 + 22] = text;
+        w[3 + gofunc_word - 1] = 0x480000;
+        w[3 + gofunc_word] = 0x49a000;
+        w.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn moduledata_of_each_layout() {
+        let all = |_: u64| true;
+        for (magic, word) in [(0xf0, 38), (0xf1, 40)] {
+            let t = table(magic);
+            assert_eq!(
+                gofunc_in(&moduledata(word, 0x401000), &t, 0x4b0000, all),
+                Some(0x49a000)
+            );
+            // Another text, data ranges out of order, an unmapped gofunc, a truncated one.
+            let mut disordered = moduledata(word, 0x401000);
+            disordered[(3 + 26) * 8..(3 + 27) * 8].fill(0xff);
+            assert_eq!(gofunc_in(&disordered, &t, 0x4b0000, all), None);
+            assert_eq!(
+                gofunc_in(&moduledata(word, 0x402000), &t, 0x4b0000, all),
+                None
+            );
+            assert_eq!(
+                gofunc_in(&moduledata(word, 0x401000), &t, 0x4b0000, |_| false),
+                None
+            );
+            assert_eq!(
+                gofunc_in(&moduledata(word, 0x401000)[..100], &t, 0x4b0000, all),
+                None
+            );
+        }
+    }
 }

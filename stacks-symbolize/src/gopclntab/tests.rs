@@ -305,3 +305,105 @@ fn corrupted_tables_are_errors_not_panics() {
         assert_eq!(out.len(), 2);
     }
 }
+
+/// A one-function table in `version`'s layout (text at 0x1000, 0x40 bytes): `main.outer` at
+/// lines 10, 20, 30 of `/src/a.go` by 0x10-byte steps, `main.inner` inlined over 0x10..0x20
+/// from the call at offset 8; and its inline tree, written to `tree`.
+fn synthetic(version: Version, tree: &Path) -> GoBinary {
+    let mut d = vec![0u8; 72];
+    let put = |d: &mut Vec<u8>, v: &[u8]| -> u64 {
+        let at = d.len() as u64;
+        d.extend_from_slice(v);
+        at
+    };
+    let names = put(&mut d, b"main.outer\0main.inner\0");
+    let cutab = put(&mut d, &0u32.to_le_bytes());
+    let filetab = put(&mut d, b"/src/a.go\0");
+    let pctab = put(&mut d, &[0]);
+    // Values are zigzag deltas from -1; pcs deltas from the entry; 0 ends a table.
+    let pcfile = put(&mut d, &[2, 0x40, 0]) - pctab;
+    let pcln = put(&mut d, &[22, 0x10, 20, 0x10, 20, 0x20, 0]) - pctab;
+    let inl = put(&mut d, &[0, 0x10, 2, 0x10, 1, 0x20, 0]) - pctab;
+    let functab = d.len() as u64;
+    let mut ft = Vec::new();
+    for w in [0u32, 16, 0x40, 0] {
+        ft.extend_from_slice(&w.to_le_bytes());
+    }
+    put(&mut d, &ft);
+    let mut f = Vec::new();
+    let mut fields = vec![0u32, 0, 0, 0, 0, pcfile as u32, pcln as u32, 3, 0];
+    if version == Version::Go120 {
+        fields.push(5); // startLine
+    }
+    for w in fields {
+        f.extend_from_slice(&w.to_le_bytes());
+    }
+    f.extend_from_slice(&[0, 0, 0, 4]); // funcID, flag, pad, nfuncdata
+    for w in [0u32, 0, inl as u32, u32::MAX, u32::MAX, u32::MAX, 0] {
+        f.extend_from_slice(&w.to_le_bytes());
+    }
+    put(&mut d, &f);
+    let magic: u32 = match version {
+        Version::Go118 => 0xffff_fff0,
+        Version::Go120 => 0xffff_fff1,
+    };
+    d[..4].copy_from_slice(&magic.to_le_bytes());
+    d[4..8].copy_from_slice(&[0, 0, 1, 8]);
+    for (i, w) in [1, 1, 0x1000, names, cutab, filetab, pctab, functab]
+        .into_iter()
+        .enumerate()
+    {
+        d[8 + i * 8..16 + i * 8].copy_from_slice(&w.to_le_bytes());
+    }
+    let mut call = Vec::new();
+    match version {
+        Version::Go118 => {
+            call.extend_from_slice(&(-1i16).to_le_bytes());
+            call.extend_from_slice(&[0, 0]);
+            for w in [0u32, 20, 11, 8] {
+                call.extend_from_slice(&w.to_le_bytes());
+            }
+        }
+        Version::Go120 => {
+            call.extend_from_slice(&[0, 0, 0, 0]);
+            for w in [11u32, 8, 19] {
+                call.extend_from_slice(&w.to_le_bytes());
+            }
+        }
+    }
+    std::fs::write(tree, &call).unwrap();
+    let file = std::fs::File::open(tree).unwrap();
+    GoBinary {
+        table: Table::parse(d, None).unwrap(),
+        inline: Some(InlineTrees::new(file, 0, call.len() as u64)),
+    }
+}
+
+#[test]
+fn both_layouts_read_alike() {
+    let dir = built().stripped.parent().unwrap().to_path_buf();
+    for version in [Version::Go118, Version::Go120] {
+        let go = synthetic(version, &dir.join(format!("tree-{version:?}")));
+        assert_eq!(go.table().version, version);
+        let at = |pc: u64| -> Vec<(String, u32, bool)> {
+            go.frames(pc, LINES)
+                .unwrap()
+                .unwrap()
+                .into_iter()
+                .map(|f| (f.function.unwrap(), f.line.unwrap(), f.inlined))
+                .collect()
+        };
+        let s = |n: &str| n.to_string();
+        assert_eq!(at(0x1000), [(s("main.outer"), 10, false)], "{version:?}");
+        assert_eq!(
+            at(0x1018),
+            [(s("main.inner"), 20, true), (s("main.outer"), 10, false)],
+            "{version:?}"
+        );
+        assert_eq!(at(0x103f), [(s("main.outer"), 30, false)], "{version:?}");
+        let f = go.frames(0x1018, LINES).unwrap().unwrap();
+        assert_eq!(f[0].file.as_deref(), Some("/src/a.go"));
+        assert!(go.frames(0x1040, LINES).unwrap().is_none());
+        assert!(go.frames(0xfff, LINES).unwrap().is_none());
+    }
+}
