@@ -109,13 +109,13 @@ impl GoBinary {
             let parent_pc = table::u32_at(&entry, parent_at)?;
             let (file, line) = t.file_line(f, pc)?;
             out.push(frame(name, file, line, true));
-            let parent = f.entry + u64::from(parent_pc);
-            if parent >= f.end {
-                return Err(GoError::Malformed(
+            pc = f
+                .entry
+                .checked_add(u64::from(parent_pc))
+                .filter(|&p| p < f.end)
+                .ok_or(GoError::Malformed(
                     "an inlined call's parent pc outside its function",
-                ));
-            }
-            pc = parent;
+                ))?;
         }
         Ok((out, pc))
     }

@@ -32,7 +32,7 @@ impl Segment {
     /// File offset of address `vaddr` if the segment holds its bytes.
     fn file_offset(&self, vaddr: u64) -> Option<u64> {
         let rel = vaddr.checked_sub(self.vaddr)?;
-        (rel < self.filesz).then_some(self.offset + rel)
+        self.offset.checked_add(rel).filter(|_| rel < self.filesz)
     }
 }
 
@@ -117,7 +117,7 @@ pub fn locate(path: &Path) -> Result<Option<Located>, GoError> {
         Some(InlineTrees {
             file,
             gofunc: seg.file_offset(gofunc)?,
-            end: seg.offset + seg.filesz,
+            end: seg.offset.saturating_add(seg.filesz),
         })
     });
     Ok(Some(Located { table, inline }))
@@ -152,7 +152,7 @@ fn scan_for_header(
             if let Ok(t) = Table::parse(data[at..].to_vec(), text)
                 && t.find(t.text_start).is_ok_and(|f| f.is_some())
             {
-                return Ok(Some((t, seg.address() + at as u64)));
+                return Ok(Some((t, seg.address().wrapping_add(at as u64))));
             }
         }
     }
@@ -204,7 +204,7 @@ fn gofunc_in(
             _ => u64::from_le_bytes(b.try_into().ok()?),
         })
     };
-    let funcnames = pclntab + table.funcnames_offset() as u64;
+    let funcnames = pclntab.wrapping_add(table.funcnames_offset() as u64);
     (0..data.len()).step_by(ps).find_map(|at| {
         if word(at)? != pclntab || word(at + ps)? != funcnames {
             return None;

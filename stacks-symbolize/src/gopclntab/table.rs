@@ -176,9 +176,16 @@ impl Table {
                 "a function's entry disagrees with its table",
             ));
         }
+        let at = |o: u32| {
+            self.text_start
+                .checked_add(u64::from(o))
+                .ok_or(GoError::Malformed(
+                    "a function past the end of the address space",
+                ))
+        };
         Ok(Func {
-            entry: self.text_start + u64::from(start),
-            end: self.text_start + u64::from(end),
+            entry: at(start)?,
+            end: at(end)?,
             off,
         })
     }
@@ -237,7 +244,8 @@ impl Table {
                 (uv >> 1) as i32
             };
             val = val.wrapping_add(delta);
-            pc += u64::from(varint(&self.data, &mut at)?) * self.quantum;
+            let step = u64::from(varint(&self.data, &mut at)?) * self.quantum;
+            pc = pc.saturating_add(step);
             if addr < pc {
                 return Ok((val >= 0).then_some(val));
             }
