@@ -2,8 +2,6 @@
 //! DWARF, only the runtime's `.gopclntab`. stacks-symbolize names its frames from that table
 //! (function, file:line, inlined calls), measured against perf on the same program.
 
-use std::path::Path;
-
 use arrow_array::cast::AsArray;
 use stacks_tests::{
     Frame, bpf_available, bpf_serial, check, read_frames, read_stream, scratch, sh,
@@ -45,10 +43,10 @@ fn stripped_go_is_named_from_gopclntab() {
     let _serial = bpf_serial();
     let dir = scratch("go-names");
     let d = dir.display();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/go_names/main.go");
+    // The source as compiled in: no path of the checkout is kept in the test binary.
+    std::fs::write(dir.join("main.go"), SOURCE).expect("write the Go program");
     let build = sh(&format!(
-        "cp {} {d}/main.go && cd {d} && go build -ldflags='-s -w' -o {d}/prog main.go",
-        src.display()
+        "cd {d} && go build -ldflags='-s -w' -o {d}/prog main.go"
     ));
     check(
         &build,
