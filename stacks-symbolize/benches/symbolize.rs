@@ -8,9 +8,12 @@
 //!   `stack` dictionary.
 //! - `cold`: a fresh symbolizer each time; distinct frames resolved per second (DWARF parsing
 //!   and lookups, on 1 or 2 worker threads).
+//! - `go`: cold lookups of addresses spread over every function of a small Go program (built
+//!   by the installed `go`; skipped without it): stripped (`-s -w`, named from `.gopclntab`)
+//!   next to the same program with symbols (blazesym, DWARF).
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow_array::TimestampNanosecondArray;
@@ -19,7 +22,8 @@ use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray};
 use arrow_schema::DataType;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use stacks_symbolize::debuginfo::Finder;
-use stacks_symbolize::resolve::{Options, Pool};
+use stacks_symbolize::gopclntab::GoBinary;
+use stacks_symbolize::resolve::{Job, Options, Pool, Worker};
 use stacks_symbolize::transform::{KernelConfig, Layout, Symbolize};
 
 /// Text symbols of `exe` with a size: (address, size).
@@ -210,5 +214,71 @@ fn bench(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, bench);
+/// A small Go program built stripped and with symbols, and 4 addresses in each of its
+/// functions; `None` when `go` cannot build it.
+fn go_program() -> Option<(PathBuf, PathBuf, Vec<u64>)> {
+    let dir = std::env::temp_dir().join(format!("stacks-bench-go-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).ok()?;
+    let src = dir.join("main.go");
+    std::fs::write(
+        &src,
+        "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"hello\") }\n",
+    )
+    .ok()?;
+    let build = |out: &str, flags: &str| -> Option<PathBuf> {
+        let path = dir.join(out);
+        let ok = std::process::Command::new("go")
+            .arg("build")
+            .arg(format!("-ldflags={flags}"))
+            .arg("-o")
+            .arg(&path)
+            .arg(&src)
+            .current_dir(&dir)
+            .status()
+            .ok()?
+            .success();
+        ok.then_some(path)
+    };
+    let stripped = build("stripped", "-s -w")?;
+    let with_symbols = build("symbols", "")?;
+    let go = GoBinary::open(&stripped).ok()??;
+    let t = go.table();
+    let mut addrs: Vec<u64> = (0..t.len())
+        .filter_map(|i| t.func(i).ok())
+        .flat_map(|f| (0..4).map(move |k| f.entry + (f.end - f.entry) * k / 4))
+        .collect();
+    addrs.sort_unstable();
+    addrs.dedup();
+    Some((stripped, with_symbols, addrs))
+}
+
+fn bench_go(c: &mut Criterion) {
+    let Some((stripped, with_symbols, addrs)) = go_program() else {
+        eprintln!("go benchmark skipped: `go` could not build its program");
+        return;
+    };
+    let opts = Options {
+        lines: true,
+        inlines: true,
+    };
+    let mut g = c.benchmark_group("go");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(addrs.len() as u64));
+    for (what, file) in [("gopclntab", &stripped), ("dwarf", &with_symbols)] {
+        g.bench_function(BenchmarkId::new("cold_lookups", what), |bch| {
+            bch.iter(|| {
+                // A fresh worker: the file's tables read again.
+                let mut w = Worker::new(opts, &[]);
+                std::hint::black_box(w.run(&Job::Elf {
+                    file: file.clone(),
+                    addrs: addrs.clone(),
+                }))
+            })
+        });
+    }
+    g.finish();
+    let _ = std::fs::remove_dir_all(stripped.parent().expect("a directory"));
+}
+
+criterion_group!(benches, bench, bench_go);
 criterion_main!(benches);

@@ -6,6 +6,7 @@ pub mod debuginfo;
 pub mod debuginfod;
 pub mod elf;
 pub mod fx;
+pub mod gopclntab;
 pub mod kernel;
 pub mod layout;
 mod lookup;

@@ -162,6 +162,9 @@ fn expand(sym: Symbolized<'_>) -> Vec<SymFrame> {
 pub struct Worker {
     symbolizer: Symbolizer,
     inspector: Inspector,
+    opts: Options,
+    /// Stripped Go binaries' own tables, for the addresses blazesym cannot name.
+    go: crate::gopclntab::Cache,
 }
 
 impl Worker {
@@ -174,6 +177,8 @@ impl Worker {
                 .set_debug_dirs(Some(debug_dirs))
                 .build(),
             inspector: Inspector::new(),
+            opts,
+            go: crate::gopclntab::Cache::default(),
         }
     }
 
@@ -183,7 +188,11 @@ impl Worker {
             Job::Elf { file, addrs } => {
                 let src = Source::Elf(Elf::new(file));
                 match self.symbolizer.symbolize(&src, Input::VirtOffset(addrs)) {
-                    Ok(syms) => syms.into_iter().map(expand).collect(),
+                    Ok(syms) => {
+                        let mut out: Vec<Vec<SymFrame>> = syms.into_iter().map(expand).collect();
+                        self.go.name_unnamed(file, addrs, &mut out, self.opts);
+                        out
+                    }
                     Err(e) => {
                         let why = format!("reading {}: {e}", file.display());
                         vec![
