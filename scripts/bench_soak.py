@@ -139,6 +139,23 @@ def section(samples, churn_report, files, seconds, started, load_before, load_af
             v = sorted(x[1][i] for x in samples if w <= x[0] < w + 300)
             cells.append(f"{v[len(v) // 2] / 1024:.0f}" if v else "")
         medians.append(f"| {name} | " + " | ".join(cells) + " |")
+    # The target compares two moments of a sawtooth (pairs rotating, dictionaries starting
+    # over); the peaks of whole minutes compare its tops instead.
+    end = samples[-1][0]
+    last = (end - 60, end + 1)
+    peaks = [
+        "",
+        "Peaks of a whole minute (RSS, MiB): the second minute's against the last one's, the"
+        " target's comparison made on the tops of each stage's cycle:",
+        "",
+        f"| stage | 1-2 min | {last[0] / 60:.0f}-{end / 60:.0f} min | last ÷ second |",
+        "|---|---:|---:|---:|",
+    ]
+    for i, name in enumerate(STAGES):
+        second = max((x[1][i] for x in samples if 60 <= x[0] < 120), default=0)
+        final = max((x[1][i] for x in samples if last[0] <= x[0] < last[1]), default=0)
+        ratio = f"{final / second:.2f}" if second else ""
+        peaks.append(f"| {name} | {second / 1024:.0f} | {final / 1024:.0f} | {ratio} |")
     before = []
     if os.environ.get("BENCH_SOAK_BEFORE_CSV"):
         old = read_csv(os.environ["BENCH_SOAK_BEFORE_CSV"])
@@ -176,6 +193,7 @@ def section(samples, churn_report, files, seconds, started, load_before, load_af
         "",
         *lines,
         *medians,
+        *peaks,
         *before,
         END,
     ])
