@@ -4,7 +4,7 @@
 
 use arrow_array::cast::AsArray;
 use stacks_tests::{
-    Frame, bpf_available, bpf_serial, check, read_frames, read_stream, scratch, sh,
+    Frame, bpf_available, bpf_serial, check, perf_share, read_frames, read_stream, scratch, sh,
 };
 
 const SOURCE: &str = include_str!("fixtures/go_names/main.go");
@@ -17,22 +17,6 @@ fn line_of(mark: &str) -> u32 {
         .position(|l| l.ends_with(&tag))
         .map(|i| i as u32 + 1)
         .unwrap_or_else(|| panic!("no {tag} in the fixture"))
-}
-
-/// perf's share of samples (`perf script -F ip,sym` blocks) with a frame named `symbol`.
-fn perf_share(script: &str, symbol: &str) -> (f64, u64) {
-    let blocks: Vec<&str> = script
-        .split("\n\n")
-        .filter(|b| !b.trim().is_empty())
-        .collect();
-    let hit = blocks
-        .iter()
-        .filter(|b| {
-            b.lines()
-                .any(|l| l.split_whitespace().nth(1) == Some(symbol))
-        })
-        .count();
-    (hit as f64 / blocks.len().max(1) as f64, blocks.len() as u64)
 }
 
 #[test]

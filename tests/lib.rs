@@ -368,3 +368,28 @@ pub fn free_port() -> u16 {
         .unwrap()
         .port()
 }
+
+/// perf's share of samples whose call chain has a frame named `symbol` (`perf script`: one
+/// block of frames per sample).
+pub fn perf_share(script: &str, symbol: &str) -> (f64, u64) {
+    perf_share_by(script, |name| {
+        name.split_whitespace().next() == Some(symbol)
+    })
+}
+
+/// perf's share of samples whose call chain has a frame whose name (`perf script -F ip,sym`:
+/// what follows the address) `names` finds in.
+pub fn perf_share_by(script: &str, names: impl Fn(&str) -> bool) -> (f64, u64) {
+    let (mut hit, mut all) = (0u64, 0u64);
+    for block in script.split("\n\n").filter(|b| !b.trim().is_empty()) {
+        all += 1;
+        if block.lines().any(|l| {
+            l.trim_start()
+                .split_once(' ')
+                .is_some_and(|(_, name)| names(name.trim_start()))
+        }) {
+            hit += 1;
+        }
+    }
+    (hit as f64 / all.max(1) as f64, all)
+}

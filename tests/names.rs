@@ -5,7 +5,7 @@
 //! process's perf map, read by the recorder while the process lives (a C program that writes
 //! its own code and map, in a container of its own; V8 under node).
 
-use stacks_tests::{bpf_available, bpf_serial, check, scratch, sh};
+use stacks_tests::{bpf_available, bpf_serial, check, perf_share, perf_share_by, scratch, sh};
 
 /// Share of the folded stacks' samples (`root;…;leaf N` lines) that `names` finds in.
 fn share(folded: &str, names: impl Fn(&str) -> bool) -> (f64, u64) {
@@ -18,31 +18,6 @@ fn share(folded: &str, names: impl Fn(&str) -> bool) -> (f64, u64) {
         all += n;
         if stack.split(';').any(&names) {
             hit += n;
-        }
-    }
-    (hit as f64 / all.max(1) as f64, all)
-}
-
-/// perf's share of samples whose call chain has a frame named `symbol` (`perf script`: one
-/// block of frames per sample).
-fn perf_share(script: &str, symbol: &str) -> (f64, u64) {
-    perf_share_by(script, |name| {
-        name.split_whitespace().next() == Some(symbol)
-    })
-}
-
-/// perf's share of samples whose call chain has a frame whose name (`perf script -F ip,sym`:
-/// what follows the address) `names` finds in.
-fn perf_share_by(script: &str, names: impl Fn(&str) -> bool) -> (f64, u64) {
-    let (mut hit, mut all) = (0u64, 0u64);
-    for block in script.split("\n\n").filter(|b| !b.trim().is_empty()) {
-        all += 1;
-        if block.lines().any(|l| {
-            l.trim_start()
-                .split_once(' ')
-                .is_some_and(|(_, name)| names(name.trim_start()))
-        }) {
-            hit += 1;
         }
     }
     (hit as f64 / all.max(1) as f64, all)
