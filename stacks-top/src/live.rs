@@ -1,8 +1,9 @@
 //! Live mode: a thread reads the symbolized stream on stdin, splits each batch into samples
 //! rows and the distinct stacks they reference (as stacks-pack does), and keeps the rows of
-//! the last `--keep`; the screen takes a snapshot of them at each refresh.
+//! the last `--keep` and the stacks those rows use (counted per stack: a stack no kept row
+//! uses any more is dropped); the screen takes a snapshot of them at each refresh.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use anyhow::{Result, bail};
@@ -12,7 +13,7 @@ use arrow_array::{Array, RecordBatch};
 use arrow_schema::SchemaRef;
 use stacks_stream::col;
 use stacks_stream::io::InputStream;
-use stacks_stream::store::StackSplitter;
+use stacks_stream::store::{StackId, StackSplitter};
 
 use crate::view::Ns;
 
@@ -43,6 +44,10 @@ struct Shared {
     pending: Vec<RecordBatch>,
     pending_rows: usize,
     stacks: Vec<RecordBatch>,
+    /// Rows read and kept that use each stack (pending rows included).
+    uses: HashMap<StackId, u32>,
+    /// Stacks in `stacks` that no row uses any more.
+    dead: usize,
     /// Rows read so far.
     rows: u64,
     ended: bool,
@@ -90,6 +95,8 @@ impl Live {
             pending: Vec::new(),
             pending_rows: 0,
             stacks: Vec::new(),
+            uses: HashMap::default(),
+            dead: 0,
             rows: 0,
             ended: false,
             error: None,
@@ -147,6 +154,21 @@ fn lock(shared: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
     shared.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// The stack ids of `batch`'s rows (none without a `stack_id` column).
+fn stack_ids(batch: &RecordBatch) -> impl Iterator<Item = StackId> + '_ {
+    let ids = batch
+        .column_by_name(col::STACK_ID)
+        .and_then(|c| c.as_fixed_size_binary_opt());
+    ids.into_iter().flat_map(|ids| {
+        (0..ids.len())
+            .filter(|&i| ids.is_valid(i))
+            .filter_map(|i| ids.value(i).try_into().ok())
+    })
+}
+
+/// Dead stacks past which the held stacks are compacted: this many, and as many as are live.
+const COMPACT_AFTER: usize = 4096;
+
 /// Read every batch of `input` into `shared`.
 fn read(
     mut input: InputStream,
@@ -155,23 +177,20 @@ fn read(
     keep_ns: Ns,
     schema: &SchemaRef,
 ) -> Result<()> {
-    let mut seen = HashSet::new();
     while let Some(batch) = input.next_batch()? {
         let samples = splitter.split(&batch)?;
-        let ids = samples
-            .column_by_name(col::STACK_ID)
-            .map(|c| c.as_fixed_size_binary().clone());
+        let mut s = lock(shared);
         let mut fresh = Vec::new();
-        if let Some(ids) = ids {
-            for i in 0..ids.len() {
-                if ids.is_valid(i) {
-                    let id: [u8; 16] = ids.value(i).try_into()?;
-                    if seen.insert(id) {
-                        fresh.push(id);
-                    }
-                }
+        for id in stack_ids(&samples) {
+            let n = s.uses.entry(id).or_insert(0);
+            if *n == 0 {
+                fresh.push(id);
             }
+            *n += 1;
         }
+        drop(s);
+        fresh.sort_unstable();
+        fresh.dedup();
         let stacks = (!fresh.is_empty())
             .then(|| splitter.stacks(&fresh))
             .transpose()?;
@@ -183,13 +202,48 @@ fn read(
         if s.pending_rows >= GATHER_ROWS {
             gather(&mut s, schema, keep_ns)?;
         }
+        if s.dead >= COMPACT_AFTER && s.dead >= s.uses.len() {
+            compact(&mut s)?;
+            let Shared { uses, .. } = &*s;
+            splitter.retain(splitter.splits(), |id| uses.contains_key(id))?;
+        }
     }
     let mut s = lock(shared);
     gather(&mut s, schema, keep_ns)
 }
 
+/// Drop the stacks no row uses any more.
+fn compact(s: &mut Shared) -> Result<()> {
+    let mut kept = Vec::new();
+    for batch in &s.stacks {
+        let ids = batch
+            .column_by_name(col::STACK_ID)
+            .map(|c| c.as_fixed_size_binary().clone());
+        let Some(ids) = ids else { continue };
+        let alive: arrow_array::BooleanArray = (0..ids.len())
+            .map(|i| {
+                Some(<[u8; 16]>::try_from(ids.value(i)).is_ok_and(|id| s.uses.contains_key(&id)))
+            })
+            .collect();
+        let batch = arrow_select::filter::filter_record_batch(batch, &alive)?;
+        if batch.num_rows() > 0 {
+            kept.push(batch);
+        }
+    }
+    s.stacks = if kept.len() > 1 {
+        vec![arrow_select::concat::concat_batches(
+            &kept[0].schema(),
+            &kept,
+        )?]
+    } else {
+        kept
+    };
+    s.dead = 0;
+    Ok(())
+}
+
 /// Concatenate the pending rows into one kept batch and drop batches older than `keep_ns`
-/// before the newest row.
+/// before the newest row (and their uses of stacks).
 fn gather(s: &mut Shared, schema: &SchemaRef, keep_ns: Ns) -> Result<()> {
     if !s.pending.is_empty() {
         let batch = arrow_select::concat::concat_batches(schema, &s.pending)?;
@@ -198,13 +252,30 @@ fn gather(s: &mut Shared, schema: &SchemaRef, keep_ns: Ns) -> Result<()> {
         let kinds = kind_spans(&batch)?;
         if let Some(last) = kinds.iter().map(|k| k.last).max() {
             s.kept.push_back(Kept { last, batch, kinds });
+        } else {
+            release(s, &batch);
         }
     }
     let newest = s.kept.iter().map(|k| k.last).max().unwrap_or(0);
     while s.kept.front().is_some_and(|k| k.last < newest - keep_ns) {
-        s.kept.pop_front();
+        if let Some(old) = s.kept.pop_front() {
+            release(s, &old.batch);
+        }
     }
     Ok(())
+}
+
+/// The rows of `batch` are dropped: their stacks are used once less each.
+fn release(s: &mut Shared, batch: &RecordBatch) {
+    for id in stack_ids(batch) {
+        if let Some(n) = s.uses.get_mut(&id) {
+            *n -= 1;
+            if *n == 0 {
+                s.uses.remove(&id);
+                s.dead += 1;
+            }
+        }
+    }
 }
 
 /// Rows and time range of each kind in `batch` (`lost` rows left out).
@@ -258,4 +329,82 @@ fn merge_kinds<'a>(kept: impl Iterator<Item = &'a Kept>) -> Vec<KindSpan> {
     }
     out.sort_by(|a, b| b.rows.cmp(&a.rows).then_with(|| a.kind.cmp(&b.kind)));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stacks_testkit::rows::{Frame, Row};
+
+    const SEC: i64 = 1_000_000_000;
+
+    /// A long stream whose stacks change every second: the stacks held follow the rows kept
+    /// (the last few seconds), not the whole stream, and every kept row's stack is held.
+    #[test]
+    fn stacks_follow_the_rows_kept() {
+        let (seconds, per_second) = (40i64, 5000usize);
+        let batches: Vec<RecordBatch> = (0..seconds)
+            .map(|t| {
+                let rows: Vec<Row> = (0..per_second)
+                    .map(|i| Row {
+                        time: t * SEC + i as i64,
+                        kind: "profile".into(),
+                        value: 1,
+                        stack: Some(vec![Frame {
+                            function: Some(format!("second_{t}_stack_{}", i % 1000)),
+                            ..Default::default()
+                        }]),
+                        ..Default::default()
+                    })
+                    .collect();
+                stacks_testkit::recording::batch(&rows)
+            })
+            .collect();
+        let dir = std::env::temp_dir().join(format!("stacks-top-live-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("stream.arrow");
+        let bytes = stacks_testkit::stream_bytes(&batches[0].schema(), &batches, true);
+        std::fs::write(&path, bytes).unwrap();
+        let input = stacks_stream::open_input(Some(&path)).unwrap();
+        let splitter = StackSplitter::new(&input.schema()).unwrap();
+        let schema = Arc::clone(splitter.samples_schema());
+        let shared = Mutex::new(Shared {
+            kept: VecDeque::new(),
+            pending: Vec::new(),
+            pending_rows: 0,
+            stacks: Vec::new(),
+            uses: HashMap::new(),
+            dead: 0,
+            rows: 0,
+            ended: false,
+            error: None,
+        });
+        read(input, splitter, &shared, 5 * SEC, &schema).unwrap();
+        let s = lock(&shared);
+        let held: Vec<StackId> = s.stacks.iter().flat_map(stack_ids).collect();
+        let live: std::collections::HashSet<StackId> = s
+            .kept
+            .iter()
+            .map(|k| &k.batch)
+            .chain(&s.pending)
+            .flat_map(stack_ids)
+            .collect();
+        // 1,000 stacks a second for 40 s; the rows of the last 5 s (in batches of
+        // GATHER_ROWS) use a few thousand: at most as many dead ones are held besides.
+        assert!(
+            live.len() < 20_000,
+            "{} stacks used by kept rows",
+            live.len()
+        );
+        assert!(
+            held.len() <= 2 * live.len() + COMPACT_AFTER,
+            "{} stacks held for {} used",
+            held.len(),
+            live.len()
+        );
+        let held: std::collections::HashSet<StackId> = held.into_iter().collect();
+        assert!(live.is_subset(&held), "every kept row's stack is held");
+        assert_eq!(s.uses.len(), live.len(), "uses count the kept rows' stacks");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
