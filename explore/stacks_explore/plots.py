@@ -109,6 +109,14 @@ def _naive(times: pd.Series) -> pd.Series:
     return times.dt.tz_convert("UTC").dt.tz_localize(None)
 
 
+def _empty(title: str, why: str, width: float):
+    fig, ax = plt.subplots(figsize=(width, 1.6))
+    ax.set_axis_off()
+    ax.set_title(title, loc="left")
+    ax.text(0.5, 0.4, why, ha="center", va="center", transform=ax.transAxes)
+    return fig
+
+
 def save(fig, name: str) -> Path | None:
     """Write `fig` as NAME.png into `$STACKS_EXPLORE_IMG` when it is set; return the path."""
     where = os.environ.get("STACKS_EXPLORE_IMG")
@@ -132,6 +140,8 @@ def _state_legend(states) -> list[Patch]:
 def active_threads(df: pd.DataFrame, names: dict[int, str], interval_s: float, width: float = 13.0):
     """Stacked areas of average threads per state over time, one panel per process (`Store.active_threads`)."""
     pids = list(dict.fromkeys(df["pid"]))
+    if not pids:
+        return _empty("Average threads by state", "no state rows in this store: record with -e state:uk:HZ", width)
     states = _state_order(df["state"].unique())
     fig, axes = plt.subplots(len(pids), 1, figsize=(width, 2.9 * len(pids) + 0.6), squeeze=False)
     for ax, pid in zip(axes[:, 0], pids):
@@ -201,6 +211,8 @@ def latency_heatmaps(frames: dict[str, pd.DataFrame], interval_s: float, titles:
 
 def swimlane(df: pd.DataFrame, title: str, width: float = 13.0, max_threads: int = 40):
     """Thread × time, coloured by state, from `state` samples (`Store.state_samples`): consecutive samples in one state are one bar."""
+    if df.empty:
+        return _empty(title, "no state rows for this process: record with -e state:uk:HZ", width)
     threads = df.groupby("tid")["thread"].last()
     tids = list(threads.index[:max_threads])
     fig, ax = plt.subplots(figsize=(width, 0.42 * len(tids) + 1.6))
@@ -276,6 +288,8 @@ def lines(
     The legend gives each line's `last` value, or its `max`, biggest first.
     """
     scale, suffix = _scale(unit)
+    if df.empty:
+        return _empty(title, "no rows of this kind in the store", width)
     fig, ax = plt.subplots(figsize=(width, 4.8))
     series = []
     for k, g in df.sort_values("time").groupby(key, sort=False):

@@ -194,6 +194,7 @@ class Store:
     def __init__(self, location: str):
         self.location = location
         self.con = duckdb.connect()
+        self.con.execute("SET TimeZone = 'UTC'")
         _create_views(self.con, location)
         rows = self.con.execute("SELECT count(*) FROM samples").fetchone()[0]
         if rows == 0:
@@ -223,11 +224,12 @@ class Store:
         if host is not None:
             conds.append(f"{a}host = $host")
             params["host"] = host
+        # Compared as timestamps, so the Parquet readers skip row groups outside the window.
         if window is not None and window.start is not None:
-            conds.append(f"epoch_ns({a}time) >= $start_ns")
+            conds.append(f"{a}time >= make_timestamp_ns($start_ns)::TIMESTAMPTZ_NS")
             params["start_ns"] = _ns(window.start)
         if window is not None and window.end is not None:
-            conds.append(f"epoch_ns({a}time) < $end_ns")
+            conds.append(f"{a}time < make_timestamp_ns($end_ns)::TIMESTAMPTZ_NS")
             params["end_ns"] = _ns(window.end)
         return (" AND ".join(conds) or "true"), params
 
@@ -266,7 +268,7 @@ class Store:
         df = self.sql(
             """SELECT kind, count(*) AS rows, sum(coalesce(count, 1))::BIGINT AS events,
                 sum(value)::BIGINT AS total
-            FROM samples GROUP BY kind ORDER BY rows DESC"""
+            FROM samples GROUP BY kind ORDER BY rows DESC, kind"""
         )
         df["unit"] = df["kind"].map(VALUE_UNITS).fillna("")
         return df
@@ -410,32 +412,38 @@ class Store:
         return (ns or 5e7) / 1e9
 
     def state_summary(self, pid=None, host=None) -> pd.DataFrame:
-        """Average threads in each state over each process's sampled life (thread-seconds / seconds from its first to its last pass)."""
+        """Average threads in each state per process, over the sampling passes that ran.
+
+        All rows of one pass share its start as `time`, so a process's passes are its distinct
+        `time`s, and its threads in a state on average are its rows in that state per pass. A
+        pass the recorder could not run on time is skipped, not made up: averaging over the
+        passes that ran keeps the count of threads right. `thread_s` sums `value`.
+        """
         cond, params = self._filter(pid=pid, host=host)
-        cond_s, _ = self._filter(pid=pid, host=host, alias="s")
         return self.sql(
-            f"""WITH life AS (
-                    SELECT pid, (max(epoch_ns(time)) - min(epoch_ns(time)) + median(value)) / 1e9 AS life_s
-                    FROM samples WHERE kind = 'state' AND {cond} GROUP BY pid)
-            SELECT s.pid, arg_max(s.comm, s.time) AS comm, s.state, count(DISTINCT s.tid) AS threads_seen,
-                sum(s.value) / 1e9 AS thread_s, any_value(l.life_s) AS life_s,
-                sum(s.value) / 1e9 / any_value(l.life_s) AS avg_threads
-            FROM samples s JOIN life l USING (pid)
-            WHERE s.kind = 'state' AND {cond_s}
-            GROUP BY s.pid, s.state ORDER BY s.pid, avg_threads DESC""",
+            f"""WITH r AS (SELECT pid, comm, tid, time, state, value FROM samples WHERE kind = 'state' AND {cond}),
+                p AS (SELECT pid, count(DISTINCT time) AS passes FROM r GROUP BY pid)
+            SELECT r.pid, arg_max(r.comm, r.time) AS comm, r.state, count(DISTINCT r.tid) AS threads_seen,
+                sum(r.value) / 1e9 AS thread_s, any_value(p.passes) AS passes,
+                count(*) / any_value(p.passes) AS avg_threads
+            FROM r JOIN p USING (pid)
+            GROUP BY r.pid, r.state ORDER BY r.pid, avg_threads DESC""",
             **params,
         )
 
     def active_threads(self, interval_s: float = 0.1, pids=None, host=None) -> pd.DataFrame:
-        """Average threads in each state per time bucket and process (`state` rows: thread-ns in the bucket / bucket ns)."""
+        """Average threads in each state per time bucket and process: its `state` rows in the bucket per sampling pass in it."""
         iv = int(interval_s * 1e9)
         cond, params = self._filter(host=host)
         if pids is not None:
             cond += " AND list_contains($pids, pid)"
             params["pids"] = [int(p) for p in pids]
         df = self.sql(
-            f"""SELECT pid, (epoch_ns(time) // $iv) * $iv AS t, state, sum(value) / $iv AS threads
-            FROM samples WHERE kind = 'state' AND {cond} GROUP BY ALL ORDER BY pid, t""",
+            f"""WITH r AS (SELECT pid, (epoch_ns(time) // $iv) * $iv AS t, time, state
+                       FROM samples WHERE kind = 'state' AND {cond}),
+                p AS (SELECT pid, t, count(DISTINCT time) AS passes FROM r GROUP BY pid, t)
+            SELECT r.pid, r.t, r.state, count(*) / any_value(p.passes) AS threads
+            FROM r JOIN p USING (pid, t) GROUP BY r.pid, r.t, r.state ORDER BY r.pid, r.t""",
             iv=iv,
             **params,
         )
