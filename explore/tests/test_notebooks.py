@@ -114,7 +114,7 @@ def recorded(tmp_path_factory):
     truth = {
         "mixed": record(
             store, work, "mixed",
-            "profile:u:99,switch:uk,rss:u:29,block:uk,vfs:u,net:u,state:uk:20",
+            "profile:u:999,switch:uk,rss:u:29,block:uk,vfs:u,net:u,state:uk:20",
             ["mixed", "--dir", str(disk), "--seconds", "3"],
         ),
         "states": record(
@@ -224,12 +224,14 @@ def test_cpu_of_the_burn_thread_matches_its_clock(executed, store, truth):
     """The mixed workload's `burn` thread: CPU seconds (overview, flame graph) against its own CPU clock."""
     cpu = truth["mixed"]["cpu"]
     tid, want = cpu["tid"], cpu["cpu_ns"] / 1e9
-    period = 1 / 99
+    period = 1 / 999
     threads = store.threads(pid=cpu["pid"]).set_index("tid")
     got = threads.loc[tid, "cpu_s"]
     measured("burn thread CPU", got, want)
-    # 99 Hz over ~3 s: ±5% and two sampling periods (measured: within 0.5%).
-    assert abs(got - want) <= 0.05 * want + 2 * period, f"burn thread: {got:.3f} s recorded, {want:.3f} s by its clock"
+    # 999 Hz over ~3 s: ±6% and three sampling periods. When the thread shares its CPU (this
+    # 2-core machine, busy), which thread a sample lands on is a draw: at 99 Hz its CPU time was
+    # off by 10% once; at 999 Hz the spread is a third of that.
+    assert abs(got - want) <= 0.06 * want + 3 * period, f"burn thread: {got:.3f} s recorded, {want:.3f} s by its clock"
     # The flame graph's data: the stacks through cpu::run hold the thread's CPU time; most of it
     # in burn_heavy (a debug build spends 6% in the loop around it, outside the workload's clock
     # of burn_heavy).
@@ -239,7 +241,7 @@ def test_cpu_of_the_burn_thread_matches_its_clock(executed, store, truth):
     heavy = tree.find(r"^stacks_workload::cpu::burn_heavy$") / 1e9
     measured("cpu::run CPU (flame graph)", run, want)
     measured("burn_heavy CPU (flame graph)", heavy, cpu["heavy_ns"] / 1e9)
-    assert abs(run - want) <= 0.05 * want + 2 * period, f"cpu::run {run:.3f} s, the thread's clock {want:.3f} s"
+    assert abs(run - want) <= 0.06 * want + 3 * period, f"cpu::run {run:.3f} s, the thread's clock {want:.3f} s"
     assert heavy >= 0.85 * cpu["heavy_ns"] / 1e9, f"burn_heavy {heavy:.3f} s, {cpu['heavy_ns'] / 1e9:.3f} s"
     assert abs(folded.value.sum() / 1e9 - got) < 1e-6, "the flame graph's total is the thread's CPU time"
     runs, _ = executed
@@ -329,8 +331,14 @@ def test_cpu_per_span_matches_the_workloads_clock(executed, store, truth):
         name = sx.NO_SPAN if span == "none" else span
         got, want = costs.cpu_s.get(name, 0.0), ns / 1e9
         measured(f"CPU in span {span}", got, want)
-        # 999 Hz: ±10% and five sampling periods (measured: within 3%).
-        assert abs(got - want) <= 0.10 * want + 5 * period, f"span {span}: {got:.4f} s recorded, {want:.4f} s"
+        # 999 Hz: ±10% and five sampling periods (measured: within 5%). Time in no span also
+        # holds the loop's own code between the spans (entering and leaving them, reading the
+        # clock), outside the workload's clock of it: +4 to +6% in a release build, +8% in a
+        # debug one; up to +15% then.
+        high = 0.15 if span == "none" else 0.10
+        assert -0.10 * want - 5 * period <= got - want <= high * want + 5 * period, (
+            f"span {span}: {got:.4f} s recorded, {want:.4f} s"
+        )
     assert costs.cpu_s.get("nap", 0) <= 0.02 * costs.cpu_s.sum(), "nap spins no CPU"
     assert costs.loc["io", "write_bytes"] == report["io_bytes"], "the io span's writes, exactly"
     assert costs.loc["burn", "span_ids"] == report["iterations"], "one burn span id per iteration"
