@@ -148,7 +148,10 @@ def active_threads(df: pd.DataFrame, names: dict[int, str], interval_s: float, w
         p = df[df["pid"] == pid].pivot_table(index="time", columns="state", values="threads", aggfunc="sum")
         p = p.reindex(columns=[s for s in states if s in p.columns]).fillna(0.0)
         # Every bucket of the process's life, empty ones included, so areas do not interpolate over gaps.
-        full = pd.date_range(p.index.min(), p.index.max(), freq=pd.Timedelta(seconds=interval_s))
+        # (and one more past the end, so the last bucket is drawn its full width).
+        full = pd.date_range(
+            p.index.min(), p.index.max() + pd.Timedelta(seconds=interval_s), freq=pd.Timedelta(seconds=interval_s)
+        )
         p = p.reindex(full, fill_value=0.0)
         x = _naive(pd.Series(p.index))
         ax.stackplot(
@@ -158,7 +161,7 @@ def active_threads(df: pd.DataFrame, names: dict[int, str], interval_s: float, w
             step="post",
             linewidth=0,
         )
-        ax.set_xlim(x.iloc[0], x.iloc[-1] + pd.Timedelta(seconds=interval_s))
+        ax.set_xlim(x.iloc[0], x.iloc[-1])
         ax.set_title(f"{names.get(pid, pid)}: average threads by state, per {interval_s:g} s", loc="left")
         ax.set_ylabel("threads")
         ax.set_ylim(0, max(1.0, float(p.sum(axis=1).max()) * 1.1))
