@@ -1,8 +1,8 @@
 """Plot defaults and the notebooks' figures: stacked thread states, latency heatmaps, swimlanes, bars and lines.
 
 Every figure has a title, axis labels with units and a legend or colour bar, and is sized to be
-read at 100% (13 inches wide at 100 dpi). `save(fig, name)` also writes it as a PNG when
-`$STACKS_EXPLORE_IMG` names a directory.
+read at 100% (13 inches wide at 100 dpi). `save(fig, name)` also writes it as a PNG (and an SVG
+with `$STACKS_EXPLORE_FORMATS=png,svg`) when `$STACKS_EXPLORE_IMG` names a directory.
 """
 
 from __future__ import annotations
@@ -61,6 +61,8 @@ def style() -> None:
     )
     pd.set_option("display.max_colwidth", 90)
     pd.set_option("display.width", 160)
+    pd.set_option("display.max_columns", 30)
+    pd.set_option("display.max_rows", 60)
     try:
         from matplotlib_inline.backend_inline import set_matplotlib_formats
 
@@ -117,15 +119,16 @@ def _empty(title: str, why: str, width: float):
     return fig
 
 
-def save(fig, name: str) -> Path | None:
-    """Write `fig` as NAME.png into `$STACKS_EXPLORE_IMG` when it is set; return the path."""
+def save(fig, name: str) -> None:
+    """Write `fig` as NAME.png into `$STACKS_EXPLORE_IMG` when it is set (and NAME.svg too with
+    `$STACKS_EXPLORE_FORMATS=png,svg`)."""
     where = os.environ.get("STACKS_EXPLORE_IMG")
     if not where:
-        return None
-    path = Path(where) / f"{name}.png"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    return path
+        return
+    for fmt in os.environ.get("STACKS_EXPLORE_FORMATS", "png").split(","):
+        path = Path(where) / f"{name}.{fmt.strip()}"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path)
 
 
 def _state_order(states) -> list[str]:
