@@ -305,24 +305,30 @@ def diff_flamegraph(
     return fig
 
 
-def function_values(folded: pd.DataFrame, groups: int = 1) -> pd.DataFrame:
-    """Per function: its inclusive value (the stacks through it, each counted once) and exclusive value (the stacks ending in it)."""
+def function_values(folded: pd.DataFrame, groups: int = 1, hide: str | None = None) -> pd.DataFrame:
+    """Per function: its inclusive value (the stacks through it, each counted once) and exclusive value (the stacks ending in it).
+
+    Frames matching regex `hide` are left out, as in `flamegraph`.
+    """
+    rx = re.compile(hide) if hide else None
     incl: dict[str, float] = {}
     self_: dict[str, float] = {}
     for stack, v in zip(folded["folded"], folded["value"]):
         frames = stack.split(";")[groups:]
+        if rx is not None:
+            frames = [f for f in frames if not rx.search(f)]
         for name in set(frames):
             incl[name] = incl.get(name, 0.0) + v
         if frames:
             self_[frames[-1]] = self_.get(frames[-1], 0.0) + v
     df = pd.DataFrame({"function": list(incl), "inclusive": list(incl.values())})
     df["exclusive"] = df["function"].map(self_).fillna(0.0)
-    return df.sort_values("inclusive", ascending=False, ignore_index=True)
+    return df.sort_values(["inclusive", "exclusive", "function"], ascending=[False, False, True], ignore_index=True)
 
 
-def diff_table(before: pd.DataFrame, after: pd.DataFrame, top: int = 15, groups: int = 1) -> pd.DataFrame:
+def diff_table(before: pd.DataFrame, after: pd.DataFrame, top: int = 15, groups: int = 1, hide: str | None = None) -> pd.DataFrame:
     """The functions whose inclusive share of the total changed most between `before` and `after` (percentage points)."""
-    fb, fa = function_values(before, groups), function_values(after, groups)
+    fb, fa = function_values(before, groups, hide), function_values(after, groups, hide)
     tb, ta = before["value"].sum(), after["value"].sum()
     df = pd.merge(
         fb[["function", "inclusive"]].rename(columns={"inclusive": "before"}),

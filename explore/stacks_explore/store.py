@@ -490,7 +490,7 @@ class Store:
                      WHEN t.stack IS NULL THEN '{NO_STACK}'
                      ELSE coalesce(list_filter(t.stack, lambda f: f.kernel
                          AND NOT regexp_matches(coalesce(f.function, ''), '{SCHEDULER_FRAMES}'))[1].function,
-                         '[no kernel stack]') END AS reason,
+                         '[no kernel stack recorded]') END AS reason,
                 CASE WHEN t.folded IS NULL THEN ''
                      ELSE array_to_string(string_split(t.folded, ';')[1:len(string_split(t.folded, ';')) - t.kernel_frames], ';')
                      END AS user,
