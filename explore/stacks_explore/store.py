@@ -27,6 +27,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 NO_STACK = "[no stack]"
 SHORT_OFFCPU = "[folded short off-CPU intervals]"
+UNSYMBOLIZED = "[not symbolized: pack the output of stacks-symbolize]"
 NO_SPAN = "[no span]"
 
 # Kernel frames that only say "the thread left the CPU", not why: skipped when naming the
@@ -137,16 +138,24 @@ def _create_views(con: duckdb.DuckDBPyConnection, location: str) -> None:
         f"CREATE VIEW samples AS SELECT * FROM read_parquet({files(samples)}, "
         "union_by_name = true, hive_partitioning = false)"
     )
-    # Stack ids repeat across pairs: each distinct stack once.
+    # Stack ids repeat across pairs: each distinct stack once. A store written without
+    # symbolization has no `stack` column (and a null `folded`): no kernel frames counted then.
+    stack_files = f"read_parquet({files(stacks)}, union_by_name = true, hive_partitioning = false)"
+    columns = {r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {stack_files}").fetchall()}
+    if "stack" in columns:
+        extra = "len(list_filter(stack, lambda f: f.kernel)) AS kernel_frames"
+    else:
+        extra = """CAST(NULL AS STRUCT("function" VARCHAR, kernel BOOLEAN)[]) AS stack, 0 AS kernel_frames"""
+    if "folded" not in columns:
+        extra += ", CAST(NULL AS VARCHAR) AS folded"
     con.execute(
         f"""CREATE VIEW stack_table AS
-        SELECT *, len(list_filter(stack, lambda f: f.kernel)) AS kernel_frames
-        FROM (SELECT DISTINCT ON (stack_id) * FROM read_parquet({files(stacks)}, union_by_name = true,
-              hive_partitioning = false))"""
+        SELECT *, {extra} FROM (SELECT DISTINCT ON (stack_id) * FROM {stack_files})"""
     )
+    # Every stored column and every stack column, as stacks-query's `stacks` view, then `folded`,
+    # `leaf`, `depth` and `kernel_frames`.
     con.execute(
-        "CREATE VIEW stacks AS SELECT s.*, t.stack, t.folded, t.leaf, t.depth, t.kernel_frames "
-        "FROM samples s LEFT JOIN stack_table t USING (stack_id)"
+        "CREATE VIEW stacks AS SELECT s.*, t.* EXCLUDE (stack_id) FROM samples s LEFT JOIN stack_table t USING (stack_id)"
     )
     con.execute(
         f"""CREATE VIEW recordings AS
@@ -336,6 +345,16 @@ class Store:
             raise StoreError(f"{self.location}: no {kind} rows: record with -e {kind} to see this.")
         return int(row[0])
 
+    def busiest(self, kind: str = "state", top: int = 4) -> list[int]:
+        """The `top` pids with the most `value` of `kind` (thread-seconds for `state`); StoreError when there is none."""
+        pids = self.con.execute(
+            "SELECT pid FROM samples WHERE kind = $kind AND pid > 0 GROUP BY pid ORDER BY sum(value) DESC, pid LIMIT $top",
+            {"kind": kind, "top": int(top)},
+        ).fetchall()
+        if not pids:
+            raise StoreError(f"{self.location}: no {kind} rows: record with -e {kind} to see this.")
+        return [int(p[0]) for p in pids]
+
     def process_name(self, pid: int) -> str:
         """`comm (pid)` of process `pid`."""
         row = self.con.execute("SELECT arg_max(comm, time) FROM samples WHERE pid = $pid", {"pid": int(pid)}).fetchone()
@@ -378,7 +397,8 @@ class Store:
         gcols = "".join(f"g{i}, " for i in range(len(group)))
         df = self.sql(
             f"""SELECT {gcols}
-                coalesce(t.folded, CASE WHEN a.short THEN '{SHORT_OFFCPU}' ELSE '{NO_STACK}' END) AS folded,
+                coalesce(t.folded, CASE WHEN a.short THEN '{SHORT_OFFCPU}' WHEN a.stack_id IS NULL THEN '{NO_STACK}'
+                    ELSE '{UNSYMBOLIZED}' END) AS folded,
                 coalesce(t.kernel_frames, 0) AS kernel_frames, a.value, a.events
             FROM (SELECT {cols} stack_id, stack_id IS NULL AND coalesce(count, 1) > 1 AS short,
                     sum({value})::DOUBLE AS value, sum(coalesce(count, 1))::BIGINT AS events
@@ -487,7 +507,8 @@ class Store:
                      WHEN w.pid = a.pid THEN w.thread
                      ELSE w.comm || '/' || w.thread END AS waker,
                 CASE WHEN a.short THEN '{SHORT_OFFCPU}'
-                     WHEN t.stack IS NULL THEN '{NO_STACK}'
+                     WHEN a.stack_id IS NULL THEN '{NO_STACK}'
+                     WHEN t.stack IS NULL THEN '{UNSYMBOLIZED}'
                      ELSE coalesce(list_filter(t.stack, lambda f: f.kernel
                          AND NOT regexp_matches(coalesce(f.function, ''), '{SCHEDULER_FRAMES}'))[1].function,
                          '[no kernel stack recorded]') END AS reason,
