@@ -271,22 +271,29 @@ def test_threads_per_state_match_the_states_workload(executed, store, truth):
         wall = t["wall_ns"] / 1e9
         measured(f"{name} sampled life", total, wall)
         # Its samples add up to its life, less the passes the recorder could not run on time
-        # (skipped, not made up: up to 13% on this 2-core machine under a parallel build): ±20%.
-        assert abs(total - wall) <= 0.20 * wall, f"{name}: {total:.3f} s sampled, lived {wall:.3f} s"
-        # Every pass sees every live thread: the five, alive together, have the same sampled time
-        # within a pass or two at either end.
-        spinner = states[states.tid == threads["spinner"]["tid"]].seconds.sum()
-        period = states.seconds.sum() / states.samples.sum()
-        assert abs(total - spinner) <= 2.5 * period, f"{name}: {total:.3f} s sampled, the spinner {spinner:.3f} s"
+        # (skipped, not made up: 0-3% on an idle 2-core machine, 13% to 50% while two builds
+        # loaded it six times over), never more.
+        period = 1 / 50
+        assert 0.25 * wall <= total <= 1.02 * wall + 2 * period, f"{name}: {total:.3f} s sampled, lived {wall:.3f} s"
+        # Every pass sees every live thread: in each pass while it lived (its start and end as
+        # the workload clocked them, a period inside), one row of it.
+        inside = store.sql(
+            """SELECT count(DISTINCT time) AS passes, count(*) FILTER (WHERE tid = $tid) AS seen
+            FROM samples WHERE kind = 'state' AND pid = $pid
+                AND time >= make_timestamp_ns($lo)::TIMESTAMPTZ_NS AND time < make_timestamp_ns($hi)::TIMESTAMPTZ_NS""",
+            tid=t["tid"], pid=pid, lo=t["start_ns"] + int(period * 1e9), hi=t["end_ns"] - int(period * 1e9),
+        ).iloc[0]
+        assert inside.passes >= 10 and inside.seen == inside.passes, f"{name}: in {inside.seen} of {inside.passes} passes"
         share = rows.groupby("state").seconds.sum() / total
         on_cpu = share.get("running", 0) + share.get("runnable", 0)
         if name == "spinner":
             assert on_cpu >= 0.95, f"spinner: {on_cpu:.2f} running or runnable"
-        elif name in ("reader", "receiver"):
-            assert share.get("sleeping", 0) >= 0.95, f"{name}: {share.to_dict()}"
-        elif name == "sleeper":
-            # It wakes between its sleeps, and waits for a CPU when the machine is busy (8% once).
-            assert share.get("sleeping", 0) >= 0.85 and share.get("running", 0) <= 0.05, f"{name}: {share.to_dict()}"
+        elif name in ("reader", "receiver", "sleeper"):
+            # Blocked in its call, never on CPU but for its wake-ups (the sleeper between its sleeps,
+            # the others at the end), after which it waits for a CPU as long as the machine makes
+            # it: runnable 0-1% of the samples idle, 8-19% at load 7 (two parallel builds on two
+            # cores, when the recorder also skipped 40% of its passes).
+            assert share.get("sleeping", 0) >= 0.6 and share.get("running", 0) <= 0.05, f"{name}: {share.to_dict()}"
         elif name == "fsyncer":
             assert share.get("uninterruptible", 0) > 0, f"fsyncer never in D: {share.to_dict()}"
     # The average threads the active-threads notebook plots, per sampling pass: the spinner's one
@@ -338,18 +345,23 @@ def test_cpu_per_span_matches_the_workloads_clock(executed, store, truth):
     tid = report["tids"][0]
     costs = store.span_costs(pid=report["pid"], tid=tid).set_index("span")
     period = 1 / 999
+    # One iteration's CPU, of each span and in all: what the recorder may leave unlabelled when
+    # the first iteration runs before it can read the thread's span (seen under load, 8 iterations
+    # in 3 s: 23 ms of burn counted in no span).
+    iteration = {span: ns / 1e9 / report["iterations"] for span, ns in report["cpu_ns"].items()}
     for span, ns in report["cpu_ns"].items():
         name = sx.NO_SPAN if span == "none" else span
         got, want = costs.cpu_s.get(name, 0.0), ns / 1e9
         measured(f"CPU in span {span}", got, want)
-        # 999 Hz: ±10% and five sampling periods (measured: within 5%). Time in no span also
+        # 999 Hz: ±10% and five sampling periods (measured: within 5% idle). Time in no span also
         # holds the loop's own code between the spans (entering and leaving them, reading the
         # clock), outside the workload's clock of it: +4 to +6% in a release build, +8% in a
-        # debug one; up to +15% then.
-        high = 0.15 if span == "none" else 0.10
-        assert -0.10 * want - 5 * period <= got - want <= high * want + 5 * period, (
-            f"span {span}: {got:.4f} s recorded, {want:.4f} s"
-        )
+        # debug one: up to +15%, and the unlabelled first iteration.
+        if span == "none":
+            low, high = 0.10 * want, 0.15 * want + sum(iteration.values())
+        else:
+            low, high = 0.10 * want + iteration[span], 0.10 * want
+        assert -low - 5 * period <= got - want <= high + 5 * period, f"span {span}: {got:.4f} s recorded, {want:.4f} s"
     assert costs.cpu_s.get("nap", 0) <= 0.02 * costs.cpu_s.sum(), "nap spins no CPU"
     assert costs.loc["io", "write_bytes"] == report["io_bytes"], "the io span's writes, exactly"
     assert costs.loc["burn", "span_ids"] == report["iterations"], "one burn span id per iteration"
