@@ -247,7 +247,7 @@ class Store:
     def summary(self) -> pd.Series:
         """Hosts, first and last event, rows, processes and threads of the whole store."""
         row = self.sql(
-            """SELECT string_agg(DISTINCT coalesce(host, '?'), ', ') AS hosts,
+            """SELECT string_agg(DISTINCT coalesce(host, '?'), ', ' ORDER BY coalesce(host, '?')) AS hosts,
                 min(epoch_ns(time)) AS first_ns, max(epoch_ns(time)) AS last_ns,
                 count(*) AS rows,
                 count(DISTINCT (host, pid)) FILTER (WHERE pid > 0) AS processes,
@@ -289,7 +289,7 @@ class Store:
                 min(epoch_ns(time)) AS first_ns, max(epoch_ns(time)) AS last_ns,
                 coalesce(sum(value) FILTER (WHERE kind = 'profile'), 0) / 1e9 AS cpu_s,
                 count(*) AS rows
-            FROM samples WHERE pid > 0 GROUP BY host, pid ORDER BY cpu_s DESC, rows DESC"""
+            FROM samples WHERE pid > 0 GROUP BY host, pid ORDER BY cpu_s DESC, rows DESC, host, pid"""
         )
         df["first"], df["last"] = _to_time(df.pop("first_ns")), _to_time(df.pop("last_ns"))
         return df
@@ -312,7 +312,7 @@ class Store:
         """Events (`count` summed) per kind and time bucket of `interval_s` seconds."""
         df = self.sql(
             """SELECT (epoch_ns(time) // $iv) * $iv AS t, kind, sum(coalesce(count, 1))::BIGINT AS events
-            FROM samples GROUP BY ALL ORDER BY t""",
+            FROM samples GROUP BY ALL ORDER BY t, kind""",
             iv=int(interval_s * 1e9),
         )
         df["time"] = _to_time(df.pop("t"))
@@ -405,7 +405,7 @@ class Store:
                   FROM samples WHERE kind = $kind AND {cond}{extra}
                   GROUP BY ALL) a
             LEFT JOIN stack_table t USING (stack_id)
-            ORDER BY a.value DESC""",
+            ORDER BY a.value DESC, folded""",
             **p,
         )
         for i in reversed(range(len(group))):
@@ -421,7 +421,7 @@ class Store:
             f"""SELECT pid, tid, arg_max(thread, time) AS thread, state, coalesce(syscall, '') AS syscall,
                 count(*) AS samples, sum(value) / 1e9 AS seconds
             FROM samples WHERE kind = 'state' AND {cond}
-            GROUP BY pid, tid, state, syscall ORDER BY pid, tid, seconds DESC""",
+            GROUP BY pid, tid, state, syscall ORDER BY pid, tid, seconds DESC, state, syscall""",
             **params,
         )
 
@@ -447,7 +447,7 @@ class Store:
                 sum(r.value) / 1e9 AS thread_s, any_value(p.passes) AS passes,
                 count(*) / any_value(p.passes) AS avg_threads
             FROM r JOIN p USING (pid)
-            GROUP BY r.pid, r.state ORDER BY r.pid, avg_threads DESC""",
+            GROUP BY r.pid, r.state ORDER BY r.pid, avg_threads DESC, r.state""",
             **params,
         )
 
@@ -463,7 +463,7 @@ class Store:
                        FROM samples WHERE kind = 'state' AND {cond}),
                 p AS (SELECT pid, t, count(DISTINCT time) AS passes FROM r GROUP BY pid, t)
             SELECT r.pid, r.t, r.state, count(*) / any_value(p.passes) AS threads
-            FROM r JOIN p USING (pid, t) GROUP BY r.pid, r.t, r.state ORDER BY r.pid, r.t""",
+            FROM r JOIN p USING (pid, t) GROUP BY r.pid, r.t, r.state ORDER BY r.pid, r.t, r.state""",
             iv=iv,
             **params,
         )
@@ -518,7 +518,7 @@ class Store:
                 a.intervals, a.ns
             FROM a LEFT JOIN stack_table t USING (stack_id)
             LEFT JOIN names w ON w.host IS NOT DISTINCT FROM a.host AND w.tid = a.waker
-            ORDER BY a.ns DESC""",
+            ORDER BY a.ns DESC, a.pid, a.tid, state, waker, reason, user""",
             **params,
         )
         df["user"] = df["user"].replace("", "[no user stack]")
@@ -579,7 +579,7 @@ class Store:
                 count(*) FILTER (WHERE kind = 'span') AS stays,
                 coalesce(sum(duration) FILTER (WHERE kind = 'span'), 0) / 1e9 AS span_s
             FROM samples WHERE kind IN ('profile', 'switch', 'vfs', 'block', 'net', 'span') AND {cond}
-            GROUP BY ALL ORDER BY cpu_s + offcpu_s DESC""",
+            GROUP BY ALL ORDER BY cpu_s + offcpu_s DESC, span""",
             **params,
         )
 
@@ -624,9 +624,9 @@ class Store:
                 coalesce(sum(value) FILTER (WHERE op = 'send'), 0)::BIGINT AS sent_bytes,
                 coalesce(sum(value) FILTER (WHERE op = 'recv'), 0)::BIGINT AS received_bytes,
                 sum(coalesce(count, 1))::BIGINT AS calls,
-                string_agg(DISTINCT thread, ', ') AS threads
+                string_agg(DISTINCT thread, ', ' ORDER BY thread) AS threads
             FROM samples WHERE kind = 'net' AND {cond}
-            GROUP BY pid, protocol, local, remote ORDER BY sent_bytes + received_bytes DESC""",
+            GROUP BY pid, protocol, local, remote ORDER BY sent_bytes + received_bytes DESC, pid, protocol, local, remote""",
             **params,
         )
 
@@ -641,7 +641,7 @@ class Store:
         df = self.sql(
             f"""SELECT pid, protocol || ' ' || local || ' → ' || coalesce(remote, '-') AS connection, op,
                 (epoch_ns(time) // $iv) * $iv AS t, sum(value)::BIGINT AS bytes
-            FROM samples WHERE kind = 'net' AND {cond} GROUP BY ALL ORDER BY t""",
+            FROM samples WHERE kind = 'net' AND {cond} GROUP BY ALL ORDER BY t, connection, op""",
             iv=int(interval_s * 1e9),
             **params,
         )
