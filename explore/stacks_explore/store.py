@@ -1,0 +1,657 @@
+"""Open a stacks store (a directory or an s3:// URL) in DuckDB, and the questions the notebooks ask of it.
+
+The store is read in one place, `_create_views`: it lists the samples files and their stacks
+files and defines the views every query here uses, as stacks-query does (docs/queries.md):
+
+- `samples`: every stored row without its stacks (`stack_id` instead);
+- `stack_table`: one row per distinct `stack_id` (`stack`, `folded`, `leaf`, `depth`, and
+  `kernel_frames`, how many of the stack's frames are kernel frames);
+- `stacks`: `samples` left-joined with `stack_table` on `stack_id`;
+- `recordings`: one row per samples file with its `stacks.*` metadata.
+
+Every other function reads those views only, so a change of the store's layout (a frames table
+behind the stacks, say) is an edit of `_create_views` alone.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+# The repository's root: the demo writes its store to `out/` there.
+REPO = Path(__file__).resolve().parents[2]
+
+NO_STACK = "[no stack]"
+SHORT_OFFCPU = "[folded short off-CPU intervals]"
+UNSYMBOLIZED = "[not symbolized: pack the output of stacks-symbolize]"
+NO_SPAN = "[no span]"
+
+# Kernel frames that only say "the thread left the CPU", not why: skipped when naming the
+# reason of an off-CPU interval by its innermost kernel frame.
+SCHEDULER_FRAMES = r"schedule|^__switch_to|^finish_task_switch|^context_switch"
+
+# The unit of `value` per kind (docs/format.md, "Kinds").
+VALUE_UNITS = {
+    "profile": "ns",
+    "switch": "ns",
+    "state": "ns",
+    "span": "ns",
+    "rss": "bytes",
+    "block": "bytes",
+    "vfs": "bytes",
+    "net": "bytes",
+    "lost": "events",
+    "probe": "hits",
+    "exec": "events",
+    "fork": "events",
+    "exit": "events",
+}
+
+
+class StoreError(Exception):
+    """The store cannot be read: missing, empty, or not a stacks store. Its message is one sentence."""
+
+
+def default_location(default: str = "out") -> str:
+    """`$STACKS_STORE`, else `default` at the repository's root (the demo writes `out/`, and `out-spans/` for its tracing example)."""
+    return os.environ.get("STACKS_STORE") or str(REPO / default)
+
+
+def _hint() -> str:
+    return (
+        "record one with scripts/demo (it writes out/ at the repository's root) "
+        "or set STACKS_STORE to a store directory or an s3:// URL"
+    )
+
+
+def _s3_filesystem():
+    """fsspec's S3 file system, configured from the AWS_* variables stacks-pack and stacks-query read."""
+    import s3fs
+
+    env = os.environ
+    client = {}
+    if env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION"):
+        client["region_name"] = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+    kwargs = {"client_kwargs": client}
+    endpoint = env.get("AWS_ENDPOINT") or env.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        kwargs["endpoint_url"] = endpoint
+    if env.get("AWS_ACCESS_KEY_ID"):
+        kwargs["key"] = env["AWS_ACCESS_KEY_ID"]
+        kwargs["secret"] = env.get("AWS_SECRET_ACCESS_KEY")
+        if env.get("AWS_SESSION_TOKEN"):
+            kwargs["token"] = env["AWS_SESSION_TOKEN"]
+    return s3fs.S3FileSystem(**kwargs)
+
+
+def _list_local(root: Path) -> list[str]:
+    """The samples files under `root`, skipping unfinished (dot-named) files and directories."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for name in sorted(filenames):
+            if name.endswith(".samples.parquet") and not name.startswith("."):
+                path = Path(dirpath) / name
+                if path.stat().st_size > 0:
+                    found.append(str(path))
+    return found
+
+
+def _create_views(con: duckdb.DuckDBPyConnection, location: str) -> None:
+    """Read the store at `location` into `con`: the views `samples`, `stack_table`, `stacks`, `recordings`."""
+    if location.startswith("s3://"):
+        fs = _s3_filesystem()
+        con.register_filesystem(fs)
+        keys = []
+        try:
+            # Directory by directory (a delimited listing per prefix): S3-compatible servers agree on it.
+            for top, dirs, files in fs.walk(location, detail=False):
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                keys += [f"{top.rstrip('/')}/{f}" for f in sorted(files) if not f.startswith(".")]
+        except (FileNotFoundError, PermissionError, OSError) as e:
+            raise StoreError(f"{location}: cannot list the store ({e}): {_hint()}.") from None
+        names = set(keys)
+        samples = ["s3://" + k for k in keys if k.endswith(".samples.parquet")]
+        missing = [f for f in samples if f[5:].replace(".samples.parquet", ".stacks.parquet") not in names]
+    else:
+        root = Path(location)
+        if not root.exists():
+            raise StoreError(f"{location}: no such store directory: {_hint()}.")
+        if not root.is_dir():
+            raise StoreError(f"{location}: not a directory of stacks-pack files: {_hint()}.")
+        samples = _list_local(root)
+        missing = [f for f in samples if not Path(f.replace(".samples.parquet", ".stacks.parquet")).exists()]
+    if not samples:
+        raise StoreError(f"{location}: no stacks store here (no *.samples.parquet files): {_hint()}.")
+    if missing:
+        raise StoreError(f"{missing[0]}: its stacks file is missing (the store is damaged).")
+    stacks = [f.replace(".samples.parquet", ".stacks.parquet") for f in samples]
+
+    def files(paths: list[str]) -> str:
+        return "[" + ", ".join("'" + p.replace("'", "''") + "'" for p in paths) + "]"
+
+    con.execute(
+        f"CREATE VIEW samples AS SELECT * FROM read_parquet({files(samples)}, "
+        "union_by_name = true, hive_partitioning = false)"
+    )
+    # Stack ids repeat across pairs: each distinct stack once. A store written without
+    # symbolization has no `stack` column (and a null `folded`): no kernel frames counted then.
+    stack_files = f"read_parquet({files(stacks)}, union_by_name = true, hive_partitioning = false)"
+    columns = {r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {stack_files}").fetchall()}
+    if "stack" in columns:
+        extra = "len(list_filter(stack, lambda f: f.kernel)) AS kernel_frames"
+    else:
+        extra = """CAST(NULL AS STRUCT("function" VARCHAR, kernel BOOLEAN)[]) AS stack, 0 AS kernel_frames"""
+    if "folded" not in columns:
+        extra += ", CAST(NULL AS VARCHAR) AS folded"
+    con.execute(
+        f"""CREATE VIEW stack_table AS
+        SELECT *, {extra} FROM (SELECT DISTINCT ON (stack_id) * FROM {stack_files})"""
+    )
+    # Every stored column and every stack column, as stacks-query's `stacks` view, then `folded`,
+    # `leaf`, `depth` and `kernel_frames`.
+    con.execute(
+        "CREATE VIEW stacks AS SELECT s.*, t.* EXCLUDE (stack_id) FROM samples s LEFT JOIN stack_table t USING (stack_id)"
+    )
+    con.execute(
+        f"""CREATE VIEW recordings AS
+        SELECT file_name AS file,
+            max(CASE WHEN decode(key) = 'stacks.host' THEN decode(value) END) AS host,
+            max(CASE WHEN decode(key) = 'stacks.events' THEN decode(value) END) AS events,
+            max(CASE WHEN decode(key) = 'stacks.kernel_release' THEN decode(value) END) AS kernel,
+            max(CASE WHEN decode(key) = 'stacks.stage' THEN decode(value) END) AS stage,
+            max(CASE WHEN decode(key) = 'stacks.tools' THEN decode(value) END) AS tools
+        FROM parquet_kv_metadata({files(samples)})
+        GROUP BY file_name ORDER BY file_name"""
+    )
+
+
+@dataclass(frozen=True)
+class Window:
+    """A time window, [start, end), as anything pandas.Timestamp takes; None: unbounded."""
+
+    start: object = None
+    end: object = None
+
+    def __str__(self) -> str:
+        def t(x):
+            return "…" if x is None else pd.Timestamp(x).strftime("%H:%M:%S.%f")[:-3]
+
+        return f"{t(self.start)}–{t(self.end)}"
+
+
+def _ns(t) -> int | None:
+    if t is None:
+        return None
+    ts = pd.Timestamp(t)
+    if ts.tzinfo is None:
+        ts = ts.tz_localize("UTC")
+    return int(ts.value)
+
+
+def _to_time(ns: pd.Series) -> pd.Series:
+    return pd.to_datetime(ns.astype("int64"), unit="ns", utc=True)
+
+
+class Store:
+    """A stacks store opened in DuckDB. `sql()` runs any SQL over its views; the methods answer the notebooks' questions."""
+
+    def __init__(self, location: str):
+        self.location = location
+        self.con = duckdb.connect()
+        self.con.execute("SET TimeZone = 'UTC'")
+        _create_views(self.con, location)
+        rows = self.con.execute("SELECT count(*) FROM samples").fetchone()[0]
+        if rows == 0:
+            raise StoreError(f"{location}: the store holds no rows: {_hint()}.")
+        self.rows = rows
+
+    def __repr__(self) -> str:
+        return f"Store({self.location!r}, {self.rows} rows)"
+
+    # -- plumbing --------------------------------------------------------------------------
+
+    def sql(self, query: str, **params) -> pd.DataFrame:
+        """Run `query` (DuckDB SQL over `samples`, `stack_table`, `stacks`, `recordings`) with `$name` parameters."""
+        return self.con.execute(query, params).df()
+
+    @staticmethod
+    def _filter(pid=None, tid=None, host=None, window: Window | None = None, alias: str = "") -> tuple[str, dict]:
+        """An SQL condition and its parameters keeping one process, thread, host and time window."""
+        a = f"{alias}." if alias else ""
+        conds, params = [], {}
+        if pid is not None:
+            conds.append(f"{a}pid = $pid")
+            params["pid"] = int(pid)
+        if tid is not None:
+            conds.append(f"{a}tid = $tid")
+            params["tid"] = int(tid)
+        if host is not None:
+            conds.append(f"{a}host = $host")
+            params["host"] = host
+        # Compared as timestamps, so the Parquet readers skip row groups outside the window.
+        if window is not None and window.start is not None:
+            conds.append(f"{a}time >= make_timestamp_ns($start_ns)::TIMESTAMPTZ_NS")
+            params["start_ns"] = _ns(window.start)
+        if window is not None and window.end is not None:
+            conds.append(f"{a}time < make_timestamp_ns($end_ns)::TIMESTAMPTZ_NS")
+            params["end_ns"] = _ns(window.end)
+        return (" AND ".join(conds) or "true"), params
+
+    # -- overview --------------------------------------------------------------------------
+
+    def summary(self) -> pd.Series:
+        """Hosts, first and last event, rows, processes and threads of the whole store."""
+        row = self.sql(
+            """SELECT string_agg(DISTINCT coalesce(host, '?'), ', ' ORDER BY coalesce(host, '?')) AS hosts,
+                min(epoch_ns(time)) AS first_ns, max(epoch_ns(time)) AS last_ns,
+                count(*) AS rows,
+                count(DISTINCT (host, pid)) FILTER (WHERE pid > 0) AS processes,
+                count(DISTINCT (host, tid)) FILTER (WHERE tid > 0) AS threads
+            FROM samples"""
+        ).iloc[0]
+        first, last = _to_time(pd.Series([row.first_ns]))[0], _to_time(pd.Series([row.last_ns]))[0]
+        return pd.Series(
+            {
+                "hosts": row.hosts,
+                "first event": first,
+                "last event": last,
+                "span (s)": round((row.last_ns - row.first_ns) / 1e9, 3),
+                "rows": int(row.rows),
+                "processes": int(row.processes),
+                "threads": int(row.threads),
+                "recordings (samples files)": len(self.recordings()),
+            }
+        )
+
+    def recordings(self) -> pd.DataFrame:
+        """One row per samples file: its host, event specification, kernel and tools."""
+        return self.sql("SELECT * FROM recordings")
+
+    def kinds(self) -> pd.DataFrame:
+        """Per event kind: rows, events (`count` summed: aggregated rows stand for many) and the total `value` with its unit."""
+        df = self.sql(
+            """SELECT kind, count(*) AS rows, sum(coalesce(count, 1))::BIGINT AS events,
+                sum(value)::BIGINT AS total
+            FROM samples GROUP BY kind ORDER BY rows DESC, kind"""
+        )
+        df["unit"] = df["kind"].map(VALUE_UNITS).fillna("")
+        return df
+
+    def processes(self) -> pd.DataFrame:
+        """One row per process: host, pid, name, threads, first and last event, CPU seconds (profile), rows."""
+        df = self.sql(
+            """SELECT host, pid, arg_max(comm, time) AS comm, count(DISTINCT tid) AS threads,
+                min(epoch_ns(time)) AS first_ns, max(epoch_ns(time)) AS last_ns,
+                coalesce(sum(value) FILTER (WHERE kind = 'profile'), 0) / 1e9 AS cpu_s,
+                count(*) AS rows
+            FROM samples WHERE pid > 0 GROUP BY host, pid ORDER BY cpu_s DESC, rows DESC, host, pid"""
+        )
+        df["first"], df["last"] = _to_time(df.pop("first_ns")), _to_time(df.pop("last_ns"))
+        return df
+
+    def threads(self, pid=None, host=None) -> pd.DataFrame:
+        """One row per thread: CPU seconds (profile), off-CPU seconds (switch), sampled wall seconds (state), rows."""
+        cond, params = self._filter(pid=pid, host=host)
+        return self.sql(
+            f"""SELECT host, pid, arg_max(comm, time) AS comm, tid, arg_max(thread, time) AS thread,
+                coalesce(sum(value) FILTER (WHERE kind = 'profile'), 0) / 1e9 AS cpu_s,
+                coalesce(sum(value) FILTER (WHERE kind = 'switch'), 0) / 1e9 AS offcpu_s,
+                coalesce(sum(value) FILTER (WHERE kind = 'state'), 0) / 1e9 AS state_s,
+                count(*) AS rows
+            FROM samples WHERE tid > 0 AND {cond}
+            GROUP BY host, pid, tid ORDER BY pid, tid""",
+            **params,
+        )
+
+    def events_over_time(self, interval_s: float = 1.0) -> pd.DataFrame:
+        """Events (`count` summed) per kind and time bucket of `interval_s` seconds."""
+        df = self.sql(
+            """SELECT (epoch_ns(time) // $iv) * $iv AS t, kind, sum(coalesce(count, 1))::BIGINT AS events
+            FROM samples GROUP BY ALL ORDER BY t, kind""",
+            iv=int(interval_s * 1e9),
+        )
+        df["time"] = _to_time(df.pop("t"))
+        return df
+
+    def time_range(self, kind: str | None = None, pid=None) -> tuple[pd.Timestamp, pd.Timestamp]:
+        """First and last event time (of `kind`, of process `pid`)."""
+        cond, params = self._filter(pid=pid)
+        if kind:
+            cond += " AND kind = $kind"
+            params["kind"] = kind
+        lo, hi = self.con.execute(
+            f"SELECT min(epoch_ns(time)), max(epoch_ns(time)) FROM samples WHERE {cond}", params
+        ).fetchone()
+        if lo is None:
+            raise StoreError(f"{self.location}: no {kind or ''} rows for this selection.")
+        return _to_time(pd.Series([lo]))[0], _to_time(pd.Series([hi]))[0]
+
+    def pick_process(self, kind: str = "state", by: str = "rows") -> int:
+        """The pid with the most rows (`by='rows'`), threads (`by='threads'`) or value of `kind`; `$STACKS_PID` wins."""
+        if os.environ.get("STACKS_PID"):
+            return int(os.environ["STACKS_PID"])
+        measure = {"rows": "count(*)", "threads": "count(DISTINCT tid)", "value": "sum(value)"}[by]
+        row = self.con.execute(
+            f"SELECT pid FROM samples WHERE kind = $kind AND pid > 0 GROUP BY pid "
+            f"ORDER BY {measure} DESC, pid LIMIT 1",
+            {"kind": kind},
+        ).fetchone()
+        if row is None:
+            raise StoreError(f"{self.location}: no {kind} rows: record with -e {kind} to see this.")
+        return int(row[0])
+
+    def busiest(self, kind: str = "state", top: int = 4) -> list[int]:
+        """The `top` pids with the most `value` of `kind` (thread-seconds for `state`); StoreError when there is none."""
+        pids = self.con.execute(
+            "SELECT pid FROM samples WHERE kind = $kind AND pid > 0 GROUP BY pid ORDER BY sum(value) DESC, pid LIMIT $top",
+            {"kind": kind, "top": int(top)},
+        ).fetchall()
+        if not pids:
+            raise StoreError(f"{self.location}: no {kind} rows: record with -e {kind} to see this.")
+        return [int(p[0]) for p in pids]
+
+    def process_name(self, pid: int) -> str:
+        """`comm (pid)` of process `pid`."""
+        row = self.con.execute("SELECT arg_max(comm, time) FROM samples WHERE pid = $pid", {"pid": int(pid)}).fetchone()
+        return f"{row[0]} ({pid})"
+
+    # -- stacks ----------------------------------------------------------------------------
+
+    def folded(
+        self,
+        kind: str = "profile",
+        pid=None,
+        tid=None,
+        host=None,
+        window: Window | None = None,
+        group: tuple[str, ...] = ("comm",),
+        where: str | None = None,
+        value: str = "value",
+        span: str | None = None,
+        **params,
+    ) -> pd.DataFrame:
+        """Folded stacks of `kind`: one row per (group columns, stack), `folded` root first with the group values as root frames.
+
+        Columns: `folded` (`;`-separated frames, root first), `kernel_frames` (how many of the
+        last frames are kernel frames), `value` (the sum of `value`, or of the SQL expression
+        `value`), `events` (`count` summed). Rows without a stack count under `[no stack]`, the
+        recorder's folded short off-CPU intervals under `[folded short off-CPU intervals]`, so
+        totals are exact. `span` keeps the rows of one `tracing` span name (`[no span]`: rows in
+        none); `where` is more SQL (over `samples`) with `**params`.
+        """
+        cond, p = self._filter(pid=pid, tid=tid, host=host, window=window)
+        p.update(params)
+        if span == NO_SPAN:
+            cond += " AND span_name IS NULL"
+        elif span is not None:
+            cond += " AND span_name = $span_name"
+            p["span_name"] = span
+        p["kind"] = kind
+        extra = f" AND ({where})" if where else ""
+        cols = "".join(f"coalesce(CAST({g} AS VARCHAR), '?') AS g{i}, " for i, g in enumerate(group))
+        gcols = "".join(f"g{i}, " for i in range(len(group)))
+        df = self.sql(
+            f"""SELECT {gcols}
+                coalesce(t.folded, CASE WHEN a.short THEN '{SHORT_OFFCPU}' WHEN a.stack_id IS NULL THEN '{NO_STACK}'
+                    ELSE '{UNSYMBOLIZED}' END) AS folded,
+                coalesce(t.kernel_frames, 0) AS kernel_frames, a.value, a.events
+            FROM (SELECT {cols} stack_id, stack_id IS NULL AND coalesce(count, 1) > 1 AS short,
+                    sum({value})::DOUBLE AS value, sum(coalesce(count, 1))::BIGINT AS events
+                  FROM samples WHERE kind = $kind AND {cond}{extra}
+                  GROUP BY ALL) a
+            LEFT JOIN stack_table t USING (stack_id)
+            ORDER BY a.value DESC, folded""",
+            **p,
+        )
+        for i in reversed(range(len(group))):
+            df["folded"] = df.pop(f"g{i}") + ";" + df["folded"]
+        return df[["folded", "kernel_frames", "value", "events"]]
+
+    # -- thread states ---------------------------------------------------------------------
+
+    def thread_states(self, pid=None, host=None, window: Window | None = None) -> pd.DataFrame:
+        """Sampled wall seconds per (thread, state, system call) from `state` rows (`sum(value)`: thread-seconds)."""
+        cond, params = self._filter(pid=pid, host=host, window=window)
+        return self.sql(
+            f"""SELECT pid, tid, arg_max(thread, time) AS thread, state, coalesce(syscall, '') AS syscall,
+                count(*) AS samples, sum(value) / 1e9 AS seconds
+            FROM samples WHERE kind = 'state' AND {cond}
+            GROUP BY pid, tid, state, syscall ORDER BY pid, tid, seconds DESC, state, syscall""",
+            **params,
+        )
+
+    def state_period(self, pid=None) -> float:
+        """Seconds between two `state` sampling passes (the median `value` of `state` rows: 1/HZ)."""
+        cond, params = self._filter(pid=pid)
+        ns = self.con.execute(f"SELECT median(value) FROM samples WHERE kind = 'state' AND {cond}", params).fetchone()[0]
+        return (ns or 5e7) / 1e9
+
+    def state_summary(self, pid=None, host=None) -> pd.DataFrame:
+        """Average threads in each state per process, over the sampling passes that ran.
+
+        All rows of one pass share its start as `time`, so a process's passes are its distinct
+        `time`s, and its threads in a state on average are its rows in that state per pass. A
+        pass the recorder could not run on time is skipped, not made up: averaging over the
+        passes that ran keeps the count of threads right. `thread_s` sums `value`.
+        """
+        cond, params = self._filter(pid=pid, host=host)
+        return self.sql(
+            f"""WITH r AS (SELECT pid, comm, tid, time, state, value FROM samples WHERE kind = 'state' AND {cond}),
+                p AS (SELECT pid, count(DISTINCT time) AS passes FROM r GROUP BY pid)
+            SELECT r.pid, arg_max(r.comm, r.time) AS comm, r.state, count(DISTINCT r.tid) AS threads_seen,
+                sum(r.value) / 1e9 AS thread_s, any_value(p.passes) AS passes,
+                count(*) / any_value(p.passes) AS avg_threads
+            FROM r JOIN p USING (pid)
+            GROUP BY r.pid, r.state ORDER BY r.pid, avg_threads DESC, r.state""",
+            **params,
+        )
+
+    def active_threads(self, interval_s: float = 0.1, pids=None, host=None) -> pd.DataFrame:
+        """Average threads in each state per time bucket and process: its `state` rows in the bucket per sampling pass in it."""
+        iv = int(interval_s * 1e9)
+        cond, params = self._filter(host=host)
+        if pids is not None:
+            cond += " AND list_contains($pids, pid)"
+            params["pids"] = [int(p) for p in pids]
+        df = self.sql(
+            f"""WITH r AS (SELECT pid, (epoch_ns(time) // $iv) * $iv AS t, time, state
+                       FROM samples WHERE kind = 'state' AND {cond}),
+                p AS (SELECT pid, t, count(DISTINCT time) AS passes FROM r GROUP BY pid, t)
+            SELECT r.pid, r.t, r.state, count(*) / any_value(p.passes) AS threads
+            FROM r JOIN p USING (pid, t) GROUP BY r.pid, r.t, r.state ORDER BY r.pid, r.t, r.state""",
+            iv=iv,
+            **params,
+        )
+        df["time"] = _to_time(df.pop("t"))
+        return df
+
+    def state_samples(self, pid, host=None, window: Window | None = None) -> pd.DataFrame:
+        """Every `state` row of process `pid`: time, length (ns), thread, state, system call."""
+        cond, params = self._filter(pid=pid, host=host, window=window)
+        df = self.sql(
+            f"""SELECT epoch_ns(time) AS t, value AS ns, tid, thread, state, syscall
+            FROM samples WHERE kind = 'state' AND {cond} ORDER BY tid, t""",
+            **params,
+        )
+        df["time"] = _to_time(df.pop("t"))
+        return df
+
+    # -- off-CPU ---------------------------------------------------------------------------
+
+    def offcpu_reasons(self, pid=None, host=None, window: Window | None = None) -> pd.DataFrame:
+        """Off-CPU time (`switch` rows) per (thread, state, waker, reason frame, user stack).
+
+        `reason` is the innermost kernel frame that is not the scheduler itself (`do_nanosleep`,
+        `pipe_read`, `futex_wait_queue`…); `waker` names the thread that woke it (`comm/thread`
+        for another process), `[no wakeup seen]` when none was (preemption, a wakeup from an
+        untraced context); `user` is the user part of the stack, root first.
+        """
+        cond, params = self._filter(pid=pid, host=host, window=window, alias="s")
+        df = self.sql(
+            f"""WITH names AS (
+                    SELECT host, tid, arg_max(comm, time) AS comm, arg_max(thread, time) AS thread, arg_max(pid, time) AS pid
+                    FROM samples WHERE tid > 0 GROUP BY host, tid),
+                a AS (
+                    SELECT s.host, s.pid, s.tid, s.thread, s.state, s.waker, s.stack_id,
+                        s.stack_id IS NULL AND coalesce(s.count, 1) > 1 AS short,
+                        sum(coalesce(s.count, 1))::BIGINT AS intervals, sum(s.value)::DOUBLE AS ns
+                    FROM samples s WHERE s.kind = 'switch' AND {cond} GROUP BY ALL)
+            SELECT a.pid, a.tid, a.thread, a.state,
+                CASE WHEN a.waker IS NULL THEN '[no wakeup seen]'
+                     WHEN w.tid IS NULL THEN 'tid ' || a.waker || ' (untraced)'
+                     WHEN w.pid = a.pid THEN w.thread
+                     ELSE w.comm || '/' || w.thread END AS waker,
+                CASE WHEN a.short THEN '{SHORT_OFFCPU}'
+                     WHEN a.stack_id IS NULL THEN '{NO_STACK}'
+                     WHEN t.stack IS NULL THEN '{UNSYMBOLIZED}'
+                     ELSE coalesce(list_filter(t.stack, lambda f: f.kernel
+                         AND NOT regexp_matches(coalesce(f.function, ''), '{SCHEDULER_FRAMES}'))[1].function,
+                         '[no kernel stack recorded]') END AS reason,
+                CASE WHEN t.folded IS NULL THEN ''
+                     ELSE array_to_string(string_split(t.folded, ';')[1:len(string_split(t.folded, ';')) - t.kernel_frames], ';')
+                     END AS user,
+                a.intervals, a.ns
+            FROM a LEFT JOIN stack_table t USING (stack_id)
+            LEFT JOIN names w ON w.host IS NOT DISTINCT FROM a.host AND w.tid = a.waker
+            ORDER BY a.ns DESC, a.pid, a.tid, state, waker, reason, user""",
+            **params,
+        )
+        df["user"] = df["user"].replace("", "[no user stack]")
+        return df
+
+    # -- latency ---------------------------------------------------------------------------
+
+    LATENCY_SOURCES = {
+        # name: (kind, per-event latency, events, time, condition)
+        "vfs": ("vfs", "duration / coalesce(count, 1)", "coalesce(count, 1)", "duration", "duration IS NOT NULL"),
+        "block": ("block", "duration", "1", "duration", "duration IS NOT NULL"),
+        "syscall": ("state", "duration", "1", "value", "syscall IS NOT NULL AND duration IS NOT NULL"),
+    }
+
+    def latency_heatmap(self, source: str, interval_s: float = 0.25, pid=None, host=None) -> pd.DataFrame:
+        """Events and time per (time bucket, log2 latency bucket) for `source`.
+
+        `vfs`: file and socket reads and writes (`duration` per call; aggregated rows by their
+        mean, which lies in the bucket of every call they sum); `block`: block requests, issue
+        to completion; `syscall`: `state` samples of threads in a system call, by the time
+        spent in the call so far (`time` is then the sampled thread time). `bucket` k holds
+        latencies in [2^k, 2^(k+1)) ns; `events` counts, `time_ns` sums `duration` (or the
+        sampled time for `syscall`).
+        """
+        kind, lat, events, time, extra = self.LATENCY_SOURCES[source]
+        cond, params = self._filter(pid=pid, host=host)
+        df = self.sql(
+            f"""SELECT (epoch_ns(time) // $iv) * $iv AS t,
+                floor(log2(greatest({lat}, 1)))::INT AS bucket,
+                sum({events})::BIGINT AS events, sum({time})::DOUBLE AS time_ns
+            FROM samples WHERE kind = '{kind}' AND {extra} AND {cond}
+            GROUP BY ALL ORDER BY t, bucket""",
+            iv=int(interval_s * 1e9),
+            **params,
+        )
+        df["time"] = _to_time(df.pop("t"))
+        return df
+
+    # -- spans -----------------------------------------------------------------------------
+
+    def span_costs(self, pid=None, tid=None, host=None) -> pd.DataFrame:
+        """Per `tracing` span name: CPU and off-CPU seconds, file read/write, block and network bytes, stays and time in the span.
+
+        Rows in no span count under `[no span]`. `span_ids` counts the distinct span ids seen
+        (as the bundled `spans` query); `stays` the span's `span` rows (one per enter and exit:
+        none for a stay that began before the recorder attached), `span_s` their summed `duration`.
+        """
+        cond, params = self._filter(pid=pid, tid=tid, host=host)
+        return self.sql(
+            f"""SELECT coalesce(span_name, '{NO_SPAN}') AS span,
+                coalesce(sum(value) FILTER (WHERE kind = 'profile'), 0) / 1e9 AS cpu_s,
+                coalesce(sum(value) FILTER (WHERE kind = 'switch'), 0) / 1e9 AS offcpu_s,
+                coalesce(sum(value) FILTER (WHERE kind = 'vfs' AND op = 'read'), 0)::BIGINT AS read_bytes,
+                coalesce(sum(value) FILTER (WHERE kind = 'vfs' AND op = 'write'), 0)::BIGINT AS write_bytes,
+                coalesce(sum(value) FILTER (WHERE kind = 'block'), 0)::BIGINT AS block_bytes,
+                coalesce(sum(value) FILTER (WHERE kind = 'net'), 0)::BIGINT AS net_bytes,
+                count(DISTINCT span_id) AS span_ids,
+                count(*) FILTER (WHERE kind = 'span') AS stays,
+                coalesce(sum(duration) FILTER (WHERE kind = 'span'), 0) / 1e9 AS span_s
+            FROM samples WHERE kind IN ('profile', 'switch', 'vfs', 'block', 'net', 'span') AND {cond}
+            GROUP BY ALL ORDER BY cpu_s + offcpu_s DESC, span""",
+            **params,
+        )
+
+    def span_processes(self) -> pd.DataFrame:
+        """Processes with `span` rows or span-labelled rows, most spans first."""
+        return self.sql(
+            """SELECT pid, arg_max(comm, time) AS comm, count(DISTINCT span_name) AS span_names,
+                count(*) FILTER (WHERE kind = 'span') AS stays
+            FROM samples WHERE span_name IS NOT NULL GROUP BY pid ORDER BY stays DESC, count(*) DESC, pid"""
+        )
+
+    def pick_span_process(self) -> int:
+        """The pid with the most span-labelled rows (`$STACKS_PID` wins)."""
+        if os.environ.get("STACKS_PID"):
+            return int(os.environ["STACKS_PID"])
+        procs = self.span_processes()
+        if procs.empty:
+            raise StoreError(
+                f"{self.location}: no rows labelled with a tracing span: record a program using tracing-stacks (see docs/spans.md)."
+            )
+        return int(procs["pid"].iloc[0])
+
+    # -- memory and network ----------------------------------------------------------------
+
+    def rss_over_time(self, pid=None, host=None) -> pd.DataFrame:
+        """The resident bytes of each process after each sampled growth (`rss` rows' `rss` column)."""
+        cond, params = self._filter(pid=pid, host=host)
+        df = self.sql(
+            f"""SELECT pid, arg_max(comm, time) OVER (PARTITION BY pid) AS comm, epoch_ns(time) AS t, rss,
+                sum(value) OVER (PARTITION BY pid ORDER BY time ROWS UNBOUNDED PRECEDING) AS growth
+            FROM samples WHERE kind = 'rss' AND {cond} ORDER BY pid, t""",
+            **params,
+        )
+        df["time"] = _to_time(df.pop("t"))
+        return df
+
+    def connections(self, pid=None, host=None) -> pd.DataFrame:
+        """Bytes and calls per (process, thread, protocol, local, remote) and direction (`net` rows)."""
+        cond, params = self._filter(pid=pid, host=host)
+        return self.sql(
+            f"""SELECT pid, arg_max(comm, time) AS comm, protocol, local, coalesce(remote, '-') AS remote,
+                coalesce(sum(value) FILTER (WHERE op = 'send'), 0)::BIGINT AS sent_bytes,
+                coalesce(sum(value) FILTER (WHERE op = 'recv'), 0)::BIGINT AS received_bytes,
+                sum(coalesce(count, 1))::BIGINT AS calls,
+                string_agg(DISTINCT thread, ', ' ORDER BY thread) AS threads
+            FROM samples WHERE kind = 'net' AND {cond}
+            GROUP BY pid, protocol, local, remote ORDER BY sent_bytes + received_bytes DESC, pid, protocol, local, remote""",
+            **params,
+        )
+
+    def connection_bytes_over_time(self, interval_s: float | None = None, pid=None, host=None) -> pd.DataFrame:
+        """Bytes per (connection, direction) and time bucket (`net` rows); buckets of `interval_s`, by default 1/400 of the rows' time span."""
+        cond, params = self._filter(pid=pid, host=host)
+        if interval_s is None:
+            lo, hi = self.con.execute(
+                f"SELECT min(epoch_ns(time)), max(epoch_ns(time)) FROM samples WHERE kind = 'net' AND {cond}", params
+            ).fetchone()
+            interval_s = max(((hi or 0) - (lo or 0)) / 400 / 1e9, 1e-6)
+        df = self.sql(
+            f"""SELECT pid, protocol || ' ' || local || ' → ' || coalesce(remote, '-') AS connection, op,
+                (epoch_ns(time) // $iv) * $iv AS t, sum(value)::BIGINT AS bytes
+            FROM samples WHERE kind = 'net' AND {cond} GROUP BY ALL ORDER BY t, connection, op""",
+            iv=int(interval_s * 1e9),
+            **params,
+        )
+        df["time"] = _to_time(df.pop("t"))
+        return df
+
+
+def open_store(location: str | None = None, default: str = "out") -> Store:
+    """Open the store at `location` (a directory or an s3:// URL; default `$STACKS_STORE`, else `default` in the repository: the demo's `out/`).
+
+    Raises StoreError with one sentence when it is missing or empty.
+    """
+    return Store(location or default_location(default))
