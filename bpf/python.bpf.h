@@ -34,7 +34,7 @@ static __always_inline bool py_mark(struct stacks_event *e, __u32 k, __u32 slot,
 	f->status = STACKS_UFRAME_PYTHON_FAIL;
 	f->flags = why;
 	f->code = 0;
-	f->pad = 0;
+	f->qualname = 0;
 	f->prev_instr = 0;
 	return true;
 }
@@ -82,18 +82,19 @@ static __always_inline void capture_python(struct stacks_event *e)
 		}
 		struct stacks_pyframe *f = (struct stacks_pyframe *)&e->frames[py_bound(idx)];
 		__u8 entry = 0;
-		__u64 code = 0, instr = 0, prev = 0;
+		__u64 code = 0, instr = 0, prev = 0, qualname = 0;
 		if (bpf_probe_read_user(&code, sizeof(code), (void *)(frame + py->code)) ||
 		    bpf_probe_read_user(&instr, sizeof(instr), (void *)(frame + py->prev_instr)) ||
 		    bpf_probe_read_user(&entry, sizeof(entry), (void *)(frame + py->is_entry)) ||
-		    bpf_probe_read_user(&prev, sizeof(prev), (void *)(frame + py->previous))) {
+		    bpf_probe_read_user(&prev, sizeof(prev), (void *)(frame + py->previous)) ||
+		    bpf_probe_read_user(&qualname, sizeof(qualname), (void *)(code + py->qualname))) {
 			why = STACKS_PY_READ;
 			break;
 		}
 		f->status = STACKS_UFRAME_PYTHON;
 		f->flags = entry ? STACKS_PYFRAME_ENTRY : 0;
 		f->code = code;
-		f->pad = 0;
+		f->qualname = qualname;
 		f->prev_instr = instr;
 		n++;
 		frame = prev;

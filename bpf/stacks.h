@@ -226,7 +226,8 @@ struct stacks_py_proc {
 	__u16 previous;           /* _PyInterpreterFrame.previous */
 	__u16 prev_instr;         /* _PyInterpreterFrame.prev_instr */
 	__u16 is_entry;           /* _PyInterpreterFrame.is_entry */
-	__u16 pad;
+	__u16 qualname;           /* PyCodeObject.co_qualname: read with each frame, so user space
+				   * tells a code object freed and replaced since */
 };
 
 /* Python frames of a CPU sample follow its native user frames in the record, as user frames
@@ -249,7 +250,7 @@ struct stacks_pyframe {
 	__s32 status;             /* STACKS_UFRAME_PYTHON or STACKS_UFRAME_PYTHON_FAIL */
 	__u32 flags;              /* STACKS_PYFRAME_* (a frame) or enum stacks_py_fail (a marker) */
 	__u64 code;               /* the frame's PyCodeObject */
-	__u64 pad;
+	__u64 qualname;           /* its co_qualname pointer at the sample */
 	__u64 prev_instr;         /* its last instruction started (address) */
 };
 

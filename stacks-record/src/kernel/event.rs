@@ -64,6 +64,8 @@ pub(crate) enum PyPart {
     /// `_PyEval_EvalFrameDefault` call began with it.
     Frame {
         code: u64,
+        /// The code object's `co_qualname` pointer at the sample.
+        qualname: u64,
         prev_instr: u64,
         entry: bool,
     },
@@ -178,18 +180,19 @@ impl<'a> RawEvent<'a> {
             return Vec::new();
         }
         let base = frame_count(self.h.kstack_len) * 8;
-        let u64_at = |at: usize| {
-            u64::from_ne_bytes(self.frames[at..at + 8].try_into().unwrap_or([0; 8]))
-        };
+        let u64_at =
+            |at: usize| u64::from_ne_bytes(self.frames[at..at + 8].try_into().unwrap_or([0; 8]));
         let mut out = Vec::new();
         for i in 0..frame_count(self.h.ustack_len) {
             let at = base + i * UFRAME_SIZE;
             // from_bytes checked that the frames hold ustack_len user frames.
             let status = i32::from_ne_bytes(self.frames[at..at + 4].try_into().unwrap_or([0; 4]));
-            let flags = u32::from_ne_bytes(self.frames[at + 4..at + 8].try_into().unwrap_or([0; 4]));
+            let flags =
+                u32::from_ne_bytes(self.frames[at + 4..at + 8].try_into().unwrap_or([0; 4]));
             match status {
                 UFRAME_PYTHON => out.push(PyPart::Frame {
                     code: u64_at(at + 8),
+                    qualname: u64_at(at + 16),
                     prev_instr: u64_at(at + 24),
                     entry: flags & PYFRAME_ENTRY != 0,
                 }),

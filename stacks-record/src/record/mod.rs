@@ -519,6 +519,7 @@ fn drain(
                     // A new image: its spans are read from here if it has a thread context.
                     spans.register(skel, e.h.pid);
                     conv.python.forget(skel, e.h.pid);
+                    conv.python.look(skel, e.h.pid);
                 } else if e.h.kind == Kind::STACKS_EV_PROFILE && e.h.ustack_len >= 0 {
                     conv.python.look(skel, e.h.pid);
                 }

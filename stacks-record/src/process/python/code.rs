@@ -10,10 +10,7 @@ use super::offsets::{Layout, bytes, unicode};
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ReadError {
     #[error("process memory unreadable at {addr:#x}: {source}")]
-    Memory {
-        addr: u64,
-        source: std::io::Error,
-    },
+    Memory { addr: u64, source: std::io::Error },
     #[error("object at {0:#x} is not a string this reader knows")]
     NotAString(u64),
     #[error("object at {0:#x} is too large ({1} units)")]
@@ -66,6 +63,8 @@ fn read_u64(pid: u32, addr: u64) -> Result<u64, ReadError> {
 /// A code object's name, file, first line and location table.
 #[derive(Debug)]
 pub(crate) struct Code {
+    /// Its `co_qualname` pointer (the kernel side reads it with each frame).
+    pub qualname_at: u64,
     pub qualname: Rc<str>,
     pub filename: Rc<str>,
     first_line: i32,
@@ -84,6 +83,7 @@ impl Code {
             .map_or(0, |s| i32::from_ne_bytes(s.try_into().unwrap_or([0; 4])));
         let table = u64_at(&head, l.co_linetable);
         Ok(Code {
+            qualname_at: u64_at(&head, l.co_qualname),
             qualname: read_str(pid, u64_at(&head, l.co_qualname))?.into(),
             filename: read_str(pid, u64_at(&head, l.co_filename))?.into(),
             first_line,

@@ -28,8 +28,10 @@ pub(crate) const PY_MODULE: &str = "[python]";
 
 /// How often a process with no interpreter found is looked at again (its library may be
 /// mapped after its first samples), and at most how many times.
-const LOOK_EVERY: Duration = Duration::from_millis(50);
-const LOOKS: u32 = 5;
+const LOOK_EVERY: Duration = Duration::from_millis(10);
+const LOOKS: u32 = 10;
+/// Code objects kept per process (all forgotten past it).
+const CODES_KEPT: usize = 65536;
 
 /// Python frames read and why some were not, for the summary.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -46,11 +48,13 @@ pub(crate) struct PyCounts {
     pub truncated: u64,
     /// Frames whose code object could not be read.
     pub code_unreadable: u64,
+    /// Frames whose code object was freed and its address reused before it was read.
+    pub code_replaced: u64,
 }
 
 struct Proc {
     interp: Interpreter,
-    codes: HashMap<u64, Option<Rc<Code>>, ahash::RandomState>,
+    codes: HashMap<u64, Rc<Code>, ahash::RandomState>,
 }
 
 /// The Python processes of a recording.
@@ -90,6 +94,8 @@ impl Python {
         let interp = match find::find(pid) {
             Ok(Some(i)) => i,
             Ok(None) => return,
+            // The executable, before the dynamic loader mapped the library it runs.
+            Err(find::FindError::NoSymbol(..)) if tries + 1 < LOOKS => return,
             Err(e) => {
                 // Not looked at again: the same file gives the same answer.
                 self.looked.insert(pid, (Instant::now(), LOOKS));
@@ -112,14 +118,11 @@ impl Python {
             previous: l.previous,
             prev_instr: l.prev_instr,
             is_entry: l.is_entry,
-            pad: 0,
+            qualname: l.co_qualname as u16,
         };
         // SAFETY: a plain #[repr(C)] struct of integers, viewed as its bytes.
         let bytes = unsafe {
-            std::slice::from_raw_parts(
-                (&raw const value).cast::<u8>(),
-                size_of::<stacks_py_proc>(),
-            )
+            std::slice::from_raw_parts((&raw const value).cast::<u8>(), size_of::<stacks_py_proc>())
         };
         if skel
             .maps
@@ -162,9 +165,10 @@ impl Python {
             match p {
                 PyPart::Frame {
                     code,
+                    qualname,
                     prev_instr,
                     entry,
-                } => frames.push((self.frame(pid, *code, *prev_instr), *entry)),
+                } => frames.push((self.frame(pid, *code, *qualname, *prev_instr), *entry)),
                 PyPart::Fail(why) => self.count_fail(*why),
             }
         }
@@ -198,38 +202,62 @@ impl Python {
         }
     }
 
-    /// The frame of code object `code` of process `pid` at instruction `prev_instr`.
-    fn frame(&mut self, pid: u32, code: u64, prev_instr: u64) -> UserFrame {
-        let read = self.procs.get_mut(&pid).and_then(|p| {
+    /// The frame of code object `code` of process `pid` (whose `co_qualname` was `qualname`
+    /// at the sample) at instruction `prev_instr`.
+    fn frame(&mut self, pid: u32, code: u64, qualname: u64, prev_instr: u64) -> UserFrame {
+        let read = self.procs.get_mut(&pid).map(|p| {
             let layout = p.interp.layout;
-            p.codes
-                .entry(code)
-                .or_insert_with(|| Code::read(pid, code, layout).ok().map(Rc::new))
-                .clone()
+            // A code object freed (a module's, once imported) leaves its address to another:
+            // one is used only while it names the sample's qualified name (the object read
+            // again otherwise). Failures are not kept: the address may hold code later.
+            if let Some(c) = p.codes.get(&code)
+                && c.qualname_at == qualname
+            {
+                return Ok::<_, code::ReadError>(Rc::clone(c));
+            }
+            let c = Rc::new(Code::read(pid, code, layout)?);
+            if p.codes.len() >= CODES_KEPT {
+                p.codes.clear();
+            }
+            p.codes.insert(code, Rc::clone(&c));
+            Ok(c)
         });
-        let Some(c) = read else {
-            self.counts.code_unreadable += 1;
-            return UserFrame {
-                addr: code,
-                module: Some(PY_MODULE.into()),
-                build_id: None,
-                offset: None,
-                error: Some("Python code object unreadable (process gone?)".into()),
-                symbol: None,
-                file: None,
-                line: None,
-            };
+        let why = match read {
+            Some(Ok(c)) if c.qualname_at == qualname => {
+                self.counts.frames += 1;
+                return UserFrame {
+                    addr: 0,
+                    module: Some(PY_MODULE.into()),
+                    build_id: None,
+                    offset: None,
+                    error: None,
+                    symbol: Some(Rc::clone(&c.qualname)),
+                    file: Some(Rc::clone(&c.filename)),
+                    line: c.line(prev_instr),
+                };
+            }
+            Some(Ok(_)) => {
+                self.counts.code_replaced += 1;
+                "Python code object freed and replaced before it was read".to_string()
+            }
+            Some(Err(e)) => {
+                self.counts.code_unreadable += 1;
+                format!("Python code object unreadable: {e}")
+            }
+            None => {
+                self.counts.code_unreadable += 1;
+                "Python code object of a process no longer known".to_string()
+            }
         };
-        self.counts.frames += 1;
         UserFrame {
-            addr: 0,
+            addr: code,
             module: Some(PY_MODULE.into()),
             build_id: None,
             offset: None,
-            error: None,
-            symbol: Some(Rc::clone(&c.qualname)),
-            file: Some(Rc::clone(&c.filename)),
-            line: c.line(prev_instr),
+            error: Some(why),
+            symbol: None,
+            file: None,
+            line: None,
         }
     }
 
@@ -240,8 +268,14 @@ impl Python {
             return;
         }
         eprintln!(
-            "stacks-record: Python frames: {} read; samples without: {} no thread held the GIL, {} thread not holding the GIL, {} interpreter memory unreadable; {} samples truncated; {} code objects unreadable",
-            c.frames, c.no_tstate, c.no_gil, c.unreadable, c.truncated, c.code_unreadable
+            "stacks-record: Python frames: {} read; samples without: {} no thread held the GIL, {} thread not holding the GIL, {} interpreter memory unreadable; {} samples truncated; frames whose code object was unreadable {}, replaced before read {}",
+            c.frames,
+            c.no_tstate,
+            c.no_gil,
+            c.unreadable,
+            c.truncated,
+            c.code_unreadable,
+            c.code_replaced
         );
     }
 }

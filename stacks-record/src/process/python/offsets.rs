@@ -51,7 +51,10 @@ const VERIFIED: &[(u32, &Layout)] = &[(0x030b_02f0, &V3_11), (0x030b_07f0, &V3_1
 
 /// The layout of CPython `version` (`PY_VERSION_HEX`), when it was verified.
 pub(crate) fn layout(version: u32) -> Option<&'static Layout> {
-    VERIFIED.iter().find(|(v, _)| *v == version).map(|(_, l)| *l)
+    VERIFIED
+        .iter()
+        .find(|(v, _)| *v == version)
+        .map(|(_, l)| *l)
 }
 
 /// `PY_VERSION_HEX` as people write it: `3.11.2`, `3.12.0b1`.
