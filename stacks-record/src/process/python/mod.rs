@@ -9,6 +9,8 @@ mod code;
 mod find;
 mod linetable;
 mod offsets;
+#[cfg(test)]
+mod tests;
 
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
@@ -174,12 +176,12 @@ impl Python {
         }
         let eval = self.procs.get(&pid).map(|p| &p.interp);
         let mut out = Vec::with_capacity(native.len() + frames.len());
-        let mut next = frames.into_iter().peekable();
+        let mut next = frames.into_iter();
         for &id in native {
             if let Some(i) = eval
                 && is_eval(table.get(id), i)
             {
-                while let Some((f, entry)) = next.next() {
+                for (f, entry) in next.by_ref() {
                     out.push(table.intern(f));
                     if entry {
                         break;
