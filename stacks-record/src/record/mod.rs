@@ -522,6 +522,9 @@ fn drain(
                     conv.python.look(skel, e.h.pid);
                 } else if e.h.kind == Kind::STACKS_EV_PROFILE && e.h.ustack_len >= 0 {
                     conv.python.look(skel, e.h.pid);
+                } else if e.h.kind == Kind::STACKS_EV_EXIT {
+                    // Its samples came before, through the same ring: its Python state goes.
+                    conv.python.forget(skel, e.h.pid);
                 }
                 if !conv.hold(&e, &q.bytes[start..start + len], rows) {
                     conv.push(&e, rows)
