@@ -358,3 +358,4 @@ static __always_inline bool submit(struct stacks_event *e)
 #include "dwarf.bpf.h"
 #include "syscalls.bpf.h"
 #include "aggregate.bpf.h"
+#include "python.bpf.h"

@@ -214,6 +214,46 @@ struct stacks_span_proc {
 	__u32 failed;             /* 1: it was not: this process's spans are not read */
 };
 
+/* CPython processes whose Python frames are read at CPU samples (value of py_procs, by tgid),
+ * filled by user space for a verified interpreter version: where the thread state of the thread
+ * holding the GIL lies, and the offsets of the fields walked (bytes). */
+struct stacks_py_proc {
+	__u64 tstate_current;     /* address of _PyRuntime.gilstate.tstate_current */
+	__u16 native_tid;         /* PyThreadState.native_thread_id */
+	__u16 cframe;             /* PyThreadState.cframe */
+	__u16 current_frame;      /* _PyCFrame.current_frame */
+	__u16 code;               /* _PyInterpreterFrame.f_code */
+	__u16 previous;           /* _PyInterpreterFrame.previous */
+	__u16 prev_instr;         /* _PyInterpreterFrame.prev_instr */
+	__u16 is_entry;           /* _PyInterpreterFrame.is_entry */
+	__u16 qualname;           /* PyCodeObject.co_qualname: read with each frame, so user space
+				   * tells a code object freed and replaced since */
+};
+
+/* Python frames of a CPU sample follow its native user frames in the record, as user frames
+ * (STACKS_UFRAME_SIZE bytes each) of these statuses, which no kernel frame has: a frame
+ * (struct stacks_pyframe), innermost first, or one marker saying why none or not all were
+ * read (enum stacks_py_fail in `flags`). */
+#define STACKS_UFRAME_PYTHON 0x7079
+#define STACKS_UFRAME_PYTHON_FAIL 0x7066
+#define STACKS_PY_MAX_FRAMES 64
+#define STACKS_PYFRAME_ENTRY 1    /* flags: the first frame of a C-level eval call */
+
+enum stacks_py_fail {
+	STACKS_PY_NO_TSTATE = 1,  /* no thread holds the GIL */
+	STACKS_PY_NO_GIL = 2,     /* the sampled thread does not hold the GIL */
+	STACKS_PY_READ = 3,       /* interpreter memory could not be read */
+	STACKS_PY_TRUNCATED = 4,  /* more frames than STACKS_PY_MAX_FRAMES or room in the record */
+};
+
+struct stacks_pyframe {
+	__s32 status;             /* STACKS_UFRAME_PYTHON or STACKS_UFRAME_PYTHON_FAIL */
+	__u32 flags;              /* STACKS_PYFRAME_* (a frame) or enum stacks_py_fail (a marker) */
+	__u64 code;               /* the frame's PyCodeObject */
+	__u64 qualname;           /* its co_qualname pointer at the sample */
+	__u64 prev_instr;         /* its last instruction started (address) */
+};
+
 /* Fields every record has. */
 struct stacks_header {
 	__u64 ts;                     /* bpf_ktime_get_boot_ns() of the event */

@@ -53,6 +53,11 @@ pub struct Args {
     #[arg(long = "no-spans")]
     pub no_spans: bool,
 
+    /// Do not read the Python frames of CPython 3.11 processes (CPU samples' user stacks
+    /// otherwise carry them, inner to the interpreter's `_PyEval_EvalFrameDefault` frames).
+    #[arg(long = "no-python")]
+    pub no_python: bool,
+
     /// Stop after this long.
     #[arg(short = 'd', long = "duration", value_name = "DURATION", value_parser = parse_duration,
         help = format!("Stop after this long, {}", stacks_stream::cli::DURATION_EXAMPLES))]

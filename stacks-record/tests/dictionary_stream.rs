@@ -15,10 +15,16 @@ use stacks_stream::dict::Entries;
 use stacks_stream::frames::StackFrames;
 
 /// A captured stack as the rows show it: kernel addresses and user (module, offset, address).
-type Logical = (
-    Option<Vec<u64>>,
-    Option<Vec<(Option<String>, Option<u64>, u64)>>,
+/// A user frame as the test tells frames apart: module, offset, address, and an interpreted
+/// frame's (function, file) and line.
+type UserLogical = (
+    Option<String>,
+    Option<u64>,
+    u64,
+    (Option<String>, Option<String>),
+    i64,
 );
+type Logical = (Option<Vec<u64>>, Option<Vec<UserLogical>>);
 
 #[test]
 fn recording_carries_each_stack_once() {
@@ -138,7 +144,15 @@ fn recording_carries_each_stack_once() {
                 .entry_frames(entry)
                 .map(|i| {
                     let f = ustack.frame(i).unwrap();
-                    (f.module.map(str::to_string), f.offset, f.addr)
+                    // Python frames differ by their function, file and line only.
+                    let named = (f.symbol.map(str::to_string), f.file.map(str::to_string));
+                    (
+                        f.module.map(str::to_string),
+                        f.offset,
+                        f.addr,
+                        named,
+                        f.line,
+                    )
                 })
                 .collect();
             kframes += kstack.as_ref().map_or(0, Vec::len);

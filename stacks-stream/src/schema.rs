@@ -139,6 +139,10 @@ pub mod uframe {
     pub const ERROR: &str = "error";
     /// The name the process published for JIT code (a perf map).
     pub const SYMBOL: &str = "symbol";
+    /// An interpreted frame's source file (a Python frame's `co_filename`).
+    pub const FILE: &str = "file";
+    /// An interpreted frame's source line.
+    pub const LINE: &str = "line";
 }
 
 /// Field names inside `stack` elements (symbolized frames).
@@ -198,6 +202,8 @@ pub fn uframe_fields() -> Fields {
         Field::new(uframe::OFFSET, DataType::UInt64, true),
         Field::new(uframe::ERROR, DataType::Utf8, true),
         Field::new(uframe::SYMBOL, DataType::Utf8, true),
+        Field::new(uframe::FILE, DataType::Utf8, true),
+        Field::new(uframe::LINE, DataType::UInt32, true),
     ])
 }
 

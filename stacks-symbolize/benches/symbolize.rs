@@ -17,7 +17,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow_array::TimestampNanosecondArray;
-use arrow_array::builder::{ListBuilder, StringBuilder, StructBuilder, UInt64Builder};
+use arrow_array::builder::{
+    ListBuilder, StringBuilder, StructBuilder, UInt32Builder, UInt64Builder,
+};
 use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray};
 use arrow_schema::DataType;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
@@ -112,6 +114,9 @@ fn synthetic(
                     .unwrap()
                     .append_value(off);
                 s.field_builder::<StringBuilder>(4).unwrap().append_null();
+                s.field_builder::<StringBuilder>(5).unwrap().append_null();
+                s.field_builder::<StringBuilder>(6).unwrap().append_null();
+                s.field_builder::<UInt32Builder>(7).unwrap().append_null();
                 s.append(true);
             }
             u.append(true);

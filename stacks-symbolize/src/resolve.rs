@@ -43,6 +43,15 @@ impl SymFrame {
         }
     }
 
+    /// A frame named `raw` (demangled) at `file`:`line` when known (an interpreted frame).
+    pub fn named_at(raw: &str, file: Option<&str>, line: Option<u32>) -> Self {
+        SymFrame {
+            file: file.map(str::to_string),
+            line,
+            ..Self::named(raw)
+        }
+    }
+
     /// A function known by name only (no line information).
     pub fn named(raw: &str) -> Self {
         SymFrame {

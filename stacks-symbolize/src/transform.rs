@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
-use arrow_array::types::{Int32Type, UInt64Type};
+use arrow_array::types::{Int32Type, UInt32Type, UInt64Type};
 use arrow_array::{
     Array, ArrayRef, Int32Array, ListArray, RecordBatch, StringArray, StructArray, UInt32Array,
     UInt64Array,
@@ -148,10 +148,13 @@ enum GKey<'a> {
         offset: u64,
         leaf: bool,
     },
-    /// JIT code, named by the process's perf map at record time.
+    /// JIT code, named by the process's perf map at record time; or an interpreted frame
+    /// (a Python function), named with its file and line by the recorder.
     Jit {
         module: Option<&'a str>,
         name: &'a str,
+        file: Option<&'a str>,
+        line: Option<u32>,
     },
     Unnormalized {
         module: Option<&'a str>,
@@ -588,9 +591,16 @@ impl Symbolize {
             let addr = c.u_addr.value(j);
             let recorded_path = opt_str(&c.u_module, j);
             if let Some(name) = c.u_symbol.as_ref().and_then(|s| opt_str(s, j)) {
+                let file = c.u_file.as_ref().and_then(|s| opt_str(s, j));
+                let line = c
+                    .u_line
+                    .as_ref()
+                    .and_then(|l| l.is_valid(j).then(|| l.value(j)));
                 let key = GKey::Jit {
                     module: recorded_path,
                     name,
+                    file,
+                    line,
                 };
                 g.add(key, addr, || Group {
                     place: Place {
@@ -599,7 +609,7 @@ impl Symbolize {
                         build_id: None,
                         offset: None,
                     },
-                    res: Res::Fixed(SymFrame::named(name)),
+                    res: Res::Fixed(SymFrame::named_at(name, file, line)),
                 });
                 continue;
             }
@@ -743,6 +753,9 @@ struct StackColumns {
     u_error: StringArray,
     /// Perf-map names (absent from streams recorded before they were).
     u_symbol: Option<StringArray>,
+    /// Interpreted frames' files and lines (absent from streams recorded before them).
+    u_file: Option<StringArray>,
+    u_line: Option<UInt32Array>,
     ksyms: Option<KernelSymbols>,
     sent: Option<Entries>,
 }
@@ -816,6 +829,12 @@ impl StackColumns {
             u_symbol: u
                 .column_by_name(uframe::SYMBOL)
                 .map(|c| c.as_string::<i32>().clone()),
+            u_file: u
+                .column_by_name(uframe::FILE)
+                .map(|c| c.as_string::<i32>().clone()),
+            u_line: u
+                .column_by_name(uframe::LINE)
+                .map(|c| c.as_primitive::<UInt32Type>().clone()),
             ustack,
             uent,
             ksyms,
@@ -866,6 +885,12 @@ impl StackColumns {
                     opt_str(&self.u_error, j).hash(&mut h);
                     if let Some(s) = &self.u_symbol {
                         opt_str(s, j).hash(&mut h);
+                    }
+                    if let Some(s) = &self.u_file {
+                        opt_str(s, j).hash(&mut h);
+                    }
+                    if let Some(l) = &self.u_line {
+                        l.is_valid(j).then(|| l.value(j)).hash(&mut h);
                     }
                 }
             }

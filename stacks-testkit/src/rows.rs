@@ -307,6 +307,9 @@ fn ustack_array(stacks: &[Option<&[UFrame]>]) -> ArrayRef {
             u64s(&f, |f| f.offset),
             strings(&f, |f| f.error.as_deref()),
             strings(&f, |f| f.symbol.as_deref()),
+            // Interpreted frames' file and line: none in the fixtures.
+            strings(&f, |_| None),
+            Arc::new(UInt32Array::from(vec![None::<u32>; f.len()])),
         ];
         Arc::new(StructArray::new(fields, columns, None))
     })

@@ -93,6 +93,8 @@ pub(crate) struct Converter {
     /// before the exit may be read after it.
     exited: std::collections::VecDeque<(u32, std::time::Instant)>,
     pub norm: UserNormalizer,
+    /// CPython processes' Python frames.
+    pub python: crate::process::python::Python,
     /// Records of processes waiting for their perf map.
     pub held: held::Held,
     /// `d` stacks' unwinding (per-process modules, files' CFI).
@@ -136,6 +138,7 @@ impl Converter {
     pub(crate) fn new(offset_ns: i64, ksyms: Option<Box<dyn KernelNames>>) -> Self {
         Self {
             norm: UserNormalizer::default(),
+            python: crate::process::python::Python::new(true),
             unwinders: Unwinders::default(),
             counts: Counts::default(),
             files: FileNames::default(),

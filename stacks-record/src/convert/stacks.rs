@@ -163,7 +163,16 @@ impl Converter {
     /// The frame ids of a captured user stack, remembered by its bytes when they mean the same
     /// in every process (every frame resolved by the kernel to a known file).
     fn user_stack(&mut self, e: &RawEvent<'_>, pid: u32, frames: &[KernelUserFrame]) -> Rc<[u32]> {
-        let ids: Rc<[u32]> = self.user_frames(pid, frames).into();
+        let native = self.user_frames(pid, frames);
+        let py = e.python();
+        if !py.is_empty() {
+            // Python frames name code objects of this process only: never shared by bytes.
+            return self
+                .python
+                .interleave(pid, &native, &py, &mut self.norm.table)
+                .into();
+        }
+        let ids: Rc<[u32]> = native.into();
         let portable = frames.iter().all(|f| match f {
             KernelUserFrame::Resolved { build_id, offset } => {
                 self.resolved.contains_key(&(*build_id, *offset))
@@ -230,6 +239,8 @@ impl Converter {
                         offset: Some(*offset),
                         error: None,
                         symbol: None,
+                        file: None,
+                        line: None,
                     });
                     if named {
                         self.resolved.insert((*build_id, *offset), frame);
@@ -253,6 +264,8 @@ impl Converter {
                         offset: None,
                         error: Some("not normalized".into()),
                         symbol: None,
+                        file: None,
+                        line: None,
                     }),
                 },
             })

@@ -55,6 +55,28 @@ pub(crate) enum KernelUserFrame {
     Ip(u64),
 }
 
+/// What the kernel side appended to a CPU sample's user frames for a Python process (bpf/stacks.h
+/// `struct stacks_pyframe`, of statuses no kernel frame has): a frame, innermost first, or why
+/// none or not all were read (`enum stacks_py_fail`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PyPart {
+    /// The frame's code object, its last instruction started, and whether a C-level
+    /// `_PyEval_EvalFrameDefault` call began with it.
+    Frame {
+        code: u64,
+        /// The code object's `co_qualname` pointer at the sample.
+        qualname: u64,
+        prev_instr: u64,
+        entry: bool,
+    },
+    Fail(u32),
+}
+
+/// `STACKS_UFRAME_PYTHON`, `STACKS_UFRAME_PYTHON_FAIL`, `STACKS_PYFRAME_ENTRY`.
+const UFRAME_PYTHON: i32 = 0x7079;
+const UFRAME_PYTHON_FAIL: i32 = 0x7066;
+const PYFRAME_ENTRY: u32 = 1;
+
 /// The per-kind structs of `union stacks_info`, each read by [`RawEvent::info`].
 ///
 /// # Safety
@@ -150,6 +172,35 @@ impl<'a> RawEvent<'a> {
         }
         let base = frame_count(self.h.kstack_len) * 8;
         Some(&self.frames[base..base + frame_count(self.h.ustack_len) * UFRAME_SIZE])
+    }
+
+    /// The Python frames among the user frames (none for a `d` stack or another process).
+    pub(crate) fn python(&self) -> Vec<PyPart> {
+        if self.h.uwindow > 0 || self.h.ustack_len <= 0 {
+            return Vec::new();
+        }
+        let base = frame_count(self.h.kstack_len) * 8;
+        let u64_at =
+            |at: usize| u64::from_ne_bytes(self.frames[at..at + 8].try_into().unwrap_or([0; 8]));
+        let mut out = Vec::new();
+        for i in 0..frame_count(self.h.ustack_len) {
+            let at = base + i * UFRAME_SIZE;
+            // from_bytes checked that the frames hold ustack_len user frames.
+            let status = i32::from_ne_bytes(self.frames[at..at + 4].try_into().unwrap_or([0; 4]));
+            let flags =
+                u32::from_ne_bytes(self.frames[at + 4..at + 8].try_into().unwrap_or([0; 4]));
+            match status {
+                UFRAME_PYTHON => out.push(PyPart::Frame {
+                    code: u64_at(at + 8),
+                    qualname: u64_at(at + 16),
+                    prev_instr: u64_at(at + 24),
+                    entry: flags & PYFRAME_ENTRY != 0,
+                }),
+                UFRAME_PYTHON_FAIL => out.push(PyPart::Fail(flags)),
+                _ => {}
+            }
+        }
+        out
     }
 
     /// A `d` stack's registers, stack copy and frame-pointer walk, when the record has one.

@@ -359,6 +359,8 @@ mod tests {
             offset: Some(0x10),
             error: None,
             symbol: None,
+            file: None,
+            line: None,
         }];
         let ks = vec![
             Some(KernelSymbol {

@@ -14,7 +14,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow_array::builder::{ListBuilder, StringBuilder, StructBuilder, UInt64Builder};
+use arrow_array::builder::{
+    ListBuilder, StringBuilder, StructBuilder, UInt32Builder, UInt64Builder,
+};
 use arrow_array::{ArrayRef, Int32Array};
 use arrow_schema::{ArrowError, DataType, Field, Fields, Schema};
 use stacks_stream::dict::{self, StackDictionary};
@@ -306,6 +308,12 @@ impl Pending {
                     s.field_builder::<StringBuilder>(5)
                         .expect("symbol")
                         .append_option(f.symbol.as_deref());
+                    s.field_builder::<StringBuilder>(6)
+                        .expect("file")
+                        .append_option(f.file.as_deref());
+                    s.field_builder::<UInt32Builder>(7)
+                        .expect("line")
+                        .append_option(f.line);
                     s.append(true);
                 }
                 self.ustack.append(true);
@@ -368,6 +376,8 @@ mod tests {
             offset: Some(offset),
             error: None,
             symbol: None,
+            file: None,
+            line: None,
         }
     }
 
@@ -721,6 +731,8 @@ mod tests {
                             offset: num("offset", i),
                             error: text("error", i),
                             symbol: text("symbol", i).map(Into::into),
+                            file: None,
+                            line: None,
                         })
                         .collect()
                 }),
@@ -763,6 +775,8 @@ mod tests {
             offset: None,
             error: Some("unmapped".into()),
             symbol: None,
+            file: None,
+            line: None,
         });
         let jit = t.intern(UserFrame {
             addr: 0x7f00_1000,
@@ -771,6 +785,8 @@ mod tests {
             offset: None,
             error: None,
             symbol: Some("JS:*hot /app/x.js:3".into()),
+            file: None,
+            line: None,
         });
         let kstacks: [&[u64]; 4] = [&[0xfff1, 0xfff2], &[0xfff3], &[], &[0, 0xfff2]];
         let ustacks: [&[u32]; 4] = [&f[..3], &f[3..], &[failed, jit, f[0]], &[]];

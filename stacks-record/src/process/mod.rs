@@ -2,8 +2,8 @@
 //! targets ([`target`]), memory maps ([`maps`], the one `/proc/PID/maps` parser), build ids of
 //! mapped files ([`modules`]), user-frame normalization ([`normalize`]), `d` stacks unwound
 //! with CFI ([`unwind`]), file and socket names ([`fdnames`]), cgroup paths ([`cgroups`]),
-//! kernel symbols ([`kallsyms`]), `tracing` spans ([`spans`]), the vDSO image ([`vdso`]) and JIT
-//! code's names from perf maps ([`perfmap`]).
+//! kernel symbols ([`kallsyms`]), `tracing` spans ([`spans`]), the vDSO image ([`vdso`]), JIT
+//! code's names from perf maps ([`perfmap`]) and CPython's Python frames ([`python`]).
 
 pub(crate) mod cgroups;
 pub(crate) mod fdnames;
@@ -12,6 +12,7 @@ pub(crate) mod maps;
 pub(crate) mod modules;
 pub(crate) mod normalize;
 pub(crate) mod perfmap;
+pub(crate) mod python;
 pub(crate) mod spans;
 pub(crate) mod target;
 pub(crate) mod unwind;

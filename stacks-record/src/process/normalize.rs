@@ -26,6 +26,9 @@ pub(crate) struct UserFrame {
     /// The name the process published for the code at `addr` (a perf map), for code in no
     /// file (JIT).
     pub symbol: Option<Rc<str>>,
+    /// An interpreted frame's source file and line (`symbol` names its function).
+    pub file: Option<Rc<str>>,
+    pub line: Option<u32>,
 }
 
 /// Every distinct normalized frame of a recording, each with an id (its index).
@@ -222,6 +225,8 @@ fn failed(addr: u64, why: &str) -> UserFrame {
         offset: None,
         error: Some(why.to_string()),
         symbol: None,
+        file: None,
+        line: None,
     }
 }
 
@@ -237,6 +242,8 @@ fn jit(addr: u64, name: Rc<str>) -> UserFrame {
         offset: None,
         error: None,
         symbol: Some(name),
+        file: None,
+        line: None,
     }
 }
 
@@ -291,6 +298,8 @@ fn frame(addr: u64, offset: u64, meta: Option<&UserMeta<'_>>) -> UserFrame {
             offset: Some(offset),
             error: None,
             symbol: None,
+            file: None,
+            line: None,
         },
         // blazesym names vDSO addresses itself; the frame is kept as one of the vDSO image
         // (`stacks.vdso` in the stream), which stacks-symbolize finds by its build id.
@@ -306,6 +315,8 @@ fn frame(addr: u64, offset: u64, meta: Option<&UserMeta<'_>>) -> UserFrame {
                 offset: Some(offset),
                 error: None,
                 symbol: None,
+                file: None,
+                line: None,
             },
             None => UserFrame {
                 addr,
@@ -319,6 +330,8 @@ fn frame(addr: u64, offset: u64, meta: Option<&UserMeta<'_>>) -> UserFrame {
                 offset: Some(offset),
                 error: Some(format!("no file backs this address (in {})", sym.name)),
                 symbol: None,
+                file: None,
+                line: None,
             },
         },
         Some(UserMeta::Unknown(u)) => failed(addr, &u.reason.to_string()),

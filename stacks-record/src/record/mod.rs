@@ -145,6 +145,7 @@ pub fn run() -> Result<ExitCode> {
             .with_context(|| format!("reading the name of the command's process {}", child.pid))?;
         conv.hold_until_exec(child.pid, bpf::comm_key(comm.trim_end_matches('\n')));
     }
+    conv.python = crate::process::python::Python::new(!args.no_python);
     let mut spans = Spans::new(!args.no_spans, spec.get(kind::SPAN).is_some());
     targets.go(&skel, &target, &mut spans)?;
     let held = targets.child.as_mut().filter(|_| hold);
@@ -461,6 +462,7 @@ impl Recorder<'_, '_> {
                 }
             );
         }
+        self.conv.python.report();
         let u = &self.conv.unwinders.counts;
         if u.stacks > 0 {
             eprintln!(
@@ -516,6 +518,13 @@ fn drain(
                 if e.h.kind == Kind::STACKS_EV_EXEC {
                     // A new image: its spans are read from here if it has a thread context.
                     spans.register(skel, e.h.pid);
+                    conv.python.forget(skel, e.h.pid);
+                    conv.python.look(skel, e.h.pid);
+                } else if e.h.kind == Kind::STACKS_EV_PROFILE && e.h.ustack_len >= 0 {
+                    conv.python.look(skel, e.h.pid);
+                } else if e.h.kind == Kind::STACKS_EV_EXIT {
+                    // Its samples came before, through the same ring: its Python state goes.
+                    conv.python.forget(skel, e.h.pid);
                 }
                 if !conv.hold(&e, &q.bytes[start..start + len], rows) {
                     conv.push(&e, rows)

@@ -1,0 +1,298 @@
+//! Python frames of CPython processes (issue #35): finds the interpreter of each traced
+//! process that runs one ([`find`]), hands the kernel side where its thread state lies and the
+//! layout of its frames (`py_procs`), which appends the Python frames of the thread holding
+//! the GIL to each CPU sample's user stack; then reads the code objects those frames name from
+//! the live process ([`code`]), cached per (process, code object), and puts each Python frame
+//! inner to the `_PyEval_EvalFrameDefault` native frame that ran it ([`Python::interleave`]).
+
+mod code;
+mod find;
+mod linetable;
+mod offsets;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use libbpf_rs::{MapCore, MapFlags};
+
+use crate::kernel::abi::StacksSkel;
+use crate::kernel::abi::types::stacks_py_proc;
+use crate::kernel::event::PyPart;
+use crate::process::normalize::{FrameTable, UserFrame};
+use code::Code;
+use find::Interpreter;
+
+/// The module of Python frames.
+pub(crate) const PY_MODULE: &str = "[python]";
+
+/// How often a process with no interpreter found is looked at again (its library may be
+/// mapped after its first samples), and at most how many times.
+const LOOK_EVERY: Duration = Duration::from_millis(10);
+const LOOKS: u32 = 10;
+/// Code objects kept per process (all forgotten past it).
+const CODES_KEPT: usize = 65536;
+
+/// Python frames read and why some were not, for the summary.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct PyCounts {
+    /// Python frames put into stacks.
+    pub frames: u64,
+    /// Samples of a Python process when no thread held the GIL.
+    pub no_tstate: u64,
+    /// Samples of a thread not holding the GIL (its native stack only).
+    pub no_gil: u64,
+    /// Samples whose interpreter frames the kernel side could not read.
+    pub unreadable: u64,
+    /// Samples with more Python frames than were read.
+    pub truncated: u64,
+    /// Frames whose code object could not be read.
+    pub code_unreadable: u64,
+    /// Frames whose code object was freed and its address reused before it was read.
+    pub code_replaced: u64,
+}
+
+struct Proc {
+    interp: Interpreter,
+    codes: HashMap<u64, Rc<Code>, ahash::RandomState>,
+}
+
+/// The Python processes of a recording.
+pub(crate) struct Python {
+    enabled: bool,
+    procs: HashMap<u32, Proc>,
+    /// Processes looked at with no interpreter found: when last, how many times.
+    looked: HashMap<u32, (Instant, u32)>,
+    /// Interpreter files not supported (warned about once each).
+    warned: HashSet<String>,
+    pub counts: PyCounts,
+}
+
+impl Python {
+    pub(crate) fn new(enabled: bool) -> Python {
+        Python {
+            enabled,
+            procs: HashMap::new(),
+            looked: HashMap::new(),
+            warned: HashSet::new(),
+            counts: PyCounts::default(),
+        }
+    }
+
+    /// Look for an interpreter in process `pid` (at a sample of it) unless known or looked at
+    /// recently (or often) enough; when found, the kernel side reads its frames from now on.
+    pub(crate) fn look(&mut self, skel: &StacksSkel<'_>, pid: u32) {
+        if !self.enabled || pid == 0 || self.procs.contains_key(&pid) {
+            return;
+        }
+        let tries = match self.looked.get(&pid) {
+            Some((at, n)) if *n >= LOOKS || at.elapsed() < LOOK_EVERY => return,
+            Some((_, n)) => *n,
+            None => 0,
+        };
+        self.looked.insert(pid, (Instant::now(), tries + 1));
+        let interp = match find::find(pid) {
+            Ok(Some(i)) => i,
+            Ok(None) => return,
+            // The executable, before the dynamic loader mapped the library it runs.
+            Err(find::FindError::NoSymbol(..)) if tries + 1 < LOOKS => return,
+            Err(e) => {
+                // Not looked at again: the same file gives the same answer.
+                self.looked.insert(pid, (Instant::now(), LOOKS));
+                let text = e.to_string();
+                if self.warned.insert(text.clone()) {
+                    eprintln!(
+                        "stacks-record: warning: Python frames of pid {pid} not read (native stacks kept): {text}"
+                    );
+                }
+                return;
+            }
+        };
+        let l = interp.layout;
+        let value = stacks_py_proc {
+            tstate_current: interp.tstate_current,
+            native_tid: l.native_tid,
+            cframe: l.cframe,
+            current_frame: l.current_frame,
+            code: l.code,
+            previous: l.previous,
+            prev_instr: l.prev_instr,
+            is_entry: l.is_entry,
+            qualname: l.co_qualname as u16,
+        };
+        // SAFETY: a plain #[repr(C)] struct of integers, viewed as its bytes.
+        let bytes = unsafe {
+            std::slice::from_raw_parts((&raw const value).cast::<u8>(), size_of::<stacks_py_proc>())
+        };
+        if skel
+            .maps
+            .py_procs
+            .update(&pid.to_ne_bytes(), bytes, MapFlags::ANY)
+            .is_ok()
+        {
+            self.looked.remove(&pid);
+            self.procs.insert(
+                pid,
+                Proc {
+                    interp,
+                    codes: HashMap::default(),
+                },
+            );
+        }
+    }
+
+    /// Process `pid` exec'd or exited: its interpreter (if any) is no more.
+    pub(crate) fn forget(&mut self, skel: &StacksSkel<'_>, pid: u32) {
+        self.looked.remove(&pid);
+        if self.procs.remove(&pid).is_some() {
+            let _ = skel.maps.py_procs.delete(&pid.to_ne_bytes());
+        }
+    }
+
+    /// The user stack of process `pid`: its native frames `native` (ids in `table`, innermost
+    /// first) with the Python frames `py` read at the sample, each group of Python frames (up
+    /// to and including an entry frame) inner to the next `_PyEval_EvalFrameDefault` frame;
+    /// Python frames left when the native stack has no more such frames go outermost.
+    pub(crate) fn interleave(
+        &mut self,
+        pid: u32,
+        native: &[u32],
+        py: &[PyPart],
+        table: &mut FrameTable,
+    ) -> Vec<u32> {
+        let mut frames = Vec::with_capacity(py.len());
+        for p in py {
+            match p {
+                PyPart::Frame {
+                    code,
+                    qualname,
+                    prev_instr,
+                    entry,
+                } => frames.push((self.frame(pid, *code, *qualname, *prev_instr), *entry)),
+                PyPart::Fail(why) => self.count_fail(*why),
+            }
+        }
+        let eval = self.procs.get(&pid).map(|p| &p.interp);
+        let mut out = Vec::with_capacity(native.len() + frames.len());
+        let mut next = frames.into_iter();
+        for &id in native {
+            if let Some(i) = eval
+                && is_eval(table.get(id), i)
+            {
+                for (f, entry) in next.by_ref() {
+                    out.push(table.intern(f));
+                    if entry {
+                        break;
+                    }
+                }
+            }
+            out.push(id);
+        }
+        out.extend(next.map(|(f, _)| table.intern(f)));
+        out
+    }
+
+    fn count_fail(&mut self, why: u32) {
+        let c = &mut self.counts;
+        match why {
+            STACKS_PY_NO_TSTATE => c.no_tstate += 1,
+            STACKS_PY_NO_GIL => c.no_gil += 1,
+            STACKS_PY_TRUNCATED => c.truncated += 1,
+            _ => c.unreadable += 1,
+        }
+    }
+
+    /// The frame of code object `code` of process `pid` (whose `co_qualname` was `qualname`
+    /// at the sample) at instruction `prev_instr`.
+    fn frame(&mut self, pid: u32, code: u64, qualname: u64, prev_instr: u64) -> UserFrame {
+        let read = self.procs.get_mut(&pid).map(|p| {
+            let layout = p.interp.layout;
+            // A code object freed (a module's, once imported) leaves its address to another:
+            // one is used only while it names the sample's qualified name (the object read
+            // again otherwise). Failures are not kept: the address may hold code later.
+            if let Some(c) = p.codes.get(&code)
+                && c.qualname_at == qualname
+            {
+                return Ok::<_, code::ReadError>(Rc::clone(c));
+            }
+            let c = Rc::new(Code::read(pid, code, layout)?);
+            if p.codes.len() >= CODES_KEPT {
+                p.codes.clear();
+            }
+            p.codes.insert(code, Rc::clone(&c));
+            Ok(c)
+        });
+        let why = match read {
+            Some(Ok(c)) if c.qualname_at == qualname => {
+                self.counts.frames += 1;
+                return UserFrame {
+                    addr: 0,
+                    module: Some(PY_MODULE.into()),
+                    build_id: None,
+                    offset: None,
+                    error: None,
+                    symbol: Some(Rc::clone(&c.qualname)),
+                    file: Some(Rc::clone(&c.filename)),
+                    line: c.line(prev_instr),
+                };
+            }
+            Some(Ok(_)) => {
+                self.counts.code_replaced += 1;
+                "Python code object freed and replaced before it was read".to_string()
+            }
+            Some(Err(e)) => {
+                self.counts.code_unreadable += 1;
+                format!("Python code object unreadable: {e}")
+            }
+            None => {
+                self.counts.code_unreadable += 1;
+                "Python code object of a process no longer known".to_string()
+            }
+        };
+        UserFrame {
+            addr: code,
+            module: Some(PY_MODULE.into()),
+            build_id: None,
+            offset: None,
+            error: Some(why),
+            symbol: None,
+            file: None,
+            line: None,
+        }
+    }
+
+    /// The summary's line, when any process ran Python.
+    pub(crate) fn report(&self) {
+        let c = &self.counts;
+        if c == &PyCounts::default() {
+            return;
+        }
+        eprintln!(
+            "stacks-record: Python frames: {} read; samples without: {} no thread held the GIL, {} thread not holding the GIL, {} interpreter memory unreadable; {} samples truncated; frames whose code object was unreadable {}, replaced before read {}",
+            c.frames,
+            c.no_tstate,
+            c.no_gil,
+            c.unreadable,
+            c.truncated,
+            c.code_unreadable,
+            c.code_replaced
+        );
+    }
+}
+
+/// Whether native frame `f` is in the interpreter's `_PyEval_EvalFrameDefault`.
+fn is_eval(f: &UserFrame, i: &Interpreter) -> bool {
+    f.offset
+        .is_some_and(|o| (i.eval.start..=i.eval.end).contains(&o))
+        && match (&f.build_id, &i.build_id) {
+            (Some(a), Some(b)) => a == b,
+            _ => f.module.as_deref() == Some(i.file.as_str()),
+        }
+}
+
+/// Why the kernel side read no (or not all) Python frames (enum stacks_py_fail).
+const STACKS_PY_NO_TSTATE: u32 = 1;
+const STACKS_PY_NO_GIL: u32 = 2;
+const STACKS_PY_TRUNCATED: u32 = 4;

@@ -1,0 +1,200 @@
+//! Python frames without opt-in (#35): CPython 3.11 running known functions
+//! (`outer` → `middle` → `leaf`, which spins), recorded with CPU samples: the Python functions
+//! are in the stacks, in call order, interleaved with the interpreter's native frames, with
+//! `leaf`'s file and the line of its loop. For Debian's python3.11 (the interpreter in the
+//! executable) and pyenv's 3.11.7 (in libpython), each when installed; compared with py-spy
+//! when it is installed; `--no-python` turns it off.
+
+use stacks_tests::{bpf_available, bpf_serial, check, read_frames, read_stream, scratch, sh};
+
+/// The script: `leaf`'s loop runs until the time given, `outer` is called in a loop for
+/// `argv[1]` seconds.
+const SCRIPT: &str = "import sys, time
+
+def leaf(until):
+    n = 0
+    while time.monotonic() < until:
+        n += 1
+    return n
+
+def middle(until):
+    return leaf(until)
+
+def outer(until):
+    return middle(until)
+
+end = time.monotonic() + float(sys.argv[1])
+while time.monotonic() < end:
+    outer(min(end, time.monotonic() + 0.05))
+";
+
+/// The interpreters tried, when installed.
+const INTERPRETERS: &[&str] = &[
+    "/usr/bin/python3.11",
+    "/root/.pyenv/versions/3.11.7/bin/python3.11",
+];
+
+/// The lines of `leaf`'s loop (the `while` and its body).
+fn loop_lines() -> Vec<u32> {
+    SCRIPT
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.contains("while time.monotonic() < until") || l.contains("n += 1"))
+        .map(|(i, _)| i as u32 + 1)
+        .collect()
+}
+
+/// Share of the folded stacks' samples (`root;…;leaf N` lines) whose stack has `outer`,
+/// `middle` and `leaf` in that order (other frames, native ones, may stand between), and the
+/// samples' total.
+fn folded_share(folded: &str) -> (f64, u64) {
+    let (mut hit, mut all) = (0u64, 0u64);
+    for line in folded.lines() {
+        let Some((stack, n)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let n: u64 = n.parse().unwrap_or(0);
+        all += n;
+        let mut want = ["outer", "middle", "leaf"].iter().peekable();
+        for f in stack.split(';') {
+            // py-spy's frames are `name (file:line)`.
+            let name = f.split(" (").next().unwrap_or(f);
+            if want.peek().is_some_and(|w| **w == name) {
+                want.next();
+            }
+        }
+        if want.peek().is_none() {
+            hit += n;
+        }
+    }
+    (hit as f64 / all.max(1) as f64, all)
+}
+
+/// Of the symbolized stream at `path`'s CPU samples: the share whose Python frames, innermost
+/// first, start `leaf`, `middle`, `outer`, with `leaf` in `script` at a line of its loop; the
+/// samples; and the first sample that does not, for the failure message.
+fn frames_share(path: &std::path::Path, script: &str) -> (f64, usize, String) {
+    let lines = loop_lines();
+    let (mut hit, mut all, mut miss) = (0usize, 0usize, String::new());
+    for frames in read_frames(&read_stream(path)).into_iter().flatten() {
+        all += 1;
+        let py: Vec<_> = frames
+            .iter()
+            .filter(|f| f.module.as_deref() == Some("[python]"))
+            .collect();
+        let names: Vec<&str> = py.iter().filter_map(|f| f.function.as_deref()).collect();
+        let ok = names.starts_with(&["leaf", "middle", "outer"])
+            && py[0].file.as_deref() == Some(script)
+            && py[0].line.is_some_and(|l| lines.contains(&l));
+        if ok {
+            hit += 1;
+        } else if miss.is_empty() {
+            miss = format!("{frames:#?}");
+        }
+    }
+    (hit as f64 / all.max(1) as f64, all, miss)
+}
+
+/// py-spy's share on the same script, when it is installed.
+fn py_spy_share(python: &str, d: &str) -> Option<(f64, u64)> {
+    if !sh("command -v py-spy").status.success() {
+        eprintln!("py-spy not installed: no comparison");
+        return None;
+    }
+    let out = sh(&format!(
+        "py-spy record -r 999 -f raw -o {d}/py-spy.txt -- {python} {d}/script.py 3 \
+           > /dev/null 2>&1 && cat {d}/py-spy.txt"
+    ));
+    if !out.status.success() {
+        eprintln!(
+            "py-spy failed, no comparison: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return None;
+    }
+    Some(folded_share(&String::from_utf8_lossy(&out.stdout)))
+}
+
+#[test]
+fn python_functions_are_in_cpu_samples_with_file_and_line() {
+    if !bpf_available("python_functions_are_in_cpu_samples_with_file_and_line") {
+        return;
+    }
+    let _serial = bpf_serial();
+    let mut tried = 0;
+    for (i, python) in INTERPRETERS.iter().enumerate() {
+        if !std::path::Path::new(python).exists() {
+            eprintln!("{python} not installed: skipped");
+            continue;
+        }
+        tried += 1;
+        let dir = scratch(&format!("python-{i}"));
+        let d = dir.display();
+        let script = format!("{d}/script.py");
+        std::fs::write(&script, SCRIPT).expect("write the script");
+        let rec = sh(&format!(
+            "stacks-record -e profile:u:999 -o {d}/raw.arrow -- {python} {script} 3 && \
+             stacks-symbolize -o {d}/sym.arrow {d}/raw.arrow && \
+             stacks-pprof -f folded {d}/sym.arrow"
+        ));
+        check(&rec, &format!("recording {python}"));
+        let folded = String::from_utf8_lossy(&rec.stdout);
+        let stderr = String::from_utf8_lossy(&rec.stderr);
+        let (ours, n) = folded_share(&folded);
+        let (exact, rows, miss) = frames_share(&dir.join("sym.arrow"), &script);
+        let theirs = py_spy_share(python, &d.to_string());
+        eprintln!(
+            "{python}: samples naming outer;middle;leaf: stacks {ours:.3} ({n} ns), with leaf's \
+             file and loop line {exact:.3} of {rows} samples; py-spy {}",
+            theirs.map_or("not run".into(), |(s, n)| format!("{s:.3} of {n}"))
+        );
+        // A busy machine samples fewer than 999 a second: 300 ms of samples at least.
+        assert!(n >= 300_000_000, "under 300 ms of samples:\n{stderr}");
+        assert!(
+            ours >= 0.9,
+            "{python}: outer;middle;leaf in {ours:.3} of samples:\n{folded}\n{stderr}"
+        );
+        assert!(
+            exact >= 0.9,
+            "{python}: leaf;middle;outer at {script}:{:?} in {exact:.3} of samples; first \
+             miss:\n{miss}\n{stderr}",
+            loop_lines()
+        );
+        assert!(
+            stderr.contains("Python frames: "),
+            "no Python summary line:\n{stderr}"
+        );
+    }
+    assert!(tried > 0, "no CPython 3.11 installed to test with");
+}
+
+#[test]
+fn no_python_keeps_native_stacks_only() {
+    if !bpf_available("no_python_keeps_native_stacks_only") {
+        return;
+    }
+    let _serial = bpf_serial();
+    let Some(python) = INTERPRETERS
+        .iter()
+        .find(|p| std::path::Path::new(p).exists())
+    else {
+        eprintln!("no CPython 3.11 installed: skipped");
+        return;
+    };
+    let dir = scratch("python-off");
+    let d = dir.display();
+    std::fs::write(dir.join("script.py"), SCRIPT).expect("write the script");
+    let rec = sh(&format!(
+        "stacks-record --no-python -e profile:u:999 -- {python} {d}/script.py 1 | \
+         stacks-symbolize | stacks-pprof -f folded"
+    ));
+    check(&rec, "recording with --no-python");
+    let folded = String::from_utf8_lossy(&rec.stdout);
+    let (ours, n) = folded_share(&folded);
+    assert!(n > 0, "no samples");
+    assert_eq!(ours, 0.0, "Python frames despite --no-python:\n{folded}");
+    assert!(
+        folded.contains("_PyEval_EvalFrameDefault"),
+        "the interpreter's native frames are kept:\n{folded}"
+    );
+}
