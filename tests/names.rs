@@ -170,8 +170,8 @@ fn node_jit_frames_are_named_as_perf_names_them() {
          of {pn}"
     );
     assert!(
-        n > 200 && pn > 200,
-        "too few samples: {n} of ours, {pn} of perf's"
+        n > 1_000_000_000 && pn > 100,
+        "too few samples: {n} ns of ours, {pn} of perf's"
     );
     assert!(
         ours >= theirs - 0.05,
