@@ -670,7 +670,13 @@ fn raw_with_stacks(stacks: &[(Option<usize>, Option<usize>)]) -> Vec<u8> {
                     s.field_builder::<UInt64Builder>(3)
                         .unwrap()
                         .append_value(0x1000 + i as u64);
-                    s.field_builder::<arrow_array::builder::StringBuilder>(4)
+                    // error, then symbol and file (perf maps, Python): none here.
+                    for field in [4, 5, 6] {
+                        s.field_builder::<arrow_array::builder::StringBuilder>(field)
+                            .unwrap()
+                            .append_null();
+                    }
+                    s.field_builder::<arrow_array::builder::UInt32Builder>(7)
                         .unwrap()
                         .append_null();
                     s.append(true);

@@ -1046,8 +1046,11 @@ mod tests {
     ) -> ((Vec<usize>, Vec<String>), u64) {
         let schema = Arc::new(stacks_stream::raw_schema(Default::default()));
         let layout = Layout::new(&schema, "test", Default::default()).unwrap();
+        // Tests run in parallel, some with the same arguments: each run its own directory.
+        static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir = std::env::temp_dir().join(format!(
-            "stacks-sym-max-{}-{max}-{forget}",
+            "stacks-sym-max-{}-{max}-{forget}-{run}",
             std::process::id()
         ));
         let mut forgotten = 0;
