@@ -393,3 +393,20 @@ pub fn perf_share_by(script: &str, names: impl Fn(&str) -> bool) -> (f64, u64) {
     }
     (hit as f64 / all.max(1) as f64, all)
 }
+
+/// Share of a folded profile's samples (`root;…;leaf N` lines, N a weight) whose stack `hit`
+/// holds, and the total weight.
+pub fn folded_share(folded: &str, hit: impl Fn(&str) -> bool) -> (f64, u64) {
+    let (mut hits, mut all) = (0u64, 0u64);
+    for line in folded.lines() {
+        let Some((stack, n)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let n: u64 = n.parse().unwrap_or(0);
+        all += n;
+        if hit(stack) {
+            hits += n;
+        }
+    }
+    (hits as f64 / all.max(1) as f64, all)
+}

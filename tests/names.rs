@@ -7,20 +7,9 @@
 
 use stacks_tests::{bpf_available, bpf_serial, check, perf_share, perf_share_by, scratch, sh};
 
-/// Share of the folded stacks' samples (`root;…;leaf N` lines) that `names` finds in.
+/// Share of the folded stacks' samples that `names` finds a frame in.
 fn share(folded: &str, names: impl Fn(&str) -> bool) -> (f64, u64) {
-    let (mut hit, mut all) = (0u64, 0u64);
-    for line in folded.lines() {
-        let Some((stack, n)) = line.rsplit_once(' ') else {
-            continue;
-        };
-        let n: u64 = n.parse().unwrap_or(0);
-        all += n;
-        if stack.split(';').any(&names) {
-            hit += n;
-        }
-    }
-    (hit as f64 / all.max(1) as f64, all)
+    stacks_tests::folded_share(folded, |stack| stack.split(';').any(&names))
 }
 
 #[test]

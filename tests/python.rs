@@ -48,13 +48,7 @@ fn loop_lines() -> Vec<u32> {
 /// `middle` and `leaf` in that order (other frames, native ones, may stand between), and the
 /// samples' total.
 fn folded_share(folded: &str) -> (f64, u64) {
-    let (mut hit, mut all) = (0u64, 0u64);
-    for line in folded.lines() {
-        let Some((stack, n)) = line.rsplit_once(' ') else {
-            continue;
-        };
-        let n: u64 = n.parse().unwrap_or(0);
-        all += n;
+    stacks_tests::folded_share(folded, |stack| {
         let mut want = ["outer", "middle", "leaf"].iter().peekable();
         for f in stack.split(';') {
             // py-spy's frames are `name (file:line)`.
@@ -63,11 +57,8 @@ fn folded_share(folded: &str) -> (f64, u64) {
                 want.next();
             }
         }
-        if want.peek().is_none() {
-            hit += n;
-        }
-    }
-    (hit as f64 / all.max(1) as f64, all)
+        want.peek().is_none()
+    })
 }
 
 /// Of the symbolized stream at `path`'s CPU samples: the share whose Python frames, innermost
