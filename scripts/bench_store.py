@@ -224,14 +224,26 @@ def symbolize(work, rec):
 
 
 def real_store(work):
-    """The recording itself, packed: bytes per sample."""
+    """The recording itself, packed: bytes per sample, and per kind of file."""
     out = {}
     for before in ([False, True] if BEFORE else [False]):
         d = work / ("real-before" if before else "real")
+        shutil.rmtree(d, ignore_errors=True)
         src = work / ("sym-v1.arrow" if before else "sym.arrow")
         pipeline([[tool("stacks-pack", before), d]], stdin=src)
         out["before" if before else "now"] = size(d)
+        if not before:
+            out["files"] = {kind: sum(f.stat().st_size for f in d.rglob(f"*.{kind}.parquet"))
+                            for kind in ("samples", "stacks", "frames")}
+            out["stacks"] = sum(pq_rows(f) for f in d.rglob("*.stacks.parquet"))
+            out["frames"] = sum(pq_rows(f) for f in d.rglob("*.frames.parquet"))
     return out
+
+
+def pq_rows(path):
+    """Rows of a Parquet file, from its footer."""
+    import pyarrow.parquet as pq
+    return pq.ParquetFile(path).metadata.num_rows
 
 
 def pack_big(work):
@@ -329,6 +341,11 @@ def report(m, rec, sym, real, pack, q):
     w(f"| store bytes per sample, the real recording | {n(per_rec(real['now']), 1)} | "
       f"{b(real.get('before'), lambda v: n(per_rec(v), 1))} | perf.data {n(perf_bps, 1)} | "
       f"{per_rec(real['now']) / perf_bps:.3f}× |")
+    what = {"samples": "every row but its stack", "stacks": f"{n(real['stacks'])} distinct stacks",
+            "frames": f"{n(real['frames'])} distinct frames"}
+    for kind, bytes_ in real["files"].items():
+        w(f"| … of which `*.{kind}.parquet` ({what[kind]}) | {n(per_rec(bytes_), 1)} | | | "
+          f"{per_rec(bytes_) / perf_bps:.3f}× |")
     now = pack["now"]
     w(f"| store bytes per sample, {n(ROWS)} rows | {n(now['bytes'] / ROWS, 2)} | "
       f"{b(pack.get('before'), lambda v: n(v['bytes'] / ROWS, 2))} | perf.data {n(perf_bps, 1)} | "

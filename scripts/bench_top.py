@@ -58,13 +58,14 @@ def record(store):
 
 
 def replicate(src, dst, rows):
-    """`src`'s one pair copied in time until `rows` samples rows, 25 copies per pair."""
+    """`src`'s one file set copied in time until `rows` samples rows, 25 copies per set."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     samples = next(src.glob("*.samples.parquet"))
     stacks = Path(str(samples).replace(".samples.parquet", ".stacks.parquet"))
+    frames = Path(str(samples).replace(".samples.parquet", ".frames.parquet"))
     table = pq.read_table(samples)
     times = table.column("time")
     t0, t1 = pc.min(times).value, pc.max(times).value
@@ -81,6 +82,7 @@ def replicate(src, dst, rows):
         pq.write_table(pa.concat_tables(parts), f"{base}.samples.parquet", compression="zstd",
                        row_group_size=128 * 1024)
         shutil.copy(stacks, f"{base}.stacks.parquet")
+        shutil.copy(frames, f"{base}.frames.parquet")
     return copies * table.num_rows, table.num_rows, copies
 
 
@@ -166,10 +168,17 @@ def duckdb_times(store, window):
              f"sum(value) / 1e9 / {secs} AS avg_thr FROM read_parquet('{glob}') "
              f"WHERE kind = 'state' AND {win} GROUP BY ALL ORDER BY samples DESC LIMIT 1000")
     drill = table.replace("WHERE kind = 'state'", "WHERE kind = 'state' AND state = 'sleeping'")
-    tree = (f"SELECT t.stack, q.w FROM (SELECT stack_id, sum(value) AS w FROM read_parquet('{glob}') "
+    # The stacks of the drilled-down rows, assembled from the frames files (docs/format.md).
+    tree = (f"WITH q AS (SELECT stack_id, sum(value) AS w FROM read_parquet('{glob}') "
             f"WHERE kind = 'state' AND {win} AND state = 'sleeping' AND syscall = 'read' "
-            f"GROUP BY stack_id) q JOIN (SELECT DISTINCT ON (stack_id) stack_id, stack FROM "
-            f"read_parquet('{store}/*.stacks.parquet')) t USING (stack_id)")
+            f"GROUP BY stack_id), "
+            f"refs AS (SELECT stack_id, set_id, unnest(frame_ids) AS frame_id, "
+            f"generate_subscripts(frame_ids, 1) AS i FROM read_parquet('{store}/*.stacks.parquet') "
+            f"WHERE stack_id IN (SELECT stack_id FROM q)), "
+            f"t AS (SELECT r.stack_id, list(f.function ORDER BY r.i) AS stack FROM refs r JOIN "
+            f"read_parquet('{store}/*.frames.parquet') f USING (set_id, frame_id) "
+            f"GROUP BY r.stack_id, r.set_id) "
+            f"SELECT DISTINCT ON (t.stack_id) t.stack, q.w FROM t JOIN q USING (stack_id)")
     out = {}
     for name, sql in [("first screen", table), ("Enter (drill down)", drill), ("p (stack tree)", tree)]:
         t0 = time.monotonic()

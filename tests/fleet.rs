@@ -149,7 +149,7 @@ fn pairs_left_in_the_spool_are_uploaded_by_the_next_packer() {
     check(&out, "the next packer");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains(&format!("uploaded {pairs} file pairs (300 rows")),
+        err.contains(&format!("uploaded {pairs} file sets (300 rows")),
         "{err}"
     );
     check_layout(&dir.join("bucket"), "p/");

@@ -175,7 +175,8 @@ fn queries_over_a_bucket_equal_the_local_store_and_a_window_lists_only_its_hours
 }
 
 /// DuckDB over the S3 bucket through fsspec's s3fs: argv PORT KEY SECRET BUCKET/PREFIX SQL
-/// (SQL over the views `samples` and `stacks_files`); prints CSV as stacks-query does.
+/// (SQL over the views `samples` and `stacks_files`, each file set's stacks folded from its
+/// frames); prints CSV as stacks-query does.
 const DUCKDB_OVER_S3: &str = r#"
 import csv, sys, duckdb, s3fs
 port, key, secret, root, sql = sys.argv[1:6]
@@ -185,7 +186,19 @@ con = duckdb.connect()
 con.register_filesystem(fs)
 files = f"s3://{root}/date=*/hour=*/host=*/"
 con.sql(f"CREATE VIEW samples AS SELECT * FROM read_parquet('{files}*.samples.parquet', hive_partitioning = true)")
-con.sql(f"CREATE VIEW stacks_files AS SELECT * FROM read_parquet('{files}*.stacks.parquet')")
+# Each stack's folded frames, from the stacks files' frame ids and the frames files
+# (docs/format.md, "The store"), named as the stack functions name frames.
+con.sql(f"""CREATE VIEW stacks_files AS
+    WITH refs AS (
+        SELECT stack_id, set_id, unnest(frame_ids) AS frame_id, generate_subscripts(frame_ids, 1) AS i
+        FROM read_parquet('{files}*.stacks.parquet')),
+    named AS (
+        SELECT r.stack_id, r.set_id, r.i,
+               coalesce(f.function, '[' || regexp_extract(coalesce(f.module, ''), '[^/]*$') ||
+                        '+0x' || printf('%x', coalesce(f.offset, 0)) || ']') AS name
+        FROM refs r JOIN read_parquet('{files}*.frames.parquet') f USING (set_id, frame_id))
+    SELECT stack_id, array_to_string(list(name ORDER BY i DESC), ';') AS folded
+    FROM named GROUP BY stack_id, set_id""")
 out = csv.writer(sys.stdout, lineterminator="\n")
 def show(q):
     r = con.sql(q)

@@ -261,6 +261,20 @@ pub fn write_pair(dir: &Path, base: &str, batches: &[arrow_array::RecordBatch], 
     );
 }
 
+/// Pack `batch` (a symbolized stream) with stacks-pack as the file set
+/// `DIR/BASE.{samples,stacks,frames}.parquet` (`stacks-pack -o`): the store layout it writes.
+pub fn write_packed(dir: &Path, base: &str, batch: &arrow_array::RecordBatch) {
+    std::fs::create_dir_all(dir).expect("create the store directory");
+    let input = stream_bytes(&batch.schema(), std::slice::from_ref(batch), true);
+    let out = run_tool(
+        bin("stacks-pack"),
+        &["-o", dir.join(format!("{base}.parquet")).to_str().unwrap()],
+        &input,
+        std::time::Duration::from_secs(120),
+    );
+    check(&out, "stacks-pack -o");
+}
+
 /// Write `batches` (one symbolized stream, plain stack columns) as a first-layout file
 /// `DIR/NAME.parquet`: the stream columns and the `stack_id` of each row's `stack`, as
 /// stacks-pack wrote them before the pair layout.

@@ -132,5 +132,5 @@ fn memory_of_each_stage_stays_flat_under_process_churn() {
     }
     eprintln!("{report}");
     let logs = std::fs::read_to_string(dir.join("pack.log")).unwrap();
-    assert!(logs.contains("file pairs"), "pack rotated: {logs}");
+    assert!(logs.contains("file sets"), "pack rotated: {logs}");
 }

@@ -1,7 +1,8 @@
-//! stacks-pack's file pairs, read by other tools: every samples file has its stacks file,
-//! which holds exactly the distinct stacks of its rows; pyarrow and DuckDB, joining the two
-//! on `stack_id` with plain SQL, get the input's totals per stack; a dictionary-encoded
-//! stream and the same rows as a plain (schema version 1) stream give identical stores.
+//! stacks-pack's file sets, read by other tools: every samples file has its stacks and frames
+//! files, which hold exactly the distinct stacks of its rows and their distinct frames;
+//! pyarrow and DuckDB, joining the three with plain SQL, get the input's totals per stack; a
+//! dictionary-encoded stream and the same rows as a plain (schema version 1) stream give
+//! identical stores.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -15,10 +16,11 @@ use stacks_stream::{col, dict, meta};
 use stacks_testkit::recording as fixture;
 use stacks_tests::{Row, check, python, run_tool, scratch};
 
-/// Per pair under a directory (pyarrow): the samples file's rows and stack ids, whether its
-/// stacks file exists and holds exactly those ids, each once, sorted; then, by DuckDB over the
-/// whole directory, the joined total value per folded stack, the rows without a stack, and
-/// the frame count per joined row (pyarrow).
+/// Per file set under a directory (pyarrow): the samples file's rows and stack ids, whether
+/// its stacks file exists and holds exactly those ids, each once, sorted by their frames root
+/// first, and whether its frames file holds exactly the frames those stacks use, each once,
+/// numbered by row; then, by DuckDB over the whole directory, the joined total value per
+/// folded stack (frames named as the stack functions name them) and the rows without a stack.
 const PAIRS: &str = r#"
 import json, os, sys
 import pyarrow.parquet as pq
@@ -31,22 +33,37 @@ for root, dirs, names in os.walk(d):
         if not n.endswith('.samples.parquet') or n.startswith('.'):
             continue
         s = pq.read_table(os.path.join(root, n))
-        k_path = os.path.join(root, n[:-len('.samples.parquet')] + '.stacks.parquet')
-        has = os.path.exists(k_path)
+        base = os.path.join(root, n[:-len('.samples.parquet')])
+        has = os.path.exists(base + '.stacks.parquet') and os.path.exists(base + '.frames.parquet')
         ids = [x for x in s.column('stack_id').to_pylist() if x is not None]
-        k = pq.read_table(k_path) if has else None
+        k = pq.read_table(base + '.stacks.parquet') if has else None
+        f = pq.read_table(base + '.frames.parquet') if has else None
         kids = k.column('stack_id').to_pylist() if has else []
-        depth_ok = has and all(
-            (st is None and dp is None) or len(st) == dp
-            for st, dp in zip(k.column('stack').to_pylist(), k.column('depth').to_pylist()))
+        lists = k.column('frame_ids').to_pylist() if has else []
+        fids = f.column('frame_id').to_pylist() if has else []
+        used = {i for l in lists for i in l}
+        sets = set(k.column('set_id').to_pylist()) | set(f.column('set_id').to_pylist()) if has else set()
+        roots = [list(reversed(l)) for l in lists]
         pairs.append(dict(name=n, rows=s.num_rows, stacks=len(kids), has_stacks=has,
                           exact=set(ids) == set(kids), unique=len(set(kids)) == len(kids),
-                          sorted=kids == sorted(kids), depth_ok=depth_ok,
+                          sorted=roots == sorted(roots), frames_exact=used == set(fids),
+                          frames_numbered=fids == list(range(len(fids))), one_set=len(sets) == 1,
                           columns=s.column_names, stack_columns=k.column_names if has else []))
 con = duckdb.connect()
-sql = ("select k.folded, sum(s.value) from '{0}/**/*.samples.parquet' s join "
-       "(select distinct on (stack_id) stack_id, folded from '{0}/**/*.stacks.parquet') k "
-       "using (stack_id) group by 1").format(d)
+sql = """
+    WITH refs AS (
+        SELECT stack_id, set_id, unnest(frame_ids) AS frame_id, generate_subscripts(frame_ids, 1) AS i
+        FROM '{0}/**/*.stacks.parquet'),
+    named AS (
+        SELECT r.stack_id, r.set_id, r.i,
+               coalesce(f.function, '[' || regexp_extract(coalesce(f.module, ''), '[^/]*$') ||
+                        '+0x' || printf('%x', coalesce(f.offset, 0)) || ']') AS name
+        FROM refs r JOIN '{0}/**/*.frames.parquet' f USING (set_id, frame_id)),
+    stacks AS (
+        SELECT DISTINCT ON (stack_id) stack_id, array_to_string(list(name ORDER BY i DESC), ';') AS folded
+        FROM named GROUP BY stack_id, set_id)
+    SELECT k.folded, sum(s.value) FROM '{0}/**/*.samples.parquet' s JOIN stacks k USING (stack_id)
+    GROUP BY 1""".format(d)
 totals = {f: int(v) for f, v in con.execute(sql).fetchall()}
 stackless = con.execute(
     "select count(*) from '{0}/**/*.samples.parquet' where stack_id is null".format(d)).fetchone()[0]
@@ -177,14 +194,22 @@ fn pairs_hold_exactly_their_stacks_and_plain_sql_gets_the_input_totals() {
         ]);
         let err = String::from_utf8_lossy(&res.stderr).into_owned();
         let files = rows.len().div_ceil(700);
-        let want_line = format!("{} rows in {files} file pairs (", rows.len());
+        let want_line = format!("{} rows in {files} file sets (", rows.len());
         assert!(err.contains(&want_line), "{name}: {err}");
         let got = pairs_of(&out);
         let pairs = got["pairs"].as_array().unwrap();
         assert_eq!(pairs.len(), files, "{name}: {got}");
         let mut stacks_rows = 0;
         for p in pairs {
-            for flag in ["has_stacks", "exact", "unique", "sorted", "depth_ok"] {
+            for flag in [
+                "has_stacks",
+                "exact",
+                "unique",
+                "sorted",
+                "frames_exact",
+                "frames_numbered",
+                "one_set",
+            ] {
                 assert_eq!(p[flag], true, "{name}: {flag}: {p}");
             }
             assert!(p["stacks"].as_u64().unwrap() > 0, "{p}");
@@ -225,18 +250,21 @@ fn pairs_hold_exactly_their_stacks_and_plain_sql_gets_the_input_totals() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The samples and stacks tables of two pairs are equal (stream metadata aside).
+/// The samples, stacks and frames tables of two file sets are equal (stream metadata and the
+/// sets' numbers, hashes of their names, aside).
 const SAME: &str = r#"
 import json, sys
 import pyarrow.parquet as pq
 out = []
 for base in sys.argv[1:]:
     s = pq.read_table(base + '.samples.parquet').replace_schema_metadata(None)
-    k = pq.read_table(base + '.stacks.parquet').replace_schema_metadata(None)
-    out.append((s, k))
-(s0, k0), (s1, k1) = out
-print(json.dumps(dict(same=s0.equals(s1) and k0.equals(k1), samples=s0.equals(s1),
-                      rows=s0.num_rows, stacks=k0.num_rows)))
+    k = pq.read_table(base + '.stacks.parquet').replace_schema_metadata(None).drop(['set_id'])
+    f = pq.read_table(base + '.frames.parquet').replace_schema_metadata(None).drop(['set_id'])
+    out.append((s, k, f))
+(s0, k0, f0), (s1, k1, f1) = out
+print(json.dumps(dict(same=s0.equals(s1) and k0.equals(k1) and f0.equals(f1),
+                      samples=s0.equals(s1), rows=s0.num_rows, stacks=k0.num_rows,
+                      frames=f0.num_rows)))
 "#;
 
 #[test]

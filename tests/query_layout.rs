@@ -1,13 +1,16 @@
-//! stacks-query over the two store layouts: first-layout files (stacks inline in every row),
-//! samples/stacks pairs, and a directory mixing both answer every bundled query alike and give
-//! the same rows to `select *`; pyarrow and DuckDB read the pair files with plain SQL and agree
-//! with stacks-query; a samples file without a readable stacks file is a one-line error, and a
-//! stacks file without its samples file is ignored.
+//! stacks-query over the store layouts: first-layout files (stacks inline in every row),
+//! samples/stacks pairs, samples/stacks/frames sets (what stacks-pack writes now), and a
+//! directory mixing all three answer every bundled query alike and give the same rows to
+//! `select *`; pyarrow and DuckDB read the pair and frames files with plain SQL and agree with
+//! stacks-query; a samples file without a readable stacks or frames file is a one-line error,
+//! and stacks and frames files without their samples file are ignored.
 
 use std::path::{Path, PathBuf};
 
 use stacks_testkit::recording as fixture;
-use stacks_tests::{assert_refused, bin, check, python, scratch, sh, write_inline, write_pair};
+use stacks_tests::{
+    assert_refused, bin, check, python, scratch, sh, write_inline, write_packed, write_pair,
+};
 
 /// Every bundled query (the fixture has every kind they read).
 const QUERIES: [&str; 18] = [
@@ -31,8 +34,9 @@ const QUERIES: [&str; 18] = [
     "timeline",
 ];
 
-/// Three stores of the same rows (in three chunks): first layout only, pairs only, and the
-/// first chunk in the first layout with the others as pairs.
+/// Four stores of the same rows (in three chunks): first layout only, pairs only, frames
+/// sets only (stacks-pack), and the first chunk in the first layout, the second as a pair and
+/// the third as a frames set.
 struct Stores {
     root: stacks_tests::ScratchDir,
     rows: Vec<stacks_tests::Row>,
@@ -56,10 +60,11 @@ impl Stores {
                 100,
             );
             write_pair(Path::new(&at("pairs")), &base, std::slice::from_ref(c), 100);
-            if i == 0 {
-                write_inline(Path::new(&at("mixed")), &base, std::slice::from_ref(c), 100);
-            } else {
-                write_pair(Path::new(&at("mixed")), &base, std::slice::from_ref(c), 100);
+            write_packed(Path::new(&at("frames")), &base, c);
+            match i {
+                0 => write_inline(Path::new(&at("mixed")), &base, std::slice::from_ref(c), 100),
+                1 => write_pair(Path::new(&at("mixed")), &base, std::slice::from_ref(c), 100),
+                _ => write_packed(Path::new(&at("mixed")), &base, c),
             }
         }
         Stores { root, rows }
@@ -93,7 +98,7 @@ fn every_bundled_query_answers_alike_over_each_layout() {
         let args = format!("{q}{top} -f ndjson");
         let inline = sorted_output(&stores.dir("inline"), &args);
         assert!(inline.len() > 1, "{q}: the fixture gives rows: {inline:?}");
-        for layout in ["pairs", "mixed"] {
+        for layout in ["pairs", "frames", "mixed"] {
             let other = sorted_output(&stores.dir(layout), &args);
             assert_eq!(other, inline, "{q} over {layout} and over the first layout");
         }
@@ -105,7 +110,7 @@ fn every_bundled_query_answers_alike_over_each_layout() {
         .filter(|r| r.kind == "switch")
         .map(|r| r.value)
         .sum();
-    for layout in ["inline", "pairs", "mixed"] {
+    for layout in ["inline", "pairs", "frames", "mixed"] {
         let res = sh(&format!(
             "stacks-query -d {} offcpu -f csv | tail -n +2 | awk -F, '{{s += $NF}} END {{print s}}'",
             stores.dir(layout).display()
@@ -123,15 +128,10 @@ fn every_bundled_query_answers_alike_over_each_layout() {
 #[test]
 fn select_star_gives_the_same_rows_and_columns_over_each_layout() {
     let stores = Stores::new("layout-star", 40);
-    let args = "-c 'SELECT * FROM stacks' -f ndjson";
-    let inline = sorted_output(&stores.dir("inline"), args);
-    assert_eq!(inline.len(), stores.rows.len());
-    for layout in ["pairs", "mixed"] {
-        assert_eq!(sorted_output(&stores.dir(layout), args), inline, "{layout}");
-    }
-    // The columns, in order: the stream's, then `stack_id`.
-    let columns = "-c 'SELECT * FROM stacks LIMIT 0' -f csv";
-    let want = {
+    // Every column but the raw stacks: a frames-layout store keeps `stack` only (each frame
+    // carries the address, module, build id and offset those columns hold).
+    let raw = ["kstack", "ustack", "kstack_symbols"];
+    let names = {
         let b = fixture::batch(&stores.rows[..1]);
         let mut names: Vec<String> = b
             .schema()
@@ -140,9 +140,32 @@ fn select_star_gives_the_same_rows_and_columns_over_each_layout() {
             .map(|f| f.name().clone())
             .collect();
         names.push("stack_id".into());
-        names.join(",")
+        names
     };
-    for layout in ["inline", "pairs", "mixed"] {
+    let kept: Vec<String> = names
+        .iter()
+        .filter(|n| !raw.contains(&n.as_str()))
+        .map(|n| format!("\"{n}\""))
+        .collect();
+    let args = format!("-c 'SELECT {} FROM stacks' -f ndjson", kept.join(", "));
+    let inline = sorted_output(&stores.dir("inline"), &args);
+    assert_eq!(inline.len(), stores.rows.len());
+    for layout in ["pairs", "frames", "mixed"] {
+        assert_eq!(
+            sorted_output(&stores.dir(layout), &args),
+            inline,
+            "{layout}"
+        );
+    }
+    // The columns, in order: the stream's, then `stack_id`; without the raw stacks in a
+    // frames-layout store.
+    let columns = "-c 'SELECT * FROM stacks LIMIT 0' -f csv";
+    for layout in ["inline", "pairs", "frames", "mixed"] {
+        let want: Vec<&str> = names
+            .iter()
+            .map(String::as_str)
+            .filter(|n| layout != "frames" || !raw.contains(n))
+            .collect();
         let res = sh(&format!(
             "stacks-query -d {} {columns}",
             stores.dir(layout).display()
@@ -150,7 +173,7 @@ fn select_star_gives_the_same_rows_and_columns_over_each_layout() {
         check(&res, "select * columns");
         assert_eq!(
             String::from_utf8_lossy(&res.stdout).trim(),
-            want,
+            want.join(","),
             "{layout}"
         );
     }
@@ -161,17 +184,26 @@ fn select_star_gives_the_same_rows_and_columns_over_each_layout() {
     let n = stack_rows[0].split(',').next().unwrap().to_string();
     assert_eq!(stack_rows[0], format!("{n},{n}"), "one row per stack_id");
     // Read with no column at all (the projection is empty).
-    let count = sorted_output(
-        &stores.dir("mixed"),
-        "-c 'SELECT count(*) AS n FROM stack_table' -f csv",
-    );
-    assert_eq!(count, [n.clone(), "n".into()]);
-    for layout in ["inline", "mixed"] {
+    for layout in ["mixed", "frames"] {
+        let count = sorted_output(
+            &stores.dir(layout),
+            "-c 'SELECT count(*) AS n FROM stack_table' -f csv",
+        );
+        assert_eq!(count, [n.clone(), "n".into()], "{layout}");
+    }
+    for layout in ["inline", "frames", "mixed"] {
         assert_eq!(
             sorted_output(&stores.dir(layout), distinct),
             stack_rows,
             "{layout}"
         );
+    }
+    // The summaries stacks-top shows are the same whether stored (pairs) or computed from the
+    // assembled frames.
+    let sums = "-c 'SELECT stack_id, folded, leaf, depth FROM stack_table' -f ndjson";
+    let want = sorted_output(&stores.dir("pairs"), sums);
+    for layout in ["inline", "frames", "mixed"] {
+        assert_eq!(sorted_output(&stores.dir(layout), sums), want, "{layout}");
     }
     let _ = std::fs::remove_dir_all(&stores.root);
 }
@@ -304,6 +336,85 @@ fn pyarrow_and_duckdb_read_the_pairs_with_plain_sql_and_agree() {
     let _ = std::fs::remove_dir_all(&stores.root);
 }
 
+/// The frames layout read directly, as docs/format.md shows: each stack's frames joined from
+/// its file set's frames file by (`set_id`, `frame_id`), in `frame_ids` order; printed as
+/// `hex(stack_id),folded` lines (root first, `;`-joined, frames named as the stack functions
+/// name them), by pyarrow and by DuckDB.
+const FRAMES_READERS: &str = r#"
+import sys, glob
+import pyarrow.dataset as ds
+import duckdb
+d = sys.argv[1]
+def name(function, module, offset):
+    if function is not None:
+        return function
+    return '[%s+%#x]' % ((module or '').rsplit('/', 1)[-1], offset or 0)
+frames = ds.dataset(glob.glob(d + '/**/*.frames.parquet', recursive=True), format='parquet').to_table()
+by_id = {(s, i): name(f, m, o) for s, i, f, m, o in zip(
+    *(frames.column(c).to_pylist() for c in ['set_id', 'frame_id', 'function', 'module', 'offset']))}
+stacks = ds.dataset(glob.glob(d + '/**/*.stacks.parquet', recursive=True), format='parquet').to_table()
+out = {}
+for sid, ids, s in zip(*(stacks.column(c).to_pylist() for c in ['stack_id', 'frame_ids', 'set_id'])):
+    out[sid.hex()] = ';'.join(by_id[(s, i)] for i in reversed(ids))
+for k in sorted(out):
+    print(f'pyarrow {k},{out[k]}')
+rows = duckdb.connect().execute("""
+    WITH refs AS (
+        SELECT stack_id, set_id, unnest(frame_ids) AS frame_id,
+               generate_subscripts(frame_ids, 1) AS i
+        FROM read_parquet(?)),
+    named AS (
+        SELECT r.stack_id, r.set_id, r.i,
+               coalesce(f.function, '[' || regexp_extract(coalesce(f.module, ''), '[^/]*$') ||
+                        '+0x' || printf('%x', coalesce(f.offset, 0)) || ']') AS name
+        FROM refs r JOIN read_parquet(?) f USING (set_id, frame_id))
+    SELECT DISTINCT ON (stack_id) lower(hex(stack_id)),
+           array_to_string(list(name ORDER BY i DESC), ';')
+    FROM named GROUP BY stack_id, set_id ORDER BY 1
+""", [d + '/**/*.stacks.parquet', d + '/**/*.frames.parquet']).fetchall()
+for sid, folded in rows:
+    print(f'duckdb {sid},{folded}')
+"#;
+
+#[test]
+fn pyarrow_and_duckdb_join_samples_stacks_and_frames_as_documented() {
+    let stores = Stores::new("layout-frames-readers", 80);
+    let dir = stores.dir("frames");
+    let res = python(FRAMES_READERS, &[dir.to_str().unwrap()]);
+    check(&res, "pyarrow and DuckDB over the frames files");
+    let text = String::from_utf8_lossy(&res.stdout).to_string();
+    let of = |tool: &str| -> Vec<String> {
+        text.lines()
+            .filter_map(|l| l.strip_prefix(tool))
+            .map(|l| l.trim().to_string())
+            .collect()
+    };
+    let (pyarrow, duckdb) = (of("pyarrow "), of("duckdb "));
+    // Stacks of no frames are nothing to DuckDB's join: compare those with frames.
+    let with_frames: Vec<String> = pyarrow
+        .iter()
+        .filter(|l| !l.ends_with(','))
+        .cloned()
+        .collect();
+    assert!(with_frames.len() > 5, "several stacks: {text}");
+    assert_eq!(duckdb, with_frames);
+    // stacks-query's folded stacks of the same store, and of the first layout.
+    for layout in ["frames", "inline"] {
+        let res = sh(&format!(
+            "stacks-query -d {} -f csv -c \"SELECT lower(encode(stack_id, 'hex')) AS id, \
+             stack_fold(stack) AS f FROM stack_table\" | tail -n +2 | sort",
+            stores.dir(layout).display()
+        ));
+        check(&res, "stacks-query folded stacks");
+        let ours: Vec<String> = String::from_utf8_lossy(&res.stdout)
+            .lines()
+            .map(|l| l.replace('"', ""))
+            .collect();
+        assert_eq!(ours, pyarrow, "stacks-query over {layout}");
+    }
+    let _ = std::fs::remove_dir_all(&stores.root);
+}
+
 #[test]
 fn a_samples_file_without_its_stacks_is_refused_and_orphan_stacks_ignored() {
     let stores = Stores::new("layout-broken", 30);
@@ -365,6 +476,65 @@ fn a_samples_file_without_its_stacks_is_refused_and_orphan_stacks_ignored() {
     );
     // Put back, the store answers again.
     std::fs::write(&stacks, good).unwrap();
+    check(&run(&["cpu", "-f", "csv"]), "the store restored");
+    let _ = std::fs::remove_dir_all(&stores.root);
+}
+
+#[test]
+fn a_samples_file_without_its_frames_is_refused_and_orphan_frames_ignored() {
+    let stores = Stores::new("layout-broken-frames", 30);
+    let dir = stores.dir("frames");
+    let date = dir.join("date=2023-11-14");
+    let q = bin("stacks-query");
+    let run = |args: &[&str]| {
+        std::process::Command::new(&q)
+            .arg("-d")
+            .arg(&dir)
+            .args(args)
+            .output()
+            .expect("run stacks-query")
+    };
+    // Stacks and frames files whose samples file is gone (a pack killed between renames)
+    // are ignored.
+    std::fs::remove_file(date.join("stacks-test-000002.samples.parquet")).unwrap();
+    let out = run(&["-c", "SELECT count(*) FROM stacks", "-f", "csv"]);
+    check(&out, "a store with orphan stacks and frames files");
+    let third = stores.rows.len().div_ceil(3);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("count(*)\n{}\n", 2 * third)
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let frames = date.join("stacks-test-000001.frames.parquet");
+    let samples = date.join("stacks-test-000001.samples.parquet");
+    let good = std::fs::read(&frames).unwrap();
+    std::fs::write(&frames, b"not a parquet file at all").unwrap();
+    assert_refused(
+        &run(&["cpu"]),
+        "stacks-query",
+        1,
+        &format!(
+            "{}: its frames file stacks-test-000001.frames.parquet is corrupt",
+            samples.display()
+        ),
+        "a corrupt frames file",
+    );
+    std::fs::remove_file(&frames).unwrap();
+    assert_refused(
+        &run(&["cpu"]),
+        "stacks-query",
+        1,
+        &format!(
+            "{}: its frames file stacks-test-000001.frames.parquet is missing",
+            samples.display()
+        ),
+        "a missing frames file",
+    );
+    std::fs::write(&frames, good).unwrap();
     check(&run(&["cpu", "-f", "csv"]), "the store restored");
     let _ = std::fs::remove_dir_all(&stores.root);
 }

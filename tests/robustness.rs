@@ -498,13 +498,17 @@ struct Inputs {
     parquet: Vec<u8>,
     /// Its stacks file.
     stacks: Vec<u8>,
+    /// Its frames file.
+    frames: Vec<u8>,
 }
 
 impl Inputs {
-    /// The packed fixture as the pair `NAME.samples.parquet` + `NAME.stacks.parquet` in `dir`.
+    /// The packed fixture as the set `NAME.samples.parquet` + `NAME.stacks.parquet` +
+    /// `NAME.frames.parquet` in `dir`.
     fn write_pair(&self, dir: &Path, name: &str) {
         std::fs::write(dir.join(format!("{name}.samples.parquet")), &self.parquet).unwrap();
         std::fs::write(dir.join(format!("{name}.stacks.parquet")), &self.stacks).unwrap();
+        std::fs::write(dir.join(format!("{name}.frames.parquet")), &self.frames).unwrap();
     }
 }
 
@@ -528,11 +532,13 @@ fn inputs(dir: &Path) -> Inputs {
     );
     let parquet = std::fs::read(dir.join("fixture.samples.parquet")).unwrap();
     let stacks = std::fs::read(dir.join("fixture.stacks.parquet")).unwrap();
+    let frames = std::fs::read(dir.join("fixture.frames.parquet")).unwrap();
     Inputs {
         raw,
         symbolized,
         parquet,
         stacks,
+        frames,
     }
 }
 

@@ -1,7 +1,8 @@
 """Open a stacks store (a directory or an s3:// URL) in DuckDB, and the questions the notebooks ask of it.
 
 The store is read in one place, `_create_views`: it lists the samples files and their stacks
-files and defines the views every query here uses, as stacks-query does (docs/queries.md):
+(and frames) files and defines the views every query here uses, as stacks-query does
+(docs/queries.md):
 
 - `samples`: every stored row without its stacks (`stack_id` instead);
 - `stack_table`: one row per distinct `stack_id` (`stack`, `folded`, `leaf`, `depth`, and
@@ -9,8 +10,11 @@ files and defines the views every query here uses, as stacks-query does (docs/qu
 - `stacks`: `samples` left-joined with `stack_table` on `stack_id`;
 - `recordings`: one row per samples file with its `stacks.*` metadata.
 
-Every other function reads those views only, so a change of the store's layout (a frames table
-behind the stacks, say) is an edit of `_create_views` alone.
+Every other function reads those views only, so a change of the store's layout is an edit of
+`_create_views` alone. Stacks files of the frames layout hold each stack as `frame_ids` into
+their file set's frames file (docs/format.md, "The store"); their stacks are assembled here,
+named as the stack functions name frames; stacks files of the earlier pair layout hold them
+whole.
 """
 
 from __future__ import annotations
@@ -29,6 +33,12 @@ NO_STACK = "[no stack]"
 SHORT_OFFCPU = "[folded short off-CPU intervals]"
 UNSYMBOLIZED = "[not symbolized: pack the output of stacks-symbolize]"
 NO_SPAN = "[no span]"
+
+# The fields of a frame (docs/format.md, `stack`), as a frames file has them.
+FRAME_FIELDS = [
+    "function", "file", "line", "column", "inlined", "kernel", "module", "build_id",
+    "offset", "addr", "error", "symbol", "reason",
+]
 
 # Kernel frames that only say "the thread left the CPU", not why: skipped when naming the
 # reason of an off-CPU interval by its innermost kernel frame.
@@ -117,6 +127,7 @@ def _create_views(con: duckdb.DuckDBPyConnection, location: str) -> None:
         names = set(keys)
         samples = ["s3://" + k for k in keys if k.endswith(".samples.parquet")]
         missing = [f for f in samples if f[5:].replace(".samples.parquet", ".stacks.parquet") not in names]
+        framed = {f for f in samples if f[5:].replace(".samples.parquet", ".frames.parquet") in names}
     else:
         root = Path(location)
         if not root.exists():
@@ -125,32 +136,72 @@ def _create_views(con: duckdb.DuckDBPyConnection, location: str) -> None:
             raise StoreError(f"{location}: not a directory of stacks-pack files: {_hint()}.")
         samples = _list_local(root)
         missing = [f for f in samples if not Path(f.replace(".samples.parquet", ".stacks.parquet")).exists()]
+        framed = {f for f in samples if Path(f.replace(".samples.parquet", ".frames.parquet")).exists()}
     if not samples:
         raise StoreError(f"{location}: no stacks store here (no *.samples.parquet files): {_hint()}.")
     if missing:
         raise StoreError(f"{missing[0]}: its stacks file is missing (the store is damaged).")
-    stacks = [f.replace(".samples.parquet", ".stacks.parquet") for f in samples]
 
     def files(paths: list[str]) -> str:
         return "[" + ", ".join("'" + p.replace("'", "''") + "'" for p in paths) + "]"
 
-    con.execute(
-        f"CREATE VIEW samples AS SELECT * FROM read_parquet({files(samples)}, "
-        "union_by_name = true, hive_partitioning = false)"
-    )
-    # Stack ids repeat across pairs: each distinct stack once. A store written without
+    def read(paths: list[str]) -> str:
+        return f"read_parquet({files(paths)}, union_by_name = true, hive_partitioning = false)"
+
+    con.execute(f"CREATE VIEW samples AS SELECT * FROM {read(samples)}")
+    parts = []
+    # Frames layout: each stack's frames from its file set's frames file, in `frame_ids` order.
+    sets = [f for f in samples if f in framed]
+    if sets:
+        frame_files = read([f.replace(".samples.parquet", ".frames.parquet") for f in sets])
+        stack_files = read([f.replace(".samples.parquet", ".stacks.parquet") for f in sets])
+        fields = ", ".join(f'"{c}"' for c in FRAME_FIELDS)
+        con.execute(
+            f"""CREATE VIEW framed_stacks AS
+            WITH refs AS (
+                SELECT stack_id, set_id, unnest(frame_ids) AS frame_id,
+                       generate_subscripts(frame_ids, 1) AS i
+                FROM {stack_files}),
+            frames AS (SELECT set_id, frame_id, struct_pack({fields}) AS frame FROM {frame_files}),
+            assembled AS (
+                SELECT r.stack_id, list(f.frame ORDER BY r.i) AS stack
+                FROM refs r JOIN frames f USING (set_id, frame_id)
+                GROUP BY r.stack_id, r.set_id)
+            SELECT k.stack_id, coalesce(a.stack, []) AS stack
+            FROM (SELECT DISTINCT ON (stack_id) stack_id, set_id FROM {stack_files}) k
+            LEFT JOIN (SELECT DISTINCT ON (stack_id) * FROM assembled) a USING (stack_id)"""
+        )
+        name = (
+            "coalesce(f.function, '[' || regexp_extract(coalesce(f.module, ''), '[^/]*$') || "
+            "'+0x' || printf('%x', coalesce(f.\"offset\", 0)) || ']')"
+        )
+        parts.append(
+            f"""SELECT stack_id, stack,
+                array_to_string(list_reverse(list_transform(stack, lambda f: {name})), ';') AS folded,
+                list_transform(stack, lambda f: {name})[1] AS leaf,
+                CAST(len(stack) AS INTEGER) AS depth
+            FROM framed_stacks"""
+        )
+    # Pair layout: whole stacks with their `folded`, `leaf` and `depth`. A store written without
     # symbolization has no `stack` column (and a null `folded`): no kernel frames counted then.
-    stack_files = f"read_parquet({files(stacks)}, union_by_name = true, hive_partitioning = false)"
-    columns = {r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {stack_files}").fetchall()}
-    if "stack" in columns:
-        extra = "len(list_filter(stack, lambda f: f.kernel)) AS kernel_frames"
-    else:
-        extra = """CAST(NULL AS STRUCT("function" VARCHAR, kernel BOOLEAN)[]) AS stack, 0 AS kernel_frames"""
-    if "folded" not in columns:
-        extra += ", CAST(NULL AS VARCHAR) AS folded"
+    whole = [f.replace(".samples.parquet", ".stacks.parquet") for f in samples if f not in framed]
+    if whole:
+        stack_files = read(whole)
+        columns = {r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {stack_files}").fetchall()}
+        stack = "stack" if "stack" in columns else "CAST(NULL AS STRUCT(\"function\" VARCHAR, kernel BOOLEAN)[])"
+        folded = "folded" if "folded" in columns else "CAST(NULL AS VARCHAR)"
+        leaf = "leaf" if "leaf" in columns else "CAST(NULL AS VARCHAR)"
+        depth = "depth" if "depth" in columns else "CAST(NULL AS INTEGER)"
+        parts.append(
+            f"SELECT stack_id, {stack} AS stack, {folded} AS folded, {leaf} AS leaf, {depth} AS depth "
+            f"FROM (SELECT DISTINCT ON (stack_id) * FROM {stack_files})"
+        )
+    # Stack ids repeat across file sets: each distinct stack once.
+    union = " UNION ALL BY NAME ".join(f"({p})" for p in parts)
     con.execute(
         f"""CREATE VIEW stack_table AS
-        SELECT *, {extra} FROM (SELECT DISTINCT ON (stack_id) * FROM {stack_files})"""
+        SELECT *, coalesce(len(list_filter(stack, lambda f: f.kernel)), 0) AS kernel_frames
+        FROM (SELECT DISTINCT ON (stack_id) * FROM ({union}))"""
     )
     # Every stored column and every stack column, as stacks-query's `stacks` view, then `folded`,
     # `leaf`, `depth` and `kernel_frames`.

@@ -172,7 +172,7 @@ pub mod query {
             let dir = super::scratch("query");
             let file = dir.join("stacks.parquet");
             write_table(&file);
-            // stacks-pack writes the pair stacks.samples.parquet + stacks.stacks.parquet.
+            // stacks-pack writes the set stacks.{samples,stacks,frames}.parquet.
             let file = stacks_pack::pair_of(&file);
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -192,12 +192,11 @@ pub mod query {
         let schema = stacks_pack::stamped_schema(&input.schema());
         let samples = stacks_stream::store::samples_schema(&schema);
         let props = stacks_pack::writer_properties(&samples, 1, 1024).expect("properties");
-        let stacks = stacks_stream::store::stacks_schema(&schema);
-        let stacks_props = stacks_pack::stacks_writer_properties(&stacks, 1).expect("properties");
+        let levels = stacks_pack::levels::Levels::new(&schema, 1).expect("properties");
         let target = Target::File(file.clone());
         let limits = Limits::single_file(1024);
-        let mut packer = Packer::new(target, &schema, props, stacks_props, limits, None, None)
-            .expect("packer");
+        let mut packer =
+            Packer::new(target, &schema, props, levels, limits, None, None).expect("packer");
         while let Some(batch) = input.next_batch().expect("seed batch") {
             packer.write(&batch).expect("pack seed");
         }

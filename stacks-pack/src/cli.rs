@@ -18,34 +18,35 @@ use crate::{Destination, MAX_ROW_GROUP_ROWS, Options, Partitioning, TOOL, pack};
     long_about = "Write a stacks stream to crash-safe, rotated Parquet files.\n\n\
         Reads an Arrow IPC stream (stdin by default), e.g.\n  \
         stacks-record … | stacks-symbolize | stacks-pack out/\n\
-        and writes zstd-compressed Parquet file pairs named \
-        stacks-<UTC time of the first row>-<host>-<pid>-<seq>.{samples,stacks}.parquet into \
-        DIR: the samples (every column but the stacks, plus a 128-bit stack_id) and each \
-        distinct stack of those samples once. A new pair starts when one reaches --max-rows, \
-        --max-bytes or --max-age; with -o FILE.parquet, exactly one pair, \
-        FILE.samples.parquet + FILE.stacks.parquet. Row groups are sorted by time. Files only \
-        appear once complete (written as .NAME.tmp, fsynced, renamed; the stacks file first). \
-        ^C is ignored (the stream's end finishes the job); SIGTERM finishes the current pair \
-        and exits."
+        and writes zstd-compressed Parquet file sets named \
+        stacks-<UTC time of the first row>-<host>-<pid>-<seq>.{samples,stacks,frames}.parquet \
+        into DIR: the samples (every column but the stacks, plus a 128-bit stack_id), each \
+        distinct stack of those samples once (the ids of its frames) and each distinct frame \
+        of those stacks once. A new set starts when one reaches --max-rows, --max-bytes or \
+        --max-age; with -o FILE.parquet, exactly one set, FILE.samples.parquet + \
+        FILE.stacks.parquet + FILE.frames.parquet. Row groups are sorted by time. Files only \
+        appear once complete (written as .NAME.tmp, fsynced, renamed; frames first, samples \
+        last). ^C is ignored (the stream's end finishes the job); SIGTERM finishes the current \
+        set and exits."
 )]
 #[command(group(ArgGroup::new("destination").required(true).args(["dir", "output"])))]
 pub struct Args {
     /// Directory for the Parquet files (created, with parents, if missing), or an object
     /// store URL: s3://BUCKET/PREFIX, gs://…, az://…, file:///… (credentials and endpoint from
     /// the usual environment variables: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION,
-    /// AWS_ENDPOINT, AWS_ALLOW_HTTP, GOOGLE_*, AZURE_*). A store gets the pairs under
+    /// AWS_ENDPOINT, AWS_ALLOW_HTTP, GOOGLE_*, AZURE_*). A store gets the file sets under
     /// PREFIX/date=YYYY-MM-DD/hour=HH/host=NAME/, each uploaded once finished in the --spool
-    /// directory, the stacks file first
+    /// directory, the samples file last
     #[arg(value_name = "DIR|URL")]
     pub dir: Option<PathBuf>,
 
-    /// With a store URL: the local directory finished pairs wait in until uploaded (kept
+    /// With a store URL: the local directory finished file sets wait in until uploaded (kept
     /// across runs: a later stacks-pack with the same spool uploads what is left) [default:
     /// /var/tmp/stacks-spool/<the URL, sanitized>]
     #[arg(long, value_name = "DIR")]
     pub spool: Option<PathBuf>,
 
-    /// With a store URL: bytes of finished pairs the spool may hold while the store cannot be
+    /// With a store URL: bytes of finished file sets the spool may hold while the store cannot be
     /// reached; past it the oldest are dropped (counted and reported) [default: 4G]
     #[arg(long, value_name = "SIZE", value_parser = stacks_stream::cli::parse_size)]
     pub spool_max: Option<u64>,
@@ -55,8 +56,8 @@ pub struct Args {
     #[arg(long, value_name = "DURATION", value_parser = stacks_stream::cli::parse_positive_duration)]
     pub upload_wait: Option<Duration>,
 
-    /// Write everything to one pair of files instead: FILE.samples.parquet and
-    /// FILE.stacks.parquet (each replaced atomically if it exists)
+    /// Write everything to one file set instead: FILE.samples.parquet, FILE.stacks.parquet
+    /// and FILE.frames.parquet (each replaced atomically if it exists)
     #[arg(
         short = 'o',
         long = "output",
@@ -69,7 +70,7 @@ pub struct Args {
     #[arg(short = 'i', long = "input", value_name = "INPUT")]
     pub input: Option<PathBuf>,
 
-    /// Start a new file pair after this many rows
+    /// Start a new file set after this many rows
     #[arg(
         long,
         value_name = "N",
@@ -78,13 +79,13 @@ pub struct Args {
     )]
     pub max_rows: u64,
 
-    /// Start a new file pair once its samples file has this many bytes (checked after each row
+    /// Start a new file set once its samples file has this many bytes (checked after each row
     /// group)
     #[arg(
         long,
         value_name = "SIZE",
         value_parser = stacks_stream::cli::parse_size,
-        help = format!("Start a new file pair once its samples file has this many bytes (checked after each row group), {}", stacks_stream::cli::SIZE_EXAMPLES)
+        help = format!("Start a new file set once its samples file has this many bytes (checked after each row group), {}", stacks_stream::cli::SIZE_EXAMPLES)
     )]
     pub max_bytes: Option<u64>,
 

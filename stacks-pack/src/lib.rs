@@ -1,13 +1,15 @@
 //! `stacks-pack`: read a stacks Arrow IPC stream (raw or symbolized, plain or dictionary-
-//! encoded stacks) and write it as zstd-compressed Parquet file pairs — the samples (every
-//! column but the stacks, plus `stack_id`) and each distinct stack once — rotated and uniquely
-//! named in a directory, or one pair with `-o`. Files appear atomically (temp name, fsync,
-//! rename, fsync directory; the stacks file before its samples), a stream that ends badly
-//! still has its received rows finalized, and SIGTERM finishes cleanly.
+//! encoded stacks) and write it as zstd-compressed Parquet file sets — the samples (every
+//! column but the stacks, plus `stack_id`), each distinct stack once (as frame ids) and each
+//! distinct frame once — rotated and uniquely named in a directory, or one set with `-o`.
+//! Files appear atomically (temp name, fsync, rename, fsync directory; frames, then stacks,
+//! then samples), a stream that ends badly still has its received rows finalized, and SIGTERM
+//! finishes cleanly.
 
 pub mod cli;
 mod error;
 mod fsutil;
+pub mod levels;
 mod naming;
 mod order;
 mod pair;
@@ -33,7 +35,6 @@ use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::metadata::{KeyValue, SortingColumn};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
-use stacks_stream::dict::is_stack_column;
 use stacks_stream::{ContractError, InputStream, meta, store};
 
 pub use cli::{Args, run};
@@ -223,13 +224,12 @@ fn pack_into(
     let schema = stamped_schema(&incoming);
     let samples = store::samples_schema(&schema);
     let props = writer_properties(&samples, options.zstd_level, limits.group_rows)?;
-    let stacks_props =
-        stacks_writer_properties(&store::stacks_schema(&schema), options.zstd_level)?;
+    let levels = levels::Levels::new(&schema, options.zstd_level)?;
     let mut packer = Packer::new(
         target,
         &schema,
         props,
-        stacks_props,
+        levels,
         limits,
         options.partition,
         owner,
@@ -335,9 +335,10 @@ fn prepare_target(
             fsutil::check_writable(&fsutil::parent_dir(path))?;
             let samples = pair_of(path);
             let shown = format!(
-                "{} + {}",
+                "{} + {} + {}",
                 samples.display(),
-                store::stacks_path(&samples).display()
+                store::stacks_path(&samples).display(),
+                store::frames_path(&samples).display()
             );
             let target = Target::File(path.clone());
             return Ok((target, shown, Limits::single_file(group_rows)));
@@ -415,6 +416,12 @@ pub fn stamped_schema(schema: &Schema) -> SchemaRef {
     if stage.is_none() {
         md.remove(meta::STAGE);
     }
+    // The vDSO image is what names a raw stream's vDSO frames; a symbolized stream's frames
+    // are named, and the image (about 16 KB of hex, twice in a footer) was most of a short
+    // recording's samples file.
+    if stage.as_deref() == Some(stacks_stream::stage::SYMBOLIZED) {
+        md.remove(meta::VDSO);
+    }
     Arc::new(Schema::new_with_metadata(schema.fields().clone(), md))
 }
 
@@ -490,37 +497,8 @@ pub fn writer_properties(
     Ok(builder.build())
 }
 
-/// How stacks rows are encoded: zstd; dictionaries for every column (frame names and files
-/// repeat across stacks); no statistics on the stack columns' leaves (min/max of frame fields
-/// prune nothing), chunk statistics on `stack_id`, `folded`, `leaf` and `depth`; row groups
-/// of [`STACKS_GROUP_ROWS`] stacks; the `stacks.*` keys as key-value metadata.
-pub fn stacks_writer_properties(
-    schema: &Schema,
-    zstd_level: i32,
-) -> Result<WriterProperties, PackError> {
-    let level = ZstdLevel::try_new(zstd_level).map_err(|e| PackError::Schema {
-        input: "--zstd-level".into(),
-        detail: error::parquet_detail(&e),
-    })?;
-    let mut builder = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(level))
-        .set_dictionary_enabled(true)
-        .set_statistics_enabled(EnabledStatistics::Chunk)
-        .set_max_row_group_row_count(Some(STACKS_GROUP_ROWS))
-        .set_key_value_metadata(Some(stacks_kv(schema)));
-    if let Ok(descr) = ArrowSchemaConverter::new().convert(schema) {
-        for i in 0..descr.num_columns() {
-            let path = descr.column(i).path().clone();
-            if path.parts().first().is_some_and(|top| is_stack_column(top)) {
-                builder = builder.set_column_statistics_enabled(path, EnabledStatistics::None);
-            }
-        }
-    }
-    Ok(builder.build())
-}
-
 /// The `stacks.*` metadata of `schema`, sorted by key, as Parquet key-value metadata.
-fn stacks_kv(schema: &Schema) -> Vec<KeyValue> {
+pub(crate) fn stacks_kv(schema: &Schema) -> Vec<KeyValue> {
     let mut kv: Vec<KeyValue> = schema
         .metadata()
         .iter()
@@ -554,7 +532,7 @@ pub fn describe(summary: &Summary, dest: &str) -> String {
     format!(
         "{TOOL}: {} in {} ({} bytes; {}) to {dest}",
         plural(summary.rows, "row"),
-        plural(summary.files, "file pair"),
+        plural(summary.files, "file set"),
         summary.bytes,
         match summary.distinct_estimated {
             true => format!("about {}", plural(summary.distinct, "distinct stack")),
@@ -709,7 +687,7 @@ mod tests {
         };
         assert_eq!(
             describe(&s, "out/"),
-            "stacks-pack: 12345 rows in 1 file pair (456789 bytes; 17 distinct stacks) to out/"
+            "stacks-pack: 12345 rows in 1 file set (456789 bytes; 17 distinct stacks) to out/"
         );
         let many = Summary {
             distinct: 123456,

@@ -1,6 +1,7 @@
-//! One file pair being written: each half ([`PartFile`]) under a temporary name until it is
-//! complete, then fsynced and renamed into place, the stacks file first ([`Pair::finalize`]);
-//! the pair remembers the stack ids its samples use, so its stacks file holds exactly those.
+//! One file set being written: each file ([`PartFile`]) under a temporary name until it is
+//! complete, then fsynced and renamed into place, the frames file first, then the stacks
+//! file, then the samples file ([`Pair::finalize`]); the set remembers the stack ids its
+//! samples use, so its stacks file holds exactly those, and its frames file their frames.
 
 use std::collections::HashSet;
 use std::fs::{self, File, OpenOptions};
@@ -8,15 +9,17 @@ use std::io;
 use std::path::PathBuf;
 
 use arrow_array::cast::AsArray;
-use arrow_array::{Array, RecordBatch};
+use arrow_array::{Array, FixedSizeBinaryArray, ListArray, RecordBatch};
 use arrow_schema::SchemaRef;
 use parquet::arrow::ArrowWriter;
 use parquet::file::properties::WriterProperties;
+use stacks_stream::store::frames::{self, Framer};
 use stacks_stream::store::{self, StackId};
 use stacks_stream::sys::SudoOwner as Owner;
 
 use crate::error::PackError;
 use crate::fsutil::{parent_dir, sync_dir};
+use crate::levels::{FileFormat, Levels};
 use crate::sink::{STACKS_CHUNK, SharedSplitter, lock};
 
 /// One output file being written under its temporary name.
@@ -193,29 +196,98 @@ impl Pair {
         note_ids(&mut self.ids, rows);
     }
 
-    /// Write the stacks file (the distinct ids of the samples, sorted by id) and make it
-    /// visible, then make the samples file visible. Returns (bytes of both, stacks written).
+    /// Write the stacks file (the distinct ids of the samples) and, for framed levels, the
+    /// frames file of their frames; make the frames file visible, then the stacks file, then
+    /// the samples file. Returns (bytes of all, stacks written).
     pub(crate) fn finalize(
         self,
         splitter: &SharedSplitter,
-        schema: &SchemaRef,
-        props: &WriterProperties,
+        levels: &Levels,
         owner: Option<&Owner>,
     ) -> Result<(u64, u64), PackError> {
         let Pair { samples, ids } = self;
         let mut ids: Vec<StackId> = ids.into_iter().collect();
         ids.sort_unstable();
-        let dest = store::stacks_path(&samples.dest);
-        let mut stacks = PartFile::create(dest, samples.partition.clone(), schema, props, owner)?;
-        for chunk in ids.chunks(STACKS_CHUNK) {
-            let rows = lock(splitter).stacks(chunk).map_err(|e| PackError::Write {
-                path: stacks.tmp.display().to_string(),
+        let count = ids.len() as u64;
+        let part = |dest: PathBuf, format: &FileFormat| {
+            PartFile::create(
+                dest,
+                samples.partition.clone(),
+                &format.schema,
+                &format.props,
+                owner,
+            )
+        };
+        let failed = |file: &PartFile| {
+            let path = file.tmp.display().to_string();
+            move |e: arrow_schema::ArrowError| PackError::Write {
+                path,
                 detail: e.to_string(),
-            })?;
-            stacks.write(&rows)?;
+            }
+        };
+        let mut bytes = 0;
+        match levels {
+            Levels::Whole { stacks: format } => {
+                let mut stacks = part(store::stacks_path(&samples.dest), format)?;
+                for chunk in ids.chunks(STACKS_CHUNK) {
+                    let rows = lock(splitter).stacks(chunk).map_err(failed(&stacks))?;
+                    stacks.write(&rows)?;
+                }
+                bytes += stacks.finalize()?;
+            }
+            Levels::Framed {
+                stacks: stacks_format,
+                frames: frames_format,
+            } => {
+                let mut frames = part(store::frames_path(&samples.dest), frames_format)?;
+                let mut stacks = part(store::stacks_path(&samples.dest), stacks_format)?;
+                let stack_type = frames::stack_type_of(&frames_format.schema);
+                let mut framer = Framer::new(&stack_type)
+                    .map_err(failed(&frames))?
+                    .expect("framed levels have a stack type");
+                for chunk in ids.chunks(STACKS_CHUNK) {
+                    let held = lock(splitter).held_stacks(chunk).map_err(failed(&stacks))?;
+                    let (id, stack) = id_and_stack(&held).map_err(failed(&stacks))?;
+                    framer.add(&id, &stack).map_err(failed(&frames))?;
+                }
+                let set = frames::set_id(store::base_name(&samples.dest));
+                let (frame_rows, stack_rows) = framer
+                    .finish(
+                        set,
+                        &frames_format.schema,
+                        &stacks_format.schema,
+                        STACKS_CHUNK,
+                    )
+                    .map_err(failed(&frames))?;
+                frames.write(&frame_rows)?;
+                for rows in &stack_rows {
+                    stacks.write(rows)?;
+                }
+                bytes += frames.finalize()?;
+                bytes += stacks.finalize()?;
+            }
         }
-        let stacks_bytes = stacks.finalize()?;
-        let samples_bytes = samples.finalize()?;
-        Ok((stacks_bytes + samples_bytes, ids.len() as u64))
+        bytes += samples.finalize()?;
+        Ok((bytes, count))
     }
+}
+
+/// The `stack_id` and `stack` columns of held stacks rows, `stack` cast to the frames file's
+/// stack type (the element field's name and nullability of the contract).
+fn id_and_stack(
+    held: &RecordBatch,
+) -> Result<(FixedSizeBinaryArray, ListArray), arrow_schema::ArrowError> {
+    let missing = |c: &str| arrow_schema::ArrowError::SchemaError(format!("no `{c}` column"));
+    let id = held
+        .column_by_name(stacks_stream::col::STACK_ID)
+        .ok_or_else(|| missing(stacks_stream::col::STACK_ID))?
+        .as_fixed_size_binary()
+        .clone();
+    let stack = held
+        .column_by_name(stacks_stream::col::STACK)
+        .ok_or_else(|| missing(stacks_stream::col::STACK))?;
+    let stack = stack.as_list_opt::<i32>().cloned().ok_or_else(|| {
+        arrow_schema::ArrowError::SchemaError(format!("`stack` of type {}", stack.data_type()))
+    })?;
+    Ok((id, stack))
 }

@@ -27,6 +27,7 @@ use crate::error::PackError;
 use stacks_stream::sys::SudoOwner as Owner;
 
 use crate::fsutil::create_dir_tracked;
+use crate::levels::Levels;
 use crate::naming::Namer;
 use crate::order::{self, TimeColumn};
 use crate::pair::{BuildId, Pair, PartFile, note_ids};
@@ -46,7 +47,8 @@ pub fn lock(splitter: &SharedSplitter) -> MutexGuard<'_, StackSplitter> {
 }
 
 /// The samples file path of the pair `-o FILE` names: `x.parquet` (or `x`, or
-/// `x.samples.parquet`) gives `x.samples.parquet`, whose stacks file is `x.stacks.parquet`.
+/// `x.samples.parquet`) gives `x.samples.parquet`, whose stacks and frames files are
+/// `x.stacks.parquet` and `x.frames.parquet`.
 pub fn pair_of(file: &Path) -> PathBuf {
     let name = file
         .file_name()
@@ -55,6 +57,7 @@ pub fn pair_of(file: &Path) -> PathBuf {
     let base = name
         .strip_suffix(store::SAMPLES_SUFFIX)
         .or_else(|| name.strip_suffix(store::STACKS_SUFFIX))
+        .or_else(|| name.strip_suffix(store::FRAMES_SUFFIX))
         .or_else(|| name.strip_suffix(store::PARQUET_SUFFIX))
         .unwrap_or(&name);
     file.with_file_name(format!("{base}{}", store::SAMPLES_SUFFIX))
@@ -131,9 +134,8 @@ pub struct Packer {
     /// Samples rows: their schema and writer properties.
     schema: SchemaRef,
     props: WriterProperties,
-    /// Stacks rows: their schema and writer properties.
-    stacks_schema: SchemaRef,
-    stacks_props: WriterProperties,
+    /// The stacks (and frames) files' formats.
+    levels: Levels,
     limits: Limits,
     partitioning: Option<Partitioning>,
     time: Option<TimeColumn>,
@@ -153,14 +155,14 @@ pub struct Packer {
 
 impl Packer {
     /// A packer writing rows of stream `schema` (already stamped) to `target`: `props` for the
-    /// samples files (see [`crate::writer_properties`]), `stacks_props` for the stacks files
-    /// (see [`crate::stacks_writer_properties`]). Partitioning needs a `time` column (checked
+    /// samples files (see [`crate::writer_properties`]), `levels` for the stacks and frames
+    /// files. Partitioning needs a `time` column (checked
     /// by the caller with [`order::time_column`]).
     pub fn new(
         target: Target,
         schema: &SchemaRef,
         props: WriterProperties,
-        stacks_props: WriterProperties,
+        levels: Levels,
         limits: Limits,
         partitioning: Option<Partitioning>,
         owner: Option<Owner>,
@@ -170,15 +172,13 @@ impl Packer {
             detail: e.to_string(),
         })?;
         let samples = Arc::clone(splitter.samples_schema());
-        let stacks_schema = Arc::clone(splitter.stacks_schema());
         let time = order::time_column(&samples);
         Ok(Self {
             target,
             splitter: Arc::new(Mutex::new(splitter)),
             schema: samples,
             props,
-            stacks_schema,
-            stacks_props,
+            levels,
             limits: Limits {
                 max_rows: limits.max_rows.max(1),
                 group_rows: limits.group_rows.max(1),
@@ -386,12 +386,8 @@ impl Packer {
         if let Some(pair) = self.current.take() {
             let rows = pair.samples.rows;
             let dest = pair.samples.dest.clone();
-            let (bytes, stacks) = pair.finalize(
-                &self.splitter,
-                &self.stacks_schema,
-                &self.stacks_props,
-                self.owner.as_ref(),
-            )?;
+            let (bytes, stacks) =
+                pair.finalize(&self.splitter, &self.levels, self.owner.as_ref())?;
             self.summary.rows += rows;
             self.summary.files += 1;
             self.summary.bytes += bytes;
@@ -449,7 +445,10 @@ impl Packer {
                     let base = namer.next(stamp);
                     let dest = dir.join(format!("{base}{}", store::SAMPLES_SUFFIX));
                     let taken = |p: &Path| fs::symlink_metadata(p).is_ok();
-                    if taken(&dest) || taken(&store::stacks_path(&dest)) {
+                    if taken(&dest)
+                        || taken(&store::stacks_path(&dest))
+                        || taken(&store::frames_path(&dest))
+                    {
                         continue;
                     }
                     match PartFile::create(

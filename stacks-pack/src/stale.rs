@@ -1,9 +1,9 @@
 //! Leftovers of killed packers: a packer killed with SIGKILL (or a machine that lost power)
-//! leaves its unfinished `.stacks-…-<host>-<pid>-<seq>.{samples,stacks}.parquet.tmp`, or, if
-//! killed between the two renames of a pair, a complete `NAME.stacks.parquet` whose
-//! `NAME.samples.parquet` never appeared. Readers never see the temporary files (the leading
-//! dot) and ignore a stacks file without samples; the next packer on the same host removes
-//! both kinds when their process is gone. Files of other hosts (a shared directory) and of
+//! leaves its unfinished `.stacks-…-<host>-<pid>-<seq>.{samples,stacks,frames}.parquet.tmp`,
+//! or, if killed between the renames of a file set, a complete `NAME.frames.parquet` or
+//! `NAME.stacks.parquet` whose `NAME.samples.parquet` never appeared. Readers never see the
+//! temporary files (the leading dot) and ignore stacks and frames files without samples; the
+//! next packer on the same host removes both kinds when their process is gone. Files of other hosts (a shared directory) and of
 //! live processes are left alone.
 
 use std::fs;
@@ -24,20 +24,25 @@ pub(crate) fn owner_of_base(base: &str) -> Option<(&str, i32)> {
     Some((host, pid))
 }
 
-/// The (host, pid) a temporary file name belongs to, if it is one of ours (either half of a
-/// pair, or a first-layout file of an older packer).
+/// The (host, pid) a temporary file name belongs to, if it is one of ours (any file of a file
+/// set, or a first-layout file of an older packer).
 fn owner(name: &str) -> Option<(&str, i32)> {
     let body = name.strip_prefix('.')?.strip_suffix(".tmp")?;
     let base = body
         .strip_suffix(store::SAMPLES_SUFFIX)
         .or_else(|| body.strip_suffix(store::STACKS_SUFFIX))
+        .or_else(|| body.strip_suffix(store::FRAMES_SUFFIX))
         .or_else(|| body.strip_suffix(store::PARQUET_SUFFIX))?;
     owner_of_base(base)
 }
 
-/// The (host, pid) of a completed stacks file of ours, `stacks-….stacks.parquet`.
-fn stacks_owner(name: &str) -> Option<(&str, i32)> {
-    owner_of_base(name.strip_suffix(store::STACKS_SUFFIX)?)
+/// The (host, pid) of a completed stacks or frames file of ours, `stacks-….stacks.parquet`
+/// or `stacks-….frames.parquet`.
+fn level_owner(name: &str) -> Option<(&str, i32)> {
+    owner_of_base(
+        name.strip_suffix(store::STACKS_SUFFIX)
+            .or_else(|| name.strip_suffix(store::FRAMES_SUFFIX))?,
+    )
 }
 
 fn alive(pid: i32) -> bool {
@@ -47,7 +52,7 @@ fn alive(pid: i32) -> bool {
 }
 
 /// Remove, in `dir` and its partition directories (`key=value/…`), this host's temporary
-/// files of dead packers and their stacks files left without samples. Returns how many were
+/// files of dead packers and their stacks and frames files left without samples. Returns how many were
 /// removed; failures are ignored (they are only leftovers no reader uses).
 pub fn clean(dir: &Path, host: &str) -> usize {
     let mut removed = 0;
@@ -67,8 +72,10 @@ pub fn clean(dir: &Path, host: &str) -> usize {
             removed += clean(&path, host);
         } else if kind.is_file() {
             let unpaired = || {
-                store::file_kind(&path) == Some(FileKind::Stacks)
-                    && dead(stacks_owner(&name))
+                matches!(
+                    store::file_kind(&path),
+                    Some(FileKind::Stacks | FileKind::Frames)
+                ) && dead(level_owner(&name))
                     && fs::symlink_metadata(store::samples_path(&path)).is_err()
             };
             if dead(owner(&name)) || unpaired() {
@@ -86,18 +93,25 @@ mod tests {
     #[test]
     fn names_are_parsed_from_the_right() {
         let base = "stacks-20240229T123456Z-web-01.example-4242-000007";
-        for suffix in [".samples.parquet", ".stacks.parquet", ".parquet"] {
+        for suffix in [
+            ".samples.parquet",
+            ".stacks.parquet",
+            ".frames.parquet",
+            ".parquet",
+        ] {
             assert_eq!(
                 owner(&format!(".{base}{suffix}.tmp")),
                 Some(("web-01.example", 4242)),
                 "{suffix}"
             );
         }
-        assert_eq!(
-            stacks_owner(&format!("{base}.stacks.parquet")),
-            Some(("web-01.example", 4242))
-        );
-        assert_eq!(stacks_owner(&format!("{base}.samples.parquet")), None);
+        for suffix in [".stacks.parquet", ".frames.parquet"] {
+            assert_eq!(
+                level_owner(&format!("{base}{suffix}")),
+                Some(("web-01.example", 4242))
+            );
+        }
+        assert_eq!(level_owner(&format!("{base}.samples.parquet")), None);
         assert_eq!(owner(&format!("{base}.samples.parquet")), None);
         assert_eq!(owner(".stacks-x.parquet.tmp"), None);
         assert_eq!(owner(".other.parquet.tmp"), None);
@@ -122,6 +136,8 @@ mod tests {
         // A dead packer's complete pair stays; its stacks file without samples goes.
         let paired = "stacks-20240229T123456Z-box-999999999-000002";
         let orphan = format!("{dead}.stacks.parquet");
+        let orphan_frames = format!("{dead}.frames.parquet");
+        let dead_frames_tmp = format!(".{dead}.frames.parquet.tmp");
         let live_orphan = format!("stacks-20240229T123456Z-box-{me}-000009.stacks.parquet");
         for name in [
             dead_tmp.as_str(),
@@ -130,15 +146,24 @@ mod tests {
             other,
             &format!("{paired}.samples.parquet"),
             &format!("{paired}.stacks.parquet"),
+            &format!("{paired}.frames.parquet"),
             &orphan,
+            &orphan_frames,
+            &dead_frames_tmp,
             &live_orphan,
         ] {
             fs::write(dir.join(name), b"x").unwrap();
         }
         fs::write(part.join(&dead_tmp), b"x").unwrap();
         fs::write(part.join(&orphan), b"x").unwrap();
-        assert_eq!(clean(&dir, "box"), 5);
-        for gone in [&dead_tmp, &dead_stacks_tmp, &orphan] {
+        assert_eq!(clean(&dir, "box"), 7);
+        for gone in [
+            &dead_tmp,
+            &dead_stacks_tmp,
+            &orphan,
+            &orphan_frames,
+            &dead_frames_tmp,
+        ] {
             assert!(!dir.join(gone).exists(), "{gone}");
         }
         assert!(!part.join(&dead_tmp).exists() && !part.join(&orphan).exists());
@@ -147,6 +172,7 @@ mod tests {
             other,
             &format!("{paired}.samples.parquet"),
             &format!("{paired}.stacks.parquet"),
+            &format!("{paired}.frames.parquet"),
             &live_orphan,
         ] {
             assert!(dir.join(kept).exists(), "{kept}");

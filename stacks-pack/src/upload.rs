@@ -1,10 +1,10 @@
-//! Packing into object storage (`s3://`, `gs://`, `az://`, `file://`): file pairs are written
+//! Packing into object storage (`s3://`, `gs://`, `az://`, `file://`): file sets are written
 //! to a local spool directory exactly as to any directory (hive partitions `date=/hour=`,
-//! crash-safe), and an uploader thread puts each finished pair under
-//! `PREFIX/date=YYYY-MM-DD/hour=HH/host=NAME/`, the stacks file before its samples, then removes
-//! it from the spool. Pairs left by an earlier packer (killed, or the store down when it ended)
-//! are uploaded first; a pair uploaded again after a crash lands on the same keys with the same
-//! bytes. While the store cannot be reached, pairs wait in the spool (retried with backoff);
+//! crash-safe), and an uploader thread puts each finished set under
+//! `PREFIX/date=YYYY-MM-DD/hour=HH/host=NAME/`, its frames and stacks files before its samples,
+//! then removes it from the spool. Sets left by an earlier packer (killed, or the store down
+//! when it ended) are uploaded first; a set uploaded again after a crash lands on the same keys
+//! with the same bytes. While the store cannot be reached, file sets wait in the spool (retried with backoff);
 //! past `--spool-max` the oldest are dropped, counted and reported.
 
 use std::fs::{self, File};
@@ -81,7 +81,8 @@ impl StoreDest {
         let name = rel.file_name()?.to_str()?;
         let base = name
             .strip_suffix(store::SAMPLES_SUFFIX)
-            .or_else(|| name.strip_suffix(store::STACKS_SUFFIX))?;
+            .or_else(|| name.strip_suffix(store::STACKS_SUFFIX))
+            .or_else(|| name.strip_suffix(store::FRAMES_SUFFIX))?;
         let (host, _) = owner_of_base(base)?;
         let mut parts: Vec<String> = self
             .prefix
@@ -190,7 +191,7 @@ fn rows_of(samples: &Path) -> u64 {
 
 fn pair_bytes(samples: &Path) -> u64 {
     let size = |p: &Path| fs::metadata(p).map_or(0, |m| m.len());
-    size(samples) + size(&store::stacks_path(samples))
+    size(samples) + size(&store::stacks_path(samples)) + size(&store::frames_path(samples))
 }
 
 /// Remove a pair from the spool: samples first, so a pair is never half there as "complete".
@@ -199,6 +200,7 @@ fn pair_bytes(samples: &Path) -> u64 {
 fn remove_pair(samples: &Path) {
     let _ = fs::remove_file(samples);
     let _ = fs::remove_file(store::stacks_path(samples));
+    let _ = fs::remove_file(store::frames_path(samples));
 }
 
 /// Remove the empty partition directories (`key=value`) under `dir`, before packing starts.
@@ -243,17 +245,25 @@ async fn put_file(dest: &StoreDest, path: &Path, key: &Key) -> Result<(), Upload
     Ok(())
 }
 
-/// Upload one pair, the stacks file first (readers ignore a stacks file without samples).
+/// Upload one file set: its frames file (when it has one), then its stacks file, then its
+/// samples file (readers ignore stacks and frames files without samples).
 async fn upload_pair(dest: &StoreDest, spool: &Path, samples: &Path) -> Result<(), UploadError> {
-    let stacks = store::stacks_path(samples);
     let unnamed = |p: &Path| UploadError::Url {
         url: dest.shown.clone(),
         detail: format!("{} is not a stacks-pack file of the spool", p.display()),
     };
-    let stacks_key = dest.key(spool, &stacks).ok_or_else(|| unnamed(&stacks))?;
-    let samples_key = dest.key(spool, samples).ok_or_else(|| unnamed(samples))?;
-    put_file(dest, &stacks, &stacks_key).await?;
-    put_file(dest, samples, &samples_key).await
+    let frames = store::frames_path(samples);
+    let mut files = Vec::with_capacity(3);
+    if frames.exists() {
+        files.push(frames);
+    }
+    files.push(store::stacks_path(samples));
+    files.push(samples.to_path_buf());
+    for file in &files {
+        let key = dest.key(spool, file).ok_or_else(|| unnamed(file))?;
+        put_file(dest, file, &key).await?;
+    }
+    Ok(())
 }
 
 /// Drop the oldest pairs while the spool holds more than `max` bytes of complete pairs.
@@ -351,7 +361,7 @@ fn run(dest: &StoreDest, spool: &Path, opts: &UploadOptions, done: &AtomicBool) 
 /// The summary line of an upload.
 pub fn describe(s: &UploadSummary, dest: &str, spool: &Path) -> String {
     let mut line = format!(
-        "{TOOL}: uploaded {} file pairs ({} rows, {} bytes) to {dest}",
+        "{TOOL}: uploaded {} file sets ({} rows, {} bytes) to {dest}",
         s.pairs, s.rows, s.bytes
     );
     if s.failures > 0 {
@@ -359,13 +369,13 @@ pub fn describe(s: &UploadSummary, dest: &str, spool: &Path) -> String {
     }
     if s.dropped_pairs > 0 {
         line.push_str(&format!(
-            "; dropped {} pairs ({} rows): the spool was full",
+            "; dropped {} file sets ({} rows): the spool was full",
             s.dropped_pairs, s.dropped_rows
         ));
     }
     if s.left_pairs > 0 {
         line.push_str(&format!(
-            "; {} pairs ({} rows) left in the spool {}: the next stacks-pack with this spool \
+            "; {} file sets ({} rows) left in the spool {}: the next stacks-pack with this spool \
              uploads them",
             s.left_pairs,
             s.left_rows,

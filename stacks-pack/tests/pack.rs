@@ -52,7 +52,7 @@ fn rotates_and_round_trips_every_value() {
     // Row i has a stack of i % 5 frames, each frame named after its row: every non-empty
     // stack is distinct, the empty one is shared.
     let summary = format!(
-        "stacks-pack: 25 rows in 4 file pairs ({total_bytes} bytes; 21 distinct stacks) to {}",
+        "stacks-pack: 25 rows in 4 file sets ({total_bytes} bytes; 21 distinct stacks) to {}",
         out.display()
     );
     assert_eq!(err.lines().last(), Some(summary.as_str()), "{err}");
@@ -137,7 +137,7 @@ fn truncated_input_keeps_received_rows_and_fails() {
         errors[0].starts_with("stacks-pack: error: stdin: truncated Arrow stream"),
         "{err}"
     );
-    assert!(err.contains("15 rows in 2 file pairs"), "{err}");
+    assert!(err.contains("15 rows in 2 file sets"), "{err}");
     no_temp_files(&out);
 
     let names = parquet_files(&out);
@@ -186,19 +186,27 @@ fn single_file_mode_with_input_path() {
     );
     let err = stderr(&res);
     assert!(res.status.success(), "{err}");
-    // `-o one.parquet` writes the pair one.samples.parquet + one.stacks.parquet.
+    // `-o one.parquet` writes the set one.samples.parquet + one.stacks.parquet +
+    // one.frames.parquet.
     let samples = out_dir.join("one.samples.parquet");
-    let pair = vec![samples.clone(), out_dir.join("one.stacks.parquet")];
-    assert!(err.contains("33 rows in 1 file pair ("), "{err}");
+    let pair = vec![
+        samples.clone(),
+        out_dir.join("one.stacks.parquet"),
+        out_dir.join("one.frames.parquet"),
+    ];
+    assert!(err.contains("33 rows in 1 file set ("), "{err}");
     assert!(
         err.ends_with(&format!(
-            " to {} + {}\n",
+            " to {} + {} + {}\n",
             pair[0].display(),
-            pair[1].display()
+            pair[1].display(),
+            pair[2].display()
         )),
         "{err}"
     );
-    assert_eq!(files(&out_dir), pair);
+    let mut sorted = pair.clone();
+    sorted.sort();
+    assert_eq!(files(&out_dir), sorted);
     let rb = read_parquet(&samples);
     assert_same_rows(&input, &rb.batches);
     assert_eq!(rb.kv()[meta::STAGE], "symbolized");
@@ -212,7 +220,7 @@ fn single_file_mode_with_input_path() {
     assert_eq!(rb.rows(), 0);
     assert_eq!(rb.schema.fields(), packed(&schema).fields());
     assert_eq!(read_file(&pair[1]).rows(), 0);
-    assert_eq!(files(&out_dir), pair);
+    assert_eq!(files(&out_dir), sorted);
 
     // A missing input file is named, and the existing output is left alone.
     let missing = scratch.path().join("missing.arrows");
@@ -238,7 +246,7 @@ fn single_file_mode_with_input_path() {
         read_parquet(&samples).schema.fields(),
         packed(&schema).fields()
     );
-    assert_eq!(files(&out_dir), pair);
+    assert_eq!(files(&out_dir), sorted);
 }
 
 /// A stream that is not stacks rows is refused with one line naming what is missing, and
@@ -458,7 +466,7 @@ fn sigterm_finishes_current_file_and_exits_zero() {
     let err = stderr(&res);
     assert!(res.status.success(), "{err}");
     assert!(err.contains("SIGTERM"), "{err}");
-    assert!(err.contains("25 rows in 3 file pairs"), "{err}");
+    assert!(err.contains("25 rows in 3 file sets"), "{err}");
     no_temp_files(&out);
     let got: Vec<RecordBatch> = parquet_files(&out)
         .iter()
@@ -533,7 +541,7 @@ fn under_sudo_output_belongs_to_the_invoking_user() {
     assert_eq!(owned(&scratch.path().join("made")), (54321, 54322));
     assert_eq!(owned(&out), (54321, 54322));
     let names = pair_files(&out);
-    assert_eq!(names.len(), 4, "two pairs");
+    assert_eq!(names.len(), 6, "two file sets");
     for p in &names {
         assert_eq!(owned(p), (54321, 54322), "{}", p.display());
     }
@@ -581,7 +589,7 @@ fn streams_without_stack_columns_get_null_ids_and_empty_stacks_files() {
     let res = run(&[out.to_str().unwrap()], bytes);
     let err = stderr(&res);
     assert!(res.status.success(), "{err}");
-    assert!(err.contains("12 rows in 1 file pair ("), "{err}");
+    assert!(err.contains("12 rows in 1 file set ("), "{err}");
     assert!(err.contains("; 0 distinct stacks)"), "{err}");
     let pair = pair_files(&out);
     let samples = read_file(&pair[0]);

@@ -1,6 +1,7 @@
 //! The tables over a store in object storage (`-d s3://BUCKET/PREFIX`, `gs://…`, `az://…`,
 //! `file:///…`), laid out as `stacks-pack URL` writes it:
-//! `PREFIX/date=YYYY-MM-DD/hour=HH/host=NAME/*.samples.parquet` with its `*.stacks.parquet`.
+//! `PREFIX/date=YYYY-MM-DD/hour=HH/host=NAME/*.samples.parquet` with its `*.stacks.parquet`
+//! and `*.frames.parquet`.
 //!
 //! Only the hour prefixes of the time window are listed (one LIST each, shared by the samples
 //! and stacks tables), the schema is the stream contract's rather than one read from every
@@ -13,22 +14,27 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use arrow_schema::{Schema, SchemaRef};
+use arrow_array::{ListArray, new_empty_array};
+use arrow_buffer::OffsetBuffer;
+use arrow_schema::{Field, Schema, SchemaRef};
+use datafusion::common::{JoinType, ScalarValue};
 use datafusion::datasource::file_format::FileFormat;
 use datafusion::datasource::listing::{
     ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl,
 };
 use datafusion::execution::FunctionRegistry;
-use datafusion::functions::expr_fn::to_char;
-use datafusion::functions_aggregate::expr_fn::{first_value, max};
+use datafusion::functions::expr_fn::{named_struct, to_char};
+use datafusion::functions_aggregate::expr_fn::{array_agg, first_value, max};
+use datafusion::functions_nested::expr_fn::{cardinality, gen_series};
+use datafusion::logical_expr::ExprFunctionExt;
 use datafusion::object_store::ObjectStore;
 use datafusion::object_store::path::Path as Key;
-use datafusion::prelude::{DataFrame, Expr, SessionContext, col, lit};
+use datafusion::prelude::{DataFrame, Expr, SessionContext, cast, col, lit};
 use futures::{StreamExt, TryStreamExt};
 use url::Url;
 
-use stacks_stream::store::{self, stack_col};
-use stacks_stream::{col as column, symbolized_schema};
+use stacks_stream::store::{self, frames, stack_col};
+use stacks_stream::{col as column, stack_type, symbolized_schema};
 
 use crate::flat;
 use crate::source::{self, KEYED_TABLE, STACK_TABLE};
@@ -37,6 +43,8 @@ use crate::window::{Hour, Window};
 
 /// The view of every stacks file's rows (one per distinct stack of its samples file).
 const STACKS_FILES: &str = "stacks_files";
+/// The view of every frames file's rows (one per distinct frame of its file set).
+const FRAMES_FILES: &str = "frames_files";
 /// Partition columns, from the key of the file a row is stored in.
 pub const DATE: &str = "date";
 pub const HOUR: &str = "hour";
@@ -86,7 +94,9 @@ pub async fn register(
 
     let contract = symbolized_schema(HashMap::new());
     let samples_schema = store::samples_schema(&contract);
-    let stacks_schema = store::stacks_schema(&contract);
+    let stacks_schema = stacks_files_schema(&contract);
+    let frames_schema = frames::frames_schema(&stack_type(), HashMap::new())
+        .expect("the contract's stack is a list of frames");
     let mut paths = Vec::with_capacity(hours.len());
     for hour in &hours {
         let table_url = base
@@ -106,10 +116,13 @@ pub async fn register(
     exprs.push(to_char(time(), lit("%H")).alias(HOUR));
     let samples = samples.select(exprs).map_err(flat)?;
     let stacks = listing(ctx, &paths, store::STACKS_SUFFIX, &stacks_schema)?;
+    let frames_files = listing(ctx, &paths, store::FRAMES_SUFFIX, &frames_schema)?;
     let keyed_schema: SchemaRef = Arc::new(samples.schema().as_arrow().clone());
     ctx.register_table(KEYED_TABLE, samples.into_view())
         .map_err(flat)?;
     ctx.register_table(STACKS_FILES, stacks.into_view())
+        .map_err(flat)?;
+    ctx.register_table(FRAMES_FILES, frames_files.into_view())
         .map_err(flat)?;
     let table = distinct_stacks(ctx, &stacks_schema).await?;
     let table_schema: SchemaRef = Arc::new(table.schema().as_arrow().clone());
@@ -140,15 +153,36 @@ fn listing(
     ctx.read_table(Arc::new(table)).map_err(flat)
 }
 
+/// The columns a stacks file may have: those of the pair layout's (whole stacks with their
+/// summaries) and of the frames layout's (`frame_ids`, `set_id`); a file lacking some reads
+/// them as nulls.
+fn stacks_files_schema(contract: &Schema) -> SchemaRef {
+    let mut fields: Vec<Field> = store::stacks_schema(contract)
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    for f in frames::framed_stacks_schema(HashMap::new()).fields() {
+        if f.name() != column::STACK_ID {
+            fields.push(f.as_ref().clone().with_nullable(true));
+        }
+    }
+    Arc::new(Schema::new(fields))
+}
+
 /// `stack_table`: one row per `stack_id` of the stacks files (a stack recorded on several
 /// hosts or in several files is stored once in each), with the columns of the local table.
+/// Stacks files of the pair layout hold their stacks whole; those of the frames layout are
+/// assembled from their frames files ([`framed_stacks`]).
 async fn distinct_stacks(ctx: &SessionContext, stacks_schema: &Schema) -> Result<DataFrame> {
     let any = ctx.udaf("stack_any").map_err(flat)?;
     let mut aggregates = Vec::new();
+    let mut whole = vec![col(quoted(column::STACK_ID))];
     for name in STACK_COLUMNS {
         if stacks_schema.field_with_name(name).is_err() {
             continue;
         }
+        whole.push(col(quoted(name)));
         let value = col(quoted(name));
         aggregates.push(if name == column::STACK {
             any.call(vec![value]).alias(name)
@@ -157,11 +191,143 @@ async fn distinct_stacks(ctx: &SessionContext, stacks_schema: &Schema) -> Result
         });
     }
     for name in [stack_col::FOLDED, stack_col::LEAF, stack_col::DEPTH] {
+        whole.push(col(quoted(name)));
         aggregates.push(max(col(quoted(name))).alias(name));
     }
     let files = ctx.table(STACKS_FILES).await.map_err(flat)?;
-    files
-        .aggregate(vec![col(quoted(column::STACK_ID))], aggregates)
+    let ids = || col(quoted(frames::FRAME_IDS));
+    let whole_stacks = files
+        .clone()
+        .filter(ids().is_null())
+        .and_then(|f| f.select(whole))
+        .map_err(flat)?;
+    let framed = framed_stacks(ctx, files, stacks_schema).await?;
+    whole_stacks
+        .union(framed)
+        .and_then(|all| all.aggregate(vec![col(quoted(column::STACK_ID))], aggregates))
+        .map_err(flat)
+}
+
+/// The stacks of frames-layout stacks files, assembled: each stack's `frame_ids` unnested
+/// with their positions, joined with its file set's frames on (`set_id`, `frame_id`), and
+/// gathered back in order; with the columns of a pair-layout stacks file (`folded`, `leaf`
+/// and `depth` computed as the stack functions name frames; raw stack columns null).
+async fn framed_stacks(
+    ctx: &SessionContext,
+    files: DataFrame,
+    stacks_schema: &Schema,
+) -> Result<DataFrame> {
+    let stack_type = stack_type();
+    let fields = frames::frame_struct(&stack_type)
+        .expect("a list of frames")
+        .clone();
+    let ids = || col(quoted(frames::FRAME_IDS));
+    let framed = files.filter(ids().is_not_null()).map_err(flat)?;
+    let positions = gen_series(
+        lit(1i64),
+        cast(cardinality(ids()), arrow_schema::DataType::Int64),
+        lit(1i64),
+    );
+    let refs = framed
+        .clone()
+        .filter(cardinality(ids()).gt(lit(0u64)))
+        .and_then(|f| {
+            f.select(vec![
+                col(quoted(column::STACK_ID)).alias("r_stack_id"),
+                col(quoted(frames::SET_ID)).alias("r_set_id"),
+                ids().alias("r_frame_id"),
+                positions.alias("r_pos"),
+            ])
+        })
+        .and_then(|f| f.unnest_columns(&["r_frame_id", "r_pos"]))
+        .map_err(flat)?;
+    let frames_files = ctx.table(FRAMES_FILES).await.map_err(flat)?;
+    let as_stack = ctx.udf("as_stack").map_err(flat)?;
+    let frame = named_struct(
+        fields
+            .iter()
+            .flat_map(|f| [lit(f.name().as_str()), col(quoted(f.name()))])
+            .collect(),
+    );
+    let gathered = array_agg(frame)
+        .order_by(vec![col("r_pos").sort(true, false)])
+        .build()
+        .map_err(flat)?;
+    let assembled = refs
+        .join(
+            frames_files,
+            JoinType::Inner,
+            &["r_set_id", "r_frame_id"],
+            &[frames::SET_ID, frames::FRAME_ID],
+            None,
+        )
+        .and_then(|j| {
+            j.aggregate(
+                vec![col("r_stack_id"), col("r_set_id")],
+                vec![gathered.alias("r_stack")],
+            )
+        })
+        .and_then(|a| {
+            a.select(vec![
+                col("r_stack_id").alias(column::STACK_ID),
+                as_stack.call(vec![col("r_stack")]).alias(column::STACK),
+            ])
+        })
+        .map_err(flat)?;
+    // Stacks of no frames (rows whose stacks were requested but empty) have nothing to join.
+    let arrow_schema::DataType::List(item) = &stack_type else {
+        unreachable!("a list type")
+    };
+    let no_frames = ListArray::try_new(
+        Arc::clone(item),
+        OffsetBuffer::from_lengths([0]),
+        new_empty_array(&arrow_schema::DataType::Struct(fields)),
+        None,
+    )
+    .map_err(flat)?;
+    let empty = framed
+        .filter(cardinality(ids()).eq(lit(0u64)))
+        .and_then(|f| {
+            f.select(vec![
+                col(quoted(column::STACK_ID)),
+                lit(ScalarValue::List(Arc::new(no_frames))).alias(column::STACK),
+            ])
+        })
+        .map_err(flat)?;
+    let mut columns = vec![col(quoted(column::STACK_ID))];
+    for name in STACK_COLUMNS {
+        let Ok(f) = stacks_schema.field_with_name(name) else {
+            continue;
+        };
+        columns.push(if name == column::STACK {
+            col(quoted(name))
+        } else {
+            let null = ScalarValue::try_from(f.data_type()).map_err(flat)?;
+            lit(null).alias(name)
+        });
+    }
+    let stack = || col(quoted(column::STACK));
+    let udf = |name: &str| ctx.udf(name).map_err(flat);
+    columns.push(
+        udf("stack_fold")?
+            .call(vec![stack()])
+            .alias(stack_col::FOLDED),
+    );
+    columns.push(
+        udf("stack_leaf")?
+            .call(vec![stack()])
+            .alias(stack_col::LEAF),
+    );
+    columns.push(
+        cast(
+            udf("stack_depth")?.call(vec![stack()]),
+            arrow_schema::DataType::Int32,
+        )
+        .alias(stack_col::DEPTH),
+    );
+    assembled
+        .union(empty)
+        .and_then(|all| all.select(columns))
         .map_err(flat)
 }
 

@@ -29,7 +29,7 @@ use parquet::arrow::arrow_reader::ArrowReaderMetadata;
 
 use stacks_stream::col;
 use stacks_stream::dict::{is_stack_column, value_type};
-use stacks_stream::store::{self, FileKind, file_kind};
+use stacks_stream::store::{self, FileKind, file_kind, frames};
 
 use crate::flat;
 use crate::stack_table::{self, Source, StackTable};
@@ -119,14 +119,15 @@ fn walk(dir: &Path, files: &mut Vec<PathBuf>) -> Result<()> {
 }
 
 /// The files of `files` that hold stacks rows: samples files (each checked to have its stacks
-/// file) and first-layout files. Stacks files are read through their samples file, so one
-/// without (left by a pack killed between its two renames) is ignored. Each other Parquet file
+/// file, and its frames file when the stacks file refers to frames) and first-layout files.
+/// Stacks and frames files are read through their samples file, so one without (left by a
+/// pack killed between its renames) is ignored. Each other Parquet file
 /// (a foreign table, a query result) is named on stderr and left out, so it cannot break
 /// every query on the store. Fails when none is left.
 pub fn stacks_files(dir: &Path, files: Vec<PathBuf>) -> Result<Vec<PathBuf>> {
     let mut kept = Vec::with_capacity(files.len());
     for file in files {
-        if file_kind(&file) == Some(FileKind::Stacks) {
+        if matches!(file_kind(&file), Some(FileKind::Stacks | FileKind::Frames)) {
             continue;
         }
         check_footer(&file)?;
@@ -152,36 +153,59 @@ pub fn stacks_files(dir: &Path, files: Vec<PathBuf>) -> Result<Vec<PathBuf>> {
 }
 
 /// Refuse samples file `samples` unless its stacks file is there and readable, with a
-/// `stack_id`: without it the samples' stacks are unknown.
+/// `stack_id`, and, when that file holds `frame_ids`, its frames file with a `frame_id`:
+/// without them the samples' stacks are unknown.
 fn check_stacks_file(samples: &Path) -> Result<()> {
     let stacks = store::stacks_path(samples);
-    let name = stacks
+    let meta = check_level_file(samples, &stacks, "stacks", col::STACK_ID, |dt| {
+        *dt == stacks_stream::stack_id_type()
+    })?;
+    if meta.schema().field_with_name(frames::FRAME_IDS).is_ok() {
+        check_level_file(
+            samples,
+            &store::frames_path(samples),
+            "frames",
+            frames::FRAME_ID,
+            |dt| dt.is_integer(),
+        )?;
+    }
+    Ok(())
+}
+
+/// Check `file`, the `what` file of samples file `samples`: there, a readable Parquet file,
+/// with a column `key` of a type `ok` accepts. Returns its footer.
+fn check_level_file(
+    samples: &Path,
+    file: &Path,
+    what: &str,
+    key: &str,
+    ok: impl Fn(&DataType) -> bool,
+) -> Result<ArrowReaderMetadata> {
+    let name = file
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let shown = samples.display();
-    match std::fs::metadata(&stacks) {
+    match std::fs::metadata(file) {
         Ok(m) if m.is_file() => {}
-        Ok(_) => anyhow::bail!("{shown}: its stacks file {name} is not a file"),
+        Ok(_) => anyhow::bail!("{shown}: its {what} file {name} is not a file"),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            anyhow::bail!("{shown}: its stacks file {name} is missing")
+            anyhow::bail!("{shown}: its {what} file {name} is missing")
         }
-        Err(e) => anyhow::bail!("{shown}: its stacks file {name} cannot be read: {e}"),
+        Err(e) => anyhow::bail!("{shown}: its {what} file {name} cannot be read: {e}"),
     }
     let corrupt =
-        |e: anyhow::Error| anyhow::anyhow!("{shown}: its stacks file {name} is corrupt: {e:#}");
-    check_footer(&stacks).map_err(corrupt)?;
-    let meta = arrow_metadata(&stacks).map_err(corrupt)?;
-    let ok = meta
-        .schema()
-        .field_with_name(col::STACK_ID)
-        .is_ok_and(|f| *f.data_type() == stacks_stream::stack_id_type());
-    anyhow::ensure!(
-        ok,
-        "{shown}: its stacks file {name} is corrupt: no `stack_id` column of type {}",
-        stacks_stream::stack_id_type()
-    );
-    Ok(())
+        |e: anyhow::Error| anyhow::anyhow!("{shown}: its {what} file {name} is corrupt: {e:#}");
+    check_footer(file).map_err(corrupt)?;
+    let meta = arrow_metadata(file).map_err(corrupt)?;
+    match meta.schema().field_with_name(key) {
+        Ok(f) if ok(f.data_type()) => Ok(meta),
+        Ok(f) => anyhow::bail!(
+            "{shown}: its {what} file {name} is corrupt: column `{key}` of type {}",
+            f.data_type()
+        ),
+        Err(_) => anyhow::bail!("{shown}: its {what} file {name} is corrupt: no `{key}` column"),
+    }
 }
 
 /// The `stacks.*` schema metadata of a Parquet file (from its embedded Arrow schema and its
@@ -263,8 +287,19 @@ pub async fn register_window(
         let schema = meta.schema();
         if file_kind(file) == Some(FileKind::Samples) {
             let stacks = store::stacks_path(file);
-            note_types(arrow_metadata(&stacks)?.schema());
-            sources.push(Source::Stacks(stacks));
+            let stacks_schema = Arc::clone(arrow_metadata(&stacks)?.schema());
+            if stacks_schema.field_with_name(frames::FRAME_IDS).is_ok() {
+                let frames_file = store::frames_path(file);
+                let stack = frames::stack_type_of(arrow_metadata(&frames_file)?.schema());
+                note_types(&Schema::new(vec![Field::new(col::STACK, stack, true)]));
+                sources.push(Source::Framed {
+                    stacks,
+                    frames: frames_file,
+                });
+            } else {
+                note_types(&stacks_schema);
+                sources.push(Source::Stacks(stacks));
+            }
             keyed.push(file.clone());
             continue;
         }

@@ -29,6 +29,7 @@ use parquet::arrow::arrow_reader::{ParquetRecordBatchReaderBuilder, RowSelection
 
 use stacks_stream::col;
 use stacks_stream::stack_key::stack_keys;
+use stacks_stream::store::frames::{self, FrameLookup};
 use stacks_stream::store::stack_col;
 
 /// Name of the table.
@@ -40,8 +41,12 @@ pub const STACK_COLUMNS: [&str; 4] = [col::STACK, col::KSTACK, col::USTACK, col:
 /// Where distinct stacks are read from.
 #[derive(Debug, Clone)]
 pub enum Source {
-    /// A stacks file: `stack_id`, stack columns, `folded`, `leaf`, `depth`, one row per stack.
+    /// A stacks file of the pair layout: `stack_id`, stack columns, `folded`, `leaf`, `depth`,
+    /// one row per stack.
     Stacks(PathBuf),
+    /// A stacks file of `stack_id` and `frame_ids`, one row per stack, and the frames file
+    /// those ids refer to.
+    Framed { stacks: PathBuf, frames: PathBuf },
     /// A first-layout file with its `stack_id`: stacks repeat, one per row.
     Inline(PathBuf),
     /// A first-layout file with a `stack` but no `stack_id`: the id is computed from `stack`.
@@ -52,6 +57,7 @@ impl Source {
     fn path(&self) -> &PathBuf {
         match self {
             Source::Stacks(p) | Source::Inline(p) | Source::Unkeyed(p) => p,
+            Source::Framed { stacks, .. } => stacks,
         }
     }
 }
@@ -331,10 +337,19 @@ fn read_source(
         .iter()
         .any(|n| wanted(n));
     let keyed = !matches!(source, Source::Unkeyed(_));
+    // A framed source's `stack` is assembled from its `frame_ids` and frames file (read once
+    // a stack not seen in an earlier file is found).
+    let frames_file = match source {
+        Source::Framed { frames, .. } if wanted(col::STACK) || summaries => Some(frames),
+        _ => None,
+    };
     // The file columns to read.
     let mut read: Vec<&str> = Vec::new();
     if keyed {
         read.push(col::STACK_ID);
+    }
+    if frames_file.is_some() {
+        read.push(frames::FRAME_IDS);
     }
     for f in file_schema.fields() {
         let name = f.name().as_str();
@@ -370,6 +385,10 @@ fn read_source(
             None => return Ok(()),
         }
     }
+    let frames = match frames_file {
+        Some(path) => Some(read_frames(path)?),
+        None => None,
+    };
     let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
     let reader = builder
         .with_projection(mask)
@@ -377,7 +396,10 @@ fn read_source(
         .build()
         .map_err(|e| e.to_string())?;
     for batch in reader {
-        let batch = batch.map_err(|e| e.to_string())?;
+        let mut batch = batch.map_err(|e| e.to_string())?;
+        if let Some(lookup) = &frames {
+            batch = with_assembled_stack(&batch, lookup)?;
+        }
         let ids: FixedSizeBinaryArray = match batch.column_by_name(col::STACK_ID) {
             Some(a) => a
                 .as_fixed_size_binary_opt()
@@ -438,6 +460,44 @@ fn read_source(
         out.push(rb);
     }
     Ok(())
+}
+
+/// The frames of frames file `path`.
+fn read_frames(path: &std::path::Path) -> Result<FrameLookup, String> {
+    let shown = path.display();
+    let file = File::open(path).map_err(|e| format!("{shown}: cannot open: {e}"))?;
+    let builder =
+        ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| format!("{shown}: {e}"))?;
+    let schema = Arc::clone(builder.schema());
+    let reader = builder
+        .with_batch_size(65536)
+        .build()
+        .map_err(|e| format!("{shown}: {e}"))?;
+    let batches = reader
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("{shown}: {e}"))?;
+    FrameLookup::new(&schema, &batches).map_err(|e| format!("{shown}: {e}"))
+}
+
+/// `batch` (rows of a framed stacks file) with a `stack` column assembled from its
+/// `frame_ids`.
+fn with_assembled_stack(batch: &RecordBatch, lookup: &FrameLookup) -> Result<RecordBatch, String> {
+    let ids = batch
+        .column_by_name(frames::FRAME_IDS)
+        .ok_or_else(|| format!("no `{}` column", frames::FRAME_IDS))?;
+    let stack = lookup
+        .assemble(ids)
+        .map_err(|e| format!("its `{}`: {e}", frames::FRAME_IDS))?;
+    let mut fields: Vec<Field> = batch
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    fields.push(Field::new(col::STACK, stack.data_type().clone(), true));
+    let mut columns = batch.columns().to_vec();
+    columns.push(Arc::new(stack));
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).map_err(|e| e.to_string())
 }
 
 /// Column `name` of the rows `taken` picks from `batch`, cast to `field`'s type; nulls when

@@ -154,21 +154,80 @@ pub fn parquet_files(dir: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Every file of the pairs of `dir`, samples then stacks per pair, sorted by samples name;
-/// asserts each samples file has its stacks file and there is nothing else.
+/// Every file of the file sets of `dir`, samples, stacks and (when the stacks file refers to
+/// frames) frames per set, sorted by samples name; asserts each samples file has its stacks
+/// and frames files and there is nothing else.
 pub fn pair_files(dir: &Path) -> Vec<PathBuf> {
     let pairs: Vec<PathBuf> = parquet_files(dir)
         .into_iter()
         .flat_map(|s| {
             let k = store::stacks_path(&s);
             assert!(k.is_file(), "{}: no stacks file", s.display());
-            [s, k]
+            let mut set = vec![s.clone(), k.clone()];
+            if framed(&k) {
+                let f = store::frames_path(&s);
+                assert!(f.is_file(), "{}: no frames file", s.display());
+                set.push(f);
+            }
+            set
         })
         .collect();
     let mut all = pairs.clone();
     all.sort();
-    assert_eq!(files(dir), all, "only file pairs in {}", dir.display());
+    assert_eq!(files(dir), all, "only file sets in {}", dir.display());
     pairs
+}
+
+/// Whether stacks file `stacks` holds frame ids (its frames are in the frames file).
+pub fn framed(stacks: &Path) -> bool {
+    read_file(stacks)
+        .schema
+        .field_with_name(store::frames::FRAME_IDS)
+        .is_ok()
+}
+
+/// The rows of stacks file `path` with their whole stacks: as they are, or, for a stacks file
+/// of frame ids, with `stack` assembled from the frames file (checking every stack's frames
+/// and that the frames file holds only frames the stacks use, each once).
+fn whole_stacks(path: &Path) -> RecordBatch {
+    let stacks = read_file(path);
+    let sb = arrow_select::concat::concat_batches(&stacks.schema, &stacks.batches).unwrap();
+    let Ok(ids_at) = sb.schema().index_of(store::frames::FRAME_IDS) else {
+        let ids = sb
+            .column_by_name(stacks_stream::col::STACK_ID)
+            .unwrap()
+            .as_fixed_size_binary();
+        for i in 1..ids.len() {
+            assert!(ids.value(i - 1) < ids.value(i), "stacks sorted by id");
+        }
+        return sb;
+    };
+    let frames = read_file(&store::frames_path(path));
+    let lookup = store::frames::FrameLookup::new(&frames.schema, &frames.batches).unwrap();
+    let stack = lookup.assemble(sb.column(ids_at)).unwrap();
+    let used: std::collections::HashSet<u32> = sb
+        .column(ids_at)
+        .as_list::<i32>()
+        .values()
+        .as_primitive::<arrow_array::types::UInt32Type>()
+        .values()
+        .iter()
+        .copied()
+        .collect();
+    assert_eq!(
+        used.len(),
+        lookup.len(),
+        "the frames file holds only used frames"
+    );
+    let id = sb
+        .column_by_name(stacks_stream::col::STACK_ID)
+        .unwrap()
+        .clone();
+    let schema = Arc::new(Schema::new(vec![
+        arrow_schema::Field::new(stacks_stream::col::STACK_ID, id.data_type().clone(), false),
+        arrow_schema::Field::new(stacks_stream::col::STACK, stack.data_type().clone(), true),
+    ]));
+    RecordBatch::try_new(schema, vec![id, Arc::new(stack)]).unwrap()
 }
 
 /// Read one Parquet file as it is.
@@ -178,11 +237,11 @@ pub fn read_file(path: &Path) -> ReadBack {
 
 /// Read a samples file with its stacks put back: the stream's columns in contract order,
 /// then `stack_id`; metadata (footer, row groups) of the samples file. Also checks that the
-/// stacks file holds exactly the distinct ids of the samples, sorted, each once.
+/// stacks file holds exactly the distinct ids of the samples, each once (sorted by id in a
+/// stacks file of whole stacks).
 pub fn read_parquet(path: &Path) -> ReadBack {
     let samples = read_file(path);
-    let stacks = read_file(&store::stacks_path(path));
-    let sb = arrow_select::concat::concat_batches(&stacks.schema, &stacks.batches).unwrap();
+    let sb = whole_stacks(&store::stacks_path(path));
     let ids = sb
         .column_by_name(stacks_stream::col::STACK_ID)
         .unwrap()
@@ -194,9 +253,6 @@ pub fn read_parquet(path: &Path) -> ReadBack {
             at.insert(ids.value(i).to_vec(), i as u32).is_none(),
             "id twice"
         );
-        if i > 0 {
-            assert!(ids.value(i - 1) < ids.value(i), "stacks sorted by id");
-        }
     }
     let mut used = std::collections::HashSet::new();
     let order: Vec<String> = stacks_stream::symbolized_schema(HashMap::new())
@@ -274,13 +330,23 @@ pub fn wait_for(what: &str, cond: impl Fn() -> bool) {
     }
 }
 
-/// The schema stacks-pack writes for input `schema`: `stack_id` added after a symbolized stack.
+/// The raw stack columns a store of a symbolized stream does not keep (its `stack` frames
+/// hold what they do).
+pub const RAW_STACKS: [&str; 3] = [
+    stacks_stream::col::KSTACK,
+    stacks_stream::col::USTACK,
+    stacks_stream::col::KSTACK_SYMBOLS,
+];
+
+/// The schema stacks-pack writes for input `schema`: for a symbolized stack, the raw stack
+/// columns left out and `stack_id` added.
 pub fn packed(schema: &Schema) -> Schema {
     let mut fields: Vec<arrow_schema::FieldRef> = schema.fields().iter().cloned().collect();
     if schema
         .column_with_name(stacks_stream::col::STACK)
         .is_some_and(|(_, f)| stacks_stream::is_stack_type(f.data_type()))
     {
+        fields.retain(|f| !RAW_STACKS.contains(&f.name().as_str()));
         fields.push(std::sync::Arc::new(arrow_schema::Field::new(
             stacks_stream::col::STACK_ID,
             stacks_stream::stack_id_type(),
@@ -291,7 +357,8 @@ pub fn packed(schema: &Schema) -> Schema {
 }
 
 /// Every row of `got` (in order) equals the rows of `want` (in order), column by column; where
-/// `got` has the `stack_id` stacks-pack adds, it is the key of the row's stack.
+/// `got` has the `stack_id` stacks-pack adds, it is the key of the row's stack, and the raw
+/// stack columns it leaves out beside a symbolized stack are not compared.
 pub fn assert_same_rows(want: &[RecordBatch], got: &[RecordBatch]) {
     let flat = |bs: &[RecordBatch]| -> Vec<(RecordBatch, usize)> {
         bs.iter()
@@ -304,15 +371,27 @@ pub fn assert_same_rows(want: &[RecordBatch], got: &[RecordBatch]) {
         let id = stacks_stream::col::STACK_ID;
         let stacked = wb.schema().column_with_name(id).is_none()
             && gb.schema().column_with_name(id).is_some();
+        let left_out: Vec<&str> = RAW_STACKS
+            .into_iter()
+            .filter(|c| {
+                stacked
+                    && wb.schema().column_with_name(c).is_some()
+                    && gb.schema().column_with_name(c).is_none()
+            })
+            .collect();
         assert_eq!(
-            wb.num_columns() + usize::from(stacked),
+            wb.num_columns() + usize::from(stacked) - left_out.len(),
             gb.num_columns(),
             "columns: {:?}",
             gb.schema()
         );
         for c in 0..wb.num_columns() {
+            let name = wb.schema().field(c).name().clone();
+            if left_out.contains(&name.as_str()) {
+                continue;
+            }
             let a = wb.column(c).slice(*wr, 1);
-            let b = gb.column(c).slice(*gr, 1);
+            let b = gb.column_by_name(&name).expect("the column").slice(*gr, 1);
             assert!(
                 a.as_ref() == b.as_ref(),
                 "row {n}, column {}: wrote {a:?}, read {b:?}",

@@ -232,8 +232,9 @@ impl StackSplitter {
         RecordBatch::try_new(Arc::clone(&self.samples), columns)
     }
 
-    /// The stacks rows of `ids` (each seen by [`Self::split`]), in that order.
-    pub fn stacks(&self, ids: &[StackId]) -> Result<RecordBatch, ArrowError> {
+    /// The held rows of `ids` (each seen by [`Self::split`]), in that order: `stack_id` and
+    /// the stream's stack columns, as [`Self::held_schema`] says.
+    pub fn held_stacks(&self, ids: &[StackId]) -> Result<RecordBatch, ArrowError> {
         let mut at = Vec::with_capacity(ids.len());
         for id in ids {
             let h = self.known.get(id).ok_or_else(|| {
@@ -242,10 +243,24 @@ impl StackSplitter {
             at.push((h.batch as usize, h.row as usize));
         }
         if at.is_empty() {
-            return Ok(RecordBatch::new_empty(Arc::clone(&self.stacks)));
+            return Ok(RecordBatch::new_empty(Arc::clone(&self.held)));
         }
         let batches: Vec<&RecordBatch> = self.distinct.iter().collect();
-        let held = arrow_select::interleave::interleave_record_batch(&batches, &at)?;
+        arrow_select::interleave::interleave_record_batch(&batches, &at)
+    }
+
+    /// Schema of [`Self::held_stacks`]' rows.
+    pub fn held_schema(&self) -> &SchemaRef {
+        &self.held
+    }
+
+    /// The stacks rows of `ids` (each seen by [`Self::split`]), in that order, with their
+    /// `folded`, `leaf` and `depth`.
+    pub fn stacks(&self, ids: &[StackId]) -> Result<RecordBatch, ArrowError> {
+        if ids.is_empty() {
+            return Ok(RecordBatch::new_empty(Arc::clone(&self.stacks)));
+        }
+        let held = self.held_stacks(ids)?;
         let stack = held
             .schema()
             .index_of(col::STACK)
