@@ -415,24 +415,25 @@ fn pyarrow_and_duckdb_join_samples_stacks_and_frames_as_documented() {
     let _ = std::fs::remove_dir_all(&stores.root);
 }
 
-#[test]
-fn a_samples_file_without_its_stacks_is_refused_and_orphan_stacks_ignored() {
-    let stores = Stores::new("layout-broken", 30);
-    let dir = stores.dir("pairs");
+/// `stacks-query -d DIR ARGS`.
+fn query(dir: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(bin("stacks-query"))
+        .arg("-d")
+        .arg(dir)
+        .args(args)
+        .output()
+        .expect("run stacks-query")
+}
+
+/// Remove the third chunk's samples file from the `layout` store, as a pack killed between
+/// its renames leaves it: its stacks (and frames) file is ignored, quietly, and the other two
+/// chunks answer. Returns the store's partition directory.
+fn orphans_are_ignored(stores: &Stores, layout: &str) -> PathBuf {
+    let dir = stores.dir(layout);
     let date = dir.join("date=2023-11-14");
-    let q = bin("stacks-query");
-    let run = |args: &[&str]| {
-        std::process::Command::new(&q)
-            .arg("-d")
-            .arg(&dir)
-            .args(args)
-            .output()
-            .expect("run stacks-query")
-    };
-    // A stacks file whose samples file is gone (a pack killed between renames) is ignored.
     std::fs::remove_file(date.join("stacks-test-000002.samples.parquet")).unwrap();
-    let out = run(&["-c", "SELECT count(*) FROM stacks", "-f", "csv"]);
-    check(&out, "a store with an orphan stacks file");
+    let out = query(&dir, &["-c", "SELECT count(*) FROM stacks", "-f", "csv"]);
+    check(&out, &format!("a {layout} store with orphan files"));
     let third = stores.rows.len().div_ceil(3);
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
@@ -443,6 +444,15 @@ fn a_samples_file_without_its_stacks_is_refused_and_orphan_stacks_ignored() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    date
+}
+
+#[test]
+fn a_samples_file_without_its_stacks_is_refused_and_orphan_stacks_ignored() {
+    let stores = Stores::new("layout-broken", 30);
+    let dir = stores.dir("pairs");
+    let date = orphans_are_ignored(&stores, "pairs");
+    let run = |args: &[&str]| query(&dir, args);
     // A corrupt stacks file.
     let stacks = date.join("stacks-test-000001.stacks.parquet");
     let good = std::fs::read(&stacks).unwrap();
@@ -484,31 +494,8 @@ fn a_samples_file_without_its_stacks_is_refused_and_orphan_stacks_ignored() {
 fn a_samples_file_without_its_frames_is_refused_and_orphan_frames_ignored() {
     let stores = Stores::new("layout-broken-frames", 30);
     let dir = stores.dir("frames");
-    let date = dir.join("date=2023-11-14");
-    let q = bin("stacks-query");
-    let run = |args: &[&str]| {
-        std::process::Command::new(&q)
-            .arg("-d")
-            .arg(&dir)
-            .args(args)
-            .output()
-            .expect("run stacks-query")
-    };
-    // Stacks and frames files whose samples file is gone (a pack killed between renames)
-    // are ignored.
-    std::fs::remove_file(date.join("stacks-test-000002.samples.parquet")).unwrap();
-    let out = run(&["-c", "SELECT count(*) FROM stacks", "-f", "csv"]);
-    check(&out, "a store with orphan stacks and frames files");
-    let third = stores.rows.len().div_ceil(3);
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
-        format!("count(*)\n{}\n", 2 * third)
-    );
-    assert!(
-        out.stderr.is_empty(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let date = orphans_are_ignored(&stores, "frames");
+    let run = |args: &[&str]| query(&dir, args);
     let frames = date.join("stacks-test-000001.frames.parquet");
     let samples = date.join("stacks-test-000001.samples.parquet");
     let good = std::fs::read(&frames).unwrap();
