@@ -1,7 +1,8 @@
-//! Finding CPython in a process: the interpreter's file among its mappings (`python3.11`, or
-//! `libpython3.11.so*` when the executable links it), that file's symbols `_PyRuntime`,
-//! `Py_Version` and `_PyEval_EvalFrameDefault` (ELF symbol tables), where it is loaded, and the
-//! version read from the process.
+//! Finding CPython in a process: the interpreter's file among its mappings (`python3.N`, or
+//! `libpython3.N.so*` when the executable links it), that file's symbols `_PyRuntime`,
+//! `Py_Version` and `_PyEval_EvalFrameDefault` (ELF symbol tables), where it is loaded, the
+//! version read from the process and the layout of that version (3.13's from the debug
+//! offsets at the start of its `_PyRuntime`).
 
 use std::ops::Range;
 
@@ -23,8 +24,18 @@ pub(crate) enum FindError {
     NoSymbol(String, &'static str),
     #[error("{0}: not mapped as expected")]
     NotMapped(String),
-    #[error("{file}: CPython {version} is not supported (verified: 3.11.2, 3.11.7)")]
+    #[error(
+        "{file}: CPython {version} is not supported (verified: 3.11.2, 3.11.7, 3.12.1, 3.13.x)"
+    )]
     Unsupported { file: String, version: String },
+    #[error("{file}: CPython {version}: {why}")]
+    DebugOffsets {
+        file: String,
+        version: String,
+        why: offsets::DebugOffsetsError,
+    },
+    #[error("{file}: CPython {version}: _PyRuntime.autoTSSkey is not an initialized pthread key")]
+    NoTssKey { file: String, version: String },
     #[error("reading the interpreter's version: {0}")]
     Read(#[from] super::code::ReadError),
 }
@@ -34,18 +45,26 @@ pub(crate) enum FindError {
 pub(crate) struct Interpreter {
     /// The file holding the interpreter, as the process maps it.
     pub file: String,
-    pub layout: &'static Layout,
-    /// Address of `_PyRuntime.gilstate.tstate_current` in the process.
-    pub tstate_current: u64,
+    pub layout: Layout,
+    /// Address of `_PyRuntime.autoTSSkey` in the process.
+    pub tss_key: u64,
     /// The file's build id (lowercase hex), and the file offsets of `_PyEval_EvalFrameDefault`.
     pub build_id: Option<String>,
     pub eval: Range<u64>,
 }
 
-/// Whether a mapped file's name is CPython 3.11's executable or library.
+/// Whether a mapped file's name is a CPython 3 executable (`python3.N`) or library
+/// (`libpython3.N.so*`), 3.N from 3.11 (which began exporting `Py_Version`).
 fn is_interpreter(path: &str) -> bool {
     let name = path.rsplit('/').next().unwrap_or(path);
-    name == "python3.11" || name.starts_with("libpython3.11.so")
+    let minor = if let Some(rest) = name.strip_prefix("libpython3.") {
+        rest.split_once(".so").map(|(m, _)| m)
+    } else {
+        name.strip_prefix("python3.")
+    };
+    minor
+        .and_then(|m| m.parse::<u32>().ok())
+        .is_some_and(|m| m >= 11)
 }
 
 /// The CPython interpreter in process `pid`, `Ok(None)` when it runs none.
@@ -90,13 +109,32 @@ pub(crate) fn find(pid: u32) -> Result<Option<Interpreter>, FindError> {
     let (version_at, _) = symbol("Py_Version")?;
     let raw = read_mem(pid, bias.wrapping_add(version_at), 4)?;
     let version = u32::from_ne_bytes(raw[..4].try_into().unwrap_or([0; 4]));
-    let Some(layout) = offsets::layout(version) else {
-        return Err(FindError::Unsupported {
+    let (runtime, _) = symbol("_PyRuntime")?;
+    let runtime = bias.wrapping_add(runtime);
+    let layout = if offsets::has_debug_offsets(version) {
+        let raw = read_mem(pid, runtime, offsets::DEBUG_OFFSETS_SIZE)?;
+        offsets::from_debug_offsets(&raw, version).map_err(|why| FindError::DebugOffsets {
+            file: file.clone(),
+            version: offsets::version_name(version),
+            why,
+        })?
+    } else {
+        offsets::layout(version).ok_or_else(|| FindError::Unsupported {
+            file: file.clone(),
+            version: offsets::version_name(version),
+        })?
+    };
+    // The key of each thread's state: a Py_tss_t {int initialized; unsigned key}, set up when
+    // the interpreter starts (so looked at again shortly when not yet).
+    let key = read_mem(pid, runtime + layout.tss_key, 8)?;
+    let initialized = u32::from_ne_bytes(key[..4].try_into().unwrap_or([0; 4]));
+    let value = u32::from_ne_bytes(key[4..].try_into().unwrap_or([0; 4]));
+    if initialized != 1 || value >= 1024 {
+        return Err(FindError::NoTssKey {
             file,
             version: offsets::version_name(version),
         });
-    };
-    let (runtime, _) = symbol("_PyRuntime")?;
+    }
     let (eval, eval_size) = symbol("_PyEval_EvalFrameDefault")?;
     let eval_off = loads
         .iter()
@@ -111,7 +149,7 @@ pub(crate) fn find(pid: u32) -> Result<Option<Interpreter>, FindError> {
     Ok(Some(Interpreter {
         file,
         layout,
-        tstate_current: bias.wrapping_add(runtime) + layout.tstate_current,
+        tss_key: runtime + layout.tss_key,
         build_id,
         eval: eval_off..eval_off + eval_size.max(1),
     }))
@@ -127,8 +165,15 @@ mod tests {
         assert!(is_interpreter(
             "/root/.pyenv/versions/3.11.7/lib/libpython3.11.so.1.0"
         ));
-        assert!(!is_interpreter("/usr/bin/python3.12"));
+        assert!(is_interpreter("/usr/bin/python3.12"));
+        assert!(is_interpreter(
+            "/root/.pyenv/versions/3.13.0/lib/libpython3.13.so.1.0"
+        ));
         assert!(!is_interpreter("/usr/lib/libpython3.1.so"));
+        assert!(!is_interpreter("/usr/bin/python3.10"));
+        assert!(!is_interpreter("/usr/bin/python3"));
+        assert!(!is_interpreter("/usr/bin/python3.11-config"));
+        assert!(!is_interpreter("/usr/lib/libpython3.so"));
         assert!(!is_interpreter(""));
     }
 
