@@ -1,8 +1,9 @@
 //! Python frames at every kind that takes user stacks, per thread: CPython threads each running
 //! a known chain carry their own chain in CPU samples (`profile`), a thread in `time.sleep`
-//! carries its caller chain off CPU (`switch`, `state`); a process started before the
-//! recorder (`-p PID`) gets its Python frames; a recursion deeper than the kernel side's walk
-//! ends in the truncation marker frame.
+//! carries its caller chain off CPU (`switch`, `state`), file writes carry theirs (`vfs`, a
+//! `uprobe` on libc's `write`); a process started before the recorder (`-p PID`) gets its
+//! Python frames; a recursion deeper than the kernel side's walk ends in the truncation marker
+//! frame.
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, Int64Type};
@@ -71,6 +72,21 @@ while time.monotonic() < end:
     rec(100, min(end, time.monotonic() + 0.05))
 ";
 
+/// `writer` ← `mid` ← `<module>` writes 4 KiB blocks to the file `argv[2]` for `argv[1]` s.
+const WRITER: &str = "import sys, time
+
+def writer(path, until):
+    with open(path, 'wb') as f:
+        while time.monotonic() < until:
+            f.write(b'x' * 4096)
+            f.flush()
+
+def mid(path, until):
+    writer(path, until)
+
+mid(sys.argv[2], time.monotonic() + float(sys.argv[1]))
+";
+
 /// The function of the frame standing for Python frames not read.
 const TRUNCATED: &str = "[more Python frames]";
 
@@ -79,6 +95,7 @@ const TRUNCATED: &str = "[more Python frames]";
 struct PyRow {
     kind: String,
     tid: i32,
+    path: Option<String>,
     weight: i64,
     py: Vec<String>,
 }
@@ -94,6 +111,7 @@ fn py_rows(batches: &[RecordBatch]) -> Vec<PyRow> {
             .as_primitive::<Int32Type>();
         let duration = b.column_by_name("duration").expect("duration");
         let duration = duration.as_primitive::<Int64Type>();
+        let path = b.column_by_name("path").expect("path").as_string::<i32>();
         for (row, frames) in frames.into_iter().enumerate() {
             let py = frames
                 .unwrap_or_default()
@@ -109,6 +127,7 @@ fn py_rows(batches: &[RecordBatch]) -> Vec<PyRow> {
             out.push(PyRow {
                 kind: kind.value(row).to_string(),
                 tid: tid.value(row),
+                path: path.is_valid(row).then(|| path.value(row).to_string()),
                 weight,
                 py,
             });
@@ -277,4 +296,51 @@ fn python_recursion_deeper_than_the_walk_is_marked_truncated() {
         stderr.contains(" stacks truncated") && !stderr.contains(" 0 stacks truncated"),
         "truncations not counted:\n{stderr}"
     );
+}
+
+#[test]
+fn python_frames_at_io_and_probe_events() {
+    if !bpf_available("python_frames_at_io_and_probe_events") {
+        return;
+    }
+    let _serial = bpf_serial();
+    let Some(python) = INTERPRETERS.iter().find(|p| installed(p)) else {
+        panic!("no CPython 3.11+ installed to test with");
+    };
+    let dir = scratch("python-io");
+    let d = dir.display();
+    std::fs::write(dir.join("writer.py"), WRITER).expect("write the script");
+    let rec = sh(&format!(
+        "stacks-record -e vfs:u,uprobe:libc.so.6:write:u -o {d}/raw.arrow -- \
+           {python} {d}/writer.py 1 {d}/out.bin && \
+         stacks-symbolize -o {d}/sym.arrow {d}/raw.arrow"
+    ));
+    check(&rec, "recording writes");
+    let stderr = String::from_utf8_lossy(&rec.stderr);
+    let out = dir.join("out.bin").display().to_string();
+    let rows = py_rows(&read_stream(&dir.join("sym.arrow")));
+    let chain = ["writer", "mid", "<module>"];
+    for (kind, of_file) in [("vfs", true), ("probe", false)] {
+        let mine: Vec<_> = rows
+            .iter()
+            .filter(|r| r.kind == kind && (!of_file || r.path.as_deref() == Some(&out)))
+            .collect();
+        let hit = mine
+            .iter()
+            .filter(|r| r.py.starts_with(&chain.map(String::from)))
+            .count();
+        let share = hit as f64 / mine.len().max(1) as f64;
+        eprintln!(
+            "{python}: {kind} rows with {chain:?}: {share:.3} of {}",
+            mine.len()
+        );
+        assert!(mine.len() >= 100, "{kind}: {} rows:\n{stderr}", mine.len());
+        assert!(
+            share >= 0.9,
+            "{kind}: {chain:?} in {share:.3} of rows; a miss: {:?}\n{stderr}",
+            mine.iter()
+                .find(|r| !r.py.starts_with(&chain.map(String::from)))
+                .map(|r| &r.py)
+        );
+    }
 }

@@ -114,6 +114,11 @@ impl Python {
             {
                 return;
             }
+            Err(find::FindError::Io(..)) => {
+                // The process is gone (its events are read after its exit): nothing to say.
+                self.looked.insert(pid, (Instant::now(), LOOKS));
+                return;
+            }
             Err(e) => {
                 // Not looked at again: the same file gives the same answer.
                 self.looked.insert(pid, (Instant::now(), LOOKS));
