@@ -15,18 +15,6 @@ struct {
 	__type(value, struct stacks_py_proc);
 } py_procs SEC(".maps");
 
-/* `idx` (checked by the caller to leave a user frame's room below 512) masked so the verifier
- * sees it in e->frames (635 words: every record, the task storage's and the scratch ones), behind
- * a barrier the compiler cannot see through (it would drop the mask). */
-static __always_inline __u64 py_bound(__u64 idx)
-{
-	asm volatile("" : "+r"(idx));
-	return idx & 511;
-}
-
-/* The last index of e->frames a Python frame (4 words) may start at. */
-#define PY_LAST_IDX (512 - STACKS_UFRAME_SIZE / 8)
-
 /* Read `size` bytes of user memory at `src`: the current thread's (`task` NULL), or, in a
  * sleepable program, another task's. */
 static __always_inline long py_read(void *dst, __u32 size, __u64 src, struct task_struct *task)
@@ -93,61 +81,84 @@ static __always_inline __u64 py_tstate(struct stacks_py_proc *py, struct task_st
 	return tstate;
 }
 
-/* The state of one frame walk, for its bpf_loop callback. The record's user frames so far are
- * counted in e->hdr.ustack_len itself (map memory, which the verifier does not track): a count
- * in here would differ at each step and keep the callback's states from converging. */
+/* The state of one frame walk, for its bpf_loop callback. Frames go at byte `base` of the
+ * record, 32 bytes each, after `*count` of them (the record's ustack_len, whose native frames
+ * come first, or, after a `d` stack's copy, its registers' py_frames): a count in map memory,
+ * which the verifier does not track; one in here would differ at each step and keep the
+ * callback's states from converging. */
 struct py_walk {
 	struct stacks_event *e;
 	struct stacks_py_proc *py;
 	struct task_struct *task; /* whose memory is read; NULL: the current thread's */
+	__u32 *count;
+	__u64 base;
 	__u64 frame;              /* the next _PyInterpreterFrame; 0: done */
 	__u32 why;                /* enum stacks_py_fail; 0: none */
-	__u32 have_last;          /* a Python frame of this walk is the last user frame */
+	__u32 have_last;          /* a Python frame of this walk is the last frame */
 };
 
-/* The index in e->frames of user frame `slot` (after the kernel stack's frames), or -1 when it
- * has no room (one frame's room is kept for a marker unless `marker`). */
-static __always_inline __s64 py_slot(struct stacks_event *e, __u32 slot, bool marker)
+/* Python frames walked apart, to go after a `d` stack's copy once it is made (`state:d`,
+ * whose copy's many outcomes would each be walked again by the verifier): the sleepable
+ * iterator runs one pass at a time, so one buffer. */
+struct py_buf {
+	__u32 n;
+	__u32 pad;
+	struct stacks_pyframe f[STACKS_PY_MAX_FRAMES + 1]; /* the frames, and a marker */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct py_buf);
+} py_state_buf SEC(".maps");
+
+/* Bytes of the record a walk may write in: a plain record's (a `switch` record in task
+ * storage has no more), a scratch record's with the room of a `d` stack, or a py_buf. */
+#define PY_LIMIT_EVENT sizeof(struct stacks_event)
+#define PY_LIMIT_ROOM sizeof(struct stacks_event_room)
+#define PY_LIMIT_BUF sizeof(struct py_buf)
+
+/* Frame `slot` of walk `w` in a record of `limit` bytes, or NULL when it has no room (one
+ * frame's room is kept for a marker unless `marker`). The offset is checked behind a barrier
+ * the compiler cannot see through, so the verifier sees the check on the register it adds. */
+static __always_inline struct stacks_pyframe *py_at(struct py_walk *w, __u32 slot, __u64 limit,
+						    bool marker)
 {
-	__s32 kl = e->hdr.kstack_len;
-	__u64 k = kl > 0 ? (__u64)kl : 0;
-	if (k > STACKS_MAX_DEPTH)
-		k = STACKS_MAX_DEPTH;
-	__u64 idx = k + (__u64)slot * (STACKS_UFRAME_SIZE / 8);
-	if (slot >= STACKS_MAX_DEPTH - (marker ? 0 : 1) || idx > PY_LAST_IDX)
-		return -1;
-	return (__s64)idx;
+	if (slot >= STACKS_MAX_DEPTH - (marker ? 0 : 1))
+		return NULL;
+	__u64 off = w->base + (__u64)slot * STACKS_UFRAME_SIZE;
+	asm volatile("" : "+r"(off));
+	if (off > limit - STACKS_UFRAME_SIZE)
+		return NULL;
+	return (struct stacks_pyframe *)((__u8 *)w->e + off);
 }
 
-/* The marker of a failure or truncation, after the user frames, when there is room. */
-static __always_inline void py_mark(struct stacks_event *e, __u32 why)
+/* The marker of a failure or truncation after the frames, when there is room. */
+static __always_inline void py_mark(struct py_walk *w, __u64 limit)
 {
-	__s32 ul = e->hdr.ustack_len;
-	__u32 u = ul > 0 ? (__u32)ul : 0;
-	__s64 idx = py_slot(e, u, true);
-	if (idx < 0)
+	__u32 n = *w->count;
+	struct stacks_pyframe *f = py_at(w, n, limit, true);
+	if (!f)
 		return;
-	struct stacks_pyframe *f = (struct stacks_pyframe *)&e->frames[py_bound((__u64)idx)];
 	f->status = STACKS_UFRAME_PYTHON_FAIL;
-	f->flags = why;
+	f->flags = w->why;
 	f->code = 0;
 	f->qualname = 0;
 	f->prev_instr = 0;
-	e->hdr.ustack_len = (__s32)(u + 1);
+	*w->count = n + 1;
 }
 
-/* One step of the walk: the frame at w->frame appended to the record; 1 to stop. */
-static __always_inline int py_step(struct py_walk *w, struct task_struct *task)
+/* One step of the walk: the frame at w->frame appended; 1 to stop. */
+static __always_inline int py_step(struct py_walk *w, struct task_struct *task, __u64 limit)
 {
-	struct stacks_event *e = w->e;
 	struct stacks_py_proc *py = w->py;
 	__u64 frame = w->frame;
 	if (w->why || !frame)
 		return 1;
-	__s32 ul = e->hdr.ustack_len;
-	__u32 u = ul > 0 ? (__u32)ul : 0;
-	__s64 idx = py_slot(e, u, false);
-	if (idx < 0) {
+	__u32 n = *w->count;
+	struct stacks_pyframe *f = py_at(w, n, limit, false);
+	if (!f) {
 		w->why = STACKS_PY_TRUNCATED;
 		return 1;
 	}
@@ -161,12 +172,9 @@ static __always_inline int py_step(struct py_walk *w, struct task_struct *task)
 	w->frame = prev;
 	if (owner == STACKS_PY_OWNED_BY_CSTACK) {
 		/* 3.12+: the shim of a C-level eval call; the frame inner to it began the call. */
-		__s64 last = u ? py_slot(e, u - 1, true) : -1;
-		if (w->have_last && last >= 0) {
-			struct stacks_pyframe *f =
-				(struct stacks_pyframe *)&e->frames[py_bound((__u64)last)];
-			f->flags |= STACKS_PYFRAME_ENTRY;
-		}
+		struct stacks_pyframe *last = n ? py_at(w, n - 1, limit, true) : NULL;
+		if (w->have_last && last)
+			last->flags |= STACKS_PYFRAME_ENTRY;
 		return 0;
 	}
 	if (py_read(&code, sizeof(code), frame + py->code, task) ||
@@ -176,68 +184,167 @@ static __always_inline int py_step(struct py_walk *w, struct task_struct *task)
 		w->why = STACKS_PY_READ;
 		return 1;
 	}
-	struct stacks_pyframe *f = (struct stacks_pyframe *)&e->frames[py_bound((__u64)idx)];
 	f->status = STACKS_UFRAME_PYTHON;
 	f->flags = entry ? STACKS_PYFRAME_ENTRY : 0;
 	f->code = code;
 	f->qualname = qualname;
 	f->prev_instr = instr;
-	e->hdr.ustack_len = (__s32)(u + 1);
+	*w->count = n + 1;
 	w->have_last = 1;
 	return 0;
 }
 
 /* bpf_loop callbacks: reading the current thread's memory, or (sleepable programs only)
- * another task's. */
+ * another task's; into a plain record, or after a `d` stack's copy. */
 static int py_step_current(__u32 i, void *ctx)
 {
-	return py_step((struct py_walk *)ctx, NULL);
+	return py_step((struct py_walk *)ctx, NULL, PY_LIMIT_EVENT);
 }
 
 static int py_step_task(__u32 i, void *ctx)
 {
 	struct py_walk *w = ctx;
-	return py_step(w, w->task);
+	return py_step(w, w->task, PY_LIMIT_EVENT);
 }
 
-/* Append thread `t`'s Python frames (innermost first) to `e`'s user stack, or the marker saying
- * why there are none or not all: for processes in py_procs, for user stacks of build-id or
- * address frames (not `d` stacks). `task`: NULL when `t` is the current thread, else `t`
- * itself, read from a sleepable program. */
+static int py_step_current_room(__u32 i, void *ctx)
+{
+	return py_step((struct py_walk *)ctx, NULL, PY_LIMIT_ROOM);
+}
+
+static int py_step_task_buf(__u32 i, void *ctx)
+{
+	struct py_walk *w = ctx;
+	return py_step(w, w->task, PY_LIMIT_BUF);
+}
+
+/* Where a walk writes (its limit): a plain record, after a `d` stack's copy in a scratch
+ * record, a py_buf. */
+enum py_where { PY_EVENT, PY_ROOM, PY_BUF };
+
+/* Thread `t`'s (thread `tid` of process `tgid`) Python frames (innermost first), or the marker
+ * saying why there are none or not all, into walk `w` (its record, place and count set): for
+ * processes in py_procs. `task`: NULL when `t` is the current thread, else `t` itself, read
+ * from a sleepable program (PY_EVENT or PY_BUF only). */
+static __always_inline void py_walk_into(struct py_walk *w, __u32 tgid, __u32 tid,
+					 struct task_struct *t, struct task_struct *task,
+					 enum py_where where)
+{
+	struct stacks_py_proc *py = bpf_map_lookup_elem(&py_procs, &tgid);
+	if (!py)
+		return;
+	w->py = py;
+	w->task = task;
+	__u64 tstate = py_tstate(py, t, task, tid, &w->why);
+	if (tstate) {
+		__u64 base = tstate;
+		if (py->cframe != STACKS_PY_NO_CFRAME &&
+		    (py_read(&base, sizeof(base), tstate + py->cframe, task) || !base))
+			w->why = STACKS_PY_READ;
+		else if (py_read(&w->frame, sizeof(w->frame), base + py->current_frame, task))
+			w->why = STACKS_PY_READ;
+	}
+	if (!w->why && w->frame) {
+		if (task)
+			bpf_loop(STACKS_PY_MAX_FRAMES, where == PY_BUF ? py_step_task_buf : py_step_task,
+				 w, 0);
+		else
+			bpf_loop(STACKS_PY_MAX_FRAMES,
+				 where == PY_ROOM ? py_step_current_room : py_step_current, w, 0);
+	}
+	if (!w->why && w->frame)
+		w->why = STACKS_PY_TRUNCATED;
+	if (w->why)
+		py_mark(w, where == PY_BUF ? PY_LIMIT_BUF
+			    : where == PY_ROOM ? PY_LIMIT_ROOM : PY_LIMIT_EVENT);
+}
+
+/* Append thread `t`'s Python frames to `e`'s user stack of build-id or address frames (see
+ * py_walk_into). */
 static __always_inline void capture_python_of(struct stacks_event *e, struct task_struct *t,
 					      struct task_struct *task)
 {
 	if (e->hdr.uwindow || e->hdr.ustack_len < 0)
 		return;
-	__u32 tgid = e->hdr.pid;
-	struct stacks_py_proc *py = bpf_map_lookup_elem(&py_procs, &tgid);
-	if (!py)
-		return;
 	if (e->hdr.ustack_len > STACKS_MAX_DEPTH)
 		e->hdr.ustack_len = STACKS_MAX_DEPTH;
-	struct py_walk w = {.e = e, .py = py, .task = task};
-	__u64 tstate = py_tstate(py, t, task, e->hdr.tid, &w.why);
-	if (tstate) {
-		__u64 base = tstate;
-		if (py->cframe != STACKS_PY_NO_CFRAME &&
-		    (py_read(&base, sizeof(base), tstate + py->cframe, task) || !base))
-			w.why = STACKS_PY_READ;
-		else if (py_read(&w.frame, sizeof(w.frame), base + py->current_frame, task))
-			w.why = STACKS_PY_READ;
-	}
-	if (!w.why && w.frame) {
-		if (task)
-			bpf_loop(STACKS_PY_MAX_FRAMES, py_step_task, &w, 0);
-		else
-			bpf_loop(STACKS_PY_MAX_FRAMES, py_step_current, &w, 0);
-	}
-	if (!w.why && w.frame)
-		w.why = STACKS_PY_TRUNCATED;
-	if (w.why)
-		py_mark(e, w.why);
+	__s32 kl = e->hdr.kstack_len;
+	__u64 k = kl > 0 ? (__u64)kl : 0;
+	if (k > STACKS_MAX_DEPTH)
+		k = STACKS_MAX_DEPTH;
+	struct py_walk w = {
+		.e = e,
+		.count = (__u32 *)&e->hdr.ustack_len,
+		.base = offsetof(struct stacks_event, frames) + k * 8,
+	};
+	py_walk_into(&w, e->hdr.pid, e->hdr.tid, t, task, PY_EVENT);
 }
+
 /* The current thread's Python frames (capture_python_of). */
 static __always_inline void capture_python(struct stacks_event *e)
 {
 	capture_python_of(e, bpf_get_current_task_btf(), NULL);
+}
+
+/* After a `d` stack's registers (at frame slot `at` of scratch record `e`) and stack copy:
+ * the current thread's Python frames (the registers' py_frames of them, counted in uwindow;
+ * see py_walk_into). */
+static __always_inline void capture_python_room(struct stacks_event *e, __u32 at)
+{
+	at &= 255;
+	struct stacks_uregs *ur = (struct stacks_uregs *)&e->frames[at];
+	__u64 copied = ur->copied;
+	if (copied > STACKS_UWINDOW_MAX)
+		return;
+	ur->py_frames = 0;
+	struct py_walk w = {
+		.e = e,
+		.count = &ur->py_frames,
+		.base = offsetof(struct stacks_event, frames) + (__u64)at * 8 +
+			sizeof(struct stacks_uregs) + copied,
+	};
+	py_walk_into(&w, e->hdr.pid, e->hdr.tid, bpf_get_current_task_btf(), NULL, PY_ROOM);
+	e->hdr.uwindow += ur->py_frames * STACKS_UFRAME_SIZE;
+}
+
+/* Another task's Python frames, walked before its `d` stack is copied (py_put_after_copy puts
+ * them after the copy); the buffer, or NULL when it runs no Python. */
+static __always_inline struct py_buf *py_walk_apart(struct stacks_event *e, struct task_struct *task)
+{
+	__u32 zero = 0;
+	struct py_buf *b = bpf_map_lookup_elem(&py_state_buf, &zero);
+	if (!b)
+		return NULL;
+	b->n = 0;
+	struct py_walk w = {
+		.e = (struct stacks_event *)b,
+		.count = &b->n,
+		.base = offsetof(struct py_buf, f),
+	};
+	py_walk_into(&w, e->hdr.pid, e->hdr.tid, task, task, PY_BUF);
+	return b->n ? b : NULL;
+}
+
+/* The frames `b` walked apart, after the `d` stack's registers (at frame slot `at` of scratch
+ * record `e`) and stack copy. */
+static __always_inline void py_put_after_copy(struct stacks_event *e, __u32 at, struct py_buf *b)
+{
+	at &= 255;
+	struct stacks_uregs *ur = (struct stacks_uregs *)&e->frames[at];
+	ur->py_frames = 0;
+	__u64 copied = ur->copied;
+	__u32 n = b->n;
+	if (copied > STACKS_UWINDOW_MAX || n > STACKS_PY_MAX_FRAMES + 1)
+		return;
+	__u64 off = offsetof(struct stacks_event, frames) + (__u64)at * 8 +
+		    sizeof(struct stacks_uregs) + copied;
+	__u32 bytes = n * STACKS_UFRAME_SIZE;
+	asm volatile("" : "+r"(off));
+	asm volatile("" : "+r"(bytes));
+	if (off > PY_LIMIT_ROOM - sizeof(b->f) || !bytes || bytes > sizeof(b->f))
+		return;
+	if (bpf_probe_read_kernel((__u8 *)e + off, bytes, b->f))
+		return;
+	ur->py_frames = n;
+	e->hdr.uwindow += bytes;
 }

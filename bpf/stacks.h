@@ -37,7 +37,7 @@ struct stacks_uregs {
 	__u64 sp;
 	__u64 bp;
 	__u32 copied;             /* bytes of the stack from sp, right after this struct */
-	__u32 pad;
+	__u32 py_frames;          /* Python frames right after the copy (struct stacks_pyframe) */
 };
 
 /* What a record reports; its per-kind fields are the same-named member of `union stacks_info`. */

@@ -243,11 +243,14 @@ static __always_inline void state_dwarf_stack(struct stacks_event *e, struct tas
 	}
 	__u32 k = state_kframes(e);
 	__u32 n = state_fp_walk(e, task, regs, k, true);
+	struct py_buf *py = py_walk_apart(e, task);
 	__u8 *end = put_uregs(e, (k + n) & 255, regs);
 	/* Reads of another task's memory: this iterator may sleep, so pages are faulted in. */
 #define READ_TASK(dst, size, src) bpf_copy_from_user_task(dst, size, src, task, 0)
 	COPY_STACK(e, end, regs->sp, READ_TASK);
 #undef READ_TASK
+	if (py)
+		py_put_after_copy(e, (k + n) & 255, py);
 }
 
 SEC("iter.s/task")

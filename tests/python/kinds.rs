@@ -1,6 +1,6 @@
 //! Python frames at every kind that takes user stacks, per thread: CPython threads each running
 //! a known chain carry their own chain in CPU samples (`profile`), a thread in `time.sleep`
-//! carries its caller chain off CPU (`switch`, `state`), file writes carry theirs (`vfs`, a
+//! carries its caller chain off CPU (`switch`, `state`), with `u` and with `d` stacks, file writes carry theirs (`vfs`, a
 //! `uprobe` on libc's `write`); a process started before the recorder (`-p PID`) gets its
 //! Python frames; a recursion deeper than the kernel side's walk ends in the truncation marker
 //! frame.
@@ -166,7 +166,21 @@ fn thread_ids(stdout: &str) -> std::collections::HashMap<String, i32> {
 
 #[test]
 fn python_threads_each_carry_their_own_chain_on_and_off_cpu() {
-    if !bpf_available("python_threads_each_carry_their_own_chain_on_and_off_cpu") {
+    threads_carry_their_chains("u");
+}
+
+/// The same with `d` stacks: the Python frames follow the stack copy.
+#[test]
+fn python_threads_each_carry_their_own_chain_with_d_stacks() {
+    threads_carry_their_chains("d");
+}
+
+/// The threads script's chains in `profile`, `switch` and `state` rows with `stacks` (`u`, `d`)
+/// user stacks, for each installed interpreter.
+fn threads_carry_their_chains(stacks: &str) {
+    if !bpf_available(&format!(
+        "python_threads_each_carry_their_own_chain ({stacks})"
+    )) {
         return;
     }
     let _serial = bpf_serial();
@@ -176,12 +190,12 @@ fn python_threads_each_carry_their_own_chain_on_and_off_cpu() {
             continue;
         }
         tried += 1;
-        let dir = scratch(&format!("python-threads-{i}"));
+        let dir = scratch(&format!("python-threads-{stacks}-{i}"));
         let d = dir.display();
         std::fs::write(dir.join("threads.py"), THREADS).expect("write the script");
         let rec = sh(&format!(
-            "stacks-record -e profile:u:999,switch:u,state:u -o {d}/raw.arrow -- \
-               {python} {d}/threads.py 2 {d}/ids && \
+            "stacks-record -e profile:{stacks}:999,switch:{stacks},state:{stacks} \
+               -o {d}/raw.arrow -- {python} {d}/threads.py 2 {d}/ids && \
              stacks-symbolize -o {d}/sym.arrow {d}/raw.arrow"
         ));
         check(&rec, &format!("recording {python}"));
@@ -199,7 +213,7 @@ fn python_threads_each_carry_their_own_chain_on_and_off_cpu() {
                 .get(*thread)
                 .unwrap_or_else(|| panic!("{python}: no id of thread {thread}: {ids:?}"));
             let (share, weight, misses) = chain_share(&rows, kind, tid, chain);
-            eprintln!("{python}: {thread} {kind}: {chain:?} in {share:.3} of {weight}");
+            eprintln!("{python}: {thread} {kind}:{stacks}: {chain:?} in {share:.3} of {weight}");
             assert!(
                 weight > 0,
                 "{python}: no {kind} rows of {thread}:\n{stderr}"

@@ -42,7 +42,7 @@ const GLIBC_SPECIFIC: u16 = 1296;
 /// How often a process with no interpreter found is looked at again (its library may be
 /// mapped after its first samples), and at most how many times.
 const LOOK_EVERY: Duration = Duration::from_millis(10);
-const LOOKS: u32 = 10;
+const LOOKS: u32 = 40;
 /// Code objects kept per process (all forgotten past it).
 const CODES_KEPT: usize = 65536;
 
