@@ -1,7 +1,12 @@
 #!/usr/bin/env python3
+# scripts/python_offsets.py — the offsets stacks-record reads in CPython, found in the live
+# interpreter running it (docs/python-frames.md, "Offsets verified").
 """Find, in the CPython running this script, the offsets stacks-record reads (docs/python-frames.md).
 
 Run it with each interpreter to verify: `/root/.pyenv/versions/3.12.1/bin/python3 scripts/python_offsets.py`.
+It runs itself again with a library preloaded (built with cc) whose constructor takes 37
+pthread keys first: CPython's key is then not 0, and its `Py_tss_t` ({1, key}) is found at one
+offset of `_PyRuntime` only (`{1, 0}` is a common pair of words).
 Every offset is found by searching the live interpreter's own structures with ctypes reads
 (no Python call between taking a frame and reading it: a helper would be the current frame) for
 a value known from Python: the thread state (`PyThreadState_Get`), its native thread id, the
@@ -12,8 +17,31 @@ settle with the CPython headers.
 
 import ctypes
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
 import threading
+
+KEYS_C = """#include <pthread.h>
+__attribute__((constructor)) static void take(void)
+{
+	pthread_key_t k;
+	for (int i = 0; i < 37; i++)
+		pthread_key_create(&k, 0);
+}
+"""
+
+if "STACKS_OFFSETS_KEYS" not in os.environ:
+    tmp = tempfile.mkdtemp(prefix="python-offsets-")
+    src, lib = os.path.join(tmp, "keys.c"), os.path.join(tmp, "keys.so")
+    with open(src, "w") as f:
+        f.write(KEYS_C)
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", lib, src, "-lpthread"], check=True)
+    env = dict(os.environ, STACKS_OFFSETS_KEYS="1", LD_PRELOAD=lib)
+    code = subprocess.run([sys.executable, *sys.argv], env=env).returncode
+    shutil.rmtree(tmp, ignore_errors=True)
+    sys.exit(code)
 
 libc = ctypes.CDLL(None)
 api = ctypes.pythonapi
@@ -60,7 +88,6 @@ found(
     "runtime.autoTSSkey",
     [o for o in range(0, 4096, 4) if keys and u32(runtime + o) == 1 and u32(runtime + o + 4) == keys[0]],
 )
-found("runtime.tstate_current", [o for o in range(0, 4096, 8) if word(runtime + o) == tstate])
 found("tstate.native_thread_id", [o for o in range(0, 512, 8) if word(tstate + o) == threading.get_native_id()])
 
 
