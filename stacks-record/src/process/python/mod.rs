@@ -40,8 +40,11 @@ const GLIBC_SPECIFIC_1ST: u16 = 784;
 const GLIBC_SPECIFIC: u16 = 1296;
 
 /// How often a process with no interpreter found is looked at again (its library may be
-/// mapped after its first samples), and at most how many times.
+/// mapped after its first samples), and at most how many times: while no interpreter is mapped
+/// (most processes run none), and once one is, until it is ready to be read (its library
+/// mapped, its thread-state key set up: a start-up that takes longer on a loaded machine).
 const LOOK_EVERY: Duration = Duration::from_millis(10);
+const LOOKS_UNMAPPED: u32 = 10;
 const LOOKS: u32 = 40;
 /// Code objects kept per process (all forgotten past it).
 const CODES_KEPT: usize = 65536;
@@ -106,7 +109,12 @@ impl Python {
         self.looked.insert(pid, (Instant::now(), tries + 1));
         let interp = match find::find(pid) {
             Ok(Some(i)) => i,
-            Ok(None) => return,
+            Ok(None) => {
+                if tries + 1 >= LOOKS_UNMAPPED {
+                    self.looked.insert(pid, (Instant::now(), LOOKS));
+                }
+                return;
+            }
             // The executable, before the dynamic loader mapped the library it runs.
             // Or the interpreter before it set up its thread-state key.
             Err(find::FindError::NoSymbol(..) | find::FindError::NoTssKey { .. })
