@@ -317,7 +317,9 @@ def main():
         "which weigh most at 99 Hz); stacks-symbolize (symbols of native frames; Python frames "
         "are named by the recorder) on that recording, likewise. *outer;middle;leaf*: samples "
         "whose stack holds the three in call order (py-spy's idle samples are not written; the "
-        "script never idles once released). Ratios are stacks-record ÷ py-spy.",
+        "script never idles once released). *Samples*: stacks-record samples the script's CPU "
+        "time (cpu-clock), py-spy wall-clock time, so stacks-record has fewer when the script "
+        "waits for a CPU on the loaded machine. Ratios are stacks-record ÷ py-spy.",
         "",
         *[table(r, alone, stacks[r], spy[r]) + "\n" for r in RATES],
         f"The BPF program at 999 Hz (`kernel.bpf_stats_enabled`, one run each): `on_cpu_sample` "
