@@ -13,8 +13,8 @@ use stacks_tests::{bpf_available, bpf_serial, check, read_frames, read_stream, s
 use super::{INTERPRETERS, SCRIPT, installed};
 
 /// Threads: `ta` runs `a_mid` → `a_leaf` → `spin`, `tb` `b_mid` → `b_leaf` → `spin` (both
-/// CPU-bound), `ts` `s_mid` → `sleeper` → `time.sleep`; each writes its native thread id to
-/// the file `argv[2]`.
+/// CPU-bound), `ts` `s_mid` → `sleeper` → `time.sleep` (started first); each writes its native
+/// thread id to the file `argv[2]`.
 const THREADS: &str = "import sys, threading, time
 
 def spin(until):
@@ -44,11 +44,18 @@ def s_mid(until):
 def run(name, f, until):
     with open(sys.argv[2], 'a') as out:
         out.write(f'{name} {threading.get_native_id()}\\n')
+    if name == 'ts':
+        sleeping.set()
     f(until)
 
+# The sleeper first: started once the spinners hold the GIL, it would wait for it in `run`.
+sleeping = threading.Event()
 end = time.monotonic() + float(sys.argv[1])
-ts = [threading.Thread(target=run, args=(n, f, end)) for n, f in (('ta', a_mid), ('tb', b_mid), ('ts', s_mid))]
-for t in ts:
+ts = [threading.Thread(target=run, args=('ts', s_mid, end))]
+ts[0].start()
+sleeping.wait()
+ts += [threading.Thread(target=run, args=(n, f, end)) for n, f in (('ta', a_mid), ('tb', b_mid))]
+for t in ts[1:]:
     t.start()
 for t in ts:
     t.join()

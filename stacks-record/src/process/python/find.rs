@@ -2,9 +2,12 @@
 //! `libpython3.N.so*` when the executable links it), that file's symbols `_PyRuntime`,
 //! `Py_Version` and `_PyEval_EvalFrameDefault` (ELF symbol tables), where it is loaded, the
 //! version read from the process and the layout of that version (3.13's from the debug
-//! offsets at the start of its `_PyRuntime`).
+//! offsets at the start of its `_PyRuntime`). Each file is read once ([`Files`]): a process is
+//! looked at again until its interpreter is ready, and many run the same one.
 
+use std::collections::HashMap;
 use std::ops::Range;
+use std::rc::Rc;
 
 use object::read::elf::{ElfFile64, ProgramHeader};
 use object::{Object, ObjectSymbol};
@@ -67,8 +70,96 @@ fn is_interpreter(path: &str) -> bool {
         .is_some_and(|m| m >= 11)
 }
 
+/// What stacks-record needs of an interpreter file: read once per file ([`Files`]), then
+/// each process mapping it is only looked at in memory.
+#[derive(Debug)]
+pub(crate) struct FileInfo {
+    /// The vaddr of the segment mapped from the file's start (gives the load bias).
+    first_vaddr: u64,
+    /// `Py_Version`, `_PyRuntime`: their vaddrs, when the file has them (the executable of a
+    /// `libpython` has neither).
+    version_at: Option<u64>,
+    runtime: Option<u64>,
+    /// `_PyEval_EvalFrameDefault`: file offset and size.
+    eval: Option<(u64, u64)>,
+    build_id: Option<String>,
+}
+
+/// Interpreter files read, by device, inode and path (a file replaced at the same path is
+/// another inode). Kept small: a host runs few interpreters.
+#[derive(Default)]
+pub(crate) struct Files(HashMap<(String, u64, String), Rc<FileInfo>>);
+
+const FILES_KEPT: usize = 64;
+
+impl Files {
+    fn get(&mut self, pid: u32, m: &maps::Mapping<'_>) -> Result<Rc<FileInfo>, FindError> {
+        let key = (m.dev.to_string(), m.inode, m.path.to_string());
+        if let Some(f) = self.0.get(&key) {
+            return Ok(Rc::clone(f));
+        }
+        let f = Rc::new(read_file(pid, m.path)?);
+        if self.0.len() >= FILES_KEPT {
+            self.0.clear();
+        }
+        self.0.insert(key, Rc::clone(&f));
+        Ok(f)
+    }
+}
+
+/// Read interpreter file `file` of process `pid` (through its root).
+fn read_file(pid: u32, file: &str) -> Result<FileInfo, FindError> {
+    let bytes = std::fs::read(format!("/proc/{pid}/root{file}"))
+        .map_err(|e| FindError::Io(file.to_string(), e))?;
+    let elf = ElfFile64::<object::Endianness>::parse(&*bytes)
+        .map_err(|_| FindError::NotElf(file.to_string()))?;
+    let endian = elf.endian();
+    let loads: Vec<_> = elf
+        .elf_program_headers()
+        .iter()
+        .filter(|p| p.p_type(endian) == object::elf::PT_LOAD)
+        .map(|p| (p.p_vaddr(endian), p.p_offset(endian), p.p_filesz(endian)))
+        .collect();
+    let Some(&(first_vaddr, _, _)) = loads.iter().find(|(_, off, _)| *off == 0) else {
+        return Err(FindError::NotMapped(file.to_string()));
+    };
+    // One pass over the symbols (dynamic first: all three are exported).
+    let (mut version_at, mut runtime, mut eval) = (None, None, None);
+    for sym in elf.dynamic_symbols().chain(elf.symbols()) {
+        match sym.name() {
+            Ok("Py_Version") => version_at = version_at.or(Some(sym.address())),
+            Ok("_PyRuntime") => runtime = runtime.or(Some(sym.address())),
+            Ok("_PyEval_EvalFrameDefault") if eval.is_none() => {
+                eval = Some((sym.address(), sym.size()));
+            }
+            _ => continue,
+        }
+        if version_at.is_some() && runtime.is_some() && eval.is_some() {
+            break;
+        }
+    }
+    let eval = eval.and_then(|(vaddr, size)| {
+        loads
+            .iter()
+            .find(|(v, _, filesz)| (*v..v + filesz).contains(&vaddr))
+            .map(|(v, off, _)| (vaddr - v + off, size.max(1)))
+    });
+    let build_id = elf
+        .build_id()
+        .ok()
+        .flatten()
+        .map(stacks_stream::hex::encode);
+    Ok(FileInfo {
+        first_vaddr,
+        version_at,
+        runtime,
+        eval,
+        build_id,
+    })
+}
+
 /// The CPython interpreter in process `pid`, `Ok(None)` when it runs none.
-pub(crate) fn find(pid: u32) -> Result<Option<Interpreter>, FindError> {
+pub(crate) fn find(pid: u32, files: &mut Files) -> Result<Option<Interpreter>, FindError> {
     let text = maps::read(pid).map_err(|e| FindError::Io(format!("/proc/{pid}/maps"), e))?;
     let all: Vec<maps::Mapping<'_>> = maps::parse(&text).collect();
     // The library when there is one: the executable then only calls into it.
@@ -83,34 +174,13 @@ pub(crate) fn find(pid: u32) -> Result<Option<Interpreter>, FindError> {
     let Some(base) = all.iter().find(|m| m.path == file && m.offset == 0) else {
         return Err(FindError::NotMapped(file));
     };
-    let bytes = std::fs::read(format!("/proc/{pid}/root{file}"))
-        .map_err(|e| FindError::Io(file.clone(), e))?;
-    let elf = ElfFile64::<object::Endianness>::parse(&*bytes)
-        .map_err(|_| FindError::NotElf(file.clone()))?;
-    let endian = elf.endian();
-    let loads: Vec<_> = elf
-        .elf_program_headers()
-        .iter()
-        .filter(|p| p.p_type(endian) == object::elf::PT_LOAD)
-        .map(|p| (p.p_vaddr(endian), p.p_offset(endian), p.p_filesz(endian)))
-        .collect();
-    // The segment mapped from the file's start gives the load bias.
-    let Some(&(first_vaddr, _, _)) = loads.iter().find(|(_, off, _)| *off == 0) else {
-        return Err(FindError::NotMapped(file));
-    };
-    let bias = base.range.start.wrapping_sub(first_vaddr);
-    let symbol = |name: &'static str| -> Result<(u64, u64), FindError> {
-        elf.dynamic_symbols()
-            .chain(elf.symbols())
-            .find(|s| s.name() == Ok(name))
-            .map(|s| (s.address(), s.size()))
-            .ok_or_else(|| FindError::NoSymbol(file.clone(), name))
-    };
-    let (version_at, _) = symbol("Py_Version")?;
+    let info = files.get(pid, base)?;
+    let bias = base.range.start.wrapping_sub(info.first_vaddr);
+    let no = |name| FindError::NoSymbol(file.clone(), name);
+    let version_at = info.version_at.ok_or_else(|| no("Py_Version"))?;
     let raw = read_mem(pid, bias.wrapping_add(version_at), 4)?;
     let version = u32::from_ne_bytes(raw[..4].try_into().unwrap_or([0; 4]));
-    let (runtime, _) = symbol("_PyRuntime")?;
-    let runtime = bias.wrapping_add(runtime);
+    let runtime = bias.wrapping_add(info.runtime.ok_or_else(|| no("_PyRuntime"))?);
     let layout = if offsets::has_debug_offsets(version) {
         let raw = read_mem(pid, runtime, offsets::DEBUG_OFFSETS_SIZE)?;
         offsets::from_debug_offsets(&raw, version).map_err(|why| FindError::DebugOffsets {
@@ -124,6 +194,7 @@ pub(crate) fn find(pid: u32) -> Result<Option<Interpreter>, FindError> {
             version: offsets::version_name(version),
         })?
     };
+    let (eval, eval_size) = info.eval.ok_or_else(|| no("_PyEval_EvalFrameDefault"))?;
     // The key of each thread's state: a Py_tss_t {int initialized; unsigned key}, set up when
     // the interpreter starts (so looked at again shortly when not yet).
     let key = read_mem(pid, runtime + layout.tss_key, 8)?;
@@ -135,23 +206,12 @@ pub(crate) fn find(pid: u32) -> Result<Option<Interpreter>, FindError> {
             version: offsets::version_name(version),
         });
     }
-    let (eval, eval_size) = symbol("_PyEval_EvalFrameDefault")?;
-    let eval_off = loads
-        .iter()
-        .find(|(vaddr, _, filesz)| (*vaddr..vaddr + filesz).contains(&eval))
-        .map(|(vaddr, off, _)| eval - vaddr + off)
-        .ok_or_else(|| FindError::NotMapped(file.clone()))?;
-    let build_id = elf
-        .build_id()
-        .ok()
-        .flatten()
-        .map(stacks_stream::hex::encode);
     Ok(Some(Interpreter {
         file,
         layout,
         tss_key: runtime + layout.tss_key,
-        build_id,
-        eval: eval_off..eval_off + eval_size.max(1),
+        build_id: info.build_id.clone(),
+        eval: eval..eval + eval_size,
     }))
 }
 
@@ -179,6 +239,9 @@ mod tests {
 
     #[test]
     fn no_interpreter_in_this_process() {
-        assert!(matches!(find(std::process::id()), Ok(None)));
+        assert!(matches!(
+            find(std::process::id(), &mut Files::default()),
+            Ok(None)
+        ));
     }
 }

@@ -81,6 +81,8 @@ pub(crate) struct Python {
     looked: HashMap<u32, (Instant, u32)>,
     /// Interpreter files not supported (warned about once each).
     warned: HashSet<String>,
+    /// Interpreter files read.
+    files: find::Files,
     pub counts: PyCounts,
 }
 
@@ -91,6 +93,7 @@ impl Python {
             procs: HashMap::new(),
             looked: HashMap::new(),
             warned: HashSet::new(),
+            files: find::Files::default(),
             counts: PyCounts::default(),
         }
     }
@@ -107,7 +110,7 @@ impl Python {
             None => 0,
         };
         self.looked.insert(pid, (Instant::now(), tries + 1));
-        let interp = match find::find(pid) {
+        let interp = match find::find(pid, &mut self.files) {
             Ok(Some(i)) => i,
             Ok(None) => {
                 if tries + 1 >= LOOKS_UNMAPPED {
