@@ -199,3 +199,40 @@ fn no_python_keeps_native_stacks_only() {
         "the interpreter's native frames are kept:\n{folded}"
     );
 }
+
+#[test]
+fn older_versions_are_refused_with_a_warning_and_native_stacks() {
+    if !bpf_available("older_versions_are_refused_with_a_warning_and_native_stacks") {
+        return;
+    }
+    let _serial = bpf_serial();
+    let python = "/root/.pyenv/versions/3.10.13/bin/python3.10";
+    if !installed(python) {
+        return;
+    }
+    let dir = scratch("python-old");
+    let d = dir.display();
+    std::fs::write(dir.join("script.py"), SCRIPT).expect("write the script");
+    let rec = sh(&format!(
+        "stacks-record -e profile:u:999 -- {python} {d}/script.py 1 | \
+         stacks-symbolize | stacks-pprof -f folded"
+    ));
+    check(&rec, "recording CPython 3.10");
+    let stderr = String::from_utf8_lossy(&rec.stderr);
+    let folded = String::from_utf8_lossy(&rec.stdout);
+    assert_eq!(
+        stderr.matches("CPython 3.10 is not supported").count(),
+        1,
+        "one warning:\n{stderr}"
+    );
+    let (ours, n) = folded_share(&folded);
+    assert!(n > 0, "no samples:\n{stderr}");
+    assert_eq!(
+        ours, 0.0,
+        "Python frames of an unsupported version:\n{folded}"
+    );
+    assert!(
+        folded.contains("_PyEval_EvalFrameDefault"),
+        "the interpreter's native frames are kept:\n{folded}"
+    );
+}

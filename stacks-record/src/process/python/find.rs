@@ -56,18 +56,27 @@ pub(crate) struct Interpreter {
     pub eval: Range<u64>,
 }
 
-/// Whether a mapped file's name is a CPython 3 executable (`python3.N`) or library
-/// (`libpython3.N.so*`), 3.N from 3.11 (which began exporting `Py_Version`).
-fn is_interpreter(path: &str) -> bool {
+/// The version (major, minor) of a mapped file named as a CPython executable (`python3.N`,
+/// `python2.7`) or library (`libpython3.N.so*`, `libpython3.Nm.so*`); `None` for other files.
+fn interpreter_version(path: &str) -> Option<(u32, u32)> {
     let name = path.rsplit('/').next().unwrap_or(path);
-    let minor = if let Some(rest) = name.strip_prefix("libpython3.") {
-        rest.split_once(".so").map(|(m, _)| m)
-    } else {
-        name.strip_prefix("python3.")
+    let version = match name.strip_prefix("lib") {
+        Some(lib) => lib.strip_prefix("python")?.split_once(".so")?.0,
+        None => name.strip_prefix("python")?,
     };
-    minor
-        .and_then(|m| m.parse::<u32>().ok())
-        .is_some_and(|m| m >= 11)
+    let (major, minor) = version.split_once('.')?;
+    // Builds of 3.7 and older name their library with ABI flags: libpython3.6m.so.
+    let minor = minor.strip_suffix('m').unwrap_or(minor);
+    match (major.parse().ok()?, minor.parse().ok()?) {
+        (m @ (2 | 3), n) => Some((m, n)),
+        _ => None,
+    }
+}
+
+/// Whether a mapped file is a CPython this reader may read: 3.11 or later (which began
+/// exporting `Py_Version`); older ones are refused by name.
+fn is_interpreter(path: &str) -> bool {
+    interpreter_version(path).is_some_and(|v| v >= (3, 11))
 }
 
 /// What stacks-record needs of an interpreter file: read once per file ([`Files`]), then
@@ -165,12 +174,19 @@ pub(crate) fn find(pid: u32, files: &mut Files) -> Result<Option<Interpreter>, F
     // The library when there is one: the executable then only calls into it.
     let file = all
         .iter()
-        .filter(|m| is_interpreter(m.path))
+        .filter(|m| interpreter_version(m.path).is_some())
         .max_by_key(|m| m.path.contains("libpython"))
         .map(|m| m.path.to_string());
     let Some(file) = file else {
         return Ok(None);
     };
+    if !is_interpreter(&file) {
+        let (major, minor) = interpreter_version(&file).unwrap_or_default();
+        return Err(FindError::Unsupported {
+            file,
+            version: format!("{major}.{minor}"),
+        });
+    }
     let Some(base) = all.iter().find(|m| m.path == file && m.offset == 0) else {
         return Err(FindError::NotMapped(file));
     };
@@ -231,10 +247,25 @@ mod tests {
         ));
         assert!(!is_interpreter("/usr/lib/libpython3.1.so"));
         assert!(!is_interpreter("/usr/bin/python3.10"));
-        assert!(!is_interpreter("/usr/bin/python3"));
-        assert!(!is_interpreter("/usr/bin/python3.11-config"));
-        assert!(!is_interpreter("/usr/lib/libpython3.so"));
-        assert!(!is_interpreter(""));
+        // Older ones are known by name (refused with a warning), others are not interpreters.
+        assert_eq!(interpreter_version("/usr/bin/python3.10"), Some((3, 10)));
+        assert_eq!(
+            interpreter_version("/root/.pyenv/versions/3.6.15/lib/libpython3.6m.so.1.0"),
+            Some((3, 6))
+        );
+        assert_eq!(interpreter_version("/usr/bin/python2.7"), Some((2, 7)));
+        for other in [
+            "/usr/bin/python3",
+            "/usr/bin/python3.11-config",
+            "/usr/lib/libpython3.so",
+            "/usr/bin/python",
+            "/usr/lib/libpythonista.so",
+            "/usr/bin/python4.1",
+            "",
+        ] {
+            assert_eq!(interpreter_version(other), None, "{other}");
+            assert!(!is_interpreter(other));
+        }
     }
 
     #[test]
