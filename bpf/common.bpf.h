@@ -297,8 +297,11 @@ static __always_inline struct stacks_event *scratch_for(__u32 slot)
 	return r ? &r->e : NULL;
 }
 
+#include "python.bpf.h"
+
 /* Capture the current task's wanted stacks into the record: kernel addresses first, then the
- * user frames (build id + file offset) right after them; lengths are frames or -errno. */
+ * user frames (build id + file offset) right after them, then, in a CPython process, the
+ * thread's Python frames (python.bpf.h); lengths are frames or -errno. */
 static __always_inline void capture_stacks(void *ctx, struct stacks_event *e, __u32 want)
 {
 	__u32 k = 0;
@@ -326,6 +329,7 @@ static __always_inline void capture_stacks(void *ctx, struct stacks_event *e, __
 			if (u > STACKS_MAX_DEPTH)
 				u = STACKS_MAX_DEPTH;
 			e->hdr.ustack_len = (__s32)u;
+			capture_python(e);
 		}
 	}
 }
@@ -358,4 +362,3 @@ static __always_inline bool submit(struct stacks_event *e)
 #include "dwarf.bpf.h"
 #include "syscalls.bpf.h"
 #include "aggregate.bpf.h"
-#include "python.bpf.h"

@@ -24,7 +24,7 @@ static __always_inline __u8 *put_uregs(struct stacks_event *e, __u32 at, struct 
 	ur->ip = r->ip;
 	ur->sp = r->sp;
 	ur->bp = r->bp;
-	ur->pad = 0;
+	ur->py_frames = 0;
 	ur->copied = 0;
 	e->hdr.uwindow = sizeof(*ur);
 	return (__u8 *)(ur + 1);
@@ -92,6 +92,7 @@ static __always_inline void capture_dwarf(void *ctx, struct stacks_event *e, __u
 #define READ_OWN(dst, size, src) bpf_probe_read_user(dst, size, src)
 	COPY_STACK(e, end, r->sp, READ_OWN);
 #undef READ_OWN
+	capture_python_room(e, at);
 }
 
 /* Whether the ring buffer of `kind` is too full for a stack copy: past half of it, `d` stacks

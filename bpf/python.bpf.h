@@ -1,7 +1,8 @@
-/* python.bpf.h — Python frames of CPython processes (py_procs): at a CPU sample of the thread
- * holding the GIL, the interpreter's frame chain from the thread state, appended to the record
- * after the native user frames (struct stacks_pyframe). User space reads the code objects
- * and interleaves the frames with the native ones. Included by common.bpf.h. */
+/* python.bpf.h — Python frames of CPython processes (py_procs): at an event of a thread with a
+ * user stack, the thread's own interpreter frame chain (its PyThreadState from the pthread key
+ * CPython keeps it under, whether or not it holds the GIL), appended to the record after the
+ * native user frames (struct stacks_pyframe). User space reads the code objects and
+ * interleaves the frames with the native ones. Included by common.bpf.h. */
 
 _Static_assert(sizeof(struct stacks_pyframe) == STACKS_UFRAME_SIZE,
 	       "a Python frame takes a user frame's room");
@@ -14,94 +15,336 @@ struct {
 	__type(value, struct stacks_py_proc);
 } py_procs SEC(".maps");
 
-/* `idx` (checked by the caller to leave a user frame's room in e->frames) masked so the
- * verifier sees it in the scratch record (whose room for a `d` stack's copy follows the frames),
- * behind a barrier the compiler cannot see through (it would drop the mask). */
-static __always_inline __u64 py_bound(__u64 idx)
+/* Read `size` bytes of user memory at `src`: the current thread's (`task` NULL), or, in a
+ * sleepable program, another task's. */
+static __always_inline long py_read(void *dst, __u32 size, __u64 src, struct task_struct *task)
 {
-	asm volatile("" : "+r"(idx));
-	return idx & 1023;
+	if (task)
+		return bpf_copy_from_user_task(dst, size, (void *)src, task, 0);
+	return bpf_probe_read_user(dst, size, (void *)src);
 }
 
-/* The marker of a failure or truncation at user frame slot `slot` of `e` (k kernel frames
- * before the user frames); false when there is no room. */
-static __always_inline bool py_mark(struct stacks_event *e, __u32 k, __u32 slot, __u32 why)
+/* The PyThreadState of thread `t` (whose memory `task` reads, NULL: the current thread's), or 0
+ * with `why` set: pthread_getspecific(autoTSSkey) done by hand on glibc's struct pthread (at
+ * the thread pointer), checked against the state's native thread id. */
+static __always_inline __u64 py_tstate(struct stacks_py_proc *py, struct task_struct *t,
+				       struct task_struct *task, __u32 tid, __u32 *why)
 {
-	__u64 idx = (__u64)k + (__u64)slot * (STACKS_UFRAME_SIZE / 8);
-	if (slot >= STACKS_MAX_DEPTH || idx > STACKS_FRAMES_SIZE / 8 - STACKS_UFRAME_SIZE / 8)
-		return false;
-	struct stacks_pyframe *f = (struct stacks_pyframe *)&e->frames[py_bound(idx)];
+#if defined(__TARGET_ARCH_x86)
+	__u64 tp = BPF_CORE_READ(t, thread.fsbase);
+#else
+	__u64 tp = 0; /* other architectures: not read yet */
+#endif
+	__u32 key[2] = {}; /* Py_tss_t: _is_initialized, _key */
+	__u64 at = 0, tstate = 0, ntid = 0;
+	if (!tp || py_read(key, sizeof(key), py->tss_key, task)) {
+		*why = STACKS_PY_READ;
+		return 0;
+	}
+	if (!key[0]) {
+		*why = STACKS_PY_NO_TSTATE;
+		return 0;
+	}
+	if (key[1] < 32) {
+		at = tp + py->specific_1st + key[1] * 16 + 8;
+	} else if (key[1] < 1024) {
+		__u64 block = 0;
+		if (py_read(&block, sizeof(block), tp + py->specific + (key[1] / 32) * 8, task)) {
+			*why = STACKS_PY_READ;
+			return 0;
+		}
+		if (!block) {
+			*why = STACKS_PY_NO_TSTATE;
+			return 0;
+		}
+		at = block + (key[1] % 32) * 16 + 8;
+	} else {
+		*why = STACKS_PY_OTHER_TSTATE;
+		return 0;
+	}
+	if (py_read(&tstate, sizeof(tstate), at, task)) {
+		*why = STACKS_PY_READ;
+		return 0;
+	}
+	if (!tstate) {
+		*why = STACKS_PY_NO_TSTATE;
+		return 0;
+	}
+	if (py_read(&ntid, sizeof(ntid), tstate + py->native_tid, task)) {
+		*why = STACKS_PY_READ;
+		return 0;
+	}
+	if (ntid != tid) {
+		*why = STACKS_PY_OTHER_TSTATE;
+		return 0;
+	}
+	return tstate;
+}
+
+/* The state of one frame walk, for its bpf_loop callback. Frames go at byte `base` of the
+ * record, 32 bytes each, after `*count` of them (the record's ustack_len, whose native frames
+ * come first, or, after a `d` stack's copy, its registers' py_frames): a count in map memory,
+ * which the verifier does not track; one in here would differ at each step and keep the
+ * callback's states from converging. */
+struct py_walk {
+	struct stacks_event *e;
+	struct stacks_py_proc *py;
+	struct task_struct *task; /* whose memory is read; NULL: the current thread's */
+	__u32 *count;
+	__u64 base;
+	__u64 frame;              /* the next _PyInterpreterFrame; 0: done */
+	__u32 why;                /* enum stacks_py_fail; 0: none */
+	__u32 have_last;          /* a Python frame of this walk is the last frame */
+};
+
+/* Python frames walked apart, to go after a `d` stack's copy once it is made (`state:d`,
+ * whose copy's many outcomes would each be walked again by the verifier): the sleepable
+ * iterator runs one pass at a time, so one buffer. */
+struct py_buf {
+	__u32 n;
+	__u32 pad;
+	struct stacks_pyframe f[STACKS_PY_MAX_FRAMES + 1]; /* the frames, and a marker */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct py_buf);
+} py_state_buf SEC(".maps");
+
+/* Bytes of the record a walk may write in: a plain record's (a `switch` record in task
+ * storage has no more), a scratch record's with the room of a `d` stack, or a py_buf. */
+#define PY_LIMIT_EVENT sizeof(struct stacks_event)
+#define PY_LIMIT_ROOM sizeof(struct stacks_event_room)
+#define PY_LIMIT_BUF sizeof(struct py_buf)
+
+/* Frame `slot` of walk `w` in a record of `limit` bytes, or NULL when it has no room (one
+ * frame's room is kept for a marker unless `marker`). The offset is checked behind a barrier
+ * the compiler cannot see through, so the verifier sees the check on the register it adds. */
+static __always_inline struct stacks_pyframe *py_at(struct py_walk *w, __u32 slot, __u64 limit,
+						    bool marker)
+{
+	if (slot >= STACKS_MAX_DEPTH - (marker ? 0 : 1))
+		return NULL;
+	__u64 off = w->base + (__u64)slot * STACKS_UFRAME_SIZE;
+	asm volatile("" : "+r"(off));
+	if (off > limit - STACKS_UFRAME_SIZE)
+		return NULL;
+	return (struct stacks_pyframe *)((__u8 *)w->e + off);
+}
+
+/* The marker of a failure or truncation after the frames, when there is room. */
+static __always_inline void py_mark(struct py_walk *w, __u64 limit)
+{
+	__u32 n = *w->count;
+	struct stacks_pyframe *f = py_at(w, n, limit, true);
+	if (!f)
+		return;
 	f->status = STACKS_UFRAME_PYTHON_FAIL;
-	f->flags = why;
+	f->flags = w->why;
 	f->code = 0;
 	f->qualname = 0;
 	f->prev_instr = 0;
-	return true;
+	*w->count = n + 1;
 }
 
-/* Append the current thread's Python frames (innermost first) to `e`'s user stack, or the
- * marker saying why there are none: for processes in py_procs, for user stacks of build-id
- * frames (not `d` stacks). */
-static __always_inline void capture_python(struct stacks_event *e)
+/* One step of the walk: the frame at w->frame appended; 1 to stop. */
+static __always_inline int py_step(struct py_walk *w, struct task_struct *task, __u64 limit)
 {
-	if (e->hdr.uwindow || e->hdr.ustack_len < 0)
-		return;
-	__u32 tgid = e->hdr.pid;
+	struct stacks_py_proc *py = w->py;
+	__u64 frame = w->frame;
+	if (w->why || !frame)
+		return 1;
+	__u32 n = *w->count;
+	struct stacks_pyframe *f = py_at(w, n, limit, false);
+	if (!f) {
+		w->why = STACKS_PY_TRUNCATED;
+		return 1;
+	}
+	__u8 entry = 0, owner = 0;
+	__u64 code = 0, instr = 0, prev = 0, qualname = 0;
+	if (py_read(&prev, sizeof(prev), frame + py->previous, task) ||
+	    (py->owner && py_read(&owner, sizeof(owner), frame + py->owner, task))) {
+		w->why = STACKS_PY_READ;
+		return 1;
+	}
+	w->frame = prev;
+	if (owner == STACKS_PY_OWNED_BY_CSTACK) {
+		/* 3.12+: the shim of a C-level eval call; the frame inner to it began the call. */
+		struct stacks_pyframe *last = n ? py_at(w, n - 1, limit, true) : NULL;
+		if (w->have_last && last)
+			last->flags |= STACKS_PYFRAME_ENTRY;
+		return 0;
+	}
+	if (py_read(&code, sizeof(code), frame + py->code, task) ||
+	    py_read(&instr, sizeof(instr), frame + py->prev_instr, task) ||
+	    (py->is_entry && py_read(&entry, sizeof(entry), frame + py->is_entry, task)) ||
+	    py_read(&qualname, sizeof(qualname), code + py->qualname, task)) {
+		w->why = STACKS_PY_READ;
+		return 1;
+	}
+	f->status = STACKS_UFRAME_PYTHON;
+	f->flags = entry ? STACKS_PYFRAME_ENTRY : 0;
+	f->code = code;
+	f->qualname = qualname;
+	f->prev_instr = instr;
+	*w->count = n + 1;
+	w->have_last = 1;
+	return 0;
+}
+
+/* bpf_loop callbacks: reading the current thread's memory, or (sleepable programs only)
+ * another task's; into a plain record, or after a `d` stack's copy. */
+static int py_step_current(__u32 i, void *ctx)
+{
+	return py_step((struct py_walk *)ctx, NULL, PY_LIMIT_EVENT);
+}
+
+static int py_step_task(__u32 i, void *ctx)
+{
+	struct py_walk *w = ctx;
+	return py_step(w, w->task, PY_LIMIT_EVENT);
+}
+
+static int py_step_current_room(__u32 i, void *ctx)
+{
+	return py_step((struct py_walk *)ctx, NULL, PY_LIMIT_ROOM);
+}
+
+static int py_step_task_buf(__u32 i, void *ctx)
+{
+	struct py_walk *w = ctx;
+	return py_step(w, w->task, PY_LIMIT_BUF);
+}
+
+/* Where a walk writes (its limit): a plain record, after a `d` stack's copy in a scratch
+ * record, a py_buf. */
+enum py_where { PY_EVENT, PY_ROOM, PY_BUF };
+
+/* Thread `t`'s (thread `tid` of process `tgid`) Python frames (innermost first), or the marker
+ * saying why there are none or not all, into walk `w` (its record, place and count set): for
+ * processes in py_procs. `task`: NULL when `t` is the current thread, else `t` itself, read
+ * from a sleepable program (PY_EVENT or PY_BUF only). */
+static __always_inline void py_walk_into(struct py_walk *w, __u32 tgid, __u32 tid,
+					 struct task_struct *t, struct task_struct *task,
+					 enum py_where where)
+{
 	struct stacks_py_proc *py = bpf_map_lookup_elem(&py_procs, &tgid);
 	if (!py)
 		return;
-	__u32 k = e->hdr.kstack_len > 0 ? (__u32)e->hdr.kstack_len : 0;
-	__u32 u = (__u32)e->hdr.ustack_len;
+	w->py = py;
+	w->task = task;
+	__u64 tstate = py_tstate(py, t, task, tid, &w->why);
+	if (tstate) {
+		__u64 base = tstate;
+		if (py->cframe != STACKS_PY_NO_CFRAME &&
+		    (py_read(&base, sizeof(base), tstate + py->cframe, task) || !base))
+			w->why = STACKS_PY_READ;
+		else if (py_read(&w->frame, sizeof(w->frame), base + py->current_frame, task))
+			w->why = STACKS_PY_READ;
+	}
+	if (!w->why && w->frame) {
+		if (task)
+			bpf_loop(STACKS_PY_MAX_FRAMES, where == PY_BUF ? py_step_task_buf : py_step_task,
+				 w, 0);
+		else
+			bpf_loop(STACKS_PY_MAX_FRAMES,
+				 where == PY_ROOM ? py_step_current_room : py_step_current, w, 0);
+	}
+	if (!w->why && w->frame)
+		w->why = STACKS_PY_TRUNCATED;
+	if (w->why)
+		py_mark(w, where == PY_BUF ? PY_LIMIT_BUF
+			    : where == PY_ROOM ? PY_LIMIT_ROOM : PY_LIMIT_EVENT);
+}
+
+/* Append thread `t`'s Python frames to `e`'s user stack of build-id or address frames (see
+ * py_walk_into). */
+static __always_inline void capture_python_of(struct stacks_event *e, struct task_struct *t,
+					      struct task_struct *task)
+{
+	if (e->hdr.uwindow || e->hdr.ustack_len < 0)
+		return;
+	if (e->hdr.ustack_len > STACKS_MAX_DEPTH)
+		e->hdr.ustack_len = STACKS_MAX_DEPTH;
+	__s32 kl = e->hdr.kstack_len;
+	__u64 k = kl > 0 ? (__u64)kl : 0;
 	if (k > STACKS_MAX_DEPTH)
 		k = STACKS_MAX_DEPTH;
-	if (u > STACKS_MAX_DEPTH)
-		u = STACKS_MAX_DEPTH;
-	__u64 tstate = 0, frame = 0, cframe = 0, tid = 0;
-	__u32 why = 0;
-	if (bpf_probe_read_user(&tstate, sizeof(tstate), (void *)py->tstate_current))
-		why = STACKS_PY_READ;
-	else if (!tstate)
-		why = STACKS_PY_NO_TSTATE;
-	else if (bpf_probe_read_user(&tid, sizeof(tid), (void *)(tstate + py->native_tid)))
-		why = STACKS_PY_READ;
-	else if (tid != e->hdr.tid)
-		why = STACKS_PY_NO_GIL;
-	else if (bpf_probe_read_user(&cframe, sizeof(cframe), (void *)(tstate + py->cframe)) ||
-		 !cframe ||
-		 bpf_probe_read_user(&frame, sizeof(frame), (void *)(cframe + py->current_frame)))
-		why = STACKS_PY_READ;
-	__u32 n = 0;
-	for (__u32 i = 0; i < STACKS_PY_MAX_FRAMES && !why && frame; i++) {
-		__u32 slot = u + n;
-		__u64 idx = (__u64)k + (__u64)slot * (STACKS_UFRAME_SIZE / 8);
-		/* One slot is kept for a truncation marker. */
-		if (slot >= STACKS_MAX_DEPTH - 1 ||
-		    idx > STACKS_FRAMES_SIZE / 8 - STACKS_UFRAME_SIZE / 8) {
-			why = STACKS_PY_TRUNCATED;
-			break;
-		}
-		struct stacks_pyframe *f = (struct stacks_pyframe *)&e->frames[py_bound(idx)];
-		__u8 entry = 0;
-		__u64 code = 0, instr = 0, prev = 0, qualname = 0;
-		if (bpf_probe_read_user(&code, sizeof(code), (void *)(frame + py->code)) ||
-		    bpf_probe_read_user(&instr, sizeof(instr), (void *)(frame + py->prev_instr)) ||
-		    bpf_probe_read_user(&entry, sizeof(entry), (void *)(frame + py->is_entry)) ||
-		    bpf_probe_read_user(&prev, sizeof(prev), (void *)(frame + py->previous)) ||
-		    bpf_probe_read_user(&qualname, sizeof(qualname), (void *)(code + py->qualname))) {
-			why = STACKS_PY_READ;
-			break;
-		}
-		f->status = STACKS_UFRAME_PYTHON;
-		f->flags = entry ? STACKS_PYFRAME_ENTRY : 0;
-		f->code = code;
-		f->qualname = qualname;
-		f->prev_instr = instr;
-		n++;
-		frame = prev;
-	}
-	if (!why && frame)
-		why = STACKS_PY_TRUNCATED;
-	if (why && py_mark(e, k, u + n, why))
-		n++;
-	e->hdr.ustack_len = (__s32)(u + n);
+	struct py_walk w = {
+		.e = e,
+		.count = (__u32 *)&e->hdr.ustack_len,
+		.base = offsetof(struct stacks_event, frames) + k * 8,
+	};
+	py_walk_into(&w, e->hdr.pid, e->hdr.tid, t, task, PY_EVENT);
+}
+
+/* The current thread's Python frames (capture_python_of). */
+static __always_inline void capture_python(struct stacks_event *e)
+{
+	capture_python_of(e, bpf_get_current_task_btf(), NULL);
+}
+
+/* After a `d` stack's registers (at frame slot `at` of scratch record `e`) and stack copy:
+ * the current thread's Python frames (the registers' py_frames of them, counted in uwindow;
+ * see py_walk_into). */
+static __always_inline void capture_python_room(struct stacks_event *e, __u32 at)
+{
+	at &= 255;
+	struct stacks_uregs *ur = (struct stacks_uregs *)&e->frames[at];
+	__u64 copied = ur->copied;
+	if (copied > STACKS_UWINDOW_MAX)
+		return;
+	ur->py_frames = 0;
+	struct py_walk w = {
+		.e = e,
+		.count = &ur->py_frames,
+		.base = offsetof(struct stacks_event, frames) + (__u64)at * 8 +
+			sizeof(struct stacks_uregs) + copied,
+	};
+	py_walk_into(&w, e->hdr.pid, e->hdr.tid, bpf_get_current_task_btf(), NULL, PY_ROOM);
+	e->hdr.uwindow += ur->py_frames * STACKS_UFRAME_SIZE;
+}
+
+/* Another task's Python frames, walked before its `d` stack is copied (py_put_after_copy puts
+ * them after the copy); the buffer, or NULL when it runs no Python. */
+static __always_inline struct py_buf *py_walk_apart(struct stacks_event *e, struct task_struct *task)
+{
+	__u32 zero = 0;
+	struct py_buf *b = bpf_map_lookup_elem(&py_state_buf, &zero);
+	if (!b)
+		return NULL;
+	b->n = 0;
+	struct py_walk w = {
+		.e = (struct stacks_event *)b,
+		.count = &b->n,
+		.base = offsetof(struct py_buf, f),
+	};
+	py_walk_into(&w, e->hdr.pid, e->hdr.tid, task, task, PY_BUF);
+	return b->n ? b : NULL;
+}
+
+/* The frames `b` walked apart, after the `d` stack's registers (at frame slot `at` of scratch
+ * record `e`) and stack copy. */
+static __always_inline void py_put_after_copy(struct stacks_event *e, __u32 at, struct py_buf *b)
+{
+	at &= 255;
+	struct stacks_uregs *ur = (struct stacks_uregs *)&e->frames[at];
+	ur->py_frames = 0;
+	__u64 copied = ur->copied;
+	__u32 n = b->n;
+	if (copied > STACKS_UWINDOW_MAX || n > STACKS_PY_MAX_FRAMES + 1)
+		return;
+	__u64 off = offsetof(struct stacks_event, frames) + (__u64)at * 8 +
+		    sizeof(struct stacks_uregs) + copied;
+	__u32 bytes = n * STACKS_UFRAME_SIZE;
+	asm volatile("" : "+r"(off));
+	asm volatile("" : "+r"(bytes));
+	if (off > PY_LIMIT_ROOM - sizeof(b->f) || !bytes || bytes > sizeof(b->f))
+		return;
+	if (bpf_probe_read_kernel((__u8 *)e + off, bytes, b->f))
+		return;
+	ur->py_frames = n;
+	e->hdr.uwindow += bytes;
 }

@@ -37,7 +37,7 @@ struct stacks_uregs {
 	__u64 sp;
 	__u64 bp;
 	__u32 copied;             /* bytes of the stack from sp, right after this struct */
-	__u32 pad;
+	__u32 py_frames;          /* Python frames right after the copy (struct stacks_pyframe) */
 };
 
 /* What a record reports; its per-kind fields are the same-named member of `union stacks_info`. */
@@ -214,23 +214,34 @@ struct stacks_span_proc {
 	__u32 failed;             /* 1: it was not: this process's spans are not read */
 };
 
-/* CPython processes whose Python frames are read at CPU samples (value of py_procs, by tgid),
- * filled by user space for a verified interpreter version: where the thread state of the thread
- * holding the GIL lies, and the offsets of the fields walked (bytes). */
+/* CPython processes whose Python frames are read (value of py_procs, by tgid), filled by user
+ * space for a verified interpreter version: where the pthread key of each thread's own
+ * PyThreadState lies (_PyRuntime.autoTSSkey, a Py_tss_t: int initialized, unsigned key), where
+ * the C library keeps a thread's pthread-specific values (from its thread pointer), and the
+ * offsets of the fields walked (bytes). */
 struct stacks_py_proc {
-	__u64 tstate_current;     /* address of _PyRuntime.gilstate.tstate_current */
-	__u16 native_tid;         /* PyThreadState.native_thread_id */
-	__u16 cframe;             /* PyThreadState.cframe */
-	__u16 current_frame;      /* _PyCFrame.current_frame */
-	__u16 code;               /* _PyInterpreterFrame.f_code */
+	__u64 tss_key;            /* address of _PyRuntime.autoTSSkey */
+	__u16 specific_1st;       /* glibc struct pthread: specific_1stblock ({seq, data} x 32) */
+	__u16 specific;           /* glibc struct pthread: specific (second-level blocks) */
+	__u16 native_tid;         /* PyThreadState.native_thread_id: checks the state is the thread's */
+	__u16 cframe;             /* PyThreadState.cframe; STACKS_PY_NO_CFRAME: none (3.13+) */
+	__u16 current_frame;      /* _PyCFrame.current_frame, or PyThreadState.current_frame */
+	__u16 code;               /* _PyInterpreterFrame.f_code (f_executable) */
 	__u16 previous;           /* _PyInterpreterFrame.previous */
-	__u16 prev_instr;         /* _PyInterpreterFrame.prev_instr */
-	__u16 is_entry;           /* _PyInterpreterFrame.is_entry */
+	__u16 prev_instr;         /* _PyInterpreterFrame.prev_instr (instr_ptr) */
+	__u16 is_entry;           /* _PyInterpreterFrame.is_entry (3.11); 0: none */
+	__u16 owner;              /* _PyInterpreterFrame.owner (3.12+); 0: none */
 	__u16 qualname;           /* PyCodeObject.co_qualname: read with each frame, so user space
 				   * tells a code object freed and replaced since */
+	__u16 pad;
 };
 
-/* Python frames of a CPU sample follow its native user frames in the record, as user frames
+/* stacks_py_proc.cframe: the current frame is a field of the thread state itself. */
+#define STACKS_PY_NO_CFRAME 0xffff
+/* _PyInterpreterFrame.owner of the shim frame a C-level eval call pushes (3.12+). */
+#define STACKS_PY_OWNED_BY_CSTACK 3
+
+/* Python frames of an event follow its native user frames in the record, as user frames
  * (STACKS_UFRAME_SIZE bytes each) of these statuses, which no kernel frame has: a frame
  * (struct stacks_pyframe), innermost first, or one marker saying why none or not all were
  * read (enum stacks_py_fail in `flags`). */
@@ -240,8 +251,9 @@ struct stacks_py_proc {
 #define STACKS_PYFRAME_ENTRY 1    /* flags: the first frame of a C-level eval call */
 
 enum stacks_py_fail {
-	STACKS_PY_NO_TSTATE = 1,  /* no thread holds the GIL */
-	STACKS_PY_NO_GIL = 2,     /* the sampled thread does not hold the GIL */
+	STACKS_PY_NO_TSTATE = 1,  /* the thread has no Python thread state (not a Python thread) */
+	STACKS_PY_OTHER_TSTATE = 2, /* the thread state found is not the thread's (another C
+				     * library's thread layout) */
 	STACKS_PY_READ = 3,       /* interpreter memory could not be read */
 	STACKS_PY_TRUNCATED = 4,  /* more frames than STACKS_PY_MAX_FRAMES or room in the record */
 };

@@ -1,9 +1,13 @@
-//! Python frames without opt-in (#35): CPython 3.11 running known functions
-//! (`outer` → `middle` → `leaf`, which spins), recorded with CPU samples: the Python functions
-//! are in the stacks, in call order, interleaved with the interpreter's native frames, with
-//! `leaf`'s file and the line of its loop. For Debian's python3.11 (the interpreter in the
-//! executable) and pyenv's 3.11.7 (in libpython), each when installed; compared with py-spy
-//! when it is installed; `--no-python` turns it off.
+//! Python frames without opt-in (#35): CPython running known functions (`outer` → `middle` →
+//! `leaf`, which spins), recorded with CPU samples: the Python functions are in the stacks, in
+//! call order, interleaved with the interpreter's native frames, with `leaf`'s file and the
+//! line of its loop. For Debian's python3.11 (the interpreter in the executable) and pyenv's
+//! 3.11.7, 3.12.1 and 3.13.0 (in libpython; 3.13's layout from its debug offsets), each when
+//! installed; compared with py-spy when it is installed; `--no-python` turns it off. Threads,
+//! off-CPU kinds, attaching and truncation: [`kinds`].
+
+#[path = "python/kinds.rs"]
+mod kinds;
 
 use stacks_tests::{bpf_available, bpf_serial, check, read_frames, read_stream, scratch, sh};
 
@@ -32,7 +36,18 @@ while time.monotonic() < end:
 const INTERPRETERS: &[&str] = &[
     "/usr/bin/python3.11",
     "/root/.pyenv/versions/3.11.7/bin/python3.11",
+    "/root/.pyenv/versions/3.12.1/bin/python3.12",
+    "/root/.pyenv/versions/3.13.0/bin/python3.13",
 ];
+
+/// Whether `python` is installed (saying so when not: its tests are skipped).
+fn installed(python: &str) -> bool {
+    let there = std::path::Path::new(python).exists();
+    if !there {
+        eprintln!("{python} not installed: its Python frames are not tested");
+    }
+    there
+}
 
 /// The lines of `leaf`'s loop (the `while` and its body).
 fn loop_lines() -> Vec<u32> {
@@ -114,8 +129,7 @@ fn python_functions_are_in_cpu_samples_with_file_and_line() {
     let _serial = bpf_serial();
     let mut tried = 0;
     for (i, python) in INTERPRETERS.iter().enumerate() {
-        if !std::path::Path::new(python).exists() {
-            eprintln!("{python} not installed: skipped");
+        if !installed(python) {
             continue;
         }
         tried += 1;
@@ -156,7 +170,7 @@ fn python_functions_are_in_cpu_samples_with_file_and_line() {
             "no Python summary line:\n{stderr}"
         );
     }
-    assert!(tried > 0, "no CPython 3.11 installed to test with");
+    assert!(tried > 0, "no CPython 3.11+ installed to test with");
 }
 
 #[test]
@@ -165,12 +179,8 @@ fn no_python_keeps_native_stacks_only() {
         return;
     }
     let _serial = bpf_serial();
-    let Some(python) = INTERPRETERS
-        .iter()
-        .find(|p| std::path::Path::new(p).exists())
-    else {
-        eprintln!("no CPython 3.11 installed: skipped");
-        return;
+    let Some(python) = INTERPRETERS.iter().find(|p| installed(p)) else {
+        panic!("no CPython 3.11+ installed to test with");
     };
     let dir = scratch("python-off");
     let d = dir.display();
@@ -184,6 +194,43 @@ fn no_python_keeps_native_stacks_only() {
     let (ours, n) = folded_share(&folded);
     assert!(n > 0, "no samples");
     assert_eq!(ours, 0.0, "Python frames despite --no-python:\n{folded}");
+    assert!(
+        folded.contains("_PyEval_EvalFrameDefault"),
+        "the interpreter's native frames are kept:\n{folded}"
+    );
+}
+
+#[test]
+fn older_versions_are_refused_with_a_warning_and_native_stacks() {
+    if !bpf_available("older_versions_are_refused_with_a_warning_and_native_stacks") {
+        return;
+    }
+    let _serial = bpf_serial();
+    let python = "/root/.pyenv/versions/3.10.13/bin/python3.10";
+    if !installed(python) {
+        return;
+    }
+    let dir = scratch("python-old");
+    let d = dir.display();
+    std::fs::write(dir.join("script.py"), SCRIPT).expect("write the script");
+    let rec = sh(&format!(
+        "stacks-record -e profile:u:999 -- {python} {d}/script.py 1 | \
+         stacks-symbolize | stacks-pprof -f folded"
+    ));
+    check(&rec, "recording CPython 3.10");
+    let stderr = String::from_utf8_lossy(&rec.stderr);
+    let folded = String::from_utf8_lossy(&rec.stdout);
+    assert_eq!(
+        stderr.matches("CPython 3.10 is not supported").count(),
+        1,
+        "one warning:\n{stderr}"
+    );
+    let (ours, n) = folded_share(&folded);
+    assert!(n > 0, "no samples:\n{stderr}");
+    assert_eq!(
+        ours, 0.0,
+        "Python frames of an unsupported version:\n{folded}"
+    );
     assert!(
         folded.contains("_PyEval_EvalFrameDefault"),
         "the interpreter's native frames are kept:\n{folded}"

@@ -18,8 +18,6 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 	e->info.profile.period_ns = ctx->sample_period;
 	read_span(&e->hdr.span);
 	capture_stacks_d(ctx, e, profile_stacks);
-	if (profile_stacks & STACKS_WANT_USER)
-		capture_python(e);
 	submit_room(e);
 	return 0;
 }

@@ -2,7 +2,8 @@
  * iterator below, which writes one record per live thread of the targets: running, runnable or
  * why it sleeps, the system call it is in and for how long, and, off CPU, its kernel stack
  * (bpf_get_task_stack) and user stack (a frame-pointer walk from its saved user registers with
- * bpf_copy_from_user_task), not captured again for a thread that has not run since its last row
+ * bpf_copy_from_user_task; in a CPython process, then its Python frames, python.bpf.h), not
+ * captured again for a thread that has not run since its last row
  * (STACKS_SAME_STACKS); for a call on a file descriptor, the file or socket behind it (read from
  * the thread's fd table at the pass, with the helpers of syscalls.bpf.h). Included by
  * stacks.bpf.c after common.bpf.h. */
@@ -242,11 +243,14 @@ static __always_inline void state_dwarf_stack(struct stacks_event *e, struct tas
 	}
 	__u32 k = state_kframes(e);
 	__u32 n = state_fp_walk(e, task, regs, k, true);
+	struct py_buf *py = py_walk_apart(e, task);
 	__u8 *end = put_uregs(e, (k + n) & 255, regs);
 	/* Reads of another task's memory: this iterator may sleep, so pages are faulted in. */
 #define READ_TASK(dst, size, src) bpf_copy_from_user_task(dst, size, src, task, 0)
 	COPY_STACK(e, end, regs->sp, READ_TASK);
 #undef READ_TASK
+	if (py)
+		py_put_after_copy(e, (k + n) & 255, py);
 }
 
 SEC("iter.s/task")
@@ -329,8 +333,10 @@ int sample_states(struct bpf_iter__task *ctx)
 	}
 	if ((state_stacks & STACKS_WANT_DWARF) && !ringbuf_crowded(STACKS_EV_STATE))
 		state_dwarf_stack(e, task, regs);
-	else if (state_stacks & STACKS_WANT_USER)
+	else if (state_stacks & STACKS_WANT_USER) {
 		state_fp_walk(e, task, regs, state_kframes(e), false);
+		capture_python_of(e, task, task);
+	}
 	/* Only stacks user space has: a record lost to a full ring buffer is sent again. */
 	if (submit_room(e) && sent)
 		*sent = switches;

@@ -53,7 +53,7 @@ pub struct Args {
     #[arg(long = "no-spans")]
     pub no_spans: bool,
 
-    /// Do not read the Python frames of CPython 3.11 processes (CPU samples' user stacks
+    /// Do not read the Python frames of CPython 3.11-3.13 processes (user stacks of every kind
     /// otherwise carry them, inner to the interpreter's `_PyEval_EvalFrameDefault` frames).
     #[arg(long = "no-python")]
     pub no_python: bool,

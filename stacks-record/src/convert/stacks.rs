@@ -25,7 +25,7 @@ impl Converter {
         }
         let mut unwind = UserUnwind::default();
         let ustack = if let Some(d) = e.dwarf() {
-            let (ids, how) = self.dwarf_stack(h.pid, &d);
+            let (ids, how) = self.dwarf_stack(e, h.pid, &d);
             unwind = how;
             Some(Ok(ids))
         } else if h.ustack_len == USTACK_APART && h.kind == Kind::STACKS_EV_BLOCK {
@@ -78,15 +78,29 @@ impl Converter {
         }
     }
 
-    /// A `d` user stack unwound and normalized: its frame ids and how it was unwound.
-    fn dwarf_stack(&mut self, pid: u32, d: &DwarfStack<'_>) -> (Rc<[u32]>, UserUnwind) {
+    /// A `d` user stack unwound and normalized, with the Python frames of record `e`: its
+    /// frame ids and how it was unwound.
+    fn dwarf_stack(
+        &mut self,
+        e: &RawEvent<'_>,
+        pid: u32,
+        d: &DwarfStack<'_>,
+    ) -> (Rc<[u32]>, UserUnwind) {
         let u = self.unwinders.unwind(pid, d);
         let how = UserUnwind {
             method: Some(u.method.as_str()),
             truncated: u.truncated,
         };
         let frames: Vec<KernelUserFrame> = u.addrs.into_iter().map(KernelUserFrame::Ip).collect();
-        (self.user_frames(pid, &frames).into(), how)
+        let native = self.user_frames(pid, &frames);
+        let py = e.python();
+        if py.is_empty() {
+            return (native.into(), how);
+        }
+        let ids = self
+            .python
+            .interleave(pid, &native, &py, &mut self.norm.table);
+        (ids.into(), how)
     }
 
     /// A block request's `d` user stack, sent at its submission: unwound now, while the
@@ -97,7 +111,7 @@ impl Converter {
             return;
         };
         let request = e.info::<stacks_uwindow>().request;
-        let stack = self.dwarf_stack(e.h.pid, &d);
+        let stack = self.dwarf_stack(e, e.h.pid, &d);
         if self.apart.len() >= APART_KEPT {
             self.apart.clear();
         }

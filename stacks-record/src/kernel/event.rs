@@ -174,26 +174,45 @@ impl<'a> RawEvent<'a> {
         Some(&self.frames[base..base + frame_count(self.h.ustack_len) * UFRAME_SIZE])
     }
 
-    /// The Python frames among the user frames (none for a `d` stack or another process).
+    /// The Python frames the kernel side appended: among the user frames, or, for a `d` stack,
+    /// after its stack copy (none for another process).
     pub(crate) fn python(&self) -> Vec<PyPart> {
-        if self.h.uwindow > 0 || self.h.ustack_len <= 0 {
+        if self.h.ustack_len < 0 || (self.h.ustack_len == 0 && self.h.uwindow == 0) {
             return Vec::new();
         }
         let base = frame_count(self.h.kstack_len) * 8;
-        let u64_at =
-            |at: usize| u64::from_ne_bytes(self.frames[at..at + 8].try_into().unwrap_or([0; 8]));
+        let (at, n) = if self.h.uwindow > 0 {
+            let regs_at = base + frame_count(self.h.ustack_len) * 8;
+            let Some(regs) = self.uregs(regs_at) else {
+                return Vec::new();
+            };
+            // from_bytes checked that uwindow bytes follow the frames: the Python frames are
+            // what is left of them after the registers and the copy.
+            let end = regs_at + self.h.uwindow as usize;
+            let at = regs_at + UREGS_SIZE + regs.copied as usize;
+            let fit = end.saturating_sub(at) / UFRAME_SIZE;
+            (at, (regs.py_frames as usize).min(fit))
+        } else {
+            (base, frame_count(self.h.ustack_len))
+        };
+        let word = |at: usize| {
+            self.frames
+                .get(at..at + 8)
+                .map_or(0, |b| u64::from_ne_bytes(b.try_into().unwrap_or([0; 8])))
+        };
         let mut out = Vec::new();
-        for i in 0..frame_count(self.h.ustack_len) {
-            let at = base + i * UFRAME_SIZE;
-            // from_bytes checked that the frames hold ustack_len user frames.
-            let status = i32::from_ne_bytes(self.frames[at..at + 4].try_into().unwrap_or([0; 4]));
-            let flags =
-                u32::from_ne_bytes(self.frames[at + 4..at + 8].try_into().unwrap_or([0; 4]));
+        for i in 0..n {
+            let at = at + i * UFRAME_SIZE;
+            let Some(head) = self.frames.get(at..at + UFRAME_SIZE) else {
+                break;
+            };
+            let status = i32::from_ne_bytes(head[..4].try_into().unwrap_or([0; 4]));
+            let flags = u32::from_ne_bytes(head[4..8].try_into().unwrap_or([0; 4]));
             match status {
                 UFRAME_PYTHON => out.push(PyPart::Frame {
-                    code: u64_at(at + 8),
-                    qualname: u64_at(at + 16),
-                    prev_instr: u64_at(at + 24),
+                    code: word(at + 8),
+                    qualname: word(at + 16),
+                    prev_instr: word(at + 24),
                     entry: flags & PYFRAME_ENTRY != 0,
                 }),
                 UFRAME_PYTHON_FAIL => out.push(PyPart::Fail(flags)),
@@ -201,6 +220,13 @@ impl<'a> RawEvent<'a> {
             }
         }
         out
+    }
+
+    /// The `d` stack's registers at byte `at` of the frames, when they are there.
+    fn uregs(&self, at: usize) -> Option<types::stacks_uregs> {
+        let b = self.frames.get(at..at + UREGS_SIZE)?;
+        // SAFETY: UREGS_SIZE bytes; stacks_uregs is plain integers.
+        Some(unsafe { std::ptr::read_unaligned(b.as_ptr().cast::<types::stacks_uregs>()) })
     }
 
     /// A `d` stack's registers, stack copy and frame-pointer walk, when the record has one.
@@ -370,5 +396,70 @@ mod tests {
             RawEvent::from_bytes(&data),
             Err(DecodeError::Frames { want: 64, have: 32 })
         ));
+    }
+
+    /// A `d` record: one kernel frame, two frame-pointer addresses, the registers, a stack copy
+    /// of `copied` bytes and `py` Python frames (`py_count` announced).
+    fn dwarf_record(copied: usize, py: &[(i32, u32, u64)], py_count: u32) -> Vec<u8> {
+        let mut out = record(1, 2, &[5], &[]);
+        out.extend_from_slice(&0x10u64.to_ne_bytes());
+        out.extend_from_slice(&0x20u64.to_ne_bytes());
+        let regs = types::stacks_uregs {
+            ip: 0x10,
+            sp: 0x1000,
+            bp: 0,
+            copied: copied as u32,
+            py_frames: py_count,
+        };
+        // SAFETY: viewing a plain #[repr(C)] struct of integers as its bytes.
+        out.extend_from_slice(unsafe {
+            std::slice::from_raw_parts((&raw const regs).cast::<u8>(), UREGS_SIZE)
+        });
+        out.extend(std::iter::repeat_n(0xabu8, copied));
+        for (status, flags, code) in py {
+            out.extend_from_slice(&status.to_ne_bytes());
+            out.extend_from_slice(&flags.to_ne_bytes());
+            for v in [*code, code + 1, code + 2] {
+                out.extend_from_slice(&v.to_ne_bytes());
+            }
+        }
+        let uwindow = (out.len() - HEADER_SIZE - 8 - 16) as u32;
+        let at = offset_of!(Header, uwindow);
+        out[at..at + 4].copy_from_slice(&uwindow.to_ne_bytes());
+        out
+    }
+
+    #[test]
+    fn python_frames_after_a_d_stack_copy() {
+        let frames = [
+            (UFRAME_PYTHON, PYFRAME_ENTRY, 100),
+            (UFRAME_PYTHON_FAIL, 4, 0),
+        ];
+        let data = dwarf_record(24, &frames, 2);
+        let e = RawEvent::from_bytes(&data).unwrap();
+        let d = e.dwarf().expect("a d stack");
+        assert_eq!(
+            (d.fp.as_slice(), d.stack.len()),
+            ([0x10, 0x20].as_slice(), 24)
+        );
+        assert_eq!(
+            e.python(),
+            [
+                PyPart::Frame {
+                    code: 100,
+                    qualname: 101,
+                    prev_instr: 102,
+                    entry: true
+                },
+                PyPart::Fail(4)
+            ]
+        );
+        // More announced than sent: only those sent are read, none past the record.
+        let data = dwarf_record(8, &frames[..1], 60);
+        let e = RawEvent::from_bytes(&data).unwrap();
+        assert_eq!(e.python().len(), 1);
+        // None announced: the copy's bytes are not read as frames.
+        let data = dwarf_record(64, &[], 0);
+        assert!(RawEvent::from_bytes(&data).unwrap().python().is_empty());
     }
 }

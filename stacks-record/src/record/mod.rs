@@ -520,7 +520,9 @@ fn drain(
                     spans.register(skel, e.h.pid);
                     conv.python.forget(skel, e.h.pid);
                     conv.python.look(skel, e.h.pid);
-                } else if e.h.kind == Kind::STACKS_EV_PROFILE && e.h.ustack_len >= 0 {
+                } else if e.h.ustack_len >= 0 && e.h.kind != Kind::STACKS_EV_EXIT {
+                    // Any event with a user stack: a process running before the recording
+                    // (or whose exec was not seen) is found at its first stacks.
                     conv.python.look(skel, e.h.pid);
                 } else if e.h.kind == Kind::STACKS_EV_EXIT {
                     // Its samples came before, through the same ring: its Python state goes.

@@ -84,8 +84,8 @@ impl Code {
         let table = u64_at(&head, l.co_linetable);
         Ok(Code {
             qualname_at: u64_at(&head, l.co_qualname),
-            qualname: read_str(pid, u64_at(&head, l.co_qualname))?.into(),
-            filename: read_str(pid, u64_at(&head, l.co_filename))?.into(),
+            qualname: read_str(pid, u64_at(&head, l.co_qualname), l)?.into(),
+            filename: read_str(pid, u64_at(&head, l.co_filename), l)?.into(),
             first_line,
             linetable: read_bytes(pid, table)?,
             first_instr: addr + l.co_code,
@@ -104,8 +104,8 @@ impl Code {
 }
 
 /// A compact `str` object's text (what code objects' names and files are).
-fn read_str(pid: u32, addr: u64) -> Result<String, ReadError> {
-    let head = read_mem(pid, addr, unicode::ASCII_DATA as usize)?;
+fn read_str(pid: u32, addr: u64, l: &Layout) -> Result<String, ReadError> {
+    let head = read_mem(pid, addr, unicode::STATE as usize + 8)?;
     let len = u64_at(&head, unicode::LENGTH);
     let state = u64_at(&head, unicode::STATE) as u32;
     let (kind, compact, ascii) = ((state >> 2) & 7, (state >> 5) & 1, (state >> 6) & 1);
@@ -116,9 +116,9 @@ fn read_str(pid: u32, addr: u64) -> Result<String, ReadError> {
         return Err(ReadError::TooLarge(addr, len));
     }
     let data = if ascii == 1 {
-        unicode::ASCII_DATA
+        l.ascii_data
     } else {
-        unicode::COMPACT_DATA
+        l.compact_data
     };
     let raw = read_mem(pid, addr + data, (len * u64::from(kind)) as usize)?;
     let text = match kind {

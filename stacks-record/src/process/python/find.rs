@@ -1,9 +1,13 @@
-//! Finding CPython in a process: the interpreter's file among its mappings (`python3.11`, or
-//! `libpython3.11.so*` when the executable links it), that file's symbols `_PyRuntime`,
-//! `Py_Version` and `_PyEval_EvalFrameDefault` (ELF symbol tables), where it is loaded, and the
-//! version read from the process.
+//! Finding CPython in a process: the interpreter's file among its mappings (`python3.N`, or
+//! `libpython3.N.so*` when the executable links it), that file's symbols `_PyRuntime`,
+//! `Py_Version` and `_PyEval_EvalFrameDefault` (ELF symbol tables), where it is loaded, the
+//! version read from the process and the layout of that version (3.13's from the debug
+//! offsets at the start of its `_PyRuntime`). Each file is read once ([`Files`]): a process is
+//! looked at again until its interpreter is ready, and many run the same one.
 
+use std::collections::HashMap;
 use std::ops::Range;
+use std::rc::Rc;
 
 use object::read::elf::{ElfFile64, ProgramHeader};
 use object::{Object, ObjectSymbol};
@@ -23,8 +27,18 @@ pub(crate) enum FindError {
     NoSymbol(String, &'static str),
     #[error("{0}: not mapped as expected")]
     NotMapped(String),
-    #[error("{file}: CPython {version} is not supported (verified: 3.11.2, 3.11.7)")]
+    #[error(
+        "{file}: CPython {version} is not supported (verified: 3.11.2, 3.11.7, 3.12.1, 3.13.x)"
+    )]
     Unsupported { file: String, version: String },
+    #[error("{file}: CPython {version}: {why}")]
+    DebugOffsets {
+        file: String,
+        version: String,
+        why: offsets::DebugOffsetsError,
+    },
+    #[error("{file}: CPython {version}: _PyRuntime.autoTSSkey is not an initialized pthread key")]
+    NoTssKey { file: String, version: String },
     #[error("reading the interpreter's version: {0}")]
     Read(#[from] super::code::ReadError),
 }
@@ -34,40 +48,80 @@ pub(crate) enum FindError {
 pub(crate) struct Interpreter {
     /// The file holding the interpreter, as the process maps it.
     pub file: String,
-    pub layout: &'static Layout,
-    /// Address of `_PyRuntime.gilstate.tstate_current` in the process.
-    pub tstate_current: u64,
+    pub layout: Layout,
+    /// Address of `_PyRuntime.autoTSSkey` in the process.
+    pub tss_key: u64,
     /// The file's build id (lowercase hex), and the file offsets of `_PyEval_EvalFrameDefault`.
     pub build_id: Option<String>,
     pub eval: Range<u64>,
 }
 
-/// Whether a mapped file's name is CPython 3.11's executable or library.
-fn is_interpreter(path: &str) -> bool {
+/// The version (major, minor) of a mapped file named as a CPython executable (`python3.N`,
+/// `python2.7`) or library (`libpython3.N.so*`, `libpython3.Nm.so*`); `None` for other files.
+fn interpreter_version(path: &str) -> Option<(u32, u32)> {
     let name = path.rsplit('/').next().unwrap_or(path);
-    name == "python3.11" || name.starts_with("libpython3.11.so")
+    let version = match name.strip_prefix("lib") {
+        Some(lib) => lib.strip_prefix("python")?.split_once(".so")?.0,
+        None => name.strip_prefix("python")?,
+    };
+    let (major, minor) = version.split_once('.')?;
+    // Builds of 3.7 and older name their library with ABI flags: libpython3.6m.so.
+    let minor = minor.strip_suffix('m').unwrap_or(minor);
+    match (major.parse().ok()?, minor.parse().ok()?) {
+        (m @ (2 | 3), n) => Some((m, n)),
+        _ => None,
+    }
 }
 
-/// The CPython interpreter in process `pid`, `Ok(None)` when it runs none.
-pub(crate) fn find(pid: u32) -> Result<Option<Interpreter>, FindError> {
-    let text = maps::read(pid).map_err(|e| FindError::Io(format!("/proc/{pid}/maps"), e))?;
-    let all: Vec<maps::Mapping<'_>> = maps::parse(&text).collect();
-    // The library when there is one: the executable then only calls into it.
-    let file = all
-        .iter()
-        .filter(|m| is_interpreter(m.path))
-        .max_by_key(|m| m.path.contains("libpython"))
-        .map(|m| m.path.to_string());
-    let Some(file) = file else {
-        return Ok(None);
-    };
-    let Some(base) = all.iter().find(|m| m.path == file && m.offset == 0) else {
-        return Err(FindError::NotMapped(file));
-    };
+/// Whether a mapped file is a CPython this reader may read: 3.11 or later (which began
+/// exporting `Py_Version`); older ones are refused by name.
+fn is_interpreter(path: &str) -> bool {
+    interpreter_version(path).is_some_and(|v| v >= (3, 11))
+}
+
+/// What stacks-record needs of an interpreter file: read once per file ([`Files`]), then
+/// each process mapping it is only looked at in memory.
+#[derive(Debug)]
+pub(crate) struct FileInfo {
+    /// The vaddr of the segment mapped from the file's start (gives the load bias).
+    first_vaddr: u64,
+    /// `Py_Version`, `_PyRuntime`: their vaddrs, when the file has them (the executable of a
+    /// `libpython` has neither).
+    version_at: Option<u64>,
+    runtime: Option<u64>,
+    /// `_PyEval_EvalFrameDefault`: file offset and size.
+    eval: Option<(u64, u64)>,
+    build_id: Option<String>,
+}
+
+/// Interpreter files read, by device, inode and path (a file replaced at the same path is
+/// another inode). Kept small: a host runs few interpreters.
+#[derive(Default)]
+pub(crate) struct Files(HashMap<(String, u64, String), Rc<FileInfo>>);
+
+const FILES_KEPT: usize = 64;
+
+impl Files {
+    fn get(&mut self, pid: u32, m: &maps::Mapping<'_>) -> Result<Rc<FileInfo>, FindError> {
+        let key = (m.dev.to_string(), m.inode, m.path.to_string());
+        if let Some(f) = self.0.get(&key) {
+            return Ok(Rc::clone(f));
+        }
+        let f = Rc::new(read_file(pid, m.path)?);
+        if self.0.len() >= FILES_KEPT {
+            self.0.clear();
+        }
+        self.0.insert(key, Rc::clone(&f));
+        Ok(f)
+    }
+}
+
+/// Read interpreter file `file` of process `pid` (through its root).
+fn read_file(pid: u32, file: &str) -> Result<FileInfo, FindError> {
     let bytes = std::fs::read(format!("/proc/{pid}/root{file}"))
-        .map_err(|e| FindError::Io(file.clone(), e))?;
+        .map_err(|e| FindError::Io(file.to_string(), e))?;
     let elf = ElfFile64::<object::Endianness>::parse(&*bytes)
-        .map_err(|_| FindError::NotElf(file.clone()))?;
+        .map_err(|_| FindError::NotElf(file.to_string()))?;
     let endian = elf.endian();
     let loads: Vec<_> = elf
         .elf_program_headers()
@@ -75,45 +129,105 @@ pub(crate) fn find(pid: u32) -> Result<Option<Interpreter>, FindError> {
         .filter(|p| p.p_type(endian) == object::elf::PT_LOAD)
         .map(|p| (p.p_vaddr(endian), p.p_offset(endian), p.p_filesz(endian)))
         .collect();
-    // The segment mapped from the file's start gives the load bias.
     let Some(&(first_vaddr, _, _)) = loads.iter().find(|(_, off, _)| *off == 0) else {
-        return Err(FindError::NotMapped(file));
+        return Err(FindError::NotMapped(file.to_string()));
     };
-    let bias = base.range.start.wrapping_sub(first_vaddr);
-    let symbol = |name: &'static str| -> Result<(u64, u64), FindError> {
-        elf.dynamic_symbols()
-            .chain(elf.symbols())
-            .find(|s| s.name() == Ok(name))
-            .map(|s| (s.address(), s.size()))
-            .ok_or_else(|| FindError::NoSymbol(file.clone(), name))
-    };
-    let (version_at, _) = symbol("Py_Version")?;
-    let raw = read_mem(pid, bias.wrapping_add(version_at), 4)?;
-    let version = u32::from_ne_bytes(raw[..4].try_into().unwrap_or([0; 4]));
-    let Some(layout) = offsets::layout(version) else {
-        return Err(FindError::Unsupported {
-            file,
-            version: offsets::version_name(version),
-        });
-    };
-    let (runtime, _) = symbol("_PyRuntime")?;
-    let (eval, eval_size) = symbol("_PyEval_EvalFrameDefault")?;
-    let eval_off = loads
-        .iter()
-        .find(|(vaddr, _, filesz)| (*vaddr..vaddr + filesz).contains(&eval))
-        .map(|(vaddr, off, _)| eval - vaddr + off)
-        .ok_or_else(|| FindError::NotMapped(file.clone()))?;
+    // One pass over the symbols (dynamic first: all three are exported).
+    let (mut version_at, mut runtime, mut eval) = (None, None, None);
+    for sym in elf.dynamic_symbols().chain(elf.symbols()) {
+        match sym.name() {
+            Ok("Py_Version") => version_at = version_at.or(Some(sym.address())),
+            Ok("_PyRuntime") => runtime = runtime.or(Some(sym.address())),
+            Ok("_PyEval_EvalFrameDefault") if eval.is_none() => {
+                eval = Some((sym.address(), sym.size()));
+            }
+            _ => continue,
+        }
+        if version_at.is_some() && runtime.is_some() && eval.is_some() {
+            break;
+        }
+    }
+    let eval = eval.and_then(|(vaddr, size)| {
+        loads
+            .iter()
+            .find(|(v, _, filesz)| (*v..v + filesz).contains(&vaddr))
+            .map(|(v, off, _)| (vaddr - v + off, size.max(1)))
+    });
     let build_id = elf
         .build_id()
         .ok()
         .flatten()
         .map(stacks_stream::hex::encode);
+    Ok(FileInfo {
+        first_vaddr,
+        version_at,
+        runtime,
+        eval,
+        build_id,
+    })
+}
+
+/// The CPython interpreter in process `pid`, `Ok(None)` when it runs none.
+pub(crate) fn find(pid: u32, files: &mut Files) -> Result<Option<Interpreter>, FindError> {
+    let text = maps::read(pid).map_err(|e| FindError::Io(format!("/proc/{pid}/maps"), e))?;
+    let all: Vec<maps::Mapping<'_>> = maps::parse(&text).collect();
+    // The library when there is one: the executable then only calls into it.
+    let file = all
+        .iter()
+        .filter(|m| interpreter_version(m.path).is_some())
+        .max_by_key(|m| m.path.contains("libpython"))
+        .map(|m| m.path.to_string());
+    let Some(file) = file else {
+        return Ok(None);
+    };
+    if !is_interpreter(&file) {
+        let (major, minor) = interpreter_version(&file).unwrap_or_default();
+        return Err(FindError::Unsupported {
+            file,
+            version: format!("{major}.{minor}"),
+        });
+    }
+    let Some(base) = all.iter().find(|m| m.path == file && m.offset == 0) else {
+        return Err(FindError::NotMapped(file));
+    };
+    let info = files.get(pid, base)?;
+    let bias = base.range.start.wrapping_sub(info.first_vaddr);
+    let no = |name| FindError::NoSymbol(file.clone(), name);
+    let version_at = info.version_at.ok_or_else(|| no("Py_Version"))?;
+    let raw = read_mem(pid, bias.wrapping_add(version_at), 4)?;
+    let version = u32::from_ne_bytes(raw[..4].try_into().unwrap_or([0; 4]));
+    let runtime = bias.wrapping_add(info.runtime.ok_or_else(|| no("_PyRuntime"))?);
+    let layout = if offsets::has_debug_offsets(version) {
+        let raw = read_mem(pid, runtime, offsets::DEBUG_OFFSETS_SIZE)?;
+        offsets::from_debug_offsets(&raw, version).map_err(|why| FindError::DebugOffsets {
+            file: file.clone(),
+            version: offsets::version_name(version),
+            why,
+        })?
+    } else {
+        offsets::layout(version).ok_or_else(|| FindError::Unsupported {
+            file: file.clone(),
+            version: offsets::version_name(version),
+        })?
+    };
+    let (eval, eval_size) = info.eval.ok_or_else(|| no("_PyEval_EvalFrameDefault"))?;
+    // The key of each thread's state: a Py_tss_t {int initialized; unsigned key}, set up when
+    // the interpreter starts (so looked at again shortly when not yet).
+    let key = read_mem(pid, runtime + layout.tss_key, 8)?;
+    let initialized = u32::from_ne_bytes(key[..4].try_into().unwrap_or([0; 4]));
+    let value = u32::from_ne_bytes(key[4..].try_into().unwrap_or([0; 4]));
+    if initialized != 1 || value >= 1024 {
+        return Err(FindError::NoTssKey {
+            file,
+            version: offsets::version_name(version),
+        });
+    }
     Ok(Some(Interpreter {
         file,
         layout,
-        tstate_current: bias.wrapping_add(runtime) + layout.tstate_current,
-        build_id,
-        eval: eval_off..eval_off + eval_size.max(1),
+        tss_key: runtime + layout.tss_key,
+        build_id: info.build_id.clone(),
+        eval: eval..eval + eval_size,
     }))
 }
 
@@ -127,13 +241,38 @@ mod tests {
         assert!(is_interpreter(
             "/root/.pyenv/versions/3.11.7/lib/libpython3.11.so.1.0"
         ));
-        assert!(!is_interpreter("/usr/bin/python3.12"));
+        assert!(is_interpreter("/usr/bin/python3.12"));
+        assert!(is_interpreter(
+            "/root/.pyenv/versions/3.13.0/lib/libpython3.13.so.1.0"
+        ));
         assert!(!is_interpreter("/usr/lib/libpython3.1.so"));
-        assert!(!is_interpreter(""));
+        assert!(!is_interpreter("/usr/bin/python3.10"));
+        // Older ones are known by name (refused with a warning), others are not interpreters.
+        assert_eq!(interpreter_version("/usr/bin/python3.10"), Some((3, 10)));
+        assert_eq!(
+            interpreter_version("/root/.pyenv/versions/3.6.15/lib/libpython3.6m.so.1.0"),
+            Some((3, 6))
+        );
+        assert_eq!(interpreter_version("/usr/bin/python2.7"), Some((2, 7)));
+        for other in [
+            "/usr/bin/python3",
+            "/usr/bin/python3.11-config",
+            "/usr/lib/libpython3.so",
+            "/usr/bin/python",
+            "/usr/lib/libpythonista.so",
+            "/usr/bin/python4.1",
+            "",
+        ] {
+            assert_eq!(interpreter_version(other), None, "{other}");
+            assert!(!is_interpreter(other));
+        }
     }
 
     #[test]
     fn no_interpreter_in_this_process() {
-        assert!(matches!(find(std::process::id()), Ok(None)));
+        assert!(matches!(
+            find(std::process::id(), &mut Files::default()),
+            Ok(None)
+        ));
     }
 }

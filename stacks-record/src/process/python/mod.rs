@@ -1,9 +1,10 @@
 //! Python frames of CPython processes (issue #35): finds the interpreter of each traced
-//! process that runs one ([`find`]), hands the kernel side where its thread state lies and the
-//! layout of its frames (`py_procs`), which appends the Python frames of the thread holding
-//! the GIL to each CPU sample's user stack; then reads the code objects those frames name from
-//! the live process ([`code`]), cached per (process, code object), and puts each Python frame
-//! inner to the `_PyEval_EvalFrameDefault` native frame that ran it ([`Python::interleave`]).
+//! process that runs one ([`find`]), hands the kernel side where each thread's own thread state
+//! lies and the layout of its frames (`py_procs`), which appends the thread's Python frames to
+//! the user stack of every event that takes one; then reads the code objects those frames name
+//! from the live process ([`code`]), cached per (process, code object), and puts each Python
+//! frame inner to the `_PyEval_EvalFrameDefault` native frame that ran it
+//! ([`Python::interleave`]).
 
 mod code;
 mod find;
@@ -23,15 +24,28 @@ use crate::kernel::abi::types::stacks_py_proc;
 use crate::kernel::event::PyPart;
 use crate::process::normalize::{FrameTable, UserFrame};
 use code::Code;
+
 use find::Interpreter;
 
 /// The module of Python frames.
 pub(crate) const PY_MODULE: &str = "[python]";
+/// The function of the frame that stands, outermost, for Python frames not read (more than the
+/// kernel side walks).
+pub(crate) const PY_TRUNCATED: &str = "[more Python frames]";
+
+/// Where glibc keeps a thread's pthread-specific values in its `struct pthread` (at the thread
+/// pointer) on x86_64: `specific_1stblock` (32 `{seq, data}` pairs) and `specific` (pointers to
+/// the further blocks of 32). Verified on glibc 2.36 (docs/python-frames.md).
+const GLIBC_SPECIFIC_1ST: u16 = 784;
+const GLIBC_SPECIFIC: u16 = 1296;
 
 /// How often a process with no interpreter found is looked at again (its library may be
-/// mapped after its first samples), and at most how many times.
+/// mapped after its first samples), and at most how many times: while no interpreter is mapped
+/// (most processes run none), and once one is, until it is ready to be read (its library
+/// mapped, its thread-state key set up: a start-up that takes longer on a loaded machine).
 const LOOK_EVERY: Duration = Duration::from_millis(10);
-const LOOKS: u32 = 10;
+const LOOKS_UNMAPPED: u32 = 10;
+const LOOKS: u32 = 40;
 /// Code objects kept per process (all forgotten past it).
 const CODES_KEPT: usize = 65536;
 
@@ -40,10 +54,10 @@ const CODES_KEPT: usize = 65536;
 pub(crate) struct PyCounts {
     /// Python frames put into stacks.
     pub frames: u64,
-    /// Samples of a Python process when no thread held the GIL.
+    /// Events of a thread with no Python thread state (not a Python thread, or not yet).
     pub no_tstate: u64,
-    /// Samples of a thread not holding the GIL (its native stack only).
-    pub no_gil: u64,
+    /// Events whose thread state found was not the thread's (another C library's layout).
+    pub other_tstate: u64,
     /// Samples whose interpreter frames the kernel side could not read.
     pub unreadable: u64,
     /// Samples with more Python frames than were read.
@@ -67,6 +81,8 @@ pub(crate) struct Python {
     looked: HashMap<u32, (Instant, u32)>,
     /// Interpreter files not supported (warned about once each).
     warned: HashSet<String>,
+    /// Interpreter files read.
+    files: find::Files,
     pub counts: PyCounts,
 }
 
@@ -77,6 +93,7 @@ impl Python {
             procs: HashMap::new(),
             looked: HashMap::new(),
             warned: HashSet::new(),
+            files: find::Files::default(),
             counts: PyCounts::default(),
         }
     }
@@ -93,11 +110,26 @@ impl Python {
             None => 0,
         };
         self.looked.insert(pid, (Instant::now(), tries + 1));
-        let interp = match find::find(pid) {
+        let interp = match find::find(pid, &mut self.files) {
             Ok(Some(i)) => i,
-            Ok(None) => return,
+            Ok(None) => {
+                if tries + 1 >= LOOKS_UNMAPPED {
+                    self.looked.insert(pid, (Instant::now(), LOOKS));
+                }
+                return;
+            }
             // The executable, before the dynamic loader mapped the library it runs.
-            Err(find::FindError::NoSymbol(..)) if tries + 1 < LOOKS => return,
+            // Or the interpreter before it set up its thread-state key.
+            Err(find::FindError::NoSymbol(..) | find::FindError::NoTssKey { .. })
+                if tries + 1 < LOOKS =>
+            {
+                return;
+            }
+            Err(find::FindError::Io(..)) => {
+                // The process is gone (its events are read after its exit): nothing to say.
+                self.looked.insert(pid, (Instant::now(), LOOKS));
+                return;
+            }
             Err(e) => {
                 // Not looked at again: the same file gives the same answer.
                 self.looked.insert(pid, (Instant::now(), LOOKS));
@@ -111,16 +143,24 @@ impl Python {
             }
         };
         let l = interp.layout;
+        let (is_entry, owner) = match l.entry {
+            offsets::Entry::IsEntry(at) => (at, 0),
+            offsets::Entry::Owner(at) => (0, at),
+        };
         let value = stacks_py_proc {
-            tstate_current: interp.tstate_current,
+            tss_key: interp.tss_key,
+            specific_1st: GLIBC_SPECIFIC_1ST,
+            specific: GLIBC_SPECIFIC,
             native_tid: l.native_tid,
-            cframe: l.cframe,
+            cframe: l.cframe.unwrap_or(STACKS_PY_NO_CFRAME),
             current_frame: l.current_frame,
             code: l.code,
             previous: l.previous,
             prev_instr: l.prev_instr,
-            is_entry: l.is_entry,
+            is_entry,
+            owner,
             qualname: l.co_qualname as u16,
+            pad: 0,
         };
         // SAFETY: a plain #[repr(C)] struct of integers, viewed as its bytes.
         let bytes = unsafe {
@@ -171,7 +211,12 @@ impl Python {
                     prev_instr,
                     entry,
                 } => frames.push((self.frame(pid, *code, *qualname, *prev_instr), *entry)),
-                PyPart::Fail(why) => self.count_fail(*why),
+                PyPart::Fail(why) => {
+                    self.count_fail(*why);
+                    if *why == STACKS_PY_TRUNCATED {
+                        frames.push((truncated_frame(), false));
+                    }
+                }
             }
         }
         let eval = self.procs.get(&pid).map(|p| &p.interp);
@@ -198,7 +243,7 @@ impl Python {
         let c = &mut self.counts;
         match why {
             STACKS_PY_NO_TSTATE => c.no_tstate += 1,
-            STACKS_PY_NO_GIL => c.no_gil += 1,
+            STACKS_PY_OTHER_TSTATE => c.other_tstate += 1,
             STACKS_PY_TRUNCATED => c.truncated += 1,
             _ => c.unreadable += 1,
         }
@@ -217,7 +262,7 @@ impl Python {
             {
                 return Ok::<_, code::ReadError>(Rc::clone(c));
             }
-            let c = Rc::new(Code::read(pid, code, layout)?);
+            let c = Rc::new(Code::read(pid, code, &layout)?);
             if p.codes.len() >= CODES_KEPT {
                 p.codes.clear();
             }
@@ -270,10 +315,10 @@ impl Python {
             return;
         }
         eprintln!(
-            "stacks-record: Python frames: {} read; samples without: {} no thread held the GIL, {} thread not holding the GIL, {} interpreter memory unreadable; {} samples truncated; frames whose code object was unreadable {}, replaced before read {}",
+            "stacks-record: Python frames: {} read; stacks without: {} thread without a Python thread state, {} thread state not the thread's, {} interpreter memory unreadable; {} stacks truncated; frames whose code object was unreadable {}, replaced before read {}",
             c.frames,
             c.no_tstate,
-            c.no_gil,
+            c.other_tstate,
             c.unreadable,
             c.truncated,
             c.code_unreadable,
@@ -292,7 +337,23 @@ fn is_eval(f: &UserFrame, i: &Interpreter) -> bool {
         }
 }
 
+/// The outermost frame of a stack whose Python frames were not all read.
+fn truncated_frame() -> UserFrame {
+    UserFrame {
+        addr: 0,
+        module: Some(PY_MODULE.into()),
+        build_id: None,
+        offset: None,
+        error: None,
+        symbol: Some(PY_TRUNCATED.into()),
+        file: None,
+        line: None,
+    }
+}
+
 /// Why the kernel side read no (or not all) Python frames (enum stacks_py_fail).
 const STACKS_PY_NO_TSTATE: u32 = 1;
-const STACKS_PY_NO_GIL: u32 = 2;
+const STACKS_PY_OTHER_TSTATE: u32 = 2;
 const STACKS_PY_TRUNCATED: u32 = 4;
+/// `stacks_py_proc.cframe` of a version whose thread state holds the current frame.
+const STACKS_PY_NO_CFRAME: u16 = 0xffff;

@@ -1,25 +1,38 @@
 //! The CPython builds whose frames stacks-record reads, by `Py_Version` (`PY_VERSION_HEX`,
-//! exported by CPython since 3.11), and the layout of what it reads in them: the thread state
-//! of the thread holding the GIL, its frame chain, code objects, `str` and `bytes` objects.
-//! Each version was verified on a build installed here by reading a live interpreter's own
-//! structures with ctypes (docs/python-frames.md says how); a version not listed is not read.
+//! exported by CPython since 3.11), and the layout of what it reads in them: where each
+//! thread's own thread state is kept (the pthread key `_PyRuntime.autoTSSkey`), its frame chain,
+//! code objects, `str` and `bytes` objects. 3.11 and 3.12 come from tables, each verified on the
+//! builds installed here by reading a live interpreter's own structures with ctypes
+//! (`scripts/python_offsets.py`, docs/python-frames.md); 3.13 from the `_Py_DebugOffsets` the
+//! interpreter carries at the start of `_PyRuntime` ([`from_debug_offsets`]). Other versions
+//! are not read.
+
+/// How a C-level call of the interpreter's eval loop shows in its frame chain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Entry {
+    /// 3.11: `_PyInterpreterFrame.is_entry` (at this offset) is set in the call's first frame.
+    IsEntry(u16),
+    /// 3.12+: the call pushes a shim frame whose `_PyInterpreterFrame.owner` (at this offset)
+    /// is `FRAME_OWNED_BY_CSTACK`, outer to its first frame.
+    Owner(u16),
+}
 
 /// Byte offsets of the fields read in one CPython version (x86_64).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Layout {
-    /// `_PyRuntime.gilstate.tstate_current`: the thread state of the thread holding the GIL.
-    pub tstate_current: u64,
+    /// `_PyRuntime.autoTSSkey` (a `Py_tss_t`: the pthread key of each thread's state).
+    pub tss_key: u64,
     /// `PyThreadState.native_thread_id`.
     pub native_tid: u16,
-    /// `PyThreadState.cframe`.
-    pub cframe: u16,
-    /// `_PyCFrame.current_frame`.
+    /// `PyThreadState.cframe` (3.11, 3.12); `None`: the current frame is in the thread state.
+    pub cframe: Option<u16>,
+    /// `_PyCFrame.current_frame`, or `PyThreadState.current_frame` (3.13+).
     pub current_frame: u16,
-    /// `_PyInterpreterFrame.f_code`, `.previous`, `.prev_instr`, `.is_entry`.
+    /// `_PyInterpreterFrame.f_code` (`f_executable`), `.previous`, `.prev_instr` (`instr_ptr`).
     pub code: u16,
     pub previous: u16,
     pub prev_instr: u16,
-    pub is_entry: u16,
+    pub entry: Entry,
     /// `PyCodeObject.co_firstlineno` (int), `.co_filename`, `.co_qualname`, `.co_linetable`.
     pub co_firstlineno: u64,
     pub co_filename: u64,
@@ -27,34 +40,135 @@ pub(crate) struct Layout {
     pub co_linetable: u64,
     /// `PyCodeObject.co_code_adaptive`: the first instruction (2-byte code units).
     pub co_code: u64,
+    /// Where a compact ASCII `str`'s characters start (`sizeof(PyASCIIObject)`), and another
+    /// compact `str`'s (`sizeof(PyCompactUnicodeObject)`).
+    pub ascii_data: u64,
+    pub compact_data: u64,
 }
 
 /// CPython 3.11's layout: verified on Debian's 3.11.2 and pyenv's 3.11.7.
 const V3_11: Layout = Layout {
-    tstate_current: 576,
+    tss_key: 592,
     native_tid: 160,
-    cframe: 56,
+    cframe: Some(56),
     current_frame: 8,
     code: 32,
     previous: 48,
     prev_instr: 56,
-    is_entry: 68,
+    entry: Entry::IsEntry(68),
     co_firstlineno: 72,
     co_filename: 112,
     co_qualname: 128,
     co_linetable: 136,
     co_code: 184,
+    ascii_data: 48,
+    compact_data: 72,
+};
+
+/// CPython 3.12's layout: verified on pyenv's 3.12.1.
+const V3_12: Layout = Layout {
+    tss_key: 1544,
+    native_tid: 144,
+    cframe: Some(56),
+    current_frame: 0,
+    code: 0,
+    previous: 8,
+    prev_instr: 56,
+    entry: Entry::Owner(70),
+    co_firstlineno: 68,
+    co_filename: 112,
+    co_qualname: 128,
+    co_linetable: 136,
+    co_code: 192,
+    ascii_data: 40,
+    compact_data: 56,
 };
 
 /// Versions verified, as `PY_VERSION_HEX` (major, minor, micro, release level `f`inal, serial).
-const VERIFIED: &[(u32, &Layout)] = &[(0x030b_02f0, &V3_11), (0x030b_07f0, &V3_11)];
+const VERIFIED: &[(u32, &Layout)] = &[
+    (0x030b_02f0, &V3_11),
+    (0x030b_07f0, &V3_11),
+    (0x030c_01f0, &V3_12),
+];
+
+/// `_PyRuntime.autoTSSkey` of 3.13 (not among its debug offsets): verified on pyenv's 3.13.0.
+const V3_13_TSS_KEY: u64 = 2160;
 
 /// The layout of CPython `version` (`PY_VERSION_HEX`), when it was verified.
-pub(crate) fn layout(version: u32) -> Option<&'static Layout> {
+pub(crate) fn layout(version: u32) -> Option<Layout> {
     VERIFIED
         .iter()
         .find(|(v, _)| *v == version)
-        .map(|(_, l)| *l)
+        .map(|(_, l)| **l)
+}
+
+/// Whether `version` carries `_Py_DebugOffsets` this reader knows (3.13.x).
+pub(crate) fn has_debug_offsets(version: u32) -> bool {
+    version >> 16 == 0x030d
+}
+
+/// Bytes of 3.13's `_Py_DebugOffsets` read (up to its `unicode_object` fields).
+pub(crate) const DEBUG_OFFSETS_SIZE: usize = 568;
+
+/// Why a process's `_Py_DebugOffsets` are not used.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub(crate) enum DebugOffsetsError {
+    #[error("_PyRuntime does not start with the debug offsets' cookie")]
+    Cookie,
+    #[error("debug offsets of version {0:#x}, interpreter {1:#x}")]
+    Version(u64, u32),
+    #[error("a free-threaded build, whose frames are not read")]
+    FreeThreaded,
+    #[error("debug offset {0} out of range: {1}")]
+    Range(&'static str, u64),
+}
+
+/// The layout of a CPython 3.13 whose `_PyRuntime` starts with `raw` (its `_Py_DebugOffsets`,
+/// [`DEBUG_OFFSETS_SIZE`] bytes), `version` being its `Py_Version`.
+pub(crate) fn from_debug_offsets(raw: &[u8], version: u32) -> Result<Layout, DebugOffsetsError> {
+    let word = |at: usize| {
+        raw.get(at..at + 8).map_or(u64::MAX, |b| {
+            u64::from_ne_bytes(b.try_into().unwrap_or([0xff; 8]))
+        })
+    };
+    if raw.get(..8) != Some(b"xdebugpy".as_slice()) {
+        return Err(DebugOffsetsError::Cookie);
+    }
+    if word(8) >> 16 != u64::from(version >> 16) {
+        return Err(DebugOffsetsError::Version(word(8), version));
+    }
+    if word(16) != 0 {
+        return Err(DebugOffsetsError::FreeThreaded);
+    }
+    // Each field's place in the struct (bytes), for 3.13's `_Py_DebugOffsets`: cookie,
+    // version, free_threaded, runtime_state (3 words), interpreter_state (13), thread_state
+    // (from 152), interpreter_frame (224), code_object (272), … bytes (512), unicode (536).
+    let small = |name: &'static str, at: usize| -> Result<u16, DebugOffsetsError> {
+        let v = word(at);
+        u16::try_from(v)
+            .ok()
+            .filter(|v| *v < 1024)
+            .ok_or(DebugOffsetsError::Range(name, v))
+    };
+    let large = |name, at| small(name, at).map(u64::from);
+    Ok(Layout {
+        tss_key: V3_13_TSS_KEY,
+        native_tid: small("thread_state.native_thread_id", 200)?,
+        cframe: None,
+        current_frame: small("thread_state.current_frame", 184)?,
+        code: small("interpreter_frame.executable", 240)?,
+        previous: small("interpreter_frame.previous", 232)?,
+        prev_instr: small("interpreter_frame.instr_ptr", 248)?,
+        entry: Entry::Owner(small("interpreter_frame.owner", 264)?),
+        co_firstlineno: large("code_object.firstlineno", 312)?,
+        co_filename: large("code_object.filename", 280)?,
+        co_qualname: large("code_object.qualname", 296)?,
+        co_linetable: large("code_object.linetable", 304)?,
+        co_code: large("code_object.co_code_adaptive", 344)?,
+        ascii_data: large("unicode_object.asciiobject_size", 560)?,
+        // PyCompactUnicodeObject: PyASCIIObject, then utf8_length and utf8.
+        compact_data: large("unicode_object.asciiobject_size", 560)? + 16,
+    })
 }
 
 /// `PY_VERSION_HEX` as people write it: `3.11.2`, `3.12.0b1`.
@@ -74,15 +188,11 @@ pub(crate) fn version_name(version: u32) -> String {
     format!("{major}.{minor}.{micro}{level}{serial}")
 }
 
-/// `str` objects (`PyASCIIObject`, `PyCompactUnicodeObject`), the same from 3.3 to 3.11:
-/// length, the state bit field, and where a compact string's characters start.
+/// `str` objects (`PyASCIIObject`): length and the state bit field, the same from 3.3 to 3.13
+/// (where the characters start is the layout's).
 pub(crate) mod unicode {
     pub(crate) const LENGTH: u64 = 16;
     pub(crate) const STATE: u64 = 32;
-    /// Characters of a compact ASCII string.
-    pub(crate) const ASCII_DATA: u64 = 48;
-    /// Characters of another compact string (1, 2 or 4 bytes each).
-    pub(crate) const COMPACT_DATA: u64 = 72;
 }
 
 /// `bytes` objects: their size (`ob_size`) and bytes (`ob_sval`).
@@ -92,37 +202,5 @@ pub(crate) mod bytes {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn verified_versions_only() {
-        assert_eq!(layout(0x030b_02f0), Some(&V3_11));
-        assert_eq!(layout(0x030b_07f0), Some(&V3_11));
-        assert_eq!(layout(0x030b_08f0), None, "3.11.8 was not verified");
-        assert_eq!(layout(0x030c_00f0), None, "3.12 has another layout");
-        assert_eq!(layout(0x030a_0cf0), None);
-    }
-
-    #[test]
-    fn versions_are_named() {
-        assert_eq!(version_name(0x030b_02f0), "3.11.2");
-        assert_eq!(version_name(0x030c_00b1), "3.12.0b1");
-        assert_eq!(version_name(0x030b_00c2), "3.11.0rc2");
-    }
-
-    /// The walked fields keep the order and alignment of CPython 3.11's structs: pointers
-    /// 8-aligned, `is_entry` right after the 4-byte `stacktop` that follows `prev_instr`.
-    #[test]
-    fn layout_is_consistent() {
-        let l = V3_11;
-        for off in [l.cframe, l.current_frame, l.code, l.previous, l.prev_instr] {
-            assert_eq!(off % 8, 0);
-        }
-        assert!(l.code < l.previous && l.previous < l.prev_instr);
-        assert_eq!(l.is_entry, l.prev_instr + 8 + 4);
-        assert_eq!(l.native_tid % 8, 0);
-        assert!(l.co_filename < l.co_qualname && l.co_qualname < l.co_linetable);
-        assert!(l.co_linetable < l.co_code);
-    }
-}
+#[path = "offsets_tests.rs"]
+mod tests;

@@ -8,7 +8,7 @@ use super::{Proc, Python};
 use crate::kernel::event::PyPart;
 use crate::process::normalize::{FrameTable, UserFrame};
 
-fn layout() -> &'static Layout {
+fn layout() -> Layout {
     offsets::layout(0x030b_02f0).expect("3.11.2 is verified")
 }
 
@@ -106,7 +106,7 @@ fn python_of_self() -> (Python, u32) {
             interp: Interpreter {
                 file: "/usr/bin/python3.11".into(),
                 layout: layout(),
-                tstate_current: 0,
+                tss_key: 0,
                 build_id: Some("ab".into()),
                 eval: 0x1000..0x2000,
             },
@@ -121,6 +121,7 @@ fn describe(table: &FrameTable, id: u32) -> String {
     let f = table.get(id);
     match (&f.symbol, &f.file) {
         (Some(s), Some(file)) => format!("{s}@{file}:{}", f.line.unwrap_or(0)),
+        (Some(s), None) => s.to_string(),
         _ => match &f.error {
             Some(e) => format!("error: {e}"),
             None => format!("native+{:#x}", f.offset.unwrap_or(0)),
@@ -184,8 +185,13 @@ fn python_frames_past_the_native_stack_go_outermost() {
     let parts = [frame(leaf, 1, true), PyPart::Fail(4)];
     let ids = py.interleave(pid, &[other], &parts, &mut table);
     let got: Vec<String> = ids.iter().map(|&i| describe(&table, i)).collect();
-    assert_eq!(got, ["native+0x10", "leaf@s.py:4"]);
+    // The frames not read are marked, outermost.
+    assert_eq!(got, ["native+0x10", "leaf@s.py:4", "[more Python frames]"]);
     assert_eq!(py.counts.truncated, 1);
+    // Other failures are counted only.
+    let ids = py.interleave(pid, &[other], &[PyPart::Fail(1)], &mut table);
+    assert_eq!(ids, [other]);
+    assert_eq!(py.counts.no_tstate, 1);
 }
 
 #[test]
