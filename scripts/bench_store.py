@@ -62,14 +62,25 @@ t = ipc.open_stream(src).read_all()
 md = dict(t.schema.metadata or {})
 
 def one_dictionary(c):
-    # Stack dictionaries grow by deltas: the last batch's holds every earlier key's entry, so
-    # every batch is re-keyed against it and the copies share one dictionary.
-    last = c.chunk(c.num_chunks - 1).dictionary
+    # Stack dictionaries grow by deltas and start over when full: within a generation the
+    # last batch's dictionary holds every earlier key's entry. The generations' last
+    # dictionaries, one after the other, make one dictionary every batch is re-keyed against
+    # (its keys shifted by where its generation starts), so the copies share it.
+    gens, chunk_gen = [], []
     for ch in c.chunks:
-        n = len(ch.dictionary)
-        if n > len(last) or not ch.dictionary.equals(last.slice(0, n)):
-            sys.exit(f"column {c}: its dictionary started over; cannot replicate it")
-    return pa.chunked_array([pa.DictionaryArray.from_arrays(ch.indices, last) for ch in c.chunks], c.type)
+        d = ch.dictionary
+        if gens and len(d) >= len(gens[-1]) and d.slice(0, len(gens[-1])).equals(gens[-1]):
+            gens[-1] = d
+        else:
+            gens.append(d)
+        chunk_gen.append(len(gens) - 1)
+    starts = [0]
+    for d in gens:
+        starts.append(starts[-1] + len(d))
+    whole = pa.concat_arrays(gens)
+    return pa.chunked_array(
+        [pa.DictionaryArray.from_arrays(pc.add(ch.indices, pa.scalar(starts[g], ch.indices.type)), whole)
+         for ch, g in zip(c.chunks, chunk_gen)], c.type)
 
 def decoded(c):
     return pa.chunked_array([ch.dictionary_decode() for ch in c.chunks], c.type.value_type)
