@@ -174,13 +174,15 @@ fn cpu_profile_matches_ground_truth() {
     assert_eq!(g_heavy as i64, heavy, "go pprof cum for burn_heavy");
     assert_eq!(g_light as i64, light, "go pprof cum for burn_light");
 
-    // pyarrow reads the Parquet directory and sees every sample and the stream metadata.
+    // pyarrow reads the directory's samples files and sees every sample and the stream
+    // metadata.
     let py = Command::new("python3")
         .arg("-c")
         .arg(
-            "import sys, pyarrow.parquet as pq\n\
-             t = pq.read_table(sys.argv[1])\n\
-             md = pq.ParquetFile(next(iter(__import__('glob').glob(sys.argv[1] + '/*.parquet')))).schema_arrow.metadata\n\
+            "import sys, glob, pyarrow.dataset as ds, pyarrow.parquet as pq\n\
+             files = sorted(glob.glob(sys.argv[1] + '/*.samples.parquet'))\n\
+             t = ds.dataset(files).to_table()\n\
+             md = pq.ParquetFile(files[0]).schema_arrow.metadata\n\
              print(t.num_rows, (t.column('kind').to_pylist().count('profile')), md[b'stacks.events'].decode())",
         )
         .arg(&out)

@@ -16,9 +16,9 @@ use stacks_stream::{col, is_stack_type};
 use crate::error::{self, PackError};
 use crate::{STACKS_GROUP_ROWS, stacks_kv};
 
-/// Row group of a framed stacks file and of a frames file, in rows: their rows are small
-/// (a list of ids; a frame), and a frames file's string dictionaries are built per group.
-pub const FRAMED_GROUP_ROWS: usize = 64 * 1024;
+/// Row group of a frames file, in frames: a frames file's string dictionaries are built per
+/// group (a framed stacks file keeps [`STACKS_GROUP_ROWS`], what the writer buffers).
+pub const FRAMES_GROUP_ROWS: usize = 64 * 1024;
 
 /// One file's schema and writer properties.
 pub struct FileFormat {
@@ -65,8 +65,8 @@ impl Levels {
             Some(frames_schema) => {
                 let stacks_schema = frames::framed_stacks_schema(framed_metadata);
                 let stacks_props =
-                    framed_stacks_props(base(&stacks_schema, FRAMED_GROUP_ROWS)).build();
-                let frames_props = frames_props(base(&frames_schema, FRAMED_GROUP_ROWS)).build();
+                    framed_stacks_props(base(&stacks_schema, STACKS_GROUP_ROWS)).build();
+                let frames_props = frames_props(base(&frames_schema, FRAMES_GROUP_ROWS)).build();
                 Levels::Framed {
                     stacks: FileFormat {
                         schema: stacks_schema,

@@ -17,7 +17,7 @@ use arrow_array::{
     Array, ArrayRef, FixedSizeBinaryArray, ListArray, RecordBatch, StructArray, UInt32Array,
 };
 use arrow_buffer::OffsetBuffer;
-use arrow_row::{OwnedRow, RowConverter, SortField};
+use arrow_row::{RowConverter, SortField};
 use arrow_schema::{ArrowError, DataType, Field, Fields, Schema, SchemaRef};
 
 use super::StackId;
@@ -118,8 +118,9 @@ pub struct Framer {
     /// Struct field index of each converter column, in [`SORT_ORDER`].
     order: Vec<usize>,
     converter: RowConverter,
-    /// Each distinct frame's provisional id (order of first sight).
-    ids: HashMap<OwnedRow, u32>,
+    /// Each distinct frame's provisional id (order of first sight), by its row bytes (which
+    /// compare as the frames sort).
+    ids: HashMap<Box<[u8]>, u32, ahash::RandomState>,
     /// Stacks: id and range into `refs` (None: a null stack).
     stacks: Vec<(StackId, Option<(u32, u32)>)>,
     /// Provisional frame ids of every stack, concatenated.
@@ -149,7 +150,7 @@ impl Framer {
             fields: fields.clone(),
             order,
             converter: RowConverter::new(sort_fields)?,
-            ids: HashMap::new(),
+            ids: HashMap::default(),
             stacks: Vec::new(),
             refs: Vec::new(),
         }))
@@ -176,12 +177,13 @@ impl Framer {
         let rows = self.converter.convert_columns(&columns)?;
         let mut local: Vec<u32> = Vec::with_capacity(rows.num_rows());
         for row in rows.iter() {
-            let next = u32::try_from(self.ids.len())
-                .map_err(|_| ArrowError::ComputeError("over 2^32 frames in a file set".into()))?;
-            let id = match self.ids.get(&row.owned()) {
+            let id = match self.ids.get(row.as_ref()) {
                 Some(&id) => id,
                 None => {
-                    self.ids.insert(row.owned(), next);
+                    let next = u32::try_from(self.ids.len()).map_err(|_| {
+                        ArrowError::ComputeError("over 2^32 frames in a file set".into())
+                    })?;
+                    self.ids.insert(row.as_ref().into(), next);
                     next
                 }
             };
@@ -217,15 +219,17 @@ impl Framer {
         chunk: usize,
     ) -> Result<(RecordBatch, Vec<RecordBatch>), ArrowError> {
         // Final ids: the distinct frames in sorted order.
-        let mut distinct: Vec<(OwnedRow, u32)> = self.ids.into_iter().collect();
+        let mut distinct: Vec<(Box<[u8]>, u32)> = self.ids.into_iter().collect();
         distinct.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         let mut final_id = vec![0u32; distinct.len()];
         for (n, (_, provisional)) in distinct.iter().enumerate() {
             final_id[*provisional as usize] = n as u32;
         }
+        let parser = self.converter.parser();
         let sorted = self
             .converter
-            .convert_rows(distinct.iter().map(|(r, _)| r.row()))?;
+            .convert_rows(distinct.iter().map(|(r, _)| parser.parse(r)))?;
+        drop(parser);
         let mut by_field: Vec<Option<ArrayRef>> = vec![None; self.fields.len()];
         for (column, &field) in sorted.into_iter().zip(&self.order) {
             by_field[field] = Some(column);
