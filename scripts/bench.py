@@ -155,6 +155,13 @@ def read_stream(path):
         return r.schema, list(r)
 
 
+def plain(col):
+    """A column with its dictionary-encoded chunks (the streams' stack columns) decoded."""
+    if not pa.types.is_dictionary(col.type):
+        return col
+    return pa.chunked_array([c.dictionary_decode() for c in col.chunks], col.type.value_type)
+
+
 def stacks_counts(path):
     """(profile rows, sum of lost) in a raw stream."""
     _, batches = read_stream(path)
@@ -455,7 +462,7 @@ def bench_symbolize(rec):
             for b in batches:
                 w.write_batch(b)
     big_rows = base_rows * repeat
-    lengths = pc.list_value_length(pa.Table.from_batches(batches).column("ustack"))
+    lengths = pc.list_value_length(plain(pa.Table.from_batches(batches).column("ustack")))
     base_frames = pc.sum(lengths).as_py() or 0
     looks, skipped = user_lookups(batches)
     distinct = sorted(set(looks))
@@ -483,7 +490,7 @@ def bench_symbolize(rec):
     small_runs = [run([SYM], stdin=base, stdout=base_sym) for _ in range(REPS)]
     _, sym_batches = read_stream(base_sym)
     st = pa.Table.from_batches(sym_batches)
-    flat = st.column("stack").combine_chunks().flatten()
+    flat = plain(st.column("stack")).combine_chunks().flatten()
     if not pc.any(pc.match_substring(flat.field("function"), "burn_heavy")).as_py():
         raise BenchError("stacks-symbolize did not resolve burn_heavy")
     # distinct user frames (module, offset as recorded) and those that got a function name
@@ -562,8 +569,8 @@ def bench_symbolize_wide():
     schema, batches = read_stream(raw)
     rows = sum(b.num_rows for b in batches)
     t = pa.Table.from_batches(batches)
-    uframes = pc.sum(pc.list_value_length(t.column("ustack"))).as_py() or 0
-    kframes = pc.sum(pc.list_value_length(t.column("kstack"))).as_py() or 0
+    uframes = pc.sum(pc.list_value_length(plain(t.column("ustack")))).as_py() or 0
+    kframes = pc.sum(pc.list_value_length(plain(t.column("kstack")))).as_py() or 0
     looks, skipped = user_lookups(batches, missing_ok=True)
     distinct = sorted(set(looks))
     runs = {}
@@ -616,7 +623,10 @@ def bench_pack(sym):
         big_store = store
     # Peer: the same symbolized rows (the original recording's symbolized batches, repeated as
     # in the big stream), written by pyarrow with stacks-pack's settings.
+    # (pyarrow cannot write dictionary-encoded nested columns: the stack columns are decoded.)
     table = pa.Table.from_batches(sym["sym_batches"] * sym["repeat"])
+    table = pa.Table.from_arrays([plain(c) for c in table.columns], names=table.column_names,
+                                 metadata=table.schema.metadata)
     peer = []
     for i in range(REPS):
         log(f"pack: pyarrow.parquet.write_table, run {i + 1}/{REPS}")
