@@ -304,6 +304,14 @@ for leaf, total in rows:
     print(f'duckdb {leaf},{total}')
 "#;
 
+/// The lines of a reader script's output that start with `tool`, without it.
+fn lines_of(text: &str, tool: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix(tool))
+        .map(|l| l.trim().to_string())
+        .collect()
+}
+
 #[test]
 fn pyarrow_and_duckdb_read_the_pairs_with_plain_sql_and_agree() {
     let stores = Stores::new("layout-readers", 80);
@@ -311,13 +319,7 @@ fn pyarrow_and_duckdb_read_the_pairs_with_plain_sql_and_agree() {
     let res = python(LEAF_TOTALS, &[dir.to_str().unwrap()]);
     check(&res, "pyarrow and DuckDB over the pair files");
     let text = String::from_utf8_lossy(&res.stdout).to_string();
-    let of = |tool: &str| -> Vec<String> {
-        text.lines()
-            .filter_map(|l| l.strip_prefix(tool))
-            .map(|l| l.trim().to_string())
-            .collect()
-    };
-    let (pyarrow, duckdb) = (of("pyarrow "), of("duckdb "));
+    let (pyarrow, duckdb) = (lines_of(&text, "pyarrow "), lines_of(&text, "duckdb "));
     assert!(pyarrow.len() > 1, "several leaves: {text}");
     assert_eq!(pyarrow, duckdb);
     // stacks-query's flat CPU per function (leaf of the decoded stack) for each layout.
@@ -383,13 +385,7 @@ fn pyarrow_and_duckdb_join_samples_stacks_and_frames_as_documented() {
     let res = python(FRAMES_READERS, &[dir.to_str().unwrap()]);
     check(&res, "pyarrow and DuckDB over the frames files");
     let text = String::from_utf8_lossy(&res.stdout).to_string();
-    let of = |tool: &str| -> Vec<String> {
-        text.lines()
-            .filter_map(|l| l.strip_prefix(tool))
-            .map(|l| l.trim().to_string())
-            .collect()
-    };
-    let (pyarrow, duckdb) = (of("pyarrow "), of("duckdb "));
+    let (pyarrow, duckdb) = (lines_of(&text, "pyarrow "), lines_of(&text, "duckdb "));
     // Stacks of no frames are nothing to DuckDB's join: compare those with frames.
     let with_frames: Vec<String> = pyarrow
         .iter()
