@@ -303,8 +303,7 @@ def main():
         "",
         f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} CPUs (kernel "
         f"{os.uname().release}), {REPS} runs of each (medians), the script alone and under each "
-        f"profiler in turn; load average {load[0]:.1f} before, {load_after[0]:.1f} after (the "
-        f"machine is shared: another engineer builds and tests on it). The script "
+        f"profiler in turn; load average {load[0]:.1f} before, {load_after[0]:.1f} after. The script "
         f"({version}, `{PYTHON}`): outer() → middle() → leaf(), a 2,000-step loop of integer "
         f"arithmetic, called for {SECONDS:g} s, counting its calls. It is started and waits on "
         "stdin; the profiler attaches with `-p PID` — `stacks-record -e profile:u:HZ -o FILE` "

@@ -57,6 +57,14 @@ def record(store):
     subprocess.run(["bash", "-o", "pipefail", "-c", cmd], check=True, stderr=subprocess.DEVNULL)
 
 
+def fnv1a(name):
+    """A file set's `set_id`: FNV-1a (64-bit) of its base name, as stacks-pack computes it."""
+    h = 0xcbf29ce484222325
+    for b in name.encode():
+        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
 def replicate(src, dst, rows):
     """`src`'s one file set copied in time until `rows` samples rows, 25 copies per set."""
     import pyarrow as pa
@@ -81,8 +89,14 @@ def replicate(src, dst, rows):
         base = dst / f"stacks-bench-{first // per:06d}"
         pq.write_table(pa.concat_tables(parts), f"{base}.samples.parquet", compression="zstd",
                        row_group_size=128 * 1024)
-        shutil.copy(stacks, f"{base}.stacks.parquet")
-        shutil.copy(frames, f"{base}.frames.parquet")
+        # Each copy is its own file set: its `set_id` is the one stacks-pack gives its base name,
+        # so readers joining every frames file on (set_id, frame_id) match each frame once.
+        set_id = fnv1a(base.name)
+        for src_file, suffix in [(stacks, "stacks"), (frames, "frames")]:
+            level = pq.read_table(src_file)
+            level = level.set_column(level.schema.get_field_index("set_id"), level.schema.field("set_id"),
+                                     pa.array([set_id] * level.num_rows, pa.uint64()))
+            pq.write_table(level, f"{base}.{suffix}.parquet", compression="zstd")
     return copies * table.num_rows, table.num_rows, copies
 
 

@@ -49,6 +49,15 @@ fn installed(python: &str) -> bool {
     there
 }
 
+/// The first installed interpreter, for the tests that need one (not all of them).
+fn any_python() -> &'static str {
+    INTERPRETERS
+        .iter()
+        .copied()
+        .find(|p| installed(p))
+        .expect("no CPython 3.11+ installed to test with")
+}
+
 /// The lines of `leaf`'s loop (the `while` and its body).
 fn loop_lines() -> Vec<u32> {
     SCRIPT
@@ -179,9 +188,7 @@ fn no_python_keeps_native_stacks_only() {
         return;
     }
     let _serial = bpf_serial();
-    let Some(python) = INTERPRETERS.iter().find(|p| installed(p)) else {
-        panic!("no CPython 3.11+ installed to test with");
-    };
+    let python = any_python();
     let dir = scratch("python-off");
     let d = dir.display();
     std::fs::write(dir.join("script.py"), SCRIPT).expect("write the script");

@@ -1,6 +1,7 @@
 //! stacks-query over the store layouts: first-layout files (stacks inline in every row),
 //! samples/stacks pairs, samples/stacks/frames sets (what stacks-pack writes now), and a
-//! directory mixing all three answer every bundled query alike and give the same rows to
+//! directory mixing all three (and a `file://` store mixing pairs and frame sets, whose stacks
+//! are assembled in SQL) answer every bundled query alike and give the same rows to
 //! `select *`; pyarrow and DuckDB read the pair and frames files with plain SQL and agree with
 //! stacks-query; a samples file without a readable stacks or frames file is a one-line error,
 //! and stacks and frames files without their samples file are ignored.
@@ -66,6 +67,13 @@ impl Stores {
                 1 => write_pair(Path::new(&at("mixed")), &base, std::slice::from_ref(c), 100),
                 _ => write_packed(Path::new(&at("mixed")), &base, c),
             }
+            // A store in object storage (`-d file://…`, the hour of the fixture's rows) mixing
+            // pairs and frame sets: its stacks are assembled in SQL.
+            let hour = root.join("bucket/date=2023-11-14/hour=22/host=vm");
+            match i {
+                1 => write_pair(&hour, &base, std::slice::from_ref(c), 100),
+                _ => write_packed(&hour, &base, c),
+            }
         }
         Stores { root, rows }
     }
@@ -102,6 +110,9 @@ fn every_bundled_query_answers_alike_over_each_layout() {
             let other = sorted_output(&stores.dir(layout), &args);
             assert_eq!(other, inline, "{q} over {layout} and over the first layout");
         }
+        let url = format!("file://{}", stores.dir("bucket").display());
+        let bucket = sorted_output(Path::new(&url), &args);
+        assert_eq!(bucket, inline, "{q} over {url} and over the first layout");
     }
     // The totals are the recording's (the stores hold each row once).
     let want: i64 = stores

@@ -6,7 +6,7 @@
     sx.flamegraph(store.folded("profile"), "CPU")
 
 `store.sql(...)` runs any DuckDB SQL over the views `samples`, `stack_table`, `stacks` and
-`recordings` (see store.py); the other methods of `Store` return pandas DataFrames.
+`recordings` (see views.py); the other methods of `Store` return pandas DataFrames.
 """
 
 from .flame import RUNTIME_FRAMES, Node, diff_flamegraph, diff_table, flamegraph, function_values, short_name, tree

@@ -1,44 +1,24 @@
-"""Open a stacks store (a directory or an s3:// URL) in DuckDB, and the questions the notebooks ask of it.
+"""The questions the notebooks ask of a stacks store, over the DuckDB views of views.py.
 
-The store is read in one place, `_create_views`: it lists the samples files and their stacks
-(and frames) files and defines the views every query here uses, as stacks-query does
-(docs/queries.md):
-
-- `samples`: every stored row without its stacks (`stack_id` instead);
-- `stack_table`: one row per distinct `stack_id` (`stack`, `folded`, `leaf`, `depth`, and
-  `kernel_frames`, how many of the stack's frames are kernel frames);
-- `stacks`: `samples` left-joined with `stack_table` on `stack_id`;
-- `recordings`: one row per samples file with its `stacks.*` metadata.
-
-Every other function reads those views only, so a change of the store's layout is an edit of
-`_create_views` alone. Stacks files of the frames layout hold each stack as `frame_ids` into
-their file set's frames file (docs/format.md, "The store"); their stacks are assembled here,
-named as the stack functions name frames; stacks files of the earlier pair layout hold them
-whole.
+`Store` opens a store (a directory or an s3:// URL) with `views.create_views` and reads only
+its views (`samples`, `stack_table`, `stacks`, `recordings`), so the store's layout is no
+concern of this file.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 import duckdb
 import pandas as pd
 
-# The repository's root: the demo writes its store to `out/` there.
-REPO = Path(__file__).resolve().parents[2]
+from .views import StoreError, create_views, default_location, hint
 
 NO_STACK = "[no stack]"
 SHORT_OFFCPU = "[folded short off-CPU intervals]"
 UNSYMBOLIZED = "[not symbolized: pack the output of stacks-symbolize]"
 NO_SPAN = "[no span]"
-
-# The fields of a frame (docs/format.md, `stack`), as a frames file has them.
-FRAME_FIELDS = [
-    "function", "file", "line", "column", "inlined", "kernel", "module", "build_id",
-    "offset", "addr", "error", "symbol", "reason",
-]
 
 # Kernel frames that only say "the thread left the CPU", not why: skipped when naming the
 # reason of an off-CPU interval by its innermost kernel frame.
@@ -60,165 +40,6 @@ VALUE_UNITS = {
     "fork": "events",
     "exit": "events",
 }
-
-
-class StoreError(Exception):
-    """The store cannot be read: missing, empty, or not a stacks store. Its message is one sentence."""
-
-
-def default_location(default: str = "out") -> str:
-    """`$STACKS_STORE`, else `default` at the repository's root (the demo writes `out/`, and `out-spans/` for its tracing example)."""
-    return os.environ.get("STACKS_STORE") or str(REPO / default)
-
-
-def _hint() -> str:
-    return (
-        "record one with scripts/demo (it writes out/ at the repository's root) "
-        "or set STACKS_STORE to a store directory or an s3:// URL"
-    )
-
-
-def _s3_filesystem():
-    """fsspec's S3 file system, configured from the AWS_* variables stacks-pack and stacks-query read."""
-    import s3fs
-
-    env = os.environ
-    client = {}
-    if env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION"):
-        client["region_name"] = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
-    kwargs = {"client_kwargs": client}
-    endpoint = env.get("AWS_ENDPOINT") or env.get("AWS_ENDPOINT_URL")
-    if endpoint:
-        kwargs["endpoint_url"] = endpoint
-    if env.get("AWS_ACCESS_KEY_ID"):
-        kwargs["key"] = env["AWS_ACCESS_KEY_ID"]
-        kwargs["secret"] = env.get("AWS_SECRET_ACCESS_KEY")
-        if env.get("AWS_SESSION_TOKEN"):
-            kwargs["token"] = env["AWS_SESSION_TOKEN"]
-    return s3fs.S3FileSystem(**kwargs)
-
-
-def _list_local(root: Path) -> list[str]:
-    """The samples files under `root`, skipping unfinished (dot-named) files and directories."""
-    found = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        for name in sorted(filenames):
-            if name.endswith(".samples.parquet") and not name.startswith("."):
-                path = Path(dirpath) / name
-                if path.stat().st_size > 0:
-                    found.append(str(path))
-    return found
-
-
-def _create_views(con: duckdb.DuckDBPyConnection, location: str) -> None:
-    """Read the store at `location` into `con`: the views `samples`, `stack_table`, `stacks`, `recordings`."""
-    if location.startswith("s3://"):
-        fs = _s3_filesystem()
-        con.register_filesystem(fs)
-        keys = []
-        try:
-            # Directory by directory (a delimited listing per prefix): S3-compatible servers agree on it.
-            for top, dirs, files in fs.walk(location, detail=False):
-                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-                keys += [f"{top.rstrip('/')}/{f}" for f in sorted(files) if not f.startswith(".")]
-        except (FileNotFoundError, PermissionError, OSError) as e:
-            raise StoreError(f"{location}: cannot list the store ({e}): {_hint()}.") from None
-        names = set(keys)
-        samples = ["s3://" + k for k in keys if k.endswith(".samples.parquet")]
-        missing = [f for f in samples if f[5:].replace(".samples.parquet", ".stacks.parquet") not in names]
-        framed = {f for f in samples if f[5:].replace(".samples.parquet", ".frames.parquet") in names}
-    else:
-        root = Path(location)
-        if not root.exists():
-            raise StoreError(f"{location}: no such store directory: {_hint()}.")
-        if not root.is_dir():
-            raise StoreError(f"{location}: not a directory of stacks-pack files: {_hint()}.")
-        samples = _list_local(root)
-        missing = [f for f in samples if not Path(f.replace(".samples.parquet", ".stacks.parquet")).exists()]
-        framed = {f for f in samples if Path(f.replace(".samples.parquet", ".frames.parquet")).exists()}
-    if not samples:
-        raise StoreError(f"{location}: no stacks store here (no *.samples.parquet files): {_hint()}.")
-    if missing:
-        raise StoreError(f"{missing[0]}: its stacks file is missing (the store is damaged).")
-
-    def files(paths: list[str]) -> str:
-        return "[" + ", ".join("'" + p.replace("'", "''") + "'" for p in paths) + "]"
-
-    def read(paths: list[str]) -> str:
-        return f"read_parquet({files(paths)}, union_by_name = true, hive_partitioning = false)"
-
-    con.execute(f"CREATE VIEW samples AS SELECT * FROM {read(samples)}")
-    parts = []
-    # Frames layout: each stack's frames from its file set's frames file, in `frame_ids` order.
-    sets = [f for f in samples if f in framed]
-    if sets:
-        frame_files = read([f.replace(".samples.parquet", ".frames.parquet") for f in sets])
-        stack_files = read([f.replace(".samples.parquet", ".stacks.parquet") for f in sets])
-        fields = ", ".join(f'"{c}"' for c in FRAME_FIELDS)
-        con.execute(
-            f"""CREATE VIEW framed_stacks AS
-            WITH refs AS (
-                SELECT stack_id, set_id, unnest(frame_ids) AS frame_id,
-                       generate_subscripts(frame_ids, 1) AS i
-                FROM {stack_files}),
-            frames AS (SELECT set_id, frame_id, struct_pack({fields}) AS frame FROM {frame_files}),
-            assembled AS (
-                SELECT r.stack_id, list(f.frame ORDER BY r.i) AS stack
-                FROM refs r JOIN frames f USING (set_id, frame_id)
-                GROUP BY r.stack_id, r.set_id)
-            SELECT k.stack_id, coalesce(a.stack, []) AS stack
-            FROM (SELECT DISTINCT ON (stack_id) stack_id, set_id FROM {stack_files}) k
-            LEFT JOIN (SELECT DISTINCT ON (stack_id) * FROM assembled) a USING (stack_id)"""
-        )
-        name = (
-            "coalesce(f.function, '[' || regexp_extract(coalesce(f.module, ''), '[^/]*$') || "
-            "'+0x' || printf('%x', coalesce(f.\"offset\", 0)) || ']')"
-        )
-        parts.append(
-            f"""SELECT stack_id, stack,
-                array_to_string(list_reverse(list_transform(stack, lambda f: {name})), ';') AS folded,
-                list_transform(stack, lambda f: {name})[1] AS leaf,
-                CAST(len(stack) AS INTEGER) AS depth
-            FROM framed_stacks"""
-        )
-    # Pair layout: whole stacks with their `folded`, `leaf` and `depth`. A store written without
-    # symbolization has no `stack` column (and a null `folded`): no kernel frames counted then.
-    whole = [f.replace(".samples.parquet", ".stacks.parquet") for f in samples if f not in framed]
-    if whole:
-        stack_files = read(whole)
-        columns = {r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {stack_files}").fetchall()}
-        stack = "stack" if "stack" in columns else "CAST(NULL AS STRUCT(\"function\" VARCHAR, kernel BOOLEAN)[])"
-        folded = "folded" if "folded" in columns else "CAST(NULL AS VARCHAR)"
-        leaf = "leaf" if "leaf" in columns else "CAST(NULL AS VARCHAR)"
-        depth = "depth" if "depth" in columns else "CAST(NULL AS INTEGER)"
-        parts.append(
-            f"SELECT stack_id, {stack} AS stack, {folded} AS folded, {leaf} AS leaf, {depth} AS depth "
-            f"FROM (SELECT DISTINCT ON (stack_id) * FROM {stack_files})"
-        )
-    # Stack ids repeat across file sets: each distinct stack once.
-    union = " UNION ALL BY NAME ".join(f"({p})" for p in parts)
-    con.execute(
-        f"""CREATE VIEW stack_table AS
-        SELECT *, coalesce(len(list_filter(stack, lambda f: f.kernel)), 0) AS kernel_frames
-        FROM (SELECT DISTINCT ON (stack_id) * FROM ({union}))"""
-    )
-    # Every stored column and every stack column, as stacks-query's `stacks` view, then `folded`,
-    # `leaf`, `depth` and `kernel_frames`.
-    con.execute(
-        "CREATE VIEW stacks AS SELECT s.*, t.* EXCLUDE (stack_id) FROM samples s LEFT JOIN stack_table t USING (stack_id)"
-    )
-    con.execute(
-        f"""CREATE VIEW recordings AS
-        SELECT file_name AS file,
-            max(CASE WHEN decode(key) = 'stacks.host' THEN decode(value) END) AS host,
-            max(CASE WHEN decode(key) = 'stacks.events' THEN decode(value) END) AS events,
-            max(CASE WHEN decode(key) = 'stacks.kernel_release' THEN decode(value) END) AS kernel,
-            max(CASE WHEN decode(key) = 'stacks.stage' THEN decode(value) END) AS stage,
-            max(CASE WHEN decode(key) = 'stacks.tools' THEN decode(value) END) AS tools
-        FROM parquet_kv_metadata({files(samples)})
-        GROUP BY file_name ORDER BY file_name"""
-    )
 
 
 @dataclass(frozen=True)
@@ -255,10 +76,10 @@ class Store:
         self.location = location
         self.con = duckdb.connect()
         self.con.execute("SET TimeZone = 'UTC'")
-        _create_views(self.con, location)
+        create_views(self.con, location)
         rows = self.con.execute("SELECT count(*) FROM samples").fetchone()[0]
         if rows == 0:
-            raise StoreError(f"{location}: the store holds no rows: {_hint()}.")
+            raise StoreError(f"{location}: the store holds no rows: {hint()}.")
         self.rows = rows
 
     def __repr__(self) -> str:

@@ -14,8 +14,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use arrow_array::{ListArray, new_empty_array};
-use arrow_buffer::OffsetBuffer;
 use arrow_schema::{Field, Schema, SchemaRef};
 use datafusion::common::{JoinType, ScalarValue};
 use datafusion::datasource::file_format::FileFormat;
@@ -24,9 +22,8 @@ use datafusion::datasource::listing::{
 };
 use datafusion::execution::FunctionRegistry;
 use datafusion::functions::expr_fn::{named_struct, to_char};
-use datafusion::functions_aggregate::expr_fn::{array_agg, first_value, max};
-use datafusion::functions_nested::expr_fn::{cardinality, gen_series};
-use datafusion::logical_expr::ExprFunctionExt;
+use datafusion::functions_aggregate::expr_fn::{array_agg, first_value, max, min};
+use datafusion::functions_nested::expr_fn::{array_append, cardinality, gen_series};
 use datafusion::object_store::ObjectStore;
 use datafusion::object_store::path::Path as Key;
 use datafusion::prelude::{DataFrame, Expr, SessionContext, cast, col, lit};
@@ -172,8 +169,10 @@ fn stacks_files_schema(contract: &Schema) -> SchemaRef {
 
 /// `stack_table`: one row per `stack_id` of the stacks files (a stack recorded on several
 /// hosts or in several files is stored once in each), with the columns of the local table.
-/// Stacks files of the pair layout hold their stacks whole; those of the frames layout are
-/// assembled from their frames files ([`framed_stacks`]).
+/// One aggregate over every stacks file takes the whole stacks of pair-layout files and, for
+/// each stack only in frames-layout files, the file set to assemble it from (the least
+/// `set_id`: a stack recorded on many hosts or in many hours is assembled once, not once per
+/// set); [`framed_stacks`] assembles those.
 async fn distinct_stacks(ctx: &SessionContext, stacks_schema: &Schema) -> Result<DataFrame> {
     let any = ctx.udaf("stack_any").map_err(flat)?;
     let mut aggregates = Vec::new();
@@ -194,27 +193,47 @@ async fn distinct_stacks(ctx: &SessionContext, stacks_schema: &Schema) -> Result
         whole.push(col(quoted(name)));
         aggregates.push(max(col(quoted(name))).alias(name));
     }
+    aggregates.push(min(col(quoted(frames::SET_ID))).alias("c_set_id"));
     let files = ctx.table(STACKS_FILES).await.map_err(flat)?;
-    let ids = || col(quoted(frames::FRAME_IDS));
-    let whole_stacks = files
+    let stacks = files
         .clone()
-        .filter(ids().is_null())
+        .aggregate(vec![col(quoted(column::STACK_ID))], aggregates)
+        .map_err(flat)?;
+    let (stack, set) = (|| col(quoted(column::STACK)), || col("c_set_id"));
+    // Raw pair-layout files have no `stack`: theirs stay null unless a frame set has them.
+    let has_whole = if stacks_schema.field_with_name(column::STACK).is_ok() {
+        stack().is_not_null().or(set().is_null())
+    } else {
+        set().is_null()
+    };
+    let whole_stacks = stacks
+        .clone()
+        .filter(has_whole.clone())
         .and_then(|f| f.select(whole))
         .map_err(flat)?;
-    let framed = framed_stacks(ctx, files, stacks_schema).await?;
-    whole_stacks
-        .union(framed)
-        .and_then(|all| all.aggregate(vec![col(quoted(column::STACK_ID))], aggregates))
-        .map_err(flat)
+    let chosen = stacks
+        .filter(has_whole.is_false())
+        .and_then(|f| {
+            f.select(vec![
+                col(quoted(column::STACK_ID)).alias("c_stack_id"),
+                set(),
+            ])
+        })
+        .map_err(flat)?;
+    let framed = framed_stacks(ctx, files, chosen, stacks_schema).await?;
+    whole_stacks.union(framed).map_err(flat)
 }
 
-/// The stacks of frames-layout stacks files, assembled: each stack's `frame_ids` unnested
-/// with their positions, joined with its file set's frames on (`set_id`, `frame_id`), and
-/// gathered back in order; with the columns of a pair-layout stacks file (`folded`, `leaf`
-/// and `depth` computed as the stack functions name frames; raw stack columns null).
+/// The stacks `chosen` (`c_stack_id`, `c_set_id`: the file set each is assembled from),
+/// assembled: each one's `frame_ids` in that set's stacks file unnested with their positions,
+/// left-joined with the set's frames on (`set_id`, `frame_id`), and gathered back in order
+/// (`as_stack` over positioned frames); with the columns of a pair-layout stacks file
+/// (`folded`, `leaf` and `depth` computed as the stack functions name frames; raw stack
+/// columns null).
 async fn framed_stacks(
     ctx: &SessionContext,
     files: DataFrame,
+    chosen: DataFrame,
     stacks_schema: &Schema,
 ) -> Result<DataFrame> {
     let stack_type = stack_type();
@@ -222,43 +241,67 @@ async fn framed_stacks(
         .expect("a list of frames")
         .clone();
     let ids = || col(quoted(frames::FRAME_IDS));
-    let framed = files.filter(ids().is_not_null()).map_err(flat)?;
+    let set_id = || col(quoted(frames::SET_ID));
+    // Pair-layout stacks files have no `set_id`: their row groups are pruned by its statistics.
+    let framed = files.filter(set_id().is_not_null()).map_err(flat)?;
+    // Each stack's frame ids and one more, null, after the last: a stack of no frames still
+    // has a row to gather (its null frame is left out by `as_stack`).
+    let end = lit(ScalarValue::UInt32(None));
     let positions = gen_series(
         lit(1i64),
-        cast(cardinality(ids()), arrow_schema::DataType::Int64),
+        cast(cardinality(ids()), arrow_schema::DataType::Int64) + lit(1i64),
         lit(1i64),
     );
     let refs = framed
-        .clone()
-        .filter(cardinality(ids()).gt(lit(0u64)))
+        .join(
+            chosen,
+            JoinType::LeftSemi,
+            &[column::STACK_ID, frames::SET_ID],
+            &["c_stack_id", "c_set_id"],
+            None,
+        )
         .and_then(|f| {
             f.select(vec![
                 col(quoted(column::STACK_ID)).alias("r_stack_id"),
-                col(quoted(frames::SET_ID)).alias("r_set_id"),
-                ids().alias("r_frame_id"),
+                set_id().alias("r_set_id"),
+                array_append(ids(), end).alias("r_frame_id"),
                 positions.alias("r_pos"),
             ])
         })
         .and_then(|f| f.unnest_columns(&["r_frame_id", "r_pos"]))
         .map_err(flat)?;
-    let frames_files = ctx.table(FRAMES_FILES).await.map_err(flat)?;
-    let as_stack = ctx.udf("as_stack").map_err(flat)?;
     let frame = named_struct(
         fields
             .iter()
             .flat_map(|f| [lit(f.name().as_str()), col(quoted(f.name()))])
             .collect(),
     );
-    let gathered = array_agg(frame)
-        .order_by(vec![col("r_pos").sort(true, false)])
-        .build()
+    let frames_files = ctx
+        .table(FRAMES_FILES)
+        .await
+        .and_then(|f| {
+            f.select(vec![
+                set_id().alias("f_set_id"),
+                col(quoted(frames::FRAME_ID)).alias("f_frame_id"),
+                frame.alias("f_frame"),
+            ])
+        })
         .map_err(flat)?;
+    let as_stack = ctx.udf("as_stack").map_err(flat)?;
+    // Unordered, with each frame's position: `as_stack` orders them (see there why not
+    // `ORDER BY` inside `array_agg`).
+    let gathered = array_agg(named_struct(vec![
+        lit("pos"),
+        col("r_pos"),
+        lit("frame"),
+        col("f_frame"),
+    ]));
     let assembled = refs
         .join(
             frames_files,
-            JoinType::Inner,
+            JoinType::Left,
             &["r_set_id", "r_frame_id"],
-            &[frames::SET_ID, frames::FRAME_ID],
+            &["f_set_id", "f_frame_id"],
             None,
         )
         .and_then(|j| {
@@ -271,26 +314,6 @@ async fn framed_stacks(
             a.select(vec![
                 col("r_stack_id").alias(column::STACK_ID),
                 as_stack.call(vec![col("r_stack")]).alias(column::STACK),
-            ])
-        })
-        .map_err(flat)?;
-    // Stacks of no frames (rows whose stacks were requested but empty) have nothing to join.
-    let arrow_schema::DataType::List(item) = &stack_type else {
-        unreachable!("a list type")
-    };
-    let no_frames = ListArray::try_new(
-        Arc::clone(item),
-        OffsetBuffer::from_lengths([0]),
-        new_empty_array(&arrow_schema::DataType::Struct(fields)),
-        None,
-    )
-    .map_err(flat)?;
-    let empty = framed
-        .filter(cardinality(ids()).eq(lit(0u64)))
-        .and_then(|f| {
-            f.select(vec![
-                col(quoted(column::STACK_ID)),
-                lit(ScalarValue::List(Arc::new(no_frames))).alias(column::STACK),
             ])
         })
         .map_err(flat)?;
@@ -325,10 +348,7 @@ async fn framed_stacks(
         )
         .alias(stack_col::DEPTH),
     );
-    assembled
-        .union(empty)
-        .and_then(|all| all.select(columns))
-        .map_err(flat)
+    assembled.select(columns).map_err(flat)
 }
 
 /// The hours under `prefix` (its `date=…/hour=…/` prefixes) that `window` covers, in order.

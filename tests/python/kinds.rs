@@ -10,7 +10,7 @@ use arrow_array::types::{Int32Type, Int64Type};
 use arrow_array::{Array, RecordBatch};
 use stacks_tests::{bpf_available, bpf_serial, check, read_frames, read_stream, scratch, sh};
 
-use super::{INTERPRETERS, SCRIPT, installed};
+use super::{INTERPRETERS, SCRIPT, any_python, installed};
 
 /// Threads: `ta` runs `a_mid` → `a_leaf` → `spin`, `tb` `b_mid` → `b_leaf` → `spin` (both
 /// CPU-bound), `ts` `s_mid` → `sleeper` → `time.sleep` (started first); each writes its native
@@ -241,9 +241,7 @@ fn python_process_started_before_the_recorder() {
         return;
     }
     let _serial = bpf_serial();
-    let Some(python) = INTERPRETERS.iter().find(|p| installed(p)) else {
-        panic!("no CPython 3.11+ installed to test with");
-    };
+    let python = any_python();
     let dir = scratch("python-attach");
     let d = dir.display();
     std::fs::write(dir.join("script.py"), SCRIPT).expect("write the script");
@@ -283,9 +281,7 @@ fn python_recursion_deeper_than_the_walk_is_marked_truncated() {
         return;
     }
     let _serial = bpf_serial();
-    let Some(python) = INTERPRETERS.iter().find(|p| installed(p)) else {
-        panic!("no CPython 3.11+ installed to test with");
-    };
+    let python = any_python();
     let dir = scratch("python-recursion");
     let d = dir.display();
     std::fs::write(dir.join("rec.py"), RECURSION).expect("write the script");
@@ -325,9 +321,7 @@ fn python_frames_at_io_and_probe_events() {
         return;
     }
     let _serial = bpf_serial();
-    let Some(python) = INTERPRETERS.iter().find(|p| installed(p)) else {
-        panic!("no CPython 3.11+ installed to test with");
-    };
+    let python = any_python();
     let dir = scratch("python-io");
     let d = dir.display();
     std::fs::write(dir.join("writer.py"), WRITER).expect("write the script");
