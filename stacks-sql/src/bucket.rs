@@ -21,9 +21,11 @@ use datafusion::datasource::listing::{
     ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl,
 };
 use datafusion::execution::FunctionRegistry;
+use datafusion::functions::expr_fn::coalesce;
 use datafusion::functions::expr_fn::{named_struct, to_char};
 use datafusion::functions_aggregate::expr_fn::{array_agg, first_value, max, min};
 use datafusion::functions_nested::expr_fn::{array_append, cardinality, gen_series};
+use datafusion::logical_expr::when;
 use datafusion::object_store::ObjectStore;
 use datafusion::object_store::path::Path as Key;
 use datafusion::prelude::{DataFrame, Expr, SessionContext, cast, col, lit};
@@ -169,107 +171,78 @@ fn stacks_files_schema(contract: &Schema) -> SchemaRef {
 
 /// `stack_table`: one row per `stack_id` of the stacks files (a stack recorded on several
 /// hosts or in several files is stored once in each), with the columns of the local table.
-/// One aggregate over every stacks file takes the whole stacks of pair-layout files and, for
-/// each stack only in frames-layout files, the file set to assemble it from (the least
-/// `set_id`: a stack recorded on many hosts or in many hours is assembled once, not once per
-/// set); [`framed_stacks`] assembles those.
+///
+/// Every stacks file is read once (DataFusion plans a DataFrame used twice twice, and each
+/// scan of thousands of small files in object storage costs more than the work done on
+/// them). One aggregate takes, for each stack, the whole stack and summaries of pair-layout
+/// files and the `frame_ids` of one frames-layout file set (`arg_min` over `set_id`: a stack
+/// recorded on many hosts or in many hours is assembled once, not once per set). Those ids
+/// are unnested with their positions, left-joined with that set's frames on (`set_id`,
+/// `frame_id`) and gathered back (`as_stack` over positioned frames); a whole stack passes
+/// through as one row with no frame to join. A stack's frame ids end with one more, null:
+/// a stack of no frames still has a row to gather (its null frame is left out by
+/// `as_stack`). Assembled stacks get `folded`, `leaf` and `depth` as the stack functions
+/// name frames; their raw stack columns are null.
 async fn distinct_stacks(ctx: &SessionContext, stacks_schema: &Schema) -> Result<DataFrame> {
     let any = ctx.udaf("stack_any").map_err(flat)?;
-    let mut aggregates = Vec::new();
-    let mut whole = vec![col(quoted(column::STACK_ID))];
-    for name in STACK_COLUMNS {
-        if stacks_schema.field_with_name(name).is_err() {
-            continue;
-        }
-        whole.push(col(quoted(name)));
+    let arg_min = ctx.udaf("arg_min").map_err(flat)?;
+    let summaries = [stack_col::FOLDED, stack_col::LEAF, stack_col::DEPTH];
+    let stored: Vec<&str> = STACK_COLUMNS
+        .iter()
+        .copied()
+        .filter(|name| stacks_schema.field_with_name(name).is_ok())
+        .collect();
+    // One value per stack of a column every row of the stack has the same value in.
+    let one = |name: &str| {
         let value = col(quoted(name));
-        aggregates.push(if name == column::STACK {
+        if name == column::STACK {
             any.call(vec![value]).alias(name)
+        } else if summaries.contains(&name) {
+            max(value).alias(name)
         } else {
             first_value(value, vec![]).alias(name)
-        });
-    }
-    for name in [stack_col::FOLDED, stack_col::LEAF, stack_col::DEPTH] {
-        whole.push(col(quoted(name)));
-        aggregates.push(max(col(quoted(name))).alias(name));
-    }
-    aggregates.push(min(col(quoted(frames::SET_ID))).alias("c_set_id"));
-    let files = ctx.table(STACKS_FILES).await.map_err(flat)?;
-    let stacks = files
-        .clone()
-        .aggregate(vec![col(quoted(column::STACK_ID))], aggregates)
-        .map_err(flat)?;
-    let (stack, set) = (|| col(quoted(column::STACK)), || col("c_set_id"));
-    // Raw pair-layout files have no `stack`: theirs stay null unless a frame set has them.
-    let has_whole = if stacks_schema.field_with_name(column::STACK).is_ok() {
-        stack().is_not_null().or(set().is_null())
-    } else {
-        set().is_null()
+        }
     };
-    let whole_stacks = stacks
-        .clone()
-        .filter(has_whole.clone())
-        .and_then(|f| f.select(whole))
-        .map_err(flat)?;
-    let chosen = stacks
-        .filter(has_whole.is_false())
-        .and_then(|f| {
-            f.select(vec![
-                col(quoted(column::STACK_ID)).alias("c_stack_id"),
-                set(),
-            ])
-        })
-        .map_err(flat)?;
-    let framed = framed_stacks(ctx, files, chosen, stacks_schema).await?;
-    whole_stacks.union(framed).map_err(flat)
-}
-
-/// The stacks `chosen` (`c_stack_id`, `c_set_id`: the file set each is assembled from),
-/// assembled: each one's `frame_ids` in that set's stacks file unnested with their positions,
-/// left-joined with the set's frames on (`set_id`, `frame_id`), and gathered back in order
-/// (`as_stack` over positioned frames); with the columns of a pair-layout stacks file
-/// (`folded`, `leaf` and `depth` computed as the stack functions name frames; raw stack
-/// columns null).
-async fn framed_stacks(
-    ctx: &SessionContext,
-    files: DataFrame,
-    chosen: DataFrame,
-    stacks_schema: &Schema,
-) -> Result<DataFrame> {
-    let stack_type = stack_type();
-    let fields = frames::frame_struct(&stack_type)
-        .expect("a list of frames")
-        .clone();
-    let ids = || col(quoted(frames::FRAME_IDS));
-    let set_id = || col(quoted(frames::SET_ID));
-    // Pair-layout stacks files have no `set_id`: their row groups are pruned by its statistics.
-    let framed = files.filter(set_id().is_not_null()).map_err(flat)?;
-    // Each stack's frame ids and one more, null, after the last: a stack of no frames still
-    // has a row to gather (its null frame is left out by `as_stack`).
-    let end = lit(ScalarValue::UInt32(None));
-    let positions = gen_series(
-        lit(1i64),
-        cast(cardinality(ids()), arrow_schema::DataType::Int64) + lit(1i64),
-        lit(1i64),
+    let carried = || stored.iter().chain(summaries.iter()).copied();
+    let (stack, set_id, ids) = (
+        || col(quoted(column::STACK)),
+        || col(quoted(frames::SET_ID)),
+        || col(quoted(frames::FRAME_IDS)),
     );
-    let refs = framed
-        .join(
-            chosen,
-            JoinType::LeftSemi,
-            &[column::STACK_ID, frames::SET_ID],
-            &["c_stack_id", "c_set_id"],
-            None,
-        )
-        .and_then(|f| {
-            f.select(vec![
-                col(quoted(column::STACK_ID)).alias("r_stack_id"),
-                set_id().alias("r_set_id"),
-                array_append(ids(), end).alias("r_frame_id"),
-                positions.alias("r_pos"),
-            ])
-        })
+    let mut per_stack: Vec<Expr> = carried().map(one).collect();
+    per_stack.push(min(set_id()).alias("c_set_id"));
+    per_stack.push(arg_min.call(vec![ids(), set_id()]).alias("c_ids"));
+    let stacks = ctx
+        .table(STACKS_FILES)
+        .await
+        .and_then(|f| f.aggregate(vec![col(quoted(column::STACK_ID))], per_stack))
+        .map_err(flat)?;
+    // Raw pair-layout files have no `stack`: theirs stay null unless a frame set has them.
+    let whole = if stored.contains(&column::STACK) {
+        stack().is_not_null().or(col("c_set_id").is_null())
+    } else {
+        col("c_set_id").is_null()
+    };
+    let end = lit(ScalarValue::UInt32(None));
+    let count = cast(
+        coalesce(vec![cardinality(col("c_ids")), lit(0u64)]),
+        arrow_schema::DataType::Int64,
+    );
+    let mut rows: Vec<Expr> = vec![col(quoted(column::STACK_ID))];
+    rows.extend(carried().map(|name| col(quoted(name))));
+    rows.extend([
+        whole.alias("c_whole"),
+        col("c_set_id"),
+        array_append(col("c_ids"), end).alias("r_frame_id"),
+        gen_series(lit(1i64), count + lit(1i64), lit(1i64)).alias("r_pos"),
+    ]);
+    let refs = stacks
+        .select(rows)
         .and_then(|f| f.unnest_columns(&["r_frame_id", "r_pos"]))
         .map_err(flat)?;
+    let fields = frames::frame_struct(&stack_type())
+        .expect("a list of frames")
+        .clone();
     let frame = named_struct(
         fields
             .iter()
@@ -287,7 +260,6 @@ async fn framed_stacks(
             ])
         })
         .map_err(flat)?;
-    let as_stack = ctx.udf("as_stack").map_err(flat)?;
     // Unordered, with each frame's position: `as_stack` orders them (see there why not
     // `ORDER BY` inside `array_agg`).
     let gathered = array_agg(named_struct(vec![
@@ -296,59 +268,62 @@ async fn framed_stacks(
         lit("frame"),
         col("f_frame"),
     ]));
+    // Grouped by the carried columns too (all null but for whole stacks): DataFusion would
+    // add them anyway, as `stack_id` determines them, also when a cluster's scheduler
+    // rebuilds the plan.
+    let mut keys = vec![col(quoted(column::STACK_ID)), col("c_whole")];
+    keys.extend(carried().map(|name| col(quoted(name))));
     let assembled = refs
         .join(
             frames_files,
             JoinType::Left,
-            &["r_set_id", "r_frame_id"],
+            &["c_set_id", "r_frame_id"],
             &["f_set_id", "f_frame_id"],
             None,
         )
-        .and_then(|j| {
-            j.aggregate(
-                vec![col("r_stack_id"), col("r_set_id")],
-                vec![gathered.alias("r_stack")],
-            )
-        })
-        .and_then(|a| {
-            a.select(vec![
-                col("r_stack_id").alias(column::STACK_ID),
-                as_stack.call(vec![col("r_stack")]).alias(column::STACK),
-            ])
-        })
+        .and_then(|j| j.aggregate(keys, vec![gathered.alias("r_stack")]))
         .map_err(flat)?;
+    let as_stack = ctx.udf("as_stack").map_err(flat)?;
+    let is_whole = || col("c_whole");
+    let either = |stored: Expr, made: Expr| -> Result<Expr> {
+        when(is_whole(), stored).otherwise(made).map_err(flat)
+    };
     let mut columns = vec![col(quoted(column::STACK_ID))];
-    for name in STACK_COLUMNS {
-        let Ok(f) = stacks_schema.field_with_name(name) else {
-            continue;
-        };
+    for &name in &stored {
         columns.push(if name == column::STACK {
-            col(quoted(name))
+            either(stack(), as_stack.call(vec![col("r_stack")]))?.alias(name)
         } else {
-            let null = ScalarValue::try_from(f.data_type()).map_err(flat)?;
-            lit(null).alias(name)
+            col(quoted(name))
         });
     }
-    let stack = || col(quoted(column::STACK));
+    columns.extend(summaries.iter().map(|name| col(quoted(name))));
+    columns.push(is_whole());
     let udf = |name: &str| ctx.udf(name).map_err(flat);
-    columns.push(
-        udf("stack_fold")?
-            .call(vec![stack()])
-            .alias(stack_col::FOLDED),
+    let mut summarized = vec![col(quoted(column::STACK_ID))];
+    summarized.extend(stored.iter().map(|name| col(quoted(name))));
+    summarized.push(
+        either(
+            col(quoted(stack_col::FOLDED)),
+            udf("stack_fold")?.call(vec![stack()]),
+        )?
+        .alias(stack_col::FOLDED),
     );
-    columns.push(
-        udf("stack_leaf")?
-            .call(vec![stack()])
-            .alias(stack_col::LEAF),
+    summarized.push(
+        either(
+            col(quoted(stack_col::LEAF)),
+            udf("stack_leaf")?.call(vec![stack()]),
+        )?
+        .alias(stack_col::LEAF),
     );
-    columns.push(
-        cast(
-            udf("stack_depth")?.call(vec![stack()]),
-            arrow_schema::DataType::Int32,
-        )
-        .alias(stack_col::DEPTH),
+    let depth = cast(
+        udf("stack_depth")?.call(vec![stack()]),
+        arrow_schema::DataType::Int32,
     );
-    assembled.select(columns).map_err(flat)
+    summarized.push(either(col(quoted(stack_col::DEPTH)), depth)?.alias(stack_col::DEPTH));
+    assembled
+        .select(columns)
+        .and_then(|f| f.select(summarized))
+        .map_err(flat)
 }
 
 /// The hours under `prefix` (its `date=…/hour=…/` prefixes) that `window` covers, in order.
