@@ -204,9 +204,13 @@ impl Planner<'_> {
             outer.push(format!(
                 "sum(CASE WHEN lat IS NULL THEN 0 ELSE n END) AS {LAT_N}"
             ));
-            for (name, p) in PERCENTILES {
+            // One digest for every percentile (the same aggregate, planned once).
+            let all: Vec<String> = PERCENTILES.iter().map(|(_, p)| p.to_string()).collect();
+            for (i, (name, _)) in PERCENTILES.iter().enumerate() {
                 outer.push(format!(
-                    "CAST(approx_percentile_cont_with_weight(lat, n, {p}) AS BIGINT) AS {name}"
+                    "CAST(approx_percentiles(lat, n, {})[{}] AS BIGINT) AS {name}",
+                    all.join(", "),
+                    i + 1
                 ));
             }
             for k in 0..BUCKETS {

@@ -1,13 +1,14 @@
 //! SQL functions registered on every session: stack helpers (`stack_fold`, `stack_leaf`,
 //! `stack_user_leaf`, `stack_kernel_leaf`,
 //! `stack_root`, `stack_depth`, `stack_functions`, `stack_keep`, `stack_drop`, `stack_or`,
-//! `stack_key`), the aggregates `stack_any` and `arg_min`, `as_stack`, `time_bucket` and `kind_unit`. docs/queries.md
-//! documents each.
+//! `stack_key`), the aggregates `stack_any`, `arg_min` and `approx_percentiles`, `as_stack`,
+//! `time_bucket` and `kind_unit`. docs/queries.md documents each.
 
 mod any;
 mod arg_min;
 mod as_stack;
 mod kind;
+mod percentiles;
 mod stack;
 mod time;
 
@@ -26,6 +27,9 @@ pub fn register(registry: &mut dyn FunctionRegistry) -> datafusion::error::Resul
     registry.register_udaf(Arc::new(
         AggregateUDF::new_from_impl(arg_min::ArgMin::new()),
     ))?;
+    registry.register_udaf(Arc::new(AggregateUDF::new_from_impl(
+        percentiles::ApproxPercentiles::new(),
+    )))?;
     registry.register_udf(Arc::new(ScalarUDF::new_from_impl(as_stack::AsStack::new())))?;
     registry.register_udf(Arc::new(ScalarUDF::new_from_impl(time::TimeBucket::new())))?;
     registry.register_udf(Arc::new(ScalarUDF::new_from_impl(kind::KindUnit::new())))?;
@@ -47,6 +51,7 @@ pub const NAMES: &[&str] = &[
     "stack_key",
     "stack_any",
     "arg_min",
+    "approx_percentiles",
     "as_stack",
     "time_bucket",
     "kind_unit",
