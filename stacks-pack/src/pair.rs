@@ -9,11 +9,11 @@ use std::io;
 use std::path::PathBuf;
 
 use arrow_array::cast::AsArray;
-use arrow_array::{Array, FixedSizeBinaryArray, ListArray, RecordBatch};
+use arrow_array::{Array, RecordBatch};
 use arrow_schema::SchemaRef;
 use parquet::arrow::ArrowWriter;
 use parquet::file::properties::WriterProperties;
-use stacks_stream::store::frames::{self, Framer};
+use stacks_stream::store::frames;
 use stacks_stream::store::{self, StackId};
 use stacks_stream::sys::SudoOwner as Owner;
 
@@ -241,17 +241,10 @@ impl Pair {
             } => {
                 let mut frames = part(store::frames_path(&samples.dest), frames_format)?;
                 let mut stacks = part(store::stacks_path(&samples.dest), stacks_format)?;
-                let stack_type = frames::stack_type_of(&frames_format.schema);
-                let mut framer = Framer::new(&stack_type)
-                    .map_err(failed(&frames))?
-                    .expect("framed levels have a stack type");
-                for chunk in ids.chunks(STACKS_CHUNK) {
-                    let held = lock(splitter).held_stacks(chunk).map_err(failed(&stacks))?;
-                    let (id, stack) = id_and_stack(&held).map_err(failed(&stacks))?;
-                    framer.add(&id, &stack).map_err(failed(&frames))?;
-                }
+                // The parts are taken under the lock, the files built after it.
+                let parts = lock(splitter).framed_parts(&ids).map_err(failed(&stacks))?;
                 let set = frames::set_id(store::base_name(&samples.dest));
-                let (frame_rows, stack_rows) = framer
+                let (frame_rows, stack_rows) = parts
                     .finish(
                         set,
                         &frames_format.schema,
@@ -270,24 +263,4 @@ impl Pair {
         bytes += samples.finalize()?;
         Ok((bytes, count))
     }
-}
-
-/// The `stack_id` and `stack` columns of held stacks rows, `stack` cast to the frames file's
-/// stack type (the element field's name and nullability of the contract).
-fn id_and_stack(
-    held: &RecordBatch,
-) -> Result<(FixedSizeBinaryArray, ListArray), arrow_schema::ArrowError> {
-    let missing = |c: &str| arrow_schema::ArrowError::SchemaError(format!("no `{c}` column"));
-    let id = held
-        .column_by_name(stacks_stream::col::STACK_ID)
-        .ok_or_else(|| missing(stacks_stream::col::STACK_ID))?
-        .as_fixed_size_binary()
-        .clone();
-    let stack = held
-        .column_by_name(stacks_stream::col::STACK)
-        .ok_or_else(|| missing(stacks_stream::col::STACK))?;
-    let stack = stack.as_list_opt::<i32>().cloned().ok_or_else(|| {
-        arrow_schema::ArrowError::SchemaError(format!("`stack` of type {}", stack.data_type()))
-    })?;
-    Ok((id, stack))
 }

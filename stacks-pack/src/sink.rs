@@ -167,10 +167,23 @@ impl Packer {
         partitioning: Option<Partitioning>,
         owner: Option<Owner>,
     ) -> Result<Self, PackError> {
-        let splitter = StackSplitter::new(schema).map_err(|e| PackError::Schema {
+        let schema_err = |e: arrow_schema::ArrowError| PackError::Schema {
             input: "the stream".into(),
             detail: e.to_string(),
-        })?;
+        };
+        let mut splitter = StackSplitter::new(schema).map_err(schema_err)?;
+        // The frames layout holds stacks as frame ids from the start: a burst of distinct
+        // stacks then costs their distinct frames, not every frame of every stack.
+        if matches!(levels, Levels::Framed { .. }) {
+            splitter = splitter
+                .with_framer(schema)
+                .map_err(schema_err)?
+                .ok_or_else(|| {
+                    schema_err(arrow_schema::ArrowError::SchemaError(
+                        "`stack` is not a list of frames".into(),
+                    ))
+                })?;
+        }
         let samples = Arc::clone(splitter.samples_schema());
         let time = order::time_column(&samples);
         Ok(Self {

@@ -1,7 +1,7 @@
 //! The frames level of a file set: each distinct frame of its stacks stored once in the frames
 //! file (`frame_id` → the frame's fields), each stack in the stacks file as the ids of its
-//! frames (`frame_ids`, leaf first, as `stack` holds them). [`Framer`] builds both from the
-//! stacks of a file set; [`assemble`] turns them back into `stack` lists.
+//! frames (`frame_ids`, leaf first, as `stack` holds them). [`Framer`] holds stacks that way
+//! and builds both for a file set of them; [`assemble`] turns them back into `stack` lists.
 //!
 //! Frames are sorted by (kernel, module, build id, offset, address, …) before they get their
 //! ids, so neighbouring rows differ little and the integer columns delta-encode well; stacks
@@ -112,19 +112,43 @@ pub fn set_id(base: &str) -> u64 {
     })
 }
 
-/// Builds the frames and stacks files of one file set; see the module documentation.
+/// Holds stacks as the ids of their frames, each distinct frame once (its row bytes), and
+/// builds the frames and stacks files of a file set from any of them; see the module
+/// documentation. A packer keeps one for its stream: a stack costs four bytes a frame, a frame
+/// its bytes once, where a held `stack` list repeats every frame of every stack.
 pub struct Framer {
+    /// What the frames' fields are and how their rows are made.
+    format: RowFormat,
+    converter: RowConverter,
+    /// Each distinct frame's index in `frames`, by its row bytes (which compare as the frames
+    /// sort).
+    ids: HashMap<Arc<[u8]>, u32, ahash::RandomState>,
+    /// The row bytes of each distinct frame.
+    frames: Vec<Arc<[u8]>>,
+    /// Each stack's range in `refs` (None: a null stack).
+    stacks: HashMap<StackId, Option<(u32, u32)>, ahash::RandomState>,
+    /// Frame indices of every stack, concatenated (with the ranges of stacks dropped since the
+    /// last compaction).
+    refs: Vec<u32>,
+}
+
+/// The frame struct's fields and the order of its row columns.
+#[derive(Clone)]
+struct RowFormat {
     fields: Fields,
     /// Struct field index of each converter column, in [`SORT_ORDER`].
     order: Vec<usize>,
-    converter: RowConverter,
-    /// Each distinct frame's provisional id (order of first sight), by its row bytes (which
-    /// compare as the frames sort).
-    ids: HashMap<Box<[u8]>, u32, ahash::RandomState>,
-    /// Stacks: id and range into `refs` (None: a null stack).
-    stacks: Vec<(StackId, Option<(u32, u32)>)>,
-    /// Provisional frame ids of every stack, concatenated.
-    refs: Vec<u32>,
+}
+
+impl RowFormat {
+    fn converter(&self) -> Result<RowConverter, ArrowError> {
+        RowConverter::new(
+            self.order
+                .iter()
+                .map(|&i| SortField::new(self.fields[i].data_type().clone()))
+                .collect(),
+        )
+    }
 }
 
 impl Framer {
@@ -142,26 +166,40 @@ impl Framer {
                 order.push(i);
             }
         }
-        let sort_fields = order
-            .iter()
-            .map(|&i| SortField::new(fields[i].data_type().clone()))
-            .collect();
-        Ok(Some(Framer {
+        let format = RowFormat {
             fields: fields.clone(),
             order,
-            converter: RowConverter::new(sort_fields)?,
+        };
+        Ok(Some(Framer {
+            converter: format.converter()?,
+            format,
             ids: HashMap::default(),
-            stacks: Vec::new(),
+            frames: Vec::new(),
+            stacks: HashMap::default(),
             refs: Vec::new(),
         }))
     }
 
-    /// Distinct frames so far.
+    /// Distinct frames held.
     pub fn frames(&self) -> usize {
-        self.ids.len()
+        self.frames.len()
     }
 
-    /// Add stacks: `ids[i]` is the id of `stack`'s row `i`.
+    /// Stacks held.
+    pub fn stacks(&self) -> usize {
+        self.stacks.len()
+    }
+
+    /// Bytes held: the frames' rows, the stacks' frame indices and the maps.
+    pub fn bytes(&self) -> usize {
+        let rows: usize = self.frames.iter().map(|r| r.len() + 16).sum();
+        rows + self.ids.capacity() * 28
+            + self.refs.capacity() * 4
+            + self.stacks.capacity() * (16 + 12)
+    }
+
+    /// Add stacks: `ids[i]` is the id of `stack`'s row `i`. A stack held already, or with a
+    /// null id, is skipped.
     pub fn add(&mut self, ids: &FixedSizeBinaryArray, stack: &ListArray) -> Result<(), ArrowError> {
         let offsets = stack.value_offsets();
         let (lo, hi) = (offsets[0] as usize, offsets[stack.len()] as usize);
@@ -170,6 +208,7 @@ impl Framer {
             ArrowError::SchemaError(format!("`stack` of type {}", stack.data_type()))
         })?;
         let columns: Vec<ArrayRef> = self
+            .format
             .order
             .iter()
             .map(|&i| Arc::clone(frames.column(i)))
@@ -180,10 +219,11 @@ impl Framer {
             let id = match self.ids.get(row.as_ref()) {
                 Some(&id) => id,
                 None => {
-                    let next = u32::try_from(self.ids.len()).map_err(|_| {
-                        ArrowError::ComputeError("over 2^32 frames in a file set".into())
-                    })?;
-                    self.ids.insert(row.as_ref().into(), next);
+                    let next = u32::try_from(self.frames.len())
+                        .map_err(|_| ArrowError::ComputeError("over 2^32 frames held".into()))?;
+                    let bytes: Arc<[u8]> = row.as_ref().into();
+                    self.ids.insert(Arc::clone(&bytes), next);
+                    self.frames.push(bytes);
                     next
                 }
             };
@@ -196,21 +236,128 @@ impl Framer {
             let id: StackId = ids.value(i).try_into().map_err(|_| {
                 ArrowError::SchemaError(format!("`stack_id` of width {}", ids.value_length()))
             })?;
+            if self.stacks.contains_key(&id) {
+                continue;
+            }
             if stack.is_null(i) {
-                self.stacks.push((id, None));
+                self.stacks.insert(id, None);
                 continue;
             }
             let start = self.refs.len() as u32;
             let range = offsets[i] as usize - lo..offsets[i + 1] as usize - lo;
             self.refs.extend_from_slice(&local[range]);
             self.stacks
-                .push((id, Some((start, self.refs.len() as u32))));
+                .insert(id, Some((start, self.refs.len() as u32)));
         }
         Ok(())
     }
 
-    /// The frames file's rows (sorted, ids in row order) and the stacks file's rows (sorted by
-    /// frames root first), in batches of at most `chunk` stacks, for file set `set`.
+    /// Keep only the stacks `keep` says; the frame indices and frames no stack kept uses are
+    /// dropped once they are as many as the live ones (so dropping costs amortized time).
+    pub fn retain(&mut self, keep: impl Fn(&StackId) -> bool) {
+        self.stacks.retain(|id, _| keep(id));
+        let live: usize = self
+            .stacks
+            .values()
+            .map(|r| r.map_or(0, |(a, b)| (b - a) as usize))
+            .sum();
+        if self.refs.len() <= 2 * live.max(1024) {
+            return;
+        }
+        let mut used = vec![false; self.frames.len()];
+        let mut refs = Vec::with_capacity(live);
+        for range in self.stacks.values_mut() {
+            if let Some((a, b)) = range {
+                let start = refs.len() as u32;
+                for &f in &self.refs[*a as usize..*b as usize] {
+                    used[f as usize] = true;
+                    refs.push(f);
+                }
+                *range = Some((start, refs.len() as u32));
+            }
+        }
+        self.refs = refs;
+        let kept = used.iter().filter(|&&u| u).count();
+        if self.frames.len() > 2 * kept.max(1024) {
+            let mut new_index = vec![u32::MAX; self.frames.len()];
+            let old = std::mem::take(&mut self.frames);
+            self.ids.clear();
+            for (i, bytes) in old.into_iter().enumerate() {
+                if used[i] {
+                    new_index[i] = self.frames.len() as u32;
+                    self.ids.insert(Arc::clone(&bytes), new_index[i]);
+                    self.frames.push(bytes);
+                }
+            }
+            for f in &mut self.refs {
+                *f = new_index[*f as usize];
+            }
+            self.ids.shrink_to_fit();
+        }
+        self.refs.shrink_to_fit();
+        self.stacks.shrink_to_fit();
+    }
+
+    /// What the files of a set of the held stacks `ids` are made from (each must be held):
+    /// cheap to take (the frames' bytes are shared), so a caller holding a lock can build
+    /// the files after releasing it.
+    pub fn parts(&self, ids: &[StackId]) -> Result<SetParts, ArrowError> {
+        let mut stacks = Vec::with_capacity(ids.len());
+        let mut refs = Vec::new();
+        let mut local = HashMap::<u32, u32, ahash::RandomState>::default();
+        let mut frames = Vec::new();
+        for id in ids {
+            let range = self.stacks.get(id).ok_or_else(|| {
+                ArrowError::InvalidArgumentError("a stack id the framer does not hold".into())
+            })?;
+            let Some((a, b)) = *range else {
+                stacks.push((*id, None));
+                continue;
+            };
+            let start = refs.len() as u32;
+            for &f in &self.refs[a as usize..b as usize] {
+                let n = *local.entry(f).or_insert_with(|| {
+                    frames.push(Arc::clone(&self.frames[f as usize]));
+                    frames.len() as u32 - 1
+                });
+                refs.push(n);
+            }
+            stacks.push((*id, Some((start, refs.len() as u32))));
+        }
+        Ok(SetParts {
+            format: self.format.clone(),
+            frames,
+            stacks,
+            refs,
+        })
+    }
+
+    /// The files of a set of every stack held: see [`SetParts::finish`].
+    pub fn finish(
+        self,
+        set: u64,
+        frames_schema: &SchemaRef,
+        stacks_schema: &SchemaRef,
+        chunk: usize,
+    ) -> Result<(RecordBatch, Vec<RecordBatch>), ArrowError> {
+        let ids: Vec<StackId> = self.stacks.keys().copied().collect();
+        self.parts(&ids)?
+            .finish(set, frames_schema, stacks_schema, chunk)
+    }
+}
+
+/// The stacks of one file set, as frame indices into the distinct frames they use (row
+/// bytes); see [`Framer::parts`].
+pub struct SetParts {
+    format: RowFormat,
+    frames: Vec<Arc<[u8]>>,
+    stacks: Vec<(StackId, Option<(u32, u32)>)>,
+    refs: Vec<u32>,
+}
+
+impl SetParts {
+    /// The frames file's rows (sorted, ids in row order) and the stacks file's rows (sorted
+    /// by frames root first), in batches of at most `chunk` stacks, for file set `set`.
     pub fn finish(
         self,
         set: u64,
@@ -219,22 +366,25 @@ impl Framer {
         chunk: usize,
     ) -> Result<(RecordBatch, Vec<RecordBatch>), ArrowError> {
         // Final ids: the distinct frames in sorted order.
-        let mut distinct: Vec<(Box<[u8]>, u32)> = self.ids.into_iter().collect();
-        distinct.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        let mut final_id = vec![0u32; distinct.len()];
-        for (n, (_, provisional)) in distinct.iter().enumerate() {
-            final_id[*provisional as usize] = n as u32;
+        let mut order: Vec<u32> = (0..self.frames.len() as u32).collect();
+        order.sort_unstable_by(|&a, &b| self.frames[a as usize].cmp(&self.frames[b as usize]));
+        let mut final_id = vec![0u32; order.len()];
+        for (n, &provisional) in order.iter().enumerate() {
+            final_id[provisional as usize] = n as u32;
         }
-        let parser = self.converter.parser();
-        let sorted = self
-            .converter
-            .convert_rows(distinct.iter().map(|(r, _)| parser.parse(r)))?;
+        let converter = self.format.converter()?;
+        let parser = converter.parser();
+        let sorted = converter.convert_rows(
+            order
+                .iter()
+                .map(|&i| parser.parse(&self.frames[i as usize])),
+        )?;
         drop(parser);
-        let mut by_field: Vec<Option<ArrayRef>> = vec![None; self.fields.len()];
-        for (column, &field) in sorted.into_iter().zip(&self.order) {
+        let mut by_field: Vec<Option<ArrayRef>> = vec![None; self.format.fields.len()];
+        for (column, &field) in sorted.into_iter().zip(&self.format.order) {
             by_field[field] = Some(column);
         }
-        let n = distinct.len();
+        let n = order.len();
         let mut columns: Vec<ArrayRef> = vec![Arc::new(UInt32Array::from_iter_values(0..n as u32))];
         columns.extend(
             by_field
@@ -249,7 +399,13 @@ impl Framer {
             s.1.map_or(&[][..], |(a, b)| &refs[a as usize..b as usize])
         };
         let mut stacks = self.stacks;
-        stacks.sort_by(|a, b| slice(a).iter().rev().cmp(slice(b).iter().rev()));
+        stacks.sort_by(|a, b| {
+            slice(a)
+                .iter()
+                .rev()
+                .cmp(slice(b).iter().rev())
+                .then(a.0.cmp(&b.0))
+        });
         let mut out = Vec::new();
         for part in stacks.chunks(chunk.max(1)) {
             let mut ids = FixedSizeBinaryBuilder::with_capacity(part.len(), 16);
@@ -507,5 +663,63 @@ mod tests {
                 .count(),
             1
         );
+    }
+
+    #[test]
+    fn retained_stacks_keep_their_frames_and_the_rest_is_dropped() {
+        let schema = Arc::new(crate::symbolized_schema(Default::default()));
+        let main = frame("main", 0x1100, false);
+        let rows: Vec<Row> = (0..3000u64)
+            .map(|i| Row {
+                kind: "profile".into(),
+                stack: Some(vec![
+                    frame(&format!("f{i}"), 0x2000 + i, false),
+                    main.clone(),
+                ]),
+                ..Default::default()
+            })
+            .collect();
+        let b = batch(&schema, &rows);
+        let stack = b
+            .column_by_name(col::STACK)
+            .unwrap()
+            .as_list::<i32>()
+            .clone();
+        let keys = stack_keys(&stack, stack.len()).unwrap();
+        let mut framer = Framer::new(stack.data_type()).unwrap().unwrap();
+        framer.add(&keys, &stack).unwrap();
+        // Adding a stack again changes nothing.
+        framer.add(&keys.slice(0, 10), &stack.slice(0, 10)).unwrap();
+        assert_eq!((framer.stacks(), framer.frames()), (3000, 3001));
+        let kept: Vec<StackId> = (0..10)
+            .map(|i| keys.value(i * 300).try_into().unwrap())
+            .collect();
+        let before = framer.bytes();
+        framer.retain(|id| kept.contains(id));
+        assert_eq!((framer.stacks(), framer.frames()), (10, 11));
+        assert!(
+            framer.bytes() < before / 10,
+            "{} vs {before}",
+            framer.bytes()
+        );
+        let fs = frames_schema(stack.data_type(), Default::default()).unwrap();
+        let ss = framed_stacks_schema(Default::default());
+        let (frames, out) = framer
+            .parts(&kept)
+            .unwrap()
+            .finish(3, &fs, &ss, 100)
+            .unwrap();
+        let lookup = FrameLookup::new(&fs, std::slice::from_ref(&frames)).unwrap();
+        let got = lookup.assemble(out[0].column(1)).unwrap();
+        let got_keys = stack_keys(&got, got.len()).unwrap();
+        let pid = out[0].column(0).as_fixed_size_binary();
+        for i in 0..got.len() {
+            assert_eq!(
+                got_keys.value(i),
+                pid.value(i),
+                "the same stack, every field"
+            );
+        }
+        assert_eq!(got.len(), 10);
     }
 }

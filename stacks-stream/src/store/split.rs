@@ -18,6 +18,7 @@ use crate::frames::StackFrames;
 use crate::schema::col;
 use crate::stack_key::{combine, stack_keys};
 
+use super::frames::{Framer, SetParts};
 use super::{DistinctCount, samples_schema, stacks_schema};
 
 /// A stack id: 128 bits.
@@ -55,6 +56,9 @@ pub struct StackSplitter {
     /// stacks-pack's memory.
     distinct: Vec<RecordBatch>,
     held: SchemaRef,
+    /// With [`Self::with_framer`]: the distinct stacks held as the ids of their frames instead
+    /// (`distinct` stays empty).
+    framer: Option<Framer>,
 }
 
 impl StackSplitter {
@@ -93,7 +97,39 @@ impl StackSplitter {
             splits: 0,
             count: DistinctCount::default(),
             distinct: Vec::new(),
+            framer: None,
         })
+    }
+
+    /// Hold the stacks as the ids of their frames, each distinct frame once (a [`Framer`]),
+    /// for a writer of the frames layout: memory then follows the distinct frames, not the
+    /// frames of every stack. `Ok(None)` when the stream's `stack` is not a list of frames.
+    /// Such a splitter gives the stacks of a file set by [`Self::framed_parts`], not
+    /// [`Self::held_stacks`].
+    pub fn with_framer(mut self, stream: &Schema) -> Result<Option<Self>, ArrowError> {
+        let Ok(field) = stream.field_with_name(col::STACK) else {
+            return Ok(None);
+        };
+        let Some(framer) = Framer::new(crate::dict::value_type(field.data_type()))? else {
+            return Ok(None);
+        };
+        if self.identity != [stream.index_of(col::STACK)?] {
+            return Ok(None);
+        }
+        self.framer = Some(framer);
+        Ok(Some(self))
+    }
+
+    /// Bytes the held stacks take (the stacks rows, or the framer's).
+    pub fn held_bytes(&self) -> usize {
+        match &self.framer {
+            Some(f) => f.bytes(),
+            None => self
+                .distinct
+                .iter()
+                .map(|b| b.get_array_memory_size())
+                .sum(),
+        }
     }
 
     /// Schema of the samples rows [`Self::split`] returns.
@@ -138,6 +174,12 @@ impl StackSplitter {
             .map(|(id, h)| (*id, *h))
             .collect();
         if keep.len() == self.known.len() {
+            return Ok(());
+        }
+        if let Some(framer) = &mut self.framer {
+            self.known = keep.into_iter().collect();
+            let known = &self.known;
+            framer.retain(|id| known.contains_key(id));
             return Ok(());
         }
         let mut known = HashMap::with_capacity_and_hasher(keep.len(), Default::default());
@@ -210,7 +252,24 @@ impl StackSplitter {
                 }
             }
         }
-        if !new_rows.is_empty() {
+        if let (false, Some(framer)) = (new_rows.is_empty(), self.framer.as_mut()) {
+            let (entries, _) = &per_column[0];
+            let take: UInt32Array = new_rows
+                .iter()
+                .map(|&r| entries.entry(r as usize).map(|i| i as u32))
+                .collect();
+            let stack = arrow_select::take::take(entries.values().as_ref(), &take, None)?;
+            let ids = FixedSizeBinaryArray::try_from_iter(new_ids.iter())?;
+            framer.add(&ids, stack.as_list::<i32>())?;
+            for id in &new_ids {
+                let held = Held {
+                    batch: 0,
+                    row: 0,
+                    last: split,
+                };
+                self.known.insert(*id, held);
+            }
+        } else if !new_rows.is_empty() {
             let stacks = self.distinct_rows(batch, &new_rows, &new_ids)?;
             let at = self.distinct.len() as u32;
             for (r, id) in new_ids.iter().enumerate() {
@@ -235,6 +294,11 @@ impl StackSplitter {
     /// The held rows of `ids` (each seen by [`Self::split`]), in that order: `stack_id` and
     /// the stream's stack columns, as [`Self::held_schema`] says.
     pub fn held_stacks(&self, ids: &[StackId]) -> Result<RecordBatch, ArrowError> {
+        if self.framer.is_some() {
+            return Err(ArrowError::InvalidArgumentError(
+                "the stacks are held as frames (framed_parts)".into(),
+            ));
+        }
         let mut at = Vec::with_capacity(ids.len());
         for id in ids {
             let h = self.known.get(id).ok_or_else(|| {
@@ -247,6 +311,17 @@ impl StackSplitter {
         }
         let batches: Vec<&RecordBatch> = self.distinct.iter().collect();
         arrow_select::interleave::interleave_record_batch(&batches, &at)
+    }
+
+    /// What the frames and stacks files of a file set of `ids` (each seen by [`Self::split`])
+    /// are made from, with [`Self::with_framer`].
+    pub fn framed_parts(&self, ids: &[StackId]) -> Result<SetParts, ArrowError> {
+        match &self.framer {
+            Some(f) => f.parts(ids),
+            None => Err(ArrowError::InvalidArgumentError(
+                "the stacks are held whole (held_stacks)".into(),
+            )),
+        }
     }
 
     /// Schema of [`Self::held_stacks`]' rows.
@@ -444,6 +519,61 @@ mod tests {
         assert_eq!(folded.value(0), "main;leaf");
         s.retain(3, |_| false).unwrap();
         assert_eq!(s.held(), 0);
+    }
+
+    #[test]
+    fn a_framed_splitter_holds_frames_once_and_gives_the_sets_files() {
+        let schema = Arc::new(crate::symbolized_schema(Default::default()));
+        let whole = {
+            let mut s = StackSplitter::new(&schema).unwrap();
+            s.split(&batch(&schema, &rows())).unwrap();
+            s.held_bytes()
+        };
+        let mut s = StackSplitter::new(&schema)
+            .unwrap()
+            .with_framer(&schema)
+            .unwrap()
+            .expect("a symbolized stream");
+        let first = s.split(&batch(&schema, &rows())).unwrap();
+        assert!(s.held_bytes() < whole, "{} vs {whole}", s.held_bytes());
+        let ids = first.column_by_name(col::STACK_ID).unwrap();
+        let ids = ids.as_fixed_size_binary();
+        let (a, b): (StackId, StackId) = (
+            ids.value(0).try_into().unwrap(),
+            ids.value(2).try_into().unwrap(),
+        );
+        assert!(s.held_stacks(&[a]).is_err(), "held as frames");
+        let fs = crate::store::frames::frames_schema(
+            &crate::dict::value_type(schema.field_with_name(col::STACK).unwrap().data_type())
+                .clone(),
+            Default::default(),
+        )
+        .unwrap();
+        let ss = crate::store::frames::framed_stacks_schema(Default::default());
+        let (frames, stacks) = s
+            .framed_parts(&[a, b])
+            .unwrap()
+            .finish(1, &fs, &ss, 10)
+            .unwrap();
+        assert_eq!(frames.num_rows(), 3, "leaf, main, other");
+        assert_eq!(stacks[0].num_rows(), 2);
+        // b alone: its own two frames.
+        s.split(&batch(&schema, &rows())).unwrap();
+        s.retain(2, |id| *id == b).unwrap();
+        assert_eq!(s.held(), 1);
+        assert!(s.framed_parts(&[a]).is_err(), "dropped");
+        let (frames, _) = s
+            .framed_parts(&[b])
+            .unwrap()
+            .finish(1, &fs, &ss, 10)
+            .unwrap();
+        let f = frames
+            .column_by_name("function")
+            .unwrap()
+            .as_string::<i32>();
+        let mut names: Vec<&str> = f.iter().map(|v| v.unwrap()).collect();
+        names.sort();
+        assert_eq!(names, ["main", "other"]);
     }
 
     #[test]
