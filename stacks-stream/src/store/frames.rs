@@ -575,6 +575,19 @@ mod tests {
         }
     }
 
+    /// The `stack` column of `rows` and each stack's id.
+    fn stacks_of(rows: &[Row]) -> (ListArray, FixedSizeBinaryArray) {
+        let schema = Arc::new(crate::symbolized_schema(Default::default()));
+        let b = batch(&schema, rows);
+        let stack = b
+            .column_by_name(col::STACK)
+            .unwrap()
+            .as_list::<i32>()
+            .clone();
+        let ids = stack_keys(&stack, stack.len()).unwrap();
+        (stack, ids)
+    }
+
     fn stacks() -> Vec<Option<Vec<Frame>>> {
         let main = frame("main", 0x1100, false);
         let run = frame("run", 0x1200, false);
@@ -595,7 +608,6 @@ mod tests {
 
     #[test]
     fn stacks_come_back_from_their_frames() {
-        let schema = Arc::new(crate::symbolized_schema(Default::default()));
         let rows: Vec<Row> = stacks()
             .into_iter()
             .map(|stack| Row {
@@ -604,15 +616,9 @@ mod tests {
                 ..Default::default()
             })
             .collect();
-        let b = batch(&schema, &rows);
-        let stack = b
-            .column_by_name(col::STACK)
-            .unwrap()
-            .as_list::<i32>()
-            .clone();
-        let ids = stack_keys(&stack, stack.len()).unwrap();
+        let (stack, ids) = stacks_of(&rows);
         let mut framer = Framer::new(stack.data_type()).unwrap().unwrap();
-        // Added in two parts, as stacks-pack adds chunks.
+        // Added in two parts, as stacks-pack adds the new stacks of each batch.
         framer.add(&ids.slice(0, 3), &stack.slice(0, 3)).unwrap();
         framer.add(&ids.slice(3, 3), &stack.slice(3, 3)).unwrap();
         assert_eq!(framer.frames(), 5, "leaf, run, main, vfs_read, other");
@@ -667,7 +673,6 @@ mod tests {
 
     #[test]
     fn retained_stacks_keep_their_frames_and_the_rest_is_dropped() {
-        let schema = Arc::new(crate::symbolized_schema(Default::default()));
         let main = frame("main", 0x1100, false);
         let rows: Vec<Row> = (0..3000u64)
             .map(|i| Row {
@@ -679,13 +684,7 @@ mod tests {
                 ..Default::default()
             })
             .collect();
-        let b = batch(&schema, &rows);
-        let stack = b
-            .column_by_name(col::STACK)
-            .unwrap()
-            .as_list::<i32>()
-            .clone();
-        let keys = stack_keys(&stack, stack.len()).unwrap();
+        let (stack, keys) = stacks_of(&rows);
         let mut framer = Framer::new(stack.data_type()).unwrap().unwrap();
         framer.add(&keys, &stack).unwrap();
         // Adding a stack again changes nothing.
