@@ -120,7 +120,7 @@ static __always_inline bool agg_put(void *ctx, void *events, void *kst, void *us
 	struct stacks_agg *first = bpf_map_lookup_elem(&agg_scratch, &zero);
 	if (!first)
 		return false;
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct task_struct *task = bpf_get_current_task_btf();
 	first->count = 1;
 	first->bytes = bytes;
 	first->latency_ns = latency;

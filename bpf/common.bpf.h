@@ -180,7 +180,7 @@ static __always_inline bool is_target(struct task_struct *task, __u32 tgid, __u3
 static __always_inline bool current_is_target(void)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	return is_target((struct task_struct *)bpf_get_current_task(), id >> 32, (__u32)id);
+	return is_target(bpf_get_current_task_btf(), id >> 32, (__u32)id);
 }
 
 static __always_inline void count_drop(__u32 cause)
@@ -190,8 +190,18 @@ static __always_inline void count_drop(__u32 cause)
 		__sync_fetch_and_add(n, 1);
 }
 
+/* Set while a record is made with the user stack of a process whose memory map the recorder
+ * has not read yet (maps_read): the next record sent wakes the reader at once, so that it reads
+ * the map while the process lives (a short-lived process may be gone by its next poll). A hint
+ * shared by every CPU: a wakeup too many or too few costs nothing. */
+volatile __u32 wake_for_maps = 0;
+
 static __always_inline __u64 wakeup_flags(__u32 ring)
 {
+	if (wake_for_maps) {
+		wake_for_maps = 0;
+		return BPF_RB_FORCE_WAKEUP;
+	}
 	__u64 at = wakeup_bytes[ring & 3];
 	if (!at)
 		return 0;
@@ -201,26 +211,30 @@ static __always_inline __u64 wakeup_flags(__u32 ring)
 /* The cgroup v2 id of `task` (its cgroup's kernfs node id, the directory's inode number). */
 static __always_inline __u64 task_cgroup(struct task_struct *task)
 {
-	return BPF_CORE_READ(task, cgroups, dfl_cgrp, kn, id);
+	struct cgroup *cg = task->cgroups->dfl_cgrp;
+	return cg ? cg->kn->id : 0;
 }
 
-/* Reset the header of a record for task `task` (ids and names), no stacks; the caller fills
- * the info member of its kind. */
+/* Reset the header of a record for task `task` (a BTF pointer: a program's argument or
+ * bpf_get_current_task_btf()), ids and names, no stacks; the caller fills the info member of
+ * its kind. */
 static __always_inline void fill_header(struct stacks_event *e, enum stacks_event_kind kind, struct task_struct *task)
 {
 	struct stacks_header *h = &e->hdr;
 
 	h->ts = bpf_ktime_get_boot_ns();
 	h->kind = kind;
-	h->pid = BPF_CORE_READ(task, tgid);
-	h->tid = BPF_CORE_READ(task, pid);
+	/* Plain loads through the task's BTF pointer (each helper call costs ~60-100 ns here):
+	 * the kernel keeps comm NUL padded, so a copy of all of it is the string. */
+	h->pid = task->tgid;
+	h->tid = task->pid;
 	h->cpu = bpf_get_smp_processor_id();
 	h->kstack_len = STACKS_NOT_REQUESTED;
 	h->ustack_len = STACKS_NOT_REQUESTED;
 	h->count = 1;
 	h->uwindow = 0;
-	BPF_CORE_READ_STR_INTO(&h->thread, task, comm);
-	BPF_CORE_READ_STR_INTO(&h->comm, task, group_leader, comm);
+	__builtin_memcpy(h->thread, task->comm, STACKS_COMM_LEN);
+	__builtin_memcpy(h->comm, task->group_leader->comm, STACKS_COMM_LEN);
 	h->cgroup = task_cgroup(task);
 	h->span.span_id = 0;
 	h->span.attrs_len = 0;
@@ -299,6 +313,66 @@ static __always_inline struct stacks_event *scratch_for(__u32 slot)
 
 #include "python.bpf.h"
 
+/* Processes whose memory map user space has read (tgid -> 1): their user frames are sent as
+ * plain addresses, which user space normalizes with that map, instead of being resolved to
+ * build id + file offset here (the kernel's per-frame VMA lookup and build-id read cost
+ * several µs a stack). User space adds a process before it reads its map; a new mapping in
+ * it (on_new_mapping) or its exec takes it out, until user space has read the map again. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u8);
+} maps_read SEC(".maps");
+
+/* How far above the stack pointer a frame pointer may point: a frame-pointer walk through
+ * code built without them follows whatever the register held (heap structures, often chained
+ * to 127 "frames"); a real chain stays on the thread's stack, above sp, rising. */
+#define UWALK_STACK_LIMIT (64ULL << 20)
+#define FRAMES_WORDS (STACKS_FRAMES_SIZE / 8)
+#define PF_KTHREAD_BIT 0x00200000
+_Static_assert(STACKS_UFRAME_SIZE == 32, "a user frame is 4 words");
+
+/* The current thread's user stack by frame pointers from its saved user registers, as plain
+ * addresses laid out as build-id frames of status BPF_STACK_BUILD_ID_IP after the kernel's `k`
+ * frames. The walk stops at a frame pointer that is not on the stack above sp, or does not
+ * rise (where the kernel's walk would go on through garbage to 127 frames). Returns the
+ * frames, or -errno. */
+static __always_inline long capture_user_ips(struct stacks_event *e, __u32 k)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	if (task->flags & PF_KTHREAD_BIT)
+		return -EFAULT;
+	struct pt_regs *r = (struct pt_regs *)bpf_task_pt_regs(task);
+	if (!r || (r->cs & 3) != 3)
+		return -EFAULT;
+	if (k > STACKS_MAX_DEPTH)
+		k = STACKS_MAX_DEPTH;
+	__u64 ip = r->ip, fp = r->bp, sp = r->sp;
+	__u32 n = 0;
+	for (__u32 i = 0; i < STACKS_MAX_DEPTH; i++) {
+		__u32 at = k + i * 4;
+		if (at + 3 >= FRAMES_WORDS)
+			break;
+		e->frames[at] = BPF_STACK_BUILD_ID_IP;
+		e->frames[at + 1] = 0;
+		e->frames[at + 2] = 0;
+		e->frames[at + 3] = ip;
+		n++;
+		if (fp < sp || fp - sp > UWALK_STACK_LIMIT || (fp & 7))
+			break;
+		__u64 frame[2];
+		if (bpf_probe_read_user(frame, sizeof(frame), (void *)fp))
+			break;
+		ip = frame[1];
+		if (!ip)
+			break;
+		/* A saved fp that does not rise ends the chain after this return address. */
+		fp = frame[0] > fp ? frame[0] : 0;
+	}
+	return n;
+}
+
 /* Capture the current task's wanted stacks into the record: kernel addresses first, then the
  * user frames (build id + file offset) right after them, then, in a CPython process, the
  * thread's Python frames (python.bpf.h); lengths are frames or -errno. */
@@ -320,12 +394,21 @@ static __always_inline void capture_stacks(void *ctx, struct stacks_event *e, __
 	if (want & STACKS_WANT_USER) {
 		if (k > STACKS_MAX_DEPTH)
 			k = STACKS_MAX_DEPTH;
-		long n = bpf_get_stack(ctx, &e->frames[k], USTACK_BYTES,
-				       BPF_F_USER_STACK | BPF_F_USER_BUILD_ID);
+		__u32 tgid = e->hdr.pid;
+		long n;
+		if (bpf_map_lookup_elem(&maps_read, &tgid)) {
+			n = capture_user_ips(e, k);
+		} else {
+			wake_for_maps = 1;
+			n = bpf_get_stack(ctx, &e->frames[k], USTACK_BYTES,
+					  BPF_F_USER_STACK | BPF_F_USER_BUILD_ID);
+			if (n > 0)
+				n /= STACKS_UFRAME_SIZE;
+		}
 		if (n < 0) {
 			e->hdr.ustack_len = (__s32)n;
 		} else {
-			__u32 u = (__u32)n / STACKS_UFRAME_SIZE;
+			__u32 u = (__u32)n;
 			if (u > STACKS_MAX_DEPTH)
 				u = STACKS_MAX_DEPTH;
 			e->hdr.ustack_len = (__s32)u;

@@ -74,6 +74,9 @@ static __always_inline void capture_dwarf(void *ctx, struct stacks_event *e, __u
 		e->hdr.ustack_len = -EFAULT;
 		return;
 	}
+	__u32 tgid = e->hdr.pid;
+	if (!bpf_map_lookup_elem(&maps_read, &tgid))
+		wake_for_maps = 1; /* unwinding needs its map: read it while the process lives */
 	k &= 127; /* ≤ STACKS_MAX_DEPTH, in a form the verifier sees */
 	long n = bpf_get_stack(ctx, &e->frames[k], STACK_BYTES, BPF_F_USER_STACK);
 	__u32 u = 0;

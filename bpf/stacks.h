@@ -318,13 +318,22 @@ struct stacks_block {
 	__u64 request;            /* the request (its address), naming its STACKS_EV_UWINDOW record */
 };
 
+/* stacks_file.path_complete of a file whose path was not walked again: a `vfs` record's path
+ * is walked the first time its (dentry, mnt) is seen in a path generation (see path_seen in
+ * kinds/vfs.bpf.h), and user space keeps what it was sent. */
+#define STACKS_PATH_SAME 2
+
 /* A file behind a descriptor, as the BPF side read it from the fd table. */
 struct stacks_file {
 	__u64 inode;              /* the file's inode number; 0: no file */
 	enum stacks_file_type file_type;
 	__u32 path_len;           /* bytes of `path` holding names (the rest is stale) */
-	__u32 path_complete;      /* 1: the walk reached the root, `path` is the whole path */
+	/* 1: the walk reached the root, `path` is the whole path; STACKS_PATH_SAME: not walked,
+	 * the path is the one of the last walk of this (dentry, mnt) user space was sent */
+	__u32 path_complete;
 	__u32 pad;
+	__u64 dentry;             /* the file's dentry and mount (kernel addresses): the key of */
+	__u64 mnt;                /* its walked path; 0: no file */
 	/* The file's path, leaf first: its components as consecutive NUL-terminated names,
 	 * crossing mount points. Reads of a name may run past it (into what follows in the
 	 * record, written later: a stacks_file is always the last member of its struct). */

@@ -90,18 +90,49 @@ static __always_inline void file_path(struct stacks_file *v, struct file *f)
 	v->path_len = off < STACKS_STR_LEN ? off : STACKS_STR_LEN;
 }
 
-/* The file of descriptor `fd` in `task`'s fd table, or NULL. */
+/* The file of descriptor `fd` in `task`'s fd table (a BTF pointer: plain loads, one helper
+ * call for the table's slot, whose index the verifier does not let a BTF pointer take), or
+ * NULL. */
 static __always_inline struct file *fd_file(struct task_struct *task, int fd)
 {
-	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
-	if (!fdt || fd < 0)
+	struct files_struct *files = task->files;
+	if (!files || fd < 0)
 		return NULL;
-	unsigned int max = BPF_CORE_READ(fdt, max_fds);
-	if ((unsigned int)fd >= max)
+	struct fdtable *fdt = files->fdt;
+	if (!fdt || (unsigned int)fd >= fdt->max_fds)
 		return NULL;
-	struct file **fds = BPF_CORE_READ(fdt, fd);
+	struct file **fds = NULL;
 	struct file *f = NULL;
-	bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]);
+	bpf_probe_read_kernel(&fds, sizeof(fds), &fdt->fd);
+	if (!fds || bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]))
+		return NULL;
+	return f;
+}
+
+/* Descriptor `fd` of `task`'s fd table: its inode, type, dentry and mount into `v`, no path
+ * (all left empty when it names no file). Returns the file, or NULL. */
+static __always_inline struct file *file_of(struct stacks_file *v, struct task_struct *task,
+					    int fd)
+{
+	v->inode = 0;
+	v->file_type = STACKS_FILE_NONE;
+	v->path_len = 0;
+	v->path_complete = 0;
+	v->dentry = 0;
+	v->mnt = 0;
+	v->path[0] = 0;
+	struct file *f = fd_file(task, fd);
+	if (!f)
+		return NULL;
+	/* Read-only BTF view of the file: plain loads, not a helper call per field. */
+	struct file *file = bpf_core_cast(f, struct file);
+	struct inode *ino = file->f_inode;
+	if (ino) {
+		v->inode = ino->i_ino;
+		v->file_type = (ino->i_mode & S_IFMT) >> S_IFMT_SHIFT;
+	}
+	v->dentry = (__u64)file->f_path.dentry;
+	v->mnt = (__u64)file->f_path.mnt;
 	return f;
 }
 
@@ -110,18 +141,9 @@ static __always_inline struct file *fd_file(struct task_struct *task, int fd)
 static __always_inline struct file *file_info(struct stacks_file *v, struct task_struct *task,
 					      int fd)
 {
-	v->inode = 0;
-	v->file_type = STACKS_FILE_NONE;
-	v->path_len = 0;
-	v->path_complete = 0;
-	v->path[0] = 0;
-	struct file *f = fd_file(task, fd);
-	if (!f)
-		return NULL;
-	v->inode = BPF_CORE_READ(f, f_inode, i_ino);
-	__u32 mode = BPF_CORE_READ(f, f_inode, i_mode);
-	v->file_type = (mode & S_IFMT) >> S_IFMT_SHIFT;
-	file_path(v, f);
+	struct file *f = file_of(v, task, fd);
+	if (f)
+		file_path(v, f);
 	return f;
 }
 
@@ -130,20 +152,20 @@ static __always_inline struct file *file_info(struct stacks_file *v, struct task
 static __always_inline bool sock_addrs(struct sock *sk, __u32 *family, __u32 *protocol,
 				       struct stacks_net_addrs *a)
 {
-	__u16 fam = BPF_CORE_READ(sk, __sk_common.skc_family);
+	__u16 fam = sk->__sk_common.skc_family;
 	if (fam != AF_INET && fam != AF_INET6)
 		return false;
-	__u16 proto = BPF_CORE_READ(sk, sk_protocol);
+	__u16 proto = sk->sk_protocol;
 	if (proto != IPPROTO_TCP && proto != IPPROTO_UDP)
 		return false;
 	*family = fam;
 	*protocol = proto;
 	__builtin_memset(a, 0, sizeof(*a));
-	a->local_port = BPF_CORE_READ(sk, __sk_common.skc_num);
-	a->remote_port = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
+	a->local_port = sk->__sk_common.skc_num;
+	a->remote_port = bpf_ntohs(sk->__sk_common.skc_dport);
 	if (fam == AF_INET) {
-		__u32 l = BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr);
-		__u32 r = BPF_CORE_READ(sk, __sk_common.skc_daddr);
+		__u32 l = sk->__sk_common.skc_rcv_saddr;
+		__u32 r = sk->__sk_common.skc_daddr;
 		__builtin_memcpy(a->local, &l, 4);
 		__builtin_memcpy(a->remote, &r, 4);
 	} else {

@@ -20,6 +20,38 @@ struct {
 	__type(value, struct block_request);
 } block_inflight SEC(".maps");
 
+/* The same without stacks (`block:n`): the record without its frames area, whose copy into
+ * the table was most of a submission's cost. Which table is used is settled at load. */
+struct block_request_bare {
+	__u64 issue_ts;
+	__u8 ev[STACKS_EVENT_HEADER_SIZE];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct block_request_bare);
+} block_inflight_bare SEC(".maps");
+
+/* The in-flight record of request `key` and its issue time, in the table in use. */
+static __always_inline struct stacks_event *block_find(__u64 *key, __u64 **issue_ts)
+{
+	if (block_stacks) {
+		struct block_request *b = bpf_map_lookup_elem(&block_inflight, key);
+		if (!b)
+			return NULL;
+		*issue_ts = &b->issue_ts;
+		return &b->ev;
+	}
+	struct block_request_bare *b = bpf_map_lookup_elem(&block_inflight_bare, key);
+	if (!b)
+		return NULL;
+	*issue_ts = &b->issue_ts;
+	return (struct stacks_event *)b->ev;
+}
+
 /* Where a block record is built before it goes into block_inflight (one per CPU). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -31,13 +63,13 @@ struct {
 /* The request's disk as major:minor (0:0 when it has none). */
 static __always_inline void rq_dev(struct stacks_block *b, struct request *rq)
 {
-	struct gendisk *disk = BPF_CORE_READ(rq, q, disk);
+	struct gendisk *disk = rq->q ? rq->q->disk : NULL;
 	b->dev_major = 0;
 	b->dev_minor = 0;
 	if (!disk)
 		return;
-	b->dev_major = BPF_CORE_READ(disk, major);
-	b->dev_minor = BPF_CORE_READ(disk, first_minor);
+	b->dev_major = disk->major;
+	b->dev_minor = disk->first_minor;
 }
 
 /* A `d` user stack of a block request's submitter, sent now in its own record (the
@@ -50,7 +82,7 @@ static __always_inline void block_ustack_apart(void *ctx, struct stacks_event *e
 		e->hdr.ustack_len = -ENOMEM;
 		return;
 	}
-	fill_header(u, STACKS_EV_UWINDOW, (struct task_struct *)bpf_get_current_task());
+	fill_header(u, STACKS_EV_UWINDOW, bpf_get_current_task_btf());
 	u->info.uwindow.request = key;
 	capture_dwarf(ctx, u, 0);
 	if (!u->hdr.uwindow)
@@ -70,10 +102,10 @@ int BPF_PROG(on_block_start, struct request *rq)
 		return 0;
 	struct stacks_event *e = &b->ev;
 	b->issue_ts = 0;
-	fill_header(e, STACKS_EV_BLOCK, (struct task_struct *)bpf_get_current_task());
-	e->info.block.op = BPF_CORE_READ(rq, cmd_flags) & REQ_OP_MASK;
+	fill_header(e, STACKS_EV_BLOCK, bpf_get_current_task_btf());
+	e->info.block.op = rq->cmd_flags & REQ_OP_MASK;
 	rq_dev(&e->info.block, rq);
-	e->info.block.bytes = BPF_CORE_READ(rq, __data_len);
+	e->info.block.bytes = rq->__data_len;
 	e->info.block.latency_ns = 0;
 	e->info.block.error = 0;
 	read_span(&e->hdr.span);
@@ -85,7 +117,9 @@ int BPF_PROG(on_block_start, struct request *rq)
 	} else {
 		capture_stacks(ctx, e, block_stacks);
 	}
-	if (bpf_map_update_elem(&block_inflight, &key, b, BPF_ANY))
+	long rc = block_stacks ? bpf_map_update_elem(&block_inflight, &key, b, BPF_ANY)
+			       : bpf_map_update_elem(&block_inflight_bare, &key, b, BPF_ANY);
+	if (rc)
 		count_drop(STACKS_DROP_BLOCK_MAP_FULL);
 	return 0;
 }
@@ -94,11 +128,12 @@ SEC("tp_btf/block_rq_issue")
 int BPF_PROG(on_block_issue, struct request *rq)
 {
 	__u64 key = (__u64)rq;
-	struct block_request *b = bpf_map_lookup_elem(&block_inflight, &key);
-	if (!b)
+	__u64 *issue_ts;
+	struct stacks_event *e = block_find(&key, &issue_ts);
+	if (!e)
 		return 0;
-	b->issue_ts = bpf_ktime_get_boot_ns(); /* latency runs from here to completion */
-	b->ev.info.block.bytes = BPF_CORE_READ(rq, __data_len);
+	*issue_ts = bpf_ktime_get_boot_ns(); /* latency runs from here to completion */
+	e->info.block.bytes = rq->__data_len;
 	return 0;
 }
 
@@ -106,21 +141,31 @@ SEC("tp_btf/block_rq_complete")
 int BPF_PROG(on_block_complete, struct request *rq, blk_status_t error, unsigned int nr_bytes)
 {
 	__u64 key = (__u64)rq;
-	struct block_request *b = bpf_map_lookup_elem(&block_inflight, &key);
-	if (!b)
+	__u64 *issue_ts;
+	struct stacks_event *e = block_find(&key, &issue_ts);
+	if (!e)
 		return 0;
-	struct stacks_event *e = &b->ev;
 	__u64 now = bpf_ktime_get_boot_ns();
-	__u64 issued = b->issue_ts ? b->issue_ts : e->hdr.ts;
-	__u32 remaining = BPF_CORE_READ(rq, __data_len);
+	__u64 issued = *issue_ts ? *issue_ts : e->hdr.ts;
+	__u32 remaining = rq->__data_len;
 	e->info.block.latency_ns = now - issued;
 	e->info.block.bytes = nr_bytes;
 	e->info.block.error = error;
 	e->hdr.cpu = bpf_get_smp_processor_id();
-	submit(e);
-	if (nr_bytes >= remaining)
-		bpf_map_delete_elem(&block_inflight, &key);
-	else
-		b->issue_ts = issued; /* the rest completes later, timed from the same issue */
+	if (block_stacks) {
+		submit(e);
+	} else {
+		__u32 ring = ring_of(STACKS_EV_BLOCK);
+		if (ring_output(ring, e, STACKS_EVENT_HEADER_SIZE, wakeup_flags(ring)))
+			count_drop(STACKS_DROP_RINGBUF + STACKS_EV_BLOCK);
+	}
+	if (nr_bytes >= remaining) {
+		if (block_stacks)
+			bpf_map_delete_elem(&block_inflight, &key);
+		else
+			bpf_map_delete_elem(&block_inflight_bare, &key);
+	} else {
+		*issue_ts = issued; /* the rest completes later, timed from the same issue */
+	}
 	return 0;
 }

@@ -32,8 +32,10 @@ int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 			return 0;
 		bpf_map_update_elem(&targets, &tgid, &one, BPF_ANY);
 	}
-	/* A new image: where its thread context is (if anywhere) is for user space to find. */
+	/* A new image: where its thread context is (if anywhere) is for user space to find, and
+	 * its memory map to read. */
 	bpf_map_delete_elem(&span_procs, &tgid);
+	bpf_map_delete_elem(&maps_read, &tgid);
 	struct stacks_event *e = lifecycle(STACKS_EV_EXEC, p);
 	if (!e)
 		return 0;
@@ -47,8 +49,8 @@ int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 {
-	__u32 ptgid = BPF_CORE_READ(parent, tgid);
-	__u32 ctgid = BPF_CORE_READ(child, tgid);
+	__u32 ptgid = parent->tgid;
+	__u32 ctgid = child->tgid;
 	__u8 one = 1;
 
 	if (ptgid == ctgid)
@@ -95,5 +97,19 @@ int BPF_PROG(on_exit, struct task_struct *p, bool group_dead)
 	if (!trace_all)
 		bpf_map_delete_elem(&targets, &tgid);
 	bpf_map_delete_elem(&span_procs, &tgid);
+	bpf_map_delete_elem(&maps_read, &tgid);
+	return 0;
+}
+
+/* A process maps something new (every mmap without MAP_FIXED passes here, in the mapping
+ * process; a library's segments are placed in such a reservation): its user frames are
+ * resolved here again until user space has read its map anew (see maps_read). Loaded only
+ * with user stacks by frame pointers. */
+SEC("tp_btf/vm_unmapped_area")
+int BPF_PROG(on_new_mapping, unsigned long addr, struct vm_unmapped_area_info *info)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	if (bpf_map_lookup_elem(&maps_read, &tgid))
+		bpf_map_delete_elem(&maps_read, &tgid);
 	return 0;
 }

@@ -34,7 +34,7 @@ static __always_inline void net_event(void *ctx, struct sock *sk, int ret,
 	__u32 family, protocol;
 	if (!sock_addrs(sk, &family, &protocol, &n->addrs))
 		return;
-	fill_header(e, STACKS_EV_NET, (struct task_struct *)bpf_get_current_task());
+	fill_header(e, STACKS_EV_NET, bpf_get_current_task_btf());
 	n->bytes = ret > 0 ? ret : 0;
 	n->error = ret < 0 ? -ret : 0;
 	n->family = family;

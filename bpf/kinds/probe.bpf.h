@@ -112,7 +112,7 @@ static __always_inline bool probe_count(void *ctx, __u32 idx, __u32 want)
 		return true;
 	}
 	struct stacks_probe_count first = {};
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct task_struct *task = bpf_get_current_task_btf();
 	first.hits = 1;
 	first.first_ts = bpf_ktime_get_boot_ns();
 	first.cpu = bpf_get_smp_processor_id();
@@ -144,7 +144,7 @@ static __always_inline struct probe_slot *probe_record(enum stacks_event_kind ki
 		count_drop(STACKS_DROP_PROBE_BUSY);
 		return NULL;
 	}
-	fill_header(&s->e, kind, (struct task_struct *)bpf_get_current_task());
+	fill_header(&s->e, kind, bpf_get_current_task_btf());
 	return s;
 }
 

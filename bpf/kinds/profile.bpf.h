@@ -14,7 +14,7 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 	struct stacks_event *e = scratch_for(SCRATCH_PERF);
 	if (!e)
 		return 0;
-	fill_header(e, STACKS_EV_PROFILE, (struct task_struct *)bpf_get_current_task());
+	fill_header(e, STACKS_EV_PROFILE, bpf_get_current_task_btf());
 	e->info.profile.period_ns = ctx->sample_period;
 	read_span(&e->hdr.span);
 	capture_stacks_d(ctx, e, profile_stacks);

@@ -50,7 +50,7 @@ static __always_inline __s64 rss_counter_bytes(struct mm_struct *mm, int member)
 SEC("tp_btf/rss_stat")
 int BPF_PROG(on_rss_stat, struct mm_struct *mm, int member)
 {
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct task_struct *task = bpf_get_current_task_btf();
 	if (mm != BPF_CORE_READ(task, mm))
 		return 0; /* another process's memory (reclaim, unmap of a foreign mm) */
 	__u64 id = bpf_get_current_pid_tgid();

@@ -138,7 +138,7 @@ int BPF_PROG(state_sys_enter, struct pt_regs *regs, long id)
 		return 0;
 	c->ts = bpf_ktime_get_boot_ns();
 	c->nr = id;
-	c->fd = state_fd_call(id) ? (__s32)BPF_CORE_READ(regs, SYSCALL_ARG0_FIELD) : -1;
+	c->fd = state_fd_call(id) ? (__s32)regs->SYSCALL_ARG0_FIELD : -1;
 	return 0;
 }
 
@@ -264,11 +264,15 @@ int sample_states(struct bpf_iter__task *ctx)
 		state_session = session;
 		state_pass_ts = bpf_ktime_get_boot_ns();
 	}
-	__u32 tgid = BPF_CORE_READ(task, tgid);
-	__u32 tid = BPF_CORE_READ(task, pid);
+	__u32 tgid = task->tgid;
+	__u32 tid = task->pid;
 	if (!is_target(task, tgid, tid))
 		return 0;
-	if (BPF_CORE_READ(task, flags) & STATE_PF_KTHREAD)
+	if (task->flags & STATE_PF_KTHREAD)
+		return 0;
+	/* The recorder's sampling thread runs this pass: it is on CPU only because it samples,
+	 * and would show as a thread running all the time. */
+	if (task->pid == bpf_get_current_task_btf()->pid)
 		return 0;
 	__u32 zero = 0;
 	struct stacks_event *e = bpf_map_lookup_elem(&state_scratch, &zero);
@@ -276,7 +280,7 @@ int sample_states(struct bpf_iter__task *ctx)
 		return 0;
 	fill_header(e, STACKS_EV_STATE, task);
 	e->hdr.ts = state_pass_ts;
-	e->hdr.cpu = BPF_CORE_READ(task, thread_info.cpu);
+	e->hdr.cpu = task->thread_info.cpu;
 	struct stacks_state_sample *s = &e->info.state;
 	s->period_ns = state_period_ns;
 	s->syscall_ns = 0;
@@ -285,13 +289,13 @@ int sample_states(struct bpf_iter__task *ctx)
 	s->family = 0;
 	s->protocol = 0;
 	s->file.inode = 0;
-	if (BPF_CORE_READ(task, on_cpu)) {
+	if (task->on_cpu) {
 		/* Its saved registers and stacks are stale while it runs: no stacks. */
 		s->state = STACKS_STATE_RUNNING;
 		submit(e);
 		return 0;
 	}
-	s->state = switch_state_of(false, BPF_CORE_READ(task, __state));
+	s->state = switch_state_of(false, task->__state);
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
 	__u64 since;
 	__s32 fd;
@@ -302,8 +306,8 @@ int sample_states(struct bpf_iter__task *ctx)
 		s->fd = fd;
 		struct file *f = file_info(&s->file, task, fd);
 		if (f && s->file.file_type == STACKS_FILE_SOCKET) {
-			struct socket *sock = BPF_CORE_READ(f, private_data);
-			struct sock *sk = BPF_CORE_READ(sock, sk);
+			struct socket *sock = bpf_core_cast(f, struct file)->private_data;
+			struct sock *sk = sock ? bpf_core_cast(sock, struct socket)->sk : NULL;
 			__u32 family, protocol;
 			if (sk && sock_addrs(sk, &family, &protocol, &s->addrs)) {
 				s->family = family;
@@ -315,7 +319,7 @@ int sample_states(struct bpf_iter__task *ctx)
 		submit(e);
 		return 0;
 	}
-	__u64 switches = BPF_CORE_READ(task, nvcsw) + BPF_CORE_READ(task, nivcsw) + 1;
+	__u64 switches = task->nvcsw + task->nivcsw + 1;
 	__u64 *sent = bpf_task_storage_get(&state_stacks_sent, task, 0,
 					   BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (sent && *sent == switches) {

@@ -108,7 +108,7 @@ static __always_inline enum stacks_state switch_state_of(bool preempt, unsigned 
 /* A thread's context switches so far (voluntary + involuntary, as the kernel counts them). */
 static __always_inline __u64 switches_of(struct task_struct *t)
 {
-	return BPF_CORE_READ(t, nvcsw) + BPF_CORE_READ(t, nivcsw);
+	return t->nvcsw + t->nivcsw;
 }
 
 /* The folded intervals are of span `span` (NULL: none) from here: those of another span so far
@@ -232,7 +232,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	/* The thread coming back on CPU: close its interval. */
 	struct switch_state *s = bpf_task_storage_get(&switch_store, next, 0, 0);
 	if (s) {
-		__u64 runtime = BPF_CORE_READ(next, se.sum_exec_runtime);
+		__u64 runtime = next->se.sum_exec_runtime;
 		__u64 switches = switches_of(next);
 		if (s->in_ts) {
 			__u64 off = off_since(s->in_ts, s->in_runtime, now, runtime);
@@ -253,8 +253,8 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	}
 
 	/* The thread leaving: remember when, why, and its stacks. */
-	__u32 tgid = BPF_CORE_READ(prev, tgid);
-	__u32 tid = BPF_CORE_READ(prev, pid);
+	__u32 tgid = prev->tgid;
+	__u32 tid = prev->pid;
 	if (!is_target(prev, tgid, tid))
 		return 0;
 	s = bpf_task_storage_get(&switch_store, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
@@ -262,7 +262,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 		count_drop(STACKS_DROP_SWITCH_STORAGE);
 		return 0;
 	}
-	__u64 runtime = BPF_CORE_READ(prev, se.sum_exec_runtime);
+	__u64 runtime = prev->se.sum_exec_runtime;
 	__u64 switches = switches_of(prev);
 	if (s->out_ts || (s->in_ts && switches - s->in_switches > 1)) {
 		/* Switches since the anchor besides this one were not seen: what it did not run

@@ -21,6 +21,56 @@ struct {
 	__type(value, struct vfs_call);
 } vfs_store SEC(".maps");
 
+/* Paths already sent (their walk is the most costly part of a record: ~20 helper calls):
+ * (dentry, mnt) -> inode and path generation. A record of a file found here with the same
+ * inode, in the current generation, is sent without its path (STACKS_PATH_SAME); user space
+ * keeps the paths it was sent, and starts a new generation (path_gen, written by it) when it
+ * lets them go. */
+struct path_key {
+	__u64 dentry;
+	__u64 mnt;
+};
+
+struct path_seen_val {
+	__u64 inode;
+	__u32 gen;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, struct path_key);
+	__type(value, struct path_seen_val);
+} path_seen SEC(".maps");
+
+volatile __u32 path_gen = 0;
+
+/* The file of `fd` into `v`, its path walked only when not sent before; true when it was
+ * walked (record it in path_seen once the record is sent). */
+static __always_inline bool vfs_file(struct stacks_file *v, struct task_struct *task, int fd)
+{
+	struct file *f = file_of(v, task, fd);
+	if (!f)
+		return false;
+	struct path_key k = { .dentry = v->dentry, .mnt = v->mnt };
+	struct path_seen_val *seen = bpf_map_lookup_elem(&path_seen, &k);
+	if (seen && seen->inode == v->inode && seen->gen == path_gen) {
+		v->path_complete = STACKS_PATH_SAME;
+		return false;
+	}
+	file_path(v, f);
+	return true;
+}
+
+/* The path of `v` was sent: later records of the file need not walk it. */
+static __always_inline void vfs_path_sent(struct stacks_file *v)
+{
+	struct path_key k = { .dentry = v->dentry, .mnt = v->mnt };
+	struct path_seen_val val = { .inode = v->inode, .gen = path_gen };
+	bpf_map_update_elem(&path_seen, &k, &val, BPF_ANY);
+}
+
 SEC("tp_btf/sys_enter")
 int BPF_PROG(vfs_enter, struct pt_regs *regs, long id)
 {
@@ -34,7 +84,7 @@ int BPF_PROG(vfs_enter, struct pt_regs *regs, long id)
 		return 0;
 	}
 	c->ts = bpf_ktime_get_boot_ns();
-	c->fd = (__s32)BPF_CORE_READ(regs, SYSCALL_ARG0_FIELD);
+	c->fd = (__s32)regs->SYSCALL_ARG0_FIELD;
 	c->call = call;
 	return 0;
 }
@@ -42,7 +92,7 @@ int BPF_PROG(vfs_enter, struct pt_regs *regs, long id)
 SEC("tp_btf/sys_exit")
 int BPF_PROG(vfs_exit, struct pt_regs *regs, long ret)
 {
-	if (vfs_call_of(BPF_CORE_READ(regs, SYSCALL_NR_FIELD)) < 0)
+	if (vfs_call_of(regs->SYSCALL_NR_FIELD) < 0)
 		return 0;
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct vfs_call *c = bpf_task_storage_get(&vfs_store, task, 0, 0);
@@ -71,7 +121,7 @@ int BPF_PROG(vfs_exit, struct pt_regs *regs, long ret)
 		c->ts = 0;
 		return 0;
 	}
-	fill_header(e, STACKS_EV_VFS, (struct task_struct *)bpf_get_current_task());
+	fill_header(e, STACKS_EV_VFS, task);
 	struct stacks_vfs *v = &e->info.vfs;
 	e->hdr.ts = c->ts;
 	v->latency_ns = now - c->ts;
@@ -80,9 +130,10 @@ int BPF_PROG(vfs_exit, struct pt_regs *regs, long ret)
 	v->error = ret < 0 ? (__s32)-ret : 0;
 	v->syscall = c->call;
 	c->ts = 0;
-	file_info(&v->file, (struct task_struct *)bpf_get_current_task(), c->fd);
+	bool walked = vfs_file(&v->file, task, v->fd);
 	read_span(&e->hdr.span);
 	capture_stacks_d(ctx, e, vfs_stacks);
-	submit_room(e);
+	if (submit_room(e) && walked)
+		vfs_path_sent(&v->file);
 	return 0;
 }

@@ -183,7 +183,7 @@ fn events_help() -> String {
          dk: the user stack unwound with the files' CFI (.eh_frame, .debug_frame) from a\n\
          copy of the stack (--ustack-bytes), continued by frame pointers where it ends;\n\
          needs no frame pointers (every event with stacks, probes and span included; not\n\
-         with a probe's :count).\n",
+         with a probe's :count); n: no stacks, the cheapest (the event's own fields only).\n",
     );
     for k in ALL {
         let Source::Event {

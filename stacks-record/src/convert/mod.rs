@@ -245,6 +245,16 @@ impl Converter {
     }
 
     /// Drop the address caches of processes that exited at least [`EXITED_KEPT`] ago.
+    /// The path generation of `vfs` records the kernel is to use (see `FileNames`).
+    pub(crate) fn path_generation(&self) -> u32 {
+        self.files.generation
+    }
+
+    /// Records whose path was not walked again and not found among the paths kept.
+    pub(crate) fn unknown_paths(&self) -> u64 {
+        self.files.unknown_paths
+    }
+
     pub(crate) fn forget_exited(&mut self) {
         while let Some(&(pid, at)) = self.exited.front() {
             if at.elapsed() < EXITED_KEPT {

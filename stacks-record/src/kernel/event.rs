@@ -255,6 +255,21 @@ impl<'a> RawEvent<'a> {
         })
     }
 
+    /// Whether the kernel resolved any of the user frames to a build id and file offset (it
+    /// does for a process not in `maps_read`).
+    pub(crate) fn ustack_resolved(&self) -> bool {
+        if self.h.uwindow > 0 || self.h.ustack_len <= 0 {
+            return false;
+        }
+        let base = frame_count(self.h.kstack_len) * 8;
+        (0..frame_count(self.h.ustack_len)).any(|i| {
+            let at = base + i * UFRAME_SIZE;
+            self.frames.get(at..at + 4).is_some_and(|b| {
+                u32::from_ne_bytes([b[0], b[1], b[2], b[3]]) == BPF_STACK_BUILD_ID_VALID
+            })
+        })
+    }
+
     /// The user stack (stored right after the kernel frames), empty frames skipped. For a `d`
     /// record, see [`Self::dwarf`] (its frames here are plain addresses).
     pub(crate) fn ustack(&self) -> Option<Result<Vec<KernelUserFrame>, i32>> {

@@ -8,6 +8,7 @@ use super::{Context, Decoded, EventKind};
 use crate::kernel::abi::types::{stacks_exec, stacks_exit, stacks_fork};
 use crate::kernel::event::{Header, Kind as RecordKind, RawEvent, c_bytes, cstr, info_members};
 use crate::output::rows::Extra;
+use crate::spec::{EventSpec, StackSel};
 
 info_members!(stacks_exec, stacks_fork, stacks_exit);
 
@@ -23,7 +24,19 @@ impl EventKind for Lifecycle {
     }
 
     fn programs(&self) -> &'static [&'static str] {
-        &["on_exec", "on_fork", "on_exit"]
+        &["on_exec", "on_fork", "on_exit", "on_new_mapping"]
+    }
+
+    /// `on_new_mapping` keeps the kernel's plain-address user frames honest (`maps_read`):
+    /// needed only when some event takes user stacks.
+    fn loads(&self, program: &str, spec: &EventSpec) -> bool {
+        program != "on_new_mapping"
+            || spec
+                .kinds
+                .iter()
+                .map(|k| k.stacks)
+                .chain(spec.probes.iter().map(|p| p.stacks))
+                .any(StackSel::user)
     }
 
     fn records(&self) -> &'static [RecordKind] {

@@ -9,6 +9,9 @@ use std::os::unix::fs::MetadataExt;
 use crate::kernel::abi::types::{stacks_file, stacks_net_addrs};
 use crate::kernel::event::{FileType, NetFamily, NetProtocol, c_bytes};
 
+/// `STACKS_PATH_SAME` (bpf/stacks.h).
+const STACKS_PATH_SAME: u32 = 2;
+
 /// The path the BPF side walked up from the file's dentry (leaf first, NUL separated, the
 /// first `path_len` bytes of `path`) as text: absolute when the walk reached the root,
 /// `…/`-prefixed when it stopped short; `None` when there was nothing (not a file).
@@ -47,7 +50,7 @@ fn join(leaf_first: &[String], prefix: &str) -> String {
 }
 
 /// A path as the kernel side could walk it.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 enum KernelPath {
     Complete(String),
     Partial(String),
@@ -115,14 +118,55 @@ pub(crate) fn sockaddr(family: NetFamily, addr: &[u8; 16], port: u16) -> String 
     }
 }
 
+/// Paths the kernel walked, by (dentry, mount): the inode and the path.
+type WalkedPaths = HashMap<(u64, u64), (u64, KernelPath), ahash::RandomState>;
+
 /// File paths of (pid, fd), from `/proc/PID/fd/FD` while it still names the same inode the
 /// kernel reported; else the kernel's file name (last path component).
 #[derive(Default)]
 pub(crate) struct FileNames {
     cache: HashMap<(u32, i32), (u64, String), ahash::RandomState>,
+    /// The paths the kernel walked, by (dentry, mnt): a `vfs` record of a file sent before
+    /// comes without its path (`STACKS_PATH_SAME`); this generation's and the previous one's.
+    walked: [WalkedPaths; 2],
+    /// The path generation (`path_gen` of the BPF side): bumped when `walked` starts over, for
+    /// the recorder to write to the kernel, whose entries of older generations then miss.
+    pub(crate) generation: u32,
+    /// Records whose path was not walked again and not found among those kept.
+    pub(crate) unknown_paths: u64,
 }
 
 impl FileNames {
+    /// Most walked paths kept per generation; past it a new generation starts (the kernel's
+    /// table of paths sent holds 8192).
+    const WALKED_MAX: usize = 1 << 15;
+
+    /// The path the kernel walked for `v`, or the one it walked before for the same file
+    /// (`STACKS_PATH_SAME`).
+    fn kernel_path(&mut self, v: &stacks_file) -> KernelPath {
+        let key = (v.dentry, v.mnt);
+        if v.path_complete == STACKS_PATH_SAME {
+            for g in &self.walked {
+                if let Some((ino, p)) = g.get(&key)
+                    && *ino == v.inode
+                {
+                    return p.clone();
+                }
+            }
+            self.unknown_paths += 1;
+            return KernelPath::None;
+        }
+        let p = kernel_path(v);
+        if v.dentry != 0 {
+            if self.walked[0].len() >= Self::WALKED_MAX {
+                self.walked[1] = std::mem::take(&mut self.walked[0]);
+                self.generation = self.generation.wrapping_add(1);
+            }
+            self.walked[0].insert(key, (v.inode, p.clone()));
+        }
+        p
+    }
+
     fn path(&mut self, pid: u32, fd: i32, ino: u64, kernel: KernelPath) -> Option<String> {
         let fallback = match kernel {
             KernelPath::Complete(p) => return Some(p),
@@ -160,8 +204,9 @@ pub(crate) fn file_name(
     fd: i32,
     file: &stacks_file,
 ) -> Option<String> {
+    let walked = files.kernel_path(file);
     files
-        .path(pid, fd, file.inode, kernel_path(file))
+        .path(pid, fd, file.inode, walked)
         .or_else(|| match file.file_type {
             FileType::STACKS_FILE_FIFO => Some(format!("pipe:[{}]", file.inode)),
             FileType::STACKS_FILE_SOCKET => Some(format!("socket:[{}]", file.inode)),
@@ -199,6 +244,47 @@ mod tests {
             KernelPath::Partial("…/dir/a.txt".into())
         );
         assert_eq!(kernel_path(&f(0, true)), KernelPath::None);
+    }
+
+    #[test]
+    fn paths_sent_once_are_kept_by_dentry_and_mount() {
+        let mut path = [0i8; 128];
+        for (d, s) in path.iter_mut().zip(b"a.txt\0tmp\0") {
+            *d = *s as i8;
+        }
+        let walked = stacks_file {
+            path,
+            path_len: 10,
+            path_complete: 1,
+            inode: 7,
+            dentry: 0xd0,
+            mnt: 0x30,
+            ..stacks_file::default()
+        };
+        let same = |inode, dentry| stacks_file {
+            path_complete: STACKS_PATH_SAME,
+            inode,
+            dentry,
+            mnt: 0x30,
+            ..stacks_file::default()
+        };
+        let mut names = FileNames::default();
+        let want = KernelPath::Complete("/tmp/a.txt".into());
+        assert_eq!(names.kernel_path(&walked), want);
+        assert_eq!(names.kernel_path(&same(7, 0xd0)), want);
+        // Another inode or another dentry: not the file whose path was sent.
+        assert_eq!(names.kernel_path(&same(8, 0xd0)), KernelPath::None);
+        assert_eq!(names.kernel_path(&same(7, 0xd8)), KernelPath::None);
+        assert_eq!(names.unknown_paths, 2);
+        // A new generation keeps the previous one's paths for records already sent.
+        for i in 0..FileNames::WALKED_MAX as u64 {
+            names.kernel_path(&stacks_file {
+                dentry: 0x1000 + i,
+                ..walked
+            });
+        }
+        assert_eq!(names.generation, 1);
+        assert_eq!(names.kernel_path(&same(7, 0xd0)), want);
     }
 
     #[test]

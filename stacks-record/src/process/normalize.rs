@@ -97,6 +97,9 @@ pub(crate) struct UserNormalizer {
     pub jit_frames: u64,
     /// Set when a stack held JIT code of a process with no perf map (yet).
     pub unnamed_jit: bool,
+    /// Processes whose memory map was read for the kernel to send their user frames as plain
+    /// addresses (`maps_read` of the BPF side): when.
+    armed: HashMap<u32, Instant, ahash::RandomState>,
 }
 
 impl UserNormalizer {
@@ -104,6 +107,42 @@ impl UserNormalizer {
     pub(crate) fn forget(&mut self, pid: u32) {
         self.pids.remove(&pid);
         self.perf_maps.forget(pid);
+        self.armed.remove(&pid);
+    }
+
+    /// Whether the kernel is to be told (again) that `pid`'s memory map is read: at its first
+    /// user stack, and again when a stack `resolved` by the kernel shows it took the process
+    /// out (a new mapping), at most every RETRY_EVERY; for `dwarf` stacks, which do not show
+    /// it, once a second. Then the caller adds it to `maps_read` and calls
+    /// [`Self::read_map`].
+    pub(crate) fn should_arm(&mut self, pid: u32, resolved: bool, dwarf: bool) -> bool {
+        if pid == 0 {
+            return false;
+        }
+        let due = match self.armed.get(&pid) {
+            None => true,
+            Some(t) if resolved => t.elapsed() > RETRY_EVERY,
+            Some(t) => dwarf && t.elapsed() > Duration::from_secs(1),
+        };
+        if due {
+            self.armed.insert(pid, Instant::now());
+        }
+        due
+    }
+
+    /// Read `pid`'s memory map now (after it was added to `maps_read`, so no mapping made
+    /// since is missed): plain addresses the kernel sends from now on are normalized with it.
+    pub(crate) fn read_map(&mut self, pid: u32) {
+        let fresh = new_normalizer();
+        // One lookup fills blazesym's cache of the map (the address itself does not matter).
+        let _ = resolve(&fresh, pid, &[0]);
+        let state = self.pids.entry(pid).or_insert_with(|| PidState {
+            normalizer: new_normalizer(),
+            frames: HashMap::default(),
+            anonymous: HashMap::default(),
+            retried: None,
+        });
+        state.normalizer = fresh;
     }
 
     /// Start the frame table over (every id handed out so far is forgotten, the processes'

@@ -32,9 +32,11 @@ use crate::spec::EventSpec;
 use crate::spec::probe::ProbeType;
 
 mod aggregate;
+mod paths;
 mod targets;
 
 use aggregate::Aggregation;
+use paths::PathGeneration;
 
 use targets::{Targets, describe, target_pids};
 
@@ -114,6 +116,7 @@ pub fn run() -> Result<ExitCode> {
         probes::configure(open, &spec.probes)
     })?;
     let agg = Aggregation::new(&mut skel);
+    let path_gen = PathGeneration::new(&mut skel);
     let rings = describe_rings(&load);
     let tracepoints = bpf::attach_tracepoints(&mut skel)?;
     // A command with USDT probes is held after its exec: its probes are attached then and
@@ -170,6 +173,7 @@ pub fn run() -> Result<ExitCode> {
         spans,
         started,
         agg,
+        path_gen,
         rings,
     };
     let mut child_status = rec.record(&mut out, &mut targets, &target, args.duration)?;
@@ -265,6 +269,7 @@ struct Recorder<'a, 'obj> {
     spans: Spans,
     started: Instant,
     agg: Option<Aggregation>,
+    path_gen: Option<PathGeneration>,
     /// The ring buffers in use, for the summary.
     rings: String,
 }
@@ -306,6 +311,9 @@ impl Recorder<'_, '_> {
             if let Some(agg) = &mut self.agg {
                 let (conv, rows) = (&mut self.conv, &mut self.rows);
                 agg.poll(self.skel, |r| push_record(conv, rows, r));
+            }
+            if let Some(g) = &self.path_gen {
+                g.set(self.conv.path_generation());
             }
             // At every poll, not only at a flush (once a second): a process that exits first
             // takes its span_procs entry, and with it the news that its check failed.
@@ -431,6 +439,10 @@ impl Recorder<'_, '_> {
                 ),
                 (counts.malformed, "malformed records"),
                 (counts.span_rows, "rows in `tracing` spans"),
+                (
+                    self.conv.unknown_paths(),
+                    "vfs rows whose path was sent before and not kept",
+                ),
             ]
             .iter()
             .filter(|(n, _)| *n > 0)
@@ -524,6 +536,13 @@ fn drain(
                     // Any event with a user stack: a process running before the recording
                     // (or whose exec was not seen) is found at its first stacks.
                     conv.python.look(skel, e.h.pid);
+                    if conv
+                        .norm
+                        .should_arm(e.h.pid, e.ustack_resolved(), e.h.uwindow > 0)
+                        && arm_maps(skel, e.h.pid)
+                    {
+                        conv.norm.read_map(e.h.pid);
+                    }
                 } else if e.h.kind == Kind::STACKS_EV_EXIT {
                     // Its samples came before, through the same ring: its Python state goes.
                     conv.python.forget(skel, e.h.pid);
@@ -558,6 +577,19 @@ fn drain_counts(
     rows: &mut RowBuilder,
 ) {
     probes::counts::drain(skel, |record| push_record(conv, rows, record));
+}
+
+/// Tell the kernel side that `pid`'s memory map is read (before it is: no mapping made in
+/// between is missed): its user frames come as plain addresses from now on.
+/// False when it is gone (or the map is full): nothing to read.
+fn arm_maps(skel: &crate::kernel::abi::StacksSkel<'_>, pid: u32) -> bool {
+    use libbpf_rs::MapCore;
+    crate::process::target::is_alive(pid)
+        && skel
+            .maps
+            .maps_read
+            .update(&pid.to_ne_bytes(), &[1], libbpf_rs::MapFlags::ANY)
+            .is_ok()
 }
 
 /// Convert one record made in user space (from a counting or aggregation table).

@@ -11,6 +11,8 @@ use probe::{MAX_PROBES, Probe, ProbeType};
 /// Which stacks an event captures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StackSel {
+    /// `n`: no stacks (the event's own fields only: the cheapest recording).
+    None,
     /// `u`: the user stack by frame pointers.
     User,
     /// `k`: the kernel stack.
@@ -28,6 +30,7 @@ impl StackSel {
     /// Bit mask understood by the BPF side (`STACKS_WANT_*`).
     pub fn mask(self) -> u32 {
         match self {
+            StackSel::None => 0,
             StackSel::User => 1,
             StackSel::Kernel => 2,
             StackSel::Both => 3,
@@ -37,7 +40,7 @@ impl StackSel {
     }
 
     pub fn user(self) -> bool {
-        self != StackSel::Kernel
+        !matches!(self, StackSel::Kernel | StackSel::None)
     }
 
     pub fn kernel(self) -> bool {
@@ -54,6 +57,7 @@ impl StackSel {
 
     pub(crate) fn parse(s: &str) -> Option<Self> {
         match s {
+            "n" => Some(StackSel::None),
             "u" => Some(StackSel::User),
             "k" => Some(StackSel::Kernel),
             "uk" | "ku" => Some(StackSel::Both),
@@ -67,6 +71,7 @@ impl StackSel {
 impl fmt::Display for StackSel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
+            StackSel::None => "n",
             StackSel::User => "u",
             StackSel::Kernel => "k",
             StackSel::Both => "uk",
@@ -373,6 +378,17 @@ mod tests {
         assert!(!wants("state:u"));
         assert!(wants("switch"), "switch defaults to uk");
         assert!(wants(DEFAULT_SPEC));
+    }
+
+    #[test]
+    fn n_takes_no_stacks() {
+        let vfs = kind("vfs:n,block:n,switch:n:0", "vfs");
+        assert_eq!(vfs.stacks, StackSel::None);
+        assert_eq!(vfs.stacks.mask(), 0);
+        assert!(!vfs.stacks.user() && !vfs.stacks.kernel() && !vfs.stacks.dwarf());
+        let spec = EventSpec::parse("vfs:n,switch:n:0").unwrap();
+        assert_eq!(spec.normalized(), "switch:n:0,vfs:n");
+        assert!(!spec.wants_kernel_stacks());
     }
 
     #[test]

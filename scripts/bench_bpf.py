@@ -1,0 +1,294 @@
+#!/usr/bin/env python3
+# scripts/bench_bpf.py — what recording costs the traced program: each BPF program's mean run
+# time (kernel.bpf_stats_enabled) and runs/s, fio's own IOPS and completion-latency percentiles
+# bare / under stacks-record / under perf record (with and without stacks), the latency stacks
+# records for the same reads next to fio's, and a pipe ping-pong (perf bench sched pipe) under
+# switch:uk:0 and perf record -g -e sched:sched_switch. Runs are interleaved, medians of
+# BENCH_REPS (default 5). Writes its section of BENCHMARKS.md. Run through scripts/bench
+# (BENCH_ONLY=bpf), as root.
+"""Recording cost per BPF program and in the traced program, side by side with perf.
+
+perf records syscall and block tracepoints only with tracefs mounted: it runs inside
+`unshare -m` with tracefs mounted there, so the host stays as a fresh one. Environment:
+CARGO_TARGET_DIR, BENCH_OUT, BENCH_REPS, BENCH_FIO_SECONDS (default 5), BENCH_FIO_FILE.
+"""
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import benchmd
+
+ROOT = Path(__file__).resolve().parent.parent
+TARGET = Path(os.environ.get("CARGO_TARGET_DIR") or Path.home() / ".cache/stacks-target")
+BIN = TARGET / "release"
+OUT = Path(os.environ.get("BENCH_OUT") or ROOT / "BENCHMARKS.md")
+REPS = int(os.environ.get("BENCH_REPS") or 5)
+FIO_SECONDS = int(os.environ.get("BENCH_FIO_SECONDS") or 5)
+FIO_FILE = os.environ.get("BENCH_FIO_FILE") or "/var/tmp/stacks-bench-fio.dat"
+REC, WORK = str(BIN / "stacks-record"), str(BIN / "stacks-workload")
+BEGIN, END = "<!-- bench-bpf:begin -->", "<!-- bench-bpf:end -->"
+IO_TPS = ("syscalls:sys_enter_pread64,syscalls:sys_exit_pread64,"
+          "block:block_io_start,block:block_rq_complete")
+
+
+def log(msg):
+    print(f"bench-bpf: {msg}", file=sys.stderr, flush=True)
+
+
+def fio_argv(out):
+    return ["fio", "--name=randread", f"--filename={FIO_FILE}", "--size=256M",
+            "--rw=randread", "--bs=4k", "--ioengine=psync", "--direct=1",
+            f"--runtime={FIO_SECONDS}", "--time_based", "--output-format=json",
+            f"--output={out}"]
+
+
+def in_tracefs_ns(argv):
+    """`argv` in a private mount namespace with tracefs mounted (perf's syscall tracepoints)."""
+    script = 'mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null; exec "$@"'
+    return ["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", *argv]
+
+
+def run(argv, what):
+    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if p.returncode != 0:
+        sys.exit(f"bench-bpf: error: {what} failed ({p.returncode}): {p.stderr[-2000:]}")
+    return p
+
+
+def fio_result(path):
+    j = json.loads(Path(path).read_text())["jobs"][0]["read"]
+    pct = j["clat_ns"]["percentile"]
+    return {"iops": j["iops"], "p50": pct["50.000000"] / 1e3, "p99": pct["99.000000"] / 1e3}
+
+
+def recorded_latency(stream):
+    """p50 and p99 (µs) of the pread64 rows' latency in a raw stream."""
+    import pyarrow.compute as pc
+    import pyarrow.ipc as ipc
+    t = ipc.open_stream(open(stream, "rb")).read_all()
+    t = t.filter(pc.and_(pc.equal(t["kind"], "vfs"), pc.equal(t["syscall"], "pread64")))
+    # Rows summed in the kernel (count > 1) carry a latency total, not one call's.
+    t = t.filter(pc.equal(t["count"], 1))
+    if t.num_rows == 0:
+        return None
+    q = pc.quantile(t["duration"], q=[0.5, 0.99], interpolation="nearest").to_pylist()
+    return {"p50": q[0] / 1e3, "p99": q[1] / 1e3, "rows": t.num_rows}
+
+
+def progs(stderr):
+    """{program: (runs, ns per run)} from a stacks-record summary."""
+    out = {}
+    for line in stderr.splitlines():
+        if "BPF program runs" in line:
+            for part in line.split("): ", 1)[1].split("; "):
+                name = part.split(" ", 1)[0]
+                out[name] = benchmd.bpf_runs(line, name)
+    return out
+
+
+FIO_CASES = [
+    ("bare", None),
+    ("stacks -e vfs:n,block:n", ["stacks", "vfs:n,block:n"]),
+    ("stacks -e vfs:u,block:uk", ["stacks", "vfs:u,block:uk"]),
+    ("perf record (no stacks)", ["perf", []]),
+    ("perf record -g", ["perf", ["-g"]]),
+]
+
+
+def fio_case(case, tmp, seconds):
+    out = tmp / "fio.json"
+    how = case[1]
+    if how is None:
+        run(fio_argv(out), "fio")
+        return fio_result(out), None, {}
+    if how[0] == "stacks":
+        stream = tmp / "rec.arrow"
+        p = run([REC, "-e", how[1], "-o", str(stream), "--", *fio_argv(out)], case[0])
+        rec = recorded_latency(stream)
+        stream.unlink()
+        return fio_result(out), rec, progs(p.stderr)
+    data = tmp / "perf.data"
+    run(in_tracefs_ns(["perf", "record", "-q", *how[1], "-e", IO_TPS, "-o", str(data), "--",
+                       *fio_argv(out)]), case[0])
+    data.unlink()
+    return fio_result(out), None, {}
+
+
+def bench_fio(tmp):
+    run(["fio", "--name=prepare", f"--filename={FIO_FILE}", "--size=256M", "--rw=write",
+         "--bs=1M", "--output=/dev/null"], "fio prepare")
+    results = {c[0]: [] for c in FIO_CASES}
+    for rep in range(REPS):
+        for case in FIO_CASES:
+            r = fio_case(case, tmp, FIO_SECONDS)
+            results[case[0]].append(r)
+            log(f"rep {rep + 1}/{REPS} {case[0]}: {r[0]['iops']:.0f} IOPS")
+    return results
+
+
+def pingpong(argv_prefix, tmp):
+    """perf bench sched pipe under `argv_prefix`: µs per round trip."""
+    p = run([*argv_prefix, "perf", "bench", "sched", "pipe", "-l", "200000"], "ping-pong")
+    text = p.stdout + p.stderr
+    for line in text.splitlines():
+        if "usecs/op" in line:
+            return float(line.split()[0]), p
+    sys.exit(f"bench-bpf: error: no usecs/op in perf bench's output: {text[-500:]}")
+
+
+def bench_pingpong(tmp):
+    data = tmp / "perf.data"
+    cases = [
+        ("bare", lambda: []),
+        ("stacks -e switch:n:0", lambda: [REC, "-e", "switch:n:0", "-o", "/dev/null", "--"]),
+        ("stacks -e switch:uk:0", lambda: [REC, "-e", "switch:uk:0", "-o", "/dev/null", "--"]),
+        ("perf record -g -e sched:sched_switch",
+         lambda: in_tracefs_ns(["perf", "record", "-q", "-g", "-e", "sched:sched_switch",
+                                "-o", str(data), "--"])),
+    ]
+    results = {c[0]: [] for c in cases}
+    for _ in range(REPS):
+        for name, prefix in cases:
+            us, p = pingpong(prefix(), tmp)
+            results[name].append((us, progs(p.stderr)))
+    return results
+
+
+# (label, -e spec, workload argv, programs to report)
+PROGRAM_CASES = [
+    ("profile:u:999", "profile:u:999", ["cpu", "--seconds", "3"], ["on_cpu_sample"]),
+    ("profile:uk:999", "profile:uk:999", ["cpu", "--seconds", "3"], ["on_cpu_sample"]),
+    ("rss:n:1", "rss:n:1", ["touch", "--mib", "256", "--hold-ms", "0"], ["on_rss_stat"]),
+    ("rss:u:1", "rss:u:1", ["touch", "--mib", "256", "--hold-ms", "0"], ["on_rss_stat"]),
+    ("net:n", "net:n", ["udp", "--mib", "16", "--datagram", "1024"],
+     ["on_sock_send", "on_sock_recv"]),
+    ("net:u", "net:u", ["udp", "--mib", "16", "--datagram", "1024"],
+     ["on_sock_send", "on_sock_recv"]),
+    ("state:uk:100 (-a)", "state:uk:100", None, ["sample_states"]),
+]
+
+
+def bench_programs():
+    out = {}
+    for label, spec, work, names in PROGRAM_CASES:
+        runs = []
+        for _ in range(max(1, REPS // 2)):
+            target = ["-a", "-d", "3s"] if work is None else ["--", WORK, *work]
+            p = run([REC, "-e", spec, "-o", "/dev/null", *target], label)
+            runs.append(progs(p.stderr))
+        out[label] = {n: med([r.get(n, (0, 0))[1] for r in runs]) for n in names}
+        out[label]["runs"] = {n: med([r.get(n, (0, 0))[0] for r in runs]) for n in names}
+    return out
+
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else 0
+
+
+def table(rows):
+    w = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
+    lines = []
+    for k, r in enumerate(rows):
+        lines.append("| " + " | ".join(str(c).ljust(w[i]) for i, c in enumerate(r)) + " |")
+        if k == 0:
+            lines.append("|" + "|".join("-" * (x + 2) for x in w) + "|")
+    return "\n".join(lines)
+
+
+def section(fio, pp, programs, machine):
+    bare = fio["bare"]
+    b_iops = med([r[0]["iops"] for r in bare])
+    b50, b99 = med([r[0]["p50"] for r in bare]), med([r[0]["p99"] for r in bare])
+    rows = [["recorder", "fio IOPS", "of bare", "fio p50 µs", "fio p99 µs",
+             "recorded p50 µs", "recorded p99 µs"]]
+    for name, rs in fio.items():
+        iops = med([r[0]["iops"] for r in rs])
+        rec = [r[1] for r in rs if r[1]]
+        rows.append([name, f"{iops:,.0f}", f"{iops / b_iops:.2f}",
+                     f"{med([r[0]['p50'] for r in rs]):.1f}",
+                     f"{med([r[0]['p99'] for r in rs]):.1f}",
+                     f"{med([r['p50'] for r in rec]):.1f}" if rec else "",
+                     f"{med([r['p99'] for r in rec]):.1f}" if rec else ""])
+    prog_rows = [["recording", "program", "ns per run", "runs/s"]]
+    for name, rs in fio.items():
+        merged = {}
+        for r in rs:
+            for prog, (runs, ns) in r[2].items():
+                merged.setdefault(prog, []).append((runs, ns))
+        for prog, v in sorted(merged.items()):
+            if prog in ("on_exec", "on_fork", "on_exit", "on_new_mapping"):
+                continue
+            prog_rows.append([name, prog, f"{med([x[1] for x in v]):,.0f}",
+                              f"{med([x[0] for x in v]) / FIO_SECONDS:,.0f}"])
+    for name, rs in pp.items():
+        merged = {}
+        for _, ps in rs:
+            for prog, (runs, ns) in ps.items():
+                merged.setdefault(prog, []).append((runs, ns))
+        for prog in ("on_switch", "on_wakeup"):
+            if prog in merged:
+                v = merged[prog]
+                prog_rows.append([name + " (ping-pong)", prog, f"{med([x[1] for x in v]):,.0f}",
+                                  ""])
+    for label, v in programs.items():
+        for prog, ns in v.items():
+            if prog == "runs":
+                continue
+            prog_rows.append([label, prog, f"{ns:,.0f}", ""])
+    pp_bare = med([x[0] for x in pp["bare"]])
+    pp_rows = [["recorder", "µs per round trip", "of bare"]]
+    for name, rs in pp.items():
+        us = med([x[0] for x in rs])
+        pp_rows.append([name, f"{us:.2f}", f"{us / pp_bare:.2f}"])
+    return f"""{BEGIN}
+## The cost of recording (BPF run time and the traced program)
+
+Measured by `scripts/bench_bpf.py` ({machine}); runs interleaved, medians of {REPS}. fio: one
+job of 4 KiB random reads, `--ioengine=psync --direct=1`, {FIO_SECONDS} s per run, its own IOPS
+and completion-latency percentiles. perf records the same tracepoints (`{IO_TPS}`), inside a
+mount namespace with tracefs. "recorded" is the latency stacks-record wrote for the same
+`pread64` calls (system call entry to exit). Bare fio: p50 {b50:.1f} µs, p99 {b99:.1f} µs.
+
+{table(rows)}
+
+BPF programs, mean ns per run from `kernel.bpf_stats_enabled` (the stacks-record summary):
+
+{table(prog_rows)}
+
+Pipe ping-pong (`perf bench sched pipe -l 200000`), every switch recorded:
+
+{table(pp_rows)}
+{END}
+"""
+
+
+def main():
+    benchmd.preflight("bench-bpf", "BPF, perf events", [REC, WORK])
+    for tool in ("fio", "perf", "unshare"):
+        if subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True).returncode:
+            sys.exit(f"bench-bpf: error: {tool} is missing (scripts/setup installs it)")
+    stats = Path("/proc/sys/kernel/bpf_stats_enabled")
+    before = stats.read_text().strip()
+    stats.write_text("1")
+    try:
+        with tempfile.TemporaryDirectory(prefix="stacks-bench-bpf-") as d:
+            tmp = Path(d)
+            fio = bench_fio(tmp)
+            pp = bench_pingpong(tmp)
+            programs = bench_programs()
+    finally:
+        stats.write_text(before)
+        Path(FIO_FILE).unlink(missing_ok=True)
+    machine = f"{os.cpu_count()} CPUs, kernel {os.uname().release}"
+    benchmd.replace_section(OUT, BEGIN, END, section(fio, pp, programs, machine))
+    log(f"wrote {OUT}")
+
+
+if __name__ == "__main__":
+    main()

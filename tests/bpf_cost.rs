@@ -1,0 +1,98 @@
+//! A guard on what recording costs inside the traced threads: an IO loop (O_DIRECT reads, then
+//! a written and fsynced file) recorded with `-e vfs,block,switch` (their default stacks: `u`,
+//! `uk`, `uk`) with `kernel.bpf_stats_enabled` on, and every program's mean run time checked
+//! against four times its target (docs/architecture.md, "What recording costs"). Loose on
+//! purpose: it catches a return to the ~10 µs programs of before, not noise.
+
+use stacks_tests::{bpf_available, bpf_serial, check, scratch, sh};
+
+/// Sets `kernel.bpf_stats_enabled` for its life, then puts back what it was.
+struct BpfStats(String);
+
+impl BpfStats {
+    const PATH: &str = "/proc/sys/kernel/bpf_stats_enabled";
+
+    fn on() -> Self {
+        let before = std::fs::read_to_string(Self::PATH).expect("read bpf_stats_enabled");
+        std::fs::write(Self::PATH, "1").expect("enable bpf_stats_enabled");
+        Self(before.trim().to_string())
+    }
+}
+
+impl Drop for BpfStats {
+    fn drop(&mut self) {
+        let _ = std::fs::write(Self::PATH, &self.0);
+    }
+}
+
+/// (program, target ns per run): with stacks 2,500 ns, without 1,000 ns.
+const TARGETS: &[(&str, f64)] = &[
+    ("vfs_enter", 1_000.0),
+    ("vfs_exit", 2_500.0),
+    ("on_block_start", 2_500.0),
+    ("on_block_issue", 1_000.0),
+    ("on_block_complete", 1_000.0),
+    ("on_switch", 2_500.0),
+    ("on_wakeup", 1_000.0),
+];
+
+/// (runs, ns per run) of each program in the recorder's summary.
+fn runs(summary: &str) -> Vec<(String, u64, f64)> {
+    let Some(line) = summary.lines().find(|l| l.contains("BPF program runs")) else {
+        return Vec::new();
+    };
+    line.split_once("): ")
+        .map_or("", |(_, rest)| rest)
+        .split("; ")
+        .filter_map(|part| {
+            let mut w = part.split_whitespace();
+            let name = w.next()?.to_string();
+            let runs = w.next()?.parse().ok()?;
+            let ns = w.nth(1)?.parse().ok()?;
+            Some((name, runs, ns))
+        })
+        .collect()
+}
+
+#[test]
+fn io_programs_stay_within_four_times_their_targets() {
+    if !bpf_available("io_programs_stay_within_four_times_their_targets") {
+        return;
+    }
+    let _serial = bpf_serial();
+    let _stats = BpfStats::on();
+    let dir = scratch("bpf-cost");
+    let d = dir.display();
+    let out = sh(&format!(
+        "stacks-record -e vfs,block,switch -o {d}/rec.arrow -- sh -c \
+           'stacks-workload direct-read --mib 32 --path {d}/read.dat > /dev/null && \
+            stacks-workload write --mib 16 --path {d}/write.dat > /dev/null'"
+    ));
+    check(&out, "record the IO loop");
+    let summary = String::from_utf8_lossy(&out.stderr);
+    let measured = runs(&summary);
+    eprintln!("{measured:?}");
+    for &(prog, target) in TARGETS {
+        let Some((_, n, ns)) = measured.iter().find(|(name, _, _)| name == prog) else {
+            panic!("{prog}: no run time in the summary: {summary}");
+        };
+        assert!(*n > 0, "{prog} never ran: {summary}");
+        assert!(
+            *ns <= 4.0 * target,
+            "{prog}: {ns} ns per run over {n} runs, above 4 × its {target} ns target"
+        );
+    }
+}
+
+#[test]
+fn the_summary_line_is_read() {
+    let line = "stacks-record: BPF program runs (kernel.bpf_stats_enabled): vfs_exit 63773 \
+                runs, 17809 ns each; on_block_start 42000 runs, 29887 ns each";
+    assert_eq!(
+        runs(line),
+        vec![
+            ("vfs_exit".to_string(), 63773, 17809.0),
+            ("on_block_start".to_string(), 42000, 29887.0)
+        ]
+    );
+}
