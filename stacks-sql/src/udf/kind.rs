@@ -82,25 +82,6 @@ mod tests {
     use super::*;
     use crate::queries::BUNDLED;
 
-    #[test]
-    fn every_registered_query_is_bundled_and_every_bundled_query_registered() {
-        let bundled: Vec<&str> = BUNDLED.iter().map(|(name, _)| *name).collect();
-        let registered: Vec<&str> = kinds::ALL
-            .iter()
-            .flat_map(|k| k.queries.iter().copied())
-            .chain(kinds::ANY_KIND_QUERIES)
-            .collect();
-        for q in &registered {
-            assert!(bundled.contains(q), "registry names `{q}`, not bundled");
-        }
-        for q in &bundled {
-            assert!(
-                registered.contains(q),
-                "bundled query `{q}` is about no kind in stacks_stream::kinds"
-            );
-        }
-    }
-
     /// The marker frames the SQL writes as text (`stack_or(stack, '[no stack]')`) are the ones
     /// stacks-pprof adds for rows without a stack, so their totals add up.
     #[test]
