@@ -17,12 +17,12 @@ const NAME: &str = "kind_unit";
 
 /// The `kind_unit` function.
 #[derive(Debug, PartialEq, Eq, Hash)]
-pub struct KindUnit {
+pub(super) struct KindUnit {
     signature: Signature,
 }
 
 impl KindUnit {
-    pub fn new() -> Self {
+    pub(super) fn new() -> Self {
         Self {
             signature: Signature::any(1, Volatility::Immutable),
         }
@@ -79,7 +79,6 @@ impl ScalarUDFImpl for KindUnit {
 mod tests {
     use stacks_stream::frames::{NO_STACK_FRAME, SHORT_OFFCPU_FRAME};
 
-    use super::*;
     use crate::queries::BUNDLED;
 
     /// The marker frames the SQL writes as text (`stack_or(stack, '[no stack]')`) are the ones
