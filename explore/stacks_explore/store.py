@@ -7,8 +7,10 @@ concern of this file.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import duckdb
 import pandas as pd
@@ -24,22 +26,21 @@ NO_SPAN = "[no span]"
 # reason of an off-CPU interval by its innermost kernel frame.
 SCHEDULER_FRAMES = r"schedule|^__switch_to|^finish_task_switch|^context_switch"
 
+# The registry of event kinds (stacks_stream::kinds), as kinds.json: generated from it, and
+# kept up to date by a test of stacks-stream.
+KINDS = {k["name"]: k for k in json.loads((Path(__file__).parent / "kinds.json").read_text())["kinds"]}
+
+
+def value_unit(kind: dict) -> str:
+    """How the notebooks name the unit of a kind's `value`: `ns`, `bytes`, or what it counts
+    (`hits` of probes, `events` of the others)."""
+    if kind["unit"] != "count":
+        return kind["unit"]
+    return "hits" if kind["value"] == "hits" else "events"
+
+
 # The unit of `value` per kind (docs/format.md, "Kinds").
-VALUE_UNITS = {
-    "profile": "ns",
-    "switch": "ns",
-    "state": "ns",
-    "span": "ns",
-    "rss": "bytes",
-    "block": "bytes",
-    "vfs": "bytes",
-    "net": "bytes",
-    "lost": "events",
-    "probe": "hits",
-    "exec": "events",
-    "fork": "events",
-    "exit": "events",
-}
+VALUE_UNITS = {name: value_unit(k) for name, k in KINDS.items()}
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,8 @@
 //! `stack_any`, …) and object stores opened from the environment on first use. Their command
 //! lines are Ballista's own; `stacks-query --cluster df://HOST:PORT -d s3://…` sends queries.
 
+#![warn(unreachable_pub)]
+
 use std::sync::Arc;
 
 use ballista_core::registry::BallistaFunctionRegistry;

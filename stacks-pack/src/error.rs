@@ -58,7 +58,7 @@ impl PackError {
 
 /// The message of a Parquet error, one line, without the crate's `External:` wrapping of
 /// I/O errors (so a full disk reads `No space left on device (os error 28)`).
-pub fn parquet_detail(err: &ParquetError) -> String {
+pub(crate) fn parquet_detail(err: &ParquetError) -> String {
     let text = match err {
         ParquetError::External(inner) => inner.to_string(),
         other => other.to_string(),

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use crate::error::PackError;
 
 /// `path`'s parent directory, `.` for a bare relative name.
-pub fn parent_dir(path: &Path) -> PathBuf {
+pub(crate) fn parent_dir(path: &Path) -> PathBuf {
     match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
@@ -20,7 +20,7 @@ pub fn parent_dir(path: &Path) -> PathBuf {
 
 /// Create `dir` and any missing parents. Returns the directories that were created,
 /// outermost first; each new entry is fsynced into its parent.
-pub fn create_dir_tracked(dir: &Path) -> Result<Vec<PathBuf>, PackError> {
+pub(crate) fn create_dir_tracked(dir: &Path) -> Result<Vec<PathBuf>, PackError> {
     let name = || dir.display().to_string();
     match fs::metadata(dir) {
         Ok(m) if m.is_dir() => return Ok(Vec::new()),
@@ -54,7 +54,7 @@ pub fn create_dir_tracked(dir: &Path) -> Result<Vec<PathBuf>, PackError> {
 }
 
 /// Fail early, before any input is read, if files cannot be created in `dir`.
-pub fn check_writable(dir: &Path) -> Result<(), PackError> {
+pub(crate) fn check_writable(dir: &Path) -> Result<(), PackError> {
     let err = |source| PackError::NotWritable {
         path: dir.display().to_string(),
         err: source,
@@ -70,7 +70,7 @@ pub fn check_writable(dir: &Path) -> Result<(), PackError> {
 }
 
 /// fsync a directory so entries created or renamed in it survive a crash.
-pub fn sync_dir(dir: &Path) -> Result<(), PackError> {
+pub(crate) fn sync_dir(dir: &Path) -> Result<(), PackError> {
     let sync_err = |source| PackError::Sync {
         path: dir.display().to_string(),
         err: source,

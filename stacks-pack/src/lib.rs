@@ -6,6 +6,8 @@
 //! then samples), a stream that ends badly still has its received rows finalized, and SIGTERM
 //! finishes cleanly.
 
+#![warn(unreachable_pub)]
+
 pub mod cli;
 mod error;
 mod fsutil;

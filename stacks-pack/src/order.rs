@@ -19,12 +19,12 @@ const NANOS_PER_HOUR: i64 = 3_600 * NANOS_PER_SEC;
 
 /// The `time` column of a schema, when it is a nanosecond timestamp (the stacks contract).
 #[derive(Debug, Clone, Copy)]
-pub struct TimeColumn {
+pub(crate) struct TimeColumn {
     index: usize,
 }
 
 /// Find the `time` column of `schema`.
-pub fn time_column(schema: &Schema) -> Option<TimeColumn> {
+pub(crate) fn time_column(schema: &Schema) -> Option<TimeColumn> {
     let index = schema.index_of(stacks_stream::col::TIME).ok()?;
     match schema.field(index).data_type() {
         DataType::Timestamp(TimeUnit::Nanosecond, _) => Some(TimeColumn { index }),
@@ -43,7 +43,7 @@ impl TimeColumn {
     }
 
     /// Seconds since the epoch of the first row (the earliest once sorted); `None` when empty.
-    pub fn first_secs(&self, batch: &RecordBatch) -> Option<u64> {
+    pub(crate) fn first_secs(&self, batch: &RecordBatch) -> Option<u64> {
         let t = self.values(batch);
         (!t.is_empty()).then(|| {
             let ns = if t.is_null(0) { 0 } else { t.value(0) };
@@ -53,13 +53,13 @@ impl TimeColumn {
 
     /// Runs of consecutive rows with the same UTC date: (`YYYY-MM-DD`, start, length).
     /// Null times count as 1970-01-01.
-    pub fn date_runs(&self, batch: &RecordBatch) -> Vec<(String, usize, usize)> {
+    pub(crate) fn date_runs(&self, batch: &RecordBatch) -> Vec<(String, usize, usize)> {
         self.runs(batch, NANOS_PER_DAY, utc_date)
     }
 
     /// Runs of consecutive rows in the same UTC hour: (`YYYY-MM-DD`, `HH`) as the partition
     /// path `date=YYYY-MM-DD/hour=HH`, start, length. Null times count as 1970-01-01 00h.
-    pub fn hour_runs(&self, batch: &RecordBatch) -> Vec<(String, usize, usize)> {
+    pub(crate) fn hour_runs(&self, batch: &RecordBatch) -> Vec<(String, usize, usize)> {
         self.runs(batch, NANOS_PER_HOUR, |hour| {
             format!(
                 "date={}/hour={:02}",
@@ -98,7 +98,7 @@ impl TimeColumn {
 }
 
 /// The first `n` rows of `pending` as one batch, and the rest.
-pub fn split_front(
+pub(crate) fn split_front(
     schema: &SchemaRef,
     pending: &[RecordBatch],
     n: usize,
@@ -130,7 +130,10 @@ pub fn split_front(
 
 /// `batch` sorted by time, stable; returned as is when already in order (the usual case for a
 /// live recording).
-pub fn sort_by_time(batch: &RecordBatch, time: &TimeColumn) -> Result<RecordBatch, ArrowError> {
+pub(crate) fn sort_by_time(
+    batch: &RecordBatch,
+    time: &TimeColumn,
+) -> Result<RecordBatch, ArrowError> {
     let t = time.values(batch);
     let key = |i: usize| if t.is_null(i) { i64::MIN } else { t.value(i) };
     if (1..t.len()).all(|i| key(i - 1) <= key(i)) {

@@ -7,24 +7,24 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Install the SIGTERM handler.
-pub fn install_sigterm() -> io::Result<()> {
+pub(crate) fn install_sigterm() -> io::Result<()> {
     stacks_stream::sys::catch_signals(&[libc::SIGTERM])
 }
 
 /// Whether SIGTERM has been received.
-pub fn terminated() -> bool {
+pub(crate) fn terminated() -> bool {
     stacks_stream::sys::signal_caught()
 }
 
 /// A byte source that reports end-of-file once SIGTERM has arrived, and records in `cut`
 /// that the end was ours, so the resulting "truncated stream" is not an upstream failure.
-pub struct StopOnTerm<R> {
+pub(crate) struct StopOnTerm<R> {
     inner: R,
     cut: Arc<AtomicBool>,
 }
 
 impl<R> StopOnTerm<R> {
-    pub fn new(inner: R, cut: Arc<AtomicBool>) -> Self {
+    pub(crate) fn new(inner: R, cut: Arc<AtomicBool>) -> Self {
         Self { inner, cut }
     }
 }

@@ -42,7 +42,7 @@ pub type SharedSplitter = Arc<Mutex<StackSplitter>>;
 
 /// The splitter, even if a thread panicked while holding it (its state stays consistent:
 /// stacks are only added once complete).
-pub fn lock(splitter: &SharedSplitter) -> MutexGuard<'_, StackSplitter> {
+pub(crate) fn lock(splitter: &SharedSplitter) -> MutexGuard<'_, StackSplitter> {
     splitter.lock().unwrap_or_else(|p| p.into_inner())
 }
 

@@ -54,7 +54,7 @@ fn alive(pid: i32) -> bool {
 /// Remove, in `dir` and its partition directories (`key=value/…`), this host's temporary
 /// files of dead packers and their stacks and frames files left without samples. Returns how many were
 /// removed; failures are ignored (they are only leftovers no reader uses).
-pub fn clean(dir: &Path, host: &str) -> usize {
+pub(crate) fn clean(dir: &Path, host: &str) -> usize {
     let mut removed = 0;
     let Ok(entries) = fs::read_dir(dir) else {
         return 0;

@@ -120,7 +120,7 @@ fn numeric(dt: &DataType) -> Option<Numeric> {
 impl Plan {
     /// Pick the columns of `schema` (read from `input`) according to `stack`, `values` and
     /// `labels` (see [`crate::Options`]).
-    pub fn new(
+    pub(crate) fn new(
         schema: &Schema,
         input: &str,
         stack: Option<&str>,

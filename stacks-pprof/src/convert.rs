@@ -170,11 +170,6 @@ impl Converter {
         self.rows
     }
 
-    /// Distinct (stack, labels) pairs so far: the number of samples the profile will have.
-    pub fn unique_samples(&self) -> usize {
-        self.samples.len()
-    }
-
     /// Column `index` (called `name`) of a batch, cast to `to`.
     fn cast(
         &self,

@@ -106,7 +106,7 @@ pub fn write_folded(
 }
 
 /// The title of a flame graph of `p`: what was recorded and where, from the stream metadata.
-pub fn title(p: &Profile, index: usize) -> (String, String) {
+pub(crate) fn title(p: &Profile, index: usize) -> (String, String) {
     let comment = |key: &str| {
         p.comment
             .iter()

@@ -6,6 +6,8 @@
 //! profiles and sums them per function, which end-to-end tests use to check results. Frames are
 //! read and named by `stacks_stream::frames`, event kinds come from `stacks_stream::kinds`.
 
+#![warn(unreachable_pub)]
+
 pub mod cli;
 mod columns;
 mod convert;

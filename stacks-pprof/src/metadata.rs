@@ -18,7 +18,7 @@ pub(crate) struct Facts {
 }
 
 impl Facts {
-    pub fn from_metadata(metadata: &HashMap<String, String>) -> Self {
+    pub(crate) fn from_metadata(metadata: &HashMap<String, String>) -> Self {
         let period_ns = metadata
             .get(meta::EVENTS)
             .and_then(|e| profile_period_ns(e));

@@ -59,7 +59,7 @@ impl Default for Tables {
 }
 
 impl Tables {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let mut string_ids = HashMap::new();
         string_ids.insert(String::new(), 0);
         Self {
@@ -76,7 +76,7 @@ impl Tables {
     }
 
     /// Tables whose kernel function names end in [`KERNEL_SUFFIX`].
-    pub fn with_kernel_suffix(kernel_suffix: bool) -> Self {
+    pub(crate) fn with_kernel_suffix(kernel_suffix: bool) -> Self {
         Self {
             kernel_suffix,
             ..Self::new()
@@ -84,7 +84,7 @@ impl Tables {
     }
 
     /// Index of `s` in the string table, adding it if new.
-    pub fn string(&mut self, s: &str) -> i64 {
+    pub(crate) fn string(&mut self, s: &str) -> i64 {
         if let Some(&id) = self.string_ids.get(s) {
             return id;
         }
@@ -96,7 +96,7 @@ impl Tables {
 
     /// Id of the function a frame is in; its system name is the frame's raw symbol when the
     /// stream has one. Unresolved frames are named by [`unresolved_name`].
-    pub fn function(&mut self, f: &Frame<'_>) -> u64 {
+    pub(crate) fn function(&mut self, f: &Frame<'_>) -> u64 {
         let name = match (f.function, f.kernel && self.kernel_suffix) {
             (Some(name), false) => self.string(name),
             (Some(name), true) => self.string(&format!("{name}{KERNEL_SUFFIX}")),
@@ -131,7 +131,7 @@ impl Tables {
     /// Id of a location standing for no code: a frame the profile adds (process name, the
     /// kernel/user delimiter, folded short intervals). It has no mapping (id 0) and address 0,
     /// which pprof readers accept and show by function name.
-    pub fn synthetic(&mut self, name: &str) -> u64 {
+    pub(crate) fn synthetic(&mut self, name: &str) -> u64 {
         let name = self.string(name);
         let function_id = match self.function_ids.get(&(name, 0)) {
             Some(&id) => id,
@@ -161,7 +161,7 @@ impl Tables {
 
     /// Id of the mapping a frame belongs to and the frame's address within it: the file offset
     /// for user frames (the raw address when the offset is unknown), the address for kernel ones.
-    pub fn mapping(&mut self, f: &Frame<'_>) -> (u64, u64) {
+    pub(crate) fn mapping(&mut self, f: &Frame<'_>) -> (u64, u64) {
         let (key, address) = if f.kernel {
             (MappingKey::Kernel, f.addr)
         } else {
@@ -208,7 +208,7 @@ impl Tables {
 
     /// Id of the location at `address` in mapping `mapping_id` whose lines are `lines`
     /// (innermost inlined function first, the containing function last).
-    pub fn location(&mut self, mapping_id: u64, address: u64, lines: &[Line]) -> u64 {
+    pub(crate) fn location(&mut self, mapping_id: u64, address: u64, lines: &[Line]) -> u64 {
         let candidates = self.location_ids.entry((mapping_id, address)).or_default();
         for &id in candidates.iter() {
             if let Some(l) = self.locations.get(id as usize - 1)
@@ -236,7 +236,7 @@ impl Tables {
     /// spans the kernel addresses seen. Bounds are page-rounded so every address lies inside.
     /// The main executable comes first (pprof reports it as the profile's file), shared
     /// libraries next, the kernel last.
-    pub fn finish(self) -> Finished {
+    pub(crate) fn finish(self) -> Finished {
         let mut entries = self.mappings;
         entries.sort_by_key(|e| {
             let name = self

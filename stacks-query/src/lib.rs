@@ -3,6 +3,8 @@
 //! write the result as a text table, CSV, JSON, NDJSON, an Arrow IPC stream or Parquet. The
 //! command line is here; everything it runs is in the `stacks-sql` library.
 
+#![warn(unreachable_pub)]
+
 pub mod cli;
 
 pub use cli::run;

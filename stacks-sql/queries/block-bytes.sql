@@ -3,6 +3,7 @@
 -- One row per (process, thread, operation, device, stack) over `block` rows; the stack is the
 -- submitter's at submission. `requests` counts requests, `bytes` sums their sizes.
 -- stacks-pprof: `requests/count`, `bytes/bytes`.
+-- kinds: block
 -- default-value: bytes
 -- param: comm text = '%'        process names to keep (SQL LIKE pattern)
 -- param: pid int = null         only this process id (null: every process)

@@ -3,6 +3,7 @@
 -- One row per (process, thread, operation, device, stack) over `block` rows with a duration.
 -- `latency_ns` sums issue-to-completion times (divide by `requests` for the mean); `bytes`
 -- sums their sizes. stacks-pprof: `latency/nanoseconds`, `requests/count`, `bytes/bytes`.
+-- kinds: block
 -- default-value: latency_ns
 -- param: comm text = '%'        process names to keep (SQL LIKE pattern)
 -- param: pid int = null         only this process id (null: every process)

@@ -3,6 +3,7 @@
 -- One row per function name (unresolved frames appear as [module+0xoffset]). `flat_*`: samples
 -- whose leaf frame is the function; `cum_*`: samples with the function anywhere on the stack,
 -- counted once per sample even when it recurses. Sorted by flat time.
+-- kinds: profile
 -- param: comm text = '%'        process names to keep (SQL LIKE pattern)
 -- param: pid int = null         only this process id (null: every process)
 -- param: from timestamp = null  start of the time window, inclusive (null: from the start)

@@ -10,6 +10,7 @@
 -- the counts per (thread, stack_id), sorted, read from `samples`, which has no stacks; each
 -- distinct stack is read once from `stack_table` and joined to its rows afterwards, so memory
 -- stays bounded by the distinct stacks however many (thread, stack) rows the result has.
+-- kinds: profile
 -- default-value: cpu_ns
 -- param: comm text = '%'        process names to keep (SQL LIKE pattern)
 -- param: pid int = null         only this process id (null: every process)

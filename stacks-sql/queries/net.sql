@@ -3,6 +3,7 @@
 -- One row per (process, thread, protocol, direction, stack) over `net` rows: protocol `tcp` or
 -- `udp`, direction `send` or `recv`. `bytes` sums bytes transferred, `calls` counts calls.
 -- stacks-pprof: `bytes/bytes`, `calls/count` (protocol and direction become labels).
+-- kinds: net
 -- default-value: bytes
 -- param: comm text = '%'        process names to keep (SQL LIKE pattern)
 -- param: pid int = null         only this process id (null: every process)

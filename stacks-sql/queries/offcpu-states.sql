@@ -3,6 +3,7 @@
 -- One row per (process, state) over `switch` rows, folded short intervals included.
 -- `runnable` time is waiting for a CPU; `sleeping` waiting for an event; `uninterruptible`
 -- usually waiting for IO. `mean_ns` = offcpu_ns / intervals.
+-- kinds: switch
 -- param: comm text = '%'        process names to keep (SQL LIKE pattern)
 -- param: pid int = null         only this process id (null: every process)
 -- param: from timestamp = null  start of the time window, inclusive (null: from the start)

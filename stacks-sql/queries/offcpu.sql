@@ -5,6 +5,7 @@
 -- with `count` > 1 and no stack) are included, under the one-frame stack
 -- `[folded short off-CPU intervals]`; intervals recorded without stacks appear as `[no stack]`.
 -- stacks-pprof turns this into `intervals/count` and `offcpu/nanoseconds`.
+-- kinds: switch
 -- default-value: offcpu_ns
 -- param: comm text = '%'        process names to keep (SQL LIKE pattern)
 -- param: pid int = null         only this process id (null: every process)

@@ -5,6 +5,7 @@
 -- 2 s has 8 thread-seconds in all), `threads` = how many of them were seen so, `syscall` null
 -- when not in one. `max_in_syscall_ns` = the longest time in that call seen by a sample (null:
 -- entries unseen). Per thread: `thread-states`.
+-- kinds: state
 -- param: comm text = '%'        process names to keep (SQL LIKE pattern)
 -- param: pid int = null         only this process id (null: every process)
 -- param: from timestamp = null  start of the time window, inclusive (null: from the start)

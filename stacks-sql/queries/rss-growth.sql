@@ -4,6 +4,7 @@
 -- `rss_growth_bytes` sums the growth the recorder attributed to each sampled row; `events`
 -- counts the page-level growth events the rows stand for. `op` is the counter that grew (anon,
 -- file, shmem, swap). stacks-pprof: `events/count`, `rss_growth_bytes/bytes`.
+-- kinds: rss
 -- default-value: rss_growth_bytes
 -- param: comm text = '%'        process names to keep (SQL LIKE pattern)
 -- param: pid int = null         only this process id (null: every process)

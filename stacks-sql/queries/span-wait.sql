@@ -7,6 +7,7 @@
 -- thread leaves the span when the poll returns, so the wait shows as the worker's, in no span.
 -- stacks-pprof turns this into `intervals/count` and `offcpu/nanoseconds`, labelled
 -- `span_name` and `state`.
+-- kinds: switch
 -- default-value: offcpu_ns
 -- param: comm text = '%'        process names to keep (SQL LIKE pattern)
 -- param: pid int = null         only this process id (null: every process)

@@ -7,6 +7,7 @@
 -- and writes (`vfs`); `block_bytes` sums block reads and writes submitted in the span; `net_bytes` sums
 -- TCP/UDP bytes sent and received; `spans` counts distinct span ids seen (a span entered many
 -- times counts once; one never seen by an event does not count).
+-- kinds: profile, switch, block, vfs, net
 -- param: comm text = '%'        process names to keep (SQL LIKE pattern)
 -- param: pid int = null         only this process id (null: every process)
 -- param: from timestamp = null  start of the time window, inclusive (null: from the start)

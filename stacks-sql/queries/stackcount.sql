@@ -5,6 +5,7 @@
 -- stands for all the hits of its thread and stacks in one interval. Hits recorded without
 -- stacks appear as `[no stack]`. stacks-pprof turns this into `count/count` labelled by
 -- probe; `stacks-pprof -f folded` writes the `root;…;leaf count` lines of stackcount -f.
+-- kinds: probe
 -- default-value: hits
 -- param: probe text = '%'       probes to keep (SQL LIKE pattern over `probe`)
 -- param: comm text = '%'        process names to keep (SQL LIKE pattern)

@@ -7,6 +7,7 @@
 -- stacks-pprof turns this into `samples/count` and `wall/nanoseconds` with `state` and
 -- `syscall` labels: `go tool pprof -tagfocus state=sleeping` is the profile of sleeping
 -- threads.
+-- kinds: state
 -- default-value: wall_ns
 -- param: comm text = '%'        process names to keep (SQL LIKE pattern)
 -- param: pid int = null         only this process id (null: every process)

@@ -7,6 +7,7 @@
 -- `parked_since`, for `parked_ns` (an interval still open at the end counts to the end) and
 -- `parked_stack` (null: the thread was not seen off CPU in the span; record `switch` too).
 -- An async task parked between polls is in no thread, so it is not here: it left the span.
+-- kinds: switch, span
 -- param: comm text = '%'        process names to keep (SQL LIKE pattern)
 -- param: pid int = null         only this process id (null: every process)
 -- param: span text = '%'        span names to keep (SQL LIKE pattern)

@@ -7,6 +7,7 @@
 -- saw it past the threshold; `path` = the file, pipe or socket it was on (null: not a call on a
 -- file descriptor); `local`/`remote` = a TCP/UDP socket's addresses. Calls a thread was already
 -- in when the recording started have no `duration` and are not listed.
+-- kinds: state
 -- param: comm text = '%'        process names to keep (SQL LIKE pattern)
 -- param: pid int = null         only this process id (null: every process)
 -- param: from timestamp = null  start of the time window, inclusive (null: from the start)

@@ -3,6 +3,7 @@
 -- One row per bucket that has events of `kind`. `events` counts events (folded rows count for
 -- what they stand for), `total` sums `value` in `unit`, `processes` counts distinct pids.
 -- Buckets start at multiples of `interval` since the Unix epoch; empty buckets are absent.
+-- kinds: any
 -- param: comm text = '%'        process names to keep (SQL LIKE pattern)
 -- param: pid int = null         only this process id (null: every process)
 -- param: from timestamp = null  start of the time window, inclusive (null: from the start)

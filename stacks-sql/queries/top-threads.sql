@@ -3,6 +3,7 @@
 -- One row per (kind, rank). `total` sums `value` in the kind's `unit` (profile and switch: ns
 -- on and off CPU; rss, block, vfs, net: bytes; exec, fork, exit: count); `events` counts the
 -- events (folded rows count for what they stand for). `lost` rows are left out.
+-- kinds: any
 -- param: comm text = '%'        process names to keep (SQL LIKE pattern)
 -- param: pid int = null         only this process id (null: every process)
 -- param: from timestamp = null  start of the time window, inclusive (null: from the start)

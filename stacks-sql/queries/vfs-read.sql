@@ -4,6 +4,7 @@
 -- `bytes` sums what the calls returned; `calls` counts them, `errors` the failed ones;
 -- `syscall_ns` sums time in the calls.
 -- stacks-pprof: `bytes/bytes`, `calls/count`, `errors/count`, `syscall/nanoseconds`.
+-- kinds: vfs
 -- default-value: bytes
 -- param: comm text = '%'        process names to keep (SQL LIKE pattern)
 -- param: pid int = null         only this process id (null: every process)

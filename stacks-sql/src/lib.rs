@@ -9,6 +9,8 @@
 //! The Arrow output carries the recording's `stacks.*` metadata, so `stacks-query cpu |
 //! stacks-pprof` knows what it is converting.
 
+#![warn(unreachable_pub)]
+
 pub mod args;
 pub mod bucket;
 pub mod output;

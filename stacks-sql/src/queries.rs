@@ -6,8 +6,10 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
-/// Queries shipped inside the binary: (name, SQL text). The first `-- ` line of each file is
-/// the one-line question it answers; `-- param:` lines declare its parameters.
+/// Queries shipped inside the binary: (name, SQL text), in `--list` order; every file of
+/// `queries/` is one (a test checks). The first `-- ` line of each file is the one-line
+/// question it answers; `-- param:` lines declare its parameters, its `-- kinds:` line the
+/// kinds whose rows it reads (docs/queries.md).
 pub const BUNDLED: &[(&str, &str)] = &[
     ("cpu", include_str!("../queries/cpu.sql")),
     (
@@ -164,7 +166,94 @@ pub fn list(out: &mut impl Write) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use stacks_stream::kinds::{self, Source};
+
     use super::*;
+
+    /// The kinds the `-- kinds:` header line of `sql` names (`any`: its `kind` parameter).
+    fn header_kinds(name: &str, sql: &str) -> Vec<String> {
+        let lines: Vec<&str> = sql
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("--")?.trim().strip_prefix("kinds:"))
+            .collect();
+        assert_eq!(lines.len(), 1, "{name}: one `-- kinds:` line");
+        lines[0].split(',').map(|k| k.trim().to_string()).collect()
+    }
+
+    /// The kinds the SQL code of `sql` (comments left out) names as `kind = 'K'` or in
+    /// `kind IN ('K', …)`.
+    fn literal_kinds(sql: &str) -> Vec<String> {
+        let code: Vec<&str> = sql
+            .lines()
+            .map(|l| l.split("--").next().unwrap_or(""))
+            .collect();
+        let code = code.join("\n");
+        let one = regex::Regex::new(r"kind\s*=\s*'([a-z_]+)'").unwrap();
+        let list = regex::Regex::new(r"(?i)kind\s+IN\s*\(([^)]*)\)").unwrap();
+        let quoted = regex::Regex::new(r"'([a-z_]+)'").unwrap();
+        let mut out: Vec<String> = one.captures_iter(&code).map(|c| c[1].to_string()).collect();
+        for c in list.captures_iter(&code) {
+            out.extend(quoted.captures_iter(&c[1]).map(|q| q[1].to_string()));
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    #[test]
+    fn bundled_queries_say_which_kinds_they_read() {
+        for (name, sql) in BUNDLED {
+            let mut said = header_kinds(name, sql);
+            let read = literal_kinds(sql);
+            if said == ["any"] {
+                let decls = crate::params::declarations(name, sql).unwrap();
+                assert!(
+                    decls.iter().any(|d| d.name == "kind"),
+                    "{name}: `-- kinds: any` takes a `kind` parameter"
+                );
+                assert!(read.is_empty(), "{name}: `any`, and yet it reads {read:?}");
+                continue;
+            }
+            for k in &said {
+                assert!(kinds::get(k).is_some(), "{name}: `{k}` is not a kind");
+            }
+            said.sort_unstable();
+            assert_eq!(said, read, "{name}: its `-- kinds:` line and its SQL");
+        }
+    }
+
+    #[test]
+    fn every_recordable_kind_has_a_bundled_query() {
+        for k in kinds::ALL {
+            if !matches!(k.source, Source::Event { .. } | Source::Probes(_)) {
+                continue;
+            }
+            assert!(
+                BUNDLED
+                    .iter()
+                    .any(|(name, sql)| header_kinds(name, sql).iter().any(|h| h == k.name)),
+                "no bundled query reads kind `{}` (stacks-sql/queries/)",
+                k.name
+            );
+        }
+    }
+
+    #[test]
+    fn every_query_file_is_bundled() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("queries");
+        let mut files: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        files.sort_unstable();
+        let mut bundled: Vec<String> = BUNDLED.iter().map(|(n, _)| format!("{n}.sql")).collect();
+        bundled.sort_unstable();
+        assert_eq!(files, bundled, "stacks-sql/queries/ and queries::BUNDLED");
+        for (name, sql) in BUNDLED {
+            let file = std::fs::read_to_string(dir.join(format!("{name}.sql"))).unwrap();
+            assert_eq!(&file, sql, "{name}: BUNDLED embeds another file");
+        }
+    }
 
     #[test]
     fn bundled_queries_have_questions() {

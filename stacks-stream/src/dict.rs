@@ -204,21 +204,6 @@ impl<T> EntryCache<T> {
         self.slots[i].get_or_insert_with(f)
     }
 
-    /// As [`Self::get_or_insert_with`], for computations that can fail.
-    pub fn get_or_try_insert_with<E>(
-        &mut self,
-        i: usize,
-        f: impl FnOnce() -> Result<T, E>,
-    ) -> Result<&T, E> {
-        if i >= self.slots.len() {
-            self.slots.resize_with(i + 1, || None);
-        }
-        if self.slots[i].is_none() {
-            self.slots[i] = Some(f()?);
-        }
-        Ok(self.slots[i].as_ref().expect("just filled"))
-    }
-
     /// Entries with a result.
     pub fn len(&self) -> usize {
         self.slots.iter().filter(|s| s.is_some()).count()

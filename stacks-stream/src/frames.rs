@@ -275,14 +275,6 @@ impl StackFrames {
         self.keys.as_ref()
     }
 
-    /// Number of entries (distinct stacks of a dictionary, else rows).
-    pub fn entry_count(&self) -> usize {
-        match &self.lists {
-            Lists::Small(l) => l.len(),
-            Lists::Large(l) => l.len(),
-        }
-    }
-
     /// The entry holding `row`'s stack; `None` for a null stack.
     #[inline]
     pub fn entry(&self, row: usize) -> Option<usize> {

@@ -5,6 +5,8 @@
 //! recording facts (host, kernel, boot id, events, clock) as schema metadata, so any stage can
 //! tell what it is looking at. `docs/format.md` documents every column.
 
+#![warn(unreachable_pub)]
+
 pub mod cli;
 pub mod columns;
 pub mod dict;

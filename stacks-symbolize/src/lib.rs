@@ -1,6 +1,8 @@
 //! stacks-symbolize: reads a raw stacks stream and writes the same rows plus a `stack` column of
 //! symbolized frames (function, file, line, inlined frames, module), offline, via blazesym.
 
+#![warn(unreachable_pub)]
+
 pub mod cli;
 pub mod debuginfo;
 pub mod debuginfod;

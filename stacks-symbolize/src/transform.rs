@@ -6,23 +6,25 @@
 //! stacks of a batch: every stack element is reduced to a key (module + offset, kernel symbol +
 //! offset, …); each distinct key of the stream is resolved once (on the worker pool) and kept;
 //! the new entries are a `take` from a small table of their distinct frames, with the
-//! per-element addresses set afterwards.
+//! per-element addresses set afterwards. Reading a batch's stack columns is in `columns.rs`,
+//! grouping stack elements by distinct frame in `group.rs`.
+
+mod columns;
+mod group;
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hash, Hasher};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use arrow_array::cast::AsArray;
-use arrow_array::types::{Int32Type, UInt32Type, UInt64Type};
-use arrow_array::{
-    Array, ArrayRef, Int32Array, ListArray, RecordBatch, StringArray, StructArray, UInt32Array,
-    UInt64Array,
-};
+use arrow_array::{Array, ArrayRef, Int32Array, ListArray, RecordBatch, UInt32Array, UInt64Array};
 use arrow_buffer::OffsetBuffer;
 use arrow_schema::{ArrowError, DataType};
+use stacks_stream::Unresolved;
 use stacks_stream::dict::{Entries, StackDictionary};
-use stacks_stream::{Unresolved, ksym, uframe};
+
+use columns::{StackColumns, hash_lanes};
+use group::Grouping;
+pub(crate) use group::{Group, Res};
 
 /// Entries of the output dictionaries past which they start afresh (a replacement dictionary
 /// in the stream, see `stacks_stream::dict`; they also start afresh past
@@ -50,10 +52,9 @@ const UNNAMED_MODULE: &str = "(module path not recorded)";
 
 use crate::debuginfo::{Finder, ModuleFiles};
 use crate::fx::FxMap;
-use crate::kernel::KERNEL_MODULE;
 pub use crate::layout::Layout;
 use crate::resolve::{Frames, Pool, SymFrame};
-use crate::table::{Place, Table};
+use crate::table::Table;
 
 /// How kernel frames are resolved.
 pub struct KernelConfig {
@@ -138,96 +139,6 @@ struct RawStack {
     s: Option<usize>,
     kerr: Option<i32>,
     uerr: Option<i32>,
-}
-
-/// Distinct output frames of a batch.
-#[derive(Hash, PartialEq, Eq)]
-enum GKey<'a> {
-    User {
-        module: u32,
-        offset: u64,
-        leaf: bool,
-    },
-    /// JIT code, named by the process's perf map at record time; or an interpreted frame
-    /// (a Python function), named with its file and line by the recorder.
-    Jit {
-        module: Option<&'a str>,
-        name: &'a str,
-        file: Option<&'a str>,
-        line: Option<u32>,
-    },
-    Unnormalized {
-        module: Option<&'a str>,
-        build_id: Option<&'a str>,
-        offset: Option<u64>,
-        error: Option<&'a str>,
-    },
-    KSym {
-        symbol: &'a str,
-        offset: u64,
-        module: Option<&'a str>,
-        leaf: bool,
-    },
-    KNoSym,
-    KAddr {
-        addr: u64,
-    },
-    Missed {
-        kernel: bool,
-        errno: i32,
-    },
-}
-
-/// How a group's frames are found.
-pub(crate) enum Res<'a> {
-    User(u32, u64),
-    KSym(&'a str, u64),
-    KAddr(u64),
-    Fixed(SymFrame),
-}
-
-pub(crate) struct Group<'a> {
-    pub(crate) place: Place<'a>,
-    pub(crate) res: Res<'a>,
-}
-
-fn errno_text(errno: i32) -> String {
-    let e = std::io::Error::from_raw_os_error(errno.saturating_neg());
-    let s = e.to_string();
-    s.split(" (os error").next().unwrap_or(&s).to_string()
-}
-
-/// A frame standing for a stack that could not be captured, so the failure stays visible.
-fn missed(kernel: bool, errno: i32) -> SymFrame {
-    let what = if kernel { "kernel" } else { "user" };
-    SymFrame {
-        function: Some(format!("[missed {what} stack: {}]", errno_text(errno))),
-        ..SymFrame::unresolved(
-            Unresolved::MissedStack,
-            format!(
-                "{what} stack capture failed: errno {}",
-                errno.saturating_neg()
-            ),
-        )
-    }
-}
-
-fn lookup(leaf: bool, v: u64) -> u64 {
-    if leaf { v } else { v.saturating_sub(1) }
-}
-
-fn list_range(list: &ListArray, row: usize) -> std::ops::Range<usize> {
-    let o = list.value_offsets();
-    o[row] as usize..o[row + 1] as usize
-}
-
-fn opt_str(a: &StringArray, i: usize) -> Option<&str> {
-    a.is_valid(i).then(|| a.value(i))
-}
-
-fn struct_field<'a>(s: &'a StructArray, name: &str) -> Result<&'a ArrayRef, ArrowError> {
-    s.column_by_name(name)
-        .ok_or_else(|| ArrowError::SchemaError(format!("stack element has no field `{name}`")))
 }
 
 impl Symbolize {
@@ -361,8 +272,7 @@ impl Symbolize {
             stacks_stream::sys::release_free_memory();
         }
         let (keys, new) = self.distinct(&columns, layout);
-        let mut grouping = self.group(&columns, &new);
-        grouping.keys = FxMap::default(); // only needed while grouping
+        let grouping = self.group(&columns, &new);
         self.resolve(&grouping.groups, pool);
         let entries = self.build(grouping)?;
         self.stats.rows += batch.num_rows() as u64;
@@ -468,197 +378,6 @@ impl Symbolize {
         dict.stream_column(keys)
     }
 
-    /// Pass 1: each element's group; groups are the distinct frames of the new stacks.
-    fn group<'a>(&mut self, c: &'a StackColumns, new: &[RawStack]) -> Grouping<'a> {
-        let n = new.len();
-        let mut g = Grouping {
-            keys: FxMap::default(),
-            groups: Vec::new(),
-            elem_group: Vec::new(),
-            elem_addr: Vec::new(),
-            row_end: Vec::with_capacity(n),
-            row_valid: Vec::with_capacity(n),
-        };
-        let mut modules = ModuleCache::default();
-        for r in new {
-            if r.k.is_none() && r.u.is_none() {
-                g.row_valid.push(false);
-                g.row_end.push(g.elem_group.len());
-                continue;
-            }
-            g.row_valid.push(true);
-            self.group_kernel(c, r, &mut g);
-            self.group_user(c, r, &mut g, &mut modules);
-            g.row_end.push(g.elem_group.len());
-        }
-        g
-    }
-
-    /// A stack's kernel frames, leaf first.
-    fn group_kernel<'a>(&self, c: &'a StackColumns, r: &RawStack, g: &mut Grouping<'a>) {
-        if let Some(errno) = r.kerr {
-            let key = GKey::Missed {
-                kernel: true,
-                errno,
-            };
-            g.add(key, 0, || Group {
-                place: kplace(None),
-                res: Res::Fixed(missed(true, errno)),
-            });
-            return;
-        }
-        let Some(entry) = r.k else {
-            return;
-        };
-        let vmlinux = self.kernel.vmlinux.is_some();
-        let range = list_range(&c.kstack, entry);
-        let recorded = c.ksyms.as_ref().zip(r.s).and_then(|(k, s)| {
-            let r = list_range(&k.list, s);
-            (r.len() == range.len()).then_some((k, r.start))
-        });
-        for (i, j) in range.enumerate() {
-            let addr = c.kvalues.value(j);
-            let leaf = i == 0;
-            let Some((k, start)) = recorded else {
-                let a = lookup(leaf, addr);
-                g.add(GKey::KAddr { addr: a }, addr, || Group {
-                    place: kplace(None),
-                    res: Res::KAddr(a),
-                });
-                continue;
-            };
-            let at = start + i;
-            if k.entries.is_null(at) {
-                g.add(GKey::KNoSym, addr, || Group {
-                    place: kplace(None),
-                    res: Res::Fixed(SymFrame::unresolved(
-                        Unresolved::NotInKallsyms,
-                        "address not in the recording kernel's kallsyms",
-                    )),
-                });
-                continue;
-            }
-            let symbol = k.symbol.value(at);
-            let offset = k.offset.value(at);
-            let kmod = opt_str(&k.module, at);
-            // Line lookups differ for return addresses; names alone do not.
-            let leaf = leaf && vmlinux && kmod.is_none();
-            let key = GKey::KSym {
-                symbol,
-                offset,
-                module: kmod,
-                leaf,
-            };
-            g.add(key, addr, || Group {
-                place: kplace(kmod),
-                res: if vmlinux && kmod.is_none() {
-                    Res::KSym(symbol, lookup(leaf, offset))
-                } else {
-                    Res::KSym(symbol, u64::MAX)
-                },
-            });
-        }
-    }
-
-    /// A stack's user frames, leaf first.
-    fn group_user<'a>(
-        &mut self,
-        c: &'a StackColumns,
-        r: &RawStack,
-        g: &mut Grouping<'a>,
-        modules: &mut ModuleCache<'a>,
-    ) {
-        if let Some(errno) = r.uerr {
-            let key = GKey::Missed {
-                kernel: false,
-                errno,
-            };
-            g.add(key, 0, || Group {
-                place: Place {
-                    kernel: false,
-                    module: None,
-                    build_id: None,
-                    offset: None,
-                },
-                res: Res::Fixed(missed(false, errno)),
-            });
-            return;
-        }
-        let Some(entry) = r.u else {
-            return;
-        };
-        for (i, j) in list_range(&c.ustack, entry).enumerate() {
-            let addr = c.u_addr.value(j);
-            let recorded_path = opt_str(&c.u_module, j);
-            if let Some(name) = c.u_symbol.as_ref().and_then(|s| opt_str(s, j)) {
-                let file = c.u_file.as_ref().and_then(|s| opt_str(s, j));
-                let line = c
-                    .u_line
-                    .as_ref()
-                    .and_then(|l| l.is_valid(j).then(|| l.value(j)));
-                let key = GKey::Jit {
-                    module: recorded_path,
-                    name,
-                    file,
-                    line,
-                };
-                g.add(key, addr, || Group {
-                    place: Place {
-                        kernel: false,
-                        module: recorded_path,
-                        build_id: None,
-                        offset: None,
-                    },
-                    res: Res::Fixed(SymFrame::named_at(name, file, line)),
-                });
-                continue;
-            }
-            let build_id = opt_str(&c.u_build_id, j);
-            let offset = c.u_offset.is_valid(j).then(|| c.u_offset.value(j));
-            // A frame the kernel normalized in a file no traced process was seen mapping has
-            // a build id but no path: found by build id alone.
-            let path = recorded_path.or(build_id.and(Some(UNNAMED_MODULE)));
-            let (Some(path), Some(offset)) = (path, offset) else {
-                let error = opt_str(&c.u_error, j);
-                let key = GKey::Unnormalized {
-                    module: path,
-                    build_id,
-                    offset,
-                    error,
-                };
-                g.add(key, addr, || Group {
-                    place: Place {
-                        kernel: false,
-                        module: path,
-                        build_id,
-                        offset,
-                    },
-                    res: Res::Fixed(SymFrame::unresolved(
-                        Unresolved::NotNormalized,
-                        error.unwrap_or("address was not normalized at record time"),
-                    )),
-                });
-                continue;
-            };
-            let module = modules.id(self, path, build_id);
-            let leaf = i == 0;
-            let key = GKey::User {
-                module,
-                offset,
-                leaf,
-            };
-            g.add(key, addr, || Group {
-                place: Place {
-                    kernel: false,
-                    module: recorded_path,
-                    build_id,
-                    offset: Some(offset),
-                },
-                res: Res::User(module, lookup(leaf, offset)),
-            });
-        }
-    }
-
     /// The new stacks symbolized: the frame table of their groups (each group's frames, in
     /// group order), taken per element, with each frame's address and stack lengths set.
     fn build(&mut self, g: Grouping<'_>) -> Result<ArrayRef, ArrowError> {
@@ -723,283 +442,6 @@ impl Symbolize {
                 "not looked up",
             )])
         })
-    }
-}
-
-fn kplace(module: Option<&str>) -> Place<'_> {
-    Place {
-        kernel: true,
-        module: Some(module.unwrap_or(KERNEL_MODULE)),
-        build_id: None,
-        offset: None,
-    }
-}
-
-/// The stack columns of a raw batch, typed: each column's entries (a dictionary's distinct
-/// stacks, or the rows of a plain column) and each row's entry.
-struct StackColumns {
-    rows: usize,
-    kstack: ListArray,
-    kent: Entries,
-    ustack: ListArray,
-    uent: Entries,
-    kerr: Int32Array,
-    uerr: Int32Array,
-    kvalues: UInt64Array,
-    u_addr: UInt64Array,
-    u_module: StringArray,
-    u_build_id: StringArray,
-    u_offset: UInt64Array,
-    u_error: StringArray,
-    /// Perf-map names (absent from streams recorded before they were).
-    u_symbol: Option<StringArray>,
-    /// Interpreted frames' files and lines (absent from streams recorded before them).
-    u_file: Option<StringArray>,
-    u_line: Option<UInt32Array>,
-    ksyms: Option<KernelSymbols>,
-    sent: Option<Entries>,
-}
-
-/// The record-time kernel symbols of a batch's kernel frames.
-struct KernelSymbols {
-    list: ListArray,
-    entries: StructArray,
-    symbol: StringArray,
-    offset: UInt64Array,
-    module: StringArray,
-}
-
-/// The entries of stack column `i` of `batch` and their lists.
-fn entries(batch: &RecordBatch, i: usize) -> Result<(Entries, ListArray), ArrowError> {
-    let entries = Entries::new(batch.column(i))?;
-    let list = entries
-        .values()
-        .as_list_opt::<i32>()
-        .ok_or_else(|| {
-            ArrowError::SchemaError(format!(
-                "stack column `{}` is not a list",
-                batch.schema().field(i).name()
-            ))
-        })?
-        .clone();
-    Ok((entries, list))
-}
-
-impl StackColumns {
-    fn new(batch: &RecordBatch, layout: &Layout) -> Result<Self, ArrowError> {
-        let (uent, ustack) = entries(batch, layout.ustack)?;
-        let u = ustack.values().as_struct();
-        let (ksyms, sent) = match layout.kstack_symbols {
-            Some(i) => {
-                let (sent, list) = entries(batch, i)?;
-                let s = list.values().as_struct().clone();
-                let ksyms = KernelSymbols {
-                    symbol: struct_field(&s, ksym::SYMBOL)?.as_string::<i32>().clone(),
-                    offset: struct_field(&s, ksym::OFFSET)?
-                        .as_primitive::<UInt64Type>()
-                        .clone(),
-                    module: struct_field(&s, ksym::MODULE)?.as_string::<i32>().clone(),
-                    entries: s,
-                    list,
-                };
-                (Some(ksyms), Some(sent))
-            }
-            None => (None, None),
-        };
-        let (kent, kstack) = entries(batch, layout.kstack)?;
-        let ints = |i: usize| batch.column(i).as_primitive::<Int32Type>().clone();
-        let strings = |name| -> Result<StringArray, ArrowError> {
-            Ok(struct_field(u, name)?.as_string::<i32>().clone())
-        };
-        let uints = |name| -> Result<UInt64Array, ArrowError> {
-            Ok(struct_field(u, name)?.as_primitive::<UInt64Type>().clone())
-        };
-        Ok(StackColumns {
-            rows: batch.num_rows(),
-            kvalues: kstack.values().as_primitive::<UInt64Type>().clone(),
-            kstack,
-            kent,
-            kerr: ints(layout.kstack_error),
-            uerr: ints(layout.ustack_error),
-            u_addr: uints(uframe::ADDR)?,
-            u_module: strings(uframe::MODULE)?,
-            u_build_id: strings(uframe::BUILD_ID)?,
-            u_offset: uints(uframe::OFFSET)?,
-            u_error: strings(uframe::ERROR)?,
-            u_symbol: u
-                .column_by_name(uframe::SYMBOL)
-                .map(|c| c.as_string::<i32>().clone()),
-            u_file: u
-                .column_by_name(uframe::FILE)
-                .map(|c| c.as_string::<i32>().clone()),
-            u_line: u
-                .column_by_name(uframe::LINE)
-                .map(|c| c.as_primitive::<UInt32Type>().clone()),
-            ustack,
-            uent,
-            ksyms,
-            sent,
-        })
-    }
-
-    /// Row `row`'s raw stack.
-    #[inline]
-    fn raw(&self, row: usize) -> RawStack {
-        let int = |a: &Int32Array| a.is_valid(row).then(|| a.value(row));
-        RawStack {
-            k: self.kent.entry(row),
-            u: self.uent.entry(row),
-            s: self.sent.as_ref().and_then(|s| s.entry(row)),
-            kerr: int(&self.kerr),
-            uerr: int(&self.uerr),
-        }
-    }
-
-    /// A 128-bit hash (two independently seeded lanes) of everything `r` holds: two
-    /// different raw stacks share it with a probability around 2^-128.
-    fn hash(&self, lanes: &[ahash::RandomState; 2], r: &RawStack) -> (u64, u64) {
-        let mut h = Lanes(lanes[0].build_hasher(), lanes[1].build_hasher());
-        (r.kerr, r.uerr).hash(&mut h);
-        match r.k {
-            Some(e) => {
-                let range = list_range(&self.kstack, e);
-                h.write_u8(1);
-                h.write_usize(range.len());
-                for j in range {
-                    h.write_u64(self.kvalues.value(j));
-                }
-            }
-            None => h.write_u8(0),
-        }
-        match r.u {
-            Some(e) => {
-                let range = list_range(&self.ustack, e);
-                h.write_u8(1);
-                h.write_usize(range.len());
-                for j in range {
-                    h.write_u64(self.u_addr.value(j));
-                    opt_str(&self.u_module, j).hash(&mut h);
-                    opt_str(&self.u_build_id, j).hash(&mut h);
-                    let offset = self.u_offset.is_valid(j).then(|| self.u_offset.value(j));
-                    offset.hash(&mut h);
-                    opt_str(&self.u_error, j).hash(&mut h);
-                    if let Some(s) = &self.u_symbol {
-                        opt_str(s, j).hash(&mut h);
-                    }
-                    if let Some(s) = &self.u_file {
-                        opt_str(s, j).hash(&mut h);
-                    }
-                    if let Some(l) = &self.u_line {
-                        l.is_valid(j).then(|| l.value(j)).hash(&mut h);
-                    }
-                }
-            }
-            None => h.write_u8(0),
-        }
-        match (r.s, &self.ksyms) {
-            (Some(e), Some(k)) => {
-                let range = list_range(&k.list, e);
-                h.write_u8(1);
-                h.write_usize(range.len());
-                for j in range {
-                    let valid = k.entries.is_valid(j);
-                    valid.hash(&mut h);
-                    if valid {
-                        k.symbol.value(j).hash(&mut h);
-                        k.offset.value(j).hash(&mut h);
-                        opt_str(&k.module, j).hash(&mut h);
-                    }
-                }
-            }
-            _ => h.write_u8(0),
-        }
-        (h.0.finish(), h.1.finish())
-    }
-}
-
-/// The two hash lanes of [`StackColumns::hash`].
-fn hash_lanes() -> [ahash::RandomState; 2] {
-    [
-        ahash::RandomState::with_seeds(1, 2, 3, 4),
-        ahash::RandomState::with_seeds(5, 6, 7, 8),
-    ]
-}
-
-/// Two hashers fed the same values (each value read once).
-struct Lanes(ahash::AHasher, ahash::AHasher);
-
-impl Hasher for Lanes {
-    fn write(&mut self, bytes: &[u8]) {
-        self.0.write(bytes);
-        self.1.write(bytes);
-    }
-    fn write_u8(&mut self, i: u8) {
-        self.0.write_u8(i);
-        self.1.write_u8(i);
-    }
-    fn write_u64(&mut self, i: u64) {
-        self.0.write_u64(i);
-        self.1.write_u64(i);
-    }
-    fn write_usize(&mut self, i: usize) {
-        self.0.write_usize(i);
-        self.1.write_usize(i);
-    }
-    /// The first lane only: [`StackColumns::hash`] reads both.
-    fn finish(&self) -> u64 {
-        self.0.finish()
-    }
-}
-
-/// A batch's elements grouped by distinct frame.
-struct Grouping<'a> {
-    keys: FxMap<GKey<'a>, u32>,
-    groups: Vec<Group<'a>>,
-    /// Each stack element's group and address, rows one after the other.
-    elem_group: Vec<u32>,
-    elem_addr: Vec<u64>,
-    /// Where each row's elements end, and whether it has a stack.
-    row_end: Vec<usize>,
-    row_valid: Vec<bool>,
-}
-
-impl<'a> Grouping<'a> {
-    /// Add one element at `addr` to the group of `key` (made by `group` when new).
-    fn add(&mut self, key: GKey<'a>, addr: u64, group: impl FnOnce() -> Group<'a>) {
-        let g = match self.keys.get(&key) {
-            Some(&g) => g,
-            None => {
-                let g = self.groups.len() as u32;
-                self.groups.push(group());
-                self.keys.insert(key, g);
-                g
-            }
-        };
-        self.elem_group.push(g);
-        self.elem_addr.push(addr);
-    }
-}
-
-/// The batch's modules: the last one (frames of a stack often share it) and all seen.
-#[derive(Default)]
-struct ModuleCache<'a> {
-    last: Option<(&'a str, Option<&'a str>, u32)>,
-    seen: FxMap<(&'a str, Option<&'a str>), u32>,
-}
-
-impl<'a> ModuleCache<'a> {
-    fn id(&mut self, sym: &mut Symbolize, path: &'a str, build_id: Option<&'a str>) -> u32 {
-        match self.last {
-            Some((p, b, id)) if p == path && b == build_id => id,
-            _ => {
-                let id = *self
-                    .seen
-                    .entry((path, build_id))
-                    .or_insert_with(|| sym.module_id(path, build_id));
-                self.last = Some((path, build_id, id));
-                id
-            }
-        }
     }
 }
 

@@ -5,6 +5,8 @@
 //! `STACKS_BLESS=1` ([`golden`]), the BPF/root availability checks ([`env`]) and the Trace
 //! Event checker ([`trace_check`]).
 
+#![warn(unreachable_pub)]
+
 pub mod env;
 pub mod events;
 pub mod files;

@@ -44,7 +44,23 @@ pub fn check(trace: &Value) -> Result<Summary, Vec<String>> {
         Some(_) => return Err(vec!["`stackFrames` is not an object".into()]),
     };
     s.frames = frames.len();
-    for (id, f) in &frames {
+    check_frames(&frames, &mut errors);
+    let mut state = Events::default();
+    for (i, e) in events.iter().enumerate() {
+        state.check(i, e, &frames, &mut s, &mut errors);
+    }
+    state.check_ends(&mut errors);
+    if errors.is_empty() {
+        Ok(s)
+    } else {
+        errors.truncate(20);
+        Err(errors)
+    }
+}
+
+/// Every stack frame has a name and a parent chain that ends at a root.
+fn check_frames(frames: &serde_json::Map<String, Value>, errors: &mut Vec<String>) {
+    for (id, f) in frames {
         if f.get("name").and_then(Value::as_str).is_none() {
             errors.push(format!("stack frame {id} has no name"));
         }
@@ -72,16 +88,31 @@ pub fn check(trace: &Value) -> Result<Summary, Vec<String>> {
             }
         }
     }
+}
 
-    // Complete slices per thread, to check nesting; B/E stacks; async begin times.
-    let mut slices: HashMap<Track, Vec<Slice>> = HashMap::new();
-    let mut open: HashMap<(i64, i64), Vec<String>> = HashMap::new();
-    let mut asyncs: HashMap<(String, String), f64> = HashMap::new();
-    for (i, e) in events.iter().enumerate() {
+/// What the events so far leave to check: complete slices per thread (their nesting), open
+/// `B` events per thread, begun async events and their begin times.
+#[derive(Default)]
+struct Events {
+    slices: HashMap<Track, Vec<Slice>>,
+    open: HashMap<Track, Vec<String>>,
+    asyncs: HashMap<(String, String), f64>,
+}
+
+impl Events {
+    /// Check event `i`, `e`, and count it in `s`.
+    fn check(
+        &mut self,
+        i: usize,
+        e: &Value,
+        frames: &serde_json::Map<String, Value>,
+        s: &mut Summary,
+        errors: &mut Vec<String>,
+    ) {
         let mut bad = |what: &str| errors.push(format!("event {i}: {what}: {e}"));
         let Some(ph) = e.get("ph").and_then(Value::as_str) else {
             bad("no `ph`");
-            continue;
+            return;
         };
         *s.phases.entry(ph.into()).or_default() += 1;
         let pid = e.get("pid").and_then(Value::as_i64);
@@ -90,15 +121,15 @@ pub fn check(trace: &Value) -> Result<Summary, Vec<String>> {
         let name = e.get("name").and_then(Value::as_str);
         let (Some(pid), Some(tid)) = (pid, tid) else {
             bad("`pid` and `tid` must be integers");
-            continue;
+            return;
         };
         if ph != "M" && ts.is_none() {
             bad("no numeric `ts`");
-            continue;
+            return;
         }
         let Some(name) = name else {
             bad("no `name`");
-            continue;
+            return;
         };
         let ts = ts.unwrap_or(0.0);
         if let Some(sf) = e.get("sf") {
@@ -128,18 +159,18 @@ pub fn check(trace: &Value) -> Result<Summary, Vec<String>> {
                     _ => {}
                 }
                 *s.names.entry(label.unwrap_or(name).into()).or_default() += 1;
-                continue;
+                return;
             }
             "X" => match e.get("dur").and_then(Value::as_f64) {
                 Some(d) if d >= 0.0 => {
-                    slices.entry((pid, tid)).or_default().push((ts, d, i));
+                    self.slices.entry((pid, tid)).or_default().push((ts, d, i));
                     *s.durations_ns.entry(name.into()).or_default() += ns(d);
                 }
                 _ => bad("`X` needs a `dur` ≥ 0"),
             },
-            "B" => open.entry((pid, tid)).or_default().push(name.into()),
+            "B" => self.open.entry((pid, tid)).or_default().push(name.into()),
             "E" => {
-                if open.entry((pid, tid)).or_default().pop().is_none() {
+                if self.open.entry((pid, tid)).or_default().pop().is_none() {
                     bad("`E` without a `B`");
                 }
             }
@@ -165,15 +196,15 @@ pub fn check(trace: &Value) -> Result<Summary, Vec<String>> {
                     e.get("id").and_then(Value::as_str),
                 ) else {
                     bad("async events need `cat` and a string `id`");
-                    continue;
+                    return;
                 };
                 let key = (cat.to_string(), id.to_string());
                 if ph == "b" {
-                    if asyncs.insert(key, ts).is_some() {
+                    if self.asyncs.insert(key, ts).is_some() {
                         bad("async id begun twice");
                     }
                 } else {
-                    match asyncs.remove(&key) {
+                    match self.asyncs.remove(&key) {
                         Some(begin) if begin <= ts => {}
                         Some(_) => bad("async end before its begin"),
                         None => bad("async end without a begin"),
@@ -184,38 +215,36 @@ pub fn check(trace: &Value) -> Result<Summary, Vec<String>> {
         }
         *s.names.entry(name.into()).or_default() += 1;
     }
-    for ((pid, tid), names) in &open {
-        if !names.is_empty() {
-            errors.push(format!("pid {pid} tid {tid}: `B` without `E`: {names:?}"));
-        }
-    }
-    for (cat, id) in asyncs.keys() {
-        errors.push(format!("async {cat} {id} never ends"));
-    }
-    // Slices on a thread must nest: each one inside the enclosing one, or after it.
-    for ((pid, tid), mut list) in slices {
-        list.sort_by(|a, b| a.0.total_cmp(&b.0).then(b.1.total_cmp(&a.1)));
-        let mut stack: Vec<(f64, usize)> = Vec::new();
-        for (ts, dur, i) in list {
-            let end = ts + dur;
-            while stack.last().is_some_and(|&(e, _)| e <= ts) {
-                stack.pop();
+
+    /// After the last event: every `B` ended, every async event ended, and the slices of each
+    /// thread nest (each one inside the enclosing one, or after it).
+    fn check_ends(self, errors: &mut Vec<String>) {
+        for ((pid, tid), names) in &self.open {
+            if !names.is_empty() {
+                errors.push(format!("pid {pid} tid {tid}: `B` without `E`: {names:?}"));
             }
-            if let Some(&(outer_end, j)) = stack.last()
-                && end > outer_end + 1e-6
-            {
-                errors.push(format!(
-                    "pid {pid} tid {tid}: slice of event {i} overlaps event {j} without nesting"
-                ));
-            }
-            stack.push((end, i));
         }
-    }
-    if errors.is_empty() {
-        Ok(s)
-    } else {
-        errors.truncate(20);
-        Err(errors)
+        for (cat, id) in self.asyncs.keys() {
+            errors.push(format!("async {cat} {id} never ends"));
+        }
+        for ((pid, tid), mut list) in self.slices {
+            list.sort_by(|a, b| a.0.total_cmp(&b.0).then(b.1.total_cmp(&a.1)));
+            let mut stack: Vec<(f64, usize)> = Vec::new();
+            for (ts, dur, i) in list {
+                let end = ts + dur;
+                while stack.last().is_some_and(|&(e, _)| e <= ts) {
+                    stack.pop();
+                }
+                if let Some(&(outer_end, j)) = stack.last()
+                    && end > outer_end + 1e-6
+                {
+                    errors.push(format!(
+                        "pid {pid} tid {tid}: slice of event {i} overlaps event {j} without nesting"
+                    ));
+                }
+                stack.push((end, i));
+            }
+        }
     }
 }
 

@@ -1,115 +1,11 @@
-//! What stacks-top can show: how each event kind is weighed (thread time, bytes, latency),
-//! its default grouping, and the groupable columns — every row column of the store plus
-//! computed ones (top user and kernel frame, the whole stack, connection, time buckets).
+//! What stacks-top can show: the kinds it shows, each weighed (thread time, bytes, latency)
+//! and grouped as its registry entry says (`stacks_stream::kinds::Top`), and the groupable
+//! columns — every row column of the store plus computed ones (top user and kernel frame, the
+//! whole stack, connection, time buckets).
 
 use arrow_schema::{DataType, Schema};
-use stacks_stream::{col, kind};
-
-/// How stacks-top weighs the rows of one event kind.
-#[derive(Debug, Clone, Copy)]
-pub struct KindWeights {
-    pub name: &'static str,
-    /// The column holding the thread-nanoseconds a row stands for (`avg_thr` = their sum ÷
-    /// the window): CPU samples, thread-state samples and off-CPU intervals carry them in
-    /// `value`; file IO, block IO and spans in `duration` (time in flight).
-    pub thread_ns: Option<&'static str>,
-    /// Whether `value` is bytes.
-    pub bytes: bool,
-    /// Whether `duration` is a latency worth a histogram: time in the call (`vfs`), issue to
-    /// completion (`block`), time in the current system call (`state`), off CPU (`switch`), in
-    /// the span (`span`).
-    pub latency: bool,
-    /// The grouping a screen of this kind starts with.
-    pub group: &'static [&'static str],
-}
-
-/// Every kind stacks-top knows how to weigh; `lost` rows are never shown.
-pub const KINDS: &[KindWeights] = &[
-    KindWeights {
-        name: kind::STATE,
-        thread_ns: Some(col::VALUE),
-        bytes: false,
-        latency: true,
-        group: &[col::STATE, col::COMM, col::SYSCALL, col::PATH],
-    },
-    KindWeights {
-        name: kind::PROFILE,
-        thread_ns: Some(col::VALUE),
-        bytes: false,
-        latency: false,
-        group: &[col::COMM, col::THREAD, UFUNC],
-    },
-    KindWeights {
-        name: kind::SWITCH,
-        thread_ns: Some(col::VALUE),
-        bytes: false,
-        latency: true,
-        group: &[col::STATE, col::COMM, KFUNC],
-    },
-    KindWeights {
-        name: kind::VFS,
-        thread_ns: Some(col::DURATION),
-        bytes: true,
-        latency: true,
-        group: &[col::COMM, col::OP, col::SYSCALL, col::PATH],
-    },
-    KindWeights {
-        name: kind::BLOCK,
-        thread_ns: Some(col::DURATION),
-        bytes: true,
-        latency: true,
-        group: &[col::COMM, col::OP, col::DEV],
-    },
-    KindWeights {
-        name: kind::NET,
-        thread_ns: None,
-        bytes: true,
-        latency: false,
-        group: &[col::COMM, col::OP, col::PROTOCOL, col::REMOTE],
-    },
-    KindWeights {
-        name: kind::RSS,
-        thread_ns: None,
-        bytes: true,
-        latency: false,
-        group: &[col::COMM, UFUNC],
-    },
-    KindWeights {
-        name: kind::SPAN,
-        thread_ns: Some(col::DURATION),
-        bytes: false,
-        latency: true,
-        group: &[col::COMM, col::SPAN_NAME],
-    },
-    KindWeights {
-        name: kind::PROBE,
-        thread_ns: None,
-        bytes: false,
-        latency: false,
-        group: &[col::PROBE, col::COMM],
-    },
-    KindWeights {
-        name: kind::EXEC,
-        thread_ns: None,
-        bytes: false,
-        latency: false,
-        group: &[col::COMM, col::PATH],
-    },
-    KindWeights {
-        name: kind::FORK,
-        thread_ns: None,
-        bytes: false,
-        latency: false,
-        group: &[col::COMM],
-    },
-    KindWeights {
-        name: kind::EXIT,
-        thread_ns: None,
-        bytes: false,
-        latency: false,
-        group: &[col::COMM, col::EXIT_CODE],
-    },
-];
+use stacks_stream::col;
+use stacks_stream::kinds::{self, Top};
 
 /// The grouping of a screen over every kind at once.
 pub const ALL_KINDS_GROUP: &[&str] = &[col::KIND, col::COMM];
@@ -117,15 +13,16 @@ pub const ALL_KINDS_GROUP: &[&str] = &[col::KIND, col::COMM];
 /// The `--kind` value meaning every kind.
 pub const ALL: &str = "all";
 
-/// The weights of kind `name`.
-pub fn weights(name: &str) -> Option<&'static KindWeights> {
-    KINDS.iter().find(|k| k.name == name)
+/// How kind `name` is weighed and grouped (its registry entry's [`Top`]; whether `value` is
+/// bytes is its unit); `None` for a kind stacks-top does not show (`lost`).
+pub fn weights(name: &str) -> Option<&'static Top> {
+    kinds::get(name)?.top.as_ref()
 }
 
 /// Computed column: the innermost user frame.
-pub const UFUNC: &str = "ufunc";
+pub const UFUNC: &str = kinds::UFUNC;
 /// Computed column: the innermost kernel frame.
-pub const KFUNC: &str = "kfunc";
+pub const KFUNC: &str = kinds::KFUNC;
 /// Computed column: the whole stack, root first, `;`-separated.
 pub const STACK: &str = "stack";
 
@@ -305,12 +202,12 @@ mod tests {
             UFUNC,
             KFUNC,
         ];
-        for k in KINDS {
-            for g in k.group {
+        for (k, w) in kinds::shown() {
+            for g in w.group {
                 assert!(all.contains(g), "{}: {g}", k.name);
             }
-            assert!(stacks_stream::kinds::get(k.name).is_some(), "{}", k.name);
         }
+        assert!(weights(stacks_stream::kind::LOST).is_none());
     }
 
     #[test]

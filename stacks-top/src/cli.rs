@@ -138,7 +138,7 @@ pub fn run_with(args: Args) -> Result<ExitCode> {
         && k != catalog::ALL
         && catalog::weights(k).is_none()
     {
-        let known: Vec<&str> = catalog::KINDS.iter().map(|k| k.name).collect();
+        let known: Vec<&str> = stacks_stream::kinds::shown().map(|(k, _)| k.name).collect();
         usage(&format!(
             "--kind {k}: not a kind stacks-top shows ({}, or all)",
             known.join(", ")

@@ -99,10 +99,6 @@ impl Engine {
         }
     }
 
-    pub fn is_live(&self) -> bool {
-        matches!(self.source, Source::Live(_))
-    }
-
     /// Live: take the rows that arrived since the last refresh (an error of the stream ends
     /// the screen with it); whether there were any. Stores do not change.
     pub fn refresh(&mut self) -> Result<bool> {

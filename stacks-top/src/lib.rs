@@ -7,6 +7,8 @@
 //! [`tree`] (results) → [`app`] (state and keys) → [`session`] (answering a view) → [`ui`]
 //! (drawing) and [`term`] (the terminal) → [`cli`].
 
+#![warn(unreachable_pub)]
+
 pub mod app;
 pub mod catalog;
 pub mod cli;

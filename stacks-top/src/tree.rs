@@ -179,15 +179,4 @@ impl Tree {
         let last = self.visible().len().saturating_sub(1) as isize;
         self.cursor = (self.cursor as isize + delta).clamp(0, last) as usize;
     }
-
-    /// The names on the open hottest path, root first (for text output and tests).
-    pub fn hottest_path(&self) -> Vec<&str> {
-        let mut out = Vec::new();
-        let mut at = 0;
-        while let Some(&next) = self.nodes[at].children.first() {
-            out.push(self.nodes[next].name.as_str());
-            at = next;
-        }
-        out
-    }
 }

@@ -10,6 +10,7 @@ use ratatui::widgets::{Block, Borders, Clear, Paragraph};
 
 use crate::app::{App, InputKind, Mode, Picker};
 use crate::fmt;
+use crate::table::{Row, Table};
 use crate::tree::Tree;
 
 /// The smallest terminal the screen is drawn in.
@@ -192,8 +193,71 @@ fn draw_table(f: &mut Frame, app: &App, area: Rect) {
         f.render_widget(Paragraph::new(" no rows to show"), area);
         return;
     };
-    let window_ns = table.window.len();
-    let secs = window_ns as f64 / 1e9;
+    let mut layout = table_columns(table, &rows, area.width as usize);
+    layout.max_thr = rows
+        .iter()
+        .filter_map(|r| r.avg_thr(table.window.len()))
+        .fold(0.0, f64::max);
+    let cols = &layout.cols;
+    let mut lines = Vec::new();
+    lines.push(Line::from(
+        cols.iter()
+            .map(|c| {
+                Span::styled(
+                    cell(&c.title, c),
+                    Style::default().add_modifier(Modifier::BOLD | Modifier::UNDERLINED),
+                )
+            })
+            .collect::<Vec<_>>(),
+    ));
+    let height = area.height.saturating_sub(1) as usize;
+    app.page.set(height.max(1));
+    let first = app.cursor.saturating_sub(height.saturating_sub(1));
+    for (n, row) in rows.iter().enumerate().skip(first).take(height) {
+        let on = n == app.cursor;
+        let base = if on {
+            Style::default().bg(Color::DarkGray)
+        } else if n % 2 == 1 {
+            Style::default().bg(Color::Rgb(24, 24, 24))
+        } else {
+            Style::default()
+        };
+        let selected = on.then_some(app.col);
+        lines.push(table_row(table, row, &layout, base, selected));
+    }
+    if rows.is_empty() {
+        lines.push(Line::from(if app.search.is_empty() {
+            " no rows in this window: [ ] moves it, w shows the whole range, ⌫ removes a filter"
+        } else {
+            " no row matches the search: Esc clears it"
+        }));
+    }
+    f.render_widget(Paragraph::new(lines), area);
+}
+
+/// `text` fitted to column `c`, aligned, and the space after it.
+fn cell(text: &str, c: &Col) -> String {
+    let t = fmt::fit(text, c.width);
+    if c.right {
+        format!("{t:>w$} ", w = c.width)
+    } else {
+        format!("{t:<w$} ", w = c.width)
+    }
+}
+
+/// How the table's rows are laid out.
+struct TableLayout {
+    cols: Vec<Col>,
+    /// Whether the `avg_thr` columns, and the `bytes` ones, are shown.
+    threads: bool,
+    bytes: bool,
+    /// The largest `avg_thr`, the full length of its bar.
+    max_thr: f64,
+}
+
+/// The table's columns: its group columns as wide as their widest cell, then the value
+/// columns it has, the group columns shrunk (widest first) until a row fits `width`.
+fn table_columns(table: &Table, rows: &[&Row], width: usize) -> TableLayout {
     let threads = table.has_threads();
     let bytes = table.has_bytes();
     let mut cols: Vec<Col> = Vec::new();
@@ -231,10 +295,9 @@ fn draw_table(f: &mut Frame, app: &App, area: Rect) {
             add(p, 6, true);
         }
     }
-    // Shrink the group columns (widest first) until the row fits.
     let g = table.group.len();
     let total = |cols: &[Col]| cols.iter().map(|c| c.width + 1).sum::<usize>();
-    while total(&cols) > area.width as usize {
+    while total(&cols) > width {
         let Some(widest) = (0..g).max_by_key(|&i| cols[i].width) else {
             break;
         };
@@ -243,101 +306,77 @@ fn draw_table(f: &mut Frame, app: &App, area: Rect) {
         }
         cols[widest].width -= 1;
     }
-    let max_thr = rows
-        .iter()
-        .filter_map(|r| r.avg_thr(window_ns))
-        .fold(0.0, f64::max);
-    let mut lines = Vec::new();
-    let cell = |text: &str, c: &Col| {
-        let t = fmt::fit(text, c.width);
-        if c.right {
-            format!("{t:>w$} ", w = c.width)
+    TableLayout {
+        cols,
+        threads,
+        bytes,
+        max_thr: 0.0,
+    }
+}
+
+/// One row of the table laid out by `layout`, on `base`, its `selected` group cell
+/// highlighted.
+fn table_row(
+    table: &Table,
+    row: &Row,
+    layout: &TableLayout,
+    base: Style,
+    selected: Option<usize>,
+) -> Line<'static> {
+    let cols = &layout.cols;
+    let window_ns = table.window.len();
+    let secs = window_ns as f64 / 1e9;
+    let mut spans = Vec::new();
+    for (i, (value, col)) in row.values.iter().zip(cols).enumerate() {
+        let style = if selected == Some(i) {
+            base.add_modifier(Modifier::REVERSED | Modifier::BOLD)
         } else {
-            format!("{t:<w$} ", w = c.width)
-        }
+            base
+        };
+        spans.push(Span::styled(cell(&value.shown, col), style));
+    }
+    let mut k = table.group.len();
+    let mut next = |text: String, style: Style| {
+        spans.push(Span::styled(cell(&text, &cols[k]), style));
+        k += 1;
     };
-    lines.push(Line::from(
-        cols.iter()
-            .map(|c| {
-                Span::styled(
-                    cell(&c.title, c),
-                    Style::default().add_modifier(Modifier::BOLD | Modifier::UNDERLINED),
-                )
-            })
-            .collect::<Vec<_>>(),
-    ));
-    let height = area.height.saturating_sub(1) as usize;
-    app.page.set(height.max(1));
-    let first = app.cursor.saturating_sub(height.saturating_sub(1));
-    for (n, row) in rows.iter().enumerate().skip(first).take(height) {
-        let on = n == app.cursor;
-        let base = if on {
-            Style::default().bg(Color::DarkGray)
-        } else if n % 2 == 1 {
-            Style::default().bg(Color::Rgb(24, 24, 24))
-        } else {
-            Style::default()
-        };
-        let mut spans = Vec::new();
-        for (i, (value, col)) in row.values.iter().zip(&cols).enumerate() {
-            let style = if on && i == app.col {
-                base.add_modifier(Modifier::REVERSED | Modifier::BOLD)
-            } else {
-                base
-            };
-            spans.push(Span::styled(cell(&value.shown, col), style));
-        }
-        let mut k = g;
-        let mut next = |text: String, style: Style| {
-            spans.push(Span::styled(cell(&text, &cols[k]), style));
-            k += 1;
-        };
-        next(fmt::count(row.samples), base);
-        if threads {
-            let thr = row.avg_thr(window_ns);
-            next(thr.map(|t| format!("{t:.2}")).unwrap_or_default(), base);
-            let frac = thr
-                .map(|t| t / max_thr.max(f64::MIN_POSITIVE))
-                .unwrap_or(0.0);
-            next(fmt::bar(frac, BAR), base.fg(Color::Green));
-        }
-        if bytes {
+    next(fmt::count(row.samples), base);
+    if layout.threads {
+        let thr = row.avg_thr(window_ns);
+        next(thr.map(|t| format!("{t:.2}")).unwrap_or_default(), base);
+        let frac = thr
+            .map(|t| t / layout.max_thr.max(f64::MIN_POSITIVE))
+            .unwrap_or(0.0);
+        next(fmt::bar(frac, BAR), base.fg(Color::Green));
+    }
+    if layout.bytes {
+        next(
+            row.bytes.map(|b| fmt::bytes(b as f64)).unwrap_or_default(),
+            base,
+        );
+        next(
+            row.bytes
+                .map(|b| fmt::bytes(b as f64 / secs))
+                .unwrap_or_default(),
+            base,
+        );
+    }
+    if table.latency {
+        let lat = row.latency.as_ref().filter(|l| l.n > 0);
+        next(
+            lat.map(|l| fmt::histogram(&l.hist)).unwrap_or_default(),
+            base.fg(Color::Yellow),
+        );
+        for i in 0..3 {
             next(
-                row.bytes.map(|b| fmt::bytes(b as f64)).unwrap_or_default(),
-                base,
-            );
-            next(
-                row.bytes
-                    .map(|b| fmt::bytes(b as f64 / secs))
+                lat.and_then(|l| l.p[i])
+                    .map(fmt::duration)
                     .unwrap_or_default(),
                 base,
             );
         }
-        if table.latency {
-            let lat = row.latency.as_ref().filter(|l| l.n > 0);
-            next(
-                lat.map(|l| fmt::histogram(&l.hist)).unwrap_or_default(),
-                base.fg(Color::Yellow),
-            );
-            for i in 0..3 {
-                next(
-                    lat.and_then(|l| l.p[i])
-                        .map(fmt::duration)
-                        .unwrap_or_default(),
-                    base,
-                );
-            }
-        }
-        lines.push(Line::from(spans));
     }
-    if rows.is_empty() {
-        lines.push(Line::from(if app.search.is_empty() {
-            " no rows in this window: [ ] moves it, w shows the whole range, ⌫ removes a filter"
-        } else {
-            " no row matches the search: Esc clears it"
-        }));
-    }
-    f.render_widget(Paragraph::new(lines), area);
+    Line::from(spans)
 }
 
 fn draw_tree(f: &mut Frame, app: &App, title: &str, tree: &Tree, area: Rect) {

@@ -2,6 +2,8 @@
 //! that answers it over the `samples` and `stack_table` tables of a store: the grouped table,
 //! the sparkline of active threads, and the stack tree of one row.
 
+use stacks_stream::kinds::{self, Unit};
+
 use crate::catalog::{self, Column, Origin, quote_ident};
 
 /// Nanoseconds since the Unix epoch.
@@ -291,8 +293,8 @@ fn mentions(text: &str, name: &str) -> bool {
 /// A row's thread-nanoseconds by its kind (null where the kind has none).
 pub fn thread_ns_expr() -> String {
     let mut arms = String::new();
-    for k in catalog::KINDS {
-        if let Some(c) = k.thread_ns {
+    for (k, w) in kinds::shown() {
+        if let Some(c) = w.thread_ns {
             arms.push_str(&format!(" WHEN {} THEN {c}", catalog::quote_text(k.name)));
         }
     }
@@ -301,24 +303,22 @@ pub fn thread_ns_expr() -> String {
 
 /// A row's bytes by its kind (null where `value` is not bytes).
 pub fn bytes_expr() -> String {
-    let kinds: Vec<String> = catalog::KINDS
-        .iter()
-        .filter(|k| k.bytes)
-        .map(|k| catalog::quote_text(k.name))
+    let names: Vec<String> = kinds::shown()
+        .filter(|(k, _)| k.unit == Unit::Bytes)
+        .map(|(k, _)| catalog::quote_text(k.name))
         .collect();
-    format!("CASE WHEN kind IN ({}) THEN value END", kinds.join(", "))
+    format!("CASE WHEN kind IN ({}) THEN value END", names.join(", "))
 }
 
 /// A row's latency in ns by its kind (null where the kind has none).
 pub fn latency_expr() -> String {
-    let kinds: Vec<String> = catalog::KINDS
-        .iter()
-        .filter(|k| k.latency)
-        .map(|k| catalog::quote_text(k.name))
+    let names: Vec<String> = kinds::shown()
+        .filter(|(_, w)| w.latency)
+        .map(|(k, _)| catalog::quote_text(k.name))
         .collect();
     format!(
         "(CASE WHEN kind IN ({}) THEN duration / coalesce(count, 1) END)",
-        kinds.join(", ")
+        names.join(", ")
     )
 }
 

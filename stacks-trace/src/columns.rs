@@ -42,7 +42,7 @@ fn is_int(dt: &DataType) -> bool {
 impl Layout {
     /// Find the columns of `schema` (read from `input`); the error names the missing or
     /// mistyped column.
-    pub fn new(schema: &Schema, input: &str) -> Result<Self, Error> {
+    pub(crate) fn new(schema: &Schema, input: &str) -> Result<Self, Error> {
         let why = "stacks-trace places every event by time, process, thread and kind";
         let find = |name: &str, ok: fn(&DataType) -> bool, expected: &str| {
             let i = schema
@@ -140,7 +140,7 @@ fn ints(batch: &RecordBatch, i: usize, name: &str, input: &str) -> Result<Int64A
 }
 
 impl Columns {
-    pub fn new(batch: &RecordBatch, layout: &Layout, input: &str) -> Result<Self, Error> {
+    pub(crate) fn new(batch: &RecordBatch, layout: &Layout, input: &str) -> Result<Self, Error> {
         let mut int_cols = Vec::with_capacity(layout.ints.len());
         for &(name, i) in &layout.ints {
             int_cols.push((name, ints(batch, i, name, input)?));
@@ -170,14 +170,14 @@ impl Columns {
     }
 
     /// `time` of `row` in ns; `None` when null.
-    pub fn time(&self, row: usize) -> Option<i64> {
+    pub(crate) fn time(&self, row: usize) -> Option<i64> {
         self.time
             .is_valid(row)
             .then(|| self.time.value(row).saturating_mul(self.time_scale))
     }
 
     /// Integer column `name` at `row`; `None` when absent or null.
-    pub fn int(&self, name: &str, row: usize) -> Option<i64> {
+    pub(crate) fn int(&self, name: &str, row: usize) -> Option<i64> {
         self.ints
             .iter()
             .find(|(n, _)| *n == name)
@@ -185,7 +185,7 @@ impl Columns {
     }
 
     /// String column `name` at `row`; `None` when absent, null or empty.
-    pub fn str(&self, name: &str, row: usize) -> Option<&str> {
+    pub(crate) fn str(&self, name: &str, row: usize) -> Option<&str> {
         self.strs
             .iter()
             .find(|(n, _)| *n == name)

@@ -24,7 +24,7 @@ pub fn micros(ns: i64) -> String {
 }
 
 impl<'a> Obj<'a> {
-    pub fn new(buf: &'a mut String) -> Self {
+    pub(crate) fn new(buf: &'a mut String) -> Self {
         buf.push('{');
         Self { buf, first: true }
     }
@@ -38,27 +38,31 @@ impl<'a> Obj<'a> {
         self.buf.push(':');
     }
 
-    pub fn str(&mut self, key: &str, value: &str) -> &mut Self {
+    pub(crate) fn str(&mut self, key: &str, value: &str) -> &mut Self {
         self.key(key);
         push_str_literal(self.buf, value);
         self
     }
 
-    pub fn int(&mut self, key: &str, value: i64) -> &mut Self {
+    pub(crate) fn int(&mut self, key: &str, value: i64) -> &mut Self {
         self.key(key);
         let _ = write!(self.buf, "{value}");
         self
     }
 
     /// A timestamp or duration in ns, written as microseconds.
-    pub fn micros(&mut self, key: &str, ns: i64) -> &mut Self {
+    pub(crate) fn micros(&mut self, key: &str, ns: i64) -> &mut Self {
         self.key(key);
         self.buf.push_str(&micros(ns));
         self
     }
 
     /// An array of strings.
-    pub fn strs<'s>(&mut self, key: &str, values: impl IntoIterator<Item = &'s str>) -> &mut Self {
+    pub(crate) fn strs<'s>(
+        &mut self,
+        key: &str,
+        values: impl IntoIterator<Item = &'s str>,
+    ) -> &mut Self {
         self.key(key);
         self.buf.push('[');
         for (i, v) in values.into_iter().enumerate() {
@@ -72,12 +76,12 @@ impl<'a> Obj<'a> {
     }
 
     /// A nested object under `key`; end it before touching this one again.
-    pub fn obj(&mut self, key: &str) -> Obj<'_> {
+    pub(crate) fn obj(&mut self, key: &str) -> Obj<'_> {
         self.key(key);
         Obj::new(self.buf)
     }
 
-    pub fn end(&mut self) {
+    pub(crate) fn end(&mut self) {
         self.buf.push('}');
     }
 }

@@ -6,6 +6,8 @@
 //! The JSON is written while the stream is read, so memory holds one batch, per-thread state
 //! and the table of distinct stack frames, never the rows.
 
+#![warn(unreachable_pub)]
+
 pub mod cli;
 mod columns;
 mod json;

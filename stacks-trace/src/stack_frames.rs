@@ -43,7 +43,7 @@ impl FrameTable {
 
     /// Id of the leaf node of a stack (`frames`, a row's or an entry's, leaf first in the
     /// column), adding the nodes it needs; `None` for a null or empty stack.
-    pub fn intern(&mut self, stack: &StackFrames, frames: Range<usize>) -> Option<u64> {
+    pub(crate) fn intern(&mut self, stack: &StackFrames, frames: Range<usize>) -> Option<u64> {
         let mut parent = 0;
         let mut name = String::new();
         for i in frames.rev() {
@@ -66,12 +66,12 @@ impl FrameTable {
     }
 
     /// Number of nodes.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.nodes.len()
     }
 
     /// Append node `index` (0-based) as `"id":{"name":…,"category":…,"parent":…}`.
-    pub fn push_node(&self, buf: &mut String, index: usize) {
+    pub(crate) fn push_node(&self, buf: &mut String, index: usize) {
         let Some(&(parent, n, c)) = self.nodes.get(index) else {
             return;
         };

@@ -44,7 +44,7 @@ use crate::window::{Resolved, Window};
 /// Added to a tid to make the tid of its IO lane (real tids stay below 2^22).
 pub const IO_LANE: i64 = 1 << 30;
 /// Added to a tid to make the tid of its span lane.
-pub const SPAN_LANE: i64 = 3 << 30;
+pub(crate) const SPAN_LANE: i64 = 3 << 30;
 pub use state_lane::STATE_LANE;
 
 /// What to convert.

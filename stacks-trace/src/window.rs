@@ -68,7 +68,7 @@ impl Window {
 
 impl Resolved {
     /// Whether `[start, start + dur]` overlaps the window (an instant: lies in it).
-    pub fn overlaps(&self, start: i64, dur: i64) -> bool {
+    pub(crate) fn overlaps(&self, start: i64, dur: i64) -> bool {
         start <= self.to && start.saturating_add(dur.max(0)) >= self.from
     }
 }

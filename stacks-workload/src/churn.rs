@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use crate::cpu::burn_heavy;
 
 #[derive(clap::Args)]
-pub struct ChurnArgs {
+pub(crate) struct ChurnArgs {
     /// How long to run, in seconds.
     #[arg(long, default_value_t = 60.0)]
     seconds: f64,
@@ -41,7 +41,7 @@ fn churn_thread_work() -> u64 {
     burn_heavy(1, 2_000)
 }
 
-pub fn run(a: &ChurnArgs) -> Result<Value> {
+pub(crate) fn run(a: &ChurnArgs) -> Result<Value> {
     let stop = Arc::new(AtomicBool::new(false));
     let procs = Arc::new(AtomicU64::new(0));
     let failed = Arc::new(AtomicU64::new(0));

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use crate::sys;
 
 #[derive(clap::Args)]
-pub struct ContentionArgs {
+pub(crate) struct ContentionArgs {
     /// How long every thread runs.
     #[arg(long, default_value_t = 2.0)]
     seconds: f64,
@@ -109,7 +109,7 @@ pub(crate) fn pipe() -> Result<(libc::c_int, libc::c_int)> {
     Ok((fds[0], fds[1]))
 }
 
-pub fn run(a: &ContentionArgs) -> Result<Value> {
+pub(crate) fn run(a: &ContentionArgs) -> Result<Value> {
     if !(a.seconds > 0.0 && a.seconds < 3600.0) {
         bail!("--seconds must be between 0 and 3600");
     }

@@ -9,7 +9,7 @@ use anyhow::{Result, bail};
 use serde_json::Value;
 
 #[derive(clap::Args)]
-pub struct CpuArgs {
+pub(crate) struct CpuArgs {
     /// How long to run, in seconds.
     #[arg(long, default_value_t = 5.0)]
     seconds: f64,
@@ -27,7 +27,7 @@ pub struct CpuArgs {
 impl CpuArgs {
     /// Settings for `burn_heavy` alone (no `burn_light` units) for `seconds`, the others at
     /// their defaults: the CPU part of the `mixed` workload.
-    pub fn heavy_only(seconds: f64) -> Result<Self> {
+    pub(crate) fn heavy_only(seconds: f64) -> Result<Self> {
         use clap::{Args, FromArgMatches};
         let seconds = seconds.to_string();
         let matches = Self::augment_args(clap::Command::new("cpu")).try_get_matches_from([
@@ -51,7 +51,7 @@ fn mix(x: u64) -> u64 {
 
 /// Burns `units` units of work. Kept out of line so it is its own frame.
 #[inline(never)]
-pub fn burn_heavy(units: u64, unit: u64) -> u64 {
+pub(crate) fn burn_heavy(units: u64, unit: u64) -> u64 {
     let mut x = black_box(0x9e37_79b9_7f4a_7c15u64);
     for _ in 0..units * unit {
         x = mix(black_box(x));
@@ -61,7 +61,7 @@ pub fn burn_heavy(units: u64, unit: u64) -> u64 {
 
 /// Same work as [`burn_heavy`], in a distinct function.
 #[inline(never)]
-pub fn burn_light(units: u64, unit: u64) -> u64 {
+pub(crate) fn burn_light(units: u64, unit: u64) -> u64 {
     let mut x = black_box(0x2545_f491_4f6c_dd1du64);
     for _ in 0..units * unit {
         x = mix(black_box(x));
@@ -80,7 +80,7 @@ fn own_cpu_ns() -> Option<u64> {
         .ok()
 }
 
-pub fn run(a: &CpuArgs) -> Result<Value> {
+pub(crate) fn run(a: &CpuArgs) -> Result<Value> {
     if !(a.seconds > 0.0 && a.seconds.is_finite()) || a.unit == 0 || a.heavy + a.light == 0 {
         bail!("--seconds, --unit and --heavy + --light must be positive");
     }

@@ -14,7 +14,7 @@ use crate::{sys, write};
 const ALIGN: usize = 4096;
 
 #[derive(clap::Args)]
-pub struct DirectReadArgs {
+pub(crate) struct DirectReadArgs {
     /// MiB to read (the file's size).
     #[arg(long, default_value_t = 32)]
     mib: u64,
@@ -53,7 +53,7 @@ impl Drop for AlignedBuf {
 
 /// Writes the file afresh: `bytes` bytes, fsynced (through [`write::write_file`]).
 #[inline(never)]
-pub fn prepare_file(path: &Path, bytes: u64, chunk: usize) -> Result<()> {
+pub(crate) fn prepare_file(path: &Path, bytes: u64, chunk: usize) -> Result<()> {
     write::remove_existing(path)?;
     let (written, _) = write::write_file(path, bytes, chunk)?;
     if written != bytes {
@@ -90,7 +90,7 @@ fn no_direct(path: &Path) -> anyhow::Error {
 /// Opens `path` with O_DIRECT and reads exactly `bytes` bytes with `read` system calls of at
 /// most `chunk` bytes into an aligned buffer. Returns (bytes read, read calls).
 #[inline(never)]
-pub fn read_direct(path: &Path, bytes: u64, chunk: usize) -> Result<(u64, u64)> {
+pub(crate) fn read_direct(path: &Path, bytes: u64, chunk: usize) -> Result<(u64, u64)> {
     let buf = AlignedBuf::new(chunk)?;
     let c = sys::cpath(path)?;
     let fd = match sys::open(&c, libc::O_RDONLY | libc::O_DIRECT | libc::O_CLOEXEC, 0) {
@@ -147,7 +147,7 @@ fn read_all_fd(
 }
 
 /// The whole `direct-read` workload on the calling thread; returns the report.
-pub fn direct_read_workload(path: &Path, bytes: u64, chunk: usize) -> Result<Value> {
+pub(crate) fn direct_read_workload(path: &Path, bytes: u64, chunk: usize) -> Result<Value> {
     if !chunk.is_multiple_of(ALIGN) || !bytes.is_multiple_of(ALIGN as u64) {
         bail!("--chunk-kib must be a multiple of 4 (O_DIRECT needs 4096-byte alignment)");
     }
@@ -175,7 +175,7 @@ pub fn direct_read_workload(path: &Path, bytes: u64, chunk: usize) -> Result<Val
     }))
 }
 
-pub fn run(a: &DirectReadArgs) -> Result<Value> {
+pub(crate) fn run(a: &DirectReadArgs) -> Result<Value> {
     let bytes = sys::mib_bytes(a.mib, "--mib")?;
     let chunk = sys::kib_bytes(a.chunk_kib, "--chunk-kib")?;
     direct_read_workload(&a.path, bytes, chunk)

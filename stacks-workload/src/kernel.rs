@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 
 #[derive(clap::Args)]
-pub struct KernelArgs {
+pub(crate) struct KernelArgs {
     /// How long to run, in seconds.
     #[arg(long, default_value_t = 3.0)]
     seconds: f64,
@@ -19,7 +19,7 @@ pub struct KernelArgs {
 
 /// Reads /dev/zero until the time is up. Kept out of line so it is its own frame.
 #[inline(never)]
-pub fn read_zero(file: &mut File, buf: &mut [u8], budget: Duration) -> Result<(u64, u64)> {
+pub(crate) fn read_zero(file: &mut File, buf: &mut [u8], budget: Duration) -> Result<(u64, u64)> {
     let start = Instant::now();
     let (mut reads, mut bytes) = (0u64, 0u64);
     while start.elapsed() < budget {
@@ -30,7 +30,7 @@ pub fn read_zero(file: &mut File, buf: &mut [u8], budget: Duration) -> Result<(u
     Ok((reads, bytes))
 }
 
-pub fn run(a: &KernelArgs) -> Result<serde_json::Value> {
+pub(crate) fn run(a: &KernelArgs) -> Result<serde_json::Value> {
     if !(a.seconds > 0.0 && a.seconds.is_finite()) || a.chunk == 0 {
         bail!("--seconds and --chunk must be positive");
     }

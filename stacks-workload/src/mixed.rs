@@ -26,10 +26,10 @@ const TCP_BYTES: u64 = 4 * sys::MIB;
 const TCP_CHUNK: usize = 64 * 1024;
 
 /// File name of the written file inside DIR.
-pub const WRITE_FILE: &str = "mixed.dat";
+pub(crate) const WRITE_FILE: &str = "mixed.dat";
 
 #[derive(clap::Args)]
-pub struct MixedArgs {
+pub(crate) struct MixedArgs {
     /// Directory for the written file (mixed.dat); disk-backed to see block IO.
     #[arg(long, value_name = "DIR")]
     dir: PathBuf,
@@ -38,7 +38,7 @@ pub struct MixedArgs {
     seconds: f64,
 }
 
-pub fn run(a: &MixedArgs) -> Result<Value> {
+pub(crate) fn run(a: &MixedArgs) -> Result<Value> {
     if !(a.seconds > 0.0 && a.seconds.is_finite()) {
         bail!("--seconds must be positive");
     }

@@ -15,7 +15,7 @@ use crate::contention::{pipe, spin};
 use crate::sys;
 
 #[derive(clap::Args)]
-pub struct PhasesArgs {
+pub(crate) struct PhasesArgs {
     /// Length of each phase.
     #[arg(long, default_value_t = 3.0)]
     seconds: f64,
@@ -49,7 +49,7 @@ fn nap_until(until: Instant) {
     }
 }
 
-pub fn run(a: &PhasesArgs) -> Result<Value> {
+pub(crate) fn run(a: &PhasesArgs) -> Result<Value> {
     if !(a.seconds > 0.0 && a.seconds < 3600.0) {
         bail!("--seconds must be between 0 and 3600");
     }

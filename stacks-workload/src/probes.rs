@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use crate::sys;
 
 #[derive(clap::Args)]
-pub struct ProbesArgs {
+pub(crate) struct ProbesArgs {
     /// Calls of `stacks_workload_probed`.
     #[arg(long, default_value_t = 1000)]
     calls: u64,
@@ -31,7 +31,7 @@ pub struct ProbesArgs {
 /// The probed function: returns `2 * i + 1`, so a return probe can check each value.
 #[unsafe(no_mangle)]
 #[inline(never)]
-pub extern "C" fn stacks_workload_probed(i: u64, tag: u64) -> u64 {
+pub(crate) extern "C" fn stacks_workload_probed(i: u64, tag: u64) -> u64 {
     std::hint::black_box(tag);
     2 * i + 1
 }
@@ -82,7 +82,7 @@ fn make_syscalls(n: u64) -> Result<()> {
     Ok(())
 }
 
-pub fn run(a: &ProbesArgs) -> Result<Value> {
+pub(crate) fn run(a: &ProbesArgs) -> Result<Value> {
     if let Some(path) = &a.start_file {
         sys::wait_for_file(path)?;
     }

@@ -11,10 +11,10 @@ use serde_json::{Value, json};
 use crate::sys;
 
 /// The name of the sleeping thread (its `comm`).
-pub const THREAD: &str = "sleeper";
+pub(crate) const THREAD: &str = "sleeper";
 
 #[derive(clap::Args)]
-pub struct SleepArgs {
+pub(crate) struct SleepArgs {
     /// Number of intervals to sleep.
     #[arg(long, default_value_t = 50)]
     count: u64,
@@ -26,7 +26,7 @@ pub struct SleepArgs {
 /// Sleeps `ms` milliseconds in one `nanosleep` system call (interruptible, state S). Only a signal
 /// could split it; the remainder is then slept so the interval stays whole.
 #[inline(never)]
-pub fn sleep_interval(ms: u64) -> Result<()> {
+pub(crate) fn sleep_interval(ms: u64) -> Result<()> {
     let mut req = libc::timespec {
         tv_sec: (ms / 1000) as libc::time_t,
         tv_nsec: ((ms % 1000) * 1_000_000) as libc::c_long,
@@ -45,7 +45,7 @@ pub fn sleep_interval(ms: u64) -> Result<()> {
 }
 
 /// Starts the `sleeper` thread: `count` intervals of `ms` ms; it returns the sleep report.
-pub fn spawn_sleeper(count: u64, ms: u64) -> Result<JoinHandle<Result<Value>>> {
+pub(crate) fn spawn_sleeper(count: u64, ms: u64) -> Result<JoinHandle<Result<Value>>> {
     if count == 0 || ms == 0 {
         bail!("--count and --ms must be positive");
     }
@@ -83,6 +83,6 @@ fn voluntary_switches() -> i64 {
     ru.ru_nvcsw
 }
 
-pub fn run(a: &SleepArgs) -> Result<Value> {
+pub(crate) fn run(a: &SleepArgs) -> Result<Value> {
     sys::join_named(THREAD, spawn_sleeper(a.count, a.ms)?)
 }

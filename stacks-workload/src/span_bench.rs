@@ -11,7 +11,7 @@ use tracing_subscriber::prelude::*;
 use crate::sys;
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Layer {
+pub(crate) enum Layer {
     /// No subscriber: tracing's spans are disabled.
     None,
     /// `tracing_subscriber::registry()` alone.
@@ -21,7 +21,7 @@ pub enum Layer {
 }
 
 #[derive(clap::Args)]
-pub struct SpanBenchArgs {
+pub(crate) struct SpanBenchArgs {
     /// The subscriber.
     #[arg(long, value_enum, default_value = "stacks")]
     layer: Layer,
@@ -47,7 +47,7 @@ fn write_devnull(n: u64) -> Result<()> {
     sys::close(fd).context("close")
 }
 
-pub fn run(a: &SpanBenchArgs) -> Result<Value> {
+pub(crate) fn run(a: &SpanBenchArgs) -> Result<Value> {
     match a.layer {
         Layer::None => {}
         Layer::Registry => tracing_subscriber::registry()

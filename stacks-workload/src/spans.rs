@@ -19,7 +19,7 @@ use crate::sys;
 const MS: u64 = 1_000_000;
 
 #[derive(clap::Args)]
-pub struct SpansArgs {
+pub(crate) struct SpansArgs {
     /// Run for about this long (whole iterations).
     #[arg(long, default_value_t = 3.0)]
     seconds: f64,
@@ -169,7 +169,7 @@ async fn iteration_async(a: &SpansArgs, t: &mut Truth) -> Result<()> {
     Ok(())
 }
 
-pub fn run(a: SpansArgs) -> Result<Value> {
+pub(crate) fn run(a: SpansArgs) -> Result<Value> {
     tracing_subscriber::registry()
         .with(tracing_stacks::layer())
         .try_init()

@@ -20,7 +20,7 @@ use crate::contention::{pipe, spin};
 use crate::sys;
 
 #[derive(clap::Args)]
-pub struct StatesArgs {
+pub(crate) struct StatesArgs {
     /// How long every thread stays in its state.
     #[arg(long, default_value_t = 2.0)]
     seconds: f64,
@@ -78,7 +78,7 @@ fn read_until_eof(fd: libc::c_int) -> Result<()> {
     Ok(())
 }
 
-pub fn run(a: &StatesArgs) -> Result<Value> {
+pub(crate) fn run(a: &StatesArgs) -> Result<Value> {
     if !(a.seconds > 0.0 && a.seconds < 3600.0) {
         bail!("--seconds must be between 0 and 3600");
     }

@@ -17,17 +17,17 @@ use std::thread::JoinHandle;
 use anyhow::{Context, Result, bail};
 
 /// Bytes in one MiB.
-pub const MIB: u64 = 1 << 20;
+pub(crate) const MIB: u64 = 1 << 20;
 
 /// The calling thread's kernel thread id.
-pub fn tid() -> i32 {
+pub(crate) fn tid() -> i32 {
     // SAFETY: gettid has no preconditions.
     unsafe { libc::gettid() }
 }
 
 /// The calling thread's CPU time so far, ns (`CLOCK_THREAD_CPUTIME_ID`: the scheduler's
 /// sum_exec_runtime, which excludes time preempted or waiting).
-pub fn thread_cpu_ns() -> u64 {
+pub(crate) fn thread_cpu_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -38,12 +38,12 @@ pub fn thread_cpu_ns() -> u64 {
 }
 
 /// The error of the last failed libc call.
-pub fn errno() -> io::Error {
+pub(crate) fn errno() -> io::Error {
     io::Error::last_os_error()
 }
 
 /// True when the last failed call was interrupted by a signal and should be retried.
-pub fn interrupted(e: &io::Error) -> bool {
+pub(crate) fn interrupted(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::Interrupted
 }
 
@@ -99,7 +99,7 @@ compile_error!("stacks-workload issues system calls directly on x86_64 and aarch
 
 /// `openat(AT_FDCWD, path, flags, mode)`: a new descriptor.
 #[inline(always)]
-pub fn open(path: &CStr, flags: libc::c_int, mode: libc::mode_t) -> io::Result<libc::c_int> {
+pub(crate) fn open(path: &CStr, flags: libc::c_int, mode: libc::mode_t) -> io::Result<libc::c_int> {
     let at = libc::AT_FDCWD as isize as usize;
     // SAFETY: `path` is a live NUL-terminated string.
     let fd = unsafe {
@@ -120,27 +120,27 @@ pub fn open(path: &CStr, flags: libc::c_int, mode: libc::mode_t) -> io::Result<l
 
 /// `close(fd)`.
 #[inline(always)]
-pub fn close(fd: libc::c_int) -> io::Result<()> {
+pub(crate) fn close(fd: libc::c_int) -> io::Result<()> {
     // SAFETY: no memory is passed.
     unsafe { syscall6(libc::SYS_close, [fd as usize, 0, 0, 0, 0, 0]) }.map(drop)
 }
 
 /// `getppid()`: the cheapest system call, for counting system calls.
 #[inline(always)]
-pub fn getppid() -> io::Result<usize> {
+pub(crate) fn getppid() -> io::Result<usize> {
     // SAFETY: no memory is passed.
     unsafe { syscall6(libc::SYS_getppid, [0; 6]) }
 }
 
 /// `fsync(fd)`.
 #[inline(always)]
-pub fn fsync(fd: libc::c_int) -> io::Result<()> {
+pub(crate) fn fsync(fd: libc::c_int) -> io::Result<()> {
     // SAFETY: no memory is passed.
     unsafe { syscall6(libc::SYS_fsync, [fd as usize, 0, 0, 0, 0, 0]) }.map(drop)
 }
 
 /// `lseek(fd, 0, SEEK_SET)`: back to the start of a file.
-pub fn rewind(fd: libc::c_int) -> io::Result<()> {
+pub(crate) fn rewind(fd: libc::c_int) -> io::Result<()> {
     let a = [fd as usize, 0, libc::SEEK_SET as usize, 0, 0, 0];
     // SAFETY: no memory is passed.
     unsafe { syscall6(libc::SYS_lseek, a) }.map(drop)
@@ -148,7 +148,7 @@ pub fn rewind(fd: libc::c_int) -> io::Result<()> {
 
 /// `write(fd, buf)`: bytes written.
 #[inline(always)]
-pub fn write(fd: libc::c_int, buf: &[u8]) -> io::Result<usize> {
+pub(crate) fn write(fd: libc::c_int, buf: &[u8]) -> io::Result<usize> {
     let a = [fd as usize, buf.as_ptr() as usize, buf.len(), 0, 0, 0];
     // SAFETY: the kernel reads `buf`, which is live for its length.
     unsafe { syscall6(libc::SYS_write, a) }
@@ -156,7 +156,7 @@ pub fn write(fd: libc::c_int, buf: &[u8]) -> io::Result<usize> {
 
 /// `read(fd, buf)`: bytes read.
 #[inline(always)]
-pub fn read(fd: libc::c_int, buf: &mut [u8]) -> io::Result<usize> {
+pub(crate) fn read(fd: libc::c_int, buf: &mut [u8]) -> io::Result<usize> {
     let a = [fd as usize, buf.as_mut_ptr() as usize, buf.len(), 0, 0, 0];
     // SAFETY: the kernel writes at most `buf.len()` bytes into `buf`.
     unsafe { syscall6(libc::SYS_read, a) }
@@ -165,7 +165,7 @@ pub fn read(fd: libc::c_int, buf: &mut [u8]) -> io::Result<usize> {
 /// `send(fd, buf, flags)` on a connected socket (the `sendto` system call without an address,
 /// as glibc's `send` makes it): bytes sent.
 #[inline(always)]
-pub fn send(fd: libc::c_int, buf: &[u8], flags: libc::c_int) -> io::Result<usize> {
+pub(crate) fn send(fd: libc::c_int, buf: &[u8], flags: libc::c_int) -> io::Result<usize> {
     let a = [
         fd as usize,
         buf.as_ptr() as usize,
@@ -181,7 +181,7 @@ pub fn send(fd: libc::c_int, buf: &[u8], flags: libc::c_int) -> io::Result<usize
 /// `recv(fd, buf, flags)` (the `recvfrom` system call without an address, as glibc's `recv`
 /// makes it): bytes received.
 #[inline(always)]
-pub fn recv(fd: libc::c_int, buf: &mut [u8], flags: libc::c_int) -> io::Result<usize> {
+pub(crate) fn recv(fd: libc::c_int, buf: &mut [u8], flags: libc::c_int) -> io::Result<usize> {
     let a = [
         fd as usize,
         buf.as_mut_ptr() as usize,
@@ -196,7 +196,7 @@ pub fn recv(fd: libc::c_int, buf: &mut [u8], flags: libc::c_int) -> io::Result<u
 
 /// `nanosleep(req, rem)`.
 #[inline(always)]
-pub fn nanosleep(req: &libc::timespec, rem: &mut libc::timespec) -> io::Result<()> {
+pub(crate) fn nanosleep(req: &libc::timespec, rem: &mut libc::timespec) -> io::Result<()> {
     let a = [req as *const _ as usize, rem as *mut _ as usize, 0, 0, 0, 0];
     // SAFETY: both point to live timespecs.
     unsafe { syscall6(libc::SYS_nanosleep, a) }.map(drop)
@@ -204,7 +204,7 @@ pub fn nanosleep(req: &libc::timespec, rem: &mut libc::timespec) -> io::Result<(
 
 /// `mmap(NULL, len, prot, flags, -1, 0)`: a new anonymous mapping.
 #[inline(always)]
-pub fn mmap_anon(len: usize, prot: libc::c_int, flags: libc::c_int) -> io::Result<*mut u8> {
+pub(crate) fn mmap_anon(len: usize, prot: libc::c_int, flags: libc::c_int) -> io::Result<*mut u8> {
     let a = [0, len, prot as usize, flags as usize, -1isize as usize, 0];
     // SAFETY: a new mapping at an address the kernel picks; no existing memory is affected.
     unsafe { syscall6(libc::SYS_mmap, a) }.map(|p| p as *mut u8)
@@ -215,20 +215,20 @@ pub fn mmap_anon(len: usize, prot: libc::c_int, flags: libc::c_int) -> io::Resul
 /// # Safety
 /// `addr`..`addr + len` must be a mapping this program owns; the advice may discard contents.
 #[inline(always)]
-pub unsafe fn madvise(addr: *mut u8, len: usize, advice: libc::c_int) -> io::Result<()> {
+pub(crate) unsafe fn madvise(addr: *mut u8, len: usize, advice: libc::c_int) -> io::Result<()> {
     let a = [addr as usize, len, advice as usize, 0, 0, 0];
     // SAFETY: the caller vouches for the range.
     unsafe { syscall6(libc::SYS_madvise, a) }.map(drop)
 }
 
 /// A path as a NUL-terminated C string.
-pub fn cpath(path: &Path) -> Result<CString> {
+pub(crate) fn cpath(path: &Path) -> Result<CString> {
     CString::new(path.as_os_str().as_bytes())
         .with_context(|| format!("{}: path contains a NUL byte", path.display()))
 }
 
 /// `mib` MiB in bytes; `what` names the flag in the error when it is zero or too large.
-pub fn mib_bytes(mib: u64, what: &str) -> Result<u64> {
+pub(crate) fn mib_bytes(mib: u64, what: &str) -> Result<u64> {
     match mib.checked_mul(MIB) {
         Some(b) if b > 0 => Ok(b),
         _ => bail!("{what} must be positive and below 2^44"),
@@ -236,7 +236,7 @@ pub fn mib_bytes(mib: u64, what: &str) -> Result<u64> {
 }
 
 /// `kib` KiB in bytes, as a buffer size; `what` names the flag in the error.
-pub fn kib_bytes(kib: usize, what: &str) -> Result<usize> {
+pub(crate) fn kib_bytes(kib: usize, what: &str) -> Result<usize> {
     match kib.checked_mul(1024) {
         Some(b) if b > 0 && b <= 1 << 30 => Ok(b),
         _ => bail!("{what} must be between 1 and 1048576"),
@@ -246,7 +246,7 @@ pub fn kib_bytes(kib: usize, what: &str) -> Result<usize> {
 /// Fills `buf` with pseudo-random bytes, none of them zero (the low bit of each is set),
 /// continuing the generator `state` (xorshift64) so successive buffers differ and nothing can
 /// be compressed or deduplicated.
-pub fn fill_nonzero(buf: &mut [u8], state: &mut u64) {
+pub(crate) fn fill_nonzero(buf: &mut [u8], state: &mut u64) {
     let mut x = *state;
     let mut words = buf.chunks_exact_mut(8);
     for word in &mut words {
@@ -267,14 +267,14 @@ pub fn fill_nonzero(buf: &mut [u8], state: &mut u64) {
 }
 
 /// Wall-clock time, ns since the Unix epoch (what the `time` column of rows holds).
-pub fn realtime_ns() -> i64 {
+pub(crate) fn realtime_ns() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as i64)
 }
 
 /// Waits until `path` exists (up to a minute): a tracer creates it once attached.
-pub fn wait_for_file(path: &Path) -> Result<()> {
+pub(crate) fn wait_for_file(path: &Path) -> Result<()> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while !path.exists() {
         if std::time::Instant::now() > deadline {
@@ -288,7 +288,7 @@ pub fn wait_for_file(path: &Path) -> Result<()> {
 /// Spins on the CPU until this thread has used `ns` more nanoseconds of CPU time (its own CPU
 /// clock: time preempted does not count).
 #[inline(never)]
-pub fn spin_cpu_ns(ns: u64) -> u64 {
+pub(crate) fn spin_cpu_ns(ns: u64) -> u64 {
     let start = thread_cpu_ns();
     let mut x = 0u64;
     while thread_cpu_ns() - start < ns {
@@ -300,7 +300,7 @@ pub fn spin_cpu_ns(ns: u64) -> u64 {
 }
 
 /// Starts `f` in a thread with the given name (its `comm`, at most 15 bytes).
-pub fn spawn_named<T, F>(name: &str, f: F) -> Result<JoinHandle<Result<T>>>
+pub(crate) fn spawn_named<T, F>(name: &str, f: F) -> Result<JoinHandle<Result<T>>>
 where
     T: Send + 'static,
     F: FnOnce() -> Result<T> + Send + 'static,
@@ -312,7 +312,7 @@ where
 }
 
 /// Waits for a thread started by [`spawn_named`] and returns its result.
-pub fn join_named<T>(name: &str, handle: JoinHandle<Result<T>>) -> Result<T> {
+pub(crate) fn join_named<T>(name: &str, handle: JoinHandle<Result<T>>) -> Result<T> {
     match handle.join() {
         Ok(r) => r.with_context(|| format!("thread {name}")),
         Err(_) => bail!("thread {name} panicked"),
@@ -323,7 +323,7 @@ pub fn join_named<T>(name: &str, handle: JoinHandle<Result<T>>) -> Result<T> {
 /// at the fork starts in the caller); the child exits at once with status 0. Returns the
 /// child's pid. Only for a single-threaded caller: the child runs no atfork handler.
 #[inline(always)]
-pub fn fork_exiting_child() -> io::Result<libc::pid_t> {
+pub(crate) fn fork_exiting_child() -> io::Result<libc::pid_t> {
     // SAFETY: clone(SIGCHLD) with no stack, tid pointers or TLS is fork(2).
     let pid = unsafe { syscall6(libc::SYS_clone, [libc::SIGCHLD as usize, 0, 0, 0, 0, 0]) }?;
     if pid == 0 {

@@ -12,10 +12,10 @@ use serde_json::{Value, json};
 use crate::sys;
 
 /// The name of the server thread (its `comm`).
-pub const SERVER_THREAD: &str = "tcp-server";
+pub(crate) const SERVER_THREAD: &str = "tcp-server";
 
 #[derive(clap::Args)]
-pub struct TcpArgs {
+pub(crate) struct TcpArgs {
     /// MiB to carry in each direction.
     #[arg(long, default_value_t = 10)]
     mib: u64,
@@ -28,7 +28,7 @@ pub struct TcpArgs {
 }
 
 /// The loopback address of the family, port 0 (any free port).
-pub fn loopback(ipv6: bool) -> SocketAddr {
+pub(crate) fn loopback(ipv6: bool) -> SocketAddr {
     if ipv6 {
         (Ipv6Addr::LOCALHOST, 0).into()
     } else {
@@ -37,7 +37,7 @@ pub fn loopback(ipv6: bool) -> SocketAddr {
 }
 
 /// The family's name in reports.
-pub fn family(ipv6: bool) -> &'static str {
+pub(crate) fn family(ipv6: bool) -> &'static str {
     if ipv6 { "ipv6" } else { "ipv4" }
 }
 
@@ -45,7 +45,7 @@ pub fn family(ipv6: bool) -> &'static str {
 /// `send` (system call `sendto`) in calls of at most `chunk` bytes. Returns (bytes sent, send
 /// calls).
 #[inline(never)]
-pub fn tcp_send(fd: RawFd, bytes: u64, chunk: usize) -> Result<(u64, u64)> {
+pub(crate) fn tcp_send(fd: RawFd, bytes: u64, chunk: usize) -> Result<(u64, u64)> {
     let mut buf = vec![0u8; chunk];
     let mut state = 0x2545_f491_4f6c_dd1du64;
     let (mut sent, mut calls) = (0u64, 0u64);
@@ -72,7 +72,7 @@ pub fn tcp_send(fd: RawFd, bytes: u64, chunk: usize) -> Result<(u64, u64)> {
 /// `recvfrom`) in calls of at most `chunk` bytes (never more than what is still due). Returns
 /// (bytes received, calls).
 #[inline(never)]
-pub fn tcp_recv(fd: RawFd, bytes: u64, chunk: usize) -> Result<(u64, u64)> {
+pub(crate) fn tcp_recv(fd: RawFd, bytes: u64, chunk: usize) -> Result<(u64, u64)> {
     let mut buf = vec![0u8; chunk];
     let (mut received, mut calls) = (0u64, 0u64);
     while received < bytes {
@@ -97,7 +97,7 @@ type ServerSide = (i32, u64, u64);
 
 /// Runs the exchange: the client on the calling thread, the server in thread `tcp-server`.
 /// `bytes` go each way, client → server first; returns the report.
-pub fn tcp_exchange(ipv6: bool, bytes: u64, chunk: usize) -> Result<Value> {
+pub(crate) fn tcp_exchange(ipv6: bool, bytes: u64, chunk: usize) -> Result<Value> {
     let listener = TcpListener::bind(loopback(ipv6))
         .with_context(|| format!("listening on {}", loopback(ipv6)))?;
     let server_addr = listener.local_addr()?;
@@ -140,7 +140,7 @@ pub fn tcp_exchange(ipv6: bool, bytes: u64, chunk: usize) -> Result<Value> {
     }))
 }
 
-pub fn run(a: &TcpArgs) -> Result<Value> {
+pub(crate) fn run(a: &TcpArgs) -> Result<Value> {
     let bytes = sys::mib_bytes(a.mib, "--mib")?;
     let chunk = sys::kib_bytes(a.chunk_kib, "--chunk-kib")?;
     tcp_exchange(a.ipv6, bytes, chunk)

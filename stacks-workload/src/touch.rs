@@ -10,10 +10,10 @@ use serde_json::{Value, json};
 use crate::sys;
 
 /// The page size the workload touches by.
-pub const PAGE: usize = 4096;
+pub(crate) const PAGE: usize = 4096;
 
 #[derive(clap::Args)]
-pub struct TouchArgs {
+pub(crate) struct TouchArgs {
     /// MiB of anonymous memory to map and touch.
     #[arg(long, default_value_t = 256)]
     mib: u64,
@@ -23,7 +23,7 @@ pub struct TouchArgs {
 }
 
 /// An anonymous private mapping, unmapped on drop.
-pub struct Mapping {
+pub(crate) struct Mapping {
     ptr: *mut libc::c_void,
     len: usize,
 }
@@ -42,7 +42,7 @@ impl Drop for Mapping {
 /// one byte to each 4096-byte page, faulting every page in. Returns the mapping and the pages
 /// touched.
 #[inline(never)]
-pub fn touch_memory(bytes: usize) -> Result<(Mapping, u64)> {
+pub(crate) fn touch_memory(bytes: usize) -> Result<(Mapping, u64)> {
     let base = sys::mmap_anon(
         bytes,
         libc::PROT_READ | libc::PROT_WRITE,
@@ -67,7 +67,7 @@ pub fn touch_memory(bytes: usize) -> Result<(Mapping, u64)> {
 }
 
 /// The whole `touch` workload on the calling thread: touch, hold `hold`, report, unmap.
-pub fn touch_workload(bytes: u64, hold: Duration) -> Result<Value> {
+pub(crate) fn touch_workload(bytes: u64, hold: Duration) -> Result<Value> {
     if !bytes.is_multiple_of(PAGE as u64) {
         bail!("the size must be a multiple of {PAGE} bytes");
     }
@@ -85,7 +85,7 @@ pub fn touch_workload(bytes: u64, hold: Duration) -> Result<Value> {
     Ok(report)
 }
 
-pub fn run(a: &TouchArgs) -> Result<Value> {
+pub(crate) fn run(a: &TouchArgs) -> Result<Value> {
     let bytes = sys::mib_bytes(a.mib, "--mib")?;
     touch_workload(bytes, Duration::from_millis(a.hold_ms))
 }

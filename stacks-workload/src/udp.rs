@@ -15,18 +15,18 @@ use crate::sys;
 use crate::tcp::{family, loopback};
 
 /// The name of the server thread (its `comm`).
-pub const SERVER_THREAD: &str = "udp-server";
+pub(crate) const SERVER_THREAD: &str = "udp-server";
 /// Datagrams the sender may send before the receiver has acknowledged them all.
-pub const WINDOW: u64 = 64;
+pub(crate) const WINDOW: u64 = 64;
 /// Largest datagram payload accepted (the IPv4 UDP maximum).
-pub const MAX_DATAGRAM: usize = 65_507;
+pub(crate) const MAX_DATAGRAM: usize = 65_507;
 /// Receive buffer asked for on both sockets.
 const RCVBUF: libc::c_int = 4 << 20;
 /// How long a receiver or a waiting sender waits before calling the datagrams lost.
 const TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(clap::Args)]
-pub struct UdpArgs {
+pub(crate) struct UdpArgs {
     /// MiB to carry in each direction.
     #[arg(long, default_value_t = 10)]
     mib: u64,
@@ -43,7 +43,7 @@ pub struct UdpArgs {
 /// waits until the receiver has acknowledged all of them on `acks`. Returns (bytes sent, datagrams
 /// sent).
 #[inline(never)]
-pub fn udp_send(
+pub(crate) fn udp_send(
     fd: RawFd,
     bytes: u64,
     datagram: usize,
@@ -95,7 +95,12 @@ fn wait_for_ack(acks: &Receiver<u64>, datagrams: u64) -> Result<()> {
 /// arrive in time (the socket's receive timeout) is an error: nothing may be lost. Returns (bytes
 /// received, datagrams received).
 #[inline(never)]
-pub fn udp_recv(fd: RawFd, bytes: u64, datagram: usize, acks: &Sender<u64>) -> Result<(u64, u64)> {
+pub(crate) fn udp_recv(
+    fd: RawFd,
+    bytes: u64,
+    datagram: usize,
+    acks: &Sender<u64>,
+) -> Result<(u64, u64)> {
     // One byte more than a datagram, so a larger datagram shows instead of being truncated.
     let mut buf = vec![0u8; datagram + 1];
     let (mut received, mut datagrams) = (0u64, 0u64);
@@ -155,7 +160,7 @@ type ServerSide = (i32, u64, u64);
 
 /// Runs the exchange: the client on the calling thread, the server in thread `udp-server`.
 /// `bytes` go each way, client → server first; returns the report.
-pub fn udp_exchange(ipv6: bool, bytes: u64, datagram: usize) -> Result<Value> {
+pub(crate) fn udp_exchange(ipv6: bool, bytes: u64, datagram: usize) -> Result<Value> {
     if datagram == 0 || datagram > MAX_DATAGRAM {
         bail!("--datagram must be between 1 and {MAX_DATAGRAM}");
     }
@@ -203,7 +208,7 @@ pub fn udp_exchange(ipv6: bool, bytes: u64, datagram: usize) -> Result<Value> {
     }))
 }
 
-pub fn run(a: &UdpArgs) -> Result<Value> {
+pub(crate) fn run(a: &UdpArgs) -> Result<Value> {
     let bytes = sys::mib_bytes(a.mib, "--mib")?;
     udp_exchange(a.ipv6, bytes, a.datagram)
 }

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use crate::sys;
 
 #[derive(clap::Args)]
-pub struct WriteArgs {
+pub(crate) struct WriteArgs {
     /// MiB to write.
     #[arg(long, default_value_t = 64)]
     mib: u64,
@@ -23,7 +23,7 @@ pub struct WriteArgs {
 }
 
 /// Removes `path` if it exists, so writing it later frees no old blocks (no truncation).
-pub fn remove_existing(path: &Path) -> Result<()> {
+pub(crate) fn remove_existing(path: &Path) -> Result<()> {
     match std::fs::remove_file(path) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
@@ -34,7 +34,7 @@ pub fn remove_existing(path: &Path) -> Result<()> {
 /// Creates (or truncates) `path` and writes exactly `bytes` bytes to it with `write` system
 /// calls of at most `chunk` bytes, then `fsync`s and closes it. Returns (bytes, write calls).
 #[inline(never)]
-pub fn write_file(path: &Path, bytes: u64, chunk: usize) -> Result<(u64, u64)> {
+pub(crate) fn write_file(path: &Path, bytes: u64, chunk: usize) -> Result<(u64, u64)> {
     let c = sys::cpath(path)?;
     let flags = libc::O_CREAT | libc::O_TRUNC | libc::O_WRONLY | libc::O_CLOEXEC;
     let fd = sys::open(&c, flags, 0o644).with_context(|| format!("{}", path.display()))?;
@@ -76,7 +76,7 @@ fn write_all_fd(fd: libc::c_int, path: &Path, bytes: u64, chunk: usize) -> Resul
 }
 
 /// The whole `write` workload on the calling thread: remove, write, fsync; returns the report.
-pub fn write_workload(path: &Path, bytes: u64, chunk: usize) -> Result<Value> {
+pub(crate) fn write_workload(path: &Path, bytes: u64, chunk: usize) -> Result<Value> {
     let tid = sys::tid();
     remove_existing(path)?;
     let (written, calls) = write_file(path, bytes, chunk)?;
@@ -93,7 +93,7 @@ pub fn write_workload(path: &Path, bytes: u64, chunk: usize) -> Result<Value> {
     }))
 }
 
-pub fn run(a: &WriteArgs) -> Result<Value> {
+pub(crate) fn run(a: &WriteArgs) -> Result<Value> {
     let bytes = sys::mib_bytes(a.mib, "--mib")?;
     let chunk = sys::kib_bytes(a.chunk_kib, "--chunk-kib")?;
     write_workload(&a.path, bytes, chunk)

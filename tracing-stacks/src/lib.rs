@@ -17,6 +17,8 @@
 //! For a stripped executable, export the thread context from the application's build script
 //! with [`build::export`]; otherwise the recorder finds it in `.symtab`.
 
+#![warn(unreachable_pub)]
+
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use tracing_core::Subscriber;

@@ -18,12 +18,12 @@ use stacks_stream::store;
 use stacks_stream::{meta, stage};
 use stacks_testkit::files::ReadBack;
 use stacks_testkit::{Frame, Row, UFrame};
-pub use stacks_testkit::{Scratch, stderr};
+pub(crate) use stacks_testkit::{Scratch, stderr};
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_stacks-pack");
+pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_stacks-pack");
 
 /// Stream metadata as the recorder and symbolizer leave it.
-pub fn stream_metadata() -> HashMap<String, String> {
+pub(crate) fn stream_metadata() -> HashMap<String, String> {
     let mut md = HashMap::new();
     md.insert(meta::HOST.to_string(), "testhost".to_string());
     md.insert(meta::EVENTS.to_string(), "cpu-clock:99Hz".to_string());
@@ -32,7 +32,7 @@ pub fn stream_metadata() -> HashMap<String, String> {
     md
 }
 
-pub fn symbolized() -> SchemaRef {
+pub(crate) fn symbolized() -> SchemaRef {
     Arc::new(stacks_stream::symbolized_schema(stream_metadata()))
 }
 
@@ -96,13 +96,13 @@ fn row(i: usize) -> Row {
 }
 
 /// A batch of symbolized rows `start..start+n` (see [`row`]).
-pub fn batch(schema: &SchemaRef, start: usize, n: usize) -> RecordBatch {
+pub(crate) fn batch(schema: &SchemaRef, start: usize, n: usize) -> RecordBatch {
     let rows: Vec<Row> = (start..start + n).map(row).collect();
     stacks_testkit::batch(schema, &rows)
 }
 
 /// Batches of the given sizes, numbered consecutively from row 0.
-pub fn batches(schema: &SchemaRef, sizes: &[usize]) -> Vec<RecordBatch> {
+pub(crate) fn batches(schema: &SchemaRef, sizes: &[usize]) -> Vec<RecordBatch> {
     let mut start = 0;
     sizes
         .iter()
@@ -115,12 +115,16 @@ pub fn batches(schema: &SchemaRef, sizes: &[usize]) -> Vec<RecordBatch> {
 }
 
 /// The IPC stream bytes and, for each batch, the stream length once it was written.
-pub fn stream(schema: &Schema, batches: &[RecordBatch], finish: bool) -> (Vec<u8>, Vec<usize>) {
+pub(crate) fn stream(
+    schema: &Schema,
+    batches: &[RecordBatch],
+    finish: bool,
+) -> (Vec<u8>, Vec<usize>) {
     stacks_testkit::stream_with_ends(schema, batches, finish)
 }
 
 /// Spawn the packer with piped stdin and captured stdout/stderr.
-pub fn spawn(args: &[&str]) -> Child {
+pub(crate) fn spawn(args: &[&str]) -> Child {
     Command::new(BIN)
         .args(args)
         .stdin(Stdio::piped())
@@ -131,12 +135,12 @@ pub fn spawn(args: &[&str]) -> Child {
 }
 
 /// Run the packer with `input` on stdin.
-pub fn run(args: &[&str], input: Vec<u8>) -> Output {
+pub(crate) fn run(args: &[&str], input: Vec<u8>) -> Output {
     stacks_testkit::run_tool(BIN, args, &input, Duration::from_secs(300))
 }
 
 /// Regular files in `dir`, sorted by name.
-pub fn files(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn files(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -147,7 +151,7 @@ pub fn files(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// `*.samples.parquet` files in `dir` (one per pair), sorted by name.
-pub fn parquet_files(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn parquet_files(dir: &Path) -> Vec<PathBuf> {
     files(dir)
         .into_iter()
         .filter(|p| store::file_kind(p) == Some(store::FileKind::Samples))
@@ -157,7 +161,7 @@ pub fn parquet_files(dir: &Path) -> Vec<PathBuf> {
 /// Every file of the file sets of `dir`, samples, stacks and (when the stacks file refers to
 /// frames) frames per set, sorted by samples name; asserts each samples file has its stacks
 /// and frames files and there is nothing else.
-pub fn pair_files(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn pair_files(dir: &Path) -> Vec<PathBuf> {
     let pairs: Vec<PathBuf> = parquet_files(dir)
         .into_iter()
         .flat_map(|s| {
@@ -179,7 +183,7 @@ pub fn pair_files(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// Whether stacks file `stacks` holds frame ids (its frames are in the frames file).
-pub fn framed(stacks: &Path) -> bool {
+pub(crate) fn framed(stacks: &Path) -> bool {
     read_file(stacks)
         .schema
         .field_with_name(store::frames::FRAME_IDS)
@@ -231,7 +235,7 @@ fn whole_stacks(path: &Path) -> RecordBatch {
 }
 
 /// Read one Parquet file as it is.
-pub fn read_file(path: &Path) -> ReadBack {
+pub(crate) fn read_file(path: &Path) -> ReadBack {
     stacks_testkit::read_parquet(path)
 }
 
@@ -239,7 +243,7 @@ pub fn read_file(path: &Path) -> ReadBack {
 /// then `stack_id`; metadata (footer, row groups) of the samples file. Also checks that the
 /// stacks file holds exactly the distinct ids of the samples, each once (sorted by id in a
 /// stacks file of whole stacks).
-pub fn read_parquet(path: &Path) -> ReadBack {
+pub(crate) fn read_parquet(path: &Path) -> ReadBack {
     let samples = read_file(path);
     let sb = whole_stacks(&store::stacks_path(path));
     let ids = sb
@@ -322,7 +326,7 @@ pub fn read_parquet(path: &Path) -> ReadBack {
 }
 
 /// Wait until `cond` holds (at most 30 s).
-pub fn wait_for(what: &str, cond: impl Fn() -> bool) {
+pub(crate) fn wait_for(what: &str, cond: impl Fn() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while !cond() {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
@@ -332,7 +336,7 @@ pub fn wait_for(what: &str, cond: impl Fn() -> bool) {
 
 /// The raw stack columns a store of a symbolized stream does not keep (its `stack` frames
 /// hold what they do).
-pub const RAW_STACKS: [&str; 3] = [
+pub(crate) const RAW_STACKS: [&str; 3] = [
     stacks_stream::col::KSTACK,
     stacks_stream::col::USTACK,
     stacks_stream::col::KSTACK_SYMBOLS,
@@ -340,7 +344,7 @@ pub const RAW_STACKS: [&str; 3] = [
 
 /// The schema stacks-pack writes for input `schema`: for a symbolized stack, the raw stack
 /// columns left out and `stack_id` added.
-pub fn packed(schema: &Schema) -> Schema {
+pub(crate) fn packed(schema: &Schema) -> Schema {
     let mut fields: Vec<arrow_schema::FieldRef> = schema.fields().iter().cloned().collect();
     if schema
         .column_with_name(stacks_stream::col::STACK)
@@ -359,7 +363,7 @@ pub fn packed(schema: &Schema) -> Schema {
 /// Every row of `got` (in order) equals the rows of `want` (in order), column by column; where
 /// `got` has the `stack_id` stacks-pack adds, it is the key of the row's stack, and the raw
 /// stack columns it leaves out beside a symbolized stack are not compared.
-pub fn assert_same_rows(want: &[RecordBatch], got: &[RecordBatch]) {
+pub(crate) fn assert_same_rows(want: &[RecordBatch], got: &[RecordBatch]) {
     let flat = |bs: &[RecordBatch]| -> Vec<(RecordBatch, usize)> {
         bs.iter()
             .flat_map(|b| (0..b.num_rows()).map(move |r| (b.clone(), r)))

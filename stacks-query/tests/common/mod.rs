@@ -9,15 +9,15 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use serde_json::Value;
-pub use stacks_testkit::recording as fixture;
+pub(crate) use stacks_testkit::recording as fixture;
 use stacks_testkit::{Row, Scratch};
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_stacks-query");
+pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_stacks-query");
 
 /// Write `rows` to `dir` as `files` Parquet files (consecutive slices). Every other file has
 /// the `stack_id` column stacks-pack adds (the first one does), the others not, so queries run
 /// over a store that mixes both.
-pub fn write_store(dir: &Path, rows: &[Row], files: usize) {
+pub(crate) fn write_store(dir: &Path, rows: &[Row], files: usize) {
     std::fs::create_dir_all(dir).expect("create store dir");
     let per = rows.len().div_ceil(files);
     for (i, chunk) in rows.chunks(per).enumerate() {
@@ -47,7 +47,7 @@ fn with_stack_id(b: &arrow_array::RecordBatch) -> arrow_array::RecordBatch {
 }
 
 /// The fixture recording (60 rows per kind) as a store of three files.
-pub fn store() -> (Scratch, Vec<Row>) {
+pub(crate) fn store() -> (Scratch, Vec<Row>) {
     let dir = Scratch::new("query-store");
     let rows = fixture::rows(60);
     write_store(dir.path(), &rows, 3);
@@ -55,14 +55,14 @@ pub fn store() -> (Scratch, Vec<Row>) {
 }
 
 /// Run `stacks-query -d DIR args…` (without `STACKS_DATA` from the environment).
-pub fn query(dir: &Path, args: &[&str]) -> Output {
+pub(crate) fn query(dir: &Path, args: &[&str]) -> Output {
     let mut cmd = Command::new(BIN);
     cmd.arg("-d").arg(dir).args(args).env_remove("STACKS_DATA");
     stacks_testkit::run_command(cmd, b"", Duration::from_secs(300))
 }
 
 /// The result rows as JSON objects (NDJSON output).
-pub fn rows_of(dir: &Path, args: &[&str]) -> Vec<Value> {
+pub(crate) fn rows_of(dir: &Path, args: &[&str]) -> Vec<Value> {
     let mut argv = args.to_vec();
     argv.extend(["-f", "ndjson"]);
     let out = query(dir, &argv);
@@ -79,7 +79,7 @@ pub fn rows_of(dir: &Path, args: &[&str]) -> Vec<Value> {
 }
 
 /// A result stack as names, leaf first (unresolved frames as the stack functions name them).
-pub fn names(stack: &Value) -> String {
+pub(crate) fn names(stack: &Value) -> String {
     stack
         .as_array()
         .unwrap()
@@ -92,17 +92,17 @@ pub fn names(stack: &Value) -> String {
         .join(",")
 }
 
-pub fn row_stack(r: &Row, marker: &str) -> String {
+pub(crate) fn row_stack(r: &Row, marker: &str) -> String {
     r.names()
         .map(|n| n.join(","))
         .unwrap_or_else(|| marker.to_string())
 }
 
-pub fn int(v: &Value) -> i64 {
+pub(crate) fn int(v: &Value) -> i64 {
     v.as_i64().unwrap_or_else(|| panic!("not an integer: {v}"))
 }
 
-pub fn s(v: &Value) -> String {
+pub(crate) fn s(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
         Value::Null => "null".into(),
@@ -110,10 +110,10 @@ pub fn s(v: &Value) -> String {
     }
 }
 
-pub type Sums = BTreeMap<String, Vec<i64>>;
+pub(crate) type Sums = BTreeMap<String, Vec<i64>>;
 
 /// Add `values` into the entry `key`.
-pub fn add(m: &mut Sums, key: String, values: &[i64]) {
+pub(crate) fn add(m: &mut Sums, key: String, values: &[i64]) {
     let e = m.entry(key).or_insert_with(|| vec![0; values.len()]);
     for (a, b) in e.iter_mut().zip(values) {
         *a += b;
@@ -121,7 +121,7 @@ pub fn add(m: &mut Sums, key: String, values: &[i64]) {
 }
 
 /// The result as key → values, checking keys are unique.
-pub fn collect(rows: &[Value], key: &dyn Fn(&Value) -> String, values: &[&str]) -> Sums {
+pub(crate) fn collect(rows: &[Value], key: &dyn Fn(&Value) -> String, values: &[&str]) -> Sums {
     let mut m = Sums::new();
     for r in rows {
         let k = key(r);
@@ -132,7 +132,7 @@ pub fn collect(rows: &[Value], key: &dyn Fn(&Value) -> String, values: &[&str]) 
 }
 
 /// The single error line of a failed run (exit 1, nothing on stdout).
-pub fn error_of(out: &Output) -> String {
+pub(crate) fn error_of(out: &Output) -> String {
     assert_eq!(out.status.code(), Some(1));
     assert!(out.stdout.is_empty());
     let err = String::from_utf8_lossy(&out.stderr).into_owned();

@@ -1,10 +1,9 @@
 //! The kernel side as user space sees it: the generated skeleton ([`abi`]), the record format
 //! ([`event`]), loading and attaching programs ([`load`]), the `state` task iterator's driver
-//! ([`sampler`]), the undelivered-event counters ([`drops`]) and records made from the kernel's
-//! summing tables ([`tables`]). Depends only on [`crate::spec`].
+//! ([`sampler`]) and records made from the kernel's summing tables ([`tables`]). Depends only
+//! on [`crate::spec`].
 
 pub(crate) mod abi;
-pub(crate) mod drops;
 pub(crate) mod event;
 pub(crate) mod load;
 pub(crate) mod sampler;

@@ -17,7 +17,6 @@ use crate::cli::{Args, Target};
 use crate::convert::{Converter, Counts, KernelNames};
 use crate::host;
 use crate::kernel::abi::types::stacks_ring as Ring;
-use crate::kernel::drops::Drops;
 use crate::kernel::event::{Kind, RawEvent};
 use crate::kernel::load::{self as bpf, AggTables, LoadOptions};
 use crate::kernel::sampler::StateSampler;
@@ -32,10 +31,12 @@ use crate::spec::EventSpec;
 use crate::spec::probe::ProbeType;
 
 mod aggregate;
+mod drops;
 mod paths;
 mod targets;
 
 use aggregate::Aggregation;
+use drops::Drops;
 use paths::PathGeneration;
 
 use targets::{Targets, describe, target_pids};

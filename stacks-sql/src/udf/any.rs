@@ -21,12 +21,12 @@ use stacks_stream::stack_key::stack_keys;
 
 /// The `stack_any` aggregate.
 #[derive(Debug, PartialEq, Eq, Hash)]
-pub struct StackAny {
+pub(super) struct StackAny {
     signature: Signature,
 }
 
 impl StackAny {
-    pub fn new() -> Self {
+    pub(super) fn new() -> Self {
         Self {
             signature: Signature::any(1, Volatility::Immutable),
         }

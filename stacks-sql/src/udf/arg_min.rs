@@ -21,12 +21,12 @@ const NAME: &str = "arg_min";
 
 /// The `arg_min` aggregate.
 #[derive(Debug, PartialEq, Eq, Hash)]
-pub struct ArgMin {
+pub(super) struct ArgMin {
     signature: Signature,
 }
 
 impl ArgMin {
-    pub fn new() -> Self {
+    pub(super) fn new() -> Self {
         Self {
             signature: Signature::any(2, Volatility::Immutable),
         }

@@ -33,12 +33,12 @@ const NAME: &str = "as_stack";
 
 /// The `as_stack` function.
 #[derive(Debug, PartialEq, Eq, Hash)]
-pub struct AsStack {
+pub(super) struct AsStack {
     signature: Signature,
 }
 
 impl AsStack {
-    pub fn new() -> Self {
+    pub(super) fn new() -> Self {
         Self {
             signature: Signature::any(1, Volatility::Immutable),
         }

@@ -17,12 +17,12 @@ const NAME: &str = "kind_unit";
 
 /// The `kind_unit` function.
 #[derive(Debug, PartialEq, Eq, Hash)]
-pub struct KindUnit {
+pub(super) struct KindUnit {
     signature: Signature,
 }
 
 impl KindUnit {
-    pub fn new() -> Self {
+    pub(super) fn new() -> Self {
         Self {
             signature: Signature::any(1, Volatility::Immutable),
         }
@@ -79,27 +79,7 @@ impl ScalarUDFImpl for KindUnit {
 mod tests {
     use stacks_stream::frames::{NO_STACK_FRAME, SHORT_OFFCPU_FRAME};
 
-    use super::*;
     use crate::queries::BUNDLED;
-
-    #[test]
-    fn every_registered_query_is_bundled_and_every_bundled_query_registered() {
-        let bundled: Vec<&str> = BUNDLED.iter().map(|(name, _)| *name).collect();
-        let registered: Vec<&str> = kinds::ALL
-            .iter()
-            .flat_map(|k| k.queries.iter().copied())
-            .chain(kinds::ANY_KIND_QUERIES)
-            .collect();
-        for q in &registered {
-            assert!(bundled.contains(q), "registry names `{q}`, not bundled");
-        }
-        for q in &bundled {
-            assert!(
-                registered.contains(q),
-                "bundled query `{q}` is about no kind in stacks_stream::kinds"
-            );
-        }
-    }
 
     /// The marker frames the SQL writes as text (`stack_or(stack, '[no stack]')`) are the ones
     /// stacks-pprof adds for rows without a stack, so their totals add up.

@@ -31,12 +31,12 @@ const REPEAT_UP_TO: f64 = 64.0;
 
 /// The `approx_percentiles` aggregate.
 #[derive(Debug, PartialEq, Eq, Hash)]
-pub struct ApproxPercentiles {
+pub(super) struct ApproxPercentiles {
     signature: Signature,
 }
 
 impl ApproxPercentiles {
-    pub fn new() -> Self {
+    pub(super) fn new() -> Self {
         Self {
             signature: Signature::variadic_any(Volatility::Immutable),
         }

@@ -90,7 +90,7 @@ enum Op {
 
 /// One stack function (see [`super::register`] for the list).
 #[derive(Debug, PartialEq, Eq, Hash)]
-pub struct StackFn {
+pub(super) struct StackFn {
     op: Op,
     name: &'static str,
     signature: Signature,
@@ -106,7 +106,7 @@ impl StackFn {
     }
 
     /// Every stack function.
-    pub fn all() -> Vec<Self> {
+    pub(super) fn all() -> Vec<Self> {
         let im = Volatility::Immutable;
         let one = || Signature::any(1, im);
         let two = || Signature::any(2, im);

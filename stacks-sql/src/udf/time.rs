@@ -22,12 +22,12 @@ const NAME: &str = "time_bucket";
 
 /// The `time_bucket` function.
 #[derive(Debug, PartialEq, Eq, Hash)]
-pub struct TimeBucket {
+pub(super) struct TimeBucket {
     signature: Signature,
 }
 
 impl TimeBucket {
-    pub fn new() -> Self {
+    pub(super) fn new() -> Self {
         Self {
             signature: Signature::any(2, Volatility::Immutable),
         }

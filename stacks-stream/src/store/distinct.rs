@@ -9,10 +9,10 @@ use std::collections::{BTreeSet, HashSet};
 use super::StackId;
 
 /// Distinct ids counted exactly.
-pub const EXACT: usize = 1 << 16;
+pub(super) const EXACT: usize = 1 << 16;
 
 /// Ids the estimate keeps past [`EXACT`].
-pub const SKETCH: usize = 4096;
+pub(super) const SKETCH: usize = 4096;
 
 /// The distinct ids of a stream, counted; see the module documentation.
 #[derive(Debug, Default)]

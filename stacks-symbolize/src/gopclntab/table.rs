@@ -19,7 +19,7 @@ const MAGIC_120: u32 = 0xffff_fff1;
 /// Go 1.2–1.15 and 1.16–1.17: recognised to say why they are not read.
 const MAGIC_OLD: [u32; 2] = [0xffff_fffb, 0xffff_fffa];
 /// `_PCDATA_InlTreeIndex`, `_FUNCDATA_InlTree` (runtime/symtab.go).
-pub const PCDATA_INL_TREE_INDEX: u32 = 2;
+pub(super) const PCDATA_INL_TREE_INDEX: u32 = 2;
 pub const FUNCDATA_INL_TREE: u32 = 3;
 /// `_func` fields read, as byte offsets.
 const FUNC_ENTRY: usize = 0;

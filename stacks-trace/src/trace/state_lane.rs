@@ -62,7 +62,7 @@ pub(crate) struct StateRuns {
 impl StateRuns {
     /// Whether `s` continues the open run of its thread: same key, and not after a gap of more
     /// than one sampling pass (a pass the recorder skipped is bridged).
-    pub fn continues(&self, s: &Sample) -> bool {
+    pub(super) fn continues(&self, s: &Sample) -> bool {
         self.open.get(&s.tid).is_some_and(|r| {
             r.key == s.key && s.time >= r.start && s.time <= r.end.saturating_add(s.period)
         })
@@ -70,7 +70,11 @@ impl StateRuns {
 
     /// Add a sample; returns the run it closed, if any. `stack` (its `stackFrames` node and
     /// names) is kept only when the sample starts a run.
-    pub fn push(&mut self, s: Sample, stack: (Option<u64>, Option<Arc<[String]>>)) -> Option<Run> {
+    pub(super) fn push(
+        &mut self,
+        s: Sample,
+        stack: (Option<u64>, Option<Arc<[String]>>),
+    ) -> Option<Run> {
         let end = s.time.saturating_add(s.period.max(0));
         if self.continues(&s) {
             let r = self.open.get_mut(&s.tid).expect("an open run");
@@ -97,7 +101,7 @@ impl StateRuns {
     }
 
     /// The runs still open, by tid.
-    pub fn finish(&mut self) -> Vec<Run> {
+    pub(super) fn finish(&mut self) -> Vec<Run> {
         let mut runs: Vec<Run> = self.open.drain().map(|(_, r)| r).collect();
         runs.sort_unstable_by_key(|r| r.tid);
         runs

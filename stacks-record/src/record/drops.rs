@@ -1,9 +1,12 @@
 //! Events the kernel side could not deliver, by cause: the per-CPU `drops` counters of the BPF
 //! programs (`enum stacks_drop`), turned into `lost` rows with a `cause` and into the summary.
+//! The kind a cause names is the registry's name of the recorder kind owning the record
+//! (`kinds::ALL`), so a new kind is named without a line here.
 
 use std::collections::BTreeMap;
 
 use crate::kernel::abi::types::{stacks_drop as Drop, stacks_event_kind as Kind};
+use crate::kinds;
 
 /// The `cause` of a `lost` row for counter `index` of `enum stacks_drop`: `WHY:KIND`, e.g.
 /// `ring_buffer_full:vfs` or `map_full:block`.
@@ -23,23 +26,30 @@ pub(crate) fn cause_name(index: u32) -> String {
     .to_string()
 }
 
-/// The stream kind a record kind becomes.
-fn kind_name(kind: u32) -> &'static str {
+/// The stream kind a record kind becomes: the registry name of the recorder kind that turns
+/// the record into rows or sends it as a part of another ([`kinds::ALL`]), the process
+/// lifecycle's records each their own kind; `record_N` for a record no kind owns.
+fn kind_name(record: u32) -> String {
+    stream_kind(record).map_or_else(|| format!("record_{record}"), str::to_string)
+}
+
+/// The registry kind of records of kind `record`, when a recorder kind owns them.
+fn stream_kind(record: u32) -> Option<&'static str> {
     use stacks_stream::kind;
-    match Kind(kind) {
-        Kind::STACKS_EV_PROFILE => kind::PROFILE,
-        Kind::STACKS_EV_EXEC => kind::EXEC,
-        Kind::STACKS_EV_EXIT => kind::EXIT,
-        Kind::STACKS_EV_FORK => kind::FORK,
-        Kind::STACKS_EV_SWITCH | Kind::STACKS_EV_SWITCH_FOLDED => kind::SWITCH,
-        Kind::STACKS_EV_RSS => kind::RSS,
-        Kind::STACKS_EV_BLOCK => kind::BLOCK,
-        Kind::STACKS_EV_VFS => kind::VFS,
-        Kind::STACKS_EV_NET => kind::NET,
-        Kind::STACKS_EV_STATE => kind::STATE,
-        Kind::STACKS_EV_PROBE => kind::PROBE,
-        _ => "unknown",
+    let record = Kind(record);
+    match record {
+        // One recorder kind, three stream kinds.
+        Kind::STACKS_EV_EXEC => return Some(kind::EXEC),
+        Kind::STACKS_EV_EXIT => return Some(kind::EXIT),
+        Kind::STACKS_EV_FORK => return Some(kind::FORK),
+        // Enters and exits, paired into rows by the converter (convert/span_rows.rs).
+        Kind::STACKS_EV_SPAN => return Some(kind::SPAN),
+        _ => {}
     }
+    let owner = kinds::ALL
+        .iter()
+        .find(|k| k.records().contains(&record) || k.parts().contains(&record))?;
+    stacks_stream::kinds::get(owner.name()).map(|k| k.name)
 }
 
 /// The drop counters seen so far, to turn new totals into deltas.
@@ -59,10 +69,10 @@ pub(crate) struct Drops {
     pub dwarf_as_fp: u64,
     /// Events aggregated in the kernel while their ring buffer was backed up, by kind name
     /// (not lost: rows stand for them, see `STACKS_DROP_AGGREGATED`).
-    pub aggregated: BTreeMap<&'static str, u64>,
+    pub aggregated: BTreeMap<String, u64>,
     /// Events that found the aggregation table full, by kind name (then sent as records, or
     /// lost as `ring_buffer_full` when their ring was full too).
-    pub agg_full: BTreeMap<&'static str, u64>,
+    pub agg_full: BTreeMap<String, u64>,
 }
 
 impl Drops {
@@ -169,6 +179,47 @@ impl Drops {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The values of `enum stacks_event_kind` in bpf/stacks.h.
+    fn record_kinds_of_stacks_h() -> Vec<(String, u32)> {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../bpf/stacks.h");
+        let text = std::fs::read_to_string(&path).expect("bpf/stacks.h");
+        let body = text
+            .split("enum stacks_event_kind {")
+            .nth(1)
+            .and_then(|t| t.split("};").next())
+            .expect("enum stacks_event_kind in bpf/stacks.h");
+        body.lines()
+            .filter_map(|l| {
+                let (name, value) = l.trim().strip_prefix("STACKS_EV_")?.split_once('=')?;
+                let value = value.trim().trim_end_matches(',').parse().ok()?;
+                Some((name.trim().to_string(), value))
+            })
+            .collect()
+    }
+
+    /// Every record kind of bpf/stacks.h names a kind of the registry in `lost` causes.
+    #[test]
+    fn every_record_kind_names_a_registry_kind() {
+        let records = record_kinds_of_stacks_h();
+        assert!(records.len() >= 14, "{records:?}");
+        for (what, record) in records {
+            let name = stream_kind(record);
+            assert!(
+                name.is_some_and(|n| stacks_stream::kinds::get(n).is_some()),
+                "STACKS_EV_{what} ({record}): no registry kind ({name:?}): \
+                 no recorder kind lists it in records() or parts()"
+            );
+            assert_eq!(
+                cause_name(Drop::STACKS_DROP_RINGBUF.0 + record),
+                format!("ring_buffer_full:{}", name.unwrap_or_default())
+            );
+        }
+        assert_eq!(stream_kind(Kind::STACKS_EV_SWITCH_FOLDED.0), Some("switch"));
+        assert_eq!(stream_kind(Kind::STACKS_EV_UWINDOW.0), Some("block"));
+        assert_eq!(stream_kind(Kind::STACKS_EV_SPAN.0), Some("span"));
+        assert_eq!(kind_name(99), "record_99");
+    }
 
     #[test]
     fn causes_are_named_and_counted_as_deltas() {

@@ -1,0 +1,343 @@
+//! The registry of event kinds: for each value of the `kind` column, what it is, which
+//! columns its rows fill, the unit of `value`, the pprof sample types stacks-pprof makes of it,
+//! how stacks-trace draws it, how stacks-top weighs and groups it, and how `stacks-record -e`
+//! asks for it. Every tool reads this table instead of keeping its own list, so a new kind is a
+//! new entry in [`ALL`] (`table.rs`) plus its BPF program and row conversion in stacks-record;
+//! the tests of `consumers.rs` fail when a document or explore's `kinds.json` lacks it, and
+//! stacks-sql's when no bundled query is about it.
+
+#[cfg(test)]
+mod consumers;
+mod table;
+
+pub use table::{ALL, PROBE_FORMS};
+
+use crate::schema::kind;
+
+/// What a number measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    Nanoseconds,
+    Bytes,
+    Count,
+}
+
+impl Unit {
+    /// The short name query results use in their `unit` column: `ns`, `bytes`, `count`.
+    pub const fn short(self) -> &'static str {
+        match self {
+            Unit::Nanoseconds => "ns",
+            Unit::Bytes => "bytes",
+            Unit::Count => "count",
+        }
+    }
+
+    /// The unit of a pprof sample type: `nanoseconds`, `bytes`, `count`.
+    pub const fn pprof(self) -> &'static str {
+        match self {
+            Unit::Nanoseconds => "nanoseconds",
+            Unit::Bytes => "bytes",
+            Unit::Count => "count",
+        }
+    }
+}
+
+/// A pprof sample type: its name and unit (`cpu/nanoseconds`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SampleType {
+    pub name: &'static str,
+    pub unit: Unit,
+}
+
+/// How stacks-trace draws rows of a kind (Chrome Trace Event Format).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lane {
+    /// An instant `cpu sample` on the thread's track, with its stack.
+    CpuSample,
+    /// Off-CPU slices on the thread's track, on-CPU slices between them; rows folding short
+    /// intervals as instants.
+    Sched,
+    /// A counter per process.
+    Counter,
+    /// Asynchronous slices (several may be in flight), category the kind.
+    Async,
+    /// Slices on the thread's IO lane, which may straddle its on/off-CPU slices.
+    Io,
+    /// An instant on the thread's track named after the kind, category `process`.
+    Process,
+    /// Slices on the thread's state lane, one per run of consecutive samples in the same
+    /// state, system call and file, category `state`.
+    State,
+    /// A global instant `lost events`.
+    Lost,
+    /// An instant on the thread's track named after the row's `probe`, with its stack, hit
+    /// count and arguments, category `probe`.
+    Probe,
+    /// Slices on the thread's span lane named after the row's span, nested as the spans were.
+    Span,
+}
+
+/// The argument of a recordable kind in `-e NAME[:STACKS][:ARG]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Arg {
+    /// How the help names it (`HZ`).
+    pub name: &'static str,
+    /// Its default, as written in `-e`.
+    pub default: &'static str,
+    /// What it sets.
+    pub meaning: &'static str,
+    /// How `-e` reads it.
+    pub grammar: ArgGrammar,
+}
+
+/// The forms of a `-e` argument.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArgGrammar {
+    /// A frequency in Hz, from 1 to `max`.
+    Hz { max: u32 },
+    /// A duration (`0`, `250us`, `1ms`: a bare number other than 0 is refused).
+    Duration,
+    /// Every Nth event, N from 1 to `max`.
+    Every { max: u32 },
+}
+
+/// Where rows of a kind come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// Recorded when `stacks-record -e` names it: `NAME[:STACKS][:ARG]`.
+    Event {
+        /// The stacks captured when `STACKS` is not given (`u`, `k` or `uk`).
+        stacks: &'static str,
+        arg: Option<Arg>,
+        /// What `-e` help says the event records.
+        help: &'static str,
+    },
+    /// Recorded when `stacks-record -e` names a probe, in one of these forms.
+    Probes(&'static [ProbeForm]),
+    /// Recorded for every traced process, whatever `-e` says.
+    Always,
+    /// Written by the recorder when the kernel could not hand events over.
+    Recorder,
+}
+
+/// One way of naming a probe in `-e` (`tp:CATEGORY:NAME[:STACKS][:count]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProbeForm {
+    /// The spec's first field (`tp`).
+    pub prefix: &'static str,
+    /// The fields after it that name the probe (`CATEGORY:NAME`).
+    pub fields: &'static str,
+    /// The stacks captured when `STACKS` is not given.
+    pub stacks: &'static str,
+    /// What `-e` help says it probes.
+    pub help: &'static str,
+}
+
+/// One event kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Kind {
+    /// The `kind` column's value.
+    pub name: &'static str,
+    /// One line saying what a row is.
+    pub description: &'static str,
+    /// The nullable columns its rows fill (beyond `time` … `value`, which every row has).
+    pub columns: &'static [&'static str],
+    /// Whether its rows carry stacks (when requested).
+    pub stacks: bool,
+    /// The unit of `value`.
+    pub unit: Unit,
+    /// The pprof sample type counting its events, for kinds whose `value` is not a count.
+    pub count: Option<SampleType>,
+    /// The pprof sample type of `value`.
+    pub value: SampleType,
+    /// How stacks-trace draws it.
+    pub lane: Lane,
+    /// How stacks-top shows it; `None`: never shown (`lost`).
+    pub top: Option<Top>,
+    pub source: Source,
+}
+
+/// How stacks-top weighs and groups the rows of a kind (docs/top.md, "Kinds"). Whether a row
+/// has bytes is its [`Kind::unit`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Top {
+    /// The column holding the thread-nanoseconds a row stands for, from which stacks-top's and
+    /// explore's average active threads are computed (docs/top.md): CPU samples, thread-state
+    /// samples and off-CPU intervals carry them in `value`; file IO, block IO and spans in
+    /// `duration` (time in flight). `None`: the kind has no thread time.
+    pub thread_ns: Option<&'static str>,
+    /// Whether `duration` is a latency worth a histogram: time in the call (`vfs`), issue to
+    /// completion (`block`), time in the current system call (`state`), off CPU (`switch`), in
+    /// the span (`span`).
+    pub latency: bool,
+    /// The grouping a screen of this kind starts with: row columns, or the top user or kernel
+    /// frame ([`UFUNC`], [`KFUNC`]), which stacks-top computes.
+    pub group: &'static [&'static str],
+}
+
+/// stacks-top's computed column of the innermost user frame.
+pub const UFUNC: &str = "ufunc";
+/// stacks-top's computed column of the innermost kernel frame.
+pub const KFUNC: &str = "kfunc";
+
+/// The kind called `name`; `None` for a kind this version does not know.
+pub fn get(name: &str) -> Option<&'static Kind> {
+    ALL.iter().find(|k| k.name == name)
+}
+
+/// The names of every kind, in [`ALL`]'s order.
+pub fn names() -> impl Iterator<Item = &'static str> {
+    ALL.iter().map(|k| k.name)
+}
+
+/// The kinds stacks-top shows, in [`ALL`]'s order, with how it shows them.
+pub fn shown() -> impl Iterator<Item = (&'static Kind, &'static Top)> {
+    ALL.iter().filter_map(|k| Some((k, k.top.as_ref()?)))
+}
+
+/// The kinds `stacks-record -e` can ask for.
+pub fn recordable() -> impl Iterator<Item = &'static Kind> {
+    ALL.iter()
+        .filter(|k| matches!(k.source, Source::Event { .. }))
+}
+
+/// The unit of `value` of rows of `kind`; a count for kinds this version does not know.
+pub fn unit(kind: &str) -> Unit {
+    get(kind).map_or(Unit::Count, |k| k.unit)
+}
+
+/// The `profile` entry's sampling frequency when `-e` names none.
+pub const PROFILE_DEFAULT_HZ: u32 = 99;
+
+/// The CPU sampling period of a `stacks.events` value (the normalized `-e` specification, like
+/// `profile:u:99,switch:uk`): 1e9/HZ, HZ being the `profile` entry's last numeric field
+/// ([`PROFILE_DEFAULT_HZ`] when it has none). `None` without a `profile` entry.
+pub fn profile_period_ns(events: &str) -> Option<i64> {
+    let entry = events
+        .split(',')
+        .map(str::trim)
+        .find(|e| e.split(':').next() == Some(kind::PROFILE))?;
+    let hz = entry
+        .split(':')
+        .skip(1)
+        .filter_map(|f| f.trim().parse::<u64>().ok())
+        .last()
+        .filter(|hz| *hz > 0)
+        .unwrap_or(u64::from(PROFILE_DEFAULT_HZ));
+    i64::try_from(1_000_000_000 / hz).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::{col, raw_fields};
+
+    const fn sample(name: &'static str, unit: Unit) -> SampleType {
+        SampleType { name, unit }
+    }
+
+    /// Every `kind::*` constant of schema.rs.
+    const SCHEMA_KINDS: &[&str] = &[
+        kind::PROFILE,
+        kind::PROBE,
+        kind::LOST,
+        kind::SWITCH,
+        kind::RSS,
+        kind::BLOCK,
+        kind::VFS,
+        kind::NET,
+        kind::STATE,
+        kind::SPAN,
+        kind::EXEC,
+        kind::FORK,
+        kind::EXIT,
+    ];
+
+    #[test]
+    fn registry_and_schema_constants_name_the_same_kinds() {
+        for &k in SCHEMA_KINDS {
+            assert!(get(k).is_some(), "schema kind `{k}` is not in the registry");
+        }
+        for k in names() {
+            assert!(
+                SCHEMA_KINDS.contains(&k),
+                "registry kind `{k}` is not a schema.rs kind constant"
+            );
+        }
+        let mut seen: Vec<&str> = names().collect();
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(seen.len(), ALL.len(), "a kind is registered twice");
+    }
+
+    #[test]
+    fn kinds_name_row_columns() {
+        let fields = raw_fields();
+        let row_columns: Vec<&str> = fields.iter().map(|f| f.name().as_str()).collect();
+        for k in ALL {
+            for c in k.columns {
+                assert!(row_columns.contains(c), "{}: no row column `{c}`", k.name);
+            }
+        }
+        // Every per-kind column after the stacks is filled by some kind.
+        let after_stacks = row_columns
+            .iter()
+            .skip_while(|c| **c != col::KSTACK_SYMBOLS)
+            .skip(1);
+        for c in after_stacks {
+            assert!(
+                ALL.iter().any(|k| k.columns.contains(c)),
+                "no kind fills `{c}`"
+            );
+        }
+    }
+
+    #[test]
+    fn sample_types_and_units() {
+        let profile = get(kind::PROFILE).unwrap();
+        assert_eq!(profile.value, sample("cpu", Unit::Nanoseconds));
+        assert_eq!(profile.count, Some(sample("samples", Unit::Count)));
+        for k in ALL {
+            assert_eq!(k.value.unit, k.unit, "{}", k.name);
+            assert_eq!(k.count.is_none(), k.unit == Unit::Count, "{}", k.name);
+        }
+        assert_eq!(unit("vfs").short(), "bytes");
+        assert_eq!(unit("switch").pprof(), "nanoseconds");
+        assert_eq!(unit("newer-kind"), Unit::Count);
+        assert_eq!(
+            recordable().map(|k| k.name).collect::<Vec<_>>(),
+            [
+                "profile", "switch", "rss", "block", "vfs", "net", "state", "span"
+            ]
+        );
+    }
+
+    #[test]
+    fn profile_default_rate_is_documented() {
+        let Some(Kind {
+            source: Source::Event { arg: Some(arg), .. },
+            ..
+        }) = get(kind::PROFILE)
+        else {
+            panic!("profile takes HZ");
+        };
+        assert_eq!(arg.default, PROFILE_DEFAULT_HZ.to_string());
+    }
+
+    #[test]
+    fn period_from_events() {
+        assert_eq!(
+            profile_period_ns("profile:u:99,switch:uk"),
+            Some(10_101_010)
+        );
+        assert_eq!(
+            profile_period_ns("switch:uk, profile:1000"),
+            Some(1_000_000)
+        );
+        assert_eq!(profile_period_ns("profile"), Some(10_101_010));
+        assert_eq!(profile_period_ns("profile:uk"), Some(10_101_010));
+        assert_eq!(profile_period_ns("profile:0"), Some(10_101_010));
+        assert_eq!(profile_period_ns("switch:uk"), None);
+        assert_eq!(profile_period_ns("profiler:5"), None);
+    }
+}
