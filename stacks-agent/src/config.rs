@@ -269,15 +269,15 @@ impl Config {
 mod tests {
     use super::*;
 
-    fn dir() -> PathBuf {
-        let d = std::env::temp_dir().join(format!("stacks-agent-config-{}", std::process::id()));
+    fn dir(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("stacks-agent-{tag}-{}", std::process::id()));
         std::fs::create_dir_all(&d).unwrap();
         d
     }
 
     #[test]
     fn flags_win_over_the_file() {
-        let store = dir().join("store");
+        let store = dir("flags").join("store");
         let file = parse_text(&format!(
             "all = true\nstore = \"{}\"\nmax_age = \"1m\"\nretain = \"7d\"\nmetrics = \"off\"\n",
             store.display()
@@ -302,6 +302,7 @@ mod tests {
         // What --print-config prints reads back as the same configuration.
         let again = check(parse_text(&shown).unwrap()).unwrap();
         assert_eq!(again.to_toml(), shown);
+        std::fs::remove_dir_all(dir("flags")).unwrap();
     }
 
     #[test]
@@ -309,7 +310,7 @@ mod tests {
         let e = parse_text("all = true\nretian = \"7d\"\n").unwrap_err();
         assert!(e.starts_with("line 2: unknown field `retian`"), "{e}");
         assert!(!e.contains('\n'));
-        let store = dir().join("s2").display().to_string();
+        let store = dir("bad").join("s2").display().to_string();
         let keys = |k: Keys| Keys {
             all: Some(true),
             store: Some(store.clone()),
@@ -365,5 +366,6 @@ mod tests {
                 .starts_with("store /proc/stacks-store: cannot create"),
             "{e}"
         );
+        std::fs::remove_dir_all(dir("bad")).unwrap();
     }
 }
