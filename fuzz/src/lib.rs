@@ -72,6 +72,8 @@ pub fn pack(data: &[u8], dir: &std::path::Path) {
         partition: timed.then_some(Partitioning::Date),
         row_group_rows: 3,
         zstd_level: 1,
+        retention: Default::default(),
+        stats: None,
     };
     let _ = stacks_pack::pack_stream(input, &options);
 }

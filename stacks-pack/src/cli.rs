@@ -104,6 +104,32 @@ pub struct Args {
     #[arg(long, value_enum, value_name = "BY")]
     pub partition: Option<Partitioning>,
 
+    /// Delete file sets finished longer ago than this, oldest first, whole (the directory's
+    /// every finished set, whichever packer wrote it; never the set being written)
+    #[arg(
+        long,
+        value_name = "DURATION",
+        value_parser = stacks_stream::cli::parse_positive_duration,
+        conflicts_with = "output"
+    )]
+    pub retain: Option<Duration>,
+
+    /// Delete the oldest file sets, whole, while the directory's finished sets together hold
+    /// more than this (the set being written comes on top)
+    #[arg(
+        long,
+        value_name = "SIZE",
+        value_parser = stacks_stream::cli::parse_size,
+        conflicts_with = "output"
+    )]
+    pub max_total: Option<u64>,
+
+    /// Write the packer's counters (rows by kind, lost events by cause, sets and bytes
+    /// written, in the store and deleted) to FILE as one JSON object, replaced atomically
+    /// about once a second (docs/agent.md)
+    #[arg(long, value_name = "FILE")]
+    pub stats: Option<PathBuf>,
+
     /// Rows per row group; each row group is sorted by time
     #[arg(
         long,
@@ -140,6 +166,16 @@ pub fn run_with(args: Args) -> anyhow::Result<ExitCode> {
         ("--spool-max", args.spool_max.is_some()),
         ("--upload-wait", args.upload_wait.is_some()),
     ];
+    if store
+        && let Some(flag) = [
+            ("--retain", args.retain.is_some()),
+            ("--max-total", args.max_total.is_some()),
+        ]
+        .iter()
+        .find_map(|(flag, given)| given.then_some(flag))
+    {
+        anyhow::bail!("{flag} is for a directory store, not a store URL");
+    }
     if let Some((flag, _)) = spool_flags.iter().find(|(_, given)| *given && !store) {
         anyhow::bail!(
             "{flag} is for a store URL (s3://…, gs://…, az://…, file://…), not a directory"
@@ -175,6 +211,11 @@ impl Args {
             partition,
             row_group_rows: usize::try_from(self.row_group_rows).unwrap_or(MAX_ROW_GROUP_ROWS),
             zstd_level: self.zstd_level,
+            retention: crate::retention::Policy {
+                retain: self.retain,
+                max_total: self.max_total,
+            },
+            stats: self.stats.clone(),
         }
     }
 }

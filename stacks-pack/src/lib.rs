@@ -15,9 +15,12 @@ pub mod levels;
 mod naming;
 mod order;
 mod pair;
+pub mod retention;
 mod signals;
 mod sink;
 mod stale;
+mod stats;
+mod upkeep;
 pub mod upload;
 
 use std::fs::File;
@@ -96,6 +99,10 @@ pub struct Options {
     pub row_group_rows: usize,
     /// zstd compression level, 1 to 22.
     pub zstd_level: i32,
+    /// What a directory store keeps (directories only).
+    pub retention: retention::Policy,
+    /// Where to write the packer's counters as JSON, about once a second.
+    pub stats: Option<PathBuf>,
 }
 
 /// What the reading thread hands over.
@@ -237,6 +244,11 @@ fn pack_into(
         owner,
     )?;
     let splitter = packer.splitter();
+    let mut upkeep = upkeep::Upkeep::new(
+        packer_dir(options),
+        options.retention,
+        options.stats.as_deref(),
+    );
 
     // Reading happens on its own thread so that idle input still lets files reach --max-age.
     let (tx, rx) = mpsc::sync_channel::<Incoming>(2);
@@ -250,12 +262,18 @@ fn pack_into(
         if signals::terminated() {
             // What was already read is accepted: keep it.
             while let Ok(Incoming::Batch(batch)) = rx.try_recv() {
+                upkeep.count(&batch);
                 packer.write_samples(&batch)?;
             }
             break;
         }
+        let (sets, bytes) = packer.written();
+        upkeep.tick(sets, bytes, false);
         match rx.recv_timeout(TICK) {
-            Ok(Incoming::Batch(batch)) => packer.write_samples(&batch)?,
+            Ok(Incoming::Batch(batch)) => {
+                upkeep.count(&batch);
+                packer.write_samples(&batch)?
+            }
             Ok(Incoming::End) | Err(RecvTimeoutError::Disconnected) => break,
             Ok(Incoming::Failed(_)) if cut.load(Ordering::SeqCst) => break,
             Ok(Incoming::Failed(e)) => {
@@ -272,7 +290,17 @@ fn pack_into(
             packer.rows()
         );
     }
-    Ok((packer.finish()?, upstream))
+    let summary = packer.finish()?;
+    upkeep.tick(summary.files, summary.bytes, true);
+    Ok((summary, upstream))
+}
+
+/// The directory a directory store is written to.
+fn packer_dir(options: &Options) -> Option<PathBuf> {
+    match &options.destination {
+        Destination::Dir(dir) => Some(dir.clone()),
+        _ => None,
+    }
 }
 
 /// Whether `schema` has a `time` column of type Timestamp(ns), as `--partition` needs.
@@ -593,6 +621,24 @@ mod tests {
         }
         assert!(Args::try_parse_from(["stacks-pack", "d", "--max-bytes", "lots"]).is_err());
         assert!(Args::try_parse_from(["stacks-pack", "d", "--max-age", "0s"]).is_err());
+        assert!(Args::try_parse_from(["stacks-pack", "-o", "f", "--retain", "1d"]).is_err());
+        assert!(Args::try_parse_from(["stacks-pack", "d", "--max-total", "0"]).is_err());
+        assert!(Args::try_parse_from(["stacks-pack", "d", "--retain", "a week"]).is_err());
+        let a = Args::try_parse_from(["stacks-pack", "d", "--retain", "7d", "--max-total", "20G"])
+            .unwrap();
+        assert_eq!(
+            a.options().retention,
+            retention::Policy {
+                retain: Some(Duration::from_secs(7 * 86_400)),
+                max_total: Some(20 << 30),
+            }
+        );
+        let url = Args::try_parse_from(["stacks-pack", "s3://b/p", "--retain", "1d"]).unwrap();
+        let refused = cli::run_with(url).unwrap_err().to_string();
+        assert_eq!(
+            refused,
+            "--retain is for a directory store, not a store URL"
+        );
         let a = Args::try_parse_from(["stacks-pack", "d", "-i", "x"]).unwrap();
         assert_eq!((a.max_rows, a.zstd_level), (1_000_000, 3));
         assert_eq!((a.max_bytes, a.max_age, a.partition), (None, None, None));

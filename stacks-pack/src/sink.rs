@@ -227,6 +227,11 @@ impl Packer {
             + self.pending_rows as u64
     }
 
+    /// File sets finished so far, and their bytes.
+    pub fn written(&self) -> (u64, u64) {
+        (self.summary.files, self.summary.bytes)
+    }
+
     /// Accept a batch of the stream; complete row groups are sorted and written, files
     /// rotated as needed.
     pub fn write(&mut self, batch: &RecordBatch) -> Result<(), PackError> {

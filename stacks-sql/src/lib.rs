@@ -15,6 +15,7 @@ pub mod args;
 pub mod bucket;
 pub mod output;
 pub mod params;
+pub mod pin;
 pub mod position;
 pub mod queries;
 pub mod source;

@@ -31,9 +31,9 @@ use stacks_stream::col;
 use stacks_stream::dict::{is_stack_column, value_type};
 use stacks_stream::store::{self, FileKind, file_kind, frames};
 
-use crate::flat;
 use crate::stack_table::{self, Source, StackTable};
 use crate::window::Window;
+use crate::{flat, pin};
 
 /// Name of the table of rows with their stacks.
 pub const TABLE: &str = "stacks";
@@ -89,8 +89,12 @@ fn has_parquet_name(path: &Path) -> bool {
 }
 
 fn walk(dir: &Path, files: &mut Vec<PathBuf>) -> Result<()> {
-    let entries =
-        std::fs::read_dir(dir).with_context(|| format!("{}: cannot list", dir.display()))?;
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        // A partition directory removed by retention since its parent was listed.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e).with_context(|| format!("{}: cannot list", dir.display())),
+    };
     for entry in entries {
         let entry = entry.with_context(|| format!("{}: cannot list", dir.display()))?;
         if entry.file_name().as_encoded_bytes().starts_with(b".") {
@@ -121,13 +125,23 @@ fn walk(dir: &Path, files: &mut Vec<PathBuf>) -> Result<()> {
 /// The files of `files` that hold stacks rows: samples files (each checked to have its stacks
 /// file, and its frames file when the stacks file refers to frames) and first-layout files.
 /// Stacks and frames files are read through their samples file, so one without (left by a
-/// pack killed between its renames) is ignored. Each other Parquet file
+/// pack killed between its renames) is ignored. Each file kept is held open from here on
+/// ([`pin`]): a set deleted later is still read, one deleted already is skipped with a
+/// warning. Each other Parquet file
 /// (a foreign table, a query result) is named on stderr and left out, so it cannot break
 /// every query on the store. Fails when none is left.
 pub fn stacks_files(dir: &Path, files: Vec<PathBuf>) -> Result<Vec<PathBuf>> {
     let mut kept = Vec::with_capacity(files.len());
     for file in files {
         if matches!(file_kind(&file), Some(FileKind::Stacks | FileKind::Frames)) {
+            continue;
+        }
+        if !pin_set(&file)? {
+            eprintln!(
+                "{}: warning: skipping {}: deleted since the store was listed",
+                crate::program(),
+                file.display()
+            );
             continue;
         }
         check_footer(&file)?;
@@ -150,6 +164,24 @@ pub fn stacks_files(dir: &Path, files: Vec<PathBuf>) -> Result<Vec<PathBuf>> {
         );
     }
     Ok(kept)
+}
+
+/// Hold `file` and, for a samples file, its stacks and frames files open; `false` when the
+/// set is gone (its samples file is deleted first, so a set whose samples file is gone by now
+/// was deleted whole, whichever of its files was missing).
+fn pin_set(file: &Path) -> Result<bool> {
+    let held = |p: &Path| pin::pin(p).with_context(|| format!("{}: cannot open", p.display()));
+    if !held(file)? {
+        return Ok(false);
+    }
+    if file_kind(file) == Some(FileKind::Samples) {
+        for level in [store::stacks_path(file), store::frames_path(file)] {
+            if !held(&level)? && std::fs::symlink_metadata(file).is_err() {
+                return Ok(false);
+            }
+        }
+    }
+    Ok(true)
 }
 
 /// Refuse samples file `samples` unless its stacks file is there and readable, with a
@@ -186,7 +218,7 @@ fn check_level_file(
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let shown = samples.display();
-    match std::fs::metadata(file) {
+    match std::fs::metadata(pin::path(file)) {
         Ok(m) if m.is_file() => {}
         Ok(_) => anyhow::bail!("{shown}: its {what} file {name} is not a file"),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -229,7 +261,8 @@ pub(crate) fn stacks_metadata(schema: &Schema) -> HashMap<String, String> {
 fn check_footer(file: &Path) -> Result<()> {
     use std::io::{Read, Seek, SeekFrom};
     let name = file.display();
-    let mut f = std::fs::File::open(file).with_context(|| format!("{name}: cannot open"))?;
+    let mut f =
+        std::fs::File::open(pin::path(file)).with_context(|| format!("{name}: cannot open"))?;
     let len = f
         .metadata()
         .with_context(|| format!("{name}: cannot stat"))?
@@ -293,12 +326,12 @@ pub async fn register_window(
                 let stack = frames::stack_type_of(arrow_metadata(&frames_file)?.schema());
                 note_types(&Schema::new(vec![Field::new(col::STACK, stack, true)]));
                 sources.push(Source::Framed {
-                    stacks,
-                    frames: frames_file,
+                    stacks: pin::path(&stacks),
+                    frames: pin::path(&frames_file),
                 });
             } else {
                 note_types(&stacks_schema);
-                sources.push(Source::Stacks(stacks));
+                sources.push(Source::Stacks(pin::path(&stacks)));
             }
             keyed.push(file.clone());
             continue;
@@ -309,12 +342,12 @@ pub async fn register_window(
             .is_ok_and(|f| stacks_stream::is_stack_type(f.data_type()));
         if schema.field_with_name(col::STACK_ID).is_ok() {
             if schema.fields().iter().any(|f| is_stack_column(f.name())) {
-                sources.push(Source::Inline(file.clone()));
+                sources.push(Source::Inline(pin::path(file)));
             }
             keyed.push(file.clone());
         } else {
             if has_stack {
-                sources.push(Source::Unkeyed(file.clone()));
+                sources.push(Source::Unkeyed(pin::path(file)));
             }
             loose.push(file.clone());
         }
@@ -548,7 +581,8 @@ fn register_listing(
     files: &[PathBuf],
     schema: SchemaRef,
 ) -> Result<()> {
-    let options = ListingOptions::new(parquet_format()).with_file_extension(".parquet");
+    // The files are named one by one (held ones as /proc/self/fd/N): no extension to filter on.
+    let options = ListingOptions::new(parquet_format()).with_file_extension("");
     let config = ListingTableConfig::new_with_multi_paths(file_urls(files)?)
         .with_listing_options(options)
         .with_schema(schema);
@@ -570,11 +604,11 @@ pub(crate) fn parquet_format_with_metadata() -> ParquetFormat {
         .with_skip_metadata(false)
 }
 
-/// `files` as listing table URLs.
+/// `files` as listing table URLs (held files by their descriptor, see [`pin`]).
 fn file_urls(files: &[PathBuf]) -> Result<Vec<ListingTableUrl>> {
     let mut urls = Vec::with_capacity(files.len());
     for file in files {
-        let abs = std::path::absolute(file)
+        let abs = std::path::absolute(pin::path(file))
             .with_context(|| format!("{}: cannot resolve path", file.display()))?;
         let url = url::Url::from_file_path(&abs)
             .map_err(|()| anyhow::anyhow!("{}: cannot express as a file URL", abs.display()))?;
@@ -586,7 +620,7 @@ fn file_urls(files: &[PathBuf]) -> Result<Vec<ListingTableUrl>> {
 /// The Arrow view of `file`'s Parquet footer.
 fn arrow_metadata(file: &Path) -> Result<ArrowReaderMetadata> {
     let shown = file.display();
-    let f = File::open(file).with_context(|| format!("{shown}: cannot open"))?;
+    let f = File::open(pin::path(file)).with_context(|| format!("{shown}: cannot open"))?;
     ArrowReaderMetadata::load(&f, Default::default())
         .map_err(|e| flat(e).context(format!("{shown}: not a readable Parquet file")))
 }

@@ -1,0 +1,242 @@
+//! `/metrics` in the Prometheus text format (version 0.0.4): the agent's counters per stage
+//! and stacks-pack's (rows by kind, lost events by cause, the store), served over HTTP by a
+//! small thread. The names are listed in docs/agent.md.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::packstats::PackTotals;
+use crate::stage::Which;
+
+/// What one stage has done and costs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StageMetrics {
+    pub up: bool,
+    pub restarts: u64,
+    pub rss_bytes: u64,
+    /// CPU seconds of every run of the stage (the ended ones from wait4, the running one from
+    /// /proc).
+    pub cpu_seconds: f64,
+}
+
+/// Everything `/metrics` shows.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    pub stages: [StageMetrics; 3],
+    pub pipeline_starts: u64,
+    pub pack: PackTotals,
+}
+
+/// The snapshot the supervisor updates and the server reads.
+pub type Shared = Arc<Mutex<Snapshot>>;
+
+/// Lock `shared`, even if a thread panicked while holding it.
+pub fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, Snapshot> {
+    shared.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The text format of `s`.
+pub fn render(s: &Snapshot) -> String {
+    let mut out = String::new();
+    let mut family = |name: &str, kind: &str, help: &str, samples: Vec<(String, f64)>| {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        for (labels, v) in samples {
+            let _ = writeln!(out, "{name}{labels} {v}");
+        }
+    };
+    let per_stage = |f: &dyn Fn(&StageMetrics) -> f64| {
+        Which::ALL
+            .iter()
+            .map(|w| {
+                (
+                    format!("{{stage=\"{}\"}}", w.label()),
+                    f(&s.stages[w.index()]),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    family(
+        "stacks_agent_stage_up",
+        "gauge",
+        "Whether the stage's process is running.",
+        per_stage(&|m| f64::from(u8::from(m.up))),
+    );
+    family(
+        "stacks_agent_stage_restarts_total",
+        "counter",
+        "Times the stage died and the pipeline was restarted for it.",
+        per_stage(&|m| m.restarts as f64),
+    );
+    family(
+        "stacks_agent_stage_resident_memory_bytes",
+        "gauge",
+        "Resident memory of the stage's process.",
+        per_stage(&|m| m.rss_bytes as f64),
+    );
+    family(
+        "stacks_agent_stage_cpu_seconds_total",
+        "counter",
+        "User and system CPU time of the stage, every run of it.",
+        per_stage(&|m| m.cpu_seconds),
+    );
+    family(
+        "stacks_agent_pipeline_starts_total",
+        "counter",
+        "Times the pipeline was started (the first start included).",
+        vec![(String::new(), s.pipeline_starts as f64)],
+    );
+    let labelled = |label: &str, map: &BTreeMap<String, u64>| {
+        map.iter()
+            .map(|(k, v)| (format!("{{{label}=\"{}\"}}", escape(k)), *v as f64))
+            .collect::<Vec<_>>()
+    };
+    let p = &s.pack;
+    family(
+        "stacks_rows_total",
+        "counter",
+        "Rows stored, by kind.",
+        labelled("kind", &p.rows),
+    );
+    family(
+        "stacks_lost_events_total",
+        "counter",
+        "Events the recorder could not deliver (its lost rows), by cause.",
+        labelled("cause", &p.lost),
+    );
+    family(
+        "stacks_store_file_sets",
+        "gauge",
+        "Finished file sets in the store.",
+        vec![(String::new(), p.store_sets as f64)],
+    );
+    family(
+        "stacks_store_bytes",
+        "gauge",
+        "Bytes of the finished file sets in the store.",
+        vec![(String::new(), p.store_bytes as f64)],
+    );
+    family(
+        "stacks_store_written_file_sets_total",
+        "counter",
+        "File sets written.",
+        vec![(String::new(), p.sets_written as f64)],
+    );
+    family(
+        "stacks_store_written_bytes_total",
+        "counter",
+        "Bytes of the file sets written.",
+        vec![(String::new(), p.bytes_written as f64)],
+    );
+    family(
+        "stacks_store_deleted_file_sets_total",
+        "counter",
+        "File sets deleted by retention.",
+        vec![(String::new(), p.deleted_sets as f64)],
+    );
+    family(
+        "stacks_store_deleted_bytes_total",
+        "counter",
+        "Bytes of the file sets deleted by retention.",
+        vec![(String::new(), p.deleted_bytes as f64)],
+    );
+    out
+}
+
+/// A label value escaped for the text format.
+fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// Listen on `addr` (bound now, so a taken port is an error before anything starts) and
+/// serve `/metrics` from `shared` on a thread.
+pub fn serve(addr: SocketAddr, shared: Shared) -> std::io::Result<SocketAddr> {
+    let listener = TcpListener::bind(addr)?;
+    let bound = listener.local_addr()?;
+    std::thread::Builder::new()
+        .name("metrics".into())
+        .spawn(move || {
+            for conn in listener.incoming().flatten() {
+                let _ = answer(conn, &shared);
+            }
+        })?;
+    Ok(bound)
+}
+
+/// Answer one HTTP request: `GET /metrics`, else 404.
+fn answer(conn: TcpStream, shared: &Shared) -> std::io::Result<()> {
+    conn.set_read_timeout(Some(Duration::from_secs(5)))?;
+    conn.set_write_timeout(Some(Duration::from_secs(5)))?;
+    let mut reader = BufReader::new(conn.try_clone()?);
+    let mut request = String::new();
+    reader.read_line(&mut request)?;
+    // The headers, up to the empty line.
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line)? == 0 || line == "\r\n" || line == "\n" {
+            break;
+        }
+    }
+    let path = request.split_whitespace().nth(1).unwrap_or("");
+    let (status, kind, body) =
+        if request.starts_with("GET ") && (path == "/metrics" || path.starts_with("/metrics?")) {
+            let body = render(&lock(shared));
+            ("200 OK", "text/plain; version=0.0.4; charset=utf-8", body)
+        } else {
+            (
+                "404 Not Found",
+                "text/plain; charset=utf-8",
+                "stacks-agent serves /metrics\n".to_string(),
+            )
+        };
+    let mut conn = conn;
+    write!(
+        conn,
+        "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )?;
+    conn.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    #[test]
+    fn serves_the_text_format() {
+        let shared: Shared = Arc::default();
+        {
+            let mut s = lock(&shared);
+            s.stages[Which::Symbolize.index()].restarts = 1;
+            s.pack.rows.insert("profile".into(), 42);
+            s.pack.lost.insert("ring \"full\"".into(), 3);
+        }
+        let addr = serve("127.0.0.1:0".parse().unwrap(), Arc::clone(&shared)).unwrap();
+        let get = |path: &str| {
+            let mut c = TcpStream::connect(addr).unwrap();
+            write!(c, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+            let mut text = String::new();
+            c.read_to_string(&mut text).unwrap();
+            text
+        };
+        let text = get("/metrics");
+        assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
+        for line in [
+            "stacks_agent_stage_restarts_total{stage=\"symbolize\"} 1",
+            "stacks_agent_stage_restarts_total{stage=\"record\"} 0",
+            "stacks_rows_total{kind=\"profile\"} 42",
+            "stacks_lost_events_total{cause=\"ring \\\"full\\\"\"} 3",
+            "# TYPE stacks_agent_stage_cpu_seconds_total counter",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in {text}");
+        }
+        assert!(get("/").starts_with("HTTP/1.1 404"));
+    }
+}

@@ -1,0 +1,116 @@
+//! stacks-pack's counters (its `--stats FILE`, docs/agent.md) summed over the packer's runs:
+//! each run starts its counters from zero, so what a run had counted when it ended is added to
+//! the totals of the runs before it; the store's census is the latest.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Deserialize;
+
+/// One `--stats` file as stacks-pack writes it.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct PackStats {
+    pub rows: BTreeMap<String, u64>,
+    pub lost: BTreeMap<String, u64>,
+    pub sets_written: u64,
+    pub bytes_written: u64,
+    pub store_sets: u64,
+    pub store_bytes: u64,
+    pub deleted_sets: u64,
+    pub deleted_bytes: u64,
+}
+
+impl PackStats {
+    /// The file at `path`, if it is there and whole.
+    pub fn read(path: &Path) -> Option<PackStats> {
+        let text = std::fs::read_to_string(path).ok()?;
+        serde_json::from_str(&text).ok()
+    }
+}
+
+/// Counters over every run of the packer.
+#[derive(Debug, Clone, Default)]
+pub struct PackTotals {
+    pub rows: BTreeMap<String, u64>,
+    pub lost: BTreeMap<String, u64>,
+    pub sets_written: u64,
+    pub bytes_written: u64,
+    pub store_sets: u64,
+    pub store_bytes: u64,
+    pub deleted_sets: u64,
+    pub deleted_bytes: u64,
+}
+
+/// The totals of ended runs, and the running one's latest counters.
+#[derive(Debug, Default)]
+pub struct Accumulator {
+    ended: PackTotals,
+    current: PackStats,
+}
+
+impl Accumulator {
+    /// The running packer's latest counters.
+    pub fn update(&mut self, latest: PackStats) {
+        self.current = latest;
+    }
+
+    /// The running packer ended (after a last [`Self::update`]): its counters are kept.
+    pub fn end_run(&mut self) {
+        let run = std::mem::take(&mut self.current);
+        add(&mut self.ended, &run);
+        self.ended.store_sets = run.store_sets;
+        self.ended.store_bytes = run.store_bytes;
+    }
+
+    /// Every run's counters together.
+    pub fn totals(&self) -> PackTotals {
+        let mut t = self.ended.clone();
+        add(&mut t, &self.current);
+        if self.current.store_sets > 0 || self.current.store_bytes > 0 {
+            t.store_sets = self.current.store_sets;
+            t.store_bytes = self.current.store_bytes;
+        }
+        t
+    }
+}
+
+fn add(t: &mut PackTotals, run: &PackStats) {
+    for (k, v) in &run.rows {
+        *t.rows.entry(k.clone()).or_default() += v;
+    }
+    for (k, v) in &run.lost {
+        *t.lost.entry(k.clone()).or_default() += v;
+    }
+    t.sets_written += run.sets_written;
+    t.bytes_written += run.bytes_written;
+    t.deleted_sets += run.deleted_sets;
+    t.deleted_bytes += run.deleted_bytes;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_add_up_over_runs() {
+        let run = |text: &str| -> PackStats { serde_json::from_str(text).unwrap() };
+        let mut acc = Accumulator::default();
+        acc.update(run(
+            r#"{"time":1.5,"rows":{"profile":10},"lost":{},"sets_written":2,"bytes_written":100,
+               "store_sets":2,"store_bytes":100,"deleted_sets":0,"deleted_bytes":0}"#,
+        ));
+        acc.end_run();
+        acc.update(run(
+            r#"{"rows":{"profile":5,"state":1},"lost":{"ring_full:io":3},"sets_written":1,
+               "bytes_written":40,"store_sets":2,"store_bytes":90,"deleted_sets":1,"deleted_bytes":50}"#,
+        ));
+        let t = acc.totals();
+        assert_eq!(t.rows["profile"], 15);
+        assert_eq!(t.rows["state"], 1);
+        assert_eq!(t.lost["ring_full:io"], 3);
+        assert_eq!((t.sets_written, t.bytes_written), (3, 140));
+        assert_eq!((t.store_sets, t.store_bytes), (2, 90));
+        assert_eq!((t.deleted_sets, t.deleted_bytes), (1, 50));
+    }
+}
