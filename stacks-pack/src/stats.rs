@@ -15,11 +15,11 @@ use stacks_stream::col;
 use crate::retention::{Census, Pass};
 
 /// How often the file is rewritten.
-pub const EVERY: Duration = Duration::from_secs(1);
+pub(crate) const EVERY: Duration = Duration::from_secs(1);
 
 /// The counters, and where they go.
 #[derive(Debug)]
-pub struct Stats {
+pub(crate) struct Stats {
     path: PathBuf,
     last: Option<Instant>,
     /// Rows taken, by `kind`.
@@ -38,7 +38,7 @@ pub struct Stats {
 
 impl Stats {
     /// Counters written to `path`.
-    pub fn new(path: &Path) -> Self {
+    pub(crate) fn new(path: &Path) -> Self {
         Self {
             path: path.to_path_buf(),
             last: None,
@@ -53,7 +53,7 @@ impl Stats {
     }
 
     /// Count a batch of samples rows by kind, and the events its `lost` rows report by cause.
-    pub fn count(&mut self, batch: &RecordBatch) {
+    pub(crate) fn count(&mut self, batch: &RecordBatch) {
         let column = |name: &str| {
             batch
                 .column_by_name(name)
@@ -83,14 +83,14 @@ impl Stats {
     }
 
     /// Note a retention pass (or a census without one).
-    pub fn note_pass(&mut self, pass: &Pass) {
+    pub(crate) fn note_pass(&mut self, pass: &Pass) {
         self.deleted_sets += pass.deleted_sets;
         self.deleted_bytes += pass.deleted_bytes;
         self.store = pass.left;
     }
 
     /// Rewrite the file if it is due (or `force`); a failure is a warning, once.
-    pub fn maybe_write(&mut self, force: bool) {
+    pub(crate) fn maybe_write(&mut self, force: bool) {
         let due = self.last.is_none_or(|t| t.elapsed() >= EVERY);
         if !(due || force) {
             return;
@@ -119,7 +119,7 @@ impl Stats {
     }
 
     /// The JSON object.
-    pub fn json(&self) -> String {
+    pub(crate) fn json(&self) -> String {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs_f64())

@@ -12,11 +12,11 @@ use crate::retention::{self, Policy};
 use crate::stats::Stats;
 
 /// Longest time between two retention passes (`--retain` deletes sets as they age).
-pub const PASS_EVERY: Duration = Duration::from_secs(10);
+pub(crate) const PASS_EVERY: Duration = Duration::from_secs(10);
 
 /// Retention and stats of one packer.
 #[derive(Debug)]
-pub struct Upkeep {
+pub(crate) struct Upkeep {
     /// The directory store, when retention or stats look at it.
     dir: Option<PathBuf>,
     policy: Policy,
@@ -27,7 +27,7 @@ pub struct Upkeep {
 
 impl Upkeep {
     /// Upkeep of `dir` (`None`: not a directory store) as `policy` says, with stats to `stats`.
-    pub fn new(dir: Option<PathBuf>, policy: Policy, stats: Option<&std::path::Path>) -> Self {
+    pub(crate) fn new(dir: Option<PathBuf>, policy: Policy, stats: Option<&std::path::Path>) -> Self {
         Self {
             dir,
             policy,
@@ -38,7 +38,7 @@ impl Upkeep {
     }
 
     /// Rows taken.
-    pub fn count(&mut self, batch: &RecordBatch) {
+    pub(crate) fn count(&mut self, batch: &RecordBatch) {
         if let Some(s) = &mut self.stats {
             s.count(batch);
         }
@@ -46,7 +46,7 @@ impl Upkeep {
 
     /// Called regularly with the sets and bytes the packer has finished: a pass if one is due,
     /// the stats file if due (`force`: now).
-    pub fn tick(&mut self, sets_written: u64, bytes_written: u64, force: bool) {
+    pub(crate) fn tick(&mut self, sets_written: u64, bytes_written: u64, force: bool) {
         let new_set = sets_written != self.sets_seen;
         self.sets_seen = sets_written;
         let due = self.last_pass.is_none_or(|t| t.elapsed() >= PASS_EVERY);
