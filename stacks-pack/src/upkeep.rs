@@ -27,7 +27,11 @@ pub(crate) struct Upkeep {
 
 impl Upkeep {
     /// Upkeep of `dir` (`None`: not a directory store) as `policy` says, with stats to `stats`.
-    pub(crate) fn new(dir: Option<PathBuf>, policy: Policy, stats: Option<&std::path::Path>) -> Self {
+    pub(crate) fn new(
+        dir: Option<PathBuf>,
+        policy: Policy,
+        stats: Option<&std::path::Path>,
+    ) -> Self {
         Self {
             dir,
             policy,
