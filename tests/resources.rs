@@ -273,9 +273,13 @@ fn off_cpu_time_is_exact_under_contention() {
     for run in 0..20 {
         let raw = dir.join("raw.arrow");
         let report = dir.join("report.json");
+        // Five busy threads on two cores can starve the reader (or its disk, which the writer
+        // fills) for a while: 64 MiB of ring buffer holds a few seconds of these switches, so
+        // the accounting is what is measured here (ring_buffer_overflow_is_counted_exactly
+        // counts what a full ring loses).
         let rec = sh(&format!(
-            "stacks-record -e switch:u:0 -- stacks-workload --report {} contention --seconds 1 \
-             --dir {} > {}",
+            "stacks-record --ringbuf-mb 64 -e switch:u:0 -- stacks-workload --report {} \
+             contention --seconds 1 --dir {} > {}",
             report.display(),
             dir.display(),
             raw.display()
