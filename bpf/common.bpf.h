@@ -137,9 +137,13 @@ struct {
  * the others), slot 1 for programs running in task context. Each has room for a `d` stack. */
 #define SCRATCH_PERF 0
 #define SCRATCH_TASK 1
+/* The wakeup program's, by the context it runs in (kinds/switch.bpf.h). */
+#define SCRATCH_WAKE_TASK 2
+#define SCRATCH_WAKE_SOFTIRQ 3
+#define SCRATCH_WAKE_HARDIRQ 4
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 2);
+	__uint(max_entries, 5);
 	__type(key, __u32);
 	__type(value, struct stacks_event_room);
 } scratch SEC(".maps");

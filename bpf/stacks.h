@@ -76,6 +76,18 @@ enum stacks_event_kind {
 	/* Not a row: the `d` user stack of a block request being submitted (info.uwindow), for
 	 * the request's STACKS_EV_BLOCK record, which is sent at its completion. */
 	STACKS_EV_UWINDOW = 14,
+	/* A traced thread off CPU was woken after waiting at least the `switch` minimum: ts =
+	 * the wakeup; the header is the waker's (a task), or names its context (pid 0, comm
+	 * `[irq]`, `[softirq]`, `[timer]`), with the waker's stacks (info.wake). */
+	STACKS_EV_WAKE = 15,
+};
+
+/* Where a wakeup ran (struct stacks_wake). */
+enum stacks_wake_context {
+	STACKS_WAKE_TASK = 0,     /* a task: the header's thread */
+	STACKS_WAKE_HARDIRQ = 1,  /* an interrupt handler */
+	STACKS_WAKE_SOFTIRQ = 2,  /* a softirq (network receive, block completion, RCU…) */
+	STACKS_WAKE_TIMER = 3,    /* a timer's callback (hrtimer or timer wheel): a sleep ended */
 };
 
 /* Why an event was not delivered: the index of the per-CPU `drops` counters, each cause its
@@ -295,6 +307,14 @@ struct stacks_off_cpu {
 	__u32 waker;              /* tid of the thread that woke it; 0: none seen */
 };
 
+struct stacks_wake {
+	__u64 waited_ns;          /* how long the wakee had been off CPU at the wakeup */
+	__u32 wakee_tid;
+	__u32 wakee_pid;
+	enum stacks_wake_context context;
+	__u32 pad;
+};
+
 struct stacks_folded {
 	__u64 off_ns;             /* the folded intervals' total */
 	enum stacks_state state;  /* all of them were off CPU for this reason */
@@ -506,6 +526,7 @@ union stacks_info {
 	struct stacks_profile profile;
 	struct stacks_off_cpu off_cpu;
 	struct stacks_folded folded;
+	struct stacks_wake wake;
 	struct stacks_rss rss;
 	struct stacks_block block;
 	struct stacks_vfs vfs;

@@ -29,6 +29,12 @@ struct switch_state {
 	/* `ev` is a closed interval waiting for that user stack: sent at the thread's return from
 	 * the system call (or its next switch-out or exit, still in the call). */
 	__u32 dwarf_pending;
+	/* `wake`: the waker of the open interval when the wakeup came sooner than MIN after the
+	 * switch-out (no stacks taken then): its record, header and info only, sent if the
+	 * interval is kept after all (a wait for a CPU made it long). */
+	__u32 wake_noted;
+	__u32 pad2;
+	__u8 wake_note[STACKS_EVENT_HEADER_SIZE];
 	struct stacks_event ev;
 };
 
@@ -138,6 +144,11 @@ static __always_inline void close_interval(struct switch_state *s, struct task_s
 	if (st >= STACKS_STATE_COUNT)
 		st = STACKS_STATE_OTHER;
 	if (off >= switch_min_ns) {
+		if (s->wake_noted) {
+			__u32 ring = ring_of(STACKS_EV_WAKE);
+			if (ring_output(ring, s->wake_note, STACKS_EVENT_HEADER_SIZE, wakeup_flags(ring)))
+				count_drop(STACKS_DROP_RINGBUF + STACKS_EV_WAKE);
+		}
 		s->ev.info.off_cpu.off_ns = off;
 		s->ev.info.off_cpu.waker = s->waker;
 		if (s->dwarf_later)
@@ -155,6 +166,7 @@ static __always_inline void close_interval(struct switch_state *s, struct task_s
 	}
 	s->out_ts = 0;
 	s->waker = 0;
+	s->wake_noted = 0;
 }
 
 /* Off-CPU time of switches the tracepoint did not report: added to the thread's folded row of
@@ -294,22 +306,167 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	s->out_runtime = runtime;
 	s->out_switches = switches;
 	s->waker = 0;
+	s->wake_noted = 0;
 	return 0;
 }
 
-static __always_inline void note_waker(struct task_struct *p)
+/* ---- Wakers --------------------------------------------------------------------------- */
+
+/* `wake`: whether wakeup records are made, and the stacks they take (STACKS_WANT_*; user
+ * stacks only when the waker is a task, not an interrupt). */
+const volatile __u32 wake_on = 0;
+const volatile __u32 wake_stacks = 0;
+
+/* Timer callbacks (hrtimer and timer-wheel expiry), device interrupt handlers and softirqs
+ * running on each CPU (they nest): the context of a wakeup. The CPU's preempt count would say
+ * it directly, but the kernel resolves a BPF reference to that per-CPU variable through
+ * kallsyms, which lists no per-CPU variables unless built with KALLSYMS_ALL; and a program's
+ * own stack address cannot tell an interrupt stack from a task's (6.18 runs tracing programs
+ * on a private per-CPU stack). Interrupts these tracepoints do not cover (IPIs, irq_work) are
+ * taken for the task they interrupted. */
+struct wake_nesting {
+	__u32 timer;
+	__u32 hardirq;
+	__u32 softirq;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct wake_nesting);
+} wake_nesting SEC(".maps");
+
+#define NEST_TIMER 0
+#define NEST_HARDIRQ 1
+#define NEST_SOFTIRQ 2
+
+static __always_inline void nest(int what, int step)
+{
+	__u32 zero = 0;
+	struct wake_nesting *n = bpf_map_lookup_elem(&wake_nesting, &zero);
+	if (!n)
+		return;
+	__u32 *d = what == NEST_TIMER ? &n->timer : what == NEST_HARDIRQ ? &n->hardirq : &n->softirq;
+	if (step > 0)
+		*d += 1;
+	else if (*d)
+		*d -= 1; /* one that began before the recording left nothing to undo */
+}
+
+SEC("tp_btf/hrtimer_expire_entry")
+int BPF_PROG(wake_hrtimer_entry) { nest(NEST_TIMER, 1); return 0; }
+SEC("tp_btf/hrtimer_expire_exit")
+int BPF_PROG(wake_hrtimer_exit) { nest(NEST_TIMER, -1); return 0; }
+SEC("tp_btf/timer_expire_entry")
+int BPF_PROG(wake_timer_entry) { nest(NEST_TIMER, 1); return 0; }
+SEC("tp_btf/timer_expire_exit")
+int BPF_PROG(wake_timer_exit) { nest(NEST_TIMER, -1); return 0; }
+SEC("tp_btf/irq_handler_entry")
+int BPF_PROG(wake_irq_entry) { nest(NEST_HARDIRQ, 1); return 0; }
+SEC("tp_btf/irq_handler_exit")
+int BPF_PROG(wake_irq_exit) { nest(NEST_HARDIRQ, -1); return 0; }
+SEC("tp_btf/softirq_entry")
+int BPF_PROG(wake_softirq_entry) { nest(NEST_SOFTIRQ, 1); return 0; }
+SEC("tp_btf/softirq_exit")
+int BPF_PROG(wake_softirq_exit) { nest(NEST_SOFTIRQ, -1); return 0; }
+
+/* What the program runs in: a task, or an interrupt, softirq or timer callback (whose
+ * `current` is only the task it happened to interrupt). */
+static __always_inline enum stacks_wake_context wake_context(void)
+{
+	__u32 zero = 0;
+	struct wake_nesting *n = bpf_map_lookup_elem(&wake_nesting, &zero);
+	if (!n)
+		return STACKS_WAKE_TASK;
+	if (n->timer)
+		return STACKS_WAKE_TIMER;
+	if (n->hardirq)
+		return STACKS_WAKE_HARDIRQ;
+	if (n->softirq)
+		return STACKS_WAKE_SOFTIRQ;
+	return STACKS_WAKE_TASK;
+}
+
+/* Per-CPU record slots of the wake program, one per context it can run in: an interrupt may
+ * come while the task-context one is building its record. */
+static __always_inline __u32 wake_slot(enum stacks_wake_context c)
+{
+	return c == STACKS_WAKE_TASK ? SCRATCH_WAKE_TASK
+	     : c == STACKS_WAKE_HARDIRQ ? SCRATCH_WAKE_HARDIRQ : SCRATCH_WAKE_SOFTIRQ;
+}
+
+/* A waker that is not a task goes by its context's name, never by the task it interrupted. */
+static __always_inline void name_context(struct stacks_event *e, enum stacks_wake_context c)
+{
+	const char *name = c == STACKS_WAKE_TIMER ? "[timer]"
+			 : c == STACKS_WAKE_HARDIRQ ? "[irq]" : "[softirq]";
+	__builtin_memset(e->hdr.comm, 0, STACKS_COMM_LEN);
+	__builtin_memset(e->hdr.thread, 0, STACKS_COMM_LEN);
+	for (int i = 0; i < 9; i++) {
+		if (!name[i])
+			break;
+		e->hdr.comm[i] = name[i];
+		e->hdr.thread[i] = name[i];
+	}
+	e->hdr.pid = 0;
+	e->hdr.tid = 0;
+	e->hdr.cgroup = 0;
+}
+
+/* The waker's part of a wake record: header (the waker, or its context's name) and info. */
+static __always_inline void fill_wake(struct stacks_event *e, struct task_struct *cur,
+				      struct task_struct *p, enum stacks_wake_context c,
+				      __u64 now, __u64 waited)
+{
+	fill_header(e, STACKS_EV_WAKE, cur);
+	e->hdr.ts = now;
+	e->info.wake.waited_ns = waited;
+	e->info.wake.wakee_tid = p->pid;
+	e->info.wake.wakee_pid = p->tgid;
+	e->info.wake.context = c;
+	e->info.wake.pad = 0;
+	if (c == STACKS_WAKE_TASK)
+		read_span(&e->hdr.span);
+	else
+		name_context(e, c);
+}
+
+/* A traced thread off CPU is being woken, in its waker's context (sched_waking, unlike
+ * sched_wakeup, never runs on the wakee's CPU for it): note the waker's tid for the interval,
+ * and with `wake`, send a record of the waker: who, in which context, and its stacks now when
+ * the interval is already long enough to be kept; otherwise the record without stacks waits
+ * in the thread's state until its interval is closed, sent only if it is kept (the wait for a
+ * CPU after the wakeup made it long). One task-storage lookup for threads not traced or not
+ * waiting. */
+SEC("tp_btf/sched_waking")
+int BPF_PROG(on_wakeup, struct task_struct *p)
 {
 	struct switch_state *s = bpf_task_storage_get(&switch_store, p, 0, 0);
 	if (!s || !s->out_ts)
-		return;
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	s->waker = tid;
-}
-
-SEC("tp_btf/sched_wakeup")
-int BPF_PROG(on_wakeup, struct task_struct *p)
-{
-	note_waker(p);
+		return 0;
+	enum stacks_wake_context c = wake_context();
+	struct task_struct *cur = bpf_get_current_task_btf();
+	s->waker = c == STACKS_WAKE_TASK ? (__u32)cur->pid : 0;
+	if (!wake_on)
+		return 0;
+	__u64 now = bpf_ktime_get_boot_ns();
+	__u64 waited = now > s->out_ts ? now - s->out_ts : 0;
+	if (waited < switch_min_ns) {
+		fill_wake((struct stacks_event *)s->wake_note, cur, p, c, now, waited);
+		s->wake_noted = 1;
+		return 0;
+	}
+	struct stacks_event *e = scratch_for(wake_slot(c));
+	if (!e)
+		return 0;
+	fill_wake(e, cur, p, c, now, waited);
+	/* A user stack only of a task in user space's behalf: not of an interrupt, nor of a
+	 * kernel thread (which has none). */
+	bool user = c == STACKS_WAKE_TASK && !(cur->flags & PF_KTHREAD);
+	capture_stacks(ctx, e, wake_stacks & (user ? (STACKS_WANT_KERNEL | STACKS_WANT_USER)
+						   : STACKS_WANT_KERNEL));
+	submit(e);
 	return 0;
 }
 

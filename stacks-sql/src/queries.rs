@@ -21,6 +21,7 @@ pub const BUNDLED: &[(&str, &str)] = &[
         "offcpu-states",
         include_str!("../queries/offcpu-states.sql"),
     ),
+    ("offwake", include_str!("../queries/offwake.sql")),
     ("rss-growth", include_str!("../queries/rss-growth.sql")),
     ("block-bytes", include_str!("../queries/block-bytes.sql")),
     (

@@ -82,6 +82,11 @@ pub mod kind {
     /// off CPU; `state` = how it left; stacks captured when it was switched out. Rows with
     /// `count` > 1 and no stacks fold the intervals shorter than the `switch` MIN argument.
     pub const SWITCH: &str = "switch";
+    /// The waker of an off-CPU interval long enough to be kept (`-e wake`, with `switch`): the
+    /// row's `pid`, `tid`, `comm`, `thread` and stacks are the waker's at the wakeup (pid 0 and
+    /// `comm` `[irq]`, `[softirq]` or `[timer]` when no task woke it); `wakee` = the thread
+    /// woken; `duration` = `value` = ns it had been off CPU then.
+    pub const WAKE: &str = "wake";
     /// RSS growth (kmem:rss_stat), sampled every Nth growth event per process. `value` = bytes
     /// grown since the process's previous emitted row; `rss` = resident bytes after it; `op` =
     /// the counter that grew (`anon`, `file`, `shmem`, `swap`); `count` = growth events folded.

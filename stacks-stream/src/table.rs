@@ -146,7 +146,9 @@ macro_rules! with_columns {
             STATE state: Utf8, true, None, Raw,
                 r#"`switch`: how the thread left the CPU: `runnable` (preempted or yielded), `sleeping` (S), `uninterruptible` (D, usually IO), `idle`, `stopped`, `other`; `state`: the same values, plus `running` (on a CPU), `runnable` meaning ready but not on a CPU"#;
             WAKER waker: Int32, true, None, Raw,
-                r#"`switch`: tid of the thread that woke it, when a wakeup was seen"#;
+                r#"`switch`: tid of the thread that woke it, when a wakeup by a task was seen (null: none seen, or an interrupt, softirq or timer woke it: its `wake` row says which)"#;
+            WAKEE wakee: Int32, true, None, Raw,
+                r#"`wake`: tid of the thread it woke, whose `switch` row is the one with that `tid` whose interval holds the wakeup: `time` ≤ the wake row's `time` ≤ `time` + `duration`"#;
             OP op: Utf8, true, None, Raw,
                 r#"`block`: `read`, `write`, `flush`, `discard`, `other`; `vfs`: `read`, `write`; `net`: `send`, `recv`; `rss`: the counter that grew, `anon`, `file`, `shmem`, `swap`"#;
             SYSCALL syscall: Utf8, true, None, Raw,

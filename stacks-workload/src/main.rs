@@ -18,6 +18,7 @@ mod sys;
 mod tcp;
 mod touch;
 mod udp;
+mod wakers;
 mod write;
 
 use std::process::ExitCode;
@@ -86,6 +87,16 @@ enum Cmd {
     /// span, `outer { inner { 5 ms }; 5 ms }`, `io` writes IO_KIB KiB to FILE and fsyncs; CPU
     /// time per span name reported by the thread's CPU clock.
     Spans(spans::SpansArgs),
+    /// Three threads in a chain, ROUNDS times: `chain-a` waits in `read` for `chain-b`
+    /// (function `chain_wait`), which waits the same way for `chain-c`, which burns BURN_MS of
+    /// CPU (`chain_burn`), writes and fsyncs a file (`chain_fsync`) and passes (`chain_pass`);
+    /// each thread reports its wall and CPU time, chain-c its burn CPU and fsync time.
+    Chain(wakers::ChainArgs),
+    /// PRODUCERS threads taking turns to hand ITEMS items, one at a time, to thread `consumer`
+    /// through a condition variable (function `pool_signal`), each after sleeping PAUSE_MS;
+    /// the consumer (`pool_wait`) reports when it received each item, from which producer, and
+    /// whether it blocked for it.
+    Pool(wakers::PoolArgs),
     /// PAIRS enters and exits of one `tracing` span under LAYER (none, a plain registry, or
     /// the registry with tracing-stacks), timed; then WRITES one-byte writes to /dev/null
     /// inside a span (function `write_devnull`).
@@ -111,6 +122,8 @@ fn main() -> ExitCode {
         Cmd::Probes(a) => probes::run(&a),
         Cmd::Spans(a) => spans::run(a),
         Cmd::SpanBench(a) => span_bench::run(&a),
+        Cmd::Chain(a) => wakers::chain(&a),
+        Cmd::Pool(a) => wakers::pool(&a),
     };
     match result {
         Ok(report) => {

@@ -12,6 +12,7 @@ mod span;
 mod state;
 mod switch;
 mod vfs;
+mod wake;
 
 use anyhow::{Context as _, Result, bail};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
@@ -108,10 +109,11 @@ pub(crate) trait EventKind: Sync {
 }
 
 /// Every event kind.
-pub(crate) static ALL: [&dyn EventKind; 10] = [
+pub(crate) static ALL: [&dyn EventKind; 11] = [
     &lifecycle::Lifecycle,
     &profile::Profile,
     &switch::Switch,
+    &wake::Wake,
     &rss::Rss,
     &block::Block,
     &vfs::Vfs,

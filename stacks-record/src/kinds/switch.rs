@@ -24,12 +24,30 @@ impl EventKind for Switch {
     }
 
     fn programs(&self) -> &'static [&'static str] {
-        &["on_switch", "on_wakeup", "flush_tasks", DWARF_PROGRAM]
+        &[
+            "on_switch",
+            "on_wakeup",
+            "flush_tasks",
+            DWARF_PROGRAM,
+            "wake_hrtimer_entry",
+            "wake_hrtimer_exit",
+            "wake_timer_entry",
+            "wake_timer_exit",
+            "wake_irq_entry",
+            "wake_irq_exit",
+            "wake_softirq_entry",
+            "wake_softirq_exit",
+        ]
     }
 
+    /// The timer, interrupt and softirq programs tell which context ran a `wake` record's
+    /// wakeup: only with `wake`.
     fn loads(&self, program: &str, spec: &EventSpec) -> bool {
-        spec.get(kind::SWITCH)
-            .is_some_and(|s| program != DWARF_PROGRAM || s.stacks.dwarf())
+        spec.get(kind::SWITCH).is_some_and(|s| match program {
+            DWARF_PROGRAM => s.stacks.dwarf(),
+            p if p.starts_with("wake_") => spec.get(kind::WAKE).is_some(),
+            _ => true,
+        })
     }
 
     fn configure(&self, rodata: &mut rodata, on: Option<&KindArgs>) {

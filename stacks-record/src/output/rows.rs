@@ -45,6 +45,7 @@ pub(crate) struct Extra {
     pub count: Option<i64>,
     pub state: Option<&'static str>,
     pub waker: Option<i32>,
+    pub wakee: Option<i32>,
     pub op: Option<&'static str>,
     pub syscall: Option<&'static str>,
     pub fd: Option<i32>,
@@ -227,6 +228,7 @@ impl Row<'_> {
         w.i64(col::COUNT, x.count);
         w.str(col::STATE, x.state);
         w.i32(col::WAKER, x.waker);
+        w.i32(col::WAKEE, x.wakee);
         w.str(col::OP, x.op);
         w.str(col::SYSCALL, x.syscall);
         w.i32(col::FD, x.fd);

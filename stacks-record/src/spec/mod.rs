@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use stacks_stream::kind;
 use stacks_stream::kinds::{ArgGrammar, Source};
 
 pub mod probe;
@@ -157,6 +158,12 @@ pub enum SpecError {
     ProbeForm { token: String, form: String },
     #[error("more than {MAX_PROBES} probes")]
     TooManyProbes,
+    #[error("`wake` records the wakers of `switch` intervals: add switch (e.g. -e switch,wake)")]
+    WakeWithoutSwitch,
+    #[error(
+        "`{0}`: a waker's user stack is taken by frame pointers at the wakeup: use u, k, uk or n"
+    )]
+    WakeDwarf(String),
 }
 
 impl EventSpec {
@@ -187,6 +194,14 @@ impl EventSpec {
                 return Err(SpecError::Duplicate(k.name.to_string()));
             }
             out.kinds.push(k);
+        }
+        if let Some(w) = out.get(kind::WAKE) {
+            if w.stacks.dwarf() {
+                return Err(SpecError::WakeDwarf(format!("wake:{}", w.stacks)));
+            }
+            if out.get(kind::SWITCH).is_none() {
+                return Err(SpecError::WakeWithoutSwitch);
+            }
         }
         out.kinds
             .sort_by_key(|k| event_names().iter().position(|n| *n == k.name));
@@ -459,14 +474,34 @@ mod tests {
                 Some(arg) => format!("{}:{stacks}:{}", k.name, arg.default),
                 None => format!("{}:{stacks}", k.name),
             };
-            assert_eq!(EventSpec::parse(k.name).unwrap().normalized(), expected);
+            // `wake` is recorded with `switch` only.
+            let alone = if k.name == kind::WAKE {
+                EventSpec::parse("switch,wake").unwrap().normalized()
+            } else {
+                EventSpec::parse(k.name).unwrap().normalized()
+            };
+            let alone = alone.strip_prefix("switch:uk:1ms,").unwrap_or(&alone);
+            assert_eq!(alone, expected);
         }
         assert_eq!(
             event_names(),
-            EventSpec::parse("profile,switch,rss,block,vfs,net,state,span")
+            EventSpec::parse("profile,switch,wake,rss,block,vfs,net,state,span")
                 .unwrap()
                 .names()
         );
+    }
+
+    #[test]
+    fn wake_needs_switch_and_frame_pointer_stacks() {
+        let e = |s: &str| EventSpec::parse(s).unwrap_err().to_string();
+        assert!(e("wake").contains("add switch"), "{}", e("wake"));
+        assert!(
+            e("switch,wake:d").contains("`wake:d`"),
+            "{}",
+            e("switch,wake:d")
+        );
+        let s = EventSpec::parse("wake:uk,switch:k:0").unwrap();
+        assert_eq!(s.normalized(), "switch:k:0,wake:uk");
     }
 
     #[test]

@@ -1,12 +1,13 @@
 //! SQL functions registered on every session: stack helpers (`stack_fold`, `stack_leaf`,
 //! `stack_user_leaf`, `stack_kernel_leaf`,
 //! `stack_root`, `stack_depth`, `stack_functions`, `stack_keep`, `stack_drop`, `stack_or`,
-//! `stack_key`), the aggregates `stack_any`, `arg_min` and `approx_percentiles`, `as_stack`,
+//! `stack_key`, `stack_chain`), the aggregates `stack_any`, `arg_min` and `approx_percentiles`, `as_stack`,
 //! `time_bucket` and `kind_unit`. docs/queries.md documents each.
 
 mod any;
 mod arg_min;
 mod as_stack;
+mod chain;
 mod kind;
 mod percentiles;
 mod stack;
@@ -31,6 +32,7 @@ pub fn register(registry: &mut dyn FunctionRegistry) -> datafusion::error::Resul
         percentiles::ApproxPercentiles::new(),
     )))?;
     registry.register_udf(Arc::new(ScalarUDF::new_from_impl(as_stack::AsStack::new())))?;
+    registry.register_udf(Arc::new(ScalarUDF::new_from_impl(chain::StackChain::new())))?;
     registry.register_udf(Arc::new(ScalarUDF::new_from_impl(time::TimeBucket::new())))?;
     registry.register_udf(Arc::new(ScalarUDF::new_from_impl(kind::KindUnit::new())))?;
     Ok(())
@@ -49,6 +51,7 @@ pub const NAMES: &[&str] = &[
     "stack_drop",
     "stack_or",
     "stack_key",
+    "stack_chain",
     "stack_any",
     "arg_min",
     "approx_percentiles",

@@ -334,17 +334,17 @@ fn filter_frames(
     )?))
 }
 
-/// `list`, with each null stack replaced by one frame whose function is `label` (null labels
-/// keep the stack null).
-fn or_marker(list: &ListArray, rows: usize, label: &StringArray) -> Result<ArrayRef> {
-    let field: FieldRef = match list.data_type() {
+/// One marker frame per row of `label`, of the frame type of stacks of type `list_type`: its
+/// function is the label, its other fields null (or zero and false where not nullable).
+pub(super) fn marker_frames(list_type: &DataType, label: &StringArray) -> Result<StructArray> {
+    let rows = label.len();
+    let field: FieldRef = match list_type {
         DataType::List(f) => f.clone(),
         other => return exec_err!("stack expected, got {other}"),
     };
     let DataType::Struct(fields) = field.data_type() else {
         return exec_err!("stack frames must be structs");
     };
-    // One marker frame per row (only used where the stack is null).
     let columns = fields
         .iter()
         .map(|f| -> Result<ArrayRef> {
@@ -363,7 +363,18 @@ fn or_marker(list: &ListArray, rows: usize, label: &StringArray) -> Result<Array
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    let markers = StructArray::try_new(fields.clone(), columns, None)?;
+    Ok(StructArray::try_new(fields.clone(), columns, None)?)
+}
+
+/// `list`, with each null stack replaced by one frame whose function is `label` (null labels
+/// keep the stack null).
+fn or_marker(list: &ListArray, rows: usize, label: &StringArray) -> Result<ArrayRef> {
+    let field: FieldRef = match list.data_type() {
+        DataType::List(f) => f.clone(),
+        other => return exec_err!("stack expected, got {other}"),
+    };
+    // One marker frame per row (only used where the stack is null).
+    let markers = marker_frames(list.data_type(), label)?;
     let marker_lists = ListArray::try_new(
         field,
         arrow_buffer::OffsetBuffer::from_lengths(std::iter::repeat_n(1, rows)),

@@ -251,6 +251,7 @@ mod tests {
         kind::EXEC,
         kind::FORK,
         kind::EXIT,
+        kind::WAKE,
     ];
 
     #[test]
@@ -307,7 +308,7 @@ mod tests {
         assert_eq!(
             recordable().map(|k| k.name).collect::<Vec<_>>(),
             [
-                "profile", "switch", "rss", "block", "vfs", "net", "state", "span"
+                "profile", "switch", "wake", "rss", "block", "vfs", "net", "state", "span"
             ]
         );
     }

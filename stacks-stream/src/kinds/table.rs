@@ -92,6 +92,29 @@ pub const ALL: &[Kind] = &[
         },
     },
     Kind {
+        name: kind::WAKE,
+        description: "the waker of a kept off-CPU interval, at the wakeup; value = ns the \
+                      woken thread had been off CPU",
+        columns: &[col::DURATION, col::COUNT, col::WAKEE],
+        stacks: true,
+        unit: Unit::Nanoseconds,
+        count: Some(sample("wakeups", Unit::Count)),
+        value: sample("waited", Unit::Nanoseconds),
+        lane: Lane::Sched,
+        top: Some(Top {
+            thread_ns: None,
+            latency: true,
+            group: &[col::COMM, KFUNC],
+        }),
+        source: Source::Event {
+            stacks: "k",
+            arg: None,
+            help: "with switch: who woke each off-CPU interval of at least its MIN (a task, or \
+                   [irq], [softirq], [timer]) and the waker's stacks then; value = ns the \
+                   woken thread had waited.",
+        },
+    },
+    Kind {
         name: kind::RSS,
         description: "RSS growth of a process (kmem:rss_stat), sampled; value = bytes grown",
         columns: &[col::COUNT, col::OP, col::RSS],

@@ -1,0 +1,46 @@
+-- Why threads waited: off-CPU time by the waker's stack and the blocked thread's stack (offwaketime).
+--
+-- One row per (process, thread, waker, waker stack, blocked stack) over `switch` intervals that
+-- have a `wake` row (record with `-e switch,wake`). `stack` is laid out as bcc's offwaketime
+-- folds it: read root first, the blocked thread from its root to where it blocked, a `--`
+-- frame, then the waker from where it woke it back to its root (`stack_chain`). A waker without
+-- stacks (an interrupt, or a wakeup sooner than the `switch` MIN) stands as one frame naming it.
+-- `offcpu_ns` sums the intervals (switch-out to back on CPU), `waited_ns` the part until the
+-- wakeup (the rest waited for a CPU). stacks-pprof turns this into `intervals/count`,
+-- `offcpu/nanoseconds` and `waited/nanoseconds`; `stacks-pprof --format folded` or `svg`
+-- gives the classic chart.
+-- kinds: switch, wake
+-- default-value: offcpu_ns
+-- param: comm text = '%'        blocked processes to keep (SQL LIKE pattern)
+-- param: pid int = null         only this blocked process id (null: every process)
+-- param: tid int = null         only this blocked thread id (null: every thread)
+-- param: from timestamp = null  start of the time window, inclusive (null: from the start)
+-- param: to timestamp = null    end of the time window, exclusive (null: to the end)
+SELECT
+    a.comm,
+    a.pid,
+    a.thread,
+    a.waker_comm,
+    a.waker_thread,
+    stack_chain(
+        stack_or(wt.stack, a.waker_thread),
+        stack_or(st.stack, '[no stack]')
+    ) AS stack,
+    a.intervals, a.offcpu_ns, a.waited_ns
+FROM (
+    SELECT s.comm, s.pid, s.thread, w.comm AS waker_comm, w.thread AS waker_thread,
+        w.stack_id AS waker_stack_id, s.stack_id,
+        count(*) AS intervals, sum(s.value) AS offcpu_ns, sum(w.value) AS waited_ns
+    FROM samples s
+    JOIN samples w
+        ON w.kind = 'wake' AND w.wakee = s.tid
+        AND cast(w.time AS bigint) - w.duration = cast(s.time AS bigint)
+    WHERE s.kind = 'switch' AND s.duration IS NOT NULL
+        AND s.comm LIKE $comm AND ($pid IS NULL OR s.pid = $pid)
+        AND ($tid IS NULL OR s.tid = $tid)
+        AND ($from IS NULL OR s.time >= $from) AND ($to IS NULL OR s.time < $to)
+    GROUP BY s.comm, s.pid, s.thread, w.comm, w.thread, w.stack_id, s.stack_id
+) a
+LEFT JOIN stack_table wt ON wt.stack_id = a.waker_stack_id
+LEFT JOIN stack_table st ON st.stack_id = a.stack_id
+ORDER BY a.offcpu_ns DESC, a.intervals DESC, a.pid;

@@ -1,0 +1,285 @@
+//! End-to-end ground truth for `wake` rows (who woke each off-CPU interval, and the waker's
+//! stack then) and the `offwake` query: a chain of threads that wait on each other through
+//! pipes, producers signalling a consumer through a condition variable, and wakeups from a
+//! timer and from block IO completions, which must be named as such.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use stacks_tests::{bpf_available, bpf_serial, check, scratch, sh};
+
+/// Record `workload` (stacks-workload arguments, its report written to `report.json` in
+/// `dir`) with `events`, symbolized and packed into `dir/store`; the report.
+fn record(dir: &Path, events: &str, workload: &str) -> serde_json::Value {
+    let d = dir.display();
+    let rec = sh(&format!(
+        "stacks-record -e {events} -- stacks-workload --report {d}/report.json {workload} \
+         | stacks-symbolize | stacks-pack {d}/store"
+    ));
+    check(&rec, &format!("recording `{workload}` with {events}"));
+    let stderr = String::from_utf8_lossy(&rec.stderr);
+    assert!(stderr.contains("lost 0 events"), "{stderr}");
+    serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap())
+        .expect("the workload's report")
+}
+
+/// The rows of `sql` over `dir/store`, as text cells (no cell may hold a comma).
+fn query(dir: &Path, sql: &str) -> Vec<Vec<String>> {
+    let out = sh(&format!(
+        "stacks-query -d {}/store --format csv -c \"{sql}\"",
+        dir.display()
+    ));
+    check(&out, &format!("stacks-query -c {sql}"));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').map(str::to_string).collect())
+        .collect()
+}
+
+fn tid_of(report: &serde_json::Value, list: &str, name: &str) -> i64 {
+    report[list]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["thread"] == name)
+        .and_then(|t| t["tid"].as_i64())
+        .unwrap_or_else(|| panic!("no thread {name} in the report"))
+}
+
+/// For the kept off-CPU intervals of thread `tid` waiting in `wait_fn`: how many, and how
+/// many have a wake row whose waker is thread `waker` with `pass_fn` on its stack.
+fn named_wakers(dir: &Path, tid: i64, wait_fn: &str, waker: i64, pass_fn: &str) -> (u64, u64) {
+    let rows = query(
+        dir,
+        &format!(
+            "SELECT count(*), \
+                 sum(CASE WHEN w.tid = {waker} AND stack_fold(wt.stack) LIKE '%{pass_fn}%' \
+                     THEN 1 ELSE 0 END) \
+             FROM samples s \
+             JOIN stack_table st ON st.stack_id = s.stack_id \
+             LEFT JOIN samples w ON w.kind = 'wake' AND w.wakee = s.tid \
+                 AND cast(w.time AS bigint) - w.duration = cast(s.time AS bigint) \
+             LEFT JOIN stack_table wt ON wt.stack_id = w.stack_id \
+             WHERE s.kind = 'switch' AND s.tid = {tid} AND s.duration IS NOT NULL \
+                 AND stack_fold(st.stack) LIKE '%{wait_fn}%'"
+        ),
+    );
+    let n = |i: usize| rows[0][i].parse::<u64>().unwrap_or(0);
+    (n(0), n(1))
+}
+
+#[test]
+fn a_chain_of_waits_names_each_waker_and_its_stack() {
+    if !bpf_available("a_chain_of_waits_names_each_waker_and_its_stack") {
+        return;
+    }
+    let _serial = bpf_serial();
+    let dir = scratch("wakers-chain");
+    let rounds = 60;
+    let report = record(
+        &dir,
+        "switch:uk,wake:uk",
+        &format!(
+            "chain --rounds {rounds} --burn-ms 4 --dir {}",
+            dir.display()
+        ),
+    );
+    let (a, b, c) = (
+        tid_of(&report, "threads", "chain-a"),
+        tid_of(&report, "threads", "chain-b"),
+        tid_of(&report, "threads", "chain-c"),
+    );
+    // Each round, chain-a waits once for chain-b and chain-b once for chain-c, for at least
+    // chain-c's 4 ms of CPU: every such interval is kept and its waker is known. (Their last
+    // wait ends when the pipe's writer closes it: rounds + 1 waits, `rounds` passes.)
+    let (a_waits, a_named) = named_wakers(&dir, a, "chain_wait", b, "chain_pass");
+    let (b_waits, b_named) = named_wakers(&dir, b, "chain_wait", c, "chain_pass");
+    eprintln!(
+        "chain-a: {a_named} of {a_waits} waits named chain-b in chain_pass; chain-b: \
+         {b_named} of {b_waits} named chain-c"
+    );
+    for (who, waits, named) in [("chain-a", a_waits, a_named), ("chain-b", b_waits, b_named)] {
+        assert!(
+            waits >= rounds && waits <= rounds + 1,
+            "{who}: {waits} kept waits in chain_wait for {rounds} rounds"
+        );
+        assert!(
+            named <= rounds && named * 100 >= rounds * 99,
+            "{who}: {named} of {waits} waits name their waker and its chain_pass ({rounds} \
+             passes)"
+        );
+    }
+
+    // offwake: the chain's rows read, root first, a thread blocked in chain_wait, `--`, then
+    // the thread that woke it from chain_pass, its stack leaf first (try_to_wake_up).
+    let d = dir.display();
+    let folded = sh(&format!(
+        "stacks-query -d {d}/store offwake -p comm=stacks-workload | \
+         stacks-pprof --format folded"
+    ));
+    check(
+        &folded,
+        "stacks-query offwake | stacks-pprof --format folded",
+    );
+    let folded = String::from_utf8_lossy(&folded.stdout);
+    let (mut waits, mut chained) = (0u64, 0u64);
+    for line in folded.lines() {
+        let (stack, value) = line.rsplit_once(' ').expect("folded lines end in a value");
+        let (blocked, waker) = stack
+            .split_once(";--;")
+            .unwrap_or_else(|| panic!("an offwake stack without its `--` frame: {line}"));
+        if !blocked.contains("chain_wait") {
+            continue;
+        }
+        let value: u64 = value.parse().expect("a folded value");
+        waits += value;
+        if blocked.ends_with("schedule;__schedule")
+            && waker.starts_with("try_to_wake_up;")
+            && waker.contains("chain_pass")
+        {
+            chained += value;
+        }
+    }
+    assert!(
+        waits > 0 && chained * 100 >= waits * 99,
+        "of the {waits} ns waited in chain_wait, {chained} read as woken from chain_pass:\n{folded}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn each_wakeup_of_a_consumer_names_the_producer_that_signalled() {
+    if !bpf_available("each_wakeup_of_a_consumer_names_the_producer_that_signalled") {
+        return;
+    }
+    let _serial = bpf_serial();
+    let dir = scratch("wakers-pool");
+    let report = record(
+        &dir,
+        "switch:u,wake:u",
+        "pool --producers 3 --items 90 --pause-ms 3",
+    );
+    let consumer = report["consumer"]["tid"].as_i64().unwrap();
+    // The consumer's wakeups, in time order: (ns since the epoch, waker tid); and the items it
+    // blocked for (left the CPU, as its own context-switch count says).
+    let wakes: Vec<(i64, i64)> = query(
+        &dir,
+        &format!(
+            "SELECT cast(time AS bigint) AS ns, tid FROM samples \
+             WHERE kind = 'wake' AND wakee = {consumer} ORDER BY time"
+        ),
+    )
+    .iter()
+    .map(|r| (r[0].parse().unwrap(), r[1].parse().unwrap()))
+    .collect();
+    let receipts = report["consumer"]["receipts"].as_array().unwrap();
+    let mut right = 0;
+    let mut wrong = Vec::new();
+    let receipts: Vec<&serde_json::Value> =
+        receipts.iter().filter(|r| r["waited"] == true).collect();
+    assert!(
+        receipts.len() >= 80,
+        "the consumer waited for only {} items",
+        receipts.len()
+    );
+    for r in &receipts {
+        let (at, from) = (
+            r["time_ns"].as_i64().unwrap(),
+            r["producer"].as_i64().unwrap(),
+        );
+        // The last wakeup before the consumer saw the item.
+        match wakes.iter().rev().find(|(t, _)| *t <= at) {
+            Some((_, waker)) if *waker == from => right += 1,
+            other => wrong.push((at, from, other.copied())),
+        }
+    }
+    let producers: HashMap<i64, usize> = wakes.iter().fold(HashMap::new(), |mut m, (_, w)| {
+        *m.entry(*w).or_default() += 1;
+        m
+    });
+    eprintln!(
+        "{right} of {} receipts follow a wakeup by the producer that signalled; wakers: \
+         {producers:?}",
+        receipts.len()
+    );
+    assert!(
+        right * 100 >= receipts.len() * 99,
+        "receipts whose last wakeup is not by their producer (time, producer, wakeup): {:?}",
+        &wrong[..wrong.len().min(5)]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn timer_and_disk_wakeups_are_named_not_empty() {
+    if !bpf_available("timer_and_disk_wakeups_are_named_not_empty") {
+        return;
+    }
+    let _serial = bpf_serial();
+    let dir = scratch("wakers-irq");
+    let report = record(&dir, "switch:k,wake:k", "sleep --count 30 --ms 5");
+    let sleeper = report["tid"]
+        .as_i64()
+        .expect("the sleeper's tid in the report");
+    let rows = query(
+        &dir,
+        &format!(
+            "SELECT comm, thread, pid, count(*) FROM samples \
+             WHERE kind = 'wake' AND wakee = {sleeper} GROUP BY comm, thread, pid"
+        ),
+    );
+    assert_eq!(
+        rows,
+        vec![vec![
+            "[timer]".to_string(),
+            "[timer]".into(),
+            "0".into(),
+            "30".into()
+        ]],
+        "the sleeper's 30 wakeups by its timer"
+    );
+
+    let dir = scratch("wakers-disk");
+    let file = dir.join("data");
+    // The file is written first (its own recording), so the recorded run only reads.
+    check(
+        &sh(&format!(
+            "stacks-workload direct-read --mib 16 --path {}",
+            file.display()
+        )),
+        "preparing the file",
+    );
+    let report = record(
+        &dir,
+        "switch:k,wake:k",
+        &format!("direct-read --mib 16 --path {}", file.display()),
+    );
+    let reader = report["tid"]
+        .as_i64()
+        .expect("the reader's tid in the report");
+    let rows = query(
+        &dir,
+        &format!(
+            "SELECT comm, count(*) FROM samples \
+             WHERE kind = 'wake' AND wakee = {reader} GROUP BY comm ORDER BY 2 DESC"
+        ),
+    );
+    let total: u64 = rows.iter().map(|r| r[1].parse::<u64>().unwrap()).sum();
+    let interrupts: u64 = rows
+        .iter()
+        .filter(|r| r[0] == "[irq]" || r[0] == "[softirq]")
+        .map(|r| r[1].parse::<u64>().unwrap())
+        .sum();
+    eprintln!("the reader's wakers: {rows:?}");
+    assert!(total >= 8, "only {total} wakeups of the reader: {rows:?}");
+    assert!(
+        rows.iter().all(|r| !r[0].is_empty()),
+        "a waker without a name: {rows:?}"
+    );
+    assert!(
+        interrupts * 10 >= total * 9,
+        "block completions should wake the reader from an interrupt or softirq: {rows:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
