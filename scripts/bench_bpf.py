@@ -3,8 +3,9 @@
 # time (kernel.bpf_stats_enabled) and runs/s, fio's own IOPS and completion-latency percentiles
 # bare / under stacks-record / under perf record (with and without stacks), the latency stacks
 # records for the same reads next to fio's, and a pipe ping-pong (perf bench sched pipe) under
-# switch:uk:0 and perf record -g -e sched:sched_switch. Runs are interleaved, medians of
-# BENCH_REPS (default 5). Writes its section of BENCHMARKS.md. Run through scripts/bench
+# switch:uk:0 and perf record -g -e sched:sched_switch, and with wakers (switch,wake) next to
+# perf sched record and perf record -g on sched_switch and sched_waking. Runs are interleaved,
+# medians of BENCH_REPS (default 5). Writes its section of BENCHMARKS.md. Run through scripts/bench
 # (BENCH_ONLY=bpf), as root.
 """Recording cost per BPF program and in the traced program, side by side with perf.
 
@@ -150,6 +151,18 @@ def bench_pingpong(tmp):
         ("perf record -g -e sched:sched_switch",
          lambda: in_tracefs_ns(["perf", "record", "-q", "-g", "-e", "sched:sched_switch",
                                 "-o", str(data), "--"])),
+        # Wakers: stacks' `wake` rows next to perf's scheduler recording (no stacks) and to
+        # perf's stacks at every switch and wakeup.
+        ("stacks -e switch:n:0,wake:n",
+         lambda: [REC, "-e", "switch:n:0,wake:n", "-o", "/dev/null", "--"]),
+        ("stacks -e switch:uk:0,wake:uk",
+         lambda: [REC, "-e", "switch:uk:0,wake:uk", "-o", "/dev/null", "--"]),
+        ("perf sched record",
+         lambda: in_tracefs_ns(["perf", "sched", "record", "-q", "-o", str(data), "--"])),
+        ("perf record -g -e sched:sched_switch,sched:sched_waking",
+         lambda: in_tracefs_ns(["perf", "record", "-q", "-g", "-e",
+                                "sched:sched_switch,sched:sched_waking", "-o", str(data),
+                                "--"])),
     ]
     results = {c[0]: [] for c in cases}
     for _ in range(REPS):
