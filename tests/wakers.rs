@@ -1,5 +1,5 @@
 //! End-to-end ground truth for `wake` rows (who woke each off-CPU interval, and the waker's
-//! stack then) and the `offwake` query: a chain of threads that wait on each other through
+//! stack then) and the `offwake` and `critical-path` queries: a chain of threads that wait on each other through
 //! pipes, producers signalling a consumer through a condition variable, and wakeups from a
 //! timer and from block IO completions, which must be named as such.
 
@@ -25,11 +25,16 @@ fn record(dir: &Path, events: &str, workload: &str) -> serde_json::Value {
 
 /// The rows of `sql` over `dir/store`, as text cells (no cell may hold a comma).
 fn query(dir: &Path, sql: &str) -> Vec<Vec<String>> {
-    let out = sh(&format!(
+    rows_of(&format!(
         "stacks-query -d {}/store --format csv -c \"{sql}\"",
         dir.display()
-    ));
-    check(&out, &format!("stacks-query -c {sql}"));
+    ))
+}
+
+/// The CSV rows `command` prints after its header, as text cells (none may hold a comma).
+fn rows_of(command: &str) -> Vec<Vec<String>> {
+    let out = sh(command);
+    check(&out, command);
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .skip(1)
@@ -79,7 +84,8 @@ fn a_chain_of_waits_names_each_waker_and_its_stack() {
     let rounds = 60;
     let report = record(
         &dir,
-        "switch:uk,wake:uk",
+        // MIN 0: no interval is folded (critical-path counts folded ones as CPU).
+        "switch:uk:0,wake:uk",
         &format!(
             "chain --rounds {rounds} --burn-ms 4 --dir {}",
             dir.display()
@@ -91,8 +97,8 @@ fn a_chain_of_waits_names_each_waker_and_its_stack() {
         tid_of(&report, "threads", "chain-c"),
     );
     // Each round, chain-a waits once for chain-b and chain-b once for chain-c, for at least
-    // chain-c's 4 ms of CPU: every such interval is kept and its waker is known. (Their last
-    // wait ends when the pipe's writer closes it: rounds + 1 waits, `rounds` passes.)
+    // chain-c's 4 ms of CPU, and its waker is known. (chain-b's last wait ends when chain-c
+    // closes its pipe: `rounds` passes.)
     let (a_waits, a_named) = named_wakers(&dir, a, "chain_wait", b, "chain_pass");
     let (b_waits, b_named) = named_wakers(&dir, b, "chain_wait", c, "chain_pass");
     eprintln!(
@@ -101,7 +107,8 @@ fn a_chain_of_waits_names_each_waker_and_its_stack() {
     );
     for (who, waits, named) in [("chain-a", a_waits, a_named), ("chain-b", b_waits, b_named)] {
         assert!(
-            waits >= rounds && waits <= rounds + 1,
+            // (MIN 0: a preemption inside the read is an interval too)
+            waits >= rounds && waits <= rounds + 3,
             "{who}: {waits} kept waits in chain_wait for {rounds} rounds"
         );
         assert!(
@@ -110,6 +117,44 @@ fn a_chain_of_waits_names_each_waker_and_its_stack() {
              passes)"
         );
     }
+
+    // critical-path: chain-a's off-CPU time (depth 0) is its own clock's; what chain-c did
+    // while chain-a waited on chain-b waiting on it (depth 2) is chain-c's CPU time by its own
+    // clock (nearly all of chain-c's life is inside chain-a's waits).
+    let cp = rows_of(&format!(
+        "stacks-query -d {}/store critical-path -p tid={a} --format csv",
+        dir.display()
+    ));
+    let row = |depth: &str, chain: &str| {
+        cp.iter()
+            .find(|r| r[0] == depth && r[1] == chain)
+            .unwrap_or_else(|| panic!("no critical-path row {depth} {chain}: {cp:?}"))
+            .clone()
+    };
+    let ns = |r: &[String], i: usize| r[i].parse::<f64>().unwrap_or(0.0);
+    let truth = |name: &str, field: &str| {
+        report["threads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["thread"] == name)
+            .and_then(|t| t[field].as_f64())
+            .unwrap()
+    };
+    let own = row("0", "chain-a");
+    let c_cpu = row("2", "chain-a <- chain-b <- chain-c");
+    eprintln!("critical path of chain-a: {cp:?}");
+    let (a_off, c_truth) = (truth("chain-a", "off_cpu_ns"), truth("chain-c", "cpu_ns"));
+    assert!(
+        (ns(&own, 3) - a_off).abs() <= a_off * 0.01,
+        "chain-a off CPU: critical-path {} ns, its clock {a_off} ns",
+        ns(&own, 3)
+    );
+    assert!(
+        (ns(&c_cpu, 4) - c_truth).abs() <= c_truth * 0.05,
+        "chain-c's CPU in chain-a's waits: critical-path {} ns, chain-c's clock {c_truth} ns",
+        ns(&c_cpu, 4)
+    );
 
     // offwake: the chain's rows read, root first, a thread blocked in chain_wait, `--`, then
     // the thread that woke it from chain_pass, its stack leaf first (try_to_wake_up).
@@ -157,7 +202,8 @@ fn each_wakeup_of_a_consumer_names_the_producer_that_signalled() {
     let dir = scratch("wakers-pool");
     let report = record(
         &dir,
-        "switch:u,wake:u",
+        // MIN 0: a wait cut short (the consumer came late) is a row too.
+        "switch:u:0,wake:u",
         "pool --producers 3 --items 90 --pause-ms 3",
     );
     let consumer = report["consumer"]["tid"].as_i64().unwrap();

@@ -318,16 +318,17 @@ const volatile __u32 wake_on = 0;
 const volatile __u32 wake_stacks = 0;
 
 /* Timer callbacks (hrtimer and timer-wheel expiry), device interrupt handlers and softirqs
- * running on each CPU (they nest): the context of a wakeup. The CPU's preempt count would say
+ * running on each CPU: the context of a wakeup. The CPU's preempt count would say
  * it directly, but the kernel resolves a BPF reference to that per-CPU variable through
  * kallsyms, which lists no per-CPU variables unless built with KALLSYMS_ALL; and a program's
  * own stack address cannot tell an interrupt stack from a task's (6.18 runs tracing programs
  * on a private per-CPU stack). Interrupts these tracepoints do not cover (IPIs, irq_work) are
  * taken for the task they interrupted. */
 struct wake_nesting {
-	__u32 timer;
-	__u32 hardirq;
-	__u32 softirq;
+	__u8 hrtimer;
+	__u8 wheel;
+	__u8 hardirq;
+	__u8 softirq;
 };
 
 struct {
@@ -337,39 +338,46 @@ struct {
 	__type(value, struct wake_nesting);
 } wake_nesting SEC(".maps");
 
-#define NEST_TIMER 0
-#define NEST_HARDIRQ 1
-#define NEST_SOFTIRQ 2
+#define NEST_HRTIMER 0
+#define NEST_WHEEL 1
+#define NEST_HARDIRQ 2
+#define NEST_SOFTIRQ 3
 
-static __always_inline void nest(int what, int step)
+/* Flags, not counts: none of these nests in itself on one CPU, and an exit the recording did
+ * not see (an entry before the exit program was attached, a skipped run) leaves a flag set
+ * only until that context's next exit, where a count would stay wrong for good. */
+static __always_inline void nest(int what, __u8 on)
 {
 	__u32 zero = 0;
 	struct wake_nesting *n = bpf_map_lookup_elem(&wake_nesting, &zero);
 	if (!n)
 		return;
-	__u32 *d = what == NEST_TIMER ? &n->timer : what == NEST_HARDIRQ ? &n->hardirq : &n->softirq;
-	if (step > 0)
-		*d += 1;
-	else if (*d)
-		*d -= 1; /* one that began before the recording left nothing to undo */
+	if (what == NEST_HRTIMER)
+		n->hrtimer = on;
+	else if (what == NEST_WHEEL)
+		n->wheel = on;
+	else if (what == NEST_HARDIRQ)
+		n->hardirq = on;
+	else
+		n->softirq = on;
 }
 
 SEC("tp_btf/hrtimer_expire_entry")
-int BPF_PROG(wake_hrtimer_entry) { nest(NEST_TIMER, 1); return 0; }
+int BPF_PROG(wake_hrtimer_entry) { nest(NEST_HRTIMER, 1); return 0; }
 SEC("tp_btf/hrtimer_expire_exit")
-int BPF_PROG(wake_hrtimer_exit) { nest(NEST_TIMER, -1); return 0; }
+int BPF_PROG(wake_hrtimer_exit) { nest(NEST_HRTIMER, 0); return 0; }
 SEC("tp_btf/timer_expire_entry")
-int BPF_PROG(wake_timer_entry) { nest(NEST_TIMER, 1); return 0; }
+int BPF_PROG(wake_timer_entry) { nest(NEST_WHEEL, 1); return 0; }
 SEC("tp_btf/timer_expire_exit")
-int BPF_PROG(wake_timer_exit) { nest(NEST_TIMER, -1); return 0; }
+int BPF_PROG(wake_timer_exit) { nest(NEST_WHEEL, 0); return 0; }
 SEC("tp_btf/irq_handler_entry")
 int BPF_PROG(wake_irq_entry) { nest(NEST_HARDIRQ, 1); return 0; }
 SEC("tp_btf/irq_handler_exit")
-int BPF_PROG(wake_irq_exit) { nest(NEST_HARDIRQ, -1); return 0; }
+int BPF_PROG(wake_irq_exit) { nest(NEST_HARDIRQ, 0); return 0; }
 SEC("tp_btf/softirq_entry")
 int BPF_PROG(wake_softirq_entry) { nest(NEST_SOFTIRQ, 1); return 0; }
 SEC("tp_btf/softirq_exit")
-int BPF_PROG(wake_softirq_exit) { nest(NEST_SOFTIRQ, -1); return 0; }
+int BPF_PROG(wake_softirq_exit) { nest(NEST_SOFTIRQ, 0); return 0; }
 
 /* What the program runs in: a task, or an interrupt, softirq or timer callback (whose
  * `current` is only the task it happened to interrupt). */
@@ -379,7 +387,7 @@ static __always_inline enum stacks_wake_context wake_context(void)
 	struct wake_nesting *n = bpf_map_lookup_elem(&wake_nesting, &zero);
 	if (!n)
 		return STACKS_WAKE_TASK;
-	if (n->timer)
+	if (n->hrtimer || n->wheel)
 		return STACKS_WAKE_TIMER;
 	if (n->hardirq)
 		return STACKS_WAKE_HARDIRQ;

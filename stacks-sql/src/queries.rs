@@ -22,6 +22,10 @@ pub const BUNDLED: &[(&str, &str)] = &[
         include_str!("../queries/offcpu-states.sql"),
     ),
     ("offwake", include_str!("../queries/offwake.sql")),
+    (
+        "critical-path",
+        include_str!("../queries/critical-path.sql"),
+    ),
     ("rss-growth", include_str!("../queries/rss-growth.sql")),
     ("block-bytes", include_str!("../queries/block-bytes.sql")),
     (

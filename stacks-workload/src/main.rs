@@ -87,9 +87,10 @@ enum Cmd {
     /// span, `outer { inner { 5 ms }; 5 ms }`, `io` writes IO_KIB KiB to FILE and fsyncs; CPU
     /// time per span name reported by the thread's CPU clock.
     Spans(spans::SpansArgs),
-    /// Three threads in a chain, ROUNDS times: `chain-a` waits in `read` for `chain-b`
-    /// (function `chain_wait`), which waits the same way for `chain-c`, which burns BURN_MS of
-    /// CPU (`chain_burn`), writes and fsyncs a file (`chain_fsync`) and passes (`chain_pass`);
+    /// Three threads in a chain, ROUNDS times: `chain-a` starts a round (`chain_pass` to
+    /// `chain-c`) and waits in `read` for `chain-b` (function `chain_wait`), which waits the
+    /// same way for `chain-c`, which burns BURN_MS of CPU (`chain_burn`), writes and fsyncs a
+    /// file (`chain_fsync`) and passes (`chain_pass`);
     /// each thread reports its wall and CPU time, chain-c its burn CPU and fsync time.
     Chain(wakers::ChainArgs),
     /// PRODUCERS threads taking turns to hand ITEMS items, one at a time, to thread `consumer`

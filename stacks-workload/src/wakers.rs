@@ -1,6 +1,6 @@
-//! Workloads whose wakers are known: `chain` (thread `chain-a` waits on `chain-b`, which waits
-//! on `chain-c`, which burns CPU and fsyncs before passing: the ground truth of who woke whom
-//! and why) and `pool` (producers signalling one consumer through a condition variable, each
+//! Workloads whose wakers are known: `chain` (thread `chain-a` starts a round and waits on
+//! `chain-b`, which waits on `chain-c`, which burns CPU and fsyncs before passing: the ground
+//! truth of who woke whom and why) and `pool` (producers signalling one consumer through a condition variable, each
 //! receipt naming the producer that signalled).
 
 use std::path::PathBuf;
@@ -105,13 +105,16 @@ pub(crate) fn chain(a: &ChainArgs) -> Result<Value> {
         libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
         0o600,
     )?;
+    let (a_to_c_rx, a_to_c_tx) = pipe()?;
     let (b_to_a_rx, b_to_a_tx) = pipe()?;
     let (c_to_b_rx, c_to_b_tx) = pipe()?;
     let (rounds, burn_ns, buf) = (a.rounds, a.burn_ms * 1_000_000, vec![0x5au8; a.write_bytes]);
+    // chain-c works only when chain-a starts a round, so all of its work of a round falls
+    // inside chain-a's wait for it.
     let c = sys::spawn_named("chain-c", move || {
         let clock = Clock::start();
         let (mut burn_cpu, mut fsync_ns) = (0u64, 0u64);
-        for _ in 0..rounds {
+        while chain_wait(a_to_c_rx)? {
             let before = sys::thread_cpu_ns();
             chain_burn(burn_ns);
             burn_cpu += sys::thread_cpu_ns() - before;
@@ -137,17 +140,23 @@ pub(crate) fn chain(a: &ChainArgs) -> Result<Value> {
     let a_thread = sys::spawn_named("chain-a", move || {
         let clock = Clock::start();
         let mut got = 0u32;
-        while chain_wait(b_to_a_rx)? {
+        for _ in 0..rounds {
+            chain_pass(a_to_c_tx)?;
+            if !chain_wait(b_to_a_rx)? {
+                bail!("chain-b closed its pipe early");
+            }
             got += 1;
         }
-        Ok(clock.report("chain-a", json!({ "rounds": got })))
+        let report = clock.report("chain-a", json!({ "rounds": got }));
+        sys::close(a_to_c_tx)?;
+        Ok(report)
     })?;
     let reports = vec![
         sys::join_named("chain-a", a_thread)?,
         sys::join_named("chain-b", b)?,
         sys::join_named("chain-c", c)?,
     ];
-    for fd in [b_to_a_rx, c_to_b_rx, file] {
+    for fd in [a_to_c_rx, b_to_a_rx, c_to_b_rx, file] {
         let _ = sys::close(fd);
     }
     let _ = std::fs::remove_file(&path);

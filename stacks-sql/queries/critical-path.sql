@@ -1,0 +1,68 @@
+-- What did a thread wait for, link by link: its waits attributed along the chain of wakers.
+--
+-- For thread `tid` (record with `-e switch,wake`): each of its kept off-CPU intervals that a
+-- `wake` row explains is a wait, from its switch-out to its wakeup, on the waker. What the
+-- waker did during that wait is split into its own CPU time and its own waits, and those waits
+-- are attributed to their wakers in turn, up to `depth` links (the chain `A <- B <- C`). One row
+-- per (depth, chain): `waits` (how many waits of that link), `waited_ns` (their time, within
+-- the first thread's waits), `waker_cpu_ns` (the last waker's CPU in that time: its time in it
+-- not off CPU) and `waker_off_ns` (its time off CPU in it, attributed at the next depth where a
+-- wake row explains it); both null for an interrupt, softirq or timer, or a thread the
+-- recording did not follow (a kworker), whose time is not known. Depth 0 is the thread
+-- itself: `waited_ns` = all its off-CPU time, `waker_off_ns` = the part a wake row explains.
+-- Off-CPU intervals shorter than the `switch` MIN are folded and count as CPU here.
+-- kinds: switch, wake
+-- default-value: waited_ns
+-- param: tid int = null         the thread to explain (required)
+-- param: depth int = 4          links of the chain to follow
+-- param: from timestamp = null  start of the time window, inclusive (null: from the start)
+-- param: to timestamp = null    end of the time window, exclusive (null: to the end)
+WITH RECURSIVE seg(depth, chain, tid, waker, a, b) AS (
+    SELECT 1, s.thread || ' <- ' || w.thread, w.tid, w.thread,
+        cast(s.time AS bigint), cast(w.time AS bigint)
+    FROM samples s
+    JOIN samples w ON w.kind = 'wake' AND w.wakee = s.tid
+        AND cast(w.time AS bigint) - w.duration = cast(s.time AS bigint)
+    WHERE s.kind = 'switch' AND s.tid = $tid
+        AND ($from IS NULL OR s.time >= $from) AND ($to IS NULL OR s.time < $to)
+    UNION ALL
+    SELECT seg.depth + 1, seg.chain || ' <- ' || w.thread, w.tid, w.thread,
+        greatest(seg.a, cast(s.time AS bigint)), least(seg.b, cast(w.time AS bigint))
+    FROM seg
+    JOIN samples s ON s.kind = 'switch' AND s.tid = seg.tid AND s.duration IS NOT NULL
+        AND cast(s.time AS bigint) < seg.b AND cast(s.time AS bigint) + s.duration > seg.a
+    JOIN samples w ON w.kind = 'wake' AND w.wakee = s.tid
+        AND cast(w.time AS bigint) - w.duration = cast(s.time AS bigint)
+    WHERE seg.depth < $depth AND seg.tid <> 0 AND cast(w.time AS bigint) > seg.a
+),
+-- Threads the recording followed (their CPU is known).
+traced AS (SELECT DISTINCT tid FROM samples WHERE kind = 'switch'),
+-- Each waker's own off-CPU time within the wait it explains.
+split AS (
+    SELECT seg.depth, seg.chain, seg.tid, seg.a, seg.b,
+        max(k.tid) IS NOT NULL AS known,
+        coalesce(sum(CASE WHEN s.time IS NULL THEN 0
+            ELSE least(seg.b, cast(s.time AS bigint) + s.duration)
+                - greatest(seg.a, cast(s.time AS bigint)) END), 0) AS off_ns
+    FROM seg
+    LEFT JOIN samples s ON s.kind = 'switch' AND s.tid = seg.tid AND s.duration IS NOT NULL
+        AND cast(s.time AS bigint) < seg.b AND cast(s.time AS bigint) + s.duration > seg.a
+    LEFT JOIN traced k ON k.tid = seg.tid
+    GROUP BY seg.depth, seg.chain, seg.tid, seg.a, seg.b
+)
+SELECT 0 AS depth, max(s.thread) AS chain, count(*) AS waits, sum(s.value) AS waited_ns,
+    cast(NULL AS bigint) AS waker_cpu_ns,
+    sum(CASE WHEN w.tid IS NULL THEN 0 ELSE w.duration END) AS waker_off_ns
+FROM samples s
+LEFT JOIN samples w ON w.kind = 'wake' AND w.wakee = s.tid AND s.duration IS NOT NULL
+    AND cast(w.time AS bigint) - w.duration = cast(s.time AS bigint)
+WHERE s.kind = 'switch' AND s.tid = $tid
+    AND ($from IS NULL OR s.time >= $from) AND ($to IS NULL OR s.time < $to)
+GROUP BY s.tid
+UNION ALL
+SELECT depth, chain, count(*) AS waits, sum(b - a) AS waited_ns,
+    CASE WHEN bool_and(known) THEN sum(b - a - off_ns) END AS waker_cpu_ns,
+    CASE WHEN bool_and(known) THEN sum(off_ns) END AS waker_off_ns
+FROM split
+GROUP BY depth, chain
+ORDER BY depth, waited_ns DESC;
