@@ -76,6 +76,9 @@ enum stacks_event_kind {
 	/* Not a row: the `d` user stack of a block request being submitted (info.uwindow), for
 	 * the request's STACKS_EV_BLOCK record, which is sent at its completion. */
 	STACKS_EV_UWINDOW = 14,
+	/* A sampled allocation, or the free of a sampled pointer: libstacks_alloc.so's USDT
+	 * probes stacks:alloc / stacks:free (info.alloc). */
+	STACKS_EV_ALLOC = 15,
 };
 
 /* Why an event was not delivered: the index of the per-CPU `drops` counters, each cause its
@@ -489,6 +492,19 @@ struct stacks_uwindow {
 	__u64 request;            /* as struct stacks_block's */
 };
 
+enum stacks_alloc_op {
+	STACKS_ALLOC_ALLOC = 0,
+	STACKS_ALLOC_FREE = 1,
+};
+
+struct stacks_alloc {
+	__u64 ptr;                /* the block's address */
+	__u64 size;               /* its size in bytes */
+	__u64 weight;             /* alloc: the bytes the sample stands for; free: 0 */
+	enum stacks_alloc_op op;
+	__u32 pad;
+};
+
 struct stacks_exec {
 	char filename[STACKS_STR_LEN]; /* the file executed */
 };
@@ -514,6 +530,7 @@ union stacks_info {
 	struct stacks_probe probe;
 	struct stacks_span_event span_event;
 	struct stacks_uwindow uwindow;
+	struct stacks_alloc alloc;
 	struct stacks_exec exec;
 	struct stacks_fork fork;
 	struct stacks_exit exit;

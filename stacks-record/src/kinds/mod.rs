@@ -2,6 +2,7 @@
 //! `bpf/kinds/<kind>.bpf.h`, its tunables, and how its records become rows. [`ALL`] is the
 //! registry; the `-e` grammar and each kind's defaults come from `stacks_stream::kinds`.
 
+mod alloc;
 mod block;
 mod lifecycle;
 mod net;
@@ -108,7 +109,7 @@ pub(crate) trait EventKind: Sync {
 }
 
 /// Every event kind.
-pub(crate) static ALL: [&dyn EventKind; 10] = [
+pub(crate) static ALL: [&dyn EventKind; 11] = [
     &lifecycle::Lifecycle,
     &profile::Profile,
     &switch::Switch,
@@ -119,6 +120,7 @@ pub(crate) static ALL: [&dyn EventKind; 10] = [
     &state::State,
     &probe::Probe,
     &span::Span,
+    &alloc::Alloc,
 ];
 
 /// The kind that turns records of `kind` into rows.
