@@ -63,7 +63,7 @@ fn home(h: u64) -> usize {
 }
 
 impl Shard {
-    fn with<R>(&self, f: impl FnOnce(&mut Table) -> R) -> R {
+    fn lock(&self) {
         while self
             .lock
             .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
@@ -71,11 +71,32 @@ impl Shard {
         {
             std::hint::spin_loop();
         }
+    }
+
+    fn unlock(&self) {
+        self.lock.store(false, Ordering::Release);
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut Table) -> R) -> R {
+        self.lock();
         // SAFETY: the lock is held: no other reference to the table exists.
         let r = f(unsafe { &mut *self.table.get() });
-        self.lock.store(false, Ordering::Release);
+        self.unlock();
         r
     }
+}
+
+/// Around `fork`: every shard is locked in the forking thread before, and unlocked in both
+/// processes after, so the child never inherits a shard locked by a thread it does not have.
+pub(crate) fn at_fork() {
+    extern "C" fn prepare() {
+        SHARD.iter().for_each(Shard::lock);
+    }
+    extern "C" fn after() {
+        SHARD.iter().for_each(Shard::unlock);
+    }
+    // SAFETY: three valid handlers of no arguments, registered once (from `real::init`).
+    unsafe { libc::pthread_atfork(Some(prepare), Some(after), Some(after)) };
 }
 
 /// Keep sampled pointer `p` of `size` bytes. False when its shard is full.

@@ -55,6 +55,8 @@ fn init() -> bool {
         slot.store(lookup(name), Ordering::Relaxed);
     }
     STATE.store(READY, Ordering::Release);
+    // After READY: registering may allocate.
+    crate::live::at_fork();
     true
 }
 
