@@ -502,7 +502,8 @@ struct stacks_alloc {
 	__u64 size;               /* its size in bytes */
 	__u64 weight;             /* alloc: the bytes the sample stands for; free: 0 */
 	enum stacks_alloc_op op;
-	__u32 pad;
+	__u32 untracked;          /* alloc: 1 when its free will not be reported (the library's
+				   * table of sampled pointers was full) */
 };
 
 struct stacks_exec {

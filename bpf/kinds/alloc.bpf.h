@@ -1,6 +1,6 @@
 /* kinds/alloc.bpf.h — the `alloc` event: allocations sampled by bytes inside the process
- * (libstacks_alloc.so's USDT probes stacks:alloc (ptr, size, weight) and stacks:free (ptr,
- * size), attached by stacks-record to each copy of the library its targets map). Only the
+ * (libstacks_alloc.so's USDT probes stacks:alloc (ptr, size, weight, tracked) and stacks:free
+ * (ptr, size), attached by stacks-record to each copy of the library its targets map). Only the
  * samples reach here, so a probe hit is rare by design: a record each, in the probes ring.
  * Included by stacks.bpf.c after kinds/probe.bpf.h (its record slots and usdt.bpf.h). */
 
@@ -10,11 +10,13 @@ static __always_inline int alloc_event(struct pt_regs *ctx, enum stacks_alloc_op
 {
 	if (!current_is_target())
 		return 0;
-	long ptr = 0, size = 0, weight = 0;
+	long ptr = 0, size = 0, weight = 0, tracked = 1;
 	if (bpf_usdt_arg(ctx, 0, &ptr) || bpf_usdt_arg(ctx, 1, &size))
 		return 0;
 	if (op == STACKS_ALLOC_ALLOC && bpf_usdt_arg(ctx, 2, &weight))
 		return 0;
+	if (op == STACKS_ALLOC_ALLOC && bpf_usdt_arg_cnt(ctx) > 3 && bpf_usdt_arg(ctx, 3, &tracked))
+		tracked = 1;
 	struct probe_slot *s = probe_record(STACKS_EV_ALLOC);
 	if (!s)
 		return 0;
@@ -23,7 +25,7 @@ static __always_inline int alloc_event(struct pt_regs *ctx, enum stacks_alloc_op
 	e->info.alloc.size = (__u64)size;
 	e->info.alloc.weight = (__u64)weight;
 	e->info.alloc.op = op;
-	e->info.alloc.pad = 0;
+	e->info.alloc.untracked = tracked ? 0 : 1;
 	read_span(&e->hdr.span);
 	/* A free's stack is not asked for: the rows of a pointer are paired by address, and the
 	 * allocation's stack is the one that matters. */

@@ -12,8 +12,16 @@ use crate::{live, real, sampler};
 #[cold]
 #[inline(never)]
 fn sampled(p: *mut c_void, size: usize, weight: u64) {
-    live::insert(p as usize, size);
-    probe::probe!(stacks, alloc, p as isize, size as isize, weight as isize);
+    // Whether its free will be reported: not when the table of sampled pointers is full.
+    let tracked = live::insert(p as usize, size);
+    probe::probe!(
+        stacks,
+        alloc,
+        p as isize,
+        size as isize,
+        weight as isize,
+        isize::from(tracked)
+    );
 }
 
 #[inline(always)]

@@ -21,5 +21,6 @@ mod sampler;
 #[cfg(not(test))]
 pub mod hooks;
 
-/// USDT provider of the probes (`stacks:alloc` (ptr, size, weight), `stacks:free` (ptr, size)).
+/// USDT provider of the probes (`stacks:alloc` (ptr, size, weight, tracked: 1 when its free will
+/// be reported), `stacks:free` (ptr, size)).
 pub const PROVIDER: &str = "stacks";

@@ -37,8 +37,11 @@ impl EventKind for Alloc {
         super::Ring::STACKS_RING_PROBES
     }
 
-    fn decode(&self, e: &RawEvent<'_>, _: &mut Context<'_>) -> Option<Decoded> {
+    fn decode(&self, e: &RawEvent<'_>, cx: &mut Context<'_>) -> Option<Decoded> {
         let a: stacks_alloc = e.info();
+        if a.op == stacks_alloc_op::STACKS_ALLOC_ALLOC && a.untracked != 0 {
+            *cx.untracked_allocs += 1;
+        }
         let (op, value) = match a.op {
             stacks_alloc_op::STACKS_ALLOC_ALLOC => ("alloc", i64::try_from(a.weight).ok()?),
             stacks_alloc_op::STACKS_ALLOC_FREE => ("free", 0),

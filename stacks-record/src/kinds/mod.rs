@@ -49,6 +49,8 @@ pub(crate) struct Context<'a> {
     pub(crate) norm: &'a mut UserNormalizer,
     pub(crate) unwinders: &'a mut Unwinders,
     pub(crate) probes: &'a ProbeRows,
+    /// Sampled allocations whose free will not be seen (for the summary).
+    pub(crate) untracked_allocs: &'a mut u64,
 }
 
 /// One event kind of the recorder.

@@ -447,6 +447,10 @@ impl Recorder<'_, '_> {
                 (counts.malformed, "malformed records"),
                 (counts.span_rows, "rows in `tracing` spans"),
                 (
+                    counts.untracked_allocs,
+                    "sampled allocations whose free cannot be seen (libstacks_alloc.so's table of sampled pointers was full: heap-inuse counts them as live)",
+                ),
+                (
                     self.conv.unknown_paths(),
                     "vfs rows whose path was sent before and not kept",
                 ),
