@@ -17,4 +17,5 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #include "kinds/state.bpf.h"
 #include "kinds/probe.bpf.h"
 #include "kinds/span.bpf.h"
+#include "kinds/alloc.bpf.h"
 #include "kinds/lifecycle.bpf.h"

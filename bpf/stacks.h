@@ -76,10 +76,13 @@ enum stacks_event_kind {
 	/* Not a row: the `d` user stack of a block request being submitted (info.uwindow), for
 	 * the request's STACKS_EV_BLOCK record, which is sent at its completion. */
 	STACKS_EV_UWINDOW = 14,
+	/* A sampled allocation, or the free of a sampled pointer: libstacks_alloc.so's USDT
+	 * probes stacks:alloc / stacks:free (info.alloc). */
+	STACKS_EV_ALLOC = 15,
 	/* A traced thread off CPU was woken after waiting at least the `switch` minimum: ts =
 	 * the wakeup; the header is the waker's (a task), or names its context (pid 0, comm
 	 * `[irq]`, `[softirq]`, `[timer]`), with the waker's stacks (info.wake). */
-	STACKS_EV_WAKE = 15,
+	STACKS_EV_WAKE = 16,
 };
 
 /* Where a wakeup ran (struct stacks_wake). */
@@ -93,7 +96,7 @@ enum stacks_wake_context {
 /* Why an event was not delivered: the index of the per-CPU `drops` counters, each cause its
  * own count. Ring-buffer losses are counted per event kind, at STACKS_DROP_RINGBUF + kind. */
 enum stacks_drop {
-	STACKS_DROP_RINGBUF = 0,            /* + enum stacks_event_kind (< 16): the ring buffer was full */
+	STACKS_DROP_RINGBUF = 0,            /* + enum stacks_event_kind (<= 16): the ring buffer was full */
 	STACKS_DROP_SWITCH_STORAGE = 17,    /* no task storage for a traced thread switching out */
 	STACKS_DROP_VFS_STORAGE = 19,       /* no task storage at a system call's entry */
 	STACKS_DROP_BLOCK_MAP_FULL = 20,    /* the in-flight block request table was full */
@@ -509,6 +512,20 @@ struct stacks_uwindow {
 	__u64 request;            /* as struct stacks_block's */
 };
 
+enum stacks_alloc_op {
+	STACKS_ALLOC_ALLOC = 0,
+	STACKS_ALLOC_FREE = 1,
+};
+
+struct stacks_alloc {
+	__u64 ptr;                /* the block's address */
+	__u64 size;               /* its size in bytes */
+	__u64 weight;             /* alloc: the bytes the sample stands for; free: 0 */
+	enum stacks_alloc_op op;
+	__u32 untracked;          /* alloc: 1 when its free will not be reported (the library's
+				   * table of sampled pointers was full) */
+};
+
 struct stacks_exec {
 	char filename[STACKS_STR_LEN]; /* the file executed */
 };
@@ -535,6 +552,7 @@ union stacks_info {
 	struct stacks_probe probe;
 	struct stacks_span_event span_event;
 	struct stacks_uwindow uwindow;
+	struct stacks_alloc alloc;
 	struct stacks_exec exec;
 	struct stacks_fork fork;
 	struct stacks_exit exit;

@@ -55,6 +55,8 @@ pub const BUNDLED: &[(&str, &str)] = &[
     ("spans", include_str!("../queries/spans.sql")),
     ("span-wait", include_str!("../queries/span-wait.sql")),
     ("stuck-spans", include_str!("../queries/stuck-spans.sql")),
+    ("alloc-space", include_str!("../queries/alloc-space.sql")),
+    ("heap-inuse", include_str!("../queries/heap-inuse.sql")),
 ];
 
 /// SQL text to run and the label that names it in error messages.

@@ -118,6 +118,11 @@ pub mod kind {
     /// when the recording ended, or its process exited in it); `span_*` columns name it;
     /// stacks are where it was entered.
     pub const SPAN: &str = "span";
+    /// A sampled allocation or the free of a sampled pointer (`-e alloc`, processes running
+    /// libstacks_alloc.so): `op` = `alloc` or `free`; `args` = [address, size in bytes];
+    /// `value` = the allocation's weight, the bytes it stands for (0 on `free` rows); stacks
+    /// are where it was allocated (none on `free` rows).
+    pub const ALLOC: &str = "alloc";
     /// A traced process called exec. `value` = 1; `path` = the executed file; `comm` = new name.
     pub const EXEC: &str = "exec";
     /// A traced process forked. `value` = 1; `child` = the new process's pid.

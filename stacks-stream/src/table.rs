@@ -150,7 +150,7 @@ macro_rules! with_columns {
             WAKEE wakee: Int32, true, None, Raw,
                 r#"`wake`: tid of the thread it woke, whose `switch` row is the one with that `tid` whose interval holds the wakeup: `time` ≤ the wake row's `time` ≤ `time` + `duration`"#;
             OP op: Utf8, true, None, Raw,
-                r#"`block`: `read`, `write`, `flush`, `discard`, `other`; `vfs`: `read`, `write`; `net`: `send`, `recv`; `rss`: the counter that grew, `anon`, `file`, `shmem`, `swap`"#;
+                r#"`block`: `read`, `write`, `flush`, `discard`, `other`; `vfs`: `read`, `write`; `net`: `send`, `recv`; `rss`: the counter that grew, `anon`, `file`, `shmem`, `swap`; `alloc`: `alloc` (a sampled allocation) or `free` (of a sampled pointer)"#;
             SYSCALL syscall: Utf8, true, None, Raw,
                 r#"`vfs`: the system call (`read`, `pwrite64`, `writev`, `preadv2`, …); `state`: the system call the thread is in (any call, named as on this architecture: `clock_nanosleep`, `futex`, `read`, …), null when in none"#;
             FD fd: Int32, true, None, Raw,
@@ -178,7 +178,7 @@ macro_rules! with_columns {
             PROBE probe: Utf8, true, None, Raw,
                 r#"`probe`: the probe as `-e` named it, without its stacks and `count` options (`tp:sched:sched_process_fork`, `uprobe:/usr/bin/app:parse`)"#;
             ARGS args: Args, true, None, Raw,
-                r#"`probe`: the hit's arguments as 64-bit integers (pointers and unsigned values wrap): a tracepoint's fields as it passes them (as many as its BTF prototype has), a uprobe's first six integer argument registers, a uretprobe's return value, a USDT probe's arguments; null on rows of counting probes"#;
+                r#"`probe`: the hit's arguments as 64-bit integers (pointers and unsigned values wrap): a tracepoint's fields as it passes them (as many as its BTF prototype has), a uprobe's first six integer argument registers, a uretprobe's return value, a USDT probe's arguments; null on rows of counting probes; `alloc`: [the block's address, its size in bytes]"#;
             STACK stack: Stack, true, None, Symbolized,
                 r#"kernel frames (leaf → root) followed by user frames (leaf → root); null when neither stack was requested"#;
             STACK_ID stack_id: StackId, true, None, Stored,

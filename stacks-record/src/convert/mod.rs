@@ -78,6 +78,8 @@ pub(crate) struct Counts {
     pub repeated_stacks: u64,
     /// Probe hits (a counting row stands for many).
     pub probe_hits: u64,
+    /// `alloc` rows whose free will not be seen (libstacks_alloc.so's table was full).
+    pub untracked_allocs: u64,
     pub pids: pids::PidSet,
 }
 
@@ -338,6 +340,7 @@ impl Converter {
             norm: &mut self.norm,
             unwinders: &mut self.unwinders,
             probes: &self.probes,
+            untracked_allocs: &mut self.counts.untracked_allocs,
         };
         kinds::for_record(e.h.kind)?.decode(e, &mut cx)
     }

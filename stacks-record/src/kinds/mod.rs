@@ -2,6 +2,7 @@
 //! `bpf/kinds/<kind>.bpf.h`, its tunables, and how its records become rows. [`ALL`] is the
 //! registry; the `-e` grammar and each kind's defaults come from `stacks_stream::kinds`.
 
+mod alloc;
 mod block;
 mod lifecycle;
 mod net;
@@ -49,6 +50,8 @@ pub(crate) struct Context<'a> {
     pub(crate) norm: &'a mut UserNormalizer,
     pub(crate) unwinders: &'a mut Unwinders,
     pub(crate) probes: &'a ProbeRows,
+    /// Sampled allocations whose free will not be seen (for the summary).
+    pub(crate) untracked_allocs: &'a mut u64,
 }
 
 /// One event kind of the recorder.
@@ -109,7 +112,7 @@ pub(crate) trait EventKind: Sync {
 }
 
 /// Every event kind.
-pub(crate) static ALL: [&dyn EventKind; 11] = [
+pub(crate) static ALL: [&dyn EventKind; 12] = [
     &lifecycle::Lifecycle,
     &profile::Profile,
     &switch::Switch,
@@ -121,6 +124,7 @@ pub(crate) static ALL: [&dyn EventKind; 11] = [
     &state::State,
     &probe::Probe,
     &span::Span,
+    &alloc::Alloc,
 ];
 
 /// The kind that turns records of `kind` into rows.
@@ -163,7 +167,7 @@ pub(crate) fn configure(open: &mut OpenStacksSkel<'_>, spec: &EventSpec) -> Resu
     for k in ALL {
         k.configure(rodata, k.event().and_then(|e| spec.get(e)));
         for r in k.records().iter().chain(k.parts()) {
-            rodata.kind_ring[r.0 as usize & 15] = k.ring();
+            rodata.kind_ring[r.0 as usize & 31] = k.ring();
         }
     }
     let mut seen = Vec::new();

@@ -139,7 +139,7 @@ const LIBRARY_DIRS: [&str; 6] = [
 
 /// A file mapped by process `pid` named `name`, or `name.*` / `name-*`, reached through the
 /// process's root (it may live in another mount namespace).
-fn mapped_file(pid: u32, name: &str) -> Option<PathBuf> {
+pub(crate) fn mapped_file(pid: u32, name: &str) -> Option<PathBuf> {
     let text = maps::read(pid).ok()?;
     maps::parse(&text)
         .map(|m| m.path)

@@ -4,6 +4,7 @@
 //! ([`ProbeRows`]), the counting table's records ([`counts`]) and the USDT semaphores set in
 //! the command the recorder starts ([`semaphores`]).
 
+pub(crate) mod alloc;
 pub(crate) mod attach;
 pub(crate) mod counts;
 pub(crate) mod semaphores;

@@ -89,7 +89,12 @@ impl Child {
     /// Fork; the child waits for the gate, then execs `argv` (PATH search) with its stdout
     /// sent to our stderr, since our stdout carries data. With `stop_at_exec` it is traced
     /// until its exec, to be changed in its new image (USDT semaphores) before it runs.
-    pub(crate) fn spawn(argv: &[String], stop_at_exec: bool) -> Result<Child> {
+    /// `env` is set in its environment (over what it inherits).
+    pub(crate) fn spawn(
+        argv: &[String],
+        stop_at_exec: bool,
+        env: &[(String, String)],
+    ) -> Result<Child> {
         let Some(program) = argv.first() else {
             bail!("`--` must be followed by a command to run");
         };
@@ -100,6 +105,9 @@ impl Child {
             .context("command arguments must not contain NUL bytes")?;
         let mut ptrs: Vec<*const libc::c_char> = cargs.iter().map(|c| c.as_ptr()).collect();
         ptrs.push(std::ptr::null());
+        let cenv = environment(env)?;
+        let mut envp: Vec<*const libc::c_char> = cenv.iter().map(|c| c.as_ptr()).collect();
+        envp.push(std::ptr::null());
         let (gate_r, gate_w) = pipe()?;
         let (err_r, err_w) = pipe()?;
         // SAFETY: after fork the child only calls async-signal-safe functions (read, execvp,
@@ -122,7 +130,7 @@ impl Child {
                     // A traced process stops with SIGTRAP once exec has replaced its image.
                     libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0);
                 }
-                libc::execvp(ptrs[0], ptrs.as_ptr());
+                libc::execvpe(ptrs[0], ptrs.as_ptr(), envp.as_ptr());
                 let errno = *libc::__errno_location();
                 libc::write(err_w.as_raw_fd(), (&raw const errno).cast(), 4);
                 libc::_exit(127);
@@ -201,6 +209,30 @@ impl Child {
     }
 }
 
+/// This process's environment with `set` over it, as `NAME=value` strings for exec.
+fn environment(set: &[(String, String)]) -> Result<Vec<CString>> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = Vec::new();
+    for (k, v) in std::env::vars_os() {
+        if set.iter().any(|(name, _)| k.as_bytes() == name.as_bytes()) {
+            continue;
+        }
+        let mut line = k.as_bytes().to_vec();
+        line.push(b'=');
+        line.extend_from_slice(v.as_bytes());
+        // A variable holding a NUL byte cannot be passed on: left out.
+        out.extend(CString::new(line).ok());
+    }
+    for (k, v) in set {
+        out.push(
+            CString::new(format!("{k}={v}")).with_context(|| {
+                format!("the command's environment variable {k} holds a NUL byte")
+            })?,
+        );
+    }
+    Ok(out)
+}
+
 fn exit_code(status: i32) -> u8 {
     if libc::WIFEXITED(status) {
         libc::WEXITSTATUS(status) as u8
@@ -242,7 +274,7 @@ mod tests {
 
     #[test]
     fn spawned_child_runs_after_release_and_reports_status() {
-        let mut c = Child::spawn(&["sh".into(), "-c".into(), "exit 7".into()], false).unwrap();
+        let mut c = Child::spawn(&["sh".into(), "-c".into(), "exit 7".into()], false, &[]).unwrap();
         std::thread::sleep(std::time::Duration::from_millis(50));
         assert_eq!(c.try_wait(), None, "child must wait at the gate");
         c.release().unwrap();
@@ -251,7 +283,7 @@ mod tests {
 
     #[test]
     fn a_child_held_at_its_exec_runs_once_resumed() {
-        let mut c = Child::spawn(&["sh".into(), "-c".into(), "exit 5".into()], true).unwrap();
+        let mut c = Child::spawn(&["sh".into(), "-c".into(), "exit 5".into()], true, &[]).unwrap();
         c.release().unwrap();
         let exe = fs::read_link(format!("/proc/{}/exe", c.pid)).unwrap();
         assert!(exe.to_string_lossy().contains("sh"), "{exe:?}: exec'ed");
@@ -262,8 +294,22 @@ mod tests {
     }
 
     #[test]
+    fn the_command_gets_the_environment_asked_for() {
+        let argv = [
+            "sh".into(),
+            "-c".into(),
+            "exit $((STACKS_T_A + ${PATH:+1}))".into(),
+        ];
+        let env = [("STACKS_T_A".to_string(), "41".to_string())];
+        let mut c = Child::spawn(&argv, false, &env).unwrap();
+        c.release().unwrap();
+        // PATH inherited, STACKS_T_A set: 41 + 1.
+        assert_eq!(c.wait_blocking(), 42);
+    }
+
+    #[test]
     fn exec_failure_is_reported() {
-        let mut c = Child::spawn(&["/nonexistent/program".into()], true).unwrap();
+        let mut c = Child::spawn(&["/nonexistent/program".into()], true, &[]).unwrap();
         let e = c.release().unwrap_err();
         assert!(e.to_string().contains("/nonexistent/program"), "{e}");
     }

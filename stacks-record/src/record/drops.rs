@@ -12,7 +12,7 @@ use crate::kinds;
 /// `ring_buffer_full:vfs` or `map_full:block`.
 pub(crate) fn cause_name(index: u32) -> String {
     let ring = Drop::STACKS_DROP_RINGBUF.0;
-    if (ring..ring + 16).contains(&index) {
+    if (ring..=ring + Kind::STACKS_EV_WAKE.0).contains(&index) {
         return format!("ring_buffer_full:{}", kind_name(index - ring));
     }
     match Drop(index) {

@@ -127,7 +127,10 @@ pub fn run() -> Result<ExitCode> {
     let early = (!hold)
         .then(|| probes::attach::attach(&skel, &probes))
         .transpose()?;
-    let mut targets = Targets::add(&skel, &target, hold)?;
+    let mut alloc =
+        probes::alloc::AllocProbes::start(&skel, &spec, matches!(target, Target::Command(_)))?;
+    let env = alloc.as_ref().map(|a| a.env()).unwrap_or_default();
+    let mut targets = Targets::add(&skel, &target, hold, &env)?;
     targets.cgroups = cgroups;
     let perf = attach_cpu_sampler(&skel, &spec)?;
     let queue: Rc<RefCell<Queue>> = Rc::default();
@@ -151,7 +154,7 @@ pub fn run() -> Result<ExitCode> {
     }
     conv.python = crate::process::python::Python::new(!args.no_python);
     let mut spans = Spans::new(!args.no_spans, spec.get(kind::SPAN).is_some());
-    targets.go(&skel, &target, &mut spans)?;
+    targets.go(&skel, &target, &mut spans, alloc.as_mut())?;
     let held = targets.child.as_mut().filter(|_| hold);
     let mut probes_on = probes::Running::start(&skel, &probes, early, held)?;
     eprintln!(
@@ -187,6 +190,9 @@ pub fn run() -> Result<ExitCode> {
     drop(perf);
     probes_on.stop();
     rec.spans.detach();
+    if let Some(a) = alloc.as_mut() {
+        a.detach();
+    }
     drop(tracepoints);
     let written = rec.drain_to_end(out)?;
     if let Some(path) = &args.output
@@ -440,6 +446,10 @@ impl Recorder<'_, '_> {
                 ),
                 (counts.malformed, "malformed records"),
                 (counts.span_rows, "rows in `tracing` spans"),
+                (
+                    counts.untracked_allocs,
+                    "sampled allocations whose free cannot be seen (libstacks_alloc.so's table of sampled pointers was full: heap-inuse counts them as live)",
+                ),
                 (
                     self.conv.unknown_paths(),
                     "vfs rows whose path was sent before and not kept",

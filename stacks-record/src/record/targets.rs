@@ -6,6 +6,7 @@ use anyhow::Result;
 
 use crate::cli::Target;
 use crate::kernel::load as bpf;
+use crate::probes::alloc::AllocProbes;
 use crate::process::cgroups::{CgroupTarget, pids_in};
 use crate::process::spans::Spans;
 use crate::process::target::{Child, check_pid, is_alive, scan_names};
@@ -19,12 +20,14 @@ pub(super) struct Targets {
 }
 
 impl Targets {
-    /// Hand the target to the kernel side (a command is spawned, held until released, and
-    /// with `stop_at_exec` held again after its exec until its [`Child::resume`]).
+    /// Hand the target to the kernel side (a command is spawned with `env` set, held until
+    /// released, and with `stop_at_exec` held again after its exec until its
+    /// [`Child::resume`]).
     pub(super) fn add(
         skel: &crate::kernel::abi::StacksSkel<'_>,
         target: &Target,
         stop_at_exec: bool,
+        env: &[(String, String)],
     ) -> Result<Self> {
         let mut t = Targets {
             child: None,
@@ -33,7 +36,7 @@ impl Targets {
         };
         match target {
             Target::Command(argv) => {
-                let c = Child::spawn(argv, stop_at_exec)?;
+                let c = Child::spawn(argv, stop_at_exec, env)?;
                 bpf::add_target(skel, c.pid)?;
                 t.child = Some(c);
             }
@@ -61,7 +64,17 @@ impl Targets {
         skel: &crate::kernel::abi::StacksSkel<'_>,
         target: &Target,
         spans: &mut Spans,
+        alloc: Option<&mut AllocProbes>,
     ) -> Result<()> {
+        if let Some(a) = alloc {
+            let named = target_pids(target);
+            let pids = match target {
+                Target::All { .. } => crate::process::target::all_pids(),
+                Target::Cgroups(_) => pids_in(&self.cgroups),
+                _ => named.clone(),
+            };
+            a.running(skel, &pids, &named);
+        }
         match target {
             Target::Select { names, .. } => {
                 for pid in scan_names(names) {

@@ -148,6 +148,12 @@ pub enum SpecError {
     BadMin { value: String, token: String },
     #[error("bad sampling `{value}` in `{token}`: N (every Nth event), from 1 to 1000000")]
     BadEvery { value: String, token: String },
+    #[error("bad size `{value}` in `{token}`: bytes, or with K, M or G (64K, 1M), at least {min}")]
+    BadSize {
+        value: String,
+        token: String,
+        min: u64,
+    },
     #[error("`{0}` takes no argument: use {1}[:STACKS]")]
     NoArgument(String, String),
     #[error("too many fields in `{0}`: expected NAME[:STACKS][:ARG]")]
@@ -222,6 +228,9 @@ impl EventSpec {
             .map(|k| match (k.arg, grammar(k.name)) {
                 (Some(ns), Some(ArgGrammar::Duration)) => {
                     format!("{}:{}:{}", k.name, k.stacks, format_ns(ns))
+                }
+                (Some(bytes), Some(ArgGrammar::Size { .. })) => {
+                    format!("{}:{}:{}", k.name, k.stacks, format_size(bytes))
                 }
                 (Some(n), _) => format!("{}:{}:{n}", k.name, k.stacks),
                 (None, _) => format!("{}:{}", k.name, k.stacks),
@@ -314,7 +323,25 @@ fn parse_arg(grammar: ArgGrammar, a: &str, token: &str) -> Result<u64, SpecError
                 value: a.to_string(),
                 token: token.to_string(),
             }),
+        ArgGrammar::Size { min } => stacks_stream::cli::parse_size(a)
+            .ok()
+            .filter(|n| *n >= min)
+            .ok_or_else(|| SpecError::BadSize {
+                value: a.to_string(),
+                token: token.to_string(),
+                min,
+            }),
     }
+}
+
+/// The shortest exact text for a size in bytes (`512K`, `1M`, `1000`).
+pub fn format_size(bytes: u64) -> String {
+    for (shift, unit) in [(30, "G"), (20, "M"), (10, "K")] {
+        if bytes > 0 && bytes.is_multiple_of(1 << shift) {
+            return format!("{}{unit}", bytes >> shift);
+        }
+    }
+    bytes.to_string()
 }
 
 /// A sampling frequency from 1 to `max` Hz.
@@ -485,7 +512,7 @@ mod tests {
         }
         assert_eq!(
             event_names(),
-            EventSpec::parse("profile,switch,wake,rss,block,vfs,net,state,span")
+            EventSpec::parse("profile,switch,wake,rss,block,vfs,net,state,span,alloc")
                 .unwrap()
                 .names()
         );
@@ -502,6 +529,23 @@ mod tests {
         );
         let s = EventSpec::parse("wake:uk,switch:k:0").unwrap();
         assert_eq!(s.normalized(), "switch:k:0,wake:uk");
+    }
+
+    #[test]
+    fn alloc_event_takes_a_size() {
+        let a = kind("alloc", "alloc");
+        assert_eq!((a.stacks, a.arg), (StackSel::User, Some(512 << 10)));
+        assert_eq!(kind("alloc:64K", "alloc").arg, Some(64 << 10));
+        assert_eq!(kind("alloc:d:1000", "alloc").arg, Some(1000));
+        assert_eq!(
+            EventSpec::parse("alloc:u:1048576").unwrap().normalized(),
+            "alloc:u:1M"
+        );
+        for bad in ["alloc:0", "alloc:u:64Q", "alloc:u:fast"] {
+            let e = EventSpec::parse(bad).unwrap_err();
+            assert!(matches!(e, SpecError::BadSize { .. }), "{bad}: {e}");
+            assert!(e.to_string().contains(bad), "{e}");
+        }
     }
 
     #[test]

@@ -99,6 +99,8 @@ pub enum ArgGrammar {
     Duration,
     /// Every Nth event, N from 1 to `max`.
     Every { max: u32 },
+    /// A size in bytes, from `min` up (`524288`, `64K`, `1M`: powers of 1024).
+    Size { min: u64 },
 }
 
 /// Where rows of a kind come from.
@@ -248,6 +250,7 @@ mod tests {
         kind::NET,
         kind::STATE,
         kind::SPAN,
+        kind::ALLOC,
         kind::EXEC,
         kind::FORK,
         kind::EXIT,
@@ -308,7 +311,7 @@ mod tests {
         assert_eq!(
             recordable().map(|k| k.name).collect::<Vec<_>>(),
             [
-                "profile", "switch", "wake", "rss", "block", "vfs", "net", "state", "span"
+                "profile", "switch", "wake", "rss", "block", "vfs", "net", "state", "span", "alloc"
             ]
         );
     }

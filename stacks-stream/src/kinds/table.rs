@@ -293,6 +293,36 @@ pub const ALL: &[Kind] = &[
         },
     },
     Kind {
+        name: kind::ALLOC,
+        description: "a sampled allocation (value = the bytes it stands for) or the free of a \
+                      sampled pointer (value 0), from libstacks_alloc.so",
+        columns: &[col::COUNT, col::OP, col::ARGS],
+        stacks: true,
+        unit: Unit::Bytes,
+        count: Some(sample("alloc_events", Unit::Count)),
+        value: sample("alloc_space", Unit::Bytes),
+        lane: Lane::Probe,
+        top: Some(Top {
+            thread_ns: None,
+            latency: false,
+            group: &[col::COMM, col::OP, UFUNC],
+        }),
+        source: Source::Event {
+            stacks: "u",
+            arg: Some(Arg {
+                name: "INTERVAL",
+                default: "512K",
+                meaning: "mean bytes between samples in a `--` command (set in its \
+                          STACKS_ALLOC_INTERVAL), 1 or more",
+                grammar: ArgGrammar::Size { min: 1 },
+            }),
+            help: "allocations sampled by bytes in processes running libstacks_alloc.so (a \
+                   `--` command gets it in LD_PRELOAD): op alloc (value = bytes it stands for, \
+                   args = [address, size]) or free of a sampled pointer; stacks at the \
+                   allocation.",
+        },
+    },
+    Kind {
         name: kind::EXEC,
         description: "a traced process called exec; value = 1",
         columns: &[col::PATH],

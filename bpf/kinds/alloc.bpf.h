@@ -1,0 +1,48 @@
+/* kinds/alloc.bpf.h — the `alloc` event: allocations sampled by bytes inside the process
+ * (libstacks_alloc.so's USDT probes stacks:alloc (ptr, size, weight, tracked) and stacks:free
+ * (ptr, size), attached by stacks-record to each copy of the library its targets map). Only the
+ * samples reach here, so a probe hit is rare by design: a record each, in the probes ring.
+ * Included by stacks.bpf.c after kinds/probe.bpf.h (its record slots and usdt.bpf.h). */
+
+const volatile __u32 alloc_stacks = 0; /* STACKS_WANT_* at a sampled allocation */
+
+static __always_inline int alloc_event(struct pt_regs *ctx, enum stacks_alloc_op op)
+{
+	if (!current_is_target())
+		return 0;
+	long ptr = 0, size = 0, weight = 0, tracked = 1;
+	if (bpf_usdt_arg(ctx, 0, &ptr) || bpf_usdt_arg(ctx, 1, &size))
+		return 0;
+	if (op == STACKS_ALLOC_ALLOC && bpf_usdt_arg(ctx, 2, &weight))
+		return 0;
+	if (op == STACKS_ALLOC_ALLOC && bpf_usdt_arg_cnt(ctx) > 3 && bpf_usdt_arg(ctx, 3, &tracked))
+		tracked = 1;
+	struct probe_slot *s = probe_record(STACKS_EV_ALLOC);
+	if (!s)
+		return 0;
+	struct stacks_event *e = &s->e;
+	e->info.alloc.ptr = (__u64)ptr;
+	e->info.alloc.size = (__u64)size;
+	e->info.alloc.weight = (__u64)weight;
+	e->info.alloc.op = op;
+	e->info.alloc.untracked = tracked ? 0 : 1;
+	read_span(&e->hdr.span);
+	/* A free's stack is not asked for: the rows of a pointer are paired by address, and the
+	 * allocation's stack is the one that matters. */
+	capture_stacks_d(ctx, e, op == STACKS_ALLOC_ALLOC ? alloc_stacks : 0);
+	submit_room(e);
+	s->busy = 0;
+	return 0;
+}
+
+SEC("usdt")
+int on_alloc(struct pt_regs *ctx)
+{
+	return alloc_event(ctx, STACKS_ALLOC_ALLOC);
+}
+
+SEC("usdt")
+int on_alloc_free(struct pt_regs *ctx)
+{
+	return alloc_event(ctx, STACKS_ALLOC_FREE);
+}

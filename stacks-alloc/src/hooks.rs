@@ -1,0 +1,189 @@
+//! The exported allocator functions that interpose glibc's (C++'s `operator new`/`delete` call
+//! malloc and free on glibc): each asks [`crate::sampler`] whether its bytes are sampled, and
+//! fires `stacks:alloc` for a sampled block and `stacks:free` when a kept pointer is freed,
+//! before the block goes back (so its address cannot be reused by another thread in between).
+
+use std::ffi::c_void;
+
+use crate::{live, real, sampler};
+
+/// A sampled allocation: keep its pointer and fire the probe. Its own function, never inlined,
+/// so the probe's stack is this frame, the interposed function's, then the caller's.
+#[cold]
+#[inline(never)]
+fn sampled(p: *mut c_void, size: usize, weight: u64) {
+    // Whether its free will be reported: not when the table of sampled pointers is full.
+    let tracked = live::insert(p as usize, size);
+    probe::probe!(
+        stacks,
+        alloc,
+        p as isize,
+        size as isize,
+        weight as isize,
+        isize::from(tracked)
+    );
+}
+
+#[inline(always)]
+fn after_alloc(p: *mut c_void, size: usize) -> *mut c_void {
+    if !p.is_null()
+        && let Some(w) = sampler::sample(size)
+    {
+        sampled(p, size, w);
+    }
+    p
+}
+
+/// Before `p` goes back to the allocator: when it is a kept sampled pointer, forget it and
+/// fire the free probe.
+#[inline(always)]
+fn before_free(p: *mut c_void) {
+    if live::maybe(p as usize) {
+        freed(p);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn freed(p: *mut c_void) {
+    if let Some(size) = live::remove(p as usize) {
+        probe::probe!(stacks, free, p as isize, size as isize);
+    }
+}
+
+/// # Safety
+/// The C `malloc` contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
+    if !real::ready() {
+        return real::arena_alloc(size, 16);
+    }
+    // SAFETY: the C library's malloc.
+    after_alloc(unsafe { real::malloc(size) }, size)
+}
+
+/// # Safety
+/// The C `free` contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn free(p: *mut c_void) {
+    if p.is_null() || real::in_arena(p) {
+        return;
+    }
+    before_free(p);
+    // SAFETY: a block of the C library's allocator (not the arena's), freed once by contract.
+    unsafe { real::free(p) }
+}
+
+/// # Safety
+/// The C `calloc` contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
+    let Some(bytes) = n.checked_mul(size) else {
+        // SAFETY: errno of this thread.
+        unsafe { *libc::__errno_location() = libc::ENOMEM };
+        return std::ptr::null_mut();
+    };
+    if !real::ready() {
+        return real::arena_alloc(bytes, 16);
+    }
+    // SAFETY: the C library's calloc.
+    after_alloc(unsafe { real::calloc(n, size) }, bytes)
+}
+
+/// # Safety
+/// The C `realloc` contract. A realloc is a free of the old block and an allocation of the
+/// new size (as jemalloc and Go count it).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
+    if p.is_null() {
+        // SAFETY: realloc(NULL, n) is malloc(n).
+        return unsafe { malloc(size) };
+    }
+    if real::in_arena(p) {
+        // SAFETY: a fresh block, and the arena block's bytes, both valid for the copy.
+        unsafe {
+            let q = malloc(size);
+            if !q.is_null() {
+                let n = real::arena_size(p).min(size);
+                std::ptr::copy_nonoverlapping(p.cast::<u8>(), q.cast::<u8>(), n);
+            }
+            return q;
+        }
+    }
+    if !real::ready() {
+        return std::ptr::null_mut();
+    }
+    before_free(p);
+    // SAFETY: a block of the C library's allocator, by contract.
+    let q = unsafe { real::realloc(p, size) };
+    if size == 0 { q } else { after_alloc(q, size) }
+}
+
+/// # Safety
+/// The C `reallocarray` contract (glibc's calls its realloc internally, past us).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn reallocarray(p: *mut c_void, n: usize, size: usize) -> *mut c_void {
+    match n.checked_mul(size) {
+        // SAFETY: as realloc.
+        Some(bytes) => unsafe { realloc(p, bytes) },
+        None => {
+            // SAFETY: errno of this thread.
+            unsafe { *libc::__errno_location() = libc::ENOMEM };
+            std::ptr::null_mut()
+        }
+    }
+}
+
+/// # Safety
+/// The C `posix_memalign` contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: usize, size: usize) -> i32 {
+    if !real::ready() {
+        let p = real::arena_alloc(size, align);
+        if p.is_null() {
+            return libc::ENOMEM;
+        }
+        // SAFETY: `out` is valid for a write by contract.
+        unsafe { *out = p };
+        return 0;
+    }
+    // SAFETY: the C library's posix_memalign.
+    let rc = unsafe { real::posix_memalign(out, align, size) };
+    if rc == 0 {
+        // SAFETY: set by a successful posix_memalign.
+        after_alloc(unsafe { *out }, size);
+    }
+    rc
+}
+
+/// # Safety
+/// The C `aligned_alloc` contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aligned_alloc(align: usize, size: usize) -> *mut c_void {
+    if !real::ready() {
+        return real::arena_alloc(size, align);
+    }
+    // SAFETY: the C library's aligned_alloc.
+    after_alloc(unsafe { real::aligned_alloc(align, size) }, size)
+}
+
+/// # Safety
+/// The C `memalign` contract.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn memalign(align: usize, size: usize) -> *mut c_void {
+    if !real::ready() {
+        return real::arena_alloc(size, align);
+    }
+    // SAFETY: the C library's memalign.
+    after_alloc(unsafe { real::memalign(align, size) }, size)
+}
+
+/// Look the C library's functions up when the library is loaded, before the program runs.
+#[used]
+#[unsafe(link_section = ".init_array")]
+static INIT: extern "C" fn() = {
+    extern "C" fn init() {
+        let _ = real::ready();
+    }
+    init
+};

@@ -1,0 +1,195 @@
+//! The producer side of `-e alloc`: finding libstacks_alloc.so (next to the stacks-record
+//! executable, as the workspace and packages install them, or `STACKS_ALLOC_LIB`), the
+//! environment that preloads it into a `--` command, and attaching the `alloc` programs to the
+//! library's USDT probes (stacks:alloc, stacks:free) in every copy the targets map.
+
+use std::collections::HashSet;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Result, bail};
+use libbpf_rs::Link;
+use stacks_stream::kind;
+
+use crate::kernel::abi::StacksSkel;
+use crate::spec::EventSpec;
+
+/// The library's file name.
+pub(crate) const LIBRARY: &str = "libstacks_alloc.so";
+/// Overrides where the library is looked for.
+pub(crate) const LIBRARY_ENV: &str = "STACKS_ALLOC_LIB";
+/// The mean bytes between samples, read by the library at load.
+pub(crate) const INTERVAL_ENV: &str = "STACKS_ALLOC_INTERVAL";
+/// The library's USDT provider.
+const PROVIDER: &str = "stacks";
+
+/// The `alloc` programs attached, by library file.
+pub(crate) struct AllocProbes {
+    /// The library stacks-record preloads and attaches to (None: not found, `-p` only).
+    library: Option<PathBuf>,
+    /// `STACKS_ALLOC_INTERVAL` for a `--` command.
+    interval: u64,
+    links: Vec<Link>,
+    /// The library files attached to, by (device, inode).
+    files: HashSet<(u64, u64)>,
+}
+
+impl AllocProbes {
+    /// `None` unless `-e alloc`. For a `--` command the library must be found; it is attached
+    /// to at once (uprobes follow the file: every process that maps it later fires them).
+    pub(crate) fn start(
+        skel: &StacksSkel<'_>,
+        spec: &EventSpec,
+        command: bool,
+    ) -> Result<Option<Self>> {
+        let Some(k) = spec.get(kind::ALLOC) else {
+            return Ok(None);
+        };
+        let library = locate();
+        if command
+            && library.is_none()
+            && let Some(p) = std::env::var_os(LIBRARY_ENV).filter(|p| !p.is_empty())
+        {
+            bail!(
+                "-e alloc: {LIBRARY_ENV}={}: not a file",
+                p.to_string_lossy()
+            );
+        }
+        if command && library.is_none() {
+            bail!(
+                "-e alloc: {LIBRARY} not found next to stacks-record ({}) and {LIBRARY_ENV} is not set: build it (cargo build -p stacks-alloc) or set {LIBRARY_ENV}=PATH",
+                beside().map_or("?".into(), |p| p.display().to_string())
+            );
+        }
+        let mut a = AllocProbes {
+            library,
+            interval: k.arg.unwrap_or(512 << 10),
+            links: Vec::new(),
+            files: HashSet::new(),
+        };
+        if let Some(lib) = a.library.clone() {
+            a.attach(skel, &lib)?;
+        }
+        Ok(Some(a))
+    }
+
+    /// The environment of a `--` command: the library first in `LD_PRELOAD`, and the interval.
+    pub(crate) fn env(&self) -> Vec<(String, String)> {
+        let Some(lib) = &self.library else {
+            return Vec::new();
+        };
+        let lib = lib.display().to_string();
+        let preload = match std::env::var("LD_PRELOAD") {
+            Ok(rest) if !rest.trim().is_empty() => format!("{lib}:{rest}"),
+            _ => lib,
+        };
+        vec![
+            ("LD_PRELOAD".into(), preload),
+            (INTERVAL_ENV.into(), self.interval.to_string()),
+        ]
+    }
+
+    /// Processes already running (`-p`, names, `-a`, cgroups): attach to the copy of the
+    /// library each maps, and say once which of `named` (the pids asked for by pid or name)
+    /// have none, so their allocations are not seen (the other events are recorded).
+    pub(crate) fn running(&mut self, skel: &StacksSkel<'_>, pids: &[u32], named: &[u32]) {
+        let mut without = Vec::new();
+        for &pid in pids {
+            match super::attach::mapped_file(pid, LIBRARY) {
+                Some(path) => {
+                    if let Err(e) = self.attach(skel, &path) {
+                        eprintln!("stacks-record: warning: -e alloc: pid {pid}: {e:#}");
+                    }
+                }
+                None if named.contains(&pid) => without.push(pid),
+                None => {}
+            }
+        }
+        if !without.is_empty() {
+            let which: Vec<String> = without.iter().map(|&p| describe(p)).collect();
+            eprintln!(
+                "stacks-record: warning: -e alloc: {} not started with {LIBRARY} (LD_PRELOAD), so no allocations are sampled there; start it with LD_PRELOAD={} or under `stacks-record -e alloc -- CMD`; the other events are recorded",
+                which.join(", "),
+                self.library
+                    .as_ref()
+                    .map_or(format!("/path/to/{LIBRARY}"), |p| p.display().to_string())
+            );
+        }
+    }
+
+    /// Attach both programs to the library file at `path` (once per file).
+    fn attach(&mut self, skel: &StacksSkel<'_>, path: &Path) -> Result<()> {
+        let meta =
+            std::fs::metadata(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        if !self.files.insert((meta.dev(), meta.ino())) {
+            return Ok(());
+        }
+        let previous = libbpf_rs::set_print(None);
+        let mut attached = Vec::new();
+        let mut failed = None;
+        for (prog, name) in [
+            (&skel.progs.on_alloc, "alloc"),
+            (&skel.progs.on_alloc_free, "free"),
+        ] {
+            match prog.attach_usdt(-1, path, PROVIDER, name) {
+                Ok(l) => attached.push(l),
+                Err(e) => {
+                    failed = Some(format!(
+                        "attaching to USDT probe {PROVIDER}:{name} of {}: {e}",
+                        path.display()
+                    ));
+                    break;
+                }
+            }
+        }
+        libbpf_rs::set_print(previous);
+        if let Some(f) = failed {
+            bail!(f);
+        }
+        self.links.extend(attached);
+        Ok(())
+    }
+
+    /// Detach (the end of the recording).
+    pub(crate) fn detach(&mut self) {
+        self.links.clear();
+    }
+}
+
+/// `pid 1234 (name)`.
+fn describe(pid: u32) -> String {
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+    format!("pid {pid} ({})", comm.trim_end())
+}
+
+/// The library next to this executable.
+fn beside() -> Option<PathBuf> {
+    Some(std::env::current_exe().ok()?.parent()?.join(LIBRARY))
+}
+
+/// Where the library is: `STACKS_ALLOC_LIB`, else next to this executable; absolute (a
+/// preloaded path is opened by the command, from its own working directory).
+pub(crate) fn locate() -> Option<PathBuf> {
+    let path = match std::env::var_os(LIBRARY_ENV) {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => beside()?,
+    };
+    std::fs::canonicalize(path).ok().filter(|p| p.is_file())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_override_is_used_and_must_exist() {
+        // SAFETY: this test alone reads or writes STACKS_ALLOC_LIB in this test binary.
+        unsafe { std::env::set_var(LIBRARY_ENV, "/bin/sh") };
+        assert_eq!(locate(), std::fs::canonicalize("/bin/sh").ok());
+        // SAFETY: as above.
+        unsafe { std::env::set_var(LIBRARY_ENV, "/nonexistent/libstacks_alloc.so") };
+        assert_eq!(locate(), None);
+        // SAFETY: as above.
+        unsafe { std::env::remove_var(LIBRARY_ENV) };
+    }
+}

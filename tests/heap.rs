@@ -1,0 +1,267 @@
+//! End-to-end ground truth for heap profiling (`-e alloc`, libstacks_alloc.so): a C program
+//! with three malloc sites of known bytes — small blocks freed at once, 4 KiB blocks kept (a
+//! leak), 1 MiB blocks freed at once — recorded at a 64 KiB interval: `alloc-space` gives each
+//! site's bytes within ±10%, `heap-inuse` names the leaking site with its kept bytes within
+//! ±10% and the other two near 0, through a `--` command (the preload injected) and through
+//! `-p` of a process started with the preload. A process without the preload under `-p` gets
+//! one clear warning, and its other events are recorded.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use arrow_array::cast::AsArray;
+use serde_json::Value;
+use stacks_tests::{bin, bpf_available, bpf_serial, check, read_stream, scratch, sh};
+
+/// The sites' block counts: 4M × 48 B, 24,576 × 4 KiB (96 MiB kept), 200 × 1 MiB. At 64 KiB
+/// the leak gets ~1,500 samples (1/sqrt: 2.6%, so ±10% is ~4 standard deviations).
+const SMALL: u64 = 4_000_000;
+const LEAK: u64 = 24_576;
+const BIG: u64 = 200;
+const SITES: [&str; 3] = ["site_small", "site_leak", "site_big"];
+
+/// tests/fixtures/heap/sites.c built with frame pointers into `dir`.
+fn build_sites(dir: &Path) -> PathBuf {
+    let src = stacks_tests::crate_dir().join("fixtures/heap/sites.c");
+    let exe = dir.join("sites");
+    let out = sh(&format!(
+        "${{CC:-cc}} -O1 -g -fno-omit-frame-pointer -o {} {}",
+        exe.display(),
+        src.display()
+    ));
+    check(&out, "building sites.c");
+    exe
+}
+
+/// What the program reported: per site, (allocated, kept) bytes.
+fn report(path: &Path) -> HashMap<String, (f64, f64)> {
+    let v: Value = serde_json::from_slice(&std::fs::read(path).expect("report")).expect("json");
+    SITES
+        .iter()
+        .map(|s| {
+            let site = &v[*s];
+            (
+                s.to_string(),
+                (
+                    site["allocated"].as_f64().unwrap(),
+                    site["kept"].as_f64().unwrap(),
+                ),
+            )
+        })
+        .collect()
+}
+
+/// Bytes per site of a bundled query's rows (`column`), a row counted for the site whose
+/// function is in its stack.
+fn by_site(store: &Path, query: &str, column: &str) -> HashMap<String, f64> {
+    let q = sh(&format!(
+        "stacks-query -d {} --format json {query} -p comm=sites",
+        store.display()
+    ));
+    check(&q, query);
+    let rows: Vec<Value> = serde_json::from_slice(&q.stdout).expect("json");
+    let mut out: HashMap<String, f64> = SITES.iter().map(|s| (s.to_string(), 0.0)).collect();
+    for r in &rows {
+        let frames = r["stack"].as_array().cloned().unwrap_or_default();
+        let site = SITES
+            .iter()
+            .find(|s| frames.iter().any(|f| f["function"].as_str() == Some(**s)));
+        if let Some(s) = site {
+            *out.get_mut(*s).unwrap() += r[column].as_f64().unwrap();
+        }
+    }
+    out
+}
+
+/// `alloc-space` within ±10% of each site's bytes; `heap-inuse`: the leak within ±10% and
+/// first, the sites that free near 0; both through stacks-pprof.
+fn check_store(store: &Path, truth: &HashMap<String, (f64, f64)>) {
+    let space = by_site(store, "alloc-space", "alloc_bytes");
+    let inuse = by_site(store, "heap-inuse", "inuse_bytes");
+    for s in SITES {
+        let (allocated, kept) = truth[s];
+        let err = (space[s] - allocated).abs() / allocated;
+        assert!(
+            err <= 0.10,
+            "{s}: alloc-space {} bytes, the program allocated {allocated} ({:.1}% off); all: {space:?}",
+            space[s],
+            err * 100.0
+        );
+        if kept > 0.0 {
+            let err = (inuse[s] - kept).abs() / kept;
+            assert!(
+                err <= 0.10,
+                "{s}: heap-inuse {} bytes, the program kept {kept} ({:.1}% off); all: {inuse:?}",
+                inuse[s],
+                err * 100.0
+            );
+        } else {
+            assert!(
+                inuse[s] <= 0.01 * truth["site_leak"].1,
+                "{s} freed everything, heap-inuse says {} bytes: {inuse:?}",
+                inuse[s]
+            );
+        }
+    }
+    // The leak view names the leak first.
+    let q = sh(&format!(
+        "stacks-query -d {} --format json heap-inuse -p comm=sites",
+        store.display()
+    ));
+    check(&q, "heap-inuse");
+    let rows: Vec<Value> = serde_json::from_slice(&q.stdout).unwrap();
+    let top = rows[0]["stack"].to_string();
+    assert!(top.contains("site_leak"), "heap-inuse's first row: {top}");
+    // pprof-ready: its default value is the live bytes, by stack, in bytes.
+    let folded = sh(&format!(
+        "stacks-query -d {} heap-inuse -p comm=sites | stacks-pprof -f folded",
+        store.display()
+    ));
+    check(&folded, "heap-inuse | stacks-pprof -f folded");
+    let leak: f64 = String::from_utf8_lossy(&folded.stdout)
+        .lines()
+        .filter(|l| l.contains("site_leak"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert!(
+        (leak - truth["site_leak"].1).abs() / truth["site_leak"].1 <= 0.10,
+        "folded heap-inuse gives the leak {leak} bytes"
+    );
+}
+
+#[test]
+fn alloc_space_and_heap_inuse_match_the_sites_of_a_command() {
+    let test = "alloc_space_and_heap_inuse_match_the_sites_of_a_command";
+    if !bpf_available(test) {
+        return;
+    }
+    let _serial = bpf_serial();
+    let dir = scratch("heap-command");
+    let exe = build_sites(&dir);
+    let (rep, store) = (dir.join("report.json"), dir.join("store"));
+    let out = sh(&format!(
+        "stacks-record -e alloc:u:64K -- {} {} {SMALL} {LEAK} {BIG} | stacks-symbolize | stacks-pack {}",
+        exe.display(),
+        rep.display(),
+        store.display()
+    ));
+    check(&out, "recording sites");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("warning"), "{stderr}");
+    check_store(&store, &report(&rep));
+}
+
+#[test]
+fn a_process_started_with_the_preload_is_recorded_with_p() {
+    let test = "a_process_started_with_the_preload_is_recorded_with_p";
+    if !bpf_available(test) {
+        return;
+    }
+    let _serial = bpf_serial();
+    let dir = scratch("heap-pid");
+    let exe = build_sites(&dir);
+    let (rep, start, raw, store) = (
+        dir.join("report.json"),
+        dir.join("start"),
+        dir.join("raw.arrow"),
+        dir.join("store"),
+    );
+    let lib = bin("libstacks_alloc.so");
+    let mut child = std::process::Command::new(&exe)
+        .args([
+            rep.to_str().unwrap(),
+            &SMALL.to_string(),
+            &LEAK.to_string(),
+            &BIG.to_string(),
+            start.to_str().unwrap(),
+        ])
+        .env("LD_PRELOAD", &lib)
+        .env("STACKS_ALLOC_INTERVAL", "64K")
+        .spawn()
+        .expect("start sites");
+    let mut recorder = std::process::Command::new(bin("stacks-record"))
+        .args(["-e", "alloc", "-p", &child.id().to_string(), "-o"])
+        .arg(&raw)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start stacks-record");
+    // Let the program allocate once the recorder says it records.
+    let stderr = recorder.stderr.take().unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stderr));
+    let mut said = Vec::new();
+    for l in lines.by_ref() {
+        let l = l.unwrap();
+        let go = l.contains("Ctrl-C stops");
+        said.push(l);
+        if go {
+            break;
+        }
+    }
+    std::fs::write(&start, b"").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "sites did not finish");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The recorder ends once its pid has exited.
+    said.extend(lines.map_while(Result::ok));
+    let status = recorder.wait().unwrap();
+    let said = said.join("\n");
+    assert!(status.success(), "stacks-record -p: {status}\n{said}");
+    assert!(!said.contains("warning"), "{said}");
+    let out = sh(&format!(
+        "stacks-symbolize < {} | stacks-pack {}",
+        raw.display(),
+        store.display()
+    ));
+    check(&out, "symbolize and pack");
+    check_store(&store, &report(&rep));
+}
+
+#[test]
+fn a_process_without_the_preload_gets_one_warning_and_its_other_events() {
+    let test = "a_process_without_the_preload_gets_one_warning_and_its_other_events";
+    if !bpf_available(test) {
+        return;
+    }
+    let _serial = bpf_serial();
+    let dir = scratch("heap-nopreload");
+    let raw = dir.join("raw.arrow");
+    let mut child = std::process::Command::new("sh")
+        .args(["-c", "i=0; while [ $i -lt 100000000 ]; do i=$((i+1)); done"])
+        .spawn()
+        .expect("start a busy shell");
+    let pid = child.id();
+    let out = sh(&format!(
+        "stacks-record -e alloc,profile:u:199 -p {pid} -d 2s -o {}",
+        raw.display()
+    ));
+    let _ = child.kill();
+    let _ = child.wait();
+    check(&out, "recording a process without the preload");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("warning")).collect();
+    assert_eq!(warnings.len(), 1, "one warning: {stderr}");
+    let w = warnings[0];
+    for needle in [
+        "-e alloc",
+        &format!("pid {pid}"),
+        "libstacks_alloc.so",
+        "LD_PRELOAD",
+    ] {
+        assert!(w.contains(needle), "the warning names {needle}: {w}");
+    }
+    let mut kinds: HashMap<String, usize> = HashMap::new();
+    for b in read_stream(&raw) {
+        let kind = b.column_by_name("kind").unwrap().as_string::<i32>();
+        for k in kind.iter().flatten() {
+            *kinds.entry(k.to_string()).or_default() += 1;
+        }
+    }
+    assert!(
+        kinds.get("profile").copied().unwrap_or(0) >= 100,
+        "2 s of a busy process at 199 Hz: {kinds:?}"
+    );
+    assert_eq!(kinds.get("alloc"), None, "{kinds:?}");
+}
