@@ -44,7 +44,10 @@ fn stripped_go_is_named_from_gopclntab() {
              <(objcopy -O binary --only-section=.text {d}/prog.sym /dev/stdout) && \
          go tool objdump -s '^main.hot$' {d}/prog.sym"
     ));
-    check(&twin, "the symbol-table twin, its code the same, disassembled");
+    check(
+        &twin,
+        "the symbol-table twin, its code the same, disassembled",
+    );
     let mix_line = format!("main.go:{}", line_of("mix-body"));
     // Lines `  main.go:22  0x464a4e  48be...  MOVQ ...`: the addresses of mix's inlined body.
     let mix_addrs: std::collections::HashSet<u64> = String::from_utf8_lossy(&twin.stdout)
