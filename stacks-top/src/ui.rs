@@ -81,7 +81,8 @@ pub fn draw(f: &mut Frame, app: &App) {
     );
     match &app.mode {
         Mode::Picker(p) => draw_picker(f, app, p, body),
-        Mode::Help => draw_help(f, body),
+        // Over the whole screen: every key fits from 24 lines up.
+        Mode::Help => draw_help(f, area),
         _ => {}
     }
 }
@@ -526,7 +527,7 @@ pub const HELP: &[(&str, &str)] = &[
     ("p", "the merged stack tree of the highlighted row"),
     (
         "F",
-        "flame graph of the view: ⏎ zooms, ⌫ zooms out, / highlights, s sandwich",
+        "flame graph of the view: ⏎ zoom, ⌫ zoom out, / search, s sandwich",
     ),
     (
         "s",
