@@ -3,6 +3,7 @@
 //! fixture streams.
 
 pub mod s3server;
+pub mod tmux;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -8,83 +8,9 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use stacks_testkit::{assert_one_line_error, bin, bin_dir, bpf_available, bpf_serial, scratch};
+use stacks_testkit::{assert_one_line_error, bin, bpf_available, bpf_serial, scratch};
+use stacks_tests::tmux::Tmux;
 use stacks_tests::{check, sh};
-
-/// A tmux server of its own (`-L`), one session of `width`x`height` running `command`
-/// under the test binaries' PATH.
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn start(name: &str, command: &str) -> Self {
-        let socket = format!("stacks-top-{name}-{}", std::process::id());
-        let path = format!(
-            "{}:{}",
-            bin_dir().display(),
-            std::env::var("PATH").unwrap_or_default()
-        );
-        let t = Tmux { socket };
-        let out = t.run(&[
-            "new-session",
-            "-d",
-            "-s",
-            "t",
-            "-x",
-            "160",
-            "-y",
-            "45",
-            &format!("export PATH='{path}'; {command}; echo TOP-EXIT=$?; sleep 600"),
-        ]);
-        check(&out, "tmux new-session");
-        t
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        Command::new("tmux")
-            .arg("-L")
-            .arg(&self.socket)
-            .args(args)
-            .output()
-            .expect("tmux")
-    }
-
-    fn screen(&self) -> String {
-        String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-t", "t"]).stdout).into_owned()
-    }
-
-    /// Type `keys` (tmux key names), one at a time: an Esc followed at once by a letter reads
-    /// as Alt+letter.
-    fn keys(&self, keys: &[&str]) {
-        for k in keys {
-            self.run(&["send-keys", "-t", "t", k]);
-            std::thread::sleep(Duration::from_millis(300));
-        }
-    }
-
-    /// Wait until the screen satisfies `ok`, for at most `secs`.
-    fn wait(&self, secs: u64, what: &str, ok: impl Fn(&str) -> bool) -> String {
-        let t0 = Instant::now();
-        loop {
-            let s = self.screen();
-            if ok(&s) {
-                return s;
-            }
-            assert!(
-                t0.elapsed() < Duration::from_secs(secs),
-                "waited {secs}s for {what}:\n{s}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        self.run(&["kill-server"]);
-    }
-}
 
 /// The table rows of a captured screen: the lines under the header line (the one starting
 /// with the first group column), split on white space, up to the first blank line.
@@ -353,6 +279,30 @@ fn bad_input_is_one_line_before_any_screen() {
         "stacks-top",
         2,
         "bogus",
+    );
+    assert_one_line_error(
+        &top(&["-d", s, "--once", "--kind", "profile", "--sandwich", "nope"]),
+        "stacks-top",
+        1,
+        "no frame of this view is named `nope`",
+    );
+    assert_one_line_error(&top(&["-d", s, "--flame"]), "stacks-top", 2, "--once");
+    // Folded stacks: `root;…;leaf value` lines only, the values summing to the view's.
+    let out = top(&["-d", s, "--once", "--kind", "profile", "--flame"]);
+    check(&out, "stacks-top --once --flame");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let sum: i64 = text
+        .lines()
+        .map(|l| l.rsplit_once(' ').unwrap().1.parse::<i64>().unwrap())
+        .sum();
+    assert_eq!(
+        sum,
+        20 * 10_101_010,
+        "20 profile rows of 10,101,010 ns:\n{text}"
+    );
+    assert!(
+        text.lines().any(|l| l.starts_with("main;run;fib;fib;fib ")),
+        "{text}"
     );
     // The text mode answers with the table as CSV.
     let out = top(&[

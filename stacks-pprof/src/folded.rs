@@ -9,7 +9,7 @@ use inferno::flamegraph::color::{BasicPalette, Palette};
 
 use crate::Error;
 use crate::proto::Profile;
-use stacks_stream::frames::NO_STACK_FRAME;
+use stacks_stream::frames::{NO_STACK_FRAME, push_folded as push_frame};
 use stacks_stream::time::rfc3339;
 
 /// What flamegraph.pl and bcc append to inlined function names (`--annotate`).
@@ -28,19 +28,6 @@ fn string(p: &Profile, i: i64) -> &str {
         .ok()
         .and_then(|i| p.string_table.get(i))
         .map_or("", String::as_str)
-}
-
-/// A frame name as one folded field: `;` separates frames and a line ends the stack, so they
-/// become `:` and a space.
-fn push_frame(out: &mut String, name: &str) {
-    if !out.is_empty() {
-        out.push(';');
-    }
-    out.extend(name.chars().map(|c| match c {
-        ';' => ':',
-        '\n' | '\r' => ' ',
-        c => c,
-    }));
 }
 
 /// The samples as folded stacks, root first, with value `index` summed per distinct stack

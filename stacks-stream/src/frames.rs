@@ -46,6 +46,10 @@ pub const NO_STACK_FRAME: &str = "[no stack]";
 /// How a null element of a stack (the contract has none; other writers might) is shown: a
 /// frame with no address.
 pub const NULL_FRAME: &str = "[0x0]";
+/// The `module` of JIT code named by the process's perf map.
+pub const JIT_MODULE: &str = "[jit]";
+/// The `module` of an interpreted (CPython) frame.
+pub const PYTHON_MODULE: &str = "[python]";
 /// What the rows that fold short off-CPU intervals stand for (a trace's event name).
 pub const SHORT_OFFCPU: &str = "folded short off-CPU intervals";
 /// The one frame of `switch` rows folding off-CPU intervals shorter than the recorder's MIN
@@ -60,6 +64,20 @@ impl Frame<'_> {
             None => std::borrow::Cow::Owned(unresolved_name(self)),
         }
     }
+}
+
+/// Append frame `name` to a folded stack being written (`root;…;leaf`, as flamegraph.pl,
+/// inferno and speedscope read it): `;` separates frames and a line ends the stack, so a `;`
+/// in the name becomes `:` and a line break a space.
+pub fn push_folded(out: &mut String, name: &str) {
+    if !out.is_empty() {
+        out.push(';');
+    }
+    out.extend(name.chars().map(|c| match c {
+        ';' => ':',
+        '\n' | '\r' => ' ',
+        c => c,
+    }));
 }
 
 /// The name of a frame whose function is unknown, from where it is, always in brackets so it
@@ -468,6 +486,14 @@ mod tests {
             ..LIBC
         };
         assert_eq!(named.name(), "main");
+    }
+
+    #[test]
+    fn folded_fields_escape_separators() {
+        let mut line = String::new();
+        push_folded(&mut line, "main");
+        push_folded(&mut line, "a;b\nc");
+        assert_eq!(line, "main;a:b c");
     }
 
     #[test]

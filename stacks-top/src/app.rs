@@ -8,6 +8,7 @@ use std::cell::Cell;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use crate::catalog::{self, Column};
+use crate::icicle::{FlameView, Outcome, SandwichView};
 use crate::table::{Row, Table};
 use crate::tree::Tree;
 use crate::view::{Ns, Span, Step, View};
@@ -20,6 +21,10 @@ pub enum Effect {
     Query,
     /// Build the stack tree of the highlighted row.
     Peek,
+    /// Open the flame graph of the view.
+    Flame,
+    /// Open the sandwich of [`App::sandwich_of`] over the view's stacks.
+    Sandwich,
     Quit,
 }
 
@@ -44,10 +49,23 @@ pub struct Picker {
 #[derive(Debug, Clone)]
 pub enum Mode {
     Table,
-    Peek { title: String, tree: Tree },
+    Peek {
+        title: String,
+        tree: Tree,
+    },
     Picker(Picker),
-    Input { kind: InputKind, text: String },
+    Input {
+        kind: InputKind,
+        text: String,
+    },
     Help,
+    /// The flame graph of the view (`F`).
+    Flame(Box<FlameView>),
+    /// A function's callers and callees (`s`), and the part of the screen it came from.
+    Sandwich {
+        view: Box<SandwichView>,
+        back: Box<Mode>,
+    },
 }
 
 /// The status line: what happened last.
@@ -122,6 +140,8 @@ pub struct App {
     pub page: Cell<usize>,
     /// Cells the sparkline had at the last draw.
     pub spark_width: Cell<usize>,
+    /// The function whose sandwich [`Effect::Sandwich`] opens.
+    pub sandwich_of: Option<String>,
 }
 
 impl App {
@@ -150,6 +170,7 @@ impl App {
             live: false,
             page: Cell::new(20),
             spark_width: Cell::new(60),
+            sandwich_of: None,
         }
     }
 
@@ -231,11 +252,60 @@ impl App {
                     tree.toggle();
                     Effect::None
                 }
+                KeyCode::Char('s') => {
+                    let at = tree.visible().get(tree.cursor).copied().unwrap_or(0);
+                    if at == 0 {
+                        self.info("the root has no callers: s on a frame");
+                        Effect::None
+                    } else {
+                        self.sandwich_of = Some(tree.nodes[at].name.clone());
+                        Effect::Sandwich
+                    }
+                }
                 _ => Effect::None,
             },
+            Mode::Flame(view) => {
+                self.status = Status::default();
+                let outcome = view.key(key);
+                self.outcome(outcome)
+            }
+            Mode::Sandwich { view, .. } => {
+                let outcome = view.key(key, self.page.get());
+                self.outcome(outcome)
+            }
             Mode::Picker(_) => self.picker_key(key),
             Mode::Input { .. } => self.input_key(key),
         }
+    }
+
+    /// What a key of the flame view or the sandwich asked for.
+    fn outcome(&mut self, outcome: Outcome) -> Effect {
+        match outcome {
+            Outcome::Stay => {}
+            Outcome::Say(text) => self.info(text),
+            Outcome::Quit => return Effect::Quit,
+            Outcome::Back => {
+                self.mode = match std::mem::replace(&mut self.mode, Mode::Table) {
+                    Mode::Sandwich { back, .. } => *back,
+                    _ => Mode::Table,
+                };
+                self.info("");
+            }
+            Outcome::Sandwich(name) => {
+                if let Mode::Flame(view) = &self.mode {
+                    let sandwich = SandwichView::new(view.flame.clone(), view.unit, &name);
+                    let back = std::mem::replace(&mut self.mode, Mode::Table);
+                    self.mode = Mode::Sandwich {
+                        view: Box::new(sandwich),
+                        back: Box::new(back),
+                    };
+                    self.info(format!(
+                        "sandwich of {name}: Enter on a line opens its own, Esc goes back"
+                    ));
+                }
+            }
+        }
+        Effect::None
     }
 
     fn table_key(&mut self, key: KeyEvent) -> Effect {
@@ -310,6 +380,14 @@ impl App {
                     Effect::None
                 } else {
                     Effect::Peek
+                };
+            }
+            KeyCode::Char('F') => {
+                return if self.range.is_none() {
+                    self.info("no rows to draw");
+                    Effect::None
+                } else {
+                    Effect::Flame
                 };
             }
             KeyCode::Char('r') => return Effect::Query,

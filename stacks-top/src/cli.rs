@@ -34,12 +34,14 @@ pub enum TextFormat {
 #[command(
     name = "stacks-top",
     version,
-    about = "Browse a stacks store or a live recording: active threads by any column, latency histograms, the stack tree of each row",
+    about = "Browse a stacks store or a live recording: active threads by any column, latency histograms, the stack tree of each row, the flame graph and sandwiches of the view",
     after_help = "Examples:\n  stacks-top -d out/\n  \
                   stacks-top -d out/ --kind vfs --group comm,path --latency\n  \
                   sudo stacks-record -a -e state:uk,profile:u | stacks-symbolize | stacks-top\n  \
                   stacks-top -d s3://profiles/prod --from -1h --to now --where \"host = 'web-1'\"\n  \
-                  stacks-top -d out/ --once -f csv --group state,syscall\n\n\
+                  stacks-top -d out/ --once -f csv --group state,syscall\n  \
+                  stacks-top -d out/ --kind profile --once --flame > cpu.folded\n  \
+                  stacks-top -d out/ --kind profile --once --sandwich burn_heavy\n\n\
                   Keys on the screen: h. The screen, every key and text mode: docs/top.md"
 )]
 pub struct Args {
@@ -92,8 +94,21 @@ pub struct Args {
 
     /// With --once: print the stack tree of the first row (the hottest path open) instead of
     /// the table
-    #[arg(long, requires = "once")]
+    #[arg(long, requires = "once", conflicts_with_all = ["flame", "sandwich"])]
     pub peek: bool,
+
+    /// With --once: print the folded stacks of the view (kind, filters, window) instead of the
+    /// table: `root;…;leaf value` lines, sorted, values summed exactly (`value` of the kind:
+    /// CPU or off-CPU ns, bytes, counts; events with --kind all), frames named as
+    /// stacks-pprof --format folded names them
+    #[arg(long, conflicts_with = "sandwich")]
+    pub flame: bool,
+
+    /// With --once: print the callers (inverted, merged) and callees of function FUNC over the
+    /// view's stacks, with self and total values and shares. FUNC is a frame's name, or the
+    /// end of one (`burn` for `app::burn`), or a part of one that names one function
+    #[arg(long, value_name = "FUNC")]
+    pub sandwich: Option<String>,
 
     /// Output format of --once
     #[arg(
@@ -130,6 +145,9 @@ fn usage(message: &str) -> ! {
 }
 
 pub fn run_with(args: Args) -> Result<ExitCode> {
+    if (args.flame || args.sandwich.is_some()) && !args.once {
+        usage("--flame and --sandwich print text: give --once too (on the screen: F and s)");
+    }
     let window = args
         .store
         .window()
@@ -202,10 +220,42 @@ pub fn run_with(args: Args) -> Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
+    if args.once && (args.flame || args.sandwich.is_some()) {
+        if app.range.is_none() {
+            bail!("no rows to show");
+        }
+        return print_stacks(&engine, &app, args.sandwich.as_deref());
+    }
     if args.once {
         return print_once(first.map(|(t, _)| t), args.format);
     }
     interactive(engine, app)
+}
+
+/// `--once --flame`: the folded stacks of the view; `--once --sandwich FUNC`: FUNC's callers
+/// and callees.
+fn print_stacks(engine: &Engine, app: &App, sandwich: Option<&str>) -> Result<ExitCode> {
+    let (flame, _) = session::flame(engine, &app.view)?;
+    if flame.total() == 0 && flame.nodes.len() == 1 {
+        bail!("no stacks in this view");
+    }
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    match sandwich {
+        None => {
+            for (stack, value) in flame.folded() {
+                writeln!(out, "{stack} {value}")?;
+            }
+        }
+        Some(query) => {
+            let name = flame.find(query).map_err(anyhow::Error::msg)?;
+            let unit = crate::profile::unit(app.view.kind.as_deref());
+            for line in flame.sandwich(&name).lines(unit) {
+                writeln!(out, "{}", line.text)?;
+            }
+        }
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `--once`: the table as text.
@@ -253,6 +303,8 @@ fn interactive(mut engine: Engine, mut app: App) -> Result<ExitCode> {
                         session::start_spark(&engine, &mut app);
                     }
                     Effect::Peek => session::peek(&engine, &mut app),
+                    Effect::Flame => session::open_flame(&engine, &mut app),
+                    Effect::Sandwich => session::open_sandwich(&engine, &mut app),
                     Effect::None => {}
                 },
                 _ => {}

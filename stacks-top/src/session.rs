@@ -12,6 +12,8 @@ use arrow_schema::DataType;
 use crate::app::{self, App, Mode, Spark, SparkJob, SparkKey};
 use crate::catalog;
 use crate::engine::Engine;
+use crate::flame::Flame;
+use crate::icicle::{FlameView, SandwichView};
 use crate::table::Table;
 use crate::tree::Tree;
 use crate::view::{Ns, Planner, Span, Step, View};
@@ -331,5 +333,67 @@ pub fn peek(engine: &Engine, app: &mut App) {
             app.mode = Mode::Peek { title, tree };
         }
         Err(e) => app.error(format!("peek: {e:#}")),
+    }
+}
+
+/// The flame graph of `view`'s stacks in its window.
+pub fn flame(engine: &Engine, view: &View) -> Result<(Flame, Duration)> {
+    let planner = Planner {
+        columns: &engine.columns,
+    };
+    let sql = planner.flame(view);
+    let (batches, took) = engine.timed("the view's stacks", &sql, Some(view.window))?;
+    Ok((crate::profile::flame(&batches)?, took))
+}
+
+/// The flame graph of the view, or why not on the status line.
+fn view_flame(engine: &Engine, app: &mut App) -> Option<Flame> {
+    match flame(engine, &app.view) {
+        Ok((f, took)) if f.total() != 0 => {
+            app.timing = format!("{} frames · {} ms", f.nodes.len() - 1, took.as_millis());
+            Some(f)
+        }
+        Ok(_) => {
+            app.info("no stacks in this view");
+            None
+        }
+        Err(e) => {
+            app.error(format!("flame: {e:#}"));
+            None
+        }
+    }
+}
+
+/// Open the flame graph of the view (`F`).
+pub fn open_flame(engine: &Engine, app: &mut App) {
+    if let Some(f) = view_flame(engine, app) {
+        let unit = crate::profile::unit(app.view.kind.as_deref());
+        app.mode = Mode::Flame(Box::new(FlameView::new(f, unit)));
+        app.info("flame graph: arrows select, Enter zooms, Backspace zooms out, / searches, s sandwich, Esc back");
+    }
+}
+
+/// Open the sandwich of [`App::sandwich_of`] over the view's stacks (`s` in the stack tree).
+pub fn open_sandwich(engine: &Engine, app: &mut App) {
+    let Some(name) = app.sandwich_of.take() else {
+        return;
+    };
+    let Some(f) = view_flame(engine, app) else {
+        return;
+    };
+    match f.find(&name) {
+        Ok(name) => {
+            let unit = crate::profile::unit(app.view.kind.as_deref());
+            let view = SandwichView::new(std::rc::Rc::new(f), unit, &name);
+            let back = std::mem::replace(&mut app.mode, Mode::Table);
+            app.mode = Mode::Sandwich {
+                view: Box::new(view),
+                back: Box::new(back),
+            };
+            app.info(format!(
+                "sandwich of {name} over the view: Enter on a line opens its own, Esc goes back"
+            ));
+        }
+        Err(e) => app.error(e),
     }
 }

@@ -12,6 +12,7 @@ use crate::app::{App, InputKind, Mode, Picker};
 use crate::fmt;
 use crate::table::{Row, Table};
 use crate::tree::Tree;
+use crate::ui_flame;
 
 /// The smallest terminal the screen is drawn in.
 pub const MIN_WIDTH: u16 = 60;
@@ -23,7 +24,9 @@ const MAX_CELL: usize = 40;
 
 /// The keys of the table, as the bottom line names them.
 const KEYS: &str = "↑↓ row  ←→ column  ⏎ drill  ⌫ back  g group  / search  f filter  \
-                    [ ] window  w whole  l latency  p stacks  Tab kind  h help  q quit";
+                    [ ] window  w whole  l latency  p stacks  F flame  Tab kind  h help  q quit";
+/// The keys of the stack tree.
+const TREE_KEYS: &str = "↑↓ node  ⏎ fold/unfold  s sandwich  Esc back  q quit";
 
 fn label() -> Style {
     Style::default().fg(Color::Cyan)
@@ -52,19 +55,34 @@ pub fn draw(f: &mut Frame, app: &App) {
     ])
     .areas(area);
     draw_header(f, app, header);
-    match &app.mode {
-        Mode::Peek { title, tree } => draw_tree(f, app, title, tree, body),
-        _ => draw_table(f, app, body),
-    }
+    let key_line = match &app.mode {
+        Mode::Peek { title, tree } => {
+            draw_tree(f, app, title, tree, body);
+            TREE_KEYS
+        }
+        Mode::Flame(v) => {
+            ui_flame::draw_flame(f, v, body);
+            ui_flame::FLAME_KEYS
+        }
+        Mode::Sandwich { view, .. } => {
+            ui_flame::draw_sandwich(f, view, body, &app.page);
+            ui_flame::SANDWICH_KEYS
+        }
+        _ => {
+            draw_table(f, app, body);
+            KEYS
+        }
+    };
     draw_status(f, app, status);
     f.render_widget(
-        Paragraph::new(fmt::fit(KEYS, keys.width as usize))
+        Paragraph::new(fmt::fit(key_line, keys.width as usize))
             .style(Style::default().fg(Color::DarkGray)),
         keys,
     );
     match &app.mode {
         Mode::Picker(p) => draw_picker(f, app, p, body),
-        Mode::Help => draw_help(f, body),
+        // Over the whole screen: every key fits from 24 lines up.
+        Mode::Help => draw_help(f, area),
         _ => {}
     }
 }
@@ -420,6 +438,7 @@ fn draw_status(f: &mut Frame, app: &App, area: Rect) {
                 Span::raw(format!("{text}█")),
             ])
         }
+        Mode::Flame(v) => ui_flame::flame_status(v, &app.status.text),
         _ => {
             let style = if app.status.error {
                 Style::default().fg(Color::White).bg(Color::Red)
@@ -506,6 +525,14 @@ pub const HELP: &[(&str, &str)] = &[
     ("w", "window: the whole range, or the last --window"),
     ("l", "latency columns: histogram <1µs…≥1s, p50, p95, p99"),
     ("p", "the merged stack tree of the highlighted row"),
+    (
+        "F",
+        "flame graph of the view: ⏎ zoom, ⌫ zoom out, / search, s sandwich",
+    ),
+    (
+        "s",
+        "in the flame graph or the tree: callers and callees of a frame",
+    ),
     ("Tab", "next event kind (then every kind)"),
     ("r", "query again"),
     ("h ?", "this help"),

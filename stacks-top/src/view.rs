@@ -282,6 +282,36 @@ impl Planner<'_> {
             conds.join(" AND ")
         )
     }
+
+    /// The stacks of `view` in its window for its flame graph: each distinct stack (`stack`,
+    /// `[no stack]` where the rows have none, `[folded short off-CPU intervals]` for the
+    /// `switch` rows folding short intervals, as the bundled queries write them) and `w`, the
+    /// sum of its rows' `value` (of one kind: CPU or off-CPU ns, bytes, counts), or of their
+    /// events over every kind.
+    pub fn flame(&self, view: &View) -> String {
+        let (used, text) = self.used(view, &[]);
+        let relation = self.relation(&used, &text);
+        let mut conds = self.conditions(view, &[]);
+        conds.push("time >= $from AND time < $to".into());
+        let weight = if view.kind.is_some() {
+            "value"
+        } else {
+            "coalesce(count, 1)"
+        };
+        let short = format!(
+            "(kind = {} AND stack_id IS NULL AND coalesce(count, 1) > 1)",
+            catalog::quote_text(stacks_stream::kind::SWITCH)
+        );
+        format!(
+            "SELECT stack_or(t.stack, CASE WHEN q.short THEN {folded} ELSE {none} END) AS stack, \
+             q.w FROM (SELECT stack_id, {short} AS short, sum({weight}) AS w FROM {relation} \
+             WHERE {} GROUP BY stack_id, {short}) q \
+             LEFT JOIN stack_table t ON q.stack_id = t.stack_id",
+            conds.join(" AND "),
+            folded = catalog::quote_text(stacks_stream::frames::SHORT_OFFCPU_FRAME),
+            none = catalog::quote_text(stacks_stream::frames::NO_STACK_FRAME),
+        )
+    }
 }
 
 /// Whether SQL `text` mentions identifier `name` as a word.

@@ -1,7 +1,7 @@
 //! Screens drawn into ratatui's `TestBackend` from the fixture store, compared with golden
 //! text files (`STACKS_BLESS=1` rewrites them), and the keys that change them: drill down and
 //! back, latency columns, the stack tree, the column picker, help, an SQL filter that fails,
-//! a terminal too small.
+//! a terminal too small; the flame graph (zoom, search, "…" boxes) and the sandwich.
 
 use std::path::{Path, PathBuf};
 
@@ -74,6 +74,8 @@ fn key(app: &mut App, engine: &Engine, code: KeyCode) {
     match app.on_key(KeyEvent::new(code, KeyModifiers::NONE)) {
         Effect::Query => session::refresh(engine, app),
         Effect::Peek => session::peek(engine, app),
+        Effect::Flame => session::open_flame(engine, app),
+        Effect::Sandwich => session::open_sandwich(engine, app),
         _ => {}
     }
 }
@@ -201,4 +203,174 @@ fn help_and_a_too_small_terminal() {
         small.contains("needs a terminal of at least") && small.contains("60x12"),
         "{small}"
     );
+}
+
+fn keys(app: &mut App, engine: &Engine, codes: &[KeyCode]) {
+    for c in codes {
+        key(app, engine, *c);
+    }
+}
+
+/// The status line of a screen `h` lines high (the line above the keys).
+fn status_line(screen: &str, h: usize) -> &str {
+    screen.lines().nth(h - 2).unwrap_or("")
+}
+
+#[test]
+fn f_draws_the_flame_graph_of_the_view_and_enter_zooms() {
+    let dir = store();
+    let mut s = start();
+    s.kind = Some("profile".into());
+    let (e, mut app) = open(dir.path(), s);
+    key(&mut app, &e, KeyCode::Char('F'));
+    let Mode::Flame(v) = &app.mode else {
+        panic!("no flame: {:?}", app.status)
+    };
+    // 60 profile rows of 10,101,010 ns each: every one is in the root.
+    assert_eq!(v.flame.total(), 60 * 10_101_010);
+    let text = screen(&mut app, 100, 20);
+    stacks_testkit::golden::check_text(&golden_dir(), "flame.txt", &text);
+    assert!(
+        status_line(&text, 20).starts_with("all  self 0 ns (0.00%)  total 606060600 ns (100.00%)"),
+        "{text}"
+    );
+    // Down to main, down to run (its hottest child), Enter: run is the full width.
+    keys(
+        &mut app,
+        &e,
+        &[KeyCode::Down, KeyCode::Down, KeyCode::Enter],
+    );
+    let zoomed = screen(&mut app, 100, 20);
+    stacks_testkit::golden::check_text(&golden_dir(), "flame-zoomed.txt", &zoomed);
+    let Mode::Flame(v) = &app.mode else {
+        panic!("left the flame")
+    };
+    let run = v.zoomed();
+    assert_eq!(v.flame.nodes[run].name, "run");
+    let row = zoomed.lines().nth(7).unwrap();
+    assert_eq!(row, "run", "the zoomed frame, full width:\n{zoomed}");
+    // Backspace zooms out; Esc goes back to the table.
+    key(&mut app, &e, KeyCode::Backspace);
+    let Mode::Flame(v) = &app.mode else {
+        panic!("left the flame")
+    };
+    assert_eq!(v.zoomed(), 0);
+    key(&mut app, &e, KeyCode::Esc);
+    assert!(matches!(app.mode, Mode::Table));
+}
+
+#[test]
+fn the_flame_search_highlights_frames_and_sums_their_stacks() {
+    let dir = store();
+    let mut s = start();
+    s.kind = Some("profile".into());
+    let (e, mut app) = open(dir.path(), s);
+    key(&mut app, &e, KeyCode::Char('F'));
+    keys(
+        &mut app,
+        &e,
+        &[
+            KeyCode::Char('/'),
+            KeyCode::Char('f'),
+            KeyCode::Char('i'),
+            KeyCode::Char('b'),
+            KeyCode::Enter,
+        ],
+    );
+    let Mode::Flame(v) = &app.mode else {
+        panic!("left the flame")
+    };
+    // fib is three frames deep in its stacks: each stack counts once.
+    let fib: i64 = v
+        .flame
+        .folded()
+        .iter()
+        .filter(|(s, _)| s.contains("fib"))
+        .map(|(_, v)| v)
+        .sum();
+    assert!(fib > 0);
+    let want = format!(
+        "/fib: {fib} ns ({:.2}%)",
+        100.0 * fib as f64 / v.flame.total() as f64
+    );
+    let text = screen(&mut app, 160, 20);
+    assert!(status_line(&text, 20).contains(&want), "{want}\n{text}");
+}
+
+#[test]
+fn narrow_frames_merge_into_one_box_with_their_share() {
+    let dir = store();
+    let mut s = start();
+    // Off-CPU intervals of 10 µs to 5 ms: some stacks are far narrower than a cell.
+    s.kind = Some("switch".into());
+    let (e, mut app) = open(dir.path(), s);
+    key(&mut app, &e, KeyCode::Char('F'));
+    let text = screen(&mut app, 60, 16);
+    let Mode::Flame(v) = &app.mode else {
+        panic!("no flame: {:?}", app.status)
+    };
+    // The rows folding short intervals have no stack: their marker frame stands for them.
+    assert!(
+        v.flame
+            .names()
+            .contains(&"[folded short off-CPU intervals]"),
+        "{:?}",
+        v.flame.names()
+    );
+    let rows = v.flame.layout(0, 60);
+    let merged: Vec<_> = rows.iter().flatten().filter(|b| b.node.is_none()).collect();
+    assert!(!merged.is_empty(), "nothing narrower than a cell:\n{text}");
+    for b in &merged {
+        let share = format!("…{:.1}%", 100.0 * v.flame.share(b.value));
+        if usize::from(b.w) > share.chars().count() {
+            assert!(text.contains(&share), "{share} not drawn:\n{text}");
+        }
+    }
+    // Whatever is merged, each row accounts for the whole of what is above it.
+    for row in rows.iter().skip(1) {
+        let drawn: i64 = row.iter().map(|b| b.value).sum();
+        let parents: i64 = row
+            .iter()
+            .map(|b| b.parent)
+            .collect::<std::collections::BTreeSet<_>>()
+            .iter()
+            .map(|&p| v.flame.nodes[p].total - v.flame.nodes[p].own)
+            .sum();
+        assert_eq!(drawn, parents);
+    }
+}
+
+#[test]
+fn s_opens_the_sandwich_of_the_selected_frame() {
+    let dir = store();
+    let mut s = start();
+    s.kind = Some("profile".into());
+    let (e, mut app) = open(dir.path(), s);
+    key(&mut app, &e, KeyCode::Char('F'));
+    // main › run, then its hottest child and s.
+    keys(
+        &mut app,
+        &e,
+        &[KeyCode::Down, KeyCode::Down, KeyCode::Char('s')],
+    );
+    let Mode::Sandwich { view, .. } = &app.mode else {
+        panic!("no sandwich: {:?}", app.status)
+    };
+    assert_eq!(view.sandwich.name, "run");
+    assert_eq!(view.sandwich.total, view.sandwich.callers.total());
+    let text = screen(&mut app, 100, 24);
+    stacks_testkit::golden::check_text(&golden_dir(), "sandwich.txt", &text);
+    key(&mut app, &e, KeyCode::Esc);
+    assert!(matches!(app.mode, Mode::Flame(_)), "back to the flame");
+
+    // From the stack tree too, over the view's stacks.
+    key(&mut app, &e, KeyCode::Esc);
+    key(&mut app, &e, KeyCode::Char('p'));
+    keys(&mut app, &e, &[KeyCode::Down, KeyCode::Char('s')]);
+    let Mode::Sandwich { view, .. } = &app.mode else {
+        panic!("no sandwich from the tree: {:?}", app.status)
+    };
+    assert_eq!(view.sandwich.name, "main");
+    key(&mut app, &e, KeyCode::Esc);
+    assert!(matches!(app.mode, Mode::Peek { .. }), "back to the tree");
 }

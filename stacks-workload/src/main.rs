@@ -2,6 +2,7 @@
 //! tests and demo. Each subcommand prints what it actually did, measured by its own clock, as
 //! one JSON object on stdout.
 
+mod callers;
 mod churn;
 mod contention;
 mod cpu;
@@ -40,6 +41,9 @@ enum Cmd {
     /// Burn CPU in two distinct functions, `burn_heavy` and `burn_light`, in a fixed ratio of
     /// iterations (default 3:1), alternating in short slices.
     Cpu(cpu::CpuArgs),
+    /// Burn CPU in one function, `burn_shared`, called from two callers, `caller_a` and
+    /// `caller_b`, in a fixed ratio of units (default 3:1); the CPU time through each measured.
+    Callers(callers::CallersArgs),
     /// Spend the time in the kernel: read /dev/zero in large chunks (function `read_zero`).
     Kernel(kernel::KernelArgs),
     /// Sleep COUNT intervals of MS ms in thread `sleeper`, one nanosleep each
@@ -108,6 +112,7 @@ fn main() -> ExitCode {
     let args = Args::parse();
     let result = match args.cmd {
         Cmd::Cpu(a) => cpu::run(&a),
+        Cmd::Callers(a) => callers::run(&a),
         Cmd::Kernel(a) => kernel::run(&a),
         Cmd::Sleep(a) => sleep::run(&a),
         Cmd::Write(a) => write::run(&a),

@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 /// Least time between two looks at one process's map for addresses it did not hold.
 pub(crate) const REREAD_EVERY: Duration = Duration::from_millis(20);
 
-/// The module named for frames found in a perf map.
-pub(crate) const JIT_MODULE: &str = "[jit]";
+// The module named for frames found in a perf map.
+pub(crate) use stacks_stream::frames::JIT_MODULE;
 
 /// One process's map as read so far.
 struct ProcMap {

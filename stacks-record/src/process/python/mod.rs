@@ -27,8 +27,8 @@ use code::Code;
 
 use find::Interpreter;
 
-/// The module of Python frames.
-pub(crate) const PY_MODULE: &str = "[python]";
+// The module of Python frames.
+pub(crate) use stacks_stream::frames::PYTHON_MODULE as PY_MODULE;
 /// The function of the frame that stands, outermost, for Python frames not read (more than the
 /// kernel side walks).
 pub(crate) const PY_TRUNCATED: &str = "[more Python frames]";
