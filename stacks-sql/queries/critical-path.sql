@@ -3,7 +3,7 @@
 -- For thread `tid` (record with `-e switch,wake`): each of its kept off-CPU intervals that a
 -- `wake` row explains is a wait, from its switch-out to its wakeup, on the waker. What the
 -- waker did during that wait is split into its own CPU time and its own waits, and those waits
--- are attributed to their wakers in turn, up to `depth` links (the chain `A <- B <- C`). One row
+-- are attributed to their wakers in turn, up to `depth` links, at most 4 (the chain `A <- B <- C`). One row
 -- per (depth, chain): `waits` (how many waits of that link), `waited_ns` (their time, within
 -- the first thread's waits), `waker_cpu_ns` (the last waker's CPU in that time: its time in it
 -- not off CPU) and `waker_off_ns` (its time off CPU in it, attributed at the next depth where a
@@ -14,26 +14,52 @@
 -- kinds: switch, wake
 -- default-value: waited_ns
 -- param: tid int = null         the thread to explain (required)
--- param: depth int = 4          links of the chain to follow
+-- param: depth int = 4          links of the chain to follow (1-4)
 -- param: from timestamp = null  start of the time window, inclusive (null: from the start)
 -- param: to timestamp = null    end of the time window, exclusive (null: to the end)
-WITH RECURSIVE seg(depth, chain, tid, waker, a, b) AS (
-    SELECT 1, s.thread || ' <- ' || w.thread, w.tid, w.thread,
-        cast(s.time AS bigint), cast(w.time AS bigint)
+-- The chain link by link (written out, not WITH RECURSIVE: a cluster cannot run recursion).
+WITH seg1 AS (
+    SELECT 1 AS depth, s.thread || ' <- ' || w.thread AS chain, w.tid AS tid,
+        cast(s.time AS bigint) AS a, cast(w.time AS bigint) AS b
     FROM samples s
     JOIN samples w ON w.kind = 'wake' AND w.wakee = s.tid
         AND cast(w.time AS bigint) - w.duration = cast(s.time AS bigint)
     WHERE s.kind = 'switch' AND s.tid = $tid
         AND ($from IS NULL OR s.time >= $from) AND ($to IS NULL OR s.time < $to)
-    UNION ALL
-    SELECT seg.depth + 1, seg.chain || ' <- ' || w.thread, w.tid, w.thread,
-        greatest(seg.a, cast(s.time AS bigint)), least(seg.b, cast(w.time AS bigint))
-    FROM seg
-    JOIN samples s ON s.kind = 'switch' AND s.tid = seg.tid AND s.duration IS NOT NULL
-        AND cast(s.time AS bigint) < seg.b AND cast(s.time AS bigint) + s.duration > seg.a
+),
+seg2 AS (
+    SELECT p.depth + 1 AS depth, p.chain || ' <- ' || w.thread AS chain, w.tid AS tid,
+        greatest(p.a, cast(s.time AS bigint)) AS a, least(p.b, cast(w.time AS bigint)) AS b
+    FROM seg1 p
+    JOIN samples s ON s.kind = 'switch' AND s.tid = p.tid AND s.duration IS NOT NULL
+        AND cast(s.time AS bigint) < p.b AND cast(s.time AS bigint) + s.duration > p.a
     JOIN samples w ON w.kind = 'wake' AND w.wakee = s.tid
         AND cast(w.time AS bigint) - w.duration = cast(s.time AS bigint)
-    WHERE seg.depth < $depth AND seg.tid <> 0 AND cast(w.time AS bigint) > seg.a
+    WHERE $depth >= 2 AND p.tid <> 0 AND cast(w.time AS bigint) > p.a
+),
+seg3 AS (
+    SELECT p.depth + 1 AS depth, p.chain || ' <- ' || w.thread AS chain, w.tid AS tid,
+        greatest(p.a, cast(s.time AS bigint)) AS a, least(p.b, cast(w.time AS bigint)) AS b
+    FROM seg2 p
+    JOIN samples s ON s.kind = 'switch' AND s.tid = p.tid AND s.duration IS NOT NULL
+        AND cast(s.time AS bigint) < p.b AND cast(s.time AS bigint) + s.duration > p.a
+    JOIN samples w ON w.kind = 'wake' AND w.wakee = s.tid
+        AND cast(w.time AS bigint) - w.duration = cast(s.time AS bigint)
+    WHERE $depth >= 3 AND p.tid <> 0 AND cast(w.time AS bigint) > p.a
+),
+seg4 AS (
+    SELECT p.depth + 1 AS depth, p.chain || ' <- ' || w.thread AS chain, w.tid AS tid,
+        greatest(p.a, cast(s.time AS bigint)) AS a, least(p.b, cast(w.time AS bigint)) AS b
+    FROM seg3 p
+    JOIN samples s ON s.kind = 'switch' AND s.tid = p.tid AND s.duration IS NOT NULL
+        AND cast(s.time AS bigint) < p.b AND cast(s.time AS bigint) + s.duration > p.a
+    JOIN samples w ON w.kind = 'wake' AND w.wakee = s.tid
+        AND cast(w.time AS bigint) - w.duration = cast(s.time AS bigint)
+    WHERE $depth >= 4 AND p.tid <> 0 AND cast(w.time AS bigint) > p.a
+),
+seg AS (
+    SELECT * FROM seg1 UNION ALL SELECT * FROM seg2
+    UNION ALL SELECT * FROM seg3 UNION ALL SELECT * FROM seg4
 ),
 -- Threads the recording followed (their CPU is known).
 traced AS (SELECT DISTINCT tid FROM samples WHERE kind = 'switch'),
