@@ -81,6 +81,8 @@ pub(crate) struct Python {
     looked: HashMap<u32, (Instant, u32)>,
     /// Interpreter files not supported (warned about once each).
     warned: HashSet<String>,
+    /// Processes warned about (once each).
+    warned_pids: HashSet<u32>,
     /// Interpreter files read.
     files: find::Files,
     pub counts: PyCounts,
@@ -93,6 +95,7 @@ impl Python {
             procs: HashMap::new(),
             looked: HashMap::new(),
             warned: HashSet::new(),
+            warned_pids: HashSet::new(),
             files: find::Files::default(),
             counts: PyCounts::default(),
         }
@@ -133,8 +136,11 @@ impl Python {
             Err(e) => {
                 // Not looked at again: the same file gives the same answer.
                 self.looked.insert(pid, (Instant::now(), LOOKS));
+                // One warning per process (its executable and its libpython say the same) and
+                // per text (many processes of one interpreter).
                 let text = e.to_string();
-                if self.warned.insert(text.clone()) {
+                let first_of_pid = self.warned_pids.insert(pid);
+                if self.warned.insert(text.clone()) && first_of_pid {
                     eprintln!(
                         "stacks-record: warning: Python frames of pid {pid} not read (native stacks kept): {text}"
                     );
