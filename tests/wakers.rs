@@ -125,13 +125,22 @@ fn a_chain_of_waits_names_each_waker_and_its_stack() {
         "stacks-query -d {}/store critical-path -p tid={a} --format csv",
         dir.display()
     ));
+    // A chain's totals: its rows (one per stack of the link) summed, column by column.
     let row = |depth: &str, chain: &str| {
-        cp.iter()
-            .find(|r| r[0] == depth && r[1] == chain)
-            .unwrap_or_else(|| panic!("no critical-path row {depth} {chain}: {cp:?}"))
-            .clone()
+        let rows: Vec<&Vec<String>> = cp
+            .iter()
+            .filter(|r| r[0] == depth && r[1] == chain)
+            .collect();
+        assert!(!rows.is_empty(), "no critical-path row {depth} {chain}");
+        (0..6)
+            .map(|i| {
+                rows.iter()
+                    .map(|r| r[i].parse::<f64>().unwrap_or(0.0))
+                    .sum::<f64>()
+            })
+            .collect::<Vec<f64>>()
     };
-    let ns = |r: &[String], i: usize| r[i].parse::<f64>().unwrap_or(0.0);
+    let ns = |r: &[f64], i: usize| r[i];
     let truth = |name: &str, field: &str| {
         report["threads"]
             .as_array()
@@ -143,7 +152,8 @@ fn a_chain_of_waits_names_each_waker_and_its_stack() {
     };
     let own = row("0", "chain-a");
     let c_cpu = row("2", "chain-a <- chain-b <- chain-c");
-    eprintln!("critical path of chain-a: {cp:?}");
+    let short: Vec<&[String]> = cp.iter().map(|r| &r[..r.len().min(6)]).collect();
+    eprintln!("critical path of chain-a (without stacks): {short:?}");
     let (a_off, c_truth) = (truth("chain-a", "off_cpu_ns"), truth("chain-c", "cpu_ns"));
     assert!(
         (ns(&own, 3) - a_off).abs() <= a_off * 0.01,
@@ -154,6 +164,34 @@ fn a_chain_of_waits_names_each_waker_and_its_stack() {
         (ns(&c_cpu, 4) - c_truth).abs() <= c_truth * 0.05,
         "chain-c's CPU in chain-a's waits: critical-path {} ns, chain-c's clock {c_truth} ns",
         ns(&c_cpu, 4)
+    );
+
+    // critical-path's stacks: at depth 1, where chain-a waited, `--`, then chain-b's pass,
+    // for all of depth 1's time (stacks-pprof folds the rows; depth 0's have no `--`).
+    let depth1 = row("1", "chain-a <- chain-b")[3];
+    let folded = sh(&format!(
+        "stacks-query -d {}/store critical-path -p tid={a} -p depth=1 | \
+         stacks-pprof --format folded",
+        dir.display()
+    ));
+    check(
+        &folded,
+        "stacks-query critical-path | stacks-pprof --format folded",
+    );
+    let passed: f64 = String::from_utf8_lossy(&folded.stdout)
+        .lines()
+        .filter_map(|l| l.rsplit_once(' '))
+        .filter(|(stack, _)| {
+            stack.split_once(";--;").is_some_and(|(blocked, waker)| {
+                blocked.contains("chain_wait") && waker.contains("chain_pass")
+            })
+        })
+        .map(|(_, v)| v.parse::<f64>().unwrap_or(0.0))
+        .sum();
+    eprintln!("critical-path depth 1: {passed} of {depth1} ns in chain_wait -- chain_pass");
+    assert!(
+        passed <= depth1 * 1.0001 && passed >= depth1 * 0.99,
+        "critical-path depth 1: {passed} of {depth1} ns folded as chain_wait -- chain_pass"
     );
 
     // offwake: the chain's rows read, root first, a thread blocked in chain_wait, `--`, then
