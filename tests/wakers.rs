@@ -1,7 +1,8 @@
 //! End-to-end ground truth for `wake` rows (who woke each off-CPU interval, and the waker's
 //! stack then) and the `offwake` and `critical-path` queries: a chain of threads that wait on each other through
 //! pipes, producers signalling a consumer through a condition variable, and wakeups from a
-//! timer and from block IO completions, which must be named as such.
+//! timer and from block IO completions, which must be named as such; stacks-top's "woken by"
+//! nodes and `w`, which follows the chain.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -228,7 +229,63 @@ fn a_chain_of_waits_names_each_waker_and_its_stack() {
         waits > 0 && chained * 100 >= waits * 99,
         "of the {waits} ns waited in chain_wait, {chained} read as woken from chain_pass:\n{folded}"
     );
+    top_follows_the_chain(&dir, (a, b, c));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// stacks-top: chain-a's off-CPU stack tree goes on under its leaf with "woken by", chain-b
+/// and chain-b's stack from `try_to_wake_up` to its root; `w` in the tree (in tmux) follows
+/// the chain: chain-b's own waits, woken by chain-c, then chain-c's.
+fn top_follows_the_chain(dir: &Path, (a, b, c): (i64, i64, i64)) {
+    let d = dir.display();
+    let peek = sh(&format!(
+        "stacks-top -d {d}/store --kind switch --where 'tid = {a}' --once --peek"
+    ));
+    check(&peek, "stacks-top --once --peek of chain-a's waits");
+    let text = String::from_utf8_lossy(&peek.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.ends_with("▾ woken by"))
+        .unwrap_or_else(|| panic!("no \"woken by\" node in chain-a's tree:\n{text}"));
+    let share = |l: &str| {
+        l.trim_start()
+            .split('%')
+            .next()
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    let (leaf, waker, wake_fn) = (lines[at - 1], lines[at + 1], lines[at + 2]);
+    assert!(
+        leaf.ends_with("__schedule")
+            && waker.ends_with(&format!("chain-b · tid {b}"))
+            && wake_fn.ends_with("try_to_wake_up")
+            && share(waker) >= 99.0
+            && lines[at..].iter().any(|l| l.ends_with("chain_pass")),
+        "chain-a's waits under __schedule: woken by chain-b (≥ 99%) from chain_pass:\n{text}"
+    );
+
+    let top = stacks_tests::tmux::Tmux::start(
+        "wakers",
+        &format!("stacks-top -d {d}/store --kind switch --where 'tid = {a}'"),
+    );
+    top.wait(30, "the table", |s| s.contains("sleeping"));
+    top.keys(&["p"]);
+    top.wait(30, "chain-a's tree", |s| s.contains("woken by"));
+    top.keys(&["w"]);
+    let s = top.wait(30, "chain-b's waits", |s| {
+        s.contains(&format!("← chain-b · tid {b}")) && s.contains(&format!("chain-c · tid {c}"))
+    });
+    assert!(
+        s.contains("chain_wait"),
+        "chain-b's waits in chain_wait:\n{s}"
+    );
+    top.keys(&["w"]);
+    top.wait(30, "chain-c's waits", |s| {
+        s.contains(&format!("← chain-c · tid {c}")) && s.contains("fsync")
+    });
+    top.keys(&["q"]);
+    top.wait(10, "stacks-top to quit", |s| s.contains("TOP-EXIT=0"));
 }
 
 #[test]

@@ -25,6 +25,8 @@ pub enum Effect {
     Flame,
     /// Open the sandwich of [`App::sandwich_of`] over the view's stacks.
     Sandwich,
+    /// Replace the stack tree by that of the waker in [`App::follow_waker`].
+    Follow,
     Quit,
 }
 
@@ -142,6 +144,8 @@ pub struct App {
     pub spark_width: Cell<usize>,
     /// The function whose sandwich [`Effect::Sandwich`] opens.
     pub sandwich_of: Option<String>,
+    /// The waker (thread id, node name) whose waits [`Effect::Follow`] opens.
+    pub follow_waker: Option<(i64, String)>,
 }
 
 impl App {
@@ -171,6 +175,7 @@ impl App {
             page: Cell::new(20),
             spark_width: Cell::new(60),
             sandwich_of: None,
+            follow_waker: None,
         }
     }
 
@@ -251,6 +256,22 @@ impl App {
                 KeyCode::Enter | KeyCode::Char(' ') => {
                     tree.toggle();
                     Effect::None
+                }
+                KeyCode::Char('w') => {
+                    match tree.waker_at_cursor().or_else(|| tree.heaviest_waker()) {
+                        Some((0, name)) => {
+                            self.info(format!("{name} is not a thread: the chain ends there"));
+                            Effect::None
+                        }
+                        Some(waker) => {
+                            self.follow_waker = Some(waker);
+                            Effect::Follow
+                        }
+                        None => {
+                            self.info("no waker in this tree (record with -e switch,wake)");
+                            Effect::None
+                        }
+                    }
                 }
                 KeyCode::Char('s') => {
                     let at = tree.visible().get(tree.cursor).copied().unwrap_or(0);

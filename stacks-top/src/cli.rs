@@ -305,6 +305,7 @@ fn interactive(mut engine: Engine, mut app: App) -> Result<ExitCode> {
                     Effect::Peek => session::peek(&engine, &mut app),
                     Effect::Flame => session::open_flame(&engine, &mut app),
                     Effect::Sandwich => session::open_sandwich(&engine, &mut app),
+                    Effect::Follow => session::follow_waker(&engine, &mut app),
                     Effect::None => {}
                 },
                 _ => {}

@@ -314,9 +314,56 @@ pub fn tree(
     let planner = Planner {
         columns: &engine.columns,
     };
-    let sql = planner.stacks(&app.view, values);
+    let sql = planner.stacks(&app.view, values, has_wakers(engine));
     let (batches, took) = engine.timed("the row's stacks", &sql, Some(app.view.window))?;
     Ok((title.join(" · "), Tree::new(&batches)?, took))
+}
+
+/// Whether the store holds `wake` rows (the waker of each explained off-CPU interval).
+fn has_wakers(engine: &Engine) -> bool {
+    engine
+        .kinds
+        .iter()
+        .any(|(k, n)| k == stacks_stream::kind::WAKE && *n > 0)
+}
+
+/// The stack tree of thread `tid`'s off-CPU intervals in the view's window, with their
+/// wakers: one link down the chain from the waker highlighted in the stack tree (`w`).
+pub fn waker_tree(engine: &Engine, app: &App, tid: i64) -> Result<(Tree, std::time::Duration)> {
+    let planner = Planner {
+        columns: &engine.columns,
+    };
+    let sql = planner.waker_stacks(&app.view, tid);
+    let (batches, took) = engine.timed("the waker's stacks", &sql, Some(app.view.window))?;
+    Ok((Tree::new(&batches)?, took))
+}
+
+/// Follow the chain of wakers one link (`w` on a waker in the stack tree): the tree of that
+/// waker's own off-CPU intervals in the same window, and who woke it.
+pub fn follow_waker(engine: &Engine, app: &mut App) {
+    let Some((tid, name)) = app.follow_waker.take() else {
+        return;
+    };
+    let Mode::Peek { title, .. } = &app.mode else {
+        return;
+    };
+    let title = format!("{title} ← {name}");
+    match waker_tree(engine, app, tid) {
+        Ok((tree, _)) if tree.nodes[0].value == 0.0 => {
+            app.info(format!(
+                "{name}: no off-CPU intervals of its own in this window"
+            ));
+            let _ = tree;
+        }
+        Ok((tree, took)) => {
+            app.info(format!(
+                "off-CPU stacks of {name}, who woke the row: w follows its own waker, Esc goes back"
+            ));
+            app.timing = format!("{} frames · {} ms", tree.nodes.len() - 1, took.as_millis());
+            app.mode = Mode::Peek { title, tree };
+        }
+        Err(e) => app.error(format!("follow the waker: {e:#}")),
+    }
 }
 
 /// Open the stack tree of the highlighted row.
@@ -328,7 +375,9 @@ pub fn peek(engine: &Engine, app: &mut App) {
     let values = row.values.clone();
     match tree(engine, app, &values) {
         Ok((title, tree, took)) => {
-            app.info("the row's stacks: Enter folds or unfolds, Esc goes back");
+            app.info(
+                "the row's stacks: Enter folds or unfolds, w follows the waker, Esc goes back",
+            );
             app.timing = format!("{} frames · {} ms", tree.nodes.len() - 1, took.as_millis());
             app.mode = Mode::Peek { title, tree };
         }

@@ -26,7 +26,7 @@ const MAX_CELL: usize = 40;
 const KEYS: &str = "↑↓ row  ←→ column  ⏎ drill  ⌫ back  g group  / search  f filter  \
                     [ ] window  w whole  l latency  p stacks  F flame  Tab kind  h help  q quit";
 /// The keys of the stack tree.
-const TREE_KEYS: &str = "↑↓ node  ⏎ fold/unfold  s sandwich  Esc back  q quit";
+const TREE_KEYS: &str = "↑↓ node  ⏎ fold/unfold  s sandwich  w waker's waits  Esc back  q quit";
 
 fn label() -> Style {
     Style::default().fg(Color::Cyan)
@@ -524,7 +524,10 @@ pub const HELP: &[(&str, &str)] = &[
     ("[  ]", "move the window back or forward by its length"),
     ("w", "window: the whole range, or the last --window"),
     ("l", "latency columns: histogram <1µs…≥1s, p50, p95, p99"),
-    ("p", "the merged stack tree of the highlighted row"),
+    (
+        "p",
+        "stack tree of the highlighted row; w in it follows the waker",
+    ),
     (
         "F",
         "flame graph of the view: ⏎ zoom, ⌫ zoom out, / search, s sandwich",

@@ -254,16 +254,35 @@ impl Planner<'_> {
 
     /// The stacks of the rows of `view` whose group columns equal `row` (one value per group
     /// column), in the window: `stack` and its weight `w` (thread-ns, else events).
-    pub fn stacks(&self, view: &View, row: &[Value]) -> String {
+    /// With `wakers` (the view shows `switch` rows and the store has `wake` rows), each stack
+    /// comes once per waker: `waker_stack`, `waker` (its thread name) and `waker_tid` of the
+    /// `wake` row that ended the interval, null for intervals no `wake` row explains.
+    pub fn stacks(&self, view: &View, row: &[Value], wakers: bool) -> String {
         let extra: Vec<String> = view
             .group
             .iter()
             .zip(row)
             .map(|(g, v)| self.equals(g, v))
             .collect();
-        let (used, text) = self.used(view, &extra);
+        self.stacks_where(view, &extra, wakers)
+    }
+
+    /// The stacks of thread `tid`'s off-CPU intervals in `view`'s window, with their wakers:
+    /// one link down a chain of wakers (`w` in the stack tree).
+    pub fn waker_stacks(&self, view: &View, tid: i64) -> String {
+        let view = View {
+            kind: Some(stacks_stream::kind::SWITCH.to_string()),
+            steps: Vec::new(),
+            group: Vec::new(),
+            ..view.clone()
+        };
+        self.stacks_where(&view, &[format!("tid = {tid}")], true)
+    }
+
+    fn stacks_where(&self, view: &View, extra: &[String], wakers: bool) -> String {
+        let (used, text) = self.used(view, extra);
         let relation = self.relation(&used, &text);
-        let mut conds = self.conditions(view, &extra);
+        let mut conds = self.conditions(view, extra);
         conds.push("time >= $from AND time < $to".into());
         let weight = if view
             .kind
@@ -275,11 +294,31 @@ impl Planner<'_> {
         } else {
             "coalesce(count, 1)".to_string()
         };
+        let wakers = wakers && view.kind.as_deref() == Some(stacks_stream::kind::SWITCH);
+        if !wakers {
+            return format!(
+                "SELECT t.stack, q.w, q.n FROM (SELECT stack_id, sum({weight}) AS w, \
+                 sum(coalesce(count, 1)) AS n FROM {relation} WHERE {} GROUP BY stack_id) q \
+                 LEFT JOIN stack_table t ON q.stack_id = t.stack_id",
+                conds.join(" AND ")
+            );
+        }
+        // A wake row is linked to the interval it ended: wakee = tid, its time less its
+        // duration (the wait) = the switch-out.
         format!(
-            "SELECT t.stack, q.w, q.n FROM (SELECT stack_id, sum({weight}) AS w, \
-             sum(coalesce(count, 1)) AS n FROM {relation} WHERE {} GROUP BY stack_id) q \
-             LEFT JOIN stack_table t ON q.stack_id = t.stack_id",
-            conds.join(" AND ")
+            "SELECT t.stack, q.w, q.n, wt.stack AS waker_stack, q.waker, q.waker_tid FROM \
+             (SELECT r.stack_id, wk.stack_id AS waker_stack_id, wk.thread AS waker, \
+             wk.tid AS waker_tid, sum(r.w_) AS w, sum(r.n_) AS n FROM \
+             (SELECT tid, time, duration, stack_id, {weight} AS w_, coalesce(count, 1) AS n_ \
+             FROM {relation} WHERE {}) r \
+             LEFT JOIN samples wk ON wk.kind = {wake} AND wk.wakee = r.tid \
+             AND r.duration IS NOT NULL \
+             AND cast(wk.time AS bigint) - wk.duration = cast(r.time AS bigint) \
+             GROUP BY r.stack_id, wk.stack_id, wk.thread, wk.tid) q \
+             LEFT JOIN stack_table t ON q.stack_id = t.stack_id \
+             LEFT JOIN stack_table wt ON q.waker_stack_id = wt.stack_id",
+            conds.join(" AND "),
+            wake = catalog::quote_text(stacks_stream::kind::WAKE),
         )
     }
 
