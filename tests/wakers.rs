@@ -1,8 +1,9 @@
 //! End-to-end ground truth for `wake` rows (who woke each off-CPU interval, and the waker's
 //! stack then) and the `offwake` and `critical-path` queries: a chain of threads that wait on each other through
 //! pipes, producers signalling a consumer through a condition variable, and wakeups from a
-//! timer and from block IO completions, which must be named as such; stacks-top's "woken by"
-//! nodes and `w`, which follows the chain.
+//! timer and from block IO completions, which must be named as such, and a lock convoy
+//! (every wait for the lock ended by the thread releasing it); stacks-top's "woken by" nodes
+//! and `w`, which follows the chain.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -286,6 +287,77 @@ fn top_follows_the_chain(dir: &Path, (a, b, c): (i64, i64, i64)) {
     });
     top.keys(&["q"]);
     top.wait(10, "stacks-top to quit", |s| s.contains("TOP-EXIT=0"));
+}
+
+#[test]
+fn a_lock_convoy_names_the_releasing_thread() {
+    if !bpf_available("a_lock_convoy_names_the_releasing_thread") {
+        return;
+    }
+    let _serial = bpf_serial();
+    let dir = scratch("wakers-convoy");
+    // MIN 0: every wait for the lock is a row, so they sum to the threads' own clocks.
+    let report = record(
+        &dir,
+        "switch:uk:0,wake:uk",
+        "convoy --threads 4 --rounds 40 --hold-ms 2",
+    );
+    let threads = report["threads"].as_array().unwrap();
+    let field = |t: &serde_json::Value, f: &str| t[f].as_f64().unwrap();
+    // Each thread's time off CPU in convoy_lock by its own clocks: its wall time in the lock
+    // less its CPU time there.
+    let truth: f64 = threads
+        .iter()
+        .map(|t| field(t, "lock_wait_ns") - field(t, "lock_wait_cpu_ns"))
+        .sum();
+    let recorded = query(
+        &dir,
+        "SELECT sum(s.value) FROM samples s JOIN stack_table st ON st.stack_id = s.stack_id \
+         WHERE s.kind = 'switch' AND s.thread LIKE 'convoy-%' \
+         AND stack_fold(st.stack) LIKE '%convoy_lock%'",
+    );
+    let recorded: f64 = recorded[0][0].parse().unwrap_or(0.0);
+    eprintln!(
+        "convoy: {recorded} ns off CPU in convoy_lock recorded, {truth} by the threads' clocks"
+    );
+    assert!(
+        (recorded - truth).abs() <= truth * 0.02,
+        "off CPU in convoy_lock: {recorded} ns recorded, {truth} ns by the threads' clocks (±2%)"
+    );
+
+    // offwake: of the time blocked in convoy_lock that a wake row explains, ≥ 99% was ended by
+    // a convoy thread in convoy_release (a preemption in the lock has no waker: not a wait).
+    let d = dir.display();
+    let folded = sh(&format!(
+        "stacks-query -d {d}/store offwake -p comm=stacks-workload | \
+         stacks-pprof --format folded"
+    ));
+    check(
+        &folded,
+        "stacks-query offwake | stacks-pprof --format folded",
+    );
+    let (mut waits, mut released) = (0f64, 0f64);
+    for line in String::from_utf8_lossy(&folded.stdout).lines() {
+        let (stack, value) = line.rsplit_once(' ').expect("folded lines end in a value");
+        let Some((blocked, waker)) = stack.split_once(";--;") else {
+            continue;
+        };
+        if !blocked.contains("convoy_lock") {
+            continue;
+        }
+        let value: f64 = value.parse().expect("a folded value");
+        waits += value;
+        if waker.starts_with("try_to_wake_up;") && waker.contains("convoy_release") {
+            released += value;
+        }
+    }
+    eprintln!("convoy: {released} of {waits} ns waited in convoy_lock ended in convoy_release");
+    assert!(
+        waits >= truth * 0.9 && released >= waits * 0.99,
+        "of {waits} ns waited in convoy_lock ({truth} by the clocks), {released} ended in \
+         convoy_release"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -112,7 +112,10 @@ pub(crate) fn title(p: &Profile, index: usize) -> (String, String) {
     if let Some(host) = comment("host") {
         title.push_str(&format!(" on {host}"));
     }
-    let subtitle = if p.time_nanos > 0 {
+    let subtitle = if p.time_nanos > 0 && p.duration_nanos == 0 {
+        // Rows without times (a query that sums over them): only the recording's start.
+        format!("recorded from {}", rfc3339(p.time_nanos))
+    } else if p.time_nanos > 0 {
         let end = p.time_nanos.saturating_add(p.duration_nanos);
         format!(
             "{} to {} ({:.3} s)",

@@ -5,6 +5,7 @@
 mod callers;
 mod churn;
 mod contention;
+mod convoy;
 mod cpu;
 mod direct_read;
 mod kernel;
@@ -102,6 +103,11 @@ enum Cmd {
     /// the consumer (`pool_wait`) reports when it received each item, from which producer, and
     /// whether it blocked for it.
     Pool(wakers::PoolArgs),
+    /// A lock convoy: THREADS threads (`convoy-N`) each take one mutex ROUNDS times
+    /// (`convoy_lock`), hold it while burning HOLD_MS of CPU (`convoy_hold`) and release it
+    /// (`convoy_release`, which wakes a waiter); each reports its time waiting for the lock by
+    /// its own clocks (`lock_wait_ns`, of it on CPU `lock_wait_cpu_ns`) and its CPU holding it.
+    Convoy(convoy::ConvoyArgs),
     /// PAIRS enters and exits of one `tracing` span under LAYER (none, a plain registry, or
     /// the registry with tracing-stacks), timed; then WRITES one-byte writes to /dev/null
     /// inside a span (function `write_devnull`).
@@ -130,6 +136,7 @@ fn main() -> ExitCode {
         Cmd::SpanBench(a) => span_bench::run(&a),
         Cmd::Chain(a) => wakers::chain(&a),
         Cmd::Pool(a) => wakers::pool(&a),
+        Cmd::Convoy(a) => convoy::convoy(&a),
     };
     match result {
         Ok(report) => {

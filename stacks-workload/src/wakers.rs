@@ -61,20 +61,20 @@ fn chain_wait(fd: libc::c_int) -> Result<bool> {
 }
 
 /// Wall and CPU time of the calling thread from now, for its report.
-struct Clock {
+pub(crate) struct Clock {
     wall: Instant,
     cpu: u64,
 }
 
 impl Clock {
-    fn start() -> Self {
+    pub(crate) fn start() -> Self {
         Self {
             wall: Instant::now(),
             cpu: sys::thread_cpu_ns(),
         }
     }
 
-    fn report(&self, name: &str, extra: Value) -> Value {
+    pub(crate) fn report(&self, name: &str, extra: Value) -> Value {
         let wall = self.wall.elapsed().as_nanos() as u64;
         let cpu = sys::thread_cpu_ns() - self.cpu;
         let mut v = json!({
