@@ -2,7 +2,8 @@
 //! with three malloc sites of known bytes — small blocks freed at once, 4 KiB blocks kept (a
 //! leak), 1 MiB blocks freed at once — recorded at a 64 KiB interval: `alloc-space` gives each
 //! site's bytes within ±10%, `heap-inuse` names the leaking site with its kept bytes within
-//! ±10% and the other two near 0, through a `--` command (the preload injected) and through
+//! ±10% and the other two near 0 (and `heap-growth` agrees, from the start and from the
+//! middle of the leak), through a `--` command (the preload injected) and through
 //! `-p` of a process started with the preload. A process without the preload under `-p` gets
 //! one clear warning, and its other events are recorded.
 
@@ -74,6 +75,68 @@ fn by_site(store: &Path, query: &str, column: &str) -> HashMap<String, f64> {
     out
 }
 
+/// `heap-growth`: over the whole recording, each site's growth is its `heap-inuse` bytes (the
+/// leak's within ±10% of what it kept); from the middle sample of the leak's loop, the leak
+/// was live by half its bytes at the start (40–60%: its blocks are alike, allocated in one
+/// loop) and grew by the rest, end − start exactly.
+fn check_growth(store: &Path, truth: &HashMap<String, (f64, f64)>) {
+    let inuse = by_site(store, "heap-inuse", "inuse_bytes");
+    let growth = by_site(store, "heap-growth", "growth_bytes");
+    for s in SITES {
+        assert!(
+            (growth[s] - inuse[s]).abs() <= 0.001 * truth["site_leak"].1,
+            "{s}: heap-growth over the recording {} bytes, heap-inuse {}",
+            growth[s],
+            inuse[s]
+        );
+    }
+    let kept = truth["site_leak"].1;
+    assert!(
+        (growth["site_leak"] - kept).abs() <= 0.10 * kept,
+        "site_leak grew {} bytes, the program kept {kept}",
+        growth["site_leak"]
+    );
+    let times = sh(&format!(
+        "stacks-query -d {} --format csv -c \"SELECT s.time FROM samples s \
+         JOIN stack_table t ON t.stack_id = s.stack_id WHERE s.kind = 'alloc' \
+         AND s.op = 'alloc' AND stack_fold(t.stack) LIKE '%site_leak%' ORDER BY s.time\"",
+        store.display()
+    ));
+    check(&times, "the leak's sample times");
+    let times: Vec<String> = String::from_utf8_lossy(&times.stdout)
+        .lines()
+        .skip(1)
+        .map(str::to_string)
+        .collect();
+    assert!(times.len() > 100, "{} leak samples", times.len());
+    let middle = &times[times.len() / 2];
+    let half = sh(&format!(
+        "stacks-query -d {} --format json heap-growth -p comm=sites -p from={middle}",
+        store.display()
+    ));
+    check(&half, "heap-growth from the middle of the leak");
+    let rows: Vec<Value> = serde_json::from_slice(&half.stdout).expect("json");
+    let leak = rows
+        .iter()
+        .find(|r| {
+            r["stack"].as_array().is_some_and(|f| {
+                f.iter()
+                    .any(|f| f["function"].as_str() == Some("site_leak"))
+            })
+        })
+        .expect("a heap-growth row of site_leak");
+    let (start, end, grew) = (
+        leak["start_bytes"].as_f64().unwrap(),
+        leak["end_bytes"].as_f64().unwrap(),
+        leak["growth_bytes"].as_f64().unwrap(),
+    );
+    eprintln!("site_leak from {middle}: start {start}, end {end}, growth {grew} bytes");
+    assert!(
+        start >= 0.4 * end && start <= 0.6 * end && grew == end - start,
+        "site_leak from the middle of its loop: start {start}, end {end}, growth {grew} bytes"
+    );
+}
+
 /// `alloc-space` within ±10% of each site's bytes; `heap-inuse`: the leak within ±10% and
 /// first, the sites that free near 0; both through stacks-pprof.
 fn check_store(store: &Path, truth: &HashMap<String, (f64, f64)>) {
@@ -104,6 +167,8 @@ fn check_store(store: &Path, truth: &HashMap<String, (f64, f64)>) {
             );
         }
     }
+    check_growth(store, truth);
+
     // The leak view names the leak first.
     let q = sh(&format!(
         "stacks-query -d {} --format json heap-inuse -p comm=sites",

@@ -57,6 +57,7 @@ pub const BUNDLED: &[(&str, &str)] = &[
     ("stuck-spans", include_str!("../queries/stuck-spans.sql")),
     ("alloc-space", include_str!("../queries/alloc-space.sql")),
     ("heap-inuse", include_str!("../queries/heap-inuse.sql")),
+    ("heap-growth", include_str!("../queries/heap-growth.sql")),
 ];
 
 /// SQL text to run and the label that names it in error messages.
