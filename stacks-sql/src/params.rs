@@ -83,7 +83,10 @@ impl ParamType {
             })),
             Self::Text => ScalarValue::Utf8(Some(text.to_string())),
             Self::Timestamp => ScalarValue::TimestampNanosecond(
-                Some(stacks_stream::time::parse_time(text).ok()?),
+                Some(
+                    stacks_stream::time::parse_time_ago(text, stacks_stream::time::now_ns())
+                        .ok()?,
+                ),
                 Some("UTC".into()),
             ),
             Self::Interval => ScalarValue::IntervalMonthDayNano(Some(
@@ -98,7 +101,11 @@ impl ParamType {
             Self::Float => "a number, e.g. 0.5".into(),
             Self::Bool => "true or false".into(),
             Self::Text => "text".into(),
-            Self::Timestamp => format!("a timestamp ({})", stacks_stream::time::TIME_EXAMPLES),
+            Self::Timestamp => format!(
+                "a timestamp ({}; or {})",
+                stacks_stream::time::TIME_EXAMPLES,
+                stacks_stream::time::AGO_EXAMPLES
+            ),
             Self::Interval => format!(
                 "a length of time ({})",
                 stacks_stream::cli::DURATION_EXAMPLES
