@@ -1,55 +1,13 @@
 //! The exported allocator functions that interpose glibc's (C++'s `operator new`/`delete` call
-//! malloc and free on glibc): each asks [`crate::sampler`] whether its bytes are sampled, and
+//! malloc and free on glibc): each asks stacks-alloc-sampler whether its bytes are sampled, and
 //! fires `stacks:alloc` for a sampled block and `stacks:free` when a kept pointer is freed,
 //! before the block goes back (so its address cannot be reused by another thread in between).
 
 use std::ffi::c_void;
 
-use crate::{live, real, sampler};
+use stacks_alloc_sampler::{after_alloc, before_free};
 
-/// A sampled allocation: keep its pointer and fire the probe. Its own function, never inlined,
-/// so the probe's stack is this frame, the interposed function's, then the caller's.
-#[cold]
-#[inline(never)]
-fn sampled(p: *mut c_void, size: usize, weight: u64) {
-    // Whether its free will be reported: not when the table of sampled pointers is full.
-    let tracked = live::insert(p as usize, size);
-    probe::probe!(
-        stacks,
-        alloc,
-        p as isize,
-        size as isize,
-        weight as isize,
-        isize::from(tracked)
-    );
-}
-
-#[inline(always)]
-fn after_alloc(p: *mut c_void, size: usize) -> *mut c_void {
-    if !p.is_null()
-        && let Some(w) = sampler::sample(size)
-    {
-        sampled(p, size, w);
-    }
-    p
-}
-
-/// Before `p` goes back to the allocator: when it is a kept sampled pointer, forget it and
-/// fire the free probe.
-#[inline(always)]
-fn before_free(p: *mut c_void) {
-    if live::maybe(p as usize) {
-        freed(p);
-    }
-}
-
-#[cold]
-#[inline(never)]
-fn freed(p: *mut c_void) {
-    if let Some(size) = live::remove(p as usize) {
-        probe::probe!(stacks, free, p as isize, size as isize);
-    }
-}
+use crate::real;
 
 /// # Safety
 /// The C `malloc` contract.

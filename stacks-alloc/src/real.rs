@@ -42,7 +42,7 @@ fn init() -> bool {
         Err(LOOKING) => return false,
         Err(_) => return true,
     }
-    crate::sampler::configure();
+    stacks_alloc_sampler::sampler::configure();
     for (slot, name) in [
         (&MALLOC, c"malloc"),
         (&FREE, c"free"),
@@ -56,7 +56,7 @@ fn init() -> bool {
     }
     STATE.store(READY, Ordering::Release);
     // After READY: registering may allocate.
-    crate::live::at_fork();
+    stacks_alloc_sampler::live::at_fork();
     true
 }
 

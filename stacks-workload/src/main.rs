@@ -8,6 +8,7 @@ mod contention;
 mod convoy;
 mod cpu;
 mod direct_read;
+mod heap;
 mod kernel;
 mod mixed;
 mod phases;
@@ -24,6 +25,12 @@ mod wakers;
 mod write;
 
 use std::process::ExitCode;
+
+/// Allocations sampled by bytes for `stacks-record -e alloc` (`heap-sites`' ground truth);
+/// with no recorder attached, a thread-local countdown per allocation.
+#[global_allocator]
+static ALLOC: tracing_stacks::SampledAlloc<std::alloc::System> =
+    tracing_stacks::SampledAlloc::new(std::alloc::System);
 
 use clap::{Parser, Subcommand};
 
@@ -108,6 +115,11 @@ enum Cmd {
     /// (`convoy_release`, which wakes a waiter); each reports its time waiting for the lock by
     /// its own clocks (`lock_wait_ns`, of it on CPU `lock_wait_cpu_ns`) and its CPU holding it.
     Convoy(convoy::ConvoyArgs),
+    /// Three allocation sites through the global allocator (tracing-stacks' SampledAlloc):
+    /// `site_small` (SMALL 48-byte blocks freed at once), `site_leak` (LEAK 4 KiB blocks
+    /// kept), `site_big` (BIG 1 MiB blocks freed at once); reports each site's bytes
+    /// allocated and kept.
+    HeapSites(heap::HeapSitesArgs),
     /// PAIRS enters and exits of one `tracing` span under LAYER (none, a plain registry, or
     /// the registry with tracing-stacks), timed; then WRITES one-byte writes to /dev/null
     /// inside a span (function `write_devnull`).
@@ -137,6 +149,7 @@ fn main() -> ExitCode {
         Cmd::Chain(a) => wakers::chain(&a),
         Cmd::Pool(a) => wakers::pool(&a),
         Cmd::Convoy(a) => convoy::convoy(&a),
+        Cmd::HeapSites(a) => heap::run(&a),
     };
     match result {
         Ok(report) => {

@@ -16,6 +16,9 @@
 //!
 //! For a stripped executable, export the thread context from the application's build script
 //! with [`build::export`]; otherwise the recorder finds it in `.symtab`.
+//!
+//! [`SampledAlloc`] wraps the global allocator for heap profiling (`stacks-record -e alloc`,
+//! docs/heap.md).
 
 #![warn(unreachable_pub)]
 
@@ -26,9 +29,11 @@ use tracing_core::span::{Attributes, Id};
 use tracing_subscriber::layer::{Context, Layer};
 use tracing_subscriber::registry::LookupSpan;
 
+mod alloc;
 pub mod build;
 mod record;
 
+pub use alloc::SampledAlloc;
 pub use record::{ATTR_NAME, ATTR_PARENT, HEADER_LEN, Record};
 
 unsafe extern "C" {

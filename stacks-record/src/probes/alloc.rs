@@ -1,7 +1,9 @@
 //! The producer side of `-e alloc`: finding libstacks_alloc.so (next to the stacks-record
 //! executable, as the workspace and packages install them, or `STACKS_ALLOC_LIB`), the
 //! environment that preloads it into a `--` command, and attaching the `alloc` programs to the
-//! library's USDT probes (stacks:alloc, stacks:free) in every copy the targets map.
+//! library's USDT probes (stacks:alloc, stacks:free) in every copy the targets map — or to the
+//! executable's own, where a Rust program samples with tracing-stacks' `SampledAlloc` (then
+//! nothing is preloaded: its allocations would be sampled twice).
 
 use std::collections::HashSet;
 use std::os::unix::fs::MetadataExt;
@@ -27,6 +29,8 @@ const PROVIDER: &str = "stacks";
 pub(crate) struct AllocProbes {
     /// The library stacks-record preloads and attaches to (None: not found, `-p` only).
     library: Option<PathBuf>,
+    /// Whether a `--` command gets the library preloaded (not when it has its own probes).
+    preload: bool,
     /// `STACKS_ALLOC_INTERVAL` for a `--` command.
     interval: u64,
     links: Vec<Link>,
@@ -40,11 +44,29 @@ impl AllocProbes {
     pub(crate) fn start(
         skel: &StacksSkel<'_>,
         spec: &EventSpec,
-        command: bool,
+        command: Option<&[String]>,
     ) -> Result<Option<Self>> {
         let Some(k) = spec.get(kind::ALLOC) else {
             return Ok(None);
         };
+        let interval = k.arg.unwrap_or(512 << 10);
+        // A command with its own probes (SampledAlloc): attached to, nothing preloaded.
+        if let Some(exe) = command
+            .and_then(|c| c.first())
+            .and_then(|c| executable(c))
+            .filter(|exe| has_probes(exe))
+        {
+            let mut a = AllocProbes {
+                library: None,
+                preload: false,
+                interval,
+                links: Vec::new(),
+                files: HashSet::new(),
+            };
+            a.attach(skel, &exe)?;
+            return Ok(Some(a));
+        }
+        let command = command.is_some();
         let library = locate();
         if command
             && library.is_none()
@@ -63,7 +85,8 @@ impl AllocProbes {
         }
         let mut a = AllocProbes {
             library,
-            interval: k.arg.unwrap_or(512 << 10),
+            preload: true,
+            interval,
             links: Vec::new(),
             files: HashSet::new(),
         };
@@ -75,18 +98,16 @@ impl AllocProbes {
 
     /// The environment of a `--` command: the library first in `LD_PRELOAD`, and the interval.
     pub(crate) fn env(&self) -> Vec<(String, String)> {
-        let Some(lib) = &self.library else {
-            return Vec::new();
+        let interval = (INTERVAL_ENV.to_string(), self.interval.to_string());
+        let Some(lib) = self.library.as_ref().filter(|_| self.preload) else {
+            return vec![interval];
         };
         let lib = lib.display().to_string();
         let preload = match std::env::var("LD_PRELOAD") {
             Ok(rest) if !rest.trim().is_empty() => format!("{lib}:{rest}"),
             _ => lib,
         };
-        vec![
-            ("LD_PRELOAD".into(), preload),
-            (INTERVAL_ENV.into(), self.interval.to_string()),
-        ]
+        vec![("LD_PRELOAD".into(), preload), interval]
     }
 
     /// Processes already running (`-p`, names, `-a`, cgroups): attach to the copy of the
@@ -95,6 +116,19 @@ impl AllocProbes {
     pub(crate) fn running(&mut self, skel: &StacksSkel<'_>, pids: &[u32], named: &[u32]) {
         let mut without = Vec::new();
         for &pid in pids {
+            // A Rust program with SampledAlloc fires the probes from its own executable.
+            let exe = PathBuf::from(format!("/proc/{pid}/exe"));
+            if has_probes(&exe) {
+                match std::fs::canonicalize(&exe) {
+                    Ok(path) if path.is_file() => {
+                        if let Err(e) = self.attach(skel, &path) {
+                            eprintln!("stacks-record: warning: -e alloc: pid {pid}: {e:#}");
+                        }
+                        continue;
+                    }
+                    _ => {}
+                }
+            }
             match super::attach::mapped_file(pid, LIBRARY) {
                 Some(path) => {
                     if let Err(e) = self.attach(skel, &path) {
@@ -108,7 +142,7 @@ impl AllocProbes {
         if !without.is_empty() {
             let which: Vec<String> = without.iter().map(|&p| describe(p)).collect();
             eprintln!(
-                "stacks-record: warning: -e alloc: {} not started with {LIBRARY} (LD_PRELOAD), so no allocations are sampled there; start it with LD_PRELOAD={} or under `stacks-record -e alloc -- CMD`; the other events are recorded",
+                "stacks-record: warning: -e alloc: {} not started with {LIBRARY} (LD_PRELOAD) and without tracing-stacks' SampledAlloc, so no allocations are sampled there; start it with LD_PRELOAD={} or under `stacks-record -e alloc -- CMD`; the other events are recorded",
                 which.join(", "),
                 self.library
                     .as_ref()
@@ -154,6 +188,22 @@ impl AllocProbes {
     pub(crate) fn detach(&mut self) {
         self.links.clear();
     }
+}
+
+/// Whether the file at `path` declares the `stacks:alloc` probe (SampledAlloc's, or the
+/// library's).
+fn has_probes(path: &Path) -> bool {
+    super::notes::file_has_usdt(path, PROVIDER, Some("alloc"))
+}
+
+/// The executable a command names: a path, or a name looked for in PATH.
+fn executable(name: &str) -> Option<PathBuf> {
+    if name.contains('/') {
+        return std::fs::canonicalize(name).ok().filter(|p| p.is_file());
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
 }
 
 /// `pid 1234 (name)`.

@@ -127,8 +127,11 @@ pub fn run() -> Result<ExitCode> {
     let early = (!hold)
         .then(|| probes::attach::attach(&skel, &probes))
         .transpose()?;
-    let mut alloc =
-        probes::alloc::AllocProbes::start(&skel, &spec, matches!(target, Target::Command(_)))?;
+    let command = match &target {
+        Target::Command(c) => Some(c.as_slice()),
+        _ => None,
+    };
+    let mut alloc = probes::alloc::AllocProbes::start(&skel, &spec, command)?;
     let env = alloc.as_ref().map(|a| a.env()).unwrap_or_default();
     let mut targets = Targets::add(&skel, &target, hold, &env)?;
     targets.cgroups = cgroups;

@@ -75,28 +75,9 @@ pub(crate) fn find(path: &Path) -> Result<Option<TlsOffsets>, String> {
     let found = lookup(&mut elf.dynamic_symbols().filter_map(named))
         .or_else(|| lookup(&mut elf.symbols().filter_map(named)));
     Ok(found.map(|o| TlsOffsets {
-        probes: has_span_probes(&elf),
+        probes: crate::probes::notes::elf_has_usdt(&elf, PROVIDER, None),
         ..o
     }))
-}
-
-/// Whether the SystemTap notes of `elf` (`.note.stapsdt`) name tracing-stacks' provider.
-fn has_span_probes<'d, R: object::ReadRef<'d>>(elf: &ElfFile64<'d, object::Endianness, R>) -> bool {
-    use object::read::elf::SectionHeader;
-    let Some(notes) = elf.section_by_name(".note.stapsdt") else {
-        return false;
-    };
-    let Ok(Some(mut it)) = notes.elf_section_header().notes(elf.endian(), elf.data()) else {
-        return false;
-    };
-    // Each note's descriptor: three addresses, then "provider\0name\0args\0".
-    while let Ok(Some(note)) = it.next() {
-        let desc = note.desc();
-        if desc.len() > 24 && desc[24..].starts_with(PROVIDER.as_bytes()) {
-            return true;
-        }
-    }
-    false
 }
 
 #[cfg(test)]

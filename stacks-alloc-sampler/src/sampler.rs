@@ -6,10 +6,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Mean bytes between samples when `STACKS_ALLOC_INTERVAL` is not set (jemalloc's
 /// `lg_prof_sample` 19 and the OpenTelemetry design use the same).
-pub(crate) const DEFAULT_INTERVAL: u64 = 512 << 10;
+pub const DEFAULT_INTERVAL: u64 = 512 << 10;
 
-/// The mean bytes between samples (0 until [`configure`] ran: then nothing is sampled).
-static INTERVAL: AtomicU64 = AtomicU64::new(0);
+/// [`INTERVAL`] before [`configure`] ran: the first slow path configures.
+const UNSET: u64 = u64::MAX;
+/// The mean bytes between samples (0: nothing is sampled).
+static INTERVAL: AtomicU64 = AtomicU64::new(UNSET);
 /// Mixed into each thread's seed, so threads draw different sequences.
 static SEEDS: AtomicU64 = AtomicU64::new(0x9e37_79b9_7f4a_7c15);
 
@@ -24,7 +26,7 @@ thread_local! {
 /// Read the interval from the environment (`STACKS_ALLOC_INTERVAL`: bytes, or with a K, M or G
 /// suffix, powers of 1024); a bad or missing value gives the default, 0 turns sampling off.
 /// Uses getenv only: no allocation.
-pub(crate) fn configure() {
+pub fn configure() {
     // SAFETY: getenv with a NUL-terminated name; the result is read before anything can
     // change the environment (this runs at load time, or in the first allocation).
     let v = unsafe { libc::getenv(c"STACKS_ALLOC_INTERVAL".as_ptr()) };
@@ -38,13 +40,19 @@ pub(crate) fn configure() {
     INTERVAL.store(interval, Ordering::Relaxed);
 }
 
-/// The mean bytes between samples in effect.
-pub(crate) fn interval() -> u64 {
-    INTERVAL.load(Ordering::Relaxed)
+/// The mean bytes between samples in effect (read from the environment the first time).
+pub fn interval() -> u64 {
+    match INTERVAL.load(Ordering::Relaxed) {
+        UNSET => {
+            configure();
+            INTERVAL.load(Ordering::Relaxed)
+        }
+        n => n,
+    }
 }
 
 /// `524288`, `512K`, `1M`, `4g`: bytes; `None` for anything else.
-pub(crate) fn parse_interval(s: &[u8]) -> Option<u64> {
+pub fn parse_interval(s: &[u8]) -> Option<u64> {
     let digits = s.iter().take_while(|b| b.is_ascii_digit()).count();
     if digits == 0 || digits > 15 {
         return None;
@@ -66,7 +74,7 @@ pub(crate) fn parse_interval(s: &[u8]) -> Option<u64> {
 /// Whether an allocation of `size` bytes is sampled: the fast path, a thread-local subtract
 /// and compare. Returns the weight of a sampled one.
 #[inline(always)]
-pub(crate) fn sample(size: usize) -> Option<u64> {
+pub fn sample(size: usize) -> Option<u64> {
     // try_with: a thread being torn down (its TLS gone) is not sampled.
     LEFT.try_with(|left| {
         let l = left.get().wrapping_sub(size as i64);
@@ -104,7 +112,7 @@ fn due(size: usize) -> Option<u64> {
 
 /// Bytes a sampled allocation of `size` stands for, at mean interval `mean`: the inverse of its
 /// probability of being sampled, `1 - exp(-size / mean)`.
-pub(crate) fn weight(size: u64, mean: u64) -> u64 {
+pub fn weight(size: u64, mean: u64) -> u64 {
     if mean == 0 || size == 0 {
         return size;
     }

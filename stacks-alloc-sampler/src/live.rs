@@ -15,7 +15,7 @@ const MAX_FILL: usize = SLOTS * 3 / 4;
 const FILTER: usize = 1 << 14;
 
 /// Sampled allocations whose pointer could not be kept (their shard was full).
-pub(crate) static UNTRACKED: AtomicU64 = AtomicU64::new(0);
+pub static UNTRACKED: AtomicU64 = AtomicU64::new(0);
 
 struct Shard {
     lock: AtomicBool,
@@ -88,7 +88,7 @@ impl Shard {
 
 /// Around `fork`: every shard is locked in the forking thread before, and unlocked in both
 /// processes after, so the child never inherits a shard locked by a thread it does not have.
-pub(crate) fn at_fork() {
+pub fn at_fork() {
     extern "C" fn prepare() {
         SHARD.iter().for_each(Shard::lock);
     }
@@ -100,7 +100,7 @@ pub(crate) fn at_fork() {
 }
 
 /// Keep sampled pointer `p` of `size` bytes. False when its shard is full.
-pub(crate) fn insert(p: usize, size: usize) -> bool {
+pub fn insert(p: usize, size: usize) -> bool {
     let h = hash(p);
     let added = shard(h).with(|t| {
         let mut i = home(h);
@@ -138,12 +138,12 @@ pub(crate) fn insert(p: usize, size: usize) -> bool {
 
 /// Whether `p` may be a kept pointer: the fast path of every free.
 #[inline(always)]
-pub(crate) fn maybe(p: usize) -> bool {
+pub fn maybe(p: usize) -> bool {
     COUNTS[bucket(hash(p))].load(Ordering::Acquire) != 0
 }
 
 /// Forget `p`; its size when it was kept.
-pub(crate) fn remove(p: usize) -> Option<usize> {
+pub fn remove(p: usize) -> Option<usize> {
     let h = hash(p);
     let size = shard(h).with(|t| {
         let mut i = home(h);
