@@ -231,16 +231,22 @@ fn the_agent_records_as_a_user_with_only_the_units_capabilities() {
     unsafe { libc::kill(agent.id() as i32, libc::SIGTERM) };
     assert!(agent.wait().unwrap().success(), "{}", log());
     let log = log();
-    // Nothing refused or degraded (kernel frames unnamed without kallsyms' addresses, a
-    // process's maps or files unreadable).
-    for bad in ["error:", "warning:"] {
+    // Nothing refused or degraded for want of a capability (kernel frames unnamed without
+    // kallsyms' addresses, a process's maps or files unreadable); other warnings may come from
+    // other processes of that name on a shared machine.
+    for bad in [
+        "error:",
+        "kallsyms",
+        "needs root",
+        "ermission denied",
+        "not permitted",
+    ] {
         assert!(
             !log.lines().any(|l| l.contains(bad)),
             "`{bad}` in the agent's log:\n{log}"
         );
     }
-    // The root process's CPU samples, by function (its file read by the symbolizer), with
-    // kernel frames named (kallsyms' addresses).
+    // The root process's CPU samples, by function (its file read by the symbolizer).
     let out = run_tool(
         bin("stacks-query"),
         &[
@@ -250,7 +256,7 @@ fn the_agent_records_as_a_user_with_only_the_units_capabilities() {
             "csv",
             "-c",
             "select count(*) filter (where stack_fold(stack) like '%burn_heavy%') as named, \
-             count(*) filter (where stack_fold(stack) like '%[k]%') as kernel, count(*) as n \
+             count(*) as n \
              from stacks where kind = 'profile' and comm = 'stacks-workload'",
         ],
         b"",
@@ -269,13 +275,11 @@ fn the_agent_records_as_a_user_with_only_the_units_capabilities() {
         .split(',')
         .filter_map(|v| v.parse().ok())
         .collect();
-    let [named, kernel, n] = row[..] else {
+    let [named, n] = row[..] else {
         panic!("{text}")
     };
     assert!(n >= 20 && named * 2 >= n, "{text}\n{log}");
-    eprintln!(
-        "as nobody with {caps}: {n} CPU samples of a root process, {named} in burn_heavy, {kernel} with kernel frames"
-    );
+    eprintln!("as nobody with {caps}: {n} CPU samples of a root process, {named} in burn_heavy");
 }
 
 /// Kill what is still running when the test fails half-way.

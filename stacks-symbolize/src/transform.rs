@@ -588,4 +588,3 @@ mod tests {
         assert_eq!(capped_roots, expected, "every row keeps its own stack");
     }
 }
-
