@@ -544,6 +544,11 @@ fn agent_keeps_a_bounded_readable_store_restarts_a_killed_stage_and_is_scraped()
             get(&format!("stacks_rows_total{{kind=\"{kind}\"}}")) > 0.0,
             "{kind}: {text}"
         );
+        assert!(
+            get(&format!("stacks_events_total{{kind=\"{kind}\"}}"))
+                >= get(&format!("stacks_rows_total{{kind=\"{kind}\"}}")),
+            "{kind}: {text}"
+        );
     }
     for stage in ["record", "symbolize", "pack"] {
         assert!(

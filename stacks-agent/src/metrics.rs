@@ -130,6 +130,18 @@ pub fn render(s: &Snapshot) -> String {
         labelled("cause", &p.lost),
     );
     family(
+        "stacks_events_total",
+        "counter",
+        "Events the stored rows stand for (their count: several for rows the kernel aggregated, folded or counted), by kind.",
+        labelled("kind", &p.events),
+    );
+    family(
+        "stacks_stack_capture_errors_total",
+        "counter",
+        "Rows whose kernel or user stack could not be captured, by stack.",
+        labelled("stack", &p.stack_errors),
+    );
+    family(
         "stacks_store_file_sets",
         "gauge",
         "Finished file sets in the store.",
