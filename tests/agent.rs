@@ -69,6 +69,14 @@ fn a_bad_configuration_is_one_line_and_exit_2_with_nothing_started() {
     );
     refused(&["--store", store_s], "nothing to record");
     refused(
+        &["-a", "--store", store_s, "--budget-cpu", "1"],
+        "budget_cpu: `1`: a percentage",
+    );
+    refused(
+        &["-a", "--store", store_s, "--budget-cpu", "1%"],
+        "budget_cpu: needs events",
+    );
+    refused(
         &["-c", dir.join("missing.toml").to_str().unwrap()],
         "missing.toml",
     );
@@ -141,6 +149,137 @@ fn the_systemd_unit_passes_systemd_analyze_verify() {
     assert!(out.status.success(), "{err}");
     let about: Vec<&str> = err.lines().filter(|l| l.contains("stacks-agent")).collect();
     assert!(about.is_empty(), "systemd-analyze verify: {err}");
+}
+
+/// The capabilities the unit grants (its `AmbientCapabilities`), as setpriv's
+/// `+bpf,+perfmon,…`.
+fn unit_capabilities(unit: &str) -> String {
+    let line = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("AmbientCapabilities="))
+        .expect("AmbientCapabilities in the unit");
+    line.split_whitespace()
+        .map(|c| format!("+{}", c.trim_start_matches("CAP_").to_lowercase()))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+#[test]
+fn the_agent_records_as_a_user_with_only_the_units_capabilities() {
+    let test = "the_agent_records_as_a_user_with_only_the_units_capabilities";
+    if !bpf_available(test) {
+        return;
+    }
+    let _serial = bpf_serial();
+    let unit = std::fs::read_to_string(
+        stacks_testkit::crate_dir(env!("CARGO_MANIFEST_DIR"))
+            .join("../packaging/stacks-agent.service"),
+    )
+    .unwrap();
+    let caps = unit_capabilities(&unit);
+    assert_eq!(
+        caps, "+bpf,+perfmon,+sys_ptrace,+dac_read_search,+syslog",
+        "the set this test and docs/agent.md justify"
+    );
+    // `nobody`: a user that exists on every system, owning nothing but the store.
+    let dir = scratch("agent-caps");
+    let store = dir.join("store");
+    std::fs::create_dir(&store).unwrap();
+    // SAFETY: chown(2) of a path we made, with a NUL-terminated copy.
+    let path = std::ffi::CString::new(store.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::chown(path.as_ptr(), 65534, 65534) }, 0);
+    // A root process the user may not read without the capabilities: its maps, its files.
+    let workload = Command::new(bin("stacks-workload"))
+        .args(["cpu", "--seconds", "60"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut running = Reap(vec![workload]);
+    let all = format!("-all,{caps}");
+    let agent = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--no-new-privs",
+        ])
+        .arg(format!("--inh-caps={all}"))
+        .arg(format!("--ambient-caps={all}"))
+        .arg(format!("--bounding-set={all}"))
+        .arg("--")
+        .arg(bin("stacks-agent"))
+        .args(["stacks-workload", "-e", "profile:uk:49,switch:uk,vfs:u"])
+        .args(["--store", store.to_str().unwrap(), "--max-age", "3s"])
+        .args(["--metrics", "off"])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("agent.log")).unwrap())
+        .spawn()
+        .expect("setpriv (util-linux)");
+    running.0.push(agent);
+    let log = || std::fs::read_to_string(dir.join("agent.log")).unwrap_or_default();
+    let start = Instant::now();
+    while store_sets(&store).0.len() < 2 {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "file sets from the agent as nobody:\n{}",
+            log()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let mut agent = running.0.pop().unwrap();
+    // SAFETY: SIGTERM to our own child (setpriv execs the agent: same pid).
+    unsafe { libc::kill(agent.id() as i32, libc::SIGTERM) };
+    assert!(agent.wait().unwrap().success(), "{}", log());
+    let log = log();
+    // Nothing refused or degraded for want of a capability (kernel frames unnamed without
+    // kallsyms' addresses, a process's maps or files unreadable); other warnings may come from
+    // other processes of that name on a shared machine.
+    for bad in [
+        "error:",
+        "kallsyms",
+        "needs root",
+        "ermission denied",
+        "not permitted",
+    ] {
+        assert!(
+            !log.lines().any(|l| l.contains(bad)),
+            "`{bad}` in the agent's log:\n{log}"
+        );
+    }
+    // The root process's CPU samples, by function (its file read by the symbolizer).
+    let out = run_tool(
+        bin("stacks-query"),
+        &[
+            "-d",
+            store.to_str().unwrap(),
+            "-f",
+            "csv",
+            "-c",
+            "select count(*) filter (where stack_fold(stack) like '%burn_heavy%') as named, \
+             count(*) as n \
+             from stacks where kind = 'profile' and comm = 'stacks-workload'",
+        ],
+        b"",
+        Duration::from_secs(120),
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let row: Vec<u64> = text
+        .lines()
+        .nth(1)
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    let [named, n] = row[..] else {
+        panic!("{text}")
+    };
+    assert!(n >= 20 && named * 2 >= n, "{text}\n{log}");
+    eprintln!("as nobody with {caps}: {n} CPU samples of a root process, {named} in burn_heavy");
 }
 
 /// Kill what is still running when the test fails half-way.
@@ -403,6 +542,11 @@ fn agent_keeps_a_bounded_readable_store_restarts_a_killed_stage_and_is_scraped()
     for kind in ["profile", "state"] {
         assert!(
             get(&format!("stacks_rows_total{{kind=\"{kind}\"}}")) > 0.0,
+            "{kind}: {text}"
+        );
+        assert!(
+            get(&format!("stacks_events_total{{kind=\"{kind}\"}}"))
+                >= get(&format!("stacks_rows_total{{kind=\"{kind}\"}}")),
             "{kind}: {text}"
         );
     }

@@ -1,8 +1,9 @@
 //! docs/architecture.md is checked against the workspace: its crate table names every member
 //! and no other, each "depends on" cell is the member's workspace dependencies in its
 //! Cargo.toml, and every file or directory the page names exists (in the crate whose row names
-//! it, or at that path from the repository's root; elsewhere anywhere in the repository). Needs
-//! no root and no built binaries.
+//! it, or at that path from the repository's root; elsewhere anywhere in the repository); and
+//! the host's tools (the agent and the three it runs) do not depend on the query engine
+//! (`cargo tree`). Needs no root and no built binaries.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -221,4 +222,33 @@ fn every_named_file_exists() {
         "docs/architecture.md names what does not exist: {}",
         missing.join(", ")
     );
+}
+
+/// #44: a host installs the agent and the three tools it runs without the query engine: their
+/// dependency tree (normal and build dependencies, this lockfile) has no DataFusion and no
+/// Ballista, so `cargo build --release -p stacks-agent -p stacks-record -p stacks-symbolize -p
+/// stacks-pack` builds in minutes, not the engine's half hour.
+#[test]
+fn the_host_tools_build_without_the_query_engine() {
+    let cargo = option_env!("CARGO").unwrap_or("cargo");
+    let out = std::process::Command::new(cargo)
+        .current_dir(root())
+        .args(["tree", "--offline", "--locked", "-e", "normal,build"])
+        .args(["--prefix", "none", "--format", "{p}"])
+        .args(["-p", "stacks-agent", "-p", "stacks-record"])
+        .args(["-p", "stacks-symbolize", "-p", "stacks-pack"])
+        .output()
+        .expect("cargo tree");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("stacks-agent"),
+        "cargo tree: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let engine: BTreeSet<&str> = text
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|p| p.starts_with("datafusion") || p.starts_with("ballista"))
+        .collect();
+    assert!(engine.is_empty(), "the host tools depend on {engine:?}");
 }

@@ -33,7 +33,7 @@ use crate::{TOOL, metrics};
 )]
 pub struct Args {
     /// Configuration file (TOML; keys: events, all, names, cgroups, store, max_age,
-    /// max_bytes, max_rows, partition, retain, max_total, metrics)
+    /// max_bytes, max_rows, partition, retain, max_total, metrics, budget_cpu)
     #[arg(short = 'c', long = "config", value_name = "FILE")]
     pub config: Option<PathBuf>,
 
@@ -90,6 +90,12 @@ pub struct Args {
     /// Serve /metrics on HOST:PORT, or `off` [key: metrics] [default: 127.0.0.1:9464]
     #[arg(long, value_name = "HOST:PORT|off")]
     pub metrics: Option<String>,
+
+    /// CPU budget: a percentage of the host's CPUs (`1%`) for the three stages and the BPF
+    /// programs together; over it for 10 s, the agent sheds events in a fixed order, under it
+    /// for a minute it restores them (docs/agent.md); needs -e [key: budget_cpu]
+    #[arg(long, value_name = "PERCENT|off")]
+    pub budget_cpu: Option<String>,
 }
 
 impl Args {
@@ -109,6 +115,7 @@ impl Args {
             retain: self.retain.clone(),
             max_total: self.max_total.clone(),
             metrics: self.metrics.clone(),
+            budget_cpu: self.budget_cpu.clone(),
         }
     }
 }
@@ -210,6 +217,10 @@ pub fn plan(config: &Config, exes: Vec<PathBuf>, pack_stats: PathBuf) -> Plan {
     Plan {
         stages: [(next(), record), (next(), Vec::new()), (next(), pack)],
         pack_stats,
+        budget: config
+            .budget_cpu
+            .zip(k.events.as_deref())
+            .map(|(limit, events)| (limit, crate::budget::ladder(events))),
     }
 }
 

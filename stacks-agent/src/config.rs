@@ -62,6 +62,9 @@ pub struct Keys {
     /// `HOST:PORT` of `/metrics`, or `off`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metrics: Option<String>,
+    /// The CPU budget, a percentage of the host's CPUs (`1%`), or `off`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget_cpu: Option<String>,
 }
 
 impl Keys {
@@ -80,6 +83,7 @@ impl Keys {
             retain: over.retain.or(self.retain),
             max_total: over.max_total.or(self.max_total),
             metrics: over.metrics.or(self.metrics),
+            budget_cpu: over.budget_cpu.or(self.budget_cpu),
         }
     }
 }
@@ -102,6 +106,8 @@ pub struct Config {
     /// A directory store (not a bucket URL).
     pub store_dir: Option<PathBuf>,
     pub metrics: Option<SocketAddr>,
+    /// The CPU budget as a fraction of the host's CPUs.
+    pub budget_cpu: Option<f64>,
 }
 
 /// Read `file` (if any), apply `flags` over it, and check the result.
@@ -204,6 +210,16 @@ pub fn check(keys: Keys) -> Result<Config, ConfigError> {
                 .map_err(|e| value("metrics", format!("`{addr}`: {e} (IP:PORT or off)")))?,
         ),
     };
+    let budget_cpu = match keys.budget_cpu.as_deref() {
+        None | Some("off") => None,
+        Some(b) => Some(crate::budget::parse_percent(b).map_err(|e| value("budget_cpu", e))?),
+    };
+    if budget_cpu.is_some() && keys.events.is_none() {
+        return Err(value(
+            "budget_cpu",
+            "needs events (-e): the budget sheds from the events named there".into(),
+        ));
+    }
     let store = keys.store.clone().ok_or_else(|| {
         value(
             "store",
@@ -233,6 +249,7 @@ pub fn check(keys: Keys) -> Result<Config, ConfigError> {
         store,
         store_dir,
         metrics,
+        budget_cpu,
     })
 }
 

@@ -4,6 +4,7 @@
 //! coherently and with backoff; and serves `/metrics` in the Prometheus text format. See
 //! docs/agent.md.
 
+pub mod budget;
 pub mod cli;
 pub mod config;
 pub mod metrics;

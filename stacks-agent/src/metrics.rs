@@ -23,12 +23,33 @@ pub struct StageMetrics {
     pub cpu_seconds: f64,
 }
 
+/// The CPU budget's state (docs/agent.md#the-cpu-budget).
+#[derive(Debug, Clone, Default)]
+pub struct BudgetMetrics {
+    /// The budget, a fraction of the host's CPUs.
+    pub limit_ratio: f64,
+    /// The cost over the last 10 s, a fraction of the host's CPUs.
+    pub used_ratio: f64,
+    /// The ladder's level taken (0: as configured) and its number of levels.
+    pub level: usize,
+    pub levels: usize,
+    /// Levels shed and restored.
+    pub shed: u64,
+    pub restored: u64,
+}
+
 /// Everything `/metrics` shows.
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
     pub stages: [StageMetrics; 3],
     pub pipeline_starts: u64,
     pub pack: PackTotals,
+    /// The recorder's `-e` now (the configured one, or a budget level's).
+    pub events: String,
+    /// Run time of the recorder's BPF programs, every run (counted while the kernel's BPF
+    /// statistics are on).
+    pub bpf_run_seconds: f64,
+    pub budget: Option<BudgetMetrics>,
 }
 
 /// The snapshot the supervisor updates and the server reads.
@@ -109,6 +130,18 @@ pub fn render(s: &Snapshot) -> String {
         labelled("cause", &p.lost),
     );
     family(
+        "stacks_events_total",
+        "counter",
+        "Events the stored rows stand for (their count: several for rows the kernel aggregated, folded or counted), by kind.",
+        labelled("kind", &p.events),
+    );
+    family(
+        "stacks_stack_capture_errors_total",
+        "counter",
+        "Rows whose kernel or user stack could not be captured, by stack.",
+        labelled("stack", &p.stack_errors),
+    );
+    family(
         "stacks_store_file_sets",
         "gauge",
         "Finished file sets in the store.",
@@ -144,6 +177,55 @@ pub fn render(s: &Snapshot) -> String {
         "Bytes of the file sets deleted by retention.",
         vec![(String::new(), p.deleted_bytes as f64)],
     );
+    family(
+        "stacks_agent_bpf_run_seconds_total",
+        "counter",
+        "Run time of the recorder's BPF programs (in the threads they ran in), every run.",
+        vec![(String::new(), s.bpf_run_seconds)],
+    );
+    if !s.events.is_empty() {
+        family(
+            "stacks_agent_recording_info",
+            "gauge",
+            "What the recorder records now: its -e (the configured one or a budget level's).",
+            vec![(format!("{{events=\"{}\"}}", escape(&s.events)), 1.0)],
+        );
+    }
+    if let Some(b) = &s.budget {
+        family(
+            "stacks_agent_budget_cpu_ratio",
+            "gauge",
+            "The CPU budget, a fraction of the host's CPUs.",
+            vec![(String::new(), b.limit_ratio)],
+        );
+        family(
+            "stacks_agent_budget_used_cpu_ratio",
+            "gauge",
+            "CPU of the three stages and the BPF programs over the last 10 s, a fraction of the host's CPUs.",
+            vec![(String::new(), b.used_ratio)],
+        );
+        family(
+            "stacks_agent_budget_level",
+            "gauge",
+            "The budget's level taken: 0 records as configured, each level more sheds one more step.",
+            vec![(String::new(), b.level as f64)],
+        );
+        family(
+            "stacks_agent_budget_levels",
+            "gauge",
+            "Levels of the budget's ladder for the configured events (the highest level is this minus 1).",
+            vec![(String::new(), b.levels as f64)],
+        );
+        family(
+            "stacks_agent_budget_changes_total",
+            "counter",
+            "Budget levels taken: shed (over budget for 10 s) and restore (under budget for a minute).",
+            vec![
+                ("{direction=\"shed\"}".to_string(), b.shed as f64),
+                ("{direction=\"restore\"}".to_string(), b.restored as f64),
+            ],
+        );
+    }
     out
 }
 

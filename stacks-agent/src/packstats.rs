@@ -13,6 +13,8 @@ use serde::Deserialize;
 pub struct PackStats {
     pub rows: BTreeMap<String, u64>,
     pub lost: BTreeMap<String, u64>,
+    pub events: BTreeMap<String, u64>,
+    pub stack_errors: BTreeMap<String, u64>,
     pub sets_written: u64,
     pub bytes_written: u64,
     pub store_sets: u64,
@@ -34,6 +36,8 @@ impl PackStats {
 pub struct PackTotals {
     pub rows: BTreeMap<String, u64>,
     pub lost: BTreeMap<String, u64>,
+    pub events: BTreeMap<String, u64>,
+    pub stack_errors: BTreeMap<String, u64>,
     pub sets_written: u64,
     pub bytes_written: u64,
     pub store_sets: u64,
@@ -81,6 +85,12 @@ fn add(t: &mut PackTotals, run: &PackStats) {
     }
     for (k, v) in &run.lost {
         *t.lost.entry(k.clone()).or_default() += v;
+    }
+    for (k, v) in &run.events {
+        *t.events.entry(k.clone()).or_default() += v;
+    }
+    for (k, v) in &run.stack_errors {
+        *t.stack_errors.entry(k.clone()).or_default() += v;
     }
     t.sets_written += run.sets_written;
     t.bytes_written += run.bytes_written;

@@ -5,7 +5,9 @@
 //! backoff (1 s, doubling to a minute; back to 1 s after a minute of running), each restart
 //! logged and counted against the stage that died. SIGTERM or ^C stops it the same way,
 //! within 10 s. Once a second the stages' memory and CPU time and stacks-pack's
-//! counters are taken into the metrics snapshot.
+//! counters are taken into the metrics snapshot, and the CPU budget (if any) is checked: a
+//! level it asks for is taken by stopping the pipeline the same way and starting it again at
+//! once with that level's events (not a restart: no backoff, counted apart).
 
 use std::path::PathBuf;
 use std::process::{ExitCode, Stdio};
@@ -13,7 +15,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use crate::metrics::{self, Shared};
+use crate::budget::{self, Budget, Change};
+use crate::metrics::{self, BudgetMetrics, Shared};
 use crate::packstats::{Accumulator, PackStats};
 use crate::stage::{self, Exit, Running, Which};
 
@@ -31,6 +34,10 @@ const DRAIN: Duration = Duration::from_secs(5);
 /// ... then the stages left are told to stop (the packer finishes its set) for this long,
 /// then killed: stopping takes at most 10 s.
 const FINISH: Duration = Duration::from_secs(3);
+/// A budget change stops the pipeline with no deadline to meet: the recorder, which under a
+/// flood may hold many seconds of events, is given this long to hand them all over (a signal
+/// meanwhile cuts it to [`DRAIN`]).
+const BUDGET_DRAIN: Duration = Duration::from_secs(60);
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -39,6 +46,9 @@ pub struct Plan {
     pub stages: [(PathBuf, Vec<String>); 3],
     /// The file stacks-pack writes its counters to (its `--stats`).
     pub pack_stats: PathBuf,
+    /// The CPU budget (a fraction of the host's CPUs) and the ladder of the recorder's `-e`
+    /// (the recorder's arguments then start with `-e`, followed by the configured events).
+    pub budget: Option<(f64, Vec<budget::Level>)>,
 }
 
 /// The stages of a started pipeline still running.
@@ -55,6 +65,8 @@ enum Outcome {
     Signal,
     /// A stage refused its arguments (exit status 2) at the first start: no restart helps.
     Usage(Which),
+    /// The budget took another level: start again now.
+    Budget,
 }
 
 /// The supervisor's state.
@@ -65,6 +77,10 @@ struct Supervisor<'a> {
     cpu_ended: [f64; 3],
     pack: Accumulator,
     backoff: Duration,
+    budget: Option<Budget>,
+    /// BPF run time of the recorder's ended runs, and of the running one (by its pid).
+    bpf_ended: f64,
+    bpf_running: Option<(i32, f64)>,
 }
 
 /// Run the pipeline until SIGTERM or ^C; exit status 2 when a stage refused its arguments.
@@ -75,14 +91,34 @@ pub fn run(plan: &Plan, shared: Shared) -> Result<ExitCode> {
         cpu_ended: [0.0; 3],
         pack: Accumulator::default(),
         backoff: BACKOFF_FIRST,
+        budget: plan
+            .budget
+            .clone()
+            .map(|(limit, levels)| Budget::new(limit, levels, budget::host_cpus())),
+        bpf_ended: 0.0,
+        bpf_running: None,
+    };
+    // The kernel counts BPF programs' run time only while asked to: held for the agent's life.
+    let _bpf_stats = match &sup.budget {
+        Some(_) => match budget::enable_bpf_stats() {
+            Ok(fd) => fd,
+            Err(e) => {
+                eprintln!(
+                    "stacks-agent: warning: the budget counts the stages' CPU time but not the BPF programs' run time: kernel.bpf_stats_enabled is 0 and turning the statistics on (BPF_ENABLE_STATS) failed: {e}"
+                );
+                None
+            }
+        },
+        None => None,
     };
     let mut first = true;
     loop {
         let outcome = sup.run_once(first);
         first = false;
         match outcome {
+            Outcome::Budget if !stacks_stream::sys::signal_caught() => {}
             Outcome::Died if sup.sleep_backoff() => {}
-            Outcome::Died | Outcome::Signal => {
+            Outcome::Died | Outcome::Signal | Outcome::Budget => {
                 eprintln!("stacks-agent: stopped");
                 return Ok(ExitCode::SUCCESS);
             }
@@ -141,7 +177,11 @@ impl Supervisor<'_> {
             }
             if last_sample.is_none_or(|t| t.elapsed() >= SAMPLE_EVERY) {
                 last_sample = Some(Instant::now());
-                self.sample(&pipe);
+                if let Some(change) = self.sample(&pipe) {
+                    self.take(change);
+                    self.stop_within(&mut pipe, BUDGET_DRAIN);
+                    return Outcome::Budget;
+                }
             }
             std::thread::sleep(TICK);
         }
@@ -154,8 +194,18 @@ impl Supervisor<'_> {
             started: Instant::now(),
         };
         let mut upstream = Stdio::null();
+        let events = self.budget.as_ref().map(|b| b.events().to_string());
         for which in Which::ALL {
             let (exe, args) = &self.plan.stages[which.index()];
+            let mut args = args.clone();
+            if which == Which::Record
+                && let Some(e) = &events
+                && args.first().is_some_and(|a| a == "-e")
+                && args.len() > 1
+            {
+                args[1] = e.clone();
+            }
+            let args = &args;
             let stdout = match which {
                 Which::Pack => Stdio::null(),
                 _ => Stdio::piped(),
@@ -176,9 +226,22 @@ impl Supervisor<'_> {
                 }
             }
         }
-        for s in &mut metrics::lock(&self.shared).stages {
+        if let Some(b) = &mut self.budget {
+            b.pipeline_started(pipe.started);
+        }
+        let mut snap = metrics::lock(&self.shared);
+        for s in &mut snap.stages {
             s.up = true;
         }
+        snap.events = match events {
+            Some(e) => e,
+            None => self.plan.stages[0]
+                .1
+                .windows(2)
+                .find(|w| w[0] == "-e")
+                .map(|w| w[1].clone())
+                .unwrap_or_default(),
+        };
         Ok(pipe)
     }
 
@@ -242,17 +305,31 @@ impl Supervisor<'_> {
     /// end reaches the symbolizer, then the packer, which finishes its set); after
     /// [`DRAIN`] the stages left are sent SIGTERM, after [`FINISH`] more SIGKILL.
     fn stop(&mut self, pipe: &mut Pipeline) {
-        let deadline = Instant::now() + DRAIN;
+        self.stop_within(pipe, DRAIN);
+    }
+
+    /// [`Self::stop`], the recorder's end given `drain` to flow down (cut to [`DRAIN`] by a
+    /// signal).
+    fn stop_within(&mut self, pipe: &mut Pipeline, drain: Duration) {
+        let asked = Instant::now();
+        let mut deadline = asked + drain;
         if let Some(r) = pipe.running.iter().find(|r| r.which == Which::Record) {
             stage::signal(r.pid, libc::SIGTERM);
         }
-        self.wait_all(pipe, deadline);
+        while !pipe.running.is_empty() && Instant::now() < deadline {
+            if stacks_stream::sys::signal_caught() {
+                deadline = deadline.min(Instant::now() + DRAIN);
+            }
+            if self.reap_one(pipe).is_none() {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
         if !pipe.running.is_empty() {
             for r in &pipe.running {
                 eprintln!(
                     "stacks-agent: {} has not ended {:.0?} after the recorder was stopped: SIGTERM",
                     r.which.tool(),
-                    DRAIN
+                    asked.elapsed()
                 );
                 stage::signal(r.pid, libc::SIGTERM);
             }
@@ -274,11 +351,25 @@ impl Supervisor<'_> {
         }
     }
 
-    /// Take the stages' memory and CPU time from /proc and the packer's counters.
-    fn sample(&mut self, pipe: &Pipeline) {
+    /// Take the stages' memory and CPU time from /proc, the recorder's BPF run time and the
+    /// packer's counters; the budget's change, if it asks for one.
+    fn sample(&mut self, pipe: &Pipeline) -> Option<Change> {
         if let Some(latest) = PackStats::read(&self.plan.pack_stats) {
             self.pack.update(latest);
         }
+        if let Some(rec) = pipe.running.iter().find(|r| r.which == Which::Record)
+            && let Some(ns) = budget::bpf_run_ns(rec.pid)
+        {
+            let secs = ns as f64 / 1e9;
+            match self.bpf_running {
+                Some((pid, last)) if pid != rec.pid => {
+                    self.bpf_ended += last;
+                    self.bpf_running = Some((rec.pid, secs));
+                }
+                _ => self.bpf_running = Some((rec.pid, secs)),
+            }
+        }
+        let bpf = self.bpf_ended + self.bpf_running.map_or(0.0, |(_, s)| s);
         let mut snap = metrics::lock(&self.shared);
         for r in &pipe.running {
             if let Some((rss, cpu)) = stage::usage(r.pid) {
@@ -288,6 +379,63 @@ impl Supervisor<'_> {
             }
         }
         snap.pack = self.pack.totals();
+        snap.bpf_run_seconds = bpf;
+        let budget = self.budget.as_mut()?;
+        let now = Instant::now();
+        let cost = snap.stages.iter().map(|m| m.cpu_seconds).sum::<f64>() + bpf;
+        let change = budget.observe(now, cost);
+        let m = snap.budget.get_or_insert_with(BudgetMetrics::default);
+        m.limit_ratio = budget.limit;
+        m.used_ratio = budget.used(now).unwrap_or(0.0);
+        m.level = budget.level;
+        m.levels = budget.levels.len();
+        change
+    }
+
+    /// Take the budget's `change`: logged and counted; the pipeline starts again with it.
+    fn take(&mut self, change: Change) {
+        let Some(b) = self.budget.as_mut() else {
+            return;
+        };
+        let pct = |f: f64| format!("{:.2}%", f * 100.0);
+        let (to, line) = match change {
+            Change::Shed { to, used } => (
+                to,
+                format!(
+                    "over budget for {:.0?} ({} of the host's CPUs, budget {}): shedding to level {to} of {} ({})",
+                    budget::SHED_AFTER,
+                    pct(used),
+                    pct(b.limit),
+                    b.levels.len() - 1,
+                    b.levels[to].step
+                ),
+            ),
+            Change::Restore { to, used } => (
+                to,
+                format!(
+                    "under budget for {:.0?} ({} of the host's CPUs, budget {}): restoring level {to} of {} ({})",
+                    budget::RESTORE_AFTER,
+                    pct(used),
+                    pct(b.limit),
+                    b.levels.len() - 1,
+                    b.levels[to].step
+                ),
+            ),
+        };
+        b.level = to;
+        // Each file set says what it recorded: its `stacks.events` (and `profile`/`state`
+        // rows their period in `value`).
+        eprintln!(
+            "stacks-agent: budget: {line}; the recorder restarts with -e {} (the packer finishes its set first)",
+            b.events()
+        );
+        let mut snap = metrics::lock(&self.shared);
+        let m = snap.budget.get_or_insert_with(BudgetMetrics::default);
+        m.level = to;
+        match change {
+            Change::Shed { .. } => m.shed += 1,
+            Change::Restore { .. } => m.restored += 1,
+        }
     }
 
     /// Wait the backoff (doubled for next time); `false` when a signal came meanwhile.

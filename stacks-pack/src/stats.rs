@@ -26,6 +26,11 @@ pub(crate) struct Stats {
     rows: BTreeMap<String, u64>,
     /// Events the recorder lost (the `value` of `lost` rows), by `cause`.
     lost: BTreeMap<String, u64>,
+    /// Events the rows stand for (`count`, 1 where null), by `kind`.
+    events: BTreeMap<String, u64>,
+    /// Rows whose kernel or user stack could not be captured (`kstack_error`,
+    /// `ustack_error`), by `kernel` / `user`.
+    stack_errors: BTreeMap<String, u64>,
     /// File sets this packer finished, and their bytes.
     pub sets_written: u64,
     pub bytes_written: u64,
@@ -44,6 +49,8 @@ impl Stats {
             last: None,
             rows: BTreeMap::new(),
             lost: BTreeMap::new(),
+            events: BTreeMap::new(),
+            stack_errors: BTreeMap::new(),
             sets_written: 0,
             bytes_written: 0,
             store: Census::default(),
@@ -63,15 +70,37 @@ impl Stats {
             return;
         };
         let causes = column(col::CAUSE);
-        let values = batch
-            .column_by_name(col::VALUE)
-            .and_then(|c| c.as_primitive_opt::<arrow_array::types::Int64Type>());
+        let int64 = |name: &str| {
+            batch
+                .column_by_name(name)
+                .and_then(|c| c.as_primitive_opt::<arrow_array::types::Int64Type>())
+        };
+        let int32 = |name: &str| {
+            batch
+                .column_by_name(name)
+                .and_then(|c| c.as_primitive_opt::<arrow_array::types::Int32Type>())
+        };
+        let values = int64(col::VALUE);
+        let counts = int64(col::COUNT);
+        let errors = [
+            ("kernel", int32(col::KSTACK_ERROR)),
+            ("user", int32(col::USTACK_ERROR)),
+        ];
         for i in 0..batch.num_rows() {
             if kinds.is_null(i) {
                 continue;
             }
             let kind = kinds.value(i);
             bump(&mut self.rows, kind, 1);
+            let events = counts
+                .filter(|c| !c.is_null(i))
+                .map_or(1, |c| u64::try_from(c.value(i)).unwrap_or(0));
+            bump(&mut self.events, kind, events);
+            for (stack, column) in &errors {
+                if column.is_some_and(|c| !c.is_null(i)) {
+                    bump(&mut self.stack_errors, stack, 1);
+                }
+            }
             if kind == stacks_stream::kind::LOST
                 && let (Some(causes), Some(values)) = (causes, values)
                 && !causes.is_null(i)
@@ -125,10 +154,13 @@ impl Stats {
             .map(|d| d.as_secs_f64())
             .unwrap_or(0.0);
         format!(
-            "{{\"time\":{now:.3},\"rows\":{},\"lost\":{},\"sets_written\":{},\"bytes_written\":{},\
+            "{{\"time\":{now:.3},\"rows\":{},\"lost\":{},\"events\":{},\"stack_errors\":{},\
+             \"sets_written\":{},\"bytes_written\":{},\
              \"store_sets\":{},\"store_bytes\":{},\"deleted_sets\":{},\"deleted_bytes\":{}}}\n",
             object(&self.rows),
             object(&self.lost),
+            object(&self.events),
+            object(&self.stack_errors),
             self.sets_written,
             self.bytes_written,
             self.store.sets,
@@ -175,7 +207,7 @@ fn json_string(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow_array::{Int64Array, StringArray};
+    use arrow_array::{Int32Array, Int64Array, StringArray};
     use arrow_schema::{DataType, Field, Schema};
     use std::sync::Arc;
 
@@ -185,6 +217,8 @@ mod tests {
             Field::new(col::KIND, DataType::Utf8, false),
             Field::new(col::VALUE, DataType::Int64, false),
             Field::new(col::CAUSE, DataType::Utf8, true),
+            Field::new(col::COUNT, DataType::Int64, true),
+            Field::new(col::USTACK_ERROR, DataType::Int32, true),
         ]));
         let batch = RecordBatch::try_new(
             schema,
@@ -199,6 +233,8 @@ mod tests {
                     None,
                     Some("ring_full:io"),
                 ])),
+                Arc::new(Int64Array::from(vec![None, None, Some(3), None])),
+                Arc::new(Int32Array::from(vec![Some(-14), None, None, None])),
             ],
         )
         .unwrap();
@@ -211,7 +247,9 @@ mod tests {
         });
         let json = stats.json();
         assert!(
-            json.contains(r#""rows":{"lost":2,"profile":2},"lost":{"ring_full:io":12}"#),
+            json.contains(
+                r#""rows":{"lost":2,"profile":2},"lost":{"ring_full:io":12},"events":{"lost":2,"profile":4},"stack_errors":{"user":1}"#
+            ),
             "{json}"
         );
         assert!(

@@ -105,7 +105,9 @@ pub fn run_with(args: Args) -> Result<ExitCode> {
     };
     let restarts = match st.forgotten {
         0 => restarts,
-        n => format!("{restarts}; resolved frames forgotten {n} times (module and frame limits)"),
+        n => format!(
+            "{restarts}; resolved frames forgotten {n} times (module, frame and memory limits)"
+        ),
     };
     eprintln!(
         "{TOOL}: {} rows, {} distinct frames resolved ({} distinct stacks: {} stack elements in, {} frames out){restarts}",

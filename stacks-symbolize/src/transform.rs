@@ -41,6 +41,11 @@ pub const MAX_STACKS: usize = stacks_stream::dict::MAX_ENTRIES;
 pub const MAX_MODULES: usize = 256;
 pub const MAX_MODULE_BYTES: u64 = 512 << 20;
 pub const MAX_FRAMES: usize = 1 << 18;
+/// And past this much resident memory of the whole process, measured (`/proc/self/statm`):
+/// what the symbolizers hold of the files they parsed (mapped pages and parsed debug info:
+/// lazily, more of a file's DWARF with each new address, so it grows on a quiet host whose
+/// binaries do not change) is not known from the file sizes above. The first time at once.
+pub const MAX_RESIDENT: u64 = 256 << 20;
 
 /// Least time between two such starts over, so that a working set larger than the limits is
 /// parsed again once a minute, not at every batch.
@@ -91,10 +96,11 @@ pub struct Symbolize {
     pub(crate) modules: Vec<Option<Result<Arc<ModuleFiles>, Frames>>>,
     /// Bytes of the files of the modules located (see [`MAX_MODULE_BYTES`]).
     module_bytes: u64,
-    /// When the resolved frames were last forgotten (or the symbolizer made).
-    forgot_at: std::time::Instant,
-    /// [`MAX_FRAMES`] and [`FORGET_EVERY`] (tests lower them).
+    /// When the resolved frames were last forgotten (`None`: never).
+    forgot_at: Option<std::time::Instant>,
+    /// [`MAX_FRAMES`], [`MAX_RESIDENT`] and [`FORGET_EVERY`] (tests lower them).
     max_frames: usize,
+    max_resident: u64,
     forget_every: std::time::Duration,
     pub(crate) user: FxMap<(u32, u64), Frames>,
     pub(crate) ksym: FxMap<(Box<str>, u64), Frames>,
@@ -150,8 +156,9 @@ impl Symbolize {
             module_keys: Vec::new(),
             modules: Vec::new(),
             module_bytes: 0,
-            forgot_at: std::time::Instant::now(),
+            forgot_at: None,
             max_frames: MAX_FRAMES,
+            max_resident: MAX_RESIDENT,
             forget_every: FORGET_EVERY,
             user: FxMap::default(),
             ksym: FxMap::default(),
@@ -170,10 +177,11 @@ impl Symbolize {
         self
     }
 
-    /// Forget what was resolved before every batch (tests: results must not change).
+    /// Forget what was resolved before every batch, by the memory bound (tests: results must
+    /// not change).
     #[cfg(test)]
     fn forgetting_every_batch(mut self) -> Self {
-        self.max_frames = 0;
+        self.max_resident = 0;
         self.forget_every = std::time::Duration::ZERO;
         self
     }
@@ -226,7 +234,7 @@ impl Symbolize {
         self.module_keys = Vec::new();
         self.modules = Vec::new();
         self.module_bytes = 0;
-        self.forgot_at = std::time::Instant::now();
+        self.forgot_at = Some(std::time::Instant::now());
         self.user = FxMap::default();
         self.ksym = FxMap::default();
         self.kaddr = FxMap::default();
@@ -252,10 +260,16 @@ impl Symbolize {
     ) -> Result<RecordBatch, ArrowError> {
         let columns = StackColumns::new(batch, layout)?;
         let resolved = self.user.len() + self.ksym.len() + self.kaddr.len();
+        let due = self
+            .forgot_at
+            .is_none_or(|t| t.elapsed() >= self.forget_every);
         let over = self.module_keys.len() > MAX_MODULES
             || self.module_bytes > MAX_MODULE_BYTES
-            || resolved > self.max_frames;
-        if over && self.forgot_at.elapsed() >= self.forget_every {
+            || resolved > self.max_frames
+            || (due
+                && (resolved > 0 || !self.module_keys.is_empty())
+                && resident_bytes() > self.max_resident);
+        if over && due {
             self.forget_resolved(pool);
         }
         // Bounded dictionaries: a full one is replaced by a new, smaller one (only entries of
@@ -443,6 +457,17 @@ impl Symbolize {
             )])
         })
     }
+}
+
+/// This process's resident memory in bytes (`VmRSS`; 0 when /proc cannot say).
+fn resident_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            let kb = s.lines().find_map(|l| l.strip_prefix("VmRSS:"))?;
+            kb.trim().trim_end_matches("kB").trim().parse::<u64>().ok()
+        })
+        .map_or(0, |kb| kb << 10)
 }
 
 #[cfg(test)]
