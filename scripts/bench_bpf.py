@@ -157,6 +157,9 @@ def bench_pingpong(tmp):
          lambda: [REC, "-e", "switch:n:0,wake:n", "-o", "/dev/null", "--"]),
         ("stacks -e switch:uk:0,wake:uk",
          lambda: [REC, "-e", "switch:uk:0,wake:uk", "-o", "/dev/null", "--"]),
+        # The defaults: stacks only for waits of at least 1 ms (none here), a note otherwise.
+        ("stacks -e switch:uk,wake:uk",
+         lambda: [REC, "-e", "switch:uk,wake:uk", "-o", "/dev/null", "--"]),
         ("perf sched record",
          lambda: in_tracefs_ns(["perf", "sched", "record", "-q", "-o", str(data), "--"])),
         ("perf record -g -e sched:sched_switch,sched:sched_waking",
