@@ -9,8 +9,11 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
 use arrow_schema::DataType;
 
+use std::rc::Rc;
+
 use crate::app::{self, App, Mode, Spark, SparkJob, SparkKey};
 use crate::catalog;
+use crate::compare::{Baseline, DiffView};
 use crate::engine::Engine;
 use crate::flame::Flame;
 use crate::icicle::{FlameView, SandwichView};
@@ -364,13 +367,145 @@ fn view_flame(engine: &Engine, app: &mut App) -> Option<Flame> {
     }
 }
 
-/// Open the flame graph of the view (`F`).
+/// Query the table again when the window moved under another view (`[` `]` in the flame
+/// graph or the diff), so the screen behind it is the same view.
+fn sync_table(engine: &Engine, app: &mut App) {
+    if app
+        .table
+        .as_ref()
+        .is_some_and(|t| t.window != app.view.window)
+    {
+        refresh_table(engine, app);
+        start_spark(engine, app);
+    }
+}
+
+/// The baseline, if the view is of its kind; else why not on the status line.
+fn baseline(app: &mut App) -> Option<Baseline> {
+    let b = app.baseline.clone()?;
+    if b.kind != app.view.kind {
+        app.error(format!(
+            "the baseline is of kind {}: b marks one of this kind",
+            b.kind.as_deref().unwrap_or(catalog::ALL)
+        ));
+        return None;
+    }
+    Some(b)
+}
+
+/// Open the flame graph of the view (`F`), coloured by the change against the baseline when
+/// there is one of its kind.
 pub fn open_flame(engine: &Engine, app: &mut App) {
+    sync_table(engine, app);
     if let Some(f) = view_flame(engine, app) {
         let unit = crate::profile::unit(app.view.kind.as_deref());
-        app.mode = Mode::Flame(Box::new(FlameView::new(f, unit)));
-        app.info("flame graph: arrows select, Enter zooms, Backspace zooms out, / searches, s sandwich, Esc back");
+        let compared = if app.baseline.is_some() {
+            Some(baseline(app))
+        } else {
+            None
+        };
+        let view = match compared {
+            Some(Some(b)) => {
+                app.info(format!(
+                    "flame graph against the baseline ({}): red grew, blue shrank; [ ] move the window",
+                    b.what
+                ));
+                FlameView::compared(f, unit, &b.flame)
+            }
+            Some(None) => FlameView::new(f, unit),
+            None => {
+                app.info("flame graph: arrows select, Enter zooms, Backspace zooms out, / searches, s sandwich, Esc back");
+                FlameView::new(f, unit)
+            }
+        };
+        app.mode = Mode::Flame(Box::new(view));
     }
+}
+
+/// What the view is, for a baseline's description: its window and filters.
+pub fn describe(app: &App) -> String {
+    let w = app.view.window;
+    let mut text = format!(
+        "{} → {} ({})",
+        crate::fmt::time(w.from, false),
+        crate::fmt::time(w.to, false),
+        crate::fmt::duration(w.len())
+    );
+    for s in &app.view.steps {
+        text.push_str(" › ");
+        text.push_str(&s.shown());
+    }
+    text
+}
+
+/// `b`: the view's stacks become the baseline.
+pub fn mark_baseline(engine: &Engine, app: &mut App) {
+    if let Some(f) = view_flame(engine, app) {
+        let what = describe(app);
+        app.info(format!(
+            "baseline: {what}; move the window ([ ]) or filter, then d (functions) or F (flame)"
+        ));
+        app.baseline = Some(Baseline {
+            flame: Rc::new(f),
+            kind: app.view.kind.clone(),
+            what,
+        });
+    }
+}
+
+/// The baseline of `view` over another store (`--diff`): its stacks in the window `window`
+/// picks in its range (the last `--window` of it, as for the view).
+pub fn store_baseline(engine: &Engine, view: &View, window: Ns, label: &str) -> Result<Baseline> {
+    let Some(range) = engine.range(view.kind.as_deref()) else {
+        anyhow::bail!("--diff {label}: no rows of this kind");
+    };
+    let mut view = view.clone();
+    view.window = if range.len() <= window {
+        range
+    } else {
+        Span {
+            from: range.to - window,
+            to: range.to,
+        }
+    };
+    let (flame, _) = flame(engine, &view).map_err(|e| e.context(format!("--diff {label}")))?;
+    Ok(Baseline {
+        flame: Rc::new(flame),
+        kind: view.kind.clone(),
+        what: label.to_string(),
+    })
+}
+
+/// `d`: the functions of the view against the baseline.
+pub fn open_diff(engine: &Engine, app: &mut App) {
+    sync_table(engine, app);
+    let Some(b) = baseline(app) else {
+        return;
+    };
+    let Some(f) = view_flame(engine, app) else {
+        return;
+    };
+    let unit = crate::profile::unit(app.view.kind.as_deref());
+    let view = DiffView::new(&b.flame, Rc::new(f), unit);
+    // The window moved under an open diff: the same function stays highlighted.
+    let mut view = view;
+    if let Mode::Diff(old) = &app.mode {
+        view.search = old.search.clone();
+        let name = old.current().map(|c| c.name.clone());
+        view.cursor = name
+            .and_then(|name| {
+                let visible = view.visible();
+                visible
+                    .iter()
+                    .position(|&i| view.diff.changes[i].name == name)
+            })
+            .unwrap_or(0);
+    }
+    app.info(format!(
+        "diff against {}: [ ] move the window, F flame, s sandwich, Esc back",
+        b.what
+    ));
+    app.mode = Mode::Diff(Box::new(view));
 }
 
 /// Open the sandwich of [`App::sandwich_of`] over the view's stacks (`s` in the stack tree).

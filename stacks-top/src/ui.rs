@@ -24,7 +24,8 @@ const MAX_CELL: usize = 40;
 
 /// The keys of the table, as the bottom line names them.
 const KEYS: &str = "↑↓ row  ←→ column  ⏎ drill  ⌫ back  g group  / search  f filter  \
-                    [ ] window  w whole  l latency  p stacks  F flame  Tab kind  h help  q quit";
+                    [ ] window  w whole  l latency  p stacks  F flame  b baseline  d diff  \
+                    Tab kind  h help  q quit";
 /// The keys of the stack tree.
 const TREE_KEYS: &str = "↑↓ node  ⏎ fold/unfold  s sandwich  Esc back  q quit";
 
@@ -62,7 +63,16 @@ pub fn draw(f: &mut Frame, app: &App) {
         }
         Mode::Flame(v) => {
             ui_flame::draw_flame(f, v, body);
-            ui_flame::FLAME_KEYS
+            if v.base.is_some() {
+                ui_flame::FLAME_DIFF_KEYS
+            } else {
+                ui_flame::FLAME_KEYS
+            }
+        }
+        Mode::Diff(v) => {
+            let what = app.baseline.as_ref().map_or("", |b| b.what.as_str());
+            ui_flame::draw_diff(f, v, what, body, &app.page);
+            ui_flame::DIFF_KEYS
         }
         Mode::Sandwich { view, .. } => {
             ui_flame::draw_sandwich(f, view, body, &app.page);
@@ -90,7 +100,7 @@ pub fn draw(f: &mut Frame, app: &App) {
 fn draw_header(f: &mut Frame, app: &App, area: Rect) {
     let w = area.width as usize;
     let kind = app.view.kind.as_deref().unwrap_or(crate::catalog::ALL);
-    let mut lines = vec![Line::from(vec![
+    let mut title = vec![
         Span::styled(
             " stacks-top ",
             Style::default().add_modifier(Modifier::REVERSED),
@@ -100,7 +110,15 @@ fn draw_header(f: &mut Frame, app: &App, area: Rect) {
             fmt::fit(&app.source, w.saturating_sub(20 + kind.len())),
             Style::default().fg(Color::DarkGray),
         ),
-    ])];
+    ];
+    if let Some(b) = &app.baseline {
+        let used: usize = title.iter().map(|s| s.content.chars().count()).sum();
+        title.push(Span::styled(
+            fmt::fit(&format!("  baseline {}", b.what), w.saturating_sub(used)),
+            Style::default().fg(Color::Magenta),
+        ));
+    }
+    let mut lines = vec![Line::from(title)];
     let name = if app.spark.threads {
         "AvgThreads "
     } else {
@@ -439,6 +457,7 @@ fn draw_status(f: &mut Frame, app: &App, area: Rect) {
             ])
         }
         Mode::Flame(v) => ui_flame::flame_status(v, &app.status.text),
+        Mode::Diff(v) if !app.status.error => Line::from(vec![Span::raw(fmt::fit(&v.status(), w))]),
         _ => {
             let style = if app.status.error {
                 Style::default().fg(Color::White).bg(Color::Red)
@@ -532,6 +551,14 @@ pub const HELP: &[(&str, &str)] = &[
     (
         "s",
         "in the flame graph or the tree: callers and callees of a frame",
+    ),
+    (
+        "b  B",
+        "mark the view (window, filters) as the baseline; forget it",
+    ),
+    (
+        "d",
+        "diff: functions' share now against the baseline ([ ] move)",
     ),
     ("Tab", "next event kind (then every kind)"),
     ("r", "query again"),

@@ -1,7 +1,8 @@
 //! Screens drawn into ratatui's `TestBackend` from the fixture store, compared with golden
 //! text files (`STACKS_BLESS=1` rewrites them), and the keys that change them: drill down and
 //! back, latency columns, the stack tree, the column picker, help, an SQL filter that fails,
-//! a terminal too small; the flame graph (zoom, search, "…" boxes) and the sandwich.
+//! a terminal too small; the flame graph (zoom, search, "…" boxes), the sandwich, and the
+//! diff against a baseline (`b`, a filter, `d`, `F` coloured by the change).
 
 use std::path::{Path, PathBuf};
 
@@ -76,6 +77,8 @@ fn key(app: &mut App, engine: &Engine, code: KeyCode) {
         Effect::Peek => session::peek(engine, app),
         Effect::Flame => session::open_flame(engine, app),
         Effect::Sandwich => session::open_sandwich(engine, app),
+        Effect::Baseline => session::mark_baseline(engine, app),
+        Effect::Diff => session::open_diff(engine, app),
         _ => {}
     }
 }
@@ -373,4 +376,78 @@ fn s_opens_the_sandwich_of_the_selected_frame() {
     assert_eq!(view.sandwich.name, "main");
     key(&mut app, &e, KeyCode::Esc);
     assert!(matches!(app.mode, Mode::Peek { .. }), "back to the tree");
+}
+
+#[test]
+fn b_marks_a_baseline_and_d_shows_what_a_filter_changed() {
+    let dir = store();
+    let mut s = start();
+    s.kind = Some("profile".into());
+    let (e, mut app) = open(dir.path(), s);
+    key(&mut app, &e, KeyCode::Char('d'));
+    assert!(
+        app.status.text.starts_with("no baseline"),
+        "{:?}",
+        app.status
+    );
+    // The whole view is the baseline; then only the rows of the first row's top user frame.
+    key(&mut app, &e, KeyCode::Char('b'));
+    let base_all = app.baseline.as_ref().expect("a baseline").flame.total();
+    assert_eq!(base_all, 60 * 10_101_010);
+    keys(&mut app, &e, &[KeyCode::Right, KeyCode::Right]);
+    assert_eq!(app.view.group[app.col], "ufunc");
+    let ufunc = app.rows()[0].values[app.col].shown.clone();
+    keys(&mut app, &e, &[KeyCode::Enter, KeyCode::Char('d')]);
+    let Mode::Diff(v) = &app.mode else {
+        panic!("no diff: {:?}", app.status)
+    };
+    let d = &v.diff;
+    assert_eq!(d.base_all, base_all);
+    assert!(d.all < base_all && d.all > 0);
+    // Every stack left goes through the frame drilled into.
+    let c = d.get(&ufunc).expect("the drilled frame");
+    assert_eq!(c.total, d.all);
+    assert!((c.delta(d) - (1.0 - c.base_total as f64 / base_all as f64)).abs() < 1e-9);
+    // Shares of each whole, the most changed first.
+    let deltas: Vec<f64> = d.changes.iter().map(|c| c.delta(d).abs()).collect();
+    assert!(deltas.windows(2).all(|w| w[0] >= w[1]), "{deltas:?}");
+    let text = screen(&mut app, 120, 24);
+    stacks_testkit::golden::check_text(&golden_dir(), "diff.txt", &text);
+
+    // F: the flame of the view, coloured by the change: main is all of both (grey), run
+    // under it grew from 80% to all (red).
+    key(&mut app, &e, KeyCode::Char('F'));
+    let Mode::Flame(v) = &app.mode else {
+        panic!("no flame: {:?}", app.status)
+    };
+    assert!(v.base.is_some(), "the flame is compared with the baseline");
+    let mut t = Terminal::new(TestBackend::new(120, 24)).unwrap();
+    t.draw(|f| ui::draw(f, &app)).unwrap();
+    let buf = t.backend().buffer().clone();
+    use ratatui::style::Color;
+    assert_eq!(buf[(0, 8)].symbol(), "m");
+    assert_eq!(buf[(0, 8)].bg, Color::Rgb(200, 200, 200), "main: no change");
+    assert_eq!(buf[(0, 9)].symbol(), "r");
+    assert!(
+        matches!(buf[(0, 9)].bg, Color::Rgb(250, g, b) if g == b && g < 200),
+        "run grew: {:?}",
+        buf[(0, 9)].bg
+    );
+    let text = screen(&mut app, 160, 24);
+    assert!(
+        text.contains("against the baseline's 606060600 ns"),
+        "{text}"
+    );
+    assert!(
+        status_line(&text, 24).contains("Δ +0.00% (baseline 100.00%"),
+        "{text}"
+    );
+    // B forgets the baseline.
+    keys(
+        &mut app,
+        &e,
+        &[KeyCode::Esc, KeyCode::Char('B'), KeyCode::Char('d')],
+    );
+    assert!(app.baseline.is_none());
+    assert!(matches!(app.mode, Mode::Table));
 }
