@@ -3,7 +3,8 @@
 //! function's change of share within 0.05 of the workload's own CPU clock, and the values
 //! add up to `--once --flame` of each store; in tmux, over the two phases of the `phases`
 //! workload, `[` `b` `]` `d` name the functions whose share shrank and grew by the known
-//! amounts, `F` draws the flame against the baseline and `s` opens a sandwich; bad input.
+//! amounts, `F` draws the flame against the baseline and `s` opens a sandwich, and Space's
+//! exclusion changes the table; bad input.
 
 use std::path::Path;
 
@@ -241,7 +242,32 @@ fn the_keys_compare_the_two_phases_of_a_recording() {
     t.wait(10, "back to the diff", |s| {
         s.contains("Diff against the baseline")
     });
-    t.keys(&["Escape", "q"]);
+    // The table again; Space, n, Enter: every state but the first row's.
+    t.keys(&["Escape", "Escape"]);
+    let table = t.wait(10, "the table", |s| s.contains("avg_thr"));
+    let states = |screen: &str| -> Vec<String> {
+        screen
+            .lines()
+            .skip_while(|l| !l.starts_with("state "))
+            .skip(1)
+            .take_while(|l| !l.trim().is_empty())
+            .map(|l| l.split_whitespace().next().unwrap_or("").to_string())
+            .collect()
+    };
+    let first = states(&table)[0].clone();
+    assert!(states(&table).iter().any(|s| *s != first), "{table}");
+    t.keys(&["Space"]);
+    t.wait(10, "the menu", |s| s.contains("Space checks, n NOT"));
+    t.keys(&["n", "Enter"]);
+    let filtered = t.wait(10, "the exclusion", |s| {
+        s.contains(&format!("Filters    state NOT IN ({first})"))
+    });
+    let left = states(&filtered);
+    assert!(
+        !left.is_empty() && left.iter().all(|s| *s != first),
+        "{filtered}"
+    );
+    t.keys(&["q"]);
     t.wait(10, "the exit", |s| s.contains("TOP-EXIT=0"));
 }
 

@@ -8,6 +8,7 @@ use std::cell::Cell;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use crate::catalog::{self, Column};
+use crate::choose::{Choice, Chosen};
 use crate::compare::{Baseline, DiffView};
 use crate::icicle::{FlameView, Outcome, SandwichView};
 use crate::table::{Row, Table};
@@ -73,6 +74,8 @@ pub enum Mode {
     },
     /// The functions of the view against the baseline (`d`).
     Diff(Box<DiffView>),
+    /// The include/exclude menu of the highlighted column (Space).
+    Choose(Box<Choice>),
 }
 
 /// The status line: what happened last.
@@ -287,6 +290,21 @@ impl App {
                 let outcome = view.key(key, self.page.get());
                 self.outcome(outcome)
             }
+            Mode::Choose(choice) => match choice.key(key) {
+                Chosen::Stay => Effect::None,
+                Chosen::Cancel => {
+                    self.mode = Mode::Table;
+                    Effect::None
+                }
+                Chosen::Apply(step) => {
+                    self.mode = Mode::Table;
+                    self.info(format!("filtered on {}", step.shown()));
+                    self.view.steps.push(step);
+                    self.cursor = 0;
+                    self.search.clear();
+                    Effect::Query
+                }
+            },
             Mode::Picker(_) => self.picker_key(key),
             Mode::Input { .. } => self.input_key(key),
         }
@@ -356,6 +374,7 @@ impl App {
                 self.col = (self.col + 1).min(self.view.group.len().saturating_sub(1))
             }
             KeyCode::Enter => return self.drill(),
+            KeyCode::Char(' ') => self.choose(),
             KeyCode::Backspace => {
                 return match self.view.steps.pop() {
                     Some(s) => {
@@ -468,6 +487,28 @@ impl App {
         self.cursor = 0;
         self.search.clear();
         Effect::Query
+    }
+
+    /// Space: the include/exclude menu of the highlighted column.
+    fn choose(&mut self) {
+        let Some(column) = self.view.group.get(self.col).cloned() else {
+            self.info("no group column to filter on");
+            return;
+        };
+        let all: Vec<&Row> = self
+            .table
+            .as_ref()
+            .map_or(Vec::new(), |t| t.rows.iter().collect());
+        let at = self
+            .rows()
+            .get(self.cursor)
+            .and_then(|r| all.iter().position(|a| std::ptr::eq(*a, *r)))
+            .unwrap_or(0);
+        if all.is_empty() {
+            self.info("no rows to filter");
+            return;
+        }
+        self.mode = Mode::Choose(Box::new(Choice::new(&column, self.col, &all, at)));
     }
 
     fn move_window(&mut self, dir: i64) -> Effect {

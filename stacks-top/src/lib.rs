@@ -15,6 +15,7 @@
 
 pub mod app;
 pub mod catalog;
+pub mod choose;
 pub mod cli;
 pub mod compare;
 pub mod diff;

@@ -23,7 +23,7 @@ const BAR: usize = 10;
 const MAX_CELL: usize = 40;
 
 /// The keys of the table, as the bottom line names them.
-const KEYS: &str = "↑↓ row  ←→ column  ⏎ drill  ⌫ back  g group  / search  f filter  \
+const KEYS: &str = "↑↓ row  ←→ column  ⏎ drill  ␣ in/out  ⌫ back  g group  / search  f filter  \
                     [ ] window  w whole  l latency  p stacks  F flame  b baseline  d diff  \
                     Tab kind  h help  q quit";
 /// The keys of the stack tree.
@@ -91,6 +91,7 @@ pub fn draw(f: &mut Frame, app: &App) {
     );
     match &app.mode {
         Mode::Picker(p) => draw_picker(f, app, p, body),
+        Mode::Choose(c) => crate::choose::draw(f, c, body),
         // Over the whole screen: every key fits from 24 lines up.
         Mode::Help => draw_help(f, area),
         _ => {}
@@ -533,6 +534,10 @@ pub const HELP: &[(&str, &str)] = &[
         "Enter",
         "drill down: keep only rows whose column equals the highlighted cell",
     ),
+    (
+        "Space",
+        "include or exclude (n) values of the highlighted column",
+    ),
     ("Backspace", "remove the last filter"),
     ("g", "choose the columns to group by (type to search)"),
     ("/", "show only rows containing a text (Esc clears)"),
@@ -562,8 +567,7 @@ pub const HELP: &[(&str, &str)] = &[
     ),
     ("Tab", "next event kind (then every kind)"),
     ("r", "query again"),
-    ("h ?", "this help"),
-    ("q  Ctrl-C", "quit"),
+    ("h ?  q", "this help; q or Ctrl-C quits"),
 ];
 
 fn draw_help(f: &mut Frame, area: Rect) {

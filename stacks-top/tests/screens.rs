@@ -2,7 +2,8 @@
 //! text files (`STACKS_BLESS=1` rewrites them), and the keys that change them: drill down and
 //! back, latency columns, the stack tree, the column picker, help, an SQL filter that fails,
 //! a terminal too small; the flame graph (zoom, search, "…" boxes), the sandwich, and the
-//! diff against a baseline (`b`, a filter, `d`, `F` coloured by the change).
+//! diff against a baseline (`b`, a filter, `d`, `F` coloured by the change), and the Space
+//! menu including or excluding values.
 
 use std::path::{Path, PathBuf};
 
@@ -449,5 +450,66 @@ fn b_marks_a_baseline_and_d_shows_what_a_filter_changed() {
         &[KeyCode::Esc, KeyCode::Char('B'), KeyCode::Char('d')],
     );
     assert!(app.baseline.is_none());
+    assert!(matches!(app.mode, Mode::Table));
+}
+
+#[test]
+fn space_includes_or_excludes_values_of_the_column() {
+    let dir = store();
+    let (e, mut app) = open(dir.path(), start());
+    let before = app.table.clone().unwrap();
+    let first = before.rows[0].values[0].shown.clone();
+    // Space: the values of `state`, the first row's checked; Down, Space: a second one too.
+    key(&mut app, &e, KeyCode::Char(' '));
+    let Mode::Choose(c) = &app.mode else {
+        panic!("no menu: {:?}", app.status)
+    };
+    assert_eq!(c.values[c.cursor].0.shown, first);
+    let second = c.values[(c.cursor + 1) % c.values.len()].0.shown.clone();
+    keys(&mut app, &e, &[KeyCode::Down, KeyCode::Char(' ')]);
+    let text = screen(&mut app, 120, 20);
+    stacks_testkit::golden::check_text(&golden_dir(), "choose.txt", &text);
+    // Enter: only the two; then n: every other.
+    key(&mut app, &e, KeyCode::Enter);
+    let kept = app.table.clone().unwrap();
+    assert!(
+        kept.rows
+            .iter()
+            .all(|r| [&first, &second].contains(&&r.values[0].shown)),
+        "{:?}",
+        kept.rows
+    );
+    let text = screen(&mut app, 120, 20);
+    assert!(
+        text.contains(&format!("Filters    state IN ({first}, {second})")),
+        "{text}"
+    );
+    keys(
+        &mut app,
+        &e,
+        &[
+            KeyCode::Backspace,
+            KeyCode::Char(' '),
+            KeyCode::Char('n'),
+            KeyCode::Enter,
+        ],
+    );
+    let left = app.table.clone().unwrap();
+    assert!(!left.rows.is_empty());
+    assert!(left.rows.iter().all(|r| r.values[0].shown != first));
+    let sum = |t: &stacks_top::table::Table| t.rows.iter().map(|r| r.samples).sum::<i64>();
+    let of_first: i64 = before
+        .rows
+        .iter()
+        .filter(|r| r.values[0].shown == first)
+        .map(|r| r.samples)
+        .sum();
+    assert_eq!(
+        sum(&left),
+        sum(&before) - of_first,
+        "NOT IN leaves the rest"
+    );
+    // Esc cancels the menu.
+    keys(&mut app, &e, &[KeyCode::Char(' '), KeyCode::Esc]);
     assert!(matches!(app.mode, Mode::Table));
 }
