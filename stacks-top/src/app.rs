@@ -31,6 +31,8 @@ pub enum Effect {
     Baseline,
     /// Open the diff of the view against the baseline (`d`).
     Diff,
+    /// Open the latency heatmap of the highlighted row (`H`).
+    Heatmap,
     Quit,
 }
 
@@ -76,6 +78,8 @@ pub enum Mode {
     Diff(Box<DiffView>),
     /// The include/exclude menu of the highlighted column (Space).
     Choose(Box<Choice>),
+    /// The latency heatmap of the highlighted row (`H`).
+    Heatmap(Box<crate::heatmap::Heatmap>),
 }
 
 /// The status line: what happened last.
@@ -290,6 +294,10 @@ impl App {
                 let outcome = view.key(key, self.page.get());
                 self.outcome(outcome)
             }
+            Mode::Heatmap(h) => {
+                let outcome = h.key(key);
+                self.outcome(outcome)
+            }
             Mode::Choose(choice) => match choice.key(key) {
                 Chosen::Stay => Effect::None,
                 Chosen::Cancel => {
@@ -375,6 +383,8 @@ impl App {
             }
             KeyCode::Enter => return self.drill(),
             KeyCode::Char(' ') => self.choose(),
+            KeyCode::Char('<') => return self.move_column(-1),
+            KeyCode::Char('>') => return self.move_column(1),
             KeyCode::Backspace => {
                 return match self.view.steps.pop() {
                     Some(s) => {
@@ -429,6 +439,21 @@ impl App {
                     Effect::None
                 } else {
                     Effect::Peek
+                };
+            }
+            KeyCode::Char('H') => {
+                let latency = match &self.view.kind {
+                    Some(k) => catalog::weights(k).is_some_and(|w| w.latency),
+                    None => true,
+                };
+                return if rows == 0 {
+                    self.info("no row to show");
+                    Effect::None
+                } else if !latency {
+                    self.info("this kind has no latency: H on vfs, block, switch, span, state…");
+                    Effect::None
+                } else {
+                    Effect::Heatmap
                 };
             }
             KeyCode::Char('F') => {
@@ -486,6 +511,19 @@ impl App {
         self.view.steps.push(step);
         self.cursor = 0;
         self.search.clear();
+        Effect::Query
+    }
+
+    /// `<` `>`: the highlighted group column moves left or right in the grouping.
+    fn move_column(&mut self, dir: isize) -> Effect {
+        let to = self.col as isize + dir;
+        if to < 0 || to as usize >= self.view.group.len() {
+            self.info("the column is at the edge already");
+            return Effect::None;
+        }
+        self.view.group.swap(self.col, to as usize);
+        self.col = to as usize;
+        self.info(format!("grouped by {}", self.view.group.join(", ")));
         Effect::Query
     }
 

@@ -377,6 +377,7 @@ fn interactive(mut engine: Engine, mut app: App) -> Result<ExitCode> {
                     Effect::Sandwich => session::open_sandwich(&engine, &mut app),
                     Effect::Baseline => session::mark_baseline(&engine, &mut app),
                     Effect::Diff => session::open_diff(&engine, &mut app),
+                    Effect::Heatmap => session::open_heatmap(&engine, &mut app),
                     Effect::None => {}
                 },
                 _ => {}

@@ -22,6 +22,7 @@ pub mod diff;
 pub mod engine;
 pub mod flame;
 pub mod fmt;
+pub mod heatmap;
 pub mod icicle;
 mod input;
 pub mod live;

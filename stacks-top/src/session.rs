@@ -532,3 +532,40 @@ pub fn open_sandwich(engine: &Engine, app: &mut App) {
         Err(e) => app.error(e),
     }
 }
+
+/// Open the latency heatmap of the highlighted row (`H`), as wide as the sparkline.
+pub fn open_heatmap(engine: &Engine, app: &mut App) {
+    let rows = app.rows();
+    let Some(row) = rows.get(app.cursor) else {
+        return;
+    };
+    let values = row.values.clone();
+    let title: Vec<String> = app
+        .view
+        .group
+        .iter()
+        .zip(&values)
+        .map(|(g, v)| format!("{g} = {}", v.shown))
+        .collect();
+    let window = app.view.window;
+    let columns = app.spark_width.get().max(10);
+    let bucket = crate::heatmap::bucket(window, columns);
+    let planner = Planner {
+        columns: &engine.columns,
+    };
+    let sql = planner.heatmap(&app.view, &values, window.from, bucket);
+    let result = engine
+        .timed("the heatmap", &sql, Some(window))
+        .and_then(|(batches, took)| {
+            let h = crate::heatmap::Heatmap::new(title.join(" · "), window, columns, &batches)?;
+            Ok((h, took))
+        });
+    match result {
+        Ok((h, took)) => {
+            app.timing = format!("{} events · {} ms", h.total(), took.as_millis());
+            app.info("latency by time: t shades by time instead of events, Esc goes back");
+            app.mode = Mode::Heatmap(Box::new(h));
+        }
+        Err(e) => app.error(format!("heatmap: {e:#}")),
+    }
+}

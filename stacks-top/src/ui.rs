@@ -23,8 +23,8 @@ const BAR: usize = 10;
 const MAX_CELL: usize = 40;
 
 /// The keys of the table, as the bottom line names them.
-const KEYS: &str = "↑↓ row  ←→ column  ⏎ drill  ␣ in/out  ⌫ back  g group  / search  f filter  \
-                    [ ] window  w whole  l latency  p stacks  F flame  b baseline  d diff  \
+const KEYS: &str = "↑↓ row  ←→ column  <> move it  ⏎ drill  ␣ in/out  ⌫ back  g group  / search  f filter  \
+                    [ ] window  w whole  l latency  p stacks  H heatmap  F flame  b baseline  d diff  \
                     Tab kind  h help  q quit";
 /// The keys of the stack tree.
 const TREE_KEYS: &str = "↑↓ node  ⏎ fold/unfold  s sandwich  Esc back  q quit";
@@ -63,11 +63,11 @@ pub fn draw(f: &mut Frame, app: &App) {
         }
         Mode::Flame(v) => {
             ui_flame::draw_flame(f, v, body);
-            if v.base.is_some() {
-                ui_flame::FLAME_DIFF_KEYS
-            } else {
-                ui_flame::FLAME_KEYS
-            }
+            ui_flame::FLAME_KEYS
+        }
+        Mode::Heatmap(h) => {
+            crate::heatmap::draw(f, h, body);
+            crate::heatmap::KEYS
         }
         Mode::Diff(v) => {
             let what = app.baseline.as_ref().map_or("", |b| b.what.as_str());
@@ -529,7 +529,10 @@ fn draw_picker(f: &mut Frame, app: &App, p: &Picker, area: Rect) {
 pub const HELP: &[(&str, &str)] = &[
     ("↑ ↓  j k", "move the highlighted row"),
     ("PgUp PgDn", "a page up or down"),
-    ("← →", "move the highlighted column"),
+    (
+        "← →  < >",
+        "move the highlighted column; move it left or right in the grouping",
+    ),
     (
         "Enter",
         "drill down: keep only rows whose column equals the highlighted cell",
@@ -548,7 +551,10 @@ pub const HELP: &[(&str, &str)] = &[
     ("[  ]", "move the window back or forward by its length"),
     ("w", "window: the whole range, or the last --window"),
     ("l", "latency columns: histogram <1µs…≥1s, p50, p95, p99"),
-    ("p", "the merged stack tree of the highlighted row"),
+    (
+        "p  H",
+        "the merged stack tree of the highlighted row; its latency heatmap",
+    ),
     (
         "F",
         "flame graph of the view: ⏎ zoom, ⌫ zoom out, / search, s sandwich",

@@ -16,11 +16,8 @@ use crate::fmt;
 use crate::icicle::{FlameView, SandwichView, Sel};
 
 /// The keys of the flame view, as the bottom line names them.
-pub const FLAME_KEYS: &str = "←↑↓→ select  ⏎ zoom  ⌫ zoom out  / search  s sandwich  \
-                              Esc table  q quit";
-/// The keys of the flame view against a baseline.
-pub const FLAME_DIFF_KEYS: &str = "←↑↓→ select  ⏎ zoom  ⌫ zoom out  [ ] window  / search  \
-                                   s sandwich  Esc table  q quit";
+pub const FLAME_KEYS: &str = "←↑↓→ select  ⏎ zoom  ⌫ zoom out  [ ] window  / search  \
+                              s sandwich  Esc table  q quit";
 /// The keys of the diff view.
 pub const DIFF_KEYS: &str = "↑↓ function  / search  [ ] window  F flame  s sandwich  Esc table  \
                              q quit";

@@ -242,12 +242,7 @@ impl Planner<'_> {
             // latencies averaging duration / count: the kernel sums only events of one log2
             // bucket into a row, so the mean falls in their bucket, and it weighs `count`.
             inner.push(format!("{} AS lat", latency_expr()));
-            inner.push(format!(
-                "CASE WHEN {l} IS NULL THEN NULL WHEN {l} < 1024 THEN 0 \
-                 ELSE least(CAST(log2(CAST({l} AS DOUBLE)) AS BIGINT) - 9, {last}) END AS lb",
-                l = latency_expr(),
-                last = BUCKETS - 1
-            ));
+            inner.push(format!("{} AS lb", latency_bucket_expr()));
             outer.push(format!(
                 "sum(CASE WHEN lat IS NULL THEN 0 ELSE n END) AS {LAT_N}"
             ));
@@ -293,6 +288,30 @@ impl Planner<'_> {
             "SELECT CAST((CAST(time AS BIGINT) - {start}) / {bucket_ns} AS BIGINT) AS i, \
              sum({}) AS w, sum(coalesce(count, 1)) AS n FROM {relation} WHERE {} GROUP BY 1",
             thread_ns_expr(),
+            conds.join(" AND ")
+        )
+    }
+
+    /// The latency heatmap of the rows of `view` whose group columns equal `row`, in its
+    /// window: per time bucket `i` of `bucket_ns` from `start` and latency bucket `lb`, the
+    /// events `n` (`count` each row) and their time in ns `t` (`duration`).
+    pub fn heatmap(&self, view: &View, row: &[Value], start: Ns, bucket_ns: Ns) -> String {
+        let extra: Vec<String> = view
+            .group
+            .iter()
+            .zip(row)
+            .map(|(g, v)| self.equals(g, v))
+            .collect();
+        let (used, text) = self.used(view, &extra);
+        let relation = self.relation(&used, &text);
+        let mut conds = self.conditions(view, &extra);
+        conds.push("time >= $from AND time < $to".into());
+        conds.push(format!("{} IS NOT NULL", latency_expr()));
+        format!(
+            "SELECT CAST((CAST(time AS BIGINT) - {start}) / {bucket_ns} AS BIGINT) AS i, {} AS lb, \
+             sum(coalesce(count, 1)) AS n, sum(CAST(duration AS DOUBLE)) AS t FROM {relation} \
+             WHERE {} GROUP BY 1, 2",
+            latency_bucket_expr(),
             conds.join(" AND ")
         )
     }
@@ -383,6 +402,16 @@ pub fn bytes_expr() -> String {
         .map(|(k, _)| catalog::quote_text(k.name))
         .collect();
     format!("CASE WHEN kind IN ({}) THEN value END", names.join(", "))
+}
+
+/// The latency bucket of a row (0 to [`BUCKETS`] - 1; null without a latency).
+pub fn latency_bucket_expr() -> String {
+    format!(
+        "CASE WHEN {l} IS NULL THEN NULL WHEN {l} < 1024 THEN 0 \
+         ELSE least(CAST(log2(CAST({l} AS DOUBLE)) AS BIGINT) - 9, {last}) END",
+        l = latency_expr(),
+        last = BUCKETS - 1
+    )
 }
 
 /// A row's latency in ns by its kind (null where the kind has none).

@@ -3,7 +3,8 @@
 //! back, latency columns, the stack tree, the column picker, help, an SQL filter that fails,
 //! a terminal too small; the flame graph (zoom, search, "…" boxes), the sandwich, and the
 //! diff against a baseline (`b`, a filter, `d`, `F` coloured by the change), and the Space
-//! menu including or excluding values.
+//! menu including or excluding values, `<` `>` moving a group column, and a row's latency
+//! heatmap (`H`).
 
 use std::path::{Path, PathBuf};
 
@@ -80,6 +81,7 @@ fn key(app: &mut App, engine: &Engine, code: KeyCode) {
         Effect::Sandwich => session::open_sandwich(engine, app),
         Effect::Baseline => session::mark_baseline(engine, app),
         Effect::Diff => session::open_diff(engine, app),
+        Effect::Heatmap => session::open_heatmap(engine, app),
         _ => {}
     }
 }
@@ -512,4 +514,84 @@ fn space_includes_or_excludes_values_of_the_column() {
     // Esc cancels the menu.
     keys(&mut app, &e, &[KeyCode::Char(' '), KeyCode::Esc]);
     assert!(matches!(app.mode, Mode::Table));
+}
+
+#[test]
+fn angle_brackets_move_the_highlighted_column_in_the_grouping() {
+    let dir = store();
+    let (e, mut app) = open(dir.path(), start());
+    let before = app.table.clone().unwrap();
+    key(&mut app, &e, KeyCode::Char('>'));
+    assert_eq!(app.view.group, ["comm", "state", "syscall", "path"]);
+    assert_eq!(app.col, 1, "the column stays highlighted");
+    let after = app.table.clone().unwrap();
+    assert_eq!(after.group, app.view.group);
+    // The same groups, their cells in the new order.
+    let swapped = |r: &stacks_top::table::Row| {
+        let mut v: Vec<String> = r.values.iter().map(|v| v.shown.clone()).collect();
+        v.swap(0, 1);
+        (v, r.samples)
+    };
+    let mut want: Vec<_> = before.rows.iter().map(swapped).collect();
+    let mut got: Vec<_> = after
+        .rows
+        .iter()
+        .map(|r| {
+            (
+                r.values.iter().map(|v| v.shown.clone()).collect::<Vec<_>>(),
+                r.samples,
+            )
+        })
+        .collect();
+    want.sort();
+    got.sort();
+    assert_eq!(got, want);
+    let text = screen(&mut app, 120, 20);
+    assert!(
+        text.contains("GroupBy    comm, state, syscall, path"),
+        "{text}"
+    );
+    keys(&mut app, &e, &[KeyCode::Char('<'), KeyCode::Char('<')]);
+    assert_eq!(app.view.group, ["state", "comm", "syscall", "path"]);
+    assert_eq!(app.status.text, "the column is at the edge already");
+}
+
+#[test]
+fn h_shows_the_latency_heatmap_of_the_row() {
+    let dir = store();
+    let mut s = start();
+    s.kind = Some("switch".into());
+    s.latency = true;
+    let (e, mut app) = open(dir.path(), s);
+    let row = app.table.as_ref().unwrap().rows[0].clone();
+    key(&mut app, &e, KeyCode::Char('H'));
+    let Mode::Heatmap(h) = &app.mode else {
+        panic!("no heatmap: {:?}", app.status)
+    };
+    // The row's events, bucket by bucket as its histogram counts them.
+    let lat = row.latency.expect("latency columns");
+    assert!(lat.n > 0);
+    assert_eq!(h.total(), lat.n);
+    assert_eq!(h.buckets(), lat.hist);
+    let text = screen(&mut app, 120, 20);
+    stacks_testkit::golden::check_text(&golden_dir(), "heatmap.txt", &text);
+    key(&mut app, &e, KeyCode::Char('t'));
+    let Mode::Heatmap(h) = &app.mode else {
+        panic!("left the heatmap")
+    };
+    assert!(h.by_time);
+    assert!(screen(&mut app, 120, 20).contains("shade: time (t)"));
+    key(&mut app, &e, KeyCode::Esc);
+    assert!(matches!(app.mode, Mode::Table));
+    // CPU samples have no latency.
+    let mut s = start();
+    s.kind = Some("profile".into());
+    let (e, mut app) = open(dir.path(), s);
+    key(&mut app, &e, KeyCode::Char('H'));
+    assert!(matches!(app.mode, Mode::Table));
+    assert!(
+        app.status.text.starts_with("this kind has no latency"),
+        "{:?}",
+        app.status
+    );
 }
