@@ -414,9 +414,11 @@ fn interactive(mut engine: Engine, mut app: App) -> Result<ExitCode> {
             // The header's row count and state change even when no row came (the stream
             // ended); the queries run again only for new rows.
             app.source = engine.label();
-            if fresh && matches!(app.mode, app::Mode::Table) {
+            if fresh && matches!(app.mode, app::Mode::Table | app::Mode::Flame(_)) {
                 session::refresh_table(&engine, &mut app);
                 session::start_spark(&engine, &mut app);
+                // The flame graph follows the stream too, zoom and selection kept.
+                session::refresh_flame(&engine, &mut app);
             }
         }
     }

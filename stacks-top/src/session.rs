@@ -569,3 +569,51 @@ pub fn open_heatmap(engine: &Engine, app: &mut App) {
         Err(e) => app.error(format!("heatmap: {e:#}")),
     }
 }
+
+/// Live: the flame graph open on the screen drawn again from the rows kept now, its zoom,
+/// selection and search kept where their frames still are (by call path).
+pub fn refresh_flame(engine: &Engine, app: &mut App) {
+    let Mode::Flame(old) = &app.mode else {
+        return;
+    };
+    let names = |f: &Flame, i: usize| -> Vec<String> {
+        f.path(i).iter().map(|&n| f.nodes[n].name.clone()).collect()
+    };
+    let zoom: Vec<Vec<String>> = old.zoom.iter().map(|&z| names(&old.flame, z)).collect();
+    let sel = match old.sel {
+        crate::icicle::Sel::Node(n) => Some(names(&old.flame, n)),
+        crate::icicle::Sel::Rest(_) => None,
+    };
+    let (search, typing, compared) = (old.search.clone(), old.typing, old.base.is_some());
+    let Ok((flame, _)) = flame(engine, &app.view) else {
+        // The last flame stays; the next refresh tries again.
+        return;
+    };
+    if flame.total() == 0 {
+        return;
+    }
+    let find = |f: &Flame, path: &[String]| -> Option<usize> {
+        path.iter().try_fold(0, |at, name| f.child_named(at, name))
+    };
+    let unit = crate::profile::unit(app.view.kind.as_deref());
+    let mut view = match app
+        .baseline
+        .as_ref()
+        .filter(|b| compared && b.kind == app.view.kind)
+    {
+        Some(b) => FlameView::compared(flame, unit, &b.flame),
+        None => FlameView::new(flame, unit),
+    };
+    view.zoom = zoom.iter().map_while(|p| find(&view.flame, p)).collect();
+    if let Some(n) = sel.and_then(|p| find(&view.flame, &p)) {
+        view.sel = crate::icicle::Sel::Node(n);
+    } else {
+        view.sel = crate::icicle::Sel::Node(view.zoomed());
+    }
+    view.search = search;
+    view.typing = typing;
+    if let Mode::Flame(old) = &app.mode {
+        view.width.set(old.width.get());
+    }
+    app.mode = Mode::Flame(Box::new(view));
+}
