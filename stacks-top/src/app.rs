@@ -514,41 +514,6 @@ impl App {
         Effect::Query
     }
 
-    /// `<` `>`: the highlighted group column moves left or right in the grouping.
-    fn move_column(&mut self, dir: isize) -> Effect {
-        let to = self.col as isize + dir;
-        if to < 0 || to as usize >= self.view.group.len() {
-            self.info("the column is at the edge already");
-            return Effect::None;
-        }
-        self.view.group.swap(self.col, to as usize);
-        self.col = to as usize;
-        self.info(format!("grouped by {}", self.view.group.join(", ")));
-        Effect::Query
-    }
-
-    /// Space: the include/exclude menu of the highlighted column.
-    fn choose(&mut self) {
-        let Some(column) = self.view.group.get(self.col).cloned() else {
-            self.info("no group column to filter on");
-            return;
-        };
-        let all: Vec<&Row> = self
-            .table
-            .as_ref()
-            .map_or(Vec::new(), |t| t.rows.iter().collect());
-        let at = self
-            .rows()
-            .get(self.cursor)
-            .and_then(|r| all.iter().position(|a| std::ptr::eq(*a, *r)))
-            .unwrap_or(0);
-        if all.is_empty() {
-            self.info("no rows to filter");
-            return;
-        }
-        self.mode = Mode::Choose(Box::new(Choice::new(&column, self.col, &all, at)));
-    }
-
     fn move_window(&mut self, dir: i64) -> Effect {
         let Some(range) = self.range else {
             return Effect::None;

@@ -228,7 +228,7 @@ pub fn run_with(args: Args) -> Result<ExitCode> {
             args.store.cluster.as_deref(),
         )
         .map_err(|e| e.context(format!("--diff {other}")))?;
-        app.baseline = Some(session::store_baseline(
+        app.baseline = Some(crate::baseline::store_baseline(
             &base,
             &app.view,
             args.window,
@@ -375,8 +375,8 @@ fn interactive(mut engine: Engine, mut app: App) -> Result<ExitCode> {
                     Effect::Peek => session::peek(&engine, &mut app),
                     Effect::Flame => session::open_flame(&engine, &mut app),
                     Effect::Sandwich => session::open_sandwich(&engine, &mut app),
-                    Effect::Baseline => session::mark_baseline(&engine, &mut app),
-                    Effect::Diff => session::open_diff(&engine, &mut app),
+                    Effect::Baseline => crate::baseline::mark_baseline(&engine, &mut app),
+                    Effect::Diff => crate::baseline::open_diff(&engine, &mut app),
                     Effect::Heatmap => session::open_heatmap(&engine, &mut app),
                     Effect::None => {}
                 },

@@ -1,13 +1,50 @@
-//! The keys of the column picker (`g`) and of the text inputs (`/` search, `f` SQL filter):
-//! part of [`App`]'s key handling, in a file of its own.
+//! The keys of the column picker (`g`), of the text inputs (`/` search, `f` SQL filter), the
+//! Space menu's opening and `<` `>`: part of [`App`]'s key handling, in a file of its own.
 
 use ratatui::crossterm::event::{KeyCode, KeyEvent};
 
 use crate::app::{App, Effect, InputKind, Mode};
 use crate::catalog::Column;
+use crate::choose::Choice;
+use crate::table::Row;
 use crate::view::Step;
 
 impl App {
+    /// `<` `>`: the highlighted group column moves left or right in the grouping.
+    pub(crate) fn move_column(&mut self, dir: isize) -> Effect {
+        let to = self.col as isize + dir;
+        if to < 0 || to as usize >= self.view.group.len() {
+            self.info("the column is at the edge already");
+            return Effect::None;
+        }
+        self.view.group.swap(self.col, to as usize);
+        self.col = to as usize;
+        self.info(format!("grouped by {}", self.view.group.join(", ")));
+        Effect::Query
+    }
+
+    /// Space: the include/exclude menu of the highlighted column.
+    pub(crate) fn choose(&mut self) {
+        let Some(column) = self.view.group.get(self.col).cloned() else {
+            self.info("no group column to filter on");
+            return;
+        };
+        let all: Vec<&Row> = self
+            .table
+            .as_ref()
+            .map_or(Vec::new(), |t| t.rows.iter().collect());
+        let at = self
+            .rows()
+            .get(self.cursor)
+            .and_then(|r| all.iter().position(|a| std::ptr::eq(*a, *r)))
+            .unwrap_or(0);
+        if all.is_empty() {
+            self.info("no rows to filter");
+            return;
+        }
+        self.mode = Mode::Choose(Box::new(Choice::new(&column, self.col, &all, at)));
+    }
+
     /// The catalog columns matching the picker's text.
     pub fn picker_matches(&self, text: &str) -> Vec<&Column> {
         let t = text.to_lowercase();

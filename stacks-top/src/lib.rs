@@ -8,12 +8,14 @@
 //! SQL) → [`engine`] (a store or [`live`] stdin as tables, running queries) → [`table`] and
 //! [`tree`] (results), [`profile`] (the view's stacks as a [`flame`] graph) → [`app`] and
 //! [`icicle`] (state and keys); [`diff`] (two flames compared) → [`compare`] (the baseline
-//! and the diff view) → [`session`] (answering a view) → [`ui`] and [`ui_flame`] (drawing)
-//! and [`term`] (the terminal) → [`cli`].
+//! and the diff view), [`heatmap`], [`choose`] (the Space menu) → [`session`] and
+//! [`baseline`] (answering a view) → [`ui`] and [`ui_flame`] (drawing) and [`term`] (the
+//! terminal) → [`cli`].
 
 #![warn(unreachable_pub)]
 
 pub mod app;
+pub mod baseline;
 pub mod catalog;
 pub mod choose;
 pub mod cli;

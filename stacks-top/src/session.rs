@@ -1,5 +1,6 @@
-//! Answering a view: the queries behind the table, the sparkline and a row's stack tree, run
-//! on the engine and put into the app state (errors go to the status line, the screen stays).
+//! Answering a view: the queries behind the table, the sparkline, a row's stack tree and
+//! heatmap, the flame graph and the sandwich, run on the engine and put into the app state
+//! (errors go to the status line, the screen stays); the diff's in [`crate::baseline`].
 
 use std::time::Duration;
 
@@ -9,11 +10,8 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
 use arrow_schema::DataType;
 
-use std::rc::Rc;
-
 use crate::app::{self, App, Mode, Spark, SparkJob, SparkKey};
 use crate::catalog;
-use crate::compare::{Baseline, DiffView};
 use crate::engine::Engine;
 use crate::flame::Flame;
 use crate::icicle::{FlameView, SandwichView};
@@ -350,7 +348,7 @@ pub fn flame(engine: &Engine, view: &View) -> Result<(Flame, Duration)> {
 }
 
 /// The flame graph of the view, or why not on the status line.
-fn view_flame(engine: &Engine, app: &mut App) -> Option<Flame> {
+pub(crate) fn view_flame(engine: &Engine, app: &mut App) -> Option<Flame> {
     match flame(engine, &app.view) {
         Ok((f, took)) if f.total() != 0 => {
             app.timing = format!("{} frames · {} ms", f.nodes.len() - 1, took.as_millis());
@@ -369,7 +367,7 @@ fn view_flame(engine: &Engine, app: &mut App) -> Option<Flame> {
 
 /// Query the table again when the window moved under another view (`[` `]` in the flame
 /// graph or the diff), so the screen behind it is the same view.
-fn sync_table(engine: &Engine, app: &mut App) {
+pub(crate) fn sync_table(engine: &Engine, app: &mut App) {
     if app
         .table
         .as_ref()
@@ -380,19 +378,6 @@ fn sync_table(engine: &Engine, app: &mut App) {
     }
 }
 
-/// The baseline, if the view is of its kind; else why not on the status line.
-fn baseline(app: &mut App) -> Option<Baseline> {
-    let b = app.baseline.clone()?;
-    if b.kind != app.view.kind {
-        app.error(format!(
-            "the baseline is of kind {}: b marks one of this kind",
-            b.kind.as_deref().unwrap_or(catalog::ALL)
-        ));
-        return None;
-    }
-    Some(b)
-}
-
 /// Open the flame graph of the view (`F`), coloured by the change against the baseline when
 /// there is one of its kind.
 pub fn open_flame(engine: &Engine, app: &mut App) {
@@ -400,7 +385,7 @@ pub fn open_flame(engine: &Engine, app: &mut App) {
     if let Some(f) = view_flame(engine, app) {
         let unit = crate::profile::unit(app.view.kind.as_deref());
         let compared = if app.baseline.is_some() {
-            Some(baseline(app))
+            Some(crate::baseline::baseline(app))
         } else {
             None
         };
@@ -419,117 +404,6 @@ pub fn open_flame(engine: &Engine, app: &mut App) {
             }
         };
         app.mode = Mode::Flame(Box::new(view));
-    }
-}
-
-/// What the view is, for a baseline's description: its window and filters.
-pub fn describe(app: &App) -> String {
-    let w = app.view.window;
-    let mut text = format!(
-        "{} → {} ({})",
-        crate::fmt::time(w.from, false),
-        crate::fmt::time(w.to, false),
-        crate::fmt::duration(w.len())
-    );
-    for s in &app.view.steps {
-        text.push_str(" › ");
-        text.push_str(&s.shown());
-    }
-    text
-}
-
-/// `b`: the view's stacks become the baseline.
-pub fn mark_baseline(engine: &Engine, app: &mut App) {
-    if let Some(f) = view_flame(engine, app) {
-        let what = describe(app);
-        app.info(format!(
-            "baseline: {what}; move the window ([ ]) or filter, then d (functions) or F (flame)"
-        ));
-        app.baseline = Some(Baseline {
-            flame: Rc::new(f),
-            kind: app.view.kind.clone(),
-            what,
-        });
-    }
-}
-
-/// The baseline of `view` over another store (`--diff`): its stacks in the window `window`
-/// picks in its range (the last `--window` of it, as for the view).
-pub fn store_baseline(engine: &Engine, view: &View, window: Ns, label: &str) -> Result<Baseline> {
-    let Some(range) = engine.range(view.kind.as_deref()) else {
-        anyhow::bail!("--diff {label}: no rows of this kind");
-    };
-    let mut view = view.clone();
-    view.window = if range.len() <= window {
-        range
-    } else {
-        Span {
-            from: range.to - window,
-            to: range.to,
-        }
-    };
-    let (flame, _) = flame(engine, &view).map_err(|e| e.context(format!("--diff {label}")))?;
-    Ok(Baseline {
-        flame: Rc::new(flame),
-        kind: view.kind.clone(),
-        what: label.to_string(),
-    })
-}
-
-/// `d`: the functions of the view against the baseline.
-pub fn open_diff(engine: &Engine, app: &mut App) {
-    sync_table(engine, app);
-    let Some(b) = baseline(app) else {
-        return;
-    };
-    let Some(f) = view_flame(engine, app) else {
-        return;
-    };
-    let unit = crate::profile::unit(app.view.kind.as_deref());
-    let view = DiffView::new(&b.flame, Rc::new(f), unit);
-    // The window moved under an open diff: the same function stays highlighted.
-    let mut view = view;
-    if let Mode::Diff(old) = &app.mode {
-        view.search = old.search.clone();
-        let name = old.current().map(|c| c.name.clone());
-        view.cursor = name
-            .and_then(|name| {
-                let visible = view.visible();
-                visible
-                    .iter()
-                    .position(|&i| view.diff.changes[i].name == name)
-            })
-            .unwrap_or(0);
-    }
-    app.info(format!(
-        "diff against {}: [ ] move the window, F flame, s sandwich, Esc back",
-        b.what
-    ));
-    app.mode = Mode::Diff(Box::new(view));
-}
-
-/// Open the sandwich of [`App::sandwich_of`] over the view's stacks (`s` in the stack tree).
-pub fn open_sandwich(engine: &Engine, app: &mut App) {
-    let Some(name) = app.sandwich_of.take() else {
-        return;
-    };
-    let Some(f) = view_flame(engine, app) else {
-        return;
-    };
-    match f.find(&name) {
-        Ok(name) => {
-            let unit = crate::profile::unit(app.view.kind.as_deref());
-            let view = SandwichView::new(std::rc::Rc::new(f), unit, &name);
-            let back = std::mem::replace(&mut app.mode, Mode::Table);
-            app.mode = Mode::Sandwich {
-                view: Box::new(view),
-                back: Box::new(back),
-            };
-            app.info(format!(
-                "sandwich of {name} over the view: Enter on a line opens its own, Esc goes back"
-            ));
-        }
-        Err(e) => app.error(e),
     }
 }
 
@@ -616,4 +490,29 @@ pub fn refresh_flame(engine: &Engine, app: &mut App) {
         view.width.set(old.width.get());
     }
     app.mode = Mode::Flame(Box::new(view));
+}
+
+/// Open the sandwich of [`App::sandwich_of`] over the view's stacks (`s` in the stack tree).
+pub fn open_sandwich(engine: &Engine, app: &mut App) {
+    let Some(name) = app.sandwich_of.take() else {
+        return;
+    };
+    let Some(f) = view_flame(engine, app) else {
+        return;
+    };
+    match f.find(&name) {
+        Ok(name) => {
+            let unit = crate::profile::unit(app.view.kind.as_deref());
+            let view = SandwichView::new(std::rc::Rc::new(f), unit, &name);
+            let back = std::mem::replace(&mut app.mode, Mode::Table);
+            app.mode = Mode::Sandwich {
+                view: Box::new(view),
+                back: Box::new(back),
+            };
+            app.info(format!(
+                "sandwich of {name} over the view: Enter on a line opens its own, Esc goes back"
+            ));
+        }
+        Err(e) => app.error(e),
+    }
 }

@@ -79,8 +79,8 @@ fn key(app: &mut App, engine: &Engine, code: KeyCode) {
         Effect::Peek => session::peek(engine, app),
         Effect::Flame => session::open_flame(engine, app),
         Effect::Sandwich => session::open_sandwich(engine, app),
-        Effect::Baseline => session::mark_baseline(engine, app),
-        Effect::Diff => session::open_diff(engine, app),
+        Effect::Baseline => stacks_top::baseline::mark_baseline(engine, app),
+        Effect::Diff => stacks_top::baseline::open_diff(engine, app),
         Effect::Heatmap => session::open_heatmap(engine, app),
         _ => {}
     }
