@@ -35,7 +35,7 @@ pub enum TextFormat {
 #[command(
     name = "stacks-top",
     version,
-    about = "Browse a stacks store or a live recording: active threads by any column, latency histograms, the stack tree of each row, the flame graph and sandwiches of the view",
+    about = "Browse a stacks store or a live recording: active threads by any column, latency histograms, the stack tree and latency heatmap of each row, the flame graph, sandwiches and diffs of the view",
     after_help = "Examples:\n  stacks-top -d out/\n  \
                   stacks-top -d out/ --kind vfs --group comm,path --latency\n  \
                   sudo stacks-record -a -e state:uk,profile:u | stacks-symbolize | stacks-top\n  \

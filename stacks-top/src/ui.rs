@@ -23,7 +23,7 @@ const BAR: usize = 10;
 const MAX_CELL: usize = 40;
 
 /// The keys of the table, as the bottom line names them.
-const KEYS: &str = "↑↓ row  ←→ column  <> move it  ⏎ drill  ␣ in/out  ⌫ back  g group  / search  f filter  \
+const KEYS: &str = "↑↓ row  ←→ column  ⏎ drill  ␣ in/out  ⌫ back  g group  / search  f filter  \
                     [ ] window  w whole  l latency  p stacks  H heatmap  F flame  b baseline  d diff  \
                     Tab kind  h help  q quit";
 /// The keys of the stack tree.
