@@ -3,7 +3,8 @@
 //! intervals with kernel frames and marker frames); the flame shares of the `cpu` workload's
 //! 3:1 split next to perf's on the same workload; the flame view in tmux (`F`, down the
 //! hottest path, Enter zooms into the known function, `/` gives its share, `s` its sandwich);
-//! and the sandwich of `burn_shared`, called from two known callers in a known ratio.
+//! the sandwich of `burn_shared`, called from two known callers in a known ratio; and the
+//! live flame following the stream, its zoom kept, its whole the workload's CPU time.
 
 use std::path::Path;
 
@@ -247,4 +248,95 @@ fn the_sandwich_of_a_function_lists_its_two_callers_with_their_shares() {
     // A sample in burn_shared's prologue (its frame not yet pushed) names its caller's
     // caller: the two make the rest.
     assert!(a + b >= 0.98, "the two callers make {:.3}: {text}", a + b);
+}
+
+/// The value after `total ` in a status line: `total 123 ns (` as 123.
+fn total_value(line: &str) -> Option<i64> {
+    let rest = &line[line.find(" total ")? + 7..];
+    rest.split_whitespace().next()?.parse().ok()
+}
+
+#[test]
+fn the_live_flame_follows_the_stream_and_keeps_its_zoom() {
+    if !bpf_available("the_live_flame_follows_the_stream_and_keeps_its_zoom") {
+        return;
+    }
+    let _serial = bpf_serial();
+    let dir = scratch("top-flame-live");
+    let report = dir.join("report.json");
+    let t = Tmux::start(
+        "flame-live",
+        &format!(
+            "stacks-record -e profile:u:999 -- stacks-workload --report {} cpu --seconds 20 \
+             2>/dev/null | stacks-symbolize 2>/dev/null | stacks-top --kind profile",
+            report.display()
+        ),
+    );
+    t.wait(30, "the live screen", |s| {
+        s.contains("stdin (live") && s.contains("burn_")
+    });
+    t.keys(&["F"]);
+    t.wait(10, "the flame", |s| s.contains("Flame graph: "));
+    let status = |screen: &str| -> String {
+        let mut lines = screen.lines().rev().filter(|l| !l.trim().is_empty());
+        lines.nth(1).unwrap_or("").to_string()
+    };
+    // Three frames down the hottest path, and Enter zooms into that one.
+    t.keys(&["Down", "Down", "Down"]);
+    // A loaded machine draws late: the name once the selection stays.
+    let mut name = String::new();
+    for _ in 0..20 {
+        std::thread::sleep(std::time::Duration::from_millis(700));
+        let now = status(&t.screen())
+            .split("  self ")
+            .next()
+            .unwrap()
+            .to_string();
+        if now == name {
+            break;
+        }
+        name = now;
+    }
+    let line = status(&t.screen());
+    assert!(!name.is_empty() && name != "all", "{line}");
+    t.keys(&["Enter"]);
+    let zoomed_into = |s: &str| {
+        s.lines()
+            .any(|l| l.starts_with("Flame graph zoomed into") && l.ends_with(name.as_str()))
+    };
+    let zoomed = t.wait(10, "the zoom", |s| zoomed_into(s));
+    let before = total_value(&status(&zoomed)).expect("a total");
+    assert!(
+        zoomed.contains("stdin (live"),
+        "the stream ended already:\n{zoomed}"
+    );
+    // The stream goes on: the frame grows, still zoomed into and selected.
+    t.wait(10, "the flame to follow the stream", |s| {
+        let line = status(s);
+        zoomed_into(s)
+            && line.starts_with(&format!("{name}  self "))
+            && total_value(&line).is_some_and(|v| v > before)
+    });
+    // At the end, out of the zoom, the whole is the workload's CPU time.
+    t.wait(30, "the end of the stream", |s| s.contains("stdin (ended"));
+    t.keys(&["BSpace"]);
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let end = t.screen();
+    let title = end
+        .lines()
+        .find(|l| l.starts_with("Flame graph: "))
+        .unwrap_or_else(|| panic!("no title:\n{end}"));
+    let all: f64 = title["Flame graph: ".len()..]
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let truth: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let cpu = truth["cpu_ns"].as_f64().unwrap();
+    eprintln!("live flame {all:.0} ns, the workload's CPU clock {cpu:.0} ns");
+    assert!((all / cpu - 1.0).abs() <= 0.05, "{all} vs {cpu}\n{end}");
+    t.keys(&["q"]);
+    t.wait(10, "the exit", |s| s.contains("TOP-EXIT=0"));
 }

@@ -8,6 +8,8 @@ use std::cell::Cell;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use crate::catalog::{self, Column};
+use crate::choose::{Choice, Chosen};
+use crate::compare::{Baseline, DiffView};
 use crate::icicle::{FlameView, Outcome, SandwichView};
 use crate::table::{Row, Table};
 use crate::tree::Tree;
@@ -27,6 +29,12 @@ pub enum Effect {
     Sandwich,
     /// Replace the stack tree by that of the waker in [`App::follow_waker`].
     Follow,
+    /// Mark the view's stacks as the baseline (`b`).
+    Baseline,
+    /// Open the diff of the view against the baseline (`d`).
+    Diff,
+    /// Open the latency heatmap of the highlighted row (`H`).
+    Heatmap,
     Quit,
 }
 
@@ -68,6 +76,12 @@ pub enum Mode {
         view: Box<SandwichView>,
         back: Box<Mode>,
     },
+    /// The functions of the view against the baseline (`d`).
+    Diff(Box<DiffView>),
+    /// The include/exclude menu of the highlighted column (Space).
+    Choose(Box<Choice>),
+    /// The latency heatmap of the highlighted row (`H`).
+    Heatmap(Box<crate::heatmap::Heatmap>),
 }
 
 /// The status line: what happened last.
@@ -146,6 +160,8 @@ pub struct App {
     pub sandwich_of: Option<String>,
     /// The waker (thread id, node name) whose waits [`Effect::Follow`] opens.
     pub follow_waker: Option<(i64, String)>,
+    /// What the view is compared with (`b`, `--diff`).
+    pub baseline: Option<Baseline>,
 }
 
 impl App {
@@ -176,6 +192,7 @@ impl App {
             spark_width: Cell::new(60),
             sandwich_of: None,
             follow_waker: None,
+            baseline: None,
         }
     }
 
@@ -294,6 +311,29 @@ impl App {
                 let outcome = view.key(key, self.page.get());
                 self.outcome(outcome)
             }
+            Mode::Diff(view) => {
+                let outcome = view.key(key, self.page.get());
+                self.outcome(outcome)
+            }
+            Mode::Heatmap(h) => {
+                let outcome = h.key(key);
+                self.outcome(outcome)
+            }
+            Mode::Choose(choice) => match choice.key(key) {
+                Chosen::Stay => Effect::None,
+                Chosen::Cancel => {
+                    self.mode = Mode::Table;
+                    Effect::None
+                }
+                Chosen::Apply(step) => {
+                    self.mode = Mode::Table;
+                    self.info(format!("filtered on {}", step.shown()));
+                    self.view.steps.push(step);
+                    self.cursor = 0;
+                    self.search.clear();
+                    Effect::Query
+                }
+            },
             Mode::Picker(_) => self.picker_key(key),
             Mode::Input { .. } => self.input_key(key),
         }
@@ -312,9 +352,25 @@ impl App {
                 };
                 self.info("");
             }
+            Outcome::Window(dir) => {
+                let again = match self.mode {
+                    Mode::Diff(_) => Effect::Diff,
+                    _ => Effect::Flame,
+                };
+                return match self.move_window(dir) {
+                    Effect::Query => again,
+                    other => other,
+                };
+            }
+            Outcome::Flame => return Effect::Flame,
             Outcome::Sandwich(name) => {
-                if let Mode::Flame(view) = &self.mode {
-                    let sandwich = SandwichView::new(view.flame.clone(), view.unit, &name);
+                let source = match &self.mode {
+                    Mode::Flame(view) => Some((view.flame.clone(), view.unit)),
+                    Mode::Diff(view) => Some((view.now.clone(), view.unit)),
+                    _ => None,
+                };
+                if let Some((flame, unit)) = source {
+                    let sandwich = SandwichView::new(flame, unit, &name);
                     let back = std::mem::replace(&mut self.mode, Mode::Table);
                     self.mode = Mode::Sandwich {
                         view: Box::new(sandwich),
@@ -347,6 +403,9 @@ impl App {
                 self.col = (self.col + 1).min(self.view.group.len().saturating_sub(1))
             }
             KeyCode::Enter => return self.drill(),
+            KeyCode::Char(' ') => self.choose(),
+            KeyCode::Char('<') => return self.move_column(-1),
+            KeyCode::Char('>') => return self.move_column(1),
             KeyCode::Backspace => {
                 return match self.view.steps.pop() {
                     Some(s) => {
@@ -403,12 +462,50 @@ impl App {
                     Effect::Peek
                 };
             }
+            KeyCode::Char('H') => {
+                let latency = match &self.view.kind {
+                    Some(k) => catalog::weights(k).is_some_and(|w| w.latency),
+                    None => true,
+                };
+                return if rows == 0 {
+                    self.info("no row to show");
+                    Effect::None
+                } else if !latency {
+                    self.info("this kind has no latency: H on vfs, block, switch, span, state…");
+                    Effect::None
+                } else {
+                    Effect::Heatmap
+                };
+            }
             KeyCode::Char('F') => {
                 return if self.range.is_none() {
                     self.info("no rows to draw");
                     Effect::None
                 } else {
                     Effect::Flame
+                };
+            }
+            KeyCode::Char('b') => {
+                return if self.range.is_none() {
+                    self.info("no rows to mark");
+                    Effect::None
+                } else {
+                    Effect::Baseline
+                };
+            }
+            KeyCode::Char('B') => match self.baseline.take() {
+                Some(b) => self.info(format!("baseline forgotten: {}", b.what)),
+                None => self.info("no baseline: b marks the view as one"),
+            },
+            KeyCode::Char('d') => {
+                return if self.baseline.is_none() {
+                    self.info("no baseline: b marks the view as one (then move the window or filter), or --diff DIR");
+                    Effect::None
+                } else if self.range.is_none() {
+                    self.info("no rows to compare");
+                    Effect::None
+                } else {
+                    Effect::Diff
                 };
             }
             KeyCode::Char('r') => return Effect::Query,
@@ -478,122 +575,11 @@ impl App {
         ));
         Effect::Query
     }
-
-    /// The catalog columns matching the picker's text.
-    pub fn picker_matches(&self, text: &str) -> Vec<&Column> {
-        let t = text.to_lowercase();
-        self.columns
-            .iter()
-            .filter(|c| c.name.contains(&t) || c.about.to_lowercase().contains(&t))
-            .collect()
-    }
-
-    fn picker_key(&mut self, key: KeyEvent) -> Effect {
-        let Mode::Picker(p) = &self.mode else {
-            return Effect::None;
-        };
-        let mut p = p.clone();
-        let matches: Vec<String> = self
-            .picker_matches(&p.text)
-            .iter()
-            .map(|c| c.name.clone())
-            .collect();
-        let mut effect = Effect::None;
-        match key.code {
-            KeyCode::Esc => {
-                self.mode = Mode::Table;
-                return Effect::None;
-            }
-            KeyCode::Up => p.cursor = p.cursor.saturating_sub(1),
-            KeyCode::Down => p.cursor = (p.cursor + 1).min(matches.len().saturating_sub(1)),
-            KeyCode::Char(' ') => toggle(&mut p.chosen, matches.get(p.cursor)),
-            KeyCode::Enter => {
-                if p.chosen == self.view.group {
-                    toggle(&mut p.chosen, matches.get(p.cursor));
-                }
-                if p.chosen.is_empty() {
-                    self.error("choose at least one column to group by");
-                } else {
-                    self.view.group = p.chosen.clone();
-                    self.col = 0;
-                    self.cursor = 0;
-                    self.info(format!("grouped by {}", self.view.group.join(", ")));
-                    effect = Effect::Query;
-                }
-                self.mode = Mode::Table;
-                return effect;
-            }
-            KeyCode::Backspace => {
-                p.text.pop();
-                p.cursor = 0;
-            }
-            KeyCode::Char(c) => {
-                p.text.push(c);
-                p.cursor = 0;
-            }
-            _ => {}
-        }
-        self.mode = Mode::Picker(p);
-        effect
-    }
-
-    fn input_key(&mut self, key: KeyEvent) -> Effect {
-        let Mode::Input { kind, text } = &mut self.mode else {
-            return Effect::None;
-        };
-        let kind = *kind;
-        match key.code {
-            KeyCode::Esc => {
-                if kind == InputKind::Search {
-                    self.search.clear();
-                }
-                self.mode = Mode::Table;
-            }
-            KeyCode::Backspace => {
-                text.pop();
-                if kind == InputKind::Search {
-                    self.search = text.clone();
-                    self.cursor = 0;
-                }
-            }
-            KeyCode::Char(c) => {
-                text.push(c);
-                if kind == InputKind::Search {
-                    self.search = text.clone();
-                    self.cursor = 0;
-                }
-            }
-            KeyCode::Enter => {
-                let text = text.trim().to_string();
-                self.mode = Mode::Table;
-                if kind == InputKind::Filter && !text.is_empty() {
-                    self.info(format!("filtered on ({text})"));
-                    self.view.steps.push(Step::Sql(text));
-                    self.new_filter = true;
-                    self.cursor = 0;
-                    return Effect::Query;
-                }
-            }
-            _ => {}
-        }
-        Effect::None
-    }
 }
 
 fn step(tree: &mut Tree, delta: isize) -> Effect {
     tree.step(delta);
     Effect::None
-}
-
-fn toggle(chosen: &mut Vec<String>, name: Option<&String>) {
-    if let Some(name) = name {
-        match chosen.iter().position(|c| c == name) {
-            Some(i) => {
-                chosen.remove(i);
-            }
-            None => chosen.push(name.clone()),
-        }
-    }
 }
 
 /// The grouping a screen of `kind` (`None`: every kind) starts with.

@@ -15,6 +15,7 @@ use stacks_sql::output::{Format, Writer};
 use crate::TOOL;
 use crate::app::{self, App, Effect};
 use crate::catalog;
+use crate::compare;
 use crate::engine::Engine;
 use crate::session;
 use crate::term::{Screen, Wait};
@@ -34,14 +35,15 @@ pub enum TextFormat {
 #[command(
     name = "stacks-top",
     version,
-    about = "Browse a stacks store or a live recording: active threads by any column, latency histograms, the stack tree of each row, the flame graph and sandwiches of the view",
+    about = "Browse a stacks store or a live recording: active threads by any column, latency histograms, the stack tree and latency heatmap of each row, the flame graph, sandwiches and diffs of the view",
     after_help = "Examples:\n  stacks-top -d out/\n  \
                   stacks-top -d out/ --kind vfs --group comm,path --latency\n  \
                   sudo stacks-record -a -e state:uk,profile:u | stacks-symbolize | stacks-top\n  \
                   stacks-top -d s3://profiles/prod --from -1h --to now --where \"host = 'web-1'\"\n  \
                   stacks-top -d out/ --once -f csv --group state,syscall\n  \
                   stacks-top -d out/ --kind profile --once --flame > cpu.folded\n  \
-                  stacks-top -d out/ --kind profile --once --sandwich burn_heavy\n\n\
+                  stacks-top -d out/ --kind profile --once --sandwich burn_heavy\n  \
+                  stacks-top -d after/ --kind profile --once --diff before/\n\n\
                   Keys on the screen: h. The screen, every key and text mode: docs/top.md"
 )]
 pub struct Args {
@@ -109,6 +111,13 @@ pub struct Args {
     /// end of one (`burn` for `app::burn`), or a part of one that names one function
     #[arg(long, value_name = "FUNC")]
     pub sandwich: Option<String>,
+
+    /// Compare the view with the same view (kind, --where, the last --window) of another
+    /// store: the screen starts with it as the baseline (d, F); with --once, print each
+    /// function's change of share (the most changed first), or with --flame the folded stacks
+    /// of both (`stack base now`, as difffolded.pl writes them)
+    #[arg(long, value_name = "DIR|URL", conflicts_with_all = ["peek", "sandwich"])]
+    pub diff: Option<String>,
 
     /// Output format of --once
     #[arg(
@@ -208,6 +217,24 @@ pub fn run_with(args: Args) -> Result<ExitCode> {
     } else {
         None
     };
+    // The baseline of --diff: the same view of the other store (after the first table, so a
+    // bad --where is said of the view).
+    if let Some(other) = &args.diff {
+        let data = Data::parse(other);
+        args.store.check_cluster(&data)?;
+        let base = Engine::store(
+            &data,
+            &stacks_sql::window::Window::default(),
+            args.store.cluster.as_deref(),
+        )
+        .map_err(|e| e.context(format!("--diff {other}")))?;
+        app.baseline = Some(crate::baseline::store_baseline(
+            &base,
+            &app.view,
+            args.window,
+            other,
+        )?);
+    }
     if args.once && args.peek {
         let Some(row) = first.as_ref().and_then(|(t, _)| t.rows.first()) else {
             bail!("no rows to show");
@@ -226,6 +253,12 @@ pub fn run_with(args: Args) -> Result<ExitCode> {
         }
         return print_stacks(&engine, &app, args.sandwich.as_deref());
     }
+    if args.once && args.diff.is_some() {
+        if app.range.is_none() {
+            bail!("no rows to show");
+        }
+        return print_diff(&engine, &app, args.format);
+    }
     if args.once {
         return print_once(first.map(|(t, _)| t), args.format);
     }
@@ -241,6 +274,12 @@ fn print_stacks(engine: &Engine, app: &App, sandwich: Option<&str>) -> Result<Ex
     }
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     match sandwich {
+        None if app.baseline.is_some() => {
+            let base = &app.baseline.as_ref().expect("checked").flame;
+            for (stack, then, now) in crate::diff::folded(base, &flame) {
+                writeln!(out, "{stack} {then} {now}")?;
+            }
+        }
         None => {
             for (stack, value) in flame.folded() {
                 writeln!(out, "{stack} {value}")?;
@@ -255,6 +294,37 @@ fn print_stacks(engine: &Engine, app: &App, sandwich: Option<&str>) -> Result<Ex
         }
     }
     out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--once --diff`: each function's change against the baseline, the most changed first.
+fn print_diff(engine: &Engine, app: &App, format: TextFormat) -> Result<ExitCode> {
+    let (flame, _) = session::flame(engine, &app.view)?;
+    let base = app.baseline.as_ref().expect("--diff gave a baseline");
+    if flame.total() == 0 && base.flame.total() == 0 {
+        bail!("no stacks in this view, nor in the baseline");
+    }
+    let unit = crate::profile::unit(app.view.kind.as_deref());
+    let diff = crate::diff::Diff::new(&base.flame, &flame);
+    if format == TextFormat::Table {
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        writeln!(out, "{}", compare::title(&diff, unit, &base.what))?;
+        writeln!(out, "{}", compare::HEADER)?;
+        for c in &diff.changes {
+            writeln!(out, "{}", compare::line(c, &diff))?;
+        }
+        out.flush()?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let batch = compare::batch(&diff)?;
+    let format = if format == TextFormat::Csv {
+        Format::Csv
+    } else {
+        Format::Json
+    };
+    let mut writer = Writer::new(format, &batch.schema(), Default::default())?;
+    writer.write(&batch)?;
+    writer.finish()?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -306,6 +376,9 @@ fn interactive(mut engine: Engine, mut app: App) -> Result<ExitCode> {
                     Effect::Flame => session::open_flame(&engine, &mut app),
                     Effect::Sandwich => session::open_sandwich(&engine, &mut app),
                     Effect::Follow => session::follow_waker(&engine, &mut app),
+                    Effect::Baseline => crate::baseline::mark_baseline(&engine, &mut app),
+                    Effect::Diff => crate::baseline::open_diff(&engine, &mut app),
+                    Effect::Heatmap => session::open_heatmap(&engine, &mut app),
                     Effect::None => {}
                 },
                 _ => {}
@@ -342,9 +415,11 @@ fn interactive(mut engine: Engine, mut app: App) -> Result<ExitCode> {
             // The header's row count and state change even when no row came (the stream
             // ended); the queries run again only for new rows.
             app.source = engine.label();
-            if fresh && matches!(app.mode, app::Mode::Table) {
+            if fresh && matches!(app.mode, app::Mode::Table | app::Mode::Flame(_)) {
                 session::refresh_table(&engine, &mut app);
                 session::start_spark(&engine, &mut app);
+                // The flame graph follows the stream too, zoom and selection kept.
+                session::refresh_flame(&engine, &mut app);
             }
         }
     }

@@ -105,6 +105,11 @@ impl Flame {
         i
     }
 
+    /// The child of `parent` named `name`, if there is one.
+    pub fn child_named(&self, parent: usize, name: &str) -> Option<usize> {
+        self.index.get(&(parent, name.to_string())).copied()
+    }
+
     /// The tree of folded stacks (`root;…;leaf value` lines; every frame a user frame).
     pub fn from_folded(text: &str) -> Self {
         let mut f = Flame::new();
@@ -171,7 +176,7 @@ impl Flame {
     }
 
     /// Whether node `i` or one of its ancestors is named `name`, `i` excepted.
-    fn under(&self, i: usize, name: &str) -> bool {
+    pub(crate) fn under(&self, i: usize, name: &str) -> bool {
         let mut at = self.nodes[i].parent;
         while let Some(p) = at {
             if self.nodes[p].name == name && p != 0 {

@@ -28,6 +28,24 @@ pub enum Outcome {
     Quit,
     /// Open the sandwich of this function.
     Sandwich(String),
+    /// Move the window back (-1) or forward (1) by its length, and show the view again.
+    Window(i64),
+    /// Open the flame graph of the view.
+    Flame,
+}
+
+/// The baseline a flame is compared with: its total at each frame's call path, and its whole.
+#[derive(Debug, Clone)]
+pub struct FlameBase {
+    pub totals: Vec<i64>,
+    pub all: i64,
+}
+
+impl FlameBase {
+    /// The change of frame `n`'s share of the whole (now − baseline), as a fraction.
+    pub fn delta(&self, flame: &Flame, n: usize) -> f64 {
+        flame.share(flame.nodes[n].total) - crate::diff::share(self.totals[n], self.all)
+    }
 }
 
 /// The flame view.
@@ -45,6 +63,8 @@ pub struct FlameView {
     pub typing: bool,
     /// Cells of the flame at the last draw: the layout the keys move in.
     pub width: Cell<u16>,
+    /// A baseline: frames are coloured by the change of their share.
+    pub base: Option<FlameBase>,
 }
 
 impl FlameView {
@@ -57,7 +77,19 @@ impl FlameView {
             search: String::new(),
             typing: false,
             width: Cell::new(100),
+            base: None,
         }
+    }
+
+    /// The flame compared with `base`, a baseline flame.
+    pub fn compared(flame: Flame, unit: &'static str, base: &Flame) -> Self {
+        let totals = crate::diff::base_totals(base, &flame);
+        let mut v = Self::new(flame, unit);
+        v.base = Some(FlameBase {
+            totals,
+            all: base.total(),
+        });
+        v
     }
 
     /// The frame drawn full width.
@@ -159,6 +191,8 @@ impl FlameView {
                 }
                 None => return Outcome::Say("not zoomed".into()),
             },
+            KeyCode::Char('[') => return Outcome::Window(-1),
+            KeyCode::Char(']') => return Outcome::Window(1),
             KeyCode::Char('/') => {
                 self.typing = true;
                 self.search.clear();
@@ -210,6 +244,14 @@ impl FlameView {
                 )
             }
         };
+        if let (Some(base), Sel::Node(n)) = (&self.base, self.sel) {
+            text.push_str(&format!(
+                "  ·  Δ {:+.2}% (baseline {:.2}%, {} {unit})",
+                100.0 * base.delta(f, n),
+                100.0 * crate::diff::share(base.totals[n], base.all),
+                base.totals[n]
+            ));
+        }
         if !self.search.is_empty() {
             let (_, total) = f.search(&self.search);
             text.push_str(&format!(

@@ -1,5 +1,6 @@
-//! Answering a view: the queries behind the table, the sparkline and a row's stack tree, run
-//! on the engine and put into the app state (errors go to the status line, the screen stays).
+//! Answering a view: the queries behind the table, the sparkline, a row's stack tree and
+//! heatmap, the flame graph and the sandwich, run on the engine and put into the app state
+//! (errors go to the status line, the screen stays); the diff's in [`crate::baseline`].
 
 use std::time::Duration;
 
@@ -396,7 +397,7 @@ pub fn flame(engine: &Engine, view: &View) -> Result<(Flame, Duration)> {
 }
 
 /// The flame graph of the view, or why not on the status line.
-fn view_flame(engine: &Engine, app: &mut App) -> Option<Flame> {
+pub(crate) fn view_flame(engine: &Engine, app: &mut App) -> Option<Flame> {
     match flame(engine, &app.view) {
         Ok((f, took)) if f.total() != 0 => {
             app.timing = format!("{} frames · {} ms", f.nodes.len() - 1, took.as_millis());
@@ -413,13 +414,131 @@ fn view_flame(engine: &Engine, app: &mut App) -> Option<Flame> {
     }
 }
 
-/// Open the flame graph of the view (`F`).
+/// Query the table again when the window moved under another view (`[` `]` in the flame
+/// graph or the diff), so the screen behind it is the same view.
+pub(crate) fn sync_table(engine: &Engine, app: &mut App) {
+    if app
+        .table
+        .as_ref()
+        .is_some_and(|t| t.window != app.view.window)
+    {
+        refresh_table(engine, app);
+        start_spark(engine, app);
+    }
+}
+
+/// Open the flame graph of the view (`F`), coloured by the change against the baseline when
+/// there is one of its kind.
 pub fn open_flame(engine: &Engine, app: &mut App) {
+    sync_table(engine, app);
     if let Some(f) = view_flame(engine, app) {
         let unit = crate::profile::unit(app.view.kind.as_deref());
-        app.mode = Mode::Flame(Box::new(FlameView::new(f, unit)));
-        app.info("flame graph: arrows select, Enter zooms, Backspace zooms out, / searches, s sandwich, Esc back");
+        let compared = if app.baseline.is_some() {
+            Some(crate::baseline::baseline(app))
+        } else {
+            None
+        };
+        let view = match compared {
+            Some(Some(b)) => {
+                app.info(format!(
+                    "flame graph against the baseline ({}): red grew, blue shrank; [ ] move the window",
+                    b.what
+                ));
+                FlameView::compared(f, unit, &b.flame)
+            }
+            Some(None) => FlameView::new(f, unit),
+            None => {
+                app.info("flame graph: arrows select, Enter zooms, Backspace zooms out, / searches, s sandwich, Esc back");
+                FlameView::new(f, unit)
+            }
+        };
+        app.mode = Mode::Flame(Box::new(view));
     }
+}
+
+/// Open the latency heatmap of the highlighted row (`H`), as wide as the sparkline.
+pub fn open_heatmap(engine: &Engine, app: &mut App) {
+    let rows = app.rows();
+    let Some(row) = rows.get(app.cursor) else {
+        return;
+    };
+    let values = row.values.clone();
+    let title: Vec<String> = app
+        .view
+        .group
+        .iter()
+        .zip(&values)
+        .map(|(g, v)| format!("{g} = {}", v.shown))
+        .collect();
+    let window = app.view.window;
+    let columns = app.spark_width.get().max(10);
+    let bucket = crate::heatmap::bucket(window, columns);
+    let planner = Planner {
+        columns: &engine.columns,
+    };
+    let sql = planner.heatmap(&app.view, &values, window.from, bucket);
+    let result = engine
+        .timed("the heatmap", &sql, Some(window))
+        .and_then(|(batches, took)| {
+            let h = crate::heatmap::Heatmap::new(title.join(" · "), window, columns, &batches)?;
+            Ok((h, took))
+        });
+    match result {
+        Ok((h, took)) => {
+            app.timing = format!("{} events · {} ms", h.total(), took.as_millis());
+            app.info("latency by time: t shades by time instead of events, Esc goes back");
+            app.mode = Mode::Heatmap(Box::new(h));
+        }
+        Err(e) => app.error(format!("heatmap: {e:#}")),
+    }
+}
+
+/// Live: the flame graph open on the screen drawn again from the rows kept now, its zoom,
+/// selection and search kept where their frames still are (by call path).
+pub fn refresh_flame(engine: &Engine, app: &mut App) {
+    let Mode::Flame(old) = &app.mode else {
+        return;
+    };
+    let names = |f: &Flame, i: usize| -> Vec<String> {
+        f.path(i).iter().map(|&n| f.nodes[n].name.clone()).collect()
+    };
+    let zoom: Vec<Vec<String>> = old.zoom.iter().map(|&z| names(&old.flame, z)).collect();
+    let sel = match old.sel {
+        crate::icicle::Sel::Node(n) => Some(names(&old.flame, n)),
+        crate::icicle::Sel::Rest(_) => None,
+    };
+    let (search, typing, compared) = (old.search.clone(), old.typing, old.base.is_some());
+    let Ok((flame, _)) = flame(engine, &app.view) else {
+        // The last flame stays; the next refresh tries again.
+        return;
+    };
+    if flame.total() == 0 {
+        return;
+    }
+    let find = |f: &Flame, path: &[String]| -> Option<usize> {
+        path.iter().try_fold(0, |at, name| f.child_named(at, name))
+    };
+    let unit = crate::profile::unit(app.view.kind.as_deref());
+    let mut view = match app
+        .baseline
+        .as_ref()
+        .filter(|b| compared && b.kind == app.view.kind)
+    {
+        Some(b) => FlameView::compared(flame, unit, &b.flame),
+        None => FlameView::new(flame, unit),
+    };
+    view.zoom = zoom.iter().map_while(|p| find(&view.flame, p)).collect();
+    if let Some(n) = sel.and_then(|p| find(&view.flame, &p)) {
+        view.sel = crate::icicle::Sel::Node(n);
+    } else {
+        view.sel = crate::icicle::Sel::Node(view.zoomed());
+    }
+    view.search = search;
+    view.typing = typing;
+    if let Mode::Flame(old) = &app.mode {
+        view.width.set(old.width.get());
+    }
+    app.mode = Mode::Flame(Box::new(view));
 }
 
 /// Open the sandwich of [`App::sandwich_of`] over the view's stacks (`s` in the stack tree).

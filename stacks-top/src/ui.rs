@@ -23,8 +23,9 @@ const BAR: usize = 10;
 const MAX_CELL: usize = 40;
 
 /// The keys of the table, as the bottom line names them.
-const KEYS: &str = "↑↓ row  ←→ column  ⏎ drill  ⌫ back  g group  / search  f filter  \
-                    [ ] window  w whole  l latency  p stacks  F flame  Tab kind  h help  q quit";
+const KEYS: &str = "↑↓ row  ←→ column  ⏎ drill  ␣ in/out  ⌫ back  g group  / search  f filter  \
+                    [ ] window  w whole  l latency  p stacks  H heatmap  F flame  b baseline  d diff  \
+                    Tab kind  h help  q quit";
 /// The keys of the stack tree.
 const TREE_KEYS: &str = "↑↓ node  ⏎ fold/unfold  s sandwich  w waker's waits  Esc back  q quit";
 
@@ -64,6 +65,15 @@ pub fn draw(f: &mut Frame, app: &App) {
             ui_flame::draw_flame(f, v, body);
             ui_flame::FLAME_KEYS
         }
+        Mode::Heatmap(h) => {
+            crate::heatmap::draw(f, h, body);
+            crate::heatmap::KEYS
+        }
+        Mode::Diff(v) => {
+            let what = app.baseline.as_ref().map_or("", |b| b.what.as_str());
+            ui_flame::draw_diff(f, v, what, body, &app.page);
+            ui_flame::DIFF_KEYS
+        }
         Mode::Sandwich { view, .. } => {
             ui_flame::draw_sandwich(f, view, body, &app.page);
             ui_flame::SANDWICH_KEYS
@@ -81,6 +91,7 @@ pub fn draw(f: &mut Frame, app: &App) {
     );
     match &app.mode {
         Mode::Picker(p) => draw_picker(f, app, p, body),
+        Mode::Choose(c) => crate::choose::draw(f, c, body),
         // Over the whole screen: every key fits from 24 lines up.
         Mode::Help => draw_help(f, area),
         _ => {}
@@ -90,7 +101,7 @@ pub fn draw(f: &mut Frame, app: &App) {
 fn draw_header(f: &mut Frame, app: &App, area: Rect) {
     let w = area.width as usize;
     let kind = app.view.kind.as_deref().unwrap_or(crate::catalog::ALL);
-    let mut lines = vec![Line::from(vec![
+    let mut title = vec![
         Span::styled(
             " stacks-top ",
             Style::default().add_modifier(Modifier::REVERSED),
@@ -100,7 +111,15 @@ fn draw_header(f: &mut Frame, app: &App, area: Rect) {
             fmt::fit(&app.source, w.saturating_sub(20 + kind.len())),
             Style::default().fg(Color::DarkGray),
         ),
-    ])];
+    ];
+    if let Some(b) = &app.baseline {
+        let used: usize = title.iter().map(|s| s.content.chars().count()).sum();
+        title.push(Span::styled(
+            fmt::fit(&format!("  baseline {}", b.what), w.saturating_sub(used)),
+            Style::default().fg(Color::Magenta),
+        ));
+    }
+    let mut lines = vec![Line::from(title)];
     let name = if app.spark.threads {
         "AvgThreads "
     } else {
@@ -439,6 +458,7 @@ fn draw_status(f: &mut Frame, app: &App, area: Rect) {
             ])
         }
         Mode::Flame(v) => ui_flame::flame_status(v, &app.status.text),
+        Mode::Diff(v) if !app.status.error => Line::from(vec![Span::raw(fmt::fit(&v.status(), w))]),
         _ => {
             let style = if app.status.error {
                 Style::default().fg(Color::White).bg(Color::Red)
@@ -509,10 +529,17 @@ fn draw_picker(f: &mut Frame, app: &App, p: &Picker, area: Rect) {
 pub const HELP: &[(&str, &str)] = &[
     ("↑ ↓  j k", "move the highlighted row"),
     ("PgUp PgDn", "a page up or down"),
-    ("← →", "move the highlighted column"),
+    (
+        "← →  < >",
+        "move the highlighted column; move it left or right in the grouping",
+    ),
     (
         "Enter",
         "drill down: keep only rows whose column equals the highlighted cell",
+    ),
+    (
+        "Space",
+        "include or exclude (n) values of the highlighted column",
     ),
     ("Backspace", "remove the last filter"),
     ("g", "choose the columns to group by (type to search)"),
@@ -525,8 +552,8 @@ pub const HELP: &[(&str, &str)] = &[
     ("w", "window: the whole range, or the last --window"),
     ("l", "latency columns: histogram <1µs…≥1s, p50, p95, p99"),
     (
-        "p",
-        "stack tree of the highlighted row; w in it follows the waker",
+        "p  H",
+        "stack tree of the row (w there: its waker); its latency heatmap",
     ),
     (
         "F",
@@ -536,10 +563,17 @@ pub const HELP: &[(&str, &str)] = &[
         "s",
         "in the flame graph or the tree: callers and callees of a frame",
     ),
+    (
+        "b  B",
+        "mark the view (window, filters) as the baseline; forget it",
+    ),
+    (
+        "d",
+        "diff: functions' share now against the baseline ([ ] move)",
+    ),
     ("Tab", "next event kind (then every kind)"),
     ("r", "query again"),
-    ("h ?", "this help"),
-    ("q  Ctrl-C", "quit"),
+    ("h ?  q", "this help; q or Ctrl-C quits"),
 ];
 
 fn draw_help(f: &mut Frame, area: Rect) {

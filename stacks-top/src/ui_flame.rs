@@ -1,7 +1,8 @@
 //! Drawing the flame view and the sandwich: the icicle's rows of boxes (coloured by kernel,
 //! user, JIT, Python or unresolved code, search matches highlighted, the selection reversed,
 //! "…" boxes for frames too narrow to draw, with their share), the zoom path above it, and
-//! the sandwich's callers and callees. Nothing here changes state.
+//! the sandwich's callers and callees, and the diff view (frames and functions coloured by
+//! the change of their share against a baseline). Nothing here changes state.
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -9,13 +10,17 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
+use crate::compare::{self, DiffView};
 use crate::flame::{Class, FBox};
 use crate::fmt;
 use crate::icicle::{FlameView, SandwichView, Sel};
 
 /// The keys of the flame view, as the bottom line names them.
-pub const FLAME_KEYS: &str = "←↑↓→ select  ⏎ zoom  ⌫ zoom out  / search  s sandwich  \
-                              Esc table  q quit";
+pub const FLAME_KEYS: &str = "←↑↓→ select  ⏎ zoom  ⌫ zoom out  [ ] window  / search  \
+                              s sandwich  Esc table  q quit";
+/// The keys of the diff view.
+pub const DIFF_KEYS: &str = "↑↓ function  / search  [ ] window  F flame  s sandwich  Esc table  \
+                             q quit";
 /// The keys of the sandwich.
 pub const SANDWICH_KEYS: &str = "↑↓ line  ⏎ its sandwich  ⌫ previous  Esc back  q quit";
 
@@ -33,6 +38,21 @@ fn colour(class: Class, name: &str) -> Color {
         Class::Jit => Color::Rgb(80 + d, 185 - d, 90),
         Class::Python => Color::Rgb(175 - d, 115 + d, 225),
         Class::Unresolved => Color::Rgb(130 + d, 130 + d, 130 + d),
+    }
+}
+
+/// The background of a frame whose share changed by `delta` (a fraction): red for growth,
+/// blue for shrinkage, deeper up to 20 points; grey within 0.1 point.
+pub fn delta_colour(delta: f64) -> Color {
+    if delta.abs() < 0.001 {
+        return Color::Rgb(200, 200, 200);
+    }
+    let t = (delta.abs() / 0.2).min(1.0);
+    let fade = (210.0 - 170.0 * t) as u8;
+    if delta > 0.0 {
+        Color::Rgb(250, fade, fade)
+    } else {
+        Color::Rgb(fade, fade.saturating_add(20), 250)
     }
 }
 
@@ -58,12 +78,15 @@ pub fn draw_flame(f: &mut Frame, v: &FlameView, area: Rect) {
         .collect();
     let width = area.width as usize;
     let title = if path.is_empty() {
-        fmt::fit(
-            &format!(
-                "Flame graph: {} {} in all  (width: share of the zoomed frame)",
-                v.flame.total(),
-                v.unit
+        let how = match &v.base {
+            Some(b) => format!(
+                "against the baseline's {} {}: red grew, blue shrank (share of the whole)",
+                b.all, v.unit
             ),
+            None => "(width: share of the zoomed frame)".to_string(),
+        };
+        fmt::fit(
+            &format!("Flame graph: {} {} in all  {how}", v.flame.total(), v.unit),
             width,
         )
     } else {
@@ -98,6 +121,8 @@ pub fn draw_flame(f: &mut Frame, v: &FlameView, area: Rect) {
                     let node = &v.flame.nodes[n];
                     let bg = if hits[n] {
                         Color::Rgb(230, 60, 200)
+                    } else if let Some(base) = &v.base {
+                        delta_colour(base.delta(&v.flame, n))
                     } else {
                         colour(node.class, &node.name)
                     };
@@ -166,6 +191,63 @@ pub fn draw_sandwich(f: &mut Frame, v: &SandwichView, area: Rect, page: &std::ce
         }
         lines.push(Line::from(Span::styled(
             fmt::fit(&line.text, area.width as usize),
+            style,
+        )));
+    }
+    f.render_widget(Paragraph::new(lines), area);
+}
+
+/// Draw the diff view in `area`: the title, the column titles, then a function a line, the
+/// most changed first, red for growth and blue for shrinkage.
+pub fn draw_diff(
+    f: &mut Frame,
+    v: &DiffView,
+    what: &str,
+    area: Rect,
+    page: &std::cell::Cell<usize>,
+) {
+    let width = area.width as usize;
+    let height = area.height.saturating_sub(2) as usize;
+    page.set(height.max(1));
+    let bold = Style::default().add_modifier(Modifier::BOLD | Modifier::UNDERLINED);
+    let mut lines = vec![
+        Line::from(Span::styled(
+            fmt::fit(
+                &format!(
+                    "{}{}",
+                    if v.search.is_empty() {
+                        String::new()
+                    } else {
+                        format!("/{} · ", v.search)
+                    },
+                    compare::title(&v.diff, v.unit, what),
+                ),
+                width,
+            ),
+            bold,
+        )),
+        Line::from(Span::styled(
+            fmt::fit(compare::HEADER, width),
+            Style::default().fg(Color::Cyan),
+        )),
+    ];
+    let first = v.cursor.saturating_sub(height.saturating_sub(1));
+    let visible = v.visible();
+    for (n, &i) in visible.iter().enumerate().skip(first).take(height) {
+        let c = &v.diff.changes[i];
+        let delta = c.delta(&v.diff);
+        let mut style = if delta.abs() < 0.001 {
+            Style::default()
+        } else if delta > 0.0 {
+            Style::default().fg(Color::LightRed)
+        } else {
+            Style::default().fg(Color::LightBlue)
+        };
+        if n == v.cursor {
+            style = style.add_modifier(Modifier::REVERSED);
+        }
+        lines.push(Line::from(Span::styled(
+            fmt::fit(&compare::line(c, &v.diff), width),
             style,
         )));
     }

@@ -49,6 +49,13 @@ pub struct Filter {
 pub enum Step {
     Is(Filter),
     Sql(String),
+    /// The rows whose column is one of the values (`IN`), or none of them (`NOT IN`): the
+    /// Space menu.
+    In {
+        column: String,
+        values: Vec<Value>,
+        not: bool,
+    },
 }
 
 impl Step {
@@ -56,6 +63,18 @@ impl Step {
         match self {
             Step::Is(f) => format!("{} = {}", f.column, f.value.shown),
             Step::Sql(s) => format!("({s})"),
+            Step::In {
+                column,
+                values,
+                not,
+            } => {
+                let shown: Vec<&str> = values.iter().map(|v| v.shown.as_str()).collect();
+                format!(
+                    "{column} {}IN ({})",
+                    if *not { "NOT " } else { "" },
+                    shown.join(", ")
+                )
+            }
         }
     }
 }
@@ -137,6 +156,11 @@ impl Planner<'_> {
             out.push(match step {
                 Step::Is(f) => self.equals(&f.column, &f.value),
                 Step::Sql(s) => format!("({s})"),
+                Step::In {
+                    column,
+                    values,
+                    not,
+                } => self.one_of(column, values, *not),
             });
         }
         out.extend(extra.iter().cloned());
@@ -155,6 +179,26 @@ impl Planner<'_> {
         }
     }
 
+    /// `column` is one of `values` (a null value: the column is null), or with `not` none of
+    /// them (a null column is kept unless a null value is listed).
+    pub fn one_of(&self, column: &str, values: &[Value], not: bool) -> String {
+        let expr = self
+            .column(column)
+            .map(Column::sql)
+            .unwrap_or_else(|| quote_ident(column));
+        let literals: Vec<&str> = values.iter().filter_map(|v| v.sql.as_deref()).collect();
+        let null = values.iter().any(|v| v.sql.is_none());
+        let list = literals.join(", ");
+        match (not, literals.is_empty(), null) {
+            (false, true, _) => format!("{expr} IS NULL"),
+            (false, false, false) => format!("{expr} IN ({list})"),
+            (false, false, true) => format!("({expr} IN ({list}) OR {expr} IS NULL)"),
+            (true, true, _) => format!("{expr} IS NOT NULL"),
+            (true, false, true) => format!("({expr} NOT IN ({list}) AND {expr} IS NOT NULL)"),
+            (true, false, false) => format!("({expr} NOT IN ({list}) OR {expr} IS NULL)"),
+        }
+    }
+
     /// The catalog columns and SQL texts `view` (plus `extra` conditions) refers to.
     fn used<'v>(&'v self, view: &'v View, extra: &'v [String]) -> (Vec<&'v Column>, Vec<&'v str>) {
         let mut used: Vec<&Column> = view.group.iter().filter_map(|g| self.column(g)).collect();
@@ -162,6 +206,7 @@ impl Planner<'_> {
         for step in &view.steps {
             match step {
                 Step::Is(f) => used.extend(self.column(&f.column)),
+                Step::In { column, .. } => used.extend(self.column(column)),
                 Step::Sql(s) => text.push(s),
             }
         }
@@ -197,12 +242,7 @@ impl Planner<'_> {
             // latencies averaging duration / count: the kernel sums only events of one log2
             // bucket into a row, so the mean falls in their bucket, and it weighs `count`.
             inner.push(format!("{} AS lat", latency_expr()));
-            inner.push(format!(
-                "CASE WHEN {l} IS NULL THEN NULL WHEN {l} < 1024 THEN 0 \
-                 ELSE least(CAST(log2(CAST({l} AS DOUBLE)) AS BIGINT) - 9, {last}) END AS lb",
-                l = latency_expr(),
-                last = BUCKETS - 1
-            ));
+            inner.push(format!("{} AS lb", latency_bucket_expr()));
             outer.push(format!(
                 "sum(CASE WHEN lat IS NULL THEN 0 ELSE n END) AS {LAT_N}"
             ));
@@ -248,6 +288,30 @@ impl Planner<'_> {
             "SELECT CAST((CAST(time AS BIGINT) - {start}) / {bucket_ns} AS BIGINT) AS i, \
              sum({}) AS w, sum(coalesce(count, 1)) AS n FROM {relation} WHERE {} GROUP BY 1",
             thread_ns_expr(),
+            conds.join(" AND ")
+        )
+    }
+
+    /// The latency heatmap of the rows of `view` whose group columns equal `row`, in its
+    /// window: per time bucket `i` of `bucket_ns` from `start` and latency bucket `lb`, the
+    /// events `n` (`count` each row) and their time in ns `t` (`duration`).
+    pub fn heatmap(&self, view: &View, row: &[Value], start: Ns, bucket_ns: Ns) -> String {
+        let extra: Vec<String> = view
+            .group
+            .iter()
+            .zip(row)
+            .map(|(g, v)| self.equals(g, v))
+            .collect();
+        let (used, text) = self.used(view, &extra);
+        let relation = self.relation(&used, &text);
+        let mut conds = self.conditions(view, &extra);
+        conds.push("time >= $from AND time < $to".into());
+        conds.push(format!("{} IS NOT NULL", latency_expr()));
+        format!(
+            "SELECT CAST((CAST(time AS BIGINT) - {start}) / {bucket_ns} AS BIGINT) AS i, {} AS lb, \
+             sum(coalesce(count, 1)) AS n, sum(CAST(duration AS DOUBLE)) AS t FROM {relation} \
+             WHERE {} GROUP BY 1, 2",
+            latency_bucket_expr(),
             conds.join(" AND ")
         )
     }
@@ -379,6 +443,16 @@ pub fn bytes_expr() -> String {
     format!("CASE WHEN kind IN ({}) THEN value END", names.join(", "))
 }
 
+/// The latency bucket of a row (0 to [`BUCKETS`] - 1; null without a latency).
+pub fn latency_bucket_expr() -> String {
+    format!(
+        "CASE WHEN {l} IS NULL THEN NULL WHEN {l} < 1024 THEN 0 \
+         ELSE least(CAST(log2(CAST({l} AS DOUBLE)) AS BIGINT) - 9, {last}) END",
+        l = latency_expr(),
+        last = BUCKETS - 1
+    )
+}
+
 /// A row's latency in ns by its kind (null where the kind has none).
 pub fn latency_expr() -> String {
     let names: Vec<String> = kinds::shown()
@@ -424,6 +498,39 @@ mod tests {
         let mut v = view(&["comm"]);
         v.steps.push(Step::Sql("kfunc like 'x%'".into()));
         assert!(p.table(&v).contains("stack_kernel_leaf"));
+    }
+
+    #[test]
+    fn the_space_menu_includes_or_excludes_values_and_nulls() {
+        let cols = catalog();
+        let p = Planner { columns: &cols };
+        let v = |sql: Option<&str>| Value {
+            sql: sql.map(str::to_string),
+            shown: sql.unwrap_or("∅").to_string(),
+        };
+        let two = [v(Some("'a'")), v(Some("'b'"))];
+        assert_eq!(p.one_of("comm", &two, false), "comm IN ('a', 'b')");
+        // NOT keeps the null rows, unless the null value is excluded too.
+        assert_eq!(
+            p.one_of("comm", &two, true),
+            "(comm NOT IN ('a', 'b') OR comm IS NULL)"
+        );
+        let with_null = [v(Some("'a'")), v(None)];
+        assert_eq!(
+            p.one_of("comm", &with_null, false),
+            "(comm IN ('a') OR comm IS NULL)"
+        );
+        assert_eq!(
+            p.one_of("comm", &with_null, true),
+            "(comm NOT IN ('a') AND comm IS NOT NULL)"
+        );
+        assert_eq!(p.one_of("comm", &[v(None)], true), "comm IS NOT NULL");
+        let step = Step::In {
+            column: "comm".into(),
+            values: two.to_vec(),
+            not: true,
+        };
+        assert_eq!(step.shown(), "comm NOT IN ('a', 'b')");
     }
 
     #[test]

@@ -1,7 +1,10 @@
 //! Screens drawn into ratatui's `TestBackend` from the fixture store, compared with golden
 //! text files (`STACKS_BLESS=1` rewrites them), and the keys that change them: drill down and
 //! back, latency columns, the stack tree, the column picker, help, an SQL filter that fails,
-//! a terminal too small; the flame graph (zoom, search, "…" boxes) and the sandwich.
+//! a terminal too small; the flame graph (zoom, search, "…" boxes), the sandwich, and the
+//! diff against a baseline (`b`, a filter, `d`, `F` coloured by the change), and the Space
+//! menu including or excluding values, `<` `>` moving a group column, and a row's latency
+//! heatmap (`H`).
 
 use std::path::{Path, PathBuf};
 
@@ -76,6 +79,9 @@ fn key(app: &mut App, engine: &Engine, code: KeyCode) {
         Effect::Peek => session::peek(engine, app),
         Effect::Flame => session::open_flame(engine, app),
         Effect::Sandwich => session::open_sandwich(engine, app),
+        Effect::Baseline => stacks_top::baseline::mark_baseline(engine, app),
+        Effect::Diff => stacks_top::baseline::open_diff(engine, app),
+        Effect::Heatmap => session::open_heatmap(engine, app),
         _ => {}
     }
 }
@@ -373,4 +379,219 @@ fn s_opens_the_sandwich_of_the_selected_frame() {
     assert_eq!(view.sandwich.name, "main");
     key(&mut app, &e, KeyCode::Esc);
     assert!(matches!(app.mode, Mode::Peek { .. }), "back to the tree");
+}
+
+#[test]
+fn b_marks_a_baseline_and_d_shows_what_a_filter_changed() {
+    let dir = store();
+    let mut s = start();
+    s.kind = Some("profile".into());
+    let (e, mut app) = open(dir.path(), s);
+    key(&mut app, &e, KeyCode::Char('d'));
+    assert!(
+        app.status.text.starts_with("no baseline"),
+        "{:?}",
+        app.status
+    );
+    // The whole view is the baseline; then only the rows of the first row's top user frame.
+    key(&mut app, &e, KeyCode::Char('b'));
+    let base_all = app.baseline.as_ref().expect("a baseline").flame.total();
+    assert_eq!(base_all, 60 * 10_101_010);
+    keys(&mut app, &e, &[KeyCode::Right, KeyCode::Right]);
+    assert_eq!(app.view.group[app.col], "ufunc");
+    let ufunc = app.rows()[0].values[app.col].shown.clone();
+    keys(&mut app, &e, &[KeyCode::Enter, KeyCode::Char('d')]);
+    let Mode::Diff(v) = &app.mode else {
+        panic!("no diff: {:?}", app.status)
+    };
+    let d = &v.diff;
+    assert_eq!(d.base_all, base_all);
+    assert!(d.all < base_all && d.all > 0);
+    // Every stack left goes through the frame drilled into.
+    let c = d.get(&ufunc).expect("the drilled frame");
+    assert_eq!(c.total, d.all);
+    assert!((c.delta(d) - (1.0 - c.base_total as f64 / base_all as f64)).abs() < 1e-9);
+    // Shares of each whole, the most changed first.
+    let deltas: Vec<f64> = d.changes.iter().map(|c| c.delta(d).abs()).collect();
+    assert!(deltas.windows(2).all(|w| w[0] >= w[1]), "{deltas:?}");
+    let text = screen(&mut app, 120, 24);
+    stacks_testkit::golden::check_text(&golden_dir(), "diff.txt", &text);
+
+    // F: the flame of the view, coloured by the change: main is all of both (grey), run
+    // under it grew from 80% to all (red).
+    key(&mut app, &e, KeyCode::Char('F'));
+    let Mode::Flame(v) = &app.mode else {
+        panic!("no flame: {:?}", app.status)
+    };
+    assert!(v.base.is_some(), "the flame is compared with the baseline");
+    let mut t = Terminal::new(TestBackend::new(120, 24)).unwrap();
+    t.draw(|f| ui::draw(f, &app)).unwrap();
+    let buf = t.backend().buffer().clone();
+    use ratatui::style::Color;
+    assert_eq!(buf[(0, 8)].symbol(), "m");
+    assert_eq!(buf[(0, 8)].bg, Color::Rgb(200, 200, 200), "main: no change");
+    assert_eq!(buf[(0, 9)].symbol(), "r");
+    assert!(
+        matches!(buf[(0, 9)].bg, Color::Rgb(250, g, b) if g == b && g < 200),
+        "run grew: {:?}",
+        buf[(0, 9)].bg
+    );
+    let text = screen(&mut app, 160, 24);
+    assert!(
+        text.contains("against the baseline's 606060600 ns"),
+        "{text}"
+    );
+    assert!(
+        status_line(&text, 24).contains("Δ +0.00% (baseline 100.00%"),
+        "{text}"
+    );
+    // B forgets the baseline.
+    keys(
+        &mut app,
+        &e,
+        &[KeyCode::Esc, KeyCode::Char('B'), KeyCode::Char('d')],
+    );
+    assert!(app.baseline.is_none());
+    assert!(matches!(app.mode, Mode::Table));
+}
+
+#[test]
+fn space_includes_or_excludes_values_of_the_column() {
+    let dir = store();
+    let (e, mut app) = open(dir.path(), start());
+    let before = app.table.clone().unwrap();
+    let first = before.rows[0].values[0].shown.clone();
+    // Space: the values of `state`, the first row's checked; Down, Space: a second one too.
+    key(&mut app, &e, KeyCode::Char(' '));
+    let Mode::Choose(c) = &app.mode else {
+        panic!("no menu: {:?}", app.status)
+    };
+    assert_eq!(c.values[c.cursor].0.shown, first);
+    let second = c.values[(c.cursor + 1) % c.values.len()].0.shown.clone();
+    keys(&mut app, &e, &[KeyCode::Down, KeyCode::Char(' ')]);
+    let text = screen(&mut app, 120, 20);
+    stacks_testkit::golden::check_text(&golden_dir(), "choose.txt", &text);
+    // Enter: only the two; then n: every other.
+    key(&mut app, &e, KeyCode::Enter);
+    let kept = app.table.clone().unwrap();
+    assert!(
+        kept.rows
+            .iter()
+            .all(|r| [&first, &second].contains(&&r.values[0].shown)),
+        "{:?}",
+        kept.rows
+    );
+    let text = screen(&mut app, 120, 20);
+    assert!(
+        text.contains(&format!("Filters    state IN ({first}, {second})")),
+        "{text}"
+    );
+    keys(
+        &mut app,
+        &e,
+        &[
+            KeyCode::Backspace,
+            KeyCode::Char(' '),
+            KeyCode::Char('n'),
+            KeyCode::Enter,
+        ],
+    );
+    let left = app.table.clone().unwrap();
+    assert!(!left.rows.is_empty());
+    assert!(left.rows.iter().all(|r| r.values[0].shown != first));
+    let sum = |t: &stacks_top::table::Table| t.rows.iter().map(|r| r.samples).sum::<i64>();
+    let of_first: i64 = before
+        .rows
+        .iter()
+        .filter(|r| r.values[0].shown == first)
+        .map(|r| r.samples)
+        .sum();
+    assert_eq!(
+        sum(&left),
+        sum(&before) - of_first,
+        "NOT IN leaves the rest"
+    );
+    // Esc cancels the menu.
+    keys(&mut app, &e, &[KeyCode::Char(' '), KeyCode::Esc]);
+    assert!(matches!(app.mode, Mode::Table));
+}
+
+#[test]
+fn angle_brackets_move_the_highlighted_column_in_the_grouping() {
+    let dir = store();
+    let (e, mut app) = open(dir.path(), start());
+    let before = app.table.clone().unwrap();
+    key(&mut app, &e, KeyCode::Char('>'));
+    assert_eq!(app.view.group, ["comm", "state", "syscall", "path"]);
+    assert_eq!(app.col, 1, "the column stays highlighted");
+    let after = app.table.clone().unwrap();
+    assert_eq!(after.group, app.view.group);
+    // The same groups, their cells in the new order.
+    let swapped = |r: &stacks_top::table::Row| {
+        let mut v: Vec<String> = r.values.iter().map(|v| v.shown.clone()).collect();
+        v.swap(0, 1);
+        (v, r.samples)
+    };
+    let mut want: Vec<_> = before.rows.iter().map(swapped).collect();
+    let mut got: Vec<_> = after
+        .rows
+        .iter()
+        .map(|r| {
+            (
+                r.values.iter().map(|v| v.shown.clone()).collect::<Vec<_>>(),
+                r.samples,
+            )
+        })
+        .collect();
+    want.sort();
+    got.sort();
+    assert_eq!(got, want);
+    let text = screen(&mut app, 120, 20);
+    assert!(
+        text.contains("GroupBy    comm, state, syscall, path"),
+        "{text}"
+    );
+    keys(&mut app, &e, &[KeyCode::Char('<'), KeyCode::Char('<')]);
+    assert_eq!(app.view.group, ["state", "comm", "syscall", "path"]);
+    assert_eq!(app.status.text, "the column is at the edge already");
+}
+
+#[test]
+fn h_shows_the_latency_heatmap_of_the_row() {
+    let dir = store();
+    let mut s = start();
+    s.kind = Some("switch".into());
+    s.latency = true;
+    let (e, mut app) = open(dir.path(), s);
+    let row = app.table.as_ref().unwrap().rows[0].clone();
+    key(&mut app, &e, KeyCode::Char('H'));
+    let Mode::Heatmap(h) = &app.mode else {
+        panic!("no heatmap: {:?}", app.status)
+    };
+    // The row's events, bucket by bucket as its histogram counts them.
+    let lat = row.latency.expect("latency columns");
+    assert!(lat.n > 0);
+    assert_eq!(h.total(), lat.n);
+    assert_eq!(h.buckets(), lat.hist);
+    let text = screen(&mut app, 120, 20);
+    stacks_testkit::golden::check_text(&golden_dir(), "heatmap.txt", &text);
+    key(&mut app, &e, KeyCode::Char('t'));
+    let Mode::Heatmap(h) = &app.mode else {
+        panic!("left the heatmap")
+    };
+    assert!(h.by_time);
+    assert!(screen(&mut app, 120, 20).contains("shade: time (t)"));
+    key(&mut app, &e, KeyCode::Esc);
+    assert!(matches!(app.mode, Mode::Table));
+    // CPU samples have no latency.
+    let mut s = start();
+    s.kind = Some("profile".into());
+    let (e, mut app) = open(dir.path(), s);
+    key(&mut app, &e, KeyCode::Char('H'));
+    assert!(matches!(app.mode, Mode::Table));
+    assert!(
+        app.status.text.starts_with("this kind has no latency"),
+        "{:?}",
+        app.status
+    );
 }
