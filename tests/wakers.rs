@@ -44,6 +44,36 @@ fn rows_of(command: &str) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// The folded stacks `command` prints (`… | stacks-pprof --format folded`), split at their
+/// `--` frame (blocked part, waker part): the ns of the lines whose blocked part satisfies
+/// `blocked`, the ns of those whose parts also satisfy `woken`, and how many lines had no
+/// `--` frame.
+fn folded_waits(
+    command: &str,
+    blocked: impl Fn(&str) -> bool,
+    woken: impl Fn(&str, &str) -> bool,
+) -> (f64, f64, usize) {
+    let out = sh(command);
+    check(&out, command);
+    let (mut waits, mut matched, mut unsplit) = (0f64, 0f64, 0usize);
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let (stack, value) = line.rsplit_once(' ').expect("folded lines end in a value");
+        let Some((b, w)) = stack.split_once(";--;") else {
+            unsplit += 1;
+            continue;
+        };
+        if !blocked(b) {
+            continue;
+        }
+        let value: f64 = value.parse().expect("a folded value");
+        waits += value;
+        if woken(b, w) {
+            matched += value;
+        }
+    }
+    (waits, matched, unsplit)
+}
+
 fn tid_of(report: &serde_json::Value, list: &str, name: &str) -> i64 {
     report[list]
         .as_array()
@@ -171,25 +201,15 @@ fn a_chain_of_waits_names_each_waker_and_its_stack() {
     // critical-path's stacks: at depth 1, where chain-a waited, `--`, then chain-b's pass,
     // for all of depth 1's time (stacks-pprof folds the rows; depth 0's have no `--`).
     let depth1 = row("1", "chain-a <- chain-b")[3];
-    let folded = sh(&format!(
-        "stacks-query -d {}/store critical-path -p tid={a} -p depth=1 | \
-         stacks-pprof --format folded",
-        dir.display()
-    ));
-    check(
-        &folded,
-        "stacks-query critical-path | stacks-pprof --format folded",
+    let (_, passed, _) = folded_waits(
+        &format!(
+            "stacks-query -d {}/store critical-path -p tid={a} -p depth=1 | \
+             stacks-pprof --format folded",
+            dir.display()
+        ),
+        |b| b.contains("chain_wait"),
+        |_, w| w.contains("chain_pass"),
     );
-    let passed: f64 = String::from_utf8_lossy(&folded.stdout)
-        .lines()
-        .filter_map(|l| l.rsplit_once(' '))
-        .filter(|(stack, _)| {
-            stack.split_once(";--;").is_some_and(|(blocked, waker)| {
-                blocked.contains("chain_wait") && waker.contains("chain_pass")
-            })
-        })
-        .map(|(_, v)| v.parse::<f64>().unwrap_or(0.0))
-        .sum();
     eprintln!("critical-path depth 1: {passed} of {depth1} ns in chain_wait -- chain_pass");
     assert!(
         passed <= depth1 * 1.0001 && passed >= depth1 * 0.99,
@@ -198,37 +218,23 @@ fn a_chain_of_waits_names_each_waker_and_its_stack() {
 
     // offwake: the chain's rows read, root first, a thread blocked in chain_wait, `--`, then
     // the thread that woke it from chain_pass, its stack leaf first (try_to_wake_up).
-    let d = dir.display();
-    let folded = sh(&format!(
-        "stacks-query -d {d}/store offwake -p comm=stacks-workload | \
-         stacks-pprof --format folded"
-    ));
-    check(
-        &folded,
-        "stacks-query offwake | stacks-pprof --format folded",
+    let offwake = format!(
+        "stacks-query -d {}/store offwake -p comm=stacks-workload | stacks-pprof --format folded",
+        dir.display()
     );
-    let folded = String::from_utf8_lossy(&folded.stdout);
-    let (mut waits, mut chained) = (0u64, 0u64);
-    for line in folded.lines() {
-        let (stack, value) = line.rsplit_once(' ').expect("folded lines end in a value");
-        let (blocked, waker) = stack
-            .split_once(";--;")
-            .unwrap_or_else(|| panic!("an offwake stack without its `--` frame: {line}"));
-        if !blocked.contains("chain_wait") {
-            continue;
-        }
-        let value: u64 = value.parse().expect("a folded value");
-        waits += value;
-        if blocked.ends_with("schedule;__schedule")
-            && waker.starts_with("try_to_wake_up;")
-            && waker.contains("chain_pass")
-        {
-            chained += value;
-        }
-    }
+    let (waits, chained, unsplit) = folded_waits(
+        &offwake,
+        |b| b.contains("chain_wait"),
+        |b, w| {
+            b.ends_with("schedule;__schedule")
+                && w.starts_with("try_to_wake_up;")
+                && w.contains("chain_pass")
+        },
+    );
+    assert_eq!(unsplit, 0, "offwake stacks without their `--` frame");
     assert!(
-        waits > 0 && chained * 100 >= waits * 99,
-        "of the {waits} ns waited in chain_wait, {chained} read as woken from chain_pass:\n{folded}"
+        waits > 0.0 && chained * 100.0 >= waits * 99.0,
+        "of the {waits} ns waited in chain_wait, {chained} read as woken from chain_pass"
     );
     top_follows_the_chain(&dir, (a, b, c));
     let _ = std::fs::remove_dir_all(&dir);
@@ -327,30 +333,15 @@ fn a_lock_convoy_names_the_releasing_thread() {
 
     // offwake: of the time blocked in convoy_lock that a wake row explains, ≥ 99% was ended by
     // a convoy thread in convoy_release (a preemption in the lock has no waker: not a wait).
-    let d = dir.display();
-    let folded = sh(&format!(
-        "stacks-query -d {d}/store offwake -p comm=stacks-workload | \
-         stacks-pprof --format folded"
-    ));
-    check(
-        &folded,
-        "stacks-query offwake | stacks-pprof --format folded",
+    let (waits, released, _) = folded_waits(
+        &format!(
+            "stacks-query -d {}/store offwake -p comm=stacks-workload | \
+             stacks-pprof --format folded",
+            dir.display()
+        ),
+        |b| b.contains("convoy_lock"),
+        |_, w| w.starts_with("try_to_wake_up;") && w.contains("convoy_release"),
     );
-    let (mut waits, mut released) = (0f64, 0f64);
-    for line in String::from_utf8_lossy(&folded.stdout).lines() {
-        let (stack, value) = line.rsplit_once(' ').expect("folded lines end in a value");
-        let Some((blocked, waker)) = stack.split_once(";--;") else {
-            continue;
-        };
-        if !blocked.contains("convoy_lock") {
-            continue;
-        }
-        let value: f64 = value.parse().expect("a folded value");
-        waits += value;
-        if waker.starts_with("try_to_wake_up;") && waker.contains("convoy_release") {
-            released += value;
-        }
-    }
     eprintln!("convoy: {released} of {waits} ns waited in convoy_lock ended in convoy_release");
     assert!(
         waits >= truth * 0.9 && released >= waits * 0.99,
