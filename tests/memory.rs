@@ -1,8 +1,8 @@
 //! Memory stays flat on a busy host (#31): a system-wide recording through the whole pipeline
 //! (`stacks-record -a | stacks-symbolize | stacks-pack --max-age`) next to `stacks-workload
 //! churn` — short-lived processes and threads, each seen once — must not grow with what it has
-//! seen: each stage's RSS in the last minute is at most its RSS around one minute plus 15%
-//! (medians over a minute: stacks-pack's RSS is a sawtooth of its open pair). Before the
+//! seen: each stage's RSS in the last minute (its median) is at most the highest it reached
+//! from 30 to 90 s plus 15% (each stage's RSS swings within a minute). Before the
 //! stages dropped the state of exited processes, capped their stack dictionaries by bytes and
 //! kept only the open file pair's stacks, all three grew linearly (at one minute and at three
 //! here: record 73 → 126 MiB, symbolize 271 → 369, pack 203 → 390). The hour-long soak is
@@ -104,25 +104,36 @@ fn memory_of_each_stage_stays_flat_under_process_churn() {
     }
 
     let names = ["stacks-record", "stacks-symbolize", "stacks-pack"];
-    // Medians over a minute, not single samples: stacks-pack's memory is a sawtooth of its
-    // open pair's rows (a cycle of about half a minute here), which a few samples at one
-    // moment catch anywhere between its low and its high.
-    let median_in = |from: u64, to: u64, i: usize| {
-        let near: Vec<u64> = samples
+    // Every stage's memory swings within a minute: stacks-pack's is a sawtooth of its open
+    // file set's rows (a cycle of about half a minute here), stacks-symbolize's drops when it
+    // clears its caches (at 256 MiB), and stacks-record's follows how much a drain of its ring
+    // buffers takes, which grows while the stages after it lag (seen here: 116–740 MiB, 290–710
+    // and 140–205 within one run, and a median at one minute anywhere in those). So the last
+    // minute's median is held against the highest the stage reached in its first 90 s: a stage
+    // that does not grow stays under it, one that grows with what it has seen passes it (before
+    // #31, stacks-record went 73 → 126 MiB from one minute to three: ~86 MiB at 90 s, ~113 in
+    // the last minute, over the 15%).
+    let in_window = |from: u64, to: u64, i: usize| -> Vec<u64> {
+        samples
             .iter()
             .filter(|(s, _)| (from..=to).contains(s))
             .map(|(_, r)| r[i])
-            .collect();
-        median(near)
+            .collect()
     };
     let last = samples.last().unwrap().0;
     let mut report = String::new();
     for (i, name) in names.iter().enumerate() {
-        let early = median_in(EARLY - 30, EARLY + 30, i);
-        let end = median_in(last - 60, last, i);
+        let early = in_window(EARLY - 30, EARLY + 30, i)
+            .into_iter()
+            .max()
+            .unwrap_or(0);
+        let end = median(in_window(last - 60, last, i));
         report.push_str(&format!(
-            "{name}: {} MiB around {EARLY} s, {} MiB in the last minute to {last} s (medians)\n",
+            "{name}: at most {} MiB from {} to {} s, {} MiB in the last minute to {last} s \
+             (median)\n",
             early / 1024,
+            EARLY - 30,
+            EARLY + 30,
             end / 1024
         ));
         assert!(

@@ -1,6 +1,6 @@
 //! Where a row came from: every row carries the recording host and its thread's cgroup path.
 //! The `cpu` workload runs in a cgroup made for the test (moved there before its exec): its
-//! rows name that cgroup, the shell's exec before the move names the parent's.
+//! rows name that cgroup (the shell, sampled before it moved itself, the parent's).
 
 use stacks_tests::{bpf_available, bpf_serial, check, read_stream, scratch, sh};
 
@@ -42,9 +42,12 @@ fn rows_name_their_host_and_cgroup() {
         let kind = b.column_by_name("kind").unwrap().as_string::<i32>();
         let hosts = b.column_by_name("host").unwrap().as_string::<i32>();
         let cgroups = b.column_by_name("cgroup").unwrap().as_string::<i32>();
+        let comms = b.column_by_name("comm").unwrap().as_string::<i32>();
         for i in 0..b.num_rows() {
             assert_eq!(hosts.value(i), host, "every row names the host");
-            if kind.value(i) == "profile" {
+            // The workload's samples: `sh` runs (and may be sampled) in the parent's cgroup
+            // until it has moved itself; it execs the workload after the move.
+            if kind.value(i) == "profile" && comms.value(i) == "stacks-workload" {
                 profile += 1;
                 assert_eq!(
                     cgroups.value(i),
