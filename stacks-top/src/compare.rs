@@ -73,18 +73,7 @@ impl DiffView {
     /// Handle one key; `page` lines make a page.
     pub fn key(&mut self, key: KeyEvent, page: usize) -> Outcome {
         if self.typing {
-            match key.code {
-                KeyCode::Esc => {
-                    self.typing = false;
-                    self.search.clear();
-                }
-                KeyCode::Enter => self.typing = false,
-                KeyCode::Backspace => {
-                    self.search.pop();
-                }
-                KeyCode::Char(c) => self.search.push(c),
-                _ => {}
-            }
+            crate::input::search_key(&mut self.search, &mut self.typing, key);
             self.cursor = 0;
             return Outcome::Stay;
         }

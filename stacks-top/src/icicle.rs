@@ -128,18 +128,7 @@ impl FlameView {
     /// Handle one key.
     pub fn key(&mut self, key: KeyEvent) -> Outcome {
         if self.typing {
-            match key.code {
-                KeyCode::Esc => {
-                    self.typing = false;
-                    self.search.clear();
-                }
-                KeyCode::Enter => self.typing = false,
-                KeyCode::Backspace => {
-                    self.search.pop();
-                }
-                KeyCode::Char(c) => self.search.push(c),
-                _ => {}
-            }
+            crate::input::search_key(&mut self.search, &mut self.typing, key);
             return Outcome::Stay;
         }
         let rows = self.layout();

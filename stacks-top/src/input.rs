@@ -9,6 +9,23 @@ use crate::choose::Choice;
 use crate::table::Row;
 use crate::view::Step;
 
+/// A key while a search text is typed (the flame view's and the diff's `/`): characters and
+/// Backspace edit `search`, Enter keeps it, Esc clears it; both end `typing`.
+pub(crate) fn search_key(search: &mut String, typing: &mut bool, key: KeyEvent) {
+    match key.code {
+        KeyCode::Esc => {
+            *typing = false;
+            search.clear();
+        }
+        KeyCode::Enter => *typing = false,
+        KeyCode::Backspace => {
+            search.pop();
+        }
+        KeyCode::Char(c) => search.push(c),
+        _ => {}
+    }
+}
+
 impl App {
     /// `<` `>`: the highlighted group column moves left or right in the grouping.
     pub(crate) fn move_column(&mut self, dir: isize) -> Effect {
