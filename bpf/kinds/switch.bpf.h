@@ -22,6 +22,9 @@ struct switch_state {
 	__u64 in_ts;                          /* anchor: the last switch-in seen (0: none yet) */
 	__u64 in_runtime;                     /* the thread's CPU time and switches then */
 	__u64 in_switches;
+	/* CPU time charged beyond the wall time of the intervals measured so far (see off_since),
+	 * taken off the next ones so the thread's total stays exact. */
+	__u64 debt;
 	struct stacks_span fold_span;         /* the span of the folded intervals */
 	/* `switch:d`: the thread left the CPU in a system call, so its user stack is taken later,
 	 * in its own context (no copy at every switch): `ev` has no user stack yet. */
@@ -219,11 +222,23 @@ int BPF_PROG(switch_sys_exit, struct pt_regs *regs, long ret)
 	return 0;
 }
 
-/* Off CPU since the anchor: the time since then that the thread did not run. */
-static __always_inline __u64 off_since(__u64 since, __u64 since_runtime, __u64 now, __u64 runtime)
+/* Off CPU since the anchor: the time since then that the thread did not run. The scheduler
+ * charges the incoming thread from its run-queue clock update, a few microseconds before this
+ * program reads the time at the switch (its own run and stack capture among them), so a thread
+ * switched out and straight back in can have run longer than the wall time says: that excess
+ * is a debt, paid by the next intervals, so the sum over a thread's intervals stays its wall
+ * time less its CPU time (clamping each at zero instead would add every excess to it). */
+static __always_inline __u64 off_since(struct switch_state *s, __u64 since, __u64 since_runtime,
+				       __u64 now, __u64 runtime)
 {
-	__u64 ran = runtime - since_runtime;
-	return now - since > ran ? now - since - ran : 0;
+	__u64 spent = (runtime - since_runtime) + s->debt;
+	__u64 wall = now - since;
+	if (wall >= spent) {
+		s->debt = 0;
+		return wall - spent;
+	}
+	s->debt = spent - wall;
+	return 0;
 }
 
 /* The length of an off-CPU interval is taken from the scheduler's own accounting: the wall
@@ -247,7 +262,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 		__u64 runtime = next->se.sum_exec_runtime;
 		__u64 switches = switches_of(next);
 		if (s->in_ts) {
-			__u64 off = off_since(s->in_ts, s->in_runtime, now, runtime);
+			__u64 off = off_since(s, s->in_ts, s->in_runtime, now, runtime);
 			if (s->out_ts) {
 				if (switches != s->out_switches)
 					count_drop(STACKS_DROP_END_INFERRED);
@@ -257,7 +272,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 				fold_untraced(s, next, s->in_ts, off, now);
 			}
 		} else if (s->out_ts) {
-			close_interval(s, next, off_since(s->out_ts, s->out_runtime, now, runtime), now);
+			close_interval(s, next, off_since(s, s->out_ts, s->out_runtime, now, runtime), now);
 		}
 		s->in_ts = now;
 		s->in_runtime = runtime;
@@ -282,7 +297,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 		 * it; otherwise it is folded. From here on, this switch-out is the anchor. */
 		__u64 since = s->in_ts ? s->in_ts : s->out_ts;
 		__u64 since_runtime = s->in_ts ? s->in_runtime : s->out_runtime;
-		__u64 off = off_since(since, since_runtime, now, runtime);
+		__u64 off = off_since(s, since, since_runtime, now, runtime);
 		if (s->out_ts) {
 			close_interval(s, prev, off, s->out_ts + off);
 			/* It may have left that system call since: no user stack taken now. */

@@ -45,24 +45,22 @@ fn measured(
     let mut work = work;
     start.wait();
     let tid = sys::tid();
-    let (start_ns, wall0, cpu0, wait0) = (
-        sys::realtime_ns(),
-        Instant::now(),
-        sys::thread_cpu_ns(),
-        run_delay_ns(),
-    );
+    // The window is tight around the work, the schedstat reads (system calls that can leave
+    // the CPU) outside it: the realtime edges a recording is cut at are the wall clock's.
+    let wait0 = run_delay_ns();
+    let (start_ns, wall0, cpu0) = (sys::realtime_ns(), Instant::now(), sys::thread_cpu_ns());
     let (mut calls, mut bytes) = (0u64, 0u64);
     while Instant::now() < until {
         let (c, b) = work()?;
         calls += c;
         bytes += b;
     }
-    let (cpu1, wall_ns, wait1) = (
+    let (cpu1, wall_ns, end_ns) = (
         sys::thread_cpu_ns(),
         wall0.elapsed().as_nanos() as u64,
-        run_delay_ns(),
+        sys::realtime_ns(),
     );
-    let end_ns = sys::realtime_ns();
+    let wait1 = run_delay_ns();
     let cpu_ns = cpu1 - cpu0;
     Ok(json!({
         "thread": name,
