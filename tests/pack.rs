@@ -298,3 +298,60 @@ fn dictionary_and_plain_input_give_identical_pairs() {
     assert_eq!(got["same"], true, "{got}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Wide rows are cut into row groups by their memory, not only by `--row-group-rows`: the
+/// rows of a group wait in memory to be sorted, so 120 MiB of 40 KiB paths make several
+/// groups of at most 24 MiB of rows each, every row kept and each group sorted by time.
+#[test]
+fn wide_rows_make_row_groups_by_their_memory() {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let dir = scratch("pack-wide");
+    let mut rows = fixture::rows(400);
+    for (i, r) in rows.iter_mut().enumerate() {
+        r.path = Some(format!("{i:08}/{}", "p".repeat(40 << 10)));
+    }
+    let wide: usize = rows.iter().map(|r| r.path.as_ref().unwrap().len()).sum();
+    assert!(wide > 100 << 20, "{wide} bytes of paths");
+    let input = dir.join("wide.arrows");
+    write_stream(&input, &plain_batches(&rows, 300));
+    let out = dir.join("wide.parquet");
+    pack(&["-i", input.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    let samples = dir.join("wide.samples.parquet");
+    let reader = SerializedFileReader::new(std::fs::File::open(&samples).unwrap()).unwrap();
+    let groups: Vec<i64> = reader
+        .metadata()
+        .row_groups()
+        .iter()
+        .map(|g| g.num_rows())
+        .collect();
+    assert_eq!(groups.iter().sum::<i64>(), rows.len() as i64, "{groups:?}");
+    // By rows alone it would be one group. A group is cut once the rows waiting hold 24 MiB,
+    // about 600 rows of 40 KiB; batches of 300 arrive whole, so a group holds fewer than
+    // 24 MiB and one batch.
+    let most = (24usize << 20) / (40 << 10) + 300;
+    assert!(
+        groups.len() >= wide / ((24 << 20) + 300 * (40 << 10))
+            && groups.len() > 1
+            && groups.iter().all(|&n| n as usize <= most),
+        "row groups of {groups:?} rows"
+    );
+    // pyarrow: each row group is sorted by time, and every row's path is there.
+    let check_groups = r#"
+import sys, pyarrow.parquet as pq
+f = pq.ParquetFile(sys.argv[1])
+paths = set()
+for i in range(f.num_row_groups):
+    g = f.read_row_group(i, columns=['time', 'path'])
+    t = g.column('time').cast('int64').to_pylist()
+    assert t == sorted(t), f'row group {i} is not sorted by time'
+    paths.update(p[:8] for p in g.column('path').to_pylist())
+print(len(paths))
+"#;
+    let out = python(check_groups, &[samples.to_str().unwrap()]);
+    check(&out, "pyarrow reading the row groups");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        rows.len().to_string()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -130,7 +130,8 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub stats: Option<PathBuf>,
 
-    /// Rows per row group; each row group is sorted by time
+    /// Rows per row group, or fewer when they hold 24 MiB in memory; each row group is sorted
+    /// by time
     #[arg(
         long,
         value_name = "N",

@@ -9,7 +9,7 @@
 //! partition directory, and starts a new pair when the current one reaches its row, byte or
 //! age limit. Memory: the distinct stacks of the pair being written and of the rows buffered
 //! (the splitter drops the others when a pair is closed), plus one row group of samples rows
-//! (scalars).
+//! (scalars), at most [`crate::MAX_GROUP_BYTES`] of them as Arrow arrays.
 
 use std::collections::HashSet;
 use std::fs;
@@ -144,6 +144,8 @@ pub struct Packer {
     /// Samples rows received but not yet in a row group, in arrival order.
     pending: Vec<RecordBatch>,
     pending_rows: usize,
+    /// Memory of the buffered rows' arrays.
+    pending_bytes: usize,
     /// Samples batches taken (split batches, counted as the splitter counts them).
     taken: u64,
     /// A pair was closed: the splitter may drop the stacks only it used.
@@ -203,6 +205,7 @@ impl Packer {
             current: None,
             pending: Vec::new(),
             pending_rows: 0,
+            pending_bytes: 0,
             taken: 0,
             prune_due: false,
             file_started: None,
@@ -251,14 +254,21 @@ impl Packer {
         if self.file_started.is_none() {
             self.file_started = Some(Instant::now());
         }
+        stacks_stream::sys::release_free_memory_now_and_then();
         self.pending.push(batch.clone());
         self.pending_rows += batch.num_rows();
+        self.pending_bytes += batch.get_array_memory_size();
         loop {
             let room = self.room();
-            if self.pending_rows < room {
+            if self.pending_rows >= room {
+                self.flush_group(room)?;
+            } else if self.pending_bytes >= crate::MAX_GROUP_BYTES && self.pending_rows > 0 {
+                // Wide rows (paths, arguments, span attributes) fill memory long before a
+                // row group's rows: the group is cut at its bytes instead.
+                self.flush_group(self.pending_rows)?;
+            } else {
                 break;
             }
-            self.flush_group(room)?;
         }
         self.prune()
     }
@@ -332,6 +342,11 @@ impl Packer {
             order::split_front(&self.schema, &self.pending, n).map_err(|e| self.arrow_err(e))?;
         self.pending_rows -= group.num_rows();
         self.pending = rest;
+        self.pending_bytes = self
+            .pending
+            .iter()
+            .map(RecordBatch::get_array_memory_size)
+            .sum();
         let group = match &self.time {
             Some(t) => order::sort_by_time(&group, t).map_err(|e| self.arrow_err(e))?,
             None => group,

@@ -262,8 +262,8 @@ impl StackDictionary {
     }
 
     /// Whether the dictionary holds [`MAX_ENTRIES`] or [`MAX_BYTES`]: its producer starts it
-    /// over at the next batch that uses fewer entries ([`start_over_before`],
-    /// [`restart_plan`]).
+    /// over, empty, at the next batch that uses fewer entries ([`restart_plan`], or counted
+    /// before keying it, as stacks-symbolize does).
     pub fn is_full(&self) -> bool {
         self.len >= MAX_ENTRIES || self.bytes >= MAX_BYTES
     }
@@ -356,13 +356,6 @@ fn array_bytes(array: &dyn Array) -> usize {
         .to_data()
         .get_slice_memory_size()
         .unwrap_or_else(|_| array.get_array_memory_size())
-}
-
-/// Whether a producer that knows a batch's row count before keying it should start its
-/// dictionary over, empty, first: it is `full` ([`StackDictionary::is_full`]) and holds more
-/// entries (`len`) than the batch can add, so the new one is shorter.
-pub fn start_over_before(full: bool, len: usize, batch_rows: usize) -> bool {
-    full && len > batch_rows
 }
 
 /// A producer's decision for one batch over dictionaries whose consumers hold `len` entries

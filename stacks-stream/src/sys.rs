@@ -122,6 +122,24 @@ pub fn release_free_memory() {
     }
 }
 
+/// [`release_free_memory`] at most once a second, for a streaming stage to call per batch.
+/// glibc gives a thread arena's pages back only from its top, so freed batches in the middle
+/// stay resident: stacks-pack, whose live heap peaked at 17 MiB, held 57 MiB in its reading
+/// thread's arena a minute into a system-wide recording. Trimming costs a walk over the free
+/// chunks, well under a millisecond at these sizes.
+pub fn release_free_memory_now_and_then() {
+    static LAST: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
+    let mut last = LAST
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if last.is_some_and(|t| t.elapsed() < std::time::Duration::from_secs(1)) {
+        return;
+    }
+    *last = Some(std::time::Instant::now());
+    drop(last);
+    release_free_memory();
+}
+
 /// Whether one of the signals given to [`catch_signals`] has arrived.
 pub fn signal_caught() -> bool {
     CAUGHT.load(Ordering::SeqCst)

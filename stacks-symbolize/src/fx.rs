@@ -47,3 +47,5 @@ impl Fx {
 
 /// A HashMap with [`Fx`].
 pub type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<Fx>>;
+/// A set hashed with [`Fx`].
+pub type FxSet<K> = std::collections::HashSet<K, BuildHasherDefault<Fx>>;

@@ -258,6 +258,7 @@ impl Symbolize {
         layout: &Layout,
         pool: &Pool,
     ) -> Result<RecordBatch, ArrowError> {
+        stacks_stream::sys::release_free_memory_now_and_then();
         let columns = StackColumns::new(batch, layout)?;
         let resolved = self.user.len() + self.ksym.len() + self.kaddr.len();
         let due = self
@@ -277,7 +278,12 @@ impl Symbolize {
         let (written, full) = self.stream.stack.as_ref().map_or((0, false), |d| {
             (d.len(), d.is_full() || d.len() >= self.max_stacks)
         });
-        if stacks_stream::dict::start_over_before(full, written, batch.num_rows()) {
+        // A full dictionary starts over when this batch's stacks are fewer than it holds (the
+        // new one must be shorter): counted, not bounded by the batch's rows, which would keep
+        // a dictionary of fewer stacks than a batch has rows growing past its byte limit (a
+        // symbolized stack is KiBs: 8,192-row batches let it reach tens of MiB, held again by
+        // every reader of the stream).
+        if full && written > 0 && Self::batch_stacks(&columns, layout) < written {
             self.stream = StreamState {
                 entries: self.stream.entries,
                 ..StreamState::default()
@@ -304,6 +310,25 @@ impl Symbolize {
         }
         out.push(stack);
         RecordBatch::try_new(layout.output.clone(), out)
+    }
+
+    /// The distinct raw stacks of a batch's rows (rows without a stack not counted).
+    fn batch_stacks(c: &StackColumns, layout: &Layout) -> usize {
+        let hashers = hash_lanes();
+        let mut seen: crate::fx::FxSet<StackId> = Default::default();
+        for row in 0..c.rows {
+            let r = c.raw(row);
+            if r.k.is_none() && r.u.is_none() && r.s.is_none() {
+                continue;
+            }
+            seen.insert(if layout.by_entry {
+                StackId::Entries(r)
+            } else {
+                let (a, b) = c.hash(&hashers, &r);
+                StackId::Hash(a, b)
+            });
+        }
+        seen.len()
     }
 
     /// Each row's key in the output dictionaries (null: no stack at all) and the raw stacks
@@ -586,5 +611,25 @@ mod tests {
         // new again, 3 < 5 entries; batch 4 adds stack 2 (3 < 4: no restart).
         assert_eq!(capped, [3, 5, 3, 4]);
         assert_eq!(capped_roots, expected, "every row keeps its own stack");
+    }
+
+    #[test]
+    fn a_full_dictionary_starts_afresh_for_a_batch_of_more_rows_than_it_holds() {
+        // Batches have more rows than the dictionary entries (symbolized stacks are large,
+        // so the byte limit comes at a few thousand stacks, 8,192-row batches are common):
+        // what decides is the batch's distinct stacks, 1 here, fewer than the 2 held.
+        let batches = [
+            vec![1, 2, 1, 2, 1, 2],
+            vec![3, 3, 3, 3, 3, 3],
+            vec![3, 4, 5, 4, 5, 3],
+        ];
+        let (sizes, roots) = run(&batches, 2);
+        assert_eq!(
+            sizes,
+            [2, 1, 3],
+            "1 entry is not full: the third batch adds its 2 new stacks"
+        );
+        let expected: Vec<String> = batches.iter().flatten().map(|n| format!("f{n}")).collect();
+        assert_eq!(roots, expected);
     }
 }

@@ -312,6 +312,7 @@ impl RowBuilder {
         &mut self,
         pinned: &[i32],
     ) -> Result<(RecordBatch, Option<Renumbered>), ArrowError> {
+        stacks_stream::sys::release_free_memory_now_and_then();
         let n = self.rows;
         let (stacks, renumbered) = self.stacks.columns_pinned(&self.refs, pinned)?;
         self.refs.clear();
