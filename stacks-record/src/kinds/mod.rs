@@ -33,8 +33,6 @@ use crate::process::normalize::UserNormalizer;
 use crate::process::unwind::Unwinders;
 use crate::spec::{EventSpec, KindArgs};
 
-pub(crate) use rss::rss_counter;
-
 /// What a record contributes to its row besides ids and stacks.
 pub(crate) struct Decoded {
     pub(crate) kind: &'static str,
@@ -123,6 +121,12 @@ pub(crate) trait EventKind: Sync {
     fn start(&self, _skel: &StacksSkel<'_>, _on: &KindArgs) -> Result<Option<Box<dyn Source>>> {
         Ok(None)
     }
+
+    /// What its kernel side still holds when the recording ends, each a row without stacks of
+    /// a process (its pid), taken out of the kernel's tables.
+    fn remainders(&self, _skel: &StacksSkel<'_>) -> Vec<(u32, Decoded)> {
+        Vec::new()
+    }
 }
 
 /// Every event kind.
@@ -188,6 +192,11 @@ impl Sources {
         }
         Ok(())
     }
+}
+
+/// What every kind's kernel side still holds at the end ([`EventKind::remainders`]).
+pub(crate) fn remainders(skel: &StacksSkel<'_>) -> Vec<(u32, Decoded)> {
+    ALL.iter().flat_map(|k| k.remainders(skel)).collect()
 }
 
 /// The kind a program of the BPF object belongs to.

@@ -362,8 +362,8 @@ impl Recorder<'_, '_> {
         // Spans still entered: a row each, with no duration.
         self.conv.end_spans(None, &mut self.rows);
         let now = host::realtime_ns();
-        for rest in bpf::take_rss_remainders(self.skel) {
-            self.conv.push_rss_remainder(&mut self.rows, now, rest);
+        for rest in kinds::remainders(self.skel) {
+            self.conv.push_remainder(&mut self.rows, now, rest);
         }
         self.write(&mut out)?;
         Ok(out.finish()?)
