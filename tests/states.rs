@@ -2,7 +2,8 @@
 //! known states (on CPU, nanosleep, `read` on an empty pipe, write + fsync, `recvfrom` on an
 //! idle TCP connection) and reports each one's tid and wall-clock life, and the file, pipe and
 //! socket they wait on; `stacks-record -e state:uk:50` samples them and the symbolized rows
-//! must account each thread's life, in the state and system call it was in, on that file.
+//! must account each thread's life, in the state and system call it was in, on that file;
+//! stacks-top's average active threads by state are the rows per sampling pass.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -332,6 +333,7 @@ fn thread_states_match_the_workload() {
         }
     }
     queries_and_pprof(&dir, &sym, &report, &by_tid);
+    top_counts_threads_per_pass(&dir.join("out"), &report);
 }
 
 /// The recording through stacks-pack and the state queries: `stuck` lists the reader and the
@@ -480,6 +482,90 @@ fn queries_and_pprof(
         }
         assert_eq!(got, by_state, "{what}: wall time by state label");
     }
+}
+
+/// stacks-top's average active threads (docs/top.md, "Average active threads") by state over
+/// the recording: the rows of each state per sampling pass that ran, whatever passes the
+/// recorder skipped (a divisor of the window's length instead is off by the skipped passes, and
+/// by one pass of the window's edges: 1-2% here, 40% at load 7). They add up to the workload's
+/// threads alive per pass: the main thread in every pass and each of the five in the passes of
+/// its life; its spinner on (or waiting for) a CPU, and the sleeper, reader and receiver (and
+/// the main thread, waiting for them) asleep. The same bounds as explore's notebook test.
+fn top_counts_threads_per_pass(out: &std::path::Path, report: &serde_json::Value) {
+    let top = sh(&format!(
+        "stacks-top -d {} --once --kind state --group state -f json",
+        out.display()
+    ));
+    check(&top, "stacks-top --once");
+    let top: Vec<serde_json::Value> = serde_json::from_slice(&top.stdout).unwrap();
+    let avg: HashMap<String, f64> = top
+        .iter()
+        .map(|r| {
+            let state = r["state"].as_str().unwrap().to_string();
+            (state, r["avg_thr"].as_f64().unwrap())
+        })
+        .collect();
+    let query = |sql: &str| -> Vec<serde_json::Value> {
+        let q = sh(&format!(
+            "stacks-query -d {} -f json -c \"{sql}\"",
+            out.display()
+        ));
+        check(&q, sql);
+        serde_json::from_slice(&q.stdout).unwrap()
+    };
+    let passes_in = |lo: i64, hi: i64| {
+        query(&format!(
+            "SELECT count(DISTINCT time) AS n FROM samples WHERE kind = 'state' \
+             AND CAST(time AS BIGINT) >= {lo} AND CAST(time AS BIGINT) < {hi}"
+        ))[0]["n"]
+            .as_f64()
+            .unwrap()
+    };
+    let passes = passes_in(i64::MIN, i64::MAX);
+    let rows =
+        query("SELECT state, count(*) AS n FROM samples WHERE kind = 'state' GROUP BY state");
+    eprintln!("stacks-top: average threads by state {avg:?} over {passes} passes");
+    assert_eq!(
+        avg.len(),
+        rows.len(),
+        "stacks-top's states: {avg:?}, the rows': {rows:?}"
+    );
+    for r in &rows {
+        let state = r["state"].as_str().unwrap();
+        let per_pass = r["n"].as_f64().unwrap() / passes;
+        let got = avg[state];
+        assert!(
+            (got - per_pass).abs() < 0.005,
+            "{state}: stacks-top avg_thr {got:.4}, rows per pass {per_pass:.4}"
+        );
+    }
+    let threads = report["threads"].as_array().unwrap();
+    let alive = 1.0
+        + threads
+            .iter()
+            .map(|t| {
+                passes_in(
+                    t["start_ns"].as_i64().unwrap(),
+                    t["end_ns"].as_i64().unwrap(),
+                )
+            })
+            .sum::<f64>()
+            / passes;
+    let total: f64 = avg.values().sum();
+    assert!(
+        (total - alive).abs() <= 0.1,
+        "stacks-top: {total:.2} threads in all, {alive:.2} alive per pass: {avg:?}"
+    );
+    let get = |s: &str| avg.get(s).copied().unwrap_or(0.0);
+    let on_cpu = get("running") + get("runnable");
+    assert!(
+        (0.95..=2.05).contains(&on_cpu),
+        "stacks-top: {on_cpu:.2} threads on or waiting for a CPU: {avg:?}"
+    );
+    assert!(
+        (3.6..=5.05).contains(&get("sleeping")),
+        "stacks-top: threads sleeping: {avg:?}"
+    );
 }
 
 /// The command's process before its exec is the recorder's own child held at the gate (named

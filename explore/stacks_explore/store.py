@@ -70,6 +70,14 @@ def _to_time(ns: pd.Series) -> pd.Series:
     return pd.to_datetime(ns.astype("int64"), unit="ns", utc=True)
 
 
+# The time `state` sampling observed each process (`pid`) per bucket `t` (`0`: one bucket) of
+# its rows `r`, as stacks-top's `Planner::observed` computes it for a window: the periods of the
+# passes that ran and saw it (all rows of a pass share its start as `time`; a pass the recorder
+# could not run on time observed nothing). docs/top.md, "Average active threads".
+_OBSERVED = """p AS (SELECT pid, {bucket} AS t, time, max(value) AS period FROM r GROUP BY 1, 2, 3),
+                o AS (SELECT pid, t, sum(period) AS observed, count(*) AS passes FROM p GROUP BY 1, 2)"""
+
+
 class Store:
     """A stacks store opened in DuckDB. `sql()` runs any SQL over its views; the methods answer the notebooks' questions."""
 
@@ -305,38 +313,42 @@ class Store:
         return (ns or 5e7) / 1e9
 
     def state_summary(self, pid=None, host=None) -> pd.DataFrame:
-        """Average threads in each state per process, over the sampling passes that ran.
+        """Average threads in each state per process over its life: stacks-top's `avg_thr` of the
+        process's `state` rows grouped by state, the window its life.
 
-        All rows of one pass share its start as `time`, so a process's passes are its distinct
-        `time`s, and its threads in a state on average are its rows in that state per pass. A
-        pass the recorder could not run on time is skipped, not made up: averaging over the
-        passes that ran keeps the count of threads right. `thread_s` sums `value`.
+        Average active threads (docs/top.md) are the thread-seconds of the rows (`sum(value)`)
+        over the time the window observed: for `state`, the periods of the sampling passes that
+        ran in it, here the passes that saw the process. A pass the recorder could not run on
+        time is skipped, not made up, so this is its rows in a state per pass. `passes`: the
+        passes that saw it; `thread_s` sums `value`.
         """
         cond, params = self._filter(pid=pid, host=host)
         return self.sql(
             f"""WITH r AS (SELECT pid, comm, tid, time, state, value FROM samples WHERE kind = 'state' AND {cond}),
-                p AS (SELECT pid, count(DISTINCT time) AS passes FROM r GROUP BY pid)
+                {_OBSERVED.format(bucket="0")}
             SELECT r.pid, arg_max(r.comm, r.time) AS comm, r.state, count(DISTINCT r.tid) AS threads_seen,
-                sum(r.value) / 1e9 AS thread_s, any_value(p.passes) AS passes,
-                count(*) / any_value(p.passes) AS avg_threads
-            FROM r JOIN p USING (pid)
+                sum(r.value) / 1e9 AS thread_s, any_value(o.passes) AS passes,
+                sum(r.value) / any_value(o.observed) AS avg_threads
+            FROM r JOIN o ON r.pid = o.pid AND o.t = 0
             GROUP BY r.pid, r.state ORDER BY r.pid, avg_threads DESC, r.state""",
             **params,
         )
 
     def active_threads(self, interval_s: float = 0.1, pids=None, host=None) -> pd.DataFrame:
-        """Average threads in each state per time bucket and process: its `state` rows in the bucket per sampling pass in it."""
+        """Average threads in each state per time bucket and process, as `state_summary` computes
+        them over each bucket: its `state` rows' thread-seconds in the bucket over the periods of
+        the passes that saw it there."""
         iv = int(interval_s * 1e9)
         cond, params = self._filter(host=host)
         if pids is not None:
             cond += " AND list_contains($pids, pid)"
             params["pids"] = [int(p) for p in pids]
         df = self.sql(
-            f"""WITH r AS (SELECT pid, (epoch_ns(time) // $iv) * $iv AS t, time, state
+            f"""WITH r AS (SELECT pid, (epoch_ns(time) // $iv) * $iv AS t, time, state, value
                        FROM samples WHERE kind = 'state' AND {cond}),
-                p AS (SELECT pid, t, count(DISTINCT time) AS passes FROM r GROUP BY pid, t)
-            SELECT r.pid, r.t, r.state, count(*) / any_value(p.passes) AS threads
-            FROM r JOIN p USING (pid, t) GROUP BY r.pid, r.t, r.state ORDER BY r.pid, r.t, r.state""",
+                {_OBSERVED.format(bucket="t")}
+            SELECT r.pid, r.t, r.state, sum(r.value) / any_value(o.observed) AS threads
+            FROM r JOIN o USING (pid, t) GROUP BY r.pid, r.t, r.state ORDER BY r.pid, r.t, r.state""",
             iv=iv,
             **params,
         )

@@ -176,6 +176,24 @@ def test_kinds_count_rows_events_and_units(tiny_store: Path):
     assert kinds.loc["state", "events"] == 2
 
 
+def test_average_threads_count_the_passes_that_ran(tmp_path: Path):
+    """docs/top.md, "Average active threads": thread-seconds over the periods of the passes that
+    ran. Passes every 20 ms, the one at 40 ms skipped, each seeing one thread running and one
+    sleeping: one thread in each state, over the process's life and in every bucket."""
+    rows = [
+        {"time": t * MS, "kind": "state", "pid": 7, "value": 20 * MS, "state": state}
+        for t in (0, 20, 60, 80)
+        for state in ("running", "sleeping")
+    ]
+    _write_set(tmp_path, "a", rows, {}, [], set_id=1)
+    store = sx.Store(str(tmp_path))
+    summary = store.state_summary(pid=7).set_index("state")
+    assert summary.avg_threads.to_dict() == {"running": 1.0, "sleeping": 1.0}
+    assert summary.passes.tolist() == [4, 4]
+    series = store.active_threads(0.05, pids=[7])
+    assert series.threads.tolist() == [1.0] * 4, series.to_string()
+
+
 def test_stores_that_are_not_stores_are_refused(tmp_path: Path):
     with pytest.raises(sx.StoreError, match="no such store directory"):
         sx.Store(str(tmp_path / "nothing"))

@@ -259,7 +259,7 @@ def test_cpu_of_the_burn_thread_matches_its_clock(executed, store, truth):
 
 
 @pytest.mark.bpf
-def test_threads_per_state_match_the_states_workload(executed, store, truth):
+def test_threads_per_state_match_the_states_workload(executed, recorded, store, truth):
     """`states`: each thread's sampled time by state (swimlane, active threads) against the state it was kept in."""
     report = truth["states"]
     threads = {t["thread"]: t for t in report["threads"]}
@@ -304,6 +304,22 @@ def test_threads_per_state_match_the_states_workload(executed, store, truth):
     on_cpu = summary.get("running", 0) + summary.get("runnable", 0)
     assert 0.95 <= on_cpu <= 2.05, f"threads on or waiting for a CPU: {on_cpu:.2f} ({summary.to_dict()})"
     assert 3.6 <= summary.get("sleeping", 0) <= 5.05, f"threads sleeping: {summary.to_dict()}"
+    # One definition (docs/top.md, "Average active threads"): stacks-top's avg_thr of the
+    # process's rows by state over its life, its first to its last pass, is the same number.
+    life = store.sql(
+        "SELECT min(epoch_ns(time)) AS a, max(epoch_ns(time)) AS b FROM samples WHERE kind = 'state' AND pid = $pid",
+        pid=pid,
+    ).iloc[0]
+    top = subprocess.run(
+        [str(bin_dir() / "stacks-top"), "-d", str(recorded[0]), "--once", "--kind", "state", "--group", "state",
+         "--where", f"pid = {pid}", "--from", str(int(life.a)), "--to", str(int(life.b) + 1), "-f", "json"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert top.returncode == 0, top.stderr
+    top = {r["state"]: r["avg_thr"] for r in json.loads(top.stdout)}
+    assert set(top) == set(summary.index), f"stacks-top {top}, explore {summary.to_dict()}"
+    for state, avg in summary.items():
+        assert abs(top[state] - avg) < 1e-9, f"{state}: stacks-top {top[state]}, explore {avg}"
     # Over the process's passes: the main thread in all, each of the five others in the passes
     # of its life.
     def passes_between(lo: int, hi: int) -> int:

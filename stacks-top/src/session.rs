@@ -114,10 +114,36 @@ pub fn table(engine: &Engine, view: &View) -> Result<(Table, Duration)> {
     };
     let sql = planner.table(view);
     let (batches, took) = engine.timed("the table", &sql, Some(view.window))?;
-    Ok((
-        Table::new(&view.group, &batches, view.window, view.latency)?,
-        took,
-    ))
+    let mut table = Table::new(&view.group, &batches, view.window, view.latency)?;
+    if sampled_in_passes(view) {
+        let sql = planner.observed(view.window.from, view.window.len().max(1), true);
+        let (batches, more) = engine.timed("the sampled time", &sql, Some(view.window))?;
+        table.observed_ns = observed_ns(&batches)?;
+        return Ok((table, took + more));
+    }
+    Ok((table, took))
+}
+
+/// Whether `view`'s rows are taken in sampling passes (`state`), so that its average threads
+/// divide by the time its passes observed, not by its window's length.
+fn sampled_in_passes(view: &View) -> bool {
+    view.kind.as_deref() == Some(stacks_stream::kind::STATE)
+}
+
+/// The time observed in the one bucket of a [`crate::view::Planner::observed`] result; `None`
+/// when no pass ran.
+fn observed_ns(batches: &[arrow_array::RecordBatch]) -> Result<Option<i64>> {
+    let mut total = None;
+    for b in batches {
+        let obs = arrow_cast::cast(b.column(1), &DataType::Int64)?;
+        let obs = obs.as_primitive::<Int64Type>();
+        for r in 0..b.num_rows() {
+            if obs.is_valid(r) && obs.value(r) > 0 {
+                *total.get_or_insert(0) += obs.value(r);
+            }
+        }
+    }
+    Ok(total)
 }
 
 /// Query the table and the sparkline of the app's view (see [`refresh_table`] and
@@ -214,7 +240,11 @@ pub fn start_spark(engine: &Engine, app: &mut App) {
     let planner = Planner {
         columns: &engine.columns,
     };
-    let sql = planner.sparkline(&app.view, start, bucket);
+    let sql = if sampled_in_passes(&app.view) {
+        planner.sparkline_observed(&app.view, start, bucket)
+    } else {
+        planner.sparkline(&app.view, start, bucket)
+    };
     // A job for an older view is dropped, which cancels it.
     app.spark_job = Some(SparkJob {
         key,

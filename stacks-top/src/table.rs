@@ -37,7 +37,8 @@ pub struct Row {
 }
 
 impl Row {
-    /// Average active threads over a window of `window_ns`.
+    /// Average active threads over a window observing `window_ns` (docs/top.md, "Average
+    /// active threads"; [`Table::observed_ns`]).
     pub fn avg_thr(&self, window_ns: i64) -> Option<f64> {
         self.thread_ns.map(|t| t as f64 / window_ns.max(1) as f64)
     }
@@ -58,6 +59,10 @@ pub struct Table {
     /// The group columns as returned, for text mode.
     columns: Vec<(Field, Vec<ArrayRef>)>,
     pub window: Span,
+    /// The time the window observed, when it is not its length: for `state` rows, the periods
+    /// of the sampling passes that ran in it (a pass the recorder could not run on time
+    /// observed nothing; see [`crate::view::Planner::observed`]).
+    pub observed_ns: Option<i64>,
     pub latency: bool,
 }
 
@@ -148,8 +153,14 @@ impl Table {
             rows,
             columns,
             window,
+            observed_ns: None,
             latency,
         })
+    }
+
+    /// The nanoseconds average active threads divide by: the time the window observed.
+    pub fn thread_window(&self) -> i64 {
+        self.observed_ns.unwrap_or(self.window.len())
     }
 
     /// Whether any row has a thread-time weight.
@@ -188,7 +199,7 @@ impl Table {
         fields.push(Field::new("avg_thr", DataType::Float64, true));
         arrays.push(Arc::new(Float64Array::from_iter(self.rows.iter().map(
             |r| {
-                r.avg_thr(window_ns).map(|v| {
+                r.avg_thr(self.thread_window()).map(|v| {
                     if rounded {
                         (v * 100.0).round() / 100.0
                     } else {

@@ -233,7 +233,7 @@ fn draw_table(f: &mut Frame, app: &App, area: Rect) {
     let mut layout = table_columns(table, &rows, area.width as usize);
     layout.max_thr = rows
         .iter()
-        .filter_map(|r| r.avg_thr(table.window.len()))
+        .filter_map(|r| r.avg_thr(table.thread_window()))
         .fold(0.0, f64::max);
     let cols = &layout.cols;
     let mut lines = Vec::new();
@@ -379,7 +379,7 @@ fn table_row(
     };
     next(fmt::count(row.samples), base);
     if layout.threads {
-        let thr = row.avg_thr(window_ns);
+        let thr = row.avg_thr(table.thread_window());
         next(thr.map(|t| format!("{t:.2}")).unwrap_or_default(), base);
         let frac = thr
             .map(|t| t / layout.max_thr.max(f64::MIN_POSITIVE))

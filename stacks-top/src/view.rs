@@ -292,6 +292,39 @@ impl Planner<'_> {
         )
     }
 
+    /// The time the `state` sampling observed per bucket of `bucket_ns` from `start` (in the
+    /// window `$from`/`$to` when `windowed`): bucket `i` and `obs`, the periods of the passes
+    /// that ran in it, each host's passes averaged over the hosts sampled in the bucket. A pass
+    /// the recorder could not run on time observed nothing, so `state` rows divided by it are
+    /// the threads seen per pass (docs/top.md, "Average active threads"). Not filtered by the
+    /// view: a pass in which a group had no thread counts for it as none.
+    pub fn observed(&self, start: Ns, bucket_ns: Ns, windowed: bool) -> String {
+        let window = if windowed {
+            " AND time >= $from AND time < $to"
+        } else {
+            ""
+        };
+        format!(
+            "SELECT i, sum(p) / count(DISTINCT h) AS obs FROM (SELECT \
+             CAST((CAST(time AS BIGINT) - {start}) / {bucket_ns} AS BIGINT) AS i, \
+             coalesce(host, '') AS h, time, max(value) AS p FROM samples \
+             WHERE kind = {}{window} GROUP BY 1, 2, 3) q GROUP BY i",
+            catalog::quote_text(stacks_stream::kind::STATE)
+        )
+    }
+
+    /// [`Planner::sparkline`] of a `state` view, its thread-ns scaled so that divided by the
+    /// bucket's length they are divided by the time the bucket observed
+    /// ([`Planner::observed`]).
+    pub fn sparkline_observed(&self, view: &View, start: Ns, bucket_ns: Ns) -> String {
+        format!(
+            "SELECT s.i, CAST(CAST(s.w AS DOUBLE) * {bucket_ns} / coalesce(o.obs, {bucket_ns}) AS BIGINT) AS w, s.n \
+             FROM ({}) s LEFT JOIN ({}) o ON s.i = o.i",
+            self.sparkline(view, start, bucket_ns),
+            self.observed(start, bucket_ns, false)
+        )
+    }
+
     /// The latency heatmap of the rows of `view` whose group columns equal `row`, in its
     /// window: per time bucket `i` of `bucket_ns` from `start` and latency bucket `lb`, the
     /// events `n` (`count` each row) and their time in ns `t` (`duration`).

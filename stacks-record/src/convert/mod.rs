@@ -6,11 +6,10 @@ use std::rc::Rc;
 
 use stacks_stream::kind;
 
-use crate::kernel::abi::types::rss_state;
 use crate::kernel::event::SAME_STACKS;
 use crate::kernel::event::{Header, Kind, RawEvent, c_bytes, cstr};
-use crate::kinds::{self, Context, Decoded, rss_counter};
-use crate::output::rows::{Extra, Row, RowBuilder};
+use crate::kinds::{self, Context, Decoded};
+use crate::output::rows::{Row, RowBuilder};
 use crate::output::stack_table::StackRef;
 use crate::probes::ProbeRows;
 use crate::process::cgroups::CgroupNames;
@@ -345,37 +344,34 @@ impl Converter {
         kinds::for_record(e.h.kind)?.decode(e, &mut cx)
     }
 
-    /// A row for RSS growth the kernel side still held at the end (no stacks).
-    pub(crate) fn push_rss_remainder(
+    /// A row of what the kernel side of a kind still held at the end, for process `tgid` (no
+    /// stacks; `kinds::remainders`).
+    pub(crate) fn push_remainder(
         &mut self,
         rows: &mut RowBuilder,
         time_ns: i64,
-        (tgid, rest): (u32, rss_state),
+        (tgid, row): (u32, Decoded),
     ) {
         let comm = std::fs::read_to_string(format!("/proc/{tgid}/comm"))
             .map(|s| s.trim_end().to_string())
             .unwrap_or_default();
-        *self.counts.by_kind.entry(kind::RSS).or_default() += 1;
+        *self.counts.by_kind.entry(row.kind).or_default() += 1;
         rows.push(&Row {
             time_ns,
-            kind: kind::RSS,
+            kind: row.kind,
             pid: tgid as i32,
             tid: tgid as i32,
             comm: &comm,
             thread: &comm,
             cgroup: None,
             cpu: -1,
-            value: rest.growth as i64,
+            value: row.value,
             stacks: Default::default(),
             kstack_error: None,
             ustack_error: None,
             ustack_unwind: None,
             ustack_truncated: None,
-            extra: Extra {
-                count: Some(i64::from(rest.events)),
-                op: Some(rss_counter(rest.member)),
-                ..Extra::default()
-            },
+            extra: row.extra,
         });
     }
 

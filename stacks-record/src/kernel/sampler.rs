@@ -22,11 +22,8 @@ pub(crate) struct StateSampler {
 }
 
 impl StateSampler {
-    /// Start sampling every `period`, when the `state` event was asked for.
-    pub(crate) fn start(skel: &StacksSkel<'_>, period: Option<Duration>) -> Result<Option<Self>> {
-        let Some(period) = period else {
-            return Ok(None);
-        };
+    /// Start sampling every `period`.
+    pub(crate) fn start(skel: &StacksSkel<'_>, period: Duration) -> Result<Self> {
         let link = skel
             .progs
             .sample_states
@@ -39,11 +36,11 @@ impl StateSampler {
             .name("state-sampler".into())
             .spawn(move || sample_passes(link_fd, period, &flag))
             .context("starting the thread-state sampler thread")?;
-        Ok(Some(Self {
+        Ok(Self {
             stop,
             thread: Some(thread),
             _link: link,
-        }))
+        })
     }
 
     /// Stop after the pass in progress; an error of the sampling thread is returned.

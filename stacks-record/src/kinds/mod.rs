@@ -22,7 +22,7 @@ use crate::kernel::abi::types::{
     rodata, stacks_agg as AggSums, stacks_agg_key as AggKey, stacks_event_kind as RecordKind,
     stacks_ring as Ring,
 };
-use crate::kernel::abi::{OpenStacksSkel, StacksSkelBuilder};
+use crate::kernel::abi::{OpenStacksSkel, StacksSkel, StacksSkelBuilder};
 use crate::kernel::event::Header;
 use crate::kernel::event::RawEvent;
 use crate::output::rows::Extra;
@@ -32,8 +32,6 @@ use crate::process::modules::ModuleIndex;
 use crate::process::normalize::UserNormalizer;
 use crate::process::unwind::Unwinders;
 use crate::spec::{EventSpec, KindArgs};
-
-pub(crate) use rss::rss_counter;
 
 /// What a record contributes to its row besides ids and stacks.
 pub(crate) struct Decoded {
@@ -52,6 +50,13 @@ pub(crate) struct Context<'a> {
     pub(crate) probes: &'a ProbeRows,
     /// Sampled allocations whose free will not be seen (for the summary).
     pub(crate) untracked_allocs: &'a mut u64,
+}
+
+/// A kind's own event source (perf events, a sampler thread), running from [`start`] until
+/// [`Sources::stop`].
+pub(crate) trait Source {
+    /// Stop it; an error it met while running is returned.
+    fn stop(self: Box<Self>) -> Result<()>;
 }
 
 /// One event kind of the recorder.
@@ -109,6 +114,19 @@ pub(crate) trait EventKind: Sync {
 
     /// The row of record `e` (one of [`Self::records`]); `None` when it makes none.
     fn decode(&self, e: &RawEvent<'_>, cx: &mut Context<'_>) -> Option<Decoded>;
+
+    /// Start its own event source, when its programs need one besides being attached (a perf
+    /// event per CPU, a thread running a task iterator); `on`: its `-e` entry. Called once the
+    /// targets are handed to the kernel side, before a command runs.
+    fn start(&self, _skel: &StacksSkel<'_>, _on: &KindArgs) -> Result<Option<Box<dyn Source>>> {
+        Ok(None)
+    }
+
+    /// What its kernel side still holds when the recording ends, each a row without stacks of
+    /// a process (its pid), taken out of the kernel's tables.
+    fn remainders(&self, _skel: &StacksSkel<'_>) -> Vec<(u32, Decoded)> {
+        Vec::new()
+    }
 }
 
 /// Every event kind.
@@ -147,6 +165,38 @@ pub(crate) fn aggregated_stacks(spec: &EventSpec) -> Option<u32> {
         .filter_map(|k| spec.get(k.event()?))
         .map(|a| a.stacks.mask())
         .reduce(|a, b| a | b)
+}
+
+/// The event sources of the recorded kinds, in [`ALL`]'s order.
+pub(crate) struct Sources(Vec<Box<dyn Source>>);
+
+/// Start the event source of every kind `spec` records ([`EventKind::start`]).
+pub(crate) fn start(skel: &StacksSkel<'_>, spec: &EventSpec) -> Result<Sources> {
+    let mut sources = Vec::new();
+    for k in ALL {
+        if let Some(on) = k.event().and_then(|e| spec.get(e))
+            && let Some(source) = k.start(skel, on)?
+        {
+            sources.push(source);
+        }
+    }
+    Ok(Sources(sources))
+}
+
+impl Sources {
+    /// Stop every source, the last started first; the first error is returned (the sources
+    /// not stopped yet are dropped, which stops them too).
+    pub(crate) fn stop(self) -> Result<()> {
+        for source in self.0.into_iter().rev() {
+            source.stop()?;
+        }
+        Ok(())
+    }
+}
+
+/// What every kind's kernel side still holds at the end ([`EventKind::remainders`]).
+pub(crate) fn remainders(skel: &StacksSkel<'_>) -> Vec<(u32, Decoded)> {
+    ALL.iter().flat_map(|k| k.remainders(skel)).collect()
 }
 
 /// The kind a program of the BPF object belongs to.

@@ -1,11 +1,16 @@
 //! `profile`: CPU samples from the cpu-clock perf event (bpf/kinds/profile.bpf.h), each
-//! weighing its sampling period. The perf events are opened per CPU by the recording loop.
+//! weighing its sampling period; its source is a cpu-clock perf event on every online CPU.
 
+use std::os::fd::{AsRawFd, OwnedFd};
+
+use anyhow::{Context as _, Result};
 use stacks_stream::kind;
 
-use super::{Context, Decoded, EventKind};
+use super::{Context, Decoded, EventKind, Source};
+use crate::kernel::abi::StacksSkel;
 use crate::kernel::abi::types::{rodata, stacks_profile};
 use crate::kernel::event::{Kind as RecordKind, RawEvent, info_members};
+use crate::kernel::load as bpf;
 use crate::output::rows::Extra;
 use crate::spec::KindArgs;
 
@@ -37,5 +42,33 @@ impl EventKind for Profile {
             value: p.period_ns as i64,
             extra: Extra::default(),
         })
+    }
+
+    /// The CPU sampler: a cpu-clock perf event of the sampling period on every online CPU,
+    /// running `on_cpu_sample`.
+    fn start(&self, skel: &StacksSkel<'_>, on: &KindArgs) -> Result<Option<Box<dyn Source>>> {
+        let mut perf = Vec::new();
+        for cpu in bpf::online_cpus()? {
+            let fd = bpf::open_cpu_clock(cpu, on.period_ns())?;
+            let link = skel
+                .progs
+                .on_cpu_sample
+                .attach_perf_event(fd.as_raw_fd())
+                .with_context(|| format!("attaching the CPU sampler on cpu {cpu}"))?;
+            perf.push((fd, link));
+        }
+        Ok(Some(Box::new(CpuSampler { _perf: perf })))
+    }
+}
+
+/// The CPU sampler: dropping its perf events and their links stops it.
+struct CpuSampler {
+    _perf: Vec<(OwnedFd, libbpf_rs::Link)>,
+}
+
+impl Source for CpuSampler {
+    fn stop(self: Box<Self>) -> Result<()> {
+        drop(self);
+        Ok(())
     }
 }

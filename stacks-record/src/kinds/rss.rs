@@ -4,8 +4,10 @@
 use stacks_stream::kind;
 
 use super::{Context, Decoded, EventKind};
+use crate::kernel::abi::StacksSkel;
 use crate::kernel::abi::types::{rodata, stacks_rss};
 use crate::kernel::event::{Kind as RecordKind, RawEvent, RssCounter, info_members};
+use crate::kernel::load as bpf;
 use crate::output::rows::Extra;
 use crate::spec::KindArgs;
 
@@ -51,10 +53,29 @@ impl EventKind for Rss {
             },
         })
     }
+
+    /// Each process's growth since its last row, fewer than every-Nth events.
+    fn remainders(&self, skel: &StacksSkel<'_>) -> Vec<(u32, Decoded)> {
+        bpf::take_rss_remainders(skel)
+            .into_iter()
+            .map(|(tgid, rest)| {
+                let row = Decoded {
+                    kind: kind::RSS,
+                    value: rest.growth as i64,
+                    extra: Extra {
+                        count: Some(i64::from(rest.events)),
+                        op: Some(rss_counter(rest.member)),
+                        ..Extra::default()
+                    },
+                };
+                (tgid, row)
+            })
+            .collect()
+    }
 }
 
 /// The `op` of an RSS row: the memory counter that grew.
-pub(crate) fn rss_counter(counter: RssCounter) -> &'static str {
+fn rss_counter(counter: RssCounter) -> &'static str {
     match counter {
         RssCounter::STACKS_RSS_FILE => "file",
         RssCounter::STACKS_RSS_ANON => "anon",

@@ -2,11 +2,16 @@
 //! sleepable task iterator run by [`crate::kernel::sampler`]): its state, the system call it
 //! is in and for how long, its file or socket; value = the period, so sums are thread-seconds.
 
+use std::time::Duration;
+
+use anyhow::Result;
 use stacks_stream::{kind, state};
 
-use super::{Context, Decoded, EventKind};
+use super::{Context, Decoded, EventKind, Source};
+use crate::kernel::abi::StacksSkel;
 use crate::kernel::abi::types::{rodata, stacks_state_sample};
 use crate::kernel::event::{Kind as RecordKind, RawEvent, State as Code, info_members};
+use crate::kernel::sampler::StateSampler;
 use crate::output::rows::Extra;
 use crate::process::fdnames::{file_name, socket_ends};
 use crate::spec::KindArgs;
@@ -66,6 +71,18 @@ impl EventKind for State {
                 ..Extra::default()
             },
         })
+    }
+
+    /// The thread that runs the task iterator once a period.
+    fn start(&self, skel: &StacksSkel<'_>, on: &KindArgs) -> Result<Option<Box<dyn Source>>> {
+        let period = Duration::from_nanos(on.period_ns());
+        Ok(Some(Box::new(StateSampler::start(skel, period)?)))
+    }
+}
+
+impl Source for StateSampler {
+    fn stop(self: Box<Self>) -> Result<()> {
+        StateSampler::stop(*self)
     }
 }
 

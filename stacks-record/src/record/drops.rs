@@ -5,8 +5,16 @@
 
 use std::collections::BTreeMap;
 
+use anyhow::Result;
+use stacks_stream::kind;
+
+use crate::convert::Counts;
+use crate::host;
+use crate::kernel::abi::StacksSkel;
 use crate::kernel::abi::types::{stacks_drop as Drop, stacks_event_kind as Kind};
+use crate::kernel::load as bpf;
 use crate::kinds;
+use crate::output::rows::{Extra, Row, RowBuilder};
 
 /// The `cause` of a `lost` row for counter `index` of `enum stacks_drop`: `WHY:KIND`, e.g.
 /// `ring_buffer_full:vfs` or `map_full:block`.
@@ -76,6 +84,41 @@ pub(crate) struct Drops {
 }
 
 impl Drops {
+    /// Append a `lost` row per CPU and cause whose drop counter grew since the last look.
+    pub(crate) fn push_rows(
+        &mut self,
+        skel: &StacksSkel<'_>,
+        rows: &mut RowBuilder,
+        counts: &mut Counts,
+    ) -> Result<()> {
+        let now = bpf::drops_per_cpu(skel)?;
+        let time_ns = host::realtime_ns();
+        for (cpu, cause, n) in self.update(&now) {
+            counts.lost += n;
+            rows.push(&Row {
+                time_ns,
+                kind: kind::LOST,
+                pid: 0,
+                tid: 0,
+                comm: "",
+                thread: "",
+                cgroup: None,
+                cpu,
+                value: n as i64,
+                stacks: Default::default(),
+                kstack_error: None,
+                ustack_error: None,
+                ustack_unwind: None,
+                ustack_truncated: None,
+                extra: Extra {
+                    cause: Some(cause),
+                    ..Default::default()
+                },
+            });
+        }
+        Ok(())
+    }
+
     /// New drops since the last call, as (cpu, cause name, count), from per-CPU totals indexed
     /// by cause.
     pub(crate) fn update(&mut self, now: &[Vec<u64>]) -> Vec<(i32, String, u64)> {

@@ -3,7 +3,6 @@
 
 use std::cell::RefCell;
 use std::mem::MaybeUninit;
-use std::os::fd::{AsRawFd, OwnedFd};
 use std::process::ExitCode;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -14,20 +13,18 @@ use libbpf_rs::RingBufferBuilder;
 use stacks_stream::{OutputStream, kind, open_output_with, raw_schema};
 
 use crate::cli::{Args, Target};
-use crate::convert::{Converter, Counts, KernelNames};
+use crate::convert::{Converter, KernelNames};
 use crate::host;
 use crate::kernel::abi::types::stacks_ring as Ring;
 use crate::kernel::event::{Kind, RawEvent};
 use crate::kernel::load::{self as bpf, AggTables, LoadOptions};
-use crate::kernel::sampler::StateSampler;
 use crate::kinds;
-use crate::output::rows::{Extra, Row, RowBuilder};
+use crate::output::rows::RowBuilder;
 use crate::probes::{self, ProbeRows};
 use crate::process::cgroups;
 use crate::process::kallsyms::KernelSymbol;
 use crate::process::kallsyms::KernelSymbols;
 use crate::process::spans::Spans;
-use crate::spec::EventSpec;
 use crate::spec::probe::ProbeType;
 
 mod aggregate;
@@ -135,13 +132,9 @@ pub fn run() -> Result<ExitCode> {
     let env = alloc.as_ref().map(|a| a.env()).unwrap_or_default();
     let mut targets = Targets::add(&skel, &target, hold, &env)?;
     targets.cgroups = cgroups;
-    let perf = attach_cpu_sampler(&skel, &spec)?;
     let queue: Rc<RefCell<Queue>> = Rc::default();
     let rb = ring_buffer(&skel, &queue)?;
-    let state_period = spec
-        .get(kind::STATE)
-        .map(|s| Duration::from_nanos(s.period_ns()));
-    let states = StateSampler::start(&skel, state_period)?;
+    let sources = kinds::start(&skel, &spec)?;
 
     // Ready to convert before the command runs (reading kernel symbols takes ~50 ms): a
     // short-lived command's memory map must be read while it lives (`d` stacks).
@@ -156,7 +149,7 @@ pub fn run() -> Result<ExitCode> {
         conv.hold_until_exec(child.pid, bpf::comm_key(comm.trim_end_matches('\n')));
     }
     conv.python = crate::process::python::Python::new(!args.no_python);
-    let mut spans = Spans::new(!args.no_spans, spec.get(kind::SPAN).is_some());
+    let mut spans = Spans::new(!args.no_spans, &spec);
     targets.go(&skel, &target, &mut spans, alloc.as_mut())?;
     let held = targets.child.as_mut().filter(|_| hold);
     let mut probes_on = probes::Running::start(&skel, &probes, early, held)?;
@@ -187,10 +180,7 @@ pub fn run() -> Result<ExitCode> {
 
     // Stop every event source, have the kernel side hand over what it still holds (folded
     // short off-CPU intervals), then take everything still queued in the ring buffer.
-    if let Some(states) = states {
-        states.stop()?;
-    }
-    drop(perf);
+    sources.stop()?;
     probes_on.stop();
     rec.spans.detach();
     if let Some(a) = alloc.as_mut() {
@@ -222,26 +212,6 @@ fn describe_rings(load: &LoadOptions) -> String {
         .map(|(name, _)| format!("{name} {} MiB", load.ringbuf_bytes >> 20))
         .collect();
     used.join(", ")
-}
-
-/// The CPU sampler on every online CPU, when `profile` is recorded.
-fn attach_cpu_sampler(
-    skel: &crate::kernel::abi::StacksSkel<'_>,
-    spec: &EventSpec,
-) -> Result<Vec<(OwnedFd, libbpf_rs::Link)>> {
-    let mut perf = Vec::new();
-    if let Some(p) = spec.get(kind::PROFILE) {
-        for cpu in bpf::online_cpus()? {
-            let fd = bpf::open_cpu_clock(cpu, p.period_ns())?;
-            let link = skel
-                .progs
-                .on_cpu_sample
-                .attach_perf_event(fd.as_raw_fd())
-                .with_context(|| format!("attaching the CPU sampler on cpu {cpu}"))?;
-            perf.push((fd, link));
-        }
-    }
-    Ok(perf)
 }
 
 /// The ring buffer reader, copying each record into `queue`.
@@ -350,12 +320,8 @@ impl Recorder<'_, '_> {
             agg.flip();
         }
         drain_counts(self.skel, &mut self.conv, &mut self.rows);
-        push_lost(
-            self.skel,
-            &mut self.drops,
-            &mut self.rows,
-            &mut self.conv.counts,
-        )?;
+        self.drops
+            .push_rows(self.skel, &mut self.rows, &mut self.conv.counts)?;
         if !self.rows.is_empty() {
             let batch = self
                 .conv
@@ -396,8 +362,8 @@ impl Recorder<'_, '_> {
         // Spans still entered: a row each, with no duration.
         self.conv.end_spans(None, &mut self.rows);
         let now = host::realtime_ns();
-        for rest in bpf::take_rss_remainders(self.skel) {
-            self.conv.push_rss_remainder(&mut self.rows, now, rest);
+        for rest in kinds::remainders(self.skel) {
+            self.conv.push_remainder(&mut self.rows, now, rest);
         }
         self.write(&mut out)?;
         Ok(out.finish()?)
@@ -648,39 +614,4 @@ impl KernelNames for KernelSymbols {
                 module: module.map(str::to_string),
             })
     }
-}
-
-/// Append a `lost` row per CPU and cause whose drop counter grew since the last look.
-fn push_lost(
-    skel: &crate::kernel::abi::StacksSkel<'_>,
-    drops: &mut Drops,
-    rows: &mut RowBuilder,
-    counts: &mut Counts,
-) -> Result<()> {
-    let now = bpf::drops_per_cpu(skel)?;
-    let time_ns = host::realtime_ns();
-    for (cpu, cause, n) in drops.update(&now) {
-        counts.lost += n;
-        rows.push(&Row {
-            time_ns,
-            kind: kind::LOST,
-            pid: 0,
-            tid: 0,
-            comm: "",
-            thread: "",
-            cgroup: None,
-            cpu,
-            value: n as i64,
-            stacks: Default::default(),
-            kstack_error: None,
-            ustack_error: None,
-            ustack_unwind: None,
-            ustack_truncated: None,
-            extra: Extra {
-                cause: Some(cause),
-                ..Default::default()
-            },
-        });
-    }
-    Ok(())
 }

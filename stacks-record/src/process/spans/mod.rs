@@ -15,6 +15,7 @@ use libbpf_rs::MapFlags;
 
 use crate::kernel::abi::StacksSkel;
 use crate::kernel::abi::types::stacks_span_proc;
+use crate::spec::EventSpec;
 use find::{PROVIDER, TlsOffsets, find};
 pub(crate) use labels::{SpanLabel, SpanLabels};
 
@@ -42,10 +43,12 @@ pub(crate) struct Spans {
 }
 
 impl Spans {
-    pub(crate) fn new(enabled: bool, timeline: bool) -> Spans {
+    /// The span labels of a recording (`enabled`: not `--no-spans`), with the probes of
+    /// `-e span` when `spec` has it.
+    pub(crate) fn new(enabled: bool, spec: &EventSpec) -> Spans {
         Spans {
             enabled,
-            timeline: enabled && timeline,
+            timeline: enabled && spec.get(stacks_stream::kind::SPAN).is_some(),
             links: Vec::new(),
             attached: 0,
             unattached: Vec::new(),
