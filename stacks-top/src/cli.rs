@@ -7,18 +7,18 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
 use clap::Parser;
-use ratatui::crossterm::event::{self, Event, KeyEventKind};
 
 use stacks_sql::Data;
 use stacks_sql::output::{Format, Writer};
 
 use crate::TOOL;
-use crate::app::{self, App, Effect};
+use crate::app::{App, Mode};
 use crate::catalog;
 use crate::compare;
 use crate::engine::Engine;
 use crate::session;
-use crate::term::{Screen, Wait};
+use crate::runner::{Event, Runner, Slot};
+use crate::term::Screen;
 use crate::ui;
 use crate::view::Ns;
 
@@ -345,84 +345,87 @@ fn print_once(table: Option<crate::table::Table>, format: TextFormat) -> Result<
     Ok(ExitCode::SUCCESS)
 }
 
-/// The screen, until q, Ctrl-C or a signal.
+/// How long the loop waits for an event before it looks at the live stream again.
+const TICK: Duration = Duration::from_millis(200);
+
+/// The screen, until q, Ctrl-C or a signal: one event at a time from the runner's queue
+/// (keys from the input thread, answers of query jobs), the screen drawn after each burst.
 fn interactive(mut engine: Engine, mut app: App) -> Result<ExitCode> {
     let mut screen = Screen::open()?;
+    let mut runner = Runner::new();
     // The first draw sizes the sparkline; the first queries then fill the screen.
     screen.terminal.draw(|f| ui::draw(f, &app))?;
-    session::refresh_table(&engine, &mut app);
-    session::start_spark(&engine, &mut app);
+    screen.input(runner.sender())?;
+    runner.query(&engine, &mut app);
+    let result = event_loop(&mut screen, &mut engine, &mut runner, &mut app);
+    // The terminal first, then the queries still running are left to the exit.
+    drop(screen);
+    drop(runner);
+    engine.close();
+    result
+}
+
+fn event_loop(
+    screen: &mut Screen,
+    engine: &mut Engine,
+    runner: &mut Runner,
+    app: &mut App,
+) -> Result<ExitCode> {
     let mut last_refresh = Instant::now();
+    // Live rows came that the table does not show yet.
+    let mut behind = false;
+    let mut event = None;
     loop {
-        screen.terminal.draw(|f| ui::draw(f, &app))?;
-        if stacks_stream::sys::signal_caught() {
-            break;
+        screen.terminal.draw(|f| ui::draw(f, app))?;
+        if event.is_none() {
+            event = runner.next(TICK);
         }
-        // Keys crossterm has read already, then a wait on the terminal itself: crossterm's own
-        // wait spins on a terminal that hung up (reads of 0 bytes), and SIGTERM could not
-        // end it; poll(2) says so, and returns early on a signal.
-        let (mut quit, mut handled) = (false, false);
-        while !quit && event::poll(Duration::ZERO)? {
-            handled = true;
-            match event::read()? {
-                Event::Key(key) if key.kind != KeyEventKind::Release => match app.on_key(key) {
-                    Effect::Quit => quit = true,
-                    Effect::Query => {
-                        // The table now; the sparkline in the background.
-                        session::refresh_table(&engine, &mut app);
-                        session::start_spark(&engine, &mut app);
+        // Every event waiting is handled before the next draw.
+        while let Some(e) = event.take() {
+            match e {
+                Event::Key(key) => {
+                    if runner.key(engine, app, key) {
+                        return Ok(ExitCode::SUCCESS);
                     }
-                    Effect::Peek => session::peek(&engine, &mut app),
-                    Effect::Flame => session::open_flame(&engine, &mut app),
-                    Effect::Sandwich => session::open_sandwich(&engine, &mut app),
-                    Effect::Follow => session::follow_waker(&engine, &mut app),
-                    Effect::Baseline => crate::baseline::mark_baseline(&engine, &mut app),
-                    Effect::Diff => crate::baseline::open_diff(&engine, &mut app),
-                    Effect::Heatmap => session::open_heatmap(&engine, &mut app),
-                    Effect::None => {}
-                },
-                _ => {}
+                }
+                Event::Done(done) => runner.done(engine, app, done),
+                Event::Resize => {}
+                Event::Signal => return Ok(ExitCode::SUCCESS),
+                // The terminal is gone: nothing to draw on, nobody to tell.
+                Event::HungUp => return Ok(ExitCode::SUCCESS),
             }
-        }
-        if quit {
-            break;
-        }
-        if handled {
-            // Draw what the keys changed now, not after the next wait.
-            continue;
-        }
-        session::poll_spark(&engine, &mut app);
-        let tick = if app.spark_job.is_some() { 20 } else { 200 };
-        match screen.wait(Duration::from_millis(tick)) {
-            Wait::Input | Wait::Timeout => {}
-            Wait::HungUp => {
-                drop(screen);
-                return Ok(ExitCode::SUCCESS);
-            }
+            event = runner.ready();
         }
         if app.live && last_refresh.elapsed() >= Duration::from_secs(1) {
             last_refresh = Instant::now();
-            let fresh = match engine.refresh() {
-                Ok(fresh) => fresh,
-                Err(e) => {
-                    drop(screen);
-                    return Err(e.context("the live stream"));
-                }
-            };
-            if app.columns.is_empty() {
-                app.columns = engine.columns.clone();
-            }
-            // The header's row count and state change even when no row came (the stream
-            // ended); the queries run again only for new rows.
-            app.source = engine.label();
-            if fresh && matches!(app.mode, app::Mode::Table | app::Mode::Flame(_)) {
-                session::refresh_table(&engine, &mut app);
-                session::start_spark(&engine, &mut app);
-                // The flame graph follows the stream too, zoom and selection kept.
-                session::refresh_flame(&engine, &mut app);
-            }
+            follow_stream(engine, runner, app, &mut behind)
+                .map_err(|e| e.context("the live stream"))?;
         }
     }
-    drop(screen);
-    Ok(ExitCode::SUCCESS)
+}
+
+/// Live mode, once a second: the rows that arrived since the last refresh. The header's row
+/// count and state change even when no row came (the stream ended); the table and the flame
+/// graph (zoom and selection kept) are queried again only for new rows, and once the last
+/// table query has answered (a query slower than a second is not started over each second).
+fn follow_stream(
+    engine: &mut Engine,
+    runner: &mut Runner,
+    app: &mut App,
+    behind: &mut bool,
+) -> Result<()> {
+    *behind |= engine.refresh()?;
+    if app.columns.is_empty() {
+        app.columns = engine.columns.clone();
+    }
+    app.source = engine.label();
+    if *behind
+        && !runner.running(Slot::Table)
+        && matches!(app.mode, Mode::Table | Mode::Flame(_))
+    {
+        *behind = false;
+        runner.query(engine, app);
+        runner.live_flame(engine, app);
+    }
+    Ok(())
 }

@@ -101,17 +101,26 @@ pub fn draw(f: &mut Frame, app: &App) {
 fn draw_header(f: &mut Frame, app: &App, area: Rect) {
     let w = area.width as usize;
     let kind = app.view.kind.as_deref().unwrap_or(crate::catalog::ALL);
-    let mut title = vec![
+    // What is being computed comes before the source, which is cut to fit.
+    let computing = match app.busy.view {
+        Some(what) => format!("computing {what}… (Esc cancels)  "),
+        None if app.busy.table => "computing the table…  ".to_string(),
+        None => String::new(),
+    };
+    let room = w.saturating_sub(20 + kind.len() + computing.chars().count());
+    let title = vec![
         Span::styled(
             " stacks-top ",
             Style::default().add_modifier(Modifier::REVERSED),
         ),
         Span::raw(format!(" kind {kind}  ")),
+        Span::styled(computing, Style::default().fg(Color::Yellow)),
         Span::styled(
-            fmt::fit(&app.source, w.saturating_sub(20 + kind.len())),
+            fmt::fit(&app.source, room),
             Style::default().fg(Color::DarkGray),
         ),
     ];
+    let mut title = title;
     if let Some(b) = &app.baseline {
         let used: usize = title.iter().map(|s| s.content.chars().count()).sum();
         title.push(Span::styled(
@@ -144,7 +153,7 @@ fn draw_header(f: &mut Frame, app: &App, area: Rect) {
         spans.push(Span::styled(c.to_string(), style));
     }
     spans.push(Span::raw(format!(" max {max:.2}")));
-    if app.spark_job.is_some() {
+    if app.busy.spark.is_some() {
         spans.push(Span::styled(
             " updating",
             Style::default().fg(Color::DarkGray),
