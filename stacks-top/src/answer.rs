@@ -143,7 +143,7 @@ fn open_flame(app: &mut App, f: Flame) {
                 "flame graph against the baseline ({}): red grew, blue shrank; [ ] move the window",
                 b.what
             ));
-            FlameView::compared(f, unit, &b.flame)
+            FlameView::compared(f, unit, b.flame.clone())
         }
         Some(None) => FlameView::new(f, unit),
         None => {
@@ -160,6 +160,10 @@ fn follow_flame(app: &mut App, flame: Flame) {
     let Mode::Flame(old) = &app.mode else {
         return;
     };
+    if old.base.as_ref().is_some_and(|b| b.negated) {
+        // The baseline's flame is drawn: it does not change with the stream.
+        return;
+    }
     let names = |f: &Flame, i: usize| -> Vec<String> {
         f.path(i).iter().map(|&n| f.nodes[n].name.clone()).collect()
     };
@@ -179,7 +183,7 @@ fn follow_flame(app: &mut App, flame: Flame) {
         .as_ref()
         .filter(|b| compared && b.kind == app.view.kind)
     {
-        Some(b) => FlameView::compared(flame, unit, &b.flame),
+        Some(b) => FlameView::compared(flame, unit, b.flame.clone()),
         None => FlameView::new(flame, unit),
     };
     view.zoom = zoom.iter().map_while(|p| find(&view.flame, p)).collect();
