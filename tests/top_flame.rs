@@ -4,7 +4,8 @@
 //! 3:1 split next to perf's on the same workload; the flame view in tmux (`F`, down the
 //! hottest path, Enter zooms into the known function, `/` gives its share, `s` its sandwich);
 //! the sandwich of `burn_shared`, called from two known callers in a known ratio; and the
-//! live flame following the stream, its zoom kept, its whole the workload's CPU time.
+//! live flame following the stream, its zoom kept, its whole the workload's CPU time; and on
+//! a store whose flame graph takes a minute, keys answered and `q` quitting mid-query.
 
 use std::path::Path;
 

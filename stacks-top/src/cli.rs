@@ -43,6 +43,7 @@ pub enum TextFormat {
                   stacks-top -d out/ --once -f csv --group state,syscall\n  \
                   stacks-top -d out/ --kind profile --once --flame > cpu.folded\n  \
                   stacks-top -d out/ --kind profile --once --sandwich burn_heavy\n  \
+                  stacks-top -d out/ --kind switch --group comm --once --heatmap\n  \
                   stacks-top -d after/ --kind profile --once --diff before/\n\n\
                   Keys on the screen: h. The screen, every key and text mode: docs/top.md"
 )]
@@ -96,8 +97,16 @@ pub struct Args {
 
     /// With --once: print the stack tree of the first row (the hottest path open) instead of
     /// the table
-    #[arg(long, requires = "once", conflicts_with_all = ["flame", "sandwich"])]
+    #[arg(long, requires = "once", conflicts_with_all = ["flame", "sandwich", "heatmap"])]
     pub peek: bool,
+
+    /// With --once: print the latency heatmap of the first row instead of the table (kinds
+    /// with a latency): a line per log2 latency bucket from the slowest to the fastest, each
+    /// a shade per time column (60 over the window, by events) and the bucket's events; with
+    /// -f csv or json, a row per cell with events (start_ns, end_ns, bucket, lower_ns, events,
+    /// time_ns)
+    #[arg(long, requires = "once", conflicts_with_all = ["flame", "sandwich", "diff"])]
+    pub heatmap: bool,
 
     /// With --once: print the folded stacks of the view (kind, filters, window) instead of the
     /// table: `root;…;leaf value` lines, sorted, values summed exactly (`value` of the kind:
@@ -247,6 +256,12 @@ pub fn run_with(args: Args) -> Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
+    if args.once && args.heatmap {
+        let Some(row) = first.as_ref().and_then(|(t, _)| t.rows.first()) else {
+            bail!("no rows to show");
+        };
+        return print_heatmap(&engine, &app, row.values.clone(), args.format);
+    }
     if args.once && (args.flame || args.sandwich.is_some()) {
         if app.range.is_none() {
             bail!("no rows to show");
@@ -294,6 +309,48 @@ fn print_stacks(engine: &Engine, app: &App, sandwich: Option<&str>) -> Result<Ex
         }
     }
     out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Columns of the heatmap `--once --heatmap` prints.
+const HEATMAP_COLUMNS: usize = 60;
+
+/// `--once --heatmap`: the latency heatmap of the first row, as the screen draws it (with
+/// each bucket's events), or its cells as rows.
+fn print_heatmap(
+    engine: &Engine,
+    app: &App,
+    values: Vec<crate::view::Value>,
+    format: TextFormat,
+) -> Result<ExitCode> {
+    if let Some(kind) = app.view.kind.as_deref()
+        && !catalog::weights(kind).is_some_and(|w| w.latency)
+    {
+        bail!("--heatmap: kind {kind} has no latency (vfs, block, switch, span, state… have)");
+    }
+    let plan = session::HeatmapPlan::new(app, values, HEATMAP_COLUMNS);
+    let (h, _) = session::heatmap(engine, plan)?;
+    if format != TextFormat::Table {
+        return write_batch(&h.batch()?, format);
+    }
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    for line in h.printed() {
+        writeln!(out, "{line}")?;
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `batch` as CSV or JSON on stdout.
+fn write_batch(batch: &arrow_array::RecordBatch, format: TextFormat) -> Result<ExitCode> {
+    let format = match format {
+        TextFormat::Table => Format::Table,
+        TextFormat::Csv => Format::Csv,
+        TextFormat::Json => Format::Json,
+    };
+    let mut writer = Writer::new(format, &batch.schema(), Default::default())?;
+    writer.write(batch)?;
+    writer.finish()?;
     Ok(ExitCode::SUCCESS)
 }
 

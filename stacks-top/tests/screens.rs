@@ -568,8 +568,29 @@ fn h_shows_the_latency_heatmap_of_the_row() {
     assert!(lat.n > 0);
     assert_eq!(h.total(), lat.n);
     assert_eq!(h.buckets(), lat.hist);
+    let h = h.clone();
     let text = screen(&mut app, 120, 20);
     stacks_testkit::golden::check_text(&golden_dir(), "heatmap.txt", &text);
+    // `--once --heatmap` prints the same lines, each bucket's events after it, which add up
+    // to the row's histogram; -f csv a row per cell with events.
+    let printed = h.printed().join("\n") + "\n";
+    stacks_testkit::golden::check_text(&golden_dir(), "heatmap-once.txt", &printed);
+    for (k, n) in lat.hist.iter().enumerate().filter(|(_, n)| **n > 0) {
+        let label = stacks_top::heatmap::label(k);
+        assert!(
+            printed.lines().any(|l| l.trim_start().starts_with(&format!("{label} "))
+                && l.ends_with(&format!("  {n}"))),
+            "bucket {label}: {n} events\n{printed}"
+        );
+    }
+    let cells = h.batch().unwrap();
+    let events = cells
+        .column_by_name("events")
+        .unwrap()
+        .as_any()
+        .downcast_ref::<arrow_array::Int64Array>()
+        .unwrap();
+    assert_eq!(events.iter().flatten().sum::<i64>(), lat.n);
     key(&mut app, &e, KeyCode::Char('t'));
     let Mode::Heatmap(h) = &app.mode else {
         panic!("left the heatmap")
