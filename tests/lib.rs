@@ -290,7 +290,11 @@ pub fn write_pair_copies(
     distinct.sort_unstable();
     distinct.dedup();
     let stacks = splitter.stacks(&distinct).expect("the stacks");
-    write_parquet_file(&dir.join(format!("{base}{STACKS_SUFFIX}")), &[stacks], 65536);
+    write_parquet_file(
+        &dir.join(format!("{base}{STACKS_SUFFIX}")),
+        &[stacks],
+        65536,
+    );
     let at = samples
         .schema()
         .index_of(stacks_stream::col::TIME)

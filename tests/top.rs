@@ -65,7 +65,7 @@ fn the_screen_shows_known_thread_states_drills_peeks_and_moves_its_window() {
     );
 
     let t = Tmux::start("phases", &format!("stacks-top -d {}", store.display()));
-    let first = t.wait(30, "the first screen", |s| {
+    let first = t.settled(30, "the first screen", |s| {
         s.contains("GroupBy") && s.contains("samples")
     });
     let table = rows(&first, "state ");
@@ -96,7 +96,7 @@ fn the_screen_shows_known_thread_states_drills_peeks_and_moves_its_window() {
     // Enter drills into the highlighted cell (the top row's state); Backspace undoes it.
     let top_state = table[0][0].clone();
     t.keys(&["Enter"]);
-    let drilled = t.wait(10, "the drill-down", |s| {
+    let drilled = t.settled(10, "the drill-down", |s| {
         s.contains(&format!("Filters    state = {top_state}"))
     });
     let kept = rows(&drilled, "state ");
@@ -106,7 +106,7 @@ fn the_screen_shows_known_thread_states_drills_peeks_and_moves_its_window() {
     );
     assert!(kept.len() < table.len(), "{drilled}");
     t.keys(&["BSpace"]);
-    let back = t.wait(10, "the filter removed", |s| s.contains("Filters    none"));
+    let back = t.settled(10, "the filter removed", |s| s.contains("Filters    none"));
     assert_eq!(rows(&back, "state ").len(), table.len(), "{back}");
 
     // The blocked row's stacks name the function blocked in read(2).
@@ -136,7 +136,7 @@ fn the_screen_shows_known_thread_states_drills_peeks_and_moves_its_window() {
         "window",
         &format!("stacks-top -d {} --window 3s", store.display()),
     );
-    let second = t.wait(30, "the windowed screen", |s| {
+    let second = t.settled(30, "the windowed screen", |s| {
         s.contains("GroupBy") && s.contains("samples")
     });
     let table = rows(&second, "state ");
@@ -155,7 +155,7 @@ fn the_screen_shows_known_thread_states_drills_peeks_and_moves_its_window() {
         &second,
     );
     t.keys(&["["]);
-    let earlier = t.wait(10, "the previous window", |s| {
+    let earlier = t.settled(10, "the previous window", |s| {
         s != second && s.contains("samples")
     });
     let table = rows(&earlier, "state ");
@@ -454,7 +454,9 @@ fn h_shows_known_sleeps_in_their_latency_buckets_and_times() {
     let all: i64 = buckets.iter().map(|(_, n)| n).sum();
     assert!(all <= 62, "{text}");
     assert!(
-        text.starts_with(&format!("Latency heatmap of thread = sleeper: {all} events")),
+        text.starts_with(&format!(
+            "Latency heatmap of thread = sleeper: {all} events"
+        )),
         "{text}"
     );
 
@@ -465,7 +467,9 @@ fn h_shows_known_sleeps_in_their_latency_buckets_and_times() {
     t.keys(&["H"]);
     let s = t.wait(20, "the heatmap", |s| s.contains("Latency heatmap of"));
     assert!(
-        s.contains(&format!("Latency heatmap of thread = sleeper: {all} events")),
+        s.contains(&format!(
+            "Latency heatmap of thread = sleeper: {all} events"
+        )),
         "{s}"
     );
     assert!(

@@ -389,7 +389,10 @@ fn q_quits_at_once_while_the_flame_graph_is_computed() {
     heavy_store(&store, 60_000, 12);
     let t = Tmux::start(
         "heavy",
-        &format!("stacks-top -d {} --kind profile --group tid", store.display()),
+        &format!(
+            "stacks-top -d {} --kind profile --group tid",
+            store.display()
+        ),
     );
     t.wait(120, "the first screen", |s| {
         s.contains("GroupBy") && s.contains("4249") && !s.contains("computing")
@@ -422,11 +425,16 @@ fn q_quits_at_once_while_the_flame_graph_is_computed() {
         "the flame graph came too soon for this check (a faster machine: a larger store):\n{s}"
     );
     assert_eq!(before.len(), 2, "{before:?}");
-    assert_ne!(before, after, "↓ did not move the highlighted row while the query ran");
+    assert_ne!(
+        before, after,
+        "↓ did not move the highlighted row while the query ran"
+    );
     t.keys(&["Escape"]);
     t.wait(5, "cancelled", |s| s.contains("the flame graph cancelled"));
     t.keys(&["F"]);
-    t.wait(10, "computing again", |s| s.contains("computing the flame graph"));
+    t.wait(10, "computing again", |s| {
+        s.contains("computing the flame graph")
+    });
     let t0 = std::time::Instant::now();
     t.run(&["send-keys", "-t", "t", "q"]);
     let done = t.wait(10, "the exit", |s| s.contains("TOP-EXIT=0"));
@@ -435,8 +443,15 @@ fn q_quits_at_once_while_the_flame_graph_is_computed() {
         took < std::time::Duration::from_secs(1),
         "q took {took:?} to end stacks-top mid-query"
     );
-    assert!(!done.contains("GroupBy"), "the screen was not cleared:\n{done}");
+    assert!(
+        !done.contains("GroupBy"),
+        "the screen was not cleared:\n{done}"
+    );
     let alt = t.run(&["display", "-p", "-t", "t", "#{alternate_on}"]);
-    assert_eq!(String::from_utf8_lossy(&alt.stdout).trim(), "0", "still on the alternate screen");
+    assert_eq!(
+        String::from_utf8_lossy(&alt.stdout).trim(),
+        "0",
+        "still on the alternate screen"
+    );
     eprintln!("q during the flame graph's query: stacks-top ended in {took:?}");
 }

@@ -34,7 +34,9 @@ pub fn apply(app: &mut App, want: Want, reply: Result<Reply>) {
             app.spark_key = Some(plan.key);
         }
         (Want::Peek { title }, Reply::Tree(tree, took)) => {
-            app.info("the row's stacks: Enter folds or unfolds, w follows the waker, Esc goes back");
+            app.info(
+                "the row's stacks: Enter folds or unfolds, w follows the waker, Esc goes back",
+            );
             app.timing = format!("{} frames · {} ms", tree.nodes.len() - 1, took.as_millis());
             app.mode = Mode::Peek { title, tree };
         }

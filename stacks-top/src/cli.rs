@@ -16,8 +16,8 @@ use crate::app::{App, Mode};
 use crate::catalog;
 use crate::compare;
 use crate::engine::Engine;
-use crate::session;
 use crate::runner::{Event, Runner, Slot};
+use crate::session;
 use crate::term::Screen;
 use crate::ui;
 use crate::view::Ns;
@@ -453,36 +453,33 @@ fn event_loop(
             }
             event = runner.ready();
         }
-        if app.live && last_refresh.elapsed() >= Duration::from_secs(1) {
-            last_refresh = Instant::now();
-            follow_stream(engine, runner, app, &mut behind)
-                .map_err(|e| e.context("the live stream"))?;
+        if app.live {
+            if last_refresh.elapsed() >= Duration::from_secs(1) {
+                last_refresh = Instant::now();
+                behind |= take_rows(engine, app).map_err(|e| e.context("the live stream"))?;
+            }
+            // Queried again once the last table query has answered (a query slower than a
+            // second is not started over each second), at once when it has.
+            if behind
+                && !runner.running(Slot::Table)
+                && matches!(app.mode, Mode::Table | Mode::Flame(_))
+            {
+                behind = false;
+                runner.query(engine, app);
+                runner.live_flame(engine, app);
+            }
         }
     }
 }
 
-/// Live mode, once a second: the rows that arrived since the last refresh. The header's row
-/// count and state change even when no row came (the stream ended); the table and the flame
-/// graph (zoom and selection kept) are queried again only for new rows, and once the last
-/// table query has answered (a query slower than a second is not started over each second).
-fn follow_stream(
-    engine: &mut Engine,
-    runner: &mut Runner,
-    app: &mut App,
-    behind: &mut bool,
-) -> Result<()> {
-    *behind |= engine.refresh()?;
+/// Live mode, once a second: the rows that arrived since the last refresh, and whether there
+/// were any. The header's row count and state change even when no row came (the stream
+/// ended); the table and the flame graph (zoom and selection kept) follow new rows.
+fn take_rows(engine: &mut Engine, app: &mut App) -> Result<bool> {
+    let fresh = engine.refresh()?;
     if app.columns.is_empty() {
         app.columns = engine.columns.clone();
     }
     app.source = engine.label();
-    if *behind
-        && !runner.running(Slot::Table)
-        && matches!(app.mode, Mode::Table | Mode::Flame(_))
-    {
-        *behind = false;
-        runner.query(engine, app);
-        runner.live_flame(engine, app);
-    }
-    Ok(())
+    Ok(fresh)
 }

@@ -397,13 +397,17 @@ mod tests {
         let mut v = FlameView::compared(now, "ns", base);
         assert!(drawn(&v, "a").is_none(), "a is gone from the view");
         let c = drawn(&v, "c").expect("c drawn");
-        let delta = |v: &FlameView, b: FBox| v.base.as_ref().unwrap().delta(&v.flame, b.node.unwrap());
+        let delta =
+            |v: &FlameView, b: FBox| v.base.as_ref().unwrap().delta(&v.flame, b.node.unwrap());
         assert!((delta(&v, c) - 0.5).abs() < 1e-9);
         // Select b (main, then its hottest child) before negating: the selection stays on it.
         press(&mut v, 'j');
         press(&mut v, 'j');
         let Sel::Node(sel) = v.sel else { panic!() };
-        assert_eq!(v.flame.nodes[sel].name, "b", "b before c (50 each), by name");
+        assert_eq!(
+            v.flame.nodes[sel].name, "b",
+            "b before c (50 each), by name"
+        );
 
         assert!(matches!(press(&mut v, 'n'), Outcome::Say(_)));
         assert!(v.base.as_ref().unwrap().negated);
@@ -416,7 +420,10 @@ mod tests {
         assert!((delta(&v, b) + 0.2).abs() < 1e-9, "b: {}", delta(&v, b));
         assert!(drawn(&v, "c").is_none(), "c was not there then");
         let Sel::Node(sel) = v.sel else { panic!() };
-        assert_eq!(v.flame.nodes[sel].name, "b", "the selection kept by call path");
+        assert_eq!(
+            v.flame.nodes[sel].name, "b",
+            "the selection kept by call path"
+        );
         v.sel = Sel::Node(a.node.unwrap());
         assert!(
             v.status().ends_with("Δ -30.00% (now 0.00%, 0 ns)"),
@@ -428,6 +435,10 @@ mod tests {
         assert!(!v.base.as_ref().unwrap().negated);
         assert!(drawn(&v, "a").is_none());
         assert!(drawn(&v, "c").is_some());
-        assert_eq!(v.sel, Sel::Node(v.zoomed()), "a is not in the view: the root selected");
+        assert_eq!(
+            v.sel,
+            Sel::Node(v.zoomed()),
+            "a is not in the view: the root selected"
+        );
     }
 }

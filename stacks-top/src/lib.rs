@@ -10,8 +10,8 @@
 //! [`icicle`] (state and keys); [`diff`] (two flames compared) → [`compare`] (the baseline
 //! and the diff view), [`heatmap`], [`choose`] (the Space menu) → [`session`] (a view's
 //! queries) → [`runner`] (one event queue: keys, and query jobs run away from them) →
-//! [`answer`] and [`baseline`] (their answers into the state) → [`ui`] and [`ui_flame`]
-//! (drawing) and [`term`] (the terminal) → [`cli`].
+//! [`answer`] and [`baseline`] (their answers into the state) → [`ui`], [`ui_header`] and
+//! [`ui_flame`] (drawing) and [`term`] (the terminal) → [`cli`].
 
 #![warn(unreachable_pub)]
 
@@ -38,6 +38,7 @@ pub mod term;
 pub mod tree;
 pub mod ui;
 pub mod ui_flame;
+pub mod ui_header;
 pub mod view;
 
 pub use cli::run;

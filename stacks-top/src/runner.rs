@@ -12,7 +12,7 @@
 //! ([`App::busy`]).
 
 use std::future::Future;
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
+use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::Duration;
 
 use anyhow::Result;
@@ -70,12 +70,19 @@ pub enum Reply {
 #[derive(Debug, Clone)]
 pub enum Want {
     /// The table (an SQL filter was just added: dropped again if the query fails).
-    Table { new_filter: bool },
+    Table {
+        new_filter: bool,
+    },
     Spark(SparkPlan),
     /// The stack tree of a row, titled.
-    Peek { title: String },
+    Peek {
+        title: String,
+    },
     /// The stack tree of a waker's own off-CPU intervals (`w` in the stack tree).
-    Follow { title: String, name: String },
+    Follow {
+        title: String,
+        name: String,
+    },
     /// The flame graph of the view (`F`, or `[` `]` in it).
     Flame,
     /// The flame graph open on a live screen, drawn again from the rows kept now.
@@ -83,7 +90,9 @@ pub enum Want {
     /// The sandwich of a function over the view's stacks.
     Sandwich(String),
     /// The view's stacks as the baseline (`b`), with its description.
-    Baseline { what: String },
+    Baseline {
+        what: String,
+    },
     /// The diff of the view against the baseline (`d`).
     Diff,
     /// A row's latency heatmap (`H`).
@@ -147,10 +156,7 @@ impl Runner {
 
     /// The next event, waiting up to `timeout` for one.
     pub fn next(&self, timeout: Duration) -> Option<Event> {
-        match self.rx.recv_timeout(timeout) {
-            Ok(e) => Some(e),
-            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => None,
-        }
+        self.rx.recv_timeout(timeout).ok()
     }
 
     /// The next event if one is there.
@@ -244,10 +250,16 @@ impl Runner {
         }
         let new_filter = std::mem::take(&mut app.new_filter);
         let (q, view) = (engine.querier(), app.view.clone());
-        self.submit(engine, app, Slot::Table, Want::Table { new_filter }, async {
-            let (t, took) = session::table_of(q, view).await?;
-            Ok(Reply::Table(t, took))
-        });
+        self.submit(
+            engine,
+            app,
+            Slot::Table,
+            Want::Table { new_filter },
+            async {
+                let (t, took) = session::table_of(q, view).await?;
+                Ok(Reply::Table(t, took))
+            },
+        );
         // A condition just typed may not plan: the sparkline waits for the table to say so
         // (and drop it), not to fail the same way.
         if !new_filter {
@@ -326,10 +338,16 @@ impl Runner {
         };
         let title = format!("{title} ← {name}");
         let (q, view) = (engine.querier(), app.view.clone());
-        self.submit(engine, app, Slot::View, Want::Follow { title, name }, async move {
-            let (t, took) = session::waker_tree_of(q, view, tid).await?;
-            Ok(Reply::Tree(t, took))
-        });
+        self.submit(
+            engine,
+            app,
+            Slot::View,
+            Want::Follow { title, name },
+            async move {
+                let (t, took) = session::waker_tree_of(q, view, tid).await?;
+                Ok(Reply::Tree(t, took))
+            },
+        );
     }
 
     /// The latency heatmap of the highlighted row, as wide as the sparkline.
@@ -376,7 +394,10 @@ impl Runner {
     /// A job ended: its answer goes into the app, unless a newer job replaced it.
     pub fn done(&mut self, engine: &Engine, app: &mut App, done: Done) {
         let slot = &mut self.slots[done.slot as usize];
-        if slot.as_ref().is_none_or(|p| p.generation != done.generation) {
+        if slot
+            .as_ref()
+            .is_none_or(|p| p.generation != done.generation)
+        {
             return;
         }
         let pending = slot.take().expect("checked");

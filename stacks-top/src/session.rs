@@ -231,19 +231,14 @@ pub async fn tree_of(q: Querier, view: View, values: Vec<Value>) -> Result<(Tree
         columns: &q.columns,
     };
     let sql = planner.stacks(&view, &values, q.wakers);
-    let (batches, took) = q
-        .timed("the row's stacks", &sql, Some(view.window))
-        .await?;
+    let (batches, took) = q.timed("the row's stacks", &sql, Some(view.window)).await?;
     Ok((Tree::new(&batches)?, took))
 }
 
 /// [`tree_of`] of `app`'s view, waited for (text mode), titled.
 pub fn tree(engine: &Engine, app: &App, values: &[Value]) -> Result<(String, Tree, Duration)> {
-    let (tree, took) = engine.block_on(tree_of(
-        engine.querier(),
-        app.view.clone(),
-        values.to_vec(),
-    ))?;
+    let (tree, took) =
+        engine.block_on(tree_of(engine.querier(), app.view.clone(), values.to_vec()))?;
     Ok((row_title(&app.view, values), tree, took))
 }
 

@@ -578,8 +578,10 @@ fn h_shows_the_latency_heatmap_of_the_row() {
     for (k, n) in lat.hist.iter().enumerate().filter(|(_, n)| **n > 0) {
         let label = stacks_top::heatmap::label(k);
         assert!(
-            printed.lines().any(|l| l.trim_start().starts_with(&format!("{label} "))
-                && l.ends_with(&format!("  {n}"))),
+            printed
+                .lines()
+                .any(|l| l.trim_start().starts_with(&format!("{label} "))
+                    && l.ends_with(&format!("  {n}"))),
             "bucket {label}: {n} events\n{printed}"
         );
     }
@@ -629,7 +631,10 @@ fn keys_are_answered_while_a_view_is_computed() {
     assert!(matches!(app.mode, Mode::Table));
     let s = screen(&mut app, 120, 20);
     assert!(
-        s.lines().next().unwrap().contains("computing the flame graph… (Esc cancels)"),
+        s.lines()
+            .next()
+            .unwrap()
+            .contains("computing the flame graph… (Esc cancels)"),
         "{s}"
     );
     let cursor = app.cursor;
@@ -651,7 +656,10 @@ fn keys_are_answered_while_a_view_is_computed() {
     assert!(!runner.running(Slot::View));
     assert_eq!(app.status.text, "the flame graph cancelled");
     runner.settle(&e, &mut app);
-    assert!(matches!(app.mode, Mode::Table), "a cancelled view stays closed");
+    assert!(
+        matches!(app.mode, Mode::Table),
+        "a cancelled view stays closed"
+    );
 
     press(&mut runner, &mut app, KeyCode::Char('F'));
     assert!(
