@@ -262,6 +262,59 @@ pub fn write_pair(dir: &Path, base: &str, batches: &[arrow_array::RecordBatch], 
     );
 }
 
+/// Write `batch` (a symbolized stream, plain stack columns) as a store of `copies` copies of
+/// its rows one after the other in time (each shifted by `shift_ns`), in the pair layout of
+/// [`write_pair`]: a large store whose stacks are those of one batch, without a batch of
+/// every row's stack in memory.
+pub fn write_pair_copies(
+    dir: &Path,
+    base: &str,
+    batch: &arrow_array::RecordBatch,
+    copies: usize,
+    shift_ns: i64,
+) {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::TimestampNanosecondType;
+    use stacks_stream::store::{SAMPLES_SUFFIX, STACKS_SUFFIX, StackSplitter};
+    std::fs::create_dir_all(dir).expect("create the store directory");
+    let mut splitter = StackSplitter::new(&batch.schema()).expect("a stream with stacks");
+    let samples = splitter.split(batch).expect("split");
+    let ids = samples
+        .column_by_name(stacks_stream::col::STACK_ID)
+        .expect("stack_id");
+    let ids = ids.as_fixed_size_binary();
+    let mut distinct: Vec<[u8; 16]> = (0..arrow_array::Array::len(ids))
+        .filter(|&i| arrow_array::Array::is_valid(ids, i))
+        .map(|i| ids.value(i).try_into().unwrap())
+        .collect();
+    distinct.sort_unstable();
+    distinct.dedup();
+    let stacks = splitter.stacks(&distinct).expect("the stacks");
+    write_parquet_file(
+        &dir.join(format!("{base}{STACKS_SUFFIX}")),
+        &[stacks],
+        65536,
+    );
+    let at = samples
+        .schema()
+        .index_of(stacks_stream::col::TIME)
+        .expect("time");
+    let time = samples.column(at).as_primitive::<TimestampNanosecondType>();
+    let shifted: Vec<arrow_array::RecordBatch> = (0..copies as i64)
+        .map(|c| {
+            let t = time.unary::<_, TimestampNanosecondType>(|v| v + c * shift_ns);
+            let mut columns = samples.columns().to_vec();
+            columns[at] = Arc::new(t.with_timezone_opt(time.timezone()));
+            arrow_array::RecordBatch::try_new(samples.schema(), columns).expect("batch")
+        })
+        .collect();
+    write_parquet_file(
+        &dir.join(format!("{base}{SAMPLES_SUFFIX}")),
+        &shifted,
+        65536,
+    );
+}
+
 /// Pack `batch` (a symbolized stream) with stacks-pack as the file set
 /// `DIR/BASE.{samples,stacks,frames}.parquet` (`stacks-pack -o`): the store layout it writes.
 pub fn write_packed(dir: &Path, base: &str, batch: &arrow_array::RecordBatch) {

@@ -77,6 +77,16 @@ impl Tmux {
     }
 }
 
+impl Tmux {
+    /// [`Self::wait`] for a screen satisfying `ok` whose title line (stacks-top's) says
+    /// nothing is being computed: the table and view shown are those of the last key.
+    pub fn settled(&self, secs: u64, what: &str, ok: impl Fn(&str) -> bool) -> String {
+        self.wait(secs, what, |s| {
+            ok(s) && !s.lines().next().unwrap_or("").contains("computing")
+        })
+    }
+}
+
 impl Drop for Tmux {
     fn drop(&mut self) {
         self.run(&["kill-server"]);

@@ -2,7 +2,8 @@
 //! `phases` workload, whose threads' states are known: the first screen's `avg_thr` per state
 //! and system call against the truth, drill down and back, the stack tree of the blocked row,
 //! the window moved across the two phases, live mode picking up a thread started mid-
-//! recording, and the terminal given back. Bad input: one-line errors before any screen.
+//! recording, and the terminal given back; the latency heatmap (`H`, `--once --heatmap`) of
+//! known sleeps. Bad input: one-line errors before any screen.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -64,7 +65,7 @@ fn the_screen_shows_known_thread_states_drills_peeks_and_moves_its_window() {
     );
 
     let t = Tmux::start("phases", &format!("stacks-top -d {}", store.display()));
-    let first = t.wait(30, "the first screen", |s| {
+    let first = t.settled(30, "the first screen", |s| {
         s.contains("GroupBy") && s.contains("samples")
     });
     let table = rows(&first, "state ");
@@ -95,7 +96,7 @@ fn the_screen_shows_known_thread_states_drills_peeks_and_moves_its_window() {
     // Enter drills into the highlighted cell (the top row's state); Backspace undoes it.
     let top_state = table[0][0].clone();
     t.keys(&["Enter"]);
-    let drilled = t.wait(10, "the drill-down", |s| {
+    let drilled = t.settled(10, "the drill-down", |s| {
         s.contains(&format!("Filters    state = {top_state}"))
     });
     let kept = rows(&drilled, "state ");
@@ -105,7 +106,7 @@ fn the_screen_shows_known_thread_states_drills_peeks_and_moves_its_window() {
     );
     assert!(kept.len() < table.len(), "{drilled}");
     t.keys(&["BSpace"]);
-    let back = t.wait(10, "the filter removed", |s| s.contains("Filters    none"));
+    let back = t.settled(10, "the filter removed", |s| s.contains("Filters    none"));
     assert_eq!(rows(&back, "state ").len(), table.len(), "{back}");
 
     // The blocked row's stacks name the function blocked in read(2).
@@ -135,7 +136,7 @@ fn the_screen_shows_known_thread_states_drills_peeks_and_moves_its_window() {
         "window",
         &format!("stacks-top -d {} --window 3s", store.display()),
     );
-    let second = t.wait(30, "the windowed screen", |s| {
+    let second = t.settled(30, "the windowed screen", |s| {
         s.contains("GroupBy") && s.contains("samples")
     });
     let table = rows(&second, "state ");
@@ -154,7 +155,7 @@ fn the_screen_shows_known_thread_states_drills_peeks_and_moves_its_window() {
         &second,
     );
     t.keys(&["["]);
-    let earlier = t.wait(10, "the previous window", |s| {
+    let earlier = t.settled(10, "the previous window", |s| {
         s != second && s.contains("samples")
     });
     let table = rows(&earlier, "state ");
@@ -380,4 +381,101 @@ fn sigterm_and_a_closed_terminal_end_the_screen() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Each latency bucket's label and events in `--once --heatmap` output (`  16ms  ░█…  30`).
+fn heatmap_events(text: &str) -> Vec<(String, i64)> {
+    text.lines()
+        .skip(1)
+        .filter_map(|l| {
+            let label = l.split_whitespace().next()?;
+            let events = l.rsplit("  ").next()?.trim().parse().ok()?;
+            (label.ends_with('s')).then(|| (label.to_string(), events))
+        })
+        .collect()
+}
+
+/// The first column with a shade on the screen's heatmap line of bucket `label`.
+fn first_shade(screen: &str, label: &str) -> usize {
+    let line = screen
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(label))
+        .unwrap_or_else(|| panic!("no {label} line:\n{screen}"));
+    line.chars()
+        .skip(7)
+        .position(|c| "░▒▓█".contains(c))
+        .unwrap_or_else(|| panic!("no shade on the {label} line:\n{screen}"))
+}
+
+/// The latency heatmap of known sleeps: `stacks-workload sleep` 30 × 20 ms, then 30 × 3 ms,
+/// recorded off-CPU into one store. `--once --heatmap` of the `sleeper` thread counts 30 events
+/// in the 16ms bucket (16.8–33.6 ms) and 30 in the 2ms one (2.1–4.2 ms); in tmux, `H` on
+/// that row shows the same total and both lines, the 20 ms sleeps left of the 3 ms ones.
+#[test]
+fn h_shows_known_sleeps_in_their_latency_buckets_and_times() {
+    if !bpf_available("h_shows_known_sleeps_in_their_latency_buckets_and_times") {
+        return;
+    }
+    let _serial = bpf_serial();
+    let dir = scratch("top-heatmap");
+    let store = dir.join("store");
+    for ms in [20, 3] {
+        check(
+            &sh(&format!(
+                "stacks-record -e switch:uk -- stacks-workload sleep --count 30 --ms {ms} \
+                 | stacks-symbolize | stacks-pack {}",
+                store.display()
+            )),
+            &format!("record sleep --ms {ms}"),
+        );
+    }
+    let view = format!(
+        "-d {} --kind switch --group thread --where \"thread = 'sleeper'\"",
+        store.display()
+    );
+    let out = sh(&format!("stacks-top {view} --once --heatmap"));
+    check(&out, "stacks-top --once --heatmap");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let buckets = heatmap_events(&text);
+    let events = |label: &str| {
+        buckets
+            .iter()
+            .find(|(l, _)| l == label)
+            .map_or(0, |(_, n)| *n)
+    };
+    // Every sleep is one off-CPU interval, in its bucket unless woken late (a loaded machine
+    // woke one 3 ms sleep after 4.2 ms: the 4ms or 8ms bucket); the thread's start may add
+    // one.
+    let slow = events("16ms") + events("32ms");
+    let fast = events("2ms") + events("4ms") + events("8ms");
+    assert!((30..=31).contains(&slow), "{text}");
+    assert!((30..=31).contains(&fast), "{text}");
+    assert!(events("16ms") >= 27 && events("2ms") >= 24, "{text}");
+    let all: i64 = buckets.iter().map(|(_, n)| n).sum();
+    assert!(all <= 62, "{text}");
+    assert!(
+        text.starts_with(&format!(
+            "Latency heatmap of thread = sleeper: {all} events"
+        )),
+        "{text}"
+    );
+
+    let t = Tmux::start("heatmap", &format!("stacks-top {view}"));
+    t.wait(30, "the first screen", |s| {
+        s.contains("GroupBy") && s.contains("sleeper") && !s.contains("computing")
+    });
+    t.keys(&["H"]);
+    let s = t.wait(20, "the heatmap", |s| s.contains("Latency heatmap of"));
+    assert!(
+        s.contains(&format!(
+            "Latency heatmap of thread = sleeper: {all} events"
+        )),
+        "{s}"
+    );
+    assert!(
+        first_shade(&s, "16ms") < first_shade(&s, "2ms"),
+        "the 20 ms sleeps came first:\n{s}"
+    );
+    t.keys(&["q"]);
+    t.wait(10, "the exit", |s| s.contains("TOP-EXIT=0"));
 }

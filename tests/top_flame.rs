@@ -4,7 +4,8 @@
 //! 3:1 split next to perf's on the same workload; the flame view in tmux (`F`, down the
 //! hottest path, Enter zooms into the known function, `/` gives its share, `s` its sandwich);
 //! the sandwich of `burn_shared`, called from two known callers in a known ratio; and the
-//! live flame following the stream, its zoom kept, its whole the workload's CPU time.
+//! live flame following the stream, its zoom kept, its whole the workload's CPU time; and on
+//! a store whose flame graph takes a minute, keys answered and `q` quitting mid-query.
 
 use std::path::Path;
 
@@ -339,4 +340,118 @@ fn the_live_flame_follows_the_stream_and_keeps_its_zoom() {
     assert!((all / cpu - 1.0).abs() <= 0.05, "{all} vs {cpu}\n{end}");
     t.keys(&["q"]);
     t.wait(10, "the exit", |s| s.contains("TOP-EXIT=0"));
+}
+
+/// Frames of each stack of [`heavy_store`].
+const HEAVY_DEPTH: usize = 24;
+
+/// A store whose flame graph takes seconds to compute: `stacks` distinct stacks of CPU
+/// samples (a tree of `HEAVY_DEPTH` levels fanning out, each stack its own leaf), every one
+/// sampled `copies` times, 0.1 ms apart.
+fn heavy_store(dir: &Path, stacks: usize, copies: usize) {
+    let rows: Vec<stacks_tests::Row> = (0..stacks)
+        .map(|i| {
+            let mut frames: Vec<stacks_tests::Frame> = (0..HEAVY_DEPTH)
+                .map(|d| stacks_tests::Frame {
+                    function: Some(if d + 1 == HEAVY_DEPTH {
+                        format!("heavy::leaf_{i}")
+                    } else {
+                        format!("heavy::level{d}::f{}", (i >> (d / 2)) % 3)
+                    }),
+                    ..Default::default()
+                })
+                .collect();
+            frames.reverse();
+            stacks_tests::Row {
+                time: 1_795_413_600_000_000_000 + i as i64 * 100_000,
+                kind: "profile".into(),
+                pid: 4242,
+                tid: 4242 + (i % 8) as i32,
+                comm: "heavy".into(),
+                thread: "heavy".into(),
+                value: 100_000,
+                stack: Some(frames),
+                ..Default::default()
+            }
+        })
+        .collect();
+    let batch = stacks_testkit::recording::batch(&rows);
+    stacks_tests::write_pair_copies(dir, "heavy", &batch, copies, stacks as i64 * 100_000);
+}
+
+/// The screen answers keys while a query runs: on a store whose flame graph takes seconds,
+/// `F` says it is computing the flame graph, `↓` still moves the row, Esc cancels it, and `q`
+/// pressed while it runs again ends stacks-top within a second, the terminal given back.
+#[test]
+fn q_quits_at_once_while_the_flame_graph_is_computed() {
+    let dir = scratch("top-heavy");
+    let store = dir.join("store");
+    heavy_store(&store, 60_000, 12);
+    let t = Tmux::start(
+        "heavy",
+        &format!(
+            "stacks-top -d {} --kind profile --group tid",
+            store.display()
+        ),
+    );
+    t.wait(120, "the first screen", |s| {
+        s.contains("GroupBy") && s.contains("4249") && !s.contains("computing")
+    });
+    // The table's lines with their colours: the highlighted row is drawn on another
+    // background (capture-pane -e), the text the same.
+    let rows = || -> Vec<String> {
+        let plain = t.screen();
+        let out = t.run(&["capture-pane", "-e", "-p", "-t", "t"]);
+        let coloured: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect();
+        plain
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| l.starts_with("42"))
+            .take(2)
+            .map(|(i, _)| coloured[i].clone())
+            .collect()
+    };
+    t.keys(&["F"]);
+    t.wait(10, "computing", |s| s.contains("computing the flame graph"));
+    let before = rows();
+    t.keys(&["Down"]);
+    let after = rows();
+    let s = t.screen();
+    assert!(
+        s.contains("computing the flame graph"),
+        "the flame graph came too soon for this check (a faster machine: a larger store):\n{s}"
+    );
+    assert_eq!(before.len(), 2, "{before:?}");
+    assert_ne!(
+        before, after,
+        "↓ did not move the highlighted row while the query ran"
+    );
+    t.keys(&["Escape"]);
+    t.wait(5, "cancelled", |s| s.contains("the flame graph cancelled"));
+    t.keys(&["F"]);
+    t.wait(10, "computing again", |s| {
+        s.contains("computing the flame graph")
+    });
+    let t0 = std::time::Instant::now();
+    t.run(&["send-keys", "-t", "t", "q"]);
+    let done = t.wait(10, "the exit", |s| s.contains("TOP-EXIT=0"));
+    let took = t0.elapsed();
+    assert!(
+        took < std::time::Duration::from_secs(1),
+        "q took {took:?} to end stacks-top mid-query"
+    );
+    assert!(
+        !done.contains("GroupBy"),
+        "the screen was not cleared:\n{done}"
+    );
+    let alt = t.run(&["display", "-p", "-t", "t", "#{alternate_on}"]);
+    assert_eq!(
+        String::from_utf8_lossy(&alt.stdout).trim(),
+        "0",
+        "still on the alternate screen"
+    );
+    eprintln!("q during the flame graph's query: stacks-top ended in {took:?}");
 }

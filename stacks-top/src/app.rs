@@ -110,14 +110,16 @@ pub struct SparkKey {
     pub width: usize,
 }
 
-/// A sparkline being computed in the background.
-pub struct SparkJob {
-    pub key: SparkKey,
-    pub start: Ns,
-    pub bucket: Ns,
-    pub count: usize,
-    pub threads: bool,
-    pub job: crate::engine::Job,
+/// The queries running for the screen, as the screen says so (set by the
+/// [`crate::runner::Runner`]).
+#[derive(Debug, Clone, Default)]
+pub struct Busy {
+    /// The table is being queried.
+    pub table: bool,
+    /// The sparkline being computed.
+    pub spark: Option<SparkKey>,
+    /// What a key opened and is being computed (`the flame graph`, …).
+    pub view: Option<&'static str>,
 }
 
 /// Everything the screen shows.
@@ -129,8 +131,8 @@ pub struct App {
     pub spark: Spark,
     /// What [`Self::spark`] shows.
     pub spark_key: Option<SparkKey>,
-    /// The sparkline's query, while it runs.
-    pub spark_job: Option<SparkJob>,
+    /// The queries running.
+    pub busy: Busy,
     pub range: Option<Span>,
     /// The window length asked for.
     pub window_len: Ns,
@@ -173,7 +175,7 @@ impl App {
             table: None,
             spark: Spark::default(),
             spark_key: None,
-            spark_job: None,
+            busy: Busy::default(),
             range: None,
             window_len,
             whole,

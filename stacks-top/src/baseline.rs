@@ -1,6 +1,6 @@
 //! Answering the diff: the view marked as the baseline (`b`), another store's same view as
-//! one (`--diff`), and the diff view of the current view against it (`d`), run on the engine
-//! and put into the app state (errors go to the status line, the screen stays).
+//! one (`--diff`), and the diff view of the current view against it (`d`), put into the app
+//! state (errors go to the status line, the screen stays).
 
 use std::rc::Rc;
 
@@ -10,7 +10,8 @@ use crate::app::{App, Mode};
 use crate::catalog;
 use crate::compare::{Baseline, DiffView};
 use crate::engine::Engine;
-use crate::session::{flame, sync_table, view_flame};
+use crate::flame::Flame;
+use crate::session::flame;
 use crate::view::{Ns, Span, View};
 
 /// The baseline, if the view is of its kind; else why not on the status line.
@@ -42,19 +43,16 @@ pub fn describe(app: &App) -> String {
     text
 }
 
-/// `b`: the view's stacks become the baseline.
-pub fn mark_baseline(engine: &Engine, app: &mut App) {
-    if let Some(f) = view_flame(engine, app) {
-        let what = describe(app);
-        app.info(format!(
-            "baseline: {what}; move the window ([ ]) or filter, then d (functions) or F (flame)"
-        ));
-        app.baseline = Some(Baseline {
-            flame: Rc::new(f),
-            kind: app.view.kind.clone(),
-            what,
-        });
-    }
+/// `b`: the view's stacks `f`, described by `what`, become the baseline.
+pub fn mark(app: &mut App, f: Flame, what: String) {
+    app.info(format!(
+        "baseline: {what}; move the window ([ ]) or filter, then d (functions) or F (flame)"
+    ));
+    app.baseline = Some(Baseline {
+        flame: Rc::new(f),
+        kind: app.view.kind.clone(),
+        what,
+    });
 }
 
 /// The baseline of `view` over another store (`--diff`): its stacks in the window `window`
@@ -80,19 +78,14 @@ pub fn store_baseline(engine: &Engine, view: &View, window: Ns, label: &str) -> 
     })
 }
 
-/// `d`: the functions of the view against the baseline.
-pub fn open_diff(engine: &Engine, app: &mut App) {
-    sync_table(engine, app);
+/// `d`: the functions of the view's stacks `f` against the baseline.
+pub fn show_diff(app: &mut App, f: Flame) {
     let Some(b) = baseline(app) else {
         return;
     };
-    let Some(f) = view_flame(engine, app) else {
-        return;
-    };
     let unit = crate::profile::unit(app.view.kind.as_deref());
-    let view = DiffView::new(&b.flame, Rc::new(f), unit);
+    let mut view = DiffView::new(&b.flame, Rc::new(f), unit);
     // The window moved under an open diff: the same function stays highlighted.
-    let mut view = view;
     if let Mode::Diff(old) = &app.mode {
         view.search = old.search.clone();
         let name = old.current().map(|c| c.name.clone());

@@ -7,18 +7,18 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
 use clap::Parser;
-use ratatui::crossterm::event::{self, Event, KeyEventKind};
 
 use stacks_sql::Data;
 use stacks_sql::output::{Format, Writer};
 
 use crate::TOOL;
-use crate::app::{self, App, Effect};
+use crate::app::{App, Mode};
 use crate::catalog;
 use crate::compare;
 use crate::engine::Engine;
+use crate::runner::{Event, Runner, Slot};
 use crate::session;
-use crate::term::{Screen, Wait};
+use crate::term::Screen;
 use crate::ui;
 use crate::view::Ns;
 
@@ -43,6 +43,7 @@ pub enum TextFormat {
                   stacks-top -d out/ --once -f csv --group state,syscall\n  \
                   stacks-top -d out/ --kind profile --once --flame > cpu.folded\n  \
                   stacks-top -d out/ --kind profile --once --sandwich burn_heavy\n  \
+                  stacks-top -d out/ --kind switch --group comm --once --heatmap\n  \
                   stacks-top -d after/ --kind profile --once --diff before/\n\n\
                   Keys on the screen: h. The screen, every key and text mode: docs/top.md"
 )]
@@ -96,8 +97,16 @@ pub struct Args {
 
     /// With --once: print the stack tree of the first row (the hottest path open) instead of
     /// the table
-    #[arg(long, requires = "once", conflicts_with_all = ["flame", "sandwich"])]
+    #[arg(long, requires = "once", conflicts_with_all = ["flame", "sandwich", "heatmap"])]
     pub peek: bool,
+
+    /// With --once: print the latency heatmap of the first row instead of the table (kinds
+    /// with a latency): a line per log2 latency bucket from the slowest to the fastest, each
+    /// a shade per time column (60 over the window, by events) and the bucket's events; with
+    /// -f csv or json, a row per cell with events (start_ns, end_ns, bucket, lower_ns, events,
+    /// time_ns)
+    #[arg(long, requires = "once", conflicts_with_all = ["flame", "sandwich", "diff"])]
+    pub heatmap: bool,
 
     /// With --once: print the folded stacks of the view (kind, filters, window) instead of the
     /// table: `root;…;leaf value` lines, sorted, values summed exactly (`value` of the kind:
@@ -247,6 +256,12 @@ pub fn run_with(args: Args) -> Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
+    if args.once && args.heatmap {
+        let Some(row) = first.as_ref().and_then(|(t, _)| t.rows.first()) else {
+            bail!("no rows to show");
+        };
+        return print_heatmap(&engine, &app, row.values.clone(), args.format);
+    }
     if args.once && (args.flame || args.sandwich.is_some()) {
         if app.range.is_none() {
             bail!("no rows to show");
@@ -294,6 +309,48 @@ fn print_stacks(engine: &Engine, app: &App, sandwich: Option<&str>) -> Result<Ex
         }
     }
     out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Columns of the heatmap `--once --heatmap` prints.
+const HEATMAP_COLUMNS: usize = 60;
+
+/// `--once --heatmap`: the latency heatmap of the first row, as the screen draws it (with
+/// each bucket's events), or its cells as rows.
+fn print_heatmap(
+    engine: &Engine,
+    app: &App,
+    values: Vec<crate::view::Value>,
+    format: TextFormat,
+) -> Result<ExitCode> {
+    if let Some(kind) = app.view.kind.as_deref()
+        && !catalog::weights(kind).is_some_and(|w| w.latency)
+    {
+        bail!("--heatmap: kind {kind} has no latency (vfs, block, switch, span, state… have)");
+    }
+    let plan = session::HeatmapPlan::new(app, values, HEATMAP_COLUMNS);
+    let (h, _) = session::heatmap(engine, plan)?;
+    if format != TextFormat::Table {
+        return write_batch(&h.batch()?, format);
+    }
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    for line in h.printed() {
+        writeln!(out, "{line}")?;
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `batch` as CSV or JSON on stdout.
+fn write_batch(batch: &arrow_array::RecordBatch, format: TextFormat) -> Result<ExitCode> {
+    let format = match format {
+        TextFormat::Table => Format::Table,
+        TextFormat::Csv => Format::Csv,
+        TextFormat::Json => Format::Json,
+    };
+    let mut writer = Writer::new(format, &batch.schema(), Default::default())?;
+    writer.write(batch)?;
+    writer.finish()?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -345,84 +402,84 @@ fn print_once(table: Option<crate::table::Table>, format: TextFormat) -> Result<
     Ok(ExitCode::SUCCESS)
 }
 
-/// The screen, until q, Ctrl-C or a signal.
+/// How long the loop waits for an event before it looks at the live stream again.
+const TICK: Duration = Duration::from_millis(200);
+
+/// The screen, until q, Ctrl-C or a signal: one event at a time from the runner's queue
+/// (keys from the input thread, answers of query jobs), the screen drawn after each burst.
 fn interactive(mut engine: Engine, mut app: App) -> Result<ExitCode> {
     let mut screen = Screen::open()?;
+    let mut runner = Runner::new();
     // The first draw sizes the sparkline; the first queries then fill the screen.
     screen.terminal.draw(|f| ui::draw(f, &app))?;
-    session::refresh_table(&engine, &mut app);
-    session::start_spark(&engine, &mut app);
+    screen.input(runner.sender())?;
+    runner.query(&engine, &mut app);
+    let result = event_loop(&mut screen, &mut engine, &mut runner, &mut app);
+    // The terminal first, then the queries still running are left to the exit.
+    drop(screen);
+    drop(runner);
+    engine.close();
+    result
+}
+
+fn event_loop(
+    screen: &mut Screen,
+    engine: &mut Engine,
+    runner: &mut Runner,
+    app: &mut App,
+) -> Result<ExitCode> {
     let mut last_refresh = Instant::now();
+    // Live rows came that the table does not show yet.
+    let mut behind = false;
+    let mut event = None;
     loop {
-        screen.terminal.draw(|f| ui::draw(f, &app))?;
-        if stacks_stream::sys::signal_caught() {
-            break;
+        screen.terminal.draw(|f| ui::draw(f, app))?;
+        if event.is_none() {
+            event = runner.next(TICK);
         }
-        // Keys crossterm has read already, then a wait on the terminal itself: crossterm's own
-        // wait spins on a terminal that hung up (reads of 0 bytes), and SIGTERM could not
-        // end it; poll(2) says so, and returns early on a signal.
-        let (mut quit, mut handled) = (false, false);
-        while !quit && event::poll(Duration::ZERO)? {
-            handled = true;
-            match event::read()? {
-                Event::Key(key) if key.kind != KeyEventKind::Release => match app.on_key(key) {
-                    Effect::Quit => quit = true,
-                    Effect::Query => {
-                        // The table now; the sparkline in the background.
-                        session::refresh_table(&engine, &mut app);
-                        session::start_spark(&engine, &mut app);
+        // Every event waiting is handled before the next draw.
+        while let Some(e) = event.take() {
+            match e {
+                Event::Key(key) => {
+                    if runner.key(engine, app, key) {
+                        return Ok(ExitCode::SUCCESS);
                     }
-                    Effect::Peek => session::peek(&engine, &mut app),
-                    Effect::Flame => session::open_flame(&engine, &mut app),
-                    Effect::Sandwich => session::open_sandwich(&engine, &mut app),
-                    Effect::Follow => session::follow_waker(&engine, &mut app),
-                    Effect::Baseline => crate::baseline::mark_baseline(&engine, &mut app),
-                    Effect::Diff => crate::baseline::open_diff(&engine, &mut app),
-                    Effect::Heatmap => session::open_heatmap(&engine, &mut app),
-                    Effect::None => {}
-                },
-                _ => {}
-            }
-        }
-        if quit {
-            break;
-        }
-        if handled {
-            // Draw what the keys changed now, not after the next wait.
-            continue;
-        }
-        session::poll_spark(&engine, &mut app);
-        let tick = if app.spark_job.is_some() { 20 } else { 200 };
-        match screen.wait(Duration::from_millis(tick)) {
-            Wait::Input | Wait::Timeout => {}
-            Wait::HungUp => {
-                drop(screen);
-                return Ok(ExitCode::SUCCESS);
-            }
-        }
-        if app.live && last_refresh.elapsed() >= Duration::from_secs(1) {
-            last_refresh = Instant::now();
-            let fresh = match engine.refresh() {
-                Ok(fresh) => fresh,
-                Err(e) => {
-                    drop(screen);
-                    return Err(e.context("the live stream"));
                 }
-            };
-            if app.columns.is_empty() {
-                app.columns = engine.columns.clone();
+                Event::Done(done) => runner.done(engine, app, done),
+                Event::Resize => {}
+                Event::Signal => return Ok(ExitCode::SUCCESS),
+                // The terminal is gone: nothing to draw on, nobody to tell.
+                Event::HungUp => return Ok(ExitCode::SUCCESS),
             }
-            // The header's row count and state change even when no row came (the stream
-            // ended); the queries run again only for new rows.
-            app.source = engine.label();
-            if fresh && matches!(app.mode, app::Mode::Table | app::Mode::Flame(_)) {
-                session::refresh_table(&engine, &mut app);
-                session::start_spark(&engine, &mut app);
-                // The flame graph follows the stream too, zoom and selection kept.
-                session::refresh_flame(&engine, &mut app);
+            event = runner.ready();
+        }
+        if app.live {
+            if last_refresh.elapsed() >= Duration::from_secs(1) {
+                last_refresh = Instant::now();
+                behind |= take_rows(engine, app).map_err(|e| e.context("the live stream"))?;
+            }
+            // Queried again once the last table query has answered (a query slower than a
+            // second is not started over each second), at once when it has.
+            if behind
+                && !runner.running(Slot::Table)
+                && matches!(app.mode, Mode::Table | Mode::Flame(_))
+            {
+                behind = false;
+                runner.query(engine, app);
+                runner.live_flame(engine, app);
             }
         }
     }
-    drop(screen);
-    Ok(ExitCode::SUCCESS)
+}
+
+/// Live mode, once a second: the rows that arrived since the last refresh, and whether there
+/// were any. The header's row count and state change even when no row came (the stream
+/// ended); the table and the flame graph (zoom and selection kept) follow new rows.
+fn take_rows(engine: &mut Engine, app: &mut App) -> Result<bool> {
+    let fresh = engine.refresh()?;
+    if app.columns.is_empty() {
+        app.columns = engine.columns.clone();
+    }
+    app.source = engine.label();
+    Ok(fresh)
 }

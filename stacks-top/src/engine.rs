@@ -209,20 +209,6 @@ impl Engine {
             .block_on(collect(self.ctx.clone(), query(label, sql), values(window)))
     }
 
-    /// Start `sql` as [`Self::run`] does, in the background: the screen keeps answering keys
-    /// while it runs.
-    pub fn spawn(&self, label: &str, sql: &str, window: Option<Span>) -> Job {
-        Job(self
-            .rt
-            .spawn(collect(self.ctx.clone(), query(label, sql), values(window))))
-    }
-
-    /// The result of `job`, waiting for it.
-    pub fn wait(&self, job: Job) -> Result<Vec<RecordBatch>> {
-        let mut job = job;
-        self.rt.block_on(&mut job.0)?
-    }
-
     /// [`Self::run`], timed.
     pub fn timed(
         &self,
@@ -230,8 +216,63 @@ impl Engine {
         sql: &str,
         window: Option<Span>,
     ) -> Result<(Vec<RecordBatch>, std::time::Duration)> {
+        self.rt.block_on(self.querier().timed(label, sql, window))
+    }
+
+    /// What a query needs of the engine, to run away from the screen: the session of the
+    /// rows now (live: of this refresh) and their columns.
+    pub fn querier(&self) -> Querier {
+        Querier {
+            ctx: self.ctx.clone(),
+            columns: self.columns.clone(),
+            wakers: self
+                .kinds
+                .iter()
+                .any(|(k, n)| k == stacks_stream::kind::WAKE && *n > 0),
+        }
+    }
+
+    /// Run `future` (a [`Querier`]'s work) to its end, waiting for it.
+    pub fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {
+        self.rt.block_on(future)
+    }
+
+    /// Start `future` on the query runtime: it runs while the screen answers keys, and stops
+    /// at its next await when the handle is dropped.
+    pub fn spawn<F>(&self, future: F) -> Job<F::Output>
+    where
+        F: std::future::Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        Job(self.rt.spawn(future))
+    }
+
+    /// End the engine without waiting for the queries still running (the process is about to
+    /// exit: a query deep in a scan must not hold up `q`).
+    pub fn close(self) {
+        self.rt.shutdown_background();
+    }
+}
+
+/// A session's rows and columns, cheap to clone and sent with a query to the runtime.
+#[derive(Clone)]
+pub struct Querier {
+    ctx: SessionContext,
+    pub columns: Vec<Column>,
+    /// Whether the rows hold `wake` rows (the waker of each explained off-CPU interval).
+    pub wakers: bool,
+}
+
+impl Querier {
+    /// Run `sql` (named `label` in errors) with the window bound as `$from`/`$to`, timed.
+    pub async fn timed(
+        &self,
+        label: &str,
+        sql: &str,
+        window: Option<Span>,
+    ) -> Result<(Vec<RecordBatch>, std::time::Duration)> {
         let t0 = Instant::now();
-        let out = self.run(label, sql, window)?;
+        let out = collect(self.ctx.clone(), query(label, sql), values(window)).await?;
         Ok((out, t0.elapsed()))
     }
 }
@@ -272,25 +313,31 @@ async fn collect(
     Ok(out)
 }
 
-/// A query running in the background ([`Engine::spawn`]).
-pub struct Job(tokio::task::JoinHandle<Result<Vec<RecordBatch>>>);
+/// Work running on the query runtime ([`Engine::spawn`]), aborted when dropped.
+pub struct Job<T>(tokio::task::JoinHandle<T>);
 
-impl Job {
-    /// Whether it has finished ([`Engine::wait`] then returns at once).
-    pub fn is_finished(&self) -> bool {
-        self.0.is_finished()
-    }
-}
-
-impl Drop for Job {
+impl<T> Drop for Job<T> {
     fn drop(&mut self) {
         self.0.abort();
     }
 }
 
+/// How much nicer than the screen's threads the query threads are: on a machine whose
+/// cores a query fills, the thread reading keys and the one drawing still get the CPU at
+/// once (alone, a query runs as fast).
+const QUERY_NICE: libc::c_int = 5;
+
 fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .on_thread_start(|| {
+            // SAFETY: getpriority and setpriority of this thread, by its own id.
+            unsafe {
+                let tid = libc::gettid() as libc::id_t;
+                let now = libc::getpriority(libc::PRIO_PROCESS, tid);
+                libc::setpriority(libc::PRIO_PROCESS, tid, now + QUERY_NICE);
+            }
+        })
         .build()
         .context("cannot start the query runtime")
 }

@@ -141,60 +141,156 @@ impl Heatmap {
 
 const SHADES: [char; 5] = [' ', '░', '▒', '▓', '█'];
 
+/// The heatmap as text: a title, a line per latency bucket from the slowest with events to
+/// the fastest (at most `room`), and the time axis.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Text {
+    pub title: String,
+    /// Each bucket's label, its cells (a shade per column) and its events.
+    pub lines: Vec<(String, String, i64)>,
+    pub axis: String,
+}
+
+/// The lower bound of latency bucket `k`, in ns (0 for `<1µs`).
+pub fn lower_ns(k: usize) -> i64 {
+    if k == 0 { 0 } else { 1 << (k + 9) }
+}
+
+impl Heatmap {
+    /// What the screen shows of the heatmap, `room` bucket lines at most.
+    pub fn text(&self, room: usize) -> Text {
+        let what = if self.by_time { "time" } else { "events" };
+        let title = format!(
+            "Latency heatmap of {}: {} events, {} per column; shade: {what} (t)",
+            self.title,
+            self.total(),
+            fmt::duration(self.bucket)
+        );
+        let left = fmt::time(self.start, false);
+        let right = fmt::time(self.window.to, false);
+        let gap =
+            (7 + self.counts.len()).saturating_sub(left.chars().count() + right.chars().count());
+        let axis = format!("{left}{}{right}", " ".repeat(gap));
+        let used: Vec<usize> = (0..BUCKETS)
+            .filter(|&k| self.counts.iter().any(|c| c[k] > 0))
+            .collect();
+        let (Some(&lo), Some(&hi)) = (used.first(), used.last()) else {
+            return Text {
+                title,
+                lines: Vec::new(),
+                axis,
+            };
+        };
+        let max = (0..self.counts.len())
+            .flat_map(|c| (lo..=hi).map(move |k| (c, k)))
+            .map(|(c, k)| self.value(c, k))
+            .fold(0.0, f64::max);
+        let events = self.buckets();
+        let lines = (lo..=hi)
+            .rev()
+            .take(room)
+            .map(|k| {
+                let cells: String = (0..self.counts.len())
+                    .map(|c| {
+                        let v = self.value(c, k);
+                        if v <= 0.0 || max <= 0.0 {
+                            SHADES[0]
+                        } else {
+                            let level = ((1.0 + v).ln() / (1.0 + max).ln() * 4.0).ceil() as usize;
+                            SHADES[level.clamp(1, 4)]
+                        }
+                    })
+                    .collect();
+                (label(k), cells, events[k])
+            })
+            .collect();
+        Text { title, lines, axis }
+    }
+
+    /// `--once --heatmap`: the lines of the screen, each bucket's with its events after it.
+    pub fn printed(&self) -> Vec<String> {
+        let text = self.text(usize::MAX);
+        let mut out = vec![text.title];
+        if text.lines.is_empty() {
+            out.push("no events with a latency in this window".into());
+        }
+        for (label, cells, events) in &text.lines {
+            out.push(format!("{label:>6} {cells}  {events}"));
+        }
+        out.push(text.axis);
+        out
+    }
+
+    /// `--once --heatmap -f csv|json`: a row per cell with events — its time column
+    /// (`start_ns`, `end_ns`), latency bucket (`bucket`, `lower_ns`), events and their time.
+    pub fn batch(&self) -> Result<RecordBatch> {
+        use arrow_array::{ArrayRef, Float64Array, Int64Array, StringArray};
+        let cells: Vec<(usize, usize)> = (0..self.counts.len())
+            .flat_map(|c| (0..BUCKETS).map(move |k| (c, k)))
+            .filter(|&(c, k)| self.counts[c][k] > 0)
+            .collect();
+        let start = |c: usize| self.start + c as Ns * self.bucket;
+        let i64s = |f: &dyn Fn(usize, usize) -> i64| -> ArrayRef {
+            std::sync::Arc::new(cells.iter().map(|&(c, k)| f(c, k)).collect::<Int64Array>())
+        };
+        let cols: Vec<(&str, ArrayRef)> = vec![
+            ("start_ns", i64s(&|c, _| start(c))),
+            ("end_ns", i64s(&|c, _| start(c + 1).min(self.window.to))),
+            (
+                "bucket",
+                std::sync::Arc::new(
+                    cells
+                        .iter()
+                        .map(|&(_, k)| Some(label(k)))
+                        .collect::<StringArray>(),
+                ),
+            ),
+            ("lower_ns", i64s(&|_, k| lower_ns(k))),
+            ("events", i64s(&|c, k| self.counts[c][k])),
+            (
+                "time_ns",
+                std::sync::Arc::new(
+                    cells
+                        .iter()
+                        .map(|&(c, k)| self.times[c][k])
+                        .collect::<Float64Array>(),
+                ),
+            ),
+        ];
+        let schema = arrow_schema::Schema::new(
+            cols.iter()
+                .map(|(n, a)| arrow_schema::Field::new(*n, a.data_type().clone(), false))
+                .collect::<Vec<_>>(),
+        );
+        Ok(RecordBatch::try_new(
+            std::sync::Arc::new(schema),
+            cols.into_iter().map(|(_, a)| a).collect(),
+        )?)
+    }
+}
+
 /// Draw the heatmap in `area`: a title, a line per latency bucket that has events (slowest
 /// on top), the time axis.
 pub fn draw(f: &mut Frame, h: &Heatmap, area: Rect) {
     let width = area.width as usize;
-    let what = if h.by_time { "time" } else { "events" };
+    let text = h.text((area.height as usize).saturating_sub(3));
     let mut lines = vec![Line::from(Span::styled(
-        fmt::fit(
-            &format!(
-                "Latency heatmap of {}: {} events, {} per column; shade: {what} (t)",
-                h.title,
-                h.total(),
-                fmt::duration(h.bucket)
-            ),
-            width,
-        ),
+        fmt::fit(&text.title, width),
         Style::default().add_modifier(Modifier::BOLD | Modifier::UNDERLINED),
     ))];
-    let used: Vec<usize> = (0..BUCKETS)
-        .filter(|&k| h.counts.iter().any(|c| c[k] > 0))
-        .collect();
-    let (Some(&lo), Some(&hi)) = (used.first(), used.last()) else {
+    if text.lines.is_empty() {
         lines.push(Line::from("no events with a latency in this window"));
         f.render_widget(Paragraph::new(lines), area);
         return;
-    };
-    let max = (0..h.counts.len())
-        .flat_map(|c| (lo..=hi).map(move |k| (c, k)))
-        .map(|(c, k)| h.value(c, k))
-        .fold(0.0, f64::max);
-    let room = (area.height as usize).saturating_sub(3);
-    for k in (lo..=hi).rev().take(room) {
-        let mut spans = vec![Span::styled(
-            format!("{:>6} ", label(k)),
-            Style::default().fg(Color::Cyan),
-        )];
-        let cells: String = (0..h.counts.len())
-            .map(|c| {
-                let v = h.value(c, k);
-                if v <= 0.0 || max <= 0.0 {
-                    SHADES[0]
-                } else {
-                    let level = ((1.0 + v).ln() / (1.0 + max).ln() * 4.0).ceil() as usize;
-                    SHADES[level.clamp(1, 4)]
-                }
-            })
-            .collect();
-        spans.push(Span::styled(cells, Style::default().fg(Color::Yellow)));
-        lines.push(Line::from(spans));
     }
-    let left = fmt::time(h.start, false);
-    let right = fmt::time(h.window.to, false);
-    let gap = (7 + h.counts.len()).saturating_sub(left.chars().count() + right.chars().count());
+    for (label, cells, _) in text.lines {
+        lines.push(Line::from(vec![
+            Span::styled(format!("{label:>6} "), Style::default().fg(Color::Cyan)),
+            Span::styled(cells, Style::default().fg(Color::Yellow)),
+        ]));
+    }
     lines.push(Line::from(Span::styled(
-        format!("{left}{}{right}", " ".repeat(gap)),
+        text.axis,
         Style::default().fg(Color::DarkGray),
     )));
     f.render_widget(Paragraph::new(lines), area);

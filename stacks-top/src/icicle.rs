@@ -34,17 +34,40 @@ pub enum Outcome {
     Flame,
 }
 
-/// The baseline a flame is compared with: its total at each frame's call path, and its whole.
+/// The other side of a diff flame: its total at each drawn frame's call path, and its whole.
+/// The view's flame is drawn against the baseline; negated (`n`), the baseline's flame is
+/// drawn against the view, so that frames gone since are drawn at their baseline width.
 #[derive(Debug, Clone)]
 pub struct FlameBase {
     pub totals: Vec<i64>,
     pub all: i64,
+    /// The other side's flame.
+    pub other: Rc<Flame>,
+    /// The flame drawn is the baseline's (and `other` the view's).
+    pub negated: bool,
 }
 
 impl FlameBase {
-    /// The change of frame `n`'s share of the whole (now − baseline), as a fraction.
+    /// The other side of `flame`, matched by call path.
+    fn new(flame: &Flame, other: Rc<Flame>, negated: bool) -> Self {
+        FlameBase {
+            totals: crate::diff::base_totals(&other, flame),
+            all: other.total(),
+            other,
+            negated,
+        }
+    }
+
+    /// The change of frame `n`'s share of the whole (now − baseline), as a fraction, whichever
+    /// side is drawn: a frame only in the baseline, drawn negated, at minus its share.
     pub fn delta(&self, flame: &Flame, n: usize) -> f64 {
-        flame.share(flame.nodes[n].total) - crate::diff::share(self.totals[n], self.all)
+        let d = flame.share(flame.nodes[n].total) - crate::diff::share(self.totals[n], self.all);
+        if self.negated { -d } else { d }
+    }
+
+    /// What the other side is called on the status line.
+    pub fn other_name(&self) -> &'static str {
+        if self.negated { "now" } else { "baseline" }
     }
 }
 
@@ -82,14 +105,41 @@ impl FlameView {
     }
 
     /// The flame compared with `base`, a baseline flame.
-    pub fn compared(flame: Flame, unit: &'static str, base: &Flame) -> Self {
-        let totals = crate::diff::base_totals(base, &flame);
+    pub fn compared(flame: Flame, unit: &'static str, base: Rc<Flame>) -> Self {
         let mut v = Self::new(flame, unit);
-        v.base = Some(FlameBase {
-            totals,
-            all: base.total(),
-        });
+        v.base = Some(FlameBase::new(&v.flame, base, false));
         v
+    }
+
+    /// `n`: draw the other side of the diff (the baseline's flame, whose frames gone since
+    /// show at their baseline width, or back to the view's), keeping the zoom and the
+    /// selection where their call paths are on that side.
+    fn negate(&mut self) -> Outcome {
+        let Some(base) = self.base.take() else {
+            return Outcome::Say("no baseline: n draws the baseline's flame in a diff".into());
+        };
+        let names = |f: &Flame, i: usize| -> Vec<String> {
+            f.path(i).iter().map(|&n| f.nodes[n].name.clone()).collect()
+        };
+        let find = |f: &Flame, path: &[String]| -> Option<usize> {
+            path.iter().try_fold(0, |at, name| f.child_named(at, name))
+        };
+        let zoom: Vec<Vec<String>> = self.zoom.iter().map(|&z| names(&self.flame, z)).collect();
+        let sel = match self.sel {
+            Sel::Node(n) => names(&self.flame, n),
+            Sel::Rest(p) => names(&self.flame, p),
+        };
+        let drawn = std::mem::replace(&mut self.flame, base.other);
+        self.base = Some(FlameBase::new(&self.flame, drawn, !base.negated));
+        self.zoom = zoom.iter().map_while(|p| find(&self.flame, p)).collect();
+        self.sel = Sel::Node(find(&self.flame, &sel).unwrap_or(self.zoomed()));
+        Outcome::Say(if base.negated {
+            "the view's flame against the baseline: n draws the baseline's".into()
+        } else {
+            "the baseline's flame against the view: frames gone since drawn at their baseline \
+             width (deep blue); n draws the view's"
+                .into()
+        })
     }
 
     /// The frame drawn full width.
@@ -182,6 +232,7 @@ impl FlameView {
             },
             KeyCode::Char('[') => return Outcome::Window(-1),
             KeyCode::Char(']') => return Outcome::Window(1),
+            KeyCode::Char('n') => return self.negate(),
             KeyCode::Char('/') => {
                 self.typing = true;
                 self.search.clear();
@@ -235,8 +286,9 @@ impl FlameView {
         };
         if let (Some(base), Sel::Node(n)) = (&self.base, self.sel) {
             text.push_str(&format!(
-                "  ·  Δ {:+.2}% (baseline {:.2}%, {} {unit})",
+                "  ·  Δ {:+.2}% ({} {:.2}%, {} {unit})",
                 100.0 * base.delta(f, n),
+                base.other_name(),
                 100.0 * crate::diff::share(base.totals[n], base.all),
                 base.totals[n]
             ));
@@ -314,5 +366,79 @@ impl SandwichView {
             _ => {}
         }
         Outcome::Stay
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ratatui::crossterm::event::KeyModifiers;
+
+    fn press(v: &mut FlameView, c: char) -> Outcome {
+        v.key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE))
+    }
+
+    /// The box of the frame named `name` at `width` cells, if drawn.
+    fn drawn(v: &FlameView, name: &str) -> Option<FBox> {
+        v.width.set(100);
+        v.layout()
+            .into_iter()
+            .flatten()
+            .find(|b| b.node.is_some_and(|n| v.flame.nodes[n].name == name))
+    }
+
+    /// `a` is only in the baseline (30 of 100), `c` only now (50 of 100), `b` in both (70
+    /// then, 50 now). The view's flame has no `a`; negated, the baseline's flame draws `a` 30
+    /// cells of 100 wide at −30 points, `b` at −20, and has no `c`; `n` again goes back.
+    #[test]
+    fn n_draws_the_baselines_flame_with_the_frames_gone_since() {
+        let base = Rc::new(Flame::from_folded("main;a 30\nmain;b 70\n"));
+        let now = Flame::from_folded("main;b 50\nmain;c 50\n");
+        let mut v = FlameView::compared(now, "ns", base);
+        assert!(drawn(&v, "a").is_none(), "a is gone from the view");
+        let c = drawn(&v, "c").expect("c drawn");
+        let delta =
+            |v: &FlameView, b: FBox| v.base.as_ref().unwrap().delta(&v.flame, b.node.unwrap());
+        assert!((delta(&v, c) - 0.5).abs() < 1e-9);
+        // Select b (main, then its hottest child) before negating: the selection stays on it.
+        press(&mut v, 'j');
+        press(&mut v, 'j');
+        let Sel::Node(sel) = v.sel else { panic!() };
+        assert_eq!(
+            v.flame.nodes[sel].name, "b",
+            "b before c (50 each), by name"
+        );
+
+        assert!(matches!(press(&mut v, 'n'), Outcome::Say(_)));
+        assert!(v.base.as_ref().unwrap().negated);
+        assert_eq!(v.flame.total(), 100);
+        let a = drawn(&v, "a").expect("a drawn at its baseline width");
+        assert_eq!((a.value, a.w), (30, 30));
+        assert!((delta(&v, a) + 0.3).abs() < 1e-9, "a: {}", delta(&v, a));
+        let b = drawn(&v, "b").expect("b drawn");
+        assert_eq!((b.value, b.w), (70, 70));
+        assert!((delta(&v, b) + 0.2).abs() < 1e-9, "b: {}", delta(&v, b));
+        assert!(drawn(&v, "c").is_none(), "c was not there then");
+        let Sel::Node(sel) = v.sel else { panic!() };
+        assert_eq!(
+            v.flame.nodes[sel].name, "b",
+            "the selection kept by call path"
+        );
+        v.sel = Sel::Node(a.node.unwrap());
+        assert!(
+            v.status().ends_with("Δ -30.00% (now 0.00%, 0 ns)"),
+            "{}",
+            v.status()
+        );
+
+        press(&mut v, 'n');
+        assert!(!v.base.as_ref().unwrap().negated);
+        assert!(drawn(&v, "a").is_none());
+        assert!(drawn(&v, "c").is_some());
+        assert_eq!(
+            v.sel,
+            Sel::Node(v.zoomed()),
+            "a is not in the view: the root selected"
+        );
     }
 }

@@ -8,12 +8,14 @@
 //! SQL) → [`engine`] (a store or [`live`] stdin as tables, running queries) → [`table`] and
 //! [`tree`] (results), [`profile`] (the view's stacks as a [`flame`] graph) → [`app`] and
 //! [`icicle`] (state and keys); [`diff`] (two flames compared) → [`compare`] (the baseline
-//! and the diff view), [`heatmap`], [`choose`] (the Space menu) → [`session`] and
-//! [`baseline`] (answering a view) → [`ui`] and [`ui_flame`] (drawing) and [`term`] (the
-//! terminal) → [`cli`].
+//! and the diff view), [`heatmap`], [`choose`] (the Space menu) → [`session`] (a view's
+//! queries) → [`runner`] (one event queue: keys, and query jobs run away from them) →
+//! [`answer`] and [`baseline`] (their answers into the state) → [`ui`], [`ui_header`] and
+//! [`ui_flame`] (drawing) and [`term`] (the terminal) → [`cli`].
 
 #![warn(unreachable_pub)]
 
+pub mod answer;
 pub mod app;
 pub mod baseline;
 pub mod catalog;
@@ -29,12 +31,14 @@ pub mod icicle;
 mod input;
 pub mod live;
 pub mod profile;
+pub mod runner;
 pub mod session;
 pub mod table;
 pub mod term;
 pub mod tree;
 pub mod ui;
 pub mod ui_flame;
+pub mod ui_header;
 pub mod view;
 
 pub use cli::run;

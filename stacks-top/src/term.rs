@@ -1,7 +1,8 @@
 //! The terminal: drawn on `/dev/tty` (stdin may be the live stream, stdout stays free), in raw
 //! mode on the alternate screen, and always given back — when the screen ends, on an error
 //! (the guard's drop), on a panic (a hook restores before the message), and on SIGINT,
-//! SIGTERM or SIGHUP (caught as a flag the main loop reads).
+//! SIGTERM or SIGHUP (caught as a flag the input thread reads). Keys are read on a thread of
+//! their own ([`Screen::input`]) into the screen's event queue ([`crate::runner`]).
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -9,7 +10,10 @@ use std::io::Write;
 use anyhow::{Context, Result};
 use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
-use ratatui::crossterm::{cursor, execute, terminal};
+use ratatui::crossterm::{cursor, event, execute, terminal};
+use std::sync::mpsc::Sender;
+
+use crate::runner::Event;
 
 /// The terminal, restored when dropped.
 pub struct Screen {
@@ -74,20 +78,81 @@ impl Screen {
 
     /// Wait up to `timeout` for input on the terminal.
     pub fn wait(&self, timeout: std::time::Duration) -> Wait {
-        let mut p = libc::pollfd {
-            fd: self.fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd, for the duration of the call.
-        let n = unsafe { libc::poll(&mut p, 1, timeout.as_millis() as libc::c_int) };
-        if n <= 0 {
-            return Wait::Timeout;
+        wait(self.fd, timeout)
+    }
+}
+
+/// Wait up to `timeout` for input on `fd`: poll(2), since crossterm's own wait spins on a
+/// terminal that hung up (reads of 0 bytes), and SIGTERM could not end it; poll(2) says so,
+/// and returns early on a signal.
+fn wait(fd: std::os::fd::RawFd, timeout: std::time::Duration) -> Wait {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, for the duration of the call.
+    let n = unsafe { libc::poll(&mut p, 1, timeout.as_millis() as libc::c_int) };
+    if n <= 0 {
+        return Wait::Timeout;
+    }
+    if p.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+        Wait::HungUp
+    } else {
+        Wait::Input
+    }
+}
+
+/// How long the input thread waits on the terminal before it looks for a signal again.
+const INPUT_TICK: std::time::Duration = std::time::Duration::from_millis(50);
+
+impl Screen {
+    /// Read the terminal on a thread of its own: keys and resizes go into `tx` as they come,
+    /// then [`Event::HungUp`] when the terminal goes, or [`Event::Signal`] when a signal is
+    /// caught. It ends when the queue does.
+    pub fn input(&self, tx: Sender<Event>) -> Result<()> {
+        let fd = self.fd;
+        std::thread::Builder::new()
+            .name("stacks-top-keys".into())
+            .spawn(move || input(fd, &tx))
+            .context("cannot start the input thread")?;
+        Ok(())
+    }
+}
+
+/// The input thread: until the queue or the terminal is gone.
+fn input(fd: std::os::fd::RawFd, tx: &Sender<Event>) {
+    loop {
+        if stacks_stream::sys::signal_caught() {
+            let _ = tx.send(Event::Signal);
+            return;
         }
-        if p.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
-            Wait::HungUp
-        } else {
-            Wait::Input
+        match wait(fd, INPUT_TICK) {
+            Wait::Timeout => continue,
+            Wait::HungUp => {
+                let _ = tx.send(Event::HungUp);
+                return;
+            }
+            Wait::Input => {}
+        }
+        // Every event crossterm has read (one read may bring several keys).
+        loop {
+            let ev = match event::poll(std::time::Duration::ZERO) {
+                Ok(true) => event::read(),
+                Ok(false) => break,
+                Err(e) => Err(e),
+            };
+            let sent = match ev {
+                Ok(event::Event::Key(k)) if k.kind != event::KeyEventKind::Release => {
+                    tx.send(Event::Key(k))
+                }
+                Ok(event::Event::Resize(..)) => tx.send(Event::Resize),
+                Ok(_) => Ok(()),
+                Err(_) => tx.send(Event::HungUp),
+            };
+            if sent.is_err() {
+                return;
+            }
         }
     }
 }

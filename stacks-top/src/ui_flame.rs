@@ -78,15 +78,28 @@ pub fn draw_flame(f: &mut Frame, v: &FlameView, area: Rect) {
         .collect();
     let width = area.width as usize;
     let title = if path.is_empty() {
-        let how = match &v.base {
-            Some(b) => format!(
-                "against the baseline's {} {}: red grew, blue shrank (share of the whole)",
-                b.all, v.unit
+        let (what, how) = match &v.base {
+            Some(b) if b.negated => (
+                "The baseline's flame graph",
+                format!(
+                    "against the view's {} {}: red grew, blue shrank, gone since at their width (n: the view's)",
+                    b.all, v.unit
+                ),
             ),
-            None => "(width: share of the zoomed frame)".to_string(),
+            Some(b) => (
+                "Flame graph",
+                format!(
+                    "against the baseline's {} {}: red grew, blue shrank (share of the whole; n: the baseline's)",
+                    b.all, v.unit
+                ),
+            ),
+            None => (
+                "Flame graph",
+                "(width: share of the zoomed frame)".to_string(),
+            ),
         };
         fmt::fit(
-            &format!("Flame graph: {} {} in all  {how}", v.flame.total(), v.unit),
+            &format!("{what}: {} {} in all  {how}", v.flame.total(), v.unit),
             width,
         )
     } else {

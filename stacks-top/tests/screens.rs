@@ -18,6 +18,7 @@ use stacks_testkit::Scratch;
 use stacks_testkit::recording as fixture;
 use stacks_top::app::{App, Effect, Mode};
 use stacks_top::engine::Engine;
+use stacks_top::runner::{Runner, Slot};
 use stacks_top::{session, ui};
 
 fn golden_dir() -> PathBuf {
@@ -38,7 +39,7 @@ fn store() -> Scratch {
 fn open(dir: &Path, start: session::Start) -> (Engine, App) {
     let engine = Engine::store(&Data::Dir(dir.to_path_buf()), &Window::default(), None).unwrap();
     let mut app = session::app(&engine, &start).unwrap();
-    session::refresh(&engine, &mut app);
+    Runner::new().run(&engine, &mut app, Effect::Query);
     (engine, app)
 }
 
@@ -73,17 +74,11 @@ fn screen(app: &mut App, w: u16, h: u16) -> String {
     out
 }
 
+/// A key as the screen handles it, and what it asked for computed.
 fn key(app: &mut App, engine: &Engine, code: KeyCode) {
-    match app.on_key(KeyEvent::new(code, KeyModifiers::NONE)) {
-        Effect::Query => session::refresh(engine, app),
-        Effect::Peek => session::peek(engine, app),
-        Effect::Flame => session::open_flame(engine, app),
-        Effect::Sandwich => session::open_sandwich(engine, app),
-        Effect::Baseline => stacks_top::baseline::mark_baseline(engine, app),
-        Effect::Diff => stacks_top::baseline::open_diff(engine, app),
-        Effect::Heatmap => session::open_heatmap(engine, app),
-        _ => {}
-    }
+    let mut runner = Runner::new();
+    runner.key(engine, app, KeyEvent::new(code, KeyModifiers::NONE));
+    runner.settle(engine, app);
 }
 
 #[test]
@@ -573,8 +568,31 @@ fn h_shows_the_latency_heatmap_of_the_row() {
     assert!(lat.n > 0);
     assert_eq!(h.total(), lat.n);
     assert_eq!(h.buckets(), lat.hist);
+    let h = h.clone();
     let text = screen(&mut app, 120, 20);
     stacks_testkit::golden::check_text(&golden_dir(), "heatmap.txt", &text);
+    // `--once --heatmap` prints the same lines, each bucket's events after it, which add up
+    // to the row's histogram; -f csv a row per cell with events.
+    let printed = h.printed().join("\n") + "\n";
+    stacks_testkit::golden::check_text(&golden_dir(), "heatmap-once.txt", &printed);
+    for (k, n) in lat.hist.iter().enumerate().filter(|(_, n)| **n > 0) {
+        let label = stacks_top::heatmap::label(k);
+        assert!(
+            printed
+                .lines()
+                .any(|l| l.trim_start().starts_with(&format!("{label} "))
+                    && l.ends_with(&format!("  {n}"))),
+            "bucket {label}: {n} events\n{printed}"
+        );
+    }
+    let cells = h.batch().unwrap();
+    let events = cells
+        .column_by_name("events")
+        .unwrap()
+        .as_any()
+        .downcast_ref::<arrow_array::Int64Array>()
+        .unwrap();
+    assert_eq!(events.iter().flatten().sum::<i64>(), lat.n);
     key(&mut app, &e, KeyCode::Char('t'));
     let Mode::Heatmap(h) = &app.mode else {
         panic!("left the heatmap")
@@ -593,5 +611,59 @@ fn h_shows_the_latency_heatmap_of_the_row() {
         app.status.text.starts_with("this kind has no latency"),
         "{:?}",
         app.status
+    );
+}
+
+/// The screen answers keys while a view is computed: `F` starts the flame graph's query and
+/// the title says so, `↓` moves the row before any answer is taken, `p` replaces the query
+/// (the flame graph's answer, even if it came first, is dropped by its generation), Esc on
+/// the table cancels one, and `q` quits with one outstanding.
+#[test]
+fn keys_are_answered_while_a_view_is_computed() {
+    let dir = store();
+    let (e, mut app) = open(dir.path(), start());
+    let mut runner = Runner::new();
+    let press = |runner: &mut Runner, app: &mut App, code| {
+        runner.key(&e, app, KeyEvent::new(code, KeyModifiers::NONE))
+    };
+    assert!(!press(&mut runner, &mut app, KeyCode::Char('F')));
+    assert!(runner.running(Slot::View));
+    assert!(matches!(app.mode, Mode::Table));
+    let s = screen(&mut app, 120, 20);
+    assert!(
+        s.lines()
+            .next()
+            .unwrap()
+            .contains("computing the flame graph… (Esc cancels)"),
+        "{s}"
+    );
+    let cursor = app.cursor;
+    press(&mut runner, &mut app, KeyCode::Down);
+    assert_eq!(app.cursor, cursor + 1, "a key handled while the query runs");
+    assert!(runner.running(Slot::View), "the query still outstanding");
+    press(&mut runner, &mut app, KeyCode::Char('p'));
+    runner.settle(&e, &mut app);
+    let Mode::Peek { title, .. } = &app.mode else {
+        panic!("the flame graph's stale answer was taken: {:?}", app.status);
+    };
+    assert!(title.contains(&app.table.as_ref().unwrap().rows[1].values[0].shown));
+    let s = screen(&mut app, 120, 20);
+    assert!(!s.lines().next().unwrap().contains("computing"), "{s}");
+
+    press(&mut runner, &mut app, KeyCode::Esc);
+    press(&mut runner, &mut app, KeyCode::Char('F'));
+    press(&mut runner, &mut app, KeyCode::Esc);
+    assert!(!runner.running(Slot::View));
+    assert_eq!(app.status.text, "the flame graph cancelled");
+    runner.settle(&e, &mut app);
+    assert!(
+        matches!(app.mode, Mode::Table),
+        "a cancelled view stays closed"
+    );
+
+    press(&mut runner, &mut app, KeyCode::Char('F'));
+    assert!(
+        press(&mut runner, &mut app, KeyCode::Char('q')),
+        "q quits with a query outstanding"
     );
 }
