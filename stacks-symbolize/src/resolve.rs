@@ -2,6 +2,7 @@
 //! keeps every parsed file); a [`Pool`] runs one worker per thread and spreads a batch's
 //! distinct lookups over them.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender, channel};
@@ -116,6 +117,13 @@ impl Job {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// The file the job reads.
+    fn file(&self) -> &PathBuf {
+        match self {
+            Job::Elf { file, .. } | Job::Kallsyms { file, .. } | Job::Vmlinux { file, .. } => file,
+        }
     }
 }
 
@@ -282,9 +290,13 @@ enum Msg {
 }
 
 /// Worker threads, one `Symbolizer` each, living as long as the scope they were started in.
+/// A file stays with the worker that first read it: each worker maps and parses the files it
+/// is given, so a file read by every worker is held once per worker (two workers held the
+/// recorder's own 30 MB binary twice, and their parsed debug information twice).
 pub struct Pool {
     senders: Vec<Sender<Msg>>,
     replies: Receiver<Reply>,
+    owner: std::sync::Mutex<HashMap<PathBuf, usize>>,
 }
 
 /// Jobs with fewer inputs than twice this are not split across workers: each worker parses
@@ -322,7 +334,11 @@ impl Pool {
             });
             senders.push(tx);
         }
-        Pool { senders, replies }
+        Pool {
+            senders,
+            replies,
+            owner: Default::default(),
+        }
     }
 
     /// Number of workers.
@@ -333,9 +349,16 @@ impl Pool {
     /// Every worker starts over with a new `Symbolizer` (the files it parsed are dropped)
     /// before its next job.
     pub fn reset(&self) {
+        self.owners().clear();
         for tx in &self.senders {
             tx.send(Msg::Reset).expect("symbolizer worker alive");
         }
+    }
+
+    fn owners(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, usize>> {
+        self.owner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Run `jobs`, large ones split across the workers; results in input order.
@@ -391,20 +414,38 @@ impl Pool {
                 }
             }
         }
-        // Largest first to the least loaded worker.
+        // A file's pieces to the worker that holds it; a split job's other pieces and new
+        // files, largest first, to the least loaded worker (which then holds the file).
         let mut order: Vec<usize> = (0..pieces.len()).collect();
         order.sort_by_key(|&p| std::cmp::Reverse(pieces[p].1.len()));
         let mut load = vec![0usize; n];
         let owners: Vec<usize> = pieces.iter().map(|(i, _)| *i).collect();
         let mut pieces: Vec<Option<Job>> = pieces.into_iter().map(|(_, j)| Some(j)).collect();
+        let mut held = self.owners();
+        let mut given: HashMap<usize, Vec<usize>> = HashMap::new();
         for p in order {
-            let w = (0..n).min_by_key(|&w| load[w]).expect("a worker");
             let job = pieces[p].take().expect("sent once");
+            let split = given.entry(owners[p]).or_default();
+            let least = || (0..n).min_by_key(|&w| load[w]).expect("a worker");
+            let w = match held.get(job.file()) {
+                Some(&w) if !split.contains(&w) => w,
+                Some(_) => (0..n)
+                    .filter(|w| !split.contains(w))
+                    .min_by_key(|&w| load[w])
+                    .unwrap_or_else(least),
+                None => {
+                    let w = least();
+                    held.insert(job.file().clone(), w);
+                    w
+                }
+            };
+            split.push(w);
             load[w] += job.len().max(1);
             self.senders[w]
                 .send(Msg::Run(p, Arc::new(job)))
                 .expect("symbolizer worker alive");
         }
+        drop(held);
         let mut got: Vec<Option<Vec<Vec<SymFrame>>>> = vec![None; owners.len()];
         for _ in 0..owners.len() {
             let (tag, frames) = self.replies.recv().expect("symbolizer worker alive");
@@ -421,6 +462,49 @@ impl Pool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_stays_with_the_worker_that_read_it_unless_its_job_is_split() {
+        let elf = |f: &str, n: usize| Job::Elf {
+            file: PathBuf::from(f),
+            addrs: (0..n as u64).collect(),
+        };
+        let opts = Options {
+            lines: false,
+            inlines: false,
+        };
+        std::thread::scope(|s| {
+            let pool = Pool::start(s, 2, opts, vec![]);
+            let holder = |f: &str| pool.owners().get(&PathBuf::from(f)).copied();
+            pool.run(vec![elf("/nonexistent/a", 10), elf("/nonexistent/b", 5)]);
+            let (a, b) = (
+                holder("/nonexistent/a").unwrap(),
+                holder("/nonexistent/b").unwrap(),
+            );
+            assert_ne!(a, b, "two new files to the two workers");
+            // b is now the larger job, a new file the smaller: each known file to its worker.
+            let out = pool.run(vec![
+                elf("/nonexistent/a", 1),
+                elf("/nonexistent/b", 50),
+                elf("/nonexistent/c", 2),
+            ]);
+            assert_eq!(out.iter().map(Vec::len).collect::<Vec<_>>(), [1, 50, 2]);
+            assert_eq!(
+                (holder("/nonexistent/a"), holder("/nonexistent/b")),
+                (Some(a), Some(b))
+            );
+            // A job split across the workers answers whole, in order.
+            let out = pool.run(vec![elf("/nonexistent/a", SPLIT_MIN * 2)]);
+            assert_eq!(out[0].len(), SPLIT_MIN * 2);
+            assert_eq!(holder("/nonexistent/a"), Some(a));
+            pool.reset();
+            assert_eq!(
+                holder("/nonexistent/a"),
+                None,
+                "a reset forgets who held what"
+            );
+        });
+    }
 
     #[inline(never)]
     fn known_function() -> u64 {
