@@ -256,6 +256,12 @@ def med(xs):
     return statistics.median(xs)
 
 
+def ratio_rows(ours, theirs):
+    """Table rows `| step | ours | theirs | ratio |` of medians, `–` where the peer has none."""
+    return [f"| {k} | {med(v):.3f} | {med(theirs[k]):.3f} | {med(v) / med(theirs[k]):.2f}× |"
+            if theirs.get(k) else f"| {k} | {med(v):.3f} | – | – |" for k, v in ours.items()]
+
+
 def main():
     benchmd.preflight("bench_top", "BPF", [tool(n) for n in ("stacks-record", "stacks-symbolize",
                       "stacks-pack", "stacks-top", "stacks-query", "stacks-workload")])
@@ -296,10 +302,7 @@ def main():
              "over the same files in-process, connection included, without drawing anything. "
              f"Medians of {REPS} runs, seconds.", "",
              "| step | stacks-top | DuckDB, same query | ratio |", "|---|---:|---:|---:|"]
-    for k, v in ours.items():
-        d = theirs.get(k)
-        lines.append(f"| {k} | {med(v):.3f} | {med(d):.3f} | {med(v) / med(d):.2f}× |" if d
-                     else f"| {k} | {med(v):.3f} | – | – |")
+    lines += ratio_rows(ours, theirs)
     lines += ["",
               "The first screen runs two queries before the table is drawn (kinds and ranges, "
               "the table in the window); the sparkline over the whole range follows in the "

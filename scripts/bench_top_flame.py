@@ -33,7 +33,7 @@ from pathlib import Path
 
 import benchmd
 import bench_top
-from bench_top import OUT, REPS, ROWS, Tmux, med, record, replicate, tool, window_of
+from bench_top import OUT, REPS, ROWS, Tmux, med, ratio_rows, record, replicate, tool, window_of
 
 BEGIN = "<!-- BEGIN bench_top_flame -->"
 END = "<!-- END bench_top_flame -->"
@@ -164,10 +164,7 @@ def main():
              "stack), connection included, once for the flame and for each window of the diff. "
              f"Medians of {REPS} runs, seconds.", "",
              "| step | stacks-top | DuckDB, same profile | ratio |", "|---|---:|---:|---:|"]
-    for k, v in ours.items():
-        d = theirs.get(k)
-        lines.append(f"| {k} | {med(v):.3f} | {med(d):.3f} | {med(v) / med(d):.2f}× |" if d
-                     else f"| {k} | {med(v):.3f} | – | – |")
+    lines += ratio_rows(ours, theirs)
     lines.append(f"| `--once --flame`, command to exit | {med(once):.3f} | – | – |")
     lines += ["",
               "The sandwich is computed from the flame graph in memory (no query); `b` and `d` "

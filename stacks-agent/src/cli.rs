@@ -33,7 +33,7 @@ use crate::{TOOL, metrics};
 )]
 pub struct Args {
     /// Configuration file (TOML; keys: events, all, names, cgroups, store, max_age,
-    /// max_bytes, max_rows, partition, retain, max_total, metrics, budget_cpu)
+    /// max_bytes, max_rows, partition, retain, max_total, metrics, budget_cpu, ringbuf_mb)
     #[arg(short = 'c', long = "config", value_name = "FILE")]
     pub config: Option<PathBuf>,
 
@@ -96,6 +96,11 @@ pub struct Args {
     /// for a minute it restores them (docs/agent.md); needs -e [key: budget_cpu]
     #[arg(long, value_name = "PERCENT|off")]
     pub budget_cpu: Option<String>,
+
+    /// Size in MiB of each of the recorder's ring buffers (stacks-record's --ringbuf-mb)
+    /// [key: ringbuf_mb] [default: 8]
+    #[arg(long, value_name = "MIB")]
+    pub ringbuf_mb: Option<u32>,
 }
 
 impl Args {
@@ -116,6 +121,7 @@ impl Args {
             max_total: self.max_total.clone(),
             metrics: self.metrics.clone(),
             budget_cpu: self.budget_cpu.clone(),
+            ringbuf_mb: self.ringbuf_mb,
         }
     }
 }
@@ -188,6 +194,8 @@ pub fn plan(config: &Config, exes: Vec<PathBuf>, pack_stats: PathBuf) -> Plan {
     if let Some(e) = &k.events {
         record.extend(["-e".to_string(), e.clone()]);
     }
+    let ring = k.ringbuf_mb.unwrap_or(crate::config::RINGBUF_MB);
+    record.extend(["--ringbuf-mb".to_string(), ring.to_string()]);
     match &config.targets {
         Targets::All => record.push("-a".into()),
         Targets::Names(names) => record.extend(names.iter().cloned()),
@@ -251,7 +259,10 @@ mod tests {
         let config = config::check(args.keys()).unwrap();
         let exes = vec!["r".into(), "s".into(), "p".into()];
         let plan = plan(&config, exes, "st.json".into());
-        assert_eq!(plan.stages[0].1, ["-e", "profile:u:49", "-a"]);
+        assert_eq!(
+            plan.stages[0].1,
+            ["-e", "profile:u:49", "--ringbuf-mb", "8", "-a"]
+        );
         assert!(plan.stages[1].1.is_empty());
         assert_eq!(
             plan.stages[2].1,

@@ -65,7 +65,15 @@ pub struct Keys {
     /// The CPU budget, a percentage of the host's CPUs (`1%`), or `off`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub budget_cpu: Option<String>,
+    /// stacks-record's `--ringbuf-mb` (default [`RINGBUF_MB`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ringbuf_mb: Option<u32>,
 }
+
+/// The agent's ring buffers, MiB each: half of stacks-record's default, for a recorder that
+/// stays on (the kernel maps each ring twice, so its pages count twice in `VmRSS`); lost
+/// events name `ring_buffer_full` when it is too small.
+pub const RINGBUF_MB: u32 = 8;
 
 impl Keys {
     /// `self` with every key `over` sets replaced.
@@ -84,6 +92,7 @@ impl Keys {
             max_total: over.max_total.or(self.max_total),
             metrics: over.metrics.or(self.metrics),
             budget_cpu: over.budget_cpu.or(self.budget_cpu),
+            ringbuf_mb: over.ringbuf_mb.or(self.ringbuf_mb),
         }
     }
 }
@@ -165,6 +174,14 @@ pub fn check(keys: Keys) -> Result<Config, ConfigError> {
         if let Some(t) = text {
             stacks_stream::cli::parse_size(t).map_err(|e| value(key, e))?;
         }
+    }
+    if let Some(mb) = keys.ringbuf_mb
+        && !(mb.is_power_of_two() && (1..=4096).contains(&mb))
+    {
+        return Err(value(
+            "ringbuf_mb",
+            format!("{mb}: must be a power of two from 1 to 4096"),
+        ));
     }
     if keys.max_rows == Some(0) {
         return Err(value("max_rows", "must be at least 1".into()));
@@ -361,6 +378,13 @@ mod tests {
                     ..Default::default()
                 },
                 "partition: ",
+            ),
+            (
+                Keys {
+                    ringbuf_mb: Some(12),
+                    ..Default::default()
+                },
+                "ringbuf_mb: 12: must be a power of two",
             ),
         ] {
             let e = check(keys(k)).unwrap_err().to_string();
