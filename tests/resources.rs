@@ -324,12 +324,20 @@ fn off_cpu_time_is_exact_under_contention() {
             // by microseconds, and four threads released at once are preempted right away.
             // And the first interval after each edge: an interval is the wall time since the
             // thread's previous switch-in less the CPU time it ran since, so time stolen by the
-            // hypervisor while it ran across an edge is counted after it.
+            // hypervisor while it ran across an edge is counted after it. A thread that exits
+            // without another interval leaves what was stolen in its last run uncounted: then
+            // that run's length is what may be missing.
             let first_after = |edge: i64| {
-                rows.iter()
-                    .filter(|(time, _)| *time >= edge)
-                    .min_by_key(|(time, _)| *time)
-                    .map_or(0, |(_, ns)| *ns)
+                let next = rows.iter().filter(|(time, _)| *time >= edge);
+                match next.min_by_key(|(time, _)| *time) {
+                    Some((_, ns)) => *ns,
+                    None => rows
+                        .iter()
+                        .map(|(time, ns)| edge - (time + ns))
+                        .filter(|ran| *ran >= 0)
+                        .min()
+                        .unwrap_or(0),
+                }
             };
             let edge: i64 = rows
                 .iter()

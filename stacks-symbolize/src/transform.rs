@@ -283,7 +283,18 @@ impl Symbolize {
         // a dictionary of fewer stacks than a batch has rows growing past its byte limit (a
         // symbolized stack is KiBs: 8,192-row batches let it reach tens of MiB, held again by
         // every reader of the stream).
-        if full && written > 0 && Self::batch_stacks(&columns, layout) < written {
+        // So does one whose input dictionaries started over (the recorder's restart): every
+        // stack of the batch is new to it then, and appended again it would grow by a whole
+        // batch of stacks already in it, in one delta that every reader concatenates.
+        let input_restarted = layout.by_entry
+            && input_lens(&columns)
+                .iter()
+                .zip(&self.stream.entries)
+                .any(|(now, before)| now < before);
+        if (full || input_restarted)
+            && written > 0
+            && Self::batch_stacks(&columns, layout) < written
+        {
             self.stream = StreamState {
                 entries: self.stream.entries,
                 ..StreamState::default()
@@ -335,11 +346,7 @@ impl Symbolize {
     /// new to the stream, in key order.
     fn distinct(&mut self, c: &StackColumns, layout: &Layout) -> (Vec<Option<i32>>, Vec<RawStack>) {
         let st = &mut self.stream;
-        let lens = [
-            c.kent.values().len(),
-            c.uent.values().len(),
-            c.sent.as_ref().map_or(0, |s| s.values().len()),
-        ];
+        let lens = input_lens(c);
         if layout.by_entry {
             if lens
                 .iter()
@@ -482,6 +489,16 @@ impl Symbolize {
             )])
         })
     }
+}
+
+/// The entries of a batch's input stack dictionaries (kernel, user, kernel symbols): one that
+/// shrinks was replaced.
+fn input_lens(c: &StackColumns) -> [usize; 3] {
+    [
+        c.kent.values().len(),
+        c.uent.values().len(),
+        c.sent.as_ref().map_or(0, |s| s.values().len()),
+    ]
 }
 
 /// This process's resident memory in bytes (`VmRSS`; 0 when /proc cannot say).
