@@ -87,6 +87,18 @@ impl Tmux {
     }
 }
 
+impl Tmux {
+    /// Assert that the terminal was given back: the alternate screen is off.
+    pub fn assert_alternate_screen_off(&self) {
+        let alt = self.run(&["display", "-p", "-t", "t", "#{alternate_on}"]);
+        assert_eq!(
+            String::from_utf8_lossy(&alt.stdout).trim(),
+            "0",
+            "still on the alternate screen"
+        );
+    }
+}
+
 impl Drop for Tmux {
     fn drop(&mut self) {
         self.run(&["kill-server"]);

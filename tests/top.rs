@@ -124,12 +124,7 @@ fn the_screen_shows_known_thread_states_drills_peeks_and_moves_its_window() {
         !done.contains("GroupBy"),
         "the screen was not cleared:\n{done}"
     );
-    let alt = t.run(&["display", "-p", "-t", "t", "#{alternate_on}"]);
-    assert_eq!(
-        String::from_utf8_lossy(&alt.stdout).trim(),
-        "0",
-        "still on the alternate screen"
-    );
+    t.assert_alternate_screen_off();
 
     // A 3 s window: the last one is phase 2, `[` shows phase 1.
     let t = Tmux::start(
@@ -354,12 +349,7 @@ fn sigterm_and_a_closed_terminal_end_the_screen() {
     t.wait(10, "the exit", |s| {
         s.contains("TOP-EXIT=0") && !s.contains("GroupBy")
     });
-    let alt = t.run(&["display", "-p", "-t", "t", "#{alternate_on}"]);
-    assert_eq!(
-        String::from_utf8_lossy(&alt.stdout).trim(),
-        "0",
-        "still on the alternate screen"
-    );
+    t.assert_alternate_screen_off();
     drop(t);
 
     // The terminal goes away under it (the window closed): it ends instead of spinning.

@@ -447,11 +447,6 @@ fn q_quits_at_once_while_the_flame_graph_is_computed() {
         !done.contains("GroupBy"),
         "the screen was not cleared:\n{done}"
     );
-    let alt = t.run(&["display", "-p", "-t", "t", "#{alternate_on}"]);
-    assert_eq!(
-        String::from_utf8_lossy(&alt.stdout).trim(),
-        "0",
-        "still on the alternate screen"
-    );
+    t.assert_alternate_screen_off();
     eprintln!("q during the flame graph's query: stacks-top ended in {took:?}");
 }
