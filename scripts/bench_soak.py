@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 # scripts/bench_soak.py — memory over a long system-wide recording with process churn (#31):
-# `stacks-record -a -e profile:u:99,switch:u,rss:u:29 | stacks-symbolize | stacks-pack
-# --max-age 60 DIR` next to `stacks-workload churn` (short-lived processes and threads, a CPU
-# burner), each stage's VmRSS sampled from /proc every BENCH_SOAK_INTERVAL seconds. Writes its
-# section of BENCHMARKS.md (between markers) and the samples as CSV. Run through scripts/bench
+# `stacks-record -a -e profile:u:99,switch:u,rss:u:29 --ringbuf-mb 8 | stacks-symbolize |
+# stacks-pack --max-age 60 DIR` (the stages as stacks-agent runs them) next to
+# `stacks-workload churn` (short-lived processes and threads, a CPU burner), each stage's
+# VmRSS sampled from /proc every BENCH_SOAK_INTERVAL seconds. Writes its section of
+# BENCHMARKS.md (between markers) and the samples as CSV. Run through scripts/bench
 # (BENCH_ONLY=soak; release build, root).
 """RSS over time of the three pipeline stages in a soak with process churn.
 
@@ -38,6 +39,9 @@ SECONDS = float(os.environ.get("BENCH_SOAK_SECONDS") or 3600)
 INTERVAL = float(os.environ.get("BENCH_SOAK_INTERVAL") or 10)
 SPAWNERS = int(os.environ.get("BENCH_SOAK_SPAWNERS") or 2)
 EVENTS = "profile:u:99,switch:u,rss:u:29"
+# The recorder's rings as stacks-agent sizes them (its `ringbuf_mb` default): the stages are
+# measured as the always-on agent runs them.
+RINGBUF_MB = "8"
 STAGES = ["stacks-record", "stacks-symbolize", "stacks-pack"]
 BEGIN, END = "<!-- bench-soak:begin -->", "<!-- bench-soak:end -->"
 # The early point each stage's final RSS is compared with (the issue's target: end <= +15%).
@@ -68,7 +72,7 @@ def start_pipeline(scratch):
     store = Path(scratch) / "store"
     err = open(Path(scratch) / "stderr.log", "w")
     rec = subprocess.Popen(
-        [str(STAGE_BIN / "stacks-record"), "-a", "-e", EVENTS],
+        [str(STAGE_BIN / "stacks-record"), "-a", "-e", EVENTS, "--ringbuf-mb", RINGBUF_MB],
         stdout=subprocess.PIPE, stderr=err,
     )
     sym = subprocess.Popen(
@@ -186,7 +190,8 @@ def section(samples, churn_report, files, seconds, started, load_before, load_af
         f" `BENCH_SOAK_SECONDS` sets the duration), release build, {os.cpu_count()} cores;"
         f" load average {load_before} before, {load_after} after.",
         "",
-        f"`stacks-record -a -e {EVENTS} | stacks-symbolize | stacks-pack --max-age 60 DIR` for"
+        f"`stacks-record -a -e {EVENTS} --ringbuf-mb {RINGBUF_MB} | stacks-symbolize | stacks-pack"
+        f" --max-age 60 DIR` (the rings as stacks-agent sizes them) for"
         f" {seconds / 60:.0f} minutes next to `stacks-workload churn --spawners {SPAWNERS}`:"
         f" {procs:,} short-lived `/bin/sh` processes (each runs `/bin/true` and execs `cat`, so"
         f" about {3 * procs / seconds:,.0f} new pids a second), {churn_report.get('threads', 0):,}"

@@ -3,13 +3,11 @@
 //! tight range that time-window queries can prune on. Also splits sorted rows into runs of
 //! one UTC date, for `--partition date`.
 
-use std::sync::Arc;
-
 use arrow_array::cast::AsArray;
 use arrow_array::types::TimestampNanosecondType;
-use arrow_array::{Array, ArrayRef, RecordBatch, UInt32Array};
-use arrow_schema::{ArrowError, DataType, Schema, SchemaRef, TimeUnit};
-use arrow_select::concat::concat_batches;
+use arrow_array::{Array, ArrayRef, RecordBatch};
+use arrow_schema::{ArrowError, DataType, Schema, TimeUnit};
+use arrow_select::interleave::interleave;
 
 use crate::naming::utc_date;
 
@@ -97,12 +95,16 @@ impl TimeColumn {
     }
 }
 
-/// The first `n` rows of `pending` as one batch, and the rest.
+/// Rows of a sorted group given to the writer at a time: the group is not copied whole
+/// (its rows already wait in memory; a sorted copy of them all would double that), only this
+/// many rows at a time are gathered in time order.
+pub(crate) const SORTED_CHUNK_ROWS: usize = 8192;
+
+/// The first `n` rows of `pending`, and the rest; slices, nothing is copied.
 pub(crate) fn split_front(
-    schema: &SchemaRef,
     pending: &[RecordBatch],
     n: usize,
-) -> Result<(RecordBatch, Vec<RecordBatch>), ArrowError> {
+) -> (Vec<RecordBatch>, Vec<RecordBatch>) {
     let mut front = Vec::new();
     let mut rest = Vec::new();
     let mut need = n;
@@ -118,36 +120,58 @@ pub(crate) fn split_front(
             need = 0;
         }
     }
-    let group = if front.len() == 1 {
-        front
-            .pop()
-            .unwrap_or_else(|| RecordBatch::new_empty(schema.clone()))
-    } else {
-        concat_batches(schema, &front)?
-    };
-    Ok((group, rest))
+    (front, rest)
 }
 
-/// `batch` sorted by time, stable; returned as is when already in order (the usual case for a
-/// live recording).
-pub(crate) fn sort_by_time(
-    batch: &RecordBatch,
-    time: &TimeColumn,
-) -> Result<RecordBatch, ArrowError> {
-    let t = time.values(batch);
-    let key = |i: usize| if t.is_null(i) { i64::MIN } else { t.value(i) };
-    if (1..t.len()).all(|i| key(i - 1) <= key(i)) {
-        return Ok(batch.clone());
+/// The rows of `parts` (in this order, one after another) in time order, stable, as (part,
+/// row) pairs; `None` when they are in order already (the usual case for a live recording).
+pub(crate) fn time_order(parts: &[RecordBatch], time: &TimeColumn) -> Option<Vec<(usize, usize)>> {
+    let key = |t: &arrow_array::PrimitiveArray<TimestampNanosecondType>, i: usize| {
+        if t.is_null(i) { i64::MIN } else { t.value(i) }
+    };
+    let mut keyed = Vec::with_capacity(parts.iter().map(RecordBatch::num_rows).sum());
+    for (p, batch) in parts.iter().enumerate() {
+        let t = time.values(batch);
+        keyed.extend((0..t.len()).map(|i| (key(t, i), p, i)));
     }
-    let mut idx: Vec<u32> = (0..t.len() as u32).collect();
-    idx.sort_by_key(|&i| key(i as usize));
-    let indices = UInt32Array::from(idx);
-    let columns = batch
-        .columns()
-        .iter()
-        .map(|c| arrow_select::take::take(c.as_ref(), &indices, None))
+    if keyed.windows(2).all(|w| w[0].0 <= w[1].0) {
+        return None;
+    }
+    keyed.sort_by_key(|&(k, _, _)| k);
+    Some(keyed.into_iter().map(|(_, p, i)| (p, i)).collect())
+}
+
+/// The rows of `parts` in `order` (from [`time_order`]; `None`: as they are), as batches of at
+/// most [`SORTED_CHUNK_ROWS`] gathered rows (parts in order are given as they are).
+pub(crate) fn in_order<'a>(
+    parts: &'a [RecordBatch],
+    order: Option<&'a [(usize, usize)]>,
+) -> impl Iterator<Item = Result<RecordBatch, ArrowError>> + 'a {
+    let chunks: Vec<Chunk<'a>> = match order {
+        None => parts.iter().map(Chunk::Whole).collect(),
+        Some(order) => order.chunks(SORTED_CHUNK_ROWS).map(Chunk::Gather).collect(),
+    };
+    chunks.into_iter().map(move |c| match c {
+        Chunk::Whole(b) => Ok(b.clone()),
+        Chunk::Gather(rows) => gather(parts, rows),
+    })
+}
+
+enum Chunk<'a> {
+    Whole(&'a RecordBatch),
+    Gather(&'a [(usize, usize)]),
+}
+
+/// The rows (part, row) of `parts`, in that order, as one batch.
+fn gather(parts: &[RecordBatch], rows: &[(usize, usize)]) -> Result<RecordBatch, ArrowError> {
+    let schema = parts[0].schema();
+    let columns = (0..schema.fields().len())
+        .map(|c| {
+            let arrays: Vec<&dyn Array> = parts.iter().map(|b| b.column(c).as_ref()).collect();
+            interleave(&arrays, rows)
+        })
         .collect::<Result<Vec<ArrayRef>, _>>()?;
-    RecordBatch::try_new(Arc::clone(&batch.schema()), columns)
+    RecordBatch::try_new(schema, columns)
 }
 
 #[cfg(test)]
@@ -155,6 +179,7 @@ mod tests {
     use super::*;
     use arrow_array::{Int32Array, TimestampNanosecondArray};
     use arrow_schema::Field;
+    use std::sync::Arc;
 
     fn batch(times: &[i64]) -> RecordBatch {
         let schema = Arc::new(Schema::new(vec![
@@ -171,18 +196,49 @@ mod tests {
         .unwrap()
     }
 
+    fn numbers(batches: &[RecordBatch]) -> Vec<i32> {
+        batches
+            .iter()
+            .flat_map(|b| {
+                let n = b.column(1).as_primitive::<arrow_array::types::Int32Type>();
+                n.values().to_vec()
+            })
+            .collect()
+    }
+
     #[test]
-    fn sorts_stably_by_time() {
-        let b = batch(&[5, 3, 5, 1, 3]);
-        let t = time_column(&b.schema()).unwrap();
-        let s = sort_by_time(&b, &t).unwrap();
-        let n: Vec<i32> = s
-            .column(1)
-            .as_primitive::<arrow_array::types::Int32Type>()
-            .values()
-            .to_vec();
-        assert_eq!(n, vec![3, 1, 4, 0, 2]);
-        assert_eq!(t.first_secs(&s), Some(0));
+    fn rows_of_several_parts_come_out_stably_by_time() {
+        // Rows numbered 0.. in each part; times out of order within and across the parts.
+        let parts = [batch(&[5, 3, 5]), batch(&[1, 3]), batch(&[0])];
+        let t = time_column(&parts[0].schema()).unwrap();
+        let order = time_order(&parts, &t).expect("out of order");
+        assert_eq!(order, vec![(2, 0), (1, 0), (0, 1), (1, 1), (0, 0), (0, 2)]);
+        let out: Vec<RecordBatch> = in_order(&parts, Some(&order)).map(Result::unwrap).collect();
+        assert_eq!(numbers(&out), vec![0, 0, 1, 1, 0, 2]);
+        assert_eq!(t.first_secs(&out[0]), Some(0));
+    }
+
+    #[test]
+    fn a_large_group_is_gathered_a_chunk_at_a_time() {
+        let n = 2 * SORTED_CHUNK_ROWS + 5;
+        let times: Vec<i64> = (0..n as i64).rev().collect();
+        let parts = [batch(&times)];
+        let t = time_column(&parts[0].schema()).unwrap();
+        let order = time_order(&parts, &t).unwrap();
+        let out: Vec<RecordBatch> = in_order(&parts, Some(&order)).map(Result::unwrap).collect();
+        let sizes: Vec<usize> = out.iter().map(RecordBatch::num_rows).collect();
+        assert_eq!(sizes, vec![SORTED_CHUNK_ROWS, SORTED_CHUNK_ROWS, 5]);
+        let expected: Vec<i32> = (0..n as i32).rev().collect();
+        assert_eq!(numbers(&out), expected);
+    }
+
+    #[test]
+    fn parts_in_order_are_given_as_they_are() {
+        let parts = [batch(&[1, 2]), batch(&[2, 7])];
+        let t = time_column(&parts[0].schema()).unwrap();
+        assert!(time_order(&parts, &t).is_none());
+        let out: Vec<RecordBatch> = in_order(&parts, None).map(Result::unwrap).collect();
+        assert_eq!(out, parts.to_vec());
     }
 
     #[test]
@@ -219,12 +275,11 @@ mod tests {
 
     #[test]
     fn split_front_takes_exactly_n_rows() {
-        let schema = batch(&[]).schema();
+        let rows = |b: &[RecordBatch]| b.iter().map(RecordBatch::num_rows).sum::<usize>();
         let parts = vec![batch(&[1, 2, 3]), batch(&[4, 5])];
-        let (front, rest) = split_front(&schema, &parts, 4).unwrap();
-        assert_eq!(front.num_rows(), 4);
-        assert_eq!(rest.iter().map(|b| b.num_rows()).sum::<usize>(), 1);
-        let (front, rest) = split_front(&schema, &parts, 5).unwrap();
-        assert_eq!((front.num_rows(), rest.len()), (5, 0));
+        let (front, rest) = split_front(&parts, 4);
+        assert_eq!((rows(&front), rows(&rest)), (4, 1));
+        let (front, rest) = split_front(&parts, 5);
+        assert_eq!((rows(&front), rest.len()), (5, 0));
     }
 }

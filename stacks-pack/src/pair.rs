@@ -78,14 +78,11 @@ impl PartFile {
             .ok_or_else(|| PackError::write_io(&self.tmp, io::Error::other("file already closed")))
     }
 
-    /// Write `batch` as one complete row group.
-    pub(crate) fn write_group(&mut self, batch: &RecordBatch) -> Result<(), PackError> {
+    /// End the row group in progress (nothing when none is).
+    pub(crate) fn end_group(&mut self) -> Result<(), PackError> {
         let tmp = self.tmp.clone();
         let writer = self.writer()?;
-        writer.write(batch).map_err(|e| PackError::write(&tmp, e))?;
-        writer.flush().map_err(|e| PackError::write(&tmp, e))?;
-        self.rows += batch.num_rows() as u64;
-        Ok(())
+        writer.flush().map_err(|e| PackError::write(&tmp, e))
     }
 
     /// Write `batch`; row groups are cut by the writer properties.

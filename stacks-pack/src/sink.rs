@@ -336,38 +336,30 @@ impl Packer {
     }
 
     /// Take the first `n` buffered rows (arrival order), sort them by time and write them as
-    /// one row group (one per partition they span).
+    /// one row group (one per partition they span). The rows are given to the writer a chunk
+    /// at a time in time order ([`order::in_order`]), not concatenated and copied whole.
     fn flush_group(&mut self, n: usize) -> Result<(), PackError> {
-        let (group, rest) =
-            order::split_front(&self.schema, &self.pending, n).map_err(|e| self.arrow_err(e))?;
-        self.pending_rows -= group.num_rows();
+        let (front, rest) = order::split_front(&self.pending, n);
+        self.pending_rows -= front.iter().map(RecordBatch::num_rows).sum::<usize>();
         self.pending = rest;
         self.pending_bytes = self
             .pending
             .iter()
             .map(RecordBatch::get_array_memory_size)
             .sum();
-        let group = match &self.time {
-            Some(t) => order::sort_by_time(&group, t).map_err(|e| self.arrow_err(e))?,
-            None => group,
-        };
-        for (partition, rows) in self.partitions(&group) {
-            let start_secs = self.time.as_ref().and_then(|t| t.first_secs(&rows));
-            let switch = self
-                .current
-                .as_ref()
-                .is_some_and(|c| c.samples.partition != partition);
-            if switch {
-                self.close_current()?;
-                self.file_started = Some(Instant::now());
+        let sorted = self
+            .time
+            .as_ref()
+            .and_then(|t| order::time_order(&front, t));
+        for chunk in order::in_order(&front, sorted.as_deref()) {
+            let chunk = chunk.map_err(|e| self.arrow_err(e))?;
+            for (partition, rows) in self.partitions(&chunk) {
+                self.write_rows(partition, &rows)?;
             }
-            if self.current.is_none() {
-                self.current = Some(self.open(partition, start_secs)?);
-            }
-            if let Some(pair) = self.current.as_mut() {
-                pair.samples.write_group(&rows)?;
-                pair.note_ids(&rows);
-            }
+        }
+        drop(front);
+        if let Some(pair) = self.current.as_mut() {
+            pair.samples.end_group()?;
         }
         let full = self.current.as_ref().is_some_and(|c| {
             c.samples.rows >= self.limits.max_rows
@@ -385,7 +377,33 @@ impl Packer {
         Ok(())
     }
 
-    /// The sorted group split into runs of one partition each (the whole group when not
+    /// Rows of one partition, in time order, into the current pair's row group in progress;
+    /// a new pair when the partition changes.
+    fn write_rows(
+        &mut self,
+        partition: Option<String>,
+        rows: &RecordBatch,
+    ) -> Result<(), PackError> {
+        let start_secs = self.time.as_ref().and_then(|t| t.first_secs(rows));
+        let switch = self
+            .current
+            .as_ref()
+            .is_some_and(|c| c.samples.partition != partition);
+        if switch {
+            self.close_current()?;
+            self.file_started = Some(Instant::now());
+        }
+        if self.current.is_none() {
+            self.current = Some(self.open(partition, start_secs)?);
+        }
+        if let Some(pair) = self.current.as_mut() {
+            pair.samples.write(rows)?;
+            pair.note_ids(rows);
+        }
+        Ok(())
+    }
+
+    /// Sorted rows split into runs of one partition each (all of them when not
     /// partitioning).
     fn partitions(&self, group: &RecordBatch) -> Vec<(Option<String>, RecordBatch)> {
         match (self.partitioning, &self.time, &self.target) {

@@ -140,6 +140,63 @@ pub fn release_free_memory_now_and_then() {
     release_free_memory();
 }
 
+/// Bytes of the process's own memory resident now (`RssAnon` of `/proc/self/status`: heap,
+/// thread arenas, stacks), without the pages of files it maps; 0 when unreadable.
+pub fn resident_anon_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            let kb = s.lines().find_map(|l| l.strip_prefix("RssAnon:"))?;
+            kb.trim().trim_end_matches("kB").trim().parse::<u64>().ok()
+        })
+        .map_or(0, |kb| kb << 10)
+}
+
+/// Take the pages of the process's read-only shared file mappings (`r--s` in
+/// `/proc/self/maps`: files mapped whole to be read, such as the binaries a symbolizer reads
+/// symbols and debug information from) out of its resident set. They stay in the page cache
+/// and fault back in, unchanged, when next read; until then they no longer count in the
+/// process's RSS, which would otherwise keep every page of every file it ever read. Returns
+/// the bytes of the mappings advised.
+pub fn drop_mapped_file_pages() -> u64 {
+    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
+        return 0;
+    };
+    let mut advised = 0;
+    for line in maps.lines() {
+        let mut fields = line.split_ascii_whitespace();
+        let (Some(range), Some(perms)) = (fields.next(), fields.next()) else {
+            continue;
+        };
+        // Only files (a path after offset, device and inode), never writable or private ones.
+        if perms != "r--s" || fields.nth(3).is_none_or(|path| !path.starts_with('/')) {
+            continue;
+        }
+        let Some((start, end)) = range.split_once('-') else {
+            continue;
+        };
+        let (Ok(start), Ok(end)) = (
+            usize::from_str_radix(start, 16),
+            usize::from_str_radix(end, 16),
+        ) else {
+            continue;
+        };
+        #[cfg(target_os = "linux")]
+        // SAFETY: the range is a whole read-only shared file mapping of this process; for
+        // such a mapping MADV_DONTNEED only unmaps its pages, whose contents (the file's) are
+        // read again from the page cache at the next access. No memory is freed or changed.
+        let ok = unsafe {
+            libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED) == 0
+        };
+        #[cfg(not(target_os = "linux"))]
+        let ok = false;
+        if ok {
+            advised += (end - start) as u64;
+        }
+    }
+    advised
+}
+
 /// Whether one of the signals given to [`catch_signals`] has arrived.
 pub fn signal_caught() -> bool {
     CAUGHT.load(Ordering::SeqCst)
@@ -170,5 +227,79 @@ mod tests {
             libc::raise(libc::SIGUSR2);
         }
         assert!(signal_caught());
+    }
+
+    /// Resident KiB of the mapping that starts at `addr` (its `Rss:` in smaps).
+    fn mapping_rss_kib(addr: usize) -> u64 {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let head = format!("{addr:x}-");
+        let mut lines = smaps.lines().skip_while(|l| !l.starts_with(&head));
+        lines
+            .find_map(|l| l.strip_prefix("Rss:"))
+            .map(|v| v.trim().trim_end_matches("kB").trim().parse().unwrap())
+            .expect("mapping listed")
+    }
+
+    #[test]
+    fn mapped_file_pages_leave_the_resident_set_and_read_back_unchanged() {
+        use std::io::Write;
+        let len = 4 << 20;
+        let path = std::env::temp_dir().join(format!("stacks-sys-{}.bin", std::process::id()));
+        let data: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+        std::fs::File::create(&path)
+            .unwrap()
+            .write_all(&data)
+            .unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        // SAFETY: a fresh read-only shared mapping of a file this test owns, unmapped below.
+        let (shared, private) = unsafe {
+            use std::os::fd::AsRawFd;
+            let shared = libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            );
+            let private = libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            assert!(shared != libc::MAP_FAILED && private != libc::MAP_FAILED);
+            (shared as *const u8, private as *mut u8)
+        };
+        // SAFETY: both mappings are `len` bytes long and live until the end of the test.
+        let (read, mine) = unsafe {
+            (
+                std::slice::from_raw_parts(shared, len),
+                std::slice::from_raw_parts_mut(private, len),
+            )
+        };
+        mine.fill(7);
+        assert_eq!(read, &data[..]);
+        assert!(mapping_rss_kib(shared as usize) >= (len as u64 >> 10) / 2);
+
+        assert!(drop_mapped_file_pages() >= len as u64);
+        assert_eq!(
+            mapping_rss_kib(shared as usize),
+            0,
+            "file pages still resident"
+        );
+        assert!(
+            mine.iter().all(|&b| b == 7),
+            "a private mapping was touched"
+        );
+        assert_eq!(read, &data[..], "the file reads back the same");
+        // SAFETY: unmapping the two mappings made above; the slices are not used after.
+        unsafe {
+            libc::munmap(shared as *mut libc::c_void, len);
+            libc::munmap(private as *mut libc::c_void, len);
+        }
     }
 }

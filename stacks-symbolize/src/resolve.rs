@@ -287,6 +287,8 @@ enum Msg {
     Run(usize, Arc<Job>),
     /// Start over with a new `Symbolizer`, dropping every parsed file.
     Reset,
+    /// Say so once everything sent before was handled (see [`Pool::while_idle`]).
+    Idle(Sender<()>),
 }
 
 /// Worker threads, one `Symbolizer` each, living as long as the scope they were started in.
@@ -329,6 +331,9 @@ impl Pool {
                             }
                         }
                         Msg::Reset => w = Worker::new(opts, &dirs),
+                        Msg::Idle(ack) => {
+                            let _ = ack.send(());
+                        }
                     }
                 }
             });
@@ -353,6 +358,22 @@ impl Pool {
         for tx in &self.senders {
             tx.send(Msg::Reset).expect("symbolizer worker alive");
         }
+    }
+
+    /// Run `f` while every worker is idle, having handled everything sent to it before (its
+    /// jobs, a reset): no worker maps or unmaps a file meanwhile, as the pool is given work
+    /// only by the caller.
+    pub fn while_idle<T>(&self, f: impl FnOnce() -> T) -> T {
+        let (ack, acks) = channel();
+        for tx in &self.senders {
+            tx.send(Msg::Idle(ack.clone()))
+                .expect("symbolizer worker alive");
+        }
+        drop(ack);
+        for _ in &self.senders {
+            let _ = acks.recv();
+        }
+        f()
     }
 
     fn owners(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, usize>> {

@@ -41,11 +41,19 @@ pub const MAX_STACKS: usize = stacks_stream::dict::MAX_ENTRIES;
 pub const MAX_MODULES: usize = 256;
 pub const MAX_MODULE_BYTES: u64 = 512 << 20;
 pub const MAX_FRAMES: usize = 1 << 18;
-/// And past this much resident memory of the whole process, measured (`/proc/self/statm`):
-/// what the symbolizers hold of the files they parsed (mapped pages and parsed debug info:
-/// lazily, more of a file's DWARF with each new address, so it grows on a quiet host whose
-/// binaries do not change) is not known from the file sizes above. The first time at once.
-pub const MAX_RESIDENT: u64 = 256 << 20;
+/// And past this much of the process's own resident memory, measured (`RssAnon`): what the
+/// symbolizers hold of the files they parsed (their parsed debug information: lazily, more of
+/// a file's DWARF with each new address, so it grows on a quiet host whose binaries do not
+/// change) is not known from the file sizes above. The first time at once. 128 MiB is about
+/// 1.3 times what a system-wide recording of a host with process churn holds after its first
+/// minutes (about 90-110 MiB), so it is reached by growth, not by the usual working set.
+pub const MAX_RESIDENT: u64 = 128 << 20;
+
+/// How often the pages of the files the symbolizers map are taken out of the resident set
+/// (`stacks_stream::sys::drop_mapped_file_pages`): they are the page cache's, read again from
+/// it when next needed, and the process's RSS is what it holds itself plus the pages read in
+/// the last seconds, not every page of every binary it read symbols from.
+const DROP_FILE_PAGES_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Least time between two such starts over, so that a working set larger than the limits is
 /// parsed again once a minute, not at every batch.
@@ -98,6 +106,8 @@ pub struct Symbolize {
     module_bytes: u64,
     /// When the resolved frames were last forgotten (`None`: never).
     forgot_at: Option<std::time::Instant>,
+    /// When the mapped files' pages were last dropped (see [`DROP_FILE_PAGES_EVERY`]).
+    dropped_pages_at: std::time::Instant,
     /// [`MAX_FRAMES`], [`MAX_RESIDENT`] and [`FORGET_EVERY`] (tests lower them).
     max_frames: usize,
     max_resident: u64,
@@ -157,6 +167,7 @@ impl Symbolize {
             modules: Vec::new(),
             module_bytes: 0,
             forgot_at: None,
+            dropped_pages_at: std::time::Instant::now(),
             max_frames: MAX_FRAMES,
             max_resident: MAX_RESIDENT,
             forget_every: FORGET_EVERY,
@@ -269,7 +280,7 @@ impl Symbolize {
             || resolved > self.max_frames
             || (due
                 && (resolved > 0 || !self.module_keys.is_empty())
-                && resident_bytes() > self.max_resident);
+                && stacks_stream::sys::resident_anon_bytes() > self.max_resident);
         if over && due {
             self.forget_resolved(pool);
         }
@@ -305,6 +316,12 @@ impl Symbolize {
         let (keys, new) = self.distinct(&columns, layout);
         let grouping = self.group(&columns, &new);
         self.resolve(&grouping.groups, pool);
+        if self.dropped_pages_at.elapsed() >= DROP_FILE_PAGES_EVERY {
+            // Only while no worker runs: a mapping one unmapped could be replaced by memory
+            // of another kind between reading the list of mappings and advising them.
+            pool.while_idle(stacks_stream::sys::drop_mapped_file_pages);
+            self.dropped_pages_at = std::time::Instant::now();
+        }
         let entries = self.build(grouping)?;
         self.stats.rows += batch.num_rows() as u64;
         self.stats.stacks += new.len() as u64;
@@ -499,17 +516,6 @@ fn input_lens(c: &StackColumns) -> [usize; 3] {
         c.uent.values().len(),
         c.sent.as_ref().map_or(0, |s| s.values().len()),
     ]
-}
-
-/// This process's resident memory in bytes (`VmRSS`; 0 when /proc cannot say).
-fn resident_bytes() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            let kb = s.lines().find_map(|l| l.strip_prefix("VmRSS:"))?;
-            kb.trim().trim_end_matches("kB").trim().parse::<u64>().ok()
-        })
-        .map_or(0, |kb| kb << 10)
 }
 
 #[cfg(test)]
