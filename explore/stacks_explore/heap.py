@@ -18,7 +18,7 @@ from .plots import _empty, _naive, _scale, time_axis
 # the allocating stack.
 ALLOCATOR_FRAMES = re.compile(
     r"^(malloc|calloc|realloc|reallocarray|free|posix_memalign|aligned_alloc|memalign|valloc"
-    r"|operator new.*|_Znw.*|_Zna.*|__rustc::.*|__rust_alloc.*|__rust_realloc|__rdl_.*|__rg_.*|sampled_(malloc|calloc)"
+    r"|operator new.*|_Znw.*|_Zna.*|__rustc::.*|__rust_alloc.*|__rust_realloc|__rdl_.*|__rg_.*|crossed_(malloc|calloc)"
     r"|otel_malloc|.*stacks_alloc_sampler::.*|tracing_stacks::alloc::.*|.*SampledAlloc.*|.*GlobalAlloc.*|alloc::alloc::.*"
     r"|<?alloc::raw_vec::.*|std::alloc::.*|<std::alloc::System.*)$"
 )

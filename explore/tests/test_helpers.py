@@ -57,7 +57,7 @@ def test_allocating_stacks_are_named_past_the_allocator():
         "core::alloc::global::GlobalAlloc>::alloc;tracing_stacks::alloc::allocated;stacks_alloc_sampler::sampled"
     )
     assert sx.stack_label(rust) == "heap::block ← heap::site_leak ← heap::run"
-    c = "main;site_leak;malloc;sampled_malloc;stacks_alloc_sampler::sampled"
+    c = "main;site_leak;malloc;crossed_malloc;stacks_alloc_sampler::sampled"
     assert sx.stack_label(c, frames=2) == "site_leak ← main"
     assert sx.stack_label("malloc;otel_malloc") == "[allocator only]"
     assert sx.stack_label(None) == "[no stack]"

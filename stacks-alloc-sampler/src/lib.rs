@@ -34,15 +34,7 @@ pub fn after_alloc(p: *mut c_void, size: usize) -> *mut c_void {
     p
 }
 
-/// Before an allocation of `size` bytes: its weight when its bytes are sampled. The caller
-/// then allocates and calls [`report_alloc`] with the weight; an allocation that is not sampled
-/// can be a tail call to the allocator (no frame of the caller's around it).
-#[inline(always)]
-pub fn will_sample(size: usize) -> Option<u64> {
-    sampler::sample(size)
-}
-
-/// After a sampled allocation (its weight from [`will_sample`]) of `size` bytes returned `p`:
+/// After a sampled allocation (its weight from [`sampler::due`]) of `size` bytes returned `p`:
 /// keep the pointer and fire `stacks:alloc`, unless the allocation failed. Returns `p`.
 #[inline(always)]
 pub fn report_alloc(p: *mut c_void, size: usize, weight: u64) -> *mut c_void {

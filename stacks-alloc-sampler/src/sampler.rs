@@ -74,18 +74,21 @@ pub fn parse_interval(s: &[u8]) -> Option<u64> {
 /// and compare. Returns the weight of a sampled one.
 #[inline(always)]
 pub fn sample(size: usize) -> Option<u64> {
-    if left::sub(size as i64) >= 0 {
-        None
-    } else {
-        due(size)
-    }
+    if counts_down(size) { None } else { due(size) }
+}
+
+/// The fast path alone: take `size` bytes from this thread's countdown; false when it crossed
+/// zero, and [`due`] must then be asked whether the allocation is sampled.
+#[inline(always)]
+pub fn counts_down(size: usize) -> bool {
+    left::sub(size as i64) >= 0
 }
 
 /// The countdown crossed zero in an allocation of `size` bytes: a sample (unless the thread
 /// was not seeded yet, or sampling is off), and the next countdown.
 #[cold]
 #[inline(never)]
-fn due(size: usize) -> Option<u64> {
+pub fn due(size: usize) -> Option<u64> {
     let mean = interval();
     if mean == 0 {
         left::set(i64::MAX);

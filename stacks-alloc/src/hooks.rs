@@ -5,9 +5,8 @@
 
 use std::ffi::c_void;
 
-use stacks_alloc_sampler::{
-    after_alloc, before_free, maybe_sampled, report_alloc, report_free, will_sample,
-};
+use stacks_alloc_sampler::sampler::{counts_down, due};
+use stacks_alloc_sampler::{after_alloc, before_free, maybe_sampled, report_alloc, report_free};
 
 use crate::real;
 
@@ -19,23 +18,28 @@ pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
         // SAFETY: the caller's contract.
         return unsafe { first_malloc(size) };
     }
-    // Decided before: an allocation not sampled is a tail call to the C library's, with no
-    // frame or saved register of ours around it.
-    match will_sample(size) {
+    // The countdown first: an allocation that does not cross it is a tail call to the C
+    // library's, with no frame or saved register of ours around it.
+    if counts_down(size) {
+        // SAFETY: the C library's malloc.
+        return unsafe { real::malloc(size) };
+    }
+    // SAFETY: the caller's contract.
+    unsafe { crossed_malloc(size) }
+}
+
+/// A malloc that crossed its thread's countdown: sampled or not (the slow path decides), the
+/// allocation, then its report. Out of line, so that `malloc` itself saves nothing across a
+/// call.
+#[cold]
+#[inline(never)]
+unsafe fn crossed_malloc(size: usize) -> *mut c_void {
+    match due(size) {
         // SAFETY: the C library's malloc.
         None => unsafe { real::malloc(size) },
         // SAFETY: as above.
-        Some(w) => unsafe { sampled_malloc(size, w) },
+        Some(w) => report_alloc(unsafe { real::malloc(size) }, size, w),
     }
-}
-
-/// A sampled malloc: the allocation, then its report. Out of line, so that `malloc` itself
-/// saves nothing across a call.
-#[cold]
-#[inline(never)]
-unsafe fn sampled_malloc(size: usize, weight: u64) -> *mut c_void {
-    // SAFETY: the C library's malloc.
-    report_alloc(unsafe { real::malloc(size) }, size, weight)
 }
 
 /// A malloc before the C library's functions were looked up: look them up, or (while they are
@@ -67,7 +71,7 @@ pub unsafe extern "C" fn free(p: *mut c_void) {
 }
 
 /// A free of a block that may be a sampled one: its report (before the block can be reused by
-/// another thread), then the free. Out of line, as `sampled_malloc`.
+/// another thread), then the free. Out of line, as `crossed_malloc`.
 #[cold]
 #[inline(never)]
 unsafe fn sampled_free(p: *mut c_void) {
@@ -88,20 +92,24 @@ pub unsafe extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
     if !real::ready() {
         return real::arena_alloc(bytes, 16);
     }
-    match will_sample(bytes) {
+    if counts_down(bytes) {
+        // SAFETY: the C library's calloc.
+        return unsafe { real::calloc(n, size) };
+    }
+    // SAFETY: the caller's contract.
+    unsafe { crossed_calloc(n, size) }
+}
+
+/// A calloc that crossed its thread's countdown (as `crossed_malloc`).
+#[cold]
+#[inline(never)]
+unsafe fn crossed_calloc(n: usize, size: usize) -> *mut c_void {
+    match due(n * size) {
         // SAFETY: the C library's calloc.
         None => unsafe { real::calloc(n, size) },
         // SAFETY: as above.
-        Some(w) => unsafe { sampled_calloc(n, size, w) },
+        Some(w) => report_alloc(unsafe { real::calloc(n, size) }, n * size, w),
     }
-}
-
-/// A sampled calloc (as `sampled_malloc`).
-#[cold]
-#[inline(never)]
-unsafe fn sampled_calloc(n: usize, size: usize, weight: u64) -> *mut c_void {
-    // SAFETY: the C library's calloc.
-    report_alloc(unsafe { real::calloc(n, size) }, n * size, weight)
 }
 
 /// # Safety
