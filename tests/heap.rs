@@ -5,8 +5,9 @@
 //! ±10% and the other two near 0 (and `heap-growth` agrees, from the start and from the
 //! middle of the leak), the same in Rust through tracing-stacks' `SampledAlloc` (stacks-workload
 //! heap-sites), through a `--` command (the preload injected) and through
-//! `-p` of a process started with the preload. A process without the preload under `-p` gets
-//! one clear warning, and its other events are recorded.
+//! `-p` of a process started with the preload, and through OpenTelemetry's `otel_memory` probes
+//! fired by a program's own sampler (as a command and under `-p`). A process without the
+//! preload under `-p` gets one clear warning, and its other events are recorded.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -25,14 +26,19 @@ const SITES: [&str; 3] = ["site_small", "site_leak", "site_big"];
 
 /// tests/fixtures/heap/sites.c built with frame pointers into `dir`.
 fn build_sites(dir: &Path) -> PathBuf {
-    let src = stacks_tests::crate_dir().join("fixtures/heap/sites.c");
-    let exe = dir.join("sites");
+    build_fixture(dir, "sites")
+}
+
+/// tests/fixtures/heap/NAME.c built with frame pointers into `dir`.
+fn build_fixture(dir: &Path, name: &str) -> PathBuf {
+    let src = stacks_tests::crate_dir().join(format!("fixtures/heap/{name}.c"));
+    let exe = dir.join(name);
     let out = sh(&format!(
         "${{CC:-cc}} -O1 -g -fno-omit-frame-pointer -o {} {}",
         exe.display(),
         src.display()
     ));
-    check(&out, "building sites.c");
+    check(&out, &format!("building {name}.c"));
     exe
 }
 
@@ -248,14 +254,66 @@ fn a_process_started_with_the_preload_is_recorded_with_p() {
     let _serial = bpf_serial();
     let dir = scratch("heap-pid");
     let exe = build_sites(&dir);
+    let lib = bin("libstacks_alloc.so");
+    let env = [
+        ("LD_PRELOAD", lib.to_str().unwrap()),
+        ("STACKS_ALLOC_INTERVAL", "64K"),
+    ];
+    let (rep, store) = record_with_p(&dir, &exe, &env);
+    check_store(&store, "sites", &report(&rep));
+}
+
+/// OpenTelemetry's memory-profiling contract: a program whose own sampler fires
+/// `otel_memory:alloc` (ptr, size, weight) and `otel_memory:free` (ptr), guarded by semaphores
+/// (tests/fixtures/heap/otel_sites.c), is recorded through them, as a command (nothing
+/// preloaded: the sites would be counted twice) and under `-p`. Its sampler fires only when the
+/// semaphores are set, and then its weights are each site's bytes to within 64 KiB.
+#[test]
+fn a_program_with_the_otel_memory_probes_is_recorded_through_them() {
+    let test = "a_program_with_the_otel_memory_probes_is_recorded_through_them";
+    if !bpf_available(test) {
+        return;
+    }
+    let _serial = bpf_serial();
+    let dir = scratch("heap-otel");
+    let exe = build_fixture(&dir, "otel_sites");
+    let (rep, store) = (dir.join("report.json"), dir.join("store"));
+    let out = sh(&format!(
+        "stacks-record -e alloc:u -- {} {} {SMALL} {LEAK} {BIG} | stacks-symbolize | stacks-pack {}",
+        exe.display(),
+        rep.display(),
+        store.display()
+    ));
+    check(&out, "recording otel_sites");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("warning"), "{stderr}");
+    assert!(fired(&rep) > 1000, "the semaphores were set: {stderr}");
+    check_store(&store, "otel_sites", &report(&rep));
+
+    let pid_dir = dir.join("pid");
+    std::fs::create_dir_all(&pid_dir).unwrap();
+    let (rep, store) = record_with_p(&pid_dir, &exe, &[]);
+    assert!(fired(&rep) > 1000, "-p: the semaphores were set");
+    check_store(&store, "otel_sites", &report(&rep));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The samples otel_sites fired (0 when its semaphores were not set).
+fn fired(report: &Path) -> u64 {
+    let v: Value = serde_json::from_slice(&std::fs::read(report).expect("report")).expect("json");
+    v["fired"].as_u64().unwrap_or(0)
+}
+
+/// Start `exe` (a sites program) with `env`, waiting for a start file; record it with
+/// `stacks-record -e alloc -p PID` until it exits; symbolize and pack. Its report and store.
+fn record_with_p(dir: &Path, exe: &Path, env: &[(&str, &str)]) -> (PathBuf, PathBuf) {
     let (rep, start, raw, store) = (
         dir.join("report.json"),
         dir.join("start"),
         dir.join("raw.arrow"),
         dir.join("store"),
     );
-    let lib = bin("libstacks_alloc.so");
-    let mut child = std::process::Command::new(&exe)
+    let mut child = std::process::Command::new(exe)
         .args([
             rep.to_str().unwrap(),
             &SMALL.to_string(),
@@ -263,10 +321,9 @@ fn a_process_started_with_the_preload_is_recorded_with_p() {
             &BIG.to_string(),
             start.to_str().unwrap(),
         ])
-        .env("LD_PRELOAD", &lib)
-        .env("STACKS_ALLOC_INTERVAL", "64K")
+        .envs(env.iter().copied())
         .spawn()
-        .expect("start sites");
+        .expect("start the sites");
     let mut recorder = std::process::Command::new(bin("stacks-record"))
         .args(["-e", "alloc", "-p", &child.id().to_string(), "-o"])
         .arg(&raw)
@@ -288,7 +345,7 @@ fn a_process_started_with_the_preload_is_recorded_with_p() {
     std::fs::write(&start, b"").unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     while child.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "sites did not finish");
+        assert!(Instant::now() < deadline, "the sites did not finish");
         std::thread::sleep(Duration::from_millis(20));
     }
     // The recorder ends once its pid has exited.
@@ -303,7 +360,7 @@ fn a_process_started_with_the_preload_is_recorded_with_p() {
         store.display()
     ));
     check(&out, "symbolize and pack");
-    check_store(&store, "sites", &report(&rep));
+    (rep, store)
 }
 
 #[test]

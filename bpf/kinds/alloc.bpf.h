@@ -1,7 +1,9 @@
 /* kinds/alloc.bpf.h — the `alloc` event: allocations sampled by bytes inside the process
- * (libstacks_alloc.so's USDT probes stacks:alloc (ptr, size, weight, tracked) and stacks:free
- * (ptr, size), attached by stacks-record to each copy of the library its targets map). Only the
- * samples reach here, so a probe hit is rare by design: a record each, in the probes ring.
+ * (libstacks_alloc.so's and SampledAlloc's USDT probes stacks:alloc (ptr, size, weight,
+ * tracked) and stacks:free (ptr, size), and OpenTelemetry's otel_memory:alloc (ptr, size,
+ * weight) and otel_memory:free (ptr), attached by stacks-record to each file its targets map
+ * with them). Only the samples reach here, so a probe hit is rare by design: a record each, in
+ * the probes ring.
  * Included by stacks.bpf.c after kinds/probe.bpf.h (its record slots and usdt.bpf.h). */
 
 const volatile __u32 alloc_stacks = 0; /* STACKS_WANT_* at a sampled allocation */
@@ -11,7 +13,10 @@ static __always_inline int alloc_event(struct pt_regs *ctx, enum stacks_alloc_op
 	if (!current_is_target())
 		return 0;
 	long ptr = 0, size = 0, weight = 0, tracked = 1;
-	if (bpf_usdt_arg(ctx, 0, &ptr) || bpf_usdt_arg(ctx, 1, &size))
+	if (bpf_usdt_arg(ctx, 0, &ptr))
+		return 0;
+	/* otel_memory:free has no size: 0. */
+	if ((op == STACKS_ALLOC_ALLOC || bpf_usdt_arg_cnt(ctx) > 1) && bpf_usdt_arg(ctx, 1, &size))
 		return 0;
 	if (op == STACKS_ALLOC_ALLOC && bpf_usdt_arg(ctx, 2, &weight))
 		return 0;

@@ -10,6 +10,7 @@
 """
 
 from .flame import RUNTIME_FRAMES, Node, diff_flamegraph, diff_table, flamegraph, function_values, short_name, tree
+from .heap import heap_and_rss, stack_label
 from .plots import (
     STATE_COLOURS,
     active_threads,
@@ -48,11 +49,13 @@ __all__ = [
     "format_value",
     "function_values",
     "hbar",
+    "heap_and_rss",
     "latency_heatmaps",
     "lines",
     "open_store",
     "save",
     "short_name",
+    "stack_label",
     "style",
     "swimlane",
     "time_axis",

@@ -299,6 +299,11 @@ def lines(
     fig, ax = plt.subplots(figsize=(width, 4.8))
     series = []
     for k, g in df.sort_values("time").groupby(key, sort=False):
+        # Rows without a value (an `rss` row at a process's exit, its resident bytes unknown)
+        # are not points of the line.
+        g = g.dropna(subset=[value])
+        if g.empty:
+            continue
         name = " ".join(str(x) for x in (k if isinstance(k, tuple) else (k,)))
         t, y = g["time"], (g[value].cumsum() if cumulative else g[value]) / scale
         if cumulative:  # from zero at the first point

@@ -501,6 +501,12 @@ class Store:
         df["time"] = _to_time(df.pop("t"))
         return df
 
+    def live_heap_over_time(self, pid=None, host=None, top: int = 6) -> pd.DataFrame:
+        """Live sampled heap bytes per (process, allocating stack) over time (`alloc` rows; see heap.py)."""
+        from .heap import live_heap_over_time
+
+        return live_heap_over_time(self, pid=pid, host=host, top=top)
+
     def connections(self, pid=None, host=None) -> pd.DataFrame:
         """Bytes and calls per (process, thread, protocol, local, remote) and direction (`net` rows)."""
         cond, params = self._filter(pid=pid, host=host)

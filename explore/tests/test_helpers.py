@@ -49,6 +49,20 @@ def test_frame_names_are_shortened():
     assert sx.short_name("main") == "main"
 
 
+def test_allocating_stacks_are_named_past_the_allocator():
+    """The live heap's stack labels skip the allocator's, the samplers' and Rust's allocation frames (C and Rust)."""
+    rust = (
+        "main;stacks_workload::heap::run;stacks_workload::heap::site_leak;stacks_workload::heap::block;"
+        "alloc::alloc::alloc;__rustc::__rust_alloc;<tracing_stacks::alloc::SampledAlloc<std::alloc::System> as "
+        "core::alloc::global::GlobalAlloc>::alloc;tracing_stacks::alloc::allocated;stacks_alloc_sampler::sampled"
+    )
+    assert sx.stack_label(rust) == "heap::block ← heap::site_leak ← heap::run"
+    c = "main;site_leak;malloc;crossed_malloc;stacks_alloc_sampler::sampled"
+    assert sx.stack_label(c, frames=2) == "site_leak ← main"
+    assert sx.stack_label("malloc;otel_malloc") == "[allocator only]"
+    assert sx.stack_label(None) == "[no stack]"
+
+
 def test_trees_merge_stacks_and_hide_frames():
     folded = pd.DataFrame(
         {

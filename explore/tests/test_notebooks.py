@@ -3,7 +3,8 @@
 The store is recorded here with the workspace's binaries ($STACKS_BIN, else $CARGO_TARGET_DIR/debug,
 as scripts/test builds them): `stacks-workload mixed` (a CPU burner, a sleeper, a 16 MiB writer,
 64 MiB of touched memory, 4 MiB each way over TCP), `states` (five threads in known states) and
-`spans` (tracing spans of known CPU time), each through stacks-record | stacks-symbolize |
+`spans` (tracing spans of known CPU time) and `heap-sites` (three allocation sites of known bytes,
+one a leak, recorded with `-e alloc,rss`), each through stacks-record | stacks-symbolize |
 stacks-pack into one store. Each workload's JSON report is the truth the numbers the notebooks
 show (computed by the same stacks_explore functions) are checked against.
 
@@ -43,6 +44,7 @@ FIGURES = {
     "06-offcpu": 2,
     "07-spans": 4,  # time and IO per span, and a flame graph for each of burn, inner, outer, [no span]: 6
     "08-memory-network": 3,
+    "09-heap": 2,
 }
 # PNGs the notebooks write when $STACKS_EXPLORE_IMG is set (README shows active-threads.png).
 SAVED = [
@@ -57,6 +59,8 @@ SAVED = [
     "rss",
     "rss-flame",
     "connections",
+    "heap",
+    "alloc-flame",
 ]
 MIB = 1 << 20
 
@@ -126,6 +130,12 @@ def recorded(tmp_path_factory):
             store, work, "spans",
             "profile:u:999,switch:u,vfs:u,block:u,span:u",
             ["spans", "--file", str(disk / "spans.io"), "--seconds", "3"],
+        ),
+        # 64 KiB: the leak (64 MiB) gets ~1,000 samples (±3%).
+        "heap": record(
+            store, work, "heap",
+            "alloc:u:64K,rss:u:29",
+            ["heap-sites", "--small", "1000000", "--leak", "16384", "--big", "100"],
         ),
     }
     yield store, truth, work
@@ -432,6 +442,29 @@ def test_rss_growth_by_stack_and_file_writes(store, truth):
     heat = store.latency_heatmap("vfs", 0.25, pid=pid)
     calls = store.sql("SELECT sum(coalesce(count, 1)) AS n FROM samples WHERE kind = 'vfs' AND pid = $pid AND duration IS NOT NULL", pid=pid).n[0]
     assert heat.events.sum() == calls, "the vfs heatmap counts every call"
+
+
+@pytest.mark.bpf
+def test_live_heap_by_stack_ends_at_what_each_site_kept(executed, store, truth):
+    """`heap-sites`: the live heap notebook's stacks end at what each site kept (the leak within ±10%, the others near 0), and its resident memory grew by at least most of the leak."""
+    report = truth["heap"]
+    pid = store.pick_process("alloc")
+    heap = store.live_heap_over_time(pid=pid, top=50)  # every stack by its name
+    at_end = heap.groupby("stack").live.last()
+    kept = report["site_leak"]["kept"]
+    for site in ("site_small", "site_leak", "site_big"):
+        mine = at_end[[site in s for s in at_end.index]]
+        assert len(mine) >= 1, f"no stack names {site}: {at_end.to_dict()}"
+        want = report[site]["kept"]
+        measured(f"{site} live at the end", mine.sum() / MIB, want / MIB, "MiB")
+        assert abs(mine.sum() - want) <= 0.10 * kept, f"{site}: {mine.sum():.0f} bytes live at the end, kept {want}: {at_end.to_dict()}"
+    # The leak's blocks were live while the big blocks came and went: its line peaks at its end.
+    leak = heap[[("site_leak" in s) for s in heap["stack"]]]
+    assert leak.live.max() <= 1.001 * leak.groupby("stack").live.last().sum() + 1, "the leak never shrinks"
+    rss = store.rss_over_time(pid=pid)
+    assert rss.growth.max() >= 0.8 * kept, f"RSS grew by {rss.growth.max() / MIB:.1f} MiB, the leak kept {kept / MIB} MiB"
+    runs, _ = executed
+    assert "site_leak" in text(runs["09-heap"]), "the heap notebook names the leak"
 
 
 @pytest.mark.bpf

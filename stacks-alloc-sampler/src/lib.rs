@@ -34,6 +34,16 @@ pub fn after_alloc(p: *mut c_void, size: usize) -> *mut c_void {
     p
 }
 
+/// After a sampled allocation (its weight from [`sampler::due`]) of `size` bytes returned `p`:
+/// keep the pointer and fire `stacks:alloc`, unless the allocation failed. Returns `p`.
+#[inline(always)]
+pub fn report_alloc(p: *mut c_void, size: usize, weight: u64) -> *mut c_void {
+    if !p.is_null() {
+        sampled(p, size, weight);
+    }
+    p
+}
+
 /// Before `p` goes back to the allocator: when it is a kept sampled pointer, forget it and
 /// fire `stacks:free` (before the block can be reused by another thread).
 #[inline(always)]
@@ -58,6 +68,20 @@ fn sampled(p: *mut c_void, size: usize, weight: u64) {
         weight as isize,
         isize::from(tracked)
     );
+}
+
+/// Whether `p` may be a kept sampled pointer (almost always false: one load): if so, the
+/// caller calls [`report_free`] before giving it back.
+#[inline(always)]
+pub fn maybe_sampled(p: *mut c_void) -> bool {
+    live::maybe(p as usize)
+}
+
+/// When `p` is a kept sampled pointer: forget it and fire `stacks:free`.
+#[cold]
+#[inline(never)]
+pub fn report_free(p: *mut c_void) {
+    freed(p);
 }
 
 #[cold]

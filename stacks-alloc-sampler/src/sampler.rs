@@ -4,6 +4,8 @@
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+mod left;
+
 /// Mean bytes between samples when `STACKS_ALLOC_INTERVAL` is not set (jemalloc's
 /// `lg_prof_sample` 19 and the OpenTelemetry design use the same).
 pub const DEFAULT_INTERVAL: u64 = 512 << 10;
@@ -16,9 +18,6 @@ static INTERVAL: AtomicU64 = AtomicU64::new(UNSET);
 static SEEDS: AtomicU64 = AtomicU64::new(0x9e37_79b9_7f4a_7c15);
 
 thread_local! {
-    /// Bytes left before this thread's next sample. Starts at 0: the first allocation takes
-    /// the slow path, which seeds the thread and draws its first countdown.
-    static LEFT: Cell<i64> = const { Cell::new(0) };
     /// The thread's xorshift64* state; 0: not seeded yet.
     static RNG: Cell<u64> = const { Cell::new(0) };
 }
@@ -75,24 +74,24 @@ pub fn parse_interval(s: &[u8]) -> Option<u64> {
 /// and compare. Returns the weight of a sampled one.
 #[inline(always)]
 pub fn sample(size: usize) -> Option<u64> {
-    // try_with: a thread being torn down (its TLS gone) is not sampled.
-    LEFT.try_with(|left| {
-        let l = left.get().wrapping_sub(size as i64);
-        left.set(l);
-        if l >= 0 { None } else { due(size) }
-    })
-    .ok()
-    .flatten()
+    if counts_down(size) { None } else { due(size) }
+}
+
+/// The fast path alone: take `size` bytes from this thread's countdown; false when it crossed
+/// zero, and [`due`] must then be asked whether the allocation is sampled.
+#[inline(always)]
+pub fn counts_down(size: usize) -> bool {
+    left::sub(size as i64) >= 0
 }
 
 /// The countdown crossed zero in an allocation of `size` bytes: a sample (unless the thread
 /// was not seeded yet, or sampling is off), and the next countdown.
 #[cold]
 #[inline(never)]
-fn due(size: usize) -> Option<u64> {
+pub fn due(size: usize) -> Option<u64> {
     let mean = interval();
     if mean == 0 {
-        LEFT.set(i64::MAX);
+        left::set(i64::MAX);
         return None;
     }
     if RNG.get() == 0 {
@@ -100,13 +99,13 @@ fn due(size: usize) -> Option<u64> {
         // … unless this allocation already crosses the first sampling point.
         RNG.set(seed());
         let first = draw(mean) as i64 - size as i64;
-        LEFT.set(first);
+        left::set(first);
         if first >= 0 {
             return None;
         }
     }
     // The exponential distribution is memoryless: the next point is drawn from here.
-    LEFT.set(draw(mean) as i64);
+    left::set(draw(mean) as i64);
     Some(weight(size as u64, mean))
 }
 

@@ -5,7 +5,8 @@
 
 use std::ffi::c_void;
 
-use stacks_alloc_sampler::{after_alloc, before_free};
+use stacks_alloc_sampler::sampler::{counts_down, due};
+use stacks_alloc_sampler::{after_alloc, before_free, maybe_sampled, report_alloc, report_free};
 
 use crate::real;
 
@@ -13,11 +14,45 @@ use crate::real;
 /// The C `malloc` contract.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
-    if !real::ready() {
-        return real::arena_alloc(size, 16);
+    if !real::is_ready() {
+        // SAFETY: the caller's contract.
+        return unsafe { first_malloc(size) };
     }
-    // SAFETY: the C library's malloc.
-    after_alloc(unsafe { real::malloc(size) }, size)
+    // The countdown first: an allocation that does not cross it is a tail call to the C
+    // library's, with no frame or saved register of ours around it.
+    if counts_down(size) {
+        // SAFETY: the C library's malloc.
+        return unsafe { real::malloc(size) };
+    }
+    // SAFETY: the caller's contract.
+    unsafe { crossed_malloc(size) }
+}
+
+/// A malloc that crossed its thread's countdown: sampled or not (the slow path decides), the
+/// allocation, then its report. Out of line, so that `malloc` itself saves nothing across a
+/// call.
+#[cold]
+#[inline(never)]
+unsafe fn crossed_malloc(size: usize) -> *mut c_void {
+    match due(size) {
+        // SAFETY: the C library's malloc.
+        None => unsafe { real::malloc(size) },
+        // SAFETY: as above.
+        Some(w) => report_alloc(unsafe { real::malloc(size) }, size, w),
+    }
+}
+
+/// A malloc before the C library's functions were looked up: look them up, or (while they are
+/// being looked up) take the block from the arena.
+#[cold]
+#[inline(never)]
+unsafe fn first_malloc(size: usize) -> *mut c_void {
+    if real::ready() {
+        // SAFETY: the caller's contract.
+        unsafe { malloc(size) }
+    } else {
+        real::arena_alloc(size, 16)
+    }
 }
 
 /// # Safety
@@ -27,8 +62,21 @@ pub unsafe extern "C" fn free(p: *mut c_void) {
     if p.is_null() || real::in_arena(p) {
         return;
     }
-    before_free(p);
+    if maybe_sampled(p) {
+        // SAFETY: the caller's contract.
+        return unsafe { sampled_free(p) };
+    }
     // SAFETY: a block of the C library's allocator (not the arena's), freed once by contract.
+    unsafe { real::free(p) }
+}
+
+/// A free of a block that may be a sampled one: its report (before the block can be reused by
+/// another thread), then the free. Out of line, as `crossed_malloc`.
+#[cold]
+#[inline(never)]
+unsafe fn sampled_free(p: *mut c_void) {
+    report_free(p);
+    // SAFETY: a block of the C library's allocator, freed once by contract.
     unsafe { real::free(p) }
 }
 
@@ -44,8 +92,24 @@ pub unsafe extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
     if !real::ready() {
         return real::arena_alloc(bytes, 16);
     }
-    // SAFETY: the C library's calloc.
-    after_alloc(unsafe { real::calloc(n, size) }, bytes)
+    if counts_down(bytes) {
+        // SAFETY: the C library's calloc.
+        return unsafe { real::calloc(n, size) };
+    }
+    // SAFETY: the caller's contract.
+    unsafe { crossed_calloc(n, size) }
+}
+
+/// A calloc that crossed its thread's countdown (as `crossed_malloc`).
+#[cold]
+#[inline(never)]
+unsafe fn crossed_calloc(n: usize, size: usize) -> *mut c_void {
+    match due(n * size) {
+        // SAFETY: the C library's calloc.
+        None => unsafe { real::calloc(n, size) },
+        // SAFETY: as above.
+        Some(w) => report_alloc(unsafe { real::calloc(n, size) }, n * size, w),
+    }
 }
 
 /// # Safety

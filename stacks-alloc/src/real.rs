@@ -31,7 +31,13 @@ static MEMALIGN: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
 /// False while the lookup is under way (the caller uses the arena).
 #[inline(always)]
 pub(crate) fn ready() -> bool {
-    STATE.load(Ordering::Acquire) == READY || init()
+    is_ready() || init()
+}
+
+/// Whether the functions were looked up (the fast path: one load).
+#[inline(always)]
+pub(crate) fn is_ready() -> bool {
+    STATE.load(Ordering::Acquire) == READY
 }
 
 #[cold]

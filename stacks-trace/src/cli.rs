@@ -17,7 +17,8 @@ use crate::{Bound, Options, Window, convert};
 /// Each thread gets a track of on-CPU and off-CPU slices (from `switch` rows; off-CPU slices
 /// carry the state, waker and switch-out stack), CPU samples as instants with stacks (the
 /// `stackFrames` table), exec/fork/exit instants; an IO track (`THREAD io`) of vfs calls and
-/// net sends/receives; block requests are async slices, RSS a counter per process.
+/// net sends/receives; block requests are async slices, RSS a counter per process; sampled
+/// allocations and their frees (`alloc`) instants `alloc` and `free` with address and size.
 /// Timestamps are microseconds (with ns precision) since the recording start.
 ///
 /// An on-CPU slice spans from a thread's return to the CPU to its next recorded switch-out

@@ -4,7 +4,7 @@
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
-use arrow_array::{Array, Int64Array, RecordBatch, StringArray};
+use arrow_array::{Array, Int64Array, ListArray, RecordBatch, StringArray};
 use arrow_schema::{DataType, Schema};
 use stacks_stream::columns::{cast_column, column, is_string, ns_per_unit};
 use stacks_stream::frames::{StackFrames, check_type};
@@ -33,10 +33,16 @@ pub(crate) struct Layout {
     ints: Vec<(&'static str, usize)>,
     strs: Vec<(&'static str, usize)>,
     stack: Option<(usize, String)>,
+    /// `args` (a list of integers: probe arguments, an allocation's address and size).
+    args: Option<usize>,
 }
 
 fn is_int(dt: &DataType) -> bool {
     dt.is_integer()
+}
+
+fn is_int_list(dt: &DataType) -> bool {
+    matches!(dt, DataType::List(f) | DataType::LargeList(f) if f.data_type().is_integer())
 }
 
 impl Layout {
@@ -96,6 +102,7 @@ impl Layout {
         for name in of_types(&[ColumnType::Utf8]) {
             strs.extend(optional(name, is_string, "a string")?);
         }
+        let args = optional(col::ARGS, is_int_list, "a list of integers")?.map(|(_, i)| i);
         let stack = match schema.index_of(col::STACK) {
             Ok(i) if is_stack_type(schema.field(i).data_type()) => Some(i),
             Ok(i) => {
@@ -119,6 +126,7 @@ impl Layout {
             ints,
             strs,
             stack: stack.map(|i| (i, col::STACK.to_string())),
+            args,
         })
     }
 }
@@ -132,6 +140,7 @@ pub(crate) struct Columns {
     ints: Vec<(&'static str, Int64Array)>,
     strs: Vec<(&'static str, StringArray)>,
     pub stack: Option<StackFrames>,
+    args: Option<ListArray>,
 }
 
 fn ints(batch: &RecordBatch, i: usize, name: &str, input: &str) -> Result<Int64Array, Error> {
@@ -158,6 +167,21 @@ impl Columns {
             )?),
             None => None,
         };
+        let args = match layout.args {
+            Some(i) => {
+                let to = DataType::List(std::sync::Arc::new(arrow_schema::Field::new(
+                    "arg",
+                    DataType::Int64,
+                    true,
+                )));
+                Some(
+                    cast_column(batch, i, col::ARGS, &to, input)?
+                        .as_list::<i32>()
+                        .clone(),
+                )
+            }
+            None => None,
+        };
         Ok(Self {
             time: ints(batch, layout.time.0, col::TIME, input)?,
             time_scale: layout.time.1,
@@ -166,6 +190,7 @@ impl Columns {
             ints: int_cols,
             strs: str_cols,
             stack,
+            args,
         })
     }
 
@@ -182,6 +207,14 @@ impl Columns {
             .iter()
             .find(|(n, _)| *n == name)
             .and_then(|(_, a)| a.is_valid(row).then(|| a.value(row)))
+    }
+
+    /// Element `i` of `args` at `row`; `None` when absent or null.
+    pub(crate) fn arg(&self, row: usize, i: usize) -> Option<i64> {
+        let args = self.args.as_ref().filter(|a| a.is_valid(row))?;
+        let list = args.value(row);
+        let values = list.as_primitive::<Int64Type>();
+        (i < values.len() && values.is_valid(i)).then(|| values.value(i))
     }
 
     /// String column `name` at `row`; `None` when absent, null or empty.

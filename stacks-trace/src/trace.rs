@@ -14,6 +14,8 @@
 //! * `vfs` calls start at `time` (the system call's entry) and last `duration`; a row the
 //!   kernel summed (`count` > 1) is an instant `SYSCALL ×N` with its `calls` and `total_ns`;
 //! * `rss` is a counter (`C`) per process;
+//! * `alloc` rows are instants `alloc` and `free` with the block's address and size (and an
+//!   allocation's weight), in category `alloc` ([`alloc`]);
 //! * each thread's state lane (tid + [`STATE_LANE`], named `THREAD state`) holds its `state`
 //!   samples as slices, one per run of samples in the same state, system call and file
 //!   ([`state_lane`]);
@@ -21,6 +23,7 @@
 //!   (`-e span`): a slice per stay in a `tracing` span, nested as the spans were; every other
 //!   event names the span it happened in in its args.
 
+mod alloc;
 mod state_lane;
 
 use std::collections::{HashMap, HashSet};
@@ -307,6 +310,7 @@ impl<W: Write> Tracer<W> {
             Lane::Process => self.process_event(c, row, k, pid, tid, t),
             Lane::Lost => self.lost(c, row, pid, tid, t),
             Lane::State => self.state_sample(c, row, pid, tid, t),
+            Lane::Probe if k == kind::ALLOC => self.alloc_event(c, row, pid, tid, t),
             Lane::Probe => self.probe_hit(c, row, pid, tid, t),
             Lane::Span => self.span(c, row, pid, tid, t, duration),
         }

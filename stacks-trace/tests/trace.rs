@@ -387,3 +387,46 @@ fn summed_io_rows_are_instants_with_their_calls() {
     assert_eq!(summed[0]["args"]["total_ns"], 40 * MS);
     assert!(self::events(&v, "pread64").is_empty());
 }
+
+/// `alloc` rows: a sampled allocation is an instant `alloc` with its stack, address (hex), size
+/// and weight; the free of its block an instant `free` with the address and size, no stack; a
+/// free without a size (OpenTelemetry's otel_memory:free) has none in its args.
+#[test]
+fn alloc_rows_are_alloc_and_free_instants_with_address_and_size() {
+    let row = |op: &str, args: Vec<i64>, value: i64| stacks_testkit::rows::Row {
+        op: Some(op.into()),
+        args: Some(args),
+        count: Some(1),
+        stack: (op == "alloc")
+            .then(|| vec![stacks_testkit::events::app("site_leak", 12, false, 0x1000)]),
+        ..event("alloc", 10, value)
+    };
+    let rows = vec![
+        row("alloc", vec![0x7f00_0000_1000, 4096], 65_536),
+        row("free", vec![0x7f00_0000_1000, 4096], 0),
+        row("free", vec![0x7f00_0000_2000, 0], 0),
+    ];
+    let o = trace(&[], &events_stream(&rows));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    check(&v).unwrap_or_else(|e| panic!("invalid trace:\n{}", e.join("\n")));
+    let alloc = events(&v, "alloc");
+    assert_eq!(alloc.len(), 1, "{v}");
+    assert_eq!(
+        (&alloc[0]["ph"], &alloc[0]["cat"]),
+        (&"i".into(), &"alloc".into())
+    );
+    assert_eq!(alloc[0]["args"]["address"], "0x7f0000001000");
+    assert_eq!(alloc[0]["args"]["size"], 4096);
+    assert_eq!(alloc[0]["args"]["weight"], 65_536);
+    let leaf = alloc[0]["sf"].as_str().expect("the allocation's stack");
+    assert_eq!(v["stackFrames"][leaf]["name"], "site_leak");
+    let free = events(&v, "free");
+    assert_eq!(free.len(), 2, "{v}");
+    assert_eq!(free[0]["args"]["address"], "0x7f0000001000");
+    assert_eq!(free[0]["args"]["size"], 4096);
+    assert!(free[0]["sf"].is_null() && free[0]["args"]["weight"].is_null());
+    assert_eq!(free[1]["args"]["address"], "0x7f0000002000");
+    assert!(free[1]["args"]["size"].is_null(), "{}", free[1]);
+    assert!(events(&v, "probe").is_empty(), "no generic probe instants");
+}

@@ -1,9 +1,11 @@
 //! The producer side of `-e alloc`: finding libstacks_alloc.so (next to the stacks-record
 //! executable, as the workspace and packages install them, or `STACKS_ALLOC_LIB`), the
 //! environment that preloads it into a `--` command, and attaching the `alloc` programs to the
-//! library's USDT probes (stacks:alloc, stacks:free) in every copy the targets map — or to the
-//! executable's own, where a Rust program samples with tracing-stacks' `SampledAlloc` (then
-//! nothing is preloaded: its allocations would be sampled twice).
+//! USDT probes of a sampler: the library's (stacks:alloc, stacks:free) in every copy the
+//! targets map, the executable's own where a Rust program samples with tracing-stacks'
+//! `SampledAlloc`, and OpenTelemetry's memory-profiling contract (otel_memory:alloc (ptr, size,
+//! weight), otel_memory:free (ptr)) in any file a target maps. A command whose executable has
+//! either gets nothing preloaded (its allocations would be sampled twice).
 
 use std::collections::HashSet;
 use std::os::unix::fs::MetadataExt;
@@ -24,6 +26,12 @@ pub(crate) const LIBRARY_ENV: &str = "STACKS_ALLOC_LIB";
 pub(crate) const INTERVAL_ENV: &str = "STACKS_ALLOC_INTERVAL";
 /// The library's USDT provider.
 const PROVIDER: &str = "stacks";
+/// OpenTelemetry's memory-profiling USDT provider (opentelemetry-ebpf-profiler's design
+/// 00003: `alloc(ptr, size, weight)` on a sampled allocation, `free(ptr)` on the free of a
+/// sampled pointer). Its arguments are the first of ours: the same programs serve both.
+const OTEL_PROVIDER: &str = "otel_memory";
+/// The providers attached to, in the order a file is checked for them.
+const PROVIDERS: [&str; 2] = [PROVIDER, OTEL_PROVIDER];
 
 /// The `alloc` programs attached, by library file.
 pub(crate) struct AllocProbes {
@@ -34,8 +42,10 @@ pub(crate) struct AllocProbes {
     /// `STACKS_ALLOC_INTERVAL` for a `--` command.
     interval: u64,
     links: Vec<Link>,
-    /// The library files attached to, by (device, inode).
+    /// The files attached to, by (device, inode).
     files: HashSet<(u64, u64)>,
+    /// Files looked at that have no probes of ours, by (device, inode).
+    without: HashSet<(u64, u64)>,
 }
 
 impl AllocProbes {
@@ -50,11 +60,16 @@ impl AllocProbes {
             return Ok(None);
         };
         let interval = k.arg.unwrap_or(512 << 10);
-        // A command with its own probes (SampledAlloc): attached to, nothing preloaded.
-        if let Some(exe) = command
+        // A command with its own probes (SampledAlloc, an otel_memory sampler): attached to,
+        // nothing preloaded.
+        if let Some((exe, providers)) = command
             .and_then(|c| c.first())
             .and_then(|c| executable(c))
-            .filter(|exe| has_probes(exe))
+            .map(|exe| {
+                let p = providers_in(&exe);
+                (exe, p)
+            })
+            .filter(|(_, p)| !p.is_empty())
         {
             let mut a = AllocProbes {
                 library: None,
@@ -62,8 +77,9 @@ impl AllocProbes {
                 interval,
                 links: Vec::new(),
                 files: HashSet::new(),
+                without: HashSet::new(),
             };
-            a.attach(skel, &exe)?;
+            a.attach(skel, &exe, &providers)?;
             return Ok(Some(a));
         }
         let command = command.is_some();
@@ -89,9 +105,10 @@ impl AllocProbes {
             interval,
             links: Vec::new(),
             files: HashSet::new(),
+            without: HashSet::new(),
         };
         if let Some(lib) = a.library.clone() {
-            a.attach(skel, &lib)?;
+            a.attach(skel, &lib, &[PROVIDER])?;
         }
         Ok(Some(a))
     }
@@ -110,39 +127,28 @@ impl AllocProbes {
         vec![("LD_PRELOAD".into(), preload), interval]
     }
 
-    /// Processes already running (`-p`, names, `-a`, cgroups): attach to the copy of the
-    /// library each maps, and say once which of `named` (the pids asked for by pid or name)
+    /// Processes already running (`-p`, names, `-a`, cgroups): attach to the probes of every
+    /// file each maps (libstacks_alloc.so, an executable with SampledAlloc, anything with the
+    /// otel_memory probes), and say once which of `named` (the pids asked for by pid or name)
     /// have none, so their allocations are not seen (the other events are recorded).
     pub(crate) fn running(&mut self, skel: &StacksSkel<'_>, pids: &[u32], named: &[u32]) {
         let mut without = Vec::new();
         for &pid in pids {
-            // A Rust program with SampledAlloc fires the probes from its own executable.
-            let exe = PathBuf::from(format!("/proc/{pid}/exe"));
-            if has_probes(&exe) {
-                match std::fs::canonicalize(&exe) {
-                    Ok(path) if path.is_file() => {
-                        if let Err(e) = self.attach(skel, &path) {
-                            eprintln!("stacks-record: warning: -e alloc: pid {pid}: {e:#}");
-                        }
-                        continue;
-                    }
-                    _ => {}
+            let mut found = false;
+            for path in mapped_files(pid) {
+                match self.attach_file(skel, &path) {
+                    Ok(f) => found |= f,
+                    Err(e) => eprintln!("stacks-record: warning: -e alloc: pid {pid}: {e:#}"),
                 }
             }
-            match super::attach::mapped_file(pid, LIBRARY) {
-                Some(path) => {
-                    if let Err(e) = self.attach(skel, &path) {
-                        eprintln!("stacks-record: warning: -e alloc: pid {pid}: {e:#}");
-                    }
-                }
-                None if named.contains(&pid) => without.push(pid),
-                None => {}
+            if !found && named.contains(&pid) {
+                without.push(pid);
             }
         }
         if !without.is_empty() {
             let which: Vec<String> = without.iter().map(|&p| describe(p)).collect();
             eprintln!(
-                "stacks-record: warning: -e alloc: {} not started with {LIBRARY} (LD_PRELOAD) and without tracing-stacks' SampledAlloc, so no allocations are sampled there; start it with LD_PRELOAD={} or under `stacks-record -e alloc -- CMD`; the other events are recorded",
+                "stacks-record: warning: -e alloc: {} not started with {LIBRARY} (LD_PRELOAD), without tracing-stacks' SampledAlloc and without OpenTelemetry's otel_memory probes, so no allocations are sampled there; start it with LD_PRELOAD={} or under `stacks-record -e alloc -- CMD`; the other events are recorded",
                 which.join(", "),
                 self.library
                     .as_ref()
@@ -151,8 +157,31 @@ impl AllocProbes {
         }
     }
 
-    /// Attach both programs to the library file at `path` (once per file).
-    fn attach(&mut self, skel: &StacksSkel<'_>, path: &Path) -> Result<()> {
+    /// Attach to the probes of the file at `path`, if it has any (each file is read once);
+    /// whether it has.
+    fn attach_file(&mut self, skel: &StacksSkel<'_>, path: &Path) -> Result<bool> {
+        let Ok(meta) = std::fs::metadata(path) else {
+            return Ok(false);
+        };
+        let id = (meta.dev(), meta.ino());
+        if self.files.contains(&id) {
+            return Ok(true);
+        }
+        if self.without.contains(&id) {
+            return Ok(false);
+        }
+        let providers = providers_in(path);
+        if providers.is_empty() {
+            self.without.insert(id);
+            return Ok(false);
+        }
+        self.attach(skel, path, &providers)?;
+        Ok(true)
+    }
+
+    /// Attach both programs to the probes of `providers` in the file at `path` (once per
+    /// file).
+    fn attach(&mut self, skel: &StacksSkel<'_>, path: &Path, providers: &[&str]) -> Result<()> {
         let meta =
             std::fs::metadata(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         if !self.files.insert((meta.dev(), meta.ino())) {
@@ -161,18 +190,20 @@ impl AllocProbes {
         let previous = libbpf_rs::set_print(None);
         let mut attached = Vec::new();
         let mut failed = None;
-        for (prog, name) in [
-            (&skel.progs.on_alloc, "alloc"),
-            (&skel.progs.on_alloc_free, "free"),
-        ] {
-            match prog.attach_usdt(-1, path, PROVIDER, name) {
-                Ok(l) => attached.push(l),
-                Err(e) => {
-                    failed = Some(format!(
-                        "attaching to USDT probe {PROVIDER}:{name} of {}: {e}",
-                        path.display()
-                    ));
-                    break;
+        'all: for provider in providers {
+            for (prog, name) in [
+                (&skel.progs.on_alloc, "alloc"),
+                (&skel.progs.on_alloc_free, "free"),
+            ] {
+                match prog.attach_usdt(-1, path, provider, name) {
+                    Ok(l) => attached.push(l),
+                    Err(e) => {
+                        failed = Some(format!(
+                            "attaching to USDT probe {provider}:{name} of {}: {e}",
+                            path.display()
+                        ));
+                        break 'all;
+                    }
                 }
             }
         }
@@ -190,10 +221,35 @@ impl AllocProbes {
     }
 }
 
-/// Whether the file at `path` declares the `stacks:alloc` probe (SampledAlloc's, or the
-/// library's).
-fn has_probes(path: &Path) -> bool {
-    super::notes::file_has_usdt(path, PROVIDER, Some("alloc"))
+/// The providers of [`PROVIDERS`] whose `alloc` probe the file at `path` declares (the
+/// library's or SampledAlloc's `stacks`, an OpenTelemetry sampler's `otel_memory`).
+fn providers_in(path: &Path) -> Vec<&'static str> {
+    PROVIDERS
+        .into_iter()
+        .filter(|p| super::notes::file_has_usdt(path, p, Some("alloc")))
+        .collect()
+}
+
+/// Every file process `pid` maps executable (its executable, its libraries), each once
+/// (through /proc/PID/root when its path is not this mount namespace's).
+fn mapped_files(pid: u32) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(text) = crate::process::maps::read(pid) else {
+        return out;
+    };
+    let mut seen = HashSet::new();
+    for m in crate::process::maps::parse(&text) {
+        if !m.executable() || !m.path.starts_with('/') || !seen.insert(m.inode) {
+            continue;
+        }
+        let direct = PathBuf::from(m.path);
+        out.push(if direct.is_file() {
+            direct
+        } else {
+            PathBuf::from(format!("/proc/{pid}/root{}", m.path))
+        });
+    }
+    out
 }
 
 /// The executable a command names: a path, or a name looked for in PATH.
