@@ -56,8 +56,7 @@ sql = """
         FROM '{0}/**/*.stacks.parquet'),
     named AS (
         SELECT r.stack_id, r.set_id, r.i,
-               coalesce(f.function, '[' || regexp_extract(coalesce(f.module, ''), '[^/]*$') ||
-                        '+0x' || printf('%x', coalesce(f.offset, 0)) || ']') AS name
+               f.name
         FROM refs r JOIN '{0}/**/*.frames.parquet' f USING (set_id, frame_id)),
     stacks AS (
         SELECT DISTINCT ON (stack_id) stack_id, array_to_string(list(name ORDER BY i DESC), ';') AS folded
