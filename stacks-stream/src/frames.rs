@@ -9,6 +9,8 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use crate::ContractError;
+
+mod unresolved;
 use crate::schema::frame;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int64Type, UInt64Type};
@@ -19,6 +21,7 @@ use arrow_array::{
 use arrow_buffer::OffsetBuffer;
 use arrow_cast::{can_cast_types, cast};
 use arrow_schema::{DataType, Field};
+pub use unresolved::Unresolved;
 
 /// One frame of a stack, borrowed from the batch.
 #[derive(Debug, Clone, Copy)]
@@ -449,57 +452,6 @@ fn string_at(a: &Option<StringArray>, i: usize) -> Option<&str> {
         .filter(|a| a.is_valid(i))
         .map(|a| a.value(i))
         .filter(|s| !s.is_empty())
-}
-
-/// Why a frame is unresolved: the closed values of a frame's `reason` (its `error` says it in
-/// words, with the details).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Unresolved {
-    /// The frame stands for a stack that could not be captured.
-    MissedStack,
-    /// The recorder could not turn the user address into a file offset (process gone,
-    /// anonymous or JIT memory, the idle task…).
-    NotNormalized,
-    /// The file (or debug file) of the frame's module was not found, or not with its build id.
-    ModuleNotFound,
-    /// The module's file was found but could not be read.
-    UnreadableFile,
-    /// The file offset is outside the file's loaded segments.
-    OutsideSegments,
-    /// No symbol of the file covers the address.
-    NoSymbol,
-    /// The kernel address was not in the recording kernel's kallsyms.
-    NotInKallsyms,
-    /// No kernel symbols of the recording boot are available.
-    NoKernelSymbols,
-}
-
-impl Unresolved {
-    /// Every value.
-    pub const ALL: [Unresolved; 8] = [
-        Unresolved::MissedStack,
-        Unresolved::NotNormalized,
-        Unresolved::ModuleNotFound,
-        Unresolved::UnreadableFile,
-        Unresolved::OutsideSegments,
-        Unresolved::NoSymbol,
-        Unresolved::NotInKallsyms,
-        Unresolved::NoKernelSymbols,
-    ];
-
-    /// The `reason` text.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Unresolved::MissedStack => "missed_stack",
-            Unresolved::NotNormalized => "not_normalized",
-            Unresolved::ModuleNotFound => "module_not_found",
-            Unresolved::UnreadableFile => "unreadable_file",
-            Unresolved::OutsideSegments => "outside_segments",
-            Unresolved::NoSymbol => "no_symbol",
-            Unresolved::NotInKallsyms => "not_in_kallsyms",
-            Unresolved::NoKernelSymbols => "no_kernel_symbols",
-        }
-    }
 }
 
 #[cfg(test)]
