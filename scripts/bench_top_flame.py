@@ -100,7 +100,7 @@ def folded_sql(store, window):
             f"refs AS (SELECT stack_id, set_id, unnest(frame_ids) AS frame_id, "
             f"generate_subscripts(frame_ids, 1) AS i FROM read_parquet('{store}/*.stacks.parquet') "
             f"WHERE stack_id IN (SELECT stack_id FROM q)), "
-            f"t AS (SELECT r.stack_id, string_agg(coalesce(f.function, '[unknown]'), ';' ORDER BY r.i DESC) "
+            f"t AS (SELECT r.stack_id, string_agg(f.name, ';' ORDER BY r.i DESC) "
             f"AS folded FROM refs r JOIN read_parquet('{store}/*.frames.parquet') f "
             f"USING (set_id, frame_id) GROUP BY r.stack_id, r.set_id), "
             f"s AS (SELECT DISTINCT ON (t.stack_id) t.folded, q.w FROM t JOIN q USING (stack_id)) "

@@ -194,8 +194,7 @@ con.sql(f"""CREATE VIEW stacks_files AS
         FROM read_parquet('{files}*.stacks.parquet')),
     named AS (
         SELECT r.stack_id, r.set_id, r.i,
-               coalesce(f.function, '[' || regexp_extract(coalesce(f.module, ''), '[^/]*$') ||
-                        '+0x' || printf('%x', coalesce(f.offset, 0)) || ']') AS name
+               f.name
         FROM refs r JOIN read_parquet('{files}*.frames.parquet') f USING (set_id, frame_id))
     SELECT stack_id, array_to_string(list(name ORDER BY i DESC), ';') AS folded
     FROM named GROUP BY stack_id, set_id""")

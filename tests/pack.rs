@@ -56,8 +56,7 @@ sql = """
         FROM '{0}/**/*.stacks.parquet'),
     named AS (
         SELECT r.stack_id, r.set_id, r.i,
-               coalesce(f.function, '[' || regexp_extract(coalesce(f.module, ''), '[^/]*$') ||
-                        '+0x' || printf('%x', coalesce(f.offset, 0)) || ']') AS name
+               f.name
         FROM refs r JOIN '{0}/**/*.frames.parquet' f USING (set_id, frame_id)),
     stacks AS (
         SELECT DISTINCT ON (stack_id) stack_id, array_to_string(list(name ORDER BY i DESC), ';') AS folded
@@ -77,15 +76,16 @@ fn pairs_of(dir: &Path) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-/// The input's total value per folded stack (root first, `;`-joined) and its stackless rows.
+/// The input's total value per folded stack (root first, as every stacks tool folds it) and
+/// its stackless rows.
 fn expected(rows: &[Row]) -> (BTreeMap<String, i64>, usize) {
     let mut totals = BTreeMap::new();
     let mut stackless = 0;
     for r in rows {
         match r.names() {
-            Some(mut names) => {
-                names.reverse();
-                *totals.entry(names.join(";")).or_insert(0) += r.value;
+            Some(names) => {
+                let folded = stacks_stream::frames::fold(names.iter().rev().map(String::as_str));
+                *totals.entry(folded).or_insert(0) += r.value;
             }
             None => stackless += 1,
         }

@@ -358,13 +358,9 @@ import sys, glob
 import pyarrow.dataset as ds
 import duckdb
 d = sys.argv[1]
-def name(function, module, offset):
-    if function is not None:
-        return function
-    return '[%s+%#x]' % ((module or '').rsplit('/', 1)[-1], offset or 0)
 frames = ds.dataset(glob.glob(d + '/**/*.frames.parquet', recursive=True), format='parquet').to_table()
-by_id = {(s, i): name(f, m, o) for s, i, f, m, o in zip(
-    *(frames.column(c).to_pylist() for c in ['set_id', 'frame_id', 'function', 'module', 'offset']))}
+by_id = {(s, i): n for s, i, n in zip(
+    *(frames.column(c).to_pylist() for c in ['set_id', 'frame_id', 'name']))}
 stacks = ds.dataset(glob.glob(d + '/**/*.stacks.parquet', recursive=True), format='parquet').to_table()
 out = {}
 for sid, ids, s in zip(*(stacks.column(c).to_pylist() for c in ['stack_id', 'frame_ids', 'set_id'])):
@@ -378,8 +374,7 @@ rows = duckdb.connect().execute("""
         FROM read_parquet(?)),
     named AS (
         SELECT r.stack_id, r.set_id, r.i,
-               coalesce(f.function, '[' || regexp_extract(coalesce(f.module, ''), '[^/]*$') ||
-                        '+0x' || printf('%x', coalesce(f.offset, 0)) || ']') AS name
+               f.name
         FROM refs r JOIN read_parquet(?) f USING (set_id, frame_id))
     SELECT DISTINCT ON (stack_id) lower(hex(stack_id)),
            array_to_string(list(name ORDER BY i DESC), ';')

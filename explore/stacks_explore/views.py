@@ -11,8 +11,8 @@ views every question in store.py asks, as stacks-query does (docs/queries.md):
 
 A change of the store's layout is an edit of this file alone. Stacks files of the frames layout
 hold each stack as `frame_ids` into their file set's frames file (docs/format.md, "The store");
-their stacks are assembled here, named as the stack functions name frames; stacks files of the
-earlier pair layout hold them whole.
+their stacks are assembled here, with the names their frames files hold (stacks-pack names each
+frame once, as every stacks tool does); stacks files of the earlier pair layout hold them whole.
 """
 
 from __future__ import annotations
@@ -30,6 +30,19 @@ FRAME_FIELDS = [
     "function", "file", "line", "column", "inlined", "kernel", "module", "build_id",
     "offset", "addr", "error", "symbol", "reason",
 ]
+
+
+# The name of a frame of a frames file written before its `name` column (stacks-pack writes
+# each frame's name since): stacks_stream::frames::folded_name, the one rule, as SQL over the
+# frame's columns. Only those files are named here; the Rust rule is the truth.
+OLD_NAME = (
+    "translate(coalesce(nullif(function, ''), CASE "
+    "WHEN kernel THEN printf('[kernel 0x%x]', addr) "
+    "WHEN \"offset\" IS NOT NULL THEN '[' || regexp_replace(regexp_extract("
+    "coalesce(nullif(module, ''), 'unknown'), '[^/]*$'), '^\\[(.*)\\]$', '\\1') || "
+    "printf('+0x%x]', \"offset\") "
+    "ELSE printf('[0x%x]', addr) END), ';' || chr(10) || chr(13), ':  ')"
+)
 
 
 class StoreError(Exception):
@@ -127,29 +140,31 @@ def create_views(con: duckdb.DuckDBPyConnection, location: str) -> None:
         frame_files = read([f.replace(".samples.parquet", ".frames.parquet") for f in sets])
         stack_files = read([f.replace(".samples.parquet", ".stacks.parquet") for f in sets])
         fields = ", ".join(f'"{c}"' for c in FRAME_FIELDS)
+        columns = {r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {frame_files}").fetchall()}
+        # Each frame's name is stacks-pack's (the `name` column, stacks_stream::frames, the one
+        # naming rule); frames files written before the column get OLD_NAME instead.
+        name = f"coalesce(name, {OLD_NAME})" if "name" in columns else OLD_NAME
         con.execute(
             f"""CREATE VIEW framed_stacks AS
             WITH refs AS (
                 SELECT stack_id, set_id, unnest(frame_ids) AS frame_id,
                        generate_subscripts(frame_ids, 1) AS i
                 FROM {stack_files}),
-            frames AS (SELECT set_id, frame_id, struct_pack({fields}) AS frame FROM {frame_files}),
+            frames AS (
+                SELECT set_id, frame_id, struct_pack({fields}) AS frame, {name} AS name
+                FROM {frame_files}),
             assembled AS (
-                SELECT r.stack_id, list(f.frame ORDER BY r.i) AS stack
+                SELECT r.stack_id, list(f.frame ORDER BY r.i) AS stack, list(f.name ORDER BY r.i) AS names
                 FROM refs r JOIN frames f USING (set_id, frame_id)
                 GROUP BY r.stack_id, r.set_id)
-            SELECT k.stack_id, coalesce(a.stack, []) AS stack
+            SELECT k.stack_id, coalesce(a.stack, []) AS stack, coalesce(a.names, []) AS names
             FROM (SELECT DISTINCT ON (stack_id) stack_id, set_id FROM {stack_files}) k
             LEFT JOIN (SELECT DISTINCT ON (stack_id) * FROM assembled) a USING (stack_id)"""
         )
-        name = (
-            "coalesce(f.function, '[' || regexp_extract(coalesce(f.module, ''), '[^/]*$') || "
-            "'+0x' || printf('%x', coalesce(f.\"offset\", 0)) || ']')"
-        )
         parts.append(
-            f"""SELECT stack_id, stack,
-                array_to_string(list_reverse(list_transform(stack, lambda f: {name})), ';') AS folded,
-                list_transform(stack, lambda f: {name})[1] AS leaf,
+            """SELECT stack_id, stack,
+                array_to_string(list_reverse(names), ';') AS folded,
+                names[1] AS leaf,
                 CAST(len(stack) AS INTEGER) AS depth
             FROM framed_stacks"""
         )

@@ -83,8 +83,17 @@ def test_trees_merge_stacks_and_hide_frames():
     assert hidden.children["app"].children["work"].value == 5.0
 
 
-def _write_set(dirpath: Path, base: str, samples: list[dict], stacks: dict[bytes, list[int]], frames: list[dict], set_id: int):
-    """One file set of the frames layout: samples (with `stack_id`), stacks as frame ids, frames."""
+def _write_set(
+    dirpath: Path,
+    base: str,
+    samples: list[dict],
+    stacks: dict[bytes, list[int]],
+    frames: list[dict],
+    set_id: int,
+    names: list[str] | None = None,
+):
+    """One file set of the frames layout: samples (with `stack_id`), stacks as frame ids, frames
+    (with the `name` column stacks-pack writes when `names` is given, else as it wrote them before)."""
     pq.write_table(
         pa.table(
             {
@@ -129,6 +138,8 @@ def _write_set(dirpath: Path, base: str, samples: list[dict], stacks: dict[bytes
         "reason": pa.array([None] * len(frames), pa.string()),
         "set_id": pa.array([set_id] * len(frames), pa.uint64()),
     }
+    if names is not None:
+        columns["name"] = pa.array(names, pa.string())
     pq.write_table(pa.table(columns), dirpath / f"{base}.frames.parquet")
 
 
@@ -180,6 +191,22 @@ def test_views_assemble_stacks_from_frames(tiny_store: Path):
     assert row.depth == 3 and row.kernel_frames == 1
     joined = store.sql("SELECT kind, folded FROM stacks ORDER BY time, kind")
     assert joined.folded.isna().tolist() == [False, True, False, True, True]
+
+
+def test_views_join_the_names_stacks_pack_wrote(tmp_path: Path):
+    # Frames files with `name` are shown by it (stacks-pack's, the Rust rule), not named again;
+    # a kernel frame without a function is `[kernel 0x…]` in either kind of frames file.
+    cpu = bytes(range(16))
+    frames = [{"kernel": True}, {"function": "work", "module": "/usr/bin/app", "offset": 0x10}]
+    samples = [{"time": 0, "kind": "profile", "pid": 7, "value": MS, "stack_id": cpu}]
+    _write_set(tmp_path, "a", samples, {cpu: [0, 1]}, frames, set_id=1, names=["[from pack]", "work"])
+    store = sx.Store(str(tmp_path))
+    assert store.sql("SELECT folded, leaf FROM stack_table").values.tolist() == [["work;[from pack]", "[from pack]"]]
+    older = tmp_path / "older"
+    older.mkdir()
+    _write_set(older, "a", samples, {cpu: [0, 1]}, frames, set_id=1)
+    folded = sx.Store(str(older)).sql("SELECT folded FROM stack_table").folded.tolist()
+    assert folded == ["work;[kernel 0x0]"]
 
 
 def test_kinds_count_rows_events_and_units(tiny_store: Path):

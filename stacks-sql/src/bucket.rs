@@ -94,8 +94,7 @@ pub async fn register(
     let contract = symbolized_schema(HashMap::new());
     let samples_schema = store::samples_schema(&contract);
     let stacks_schema = stacks_files_schema(&contract);
-    let frames_schema = frames::frames_schema(&stack_type(), HashMap::new())
-        .expect("the contract's stack is a list of frames");
+    let frames_schema = frames_files_schema();
     let mut paths = Vec::with_capacity(hours.len());
     for hour in &hours {
         let table_url = base
@@ -169,6 +168,23 @@ fn stacks_files_schema(contract: &Schema) -> SchemaRef {
     Arc::new(Schema::new(fields))
 }
 
+/// The columns a frames file may have: those stacks-pack writes, `name` nullable (files
+/// written before it lack it).
+fn frames_files_schema() -> SchemaRef {
+    let written = frames::frames_schema(&stack_type(), HashMap::new())
+        .expect("the contract's stack is a list of frames");
+    let fields: Vec<Field> = written
+        .fields()
+        .iter()
+        .map(|f| {
+            f.as_ref()
+                .clone()
+                .with_nullable(f.is_nullable() || f.name() == frames::NAME)
+        })
+        .collect();
+    Arc::new(Schema::new(fields))
+}
+
 /// `stack_table`: one row per `stack_id` of the stacks files (a stack recorded on several
 /// hosts or in several files is stored once in each), with the columns of the local table.
 ///
@@ -181,8 +197,9 @@ fn stacks_files_schema(contract: &Schema) -> SchemaRef {
 /// `frame_id`) and gathered back (`as_stack` over positioned frames); a whole stack passes
 /// through as one row with no frame to join. A stack's frame ids end with one more, null:
 /// a stack of no frames still has a row to gather (its null frame is left out by
-/// `as_stack`). Assembled stacks get `folded`, `leaf` and `depth` as the stack functions
-/// name frames; their raw stack columns are null.
+/// `as_stack`). The frames are gathered with their stored `name`, which an assembled stack's
+/// `folded` joins (`stack_fold` names a frame only when a frames file written before the
+/// column has none); `leaf` and `depth` are the stack functions'; raw stack columns are null.
 async fn distinct_stacks(ctx: &SessionContext, stacks_schema: &Schema) -> Result<DataFrame> {
     let any = ctx.udaf("stack_any").map_err(flat)?;
     let arg_min = ctx.udaf("arg_min").map_err(flat)?;
@@ -246,7 +263,9 @@ async fn distinct_stacks(ctx: &SessionContext, stacks_schema: &Schema) -> Result
     let frame = named_struct(
         fields
             .iter()
-            .flat_map(|f| [lit(f.name().as_str()), col(quoted(f.name()))])
+            .map(|f| f.name().as_str())
+            .chain([frames::NAME])
+            .flat_map(|name| [lit(name), col(quoted(name))])
             .collect(),
     );
     let frames_files = ctx
@@ -288,23 +307,26 @@ async fn distinct_stacks(ctx: &SessionContext, stacks_schema: &Schema) -> Result
     let either = |stored: Expr, made: Expr| -> Result<Expr> {
         when(is_whole(), stored).otherwise(made).map_err(flat)
     };
+    // The assembled stack's frames in order, with their names (`r_named`); then without.
+    let named = || as_stack.call(vec![as_stack.call(vec![col("r_stack")])]);
     let mut columns = vec![col(quoted(column::STACK_ID))];
     for &name in &stored {
         columns.push(if name == column::STACK {
-            either(stack(), as_stack.call(vec![col("r_stack")]))?.alias(name)
+            either(stack(), named())?.alias(name)
         } else {
             col(quoted(name))
         });
     }
     columns.extend(summaries.iter().map(|name| col(quoted(name))));
     columns.push(is_whole());
+    columns.push(as_stack.call(vec![col("r_stack")]).alias("r_named"));
     let udf = |name: &str| ctx.udf(name).map_err(flat);
     let mut summarized = vec![col(quoted(column::STACK_ID))];
     summarized.extend(stored.iter().map(|name| col(quoted(name))));
     summarized.push(
         either(
             col(quoted(stack_col::FOLDED)),
-            udf("stack_fold")?.call(vec![stack()]),
+            udf("stack_fold")?.call(vec![col("r_named")]),
         )?
         .alias(stack_col::FOLDED),
     );

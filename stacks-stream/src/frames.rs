@@ -6,8 +6,11 @@
 //! frame is unresolved ([`Unresolved`], the `reason` field's closed values).
 
 use std::ops::Range;
+use std::sync::Arc;
 
 use crate::ContractError;
+
+mod unresolved;
 use crate::schema::frame;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int64Type, UInt64Type};
@@ -15,8 +18,10 @@ use arrow_array::{
     Array, ArrayRef, BooleanArray, Int64Array, LargeListArray, ListArray, StringArray, StructArray,
     UInt64Array,
 };
+use arrow_buffer::OffsetBuffer;
 use arrow_cast::{can_cast_types, cast};
-use arrow_schema::DataType;
+use arrow_schema::{DataType, Field};
+pub use unresolved::Unresolved;
 
 /// One frame of a stack, borrowed from the batch.
 #[derive(Debug, Clone, Copy)]
@@ -68,16 +73,71 @@ impl Frame<'_> {
 
 /// Append frame `name` to a folded stack being written (`root;…;leaf`, as flamegraph.pl,
 /// inferno and speedscope read it): `;` separates frames and a line ends the stack, so a `;`
-/// in the name becomes `:` and a line break a space.
+/// in the name becomes `:` and a line break a space. The one place folded stacks are made
+/// (stack_fold, the stores' `folded`, stacks-pprof's and stacks-top's folded output) and
+/// the names of the frames file ([`folded_name`]) are escaped; escaping twice changes nothing.
 pub fn push_folded(out: &mut String, name: &str) {
     if !out.is_empty() {
         out.push(';');
     }
+    push_escaped(out, name);
+}
+
+/// The folded stack of frame names `names`, root first: each as [`push_folded`] writes it,
+/// joined by `;` (an empty name is a frame too).
+pub fn fold<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
+    let mut out = String::new();
+    for (n, name) in names.into_iter().enumerate() {
+        if n > 0 {
+            out.push(';');
+        }
+        push_escaped(&mut out, name);
+    }
+    out
+}
+
+/// Append `name` as a frame of a folded stack shows it (see [`push_folded`]).
+fn push_escaped(out: &mut String, name: &str) {
     out.extend(name.chars().map(|c| match c {
         ';' => ':',
         '\n' | '\r' => ' ',
         c => c,
     }));
+}
+
+/// Frame `f`'s name as a folded stack shows it ([`Frame::name`] through [`push_folded`]):
+/// what the frames file of a store holds in its `name` column, so readers of the store
+/// (DuckDB, pyarrow, the bucket SQL) only join names with `;`.
+pub fn folded_name(f: &Frame<'_>) -> String {
+    let mut out = String::new();
+    push_escaped(&mut out, &f.name());
+    out
+}
+
+/// The [`folded_name`] of every frame of `frames` (the rows of a frames file, as a struct of
+/// the frame fields); a null frame is [`NULL_FRAME`].
+pub fn folded_names(frames: &StructArray) -> Result<StringArray, ContractError> {
+    let n = i32::try_from(frames.len()).map_err(|_| ContractError::Column {
+        input: "frames".into(),
+        column: crate::store::frames::NAME.into(),
+        detail: format!("{} frames in one file", frames.len()),
+    })?;
+    let item = Arc::new(Field::new("frame", frames.data_type().clone(), true));
+    let one: ArrayRef = Arc::new(ListArray::new(
+        item,
+        OffsetBuffer::new(vec![0, n].into()),
+        Arc::new(frames.clone()),
+        None,
+    ));
+    let view = StackFrames::new(&one, "frames", crate::col::STACK)?;
+    Ok((0..frames.len())
+        .map(|i| {
+            Some(match view.frame(i) {
+                Some(f) => folded_name(&f),
+                None => NULL_FRAME.to_string(),
+            })
+        })
+        .collect())
 }
 
 /// The name of a frame whose function is unknown, from where it is, always in brackets so it
@@ -185,6 +245,8 @@ pub struct StackFrames {
     offset: Option<UInt64Array>,
     addr: Option<UInt64Array>,
     symbol: Option<StringArray>,
+    /// The frames' folded names, when they carry them (see [`Self::folded`]).
+    name: Option<StringArray>,
 }
 
 impl StackFrames {
@@ -259,6 +321,7 @@ impl StackFrames {
             offset: uint(frame::OFFSET)?,
             addr: uint(frame::ADDR)?,
             symbol: string(frame::SYMBOL)?,
+            name: string(crate::store::frames::NAME)?,
             lists,
             structs,
         })
@@ -330,20 +393,28 @@ impl StackFrames {
         }
     }
 
-    /// The folded text of the frames `frames` (an entry's or row's range): every frame's
-    /// [`Frame::name`], root first, joined by `sep` (`;` in folded stacks).
-    pub fn folded(&self, frames: Range<usize>, sep: &str) -> String {
-        let mut out = String::new();
-        for (n, i) in frames.rev().enumerate() {
-            if n > 0 {
-                out.push_str(sep);
-            }
-            match self.frame(i) {
-                Some(f) => out.push_str(&f.name()),
-                None => out.push_str(NULL_FRAME),
-            }
-        }
-        out
+    /// The folded stack of the frames `frames` (an entry's or row's range): every frame's
+    /// [`Frame::name`], root first, through [`push_folded`]. Frames that carry their folded
+    /// name (a `name` field, as a store's frames file holds it) are not named again; frames
+    /// of an older frames file without one (null) are.
+    pub fn folded(&self, frames: Range<usize>) -> String {
+        let names: Vec<std::borrow::Cow<'_, str>> = frames
+            .rev()
+            .map(|i| match (self.stored_name(i), self.frame(i)) {
+                (Some(name), _) => name.into(),
+                (None, Some(f)) => f.name().into_owned().into(),
+                (None, None) => NULL_FRAME.into(),
+            })
+            .collect();
+        fold(names.iter().map(|n| n.as_ref()))
+    }
+
+    /// The folded name frame `i` carries (see [`Self::folded`]), when the frames have one.
+    fn stored_name(&self, i: usize) -> Option<&str> {
+        self.name
+            .as_ref()
+            .filter(|a| i < a.len() && a.is_valid(i))
+            .map(|a| a.value(i))
     }
 
     /// Frame `i` (an index from [`Self::row`]); `None` for a null or out-of-range frame.
@@ -381,57 +452,6 @@ fn string_at(a: &Option<StringArray>, i: usize) -> Option<&str> {
         .filter(|a| a.is_valid(i))
         .map(|a| a.value(i))
         .filter(|s| !s.is_empty())
-}
-
-/// Why a frame is unresolved: the closed values of a frame's `reason` (its `error` says it in
-/// words, with the details).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Unresolved {
-    /// The frame stands for a stack that could not be captured.
-    MissedStack,
-    /// The recorder could not turn the user address into a file offset (process gone,
-    /// anonymous or JIT memory, the idle task…).
-    NotNormalized,
-    /// The file (or debug file) of the frame's module was not found, or not with its build id.
-    ModuleNotFound,
-    /// The module's file was found but could not be read.
-    UnreadableFile,
-    /// The file offset is outside the file's loaded segments.
-    OutsideSegments,
-    /// No symbol of the file covers the address.
-    NoSymbol,
-    /// The kernel address was not in the recording kernel's kallsyms.
-    NotInKallsyms,
-    /// No kernel symbols of the recording boot are available.
-    NoKernelSymbols,
-}
-
-impl Unresolved {
-    /// Every value.
-    pub const ALL: [Unresolved; 8] = [
-        Unresolved::MissedStack,
-        Unresolved::NotNormalized,
-        Unresolved::ModuleNotFound,
-        Unresolved::UnreadableFile,
-        Unresolved::OutsideSegments,
-        Unresolved::NoSymbol,
-        Unresolved::NotInKallsyms,
-        Unresolved::NoKernelSymbols,
-    ];
-
-    /// The `reason` text.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Unresolved::MissedStack => "missed_stack",
-            Unresolved::NotNormalized => "not_normalized",
-            Unresolved::ModuleNotFound => "module_not_found",
-            Unresolved::UnreadableFile => "unreadable_file",
-            Unresolved::OutsideSegments => "outside_segments",
-            Unresolved::NoSymbol => "no_symbol",
-            Unresolved::NotInKallsyms => "not_in_kallsyms",
-            Unresolved::NoKernelSymbols => "no_kernel_symbols",
-        }
-    }
 }
 
 #[cfg(test)]
@@ -494,6 +514,56 @@ mod tests {
         push_folded(&mut line, "main");
         push_folded(&mut line, "a;b\nc");
         assert_eq!(line, "main;a:b c");
+        assert_eq!(fold(["main", "a;b\nc"]), line);
+        assert_eq!(fold(["", "x"]), ";x", "an empty name is a frame");
+    }
+
+    #[test]
+    fn frames_file_names_are_folded_names_and_are_not_named_again() {
+        use stacks_testkit::rows::{Frame as Row, Row as Sample, batch};
+        let libc = Row {
+            module: Some("/usr/lib/libc.so.6".into()),
+            offset: Some(0x1a2b),
+            addr: 0x7f00_0000_1a2b,
+            ..Default::default()
+        };
+        let fmt = Row {
+            function: Some("<[u8; 4] as Debug>::fmt".into()),
+            ..libc.clone()
+        };
+        let schema = Arc::new(crate::symbolized_schema(Default::default()));
+        let sample = Sample {
+            kind: "profile".into(),
+            stack: Some(vec![fmt, libc]),
+            ..Default::default()
+        };
+        let b = batch(&schema, &[sample]);
+        let stack = b.column_by_name(crate::col::STACK).unwrap();
+        let frames = StackFrames::new(stack, "test", crate::col::STACK).unwrap();
+        assert_eq!(
+            frames.folded(frames.row(0)),
+            "[libc.so.6+0x1a2b];<[u8: 4] as Debug>::fmt"
+        );
+        let structs = stack.as_list::<i32>().values().as_struct().clone();
+        let names = folded_names(&structs).unwrap();
+        assert_eq!(names.value(0), "<[u8: 4] as Debug>::fmt");
+        assert_eq!(names.value(1), "[libc.so.6+0x1a2b]");
+        // Frames carrying a name are shown by it (a store's assembled frames), unless null
+        // (a frames file written before the column).
+        let (fields, mut columns, _) = structs.into_parts();
+        let mut with: Vec<Field> = fields.iter().map(|f| f.as_ref().clone()).collect();
+        with.push(Field::new(crate::store::frames::NAME, DataType::Utf8, true));
+        columns.push(Arc::new(StringArray::from(vec![Some("stored"), None])));
+        let named = StructArray::new(with.into(), columns, None);
+        let item = Arc::new(Field::new("frame", named.data_type().clone(), true));
+        let list: ArrayRef = Arc::new(ListArray::new(
+            item,
+            OffsetBuffer::new(vec![0, 2].into()),
+            Arc::new(named),
+            None,
+        ));
+        let frames = StackFrames::new(&list, "test", crate::col::STACK).unwrap();
+        assert_eq!(frames.folded(frames.row(0)), "[libc.so.6+0x1a2b];stored");
     }
 
     #[test]

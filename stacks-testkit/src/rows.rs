@@ -168,8 +168,7 @@ macro_rules! fixture_rows {
 stacks_stream::with_columns!(fixture_rows);
 
 impl Row {
-    /// The stack as function names, leaf first; a frame without a function as
-    /// `[module file name+0xoffset]`, as the SQL stack functions name it. `None` for no stack.
+    /// The stack as frame names, leaf first ([`Frame::name`]). `None` for no stack.
     pub fn names(&self) -> Option<Vec<String>> {
         self.stack
             .as_ref()
@@ -178,16 +177,24 @@ impl Row {
 }
 
 impl Frame {
-    /// The function, or `[module file name+0xoffset]` for an unresolved frame.
+    /// The frame's name as every stacks tool shows it ([`stacks_stream::frames::Frame::name`]):
+    /// the function, else e.g. `[module file name+0xoffset]`.
     pub fn name(&self) -> String {
-        match &self.function {
-            Some(f) => f.clone(),
-            None => {
-                let module = self.module.as_deref().unwrap_or_default();
-                let file = module.rsplit('/').next().unwrap_or(module);
-                format!("[{file}+{:#x}]", self.offset.unwrap_or_default())
-            }
+        stacks_stream::frames::Frame {
+            function: self.function.as_deref().filter(|f| !f.is_empty()),
+            file: self.file.as_deref(),
+            line: self.line.map_or(0, i64::from),
+            column: self.column.map_or(0, i64::from),
+            inlined: self.inlined,
+            kernel: self.kernel,
+            module: self.module.as_deref().filter(|m| !m.is_empty()),
+            build_id: self.build_id.as_deref(),
+            offset: self.offset,
+            addr: self.addr,
+            symbol: self.symbol.as_deref(),
         }
+        .name()
+        .into_owned()
     }
 }
 

@@ -7,6 +7,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use stacks_stream::frames::fold;
+
 /// What kind of code a frame is, for its colour.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Class {
@@ -164,12 +166,9 @@ impl Flame {
         let mut out = BTreeMap::new();
         for (i, n) in self.nodes.iter().enumerate().skip(1) {
             if n.own != 0 {
-                let names: Vec<&str> = self
-                    .path(i)
-                    .iter()
-                    .map(|&p| self.nodes[p].name.as_str())
-                    .collect();
-                out.insert(names.join(";"), n.own);
+                let path = self.path(i);
+                let stack = fold(path.iter().map(|&p| self.nodes[p].name.as_str()));
+                out.insert(stack, n.own);
             }
         }
         out.into_iter().collect()

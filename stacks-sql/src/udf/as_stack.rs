@@ -13,6 +13,11 @@
 //! `array_agg` keeps one value per frame and counts each as its whole input batch: gigabytes
 //! for thousands of stacks, beyond any memory limit (`--memory-limit`, a cluster's
 //! executors).
+//!
+//! Positioned frames keep their fields; a plain list of frames with the contract's fields
+//! and then `name` (a frames file's columns) becomes the contract's stack without `name`:
+//! the bucket SQL orders named frames with one call, folds their stored names
+//! (`stack_fold`) and drops them with a second.
 
 use std::sync::Arc;
 
@@ -88,18 +93,27 @@ fn in_position_order(list: &ListArray) -> Result<(ArrayRef, OffsetBuffer<i32>)> 
     Ok((frames, OffsetBuffer::from_lengths(lengths)))
 }
 
-/// The stack type for frames of type `frame` (a struct): the contract's when `frame` has the
-/// contract's frame fields (names and types), else a list of `frame`.
-fn stack_of(frame: &DataType) -> DataType {
+/// Whether `frame` (a struct) has the contract's frame fields (names and types), then
+/// `name` when `named`.
+fn is_contract_frame(frame: &DataType, named: bool) -> bool {
     let contract = stacks_stream::stack_type();
-    if let (DataType::Struct(have), Some(want)) = (frame, frames::frame_struct(&contract))
-        && have.len() == want.len()
+    let (DataType::Struct(have), Some(want)) = (frame, frames::frame_struct(&contract)) else {
+        return false;
+    };
+    have.len() == want.len() + usize::from(named)
         && have
             .iter()
             .zip(want.iter())
             .all(|(h, w)| h.name() == w.name() && h.data_type() == w.data_type())
-    {
-        return contract;
+        && (!named || have.last().is_some_and(|f| f.name() == frames::NAME))
+}
+
+/// The stack type for frames of type `frame` (a struct): the contract's when `frame` has the
+/// contract's frame fields, or (`plain`: not positioned) those and `name`; else a list of
+/// `frame`.
+fn stack_of(frame: &DataType, plain: bool) -> DataType {
+    if is_contract_frame(frame, false) || (plain && is_contract_frame(frame, true)) {
+        return stacks_stream::stack_type();
     }
     DataType::List(Arc::new(Field::new("frame", frame.clone(), false)))
 }
@@ -116,7 +130,10 @@ impl ScalarUDFImpl for AsStack {
     fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
         match &arg_types[0] {
             DataType::List(f) if matches!(f.data_type(), DataType::Struct(_)) => {
-                Ok(stack_of(positioned(f.data_type()).unwrap_or(f.data_type())))
+                Ok(match positioned(f.data_type()) {
+                    Some(frame) => stack_of(frame, false),
+                    None => stack_of(f.data_type(), true),
+                })
             }
             other => plan_err!(
                 "{NAME}: the argument must be a list of frame structs (or of {{{POS}, {FRAME}}} structs), not {other}"
@@ -130,25 +147,27 @@ impl ScalarUDFImpl for AsStack {
             return exec_err!("{NAME}: the argument must be a list of frame structs");
         };
         let ordered;
-        let (values, offsets) = if positioned(&list.value_type()).is_some() {
+        let plain = positioned(&list.value_type()).is_none();
+        let (values, offsets) = if plain {
+            (list.values(), list.offsets().clone())
+        } else {
             ordered = in_position_order(list)?;
             (&ordered.0, ordered.1.clone())
-        } else {
-            (list.values(), list.offsets().clone())
         };
         if values.null_count() > 0 {
             return exec_err!("{NAME}: a null frame in a list");
         }
-        let DataType::List(field) = stack_of(values.data_type()) else {
+        let DataType::List(field) = stack_of(values.data_type(), plain) else {
             unreachable!("a list type")
         };
         let values: ArrayRef = match field.data_type() {
             DataType::Struct(fields) if values.data_type() != field.data_type() => {
-                // The contract's fields: a null in a field it says is never null is an error.
+                // The contract's fields (a frames file's `name` after them left out): a null
+                // in a field it says is never null is an error.
                 let s = values.as_struct();
                 Arc::new(StructArray::try_new(
                     fields.clone(),
-                    s.columns().to_vec(),
+                    s.columns()[..fields.len()].to_vec(),
                     s.nulls().cloned(),
                 )?)
             }

@@ -211,10 +211,14 @@ impl ScalarUDFImpl for StackFn {
                         None => Some(";"),
                     };
                     match sep_here {
+                        // Folded names hold no `;`: each of the folded text's separates frames.
                         Some(sep) if list.is_valid(row) => {
-                            let parts: Vec<String> =
-                                row_range(&list, row).rev().map(|i| names.get(i)).collect();
-                            b.append_value(parts.join(sep));
+                            let folded = names.frames.folded(row_range(&list, row));
+                            if sep == ";" {
+                                b.append_value(folded);
+                            } else {
+                                b.append_value(folded.replace(';', sep));
+                            }
                         }
                         _ => b.append_null(),
                     }

@@ -30,6 +30,10 @@ pub const FRAME_ID: &str = "frame_id";
 pub const SET_ID: &str = "set_id";
 /// Column of the stacks file: the ids of the stack's frames, leaf first.
 pub const FRAME_IDS: &str = "frame_ids";
+/// Column of the frames file: the frame's name as folded stacks show it
+/// ([`crate::frames::folded_name`], the one naming rule), so that readers of the store only
+/// join names. Frames files written before it lack it; readers name their frames then.
+pub const NAME: &str = "name";
 
 /// Fields of a frame struct, in the order frames are sorted by; any field not named here
 /// follows, in struct order.
@@ -65,12 +69,13 @@ fn frame_ids_item() -> Arc<Field> {
     Arc::new(Field::new(FRAME_ID, DataType::UInt32, false))
 }
 
-/// Schema of a frames file for stacks of type `stack`: `frame_id`, the frame's fields, then
-/// `set_id`; `metadata` kept.
+/// Schema of a frames file for stacks of type `stack`: `frame_id`, the frame's fields,
+/// `name`, then `set_id`; `metadata` kept.
 pub fn frames_schema(stack: &DataType, metadata: HashMap<String, String>) -> Option<SchemaRef> {
     let fields = frame_struct(stack)?;
     let mut out = vec![Field::new(FRAME_ID, DataType::UInt32, false)];
     out.extend(fields.iter().map(|f| f.as_ref().clone()));
+    out.push(Field::new(NAME, DataType::Utf8, false));
     out.push(Field::new(SET_ID, DataType::UInt64, false));
     Some(Arc::new(Schema::new_with_metadata(out, metadata)))
 }
@@ -89,12 +94,12 @@ pub fn framed_stacks_schema(metadata: HashMap<String, String>) -> SchemaRef {
 }
 
 /// The stack type a frames file of `schema` rebuilds: a list of structs of its columns but
-/// `frame_id` and `set_id`, with the element field of the contract's `stack`.
+/// `frame_id`, `name` and `set_id`, with the element field of the contract's `stack`.
 pub fn stack_type_of(frames: &Schema) -> DataType {
     let fields: Vec<Field> = frames
         .fields()
         .iter()
-        .filter(|f| f.name() != FRAME_ID && f.name() != SET_ID)
+        .filter(|f| ![FRAME_ID, NAME, SET_ID].contains(&f.name().as_str()))
         .map(|f| f.as_ref().clone())
         .collect();
     DataType::List(Arc::new(Field::new(
@@ -385,12 +390,16 @@ impl SetParts {
             by_field[field] = Some(column);
         }
         let n = order.len();
+        let fields: Vec<ArrayRef> = by_field
+            .into_iter()
+            .map(|c| c.expect("every field converted"))
+            .collect();
+        let rows = StructArray::try_new(self.format.fields.clone(), fields.clone(), None)?;
+        let names = crate::frames::folded_names(&rows)
+            .map_err(|e| ArrowError::InvalidArgumentError(e.to_string()))?;
         let mut columns: Vec<ArrayRef> = vec![Arc::new(UInt32Array::from_iter_values(0..n as u32))];
-        columns.extend(
-            by_field
-                .into_iter()
-                .map(|c| c.expect("every field converted")),
-        );
+        columns.extend(fields);
+        columns.push(Arc::new(names));
         columns.push(Arc::new(arrow_array::UInt64Array::from(vec![set; n])));
         let frames = RecordBatch::try_new(Arc::clone(frames_schema), columns)?;
 
@@ -633,6 +642,9 @@ mod tests {
             .as_string::<i32>();
         let names: Vec<&str> = (0..frames.num_rows()).map(|i| function.value(i)).collect();
         assert_eq!(names, ["main", "run", "leaf", "other", "vfs_read"]);
+        let folded = frames.column_by_name(NAME).unwrap().as_string::<i32>();
+        let folded: Vec<&str> = (0..frames.num_rows()).map(|i| folded.value(i)).collect();
+        assert_eq!(folded, names, "named functions are their names");
 
         let lookup = FrameLookup::new(&fs, std::slice::from_ref(&frames)).unwrap();
         let mut by_id: HashMap<Vec<u8>, Option<Vec<Option<String>>>> = HashMap::new();

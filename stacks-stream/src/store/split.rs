@@ -432,7 +432,7 @@ pub fn summaries(
         match frames.as_ref().and_then(|f| f.entry(row).map(|e| (f, e))) {
             Some((f, e)) => {
                 let range = f.entry_frames(e);
-                folded.append_value(f.folded(range.clone(), ";"));
+                folded.append_value(f.folded(range.clone()));
                 match range.clone().next().and_then(|i| f.frame(i)) {
                     Some(fr) => leaf.append_value(fr.name()),
                     None => leaf.append_null(),
