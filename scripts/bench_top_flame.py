@@ -155,7 +155,7 @@ def main():
              f"Measured by `scripts/bench_top_flame.py` (`BENCH_ONLY=top-flame scripts/bench`) on "
              f"{time.strftime('%Y-%m-%d %H:%M')} UTC, {os.cpu_count()} cores, release build, "
              f"DuckDB {duckdb.__version__}.", "",
-             f"The store of the section above: **{total:,} state rows** ({copies} copies in time of "
+             f"The store of the stacks-top section above: **{total:,} state rows** ({copies} copies in time of "
              f"a {per_copy:,}-row recording of 105 threads). The view is the first screen's: the "
              "state rows of the last 5 minutes; the diff's baseline is the 5 minutes before. "
              "stacks-top is timed in tmux from the key to the screen it draws, once nothing is "
