@@ -395,6 +395,9 @@ struct stacks_net {
 struct stacks_state_sample {
 	__u64 period_ns;          /* the sampling period: the time this row stands for */
 	__u64 syscall_ns;         /* time in `syscall` so far; 0: its entry was not seen */
+	__u64 off_since;          /* an off-CPU thread's switch-out (switch's task storage): the
+				   * `time` of the `switch` row of the interval it is in; 0: on
+				   * CPU, `switch` not recorded, or switched out before it began */
 	enum stacks_state state;
 	__s32 syscall;            /* the system call the thread is in (this architecture's
 				   * number), or STACKS_NO_SYSCALL */

@@ -106,6 +106,34 @@ fn named_wakers(dir: &Path, tid: i64, wait_fn: &str, waker: i64, pass_fn: &str) 
     (n(0), n(1))
 }
 
+/// For the `state` samples of thread `tid` off CPU in `wait_fn`: how many, and how many link
+/// (by `offcpu_since`) to a wake row whose waker is thread `waker` with `pass_fn` on its stack.
+fn named_state_wakers(
+    dir: &Path,
+    tid: i64,
+    wait_fn: &str,
+    waker: i64,
+    pass_fn: &str,
+) -> (u64, u64) {
+    let rows = query(
+        dir,
+        &format!(
+            "SELECT count(*), \
+                 sum(CASE WHEN w.tid = {waker} AND stack_fold(wt.stack) LIKE '%{pass_fn}%' \
+                     THEN 1 ELSE 0 END) \
+             FROM samples s \
+             JOIN stack_table st ON st.stack_id = s.stack_id \
+             LEFT JOIN samples w ON w.kind = 'wake' AND w.wakee = s.tid \
+                 AND cast(w.time AS bigint) - w.duration = cast(s.offcpu_since AS bigint) \
+             LEFT JOIN stack_table wt ON wt.stack_id = w.stack_id \
+             WHERE s.kind = 'state' AND s.tid = {tid} AND s.state <> 'running' \
+                 AND stack_fold(st.stack) LIKE '%{wait_fn}%'"
+        ),
+    );
+    let n = |i: usize| rows[0][i].parse::<u64>().unwrap_or(0);
+    (n(0), n(1))
+}
+
 #[test]
 fn a_chain_of_waits_names_each_waker_and_its_stack() {
     if !bpf_available("a_chain_of_waits_names_each_waker_and_its_stack") {
@@ -116,8 +144,9 @@ fn a_chain_of_waits_names_each_waker_and_its_stack() {
     let rounds = 60;
     let report = record(
         &dir,
-        // MIN 0: no interval is folded (critical-path counts folded ones as CPU).
-        "switch:uk:0,wake:uk",
+        // MIN 0: no interval is folded (critical-path counts folded ones as CPU). `state` at
+        // 50 Hz: its samples of a wait link to the wake row that ended it.
+        "switch:uk:0,wake:uk,state:uk:50",
         &format!(
             "chain --rounds {rounds} --burn-ms 4 --dir {}",
             dir.display()
@@ -149,6 +178,16 @@ fn a_chain_of_waits_names_each_waker_and_its_stack() {
              passes)"
         );
     }
+
+    // The state samples of chain-a waiting in chain_wait: each names the waker of the
+    // interval it was sampled in (offcpu_since), chain-b in chain_pass.
+    let (sampled, sampled_named) = named_state_wakers(&dir, a, "chain_wait", b, "chain_pass");
+    eprintln!("chain-a: {sampled_named} of {sampled} state samples in chain_wait name chain-b");
+    assert!(
+        sampled >= 10 && sampled_named * 100 >= sampled * 99,
+        "chain-a: {sampled_named} of {sampled} state samples in chain_wait name chain-b in \
+         chain_pass"
+    );
 
     // critical-path: chain-a's off-CPU time (depth 0) is its own clock's; what chain-c did
     // while chain-a waited on chain-b waiting on it (depth 2) is chain-c's CPU time by its own
@@ -270,6 +309,23 @@ fn top_follows_the_chain(dir: &Path, (a, b, c): (i64, i64, i64)) {
             && share(waker) >= 99.0
             && lines[at..].iter().any(|l| l.ends_with("chain_pass")),
         "chain-a's waits under __schedule: woken by chain-b (≥ 99%) from chain_pass:\n{text}"
+    );
+
+    // The same tree of chain-a's sampled states: its waits in chain_wait, woken by chain-b.
+    let peek = sh(&format!(
+        "stacks-top -d {d}/store --kind state --where 'tid = {a}' --once --peek"
+    ));
+    check(&peek, "stacks-top --once --peek of chain-a's states");
+    let text = String::from_utf8_lossy(&peek.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    let woken: Vec<usize> = (0..lines.len())
+        .filter(|&i| lines[i].ends_with("▾ woken by"))
+        .collect();
+    assert!(
+        woken.iter().any(|&at| lines[..at].iter().any(|l| l.ends_with("chain_wait"))
+            && lines.get(at + 1).is_some_and(|l| l.ends_with(&format!("chain-b · tid {b}")))
+            && share(lines[at + 1]) >= 0.99 * share(lines[at - 1])),
+        "chain-a's sampled waits in chain_wait: woken by chain-b:\n{text}"
     );
 
     let top = stacks_tests::tmux::Tmux::start(

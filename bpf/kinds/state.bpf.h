@@ -284,6 +284,7 @@ int sample_states(struct bpf_iter__task *ctx)
 	struct stacks_state_sample *s = &e->info.state;
 	s->period_ns = state_period_ns;
 	s->syscall_ns = 0;
+	s->off_since = 0;
 	s->syscall = STACKS_NO_SYSCALL;
 	s->fd = -1;
 	s->family = 0;
@@ -296,6 +297,10 @@ int sample_states(struct bpf_iter__task *ctx)
 		return 0;
 	}
 	s->state = switch_state_of(false, task->__state);
+	/* With `switch`: the interval it is in, so that the `wake` row that ends it links here. */
+	struct switch_state *sw = bpf_task_storage_get(&switch_store, task, 0, 0);
+	if (sw)
+		s->off_since = sw->out_ts;
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
 	__u64 since;
 	__s32 fd;

@@ -149,6 +149,8 @@ macro_rules! with_columns {
                 r#"`switch`: tid of the thread that woke it, when a wakeup by a task was seen (null: none seen, or an interrupt, softirq or timer woke it: its `wake` row says which)"#;
             WAKEE wakee: Int32, true, None, Raw,
                 r#"`wake`: tid of the thread it woke, whose `switch` row is the one with that `tid` whose interval holds the wakeup: `time` ≤ the wake row's `time` ≤ `time` + `duration`"#;
+            OFFCPU_SINCE offcpu_since: Time, true, Some("ns"), Raw,
+                r#"`state`, with `switch` recorded too: when a thread off CPU at the pass left the CPU, which is the `time` of the `switch` row of the interval it is in (and, with `wake`, the wake row that ended that interval has `time` − `duration` = this); null for a running thread, without `switch`, or for an interval that began before the recording"#;
             OP op: Utf8, true, None, Raw,
                 r#"`block`: `read`, `write`, `flush`, `discard`, `other`; `vfs`: `read`, `write`; `net`: `send`, `recv`; `rss`: the counter that grew, `anon`, `file`, `shmem`, `swap`; `alloc`: `alloc` (a sampled allocation) or `free` (of a sampled pointer)"#;
             SYSCALL syscall: Utf8, true, None, Raw,

@@ -63,6 +63,7 @@ pub struct Ksym {
 /// A column's field type in [`Row`], by the table's type and nullability.
 macro_rules! field_type {
     (Time, false) => { i64 };
+    (Time, true) => { Option<i64> };
     (Utf8, false) => { String };
     (Utf8, true) => { Option<String> };
     (Int32, false) => { i32 };
@@ -83,6 +84,12 @@ macro_rules! field_array {
     ($rows:ident, $f:ident, Time, false) => {
         Arc::new(
             TimestampNanosecondArray::from_iter_values($rows.iter().map(|r| r.$f))
+                .with_timezone("UTC"),
+        )
+    };
+    ($rows:ident, $f:ident, Time, true) => {
+        Arc::new(
+            TimestampNanosecondArray::from($rows.iter().map(|r| r.$f).collect::<Vec<_>>())
                 .with_timezone("UTC"),
         )
     };

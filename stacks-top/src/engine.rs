@@ -19,7 +19,7 @@ use stacks_sql::{Data, flat};
 
 use crate::catalog::{self, Column};
 use crate::live::Live;
-use crate::view::{Ns, Span};
+use crate::view::{Ns, Span, Wakers};
 
 /// The rows stacks-top looks at.
 pub enum Source {
@@ -42,6 +42,8 @@ pub struct Engine {
     ranges: Vec<(String, Span)>,
     /// Live: rows read at the last refresh.
     rows_seen: u64,
+    /// Whether the rows have `offcpu_since` (`state` rows link to the interval they are in).
+    state_links: bool,
 }
 
 impl Engine {
@@ -68,6 +70,7 @@ impl Engine {
             kinds: Vec::new(),
             ranges: Vec::new(),
             rows_seen: 0,
+            state_links: false,
         };
         engine.describe()?;
         Ok(engine)
@@ -86,6 +89,7 @@ impl Engine {
             kinds: Vec::new(),
             ranges: Vec::new(),
             rows_seen: 0,
+            state_links: false,
         };
         engine.refresh()?;
         Ok(engine)
@@ -198,9 +202,13 @@ impl Engine {
             })
     }
 
-    fn catalog(&self) -> Result<Vec<Column>> {
+    fn catalog(&mut self) -> Result<Vec<Column>> {
         let df = self.rt.block_on(self.ctx.table("samples")).map_err(flat)?;
-        Ok(catalog::columns(df.schema().as_arrow()))
+        let schema = df.schema().as_arrow();
+        self.state_links = schema
+            .field_with_name(stacks_stream::col::OFFCPU_SINCE)
+            .is_ok();
+        Ok(catalog::columns(schema))
     }
 
     /// Run `sql` (named `label` in errors) with the window bound as `$from`/`$to`.
@@ -225,10 +233,16 @@ impl Engine {
         Querier {
             ctx: self.ctx.clone(),
             columns: self.columns.clone(),
-            wakers: self
-                .kinds
-                .iter()
-                .any(|(k, n)| k == stacks_stream::kind::WAKE && *n > 0),
+            wakers: {
+                let switch = self
+                    .kinds
+                    .iter()
+                    .any(|(k, n)| k == stacks_stream::kind::WAKE && *n > 0);
+                Wakers {
+                    switch,
+                    state: switch && self.state_links,
+                }
+            },
         }
     }
 
@@ -259,8 +273,8 @@ impl Engine {
 pub struct Querier {
     ctx: SessionContext,
     pub columns: Vec<Column>,
-    /// Whether the rows hold `wake` rows (the waker of each explained off-CPU interval).
-    pub wakers: bool,
+    /// Which rows link to `wake` rows (the waker of each explained off-CPU interval).
+    pub wakers: Wakers,
 }
 
 impl Querier {

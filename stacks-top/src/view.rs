@@ -101,6 +101,15 @@ pub const PERCENTILES: [(&str, f64); 3] = [("p50_ns", 0.5), ("p95_ns", 0.95), ("
 /// `≥1s` (2^30 ns): powers of two of ns, the buckets the kernel aggregates IO latencies in.
 pub const BUCKETS: usize = 22;
 
+/// Which rows a stack tree links to the `wake` rows that ended their waits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Wakers {
+    /// The rows hold `wake` rows: `switch` rows link by their own switch-out.
+    pub switch: bool,
+    /// And `state` rows carry `offcpu_since`: they link by the interval they were sampled in.
+    pub state: bool,
+}
+
 /// The SQL of the columns a view needs, resolved against the catalog.
 pub struct Planner<'a> {
     pub columns: &'a [Column],
@@ -351,10 +360,11 @@ impl Planner<'_> {
 
     /// The stacks of the rows of `view` whose group columns equal `row` (one value per group
     /// column), in the window: `stack` and its weight `w` (thread-ns, else events).
-    /// With `wakers` (the view shows `switch` rows and the store has `wake` rows), each stack
-    /// comes once per waker: `waker_stack`, `waker` (its thread name) and `waker_tid` of the
-    /// `wake` row that ended the interval, null for intervals no `wake` row explains.
-    pub fn stacks(&self, view: &View, row: &[Value], wakers: bool) -> String {
+    /// Where `wakers` links the view's kind (`switch`, or `state` sampled with `switch`),
+    /// each stack comes once per waker: `waker_stack`, `waker` (its thread name) and
+    /// `waker_tid` of the `wake` row that ended the interval the row waited in, null for rows
+    /// no `wake` row explains.
+    pub fn stacks(&self, view: &View, row: &[Value], wakers: Wakers) -> String {
         let extra: Vec<String> = view
             .group
             .iter()
@@ -373,10 +383,14 @@ impl Planner<'_> {
             group: Vec::new(),
             ..view.clone()
         };
-        self.stacks_where(&view, &[format!("tid = {tid}")], true)
+        let wakers = Wakers {
+            switch: true,
+            state: false,
+        };
+        self.stacks_where(&view, &[format!("tid = {tid}")], wakers)
     }
 
-    fn stacks_where(&self, view: &View, extra: &[String], wakers: bool) -> String {
+    fn stacks_where(&self, view: &View, extra: &[String], wakers: Wakers) -> String {
         let (used, text) = self.used(view, extra);
         let relation = self.relation(&used, &text);
         let mut conds = self.conditions(view, extra);
@@ -391,26 +405,34 @@ impl Planner<'_> {
         } else {
             "coalesce(count, 1)".to_string()
         };
-        let wakers = wakers && view.kind.as_deref() == Some(stacks_stream::kind::SWITCH);
-        if !wakers {
+        // The interval a row waited in, by its switch-out: a `switch` row's own (a folded
+        // one, null duration, is no one interval); a `state` row's, of the interval it was
+        // sampled in (`offcpu_since`, where the store has it).
+        let since = match view.kind.as_deref() {
+            Some(stacks_stream::kind::SWITCH) if wakers.switch => {
+                Some("CASE WHEN r.duration IS NOT NULL THEN r.time END")
+            }
+            Some(stacks_stream::kind::STATE) if wakers.state => Some("r.offcpu_since"),
+            _ => None,
+        };
+        let Some(since) = since else {
             return format!(
                 "SELECT t.stack, q.w, q.n FROM (SELECT stack_id, sum({weight}) AS w, \
                  sum(coalesce(count, 1)) AS n FROM {relation} WHERE {} GROUP BY stack_id) q \
                  LEFT JOIN stack_table t ON q.stack_id = t.stack_id",
                 conds.join(" AND ")
             );
-        }
+        };
         // A wake row is linked to the interval it ended: wakee = tid, its time less its
         // duration (the wait) = the switch-out.
         format!(
             "SELECT t.stack, q.w, q.n, wt.stack AS waker_stack, q.waker, q.waker_tid FROM \
              (SELECT r.stack_id, wk.stack_id AS waker_stack_id, wk.thread AS waker, \
              wk.tid AS waker_tid, sum(r.w_) AS w, sum(r.n_) AS n FROM \
-             (SELECT tid, time, duration, stack_id, {weight} AS w_, coalesce(count, 1) AS n_ \
-             FROM {relation} WHERE {}) r \
+             (SELECT tid, {since} AS since, stack_id, {weight} AS w_, \
+             coalesce(count, 1) AS n_ FROM {relation} r WHERE {}) r \
              LEFT JOIN samples wk ON wk.kind = {wake} AND wk.wakee = r.tid \
-             AND r.duration IS NOT NULL \
-             AND cast(wk.time AS bigint) - wk.duration = cast(r.time AS bigint) \
+             AND cast(wk.time AS bigint) - wk.duration = cast(r.since AS bigint) \
              GROUP BY r.stack_id, wk.stack_id, wk.thread, wk.tid) q \
              LEFT JOIN stack_table t ON q.stack_id = t.stack_id \
              LEFT JOIN stack_table wt ON q.waker_stack_id = wt.stack_id",

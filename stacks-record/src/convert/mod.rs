@@ -276,6 +276,10 @@ impl Converter {
             mut extra,
         } = d;
         *self.counts.by_kind.entry(kind).or_default() += 1;
+        // A time a record carries besides its header's, on the recording's clock as `time`.
+        if let Some(t) = extra.offcpu_since.as_mut() {
+            *t += self.offset_ns;
+        }
         let (comm, thread) = (c_bytes(&h.comm), c_bytes(&h.thread));
         let (comm, thread) = (cstr(&comm), cstr(&thread));
         let cgroup = self.cgroups.name(h.cgroup);

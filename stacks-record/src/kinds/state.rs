@@ -68,6 +68,8 @@ impl EventKind for State {
                 protocol,
                 local,
                 remote,
+                // Boot time here; the converter puts it on the recording's clock.
+                offcpu_since: (s.off_since != 0).then_some(s.off_since as i64),
                 ..Extra::default()
             },
         })

@@ -46,6 +46,9 @@ pub(crate) struct Extra {
     pub state: Option<&'static str>,
     pub waker: Option<i32>,
     pub wakee: Option<i32>,
+    /// `state`: the switch-out of the off-CPU interval the thread is in (ns, the recording's
+    /// clock, as `time`).
+    pub offcpu_since: Option<i64>,
     pub op: Option<&'static str>,
     pub syscall: Option<&'static str>,
     pub fd: Option<i32>,
@@ -150,6 +153,12 @@ impl Writer<'_> {
         }
     }
 
+    fn time_opt(&mut self, name: &str, ns: Option<i64>) {
+        if let Builder::Time(b) = self.next(name) {
+            b.append_option(ns);
+        }
+    }
+
     fn str(&mut self, name: &str, v: Option<&str>) {
         if let Builder::Utf8(b) = self.next(name) {
             b.append_option(v);
@@ -229,6 +238,7 @@ impl Row<'_> {
         w.str(col::STATE, x.state);
         w.i32(col::WAKER, x.waker);
         w.i32(col::WAKEE, x.wakee);
+        w.time_opt(col::OFFCPU_SINCE, x.offcpu_since);
         w.str(col::OP, x.op);
         w.str(col::SYSCALL, x.syscall);
         w.i32(col::FD, x.fd);

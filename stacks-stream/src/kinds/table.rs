@@ -229,6 +229,7 @@ pub const ALL: &[Kind] = &[
             col::PROTOCOL,
             col::LOCAL,
             col::REMOTE,
+            col::OFFCPU_SINCE,
         ],
         stacks: true,
         unit: Unit::Nanoseconds,
