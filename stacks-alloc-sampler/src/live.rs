@@ -136,6 +136,13 @@ pub fn insert(p: usize, size: usize) -> bool {
     }
 }
 
+/// Make every [`maybe`] of `p` true for good, without keeping it: for a block whose free must
+/// take the caller's slow path, which recognizes it (libstacks_alloc.so's bootstrap arena).
+/// Never undone ([`remove`] does not find `p`, so leaves its count).
+pub fn pin(p: usize) {
+    COUNTS[bucket(hash(p))].fetch_add(1, Ordering::Release);
+}
+
 /// Whether `p` may be a kept pointer: the fast path of every free.
 #[inline(always)]
 pub fn maybe(p: usize) -> bool {
@@ -205,5 +212,13 @@ mod tests {
             assert!(!maybe(p));
         }
         assert_eq!(UNTRACKED.load(Ordering::Relaxed), 0);
+
+        // A pinned pointer is always maybe kept, whatever is removed (after the checks above:
+        // it may share a bucket with one of theirs).
+        let pinned = base - 4096;
+        pin(pinned);
+        assert!(maybe(pinned));
+        assert_eq!(remove(pinned), None);
+        assert!(maybe(pinned));
     }
 }
