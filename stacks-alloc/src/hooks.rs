@@ -6,12 +6,38 @@
 use std::ffi::c_void;
 
 use stacks_alloc_sampler::sampler::{counts_down, due};
-use stacks_alloc_sampler::{after_alloc, before_free, maybe_sampled, report_alloc, report_free};
+use stacks_alloc_sampler::{after_alloc, before_free, report_alloc, report_free};
 
 use crate::real;
 
 /// # Safety
 /// The C `malloc` contract.
+///
+/// In assembly (the Rust version is for other targets): no frame, no saved register (the
+/// workspace forces frame pointers, which a Rust function pushes and pops around its jump).
+/// The countdown (stacks-alloc-sampler's `left::sub` in place, on its TLS variable), then a
+/// tail jump through the slot (the C library's malloc, or until it is looked up the
+/// bootstrap's: no check of the state here), or when the countdown crossed zero (the first
+/// malloc of every thread does: it starts at 0) to `crossed_malloc`.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#[unsafe(naked)]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
+    std::arch::naked_asm!(
+        ".cfi_startproc",
+        concat!("mov rax, qword ptr [rip + ", stacks_alloc_sampler::countdown_symbol!(), "@GOTTPOFF]"),
+        "sub qword ptr fs:[rax], rdi",
+        "js {crossed}",
+        "jmp qword ptr [rip + {slot}]",
+        ".cfi_endproc",
+        crossed = sym crossed_malloc,
+        slot = sym real::MALLOC,
+    )
+}
+
+/// # Safety
+/// The C `malloc` contract.
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
     // The countdown, then a tail jump through the slot (the C library's malloc, or until it is
@@ -45,12 +71,44 @@ unsafe extern "C" fn crossed_malloc(size: usize) -> *mut c_void {
 
 /// # Safety
 /// The C `free` contract.
+///
+/// In assembly, as `malloc`: the filter's bucket of `p` (stacks-alloc-sampler's `live::maybe`:
+/// a multiply, a shift and one load), then a tail jump through the slot, or when the bucket is
+/// not 0 to `sampled_free`. Null goes to the C library's free (a no-op there, and in the
+/// bootstrap's); arena blocks are pinned in the filter, so they take the slow path.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#[unsafe(naked)]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn free(p: *mut c_void) {
+    std::arch::naked_asm!(
+        ".cfi_startproc",
+        "mov rax, rdi",
+        "shr rax, 4",
+        "movabs rcx, {mul}",
+        "imul rax, rcx",
+        "shr rax, {shift}",
+        "mov rcx, qword ptr [rip + {counts}@GOTPCREL]",
+        "cmp word ptr [rcx + 2*rax], 0",
+        "jne {sampled}",
+        "jmp qword ptr [rip + {slot}]",
+        ".cfi_endproc",
+        mul = const stacks_alloc_sampler::live::HASH_MUL as i64,
+        shift = const stacks_alloc_sampler::live::BUCKET_SHIFT,
+        counts = sym stacks_alloc_sampler::live::COUNTS,
+        sampled = sym sampled_free,
+        slot = sym real::FREE,
+    )
+}
+
+/// # Safety
+/// The C `free` contract.
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn free(p: *mut c_void) {
     // One filter load, then a tail jump through the slot. Null goes to the C library's free
     // (a no-op there, and in the bootstrap's); arena blocks are pinned in the filter, so they
     // take the slow path.
-    if maybe_sampled(p) {
+    if stacks_alloc_sampler::maybe_sampled(p) {
         // SAFETY: the caller's contract.
         return unsafe { sampled_free(p) };
     }

@@ -25,8 +25,8 @@ const LOOKING: u8 = 1;
 const READY: u8 = 2;
 static STATE: AtomicU8 = AtomicU8::new(UNINIT);
 
-static MALLOC: AtomicPtr<c_void> = AtomicPtr::new(boot_malloc as *mut c_void);
-static FREE: AtomicPtr<c_void> = AtomicPtr::new(boot_free as *mut c_void);
+pub(crate) static MALLOC: AtomicPtr<c_void> = AtomicPtr::new(boot_malloc as *mut c_void);
+pub(crate) static FREE: AtomicPtr<c_void> = AtomicPtr::new(boot_free as *mut c_void);
 static CALLOC: AtomicPtr<c_void> = AtomicPtr::new(boot_calloc as *mut c_void);
 static REALLOC: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
 static POSIX_MEMALIGN: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
