@@ -12,7 +12,14 @@ const SLOTS: usize = 2048;
 /// A shard takes no more than this many pointers (75% full): past it a sampled allocation is
 /// reported but its free is not (counted in [`UNTRACKED`]).
 const MAX_FILL: usize = SLOTS * 3 / 4;
-const FILTER: usize = 1 << 14;
+const FILTER_BITS: u32 = 14;
+const FILTER: usize = 1 << FILTER_BITS;
+
+/// The filter's hash: the bucket of pointer `p` is `((p >> 4) * HASH_MUL) >> BUCKET_SHIFT`
+/// (public for libstacks_alloc.so's `free`, which computes it in assembly).
+pub const HASH_MUL: u64 = 0x9e37_79b9_7f4a_7c15;
+/// See [`HASH_MUL`].
+pub const BUCKET_SHIFT: u32 = 64 - FILTER_BITS;
 
 /// Sampled allocations whose pointer could not be kept (their shard was full).
 pub static UNTRACKED: AtomicU64 = AtomicU64::new(0);
@@ -43,15 +50,18 @@ const EMPTY_SHARD: Shard = Shard {
 static SHARD: [Shard; SHARDS] = [EMPTY_SHARD; SHARDS];
 #[allow(clippy::declare_interior_mutable_const)]
 const ZERO: AtomicU16 = AtomicU16::new(0);
-/// How many kept pointers hash to each filter bucket.
-static COUNTS: [AtomicU16; FILTER] = [ZERO; FILTER];
+/// How many kept pointers hash to each filter bucket (public for libstacks_alloc.so's `free`,
+/// which reads it in assembly: anything else goes through [`maybe`], [`insert`], [`remove`] and
+/// [`pin`]).
+#[doc(hidden)]
+pub static COUNTS: [AtomicU16; FILTER] = [ZERO; FILTER];
 
 fn hash(p: usize) -> u64 {
-    ((p as u64) >> 4).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+    ((p as u64) >> 4).wrapping_mul(HASH_MUL)
 }
 
 fn bucket(h: u64) -> usize {
-    (h >> (64 - 14)) as usize
+    (h >> BUCKET_SHIFT) as usize
 }
 
 fn shard(h: u64) -> &'static Shard {
@@ -136,6 +146,13 @@ pub fn insert(p: usize, size: usize) -> bool {
     }
 }
 
+/// Make every [`maybe`] of `p` true for good, without keeping it: for a block whose free must
+/// take the caller's slow path, which recognizes it (libstacks_alloc.so's bootstrap arena).
+/// Never undone ([`remove`] does not find `p`, so leaves its count).
+pub fn pin(p: usize) {
+    COUNTS[bucket(hash(p))].fetch_add(1, Ordering::Release);
+}
+
 /// Whether `p` may be a kept pointer: the fast path of every free.
 #[inline(always)]
 pub fn maybe(p: usize) -> bool {
@@ -205,5 +222,13 @@ mod tests {
             assert!(!maybe(p));
         }
         assert_eq!(UNTRACKED.load(Ordering::Relaxed), 0);
+
+        // A pinned pointer is always maybe kept, whatever is removed (after the checks above:
+        // it may share a bucket with one of theirs).
+        let pinned = base - 4096;
+        pin(pinned);
+        assert!(maybe(pinned));
+        assert_eq!(remove(pinned), None);
+        assert!(maybe(pinned));
     }
 }

@@ -6,22 +6,45 @@
 use std::ffi::c_void;
 
 use stacks_alloc_sampler::sampler::{counts_down, due};
-use stacks_alloc_sampler::{after_alloc, before_free, maybe_sampled, report_alloc, report_free};
+use stacks_alloc_sampler::{after_alloc, before_free, report_alloc, report_free};
 
 use crate::real;
 
 /// # Safety
 /// The C `malloc` contract.
+///
+/// In assembly (the Rust version is for other targets): no frame, no saved register (the
+/// workspace forces frame pointers, which a Rust function pushes and pops around its jump).
+/// The countdown (stacks-alloc-sampler's `left::sub` in place, on its TLS variable), then a
+/// tail jump through the slot (the C library's malloc, or until it is looked up the
+/// bootstrap's: no check of the state here), or when the countdown crossed zero (the first
+/// malloc of every thread does: it starts at 0) to `crossed_malloc`.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#[unsafe(naked)]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
-    if !real::is_ready() {
-        // SAFETY: the caller's contract.
-        return unsafe { first_malloc(size) };
-    }
-    // The countdown first: an allocation that does not cross it is a tail call to the C
-    // library's, with no frame or saved register of ours around it.
+    std::arch::naked_asm!(
+        ".cfi_startproc",
+        concat!("mov rax, qword ptr [rip + ", stacks_alloc_sampler::countdown_symbol!(), "@GOTTPOFF]"),
+        "sub qword ptr fs:[rax], rdi",
+        "js {crossed}",
+        "jmp qword ptr [rip + {slot}]",
+        ".cfi_endproc",
+        crossed = sym crossed_malloc,
+        slot = sym real::MALLOC,
+    )
+}
+
+/// # Safety
+/// The C `malloc` contract.
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
+    // The countdown, then a tail jump through the slot (the C library's malloc, or until it is
+    // looked up the bootstrap's: no check of the state here). The first malloc of every thread
+    // crosses it (it starts at 0).
     if counts_down(size) {
-        // SAFETY: the C library's malloc.
+        // SAFETY: the slot's malloc; the caller's contract.
         return unsafe { real::malloc(size) };
     }
     // SAFETY: the caller's contract.
@@ -29,11 +52,15 @@ pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
 }
 
 /// A malloc that crossed its thread's countdown: sampled or not (the slow path decides), the
-/// allocation, then its report. Out of line, so that `malloc` itself saves nothing across a
-/// call.
+/// allocation, then its report. Out of line (and `extern "C"`, which cannot unwind, so that
+/// `malloc` tail-calls it). Before the lookup nothing is sampled (the countdown stays crossed).
 #[cold]
 #[inline(never)]
-unsafe fn crossed_malloc(size: usize) -> *mut c_void {
+unsafe extern "C" fn crossed_malloc(size: usize) -> *mut c_void {
+    if !real::is_ready() {
+        // SAFETY: the bootstrap's malloc (or the C library's, looked up since).
+        return unsafe { real::malloc(size) };
+    }
     match due(size) {
         // SAFETY: the C library's malloc.
         None => unsafe { real::malloc(size) },
@@ -42,39 +69,61 @@ unsafe fn crossed_malloc(size: usize) -> *mut c_void {
     }
 }
 
-/// A malloc before the C library's functions were looked up: look them up, or (while they are
-/// being looked up) take the block from the arena.
-#[cold]
-#[inline(never)]
-unsafe fn first_malloc(size: usize) -> *mut c_void {
-    if real::ready() {
-        // SAFETY: the caller's contract.
-        unsafe { malloc(size) }
-    } else {
-        real::arena_alloc(size, 16)
-    }
+/// # Safety
+/// The C `free` contract.
+///
+/// In assembly, as `malloc`: the filter's bucket of `p` (stacks-alloc-sampler's `live::maybe`:
+/// a multiply, a shift and one load), then a tail jump through the slot, or when the bucket is
+/// not 0 to `sampled_free`. Null goes to the C library's free (a no-op there, and in the
+/// bootstrap's); arena blocks are pinned in the filter, so they take the slow path.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#[unsafe(naked)]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn free(p: *mut c_void) {
+    std::arch::naked_asm!(
+        ".cfi_startproc",
+        "mov rax, rdi",
+        "shr rax, 4",
+        "movabs rcx, {mul}",
+        "imul rax, rcx",
+        "shr rax, {shift}",
+        "mov rcx, qword ptr [rip + {counts}@GOTPCREL]",
+        "cmp word ptr [rcx + 2*rax], 0",
+        "jne {sampled}",
+        "jmp qword ptr [rip + {slot}]",
+        ".cfi_endproc",
+        mul = const stacks_alloc_sampler::live::HASH_MUL as i64,
+        shift = const stacks_alloc_sampler::live::BUCKET_SHIFT,
+        counts = sym stacks_alloc_sampler::live::COUNTS,
+        sampled = sym sampled_free,
+        slot = sym real::FREE,
+    )
 }
 
 /// # Safety
 /// The C `free` contract.
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn free(p: *mut c_void) {
-    if p.is_null() || real::in_arena(p) {
-        return;
-    }
-    if maybe_sampled(p) {
+    // One filter load, then a tail jump through the slot. Null goes to the C library's free
+    // (a no-op there, and in the bootstrap's); arena blocks are pinned in the filter, so they
+    // take the slow path.
+    if stacks_alloc_sampler::maybe_sampled(p) {
         // SAFETY: the caller's contract.
         return unsafe { sampled_free(p) };
     }
-    // SAFETY: a block of the C library's allocator (not the arena's), freed once by contract.
+    // SAFETY: a block of the slot's allocator (not the arena's), freed once by contract.
     unsafe { real::free(p) }
 }
 
-/// A free of a block that may be a sampled one: its report (before the block can be reused by
-/// another thread), then the free. Out of line, as `crossed_malloc`.
+/// A free of a block that may be a sampled one or an arena block: its report (before the
+/// block can be reused by another thread), then the free. Out of line, as `crossed_malloc`.
 #[cold]
 #[inline(never)]
-unsafe fn sampled_free(p: *mut c_void) {
+unsafe extern "C" fn sampled_free(p: *mut c_void) {
+    if p.is_null() || real::in_arena(p) {
+        return;
+    }
     report_free(p);
     // SAFETY: a block of the C library's allocator, freed once by contract.
     unsafe { real::free(p) }
@@ -89,21 +138,23 @@ pub unsafe extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
         unsafe { *libc::__errno_location() = libc::ENOMEM };
         return std::ptr::null_mut();
     };
-    if !real::ready() {
-        return real::arena_alloc(bytes, 16);
-    }
     if counts_down(bytes) {
-        // SAFETY: the C library's calloc.
+        // SAFETY: the slot's calloc, as in `malloc`.
         return unsafe { real::calloc(n, size) };
     }
     // SAFETY: the caller's contract.
     unsafe { crossed_calloc(n, size) }
 }
 
-/// A calloc that crossed its thread's countdown (as `crossed_malloc`).
+/// A calloc that crossed its thread's countdown (as `crossed_malloc`; `n * size` does not
+/// overflow: `calloc` checked).
 #[cold]
 #[inline(never)]
-unsafe fn crossed_calloc(n: usize, size: usize) -> *mut c_void {
+unsafe extern "C" fn crossed_calloc(n: usize, size: usize) -> *mut c_void {
+    if !real::is_ready() {
+        // SAFETY: the bootstrap's calloc (or the C library's, looked up since).
+        return unsafe { real::calloc(n, size) };
+    }
     match due(n * size) {
         // SAFETY: the C library's calloc.
         None => unsafe { real::calloc(n, size) },

@@ -2,6 +2,12 @@
 //! lookup order: glibc, or another preloaded allocator), and the bootstrap arena that serves
 //! the allocations made while looking it up (glibc's dlsym may call calloc for its error
 //! buffer, which comes back to us before we know the real calloc).
+//!
+//! The slots of `malloc`, `calloc` and `free` start out holding this module's bootstrap
+//! functions, which look the C library's up (or use the arena while that is under way), and
+//! then hold the C library's: the hooks' fast paths jump through them with no check of the
+//! state. Arena blocks are pinned in the sampler's filter of sampled pointers, so `free` finds
+//! them on its slow path, never on its fast path.
 
 use std::ffi::{CStr, c_void};
 use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicUsize, Ordering};
@@ -19,9 +25,9 @@ const LOOKING: u8 = 1;
 const READY: u8 = 2;
 static STATE: AtomicU8 = AtomicU8::new(UNINIT);
 
-static MALLOC: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
-static FREE: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
-static CALLOC: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
+pub(crate) static MALLOC: AtomicPtr<c_void> = AtomicPtr::new(boot_malloc as *mut c_void);
+pub(crate) static FREE: AtomicPtr<c_void> = AtomicPtr::new(boot_free as *mut c_void);
+static CALLOC: AtomicPtr<c_void> = AtomicPtr::new(boot_calloc as *mut c_void);
 static REALLOC: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
 static POSIX_MEMALIGN: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
 static ALIGNED_ALLOC: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
@@ -34,7 +40,8 @@ pub(crate) fn ready() -> bool {
     is_ready() || init()
 }
 
-/// Whether the functions were looked up (the fast path: one load).
+/// Whether the functions were looked up (one load; the hooks' slow paths ask, not their fast
+/// paths).
 #[inline(always)]
 pub(crate) fn is_ready() -> bool {
     STATE.load(Ordering::Acquire) == READY
@@ -82,10 +89,46 @@ fn lookup(name: &CStr) -> *mut c_void {
     f
 }
 
+/// `malloc` until the C library's is looked up: looks it up, or (while the lookup is under way,
+/// from this thread's dlsym or another thread's) takes the block from the arena.
+unsafe extern "C" fn boot_malloc(n: usize) -> *mut c_void {
+    if ready() {
+        // SAFETY: looked up (and the slot now holds the C library's malloc).
+        unsafe { malloc(n) }
+    } else {
+        arena_alloc(n, 16)
+    }
+}
+
+/// `calloc` until the C library's is looked up, as `boot_malloc` (arena blocks are zeroed:
+/// the arena is, and its bytes are never reused).
+unsafe extern "C" fn boot_calloc(n: usize, size: usize) -> *mut c_void {
+    if ready() {
+        // SAFETY: as in `boot_malloc`.
+        unsafe { calloc(n, size) }
+    } else {
+        n.checked_mul(size)
+            .map_or(std::ptr::null_mut(), |b| arena_alloc(b, 16))
+    }
+}
+
+/// `free` until the C library's is looked up: the hook passes null here (arena blocks are
+/// pinned, and freed on its slow path), or a block of the C library's, which was allocated
+/// after the lookup, so that `ready` is true here too.
+unsafe extern "C" fn boot_free(p: *mut c_void) {
+    if p.is_null() || in_arena(p) {
+        return;
+    }
+    if ready() {
+        // SAFETY: a block of the C library's allocator, by contract.
+        unsafe { free(p) }
+    }
+}
+
 macro_rules! real {
     ($slot:ident, $ty:ty) => {{
-        // Set by `init` to the address dlsym gave for this function, of this type (callers
-        // are in unsafe blocks: the transmute is theirs).
+        // A bootstrap function of this type, or set by `init` to the address dlsym gave for
+        // this function, of this type (callers are in unsafe blocks: the transmute is theirs).
         std::mem::transmute::<*mut c_void, $ty>($slot.load(Ordering::Relaxed))
     }};
 }
@@ -129,7 +172,8 @@ static mut BOOT: Arena = Arena([0; ARENA]);
 static BOOT_USED: AtomicUsize = AtomicUsize::new(0);
 
 /// A zeroed block of `n` bytes aligned to `align` (a power of two, at most 4096) from the
-/// arena, or null when it is full.
+/// arena, or null when it is full. The block is pinned in the filter of sampled pointers, so
+/// its `free` takes the slow path, which knows arena blocks.
 pub(crate) fn arena_alloc(n: usize, align: usize) -> *mut c_void {
     let align = align.max(16);
     let base = (&raw mut BOOT).cast::<u8>();
@@ -142,10 +186,12 @@ pub(crate) fn arena_alloc(n: usize, align: usize) -> *mut c_void {
         match BOOT_USED.compare_exchange(used, end, Ordering::AcqRel, Ordering::Relaxed) {
             Ok(_) => {
                 // SAFETY: [start - 16, end) is inside the arena and now ours alone.
-                unsafe {
+                let p = unsafe {
                     base.add(start - 8).cast::<usize>().write(n);
-                    return base.add(start).cast();
-                }
+                    base.add(start)
+                };
+                stacks_alloc_sampler::live::pin(p as usize);
+                return p.cast();
             }
             Err(now) => used = now,
         }

@@ -11,6 +11,16 @@
 //! of a preloaded library; a library dlopen'ed later holding it is served from glibc's static
 //! TLS surplus (8 bytes of its few hundred).
 
+/// The name of the countdown's TLS symbol (x86_64 Linux), for assembly that takes its bytes
+/// itself (libstacks_alloc.so's `malloc`, a function with no frame):
+/// `mov rax, qword ptr [rip + NAME@GOTTPOFF]`, then `sub qword ptr fs:[rax], SIZE`.
+#[macro_export]
+macro_rules! countdown_symbol {
+    () => {
+        "stacks_alloc_sampler_left"
+    };
+}
+
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 mod imp {
     // The variable: global (the code of every codegen unit refers to it) but hidden (each
@@ -18,11 +28,11 @@ mod imp {
     std::arch::global_asm!(
         ".pushsection .tbss,\"awT\",@nobits",
         ".p2align 3",
-        ".globl stacks_alloc_sampler_left",
-        ".hidden stacks_alloc_sampler_left",
-        ".type stacks_alloc_sampler_left, @object",
-        ".size stacks_alloc_sampler_left, 8",
-        "stacks_alloc_sampler_left:",
+        concat!(".globl ", crate::countdown_symbol!()),
+        concat!(".hidden ", crate::countdown_symbol!()),
+        concat!(".type ", crate::countdown_symbol!(), ", @object"),
+        concat!(".size ", crate::countdown_symbol!(), ", 8"),
+        concat!(crate::countdown_symbol!(), ":"),
         ".zero 8",
         ".popsection",
     );
@@ -35,7 +45,7 @@ mod imp {
         // dynamic linker put in the GOT (relaxed to a constant by the linker in an executable).
         unsafe {
             std::arch::asm!(
-                "mov {off}, qword ptr [rip + stacks_alloc_sampler_left@GOTTPOFF]",
+                concat!("mov {off}, qword ptr [rip + ", crate::countdown_symbol!(), "@GOTTPOFF]"),
                 "neg {v}",
                 "add {v}, qword ptr fs:[{off}]",
                 "mov qword ptr fs:[{off}], {v}",
@@ -53,7 +63,7 @@ mod imp {
         // SAFETY: as in `sub`.
         unsafe {
             std::arch::asm!(
-                "mov {off}, qword ptr [rip + stacks_alloc_sampler_left@GOTTPOFF]",
+                concat!("mov {off}, qword ptr [rip + ", crate::countdown_symbol!(), "@GOTTPOFF]"),
                 "mov qword ptr fs:[{off}], {v}",
                 off = out(reg) _,
                 v = in(reg) v,
