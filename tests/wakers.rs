@@ -322,9 +322,13 @@ fn top_follows_the_chain(dir: &Path, (a, b, c): (i64, i64, i64)) {
         .filter(|&i| lines[i].ends_with("▾ woken by"))
         .collect();
     assert!(
-        woken.iter().any(|&at| lines[..at].iter().any(|l| l.ends_with("chain_wait"))
-            && lines.get(at + 1).is_some_and(|l| l.ends_with(&format!("chain-b · tid {b}")))
-            && share(lines[at + 1]) >= 0.99 * share(lines[at - 1])),
+        woken
+            .iter()
+            .any(|&at| lines[..at].iter().any(|l| l.ends_with("chain_wait"))
+                && lines
+                    .get(at + 1)
+                    .is_some_and(|l| l.ends_with(&format!("chain-b · tid {b}")))
+                && share(lines[at + 1]) >= 0.99 * share(lines[at - 1])),
         "chain-a's sampled waits in chain_wait: woken by chain-b:\n{text}"
     );
 
