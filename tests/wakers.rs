@@ -84,37 +84,32 @@ fn tid_of(report: &serde_json::Value, list: &str, name: &str) -> i64 {
         .unwrap_or_else(|| panic!("no thread {name} in the report"))
 }
 
-/// For the kept off-CPU intervals of thread `tid` waiting in `wait_fn`: how many, and how
-/// many have a wake row whose waker is thread `waker` with `pass_fn` on its stack.
-fn named_wakers(dir: &Path, tid: i64, wait_fn: &str, waker: i64, pass_fn: &str) -> (u64, u64) {
-    let rows = query(
-        dir,
-        &format!(
-            "SELECT count(*), \
-                 sum(CASE WHEN w.tid = {waker} AND stack_fold(wt.stack) LIKE '%{pass_fn}%' \
-                     THEN 1 ELSE 0 END) \
-             FROM samples s \
-             JOIN stack_table st ON st.stack_id = s.stack_id \
-             LEFT JOIN samples w ON w.kind = 'wake' AND w.wakee = s.tid \
-                 AND cast(w.time AS bigint) - w.duration = cast(s.time AS bigint) \
-             LEFT JOIN stack_table wt ON wt.stack_id = w.stack_id \
-             WHERE s.kind = 'switch' AND s.tid = {tid} AND s.duration IS NOT NULL \
-                 AND stack_fold(st.stack) LIKE '%{wait_fn}%'"
-        ),
-    );
-    let n = |i: usize| rows[0][i].parse::<u64>().unwrap_or(0);
-    (n(0), n(1))
+/// Which rows of a thread's waits [`named_wakers`] counts, and how each links to the wake row
+/// that ended its wait: a kept `switch` interval by its own switch-out, a `state` sample off
+/// CPU by the switch-out of the interval it was sampled in.
+#[derive(Clone, Copy)]
+enum Waits {
+    Switch,
+    State,
 }
 
-/// For the `state` samples of thread `tid` off CPU in `wait_fn`: how many, and how many link
-/// (by `offcpu_since`) to a wake row whose waker is thread `waker` with `pass_fn` on its stack.
-fn named_state_wakers(
+/// For thread `tid`'s waits in `wait_fn` (`rows`): how many, and how many link to a wake row
+/// whose waker is thread `waker` with `pass_fn` on its stack.
+fn named_wakers(
     dir: &Path,
+    rows: Waits,
     tid: i64,
     wait_fn: &str,
     waker: i64,
     pass_fn: &str,
 ) -> (u64, u64) {
+    let (since, which) = match rows {
+        Waits::Switch => ("s.time", "s.kind = 'switch' AND s.duration IS NOT NULL"),
+        Waits::State => (
+            "s.offcpu_since",
+            "s.kind = 'state' AND s.state <> 'running'",
+        ),
+    };
     let rows = query(
         dir,
         &format!(
@@ -124,10 +119,9 @@ fn named_state_wakers(
              FROM samples s \
              JOIN stack_table st ON st.stack_id = s.stack_id \
              LEFT JOIN samples w ON w.kind = 'wake' AND w.wakee = s.tid \
-                 AND cast(w.time AS bigint) - w.duration = cast(s.offcpu_since AS bigint) \
+                 AND cast(w.time AS bigint) - w.duration = cast({since} AS bigint) \
              LEFT JOIN stack_table wt ON wt.stack_id = w.stack_id \
-             WHERE s.kind = 'state' AND s.tid = {tid} AND s.state <> 'running' \
-                 AND stack_fold(st.stack) LIKE '%{wait_fn}%'"
+             WHERE {which} AND s.tid = {tid} AND stack_fold(st.stack) LIKE '%{wait_fn}%'"
         ),
     );
     let n = |i: usize| rows[0][i].parse::<u64>().unwrap_or(0);
@@ -160,8 +154,8 @@ fn a_chain_of_waits_names_each_waker_and_its_stack() {
     // Each round, chain-a waits once for chain-b and chain-b once for chain-c, for at least
     // chain-c's 4 ms of CPU, and its waker is known. (chain-b's last wait ends when chain-c
     // closes its pipe: `rounds` passes.)
-    let (a_waits, a_named) = named_wakers(&dir, a, "chain_wait", b, "chain_pass");
-    let (b_waits, b_named) = named_wakers(&dir, b, "chain_wait", c, "chain_pass");
+    let (a_waits, a_named) = named_wakers(&dir, Waits::Switch, a, "chain_wait", b, "chain_pass");
+    let (b_waits, b_named) = named_wakers(&dir, Waits::Switch, b, "chain_wait", c, "chain_pass");
     eprintln!(
         "chain-a: {a_named} of {a_waits} waits named chain-b in chain_pass; chain-b: \
          {b_named} of {b_waits} named chain-c"
@@ -181,7 +175,8 @@ fn a_chain_of_waits_names_each_waker_and_its_stack() {
 
     // The state samples of chain-a waiting in chain_wait: each names the waker of the
     // interval it was sampled in (offcpu_since), chain-b in chain_pass.
-    let (sampled, sampled_named) = named_state_wakers(&dir, a, "chain_wait", b, "chain_pass");
+    let (sampled, sampled_named) =
+        named_wakers(&dir, Waits::State, a, "chain_wait", b, "chain_pass");
     eprintln!("chain-a: {sampled_named} of {sampled} state samples in chain_wait name chain-b");
     assert!(
         sampled >= 10 && sampled_named * 100 >= sampled * 99,
