@@ -4,8 +4,9 @@
 //! time checked against four times its target (docs/architecture.md, "What recording costs").
 //! Loose on purpose: it catches a return to the ~10-30 µs programs of before (user frames
 //! resolved to build ids in the kernel, frame-pointer walks through garbage, path walks), not
-//! noise. Kernel stacks (`k`) are left out: the kernel's ORC unwinder alone puts a block
-//! submission's near 6 µs, close to the guard, and is not ours to make cheaper.
+//! noise: each program is judged by its fastest of up to three recordings. Kernel stacks (`k`)
+//! are left out: the kernel's ORC unwinder alone puts a block submission's near 6 µs, close to
+//! the guard, and is not ours to make cheaper.
 
 use stacks_tests::{bpf_available, bpf_serial, check, scratch, sh};
 
@@ -57,6 +58,14 @@ fn runs(summary: &str) -> Vec<(String, u64, f64)> {
         .collect()
 }
 
+/// How many recordings a program gets to come in under its limit. A program's mean run time
+/// is inflated by whatever else shares the two CPUs: while builds ran, one recording's
+/// `on_block_complete` (no stacks, 0.66 µs quietly) took 3.7-4.6 µs and `on_block_start`
+/// 9.8 µs, with the release recorder as with the debug one, and the next recording was back
+/// to 2.4 µs. Noise only adds time, so the fastest of three recordings is the guard; a program
+/// that is slow again is slow in every one of them.
+const TRIES: usize = 3;
+
 #[test]
 fn io_programs_stay_within_four_times_their_targets() {
     if !bpf_available("io_programs_stay_within_four_times_their_targets") {
@@ -66,23 +75,51 @@ fn io_programs_stay_within_four_times_their_targets() {
     let _stats = BpfStats::on();
     let dir = scratch("bpf-cost");
     let d = dir.display();
-    let out = sh(&format!(
-        "stacks-workload direct-read --mib 16 --chunk-kib 4 --path {d}/read.dat > /dev/null && \
-         stacks-record -e vfs:u,block:u,switch:u -o {d}/rec.arrow -- \
-           stacks-workload direct-read --mib 16 --chunk-kib 4 --path {d}/read.dat"
-    ));
-    check(&out, "record the IO loop");
-    let summary = String::from_utf8_lossy(&out.stderr);
-    let measured = runs(&summary);
-    eprintln!("{measured:?}");
-    for &(prog, target) in TARGETS {
-        let Some((_, n, ns)) = measured.iter().find(|(name, _, _)| name == prog) else {
-            panic!("{prog}: no run time in the summary: {summary}");
+    check(
+        &sh(&format!(
+            "stacks-workload direct-read --mib 16 --chunk-kib 4 --path {d}/read.dat > /dev/null"
+        )),
+        "prepare the file",
+    );
+    // The fastest mean seen for each program, with its run count.
+    let mut fastest: Vec<(&str, u64, f64)> = Vec::new();
+    for attempt in 1..=TRIES {
+        let out = sh(&format!(
+            "stacks-record -e vfs:u,block:u,switch:u -o {d}/rec.arrow -- \
+               stacks-workload direct-read --mib 16 --chunk-kib 4 --path {d}/read.dat"
+        ));
+        check(&out, "record the IO loop");
+        let summary = String::from_utf8_lossy(&out.stderr);
+        let measured = runs(&summary);
+        eprintln!("recording {attempt}: {measured:?}");
+        fastest = TARGETS
+            .iter()
+            .map(|&(prog, _)| {
+                let Some(&(_, n, ns)) = measured.iter().find(|(name, _, _)| name == prog) else {
+                    panic!("{prog}: no run time in the summary: {summary}");
+                };
+                assert!(n > 0, "{prog} never ran: {summary}");
+                match fastest.iter().find(|(name, _, _)| *name == prog) {
+                    Some(&(_, n0, ns0)) if ns0 <= ns => (prog, n0, ns0),
+                    _ => (prog, n, ns),
+                }
+            })
+            .collect();
+        let over = |&(prog, _, ns): &(&str, u64, f64)| {
+            TARGETS
+                .iter()
+                .any(|&(p, target)| p == prog && ns > 4.0 * target)
         };
-        assert!(*n > 0, "{prog} never ran: {summary}");
+        if !fastest.iter().any(over) {
+            return;
+        }
+    }
+    for &(prog, target) in TARGETS {
+        let &(_, n, ns) = fastest.iter().find(|(name, _, _)| *name == prog).unwrap();
         assert!(
-            *ns <= 4.0 * target,
-            "{prog}: {ns} ns per run over {n} runs, above 4 × its {target} ns target"
+            ns <= 4.0 * target,
+            "{prog}: {ns} ns per run over {n} runs at best of {TRIES} recordings, \
+             above 4 × its {target} ns target"
         );
     }
 }
