@@ -124,6 +124,72 @@ fn io_programs_stay_within_four_times_their_targets() {
     }
 }
 
+/// IRQ work interrupts taken so far on every CPU (x86's `IWI` row of /proc/interrupts), or
+/// None where the kernel does not count them apart.
+fn irq_work_interrupts() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/interrupts").ok()?;
+    let line = text.lines().find(|l| l.contains("IRQ work interrupts"))?;
+    Some(
+        line.split_whitespace()
+            .skip(1)
+            .map_while(|w| w.parse::<u64>().ok())
+            .sum(),
+    )
+}
+
+/// A reader that lags is woken once, not at every record. Every record sent while more than
+/// `wakeup_bytes` waited asked for a forced wakeup (bpf/common.bpf.h, `wakeup_flags`): an
+/// irq_work and a self-IPI each, on a VM an exit to the hypervisor. With the reader stopped for
+/// a second under a flood of `vfs` records that was 4,855 interrupts, one per record until the
+/// kernel began to aggregate. Now a ring asks at most once a millisecond (8-13 counted in the
+/// same second).
+#[test]
+fn a_lagging_reader_is_woken_at_most_once_a_millisecond() {
+    if !bpf_available("a_lagging_reader_is_woken_at_most_once_a_millisecond") {
+        return;
+    }
+    if irq_work_interrupts().is_none() {
+        eprintln!("skipped: /proc/interrupts does not count IRQ work interrupts here");
+        return;
+    }
+    let _serial = bpf_serial();
+    let dir = scratch("bpf-wakeups");
+    let file = dir.join("f.dat");
+    std::fs::write(&file, vec![0u8; 64 << 20]).expect("write the file to read");
+    // 64-byte reads of a file in the page cache: ~10^5 vfs records a second.
+    let err = std::fs::File::create(dir.join("rec.err")).expect("create rec.err");
+    let mut rec = std::process::Command::new("stacks-record")
+        .args(["-e", "vfs:n", "-o", "/dev/null", "--", "dd"])
+        .arg(format!("if={}", file.display()))
+        .args(["of=/dev/null", "bs=64", "count=1000000"])
+        .stderr(err)
+        .spawn()
+        .expect("start stacks-record");
+    let pid = rec.id();
+    let started = sh(&format!(
+        "for i in $(seq 100); do pgrep -P {pid} -x dd > /dev/null && exit 0; sleep 0.1; done; exit 1"
+    ));
+    check(&started, "the recorder starts dd");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let before = irq_work_interrupts().unwrap();
+    check(&sh(&format!("kill -STOP {pid}")), "stop the recorder");
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let during = irq_work_interrupts().unwrap() - before;
+    check(&sh(&format!("kill -CONT {pid}")), "continue the recorder");
+    let _ = sh(&format!("pkill -P {pid} -x dd"));
+    rec.wait().expect("wait for stacks-record");
+    let summary = std::fs::read_to_string(dir.join("rec.err")).unwrap_or_default();
+    // The reader did lag: the kernel aggregated what did not fit.
+    assert!(
+        summary.contains("aggregated in the kernel"),
+        "the ring never backed up while the recorder was stopped: {summary}"
+    );
+    assert!(
+        during < 1_500,
+        "{during} IRQ work interrupts in the second the reader was stopped: {summary}"
+    );
+}
+
 #[test]
 fn the_summary_line_is_read() {
     let line = "stacks-record: BPF program runs (kernel.bpf_stats_enabled): vfs_exit 63773 \
