@@ -301,7 +301,7 @@ fn dictionary_and_plain_input_give_identical_pairs() {
 
 /// Wide rows are cut into row groups by their memory, not only by `--row-group-rows`: the
 /// rows of a group wait in memory to be sorted, so 120 MiB of 40 KiB paths make several
-/// groups of at most 24 MiB of rows each, every row kept and each group sorted by time.
+/// groups of at most 12 MiB of rows each, every row kept and each group sorted by time.
 #[test]
 fn wide_rows_make_row_groups_by_their_memory() {
     use parquet::file::reader::{FileReader, SerializedFileReader};
@@ -325,12 +325,12 @@ fn wide_rows_make_row_groups_by_their_memory() {
         .map(|g| g.num_rows())
         .collect();
     assert_eq!(groups.iter().sum::<i64>(), rows.len() as i64, "{groups:?}");
-    // By rows alone it would be one group. A group is cut once the rows waiting hold 24 MiB,
-    // about 600 rows of 40 KiB; batches of 300 arrive whole, so a group holds fewer than
-    // 24 MiB and one batch.
-    let most = (24usize << 20) / (40 << 10) + 300;
+    // By rows alone it would be one group. A group is cut once the rows waiting hold 12 MiB,
+    // about 300 rows of 40 KiB; batches of 300 arrive whole, so a group holds fewer than
+    // 12 MiB and one batch.
+    let most = (12usize << 20) / (40 << 10) + 300;
     assert!(
-        groups.len() >= wide / ((24 << 20) + 300 * (40 << 10))
+        groups.len() >= wide / ((12 << 20) + 300 * (40 << 10))
             && groups.len() > 1
             && groups.iter().all(|&n| n as usize <= most),
         "row groups of {groups:?} rows"

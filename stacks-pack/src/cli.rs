@@ -130,7 +130,7 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub stats: Option<PathBuf>,
 
-    /// Rows per row group, or fewer when they hold 24 MiB in memory; each row group is sorted
+    /// Rows per row group, or fewer when they hold 12 MiB in memory; each row group is sorted
     /// by time
     #[arg(
         long,
