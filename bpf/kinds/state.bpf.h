@@ -16,13 +16,18 @@ const volatile __u64 state_period_ns = 0; /* 1e9 / HZ: what one row stands for *
 /* User frames a walk follows at most (the first is the saved instruction pointer). */
 #define STATE_USER_FRAMES 32
 
-/* Per-thread system call in progress, for target threads: set at entry, cleared at exit. A
- * thread that has storage had every entry and exit since its creation seen. */
-struct state_syscall {
+/* Per target thread, in one task storage (one lookup per thread a pass visits): the system
+ * call in progress, set at entry and cleared at exit (valid once `seen`: every entry and exit
+ * since was seen), and what the passes last sent of its stacks. */
+struct state_task {
 	__u64 ts;   /* entry time; 0: not in a system call */
 	__s64 nr;
 	__s32 fd;   /* its file descriptor argument (state_fd_call); -1: none */
-	__u32 pad;
+	__u32 seen; /* 1 once an entry was seen: the fields above are the thread's */
+	/* 1 + its context switch count (nvcsw + nivcsw) when a pass last sent its stacks (0:
+	 * never). A thread whose count has not moved since has not run: its stacks are the ones
+	 * sent, and are not captured again (STACKS_SAME_STACKS). */
+	__u64 sent;
 };
 
 /* The system calls whose first argument is the file descriptor they wait on (read and write
@@ -100,18 +105,8 @@ struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, int);
-	__type(value, struct state_syscall);
-} state_sys SEC(".maps");
-
-/* Per thread: 1 + its context switch count (nvcsw + nivcsw) when a pass last sent its stacks
- * (0: never). A thread whose count has not moved since has not run: its stacks are the ones
- * sent, and are not captured again (STACKS_SAME_STACKS). */
-struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, __u64);
-} state_stacks_sent SEC(".maps");
+	__type(value, struct state_task);
+} state_tasks SEC(".maps");
 
 /* The record under construction. The iterator runs one pass at a time (one driver thread), but
  * it sleeps and may be preempted by other programs on its CPU: its own slot, not scratch's. */
@@ -132,10 +127,11 @@ int BPF_PROG(state_sys_enter, struct pt_regs *regs, long id)
 	if (!current_is_target())
 		return 0;
 	struct task_struct *task = bpf_get_current_task_btf();
-	struct state_syscall *c = bpf_task_storage_get(&state_sys, task, 0,
-						       BPF_LOCAL_STORAGE_GET_F_CREATE);
+	struct state_task *c = bpf_task_storage_get(&state_tasks, task, 0,
+						    BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!c)
 		return 0;
+	c->seen = 1;
 	c->ts = bpf_ktime_get_boot_ns();
 	c->nr = id;
 	c->fd = state_fd_call(id) ? (__s32)regs->SYSCALL_ARG0_FIELD : -1;
@@ -146,25 +142,25 @@ SEC("tp_btf/sys_exit")
 int BPF_PROG(state_sys_exit, struct pt_regs *regs, long ret)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	struct state_syscall *c = bpf_task_storage_get(&state_sys, task, 0, 0);
+	struct state_task *c = bpf_task_storage_get(&state_tasks, task, 0, 0);
 	if (c)
 		c->ts = 0;
 	return 0;
 }
 
 /* The system call `task` (off CPU) is in, since when (0: entry not seen) and its file
- * descriptor argument (-1: none). A thread whose
+ * descriptor argument (-1: none), from its storage `c` (may be null). A thread whose
  * entries were not all seen (it was in a call when the recording started) is read from its
- * saved registers: on x86-64 a system call entry leaves cx == ip (the SYSCALL instruction
- * saved the return address in rcx); other kernel entries (page faults, interrupts) put an
- * error code or vector in orig_ax, which would name the wrong call. */
-static __always_inline __s32 state_syscall_of(struct task_struct *task, struct pt_regs *regs,
+ * saved registers (plain loads: `regs` is a BTF pointer): on x86-64 a system call entry leaves
+ * cx == ip (the SYSCALL instruction saved the return address in rcx); other kernel entries
+ * (page faults, interrupts) put an error code or vector in orig_ax, which would name the wrong
+ * call. */
+static __always_inline __s32 state_syscall_of(struct state_task *c, struct pt_regs *regs,
 					      __u64 *since, __s32 *fd)
 {
 	*since = 0;
 	*fd = -1;
-	struct state_syscall *c = bpf_task_storage_get(&state_sys, task, 0, 0);
-	if (c) {
+	if (c && c->seen) {
 		if (!c->ts)
 			return STACKS_NO_SYSCALL;
 		*since = c->ts;
@@ -172,11 +168,11 @@ static __always_inline __s32 state_syscall_of(struct task_struct *task, struct p
 		return (__s32)c->nr;
 	}
 #if defined(__TARGET_ARCH_x86)
-	long nr = BPF_CORE_READ(regs, orig_ax);
-	if (nr >= 0 && BPF_CORE_READ(regs, cx) == BPF_CORE_READ(regs, ip)) {
+	long nr = regs->orig_ax;
+	if (nr >= 0 && regs->cx == regs->ip) {
 		/* The entry saved the caller's registers: di is still the first argument. */
 		if (state_fd_call(nr))
-			*fd = (__s32)BPF_CORE_READ(regs, di);
+			*fd = (__s32)regs->di;
 		return (__s32)nr;
 	}
 #endif
@@ -189,8 +185,8 @@ static __always_inline __s32 state_syscall_of(struct task_struct *task, struct p
 static __always_inline __u32 state_fp_walk(struct stacks_event *e, struct task_struct *task,
 					   struct pt_regs *regs, __u32 k, bool plain)
 {
-	__u64 ip = PT_REGS_IP_CORE(regs);
-	__u64 fp = PT_REGS_FP_CORE(regs);
+	__u64 ip = PT_REGS_IP(regs); /* plain loads: a BTF pointer */
+	__u64 fp = PT_REGS_FP(regs);
 	__u32 n = 0;
 	for (int i = 0; i < STATE_USER_FRAMES; i++) {
 		if (!ip)
@@ -302,9 +298,12 @@ int sample_states(struct bpf_iter__task *ctx)
 	if (sw)
 		s->off_since = sw->out_ts;
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	/* Created for `sent` when stacks are asked for: not `seen` until a system call entry. */
+	struct state_task *c = bpf_task_storage_get(&state_tasks, task, 0,
+						    state_stacks ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
 	__u64 since;
 	__s32 fd;
-	s->syscall = state_syscall_of(task, regs, &since, &fd);
+	s->syscall = state_syscall_of(c, regs, &since, &fd);
 	if (since)
 		s->syscall_ns = state_pass_ts > since ? state_pass_ts - since : 0;
 	if (fd >= 0) {
@@ -325,9 +324,7 @@ int sample_states(struct bpf_iter__task *ctx)
 		return 0;
 	}
 	__u64 switches = task->nvcsw + task->nivcsw + 1;
-	__u64 *sent = bpf_task_storage_get(&state_stacks_sent, task, 0,
-					   BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (sent && *sent == switches) {
+	if (c && c->sent == switches) {
 		if (state_stacks & STACKS_WANT_KERNEL)
 			e->hdr.kstack_len = STACKS_SAME_STACKS;
 		if (state_stacks & STACKS_WANT_USER)
@@ -347,7 +344,7 @@ int sample_states(struct bpf_iter__task *ctx)
 		capture_python_of(e, task, task);
 	}
 	/* Only stacks user space has: a record lost to a full ring buffer is sent again. */
-	if (submit_room(e) && sent)
-		*sent = switches;
+	if (submit_room(e) && c)
+		c->sent = switches;
 	return 0;
 }
