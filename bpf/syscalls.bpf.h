@@ -51,15 +51,14 @@ static __always_inline int vfs_call_of(long nr)
 	}
 }
 
-/* The file's path into v->path (see struct stacks_file); path_complete when the walk reached
- * the root. */
+/* Path walks: names read up to the root (path_complete when it was reached). */
 #define PATH_MAX_COMPONENTS 12
 #define NAME_READ 64
 
-static __always_inline void file_path(struct stacks_file *v, struct file *f)
+/* The path of dentry `d` under mount `vmnt` (kernel addresses) into v->path, as file_path. */
+static __always_inline void dentry_path(struct stacks_file *v, struct dentry *d,
+					struct vfsmount *vmnt)
 {
-	struct dentry *d = BPF_CORE_READ(f, f_path.dentry);
-	struct vfsmount *vmnt = BPF_CORE_READ(f, f_path.mnt);
 	struct mount *mnt = container_of(vmnt, struct mount, mnt);
 	__u32 off = 0;
 
@@ -88,6 +87,12 @@ static __always_inline void file_path(struct stacks_file *v, struct file *f)
 		d = parent;
 	}
 	v->path_len = off < STACKS_STR_LEN ? off : STACKS_STR_LEN;
+}
+
+/* The file's path into v->path (see struct stacks_file). */
+static __always_inline void file_path(struct stacks_file *v, struct file *f)
+{
+	dentry_path(v, BPF_CORE_READ(f, f_path.dentry), BPF_CORE_READ(f, f_path.mnt));
 }
 
 /* The file of descriptor `fd` in `task`'s fd table (a BTF pointer: plain loads, one helper
