@@ -114,10 +114,8 @@ static __always_inline struct file *fd_file(struct task_struct *task, int fd)
 	return f;
 }
 
-/* Descriptor `fd` of `task`'s fd table: its inode, type, dentry and mount into `v`, no path
- * (all left empty when it names no file). Returns the file, or NULL. */
-static __always_inline struct file *file_of(struct stacks_file *v, struct task_struct *task,
-					    int fd)
+/* `v` names no file (yet): no inode, type, path, dentry or mount. */
+static __always_inline void file_none(struct stacks_file *v)
 {
 	v->inode = 0;
 	v->file_type = STACKS_FILE_NONE;
@@ -125,6 +123,14 @@ static __always_inline struct file *file_of(struct stacks_file *v, struct task_s
 	v->path_complete = 0;
 	v->dentry = 0;
 	v->mnt = 0;
+}
+
+/* Descriptor `fd` of `task`'s fd table: its inode, type, dentry and mount into `v`, no path
+ * (all left empty when it names no file). Returns the file, or NULL. */
+static __always_inline struct file *file_of(struct stacks_file *v, struct task_struct *task,
+					    int fd)
+{
+	file_none(v);
 	v->path[0] = 0;
 	struct file *f = fd_file(task, fd);
 	if (!f)

@@ -89,6 +89,21 @@ fn record_store(
     (store, String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
+/// Of the stacks of `stacks-workload probes --forks`' fork hits: the hits, and those whose
+/// stack reaches `fork_children` and `main`.
+fn fork_hits(found: &[Stack]) -> (i64, i64) {
+    let hits = found.iter().map(|s| s.samples).sum();
+    let reach = found
+        .iter()
+        .filter(|s| {
+            s.frames.iter().any(|f| f.ends_with("fork_children"))
+                && s.frames.iter().any(|f| f.ends_with("::main"))
+        })
+        .map(|s| s.samples)
+        .sum();
+    (hits, reach)
+}
+
 /// The stacks of `program`'s rows in `store` that meet the SQL condition `rows`.
 fn stacks_of(store: &Path, program: &Path, rows: &str) -> Vec<Stack> {
     let comm = program.file_name().unwrap().to_str().unwrap();
@@ -539,15 +554,7 @@ fn d_stacks_of_a_tracepoint_reach_main_through_libc() {
             "probes --calls 0 --usdt 0 --forks 20",
         );
         let found = stacks_of(&store, &work, "kind = 'probe'");
-        let hits: i64 = found.iter().map(|s| s.samples).sum();
-        let reach: i64 = found
-            .iter()
-            .filter(|s| {
-                s.frames.iter().any(|f| f.ends_with("fork_children"))
-                    && s.frames.iter().any(|f| f.ends_with("::main"))
-            })
-            .map(|s| s.samples)
-            .sum();
+        let (hits, reach) = fork_hits(&found);
         assert_eq!(hits, 20, "{name}: one row per fork: {found:?}\n{stderr}");
         shares.push((name, reach, found));
     }
@@ -634,15 +641,7 @@ fn d_stacks_of_a_process_gone_before_its_map_was_read() {
     check(&out, "symbolizing and packing");
     let stderr = messages();
     let found = stacks_of(&store, &work, "kind = 'probe'");
-    let hits: i64 = found.iter().map(|s| s.samples).sum();
-    let reach: i64 = found
-        .iter()
-        .filter(|s| {
-            s.frames.iter().any(|f| f.ends_with("fork_children"))
-                && s.frames.iter().any(|f| f.ends_with("::main"))
-        })
-        .map(|s| s.samples)
-        .sum();
+    let (hits, reach) = fork_hits(&found);
     assert_eq!(hits, 20, "one row per fork: {found:?}\n{stderr}");
     assert_eq!(reach, 20, "stacks that stop short: {found:?}\n{stderr}");
     assert!(

@@ -151,12 +151,7 @@ static __always_inline __u32 exit_snapshot_of(struct stacks_event_room *r)
 		s->m.what = what;
 		s->m.dev = 0;
 		struct stacks_file *v = &s->m.file;
-		v->inode = 0;
-		v->file_type = STACKS_FILE_NONE;
-		v->path_len = 0;
-		v->path_complete = 0;
-		v->dentry = 0;
-		v->mnt = 0;
+		file_none(v);
 		if (what == STACKS_MAP_FILE) {
 			struct inode *ino = f->f_inode;
 			if (ino) {
