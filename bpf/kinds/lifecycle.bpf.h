@@ -111,21 +111,27 @@ __noinline int exit_map_path(struct exit_map_slot *s)
 
 /* The exit snapshot of the current task's process (struct stacks_exit) into exit record `r`,
  * after its header: its executable mappings of files and the vdso, and its main stack, in
- * address order. Runs at sched_process_exit, which the kernel fires before it takes the
- * memory map down (6.16+). Returns the mappings written. */
-static __always_inline __u32 exit_snapshot_of(struct stacks_event_room *r)
+ * address order; their count in r->e.info.exit.maps. Runs at sched_process_exit, which the
+ * kernel fires before it takes the memory map down (6.16+).
+ *
+ * The count lives in the record, not in a register: read back from map memory at each
+ * mapping, it is a value the verifier does not track, so the loop's states converge after a
+ * pass or two instead of once per count (a register counter made the verifier go through the
+ * body 128 times, ~0.5 s of loading). */
+static __always_inline void exit_snapshot_of(struct stacks_event_room *r)
 {
+	volatile __u32 *count = &r->e.info.exit.maps;
+	*count = 0;
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct mm_struct *mm = task->mm;
 	if (!mm)
-		return 0;
+		return;
 	__u64 stack = mm->start_stack;
 	__u64 vdso = 0;
 #if defined(__TARGET_ARCH_x86)
 	vdso = (__u64)mm->context.vdso;
 #endif
 	struct vm_area_struct *vma;
-	__u32 n = 0;
 	bpf_for_each(task_vma, vma, task, 0) {
 		__u64 start = vma->vm_start, end = vma->vm_end;
 		struct file *f = vma->vm_file;
@@ -141,6 +147,7 @@ static __always_inline __u32 exit_snapshot_of(struct stacks_event_room *r)
 		} else {
 			continue; /* anonymous code (JIT): no file to unwind with */
 		}
+		__u32 n = *count;
 		if (n >= STACKS_EXIT_MAPS_MAX)
 			break;
 		struct exit_map_slot *s =
@@ -162,9 +169,8 @@ static __always_inline __u32 exit_snapshot_of(struct stacks_event_room *r)
 			v->mnt = (__u64)f->f_path.mnt;
 			exit_map_path(s);
 		}
-		n++;
+		*count = n + 1;
 	}
-	return n;
 }
 _Static_assert(STACKS_EVENT_HEADER_SIZE + STACKS_EXIT_MAPS_MAX * sizeof(struct stacks_exit_map) +
 			       NAME_READ <=
@@ -174,7 +180,8 @@ _Static_assert(STACKS_EVENT_HEADER_SIZE + STACKS_EXIT_MAPS_MAX * sizeof(struct s
 /* Send exit record `e` (a scratch record) with its process's exit snapshot. */
 static __always_inline void submit_exit_snapshot(struct stacks_event *e)
 {
-	__u32 n = exit_snapshot_of((struct stacks_event_room *)e);
+	exit_snapshot_of((struct stacks_event_room *)e);
+	__u32 n = e->info.exit.maps;
 	if (n > STACKS_EXIT_MAPS_MAX)
 		n = STACKS_EXIT_MAPS_MAX;
 	e->info.exit.maps = n;
@@ -183,8 +190,10 @@ static __always_inline void submit_exit_snapshot(struct stacks_event *e)
 		count_drop(STACKS_DROP_RINGBUF + STACKS_EV_EXIT);
 }
 
-SEC("tp_btf/sched_process_exit")
-int BPF_PROG(on_exit, struct task_struct *p, bool group_dead)
+/* The exit of task `p` (its process's, when `group_dead`): with `snapshot`, the exit record
+ * of a process marked in exit_snapshot carries its exit snapshot. */
+static __always_inline int process_exit(void *ctx, struct task_struct *p, bool group_dead,
+					bool snapshot)
 {
 	__u32 tgid = BPF_CORE_READ(p, tgid);
 
@@ -197,9 +206,11 @@ int BPF_PROG(on_exit, struct task_struct *p, bool group_dead)
 	rss_exit(tgid, p);
 	/* Its `d` stacks may wait for its map: the snapshot goes with the exit record, so the
 	 * recorder has it by the time it learns of the exit. */
-	bool snapshot = bpf_map_lookup_elem(&exit_snapshot, &tgid) != NULL;
-	if (snapshot)
-		bpf_map_delete_elem(&exit_snapshot, &tgid);
+	if (snapshot) {
+		snapshot = bpf_map_lookup_elem(&exit_snapshot, &tgid) != NULL;
+		if (snapshot)
+			bpf_map_delete_elem(&exit_snapshot, &tgid);
+	}
 	struct stacks_event *e = lifecycle(STACKS_EV_EXIT, p);
 	if (e) {
 		e->info.exit.exit_code = BPF_CORE_READ(p, exit_code);
@@ -214,6 +225,21 @@ int BPF_PROG(on_exit, struct task_struct *p, bool group_dead)
 	bpf_map_delete_elem(&span_procs, &tgid);
 	bpf_map_delete_elem(&maps_read, &tgid);
 	return 0;
+}
+
+/* Exactly one of the two exit programs is loaded: on_exit_snapshot when some event takes `d`
+ * stacks (only they mark processes in exit_snapshot), on_exit otherwise, which has none of the
+ * snapshot's code for the verifier to go through at every start of the recorder. */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(on_exit, struct task_struct *p, bool group_dead)
+{
+	return process_exit(ctx, p, group_dead, false);
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(on_exit_snapshot, struct task_struct *p, bool group_dead)
+{
+	return process_exit(ctx, p, group_dead, true);
 }
 
 /* A process maps something new (every mmap without MAP_FIXED passes here, in the mapping

@@ -28,19 +28,32 @@ impl EventKind for Lifecycle {
     }
 
     fn programs(&self) -> &'static [&'static str] {
-        &["on_exec", "on_fork", "on_exit", "on_new_mapping"]
+        &[
+            "on_exec",
+            "on_fork",
+            "on_exit",
+            "on_exit_snapshot",
+            "on_new_mapping",
+        ]
     }
 
     /// `on_new_mapping` keeps the kernel's plain-address user frames honest (`maps_read`):
-    /// needed only when some event takes user stacks.
+    /// needed only when some event takes user stacks. Of the two exit programs, the one with
+    /// exit snapshots (`on_exit_snapshot`) loads when some event takes `d` stacks, `on_exit`
+    /// otherwise: the snapshot's VMA walk is most of the exit program's verification time,
+    /// which every recording would pay at its start.
     fn loads(&self, program: &str, spec: &EventSpec) -> bool {
-        program != "on_new_mapping"
-            || spec
-                .kinds
-                .iter()
-                .map(|k| k.stacks)
-                .chain(spec.probes.iter().map(|p| p.stacks))
-                .any(StackSel::user)
+        let mut stacks = spec
+            .kinds
+            .iter()
+            .map(|k| k.stacks)
+            .chain(spec.probes.iter().map(|p| p.stacks));
+        match program {
+            "on_new_mapping" => stacks.any(StackSel::user),
+            "on_exit" => !stacks.any(StackSel::dwarf),
+            "on_exit_snapshot" => stacks.any(StackSel::dwarf),
+            _ => true,
+        }
     }
 
     fn records(&self) -> &'static [RecordKind] {
@@ -151,6 +164,29 @@ fn row(kind: &'static str, h: &Header, extra: Extra) -> Decoded {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_exit_program_with_snapshots_loads_only_with_d_stacks() {
+        for (spec, snapshot) in [
+            ("profile:u", false),
+            ("vfs:n,block:uk,switch:k", false),
+            ("profile:d", true),
+            ("vfs:u,switch:dk", true),
+            ("tp:sched:sched_process_fork:d", true),
+            ("tp:sched:sched_process_fork:u", false),
+        ] {
+            let spec = EventSpec::parse(spec).unwrap();
+            assert_eq!(
+                (
+                    Lifecycle.loads("on_exit", &spec),
+                    Lifecycle.loads("on_exit_snapshot", &spec)
+                ),
+                (!snapshot, snapshot),
+                "{spec:?}"
+            );
+            assert!(Lifecycle.loads("on_exec", &spec) && Lifecycle.loads("on_fork", &spec));
+        }
+    }
 
     #[test]
     fn exit_snapshots_are_read_after_the_header() {
