@@ -344,6 +344,18 @@ struct {
 	__type(value, __u8);
 } maps_read SEC(".maps");
 
+/* Processes that had a `d` stack while the recorder had not read their memory map (tgid -> 1),
+ * until it has (it takes them out then): their exit record carries the exit snapshot of their
+ * mappings (struct stacks_exit, kinds/lifecycle.bpf.h), for the recorder to unwind their
+ * stacks after /proc/PID/maps is gone. Exec takes a process out (a new image). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u8);
+	__uint(map_flags, BPF_F_NO_PREALLOC); /* few entries at a time: no 4 MB up front */
+} exit_snapshot SEC(".maps");
+
 /* How far above the stack pointer a frame pointer may point: a frame-pointer walk through
  * code built without them follows whatever the register held (heap structures, often chained
  * to 127 "frames"); a real chain stays on the thread's stack, above sp, rising. */

@@ -75,8 +75,14 @@ static __always_inline void capture_dwarf(void *ctx, struct stacks_event *e, __u
 		return;
 	}
 	__u32 tgid = e->hdr.pid;
-	if (!bpf_map_lookup_elem(&maps_read, &tgid))
+	if (!bpf_map_lookup_elem(&maps_read, &tgid)) {
 		wake_for_maps = 1; /* unwinding needs its map: read it while the process lives */
+		/* ... or from its exit record, if it exits first (until the recorder has read it). */
+		if (!bpf_map_lookup_elem(&exit_snapshot, &tgid)) {
+			__u8 one = 1;
+			bpf_map_update_elem(&exit_snapshot, &tgid, &one, BPF_ANY);
+		}
+	}
 	k &= 127; /* ≤ STACKS_MAX_DEPTH, in a form the verifier sees */
 	long n = bpf_get_stack(ctx, &e->frames[k], STACK_BYTES, BPF_F_USER_STACK);
 	__u32 u = 0;

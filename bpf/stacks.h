@@ -537,8 +537,38 @@ struct stacks_fork {
 	__u32 child_pid;
 };
 
+/* Most mappings an exit snapshot holds (struct stacks_exit). */
+#define STACKS_EXIT_MAPS_MAX 128
+
+/* What a mapping of an exit snapshot is. */
+enum stacks_exit_map_what {
+	STACKS_MAP_FILE = 0,  /* an executable mapping of a file */
+	STACKS_MAP_VDSO = 1,  /* the vdso (no file) */
+	STACKS_MAP_STACK = 2, /* the main thread's stack (not executable: where unwinding ends) */
+};
+
+/* One mapping of an exit snapshot (struct stacks_exit). */
+struct stacks_exit_map {
+	__u64 start;
+	__u64 end;
+	__u64 offset;             /* the file offset of `start` */
+	__u32 dev;                /* the file's device as the kernel numbers it (major << 20 | minor) */
+	enum stacks_exit_map_what what;
+	/* The file's inode and path, walked as for `vfs` (dentry and mnt are the walk's start);
+	 * empty but for a file. Kept last: the walk's reads may run past it (into the next
+	 * mapping, written later). */
+	struct stacks_file file;
+};
+
 struct stacks_exit {
 	__s32 exit_code;          /* wait(2) encoding */
+	/* The exit snapshot: mappings (struct stacks_exit_map) that follow the record's header in
+	 * place of frames. A process that had `d` stacks the recorder may not have unwound yet
+	 * (the exit_snapshot map) sends its executable mappings (in address order, at most
+	 * STACKS_EXIT_MAPS_MAX) and its main stack, read before the kernel takes its memory map
+	 * down, for the recorder to unwind those stacks once /proc/PID/maps is empty; others
+	 * send none (0). */
+	__u32 maps;
 };
 
 /* The per-kind fields: the member named after the record's kind. */
@@ -583,7 +613,9 @@ struct rss_state {
  * (STACKS_UFRAME_SIZE bytes each, build id + file offset resolved by the kernel at capture
  * time, so a process that has exited by the time user space reads the record still
  * symbolizes), in `frames`. A `d` stack (hdr.uwindow > 0) has 8-byte user frames instead,
- * followed by its struct stacks_uregs and stack copy (struct stacks_event_room). */
+ * followed by its struct stacks_uregs and stack copy (struct stacks_event_room). An exit
+ * record has no stacks; its exit snapshot, when it has one, follows the header instead
+ * (struct stacks_exit). */
 struct stacks_event {
 	struct stacks_header hdr;
 	union stacks_info info;

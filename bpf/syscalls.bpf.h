@@ -51,15 +51,14 @@ static __always_inline int vfs_call_of(long nr)
 	}
 }
 
-/* The file's path into v->path (see struct stacks_file); path_complete when the walk reached
- * the root. */
+/* Path walks: names read up to the root (path_complete when it was reached). */
 #define PATH_MAX_COMPONENTS 12
 #define NAME_READ 64
 
-static __always_inline void file_path(struct stacks_file *v, struct file *f)
+/* The path of dentry `d` under mount `vmnt` (kernel addresses) into v->path, as file_path. */
+static __always_inline void dentry_path(struct stacks_file *v, struct dentry *d,
+					struct vfsmount *vmnt)
 {
-	struct dentry *d = BPF_CORE_READ(f, f_path.dentry);
-	struct vfsmount *vmnt = BPF_CORE_READ(f, f_path.mnt);
 	struct mount *mnt = container_of(vmnt, struct mount, mnt);
 	__u32 off = 0;
 
@@ -90,6 +89,12 @@ static __always_inline void file_path(struct stacks_file *v, struct file *f)
 	v->path_len = off < STACKS_STR_LEN ? off : STACKS_STR_LEN;
 }
 
+/* The file's path into v->path (see struct stacks_file). */
+static __always_inline void file_path(struct stacks_file *v, struct file *f)
+{
+	dentry_path(v, BPF_CORE_READ(f, f_path.dentry), BPF_CORE_READ(f, f_path.mnt));
+}
+
 /* The file of descriptor `fd` in `task`'s fd table (a BTF pointer: plain loads, one helper
  * call for the table's slot, whose index the verifier does not let a BTF pointer take), or
  * NULL. */
@@ -109,10 +114,8 @@ static __always_inline struct file *fd_file(struct task_struct *task, int fd)
 	return f;
 }
 
-/* Descriptor `fd` of `task`'s fd table: its inode, type, dentry and mount into `v`, no path
- * (all left empty when it names no file). Returns the file, or NULL. */
-static __always_inline struct file *file_of(struct stacks_file *v, struct task_struct *task,
-					    int fd)
+/* `v` names no file (yet): no inode, type, path, dentry or mount. */
+static __always_inline void file_none(struct stacks_file *v)
 {
 	v->inode = 0;
 	v->file_type = STACKS_FILE_NONE;
@@ -120,6 +123,14 @@ static __always_inline struct file *file_of(struct stacks_file *v, struct task_s
 	v->path_complete = 0;
 	v->dentry = 0;
 	v->mnt = 0;
+}
+
+/* Descriptor `fd` of `task`'s fd table: its inode, type, dentry and mount into `v`, no path
+ * (all left empty when it names no file). Returns the file, or NULL. */
+static __always_inline struct file *file_of(struct stacks_file *v, struct task_struct *task,
+					    int fd)
+{
+	file_none(v);
 	v->path[0] = 0;
 	struct file *f = fd_file(task, fd);
 	if (!f)

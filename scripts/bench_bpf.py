@@ -238,7 +238,7 @@ def section(fio, pp, programs, machine):
             for prog, (runs, ns) in r[2].items():
                 merged.setdefault(prog, []).append((runs, ns))
         for prog, v in sorted(merged.items()):
-            if prog in ("on_exec", "on_fork", "on_exit", "on_new_mapping"):
+            if prog in ("on_exec", "on_fork", "on_exit", "on_exit_snapshot", "on_new_mapping"):
                 continue
             prog_rows.append([name, prog, f"{med([x[1] for x in v]):,.0f}",
                               f"{med([x[0] for x in v]) / FIO_SECONDS:,.0f}"])

@@ -7,7 +7,10 @@
 //! the top stacks agree with `perf record --call-graph dwarf` on the same run within 3 points.
 
 use std::collections::HashMap;
+use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use stacks_tests::{ScratchDir, bpf_available, bpf_serial, check, scratch, sh};
@@ -84,6 +87,21 @@ fn record_store(
     ));
     check(&out, &format!("recording {name}"));
     (store, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// Of the stacks of `stacks-workload probes --forks`' fork hits: the hits, and those whose
+/// stack reaches `fork_children` and `main`.
+fn fork_hits(found: &[Stack]) -> (i64, i64) {
+    let hits = found.iter().map(|s| s.samples).sum();
+    let reach = found
+        .iter()
+        .filter(|s| {
+            s.frames.iter().any(|f| f.ends_with("fork_children"))
+                && s.frames.iter().any(|f| f.ends_with("::main"))
+        })
+        .map(|s| s.samples)
+        .sum();
+    (hits, reach)
 }
 
 /// The stacks of `program`'s rows in `store` that meet the SQL condition `rows`.
@@ -536,15 +554,7 @@ fn d_stacks_of_a_tracepoint_reach_main_through_libc() {
             "probes --calls 0 --usdt 0 --forks 20",
         );
         let found = stacks_of(&store, &work, "kind = 'probe'");
-        let hits: i64 = found.iter().map(|s| s.samples).sum();
-        let reach: i64 = found
-            .iter()
-            .filter(|s| {
-                s.frames.iter().any(|f| f.ends_with("fork_children"))
-                    && s.frames.iter().any(|f| f.ends_with("::main"))
-            })
-            .map(|s| s.samples)
-            .sum();
+        let (hits, reach) = fork_hits(&found);
         assert_eq!(hits, 20, "{name}: one row per fork: {found:?}\n{stderr}");
         shares.push((name, reach, found));
     }
@@ -557,6 +567,119 @@ fn d_stacks_of_a_tracepoint_reach_main_through_libc() {
         "tp:…:d stacks that stop short: {:?}",
         shares[0].2
     );
+}
+
+/// A recorder that lags its ring buffers by more than its command's life (the test above, under
+/// CPU contention), made certain: it is stopped (SIGSTOP) from before the command forks until
+/// the command has exited, so the command's memory map is gone when its `d` stacks are
+/// converted. Its exit record carries its executable mappings (the exit snapshot), and every
+/// stack is unwound with them through libc to `main`.
+#[test]
+fn d_stacks_of_a_process_gone_before_its_map_was_read() {
+    if !bpf_available("d_stacks_of_a_process_gone_before_its_map_was_read") {
+        return;
+    }
+    let _serial = bpf_serial();
+    let dir = scratch("probe-d-gone");
+    let work = stacks_tests::bin("stacks-workload");
+    let (start, raw, err) = (dir.join("start"), dir.join("raw"), dir.join("stderr"));
+    let mut rec = Command::new(stacks_tests::bin("stacks-record"))
+        .args(["-e", "tp:sched:sched_process_fork:d", "--"])
+        .arg(&work)
+        .args(["probes", "--calls", "0", "--usdt", "0", "--forks", "20"])
+        .arg("--start-file")
+        .arg(&start)
+        .stdout(File::create(&raw).expect("raw stream file"))
+        .stderr(File::create(&err).expect("stderr file"))
+        .spawn()
+        .expect("starting stacks-record");
+    let messages = || std::fs::read_to_string(&err).unwrap_or_default();
+    wait_for(
+        || messages().contains("recording"),
+        "the recorder to start",
+        &messages,
+    );
+    // Its command, exec'd and waiting for the start file.
+    let mut command = None;
+    wait_for(
+        || {
+            command = child_named(rec.id(), "stacks-workload");
+            command.is_some()
+        },
+        "the command to run",
+        &messages,
+    );
+    let command = command.expect("found");
+    // SAFETY: signals to our own child.
+    unsafe { libc::kill(rec.id() as i32, libc::SIGSTOP) };
+    std::fs::write(&start, b"").expect("start file");
+    // It forks, exits, and stays a zombie: its parent, the recorder, cannot reap it.
+    wait_for(
+        || process_state(command) == Some('Z'),
+        "the command to exit",
+        &messages,
+    );
+    // SAFETY: as above.
+    unsafe { libc::kill(rec.id() as i32, libc::SIGCONT) };
+    let mut status = None;
+    wait_for(
+        || {
+            status = rec.try_wait().expect("waiting for stacks-record");
+            status.is_some()
+        },
+        "the recording to end",
+        &messages,
+    );
+    let status = status.expect("ended");
+    assert!(status.success(), "stacks-record: {status}\n{}", messages());
+    let store = dir.join("store");
+    let out = sh(&format!(
+        "stacks-symbolize < {} | stacks-pack {}",
+        raw.display(),
+        store.display()
+    ));
+    check(&out, "symbolizing and packing");
+    let stderr = messages();
+    let found = stacks_of(&store, &work, "kind = 'probe'");
+    let (hits, reach) = fork_hits(&found);
+    assert_eq!(hits, 20, "one row per fork: {found:?}\n{stderr}");
+    assert_eq!(reach, 20, "stacks that stop short: {found:?}\n{stderr}");
+    assert!(
+        stderr.contains(", 1 processes unwound from their exit snapshot")
+            && !stderr.contains("exited before their map was read"),
+        "{stderr}"
+    );
+}
+
+/// Wait up to 20 s for `done`, failing with `what` and the recorder's `messages`.
+fn wait_for(mut done: impl FnMut() -> bool, what: &str, messages: &dyn Fn() -> String) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !done() {
+        assert!(
+            Instant::now() < deadline,
+            "waited 20 s for {what}:\n{}",
+            messages()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The state letter of process `pid` (`R`, `S`, `Z`…), while it exists.
+fn process_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
+/// A child of process `parent` whose name is `comm`.
+fn child_named(parent: u32, comm: &str) -> Option<u32> {
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|d| {
+        let pid: u32 = d.file_name().to_str()?.parse().ok()?;
+        let stat = std::fs::read_to_string(d.path().join("stat")).ok()?;
+        let (head, rest) = stat.rsplit_once(')')?;
+        let name = head.split_once('(')?.1;
+        let ppid: u32 = rest.split_whitespace().nth(1)?.parse().ok()?;
+        (ppid == parent && name == comm).then_some(pid)
+    })
 }
 
 /// What `d` cannot do is refused, naming the alternative: a counting probe counts by the

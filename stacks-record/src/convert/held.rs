@@ -58,8 +58,12 @@ impl Converter {
     }
 
     /// Hold record `e` (its bytes `bytes`) when its process is waited for and it has a user
-    /// stack; true when held. A map that appeared since first converts what was held.
+    /// stack, or until its process's exit record (see `exit_wait`); true when held. A map that
+    /// appeared since first converts what was held.
     pub(crate) fn hold(&mut self, e: &RawEvent<'_>, bytes: &[u8], rows: &mut RowBuilder) -> bool {
+        if self.hold_for_exit(e, bytes, rows) {
+            return true;
+        }
         let pid = e.h.pid;
         let Some(w) = self.held.procs.get(&pid) else {
             return false;
@@ -122,12 +126,14 @@ impl Converter {
         }
     }
 
-    /// The recording ends: every process's map is read once more, and what was held converted.
+    /// The recording ends: every process's map is read once more, and what was held converted
+    /// (what waits for an exit record too).
     pub(crate) fn release_all(&mut self, rows: &mut RowBuilder) {
         let pids: Vec<u32> = self.held.procs.keys().copied().collect();
         for pid in pids {
             self.norm.perf_maps.exited(pid);
             self.release(pid, rows, false);
         }
+        self.release_all_exit_waits(rows);
     }
 }

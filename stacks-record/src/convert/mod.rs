@@ -13,6 +13,7 @@ use crate::output::rows::{Row, RowBuilder};
 use crate::output::stack_table::StackRef;
 use crate::probes::ProbeRows;
 use crate::process::cgroups::CgroupNames;
+use crate::process::exit_maps::ExitMaps;
 use crate::process::fdnames::{FileNames, SockAddrs};
 use crate::process::kallsyms::KernelSymbol;
 use crate::process::modules::ModuleIndex;
@@ -20,6 +21,7 @@ use crate::process::normalize::UserNormalizer;
 use crate::process::spans::SpanLabels;
 use crate::process::unwind::Unwinders;
 
+mod exit_wait;
 mod held;
 mod pids;
 mod restart;
@@ -100,6 +102,10 @@ pub(crate) struct Converter {
     pub held: held::Held,
     /// `d` stacks' unwinding (per-process modules, files' CFI).
     pub unwinders: Unwinders,
+    /// The exit snapshots of processes whose exit was converted.
+    pub exit_maps: ExitMaps,
+    /// `d` records of processes gone before their map was read, waiting for their exit record.
+    pub exit_waits: exit_wait::ExitWaits,
     pub counts: Counts,
     files: FileNames,
     modules: ModuleIndex,
@@ -141,6 +147,8 @@ impl Converter {
             norm: UserNormalizer::default(),
             python: crate::process::python::Python::new(true),
             unwinders: Unwinders::default(),
+            exit_maps: ExitMaps::default(),
+            exit_waits: exit_wait::ExitWaits::default(),
             counts: Counts::default(),
             files: FileNames::default(),
             modules: {
@@ -222,6 +230,9 @@ impl Converter {
             // held records are converted now, named by the map read once more.
             self.norm.perf_maps.exited(h.pid);
             self.release(h.pid, rows, h.kind == Kind::STACKS_EV_EXIT);
+            // Stacks that waited for the exit snapshot (decoded above) are unwound with it (at
+            // an exec, with what can be read then).
+            self.release_exit_wait(h.pid, rows);
         }
         let stacks = match self.repeated_stacks(h) {
             Some(repeated) => repeated,
@@ -265,6 +276,8 @@ impl Converter {
             self.held.forget(pid);
             self.norm.forget(pid);
             self.unwinders.forget(pid);
+            self.exit_maps.forget(pid);
+            self.forget_exit_wait(pid);
         }
     }
 
@@ -342,6 +355,7 @@ impl Converter {
             modules: &mut self.modules,
             norm: &mut self.norm,
             unwinders: &mut self.unwinders,
+            exit_maps: &mut self.exit_maps,
             probes: &self.probes,
             untracked_allocs: &mut self.counts.untracked_allocs,
         };

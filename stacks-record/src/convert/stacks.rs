@@ -86,7 +86,7 @@ impl Converter {
         pid: u32,
         d: &DwarfStack<'_>,
     ) -> (Rc<[u32]>, UserUnwind) {
-        let u = self.unwinders.unwind(pid, d);
+        let u = self.unwinders.unwind(pid, d, &self.exit_maps);
         let how = UserUnwind {
             method: Some(u.method.as_str()),
             truncated: u.truncated,
@@ -218,7 +218,7 @@ impl Converter {
         let mut normalized = if ips.is_empty() {
             Vec::new()
         } else {
-            self.norm.normalize(pid, &ips)
+            self.norm.normalize(pid, &ips, &mut self.exit_maps)
         }
         .into_iter();
         frames

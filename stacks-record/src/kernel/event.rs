@@ -149,6 +149,12 @@ impl<'a> RawEvent<'a> {
         unsafe { std::ptr::read_unaligned((&raw const self.info).cast::<T>()) }
     }
 
+    /// The bytes after the header: the frames, or what a record without stacks carries there
+    /// (an exit record's exit snapshot).
+    pub(crate) fn after_header(&self) -> &'a [u8] {
+        self.frames
+    }
+
     fn frame_at(&self, i: usize) -> u64 {
         let b = &self.frames[i * 8..i * 8 + 8];
         u64::from_ne_bytes(b.try_into().expect("8 bytes"))

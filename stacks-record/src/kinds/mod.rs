@@ -27,6 +27,7 @@ use crate::kernel::event::Header;
 use crate::kernel::event::RawEvent;
 use crate::output::rows::Extra;
 use crate::probes::ProbeRows;
+use crate::process::exit_maps::ExitMaps;
 use crate::process::fdnames::{FileNames, SockAddrs};
 use crate::process::modules::ModuleIndex;
 use crate::process::normalize::UserNormalizer;
@@ -47,6 +48,8 @@ pub(crate) struct Context<'a> {
     pub(crate) modules: &'a mut ModuleIndex,
     pub(crate) norm: &'a mut UserNormalizer,
     pub(crate) unwinders: &'a mut Unwinders,
+    /// Exit snapshots: an exit record's is kept here.
+    pub(crate) exit_maps: &'a mut ExitMaps,
     pub(crate) probes: &'a ProbeRows,
     /// Sampled allocations whose free will not be seen (for the summary).
     pub(crate) untracked_allocs: &'a mut u64,

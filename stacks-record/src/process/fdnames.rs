@@ -40,6 +40,14 @@ fn kernel_path(v: &stacks_file) -> KernelPath {
     }
 }
 
+/// The whole path the BPF side walked for `v`; `None` when the walk did not reach the root.
+pub(crate) fn walked_path(v: &stacks_file) -> Option<String> {
+    match kernel_path(v) {
+        KernelPath::Complete(p) => Some(p),
+        KernelPath::Partial(_) | KernelPath::None => None,
+    }
+}
+
 fn join(leaf_first: &[String], prefix: &str) -> String {
     let mut s = String::from(prefix);
     for n in leaf_first.iter().rev() {
@@ -244,6 +252,8 @@ mod tests {
             KernelPath::Partial("…/dir/a.txt".into())
         );
         assert_eq!(kernel_path(&f(0, true)), KernelPath::None);
+        assert_eq!(walked_path(&f(14, true)).as_deref(), Some("/tmp/dir/a.txt"));
+        assert_eq!(walked_path(&f(10, false)), None);
     }
 
     #[test]

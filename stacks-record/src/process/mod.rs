@@ -1,11 +1,13 @@
 //! What the recorder knows of the traced processes and the host, learned while they live:
 //! targets ([`target`]), memory maps ([`maps`], the one `/proc/PID/maps` parser), build ids of
 //! mapped files ([`modules`]), user-frame normalization ([`normalize`]), `d` stacks unwound
-//! with CFI ([`unwind`]), file and socket names ([`fdnames`]), cgroup paths ([`cgroups`]),
+//! with CFI ([`unwind`]) and the exit snapshots of processes gone before their map was read
+//! ([`exit_maps`]), file and socket names ([`fdnames`]), cgroup paths ([`cgroups`]),
 //! kernel symbols ([`kallsyms`]), `tracing` spans ([`spans`]), the vDSO image ([`vdso`]), JIT
 //! code's names from perf maps ([`perfmap`]) and CPython's Python frames ([`python`]).
 
 pub(crate) mod cgroups;
+pub(crate) mod exit_maps;
 pub(crate) mod fdnames;
 pub(crate) mod kallsyms;
 pub(crate) mod maps;

@@ -1,7 +1,8 @@
 //! User address normalization at capture time (blazesym): each user frame becomes
 //! (module path, build id, file offset) while its process is alive, so symbolization can happen
 //! later, elsewhere. Results are cached per (pid, address); a process's memory map is cached by
-//! blazesym from first use, so events processed just after the process exited still resolve.
+//! blazesym from first use, so events processed just after the process exited still resolve,
+//! and a process gone before its map was read is normalized with its exit snapshot.
 //! Frames are interned in a [`FrameTable`]: a stack is a slice of frame ids, so a repeated
 //! stack costs no string copies and is compared and hashed as integers.
 
@@ -13,6 +14,7 @@ use std::time::{Duration, Instant};
 use blazesym::Pid;
 use blazesym::normalize::{NormalizeOpts, Normalizer, Reason, UserMeta};
 
+use crate::process::exit_maps::{ExitMaps, What};
 use crate::process::perfmap::{JIT_MODULE, PerfMaps};
 
 /// One normalized user frame.
@@ -160,8 +162,9 @@ impl UserNormalizer {
         self.table.get(id)
     }
 
-    /// Normalize `addrs` of process `pid`, in order: the ids of their frames in [`Self::table`].
-    pub(crate) fn normalize(&mut self, pid: u32, addrs: &[u64]) -> Vec<u32> {
+    /// Normalize `addrs` of process `pid`, in order: the ids of their frames in [`Self::table`]
+    /// (`exit`: the exit snapshots, for a process whose map is gone).
+    pub(crate) fn normalize(&mut self, pid: u32, addrs: &[u64], exit: &mut ExitMaps) -> Vec<u32> {
         let table = &mut self.table;
         if pid == 0 {
             // blazesym treats pid 0 as "this process": never normalize the idle task.
@@ -185,7 +188,12 @@ impl UserNormalizer {
         missing.dedup();
         let mut retry = HashMap::new();
         if !missing.is_empty() {
-            let mut resolved = resolve(&state.normalizer, pid, &missing);
+            // A map that cannot be read: the exit snapshot's, if the exit record came; else
+            // failed, not cached (the exit record may bring one).
+            let mut resolved = resolve(&state.normalizer, pid, &missing).unwrap_or_else(|why| {
+                resolve_exited(exit, pid, &missing)
+                    .unwrap_or_else(|| missing.iter().map(|&a| (failed(a, &why), true)).collect())
+            });
             // An address outside the cached map may come from a mapping created after the
             // cache was filled (libraries loaded after the first sample, dlopen, JIT): look
             // those up again in a fresh read of the map while the process lives, and keep that
@@ -201,6 +209,7 @@ impl UserNormalizer {
                 state.retried = Some(Instant::now());
                 let fresh = new_normalizer();
                 let again: HashMap<u64, (UserFrame, bool)> = resolve(&fresh, pid, &unmapped)
+                    .unwrap_or_default()
                     .into_iter()
                     .map(|r| (r.0.addr, r))
                     .collect();
@@ -286,9 +295,54 @@ fn jit(addr: u64, name: Rc<str>) -> UserFrame {
     }
 }
 
+/// Why a frame of an exited process's file is not normalized.
+const FILE_GONE: &str =
+    "the file was deleted or replaced before the recorder read the process's exit snapshot";
+
+/// Normalize the addresses of a process gone before its map was read with its exit snapshot:
+/// `None` when it sent none.
+fn resolve_exited(exit: &mut ExitMaps, pid: u32, addrs: &[u64]) -> Option<Vec<(UserFrame, bool)>> {
+    let maps = exit.maps(pid)?;
+    let out = addrs
+        .iter()
+        .map(|&addr| {
+            let m = maps
+                .iter()
+                .find(|m| m.what != What::Stack && m.range.contains(&addr));
+            let frame = match m {
+                None => failed(addr, "not in the process's executable mappings at its exit"),
+                Some(m) => {
+                    let offset = addr - m.range.start + m.offset;
+                    match (m.what, exit.build_id(m)) {
+                        (What::Vdso, _) => vdso_frame(addr, offset, None),
+                        (_, Ok(build_id)) => UserFrame {
+                            addr,
+                            module: m.path.clone(),
+                            build_id,
+                            offset: Some(offset),
+                            error: None,
+                            symbol: None,
+                            file: None,
+                            line: None,
+                        },
+                        (_, Err(_)) => failed(addr, FILE_GONE),
+                    }
+                }
+            };
+            (frame, false)
+        })
+        .collect();
+    Some(out)
+}
+
 /// Normalize sorted addresses; each result says whether the address was outside every known
-/// mapping (worth retrying after re-reading the map).
-fn resolve(normalizer: &Normalizer, pid: u32, sorted: &[u64]) -> Vec<(UserFrame, bool)> {
+/// mapping (worth retrying after re-reading the map). Fails (why) when the process's map
+/// cannot be read.
+fn resolve(
+    normalizer: &Normalizer,
+    pid: u32,
+    sorted: &[u64],
+) -> Result<Vec<(UserFrame, bool)>, String> {
     let opts = NormalizeOpts {
         sorted_addrs: true,
         map_files: false,
@@ -297,15 +351,14 @@ fn resolve(normalizer: &Normalizer, pid: u32, sorted: &[u64]) -> Vec<(UserFrame,
     let out = match normalizer.normalize_user_addrs_opts(Pid::from(pid), sorted, &opts) {
         Ok(out) => out,
         Err(e) => {
-            let why = if Path::new(&format!("/proc/{pid}")).exists() {
+            return Err(if Path::new(&format!("/proc/{pid}")).exists() {
                 format!("normalization failed: {e}")
             } else {
                 "process exited before its memory map was read".to_string()
-            };
-            return sorted.iter().map(|&a| (failed(a, &why), false)).collect();
+            });
         }
     };
-    sorted
+    Ok(sorted
         .iter()
         .zip(out.outputs.iter())
         .map(
@@ -321,11 +374,40 @@ fn resolve(normalizer: &Normalizer, pid: u32, sorted: &[u64]) -> Vec<(UserFrame,
                 other => (frame(addr, offset, other), false),
             },
         )
-        .collect()
+        .collect())
 }
 
 /// The module of vDSO frames, as `/proc/PID/maps` names it.
 const VDSO_MODULE: &str = "[vdso]";
+
+/// A frame of the vDSO at `offset` in its image (`symbol`: the function blazesym named).
+fn vdso_frame(addr: u64, offset: u64, symbol: Option<&str>) -> UserFrame {
+    match crate::process::vdso::own() {
+        Some(vdso) => UserFrame {
+            addr,
+            module: Some(VDSO_MODULE.into()),
+            build_id: Some(vdso.build_id.clone()),
+            offset: Some(offset),
+            error: None,
+            symbol: None,
+            file: None,
+            line: None,
+        },
+        None => UserFrame {
+            addr,
+            module: Some(VDSO_MODULE.into()),
+            build_id: None,
+            offset: Some(offset),
+            error: Some(format!(
+                "no file backs this address (in {})",
+                symbol.unwrap_or(VDSO_MODULE)
+            )),
+            symbol: None,
+            file: None,
+            line: None,
+        },
+    }
+}
 
 /// The frame for an address that normalization placed in `meta` (anything but unknown).
 fn frame(addr: u64, offset: u64, meta: Option<&UserMeta<'_>>) -> UserFrame {
@@ -342,37 +424,29 @@ fn frame(addr: u64, offset: u64, meta: Option<&UserMeta<'_>>) -> UserFrame {
         },
         // blazesym names vDSO addresses itself; the frame is kept as one of the vDSO image
         // (`stacks.vdso` in the stream), which stacks-symbolize finds by its build id.
-        Some(UserMeta::Sym(sym)) => match crate::process::vdso::own().filter(|_| {
-            sym.module
+        Some(UserMeta::Sym(sym)) => {
+            if sym
+                .module
                 .as_ref()
                 .is_none_or(|m| m.to_string_lossy() == VDSO_MODULE)
-        }) {
-            Some(vdso) => UserFrame {
-                addr,
-                module: Some(VDSO_MODULE.into()),
-                build_id: Some(vdso.build_id.clone()),
-                offset: Some(offset),
-                error: None,
-                symbol: None,
-                file: None,
-                line: None,
-            },
-            None => UserFrame {
-                addr,
-                module: Some(
-                    sym.module
+            {
+                vdso_frame(addr, offset, Some(&*sym.name))
+            } else {
+                UserFrame {
+                    addr,
+                    module: sym
+                        .module
                         .as_ref()
-                        .map(|m| m.to_string_lossy().into_owned())
-                        .unwrap_or_else(|| VDSO_MODULE.into()),
-                ),
-                build_id: None,
-                offset: Some(offset),
-                error: Some(format!("no file backs this address (in {})", sym.name)),
-                symbol: None,
-                file: None,
-                line: None,
-            },
-        },
+                        .map(|m| m.to_string_lossy().into_owned()),
+                    build_id: None,
+                    offset: Some(offset),
+                    error: Some(format!("no file backs this address (in {})", sym.name)),
+                    symbol: None,
+                    file: None,
+                    line: None,
+                }
+            }
+        }
         Some(UserMeta::Unknown(u)) => failed(addr, &u.reason.to_string()),
         Some(_) => failed(addr, "unsupported mapping type"),
         None => failed(addr, "normalization returned no metadata"),
@@ -393,7 +467,7 @@ mod tests {
         let pid = std::process::id();
         let addr = marker as *const () as u64;
         let mut n = UserNormalizer::default();
-        let ids = n.normalize(pid, &[addr, addr, 1]);
+        let ids = n.normalize(pid, &[addr, addr, 1], &mut ExitMaps::default());
         assert_eq!(ids.len(), 3);
         assert_eq!(ids[0], ids[1], "one frame, one id");
         let frames: Vec<UserFrame> = ids.iter().map(|&i| n.frame(i).clone()).collect();
@@ -414,7 +488,11 @@ mod tests {
         let mut n = UserNormalizer::default();
         // Fill the cache (the unmapped address 1 already forces one re-read), then map a file
         // that did not exist before: it must still be found.
-        n.normalize(pid, &[marker as *const () as u64, 1]);
+        n.normalize(
+            pid,
+            &[marker as *const () as u64, 1],
+            &mut ExitMaps::default(),
+        );
         std::thread::sleep(RETRY_EVERY);
         let exe = std::fs::File::open("/proc/self/exe").unwrap();
         // SAFETY: a fresh private read-only mapping of our own executable, unmapped below.
@@ -433,7 +511,7 @@ mod tests {
         };
         assert_ne!(addr, libc::MAP_FAILED);
         let f: Vec<UserFrame> = n
-            .normalize(pid, &[addr as u64 + 16])
+            .normalize(pid, &[addr as u64 + 16], &mut ExitMaps::default())
             .iter()
             .map(|&i| n.frame(i).clone())
             .collect();
@@ -444,9 +522,45 @@ mod tests {
     }
 
     #[test]
+    fn a_process_gone_is_normalized_with_its_exit_snapshot() {
+        let addr = marker as *const () as u64;
+        let mut n = UserNormalizer::default();
+        let mut exit = ExitMaps::default();
+        let live = n.normalize(std::process::id(), &[addr], &mut exit)[0];
+        let live = n.frame(live).clone();
+        let gone = 4_194_400; // above the kernel's pid limit: no /proc entry, as a process gone
+        let before = n.normalize(gone, &[addr], &mut exit)[0];
+        assert!(n.frame(before).error.is_some(), "no snapshot yet");
+        let text = crate::process::maps::read(std::process::id()).unwrap();
+        let snapshot = crate::process::maps::parse(&text)
+            .filter(|m| m.executable() && m.inode != 0)
+            .map(|m| crate::process::exit_maps::SnapMapping {
+                range: m.range.clone(),
+                offset: m.offset,
+                what: What::File,
+                dev: m.dev.to_string(),
+                inode: m.inode,
+                path: Some(m.path.to_string()),
+            })
+            .collect();
+        exit.exited(gone, snapshot);
+        let after = n.normalize(gone, &[addr, 1], &mut exit);
+        let f = n.frame(after[0]);
+        assert_eq!(f.error, None, "{f:?}");
+        assert_eq!(
+            (&f.module, &f.build_id, f.offset),
+            (&live.module, &live.build_id, live.offset)
+        );
+        assert!(
+            n.frame(after[1]).error.is_some(),
+            "address 1 is in no mapping"
+        );
+    }
+
+    #[test]
     fn idle_pid_is_never_normalized_as_self() {
         let mut n = UserNormalizer::default();
-        let f = n.normalize(0, &[marker as *const () as u64]);
+        let f = n.normalize(0, &[marker as *const () as u64], &mut ExitMaps::default());
         assert!(n.frame(f[0]).error.as_ref().unwrap().contains("pid 0"));
     }
 }

@@ -288,6 +288,7 @@ impl Recorder<'_, '_> {
                 self.rb,
                 self.skel,
             );
+            self.conv.exit_waits_drained(&mut self.rows);
             if let Some(agg) = &mut self.agg {
                 let (conv, rows) = (&mut self.conv, &mut self.rows);
                 agg.poll(self.skel, |r| push_record(conv, rows, r));
@@ -457,6 +458,7 @@ impl Recorder<'_, '_> {
         self.conv.python.report();
         let u = &self.conv.unwinders.counts;
         if u.stacks > 0 {
+            let w = &self.conv.exit_waits;
             eprintln!(
                 "stacks-record: d stacks: {} unwound, {} by CFI to the root, {} continued by frame pointers, {} by frame pointers only, {} truncated{}",
                 u.stacks,
@@ -464,14 +466,32 @@ impl Recorder<'_, '_> {
                 u.spliced,
                 u.fp_only,
                 u.truncated,
-                if u.no_map > 0 {
-                    format!(
-                        ", {} of processes that exited before their map was read",
-                        u.no_map
-                    )
-                } else {
-                    String::new()
-                }
+                [
+                    (
+                        u.no_map,
+                        "of processes that exited before their map was read".to_string()
+                    ),
+                    (
+                        u.from_snapshot,
+                        format!(
+                            "processes unwound from their exit snapshot ({} records waited for their exit)",
+                            w.held
+                        )
+                    ),
+                    (
+                        u.snapshot_files_gone,
+                        "files of exit snapshots deleted or replaced before they were read"
+                            .to_string()
+                    ),
+                    (
+                        w.given_up_procs,
+                        "processes whose exit record was waited for in vain".to_string()
+                    ),
+                ]
+                .iter()
+                .filter(|(n, _)| *n > 0)
+                .map(|(n, what)| format!(", {n} {what}"))
+                .collect::<String>()
             );
         }
     }
@@ -522,6 +542,11 @@ fn drain(
                         && arm_maps(skel, e.h.pid)
                     {
                         conv.norm.read_map(e.h.pid);
+                        // A `d` stack's unwinding needs the map too: once it is read, the
+                        // process's exit need not carry its exit snapshot.
+                        if e.h.uwindow > 0 && conv.unwinders.read_now(e.h.pid) {
+                            no_exit_snapshot(skel, e.h.pid);
+                        }
                     }
                 } else if e.h.kind == Kind::STACKS_EV_EXIT {
                     // Its samples came before, through the same ring: its Python state goes.
@@ -570,6 +595,14 @@ fn arm_maps(skel: &crate::kernel::abi::StacksSkel<'_>, pid: u32) -> bool {
             .maps_read
             .update(&pid.to_ne_bytes(), &[1], libbpf_rs::MapFlags::ANY)
             .is_ok()
+}
+
+/// Tell the kernel side that `pid`'s map is read for its `d` stacks: its exit record need not
+/// carry an exit snapshot (`exit_snapshot`, bpf/common.bpf.h).
+fn no_exit_snapshot(skel: &crate::kernel::abi::StacksSkel<'_>, pid: u32) {
+    use libbpf_rs::MapCore;
+    // Not there (another record took it out, or the process has not been marked): nothing to do.
+    let _ = skel.maps.exit_snapshot.delete(&pid.to_ne_bytes());
 }
 
 /// Convert one record made in user space (from a counting or aggregation table).

@@ -12,6 +12,7 @@ use framehop::{ExplicitModuleSectionInfo, Module};
 use object::read::elf::{ElfFile64, ProgramHeader};
 use object::{Object, ObjectSection};
 
+use crate::process::exit_maps;
 use crate::process::maps;
 
 /// Bytes of a file the unwinder reads: mapped, or (the vdso) copied.
@@ -165,6 +166,8 @@ pub(super) struct Mapping {
     /// (device, inode) of a file; `None` for the vdso.
     pub file: Option<(String, u64)>,
     pub path: String,
+    /// From an exit snapshot: the process is gone, its file is opened by `path` (and checked).
+    pub exited: bool,
 }
 
 /// The executable mappings of a `/proc/PID/maps` text: files, and the vdso.
@@ -182,6 +185,7 @@ pub(super) fn parse_maps(text: &str) -> Vec<Mapping> {
                 offset: m.offset,
                 file,
                 path: m.path.to_string(),
+                exited: false,
             })
         })
         .collect()
@@ -193,6 +197,8 @@ pub(super) fn parse_maps(text: &str) -> Vec<Mapping> {
 pub(super) struct FileCache {
     files: HashMap<(String, u64), Option<Arc<FileCfi>>, ahash::RandomState>,
     vdso: Option<Option<Arc<FileCfi>>>,
+    /// Files of exit snapshots not read: deleted or replaced since, or their path unknown.
+    pub gone: u64,
 }
 
 impl FileCache {
@@ -204,15 +210,27 @@ impl FileCache {
         if let Some(known) = self.files.get(key) {
             return known.clone();
         }
-        // The mapped file itself, even when replaced or deleted since; else by its path in
-        // the process's mount namespace.
-        let by_map = format!(
-            "/proc/{pid}/map_files/{:x}-{:x}",
-            m.range.start, m.range.end
-        );
-        let file = File::open(&by_map)
-            .or_else(|_| File::open(format!("/proc/{pid}/root{}", m.path)))
-            .ok();
+        let file = if m.exited {
+            // The process is gone: its file by the path the kernel walked, if it is the same.
+            match exit_maps::open_file(&m.path, &key.0, key.1) {
+                Ok(f) => Some(f),
+                Err(_) => {
+                    // Not remembered: a live process mapping it reads it through /proc.
+                    self.gone += 1;
+                    return None;
+                }
+            }
+        } else {
+            // The mapped file itself, even when replaced or deleted since; else by its path
+            // in the process's mount namespace.
+            let by_map = format!(
+                "/proc/{pid}/map_files/{:x}-{:x}",
+                m.range.start, m.range.end
+            );
+            File::open(&by_map)
+                .or_else(|_| File::open(format!("/proc/{pid}/root{}", m.path)))
+                .ok()
+        };
         // SAFETY: the file is mapped read-only; a file truncated under us could fault, as
         // with any profiler reading mapped binaries (blazesym maps them the same way).
         let cfi = file

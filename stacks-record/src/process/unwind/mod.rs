@@ -1,7 +1,8 @@
 //! DWARF unwinding of `d` stacks: the registers and stack copy a record carries are unwound
 //! with framehop over the CFI (`.eh_frame` through its `.eh_frame_hdr` index, `.debug_frame`)
-//! of the files the process maps, read while it lives; where that stops early (the copy ends,
-//! a frame has no CFI and no frame pointer), the kernel's frame-pointer walk continues it when
+//! of the files the process maps, read while it lives, or, once its map is gone, from the exit
+//! snapshot its exit record carried ([`ExitMaps`]); where that stops early (the copy ends, a
+//! frame has no CFI and no frame pointer), the kernel's frame-pointer walk continues it when
 //! it passes through the same return address, otherwise the stack is marked truncated.
 
 use std::collections::HashMap;
@@ -15,8 +16,9 @@ use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use crate::kernel::event::{DwarfStack, MAX_DEPTH};
 
 mod cfi;
+use crate::process::exit_maps::{ExitMaps, What};
 use crate::process::maps;
-use cfi::{FileCache, Section, parse_maps};
+use cfi::{FileCache, Mapping, Section, parse_maps};
 
 /// How a user stack was unwound (the `ustack_unwind` column).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,8 +63,13 @@ pub(crate) struct UnwindCounts {
     pub fp_only: u64,
     /// Ended before the root.
     pub truncated: u64,
-    /// Processes whose memory map could not be read (exited first).
+    /// Stacks of processes whose memory map could not be read (exited first) and whose exit
+    /// record carried no snapshot.
     pub no_map: u64,
+    /// Processes whose map was taken from their exit snapshot.
+    pub from_snapshot: u64,
+    /// Files of exit snapshots not read (deleted or replaced since, or their path not known).
+    pub snapshot_files_gone: u64,
 }
 
 /// A process's unwinder: a module per executable mapping that has CFI.
@@ -75,6 +82,8 @@ struct Proc {
     read_at: Instant,
     /// Reads of the map so far (the first ones are not throttled: see [`Self::may_reread`]).
     reads: u32,
+    /// Built from the exit snapshot: the process is gone, there is nothing to read again.
+    exited: bool,
 }
 
 impl Proc {
@@ -87,7 +96,7 @@ impl Proc {
     /// can be in a library mapped since the last read, and a throttled read left it to frame
     /// pointers.
     fn may_reread(&self) -> bool {
-        self.reads < FREE_READS || self.read_at.elapsed() > REREAD_EVERY
+        !self.exited && (self.reads < FREE_READS || self.read_at.elapsed() > REREAD_EVERY)
     }
 
     /// The end of the mapping holding `addr`, if this read of the map has it.
@@ -139,12 +148,32 @@ impl Unwinders {
         self.procs.remove(&pid);
     }
 
-    /// Unwind a `d` stack of process `pid`.
-    pub(crate) fn unwind(&mut self, pid: u32, d: &DwarfStack<'_>) -> Unwound {
+    /// Whether `pid`'s map is known, or can be read now (then it is kept); false when
+    /// `/proc/PID/maps` reads empty: the process exited, or is exiting.
+    pub(crate) fn read_live(&mut self, pid: u32) -> bool {
+        self.procs.contains_key(&pid) || self.read_now(pid)
+    }
+
+    /// Read `pid`'s map now from `/proc` (not from an exit snapshot); false when it reads
+    /// empty.
+    pub(crate) fn read_now(&mut self, pid: u32) -> bool {
+        match self.read_proc(pid, None) {
+            Some(mut p) => {
+                p.reads = self.procs.get(&pid).map_or(0, |old| old.reads) + 1;
+                self.procs.insert(pid, p);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Unwind a `d` stack of process `pid` (`exit`: the exit snapshots, for a process whose
+    /// map is gone).
+    pub(crate) fn unwind(&mut self, pid: u32, d: &DwarfStack<'_>, exit: &ExitMaps) -> Unwound {
         self.counts.stacks += 1;
         let known = self.procs.get(&pid);
         if known.is_none_or(|p| !p.covers(d.ip) && p.may_reread()) {
-            self.reread(pid);
+            self.reread(pid, exit);
         }
         let mut walk = self.walk(pid, d);
         // An address outside the map as read: a library loaded since (ld.so maps them after
@@ -154,14 +183,14 @@ impl Unwinders {
             .procs
             .get(&pid)
             .is_some_and(|p| !walk.reached_root && stale(p, &walk) && p.may_reread())
-            && self.reread(pid)
+            && self.reread(pid, exit)
         {
             walk = self.walk(pid, d);
         }
         let reached_root = walk.reached_root
             || walk
                 .past_copy
-                .is_some_and(|a| self.read_past_stack_end(pid, d, a));
+                .is_some_and(|a| self.read_past_stack_end(pid, d, a, exit));
         let out = finish(walk.addrs, reached_root, &d.fp);
         match (out.method, out.truncated) {
             (_, Some(true)) => self.counts.truncated += 1,
@@ -172,11 +201,15 @@ impl Unwinders {
         out
     }
 
-    /// Read `pid`'s map again; false when it could not be read (the process exited).
-    fn reread(&mut self, pid: u32) -> bool {
-        match self.read_proc(pid) {
+    /// Read `pid`'s map again (from its exit snapshot once `/proc/PID/maps` is empty); false
+    /// when it could not be read (the process exited, and sent no snapshot).
+    fn reread(&mut self, pid: u32, exit: &ExitMaps) -> bool {
+        match self.read_proc(pid, Some(exit)) {
             Some(mut p) => {
                 p.reads = self.procs.get(&pid).map_or(0, |old| old.reads) + 1;
+                if p.exited && self.procs.get(&pid).is_none_or(|old| !old.exited) {
+                    self.counts.from_snapshot += 1;
+                }
                 self.procs.insert(pid, p);
                 true
             }
@@ -234,7 +267,13 @@ impl Unwinders {
     /// Whether the unwinder's read at `a`, outside the stack copy, lies past the end of the
     /// thread's stack, which the copy reached: the frame before was the outermost (glibc's
     /// and ld.so's entry points do not all say so in their CFI).
-    fn read_past_stack_end(&mut self, pid: u32, d: &DwarfStack<'_>, a: u64) -> bool {
+    fn read_past_stack_end(
+        &mut self,
+        pid: u32,
+        d: &DwarfStack<'_>,
+        a: u64,
+        exit: &ExitMaps,
+    ) -> bool {
         let top = d.sp + d.stack.len() as u64;
         if a < top {
             return false;
@@ -244,7 +283,7 @@ impl Unwinders {
             Some(end) => Some(end),
             // A thread stack mapped after the map was read.
             None if self.procs.get(&pid).is_some_and(Proc::may_reread) => {
-                self.reread(pid);
+                self.reread(pid, exit);
                 self.procs.get(&pid).and_then(|p| p.mapping_end(d.sp))
             }
             None => None,
@@ -252,13 +291,30 @@ impl Unwinders {
         end == Some(top)
     }
 
-    fn read_proc(&mut self, pid: u32) -> Option<Proc> {
-        let text = maps::read(pid).ok()?;
+    /// `pid`'s map from `/proc`, else (`exit` given) from its exit snapshot.
+    fn read_proc(&mut self, pid: u32, exit: Option<&ExitMaps>) -> Option<Proc> {
+        let text = maps::read(pid).unwrap_or_default();
         let maps = parse_maps(&text);
-        if maps.is_empty() {
-            return None; // exited: a zombie's map is empty
-        }
-        let all = maps::parse(&text).map(|m| m.range).collect();
+        let (maps, all, exited) = if maps.is_empty() {
+            // Exited (a zombie's map is empty): what its exit record carried, if anything.
+            let snap = exit?.maps(pid)?;
+            let all = snap.iter().map(|m| m.range.clone()).collect();
+            let maps = snap
+                .iter()
+                .filter(|m| m.what != What::Stack)
+                .map(|m| Mapping {
+                    range: m.range.clone(),
+                    offset: m.offset,
+                    file: (m.what == What::File).then(|| (m.dev.clone(), m.inode)),
+                    path: m.path.clone().unwrap_or_default(),
+                    exited: true,
+                })
+                .collect();
+            (maps, all, true)
+        } else {
+            (maps, maps::parse(&text).map(|m| m.range).collect(), false)
+        };
+        let gone = self.files.gone;
         let mut unwinder = UnwinderX86_64::new();
         let mut mapped = Vec::new();
         for m in maps {
@@ -276,12 +332,14 @@ impl Unwinders {
             self.cache = CacheX86_64::new();
             self.modules_added = 0;
         }
+        self.counts.snapshot_files_gone += self.files.gone - gone;
         Some(Proc {
             unwinder,
             mapped,
             all,
             read_at: Instant::now(),
             reads: 1,
+            exited,
         })
     }
 }
@@ -365,6 +423,7 @@ fn finish(mut addrs: Vec<u64>, reached_root: bool, fp: &[u64]) -> Unwound {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::process::exit_maps::SnapMapping;
 
     #[test]
     fn root_reached_is_complete_and_a_stop_is_continued_by_frame_pointers() {
@@ -409,7 +468,7 @@ mod tests {
     #[test]
     fn own_process_modules_have_cfi() {
         let mut u = Unwinders::default();
-        let p = u.read_proc(std::process::id()).expect("own maps");
+        let p = u.read_proc(std::process::id(), None).expect("own maps");
         assert!(p.covers(here()));
         let local = 0u64;
         let sp = &raw const local as u64;
@@ -419,5 +478,44 @@ mod tests {
         );
         // The test binary and libc have .eh_frame.
         assert!(u.files.with_cfi() >= 2);
+    }
+
+    /// This process's executable mappings as its exit record would carry them (`inode_delta`:
+    /// added to each inode, naming other files).
+    fn own_snapshot(inode_delta: u64) -> Vec<SnapMapping> {
+        let text = maps::read(std::process::id()).unwrap();
+        maps::parse(&text)
+            .filter(|m| m.executable() && m.inode != 0)
+            .map(|m| SnapMapping {
+                range: m.range.clone(),
+                offset: m.offset,
+                what: What::File,
+                dev: m.dev.to_string(),
+                inode: m.inode + inode_delta,
+                path: Some(m.path.to_string()),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_process_gone_is_unwound_from_its_exit_snapshot() {
+        let gone = 4_194_400; // above the kernel's pid limit: no /proc entry, as a process gone
+        let mut exit = ExitMaps::default();
+        let mut u = Unwinders::default();
+        assert!(u.read_proc(gone, Some(&exit)).is_none(), "no snapshot yet");
+        assert!(!u.read_live(gone));
+        exit.exited(gone, own_snapshot(0));
+        let p = u.read_proc(gone, Some(&exit)).expect("from the snapshot");
+        assert!(p.covers(here()) && p.exited && !p.may_reread());
+        assert!(u.files.with_cfi() >= 2, "files opened by path");
+        assert_eq!(u.counts.snapshot_files_gone, 0);
+        assert!(u.reread(gone, &exit) && u.counts.from_snapshot == 1);
+        // Files replaced since (other inodes at their paths) are not read.
+        let mut u = Unwinders::default();
+        exit.exited(gone, own_snapshot(1));
+        let p = u.read_proc(gone, Some(&exit)).expect("from the snapshot");
+        assert!(p.covers(here()), "mapped, without CFI");
+        assert_eq!(u.files.with_cfi(), 0);
+        assert!(u.counts.snapshot_files_gone >= 2);
     }
 }
