@@ -243,7 +243,7 @@ pub fn check(keys: Keys) -> Result<Config, ConfigError> {
             "missing: where to write (a directory or a bucket URL)".into(),
         )
     })?;
-    let store_dir = if stacks_stream::objstore::is_url(&store) {
+    let store_dir = if stacks_store::objstore::is_url(&store) {
         if keys.retain.is_some() || keys.max_total.is_some() {
             return Err(value(
                 if keys.retain.is_some() {

@@ -40,7 +40,7 @@ use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::metadata::{KeyValue, SortingColumn};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
-use stacks_stream::{ContractError, InputStream, meta, store};
+use stacks_stream::{ContractError, InputStream, meta};
 
 pub use cli::{Args, run};
 pub use error::PackError;
@@ -235,7 +235,7 @@ fn pack_into(
     }
     // Batches are split into samples rows and distinct stacks on the reading thread.
     let schema = stamped_schema(&incoming);
-    let samples = store::samples_schema(&schema);
+    let samples = stacks_store::samples_schema(&schema);
     let props = writer_properties(&samples, options.zstd_level, limits.group_rows)?;
     let levels = levels::Levels::new(&schema, options.zstd_level)?;
     let mut packer = Packer::new(
@@ -371,8 +371,8 @@ fn prepare_target(
             let shown = format!(
                 "{} + {} + {}",
                 samples.display(),
-                store::stacks_path(&samples).display(),
-                store::frames_path(&samples).display()
+                stacks_store::stacks_path(&samples).display(),
+                stacks_store::frames_path(&samples).display()
             );
             let target = Target::File(path.clone());
             return Ok((target, shown, Limits::single_file(group_rows)));
@@ -720,8 +720,8 @@ mod tests {
             let got = pair_of(Path::new(given));
             assert_eq!(got, Path::new(samples), "{given}");
             assert_eq!(
-                store::file_kind(&store::stacks_path(&got)),
-                Some(store::FileKind::Stacks)
+                stacks_store::file_kind(&stacks_store::stacks_path(&got)),
+                Some(stacks_store::FileKind::Stacks)
             );
         }
     }

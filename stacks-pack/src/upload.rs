@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use object_store::path::Path as Key;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart};
 use parquet::file::reader::{FileReader, SerializedFileReader};
-use stacks_stream::{objstore, store};
+use stacks_store::objstore;
 use url::Url;
 
 use crate::TOOL;
@@ -80,9 +80,9 @@ impl StoreDest {
         let rel = file.strip_prefix(spool).ok()?;
         let name = rel.file_name()?.to_str()?;
         let base = name
-            .strip_suffix(store::SAMPLES_SUFFIX)
-            .or_else(|| name.strip_suffix(store::STACKS_SUFFIX))
-            .or_else(|| name.strip_suffix(store::FRAMES_SUFFIX))?;
+            .strip_suffix(stacks_store::SAMPLES_SUFFIX)
+            .or_else(|| name.strip_suffix(stacks_store::STACKS_SUFFIX))
+            .or_else(|| name.strip_suffix(stacks_store::FRAMES_SUFFIX))?;
         let (host, _) = owner_of_base(base)?;
         let mut parts: Vec<String> = self
             .prefix
@@ -164,8 +164,8 @@ fn complete_pairs(dir: &Path, out: &mut Vec<PathBuf>) {
             Ok(t) if t.is_dir() && name.contains('=') => complete_pairs(&path, out),
             Ok(t)
                 if t.is_file()
-                    && store::file_kind(&path) == Some(store::FileKind::Samples)
-                    && store::stacks_path(&path).exists() =>
+                    && stacks_store::file_kind(&path) == Some(stacks_store::FileKind::Samples)
+                    && stacks_store::stacks_path(&path).exists() =>
             {
                 out.push(path)
             }
@@ -191,7 +191,9 @@ fn rows_of(samples: &Path) -> u64 {
 
 fn pair_bytes(samples: &Path) -> u64 {
     let size = |p: &Path| fs::metadata(p).map_or(0, |m| m.len());
-    size(samples) + size(&store::stacks_path(samples)) + size(&store::frames_path(samples))
+    size(samples)
+        + size(&stacks_store::stacks_path(samples))
+        + size(&stacks_store::frames_path(samples))
 }
 
 /// Remove a pair from the spool: samples first, so a pair is never half there as "complete".
@@ -199,8 +201,8 @@ fn pair_bytes(samples: &Path) -> u64 {
 /// removes them once empty, see [`prune_empty`].)
 fn remove_pair(samples: &Path) {
     let _ = fs::remove_file(samples);
-    let _ = fs::remove_file(store::stacks_path(samples));
-    let _ = fs::remove_file(store::frames_path(samples));
+    let _ = fs::remove_file(stacks_store::stacks_path(samples));
+    let _ = fs::remove_file(stacks_store::frames_path(samples));
 }
 
 /// Remove the empty partition directories (`key=value`) under `dir`, before packing starts.
@@ -252,12 +254,12 @@ async fn upload_pair(dest: &StoreDest, spool: &Path, samples: &Path) -> Result<(
         url: dest.shown.clone(),
         detail: format!("{} is not a stacks-pack file of the spool", p.display()),
     };
-    let frames = store::frames_path(samples);
+    let frames = stacks_store::frames_path(samples);
     let mut files = Vec::with_capacity(3);
     if frames.exists() {
         files.push(frames);
     }
-    files.push(store::stacks_path(samples));
+    files.push(stacks_store::stacks_path(samples));
     files.push(samples.to_path_buf());
     for file in &files {
         let key = dest.key(spool, file).ok_or_else(|| unnamed(file))?;

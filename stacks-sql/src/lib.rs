@@ -192,7 +192,7 @@ pub enum Data {
 impl Data {
     /// `-d`'s argument: a URL (`scheme://…`) names a store, anything else a path.
     pub fn parse(arg: &str) -> Self {
-        if stacks_stream::objstore::is_url(arg) {
+        if stacks_store::objstore::is_url(arg) {
             Data::Store(arg.to_string())
         } else {
             Data::Dir(PathBuf::from(arg))

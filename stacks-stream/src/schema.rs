@@ -171,6 +171,11 @@ pub mod frame {
     pub const SYMBOL: &str = "symbol";
     /// Why the frame is unresolved, one of [`crate::Unresolved`]: `error` says it in words.
     pub const REASON: &str = "reason";
+    /// Not a stream field: the column of a store's frames file holding the frame's name as
+    /// folded stacks show it ([`crate::frames::folded_name`], the one naming rule), so that
+    /// readers of the store only join names. Frames files written before it lack it; readers
+    /// name their frames then. Assembled frames carrying it are shown by it.
+    pub const NAME: &str = "name";
 }
 
 /// Type of the `time` column: wall-clock nanoseconds, UTC.

@@ -20,8 +20,9 @@ use arrow_buffer::OffsetBuffer;
 use arrow_row::{RowConverter, SortField};
 use arrow_schema::{ArrowError, DataType, Field, Fields, Schema, SchemaRef};
 
-use super::StackId;
-use crate::schema::{col, frame, stack_id_type};
+use crate::StackId;
+use stacks_stream::schema::frame::NAME;
+use stacks_stream::schema::{col, frame, stack_id_type};
 
 /// Column of the frames file: the frame's number in its file set.
 pub const FRAME_ID: &str = "frame_id";
@@ -30,10 +31,6 @@ pub const FRAME_ID: &str = "frame_id";
 pub const SET_ID: &str = "set_id";
 /// Column of the stacks file: the ids of the stack's frames, leaf first.
 pub const FRAME_IDS: &str = "frame_ids";
-/// Column of the frames file: the frame's name as folded stacks show it
-/// ([`crate::frames::folded_name`], the one naming rule), so that readers of the store only
-/// join names. Frames files written before it lack it; readers name their frames then.
-pub const NAME: &str = "name";
 
 /// Fields of a frame struct, in the order frames are sorted by; any field not named here
 /// follows, in struct order.
@@ -395,7 +392,7 @@ impl SetParts {
             .map(|c| c.expect("every field converted"))
             .collect();
         let rows = StructArray::try_new(self.format.fields.clone(), fields.clone(), None)?;
-        let names = crate::frames::folded_names(&rows)
+        let names = stacks_stream::frames::folded_names(&rows)
             .map_err(|e| ArrowError::InvalidArgumentError(e.to_string()))?;
         let mut columns: Vec<ArrayRef> = vec![Arc::new(UInt32Array::from_iter_values(0..n as u32))];
         columns.extend(fields);
@@ -569,7 +566,7 @@ fn assemble(lookup: &FrameLookup, frame_ids: &ArrayRef) -> Result<ListArray, Arr
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stack_key::stack_keys;
+    use stacks_stream::stack_key::stack_keys;
     use stacks_testkit::rows::{Frame, Row, batch};
 
     fn frame(name: &str, addr: u64, kernel: bool) -> Frame {
@@ -586,7 +583,7 @@ mod tests {
 
     /// The `stack` column of `rows` and each stack's id.
     fn stacks_of(rows: &[Row]) -> (ListArray, FixedSizeBinaryArray) {
-        let schema = Arc::new(crate::symbolized_schema(Default::default()));
+        let schema = Arc::new(stacks_stream::symbolized_schema(Default::default()));
         let b = batch(&schema, rows);
         let stack = b
             .column_by_name(col::STACK)
