@@ -18,7 +18,7 @@ use crate::{STACKS_GROUP_ROWS, stacks_kv};
 
 /// Row group of a frames file, in frames: a frames file's string dictionaries are built per
 /// group (a framed stacks file keeps [`STACKS_GROUP_ROWS`], what the writer buffers).
-pub const FRAMES_GROUP_ROWS: usize = 64 * 1024;
+pub(crate) const FRAMES_GROUP_ROWS: usize = 64 * 1024;
 
 /// One file's schema and writer properties.
 pub struct FileFormat {

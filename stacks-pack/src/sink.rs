@@ -38,7 +38,7 @@ const NAME_ATTEMPTS: usize = 1000;
 pub(crate) const STACKS_CHUNK: usize = 4096;
 
 /// The splitter shared by the thread that reads (and splits) and the one that writes.
-pub type SharedSplitter = Arc<Mutex<StackSplitter>>;
+pub(crate) type SharedSplitter = Arc<Mutex<StackSplitter>>;
 
 /// The splitter, even if a thread panicked while holding it (its state stays consistent:
 /// stacks are only added once complete).
@@ -246,7 +246,7 @@ impl Packer {
 
     /// Accept samples rows: every batch split by [`Self::splitter`], in order (the splitter
     /// keeps the stacks of batches not taken yet).
-    pub fn write_samples(&mut self, batch: &RecordBatch) -> Result<(), PackError> {
+    pub(crate) fn write_samples(&mut self, batch: &RecordBatch) -> Result<(), PackError> {
         self.taken += 1;
         if batch.num_rows() == 0 {
             return Ok(());

@@ -32,7 +32,7 @@ const IDLE: Duration = Duration::from_millis(200);
 
 /// Why a store could not be opened or a pair not uploaded.
 #[derive(Debug, thiserror::Error)]
-pub enum UploadError {
+pub(crate) enum UploadError {
     #[error("`{url}`: {detail}")]
     Url { url: String, detail: String },
     #[error("{0}")]
@@ -42,7 +42,7 @@ pub enum UploadError {
 }
 
 /// A destination in object storage: the store and the key prefix under it.
-pub struct StoreDest {
+pub(crate) struct StoreDest {
     store: Arc<dyn ObjectStore>,
     prefix: Key,
     /// The URL as given, for messages.
@@ -53,7 +53,7 @@ impl StoreDest {
     /// The store `url` names, configured from the usual environment variables (`AWS_*`,
     /// `GOOGLE_*`, `AZURE_*`: credentials, region, `AWS_ENDPOINT` and `AWS_ALLOW_HTTP` for an
     /// S3-compatible server).
-    pub fn open(url: &str) -> Result<Self, UploadError> {
+    pub(crate) fn open(url: &str) -> Result<Self, UploadError> {
         // A local directory is made if missing, as a directory given to stacks-pack is.
         if let Ok(parsed) = Url::parse(url)
             && parsed.scheme() == "file"
@@ -115,7 +115,7 @@ pub struct UploadSummary {
 }
 
 /// How the uploader runs.
-pub struct UploadOptions {
+pub(crate) struct UploadOptions {
     /// Pairs (complete ones) may take this many bytes in the spool.
     pub spool_max: u64,
     /// After the input ended, keep trying this long before leaving pairs in the spool.
@@ -123,14 +123,18 @@ pub struct UploadOptions {
 }
 
 /// The uploader thread.
-pub struct Uploader {
+pub(crate) struct Uploader {
     done: Arc<AtomicBool>,
     thread: JoinHandle<UploadSummary>,
 }
 
 impl Uploader {
     /// Start uploading the complete pairs of `spool` (and every later one) to `dest`.
-    pub fn start(dest: StoreDest, spool: PathBuf, opts: UploadOptions) -> std::io::Result<Self> {
+    pub(crate) fn start(
+        dest: StoreDest,
+        spool: PathBuf,
+        opts: UploadOptions,
+    ) -> std::io::Result<Self> {
         let done = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&done);
         let thread = std::thread::Builder::new()
@@ -141,7 +145,7 @@ impl Uploader {
 
     /// The input ended and every pair is in the spool: upload what is left (for at most the
     /// options' `wait` if the store fails) and stop.
-    pub fn finish(self) -> UploadSummary {
+    pub(crate) fn finish(self) -> UploadSummary {
         self.done.store(true, Ordering::SeqCst);
         self.thread.join().unwrap_or_default()
     }
@@ -206,7 +210,7 @@ fn remove_pair(samples: &Path) {
 }
 
 /// Remove the empty partition directories (`key=value`) under `dir`, before packing starts.
-pub fn prune_empty(dir: &Path) {
+pub(crate) fn prune_empty(dir: &Path) {
     let Ok(entries) = fs::read_dir(dir) else {
         return;
     };

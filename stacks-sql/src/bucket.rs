@@ -45,7 +45,7 @@ const STACKS_FILES: &str = "stacks_files";
 /// The view of every frames file's rows (one per distinct frame of its file set).
 const FRAMES_FILES: &str = "frames_files";
 /// Partition columns, from the key of the file a row is stored in.
-pub const DATE: &str = "date";
+pub(crate) const DATE: &str = "date";
 pub const HOUR: &str = "hour";
 /// LISTs run at once while looking for the hours a store has.
 const LIST_CONCURRENCY: usize = 16;

@@ -40,7 +40,7 @@ pub const TABLE: &str = "stacks";
 /// Name of the table of rows without their stacks (with `stack_id`).
 pub const SAMPLES: &str = "samples";
 /// Name of the table of distinct stacks.
-pub const STACK_TABLE: &str = stack_table::NAME;
+pub(crate) const STACK_TABLE: &str = stack_table::NAME;
 /// The files with a stored `stack_id`: samples files and first-layout files stacks-pack wrote.
 pub(crate) const KEYED_TABLE: &str = "stacks_keyed_files";
 /// First-layout files without a `stack_id`.
@@ -245,7 +245,7 @@ fn check_level_file(
 
 /// The `stacks.*` schema metadata of a Parquet file (from its embedded Arrow schema and its
 /// key-value metadata).
-pub fn recording_metadata(file: &Path) -> Result<HashMap<String, String>> {
+pub(crate) fn recording_metadata(file: &Path) -> Result<HashMap<String, String>> {
     Ok(stacks_metadata(arrow_metadata(file)?.schema()))
 }
 
@@ -295,7 +295,7 @@ pub async fn register(ctx: &SessionContext, files: &[PathBuf]) -> Result<()> {
 }
 
 /// [`register`], with only the rows of `window` in the tables.
-pub async fn register_window(
+pub(crate) async fn register_window(
     ctx: &SessionContext,
     files: &[PathBuf],
     window: &Window,

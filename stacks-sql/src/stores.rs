@@ -13,7 +13,7 @@ use url::Url;
 
 /// Stores by `scheme://bucket`, opened from the environment on first use.
 #[derive(Default)]
-pub struct EnvStores {
+pub(crate) struct EnvStores {
     stores: RwLock<HashMap<String, Arc<dyn ObjectStore>>>,
 }
 

@@ -121,7 +121,8 @@ impl StackSplitter {
     }
 
     /// Bytes the held stacks take (the stacks rows, or the framer's).
-    pub fn held_bytes(&self) -> usize {
+    #[cfg(test)]
+    fn held_bytes(&self) -> usize {
         match &self.framer {
             Some(f) => f.bytes(),
             None => self
@@ -292,8 +293,8 @@ impl StackSplitter {
     }
 
     /// The held rows of `ids` (each seen by [`Self::split`]), in that order: `stack_id` and
-    /// the stream's stack columns, as [`Self::held_schema`] says.
-    pub fn held_stacks(&self, ids: &[StackId]) -> Result<RecordBatch, ArrowError> {
+    /// the stream's stack columns.
+    pub(crate) fn held_stacks(&self, ids: &[StackId]) -> Result<RecordBatch, ArrowError> {
         if self.framer.is_some() {
             return Err(ArrowError::InvalidArgumentError(
                 "the stacks are held as frames (framed_parts)".into(),
@@ -322,11 +323,6 @@ impl StackSplitter {
                 "the stacks are held whole (held_stacks)".into(),
             )),
         }
-    }
-
-    /// Schema of [`Self::held_stacks`]' rows.
-    pub fn held_schema(&self) -> &SchemaRef {
-        &self.held
     }
 
     /// The stacks rows of `ids` (each seen by [`Self::split`]), in that order, with their

@@ -50,7 +50,7 @@ pub const UNKNOWN_MODULE: &str = "[unknown]";
 pub const NO_STACK_FRAME: &str = "[no stack]";
 /// How a null element of a stack (the contract has none; other writers might) is shown: a
 /// frame with no address.
-pub const NULL_FRAME: &str = "[0x0]";
+pub(crate) const NULL_FRAME: &str = "[0x0]";
 /// The `module` of JIT code named by the process's perf map.
 pub const JIT_MODULE: &str = "[jit]";
 /// The `module` of an interpreted (CPython) frame.

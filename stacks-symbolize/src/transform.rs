@@ -34,7 +34,7 @@ use stream::{RawStack, StreamState};
 /// in the stream, see `stacks_stream::dict`; they also start afresh past
 /// `stacks_stream::dict::MAX_BYTES`). A stack seen again after a restart is written again (its
 /// frames stay resolved).
-pub const MAX_STACKS: usize = stacks_stream::dict::MAX_ENTRIES;
+pub(crate) const MAX_STACKS: usize = stacks_stream::dict::MAX_ENTRIES;
 
 /// Modules located, bytes of the files symbols are read from (the symbolizers map and parse
 /// them), and frames resolved (user, kernel symbol and kernel address lookups), past which
@@ -42,9 +42,9 @@ pub const MAX_STACKS: usize = stacks_stream::dict::MAX_ENTRIES;
 /// dropped) before the next batch: on a host where new binaries keep being run (builds, test
 /// runs, deployments), memory follows the modules of the recent stacks, not every module ever
 /// seen. Recurring frames are resolved again after that, once.
-pub const MAX_MODULES: usize = 256;
-pub const MAX_MODULE_BYTES: u64 = 512 << 20;
-pub const MAX_FRAMES: usize = 1 << 18;
+pub(crate) const MAX_MODULES: usize = 256;
+pub(crate) const MAX_MODULE_BYTES: u64 = 512 << 20;
+pub(crate) const MAX_FRAMES: usize = 1 << 18;
 /// And past this much of the process's own resident memory, measured (`RssAnon`): what the
 /// symbolizers hold of the files they parsed (their parsed debug information: lazily, more of
 /// a file's DWARF with each new address, so it grows on a quiet host whose binaries do not
@@ -143,7 +143,8 @@ impl Symbolize {
 
     /// Start the output dictionaries afresh once they hold `max` entries (default
     /// [`MAX_STACKS`]).
-    pub fn with_max_stacks(mut self, max: usize) -> Self {
+    #[cfg(test)]
+    pub(crate) fn with_max_stacks(mut self, max: usize) -> Self {
         self.max_stacks = max.max(1);
         self
     }
