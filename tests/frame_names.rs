@@ -15,7 +15,7 @@ use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::file::properties::WriterProperties;
 use serde_json::Value;
-use stacks_stream::store::frames::NAME;
+use stacks_stream::frame::NAME;
 use stacks_testkit::recording::{self as fixture, SEC, T0};
 use stacks_tests::{Frame, Row, bin, check, scratch, write_packed};
 

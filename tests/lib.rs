@@ -224,9 +224,9 @@ pub fn refusal_problem(
 
 /// Write `batches` (one symbolized stream, plain stack columns) as the store's pair layout:
 /// `DIR/BASE.samples.parquet` and `DIR/BASE.stacks.parquet` (the distinct stacks of those
-/// samples), split by [`stacks_stream::store::StackSplitter`], row groups of `group_rows`.
+/// samples), split by [`stacks_store::StackSplitter`], row groups of `group_rows`.
 pub fn write_pair(dir: &Path, base: &str, batches: &[arrow_array::RecordBatch], group_rows: usize) {
-    use stacks_stream::store::{SAMPLES_SUFFIX, STACKS_SUFFIX, StackSplitter};
+    use stacks_store::{SAMPLES_SUFFIX, STACKS_SUFFIX, StackSplitter};
     std::fs::create_dir_all(dir).expect("create the store directory");
     let schema = batches[0].schema();
     let mut splitter = StackSplitter::new(&schema).expect("a stream with stacks");
@@ -275,7 +275,7 @@ pub fn write_pair_copies(
 ) {
     use arrow_array::cast::AsArray;
     use arrow_array::types::TimestampNanosecondType;
-    use stacks_stream::store::{SAMPLES_SUFFIX, STACKS_SUFFIX, StackSplitter};
+    use stacks_store::{SAMPLES_SUFFIX, STACKS_SUFFIX, StackSplitter};
     std::fs::create_dir_all(dir).expect("create the store directory");
     let mut splitter = StackSplitter::new(&batch.schema()).expect("a stream with stacks");
     let samples = splitter.split(batch).expect("split");

@@ -192,7 +192,7 @@ pub mod query {
         use stacks_pack::{Limits, Packer, Target};
         let mut input = super::stream(TABLE).expect("seed stream");
         let schema = stacks_pack::stamped_schema(&input.schema());
-        let samples = stacks_stream::store::samples_schema(&schema);
+        let samples = stacks_store::samples_schema(&schema);
         let props = stacks_pack::writer_properties(&samples, 1, 1024).expect("properties");
         let levels = stacks_pack::levels::Levels::new(&schema, 1).expect("properties");
         let target = Target::File(file.clone());

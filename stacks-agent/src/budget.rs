@@ -15,15 +15,15 @@ use std::os::fd::{FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 /// Over budget for this long: shed a level.
-pub const SHED_AFTER: Duration = Duration::from_secs(10);
+pub(crate) const SHED_AFTER: Duration = Duration::from_secs(10);
 /// Over this many times the budget for [`SHED_AFTER`]: straight to the last level (a flood
 /// that large is not met by one step, and each step costs a pipeline restart).
-pub const FLOOD_FACTOR: f64 = 2.0;
+pub(crate) const FLOOD_FACTOR: f64 = 2.0;
 /// Under budget for this long: restore a level.
-pub const RESTORE_AFTER: Duration = Duration::from_secs(60);
+pub(crate) const RESTORE_AFTER: Duration = Duration::from_secs(60);
 /// The first seconds of a pipeline (the stages starting: reading symbols, loading BPF) are
 /// not measured: a one-off cost, which would otherwise shed at every start.
-pub const SETTLE: Duration = Duration::from_secs(3);
+pub(crate) const SETTLE: Duration = Duration::from_secs(3);
 
 /// Kinds of the IO ring (docs/format.md, "Aggregated rows").
 const IO_KINDS: [&str; 4] = ["vfs", "net", "block", "rss"];
@@ -36,7 +36,7 @@ const PROBE_PREFIXES: [&str; 4] = ["tp", "uprobe", "uretprobe", "usdt"];
 
 /// One level of the ladder.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Level {
+pub(crate) struct Level {
     /// stacks-record's `-e` at this level.
     pub events: String,
     /// What this level sheds, for the log (the configured level: `as configured`).
@@ -107,7 +107,7 @@ fn join(tokens: &[Token]) -> String {
 /// 2. the IO kinds (`vfs`, `net`, `block`, `rss`) without stacks;
 /// 3. the IO kinds stopped;
 /// 4. everything but `profile` and `state` stopped (`switch`, `wake`, probes, spans, `alloc`).
-pub fn ladder(events: &str) -> Vec<Level> {
+pub(crate) fn ladder(events: &str) -> Vec<Level> {
     let mut tokens: Vec<Token> = events
         .split(',')
         .map(str::trim)
@@ -166,7 +166,7 @@ fn default_stacks(name: &str) -> String {
 }
 
 /// `budget_cpu`: a percentage of the host's CPUs (`1%`, `0.5%`), as a fraction.
-pub fn parse_percent(s: &str) -> Result<f64, String> {
+pub(crate) fn parse_percent(s: &str) -> Result<f64, String> {
     let n = s
         .trim()
         .strip_suffix('%')
@@ -182,7 +182,7 @@ pub fn parse_percent(s: &str) -> Result<f64, String> {
 }
 
 /// The host's CPUs (online).
-pub fn host_cpus() -> f64 {
+pub(crate) fn host_cpus() -> f64 {
     // SAFETY: sysconf has no preconditions.
     let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
     if n > 0 { n as f64 } else { 1.0 }
@@ -191,7 +191,7 @@ pub fn host_cpus() -> f64 {
 /// Run time in ns of the BPF programs process `pid` holds open (each program once, by its
 /// id), from its `/proc/PID/fdinfo`; counted by the kernel only while BPF run-time statistics
 /// are on ([`enable_bpf_stats`]).
-pub fn bpf_run_ns(pid: i32) -> Option<u64> {
+pub(crate) fn bpf_run_ns(pid: i32) -> Option<u64> {
     let dir = std::fs::read_dir(format!("/proc/{pid}/fdinfo")).ok()?;
     let mut seen = std::collections::BTreeSet::new();
     let mut total = 0u64;
@@ -215,7 +215,7 @@ pub fn bpf_run_ns(pid: i32) -> Option<u64> {
 
 /// BPF run-time statistics on for as long as the returned descriptor is held
 /// (`BPF_ENABLE_STATS`, CAP_SYS_ADMIN); `None` when `kernel.bpf_stats_enabled` is 1 already.
-pub fn enable_bpf_stats() -> io::Result<Option<OwnedFd>> {
+pub(crate) fn enable_bpf_stats() -> io::Result<Option<OwnedFd>> {
     if std::fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled").is_ok_and(|v| v.trim() == "1")
     {
         return Ok(None);
@@ -242,7 +242,7 @@ pub fn enable_bpf_stats() -> io::Result<Option<OwnedFd>> {
 
 /// A level change the budget asks for.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Change {
+pub(crate) enum Change {
     /// Over budget for [`SHED_AFTER`]: take level `to` (one more, or the last when over
     /// [`FLOOD_FACTOR`] times the budget), `used` = the window's cost.
     Shed { to: usize, used: f64 },
@@ -252,7 +252,7 @@ pub enum Change {
 
 /// The budget's state: the limit, the ladder, the level taken, the recent cost.
 #[derive(Debug)]
-pub struct Budget {
+pub(crate) struct Budget {
     /// The limit as a fraction of the host's CPUs.
     pub limit: f64,
     pub levels: Vec<Level>,
@@ -266,7 +266,7 @@ pub struct Budget {
 }
 
 impl Budget {
-    pub fn new(limit: f64, levels: Vec<Level>, cpus: f64) -> Budget {
+    pub(crate) fn new(limit: f64, levels: Vec<Level>, cpus: f64) -> Budget {
         Budget {
             limit,
             levels,
@@ -279,12 +279,12 @@ impl Budget {
     }
 
     /// The events of the level taken.
-    pub fn events(&self) -> &str {
+    pub(crate) fn events(&self) -> &str {
         &self.levels[self.level].events
     }
 
     /// A pipeline started at `now`: measuring starts over once it settled.
-    pub fn pipeline_started(&mut self, now: Instant) {
+    pub(crate) fn pipeline_started(&mut self, now: Instant) {
         self.window.clear();
         self.last = None;
         self.settled_at = Some(now + SETTLE);
@@ -307,7 +307,7 @@ impl Budget {
 
     /// The cost over the last [`SHED_AFTER`], as a fraction of the host's CPUs (the
     /// `stacks_agent_budget_used_ratio` gauge).
-    pub fn used(&self, now: Instant) -> Option<f64> {
+    pub(crate) fn used(&self, now: Instant) -> Option<f64> {
         let start = self.settled_at?;
         let span = now.duration_since(start).min(SHED_AFTER);
         if span.is_zero() {
@@ -318,7 +318,7 @@ impl Budget {
 
     /// The cumulative cost at `now` is `seconds` (the stages' CPU seconds plus BPF run time):
     /// the change to make, if any.
-    pub fn observe(&mut self, now: Instant, seconds: f64) -> Option<Change> {
+    pub(crate) fn observe(&mut self, now: Instant, seconds: f64) -> Option<Change> {
         let settled = self.settled_at.is_some_and(|s| now >= s);
         if let Some((t, s)) = self.last.filter(|_| settled) {
             let dt = now.duration_since(t).as_secs_f64();

@@ -31,7 +31,7 @@ use crate::{TOOL, metrics};
         --retain 7d --max-total 20G --metrics 127.0.0.1:9464\n\
         See docs/agent.md."
 )]
-pub struct Args {
+pub(crate) struct Args {
     /// Configuration file (TOML; keys: events, all, names, cgroups, store, max_age,
     /// max_bytes, max_rows, partition, retain, max_total, metrics, budget_cpu, ringbuf_mb)
     #[arg(short = 'c', long = "config", value_name = "FILE")]
@@ -105,7 +105,7 @@ pub struct Args {
 
 impl Args {
     /// The keys the flags set.
-    pub fn keys(&self) -> Keys {
+    pub(crate) fn keys(&self) -> Keys {
         let list = |v: &Vec<String>| (!v.is_empty()).then(|| v.clone());
         Keys {
             events: self.events.clone(),
@@ -188,7 +188,7 @@ pub fn run() -> anyhow::Result<ExitCode> {
 }
 
 /// Each stage's executable and arguments.
-pub fn plan(config: &Config, exes: Vec<PathBuf>, pack_stats: PathBuf) -> Plan {
+pub(crate) fn plan(config: &Config, exes: Vec<PathBuf>, pack_stats: PathBuf) -> Plan {
     let k = &config.keys;
     let mut record = Vec::new();
     if let Some(e) = &k.events {

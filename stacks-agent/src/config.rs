@@ -10,11 +10,11 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 /// Where `/metrics` is served when nothing says otherwise.
-pub const DEFAULT_METRICS: &str = "127.0.0.1:9464";
+pub(crate) const DEFAULT_METRICS: &str = "127.0.0.1:9464";
 
 /// A configuration error: one line naming the key, flag or path.
 #[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
+pub(crate) enum ConfigError {
     #[error("{path}: cannot read: {err}")]
     Read { path: String, err: std::io::Error },
     #[error("{path}: {detail}")]
@@ -29,7 +29,7 @@ pub enum ConfigError {
 /// overrides the file's value, the file the default).
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
-pub struct Keys {
+pub(crate) struct Keys {
     /// stacks-record's `-e`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub events: Option<String>,
@@ -73,11 +73,11 @@ pub struct Keys {
 /// The agent's ring buffers, MiB each: half of stacks-record's default, for a recorder that
 /// stays on (the kernel maps each ring twice, so its pages count twice in `VmRSS`); lost
 /// events name `ring_buffer_full` when it is too small.
-pub const RINGBUF_MB: u32 = 8;
+pub(crate) const RINGBUF_MB: u32 = 8;
 
 impl Keys {
     /// `self` with every key `over` sets replaced.
-    pub fn overridden_by(self, over: Keys) -> Keys {
+    pub(crate) fn overridden_by(self, over: Keys) -> Keys {
         Keys {
             events: over.events.or(self.events),
             all: over.all.or(self.all),
@@ -99,7 +99,7 @@ impl Keys {
 
 /// What to record.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Targets {
+pub(crate) enum Targets {
     All,
     Names(Vec<String>),
     Cgroups(Vec<String>),
@@ -107,20 +107,18 @@ pub enum Targets {
 
 /// The checked configuration.
 #[derive(Debug, Clone)]
-pub struct Config {
+pub(crate) struct Config {
     /// The keys as given (for `--print-config` and the tools' arguments).
     pub keys: Keys,
     pub targets: Targets,
     pub store: String,
-    /// A directory store (not a bucket URL).
-    pub store_dir: Option<PathBuf>,
     pub metrics: Option<SocketAddr>,
     /// The CPU budget as a fraction of the host's CPUs.
     pub budget_cpu: Option<f64>,
 }
 
 /// Read `file` (if any), apply `flags` over it, and check the result.
-pub fn load(file: Option<&Path>, flags: Keys) -> Result<Config, ConfigError> {
+pub(crate) fn load(file: Option<&Path>, flags: Keys) -> Result<Config, ConfigError> {
     let from_file = match file {
         Some(path) => parse_file(path)?,
         None => Keys::default(),
@@ -129,7 +127,7 @@ pub fn load(file: Option<&Path>, flags: Keys) -> Result<Config, ConfigError> {
 }
 
 /// The keys of the TOML file at `path`.
-pub fn parse_file(path: &Path) -> Result<Keys, ConfigError> {
+pub(crate) fn parse_file(path: &Path) -> Result<Keys, ConfigError> {
     let shown = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|err| ConfigError::Read {
         path: shown.clone(),
@@ -142,7 +140,7 @@ pub fn parse_file(path: &Path) -> Result<Keys, ConfigError> {
 }
 
 /// The keys of TOML `text`; an error is one line with its line number.
-pub fn parse_text(text: &str) -> Result<Keys, String> {
+pub(crate) fn parse_text(text: &str) -> Result<Keys, String> {
     toml::from_str(text).map_err(|e: toml::de::Error| {
         let line = e.span().map(|s| {
             text.as_bytes()[..s.start.min(text.len())]
@@ -160,7 +158,7 @@ pub fn parse_text(text: &str) -> Result<Keys, String> {
 }
 
 /// Check every key; the store is created if missing and must be writable.
-pub fn check(keys: Keys) -> Result<Config, ConfigError> {
+pub(crate) fn check(keys: Keys) -> Result<Config, ConfigError> {
     let value = |key: &'static str, detail: String| ConfigError::Value { key, detail };
     for (key, text) in [("max_age", &keys.max_age), ("retain", &keys.retain)] {
         if let Some(t) = text {
@@ -243,7 +241,7 @@ pub fn check(keys: Keys) -> Result<Config, ConfigError> {
             "missing: where to write (a directory or a bucket URL)".into(),
         )
     })?;
-    let store_dir = if stacks_stream::objstore::is_url(&store) {
+    if stacks_store::objstore::is_url(&store) {
         if keys.retain.is_some() || keys.max_total.is_some() {
             return Err(value(
                 if keys.retain.is_some() {
@@ -254,17 +252,13 @@ pub fn check(keys: Keys) -> Result<Config, ConfigError> {
                 "retention is for a directory store, not a bucket URL".into(),
             ));
         }
-        None
     } else {
-        let dir = PathBuf::from(&store);
-        check_writable(&dir)?;
-        Some(dir)
-    };
+        check_writable(&PathBuf::from(&store))?;
+    }
     Ok(Config {
         keys,
         targets,
         store,
-        store_dir,
         metrics,
         budget_cpu,
     })
@@ -285,7 +279,7 @@ fn check_writable(dir: &Path) -> Result<(), ConfigError> {
 
 impl Config {
     /// The effective configuration as TOML (every key set, defaults shown).
-    pub fn to_toml(&self) -> String {
+    pub(crate) fn to_toml(&self) -> String {
         let mut keys = self.keys.clone();
         keys.metrics = Some(match self.metrics {
             Some(a) => a.to_string(),

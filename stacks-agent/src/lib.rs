@@ -4,13 +4,15 @@
 //! coherently and with backoff; and serves `/metrics` in the Prometheus text format. See
 //! docs/agent.md.
 
-pub mod budget;
-pub mod cli;
-pub mod config;
-pub mod metrics;
-pub mod packstats;
-pub mod stage;
-pub mod supervise;
+#![warn(unreachable_pub)]
+
+mod budget;
+mod cli;
+mod config;
+mod metrics;
+mod packstats;
+mod stage;
+mod supervise;
 
 pub use cli::run;
 

@@ -14,7 +14,7 @@ use crate::stage::Which;
 
 /// What one stage has done and costs.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct StageMetrics {
+pub(crate) struct StageMetrics {
     pub up: bool,
     pub restarts: u64,
     pub rss_bytes: u64,
@@ -25,7 +25,7 @@ pub struct StageMetrics {
 
 /// The CPU budget's state (docs/agent.md#the-cpu-budget).
 #[derive(Debug, Clone, Default)]
-pub struct BudgetMetrics {
+pub(crate) struct BudgetMetrics {
     /// The budget, a fraction of the host's CPUs.
     pub limit_ratio: f64,
     /// The cost over the last 10 s, a fraction of the host's CPUs.
@@ -40,7 +40,7 @@ pub struct BudgetMetrics {
 
 /// Everything `/metrics` shows.
 #[derive(Debug, Clone, Default)]
-pub struct Snapshot {
+pub(crate) struct Snapshot {
     pub stages: [StageMetrics; 3],
     pub pipeline_starts: u64,
     pub pack: PackTotals,
@@ -53,15 +53,15 @@ pub struct Snapshot {
 }
 
 /// The snapshot the supervisor updates and the server reads.
-pub type Shared = Arc<Mutex<Snapshot>>;
+pub(crate) type Shared = Arc<Mutex<Snapshot>>;
 
 /// Lock `shared`, even if a thread panicked while holding it.
-pub fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, Snapshot> {
+pub(crate) fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, Snapshot> {
     shared.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The text format of `s`.
-pub fn render(s: &Snapshot) -> String {
+pub(crate) fn render(s: &Snapshot) -> String {
     let mut out = String::new();
     let mut family = |name: &str, kind: &str, help: &str, samples: Vec<(String, f64)>| {
         let _ = writeln!(out, "# HELP {name} {help}");
@@ -238,7 +238,7 @@ fn escape(v: &str) -> String {
 
 /// Listen on `addr` (bound now, so a taken port is an error before anything starts) and
 /// serve `/metrics` from `shared` on a thread.
-pub fn serve(addr: SocketAddr, shared: Shared) -> std::io::Result<SocketAddr> {
+pub(crate) fn serve(addr: SocketAddr, shared: Shared) -> std::io::Result<SocketAddr> {
     let listener = TcpListener::bind(addr)?;
     let bound = listener.local_addr()?;
     std::thread::Builder::new()

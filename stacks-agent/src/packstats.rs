@@ -10,7 +10,7 @@ use serde::Deserialize;
 /// One `--stats` file as stacks-pack writes it.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]
-pub struct PackStats {
+pub(crate) struct PackStats {
     pub rows: BTreeMap<String, u64>,
     pub lost: BTreeMap<String, u64>,
     pub events: BTreeMap<String, u64>,
@@ -25,7 +25,7 @@ pub struct PackStats {
 
 impl PackStats {
     /// The file at `path`, if it is there and whole.
-    pub fn read(path: &Path) -> Option<PackStats> {
+    pub(crate) fn read(path: &Path) -> Option<PackStats> {
         let text = std::fs::read_to_string(path).ok()?;
         serde_json::from_str(&text).ok()
     }
@@ -33,7 +33,7 @@ impl PackStats {
 
 /// Counters over every run of the packer.
 #[derive(Debug, Clone, Default)]
-pub struct PackTotals {
+pub(crate) struct PackTotals {
     pub rows: BTreeMap<String, u64>,
     pub lost: BTreeMap<String, u64>,
     pub events: BTreeMap<String, u64>,
@@ -48,19 +48,19 @@ pub struct PackTotals {
 
 /// The totals of ended runs, and the running one's latest counters.
 #[derive(Debug, Default)]
-pub struct Accumulator {
+pub(crate) struct Accumulator {
     ended: PackTotals,
     current: PackStats,
 }
 
 impl Accumulator {
     /// The running packer's latest counters.
-    pub fn update(&mut self, latest: PackStats) {
+    pub(crate) fn update(&mut self, latest: PackStats) {
         self.current = latest;
     }
 
     /// The running packer ended (after a last [`Self::update`]): its counters are kept.
-    pub fn end_run(&mut self) {
+    pub(crate) fn end_run(&mut self) {
         let run = std::mem::take(&mut self.current);
         add(&mut self.ended, &run);
         self.ended.store_sets = run.store_sets;
@@ -68,7 +68,7 @@ impl Accumulator {
     }
 
     /// Every run's counters together.
-    pub fn totals(&self) -> PackTotals {
+    pub(crate) fn totals(&self) -> PackTotals {
         let mut t = self.ended.clone();
         add(&mut t, &self.current);
         if self.current.store_sets > 0 || self.current.store_bytes > 0 {

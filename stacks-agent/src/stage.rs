@@ -10,17 +10,17 @@ use std::process::{Command, Stdio};
 
 /// The stages, upstream first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Which {
+pub(crate) enum Which {
     Record,
     Symbolize,
     Pack,
 }
 
 impl Which {
-    pub const ALL: [Which; 3] = [Which::Record, Which::Symbolize, Which::Pack];
+    pub(crate) const ALL: [Which; 3] = [Which::Record, Which::Symbolize, Which::Pack];
 
     /// The `stage` label of the metrics.
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Which::Record => "record",
             Which::Symbolize => "symbolize",
@@ -29,7 +29,7 @@ impl Which {
     }
 
     /// The tool's executable name.
-    pub fn tool(self) -> &'static str {
+    pub(crate) fn tool(self) -> &'static str {
         match self {
             Which::Record => "stacks-record",
             Which::Symbolize => "stacks-symbolize",
@@ -37,13 +37,13 @@ impl Which {
         }
     }
 
-    pub fn index(self) -> usize {
+    pub(crate) fn index(self) -> usize {
         self as usize
     }
 }
 
 /// The executable of `tool`: next to this executable if it is there, else found on PATH.
-pub fn find_tool(tool: &str) -> Option<PathBuf> {
+pub(crate) fn find_tool(tool: &str) -> Option<PathBuf> {
     let beside = std::env::current_exe()
         .ok()
         .and_then(|exe| exe.parent().map(|d| d.join(tool)))
@@ -65,13 +65,13 @@ fn is_executable(path: &Path) -> bool {
 
 /// A running stage.
 #[derive(Debug)]
-pub struct Running {
+pub(crate) struct Running {
     pub which: Which,
     pub pid: i32,
 }
 
 /// Start `exe` with `args`, its stdin and stdout as given, stderr shared with the agent.
-pub fn spawn(
+pub(crate) fn spawn(
     which: Which,
     exe: &Path,
     args: &[String],
@@ -102,7 +102,7 @@ pub fn spawn(
 
 /// How a stage ended, and what it cost.
 #[derive(Debug, Clone, Copy)]
-pub struct Exit {
+pub(crate) struct Exit {
     /// Exit status, or 128 + the signal that killed it.
     pub code: i32,
     pub signal: Option<i32>,
@@ -111,7 +111,7 @@ pub struct Exit {
 }
 
 impl Exit {
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self.signal {
             Some(s) => format!("killed by signal {s}"),
             None => format!("exited with status {}", self.code),
@@ -120,7 +120,7 @@ impl Exit {
 }
 
 /// Reap `pid` if it has ended (without blocking).
-pub fn try_reap(pid: i32) -> Option<Exit> {
+pub(crate) fn try_reap(pid: i32) -> Option<Exit> {
     let mut status = 0;
     // SAFETY: an all-zero rusage is valid; wait4 writes into both out-pointers.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
@@ -144,7 +144,7 @@ pub fn try_reap(pid: i32) -> Option<Exit> {
 }
 
 /// Send `signal` to `pid` (gone already is fine).
-pub fn signal(pid: i32, signal: libc::c_int) {
+pub(crate) fn signal(pid: i32, signal: libc::c_int) {
     // SAFETY: kill(2) on our own child's pid.
     unsafe {
         libc::kill(pid, signal);
@@ -152,7 +152,7 @@ pub fn signal(pid: i32, signal: libc::c_int) {
 }
 
 /// Resident bytes and CPU seconds of running `pid`, from `/proc`.
-pub fn usage(pid: i32) -> Option<(u64, f64)> {
+pub(crate) fn usage(pid: i32) -> Option<(u64, f64)> {
     let statm = std::fs::read_to_string(format!("/proc/{pid}/statm")).ok()?;
     let resident: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;

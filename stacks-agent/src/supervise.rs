@@ -41,7 +41,7 @@ const BUDGET_DRAIN: Duration = Duration::from_secs(60);
 
 /// What to run.
 #[derive(Debug, Clone)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// Each stage's executable and arguments, upstream first.
     pub stages: [(PathBuf, Vec<String>); 3],
     /// The file stacks-pack writes its counters to (its `--stats`).
@@ -84,7 +84,7 @@ struct Supervisor<'a> {
 }
 
 /// Run the pipeline until SIGTERM or ^C; exit status 2 when a stage refused its arguments.
-pub fn run(plan: &Plan, shared: Shared) -> Result<ExitCode> {
+pub(crate) fn run(plan: &Plan, shared: Shared) -> Result<ExitCode> {
     let mut sup = Supervisor {
         plan,
         shared,

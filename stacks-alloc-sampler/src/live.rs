@@ -22,7 +22,7 @@ pub const HASH_MUL: u64 = 0x9e37_79b9_7f4a_7c15;
 pub const BUCKET_SHIFT: u32 = 64 - FILTER_BITS;
 
 /// Sampled allocations whose pointer could not be kept (their shard was full).
-pub static UNTRACKED: AtomicU64 = AtomicU64::new(0);
+pub(crate) static UNTRACKED: AtomicU64 = AtomicU64::new(0);
 
 struct Shard {
     lock: AtomicBool,

@@ -8,7 +8,7 @@ mod left;
 
 /// Mean bytes between samples when `STACKS_ALLOC_INTERVAL` is not set (jemalloc's
 /// `lg_prof_sample` 19 and the OpenTelemetry design use the same).
-pub const DEFAULT_INTERVAL: u64 = 512 << 10;
+pub(crate) const DEFAULT_INTERVAL: u64 = 512 << 10;
 
 /// [`INTERVAL`] before [`configure`] ran: the first slow path configures.
 const UNSET: u64 = u64::MAX;
@@ -51,7 +51,7 @@ pub fn interval() -> u64 {
 }
 
 /// `524288`, `512K`, `1M`, `4g`: bytes; `None` for anything else.
-pub fn parse_interval(s: &[u8]) -> Option<u64> {
+pub(crate) fn parse_interval(s: &[u8]) -> Option<u64> {
     let digits = s.iter().take_while(|b| b.is_ascii_digit()).count();
     if digits == 0 || digits > 15 {
         return None;

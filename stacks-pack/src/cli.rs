@@ -189,7 +189,7 @@ impl Args {
     /// What to pack into, and how.
     pub fn options(&self) -> Options {
         let destination = match (&self.dir, &self.output) {
-            (Some(dir), _) => match dir.to_str().filter(|d| stacks_stream::objstore::is_url(d)) {
+            (Some(dir), _) => match dir.to_str().filter(|d| stacks_store::objstore::is_url(d)) {
                 Some(url) => Destination::Store {
                     url: url.to_string(),
                     spool: self.spool.clone().unwrap_or_else(|| default_spool(url)),

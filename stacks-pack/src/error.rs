@@ -48,7 +48,7 @@ impl PackError {
     }
 
     /// An I/O error while writing `path`.
-    pub fn write_io(path: &Path, err: io::Error) -> Self {
+    pub(crate) fn write_io(path: &Path, err: io::Error) -> Self {
         PackError::Write {
             path: path.display().to_string(),
             detail: err.to_string(),

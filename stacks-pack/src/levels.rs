@@ -1,6 +1,6 @@
 //! The files under a samples file: which levels a stream's stacks are stored in, with each
 //! file's schema and writer properties. A symbolized stream's stacks go to a stacks file of
-//! frame ids and a frames file of each distinct frame once (`stacks_stream::store::frames`);
+//! frame ids and a frames file of each distinct frame once (`stacks_store::frames`);
 //! a stream without `stack` (raw stacks: addresses) keeps its stacks whole in the stacks file.
 
 use arrow_schema::{Schema, SchemaRef};
@@ -8,9 +8,9 @@ use parquet::arrow::ArrowSchemaConverter;
 use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterPropertiesBuilder};
 use parquet::schema::types::ColumnPath;
+use stacks_store::frames;
 use stacks_stream::dict::{is_stack_column, value_type};
 use stacks_stream::schema::frame;
-use stacks_stream::store::{self, frames};
 use stacks_stream::{col, is_stack_type};
 
 use crate::error::{self, PackError};
@@ -18,7 +18,7 @@ use crate::{STACKS_GROUP_ROWS, stacks_kv};
 
 /// Row group of a frames file, in frames: a frames file's string dictionaries are built per
 /// group (a framed stacks file keeps [`STACKS_GROUP_ROWS`], what the writer buffers).
-pub const FRAMES_GROUP_ROWS: usize = 64 * 1024;
+pub(crate) const FRAMES_GROUP_ROWS: usize = 64 * 1024;
 
 /// One file's schema and writer properties.
 pub struct FileFormat {
@@ -33,7 +33,7 @@ pub enum Levels {
         stacks: FileFormat,
         frames: Box<FileFormat>,
     },
-    /// Stacks file of whole stacks (`store::stacks_schema`).
+    /// Stacks file of whole stacks (`stacks_store::stacks_schema`).
     Whole { stacks: FileFormat },
 }
 
@@ -57,9 +57,9 @@ impl Levels {
             .ok()
             .map(|f| value_type(f.data_type()))
             .filter(|dt| is_stack_type(dt));
-        let metadata = store::level_metadata(stream.metadata());
+        let metadata = stacks_store::level_metadata(stream.metadata());
         let mut framed_metadata = metadata.clone();
-        framed_metadata.insert(store::LAYOUT_KEY.into(), store::LAYOUT.into());
+        framed_metadata.insert(stacks_store::LAYOUT_KEY.into(), stacks_store::LAYOUT.into());
         let framed = stack.and_then(|dt| frames::frames_schema(dt, framed_metadata.clone()));
         Ok(match framed {
             Some(frames_schema) => {
@@ -79,7 +79,7 @@ impl Levels {
                 }
             }
             None => {
-                let whole = store::stacks_schema(stream);
+                let whole = stacks_store::stacks_schema(stream);
                 let schema = std::sync::Arc::new(whole.as_ref().clone().with_metadata(metadata));
                 let props = whole_stacks_props(base(&schema, STACKS_GROUP_ROWS), &schema).build();
                 Levels::Whole {

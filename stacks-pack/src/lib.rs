@@ -40,12 +40,13 @@ use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::metadata::{KeyValue, SortingColumn};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
-use stacks_stream::{ContractError, InputStream, meta, store};
+use stacks_stream::{ContractError, InputStream, meta};
 
 pub use cli::{Args, run};
 pub use error::PackError;
-pub use naming::{Namer, file_name, sanitize_host, utc_date, utc_stamp};
-pub use sink::{Limits, Packer, Partitioning, SharedSplitter, Summary, Target, pair_of};
+pub use naming::{Namer, file_name, sanitize_host};
+pub(crate) use sink::SharedSplitter;
+pub use sink::{Limits, Packer, Partitioning, Summary, Target, pair_of};
 
 use signals::StopOnTerm;
 use stacks_stream::sys::SudoOwner as Owner;
@@ -53,9 +54,9 @@ use stacks_stream::sys::SudoOwner as Owner;
 /// Tool name used in messages and provenance.
 pub const TOOL: &str = "stacks-pack";
 /// This tool's version, recorded in `stacks.tools`.
-pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+pub(crate) const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// Default (and largest) row group, in rows.
-pub const MAX_ROW_GROUP_ROWS: usize = 128 * 1024;
+pub(crate) const MAX_ROW_GROUP_ROWS: usize = 128 * 1024;
 /// A row group is also cut when the samples rows waiting for it hold this much memory as
 /// Arrow arrays: the rows of a row group wait in memory to be sorted by time, and 128 Ki rows
 /// of a system-wide recording (comm, thread, cgroup, paths) held about 100 MiB. At 24 MiB
@@ -64,7 +65,7 @@ pub const MAX_ROW_GROUP_ROWS: usize = 128 * 1024;
 pub const MAX_GROUP_BYTES: usize = 12 << 20;
 /// Row group of a stacks file, in stacks (what the Parquet writer buffers before writing:
 /// 16k-stack groups peaked 6% higher packing 24k distinct stacks, for 1% smaller files).
-pub const STACKS_GROUP_ROWS: usize = 4 * 1024;
+pub(crate) const STACKS_GROUP_ROWS: usize = 4 * 1024;
 /// Prefix of the metadata keys copied into the Parquet key-value metadata.
 const STACKS_KEY_PREFIX: &str = "stacks.";
 /// How often the packer looks at the clock (age rotation, SIGTERM) while input is idle.
@@ -237,7 +238,7 @@ fn pack_into(
     }
     // Batches are split into samples rows and distinct stacks on the reading thread.
     let schema = stamped_schema(&incoming);
-    let samples = store::samples_schema(&schema);
+    let samples = stacks_store::samples_schema(&schema);
     let props = writer_properties(&samples, options.zstd_level, limits.group_rows)?;
     let levels = levels::Levels::new(&schema, options.zstd_level)?;
     let mut packer = Packer::new(
@@ -373,8 +374,8 @@ fn prepare_target(
             let shown = format!(
                 "{} + {} + {}",
                 samples.display(),
-                store::stacks_path(&samples).display(),
-                store::frames_path(&samples).display()
+                stacks_store::stacks_path(&samples).display(),
+                stacks_store::frames_path(&samples).display()
             );
             let target = Target::File(path.clone());
             return Ok((target, shown, Limits::single_file(group_rows)));
@@ -463,7 +464,7 @@ pub fn stamped_schema(schema: &Schema) -> SchemaRef {
 
 /// What the Parquet writer would panic on instead of refusing: a column name given twice (per-
 /// column settings are by name) and union types (not representable in Parquet).
-pub fn storable(schema: &Schema) -> Result<(), String> {
+pub(crate) fn storable(schema: &Schema) -> Result<(), String> {
     fn has_union(dt: &arrow_schema::DataType) -> bool {
         use arrow_schema::DataType::*;
         match dt {
@@ -722,8 +723,8 @@ mod tests {
             let got = pair_of(Path::new(given));
             assert_eq!(got, Path::new(samples), "{given}");
             assert_eq!(
-                store::file_kind(&store::stacks_path(&got)),
-                Some(store::FileKind::Stacks)
+                stacks_store::file_kind(&stacks_store::stacks_path(&got)),
+                Some(stacks_store::FileKind::Stacks)
             );
         }
     }

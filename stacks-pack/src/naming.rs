@@ -16,7 +16,7 @@ pub struct Namer {
 
 impl Namer {
     /// A namer for this machine and process.
-    pub fn for_this_process() -> Self {
+    pub(crate) fn for_this_process() -> Self {
         Self::new(&stacks_stream::sys::hostname(), std::process::id())
     }
 
@@ -55,12 +55,12 @@ pub fn file_name(secs: u64, host: &str, pid: u32, seq: u64) -> String {
 }
 
 /// `YYYYMMDDTHHMMSSZ` (basic ISO 8601, UTC) for `secs` since the Unix epoch.
-pub fn utc_stamp(secs: u64) -> String {
+pub(crate) fn utc_stamp(secs: u64) -> String {
     stacks_stream::time::basic_stamp(i64::try_from(secs).unwrap_or(i64::MAX))
 }
 
 /// `YYYY-MM-DD` (UTC) of a day count since 1970-01-01 (earlier days count as 1970-01-01).
-pub fn utc_date(days: i64) -> String {
+pub(crate) fn utc_date(days: i64) -> String {
     stacks_stream::time::date(days.max(0))
 }
 

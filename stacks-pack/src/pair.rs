@@ -13,8 +13,8 @@ use arrow_array::{Array, RecordBatch};
 use arrow_schema::SchemaRef;
 use parquet::arrow::ArrowWriter;
 use parquet::file::properties::WriterProperties;
-use stacks_stream::store::frames;
-use stacks_stream::store::{self, StackId};
+use stacks_store::StackId;
+use stacks_store::frames;
 use stacks_stream::sys::SudoOwner as Owner;
 
 use crate::error::PackError;
@@ -225,7 +225,7 @@ impl Pair {
         let mut bytes = 0;
         match levels {
             Levels::Whole { stacks: format } => {
-                let mut stacks = part(store::stacks_path(&samples.dest), format)?;
+                let mut stacks = part(stacks_store::stacks_path(&samples.dest), format)?;
                 for chunk in ids.chunks(STACKS_CHUNK) {
                     let rows = lock(splitter).stacks(chunk).map_err(failed(&stacks))?;
                     stacks.write(&rows)?;
@@ -236,11 +236,11 @@ impl Pair {
                 stacks: stacks_format,
                 frames: frames_format,
             } => {
-                let mut frames = part(store::frames_path(&samples.dest), frames_format)?;
-                let mut stacks = part(store::stacks_path(&samples.dest), stacks_format)?;
+                let mut frames = part(stacks_store::frames_path(&samples.dest), frames_format)?;
+                let mut stacks = part(stacks_store::stacks_path(&samples.dest), stacks_format)?;
                 // The parts are taken under the lock, the files built after it.
                 let parts = lock(splitter).framed_parts(&ids).map_err(failed(&stacks))?;
-                let set = frames::set_id(store::base_name(&samples.dest));
+                let set = frames::set_id(stacks_store::base_name(&samples.dest));
                 let (frame_rows, stack_rows) = parts
                     .finish(
                         set,

@@ -14,7 +14,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use stacks_stream::store::{self, FileKind};
+use stacks_store::FileKind;
 
 use crate::TOOL;
 
@@ -93,12 +93,12 @@ fn walk(dir: &Path, found: &mut Vec<Set>) {
         if !kind.is_file() {
             continue;
         }
-        let files = match store::file_kind(&path) {
+        let files = match stacks_store::file_kind(&path) {
             Some(FileKind::Samples) => {
                 vec![
                     path.clone(),
-                    store::stacks_path(&path),
-                    store::frames_path(&path),
+                    stacks_store::stacks_path(&path),
+                    stacks_store::frames_path(&path),
                 ]
             }
             Some(FileKind::Inline) => vec![path.clone()],
@@ -235,9 +235,9 @@ mod tests {
     fn set(dir: &Path, base: &str, bytes: usize, age: Duration, now: SystemTime) {
         fs::create_dir_all(dir).unwrap();
         for suffix in [
-            store::SAMPLES_SUFFIX,
-            store::STACKS_SUFFIX,
-            store::FRAMES_SUFFIX,
+            stacks_store::SAMPLES_SUFFIX,
+            stacks_store::STACKS_SUFFIX,
+            stacks_store::FRAMES_SUFFIX,
         ] {
             let path = dir.join(format!("{base}{suffix}"));
             fs::write(&path, vec![0u8; bytes]).unwrap();
@@ -249,7 +249,7 @@ mod tests {
     fn left(dir: &Path) -> Vec<String> {
         let mut names: Vec<String> = sets(dir)
             .iter()
-            .map(|s| store::base_name(&s.files[0]).to_string())
+            .map(|s| stacks_store::base_name(&s.files[0]).to_string())
             .collect();
         names.sort();
         names

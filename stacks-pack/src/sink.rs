@@ -21,7 +21,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 use parquet::file::properties::WriterProperties;
-use stacks_stream::store::{self, StackId, StackSplitter};
+use stacks_store::{StackId, StackSplitter};
 
 use crate::error::PackError;
 use stacks_stream::sys::SudoOwner as Owner;
@@ -38,7 +38,7 @@ const NAME_ATTEMPTS: usize = 1000;
 pub(crate) const STACKS_CHUNK: usize = 4096;
 
 /// The splitter shared by the thread that reads (and splits) and the one that writes.
-pub type SharedSplitter = Arc<Mutex<StackSplitter>>;
+pub(crate) type SharedSplitter = Arc<Mutex<StackSplitter>>;
 
 /// The splitter, even if a thread panicked while holding it (its state stays consistent:
 /// stacks are only added once complete).
@@ -55,12 +55,12 @@ pub fn pair_of(file: &Path) -> PathBuf {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let base = name
-        .strip_suffix(store::SAMPLES_SUFFIX)
-        .or_else(|| name.strip_suffix(store::STACKS_SUFFIX))
-        .or_else(|| name.strip_suffix(store::FRAMES_SUFFIX))
-        .or_else(|| name.strip_suffix(store::PARQUET_SUFFIX))
+        .strip_suffix(stacks_store::SAMPLES_SUFFIX)
+        .or_else(|| name.strip_suffix(stacks_store::STACKS_SUFFIX))
+        .or_else(|| name.strip_suffix(stacks_store::FRAMES_SUFFIX))
+        .or_else(|| name.strip_suffix(stacks_store::PARQUET_SUFFIX))
         .unwrap_or(&name);
-    file.with_file_name(format!("{base}{}", store::SAMPLES_SUFFIX))
+    file.with_file_name(format!("{base}{}", stacks_store::SAMPLES_SUFFIX))
 }
 
 /// Where the packer writes.
@@ -121,9 +121,9 @@ pub struct Summary {
     /// Distinct stacks of the whole stream.
     pub distinct: u64,
     /// Whether `distinct` is an estimate (streams of more than 65,536 distinct stacks; see
-    /// `stacks_stream::store::DistinctCount`).
+    /// `stacks_store::DistinctCount`).
     pub distinct_estimated: bool,
-    /// The samples file of each pair (its stacks file is [`store::stacks_path`] of it).
+    /// The samples file of each pair (its stacks file is [`stacks_store::stacks_path`] of it).
     pub paths: Vec<PathBuf>,
 }
 
@@ -246,7 +246,7 @@ impl Packer {
 
     /// Accept samples rows: every batch split by [`Self::splitter`], in order (the splitter
     /// keeps the stacks of batches not taken yet).
-    pub fn write_samples(&mut self, batch: &RecordBatch) -> Result<(), PackError> {
+    pub(crate) fn write_samples(&mut self, batch: &RecordBatch) -> Result<(), PackError> {
         self.taken += 1;
         if batch.num_rows() == 0 {
             return Ok(());
@@ -494,11 +494,11 @@ impl Packer {
                     .unwrap_or_else(SystemTime::now);
                 for _ in 0..NAME_ATTEMPTS {
                     let base = namer.next(stamp);
-                    let dest = dir.join(format!("{base}{}", store::SAMPLES_SUFFIX));
+                    let dest = dir.join(format!("{base}{}", stacks_store::SAMPLES_SUFFIX));
                     let taken = |p: &Path| fs::symlink_metadata(p).is_ok();
                     if taken(&dest)
-                        || taken(&store::stacks_path(&dest))
-                        || taken(&store::frames_path(&dest))
+                        || taken(&stacks_store::stacks_path(&dest))
+                        || taken(&stacks_store::frames_path(&dest))
                     {
                         continue;
                     }

@@ -9,7 +9,7 @@
 use std::fs;
 use std::path::Path;
 
-use stacks_stream::store::{self, FileKind};
+use stacks_store::FileKind;
 
 /// The (host, pid) of a packer's file base name `stacks-<stamp>-<host>-<pid>-<seq>`.
 pub(crate) fn owner_of_base(base: &str) -> Option<(&str, i32)> {
@@ -29,10 +29,10 @@ pub(crate) fn owner_of_base(base: &str) -> Option<(&str, i32)> {
 fn owner(name: &str) -> Option<(&str, i32)> {
     let body = name.strip_prefix('.')?.strip_suffix(".tmp")?;
     let base = body
-        .strip_suffix(store::SAMPLES_SUFFIX)
-        .or_else(|| body.strip_suffix(store::STACKS_SUFFIX))
-        .or_else(|| body.strip_suffix(store::FRAMES_SUFFIX))
-        .or_else(|| body.strip_suffix(store::PARQUET_SUFFIX))?;
+        .strip_suffix(stacks_store::SAMPLES_SUFFIX)
+        .or_else(|| body.strip_suffix(stacks_store::STACKS_SUFFIX))
+        .or_else(|| body.strip_suffix(stacks_store::FRAMES_SUFFIX))
+        .or_else(|| body.strip_suffix(stacks_store::PARQUET_SUFFIX))?;
     owner_of_base(base)
 }
 
@@ -40,8 +40,8 @@ fn owner(name: &str) -> Option<(&str, i32)> {
 /// or `stacks-….frames.parquet`.
 fn level_owner(name: &str) -> Option<(&str, i32)> {
     owner_of_base(
-        name.strip_suffix(store::STACKS_SUFFIX)
-            .or_else(|| name.strip_suffix(store::FRAMES_SUFFIX))?,
+        name.strip_suffix(stacks_store::STACKS_SUFFIX)
+            .or_else(|| name.strip_suffix(stacks_store::FRAMES_SUFFIX))?,
     )
 }
 
@@ -73,10 +73,10 @@ pub(crate) fn clean(dir: &Path, host: &str) -> usize {
         } else if kind.is_file() {
             let unpaired = || {
                 matches!(
-                    store::file_kind(&path),
+                    stacks_store::file_kind(&path),
                     Some(FileKind::Stacks | FileKind::Frames)
                 ) && dead(level_owner(&name))
-                    && fs::symlink_metadata(store::samples_path(&path)).is_err()
+                    && fs::symlink_metadata(stacks_store::samples_path(&path)).is_err()
             };
             if dead(owner(&name)) || unpaired() {
                 removed += usize::from(fs::remove_file(&path).is_ok());

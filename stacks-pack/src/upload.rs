@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use object_store::path::Path as Key;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload, WriteMultipart};
 use parquet::file::reader::{FileReader, SerializedFileReader};
-use stacks_stream::{objstore, store};
+use stacks_store::objstore;
 use url::Url;
 
 use crate::TOOL;
@@ -32,7 +32,7 @@ const IDLE: Duration = Duration::from_millis(200);
 
 /// Why a store could not be opened or a pair not uploaded.
 #[derive(Debug, thiserror::Error)]
-pub enum UploadError {
+pub(crate) enum UploadError {
     #[error("`{url}`: {detail}")]
     Url { url: String, detail: String },
     #[error("{0}")]
@@ -42,7 +42,7 @@ pub enum UploadError {
 }
 
 /// A destination in object storage: the store and the key prefix under it.
-pub struct StoreDest {
+pub(crate) struct StoreDest {
     store: Arc<dyn ObjectStore>,
     prefix: Key,
     /// The URL as given, for messages.
@@ -53,7 +53,7 @@ impl StoreDest {
     /// The store `url` names, configured from the usual environment variables (`AWS_*`,
     /// `GOOGLE_*`, `AZURE_*`: credentials, region, `AWS_ENDPOINT` and `AWS_ALLOW_HTTP` for an
     /// S3-compatible server).
-    pub fn open(url: &str) -> Result<Self, UploadError> {
+    pub(crate) fn open(url: &str) -> Result<Self, UploadError> {
         // A local directory is made if missing, as a directory given to stacks-pack is.
         if let Ok(parsed) = Url::parse(url)
             && parsed.scheme() == "file"
@@ -80,9 +80,9 @@ impl StoreDest {
         let rel = file.strip_prefix(spool).ok()?;
         let name = rel.file_name()?.to_str()?;
         let base = name
-            .strip_suffix(store::SAMPLES_SUFFIX)
-            .or_else(|| name.strip_suffix(store::STACKS_SUFFIX))
-            .or_else(|| name.strip_suffix(store::FRAMES_SUFFIX))?;
+            .strip_suffix(stacks_store::SAMPLES_SUFFIX)
+            .or_else(|| name.strip_suffix(stacks_store::STACKS_SUFFIX))
+            .or_else(|| name.strip_suffix(stacks_store::FRAMES_SUFFIX))?;
         let (host, _) = owner_of_base(base)?;
         let mut parts: Vec<String> = self
             .prefix
@@ -115,7 +115,7 @@ pub struct UploadSummary {
 }
 
 /// How the uploader runs.
-pub struct UploadOptions {
+pub(crate) struct UploadOptions {
     /// Pairs (complete ones) may take this many bytes in the spool.
     pub spool_max: u64,
     /// After the input ended, keep trying this long before leaving pairs in the spool.
@@ -123,14 +123,18 @@ pub struct UploadOptions {
 }
 
 /// The uploader thread.
-pub struct Uploader {
+pub(crate) struct Uploader {
     done: Arc<AtomicBool>,
     thread: JoinHandle<UploadSummary>,
 }
 
 impl Uploader {
     /// Start uploading the complete pairs of `spool` (and every later one) to `dest`.
-    pub fn start(dest: StoreDest, spool: PathBuf, opts: UploadOptions) -> std::io::Result<Self> {
+    pub(crate) fn start(
+        dest: StoreDest,
+        spool: PathBuf,
+        opts: UploadOptions,
+    ) -> std::io::Result<Self> {
         let done = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&done);
         let thread = std::thread::Builder::new()
@@ -141,7 +145,7 @@ impl Uploader {
 
     /// The input ended and every pair is in the spool: upload what is left (for at most the
     /// options' `wait` if the store fails) and stop.
-    pub fn finish(self) -> UploadSummary {
+    pub(crate) fn finish(self) -> UploadSummary {
         self.done.store(true, Ordering::SeqCst);
         self.thread.join().unwrap_or_default()
     }
@@ -164,8 +168,8 @@ fn complete_pairs(dir: &Path, out: &mut Vec<PathBuf>) {
             Ok(t) if t.is_dir() && name.contains('=') => complete_pairs(&path, out),
             Ok(t)
                 if t.is_file()
-                    && store::file_kind(&path) == Some(store::FileKind::Samples)
-                    && store::stacks_path(&path).exists() =>
+                    && stacks_store::file_kind(&path) == Some(stacks_store::FileKind::Samples)
+                    && stacks_store::stacks_path(&path).exists() =>
             {
                 out.push(path)
             }
@@ -191,7 +195,9 @@ fn rows_of(samples: &Path) -> u64 {
 
 fn pair_bytes(samples: &Path) -> u64 {
     let size = |p: &Path| fs::metadata(p).map_or(0, |m| m.len());
-    size(samples) + size(&store::stacks_path(samples)) + size(&store::frames_path(samples))
+    size(samples)
+        + size(&stacks_store::stacks_path(samples))
+        + size(&stacks_store::frames_path(samples))
 }
 
 /// Remove a pair from the spool: samples first, so a pair is never half there as "complete".
@@ -199,12 +205,12 @@ fn pair_bytes(samples: &Path) -> u64 {
 /// removes them once empty, see [`prune_empty`].)
 fn remove_pair(samples: &Path) {
     let _ = fs::remove_file(samples);
-    let _ = fs::remove_file(store::stacks_path(samples));
-    let _ = fs::remove_file(store::frames_path(samples));
+    let _ = fs::remove_file(stacks_store::stacks_path(samples));
+    let _ = fs::remove_file(stacks_store::frames_path(samples));
 }
 
 /// Remove the empty partition directories (`key=value`) under `dir`, before packing starts.
-pub fn prune_empty(dir: &Path) {
+pub(crate) fn prune_empty(dir: &Path) {
     let Ok(entries) = fs::read_dir(dir) else {
         return;
     };
@@ -252,12 +258,12 @@ async fn upload_pair(dest: &StoreDest, spool: &Path, samples: &Path) -> Result<(
         url: dest.shown.clone(),
         detail: format!("{} is not a stacks-pack file of the spool", p.display()),
     };
-    let frames = store::frames_path(samples);
+    let frames = stacks_store::frames_path(samples);
     let mut files = Vec::with_capacity(3);
     if frames.exists() {
         files.push(frames);
     }
-    files.push(store::stacks_path(samples));
+    files.push(stacks_store::stacks_path(samples));
     files.push(samples.to_path_buf());
     for file in &files {
         let key = dest.key(spool, file).ok_or_else(|| unnamed(file))?;

@@ -29,7 +29,7 @@ const SYNTHETIC: &str = "samples";
 
 /// A pprof sample type derived from a value column name.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SampleKind {
+pub(crate) struct SampleKind {
     /// The sample type, e.g. `cpu` for a `cpu_ns` column.
     pub name: String,
     /// `count`, `nanoseconds` or `bytes`.
@@ -39,7 +39,7 @@ pub struct SampleKind {
 /// The sample type for a value column: `samples`/`count`/`*_count` count, `*_ns` are
 /// nanoseconds (the suffix is dropped from the name), `bytes`/`*_bytes` are bytes, anything
 /// else counts.
-pub fn sample_kind(column: &str) -> SampleKind {
+pub(crate) fn sample_kind(column: &str) -> SampleKind {
     let kind = |name: &str, unit| SampleKind {
         name: name.to_string(),
         unit,

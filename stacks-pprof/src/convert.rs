@@ -45,7 +45,7 @@ pub struct Options {
 }
 
 /// The frame between kernel and user frames with `--delimiter` (bcc's `-d`).
-pub const DELIMITER_FRAME: &str = "-";
+pub(crate) const DELIMITER_FRAME: &str = "-";
 /// Root frame name for a row whose process name is null or empty, with `--process-name`.
 const UNKNOWN_PROCESS: &str = "[unknown]";
 
@@ -524,7 +524,7 @@ pub fn convert(input: &mut InputStream, options: &Options) -> Result<Profile, Er
 }
 
 /// Serialize and gzip `profile` into `out`; `name` names the destination in errors.
-pub fn write_profile(profile: &Profile, out: impl Write, name: &str) -> Result<(), Error> {
+pub(crate) fn write_profile(profile: &Profile, out: impl Write, name: &str) -> Result<(), Error> {
     let err = |source| Error::Write {
         path: name.into(),
         source,

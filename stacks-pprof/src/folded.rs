@@ -13,7 +13,7 @@ use stacks_stream::frames::{NO_STACK_FRAME, push_folded as push_frame};
 use stacks_stream::time::rfc3339;
 
 /// What flamegraph.pl and bcc append to inlined function names (`--annotate`).
-pub const INLINED_SUFFIX: &str = "_[i]";
+pub(crate) const INLINED_SUFFIX: &str = "_[i]";
 
 /// Index of the sample type shown by default: the `default_sample_type`, else the last one.
 pub fn default_index(p: &Profile) -> usize {

@@ -21,11 +21,11 @@ use std::io::Read;
 
 use prost::Message;
 
-pub use columns::{SampleKind, sample_kind};
-pub use convert::{Converter, DELIMITER_FRAME, Options, convert, encode, write_profile};
-pub use folded::{INLINED_SUFFIX, default_index, folded, write_folded, write_svg};
+pub(crate) use convert::write_profile;
+pub use convert::{Converter, Options, convert, encode};
+pub use folded::{default_index, folded, write_folded, write_svg};
 pub use stacks_stream::frames::{NO_STACK_FRAME, SHORT_OFFCPU_FRAME};
-pub use tables::KERNEL_SUFFIX;
+
 pub use totals::{cumulative_function_totals, leaf_function_totals};
 
 /// Errors of the conversion. Every message names the input and the column at fault.

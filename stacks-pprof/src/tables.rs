@@ -42,7 +42,7 @@ pub(crate) struct Tables {
 }
 
 /// What flamegraph.pl and bcc append to kernel function names (`--annotate`).
-pub const KERNEL_SUFFIX: &str = "_[k]";
+pub(crate) const KERNEL_SUFFIX: &str = "_[k]";
 
 /// The finished tables, ready to go into a `Profile`.
 pub(crate) struct Finished {

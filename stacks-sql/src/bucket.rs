@@ -32,8 +32,8 @@ use datafusion::prelude::{DataFrame, Expr, SessionContext, cast, col, lit};
 use futures::{StreamExt, TryStreamExt};
 use url::Url;
 
-use stacks_stream::store::{self, frames, stack_col};
-use stacks_stream::{col as column, stack_type, symbolized_schema};
+use stacks_store::{frames, stack_col};
+use stacks_stream::{col as column, frame, stack_type, symbolized_schema};
 
 use crate::flat;
 use crate::source::{self, KEYED_TABLE, STACK_TABLE};
@@ -45,7 +45,7 @@ const STACKS_FILES: &str = "stacks_files";
 /// The view of every frames file's rows (one per distinct frame of its file set).
 const FRAMES_FILES: &str = "frames_files";
 /// Partition columns, from the key of the file a row is stored in.
-pub const DATE: &str = "date";
+pub(crate) const DATE: &str = "date";
 pub const HOUR: &str = "hour";
 /// LISTs run at once while looking for the hours a store has.
 const LIST_CONCURRENCY: usize = 16;
@@ -87,12 +87,12 @@ pub async fn register(
             anyhow::anyhow!(
                 "{url}: no samples files{within} (keys PREFIX/date=…/hour=…/host=…/*{}): fill it \
                  with `stacks-record … | stacks-symbolize | stacks-pack {url}`",
-                store::SAMPLES_SUFFIX
+                stacks_store::SAMPLES_SUFFIX
             )
         })?;
 
     let contract = symbolized_schema(HashMap::new());
-    let samples_schema = store::samples_schema(&contract);
+    let samples_schema = stacks_store::samples_schema(&contract);
     let stacks_schema = stacks_files_schema(&contract);
     let frames_schema = frames_files_schema();
     let mut paths = Vec::with_capacity(hours.len());
@@ -102,7 +102,7 @@ pub async fn register(
             .with_context(|| format!("{url}: partition {}", hour.path()))?;
         paths.push(ListingTableUrl::parse(table_url.as_str()).map_err(flat)?);
     }
-    let samples = listing(ctx, &paths, store::SAMPLES_SUFFIX, &samples_schema)?;
+    let samples = listing(ctx, &paths, stacks_store::SAMPLES_SUFFIX, &samples_schema)?;
     let mut exprs: Vec<Expr> = samples_schema
         .fields()
         .iter()
@@ -113,8 +113,8 @@ pub async fn register(
     exprs.push(to_char(time(), lit("%Y-%m-%d")).alias(DATE));
     exprs.push(to_char(time(), lit("%H")).alias(HOUR));
     let samples = samples.select(exprs).map_err(flat)?;
-    let stacks = listing(ctx, &paths, store::STACKS_SUFFIX, &stacks_schema)?;
-    let frames_files = listing(ctx, &paths, store::FRAMES_SUFFIX, &frames_schema)?;
+    let stacks = listing(ctx, &paths, stacks_store::STACKS_SUFFIX, &stacks_schema)?;
+    let frames_files = listing(ctx, &paths, stacks_store::FRAMES_SUFFIX, &frames_schema)?;
     let keyed_schema: SchemaRef = Arc::new(samples.schema().as_arrow().clone());
     ctx.register_table(KEYED_TABLE, samples.into_view())
         .map_err(flat)?;
@@ -155,7 +155,7 @@ fn listing(
 /// summaries) and of the frames layout's (`frame_ids`, `set_id`); a file lacking some reads
 /// them as nulls.
 fn stacks_files_schema(contract: &Schema) -> SchemaRef {
-    let mut fields: Vec<Field> = store::stacks_schema(contract)
+    let mut fields: Vec<Field> = stacks_store::stacks_schema(contract)
         .fields()
         .iter()
         .map(|f| f.as_ref().clone())
@@ -179,7 +179,7 @@ fn frames_files_schema() -> SchemaRef {
         .map(|f| {
             f.as_ref()
                 .clone()
-                .with_nullable(f.is_nullable() || f.name() == frames::NAME)
+                .with_nullable(f.is_nullable() || f.name() == frame::NAME)
         })
         .collect();
     Arc::new(Schema::new(fields))
@@ -264,7 +264,7 @@ async fn distinct_stacks(ctx: &SessionContext, stacks_schema: &Schema) -> Result
         fields
             .iter()
             .map(|f| f.name().as_str())
-            .chain([frames::NAME])
+            .chain([frame::NAME])
             .flat_map(|name| [lit(name), col(quoted(name))])
             .collect(),
     );
@@ -399,7 +399,11 @@ async fn first_metadata(
             .fold(prefix.clone(), |k, part| k.join(part));
         let mut listed = store.list(Some(&dir));
         while let Some(object) = listed.try_next().await.map_err(flat)? {
-            if !object.location.as_ref().ends_with(store::SAMPLES_SUFFIX) {
+            if !object
+                .location
+                .as_ref()
+                .ends_with(stacks_store::SAMPLES_SUFFIX)
+            {
                 continue;
             }
             let format = source::parquet_format_with_metadata();

@@ -50,10 +50,10 @@ pub fn bind(query: &Query, given: &[(String, String)], inline: bool) -> Result<P
 }
 
 /// At least this many partitions over a store URL (see [`open`]).
-pub const STORE_PARTITIONS: usize = 16;
+pub(crate) const STORE_PARTITIONS: usize = 16;
 
 /// Rows per batch for execution and Parquet reading.
-pub const BATCH_ROWS: usize = 1024;
+pub(crate) const BATCH_ROWS: usize = 1024;
 
 /// The session options of every stacks query, on this machine or on a cluster.
 pub fn config() -> SessionConfig {
@@ -134,7 +134,7 @@ pub fn cluster_state(memory_limit: Option<usize>) -> Result<SessionState> {
 }
 
 /// A scheduler address, `df://HOST:PORT` (the `--cluster` flag's parser).
-pub fn parse_cluster(text: &str) -> std::result::Result<String, String> {
+pub(crate) fn parse_cluster(text: &str) -> std::result::Result<String, String> {
     let url = url::Url::parse(text).map_err(|e| format!("`{text}`: {e}"))?;
     if url.scheme() != "df" || url.host_str().is_none_or(str::is_empty) {
         return Err(format!("`{text}` is not df://HOST:PORT"));
@@ -192,7 +192,7 @@ pub enum Data {
 impl Data {
     /// `-d`'s argument: a URL (`scheme://…`) names a store, anything else a path.
     pub fn parse(arg: &str) -> Self {
-        if stacks_stream::objstore::is_url(arg) {
+        if stacks_store::objstore::is_url(arg) {
             Data::Store(arg.to_string())
         } else {
             Data::Dir(PathBuf::from(arg))

@@ -225,7 +225,7 @@ pub fn declarations(label: &str, sql: &str) -> Result<Vec<Decl>> {
 }
 
 /// The type a value of an undeclared parameter is taken to have.
-pub fn infer(text: &str) -> ScalarValue {
+pub(crate) fn infer(text: &str) -> ScalarValue {
     if text.is_empty() {
         return ScalarValue::Null;
     }

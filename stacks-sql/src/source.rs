@@ -27,9 +27,9 @@ use datafusion::object_store::ObjectStoreExt;
 use datafusion::prelude::{DataFrame, Expr, SessionContext, lit};
 use parquet::arrow::arrow_reader::ArrowReaderMetadata;
 
+use stacks_store::{FileKind, file_kind, frames};
 use stacks_stream::col;
 use stacks_stream::dict::{is_stack_column, value_type};
-use stacks_stream::store::{self, FileKind, file_kind, frames};
 
 use crate::stack_table::{self, Source, StackTable};
 use crate::window::Window;
@@ -40,7 +40,7 @@ pub const TABLE: &str = "stacks";
 /// Name of the table of rows without their stacks (with `stack_id`).
 pub const SAMPLES: &str = "samples";
 /// Name of the table of distinct stacks.
-pub const STACK_TABLE: &str = stack_table::NAME;
+pub(crate) const STACK_TABLE: &str = stack_table::NAME;
 /// The files with a stored `stack_id`: samples files and first-layout files stacks-pack wrote.
 pub(crate) const KEYED_TABLE: &str = "stacks_keyed_files";
 /// First-layout files without a `stack_id`.
@@ -175,7 +175,10 @@ fn pin_set(file: &Path) -> Result<bool> {
         return Ok(false);
     }
     if file_kind(file) == Some(FileKind::Samples) {
-        for level in [store::stacks_path(file), store::frames_path(file)] {
+        for level in [
+            stacks_store::stacks_path(file),
+            stacks_store::frames_path(file),
+        ] {
             if !held(&level)? && std::fs::symlink_metadata(file).is_err() {
                 return Ok(false);
             }
@@ -188,14 +191,14 @@ fn pin_set(file: &Path) -> Result<bool> {
 /// `stack_id`, and, when that file holds `frame_ids`, its frames file with a `frame_id`:
 /// without them the samples' stacks are unknown.
 fn check_stacks_file(samples: &Path) -> Result<()> {
-    let stacks = store::stacks_path(samples);
+    let stacks = stacks_store::stacks_path(samples);
     let meta = check_level_file(samples, &stacks, "stacks", col::STACK_ID, |dt| {
         *dt == stacks_stream::stack_id_type()
     })?;
     if meta.schema().field_with_name(frames::FRAME_IDS).is_ok() {
         check_level_file(
             samples,
-            &store::frames_path(samples),
+            &stacks_store::frames_path(samples),
             "frames",
             frames::FRAME_ID,
             |dt| dt.is_integer(),
@@ -242,7 +245,7 @@ fn check_level_file(
 
 /// The `stacks.*` schema metadata of a Parquet file (from its embedded Arrow schema and its
 /// key-value metadata).
-pub fn recording_metadata(file: &Path) -> Result<HashMap<String, String>> {
+pub(crate) fn recording_metadata(file: &Path) -> Result<HashMap<String, String>> {
     Ok(stacks_metadata(arrow_metadata(file)?.schema()))
 }
 
@@ -292,7 +295,7 @@ pub async fn register(ctx: &SessionContext, files: &[PathBuf]) -> Result<()> {
 }
 
 /// [`register`], with only the rows of `window` in the tables.
-pub async fn register_window(
+pub(crate) async fn register_window(
     ctx: &SessionContext,
     files: &[PathBuf],
     window: &Window,
@@ -319,10 +322,10 @@ pub async fn register_window(
         let meta = arrow_metadata(file)?;
         let schema = meta.schema();
         if file_kind(file) == Some(FileKind::Samples) {
-            let stacks = store::stacks_path(file);
+            let stacks = stacks_store::stacks_path(file);
             let stacks_schema = Arc::clone(arrow_metadata(&stacks)?.schema());
             if stacks_schema.field_with_name(frames::FRAME_IDS).is_ok() {
-                let frames_file = store::frames_path(file);
+                let frames_file = stacks_store::frames_path(file);
                 let stack = frames::stack_type_of(arrow_metadata(&frames_file)?.schema());
                 note_types(&Schema::new(vec![Field::new(col::STACK, stack, true)]));
                 sources.push(Source::Framed {
@@ -379,7 +382,7 @@ pub async fn register_window(
 }
 
 /// Register the tables over rows held in memory: `samples` batches (every column but the
-/// stacks, with `stack_id`, as [`stacks_stream::store::StackSplitter`] splits a stream) and
+/// stacks, with `stack_id`, as [`stacks_store::StackSplitter`] splits a stream) and
 /// the distinct `stacks` they reference (stacks-file rows), of schemas `samples_schema` and
 /// `stacks_schema`. The tables are those of a store: [`SAMPLES`], [`STACK_TABLE`], [`TABLE`].
 pub async fn register_memory(

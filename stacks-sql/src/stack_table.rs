@@ -27,10 +27,10 @@ use parking_lot::RwLock;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReaderBuilder, RowSelection};
 
+use stacks_store::frames::{self, FrameLookup};
+use stacks_store::stack_col;
 use stacks_stream::col;
 use stacks_stream::stack_key::stack_keys;
-use stacks_stream::store::frames::{self, FrameLookup};
-use stacks_stream::store::stack_col;
 
 /// Name of the table.
 pub const NAME: &str = "stack_table";
@@ -527,6 +527,6 @@ type Summaries = (ArrayRef, ArrayRef, ArrayRef);
 
 /// `folded`, `leaf` and `depth` of each stack of `stack`, as stacks files have them.
 fn summarize(stack: &ArrayRef, path: &std::path::Path) -> Result<Summaries, String> {
-    stacks_stream::store::summaries(Some(stack), stack.len())
+    stacks_store::summaries(Some(stack), stack.len())
         .map_err(|e| format!("{}: {e}", path.display()))
 }

@@ -1,5 +1,5 @@
 //! The object stores a query reads, made on first use from the URL of the path being read and
-//! the environment (stacks_stream::objstore): stacks-query, the cluster's scheduler and its
+//! the environment (stacks_store::objstore): stacks-query, the cluster's scheduler and its
 //! executors all resolve `s3://BUCKET/…`, `gs://…`, `az://…` and `file:///…` this way, so an
 //! executor needs no store registered for it in advance.
 
@@ -13,7 +13,7 @@ use url::Url;
 
 /// Stores by `scheme://bucket`, opened from the environment on first use.
 #[derive(Default)]
-pub struct EnvStores {
+pub(crate) struct EnvStores {
     stores: RwLock<HashMap<String, Arc<dyn ObjectStore>>>,
 }
 
@@ -54,7 +54,7 @@ impl ObjectStoreRegistry for EnvStores {
         if let Some(store) = self.stores.read().expect("not poisoned").get(&k) {
             return Ok(Arc::clone(store));
         }
-        let store = stacks_stream::objstore::open_root(url)
+        let store = stacks_store::objstore::open_root(url)
             .map_err(|e| DataFusionError::Configuration(e.to_string()))?;
         let mut stores = self.stores.write().expect("not poisoned");
         Ok(Arc::clone(stores.entry(k).or_insert(store)))

@@ -10,7 +10,7 @@ use stacks_stream::col as column;
 const HOUR_NS: i64 = 3_600_000_000_000;
 /// Windows of at most this many hours are turned into their hour prefixes directly; longer
 /// ones (or open-ended ones) find the hours the store has by listing `date=`/`hour=` prefixes.
-pub const MAX_LISTED_HOURS: i64 = 7 * 24;
+pub(crate) const MAX_LISTED_HOURS: i64 = 7 * 24;
 
 /// Rows with `from <= time < to`, nanoseconds since the epoch; either bound may be open.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -54,7 +54,7 @@ impl Hour {
 
 impl Window {
     /// Whether no bound is given.
-    pub fn is_open(&self) -> bool {
+    pub(crate) fn is_open(&self) -> bool {
         self.from.is_none() && self.to.is_none()
     }
 
@@ -99,7 +99,7 @@ impl Window {
     }
 
     /// Whether rows of day `date` (`YYYY-MM-DD`) can be in the window.
-    pub fn covers_date(&self, date: &str) -> bool {
+    pub(crate) fn covers_date(&self, date: &str) -> bool {
         (0..24).any(|h| {
             self.covers(&Hour {
                 date: date.to_string(),

@@ -16,7 +16,7 @@ pub fn stdin_is_tty() -> bool {
 }
 
 /// Whether an error was caused by the reader of our output going away (EPIPE).
-pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
+pub(crate) fn is_broken_pipe(err: &anyhow::Error) -> bool {
     err.chain().any(|cause| {
         cause
             .downcast_ref::<io::Error>()
@@ -40,7 +40,7 @@ pub fn main_with(tool: &str, run: impl FnOnce() -> anyhow::Result<ExitCode>) -> 
 
 /// A command-line usage error (as clap renders it: `error: …`, tips, usage) condensed to the
 /// one line every tool prints, `tool: error: … (see --help)`.
-pub fn usage_line(tool: &str, message: &str) -> String {
+pub(crate) fn usage_line(tool: &str, message: &str) -> String {
     let first = message
         .lines()
         .map(str::trim)

@@ -50,7 +50,7 @@ pub const UNKNOWN_MODULE: &str = "[unknown]";
 pub const NO_STACK_FRAME: &str = "[no stack]";
 /// How a null element of a stack (the contract has none; other writers might) is shown: a
 /// frame with no address.
-pub const NULL_FRAME: &str = "[0x0]";
+pub(crate) const NULL_FRAME: &str = "[0x0]";
 /// The `module` of JIT code named by the process's perf map.
 pub const JIT_MODULE: &str = "[jit]";
 /// The `module` of an interpreted (CPython) frame.
@@ -119,7 +119,7 @@ pub fn folded_name(f: &Frame<'_>) -> String {
 pub fn folded_names(frames: &StructArray) -> Result<StringArray, ContractError> {
     let n = i32::try_from(frames.len()).map_err(|_| ContractError::Column {
         input: "frames".into(),
-        column: crate::store::frames::NAME.into(),
+        column: frame::NAME.into(),
         detail: format!("{} frames in one file", frames.len()),
     })?;
     let item = Arc::new(Field::new("frame", frames.data_type().clone(), true));
@@ -321,7 +321,7 @@ impl StackFrames {
             offset: uint(frame::OFFSET)?,
             addr: uint(frame::ADDR)?,
             symbol: string(frame::SYMBOL)?,
-            name: string(crate::store::frames::NAME)?,
+            name: string(frame::NAME)?,
             lists,
             structs,
         })
@@ -552,7 +552,7 @@ mod tests {
         // (a frames file written before the column).
         let (fields, mut columns, _) = structs.into_parts();
         let mut with: Vec<Field> = fields.iter().map(|f| f.as_ref().clone()).collect();
-        with.push(Field::new(crate::store::frames::NAME, DataType::Utf8, true));
+        with.push(Field::new(frame::NAME, DataType::Utf8, true));
         columns.push(Arc::new(StringArray::from(vec![Some("stored"), None])));
         let named = StructArray::new(with.into(), columns, None);
         let item = Arc::new(Field::new("frame", named.data_type().clone(), true));

@@ -14,8 +14,7 @@ mod stack_writer;
 
 pub use input::{InputStream, open_input};
 pub use output::{
-    OutputStream, Sink, file_sink, open_output, open_output_with, open_sink, open_text_sink,
-    stdout_sink,
+    OutputStream, Sink, open_output, open_output_with, open_sink, open_text_sink, stdout_sink,
 };
 pub use stack_writer::StackStreamWriter;
 

@@ -14,11 +14,8 @@ pub mod frames;
 pub mod hex;
 pub mod io;
 pub mod kinds;
-#[cfg(feature = "object-store")]
-pub mod objstore;
 pub mod schema;
 pub mod stack_key;
-pub mod store;
 pub mod sys;
 pub mod table;
 pub mod time;

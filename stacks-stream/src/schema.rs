@@ -17,23 +17,9 @@ pub const SCHEMA_VERSION: &str = "2";
 
 /// Stream (schema) metadata keys.
 pub mod meta {
-    use std::collections::HashMap;
-
     /// What every stacks key starts with: the keys other stores (Parquet key/value metadata)
     /// carry over.
     pub const PREFIX: &str = "stacks.";
-
-    /// The stacks entries of `metadata` (keys starting with [`PREFIX`]), sorted by key so a
-    /// file's metadata does not depend on hash order.
-    pub fn stacks_entries(metadata: &HashMap<String, String>) -> Vec<(String, String)> {
-        let mut entries: Vec<(String, String)> = metadata
-            .iter()
-            .filter(|(k, _)| k.starts_with(PREFIX))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        entries.sort_unstable();
-        entries
-    }
 
     /// Row schema version, see [`super::SCHEMA_VERSION`].
     pub const SCHEMA_VERSION: &str = "stacks.schema_version";
@@ -171,6 +157,11 @@ pub mod frame {
     pub const SYMBOL: &str = "symbol";
     /// Why the frame is unresolved, one of [`crate::Unresolved`]: `error` says it in words.
     pub const REASON: &str = "reason";
+    /// Not a stream field: the column of a store's frames file holding the frame's name as
+    /// folded stacks show it ([`crate::frames::folded_name`], the one naming rule), so that
+    /// readers of the store only join names. Frames files written before it lack it; readers
+    /// name their frames then. Assembled frames carrying it are shown by it.
+    pub const NAME: &str = "name";
 }
 
 /// Type of the `time` column: wall-clock nanoseconds, UTC.
@@ -186,7 +177,7 @@ pub fn kstack_type() -> DataType {
 /// Fields of one `kstack_symbols` element: the kallsyms symbol containing the kernel address at
 /// the same position in `kstack`, the address's offset into it, and the kernel module (null for
 /// the core kernel). The whole element is null when the address was not in kallsyms.
-pub fn ksym_fields() -> Fields {
+pub(crate) fn ksym_fields() -> Fields {
     Fields::from(vec![
         Field::new(ksym::SYMBOL, DataType::Utf8, false),
         Field::new(ksym::OFFSET, DataType::UInt64, false),
@@ -204,7 +195,7 @@ pub fn kstack_symbols_type() -> DataType {
 }
 
 /// Fields of one raw user frame.
-pub fn uframe_fields() -> Fields {
+pub(crate) fn uframe_fields() -> Fields {
     Fields::from(vec![
         Field::new(uframe::ADDR, DataType::UInt64, false),
         Field::new(uframe::MODULE, DataType::Utf8, true),
@@ -478,7 +469,7 @@ pub fn require_column(
 
 /// Structural type equality that ignores nullability and list element names, which differ
 /// between writers (Parquet round trips rename list elements to `item` or `element`).
-pub fn types_match(a: &DataType, b: &DataType) -> bool {
+pub(crate) fn types_match(a: &DataType, b: &DataType) -> bool {
     use DataType::*;
     match (a, b) {
         // A dictionary-encoded column holds values of its value type.
@@ -560,18 +551,6 @@ mod tests {
         let mut m = HashMap::new();
         stamp(&mut m, "t", "1", stage::RAW);
         check_version(&raw_schema(m), "stdin").unwrap();
-    }
-
-    #[test]
-    fn stacks_entries_are_sorted_and_only_stacks_keys() {
-        let mut m = HashMap::new();
-        stamp(&mut m, "stacks-record", "0.1.0", stage::RAW);
-        m.insert("ARROW:schema".into(), "x".into());
-        let keys: Vec<String> = meta::stacks_entries(&m)
-            .into_iter()
-            .map(|(k, _)| k)
-            .collect();
-        assert_eq!(keys, [meta::SCHEMA_VERSION, meta::STAGE, meta::TOOLS]);
     }
 
     #[test]

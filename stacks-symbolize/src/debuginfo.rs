@@ -11,7 +11,7 @@ use crate::debuginfod::{Artifact, Debuginfod};
 use crate::elf::{self, ElfInfo};
 
 /// System directories holding separate debug files (`.build-id/` and debuglink targets).
-pub const SYSTEM_DEBUG_DIRS: &[&str] = &["/usr/lib/debug", "/lib/debug"];
+pub(crate) const SYSTEM_DEBUG_DIRS: &[&str] = &["/usr/lib/debug", "/lib/debug"];
 
 /// The files chosen for one module.
 #[derive(Clone, Debug)]
@@ -139,7 +139,7 @@ impl Finder {
     /// Add a module image the stream carries (`stacks.vdso`), to be found by its build id;
     /// written to a file in the temporary directory while the finder lives. Returns its build
     /// id.
-    pub fn add_image(&mut self, name: &str, bytes: &[u8]) -> Result<String, String> {
+    pub(crate) fn add_image(&mut self, name: &str, bytes: &[u8]) -> Result<String, String> {
         let path = std::env::temp_dir().join(format!(
             "stacks-symbolize-{}-{}-{name}",
             std::process::id(),
@@ -168,7 +168,7 @@ impl Finder {
     }
 
     /// Directories blazesym searches for debug links of the files it is given.
-    pub fn blazesym_debug_dirs(&self) -> Vec<PathBuf> {
+    pub(crate) fn blazesym_debug_dirs(&self) -> Vec<PathBuf> {
         self.debug_dirs
             .iter()
             .chain(&self.system_dirs)
@@ -177,7 +177,7 @@ impl Finder {
     }
 
     /// `-b` files whose build id matched no module looked up so far, with their build ids.
-    pub fn unused_binaries(&self) -> Vec<(PathBuf, String)> {
+    pub(crate) fn unused_binaries(&self) -> Vec<(PathBuf, String)> {
         self.binaries
             .iter()
             .filter(|(p, _)| !self.used_binaries.contains(p))

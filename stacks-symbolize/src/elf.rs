@@ -222,7 +222,7 @@ pub fn read(path: &Path) -> Result<ElfInfo, ElfError> {
 impl ElfInfo {
     /// The ELF address of file offset `offset`, through the loadable segments that hold bytes
     /// of the file.
-    pub fn file_offset_to_vaddr(&self, offset: u64) -> Option<u64> {
+    pub(crate) fn file_offset_to_vaddr(&self, offset: u64) -> Option<u64> {
         self.loads
             .iter()
             .find(|l| l.offset <= offset && offset < l.offset + l.filesz)
@@ -232,7 +232,7 @@ impl ElfInfo {
     /// For a separate debug file, whose segments no longer say where their bytes were in the
     /// original file: the original layout as the GNU and LLVM linkers make it for code, each
     /// executable segment at the same distance from the file start as from the image base.
-    pub fn debug_file_offset_to_vaddr(&self, offset: u64) -> Option<u64> {
+    pub(crate) fn debug_file_offset_to_vaddr(&self, offset: u64) -> Option<u64> {
         let base = self.loads.first()?.vaddr;
         self.loads
             .iter()

@@ -6,7 +6,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 /// FxHash: a fast hash for the short keys of the per-frame maps.
 #[derive(Default, Clone, Copy)]
-pub struct Fx(u64);
+pub(crate) struct Fx(u64);
 
 impl Hasher for Fx {
     fn write(&mut self, bytes: &[u8]) {
@@ -46,6 +46,6 @@ impl Fx {
 }
 
 /// A HashMap with [`Fx`].
-pub type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<Fx>>;
+pub(crate) type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<Fx>>;
 /// A set hashed with [`Fx`].
-pub type FxSet<K> = std::collections::HashSet<K, BuildHasherDefault<Fx>>;
+pub(crate) type FxSet<K> = std::collections::HashSet<K, BuildHasherDefault<Fx>>;

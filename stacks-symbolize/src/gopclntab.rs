@@ -16,8 +16,12 @@ use std::sync::Arc;
 use stacks_stream::Unresolved;
 
 use crate::resolve::{Options, SymFrame};
-pub use find::{InlineTrees, Located, locate};
-pub use table::{FUNCDATA_INL_TREE, Func, Table, Version};
+pub use find::InlineTrees;
+pub use find::Located;
+pub use find::locate;
+pub(crate) use table::FUNCDATA_INL_TREE;
+pub use table::Func;
+pub use table::{Table, Version};
 
 /// Deepest chain of inlined calls followed at one address (a malformed tree could loop).
 const MAX_INLINE_DEPTH: usize = 64;
@@ -57,7 +61,8 @@ impl GoBinary {
     }
 
     /// Whether inline trees can be read (the runtime's `moduledata` was found).
-    pub fn has_inline_trees(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn has_inline_trees(&self) -> bool {
         self.inline.is_some()
     }
 
@@ -141,7 +146,7 @@ fn unnamed(frames: &[SymFrame]) -> bool {
 
 /// The Go tables of the files a worker has looked at (`None`: not a stripped Go binary).
 #[derive(Default)]
-pub struct Cache {
+pub(crate) struct Cache {
     files: HashMap<PathBuf, Result<Option<Arc<GoBinary>>, String>>,
 }
 
@@ -149,7 +154,7 @@ impl Cache {
     /// Name the frames of `out` (one per address of `addrs` in `file`) that blazesym left
     /// unnamed, from the file's Go tables when it is a Go binary without a symbol table.
     /// Frames no Go function holds stay unresolved, their error saying why.
-    pub fn name_unnamed(
+    pub(crate) fn name_unnamed(
         &mut self,
         file: &Path,
         addrs: &[u64],

@@ -8,7 +8,7 @@ pub use stacks_stream::frames::KERNEL_MODULE;
 
 /// Whether kernel addresses recorded during `recorded_boot_id` can be resolved with
 /// `kallsyms` here: only during the same boot, and only if the file shows addresses.
-pub fn fallback_kallsyms(
+pub(crate) fn fallback_kallsyms(
     recorded_boot_id: Option<&str>,
     live_boot_id: &str,
     kallsyms: &Path,

@@ -45,7 +45,7 @@ impl SymFrame {
     }
 
     /// A frame named `raw` (demangled) at `file`:`line` when known (an interpreted frame).
-    pub fn named_at(raw: &str, file: Option<&str>, line: Option<u32>) -> Self {
+    pub(crate) fn named_at(raw: &str, file: Option<&str>, line: Option<u32>) -> Self {
         SymFrame {
             file: file.map(str::to_string),
             line,
@@ -363,7 +363,7 @@ impl Pool {
     /// Run `f` while every worker is idle, having handled everything sent to it before (its
     /// jobs, a reset): no worker maps or unmaps a file meanwhile, as the pool is given work
     /// only by the caller.
-    pub fn while_idle<T>(&self, f: impl FnOnce() -> T) -> T {
+    pub(crate) fn while_idle<T>(&self, f: impl FnOnce() -> T) -> T {
         let (ack, acks) = channel();
         for tx in &self.senders {
             tx.send(Msg::Idle(ack.clone()))

@@ -7,30 +7,34 @@
 //! offset, …); each distinct key of the stream is resolved once (on the worker pool) and kept;
 //! the new entries are a `take` from a small table of their distinct frames, with the
 //! per-element addresses set afterwards. Reading a batch's stack columns is in `columns.rs`,
-//! grouping stack elements by distinct frame in `group.rs`.
+//! telling the stream's raw stacks apart and keying them in `stream.rs`, grouping stack
+//! elements by distinct frame in `group.rs`, building the new stacks from their resolved
+//! frames in `build.rs`, and bounding what is located and resolved in `memory.rs`.
 
+mod build;
 mod columns;
 mod group;
+mod memory;
+mod stream;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use arrow_array::{Array, ArrayRef, Int32Array, ListArray, RecordBatch, UInt32Array, UInt64Array};
-use arrow_buffer::OffsetBuffer;
-use arrow_schema::{ArrowError, DataType};
-use stacks_stream::Unresolved;
-use stacks_stream::dict::{Entries, StackDictionary};
+use arrow_array::{ArrayRef, Int32Array, RecordBatch};
+use arrow_schema::ArrowError;
+use stacks_stream::dict::StackDictionary;
 
-use columns::{StackColumns, hash_lanes};
-use group::Grouping;
+use columns::StackColumns;
 pub(crate) use group::{Group, Res};
+use memory::FORGET_EVERY;
+use stream::{RawStack, StreamState};
 
 /// Entries of the output dictionaries past which they start afresh (a replacement dictionary
 /// in the stream, see `stacks_stream::dict`; they also start afresh past
 /// `stacks_stream::dict::MAX_BYTES`). A stack seen again after a restart is written again (its
 /// frames stay resolved).
-pub const MAX_STACKS: usize = stacks_stream::dict::MAX_ENTRIES;
+pub(crate) const MAX_STACKS: usize = stacks_stream::dict::MAX_ENTRIES;
 
 /// Modules located, bytes of the files symbols are read from (the symbolizers map and parse
 /// them), and frames resolved (user, kernel symbol and kernel address lookups), past which
@@ -38,9 +42,9 @@ pub const MAX_STACKS: usize = stacks_stream::dict::MAX_ENTRIES;
 /// dropped) before the next batch: on a host where new binaries keep being run (builds, test
 /// runs, deployments), memory follows the modules of the recent stacks, not every module ever
 /// seen. Recurring frames are resolved again after that, once.
-pub const MAX_MODULES: usize = 256;
-pub const MAX_MODULE_BYTES: u64 = 512 << 20;
-pub const MAX_FRAMES: usize = 1 << 18;
+pub(crate) const MAX_MODULES: usize = 256;
+pub(crate) const MAX_MODULE_BYTES: u64 = 512 << 20;
+pub(crate) const MAX_FRAMES: usize = 1 << 18;
 /// And past this much of the process's own resident memory, measured (`RssAnon`): what the
 /// symbolizers hold of the files they parsed (their parsed debug information: lazily, more of
 /// a file's DWARF with each new address, so it grows on a quiet host whose binaries do not
@@ -49,16 +53,6 @@ pub const MAX_FRAMES: usize = 1 << 18;
 /// minutes (about 90-110 MiB), so it is reached by growth, not by the usual working set.
 pub const MAX_RESIDENT: u64 = 128 << 20;
 
-/// How often the pages of the files the symbolizers map are taken out of the resident set
-/// (`stacks_stream::sys::drop_mapped_file_pages`): they are the page cache's, read again from
-/// it when next needed, and the process's RSS is what it holds itself plus the pages read in
-/// the last seconds, not every page of every binary it read symbols from.
-const DROP_FILE_PAGES_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// Least time between two such starts over, so that a working set larger than the limits is
-/// parsed again once a minute, not at every batch.
-const FORGET_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
-
 /// Stand-in path of a module recorded by build id only (looked up by build id; a path that
 /// names no file, so the recorded-path step finds nothing).
 const UNNAMED_MODULE: &str = "(module path not recorded)";
@@ -66,8 +60,7 @@ const UNNAMED_MODULE: &str = "(module path not recorded)";
 use crate::debuginfo::{Finder, ModuleFiles};
 use crate::fx::FxMap;
 pub use crate::layout::Layout;
-use crate::resolve::{Frames, Pool, SymFrame};
-use crate::table::Table;
+use crate::resolve::{Frames, Pool};
 
 /// How kernel frames are resolved.
 pub struct KernelConfig {
@@ -124,39 +117,6 @@ pub struct Symbolize {
     pub stats: Stats,
 }
 
-/// What tells a raw stack apart: its entries in dictionary-encoded stack columns (keys hold
-/// for the whole stream), or a 128-bit hash of its contents.
-#[derive(Hash, PartialEq, Eq, Clone, Copy)]
-enum StackId {
-    Entries(RawStack),
-    Hash(u64, u64),
-}
-
-/// Per-stream state: each distinct raw stack's key in the output dictionaries.
-#[derive(Default)]
-struct StreamState {
-    keys: FxMap<StackId, i32>,
-    /// The `stack` dictionary (created with the first batch).
-    stack: Option<StackDictionary>,
-    /// Raw stack columns encoded anew (input column index → dictionary), when they are not
-    /// all dictionary-encoded in the input.
-    raw: HashMap<usize, StackDictionary>,
-    /// Entries of the input dictionaries at the last batch: a dictionary that shrinks was
-    /// replaced, and the keys seen so far mean nothing any more.
-    entries: [usize; 3],
-}
-
-/// One row's raw stack: its entries in the kernel, user and kernel-symbol columns (`None`:
-/// null) and its capture errors.
-#[derive(Hash, PartialEq, Eq, Clone, Copy, Debug)]
-struct RawStack {
-    k: Option<usize>,
-    u: Option<usize>,
-    s: Option<usize>,
-    kerr: Option<i32>,
-    uerr: Option<i32>,
-}
-
 impl Symbolize {
     pub fn new(finder: Finder, kernel: KernelConfig) -> Self {
         Symbolize {
@@ -183,7 +143,8 @@ impl Symbolize {
 
     /// Start the output dictionaries afresh once they hold `max` entries (default
     /// [`MAX_STACKS`]).
-    pub fn with_max_stacks(mut self, max: usize) -> Self {
+    #[cfg(test)]
+    pub(crate) fn with_max_stacks(mut self, max: usize) -> Self {
         self.max_stacks = max.max(1);
         self
     }
@@ -208,52 +169,6 @@ impl Symbolize {
         &self.finder
     }
 
-    fn module_id(&mut self, path: &str, build_id: Option<&str>) -> u32 {
-        let key = (path.to_string(), build_id.map(str::to_string));
-        if let Some(&id) = self.module_ids.get(&key) {
-            return id;
-        }
-        let id = self.module_keys.len() as u32;
-        self.module_keys.push(key.clone());
-        self.modules.push(None);
-        self.module_ids.insert(key, id);
-        id
-    }
-
-    pub(crate) fn module(&mut self, id: u32) -> Result<Arc<ModuleFiles>, Frames> {
-        if let Some(m) = &self.modules[id as usize] {
-            return m.clone();
-        }
-        let (path, build_id) = &self.module_keys[id as usize];
-        let m = match self.finder.locate(path, build_id.as_deref()) {
-            Ok(files) => {
-                self.module_bytes += std::fs::metadata(&files.symbols).map_or(0, |m| m.len());
-                Ok(Arc::new(files))
-            }
-            Err(why) => Err(Frames::from(vec![SymFrame::unresolved(
-                Unresolved::ModuleNotFound,
-                why,
-            )])),
-        };
-        self.modules[id as usize] = Some(m.clone());
-        m
-    }
-
-    /// Forget every located module and resolved frame, and start the pool's symbolizers over.
-    fn forget_resolved(&mut self, pool: &Pool) {
-        self.module_ids = HashMap::new();
-        self.module_keys = Vec::new();
-        self.modules = Vec::new();
-        self.module_bytes = 0;
-        self.forgot_at = Some(std::time::Instant::now());
-        self.user = FxMap::default();
-        self.ksym = FxMap::default();
-        self.kaddr = FxMap::default();
-        pool.reset();
-        self.stats.forgotten += 1;
-        stacks_stream::sys::release_free_memory();
-    }
-
     /// Start a new stream: the distinct stacks seen so far and the output dictionaries are
     /// forgotten (resolved frames are kept).
     pub fn new_stream(&mut self) {
@@ -271,57 +186,12 @@ impl Symbolize {
     ) -> Result<RecordBatch, ArrowError> {
         stacks_stream::sys::release_free_memory_now_and_then();
         let columns = StackColumns::new(batch, layout)?;
-        let resolved = self.user.len() + self.ksym.len() + self.kaddr.len();
-        let due = self
-            .forgot_at
-            .is_none_or(|t| t.elapsed() >= self.forget_every);
-        let over = self.module_keys.len() > MAX_MODULES
-            || self.module_bytes > MAX_MODULE_BYTES
-            || resolved > self.max_frames
-            || (due
-                && (resolved > 0 || !self.module_keys.is_empty())
-                && stacks_stream::sys::resident_anon_bytes() > self.max_resident);
-        if over && due {
-            self.forget_resolved(pool);
-        }
-        // Bounded dictionaries: a full one is replaced by a new, smaller one (only entries of
-        // this batch, fewer than the rows), which readers take as a replacement.
-        let (written, full) = self.stream.stack.as_ref().map_or((0, false), |d| {
-            (d.len(), d.is_full() || d.len() >= self.max_stacks)
-        });
-        // A full dictionary starts over when this batch's stacks are fewer than it holds (the
-        // new one must be shorter): counted, not bounded by the batch's rows, which would keep
-        // a dictionary of fewer stacks than a batch has rows growing past its byte limit (a
-        // symbolized stack is KiBs: 8,192-row batches let it reach tens of MiB, held again by
-        // every reader of the stream).
-        // So does one whose input dictionaries started over (the recorder's restart): every
-        // stack of the batch is new to it then, and appended again it would grow by a whole
-        // batch of stacks already in it, in one delta that every reader concatenates.
-        let input_restarted = layout.by_entry
-            && input_lens(&columns)
-                .iter()
-                .zip(&self.stream.entries)
-                .any(|(now, before)| now < before);
-        if (full || input_restarted)
-            && written > 0
-            && Self::batch_stacks(&columns, layout) < written
-        {
-            self.stream = StreamState {
-                entries: self.stream.entries,
-                ..StreamState::default()
-            };
-            self.stats.restarts += 1;
-            stacks_stream::sys::release_free_memory();
-        }
+        self.forget_if_over(pool);
+        self.start_over_if_full(&columns, layout);
         let (keys, new) = self.distinct(&columns, layout);
         let grouping = self.group(&columns, &new);
         self.resolve(&grouping.groups, pool);
-        if self.dropped_pages_at.elapsed() >= DROP_FILE_PAGES_EVERY {
-            // Only while no worker runs: a mapping one unmapped could be replaced by memory
-            // of another kind between reading the list of mappings and advising them.
-            pool.while_idle(stacks_stream::sys::drop_mapped_file_pages);
-            self.dropped_pages_at = std::time::Instant::now();
-        }
+        self.drop_file_pages_now_and_then(pool);
         let entries = self.build(grouping)?;
         self.stats.rows += batch.num_rows() as u64;
         self.stats.stacks += new.len() as u64;
@@ -339,189 +209,13 @@ impl Symbolize {
         out.push(stack);
         RecordBatch::try_new(layout.output.clone(), out)
     }
-
-    /// The distinct raw stacks of a batch's rows (rows without a stack not counted).
-    fn batch_stacks(c: &StackColumns, layout: &Layout) -> usize {
-        let hashers = hash_lanes();
-        let mut seen: crate::fx::FxSet<StackId> = Default::default();
-        for row in 0..c.rows {
-            let r = c.raw(row);
-            if r.k.is_none() && r.u.is_none() && r.s.is_none() {
-                continue;
-            }
-            seen.insert(if layout.by_entry {
-                StackId::Entries(r)
-            } else {
-                let (a, b) = c.hash(&hashers, &r);
-                StackId::Hash(a, b)
-            });
-        }
-        seen.len()
-    }
-
-    /// Each row's key in the output dictionaries (null: no stack at all) and the raw stacks
-    /// new to the stream, in key order.
-    fn distinct(&mut self, c: &StackColumns, layout: &Layout) -> (Vec<Option<i32>>, Vec<RawStack>) {
-        let st = &mut self.stream;
-        let lens = input_lens(c);
-        if layout.by_entry {
-            if lens
-                .iter()
-                .zip(&st.entries)
-                .any(|(now, before)| now < before)
-            {
-                st.keys.clear();
-            }
-            st.entries = lens;
-        }
-        let next = st.stack.as_ref().map_or(0, StackDictionary::len);
-        let mut new: Vec<RawStack> = Vec::new();
-        let mut keys = Vec::with_capacity(c.rows);
-        let hashers = hash_lanes();
-        for row in 0..c.rows {
-            let r = c.raw(row);
-            if r.k.is_none() && r.u.is_none() && r.s.is_none() {
-                keys.push(None);
-                continue;
-            }
-            let id = if layout.by_entry {
-                StackId::Entries(r)
-            } else {
-                let (a, b) = c.hash(&hashers, &r);
-                StackId::Hash(a, b)
-            };
-            let key = *st.keys.entry(id).or_insert_with(|| {
-                new.push(r);
-                // Past 2^31 entries the dictionary refuses to grow (an error below).
-                i32::try_from(next + new.len() - 1).unwrap_or(i32::MAX)
-            });
-            keys.push(Some(key));
-        }
-        (keys, new)
-    }
-
-    /// Output column for input column `i`: as it is, or a raw stack column encoded anew with
-    /// the rows' `keys` (new entries: the `new` stacks' entries of the column).
-    fn raw_column(
-        &mut self,
-        batch: &RecordBatch,
-        layout: &Layout,
-        i: usize,
-        c: &StackColumns,
-        keys: &Int32Array,
-        new: &[RawStack],
-    ) -> Result<ArrayRef, ArrowError> {
-        let (entries, pick): (&Entries, fn(&RawStack) -> Option<usize>) = match i {
-            _ if layout.by_entry => return Ok(batch.column(i).clone()),
-            _ if i == layout.kstack => (&c.kent, |r| r.k),
-            _ if i == layout.ustack => (&c.uent, |r| r.u),
-            _ if Some(i) == layout.kstack_symbols => match &c.sent {
-                Some(s) => (s, |r| r.s),
-                None => return Ok(batch.column(i).clone()),
-            },
-            _ => return Ok(batch.column(i).clone()),
-        };
-        let values = entries.values();
-        let dict = self
-            .stream
-            .raw
-            .entry(i)
-            .or_insert_with(|| StackDictionary::new(values.data_type()));
-        let take: UInt32Array = new
-            .iter()
-            .map(|r| pick(r).and_then(|e| u32::try_from(e).ok()))
-            .collect();
-        dict.extend(arrow_select::take::take(values.as_ref(), &take, None)?.as_ref())?;
-        // A row's key where its entry of this column is not null.
-        let keys: Int32Array = keys
-            .iter()
-            .enumerate()
-            .map(|(row, k)| k.filter(|_| entries.entry(row).is_some()))
-            .collect();
-        dict.stream_column(keys)
-    }
-
-    /// The new stacks symbolized: the frame table of their groups (each group's frames, in
-    /// group order), taken per element, with each frame's address and stack lengths set.
-    fn build(&mut self, g: Grouping<'_>) -> Result<ArrayRef, ArrowError> {
-        let mut table = Table::default();
-        let mut gstart: Vec<u32> = Vec::with_capacity(g.groups.len() + 1);
-        for group in &g.groups {
-            gstart.push(table.len);
-            let frames = self.frames(&group.res);
-            for f in frames.iter() {
-                table.push(f, &group.place);
-            }
-        }
-        gstart.push(table.len);
-
-        // Pass 2: row lengths and each frame's address; the frames themselves are copied from
-        // the table group by group (a group's frames are adjacent rows there).
-        let mut lengths: Vec<usize> = Vec::with_capacity(g.row_end.len());
-        let mut addrs: Vec<u64> = Vec::with_capacity(g.elem_group.len() * 2);
-        let mut e = 0usize;
-        for &end in &g.row_end {
-            let before = addrs.len();
-            while e < end {
-                let grp = g.elem_group[e] as usize;
-                let k = (gstart[grp + 1] - gstart[grp]) as usize;
-                addrs.extend(std::iter::repeat_n(g.elem_addr[e], k));
-                e += 1;
-            }
-            lengths.push(addrs.len() - before);
-        }
-        self.stats.frames_in += g.elem_group.len() as u64;
-        self.stats.frames_out += addrs.len() as u64;
-
-        let stack = table.finish(
-            &g.elem_group,
-            &gstart,
-            UInt64Array::from(addrs),
-            self.copiers,
-        )?;
-        let DataType::List(field) = stacks_stream::stack_type() else {
-            unreachable!("stack type is a list")
-        };
-        let nulls = g.row_valid.iter().any(|v| !v).then(|| g.row_valid.into());
-        let list = ListArray::try_new(
-            field,
-            OffsetBuffer::from_lengths(lengths),
-            Arc::new(stack),
-            nulls,
-        )?;
-        Ok(Arc::new(list))
-    }
-
-    fn frames(&self, res: &Res<'_>) -> Frames {
-        let got = match res {
-            Res::User(m, off) => self.user.get(&(*m, *off)).cloned(),
-            Res::KSym(s, off) => self.ksym.get(&(Box::<str>::from(*s), *off)).cloned(),
-            Res::KAddr(a) => self.kaddr.get(a).cloned(),
-            Res::Fixed(f) => Some(Frames::from(vec![f.clone()])),
-        };
-        got.unwrap_or_else(|| {
-            Frames::from(vec![SymFrame::unresolved(
-                Unresolved::NoSymbol,
-                "not looked up",
-            )])
-        })
-    }
-}
-
-/// The entries of a batch's input stack dictionaries (kernel, user, kernel symbols): one that
-/// shrinks was replaced.
-fn input_lens(c: &StackColumns) -> [usize; 3] {
-    [
-        c.kent.values().len(),
-        c.uent.values().len(),
-        c.sent.as_ref().map_or(0, |s| s.values().len()),
-    ]
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::resolve::Options;
+    use stacks_stream::dict::Entries;
     use stacks_testkit::{Ksym, Row};
 
     /// A row whose kernel stack is `n` frames, `f1` (leaf) to `fN` (recorded symbols: no

@@ -12,7 +12,7 @@ use crate::files::stream_bytes;
 use crate::rows::{Encoder, Frame, Keys, Row, batch, stack_array};
 
 pub const APP: &str = "/usr/bin/app";
-pub const APP_BUILD_ID: &str = "0123456789abcdef";
+pub(crate) const APP_BUILD_ID: &str = "0123456789abcdef";
 pub const LIB: &str = "/usr/lib/libfoo.so.1";
 pub const MS: i64 = 1_000_000;
 pub const START: i64 = 1_700_000_000_000_000_000;
@@ -48,7 +48,7 @@ pub fn app(function: &str, line: u32, inlined: bool, offset: u64) -> Frame {
 }
 
 /// A frame of [`LIB`] at `offset` that has no symbol.
-pub fn unresolved_lib(offset: u64) -> Frame {
+pub(crate) fn unresolved_lib(offset: u64) -> Frame {
     Frame {
         module: Some(LIB.into()),
         build_id: Some("feedface".into()),

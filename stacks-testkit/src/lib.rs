@@ -21,8 +21,8 @@ pub use env::{bpf_available, bpf_serial, crate_dir, root_available};
 pub use files::{read_parquet, write_parquet};
 pub use files::{read_stream, stream_bytes, stream_with_ends};
 pub use rows::{
-    Encoder, Frame, Keys, Ksym, Row, UFrame, batch, batch_encoded, broken_dictionaries,
-    read_frames, stack_array, stack_functions,
+    Encoder, Frame, Keys, Ksym, Row, UFrame, batch, broken_dictionaries, read_frames, stack_array,
+    stack_functions,
 };
 pub use tool::{
     Scratch, ScratchDir, assert_one_line_error, bin, bin_dir, fuzz_case, fuzz_corpus, run_command,

@@ -1,8 +1,8 @@
 //! One fixture model for every test: a [`Row`] holds every column of the raw and symbolized
 //! schemas, its stacks as [`Frame`]s (symbolized), [`UFrame`]s (raw user) and [`Ksym`]s
 //! (kernel symbols recorded with the raw addresses). [`batch`] turns rows into a batch of any
-//! schema made of the contract's columns, [`batch_encoded`] and [`Encoder`] the same with the
-//! stack columns dictionary-encoded (schema version 2); [`read_frames`] reads a `stack` column
+//! schema made of the contract's columns, [`Encoder`] the same with the stack columns
+//! dictionary-encoded (schema version 2); [`read_frames`] reads a `stack` column
 //! back, plain or dictionary-encoded.
 
 use std::collections::HashMap;
@@ -490,12 +490,6 @@ impl Encoder {
         }
         RecordBatch::try_new(self.encoded.clone(), columns).expect("encoded fixture batch")
     }
-}
-
-/// `rows` as one batch of `schema` with every stack column dictionary-encoded (each its own
-/// dictionary of its distinct stacks): [`Encoder`] for a one-batch stream.
-pub fn batch_encoded(schema: &SchemaRef, rows: &[Row]) -> RecordBatch {
-    Encoder::new(schema, Keys::PerColumn).batch(rows)
 }
 
 /// Variants of `batch` (stack columns dictionary-encoded, e.g. by [`Encoder`]) with one

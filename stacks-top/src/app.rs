@@ -199,7 +199,7 @@ impl App {
     }
 
     /// Set the loaded range and place the window in it.
-    pub fn set_range(&mut self, range: Option<Span>) {
+    pub(crate) fn set_range(&mut self, range: Option<Span>) {
         self.range = range;
         self.view.window = self.window();
     }
@@ -252,7 +252,7 @@ impl App {
     }
 
     /// Handle one key.
-    pub fn on_key(&mut self, key: KeyEvent) -> Effect {
+    pub(crate) fn on_key(&mut self, key: KeyEvent) -> Effect {
         if key.code == KeyCode::Char('c') && key.modifiers.contains(KeyModifiers::CONTROL) {
             return Effect::Quit;
         }
@@ -585,7 +585,7 @@ fn step(tree: &mut Tree, delta: isize) -> Effect {
 }
 
 /// The grouping a screen of `kind` (`None`: every kind) starts with.
-pub fn default_group(kind: Option<&str>) -> Vec<String> {
+pub(crate) fn default_group(kind: Option<&str>) -> Vec<String> {
     let cols = match kind.and_then(catalog::weights) {
         Some(k) => k.group,
         None => catalog::ALL_KINDS_GROUP,

@@ -57,7 +57,12 @@ pub fn mark(app: &mut App, f: Flame, what: String) {
 
 /// The baseline of `view` over another store (`--diff`): its stacks in the window `window`
 /// picks in its range (the last `--window` of it, as for the view).
-pub fn store_baseline(engine: &Engine, view: &View, window: Ns, label: &str) -> Result<Baseline> {
+pub(crate) fn store_baseline(
+    engine: &Engine,
+    view: &View,
+    window: Ns,
+    label: &str,
+) -> Result<Baseline> {
     let Some(range) = engine.range(view.kind.as_deref()) else {
         anyhow::bail!("--diff {label}: no rows of this kind");
     };
@@ -79,7 +84,7 @@ pub fn store_baseline(engine: &Engine, view: &View, window: Ns, label: &str) -> 
 }
 
 /// `d`: the functions of the view's stacks `f` against the baseline.
-pub fn show_diff(app: &mut App, f: Flame) {
+pub(crate) fn show_diff(app: &mut App, f: Flame) {
     let Some(b) = baseline(app) else {
         return;
     };

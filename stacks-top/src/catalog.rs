@@ -8,7 +8,7 @@ use stacks_stream::col;
 use stacks_stream::kinds::{self, Top};
 
 /// The grouping of a screen over every kind at once.
-pub const ALL_KINDS_GROUP: &[&str] = &[col::KIND, col::COMM];
+pub(crate) const ALL_KINDS_GROUP: &[&str] = &[col::KIND, col::COMM];
 
 /// The `--kind` value meaning every kind.
 pub const ALL: &str = "all";
@@ -135,7 +135,7 @@ pub fn columns(schema: &Schema) -> Vec<Column> {
 }
 
 /// `name` as an SQL identifier (double-quoted when not plain lowercase).
-pub fn quote_ident(name: &str) -> String {
+pub(crate) fn quote_ident(name: &str) -> String {
     let plain = name
         .chars()
         .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
@@ -148,7 +148,7 @@ pub fn quote_ident(name: &str) -> String {
 }
 
 /// `text` as an SQL string literal.
-pub fn quote_text(text: &str) -> String {
+pub(crate) fn quote_text(text: &str) -> String {
     format!("'{}'", text.replace('\'', "''"))
 }
 

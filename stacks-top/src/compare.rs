@@ -40,7 +40,7 @@ pub struct DiffView {
 }
 
 /// The column titles of the diff view and of `--once --diff`.
-pub const HEADER: &str = "  Δtotal   base →    now    Δself        Δ value  function";
+pub(crate) const HEADER: &str = "  Δtotal   base →    now    Δself        Δ value  function";
 
 impl DiffView {
     pub fn new(base: &Flame, now: Rc<Flame>, unit: &'static str) -> Self {

@@ -57,7 +57,7 @@ impl Change {
         self.share(d) - self.base_share(d)
     }
     /// Change of the self value's share.
-    pub fn delta_own(&self, d: &Diff) -> f64 {
+    pub(crate) fn delta_own(&self, d: &Diff) -> f64 {
         share(self.own, d.all) - share(self.base_own, d.base_all)
     }
 }
@@ -117,7 +117,7 @@ impl Diff {
 
 /// For each frame of `now`, the total of the frame at the same call path in `base` (0 where
 /// the path is not in the baseline).
-pub fn base_totals(base: &Flame, now: &Flame) -> Vec<i64> {
+pub(crate) fn base_totals(base: &Flame, now: &Flame) -> Vec<i64> {
     // A frame comes after its parent in `nodes`: its parent's match is known.
     let mut at: Vec<Option<usize>> = vec![None; now.nodes.len()];
     at[0] = Some(0);

@@ -229,7 +229,7 @@ impl Engine {
 
     /// What a query needs of the engine, to run away from the screen: the session of the
     /// rows now (live: of this refresh) and their columns.
-    pub fn querier(&self) -> Querier {
+    pub(crate) fn querier(&self) -> Querier {
         Querier {
             ctx: self.ctx.clone(),
             columns: self.columns.clone(),
@@ -270,7 +270,7 @@ impl Engine {
 
 /// A session's rows and columns, cheap to clone and sent with a query to the runtime.
 #[derive(Clone)]
-pub struct Querier {
+pub(crate) struct Querier {
     ctx: SessionContext,
     pub columns: Vec<Column>,
     /// Which rows link to `wake` rows (the waker of each explained off-CPU interval).
@@ -279,7 +279,7 @@ pub struct Querier {
 
 impl Querier {
     /// Run `sql` (named `label` in errors) with the window bound as `$from`/`$to`, timed.
-    pub async fn timed(
+    pub(crate) async fn timed(
         &self,
         label: &str,
         sql: &str,

@@ -108,12 +108,13 @@ impl Flame {
     }
 
     /// The child of `parent` named `name`, if there is one.
-    pub fn child_named(&self, parent: usize, name: &str) -> Option<usize> {
+    pub(crate) fn child_named(&self, parent: usize, name: &str) -> Option<usize> {
         self.index.get(&(parent, name.to_string())).copied()
     }
 
     /// The tree of folded stacks (`root;…;leaf value` lines; every frame a user frame).
-    pub fn from_folded(text: &str) -> Self {
+    #[cfg(test)]
+    pub(crate) fn from_folded(text: &str) -> Self {
         let mut f = Flame::new();
         for line in text.lines() {
             if let Some((stack, value)) = line.rsplit_once(' ')

@@ -84,7 +84,7 @@ pub fn histogram(counts: &[i64; BUCKETS]) -> String {
 }
 
 /// The histogram's header, aligned to its buckets: `<1µs`, `1ms` (bucket 11) and `≥1s`.
-pub fn histogram_header() -> String {
+pub(crate) fn histogram_header() -> String {
     let mut h: Vec<char> = vec!['_'; BUCKETS];
     let mut put = |at: usize, text: &str| {
         for (i, c) in text.chars().enumerate() {

@@ -20,7 +20,7 @@ use crate::icicle::Outcome;
 use crate::view::{BUCKETS, Ns, Span as Window};
 
 /// The keys of the heatmap.
-pub const KEYS: &str = "t events/time  Esc back  q quit";
+pub(crate) const KEYS: &str = "t events/time  Esc back  q quit";
 
 /// A row's heatmap.
 #[derive(Debug, Clone, PartialEq)]

@@ -66,7 +66,7 @@ impl FlameBase {
     }
 
     /// What the other side is called on the status line.
-    pub fn other_name(&self) -> &'static str {
+    pub(crate) fn other_name(&self) -> &'static str {
         if self.negated { "now" } else { "baseline" }
     }
 }

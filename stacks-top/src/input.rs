@@ -63,7 +63,7 @@ impl App {
     }
 
     /// The catalog columns matching the picker's text.
-    pub fn picker_matches(&self, text: &str) -> Vec<&Column> {
+    pub(crate) fn picker_matches(&self, text: &str) -> Vec<&Column> {
         let t = text.to_lowercase();
         self.columns
             .iter()

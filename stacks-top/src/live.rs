@@ -11,9 +11,9 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::TimestampNanosecondType;
 use arrow_array::{Array, RecordBatch};
 use arrow_schema::SchemaRef;
+use stacks_store::{StackId, StackSplitter};
 use stacks_stream::col;
 use stacks_stream::io::InputStream;
-use stacks_stream::store::{StackId, StackSplitter};
 
 use crate::view::Ns;
 

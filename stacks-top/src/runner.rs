@@ -189,7 +189,7 @@ impl Runner {
     }
 
     /// Stop computing the view a key asked for.
-    pub fn cancel_view(&mut self, app: &mut App) {
+    pub(crate) fn cancel_view(&mut self, app: &mut App) {
         if let Some(p) = self.slots[Slot::View as usize].take() {
             if !matches!(p.want, Want::LiveFlame) {
                 app.info(format!("{} cancelled", p.want.label()));
@@ -268,7 +268,7 @@ impl Runner {
     }
 
     /// Compute the sparkline again if what it shows changed.
-    pub fn spark(&mut self, engine: &Engine, app: &mut App) {
+    pub(crate) fn spark(&mut self, engine: &Engine, app: &mut App) {
         let pending = match &self.slots[Slot::Spark as usize] {
             Some(Pending {
                 want: Want::Spark(p),
@@ -309,7 +309,7 @@ impl Runner {
 
     /// Live: the flame graph on the screen follows the rows kept now, unless a key asked for
     /// a view that is being computed.
-    pub fn live_flame(&mut self, engine: &Engine, app: &mut App) {
+    pub(crate) fn live_flame(&mut self, engine: &Engine, app: &mut App) {
         if matches!(app.mode, Mode::Flame(_)) && !self.running(Slot::View) {
             self.flame(engine, app, Want::LiveFlame);
         }

@@ -109,7 +109,7 @@ const BUCKETS_NS: &[Ns] = &[
 ];
 
 /// The table of `view`.
-pub async fn table_of(q: Querier, view: View) -> Result<(Table, Duration)> {
+pub(crate) async fn table_of(q: Querier, view: View) -> Result<(Table, Duration)> {
     let planner = Planner {
         columns: &q.columns,
     };
@@ -166,7 +166,11 @@ pub struct SparkPlan {
 /// The sparkline the app's view needs, unless it shows it already or it is being computed
 /// (`pending`): what it shows depends on the kind, the filters, the range and its width (not
 /// the window, the grouping or the latency columns).
-pub fn spark_plan(engine: &Engine, app: &App, pending: Option<&SparkKey>) -> Option<SparkPlan> {
+pub(crate) fn spark_plan(
+    engine: &Engine,
+    app: &App,
+    pending: Option<&SparkKey>,
+) -> Option<SparkPlan> {
     let range = app.range?;
     let width = app.spark_width.get().max(8);
     let key = SparkKey {
@@ -206,7 +210,7 @@ pub fn spark_plan(engine: &Engine, app: &App, pending: Option<&SparkKey>) -> Opt
 }
 
 /// The sparkline's values of `plan`.
-pub async fn spark_of(q: Querier, plan: SparkPlan) -> Result<Vec<f64>> {
+pub(crate) async fn spark_of(q: Querier, plan: SparkPlan) -> Result<Vec<f64>> {
     let (batches, _) = q.timed("the sparkline", &plan.sql, None).await?;
     spark_values(&batches, plan.bucket, plan.count, plan.threads)
 }
@@ -246,7 +250,7 @@ fn spark_values(
 }
 
 /// The title of the row whose group columns have `values`: `col = value · …`.
-pub fn row_title(view: &View, values: &[Value]) -> String {
+pub(crate) fn row_title(view: &View, values: &[Value]) -> String {
     let title: Vec<String> = view
         .group
         .iter()
@@ -257,7 +261,11 @@ pub fn row_title(view: &View, values: &[Value]) -> String {
 }
 
 /// The stack tree of the rows of `view` whose group columns equal `values`.
-pub async fn tree_of(q: Querier, view: View, values: Vec<Value>) -> Result<(Tree, Duration)> {
+pub(crate) async fn tree_of(
+    q: Querier,
+    view: View,
+    values: Vec<Value>,
+) -> Result<(Tree, Duration)> {
     let planner = Planner {
         columns: &q.columns,
     };
@@ -275,7 +283,7 @@ pub fn tree(engine: &Engine, app: &App, values: &[Value]) -> Result<(String, Tre
 
 /// The stack tree of thread `tid`'s off-CPU intervals in the view's window, with their
 /// wakers: one link down the chain from the waker highlighted in the stack tree (`w`).
-pub async fn waker_tree_of(q: Querier, view: View, tid: i64) -> Result<(Tree, Duration)> {
+pub(crate) async fn waker_tree_of(q: Querier, view: View, tid: i64) -> Result<(Tree, Duration)> {
     let planner = Planner {
         columns: &q.columns,
     };
@@ -287,7 +295,7 @@ pub async fn waker_tree_of(q: Querier, view: View, tid: i64) -> Result<(Tree, Du
 }
 
 /// The flame graph of `view`'s stacks in its window.
-pub async fn flame_of(q: Querier, view: View) -> Result<(Flame, Duration)> {
+pub(crate) async fn flame_of(q: Querier, view: View) -> Result<(Flame, Duration)> {
     let planner = Planner {
         columns: &q.columns,
     };
@@ -325,7 +333,7 @@ impl HeatmapPlan {
 }
 
 /// The latency heatmap of `plan`'s row.
-pub async fn heatmap_of(q: Querier, plan: HeatmapPlan) -> Result<(Heatmap, Duration)> {
+pub(crate) async fn heatmap_of(q: Querier, plan: HeatmapPlan) -> Result<(Heatmap, Duration)> {
     let window = plan.view.window;
     let bucket = crate::heatmap::bucket(window, plan.columns);
     let planner = Planner {

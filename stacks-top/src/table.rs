@@ -159,17 +159,17 @@ impl Table {
     }
 
     /// The nanoseconds average active threads divide by: the time the window observed.
-    pub fn thread_window(&self) -> i64 {
+    pub(crate) fn thread_window(&self) -> i64 {
         self.observed_ns.unwrap_or(self.window.len())
     }
 
     /// Whether any row has a thread-time weight.
-    pub fn has_threads(&self) -> bool {
+    pub(crate) fn has_threads(&self) -> bool {
         self.rows.iter().any(|r| r.thread_ns.is_some())
     }
 
     /// Whether any row has bytes.
-    pub fn has_bytes(&self) -> bool {
+    pub(crate) fn has_bytes(&self) -> bool {
         self.rows.iter().any(|r| r.bytes.is_some())
     }
 

@@ -16,7 +16,7 @@ use std::sync::mpsc::Sender;
 use crate::runner::Event;
 
 /// The terminal, restored when dropped.
-pub struct Screen {
+pub(crate) struct Screen {
     pub terminal: Terminal<CrosstermBackend<File>>,
     /// The terminal's fd, to wait on.
     fd: std::os::fd::RawFd,
@@ -51,7 +51,7 @@ pub fn restore() {
 
 impl Screen {
     /// Take the terminal.
-    pub fn open() -> Result<Self> {
+    pub(crate) fn open() -> Result<Self> {
         let mut out = tty()?;
         stacks_stream::sys::catch_signals(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP])
             .context("cannot catch signals")?;
@@ -74,11 +74,6 @@ impl Screen {
             }
         };
         Ok(Screen { terminal, fd })
-    }
-
-    /// Wait up to `timeout` for input on the terminal.
-    pub fn wait(&self, timeout: std::time::Duration) -> Wait {
-        wait(self.fd, timeout)
     }
 }
 
@@ -110,7 +105,7 @@ impl Screen {
     /// Read the terminal on a thread of its own: keys and resizes go into `tx` as they come,
     /// then [`Event::HungUp`] when the terminal goes, or [`Event::Signal`] when a signal is
     /// caught. It ends when the queue does.
-    pub fn input(&self, tx: Sender<Event>) -> Result<()> {
+    pub(crate) fn input(&self, tx: Sender<Event>) -> Result<()> {
         let fd = self.fd;
         std::thread::Builder::new()
             .name("stacks-top-keys".into())

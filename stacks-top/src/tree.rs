@@ -39,14 +39,14 @@ pub struct Tree {
 pub const NO_STACK: &str = "[no stack]";
 
 /// Name of the node under a blocked stack's leaf holding its wakers.
-pub const WOKEN_BY: &str = "woken by";
+pub(crate) const WOKEN_BY: &str = "woken by";
 
 /// One step of a path from the root: a frame's name, whether it is a kernel frame, and the
 /// waker's thread id on a waker's node.
 type Step = (String, bool, Option<i64>);
 
 /// A waker's node: its thread name, with its id for a task.
-pub fn waker_name(thread: &str, tid: i64) -> String {
+pub(crate) fn waker_name(thread: &str, tid: i64) -> String {
     if tid == 0 {
         thread.to_string()
     } else {
@@ -227,7 +227,7 @@ impl Tree {
 
     /// The waker the highlighted line belongs to: the line itself when it is a waker's node,
     /// or the nearest waker above it whose subtree holds it; `None` outside "woken by".
-    pub fn waker_at_cursor(&self) -> Option<(i64, String)> {
+    pub(crate) fn waker_at_cursor(&self) -> Option<(i64, String)> {
         let visible = self.visible();
         let at = *visible.get(self.cursor)?;
         let mut depth = self.nodes[at].depth + 1;
@@ -247,7 +247,7 @@ impl Tree {
     }
 
     /// The waker that ended the most of the tree's time (a thread, not an interrupt).
-    pub fn heaviest_waker(&self) -> Option<(i64, String)> {
+    pub(crate) fn heaviest_waker(&self) -> Option<(i64, String)> {
         self.nodes
             .iter()
             .filter(|n| n.waker_tid.is_some_and(|t| t != 0))

@@ -15,8 +15,8 @@ use crate::tree::Tree;
 use crate::ui_flame;
 
 /// The smallest terminal the screen is drawn in.
-pub const MIN_WIDTH: u16 = 60;
-pub const MIN_HEIGHT: u16 = 12;
+pub(crate) const MIN_WIDTH: u16 = 60;
+pub(crate) const MIN_HEIGHT: u16 = 12;
 
 const HEADER: u16 = 6;
 const BAR: usize = 10;

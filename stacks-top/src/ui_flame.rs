@@ -16,13 +16,13 @@ use crate::fmt;
 use crate::icicle::{FlameView, SandwichView, Sel};
 
 /// The keys of the flame view, as the bottom line names them.
-pub const FLAME_KEYS: &str = "←↑↓→ select  ⏎ zoom  ⌫ zoom out  [ ] window  / search  \
+pub(crate) const FLAME_KEYS: &str = "←↑↓→ select  ⏎ zoom  ⌫ zoom out  [ ] window  / search  \
                               s sandwich  Esc table  q quit";
 /// The keys of the diff view.
-pub const DIFF_KEYS: &str = "↑↓ function  / search  [ ] window  F flame  s sandwich  Esc table  \
+pub(crate) const DIFF_KEYS: &str = "↑↓ function  / search  [ ] window  F flame  s sandwich  Esc table  \
                              q quit";
 /// The keys of the sandwich.
-pub const SANDWICH_KEYS: &str = "↑↓ line  ⏎ its sandwich  ⌫ previous  Esc back  q quit";
+pub(crate) const SANDWICH_KEYS: &str = "↑↓ line  ⏎ its sandwich  ⌫ previous  Esc back  q quit";
 
 /// The background of a frame of `class`, in one of three shades picked by its name (so
 /// neighbours differ).
@@ -43,7 +43,7 @@ fn colour(class: Class, name: &str) -> Color {
 
 /// The background of a frame whose share changed by `delta` (a fraction): red for growth,
 /// blue for shrinkage, deeper up to 20 points; grey within 0.1 point.
-pub fn delta_colour(delta: f64) -> Color {
+pub(crate) fn delta_colour(delta: f64) -> Color {
     if delta.abs() < 0.001 {
         return Color::Rgb(200, 200, 200);
     }
@@ -66,7 +66,7 @@ fn label(v: &FlameView, b: &FBox) -> String {
 
 /// Draw the flame view in `area`: the zoom path, then the icicle from the zoomed frame down,
 /// scrolled so the selection shows.
-pub fn draw_flame(f: &mut Frame, v: &FlameView, area: Rect) {
+pub(crate) fn draw_flame(f: &mut Frame, v: &FlameView, area: Rect) {
     v.width.set(area.width.max(1));
     let rows = v.layout();
     let (sel_row, sel_i) = v.find(&rows).unwrap_or((0, 0));
@@ -164,7 +164,7 @@ pub fn draw_flame(f: &mut Frame, v: &FlameView, area: Rect) {
 
 /// The status line of the flame view: the search being typed, else the selection's values,
 /// then `note` (what the last key did).
-pub fn flame_status(v: &FlameView, note: &str) -> Line<'static> {
+pub(crate) fn flame_status(v: &FlameView, note: &str) -> Line<'static> {
     if v.typing {
         return Line::from(vec![
             Span::styled("search frames: ", Style::default().fg(Color::Cyan)),
@@ -188,7 +188,12 @@ pub fn flame_status(v: &FlameView, note: &str) -> Line<'static> {
 }
 
 /// Draw a sandwich in `area`: its title line, callers, then callees.
-pub fn draw_sandwich(f: &mut Frame, v: &SandwichView, area: Rect, page: &std::cell::Cell<usize>) {
+pub(crate) fn draw_sandwich(
+    f: &mut Frame,
+    v: &SandwichView,
+    area: Rect,
+    page: &std::cell::Cell<usize>,
+) {
     let height = area.height as usize;
     page.set(height.saturating_sub(1).max(1));
     let first = v.cursor.saturating_sub(height.saturating_sub(1));
@@ -212,7 +217,7 @@ pub fn draw_sandwich(f: &mut Frame, v: &SandwichView, area: Rect, page: &std::ce
 
 /// Draw the diff view in `area`: the title, the column titles, then a function a line, the
 /// most changed first, red for growth and blue for shrinkage.
-pub fn draw_diff(
+pub(crate) fn draw_diff(
     f: &mut Frame,
     v: &DiffView,
     what: &str,

@@ -7,7 +7,7 @@ use stacks_stream::kinds::{self, Unit};
 use crate::catalog::{self, Column, Origin, quote_ident};
 
 /// Nanoseconds since the Unix epoch.
-pub type Ns = i64;
+pub(crate) type Ns = i64;
 
 /// A half-open time interval `[from, to)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,13 +93,14 @@ pub struct View {
 
 /// The columns of a table query's result after the group columns, in order.
 pub const SAMPLES: &str = "samples";
-pub const THREAD_NS: &str = "thread_ns";
+pub(crate) const THREAD_NS: &str = "thread_ns";
 pub const BYTES: &str = "bytes";
-pub const LAT_N: &str = "lat_n";
-pub const PERCENTILES: [(&str, f64); 3] = [("p50_ns", 0.5), ("p95_ns", 0.95), ("p99_ns", 0.99)];
+pub(crate) const LAT_N: &str = "lat_n";
+pub(crate) const PERCENTILES: [(&str, f64); 3] =
+    [("p50_ns", 0.5), ("p95_ns", 0.95), ("p99_ns", 0.99)];
 /// Latency buckets: `<1µs` (under 2^10 ns), then [2^(k+9), 2^(k+10)) ns for k = 1..=20, then
 /// `≥1s` (2^30 ns): powers of two of ns, the buckets the kernel aggregates IO latencies in.
-pub const BUCKETS: usize = 22;
+pub(crate) const BUCKETS: usize = 22;
 
 /// Which rows a stack tree links to the `wake` rows that ended their waits.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -325,7 +326,7 @@ impl Planner<'_> {
     /// [`Planner::sparkline`] of a `state` view, its thread-ns scaled so that divided by the
     /// bucket's length they are divided by the time the bucket observed
     /// ([`Planner::observed`]).
-    pub fn sparkline_observed(&self, view: &View, start: Ns, bucket_ns: Ns) -> String {
+    pub(crate) fn sparkline_observed(&self, view: &View, start: Ns, bucket_ns: Ns) -> String {
         format!(
             "SELECT s.i, CAST(CAST(s.w AS DOUBLE) * {bucket_ns} / coalesce(o.obs, {bucket_ns}) AS BIGINT) AS w, s.n \
              FROM ({}) s LEFT JOIN ({}) o ON s.i = o.i",
@@ -376,7 +377,7 @@ impl Planner<'_> {
 
     /// The stacks of thread `tid`'s off-CPU intervals in `view`'s window, with their wakers:
     /// one link down a chain of wakers (`w` in the stack tree).
-    pub fn waker_stacks(&self, view: &View, tid: i64) -> String {
+    pub(crate) fn waker_stacks(&self, view: &View, tid: i64) -> String {
         let view = View {
             kind: Some(stacks_stream::kind::SWITCH.to_string()),
             steps: Vec::new(),
@@ -479,7 +480,7 @@ fn mentions(text: &str, name: &str) -> bool {
 }
 
 /// A row's thread-nanoseconds by its kind (null where the kind has none).
-pub fn thread_ns_expr() -> String {
+pub(crate) fn thread_ns_expr() -> String {
     let mut arms = String::new();
     for (k, w) in kinds::shown() {
         if let Some(c) = w.thread_ns {
@@ -490,7 +491,7 @@ pub fn thread_ns_expr() -> String {
 }
 
 /// A row's bytes by its kind (null where `value` is not bytes).
-pub fn bytes_expr() -> String {
+pub(crate) fn bytes_expr() -> String {
     let names: Vec<String> = kinds::shown()
         .filter(|(k, _)| k.unit == Unit::Bytes)
         .map(|(k, _)| catalog::quote_text(k.name))
@@ -499,7 +500,7 @@ pub fn bytes_expr() -> String {
 }
 
 /// The latency bucket of a row (0 to [`BUCKETS`] - 1; null without a latency).
-pub fn latency_bucket_expr() -> String {
+pub(crate) fn latency_bucket_expr() -> String {
     format!(
         "CASE WHEN {l} IS NULL THEN NULL WHEN {l} < 1024 THEN 0 \
          ELSE least(CAST(log2(CAST({l} AS DOUBLE)) AS BIGINT) - 9, {last}) END",
@@ -509,7 +510,7 @@ pub fn latency_bucket_expr() -> String {
 }
 
 /// A row's latency in ns by its kind (null where the kind has none).
-pub fn latency_expr() -> String {
+pub(crate) fn latency_expr() -> String {
     let names: Vec<String> = kinds::shown()
         .filter(|(_, w)| w.latency)
         .map(|(k, _)| catalog::quote_text(k.name))

@@ -17,7 +17,7 @@ pub(crate) fn push_str_literal(buf: &mut String, s: &str) {
 }
 
 /// Nanoseconds as decimal microseconds, `1234.567` (always three fractional digits).
-pub fn micros(ns: i64) -> String {
+pub(crate) fn micros(ns: i64) -> String {
     let sign = if ns < 0 { "-" } else { "" };
     let abs = ns.unsigned_abs();
     format!("{sign}{}.{:03}", abs / 1000, abs % 1000)

@@ -17,8 +17,8 @@ pub mod window;
 
 use stacks_stream::InputStream;
 
-pub use json::micros;
-pub use trace::{IO_LANE, Options, STATE_LANE, Tracer};
+pub(crate) use trace::Tracer;
+pub use trace::{IO_LANE, Options, STATE_LANE};
 pub use window::{Bound, Window};
 
 /// Errors of the conversion. Every message names the input, column, flag or output at fault.

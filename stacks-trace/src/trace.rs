@@ -67,7 +67,7 @@ struct Thread {
 
 /// Writes a trace: create with [`Tracer::new`], feed with [`Tracer::push`], end with
 /// [`Tracer::finish`].
-pub struct Tracer<W: Write> {
+pub(crate) struct Tracer<W: Write> {
     out: W,
     output: String,
     input: String,
@@ -95,7 +95,7 @@ pub struct Tracer<W: Write> {
 
 impl<W: Write> Tracer<W> {
     /// Check `schema` and write the trace header to `out` (`output` names it in errors).
-    pub fn new(
+    pub(crate) fn new(
         schema: &Schema,
         input: &str,
         out: W,
@@ -257,7 +257,7 @@ impl<W: Write> Tracer<W> {
     }
 
     /// Write the events of one batch.
-    pub fn push(&mut self, batch: &RecordBatch) -> Result<(), Error> {
+    pub(crate) fn push(&mut self, batch: &RecordBatch) -> Result<(), Error> {
         let c = Columns::new(batch, &self.layout, &self.input)?;
         if let Some(entries) = c.stack.as_ref().and_then(StackFrames::entries) {
             self.entry_ids.prepare(entries);
@@ -596,7 +596,7 @@ impl<W: Write> Tracer<W> {
 
     /// Close the last on-CPU slices (up to each thread's last row), write the stack frame
     /// table and end the document. Returns the number of trace events written.
-    pub fn finish(mut self) -> Result<u64, Error> {
+    pub(crate) fn finish(mut self) -> Result<u64, Error> {
         let mut tails: Vec<(i64, i64, i64, i64)> = self
             .threads
             .iter()

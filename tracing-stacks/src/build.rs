@@ -16,7 +16,7 @@ pub fn export() {
 }
 
 /// The symbols [`export`] puts in `.dynsym`.
-pub const EXPORTED: [&str; 3] = [
+pub(crate) const EXPORTED: [&str; 3] = [
     "otel_thread_ctx_v1",
     "stacks_tracing_canary",
     "stacks_tracing_abi",

@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 use arrow_array::cast::AsArray;
 use arrow_array::{Array, RecordBatch};
 use arrow_schema::{Schema, SchemaRef};
-use stacks_stream::store;
 use stacks_stream::{meta, stage};
 use stacks_testkit::files::ReadBack;
 use stacks_testkit::{Frame, Row, UFrame};
@@ -154,7 +153,7 @@ pub(crate) fn files(dir: &Path) -> Vec<PathBuf> {
 pub(crate) fn parquet_files(dir: &Path) -> Vec<PathBuf> {
     files(dir)
         .into_iter()
-        .filter(|p| store::file_kind(p) == Some(store::FileKind::Samples))
+        .filter(|p| stacks_store::file_kind(p) == Some(stacks_store::FileKind::Samples))
         .collect()
 }
 
@@ -165,11 +164,11 @@ pub(crate) fn pair_files(dir: &Path) -> Vec<PathBuf> {
     let pairs: Vec<PathBuf> = parquet_files(dir)
         .into_iter()
         .flat_map(|s| {
-            let k = store::stacks_path(&s);
+            let k = stacks_store::stacks_path(&s);
             assert!(k.is_file(), "{}: no stacks file", s.display());
             let mut set = vec![s.clone(), k.clone()];
             if framed(&k) {
-                let f = store::frames_path(&s);
+                let f = stacks_store::frames_path(&s);
                 assert!(f.is_file(), "{}: no frames file", s.display());
                 set.push(f);
             }
@@ -186,7 +185,7 @@ pub(crate) fn pair_files(dir: &Path) -> Vec<PathBuf> {
 pub(crate) fn framed(stacks: &Path) -> bool {
     read_file(stacks)
         .schema
-        .field_with_name(store::frames::FRAME_IDS)
+        .field_with_name(stacks_store::frames::FRAME_IDS)
         .is_ok()
 }
 
@@ -196,7 +195,7 @@ pub(crate) fn framed(stacks: &Path) -> bool {
 fn whole_stacks(path: &Path) -> RecordBatch {
     let stacks = read_file(path);
     let sb = arrow_select::concat::concat_batches(&stacks.schema, &stacks.batches).unwrap();
-    let Ok(ids_at) = sb.schema().index_of(store::frames::FRAME_IDS) else {
+    let Ok(ids_at) = sb.schema().index_of(stacks_store::frames::FRAME_IDS) else {
         let ids = sb
             .column_by_name(stacks_stream::col::STACK_ID)
             .unwrap()
@@ -206,8 +205,8 @@ fn whole_stacks(path: &Path) -> RecordBatch {
         }
         return sb;
     };
-    let frames = read_file(&store::frames_path(path));
-    let lookup = store::frames::FrameLookup::new(&frames.schema, &frames.batches).unwrap();
+    let frames = read_file(&stacks_store::frames_path(path));
+    let lookup = stacks_store::frames::FrameLookup::new(&frames.schema, &frames.batches).unwrap();
     let stack = lookup.assemble(sb.column(ids_at)).unwrap();
     let used: std::collections::HashSet<u32> = sb
         .column(ids_at)
@@ -245,7 +244,7 @@ pub(crate) fn read_file(path: &Path) -> ReadBack {
 /// stacks file of whole stacks).
 pub(crate) fn read_parquet(path: &Path) -> ReadBack {
     let samples = read_file(path);
-    let sb = whole_stacks(&store::stacks_path(path));
+    let sb = whole_stacks(&stacks_store::stacks_path(path));
     let ids = sb
         .column_by_name(stacks_stream::col::STACK_ID)
         .unwrap()

@@ -112,10 +112,10 @@ pub struct EventSpec {
 }
 
 /// The specification used when `-e` is not given.
-pub const DEFAULT_SPEC: &str = "profile:u:99,rss:u:29,switch:uk";
+pub(crate) const DEFAULT_SPEC: &str = "profile:u:99,rss:u:29,switch:uk";
 
 /// Event names this build can record: the registry's recordable kinds.
-pub fn event_names() -> Vec<&'static str> {
+pub(crate) fn event_names() -> Vec<&'static str> {
     stacks_stream::kinds::recordable().map(|k| k.name).collect()
 }
 
@@ -253,7 +253,7 @@ impl EventSpec {
 
     /// Whether any requested event captures kernel stacks (only then are kernel symbols
     /// needed: reading /proc/kallsyms costs ~50 ms of CPU at start).
-    pub fn wants_kernel_stacks(&self) -> bool {
+    pub(crate) fn wants_kernel_stacks(&self) -> bool {
         self.kinds
             .iter()
             .map(|k| k.stacks)

@@ -6,7 +6,7 @@ use stacks_stream::kinds::{PROBE_FORMS, ProbeForm};
 use crate::spec::{SpecError, StackSel};
 
 /// Probes one recording takes at most (`STACKS_MAX_PROBES`).
-pub const MAX_PROBES: usize = 64;
+pub(crate) const MAX_PROBES: usize = 64;
 
 /// What a probe attaches to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -32,7 +32,7 @@ use datafusion::common::{Result, exec_err, plan_err};
 use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility,
 };
-use stacks_stream::store::frames;
+use stacks_store::frames;
 
 const NAME: &str = "as_stack";
 
@@ -105,7 +105,10 @@ fn is_contract_frame(frame: &DataType, named: bool) -> bool {
             .iter()
             .zip(want.iter())
             .all(|(h, w)| h.name() == w.name() && h.data_type() == w.data_type())
-        && (!named || have.last().is_some_and(|f| f.name() == frames::NAME))
+        && (!named
+            || have
+                .last()
+                .is_some_and(|f| f.name() == stacks_stream::frame::NAME))
 }
 
 /// The stack type for frames of type `frame` (a struct): the contract's when `frame` has the

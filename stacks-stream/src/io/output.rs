@@ -40,7 +40,7 @@ pub fn stdout_sink() -> Result<Sink, ContractError> {
 }
 
 /// `path`, created (or truncated).
-pub fn file_sink(path: &Path) -> Result<Sink, ContractError> {
+fn file_sink(path: &Path) -> Result<Sink, ContractError> {
     let name = path.display().to_string();
     let f = File::create(path).map_err(|source| ContractError::Io {
         path: name.clone(),

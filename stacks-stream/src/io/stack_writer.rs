@@ -43,7 +43,7 @@ pub struct StackStreamWriter<W: Write> {
 impl<W: Write> StackStreamWriter<W> {
     /// Whether `schema` suits this writer: it has dictionary columns, and every one is a
     /// top-level stack column whose values hold no dictionary.
-    pub fn suits(schema: &Schema) -> bool {
+    pub(crate) fn suits(schema: &Schema) -> bool {
         let mut any = false;
         for f in schema.fields() {
             match f.data_type() {

@@ -209,7 +209,7 @@ pub fn unit(kind: &str) -> Unit {
 }
 
 /// The `profile` entry's sampling frequency when `-e` names none.
-pub const PROFILE_DEFAULT_HZ: u32 = 99;
+pub(crate) const PROFILE_DEFAULT_HZ: u32 = 99;
 
 /// The CPU sampling period of a `stacks.events` value (the normalized `-e` specification, like
 /// `profile:u:99,switch:uk`): 1e9/HZ, HZ being the `profile` entry's last numeric field

@@ -20,7 +20,7 @@ const MAGIC_120: u32 = 0xffff_fff1;
 const MAGIC_OLD: [u32; 2] = [0xffff_fffb, 0xffff_fffa];
 /// `_PCDATA_InlTreeIndex`, `_FUNCDATA_InlTree` (runtime/symtab.go).
 pub(super) const PCDATA_INL_TREE_INDEX: u32 = 2;
-pub const FUNCDATA_INL_TREE: u32 = 3;
+pub(crate) const FUNCDATA_INL_TREE: u32 = 3;
 /// `_func` fields read, as byte offsets.
 const FUNC_ENTRY: usize = 0;
 const FUNC_NAME: usize = 4;
@@ -221,7 +221,7 @@ impl Table {
     }
 
     /// The name at `off` of the function name table (`_func.nameoff`, `inlinedCall` names).
-    pub fn name_at(&self, off: u32) -> Result<String, GoError> {
+    pub(crate) fn name_at(&self, off: u32) -> Result<String, GoError> {
         cstr(&self.data, self.funcnames + off as usize)
     }
 
@@ -256,7 +256,11 @@ impl Table {
     }
 
     /// The source file and line of `addr` in `f` (the innermost inlined call's position).
-    pub fn file_line(&self, f: &Func, addr: u64) -> Result<(Option<String>, Option<u32>), GoError> {
+    pub(crate) fn file_line(
+        &self,
+        f: &Func,
+        addr: u64,
+    ) -> Result<(Option<String>, Option<u32>), GoError> {
         let pcfile = u32_at(&self.data, f.off + FUNC_PCFILE)?;
         let pcln = u32_at(&self.data, f.off + FUNC_PCLN)?;
         let line = self.pcvalue(f, pcln, addr)?.map(|l| l as u32);
@@ -292,7 +296,7 @@ impl Table {
     }
 
     /// The function's `funcdata` `i`: an offset from `moduledata.gofunc`, if it has one.
-    pub fn funcdata(&self, f: &Func, i: u32) -> Result<Option<u32>, GoError> {
+    pub(crate) fn funcdata(&self, f: &Func, i: u32) -> Result<Option<u32>, GoError> {
         let npcdata = u32_at(&self.data, f.off + FUNC_NPCDATA)? as usize;
         let nfuncdata = *self
             .data
@@ -312,7 +316,7 @@ impl Table {
     }
 
     /// Size of one `inlinedCall` and the offsets of its name and parent pc fields.
-    pub fn inlined_call_layout(&self) -> (usize, usize, usize) {
+    pub(crate) fn inlined_call_layout(&self) -> (usize, usize, usize) {
         match self.version {
             Version::Go118 => (20, 12, 16),
             Version::Go120 => (16, 4, 8),
@@ -320,12 +324,12 @@ impl Table {
     }
 
     /// The pointer size the table was written for.
-    pub fn ptr_size(&self) -> usize {
+    pub(crate) fn ptr_size(&self) -> usize {
         self.ptr_size
     }
 
     /// Offset (from the table start) of the function name table.
-    pub fn funcnames_offset(&self) -> usize {
+    pub(crate) fn funcnames_offset(&self) -> usize {
         self.funcnames
     }
 }

@@ -1,17 +1,26 @@
-//! The store layout stacks-pack writes and stacks-query reads: per rotated file, a *file set*
-//! of three levels: a *samples* file (every column but the stacks, plus `stack_id`), a
-//! *stacks* file (each distinct `stack_id` of those samples once, as the ids of its frames:
-//! `frame_ids`) and a *frames* file (each distinct frame of those stacks once: `frame_id` and
-//! the frame's fields; [`frames`]). The frames file is made visible first, then the stacks
-//! file, then the samples file, so every visible samples file has its stacks and frames.
+//! The stacks store: the Parquet layout stacks-pack writes and stacks-query, stacks-top and
+//! the cluster read, the engine that splits a stream into it, and the object stores it lives
+//! in (`objstore`, with the `object-store` feature). The stream contract it stores (schemas,
+//! columns, metadata) is stacks-stream's.
+//!
+//! The layout: per rotated file, a *file set* of three levels: a *samples* file (every column
+//! but the stacks, plus `stack_id`), a *stacks* file (each distinct `stack_id` of those samples
+//! once, as the ids of its frames: `frame_ids`) and a *frames* file (each distinct frame of
+//! those stacks once: `frame_id` and the frame's fields; [`frames`]). The frames file is made
+//! visible first, then the stacks file, then the samples file, so every visible samples file
+//! has its stacks and frames.
 //!
 //! Earlier layouts are still read: a stacks file without `frame_ids` holds each stack's
 //! frames in full with `folded`, `leaf` and `depth` (and no frames file: the pair layout, and
 //! stores of raw streams, whose stacks are addresses); a `NAME.parquet` holds its stacks
 //! inline in every row (the first layout).
 
+#![warn(unreachable_pub)]
+
 mod distinct;
 pub mod frames;
+#[cfg(feature = "object-store")]
+pub mod objstore;
 mod split;
 
 pub use distinct::DistinctCount;
@@ -23,8 +32,8 @@ use std::sync::Arc;
 
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
-use crate::dict::{is_stack_column, value_type};
-use crate::schema::{col, meta, stack_id_type};
+use stacks_stream::dict::{is_stack_column, value_type};
+use stacks_stream::schema::{col, meta, stack_id_type};
 
 /// How a samples file's name ends.
 pub const SAMPLES_SUFFIX: &str = ".samples.parquet";
@@ -189,7 +198,9 @@ mod tests {
 
     #[test]
     fn the_pair_splits_the_stream_columns() {
-        let stream = crate::dict::encoded_schema(&crate::symbolized_schema(Default::default()));
+        let stream = stacks_stream::dict::encoded_schema(&stacks_stream::symbolized_schema(
+            Default::default(),
+        ));
         let samples = samples_schema(&stream);
         let stacks = stacks_schema(&stream);
         assert!(samples.fields().iter().all(|f| !is_stack_column(f.name())));

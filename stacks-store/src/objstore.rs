@@ -10,7 +10,7 @@ use object_store::{BackoffConfig, ObjectStore, RetryConfig};
 use url::Url;
 
 /// URL schemes of the stores stacks reads and writes.
-pub const SCHEMES: [&str; 7] = ["s3", "s3a", "gs", "az", "abfs", "azure", "file"];
+pub(crate) const SCHEMES: [&str; 7] = ["s3", "s3a", "gs", "az", "abfs", "azure", "file"];
 
 /// Why a store URL cannot be used.
 #[derive(Debug, thiserror::Error)]

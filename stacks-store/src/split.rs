@@ -13,13 +13,13 @@ use arrow_array::cast::AsArray;
 use arrow_array::{Array, ArrayRef, FixedSizeBinaryArray, RecordBatch, UInt32Array};
 use arrow_schema::{ArrowError, DataType, Schema, SchemaRef};
 
-use crate::dict::{Entries, EntryCache, is_stack_column};
-use crate::frames::StackFrames;
-use crate::schema::col;
-use crate::stack_key::{combine, stack_keys};
+use stacks_stream::dict::{Entries, EntryCache, is_stack_column};
+use stacks_stream::frames::StackFrames;
+use stacks_stream::schema::col;
+use stacks_stream::stack_key::{combine, stack_keys};
 
-use super::frames::{Framer, SetParts};
-use super::{DistinctCount, samples_schema, stacks_schema};
+use crate::frames::{Framer, SetParts};
+use crate::{DistinctCount, samples_schema, stacks_schema};
 
 /// A stack id: 128 bits.
 pub type StackId = [u8; 16];
@@ -110,7 +110,7 @@ impl StackSplitter {
         let Ok(field) = stream.field_with_name(col::STACK) else {
             return Ok(None);
         };
-        let Some(framer) = Framer::new(crate::dict::value_type(field.data_type()))? else {
+        let Some(framer) = Framer::new(stacks_stream::dict::value_type(field.data_type()))? else {
             return Ok(None);
         };
         if self.identity != [stream.index_of(col::STACK)?] {
@@ -121,7 +121,8 @@ impl StackSplitter {
     }
 
     /// Bytes the held stacks take (the stacks rows, or the framer's).
-    pub fn held_bytes(&self) -> usize {
+    #[cfg(test)]
+    fn held_bytes(&self) -> usize {
         match &self.framer {
             Some(f) => f.bytes(),
             None => self
@@ -143,7 +144,7 @@ impl StackSplitter {
     }
 
     /// Distinct stacks of the stream so far, and whether the count is an estimate (past
-    /// [`super::distinct::EXACT`]).
+    /// [`crate::distinct::EXACT`]).
     pub fn distinct(&self) -> (u64, bool) {
         self.count.get()
     }
@@ -292,8 +293,8 @@ impl StackSplitter {
     }
 
     /// The held rows of `ids` (each seen by [`Self::split`]), in that order: `stack_id` and
-    /// the stream's stack columns, as [`Self::held_schema`] says.
-    pub fn held_stacks(&self, ids: &[StackId]) -> Result<RecordBatch, ArrowError> {
+    /// the stream's stack columns.
+    pub(crate) fn held_stacks(&self, ids: &[StackId]) -> Result<RecordBatch, ArrowError> {
         if self.framer.is_some() {
             return Err(ArrowError::InvalidArgumentError(
                 "the stacks are held as frames (framed_parts)".into(),
@@ -322,11 +323,6 @@ impl StackSplitter {
                 "the stacks are held whole (held_stacks)".into(),
             )),
         }
-    }
-
-    /// Schema of [`Self::held_stacks`]' rows.
-    pub fn held_schema(&self) -> &SchemaRef {
-        &self.held
     }
 
     /// The stacks rows of `ids` (each seen by [`Self::split`]), in that order, with their
@@ -456,8 +452,8 @@ pub fn summaries(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dict::StackDictionary;
     use arrow_array::Int32Array;
+    use stacks_stream::dict::StackDictionary;
     use stacks_testkit::rows::{Frame, Row, batch};
 
     fn frame(name: &str, addr: u64) -> Frame {
@@ -488,7 +484,7 @@ mod tests {
 
     #[test]
     fn retain_keeps_what_is_live_or_on_its_way() {
-        let schema = Arc::new(crate::symbolized_schema(Default::default()));
+        let schema = Arc::new(stacks_stream::symbolized_schema(Default::default()));
         let mut s = StackSplitter::new(&schema).unwrap();
         let first = s.split(&batch(&schema, &rows())).unwrap();
         let ids = first
@@ -523,7 +519,7 @@ mod tests {
 
     #[test]
     fn a_framed_splitter_holds_frames_once_and_gives_the_sets_files() {
-        let schema = Arc::new(crate::symbolized_schema(Default::default()));
+        let schema = Arc::new(stacks_stream::symbolized_schema(Default::default()));
         let whole = {
             let mut s = StackSplitter::new(&schema).unwrap();
             s.split(&batch(&schema, &rows())).unwrap();
@@ -543,13 +539,15 @@ mod tests {
             ids.value(2).try_into().unwrap(),
         );
         assert!(s.held_stacks(&[a]).is_err(), "held as frames");
-        let fs = crate::store::frames::frames_schema(
-            &crate::dict::value_type(schema.field_with_name(col::STACK).unwrap().data_type())
-                .clone(),
+        let fs = crate::frames::frames_schema(
+            &stacks_stream::dict::value_type(
+                schema.field_with_name(col::STACK).unwrap().data_type(),
+            )
+            .clone(),
             Default::default(),
         )
         .unwrap();
-        let ss = crate::store::frames::framed_stacks_schema(Default::default());
+        let ss = crate::frames::framed_stacks_schema(Default::default());
         let (frames, stacks) = s
             .framed_parts(&[a, b])
             .unwrap()
@@ -578,7 +576,7 @@ mod tests {
 
     #[test]
     fn plain_and_dictionary_input_split_alike() {
-        let schema = Arc::new(crate::symbolized_schema(Default::default()));
+        let schema = Arc::new(stacks_stream::symbolized_schema(Default::default()));
         let plain = batch(&schema, &rows());
         let mut s = StackSplitter::new(&schema).unwrap();
         let samples = s.split(&plain).unwrap();
@@ -621,7 +619,7 @@ mod tests {
             schema.fields().iter().map(|f| f.as_ref().clone()).collect();
         fields[idx] = arrow_schema::Field::new(
             col::STACK,
-            crate::dict::dictionary_type(stack_plain.data_type().clone()),
+            stacks_stream::dict::dictionary_type(stack_plain.data_type().clone()),
             true,
         );
         let enc = Arc::new(Schema::new(fields));
@@ -642,7 +640,7 @@ mod tests {
 
     #[test]
     fn raw_streams_are_keyed_by_their_raw_stacks() {
-        let schema = Arc::new(crate::raw_schema(Default::default()));
+        let schema = Arc::new(stacks_stream::raw_schema(Default::default()));
         let mut r = rows();
         for (i, row) in r.iter_mut().enumerate() {
             row.stack = None;
@@ -663,7 +661,7 @@ mod tests {
 
     #[test]
     fn streams_without_stacks_get_null_ids() {
-        let raw = crate::raw_schema(Default::default());
+        let raw = stacks_stream::raw_schema(Default::default());
         let fields: Vec<arrow_schema::Field> = raw
             .fields()
             .iter()

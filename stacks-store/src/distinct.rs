@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeSet, HashSet};
 
-use super::StackId;
+use crate::StackId;
 
 /// Distinct ids counted exactly.
 pub(super) const EXACT: usize = 1 << 16;
