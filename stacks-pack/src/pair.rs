@@ -241,15 +241,24 @@ impl Pair {
                 // The parts are taken under the lock, the files built after it.
                 let parts = lock(splitter).framed_parts(&ids).map_err(failed(&stacks))?;
                 let set = frames::set_id(stacks_store::base_name(&samples.dest));
-                let (frame_rows, stack_rows) = parts
+                // The frames' rows are written a batch at a time as they are made.
+                let mut written = Ok(());
+                let stack_rows = parts
                     .finish(
                         set,
                         &frames_format.schema,
                         &stacks_format.schema,
                         STACKS_CHUNK,
+                        |rows| {
+                            written = frames.write(&rows);
+                            written.as_ref().map(|_| ()).map_err(|e| {
+                                arrow_schema::ArrowError::ExternalError(e.to_string().into())
+                            })
+                        },
                     )
-                    .map_err(failed(&frames))?;
-                frames.write(&frame_rows)?;
+                    .map_err(failed(&frames));
+                written?;
+                let stack_rows = stack_rows?;
                 for rows in &stack_rows {
                     stacks.write(rows)?;
                 }

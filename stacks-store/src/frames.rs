@@ -147,6 +147,59 @@ mod tests {
         ]
     }
 
+    /// More distinct frames than a batch holds: the frames file's rows come in several
+    /// batches whose ids go on from one to the next, and every stack still comes back.
+    #[test]
+    fn frames_of_many_batches_keep_their_ids_in_row_order() {
+        let n = crate::frames::framer::FRAMES_CHUNK + 10;
+        let rows: Vec<Row> = (0..n)
+            .map(|i| Row {
+                kind: "profile".into(),
+                stack: Some(vec![
+                    frame(&format!("f{i}"), 0x10_0000 + 16 * i as u64, false),
+                    frame("main", 0x1100, false),
+                ]),
+                ..Default::default()
+            })
+            .collect();
+        let (stack, ids) = stacks_of(&rows);
+        let mut framer = Framer::new(stack.data_type()).unwrap().unwrap();
+        framer.add(&ids, &stack).unwrap();
+        let fs = frames_schema(stack.data_type(), Default::default()).unwrap();
+        let ss = framed_stacks_schema(Default::default());
+        let kept: Vec<StackId> = (0..ids.len())
+            .map(|i| ids.value(i).try_into().unwrap())
+            .collect();
+        let mut batches = Vec::new();
+        let out = framer
+            .parts(&kept)
+            .unwrap()
+            .finish(1, &fs, &ss, 4096, |b| {
+                batches.push(b);
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(batches.len(), 2, "{} frames", n + 1);
+        let all = arrow_select::concat::concat_batches(&fs, &batches).unwrap();
+        let frame_ids = all.column(0).as_primitive::<arrow_array::types::UInt32Type>();
+        assert!(
+            frame_ids.values().iter().enumerate().all(|(i, &id)| id as usize == i),
+            "ids in row order across batches"
+        );
+        let lookup = FrameLookup::new(&fs, &batches).unwrap();
+        let mut back = 0;
+        for part in &out {
+            let got = lookup.assemble(part.column(1)).unwrap();
+            let keys = stack_keys(&got, got.len()).unwrap();
+            let pid = part.column(0).as_fixed_size_binary();
+            for i in 0..got.len() {
+                assert_eq!(keys.value(i), pid.value(i), "the same stack");
+                back += 1;
+            }
+        }
+        assert_eq!(back, n);
+    }
+
     #[test]
     fn stacks_come_back_from_their_frames() {
         let rows: Vec<Row> = stacks()
@@ -250,7 +303,7 @@ mod tests {
         let (frames, out) = framer
             .parts(&kept)
             .unwrap()
-            .finish(3, &fs, &ss, 100)
+            .finish_whole(3, &fs, &ss, 100)
             .unwrap();
         let lookup = FrameLookup::new(&fs, std::slice::from_ref(&frames)).unwrap();
         let got = lookup.assemble(out[0].column(1)).unwrap();

@@ -551,7 +551,7 @@ mod tests {
         let (frames, stacks) = s
             .framed_parts(&[a, b])
             .unwrap()
-            .finish(1, &fs, &ss, 10)
+            .finish_whole(1, &fs, &ss, 10)
             .unwrap();
         assert_eq!(frames.num_rows(), 3, "leaf, main, other");
         assert_eq!(stacks[0].num_rows(), 2);
@@ -563,7 +563,7 @@ mod tests {
         let (frames, _) = s
             .framed_parts(&[b])
             .unwrap()
-            .finish(1, &fs, &ss, 10)
+            .finish_whole(1, &fs, &ss, 10)
             .unwrap();
         let f = frames
             .column_by_name("function")

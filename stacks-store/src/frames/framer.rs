@@ -255,8 +255,10 @@ impl Framer {
         })
     }
 
-    /// The files of a set of every stack held: see [`SetParts::finish`].
-    pub fn finish(
+    /// The files of a set of every stack held, the frames in one batch (tests): see
+    /// [`SetParts::finish`].
+    #[cfg(test)]
+    pub(crate) fn finish(
         self,
         set: u64,
         frames_schema: &SchemaRef,
@@ -265,9 +267,12 @@ impl Framer {
     ) -> Result<(RecordBatch, Vec<RecordBatch>), ArrowError> {
         let ids: Vec<StackId> = self.stacks.keys().copied().collect();
         self.parts(&ids)?
-            .finish(set, frames_schema, stacks_schema, chunk)
+            .finish_whole(set, frames_schema, stacks_schema, chunk)
     }
 }
+
+/// Frames per batch of a frames file's rows (see [`SetParts::finish`]).
+pub(crate) const FRAMES_CHUNK: usize = 16 * 1024;
 
 /// The stacks of one file set, as frame indices into the distinct frames they use (row
 /// bytes); see [`Framer::parts`].
@@ -279,15 +284,20 @@ pub struct SetParts {
 }
 
 impl SetParts {
-    /// The frames file's rows (sorted, ids in row order) and the stacks file's rows (sorted
-    /// by frames root first), in batches of at most `chunk` stacks, for file set `set`.
+    /// The frames file's rows (sorted, ids in row order), handed to `frames_out` a batch of
+    /// [`FRAMES_CHUNK`] frames at a time (so that only one batch of them is held as Arrow
+    /// arrays beside the row bytes: converted whole, a minute of a system-wide recording's
+    /// frames took 18.5 MiB at once, the largest part of stacks-pack's peak), then the stacks
+    /// file's rows (sorted by frames root first), in batches of at most `chunk` stacks, for
+    /// file set `set`.
     pub fn finish(
         self,
         set: u64,
         frames_schema: &SchemaRef,
         stacks_schema: &SchemaRef,
         chunk: usize,
-    ) -> Result<(RecordBatch, Vec<RecordBatch>), ArrowError> {
+        mut frames_out: impl FnMut(RecordBatch) -> Result<(), ArrowError>,
+    ) -> Result<Vec<RecordBatch>, ArrowError> {
         // Final ids: the distinct frames in sorted order.
         let mut order: Vec<u32> = (0..self.frames.len() as u32).collect();
         order.sort_unstable_by(|&a, &b| self.frames[a as usize].cmp(&self.frames[b as usize]));
@@ -296,30 +306,10 @@ impl SetParts {
             final_id[provisional as usize] = n as u32;
         }
         let converter = self.format.converter()?;
-        let parser = converter.parser();
-        let sorted = converter.convert_rows(
-            order
-                .iter()
-                .map(|&i| parser.parse(&self.frames[i as usize])),
-        )?;
-        drop(parser);
-        let mut by_field: Vec<Option<ArrayRef>> = vec![None; self.format.fields.len()];
-        for (column, &field) in sorted.into_iter().zip(&self.format.order) {
-            by_field[field] = Some(column);
+        for (k, part) in order.chunks(FRAMES_CHUNK).enumerate() {
+            let first = (k * FRAMES_CHUNK) as u32;
+            frames_out(self.frame_rows(&converter, part, first, set, frames_schema)?)?;
         }
-        let n = order.len();
-        let fields: Vec<ArrayRef> = by_field
-            .into_iter()
-            .map(|c| c.expect("every field converted"))
-            .collect();
-        let rows = StructArray::try_new(self.format.fields.clone(), fields.clone(), None)?;
-        let names = stacks_stream::frames::folded_names(&rows)
-            .map_err(|e| ArrowError::InvalidArgumentError(e.to_string()))?;
-        let mut columns: Vec<ArrayRef> = vec![Arc::new(UInt32Array::from_iter_values(0..n as u32))];
-        columns.extend(fields);
-        columns.push(Arc::new(names));
-        columns.push(Arc::new(arrow_array::UInt64Array::from(vec![set; n])));
-        let frames = RecordBatch::try_new(Arc::clone(frames_schema), columns)?;
 
         let refs: Vec<u32> = self.refs.iter().map(|&p| final_id[p as usize]).collect();
         let slice = |s: &(StackId, Option<(u32, u32)>)| -> &[u32] {
@@ -358,6 +348,60 @@ impl SetParts {
                 ],
             )?);
         }
-        Ok((frames, out))
+        Ok(out)
+    }
+
+    /// The frames file's rows of the frames `part` (provisional ids, in final order), whose
+    /// final ids start at `first`.
+    fn frame_rows(
+        &self,
+        converter: &RowConverter,
+        part: &[u32],
+        first: u32,
+        set: u64,
+        frames_schema: &SchemaRef,
+    ) -> Result<RecordBatch, ArrowError> {
+        let parser = converter.parser();
+        let sorted = converter.convert_rows(
+            part.iter()
+                .map(|&i| parser.parse(&self.frames[i as usize])),
+        )?;
+        drop(parser);
+        let mut by_field: Vec<Option<ArrayRef>> = vec![None; self.format.fields.len()];
+        for (column, &field) in sorted.into_iter().zip(&self.format.order) {
+            by_field[field] = Some(column);
+        }
+        let n = part.len() as u32;
+        let fields: Vec<ArrayRef> = by_field
+            .into_iter()
+            .map(|c| c.expect("every field converted"))
+            .collect();
+        let rows = StructArray::try_new(self.format.fields.clone(), fields.clone(), None)?;
+        let names = stacks_stream::frames::folded_names(&rows)
+            .map_err(|e| ArrowError::InvalidArgumentError(e.to_string()))?;
+        let mut columns: Vec<ArrayRef> =
+            vec![Arc::new(UInt32Array::from_iter_values(first..first + n))];
+        columns.extend(fields);
+        columns.push(Arc::new(names));
+        columns.push(Arc::new(arrow_array::UInt64Array::from(vec![set; n as usize])));
+        RecordBatch::try_new(Arc::clone(frames_schema), columns)
+    }
+
+    /// [`Self::finish`] with the frames file's rows in one batch (tests).
+    #[cfg(test)]
+    pub(crate) fn finish_whole(
+        self,
+        set: u64,
+        frames_schema: &SchemaRef,
+        stacks_schema: &SchemaRef,
+        chunk: usize,
+    ) -> Result<(RecordBatch, Vec<RecordBatch>), ArrowError> {
+        let mut frames = Vec::new();
+        let stacks = self.finish(set, frames_schema, stacks_schema, chunk, |b| {
+            frames.push(b);
+            Ok(())
+        })?;
+        let frames = arrow_select::concat::concat_batches(frames_schema, &frames)?;
+        Ok((frames, stacks))
     }
 }
