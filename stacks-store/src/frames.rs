@@ -181,9 +181,15 @@ mod tests {
             .unwrap();
         assert_eq!(batches.len(), 2, "{} frames", n + 1);
         let all = arrow_select::concat::concat_batches(&fs, &batches).unwrap();
-        let frame_ids = all.column(0).as_primitive::<arrow_array::types::UInt32Type>();
+        let frame_ids = all
+            .column(0)
+            .as_primitive::<arrow_array::types::UInt32Type>();
         assert!(
-            frame_ids.values().iter().enumerate().all(|(i, &id)| id as usize == i),
+            frame_ids
+                .values()
+                .iter()
+                .enumerate()
+                .all(|(i, &id)| id as usize == i),
             "ids in row order across batches"
         );
         let lookup = FrameLookup::new(&fs, &batches).unwrap();

@@ -362,10 +362,8 @@ impl SetParts {
         frames_schema: &SchemaRef,
     ) -> Result<RecordBatch, ArrowError> {
         let parser = converter.parser();
-        let sorted = converter.convert_rows(
-            part.iter()
-                .map(|&i| parser.parse(&self.frames[i as usize])),
-        )?;
+        let sorted =
+            converter.convert_rows(part.iter().map(|&i| parser.parse(&self.frames[i as usize])))?;
         drop(parser);
         let mut by_field: Vec<Option<ArrayRef>> = vec![None; self.format.fields.len()];
         for (column, &field) in sorted.into_iter().zip(&self.format.order) {
@@ -383,7 +381,10 @@ impl SetParts {
             vec![Arc::new(UInt32Array::from_iter_values(first..first + n))];
         columns.extend(fields);
         columns.push(Arc::new(names));
-        columns.push(Arc::new(arrow_array::UInt64Array::from(vec![set; n as usize])));
+        columns.push(Arc::new(arrow_array::UInt64Array::from(vec![
+            set;
+            n as usize
+        ])));
         RecordBatch::try_new(Arc::clone(frames_schema), columns)
     }
 
