@@ -80,10 +80,21 @@ impl Tmux {
 impl Tmux {
     /// [`Self::wait`] for a screen satisfying `ok` whose title line (stacks-top's) says
     /// nothing is being computed: the table and view shown are those of the last key.
+    /// A screen is taken again 300 ms after it first satisfies `ok`, and that one is returned
+    /// if it still does: capture-pane may catch a frame half drawn (under load, a CI run once
+    /// read a table of one row followed by blank lines, its other rows not drawn yet).
     pub fn settled(&self, secs: u64, what: &str, ok: impl Fn(&str) -> bool) -> String {
-        self.wait(secs, what, |s| {
-            ok(s) && !s.lines().next().unwrap_or("").contains("computing")
-        })
+        let done = |s: &str| ok(s) && !s.lines().next().unwrap_or("").contains("computing");
+        let t0 = Instant::now();
+        loop {
+            let left = Duration::from_secs(secs).saturating_sub(t0.elapsed());
+            self.wait(left.as_secs().max(1), what, done);
+            std::thread::sleep(Duration::from_millis(300));
+            let s = self.screen();
+            if done(&s) {
+                return s;
+            }
+        }
     }
 }
 
