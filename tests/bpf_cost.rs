@@ -8,7 +8,7 @@
 //! are left out: the kernel's ORC unwinder alone puts a block submission's near 6 µs, close to
 //! the guard, and is not ours to make cheaper.
 
-use stacks_tests::{bpf_available, bpf_serial, check, scratch, sh};
+use stacks_tests::{bin, bpf_available, bpf_serial, check, scratch, sh};
 
 /// Sets `kernel.bpf_stats_enabled` for its life, then puts back what it was.
 struct BpfStats(String);
@@ -158,7 +158,7 @@ fn a_lagging_reader_is_woken_at_most_once_a_millisecond() {
     std::fs::write(&file, vec![0u8; 64 << 20]).expect("write the file to read");
     // 64-byte reads of a file in the page cache: ~10^5 vfs records a second.
     let err = std::fs::File::create(dir.join("rec.err")).expect("create rec.err");
-    let mut rec = std::process::Command::new("stacks-record")
+    let mut rec = std::process::Command::new(bin("stacks-record"))
         .args(["-e", "vfs:n", "-o", "/dev/null", "--", "dd"])
         .arg(format!("if={}", file.display()))
         .args(["of=/dev/null", "bs=64", "count=1000000"])

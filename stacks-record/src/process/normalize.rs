@@ -137,7 +137,12 @@ impl UserNormalizer {
     pub(crate) fn read_map(&mut self, pid: u32) {
         let fresh = new_normalizer();
         // One lookup fills blazesym's cache of the map (the address itself does not matter).
-        let _ = resolve(&fresh, pid, &[0]);
+        // A process gone by now keeps the map read before, if any: an empty one in its place
+        // would leave every later frame of it unnormalized (records of a busy recording are
+        // converted some time after they were made, often after a short process exited).
+        if resolve(&fresh, pid, &[0]).is_err() {
+            return;
+        }
         let state = self.pids.entry(pid).or_insert_with(|| PidState {
             normalizer: new_normalizer(),
             frames: HashMap::default(),
