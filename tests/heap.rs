@@ -6,7 +6,8 @@
 //! middle of the leak), the same in Rust through tracing-stacks' `SampledAlloc` (stacks-workload
 //! heap-sites), through a `--` command (the preload injected) and through
 //! `-p` of a process started with the preload, and through OpenTelemetry's `otel_memory` probes
-//! fired by a program's own sampler (as a command and under `-p`). A process without the
+//! fired by a program's own sampler (as a command, under `-p`, and from a library the process
+//! loads later). A process without the
 //! preload under `-p` gets one clear warning, and its other events are recorded.
 
 use std::collections::HashMap;
@@ -305,15 +306,12 @@ fn fired(report: &Path) -> u64 {
 }
 
 /// Start `exe` (a sites program) with `env`, waiting for a start file; record it with
-/// `stacks-record -e alloc -p PID` until it exits; symbolize and pack. Its report and store.
+/// `stacks-record -e alloc -p PID` until it exits (without a warning); symbolize and pack. Its
+/// report and store.
 fn record_with_p(dir: &Path, exe: &Path, env: &[(&str, &str)]) -> (PathBuf, PathBuf) {
-    let (rep, start, raw, store) = (
-        dir.join("report.json"),
-        dir.join("start"),
-        dir.join("raw.arrow"),
-        dir.join("store"),
-    );
-    let mut child = std::process::Command::new(exe)
+    let (rep, start) = (dir.join("report.json"), dir.join("start"));
+    let mut program = std::process::Command::new(exe);
+    program
         .args([
             rep.to_str().unwrap(),
             &SMALL.to_string(),
@@ -321,9 +319,18 @@ fn record_with_p(dir: &Path, exe: &Path, env: &[(&str, &str)]) -> (PathBuf, Path
             &BIG.to_string(),
             start.to_str().unwrap(),
         ])
-        .envs(env.iter().copied())
-        .spawn()
-        .expect("start the sites");
+        .envs(env.iter().copied());
+    let (said, store) = record_p(dir, program, &start);
+    assert!(!said.contains("warning"), "{said}");
+    (rep, store)
+}
+
+/// Start `program`, which waits for file `start`; record it with `stacks-record -e alloc -p
+/// PID`, create `start` once the recorder says it records, and record until the program
+/// exits; symbolize and pack into `dir`/store. What the recorder said, and the store.
+fn record_p(dir: &Path, mut program: std::process::Command, start: &Path) -> (String, PathBuf) {
+    let (raw, store) = (dir.join("raw.arrow"), dir.join("store"));
+    let mut child = program.spawn().expect("start the sites");
     let mut recorder = std::process::Command::new(bin("stacks-record"))
         .args(["-e", "alloc", "-p", &child.id().to_string(), "-o"])
         .arg(&raw)
@@ -342,25 +349,71 @@ fn record_with_p(dir: &Path, exe: &Path, env: &[(&str, &str)]) -> (PathBuf, Path
             break;
         }
     }
-    std::fs::write(&start, b"").unwrap();
+    std::fs::write(start, b"").unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
-    while child.try_wait().unwrap().is_none() {
+    let exited = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
         assert!(Instant::now() < deadline, "the sites did not finish");
         std::thread::sleep(Duration::from_millis(20));
-    }
+    };
     // The recorder ends once its pid has exited.
     said.extend(lines.map_while(Result::ok));
     let status = recorder.wait().unwrap();
     let said = said.join("\n");
+    assert!(exited.success(), "the sites: {exited}\n{said}");
     assert!(status.success(), "stacks-record -p: {status}\n{said}");
-    assert!(!said.contains("warning"), "{said}");
     let out = sh(&format!(
         "stacks-symbolize < {} | stacks-pack {}",
         raw.display(),
         store.display()
     ));
     check(&out, "symbolize and pack");
-    (rep, store)
+    (said, store)
+}
+
+/// A sampler in a library the process loads after the recording started (dlopen, as a Python
+/// extension or a plugin is): the recorder finds its `otel_memory` probes when the process maps
+/// it, says so, and the sites are recorded through them (tests/fixtures/heap/otel_dlopen.c
+/// waits for the semaphore a tracer sets before it allocates, so every sample is seen).
+#[test]
+fn a_sampler_in_a_library_loaded_later_is_attached_to() {
+    let test = "a_sampler_in_a_library_loaded_later_is_attached_to";
+    if !bpf_available(test) {
+        return;
+    }
+    let _serial = bpf_serial();
+    let dir = scratch("heap-dlopen");
+    let src = stacks_tests::crate_dir().join("fixtures/heap/otel_sites.c");
+    let lib = dir.join("libotel_sites.so");
+    let out = sh(&format!(
+        "${{CC:-cc}} -O1 -g -fno-omit-frame-pointer -shared -fPIC -Dmain=otel_sites_main -o {} {}",
+        lib.display(),
+        src.display()
+    ));
+    check(&out, "building otel_sites.c as a library");
+    let exe = build_fixture(&dir, "otel_dlopen");
+    let (rep, start) = (dir.join("report.json"), dir.join("start"));
+    let mut program = std::process::Command::new(&exe);
+    program.arg(&lib).arg(&start).arg(&rep).args([
+        SMALL.to_string(),
+        LEAK.to_string(),
+        BIG.to_string(),
+    ]);
+    let (said, store) = record_p(&dir, program, &start);
+    let attached: Vec<&str> = said
+        .lines()
+        .filter(|l| l.contains("attached to the allocation probes of"))
+        .collect();
+    assert_eq!(attached.len(), 1, "{said}");
+    assert!(
+        attached[0].contains("libotel_sites.so") && attached[0].contains("otel_dlopen"),
+        "{said}"
+    );
+    assert!(fired(&rep) > 1000, "the semaphores were set: {said}");
+    check_store(&store, "otel_dlopen", &report(&rep));
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -51,3 +51,27 @@ int on_alloc_free(struct pt_regs *ctx)
 {
 	return alloc_event(ctx, STACKS_ALLOC_FREE);
 }
+
+/* Target processes that mapped something new since user space last looked (tgid -> 1): it
+ * looks at their mapped files again for a sampler's probes, so that a library loaded later
+ * (dlopen: a Python extension, a plugin) or the libraries of a process started during the
+ * recording (`-a`, cgroups) are attached to as well. Every mmap without MAP_FIXED passes here
+ * (a library's segments are placed in such a reservation), anonymous ones too: user space
+ * reads the map of each process marked at most once a second. Full: marked at its next. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u8);
+} alloc_remapped SEC(".maps");
+
+SEC("tp_btf/vm_unmapped_area")
+int BPF_PROG(alloc_new_mapping, unsigned long addr, struct vm_unmapped_area_info *info)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	if (bpf_map_lookup_elem(&alloc_remapped, &tgid) || !current_is_target())
+		return 0;
+	__u8 one = 1;
+	bpf_map_update_elem(&alloc_remapped, &tgid, &one, BPF_NOEXIST);
+	return 0;
+}

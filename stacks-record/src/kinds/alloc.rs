@@ -20,7 +20,7 @@ impl EventKind for Alloc {
     }
 
     fn programs(&self) -> &'static [&'static str] {
-        &["on_alloc", "on_alloc_free"]
+        &["on_alloc", "on_alloc_free", "alloc_new_mapping"]
     }
 
     fn configure(&self, rodata: &mut rodata, on: Option<&KindArgs>) {

@@ -12,7 +12,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Result, bail};
-use libbpf_rs::Link;
+use libbpf_rs::{Link, MapCore as _};
 use stacks_stream::kind;
 
 use crate::kernel::abi::StacksSkel;
@@ -148,7 +148,7 @@ impl AllocProbes {
         if !without.is_empty() {
             let which: Vec<String> = without.iter().map(|&p| describe(p)).collect();
             eprintln!(
-                "stacks-record: warning: -e alloc: {} not started with {LIBRARY} (LD_PRELOAD), without tracing-stacks' SampledAlloc and without OpenTelemetry's otel_memory probes, so no allocations are sampled there; start it with LD_PRELOAD={} or under `stacks-record -e alloc -- CMD`; the other events are recorded",
+                "stacks-record: warning: -e alloc: {} not started with {LIBRARY} (LD_PRELOAD), without tracing-stacks' SampledAlloc and without OpenTelemetry's otel_memory probes, so no allocations are sampled there; start it with LD_PRELOAD={} or under `stacks-record -e alloc -- CMD`; the other events are recorded, and a sampler it loads later is attached to",
                 which.join(", "),
                 self.library
                     .as_ref()
@@ -157,13 +157,59 @@ impl AllocProbes {
         }
     }
 
+    /// The target processes that mapped something since the last look (`alloc_remapped`,
+    /// bpf/kinds/alloc.bpf.h): attach to the probes of the files they map now (a library
+    /// loaded with dlopen, a new process's libraries), saying which. Called about once a
+    /// second.
+    pub(crate) fn look_again(&mut self, skel: &StacksSkel<'_>) {
+        let map = &skel.maps.alloc_remapped;
+        let keys: Vec<Vec<u8>> = map.keys().collect();
+        for key in keys {
+            let _ = map.delete(&key);
+            let Ok(pid) = <[u8; 4]>::try_from(key.as_slice()).map(u32::from_ne_bytes) else {
+                continue;
+            };
+            self.look_at(skel, pid);
+        }
+    }
+
+    /// Attach to the probes of the files process `pid` maps that were not looked at yet.
+    fn look_at(&mut self, skel: &StacksSkel<'_>, pid: u32) {
+        let files: Vec<_> = mapped_files(pid)
+            .into_iter()
+            .filter_map(|f| Some((file_id(&f)?, f)))
+            .collect();
+        let library = self.library.as_deref().and_then(file_id);
+        let preloaded = files.iter().any(|(id, _)| Some(*id) == library);
+        for (id, path) in files {
+            if self.files.contains(&id) || self.without.contains(&id) {
+                continue;
+            }
+            match self.attach_file(skel, &path) {
+                Ok(true) => eprintln!(
+                    "stacks-record: -e alloc: attached to the allocation probes of {} ({} maps it){}",
+                    path.display(),
+                    describe(pid),
+                    if preloaded {
+                        format!(
+                            "; warning: it has {LIBRARY} preloaded too, so what that file's sampler samples is counted twice"
+                        )
+                    } else {
+                        String::new()
+                    }
+                ),
+                Ok(false) => {}
+                Err(e) => eprintln!("stacks-record: warning: -e alloc: pid {pid}: {e:#}"),
+            }
+        }
+    }
+
     /// Attach to the probes of the file at `path`, if it has any (each file is read once);
     /// whether it has.
     fn attach_file(&mut self, skel: &StacksSkel<'_>, path: &Path) -> Result<bool> {
-        let Ok(meta) = std::fs::metadata(path) else {
+        let Some(id) = file_id(path) else {
             return Ok(false);
         };
-        let id = (meta.dev(), meta.ino());
         if self.files.contains(&id) {
             return Ok(true);
         }
@@ -228,6 +274,11 @@ fn providers_in(path: &Path) -> Vec<&'static str> {
         .into_iter()
         .filter(|p| super::notes::file_has_usdt(path, p, Some("alloc")))
         .collect()
+}
+
+/// The (device, inode) of the file at `path`.
+fn file_id(path: &Path) -> Option<(u64, u64)> {
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
 /// Every file process `pid` maps executable (its executable, its libraries), each once

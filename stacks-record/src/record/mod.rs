@@ -176,7 +176,13 @@ pub fn run() -> Result<ExitCode> {
         path_gen,
         rings,
     };
-    let mut child_status = rec.record(&mut out, &mut targets, &target, args.duration)?;
+    let mut child_status = rec.record(
+        &mut out,
+        &mut targets,
+        &target,
+        args.duration,
+        alloc.as_mut(),
+    )?;
 
     // Stop every event source, have the kernel side hand over what it still holds (folded
     // short off-CPU intervals), then take everything still queued in the ring buffer.
@@ -263,6 +269,7 @@ impl Recorder<'_, '_> {
         targets: &mut Targets,
         target: &Target,
         duration: Option<Duration>,
+        mut alloc: Option<&mut probes::alloc::AllocProbes>,
     ) -> Result<Option<u8>> {
         let deadline = duration.map(|d| self.started + d);
         let mut last_flush = Instant::now();
@@ -302,6 +309,9 @@ impl Recorder<'_, '_> {
             if self.rows.len() >= FLUSH_ROWS || last_flush.elapsed() >= FLUSH_EVERY {
                 self.write(out)?;
                 last_flush = Instant::now();
+                if let Some(a) = alloc.as_mut() {
+                    a.look_again(self.skel);
+                }
             }
             if stacks_stream::sys::signal_caught() || deadline.is_some_and(|d| Instant::now() >= d)
             {
