@@ -270,6 +270,12 @@ struct {
 	__type(value, struct stacks_span_proc);
 } span_procs SEC(".maps");
 
+/* Set by user space once it has put a process in span_procs (its entries are added by user
+ * space, and at a fork only where the parent has one): until then no event looks there. A
+ * lookup in a map an event has not touched for a while costs about 1 µs of cache and TLB
+ * misses on this VM (CPU samples at 99 Hz: 5.9 -> 4.8 µs per run without it). */
+volatile __u32 span_procs_any = 0;
+
 /* The span the current task is in, into `out` (span_id 0 when none, or not known): read
  * through the thread pointer from the thread-context record the process published. The
  * process's first read checks the canary; on a mismatch its spans are never read. */
@@ -280,7 +286,7 @@ static __always_inline void read_span(struct stacks_span *out)
 	if (!read_spans)
 		return;
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	struct stacks_span_proc *sp = bpf_map_lookup_elem(&span_procs, &tgid);
+	struct stacks_span_proc *sp = span_procs_any ? bpf_map_lookup_elem(&span_procs, &tgid) : NULL;
 	if (!sp || sp->failed)
 		return;
 #if defined(__TARGET_ARCH_x86)
@@ -368,9 +374,14 @@ _Static_assert(STACKS_UFRAME_SIZE == 32, "a user frame is 4 words");
  * addresses laid out as build-id frames of status BPF_STACK_BUILD_ID_IP after the kernel's `k`
  * frames. The walk stops at a frame pointer that is not on the stack above sp, or does not
  * rise (where the kernel's walk would go on through garbage to 127 frames). Returns the
- * frames, or -errno. */
-static __always_inline long capture_user_ips(struct stacks_event *e, __u32 k)
+ * frames, or -errno.
+ * A global function: the verifier checks its loop once, on its own, instead of once per way
+ * into it in every program (each of the kernel stack's outcomes, each of a file path walk's:
+ * `-e vfs:uk` went past its million instructions). */
+__noinline long capture_user_ips(struct stacks_event *e, __u32 k)
 {
+	if (!e)
+		return -EFAULT;
 	struct task_struct *task = bpf_get_current_task_btf();
 	if (task->flags & PF_KTHREAD_BIT)
 		return -EFAULT;
@@ -379,16 +390,21 @@ static __always_inline long capture_user_ips(struct stacks_event *e, __u32 k)
 		return -EFAULT;
 	if (k > STACKS_MAX_DEPTH)
 		k = STACKS_MAX_DEPTH;
+	barrier_var(k); /* the loop uses the bounded k (a global function's k is any u32) */
 	__u64 ip = r->ip, fp = r->bp, sp = r->sp;
 	__u32 n = 0;
 	for (__u32 i = 0; i < STACKS_MAX_DEPTH; i++) {
 		__u32 at = k + i * 4;
 		if (at + 3 >= FRAMES_WORDS)
 			break;
-		e->frames[at] = BPF_STACK_BUILD_ID_IP;
-		e->frames[at + 1] = 0;
-		e->frames[at + 2] = 0;
-		e->frames[at + 3] = ip;
+		barrier_var(at); /* index with the register just checked */
+		if (at > FRAMES_WORDS - 4)
+			break;
+		__u64 *f = &e->frames[at];
+		f[0] = BPF_STACK_BUILD_ID_IP;
+		f[1] = 0;
+		f[2] = 0;
+		f[3] = ip;
 		n++;
 		if (fp < sp || fp - sp > UWALK_STACK_LIMIT || (fp & 7))
 			break;

@@ -641,6 +641,40 @@ fn all_kinds(name: &str, wrap: &str) -> Recording {
 
 // ---- recorder robustness ------------------------------------------------------------------
 
+/// Every recordable kind at once loads and records with each stack mode: the verifier takes
+/// each program with the stacks asked for, and one it refuses stops the whole recorder
+/// (`-e vfs:uk` and `vfs:dk` went past its million instructions in `vfs_exit`, where the user
+/// frame walk was checked once per way through the file's path walk and the kernel stack).
+#[test]
+fn every_kind_loads_with_every_stack_mode() {
+    let Some(_serial) = bpf_guard("every_kind_loads_with_every_stack_mode") else {
+        return;
+    };
+    for mode in ["n", "u", "k", "uk", "d", "dk"] {
+        let spec: Vec<String> = stacks_stream::kinds::recordable()
+            .map(|k| match k.name {
+                // Wakers' user stacks are frame pointers only (`wake:d` is refused).
+                "wake" if mode.starts_with('d') => "wake:uk".to_string(),
+                name => format!("{name}:{mode}"),
+            })
+            .collect();
+        let spec = spec.join(",");
+        let out = sh(&format!("stacks-record -e {spec} -o /dev/null -- true"));
+        let said = String::from_utf8_lossy(&out.stderr);
+        let gist: Vec<&str> = said
+            .lines()
+            .filter(|l| l.contains("prog '") || l.contains("processed") || l.contains("error"))
+            .take(12)
+            .collect();
+        assert!(
+            out.status.success(),
+            "-e {spec}: {}\n{}",
+            out.status,
+            gist.join("\n")
+        );
+    }
+}
+
 /// Rows of a raw or symbolized stream file by kind, and the lost total.
 fn kind_counts(batches: &[RecordBatch]) -> (std::collections::HashMap<String, i64>, i64) {
     let mut by_kind = std::collections::HashMap::new();

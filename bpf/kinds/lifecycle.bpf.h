@@ -69,7 +69,7 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 		bpf_map_update_elem(&targets, &ctgid, &one, BPF_ANY);
 	}
 	/* The child runs the parent's image: its thread context is where the parent's is. */
-	struct stacks_span_proc *sp = bpf_map_lookup_elem(&span_procs, &ptgid);
+	struct stacks_span_proc *sp = span_procs_any ? bpf_map_lookup_elem(&span_procs, &ptgid) : NULL;
 	if (sp)
 		bpf_map_update_elem(&span_procs, &ctgid, sp, BPF_ANY);
 	struct stacks_event *e = lifecycle(STACKS_EV_FORK, parent);

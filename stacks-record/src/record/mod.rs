@@ -17,6 +17,7 @@ use crate::convert::{Converter, KernelNames};
 use crate::host;
 use crate::kernel::abi::types::stacks_ring as Ring;
 use crate::kernel::event::{Kind, RawEvent};
+use crate::kernel::globals::Global;
 use crate::kernel::load::{self as bpf, AggTables, LoadOptions};
 use crate::kinds;
 use crate::output::rows::RowBuilder;
@@ -29,12 +30,10 @@ use crate::spec::probe::ProbeType;
 
 mod aggregate;
 mod drops;
-mod paths;
 mod targets;
 
 use aggregate::Aggregation;
 use drops::Drops;
-use paths::PathGeneration;
 
 use targets::{Targets, describe, target_pids};
 
@@ -114,7 +113,11 @@ pub fn run() -> Result<ExitCode> {
         probes::configure(open, &spec.probes)
     })?;
     let agg = Aggregation::new(&mut skel);
-    let path_gen = PathGeneration::new(&mut skel);
+    // The path generation of `vfs` records (bpf/kinds/vfs.bpf.h): the kernel sends a file's
+    // walked path once per generation; user space starts a new one when it lets the paths it
+    // kept go (`FileNames`).
+    let path_gen = Global::new(&mut skel, |b| &mut b.path_gen);
+    let span_procs_any = Global::new(&mut skel, |b| &mut b.span_procs_any);
     let rings = describe_rings(&load);
     let tracepoints = bpf::attach_tracepoints(&mut skel)?;
     // A command with USDT probes is held after its exec: its probes are attached then and
@@ -149,7 +152,7 @@ pub fn run() -> Result<ExitCode> {
         conv.hold_until_exec(child.pid, bpf::comm_key(comm.trim_end_matches('\n')));
     }
     conv.python = crate::process::python::Python::new(!args.no_python);
-    let mut spans = Spans::new(!args.no_spans, &spec);
+    let mut spans = Spans::new(!args.no_spans, &spec, span_procs_any);
     targets.go(&skel, &target, &mut spans, alloc.as_mut())?;
     let held = targets.child.as_mut().filter(|_| hold);
     let mut probes_on = probes::Running::start(&skel, &probes, early, held)?;
@@ -255,7 +258,7 @@ struct Recorder<'a, 'obj> {
     spans: Spans,
     started: Instant,
     agg: Option<Aggregation>,
-    path_gen: Option<PathGeneration>,
+    path_gen: Option<Global>,
     /// The ring buffers in use, for the summary.
     rings: String,
 }

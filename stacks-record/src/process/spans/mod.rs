@@ -15,6 +15,7 @@ use libbpf_rs::MapFlags;
 
 use crate::kernel::abi::StacksSkel;
 use crate::kernel::abi::types::stacks_span_proc;
+use crate::kernel::globals::Global;
 use crate::spec::EventSpec;
 use find::{PROVIDER, TlsOffsets, find};
 pub(crate) use labels::{SpanLabel, SpanLabels};
@@ -22,6 +23,8 @@ pub(crate) use labels::{SpanLabel, SpanLabels};
 /// The span labels of a recording: which processes have their spans read, and what was found.
 pub(crate) struct Spans {
     enabled: bool,
+    /// Told once a process is in `span_procs`: until then no event looks there.
+    any: Option<Global>,
     /// `-e span`: attach the enter and exit probes of each executable with them.
     timeline: bool,
     /// The probes attached, by executable.
@@ -45,9 +48,11 @@ pub(crate) struct Spans {
 impl Spans {
     /// The span labels of a recording (`enabled`: not `--no-spans`), with the probes of
     /// `-e span` when `spec` has it.
-    pub(crate) fn new(enabled: bool, spec: &EventSpec) -> Spans {
+    /// `any`: the kernel side's `span_procs_any`, set at the first process handed to it.
+    pub(crate) fn new(enabled: bool, spec: &EventSpec, any: Option<Global>) -> Spans {
         Spans {
             enabled,
+            any,
             timeline: enabled && spec.get(stacks_stream::kind::SPAN).is_some(),
             links: Vec::new(),
             attached: 0,
@@ -102,6 +107,9 @@ impl Spans {
             .update(&pid.to_ne_bytes(), bytes, MapFlags::ANY)
             .is_ok()
         {
+            if let Some(any) = &self.any {
+                any.set(1);
+            }
             self.pending.insert(pid);
             self.labelled.insert(pid);
         }
