@@ -174,6 +174,11 @@ pub(crate) trait EventKind: Sync {
         Effects::default()
     }
 
+    /// Whether its rows are the summary line's samples (`N samples from M processes`).
+    fn samples(&self) -> bool {
+        false
+    }
+
     /// The row of record `e` (one of [`Self::records`]); `None` when it makes none.
     fn decode(&self, e: &RawEvent<'_>, cx: &mut Context<'_>) -> Option<Decoded>;
 
@@ -229,11 +234,31 @@ pub(crate) fn effects(record: RecordKind) -> Effects {
     EFFECTS.get(record.0 as usize).copied().unwrap_or_default()
 }
 
+/// The summary line's samples among rows counted by kind (`by_kind`): the rows of the kinds
+/// whose rows are samples ([`EventKind::samples`]).
+pub(crate) fn samples(by_kind: &std::collections::BTreeMap<&'static str, u64>) -> u64 {
+    ALL.iter()
+        .filter(|k| k.samples())
+        .filter_map(|k| by_kind.get(k.name()))
+        .sum()
+}
+
 /// Whether a kind that goes through `ring` is recorded (then the ring is sized; else it is a
 /// page).
-pub(crate) fn ring_used(ring: Ring, spec: &EventSpec) -> bool {
+fn ring_used(ring: Ring, spec: &EventSpec) -> bool {
     ALL.iter()
         .any(|k| k.ring() == ring && k.programs().iter().any(|p| k.loads(p, spec)))
+}
+
+/// Whether each ring buffer is used ([`ring_used`]), in the order of
+/// `kernel::load::RING_NAMES`.
+pub(crate) fn rings_used(spec: &EventSpec) -> [bool; crate::kernel::load::RINGS] {
+    [
+        Ring::STACKS_RING_SAMPLES,
+        Ring::STACKS_RING_IO,
+        Ring::STACKS_RING_PROBES,
+    ]
+    .map(|r| ring_used(r, spec))
 }
 
 /// The stacks (`STACKS_WANT_*`) the recorded kinds that the kernel aggregates want; `None` when

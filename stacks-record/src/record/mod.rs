@@ -10,12 +10,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use libbpf_rs::RingBufferBuilder;
-use stacks_stream::{OutputStream, kind, open_output_with, raw_schema};
+use stacks_stream::{OutputStream, open_output_with, raw_schema};
 
 use crate::cli::{Args, Target};
 use crate::convert::{Converter, KernelNames};
 use crate::host;
-use crate::kernel::abi::types::stacks_ring as Ring;
 use crate::kernel::event::RawEvent;
 use crate::kernel::load::{self as bpf, AggTables, LoadOptions};
 use crate::kinds::{self, Life};
@@ -95,12 +94,7 @@ pub fn run() -> Result<ExitCode> {
         cgroups: cgroups.iter().map(|c| (c.id, c.level)).collect(),
         follow_forks: !args.no_children,
         ringbuf_bytes: args.ringbuf_mb << 20,
-        rings: [
-            Ring::STACKS_RING_SAMPLES,
-            Ring::STACKS_RING_IO,
-            Ring::STACKS_RING_PROBES,
-        ]
-        .map(|r| kinds::ring_used(r, &spec)),
+        rings: kinds::rings_used(&spec),
         agg: kinds::aggregated_stacks(&spec).map(|want| AggTables {
             entries: AGG_ENTRIES,
             stacks: AGG_STACKS,
@@ -400,7 +394,7 @@ impl Recorder<'_, '_> {
         eprintln!(
             "stacks-record: {} rows: {} samples from {} processes in {:.1}s, {} distinct stacks; {}; events: {}; stack capture errors: {} kernel, {} user; {} user frames not normalized{}",
             written,
-            counts.by_kind.get(kind::PROFILE).copied().unwrap_or(0),
+            kinds::samples(&counts.by_kind),
             counts.pids.len(),
             self.started.elapsed().as_secs_f64(),
             self.rows.distinct_stacks(),
