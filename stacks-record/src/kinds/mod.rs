@@ -415,6 +415,7 @@ mod tests {
 
     #[test]
     fn each_record_has_its_effects_from_one_kind() {
+        let mut said = 0;
         for r in (0..32).map(RecordKind) {
             let saying: Vec<_> = ALL
                 .iter()
@@ -426,8 +427,11 @@ mod tests {
                 saying.iter().map(|k| k.name()).collect::<Vec<_>>()
             );
             let Some(k) = saying.first() else {
+                assert_eq!(effects(r), Effects::default());
                 continue;
             };
+            assert_eq!(effects(r), k.effects(r), "record {r:?}");
+            said += 1;
             // A record decoded into a row is one of its kind's records; one taken otherwise
             // is not (it would be decoded too).
             assert_eq!(
@@ -437,16 +441,7 @@ mod tests {
                 k.name()
             );
         }
-        assert_eq!(effects(RecordKind::STACKS_EV_EXIT).life, Life::Exits);
-        assert_eq!(effects(RecordKind::STACKS_EV_EXEC).life, Life::Execs);
-        assert_eq!(
-            effects(RecordKind::STACKS_EV_SPAN).taken,
-            Taken::SpanTransition
-        );
-        assert_eq!(
-            effects(RecordKind::STACKS_EV_UWINDOW).taken,
-            Taken::StackApart
-        );
+        assert!(said > 0, "no kind says what its records do");
         assert_eq!(effects(RecordKind(1000)), Effects::default());
     }
 
