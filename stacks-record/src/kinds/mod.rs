@@ -94,17 +94,18 @@ pub(crate) enum Life {
     /// Nothing: it goes on.
     #[default]
     Runs,
-    /// It runs a new image (an exec). As it is read, the process's spans are registered and
-    /// its Python state looked at anew; the command held at the gate is let through. Before
-    /// its row's stacks, its records held for its perf map are converted (the map read once
-    /// more), and those waiting for its exit snapshot with what can be read now.
+    /// It runs a new image (an exec). When the reading loop takes it, the process's spans are
+    /// registered and its Python state is forgotten and looked at anew. Converting it lets
+    /// the command held at the gate through; then, before the row's stacks, its records held
+    /// for its perf map are converted (the map read once more), then those waiting for its
+    /// exit snapshot, with what can be read now.
     Execs,
-    /// It ended (an exit). Before it is read, the counting probes' table is drained (their
-    /// hits converted while the process's maps are still known); as it is read, its Python
-    /// state is forgotten. Before its row's stacks, its held records are converted (its perf
-    /// map read once more) and none is held again, then those that waited for its exit
-    /// snapshot; after them, its spans still entered end and its address caches are dropped
-    /// a little later.
+    /// It ended (an exit). Before the reading loop takes it, the counting probes' table is
+    /// drained (their hits converted while the process's maps are still known); when it
+    /// takes it, its Python state is forgotten. Converting it, before the row's stacks: its
+    /// held records are converted (its perf map read once more) and none is held again, then
+    /// those that waited for its exit snapshot; after the stacks, before the row: its spans
+    /// still entered end, and its address caches are dropped a little later.
     Exits,
 }
 
