@@ -11,7 +11,8 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use super::Converter;
-use crate::kernel::event::{Kind, RawEvent};
+use crate::kernel::event::RawEvent;
+use crate::kinds::{self, Life};
 use crate::output::rows::RowBuilder;
 
 /// Bytes of held records at most, over every process.
@@ -68,10 +69,7 @@ impl Converter {
         let Some(w) = self.held.procs.get(&pid) else {
             return false;
         };
-        if w.given_up
-            || e.h.ustack_len <= 0
-            || matches!(e.h.kind, Kind::STACKS_EV_EXIT | Kind::STACKS_EV_EXEC)
-        {
+        if w.given_up || e.h.ustack_len <= 0 || kinds::effects(e.h.kind).life != Life::Runs {
             return false;
         }
         if self.norm.perf_maps.refresh(pid) {

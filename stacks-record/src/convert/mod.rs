@@ -4,11 +4,9 @@
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
-use stacks_stream::kind;
-
 use crate::kernel::event::SAME_STACKS;
-use crate::kernel::event::{Header, Kind, RawEvent, c_bytes, cstr};
-use crate::kinds::{self, Context, Decoded};
+use crate::kernel::event::{Header, RawEvent, c_bytes, cstr};
+use crate::kinds::{self, Context, Decoded, Life, Taken};
 use crate::output::rows::{Row, RowBuilder};
 use crate::output::stack_table::StackRef;
 use crate::probes::ProbeRows;
@@ -77,8 +75,9 @@ pub(crate) struct Counts {
     /// `state` rows whose thread had not run since its previous row: its stacks repeated,
     /// not captured again.
     pub repeated_stacks: u64,
-    /// Probe hits (a counting row stands for many).
-    pub probe_hits: u64,
+    /// Hits of the kinds whose rows may stand for many (a probe's counting row), by kind
+    /// (see `kinds::Effects::hits`).
+    pub hits: BTreeMap<&'static str, u64>,
     /// `alloc` rows whose free will not be seen (libstacks_alloc.so's table was full).
     pub untracked_allocs: u64,
     pub pids: pids::PidSet,
@@ -132,10 +131,11 @@ pub(crate) struct Converter {
     open_spans: OpenSpans,
     /// Block requests' `d` user stacks, sent at submission, by request.
     apart: HashMap<u64, (Rc<[u32]>, UserUnwind), ahash::RandomState>,
-    /// Each thread's stacks in its latest `state` row, for the rows that repeat them, and
+    /// Each thread's stacks in its latest row of a kind that keeps them (`state`:
+    /// `kinds::Effects::latest_stacks`), for the rows that repeat them, and
     /// whether the thread was seen since the stack dictionaries last started over (see
     /// [`restart`]).
-    state_stacks: HashMap<u32, (RowStacks, bool), ahash::RandomState>,
+    latest_stacks: HashMap<u32, (RowStacks, bool), ahash::RandomState>,
     /// The command the recorder starts, until its exec: see [`Converter::hold_until_exec`].
     gate: Option<Gate>,
     offset_ns: i64,
@@ -165,7 +165,7 @@ impl Converter {
             ksym_cache: HashMap::default(),
             sockaddrs: SockAddrs::default(),
             probes: ProbeRows::default(),
-            state_stacks: HashMap::default(),
+            latest_stacks: HashMap::default(),
             apart: HashMap::default(),
             cgroups: CgroupNames::new(),
             spans: SpanLabels::default(),
@@ -184,15 +184,16 @@ impl Converter {
         self.gate = Some(Gate { pid, comm });
     }
 
-    /// Whether a record is of the command's process before its exec (its exec ends that).
-    fn before_exec(&mut self, h: &Header) -> bool {
+    /// Whether a record (its header `h`, saying `life` of its process) is of the command's
+    /// process before its exec (its exec ends that).
+    fn before_exec(&mut self, h: &Header, life: Life) -> bool {
         let Some(gate) = &self.gate else {
             return false;
         };
         if gate.pid != h.pid {
             return false;
         }
-        if h.kind == Kind::STACKS_EV_EXEC {
+        if life == Life::Execs {
             self.gate = None;
             return false;
         }
@@ -201,35 +202,40 @@ impl Converter {
     }
 
     /// Convert one record, appending at most one row (a span's enter appends none: its row is
-    /// appended at its exit, see [`Converter::span_transition`]).
+    /// appended at its exit, see [`Converter::span_transition`]). What its kind says of it
+    /// besides its row (`kinds::Effects`) is done on the way, each at its step.
     pub(crate) fn push(&mut self, e: &RawEvent<'_>, rows: &mut RowBuilder) {
         let h = &e.h;
-        if self.before_exec(h) {
+        let fx = kinds::effects(h.kind);
+        if self.before_exec(h, fx.life) {
             return;
         }
-        if h.kind == Kind::STACKS_EV_SPAN {
-            self.counts.pids.insert(h.pid);
-            self.span_transition(e, rows);
-            return;
-        }
-        if h.kind == Kind::STACKS_EV_UWINDOW {
-            self.user_stack_apart(e);
-            return;
+        match fx.taken {
+            Taken::Row => {}
+            Taken::SpanTransition => {
+                self.counts.pids.insert(h.pid);
+                self.span_transition(e, rows);
+                return;
+            }
+            Taken::StackApart => {
+                self.user_stack_apart(e);
+                return;
+            }
         }
         let Some(Decoded { kind, value, extra }) = self.decode(e) else {
             self.counts.malformed += 1;
             return;
         };
-        if h.kind == Kind::STACKS_EV_PROBE {
-            self.counts.probe_hits += u64::from(h.count);
+        if fx.hits {
+            *self.counts.hits.entry(kind).or_default() += u64::from(h.count);
         }
         self.counts.pids.insert(h.pid);
 
-        if h.kind == Kind::STACKS_EV_EXIT || h.kind == Kind::STACKS_EV_EXEC {
+        if fx.life != Life::Runs {
             // A runtime may write its perf map as it exits (HotSpot's DumpPerfMapAtExit): its
             // held records are converted now, named by the map read once more.
             self.norm.perf_maps.exited(h.pid);
-            self.release(h.pid, rows, h.kind == Kind::STACKS_EV_EXIT);
+            self.release(h.pid, rows, fx.life == Life::Exits);
             // Stacks that waited for the exit snapshot (decoded above) are unwound with it (at
             // an exec, with what can be read then).
             self.release_exit_wait(h.pid, rows);
@@ -243,10 +249,10 @@ impl Converter {
         {
             self.wait_for_perf_map(h.pid);
         }
-        if h.kind == Kind::STACKS_EV_STATE {
-            self.state_stacks.insert(h.tid, (stacks, true));
+        if fx.latest_stacks {
+            self.latest_stacks.insert(h.tid, (stacks, true));
         }
-        if h.kind == Kind::STACKS_EV_EXIT {
+        if fx.life == Life::Exits {
             // Its spans still entered end here; its address caches go a little later
             // (forget_exited): the exit came through the samples ring, and its last IO or
             // probe records may still wait in theirs.
@@ -323,14 +329,14 @@ impl Converter {
         });
     }
 
-    /// The stacks of a `state` record that says they are its thread's previous ones
+    /// The stacks of a record that says they are its thread's previous ones
     /// (`STACKS_SAME_STACKS`: the thread has not run since); `None` for other records.
     fn repeated_stacks(&mut self, h: &Header) -> Option<RowStacks> {
         if h.kstack_len != SAME_STACKS && h.ustack_len != SAME_STACKS {
             return None;
         }
         self.counts.repeated_stacks += 1;
-        let latest = self.state_stacks.get_mut(&h.tid).map(|(s, fresh)| {
+        let latest = self.latest_stacks.get_mut(&h.tid).map(|(s, fresh)| {
             *fresh = true;
             *s
         });
@@ -398,10 +404,8 @@ impl Converter {
         self.counts
             .by_kind
             .iter()
-            .map(|(k, n)| match *k {
-                kind::PROBE if self.counts.probe_hits != *n => {
-                    format!("{k} {n} ({} hits)", self.counts.probe_hits)
-                }
+            .map(|(k, n)| match self.counts.hits.get(k) {
+                Some(hits) if hits != n => format!("{k} {n} ({hits} hits)"),
                 _ => format!("{k} {n}"),
             })
             .collect::<Vec<_>>()

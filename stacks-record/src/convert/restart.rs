@@ -45,7 +45,7 @@ impl Converter {
         rows: &mut RowBuilder,
     ) -> Result<RecordBatch, ArrowError> {
         let pinned: Vec<i32> = self
-            .state_stacks
+            .latest_stacks
             .values()
             .filter(|(_, fresh)| *fresh)
             .map(|(s, _)| s.key)
@@ -61,7 +61,7 @@ impl Converter {
 
     /// The stack dictionaries started over, keeping the entries of `map`.
     fn restarted(&mut self, map: &Renumbered) {
-        self.state_stacks.retain(|_, (s, fresh)| {
+        self.latest_stacks.retain(|_, (s, fresh)| {
             let keep = *fresh && renumber(&mut s.key, map);
             *fresh = false;
             keep

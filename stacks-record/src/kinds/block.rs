@@ -4,7 +4,7 @@
 
 use stacks_stream::kind;
 
-use super::{Context, Decoded, EventKind};
+use super::{Context, Decoded, Effects, EventKind, Taken};
 use crate::kernel::abi::types::{rodata, stacks_block};
 use crate::kernel::event::{BlockOp, Kind as RecordKind, RawEvent, info_members};
 use crate::output::rows::Extra;
@@ -37,6 +37,17 @@ impl EventKind for Block {
 
     fn parts(&self) -> &'static [RecordKind] {
         &[RecordKind::STACKS_EV_UWINDOW]
+    }
+
+    /// A `d` user stack taken at submission is kept for its request's record.
+    fn effects(&self, record: RecordKind) -> Effects {
+        Effects {
+            taken: match record {
+                RecordKind::STACKS_EV_UWINDOW => Taken::StackApart,
+                _ => Taken::Row,
+            },
+            ..Effects::default()
+        }
     }
 
     fn decode(&self, e: &RawEvent<'_>, _: &mut Context<'_>) -> Option<Decoded> {

@@ -4,7 +4,7 @@
 
 use stacks_stream::kind;
 
-use super::{Context, Decoded, EventKind};
+use super::{Context, Decoded, Effects, EventKind, Life};
 use crate::kernel::abi::types::{
     stacks_exec, stacks_exit, stacks_exit_map, stacks_exit_map_what as MapWhat, stacks_fork,
 };
@@ -62,6 +62,19 @@ impl EventKind for Lifecycle {
             RecordKind::STACKS_EV_FORK,
             RecordKind::STACKS_EV_EXIT,
         ]
+    }
+
+    /// An exec starts its process over, an exit ends it (see [`Life`]).
+    fn effects(&self, record: RecordKind) -> Effects {
+        let life = match record {
+            RecordKind::STACKS_EV_EXEC => Life::Execs,
+            RecordKind::STACKS_EV_EXIT => Life::Exits,
+            _ => Life::Runs,
+        };
+        Effects {
+            life,
+            ..Effects::default()
+        }
     }
 
     fn decode(&self, e: &RawEvent<'_>, cx: &mut Context<'_>) -> Option<Decoded> {

@@ -55,6 +55,60 @@ pub(crate) struct Context<'a> {
     pub(crate) untracked_allocs: &'a mut u64,
 }
 
+/// What the recorder does with a record besides decoding it ([`EventKind::effects`]): the
+/// converter (`convert/mod.rs`) and the reading loop (`record/mod.rs`) apply each field at its
+/// step, in the order its field's documentation gives. The default: a row of its own, nothing
+/// else.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
+pub(crate) struct Effects {
+    /// How the converter takes it.
+    pub(crate) taken: Taken,
+    /// What it says of its process's life.
+    pub(crate) life: Life,
+    /// Its stacks are its thread's latest, which the thread's later records may repeat
+    /// (`STACKS_SAME_STACKS`): kept once its stacks are converted, before its row.
+    pub(crate) latest_stacks: bool,
+    /// Its header's count is of hits, a row standing for many: counted when it is decoded,
+    /// and reported beside its kind's rows in the summary when they differ.
+    pub(crate) hits: bool,
+}
+
+/// How the converter takes a record ([`Effects::taken`]).
+#[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
+pub(crate) enum Taken {
+    /// A row of its own, from [`EventKind::decode`].
+    #[default]
+    Row,
+    /// A thread's enter or exit of a `tracing` span: paired into one row for the stay
+    /// (`convert/span_rows.rs`), none decoded.
+    SpanTransition,
+    /// A `d` user stack sent apart from the record it is a part of ([`EventKind::parts`]):
+    /// unwound now and kept for that record (`Converter::user_stack_apart`).
+    StackApart,
+}
+
+/// What a record says of its process's life ([`Effects::life`]), which the recorder's
+/// per-process state follows.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
+pub(crate) enum Life {
+    /// Nothing: it goes on.
+    #[default]
+    Runs,
+    /// It runs a new image (an exec). When the reading loop takes it, the process's spans are
+    /// registered and its Python state is forgotten and looked at anew. Converting it lets
+    /// the command held at the gate through; then, before the row's stacks, its records held
+    /// for its perf map are converted (the map read once more), then those waiting for its
+    /// exit snapshot, with what can be read now.
+    Execs,
+    /// It ended (an exit). Before the reading loop takes it, the counting probes' table is
+    /// drained (their hits converted while the process's maps are still known); when it
+    /// takes it, its Python state is forgotten. Converting it, before the row's stacks: its
+    /// held records are converted (its perf map read once more) and none is held again, then
+    /// those that waited for its exit snapshot; after the stacks, before the row: its spans
+    /// still entered end, and its address caches are dropped a little later.
+    Exits,
+}
+
 /// A kind's own event source (perf events, a sampler thread), running from [`start`] until
 /// [`Sources::stop`].
 pub(crate) trait Source {
@@ -115,6 +169,17 @@ pub(crate) trait EventKind: Sync {
         false
     }
 
+    /// What the recorder does with a record of `record` (one of its records, or a part)
+    /// besides decoding it; by default, nothing ([`Effects::default`]).
+    fn effects(&self, _record: RecordKind) -> Effects {
+        Effects::default()
+    }
+
+    /// Whether its rows are the summary line's samples (`N samples from M processes`).
+    fn samples(&self) -> bool {
+        false
+    }
+
     /// The row of record `e` (one of [`Self::records`]); `None` when it makes none.
     fn decode(&self, e: &RawEvent<'_>, cx: &mut Context<'_>) -> Option<Decoded>;
 
@@ -153,11 +218,48 @@ pub(crate) fn for_record(kind: RecordKind) -> Option<&'static dyn EventKind> {
     ALL.iter().copied().find(|k| k.records().contains(&kind))
 }
 
+/// What the recorder does with records of each kind (`stacks_event_kind`), by its number:
+/// what the one kind that says something of it says ([`EventKind::effects`]).
+static EFFECTS: std::sync::LazyLock<[Effects; 32]> = std::sync::LazyLock::new(|| {
+    std::array::from_fn(|i| {
+        ALL.iter()
+            .map(|k| k.effects(RecordKind(i as u32)))
+            .find(|e| *e != Effects::default())
+            .unwrap_or_default()
+    })
+});
+
+/// What the recorder does with a record of `record` besides decoding it
+/// ([`EventKind::effects`]).
+pub(crate) fn effects(record: RecordKind) -> Effects {
+    EFFECTS.get(record.0 as usize).copied().unwrap_or_default()
+}
+
+/// The summary line's samples among rows counted by kind (`by_kind`): the rows of the kinds
+/// whose rows are samples ([`EventKind::samples`]).
+pub(crate) fn samples(by_kind: &std::collections::BTreeMap<&'static str, u64>) -> u64 {
+    ALL.iter()
+        .filter(|k| k.samples())
+        .filter_map(|k| by_kind.get(k.name()))
+        .sum()
+}
+
 /// Whether a kind that goes through `ring` is recorded (then the ring is sized; else it is a
 /// page).
-pub(crate) fn ring_used(ring: Ring, spec: &EventSpec) -> bool {
+fn ring_used(ring: Ring, spec: &EventSpec) -> bool {
     ALL.iter()
         .any(|k| k.ring() == ring && k.programs().iter().any(|p| k.loads(p, spec)))
+}
+
+/// Whether each ring buffer is used ([`ring_used`]), in the order of
+/// `kernel::load::RING_NAMES`.
+pub(crate) fn rings_used(spec: &EventSpec) -> [bool; crate::kernel::load::RINGS] {
+    [
+        Ring::STACKS_RING_SAMPLES,
+        Ring::STACKS_RING_IO,
+        Ring::STACKS_RING_PROBES,
+    ]
+    .map(|r| ring_used(r, spec))
 }
 
 /// The stacks (`STACKS_WANT_*`) the recorded kinds that the kernel aggregates want; `None` when
@@ -310,6 +412,38 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn each_record_has_its_effects_from_one_kind() {
+        let mut said = 0;
+        for r in (0..32).map(RecordKind) {
+            let saying: Vec<_> = ALL
+                .iter()
+                .filter(|k| k.effects(r) != Effects::default())
+                .collect();
+            assert!(
+                saying.len() <= 1,
+                "several kinds say what record {r:?} does: {:?}",
+                saying.iter().map(|k| k.name()).collect::<Vec<_>>()
+            );
+            let Some(k) = saying.first() else {
+                assert_eq!(effects(r), Effects::default());
+                continue;
+            };
+            assert_eq!(effects(r), k.effects(r), "record {r:?}");
+            said += 1;
+            // A record decoded into a row is one of its kind's records; one taken otherwise
+            // is not (it would be decoded too).
+            assert_eq!(
+                k.effects(r).taken == Taken::Row,
+                k.records().contains(&r),
+                "{} and record {r:?}",
+                k.name()
+            );
+        }
+        assert!(said > 0, "no kind says what its records do");
+        assert_eq!(effects(RecordKind(1000)), Effects::default());
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use stacks_stream::kind;
 
-use super::{Context, Decoded, EventKind};
+use super::{Context, Decoded, Effects, EventKind};
 use crate::kernel::abi::types::stacks_probe;
 use crate::kernel::event::{Kind as RecordKind, RawEvent, info_members};
 use crate::probes::counts::COUNTED;
@@ -50,6 +50,14 @@ impl EventKind for Probe {
 
     fn ring(&self) -> super::Ring {
         super::Ring::STACKS_RING_PROBES
+    }
+
+    /// A counting table's row stands for many hits.
+    fn effects(&self, record: RecordKind) -> Effects {
+        Effects {
+            hits: record == RecordKind::STACKS_EV_PROBE,
+            ..Effects::default()
+        }
     }
 
     /// A probe hit, or a counting-table entry (many hits, no arguments).

@@ -35,6 +35,10 @@ impl EventKind for Profile {
         &[RecordKind::STACKS_EV_PROFILE]
     }
 
+    fn samples(&self) -> bool {
+        true
+    }
+
     fn decode(&self, e: &RawEvent<'_>, _: &mut Context<'_>) -> Option<Decoded> {
         let p: stacks_profile = e.info();
         Some(Decoded {

@@ -4,7 +4,7 @@
 
 use stacks_stream::kind;
 
-use super::{Context, Decoded, EventKind};
+use super::{Context, Decoded, Effects, EventKind, Taken};
 use crate::kernel::abi::types::rodata;
 use crate::kernel::event::{Kind as RecordKind, RawEvent, info_members};
 use crate::spec::KindArgs;
@@ -32,6 +32,18 @@ impl EventKind for Span {
 
     fn ring(&self) -> super::Ring {
         super::Ring::STACKS_RING_PROBES
+    }
+
+    /// Its enter and exit records are paired into rows by the converter (none is in
+    /// [`EventKind::records`]: none decodes alone).
+    fn effects(&self, record: RecordKind) -> Effects {
+        Effects {
+            taken: match record {
+                RecordKind::STACKS_EV_SPAN => Taken::SpanTransition,
+                _ => Taken::Row,
+            },
+            ..Effects::default()
+        }
     }
 
     fn decode(&self, _: &RawEvent<'_>, _: &mut Context<'_>) -> Option<Decoded> {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Result;
 use stacks_stream::{kind, state};
 
-use super::{Context, Decoded, EventKind, Source};
+use super::{Context, Decoded, Effects, EventKind, Source};
 use crate::kernel::abi::StacksSkel;
 use crate::kernel::abi::types::{rodata, stacks_state_sample};
 use crate::kernel::event::{Kind as RecordKind, RawEvent, State as Code, info_members};
@@ -36,6 +36,14 @@ impl EventKind for State {
 
     fn records(&self) -> &'static [RecordKind] {
         &[RecordKind::STACKS_EV_STATE]
+    }
+
+    /// A thread that has not run since its previous row repeats that row's stacks.
+    fn effects(&self, record: RecordKind) -> Effects {
+        Effects {
+            latest_stacks: record == RecordKind::STACKS_EV_STATE,
+            ..Effects::default()
+        }
     }
 
     /// A thread's state at a sampling pass: stands for the sampling period. A call on a

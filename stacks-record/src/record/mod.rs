@@ -10,16 +10,15 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use libbpf_rs::RingBufferBuilder;
-use stacks_stream::{OutputStream, kind, open_output_with, raw_schema};
+use stacks_stream::{OutputStream, open_output_with, raw_schema};
 
 use crate::cli::{Args, Target};
 use crate::convert::{Converter, KernelNames};
 use crate::host;
-use crate::kernel::abi::types::stacks_ring as Ring;
-use crate::kernel::event::{Kind, RawEvent};
+use crate::kernel::event::RawEvent;
 use crate::kernel::globals::Global;
 use crate::kernel::load::{self as bpf, AggTables, LoadOptions};
-use crate::kinds;
+use crate::kinds::{self, Life};
 use crate::output::rows::RowBuilder;
 use crate::probes::{self, ProbeRows};
 use crate::process::cgroups;
@@ -94,12 +93,7 @@ pub fn run() -> Result<ExitCode> {
         cgroups: cgroups.iter().map(|c| (c.id, c.level)).collect(),
         follow_forks: !args.no_children,
         ringbuf_bytes: args.ringbuf_mb << 20,
-        rings: [
-            Ring::STACKS_RING_SAMPLES,
-            Ring::STACKS_RING_IO,
-            Ring::STACKS_RING_PROBES,
-        ]
-        .map(|r| kinds::ring_used(r, &spec)),
+        rings: kinds::rings_used(&spec),
         agg: kinds::aggregated_stacks(&spec).map(|want| AggTables {
             entries: AGG_ENTRIES,
             stacks: AGG_STACKS,
@@ -413,7 +407,7 @@ impl Recorder<'_, '_> {
         eprintln!(
             "stacks-record: {} rows: {} samples from {} processes in {:.1}s, {} distinct stacks; {}; events: {}; stack capture errors: {} kernel, {} user; {} user frames not normalized{}",
             written,
-            counts.by_kind.get(kind::PROFILE).copied().unwrap_or(0),
+            kinds::samples(&counts.by_kind),
             counts.pids.len(),
             self.started.elapsed().as_secs_f64(),
             self.rows.distinct_stacks(),
@@ -533,19 +527,21 @@ fn drain(
     for (i, &(start, len)) in q.spans.iter().enumerate() {
         match RawEvent::from_bytes(&q.bytes[start..start + len]) {
             Ok(e) => {
-                if e.h.kind == Kind::STACKS_EV_EXIT {
+                // What the record says of its process's life (`kinds::Life`).
+                let life = kinds::effects(e.h.kind).life;
+                if life == Life::Exits {
                     // Counted hits of a process are converted while its address maps are
                     // still known: before its exit drops them. (Not before an exec: the hits
                     // counted by then may be of the new image, whose files the exec record
                     // makes known.)
                     drain_counts(skel, conv, rows);
                 }
-                if e.h.kind == Kind::STACKS_EV_EXEC {
+                if life == Life::Execs {
                     // A new image: its spans are read from here if it has a thread context.
                     spans.register(skel, e.h.pid);
                     conv.python.forget(skel, e.h.pid);
                     conv.python.look(skel, e.h.pid);
-                } else if e.h.ustack_len >= 0 && e.h.kind != Kind::STACKS_EV_EXIT {
+                } else if e.h.ustack_len >= 0 && life != Life::Exits {
                     // Any event with a user stack: a process running before the recording
                     // (or whose exec was not seen) is found at its first stacks.
                     conv.python.look(skel, e.h.pid);
@@ -561,7 +557,7 @@ fn drain(
                             no_exit_snapshot(skel, e.h.pid);
                         }
                     }
-                } else if e.h.kind == Kind::STACKS_EV_EXIT {
+                } else if life == Life::Exits {
                     // Its samples came before, through the same ring: its Python state goes.
                     conv.python.forget(skel, e.h.pid);
                 }
