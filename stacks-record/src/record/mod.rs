@@ -107,9 +107,8 @@ pub fn run() -> Result<ExitCode> {
         probes::configure(open, &spec.probes)
     })?;
     let agg = Aggregation::new(&mut skel);
-    // The path generation of `vfs` records (bpf/kinds/vfs.bpf.h): the kernel sends a file's
-    // walked path once per generation; user space starts a new one when it lets the paths it
-    // kept go (`FileNames`).
+    // The path generation of file records: the kernel sends a file's walked path once per
+    // generation; user space starts a new one when it lets the paths it kept go (`FileNames`).
     let path_gen = Global::new(&mut skel, |b| &mut b.path_gen);
     let span_procs_any = Global::new(&mut skel, |b| &mut b.span_procs_any);
     let rings = describe_rings(&load);
