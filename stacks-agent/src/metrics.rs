@@ -63,13 +63,23 @@ pub(crate) fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, Snapshot> {
 /// The text format of `s`.
 pub(crate) fn render(s: &Snapshot) -> String {
     let mut out = String::new();
-    let mut family = |name: &str, kind: &str, help: &str, samples: Vec<(String, f64)>| {
-        let _ = writeln!(out, "# HELP {name} {help}");
-        let _ = writeln!(out, "# TYPE {name} {kind}");
-        for (labels, v) in samples {
-            let _ = writeln!(out, "{name}{labels} {v}");
-        }
-    };
+    stage_families(&mut out, s);
+    pack_families(&mut out, &s.pack);
+    agent_families(&mut out, s);
+    out
+}
+
+/// One metric family: its help, type and samples (labels, value).
+fn family(out: &mut String, name: &str, kind: &str, help: &str, samples: Vec<(String, f64)>) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+    for (labels, v) in samples {
+        let _ = writeln!(out, "{name}{labels} {v}");
+    }
+}
+
+/// The stages' own families: up, restarts, memory, CPU, pipeline starts.
+fn stage_families(out: &mut String, s: &Snapshot) {
     let per_stage = |f: &dyn Fn(&StageMetrics) -> f64| {
         Which::ALL
             .iter()
@@ -82,102 +92,125 @@ pub(crate) fn render(s: &Snapshot) -> String {
             .collect::<Vec<_>>()
     };
     family(
+        out,
         "stacks_agent_stage_up",
         "gauge",
         "Whether the stage's process is running.",
         per_stage(&|m| f64::from(u8::from(m.up))),
     );
     family(
+        out,
         "stacks_agent_stage_restarts_total",
         "counter",
         "Times the stage died and the pipeline was restarted for it.",
         per_stage(&|m| m.restarts as f64),
     );
     family(
+        out,
         "stacks_agent_stage_resident_memory_bytes",
         "gauge",
         "Resident memory of the stage's process.",
         per_stage(&|m| m.rss_bytes as f64),
     );
     family(
+        out,
         "stacks_agent_stage_cpu_seconds_total",
         "counter",
         "User and system CPU time of the stage, every run of it.",
         per_stage(&|m| m.cpu_seconds),
     );
     family(
+        out,
         "stacks_agent_pipeline_starts_total",
         "counter",
         "Times the pipeline was started (the first start included).",
         vec![(String::new(), s.pipeline_starts as f64)],
     );
+}
+
+/// What stacks-pack reported: rows, events and losses by kind or cause, the store.
+fn pack_families(out: &mut String, p: &PackTotals) {
     let labelled = |label: &str, map: &BTreeMap<String, u64>| {
         map.iter()
             .map(|(k, v)| (format!("{{{label}=\"{}\"}}", escape(k)), *v as f64))
             .collect::<Vec<_>>()
     };
-    let p = &s.pack;
     family(
+        out,
         "stacks_rows_total",
         "counter",
         "Rows stored, by kind.",
         labelled("kind", &p.rows),
     );
     family(
+        out,
         "stacks_lost_events_total",
         "counter",
         "Events the recorder could not deliver (its lost rows), by cause.",
         labelled("cause", &p.lost),
     );
     family(
+        out,
         "stacks_events_total",
         "counter",
         "Events the stored rows stand for (their count: several for rows the kernel aggregated, folded or counted), by kind.",
         labelled("kind", &p.events),
     );
     family(
+        out,
         "stacks_stack_capture_errors_total",
         "counter",
         "Rows whose kernel or user stack could not be captured, by stack.",
         labelled("stack", &p.stack_errors),
     );
     family(
+        out,
         "stacks_store_file_sets",
         "gauge",
         "Finished file sets in the store.",
         vec![(String::new(), p.store_sets as f64)],
     );
     family(
+        out,
         "stacks_store_bytes",
         "gauge",
         "Bytes of the finished file sets in the store.",
         vec![(String::new(), p.store_bytes as f64)],
     );
     family(
+        out,
         "stacks_store_written_file_sets_total",
         "counter",
         "File sets written.",
         vec![(String::new(), p.sets_written as f64)],
     );
     family(
+        out,
         "stacks_store_written_bytes_total",
         "counter",
         "Bytes of the file sets written.",
         vec![(String::new(), p.bytes_written as f64)],
     );
     family(
+        out,
         "stacks_store_deleted_file_sets_total",
         "counter",
         "File sets deleted by retention.",
         vec![(String::new(), p.deleted_sets as f64)],
     );
     family(
+        out,
         "stacks_store_deleted_bytes_total",
         "counter",
         "Bytes of the file sets deleted by retention.",
         vec![(String::new(), p.deleted_bytes as f64)],
     );
+}
+
+/// The agent's own: BPF run time, what it records now, its CPU budget.
+fn agent_families(out: &mut String, s: &Snapshot) {
     family(
+        out,
         "stacks_agent_bpf_run_seconds_total",
         "counter",
         "Run time of the recorder's BPF programs (in the threads they ran in), every run.",
@@ -185,6 +218,7 @@ pub(crate) fn render(s: &Snapshot) -> String {
     );
     if !s.events.is_empty() {
         family(
+            out,
             "stacks_agent_recording_info",
             "gauge",
             "What the recorder records now: its -e (the configured one or a budget level's).",
@@ -193,30 +227,35 @@ pub(crate) fn render(s: &Snapshot) -> String {
     }
     if let Some(b) = &s.budget {
         family(
+            out,
             "stacks_agent_budget_cpu_ratio",
             "gauge",
             "The CPU budget, a fraction of the host's CPUs.",
             vec![(String::new(), b.limit_ratio)],
         );
         family(
+            out,
             "stacks_agent_budget_used_cpu_ratio",
             "gauge",
             "CPU of the three stages and the BPF programs over the last 10 s, a fraction of the host's CPUs.",
             vec![(String::new(), b.used_ratio)],
         );
         family(
+            out,
             "stacks_agent_budget_level",
             "gauge",
             "The budget's level taken: 0 records as configured, each level more sheds one more step.",
             vec![(String::new(), b.level as f64)],
         );
         family(
+            out,
             "stacks_agent_budget_levels",
             "gauge",
             "Levels of the budget's ladder for the configured events (the highest level is this minus 1).",
             vec![(String::new(), b.levels as f64)],
         );
         family(
+            out,
             "stacks_agent_budget_changes_total",
             "counter",
             "Budget levels taken: shed (over budget for 10 s) and restore (under budget for a minute).",
@@ -226,7 +265,6 @@ pub(crate) fn render(s: &Snapshot) -> String {
             ],
         );
     }
-    out
 }
 
 /// A label value escaped for the text format.

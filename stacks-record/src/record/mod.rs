@@ -25,6 +25,7 @@ use crate::process::cgroups;
 use crate::process::kallsyms::KernelSymbol;
 use crate::process::kallsyms::KernelSymbols;
 use crate::process::spans::Spans;
+use crate::spec::EventSpec;
 use crate::spec::probe::ProbeType;
 
 mod aggregate;
@@ -87,21 +88,7 @@ pub fn run() -> Result<ExitCode> {
     let mut out = open_output_with(args.output.as_deref(), rows.schema(), true)?;
 
     let mut obj = MaybeUninit::uninit();
-    let load = LoadOptions {
-        all: matches!(target, Target::All { .. }),
-        include_idle: matches!(target, Target::All { idle: true }),
-        cgroups: cgroups.iter().map(|c| (c.id, c.level)).collect(),
-        follow_forks: !args.no_children,
-        ringbuf_bytes: args.ringbuf_mb << 20,
-        rings: kinds::rings_used(&spec),
-        agg: kinds::aggregated_stacks(&spec).map(|want| AggTables {
-            entries: AGG_ENTRIES,
-            stacks: AGG_STACKS,
-            want,
-        }),
-        spans: !args.no_spans,
-        ustack_bytes: args.ustack_bytes,
-    };
+    let load = load_options(&args, &spec, &target, &cgroups);
     let mut skel = bpf::load(&mut obj, &load, |open| {
         kinds::configure(open, &spec)?;
         probes::configure(open, &spec.probes)
@@ -134,17 +121,7 @@ pub fn run() -> Result<ExitCode> {
 
     // Ready to convert before the command runs (reading kernel symbols takes ~50 ms): a
     // short-lived command's memory map must be read while it lives (`d` stacks).
-    let mut conv = Converter::new(
-        offset_ns,
-        spec.wants_kernel_stacks().then(kernel_names).flatten(),
-    );
-    conv.probes = ProbeRows::new(&probes);
-    if let Some(child) = &targets.child {
-        let comm = std::fs::read_to_string(format!("/proc/{}/comm", child.pid))
-            .with_context(|| format!("reading the name of the command's process {}", child.pid))?;
-        conv.hold_until_exec(child.pid, bpf::comm_key(comm.trim_end_matches('\n')));
-    }
-    conv.python = crate::process::python::Python::new(!args.no_python);
+    let conv = converter(&args, &spec, &probes, offset_ns, &targets)?;
     let mut spans = Spans::new(!args.no_spans, &spec, span_procs_any);
     targets.go(&skel, &target, &mut spans, alloc.as_mut())?;
     let held = targets.child.as_mut().filter(|_| hold);
@@ -203,6 +180,53 @@ pub fn run() -> Result<ExitCode> {
     rec.summary(written);
     rec.spans.report();
     Ok(ExitCode::from(child_status.unwrap_or(0)))
+}
+
+/// How the BPF object is loaded for `spec` on `target`.
+fn load_options(
+    args: &Args,
+    spec: &EventSpec,
+    target: &Target,
+    cgroups: &[cgroups::CgroupTarget],
+) -> LoadOptions {
+    LoadOptions {
+        all: matches!(target, Target::All { .. }),
+        include_idle: matches!(target, Target::All { idle: true }),
+        cgroups: cgroups.iter().map(|c| (c.id, c.level)).collect(),
+        follow_forks: !args.no_children,
+        ringbuf_bytes: args.ringbuf_mb << 20,
+        rings: kinds::rings_used(spec),
+        agg: kinds::aggregated_stacks(spec).map(|want| AggTables {
+            entries: AGG_ENTRIES,
+            stacks: AGG_STACKS,
+            want,
+        }),
+        spans: !args.no_spans,
+        ustack_bytes: args.ustack_bytes,
+    }
+}
+
+/// The converter of the recording: kernel names when kernel stacks are asked for, the
+/// counting probes' rows, the command's records held until its exec, Python frames.
+fn converter(
+    args: &Args,
+    spec: &EventSpec,
+    probes: &[probes::attach::Resolved],
+    offset_ns: i64,
+    targets: &Targets,
+) -> Result<Converter> {
+    let mut conv = Converter::new(
+        offset_ns,
+        spec.wants_kernel_stacks().then(kernel_names).flatten(),
+    );
+    conv.probes = ProbeRows::new(probes);
+    if let Some(child) = &targets.child {
+        let comm = std::fs::read_to_string(format!("/proc/{}/comm", child.pid))
+            .with_context(|| format!("reading the name of the command's process {}", child.pid))?;
+        conv.hold_until_exec(child.pid, bpf::comm_key(comm.trim_end_matches('\n')));
+    }
+    conv.python = crate::process::python::Python::new(!args.no_python);
+    Ok(conv)
 }
 
 /// The ring buffers in use and their sizes: `samples 16 MiB, io 16 MiB`.
