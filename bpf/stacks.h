@@ -100,7 +100,7 @@ enum stacks_drop {
 	STACKS_DROP_SWITCH_STORAGE = 17,    /* no task storage for a traced thread switching out */
 	STACKS_DROP_VFS_STORAGE = 19,       /* no task storage at a system call's entry */
 	STACKS_DROP_BLOCK_MAP_FULL = 20,    /* the in-flight block request table was full */
-	STACKS_DROP_RSS_MAP_FULL = 21,      /* the per-process RSS table was full */
+	STACKS_DROP_RSS_MAP_FULL = 21,      /* a per-process or per-thread RSS table was full */
 	/* Not a loss: off-CPU time of switches the tracepoint did not report, accounted from the
 	 * thread's CPU time and switch count (exact; counted for the summary). */
 	STACKS_DROP_END_INFERRED = 22,
@@ -325,9 +325,9 @@ struct stacks_folded {
 };
 
 struct stacks_rss {
-	__u64 growth_bytes;       /* grown since the previous record of this process */
+	__u64 growth_bytes;       /* grown since this thread's previous record of the counter */
 	__u64 resident_bytes;     /* file + anon + shmem now; 0: not read */
-	enum stacks_rss_counter counter; /* the counter of the latest growth */
+	enum stacks_rss_counter counter; /* the counter that grew */
 	__u32 pad;
 };
 
@@ -591,14 +591,20 @@ union stacks_info {
 	struct stacks_exit exit;
 };
 
-/* Per-process RSS accounting (value of the rss_store map). User space reads what is left
- * (growth not yet emitted) at the end of a recording. */
+/* Per-process RSS counters as last seen (value of the rss_store map): the counters belong to
+ * the process (its mm), so growth is measured against what any of its threads saw last. */
 struct rss_state {
 	__s64 last[4];     /* last seen size of each counter (enum stacks_rss_counter), bytes;
 			    * -1: not seen yet */
-	__u64 growth;      /* bytes grown since the last emitted record */
-	__u32 events;      /* growth events since the last emitted record */
-	enum stacks_rss_counter member; /* counter of the latest growth */
+};
+
+/* Per-thread RSS growth not yet emitted, by counter (value of the rss_threads map, key tid).
+ * A thread's exit emits what is left; user space takes the rest at the end of a recording. */
+struct rss_thread {
+	__u64 growth[4];   /* bytes grown since the thread's last record of that counter */
+	__u32 events[4];   /* growth events since then */
+	__u32 tgid;
+	__u32 pad;
 };
 
 /* One user frame as the kernel normalized it (struct bpf_stack_build_id): status 1 = build id

@@ -6,7 +6,7 @@
 /* ---- Process lifecycle -------------------------------------------------------------- */
 
 /* An exit hands over what the off-CPU and RSS kinds still hold for the task (off_cpu_exit,
- * rss_exit: this file is included after theirs). */
+ * rss_thread_exit, rss_exit: this file is included after theirs). */
 
 /* A lifecycle record of task `p` to fill, or NULL. */
 static __always_inline struct stacks_event *lifecycle(enum stacks_event_kind kind,
@@ -201,9 +201,10 @@ static __always_inline int process_exit(void *ctx, struct task_struct *p, bool g
 			 : !trace_all && !bpf_map_lookup_elem(&targets, &tgid))
 		return 0;
 	off_cpu_exit(ctx, p);
+	rss_thread_exit(p);
 	if (!group_dead)
 		return 0;
-	rss_exit(tgid, p);
+	rss_exit(tgid);
 	/* Its `d` stacks may wait for its map: the snapshot goes with the exit record, so the
 	 * recorder has it by the time it learns of the exit. */
 	if (snapshot) {

@@ -6,7 +6,7 @@ use std::rc::Rc;
 
 use crate::kernel::event::SAME_STACKS;
 use crate::kernel::event::{Header, RawEvent, c_bytes, cstr};
-use crate::kinds::{self, Context, Decoded, Life, Taken};
+use crate::kinds::{self, Context, Decoded, Life, Remainder, Taken};
 use crate::output::rows::{Row, RowBuilder};
 use crate::output::stack_table::StackRef;
 use crate::probes::ProbeRows;
@@ -368,25 +368,25 @@ impl Converter {
         kinds::for_record(e.h.kind)?.decode(e, &mut cx)
     }
 
-    /// A row of what the kernel side of a kind still held at the end, for process `tgid` (no
-    /// stacks; `kinds::remainders`).
-    pub(crate) fn push_remainder(
-        &mut self,
-        rows: &mut RowBuilder,
-        time_ns: i64,
-        (tgid, row): (u32, Decoded),
-    ) {
-        let comm = std::fs::read_to_string(format!("/proc/{tgid}/comm"))
-            .map(|s| s.trim_end().to_string())
-            .unwrap_or_default();
+    /// A row of what the kernel side of a kind still held at the end for a thread (no stacks;
+    /// `kinds::remainders`).
+    pub(crate) fn push_remainder(&mut self, rows: &mut RowBuilder, time_ns: i64, rest: Remainder) {
+        let Remainder { pid, tid, row } = rest;
+        let comm = |path: String| {
+            std::fs::read_to_string(path)
+                .map(|s| s.trim_end().to_string())
+                .unwrap_or_default()
+        };
+        let process = comm(format!("/proc/{pid}/comm"));
+        let thread = comm(format!("/proc/{pid}/task/{tid}/comm"));
         *self.counts.by_kind.entry(row.kind).or_default() += 1;
         rows.push(&Row {
             time_ns,
             kind: row.kind,
-            pid: tgid as i32,
-            tid: tgid as i32,
-            comm: &comm,
-            thread: &comm,
+            pid: pid as i32,
+            tid: tid as i32,
+            comm: &process,
+            thread: &thread,
             cgroup: None,
             cpu: -1,
             value: row.value,

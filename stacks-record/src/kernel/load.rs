@@ -8,7 +8,7 @@ use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject};
 
 use super::abi;
-use super::abi::types::rss_state;
+use super::abi::types::rss_thread;
 use super::abi::{OpenStacksSkel, StacksSkel, StacksSkelBuilder};
 
 /// What the BPF side needs to know before load.
@@ -218,23 +218,21 @@ pub(crate) fn flush_pending(skel: &StacksSkel<'_>) -> Result<()> {
     Ok(())
 }
 
-/// Per-process RSS growth not yet emitted (tgid and its `struct rss_state`), taken out of the
+/// Per-thread RSS growth not yet emitted (tid and its `struct rss_thread`), taken out of the
 /// map.
-pub(crate) fn take_rss_remainders(skel: &StacksSkel<'_>) -> Vec<(u32, rss_state)> {
-    let map = &skel.maps.rss_store;
+pub(crate) fn take_rss_remainders(skel: &StacksSkel<'_>) -> Vec<(u32, rss_thread)> {
+    let map = &skel.maps.rss_threads;
     let keys: Vec<Vec<u8>> = map.keys().collect();
     let mut out = Vec::new();
     for k in keys {
         if let Ok(Some(v)) = map.lookup(&k, MapFlags::ANY)
             && let Ok(key) = <[u8; 4]>::try_from(k.as_slice())
-            && v.len() == size_of::<rss_state>()
+            && v.len() == size_of::<rss_thread>()
         {
-            // SAFETY: the value has exactly rss_state's size, and rss_state (generated from
+            // SAFETY: the value has exactly rss_thread's size, and rss_thread (generated from
             // the C struct) is plain integers: every bit pattern is a valid value.
-            let state = unsafe { std::ptr::read_unaligned(v.as_ptr().cast::<rss_state>()) };
-            if state.events > 0 {
-                out.push((u32::from_ne_bytes(key), state));
-            }
+            let state = unsafe { std::ptr::read_unaligned(v.as_ptr().cast::<rss_thread>()) };
+            out.push((u32::from_ne_bytes(key), state));
         }
         let _ = map.delete(&k);
     }

@@ -41,6 +41,14 @@ pub(crate) struct Decoded {
     pub(crate) extra: Extra,
 }
 
+/// What a kind's kernel side still holds for a thread when the recording ends: a row without
+/// stacks.
+pub(crate) struct Remainder {
+    pub(crate) pid: u32,
+    pub(crate) tid: u32,
+    pub(crate) row: Decoded,
+}
+
 /// What decoding a record may read and change: the converter's per-process state.
 pub(crate) struct Context<'a> {
     pub(crate) files: &'a mut FileNames,
@@ -191,8 +199,8 @@ pub(crate) trait EventKind: Sync {
     }
 
     /// What its kernel side still holds when the recording ends, each a row without stacks of
-    /// a process (its pid), taken out of the kernel's tables.
-    fn remainders(&self, _skel: &StacksSkel<'_>) -> Vec<(u32, Decoded)> {
+    /// a thread, taken out of the kernel's tables.
+    fn remainders(&self, _skel: &StacksSkel<'_>) -> Vec<Remainder> {
         Vec::new()
     }
 }
@@ -300,7 +308,7 @@ impl Sources {
 }
 
 /// What every kind's kernel side still holds at the end ([`EventKind::remainders`]).
-pub(crate) fn remainders(skel: &StacksSkel<'_>) -> Vec<(u32, Decoded)> {
+pub(crate) fn remainders(skel: &StacksSkel<'_>) -> Vec<Remainder> {
     ALL.iter().flat_map(|k| k.remainders(skel)).collect()
 }
 

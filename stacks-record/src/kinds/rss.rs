@@ -1,9 +1,10 @@
 //! `rss`: RSS growth (kmem:rss_stat) in the thread whose memory grew, every Nth growth event
-//! per process (bpf/kinds/rss.bpf.h); value = bytes grown since the process's previous row.
+//! of a thread's counter (bpf/kinds/rss.bpf.h); value = bytes that counter grew since the
+//! thread's previous row of it.
 
 use stacks_stream::kind;
 
-use super::{Context, Decoded, EventKind};
+use super::{Context, Decoded, EventKind, Remainder};
 use crate::kernel::abi::StacksSkel;
 use crate::kernel::abi::types::{rodata, stacks_rss};
 use crate::kernel::event::{Kind as RecordKind, RawEvent, RssCounter, info_members};
@@ -54,23 +55,31 @@ impl EventKind for Rss {
         })
     }
 
-    /// Each process's growth since its last row, fewer than every-Nth events.
-    fn remainders(&self, skel: &StacksSkel<'_>) -> Vec<(u32, Decoded)> {
-        bpf::take_rss_remainders(skel)
-            .into_iter()
-            .map(|(tgid, rest)| {
+    /// Each thread's growth of each counter since its last row, fewer than every-Nth events.
+    fn remainders(&self, skel: &StacksSkel<'_>) -> Vec<Remainder> {
+        let mut out = Vec::new();
+        for (tid, rest) in bpf::take_rss_remainders(skel) {
+            for (m, (&growth, &events)) in rest.growth.iter().zip(&rest.events).enumerate() {
+                if events == 0 {
+                    continue;
+                }
                 let row = Decoded {
                     kind: kind::RSS,
-                    value: rest.growth as i64,
+                    value: growth as i64,
                     extra: Extra {
-                        count: Some(i64::from(rest.events)),
-                        op: Some(rss_counter(rest.member)),
+                        count: Some(i64::from(events)),
+                        op: Some(rss_counter(RssCounter(m as u32))),
                         ..Extra::default()
                     },
                 };
-                (tgid, row)
-            })
-            .collect()
+                out.push(Remainder {
+                    pid: rest.tgid,
+                    tid,
+                    row,
+                });
+            }
+        }
+        out
     }
 }
 
