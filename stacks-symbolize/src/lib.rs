@@ -12,6 +12,7 @@ pub mod gopclntab;
 pub mod kernel;
 pub mod layout;
 mod lookup;
+mod recent;
 pub mod resolve;
 pub mod table;
 pub mod transform;

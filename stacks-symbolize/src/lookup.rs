@@ -20,10 +20,10 @@ impl Symbolize {
         let mut kaddrs: Vec<u64> = Vec::new();
         for g in groups {
             match &g.res {
-                Res::User(m, off) if !self.user.contains_key(&(*m, *off)) => {
+                Res::User(m, off) if !self.user.keep(&(*m, *off)) => {
                     per_module.entry(*m).or_default().push(*off)
                 }
-                Res::KSym(s, off) if !self.ksym.contains_key(&(Box::<str>::from(*s), *off)) => {
+                Res::KSym(s, off) if !self.ksym.keep(&(Box::<str>::from(*s), *off)) => {
                     if *off == u64::MAX {
                         // Name only: no lookup needed.
                         self.ksym.insert(
@@ -35,7 +35,7 @@ impl Symbolize {
                         ksyms.push((s.to_string(), *off));
                     }
                 }
-                Res::KAddr(a) if !self.kaddr.contains_key(a) => kaddrs.push(*a),
+                Res::KAddr(a) if !self.kaddr.keep(a) => kaddrs.push(*a),
                 _ => {}
             }
         }
@@ -56,6 +56,9 @@ impl Symbolize {
                 Ok(files) => {
                     let mut look = Vec::with_capacity(offs.len());
                     let mut vaddrs = Vec::with_capacity(offs.len());
+                    // One shared answer for the module's offsets outside its segments (the
+                    // offset is the frame's own column): garbage return addresses are many.
+                    let mut outside: Option<Frames> = None;
                     for o in offs {
                         match files.vaddr(o) {
                             Some(v) => {
@@ -63,17 +66,16 @@ impl Symbolize {
                                 vaddrs.push(v);
                             }
                             None => {
-                                let why = format!(
-                                    "file offset {o:#x} is outside the loaded segments of {}",
-                                    files.symbols.display()
-                                );
-                                self.user.insert(
-                                    (m, o),
+                                let f = outside.get_or_insert_with(|| {
                                     Frames::from(vec![SymFrame::unresolved(
                                         Unresolved::OutsideSegments,
-                                        why,
-                                    )]),
-                                );
+                                        format!(
+                                            "file offset outside the loaded segments of {}",
+                                            files.symbols.display()
+                                        ),
+                                    )])
+                                });
+                                self.user.insert((m, o), f.clone());
                             }
                         }
                     }

@@ -27,7 +27,7 @@ use stacks_stream::dict::StackDictionary;
 
 use columns::StackColumns;
 pub(crate) use group::{Group, Res};
-use memory::FORGET_EVERY;
+use memory::{AGE_EVERY, FORGET_EVERY};
 use stream::{RawStack, StreamState};
 
 /// Entries of the output dictionaries past which they start afresh (a replacement dictionary
@@ -58,8 +58,8 @@ pub const MAX_RESIDENT: u64 = 128 << 20;
 const UNNAMED_MODULE: &str = "(module path not recorded)";
 
 use crate::debuginfo::{Finder, ModuleFiles};
-use crate::fx::FxMap;
 pub use crate::layout::Layout;
+use crate::recent::Recent;
 use crate::resolve::{Frames, Pool};
 
 /// How kernel frames are resolved.
@@ -105,9 +105,15 @@ pub struct Symbolize {
     max_frames: usize,
     max_resident: u64,
     forget_every: std::time::Duration,
-    pub(crate) user: FxMap<(u32, u64), Frames>,
-    pub(crate) ksym: FxMap<(Box<str>, u64), Frames>,
-    pub(crate) kaddr: FxMap<u64, Frames>,
+    /// Frames resolved, by module and file offset, kernel symbol and offset, kernel address:
+    /// what the last [`AGE_EVERY`] or two used.
+    pub(crate) user: Recent<(u32, u64), Frames>,
+    pub(crate) ksym: Recent<(Box<str>, u64), Frames>,
+    pub(crate) kaddr: Recent<u64, Frames>,
+    /// When the resolved frames last aged, and how often they do ([`AGE_EVERY`]; tests
+    /// lower it).
+    aged_at: std::time::Instant,
+    age_every: std::time::Duration,
     /// Threads copying the stack columns of a batch.
     pub(crate) copiers: usize,
     /// The stream's distinct raw stacks and the dictionaries written so far.
@@ -131,9 +137,11 @@ impl Symbolize {
             max_frames: MAX_FRAMES,
             max_resident: MAX_RESIDENT,
             forget_every: FORGET_EVERY,
-            user: FxMap::default(),
-            ksym: FxMap::default(),
-            kaddr: FxMap::default(),
+            user: Recent::default(),
+            ksym: Recent::default(),
+            kaddr: Recent::default(),
+            aged_at: std::time::Instant::now(),
+            age_every: AGE_EVERY,
             copiers: 1,
             stream: StreamState::default(),
             max_stacks: MAX_STACKS,
@@ -155,6 +163,13 @@ impl Symbolize {
     fn forgetting_every_batch(mut self) -> Self {
         self.max_resident = 0;
         self.forget_every = std::time::Duration::ZERO;
+        self
+    }
+
+    /// Age the resolved frames before every batch (tests: results must not change).
+    #[cfg(test)]
+    fn aging_every_batch(mut self) -> Self {
+        self.age_every = std::time::Duration::ZERO;
         self
     }
 
@@ -187,6 +202,7 @@ impl Symbolize {
         stacks_stream::sys::release_free_memory_now_and_then();
         let columns = StackColumns::new(batch, layout)?;
         self.forget_if_over(pool);
+        self.age_now_and_then();
         self.start_over_if_full(&columns, layout);
         let (keys, new) = self.distinct(&columns, layout);
         let grouping = self.group(&columns, &new);
@@ -243,15 +259,24 @@ mod tests {
     /// entries, through an output stream and back: each batch's `stack` dictionary size and
     /// every row's root function.
     fn run(batches: &[Vec<u64>], max: usize) -> (Vec<usize>, Vec<String>) {
-        run_with(batches, max, false).0
+        run_with(batches, max, Forget::No).0
     }
 
     /// As [`run`], forgetting what was resolved before every batch when `forget`; also the
     /// times it was forgotten.
+    /// What a run drops of what it resolved: nothing, everything before every batch, or
+    /// (aging) what the batch before did not use.
+    #[derive(Debug, Clone, Copy)]
+    enum Forget {
+        No,
+        All,
+        Aged,
+    }
+
     fn run_with(
         batches: &[Vec<u64>],
         max: usize,
-        forget: bool,
+        forget: Forget,
     ) -> ((Vec<usize>, Vec<String>), u64) {
         let schema = Arc::new(stacks_stream::raw_schema(Default::default()));
         let layout = Layout::new(&schema, "test", Default::default()).unwrap();
@@ -259,7 +284,7 @@ mod tests {
         static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir = std::env::temp_dir().join(format!(
-            "stacks-sym-max-{}-{max}-{forget}-{run}",
+            "stacks-sym-max-{}-{max}-{forget:?}-{run}",
             std::process::id()
         ));
         let mut forgotten = 0;
@@ -277,9 +302,11 @@ mod tests {
                 fallback: Err("recorded symbols only".into()),
             };
             let mut sym = Symbolize::new(finder, kernel).with_max_stacks(max);
-            if forget {
-                sym = sym.forgetting_every_batch();
-            }
+            sym = match forget {
+                Forget::No => sym,
+                Forget::All => sym.forgetting_every_batch(),
+                Forget::Aged => sym.aging_every_batch(),
+            };
             let mut out =
                 stacks_stream::open_output_with(Some(&path), &layout.output, false).unwrap();
             for rows in batches {
@@ -309,11 +336,14 @@ mod tests {
     #[test]
     fn forgetting_what_was_resolved_changes_no_output() {
         let batches = [vec![1, 2, 3], vec![4, 5, 1], vec![6, 7, 1], vec![6, 2, 2]];
-        let (kept, none) = run_with(&batches, usize::MAX, false);
-        let (forgot, times) = run_with(&batches, usize::MAX, true);
+        let (kept, none) = run_with(&batches, usize::MAX, Forget::No);
+        let (forgot, times) = run_with(&batches, usize::MAX, Forget::All);
         assert_eq!(none, 0);
         assert_eq!(times, 3, "before every batch but the first");
         assert_eq!(forgot, kept);
+        let (aged, times) = run_with(&batches, usize::MAX, Forget::Aged);
+        assert_eq!(times, 0, "aging is not forgetting everything");
+        assert_eq!(aged, kept);
     }
 
     #[test]

@@ -10,7 +10,7 @@ use stacks_stream::Unresolved;
 
 use super::{MAX_MODULE_BYTES, MAX_MODULES, Symbolize};
 use crate::debuginfo::ModuleFiles;
-use crate::fx::FxMap;
+use crate::recent::Recent;
 use crate::resolve::{Frames, Pool, SymFrame};
 
 /// How often the pages of the files the symbolizers map are taken out of the resident set
@@ -18,6 +18,15 @@ use crate::resolve::{Frames, Pool, SymFrame};
 /// it when next needed, and the process's RSS is what it holds itself plus the pages read in
 /// the last seconds, not every page of every binary it read symbols from.
 pub(super) const DROP_FILE_PAGES_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// How often the resolved frames age ([`Recent`]): a frame that no stack used for a whole
+/// period is dropped (and resolved again if it recurs, from the symbolizers' parsed files,
+/// which stay), so they follow the frames of recent stacks. Without it they grew with every
+/// distinct address a host ever sampled (the long tail of large binaries, and the garbage
+/// addresses of frame-pointer walks through code built without them, a new one at nearly
+/// every sample of `/bin/sh`), about 1 MiB a minute on a churning host, until a limit forgot
+/// everything at once.
+pub(crate) const AGE_EVERY: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// Least time between two such starts over, so that a working set larger than the limits is
 /// parsed again once a minute, not at every batch.
@@ -80,12 +89,23 @@ impl Symbolize {
         self.modules = Vec::new();
         self.module_bytes = 0;
         self.forgot_at = Some(std::time::Instant::now());
-        self.user = FxMap::default();
-        self.ksym = FxMap::default();
-        self.kaddr = FxMap::default();
+        self.user = Recent::default();
+        self.ksym = Recent::default();
+        self.kaddr = Recent::default();
         pool.reset();
         self.stats.forgotten += 1;
         stacks_stream::sys::release_free_memory();
+    }
+
+    /// Age the resolved frames every [`AGE_EVERY`].
+    pub(super) fn age_now_and_then(&mut self) {
+        if self.aged_at.elapsed() >= self.age_every {
+            self.user.age();
+            self.ksym.age();
+            self.kaddr.age();
+            self.aged_at = std::time::Instant::now();
+            stacks_stream::sys::release_free_memory();
+        }
     }
 
     /// Take the mapped files' pages out of the resident set every
