@@ -474,9 +474,21 @@ fn agent_keeps_a_bounded_readable_store_restarts_a_killed_stage_and_is_scraped()
             .and_then(|(_, text)| samples(&text).get(name).copied())
             .unwrap_or(0.0)
     };
+    // A set finished after the restart: the restarted pipeline's recorder loads its programs
+    // and the first set takes `--max-age` after that (longer when the stopped recorder took
+    // its grace period to drain a churning host's backlog).
+    let set_after_kill = |killed: Option<SystemTime>| {
+        killed.is_some_and(|k| {
+            store_sets(&store)
+                .1
+                .is_some_and(|n| n > k + Duration::from_secs(2))
+        })
+    };
     while start.elapsed() < Duration::from_secs(SECONDS)
         || killed_at.is_none_or(|k| k.elapsed().unwrap_or_default() < Duration::from_secs(15))
-        || ((metric("stacks_store_deleted_file_sets_total") == 0.0 || reads < 2)
+        || ((metric("stacks_store_deleted_file_sets_total") == 0.0
+            || reads < 2
+            || !set_after_kill(killed_at))
             && start.elapsed() < Duration::from_secs(120))
     {
         std::thread::sleep(Duration::from_secs(2));

@@ -115,7 +115,7 @@ pub struct Args {
     pub retain: Option<Duration>,
 
     /// Delete the oldest file sets, whole, while the directory's finished sets together hold
-    /// more than this (the set being written comes on top)
+    /// more than this, never the newest (the set being written comes on top)
     #[arg(
         long,
         value_name = "SIZE",

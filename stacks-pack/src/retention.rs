@@ -1,6 +1,9 @@
 //! Retention of a directory store (`--retain DURATION`, `--max-total SIZE`): whole file sets
 //! are deleted, oldest first (by the time their samples file was finished), until none is
-//! older than the retention and the finished sets together fit in the total. The set being
+//! older than the retention and the finished sets together fit in the total, except that the
+//! total never takes the newest finished set (a set larger than the total would otherwise
+//! leave the store empty for readers between sets: the store holds at most the total plus
+//! one set). The set being
 //! written is never among them (it is a hidden `.NAME.tmp` until finished). A set is deleted
 //! samples file first, so a reader listing the store never sees a samples file without its
 //! stacks and frames (stacks and frames files left alone are ignored by readers and removed
@@ -141,11 +144,12 @@ pub fn enforce(dir: &Path, policy: &Policy, now: SystemTime) -> Pass {
     };
     let mut pass = Pass::default();
     let mut touched: Vec<PathBuf> = Vec::new();
-    for set in &all {
+    for (i, set) in all.iter().enumerate() {
         let expired = policy
             .retain
             .is_some_and(|r| now.duration_since(set.finished).is_ok_and(|age| age > r));
-        let over = policy.max_total.is_some_and(|m| left.bytes > m);
+        let newest = i + 1 == all.len();
+        let over = !newest && policy.max_total.is_some_and(|m| left.bytes > m);
         if !expired && !over {
             // Oldest first: every later set is younger, and the total already fits.
             break;
@@ -321,11 +325,25 @@ mod tests {
         assert!(describe(&pass, &policy).contains("deleted 2 file set(s) (600 bytes)"));
         // Under the limit: nothing more goes.
         assert_eq!(enforce(&dir, &policy, now).deleted_sets, 0);
+        // A total smaller than a set keeps the newest set: readers never find the store empty.
         let tiny = Policy {
             retain: None,
             max_total: Some(1),
         };
-        assert_eq!(enforce(&dir, &tiny, now).left, Census::default());
+        assert_eq!(
+            enforce(&dir, &tiny, now).left,
+            Census {
+                sets: 1,
+                bytes: 300
+            }
+        );
+        assert_eq!(left(&dir), ["stacks-4"]);
+        // Age still takes it.
+        let aged = Policy {
+            retain: Some(Duration::from_secs(1)),
+            max_total: Some(1),
+        };
+        assert_eq!(enforce(&dir, &aged, now).left, Census::default());
         fs::remove_dir_all(&dir).unwrap();
     }
 }

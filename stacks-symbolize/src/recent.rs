@@ -69,7 +69,10 @@ mod tests {
         c.insert(1, "one");
         c.insert(2, "two");
         c.age();
-        assert_eq!((c.len(), c.get(&1), c.get(&2)), (2, Some(&"one"), Some(&"two")));
+        assert_eq!(
+            (c.len(), c.get(&1), c.get(&2)),
+            (2, Some(&"one"), Some(&"two"))
+        );
         // 1 is used in this period, 2 is not.
         assert!(c.keep(&1));
         c.insert(3, "three");
