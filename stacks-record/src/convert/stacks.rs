@@ -246,12 +246,18 @@ impl Converter {
                         }
                     };
                     let named = module.is_some();
+                    // The kernel takes the file offset from the first mapping that ends above
+                    // the address, without checking that it starts below it: a garbage return
+                    // address in the gap under a mapping (a frame-pointer walk through code
+                    // built without them) wraps below zero. One frame per file stands for all
+                    // of them, not one per garbage address.
+                    let wrapped = *offset > i64::MAX as u64;
                     let frame = self.norm.table.intern(UserFrame {
                         addr: 0,
                         module,
                         build_id: Some(id),
-                        offset: Some(*offset),
-                        error: None,
+                        offset: (!wrapped).then_some(*offset),
+                        error: wrapped.then(|| WRAPPED_OFFSET.to_string()),
                         symbol: None,
                         file: None,
                         line: None,
@@ -286,6 +292,10 @@ impl Converter {
             .collect()
     }
 }
+
+/// The error of a user frame whose kernel-computed file offset wrapped below zero.
+pub(crate) const WRAPPED_OFFSET: &str =
+    "address below its mapping (the kernel's file offset wrapped): a garbage return address";
 
 /// How many leading kernel frames belong to the tracing machinery that ran our BPF program
 /// (the program itself, `bpf_trace_run*`, perf's tracepoint glue): the stack the user cares
@@ -324,5 +334,24 @@ mod tests {
         assert_eq!(tracing_frames(&syms), 2);
         assert_eq!(tracing_frames(&[k("vfs_read"), k("ksys_read")]), 0);
         assert_eq!(tracing_frames(&[]), 0);
+    }
+
+    #[test]
+    fn wrapped_file_offsets_are_one_garbage_frame_per_file() {
+        let mut conv = Converter::new(0, None);
+        let at = |offset| KernelUserFrame::Resolved {
+            build_id: [7; 20],
+            offset,
+        };
+        let ids = conv.user_frames(
+            0,
+            &[at(0x1234), at(0xffff_a9aa_cb33_bfff), at(0xffff_ffff_ffff_f000)],
+        );
+        assert_eq!(ids[1], ids[2], "every wrapped offset of a file is one frame");
+        assert_ne!(ids[0], ids[1]);
+        let (good, bad) = (conv.norm.frame(ids[0]), conv.norm.frame(ids[1]));
+        assert_eq!((good.offset, good.error.as_deref()), (Some(0x1234), None));
+        assert_eq!((bad.offset, bad.error.as_deref()), (None, Some(WRAPPED_OFFSET)));
+        assert_eq!(bad.build_id, good.build_id);
     }
 }
