@@ -345,13 +345,23 @@ mod tests {
         };
         let ids = conv.user_frames(
             0,
-            &[at(0x1234), at(0xffff_a9aa_cb33_bfff), at(0xffff_ffff_ffff_f000)],
+            &[
+                at(0x1234),
+                at(0xffff_a9aa_cb33_bfff),
+                at(0xffff_ffff_ffff_f000),
+            ],
         );
-        assert_eq!(ids[1], ids[2], "every wrapped offset of a file is one frame");
+        assert_eq!(
+            ids[1], ids[2],
+            "every wrapped offset of a file is one frame"
+        );
         assert_ne!(ids[0], ids[1]);
         let (good, bad) = (conv.norm.frame(ids[0]), conv.norm.frame(ids[1]));
         assert_eq!((good.offset, good.error.as_deref()), (Some(0x1234), None));
-        assert_eq!((bad.offset, bad.error.as_deref()), (None, Some(WRAPPED_OFFSET)));
+        assert_eq!(
+            (bad.offset, bad.error.as_deref()),
+            (None, Some(WRAPPED_OFFSET))
+        );
         assert_eq!(bad.build_id, good.build_id);
     }
 }
