@@ -202,11 +202,17 @@ impl UserNormalizer {
             // An address outside the cached map may come from a mapping created after the
             // cache was filled (libraries loaded after the first sample, dlopen, JIT): look
             // those up again in a fresh read of the map while the process lives, and keep that
-            // map if it knew more. At most every RETRY_EVERY, so a process with garbage frames
-            // (broken frame-pointer chains) cannot make us spin on /proc.
+            // map if it knew more. So may one in a file without a build id: the cached map can
+            // name a file unmapped since, whose range new code took (the dynamic loader's
+            // `ld.so.cache`, read while the process started, then JIT code mapped at its
+            // address). At most every RETRY_EVERY, so a process with garbage frames (broken
+            // frame-pointer chains) cannot make us spin on /proc.
+            let stale = |(f, unmapped): &(UserFrame, bool)| {
+                *unmapped || (f.error.is_none() && f.build_id.is_none())
+            };
             let unmapped: Vec<u64> = resolved
                 .iter()
-                .filter(|(_, unmapped)| *unmapped)
+                .filter(|r| stale(r))
                 .map(|(f, _)| f.addr)
                 .collect();
             let may_retry = state.retried.is_none_or(|t| t.elapsed() > RETRY_EVERY);
@@ -221,7 +227,7 @@ impl UserNormalizer {
                 if again.values().any(|(_, unmapped)| !unmapped) {
                     state.normalizer = fresh;
                 }
-                for r in resolved.iter_mut().filter(|(_, unmapped)| *unmapped) {
+                for r in resolved.iter_mut().filter(|r| stale(r)) {
                     if let Some(a) = again.get(&r.0.addr) {
                         *r = a.clone();
                     }
@@ -524,6 +530,57 @@ mod tests {
         unsafe { libc::munmap(addr, 4096) };
         assert_eq!(f[0].error, None, "{f:?}");
         assert_eq!(f[0].offset, Some(16));
+    }
+
+    #[test]
+    fn code_mapped_where_a_file_without_build_id_was_is_found() {
+        // As the dynamic loader's `ld.so.cache`: a file that is no ELF object, mapped while the
+        // cache is filled, then unmapped and its range taken by anonymous (JIT) code.
+        let pid = std::process::id();
+        let path = std::env::temp_dir().join(format!("stacks-norm-cache-{pid}"));
+        std::fs::write(&path, vec![7u8; 8192]).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        let at = 0x5b5b_0000_0000usize as *mut libc::c_void;
+        // SAFETY: a fresh private read-only mapping of our own file, unmapped below.
+        let addr = unsafe {
+            libc::mmap(
+                at,
+                8192,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE | libc::MAP_FIXED_NOREPLACE,
+                std::os::fd::AsRawFd::as_raw_fd(&file),
+                0,
+            )
+        };
+        assert_eq!(addr, at);
+        let mut n = UserNormalizer::default();
+        let first = n.normalize(pid, &[addr as u64 + 16], &mut ExitMaps::default())[0];
+        let first = n.frame(first).clone();
+        // SAFETY: our mapping above is replaced by an anonymous one of the same range.
+        let anon = unsafe {
+            libc::munmap(addr, 8192);
+            libc::mmap(
+                at,
+                8192,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE,
+                -1,
+                0,
+            )
+        };
+        std::thread::sleep(RETRY_EVERY);
+        let later = n.normalize(pid, &[anon as u64 + 32], &mut ExitMaps::default())[0];
+        let later = n.frame(later).clone();
+        // SAFETY: unmapping what we mapped above.
+        unsafe { libc::munmap(anon, 8192) };
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(anon, at);
+        assert_eq!(
+            (first.build_id.as_deref(), first.offset),
+            (None, Some(16)),
+            "{first:?}"
+        );
+        assert_eq!(later.error.as_deref(), Some(ANONYMOUS), "{later:?}");
     }
 
     #[test]
