@@ -122,6 +122,20 @@ pub fn release_free_memory() {
     }
 }
 
+/// Have every allocation of 128 KiB or more mapped on its own and unmapped when freed
+/// (glibc's `M_MMAP_THRESHOLD`, fixed). glibc otherwise raises that threshold up to 32 MiB
+/// each time such a block is freed, after which a stage's large buffers (Arrow batches, their
+/// columns) come from the heap: freed, they stay resident until a trim, next to the next
+/// batch's, and a long-running stage's peaks carry several batches' worth. Setting the
+/// threshold turns that adjustment off. Call it once, first thing.
+pub fn map_large_allocations() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes the allocator's parameters; no pointer is involved.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 << 10);
+    }
+}
+
 /// [`release_free_memory`] at most once a second, for a streaming stage to call per batch.
 /// glibc gives a thread arena's pages back only from its top, so freed batches in the middle
 /// stay resident: stacks-pack, whose live heap peaked at 17 MiB, held 57 MiB in its reading

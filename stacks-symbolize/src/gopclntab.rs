@@ -151,6 +151,11 @@ pub(crate) struct Cache {
 }
 
 impl Cache {
+    /// Drop what was read of `file`.
+    pub(crate) fn forget(&mut self, file: &Path) {
+        self.files.remove(file);
+    }
+
     /// Name the frames of `out` (one per address of `addrs` in `file`) that blazesym left
     /// unnamed, from the file's Go tables when it is a Go binary without a symbol table.
     /// Frames no Go function holds stay unresolved, their error saying why.

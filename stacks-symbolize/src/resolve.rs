@@ -2,12 +2,13 @@
 //! keeps every parsed file); a [`Pool`] runs one worker per thread and spreads a batch's
 //! distinct lookups over them.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender, channel};
 
 use blazesym::inspect::Inspector;
+use blazesym::symbolize::evict::{self, Evict};
 use blazesym::symbolize::source::{Elf, Kernel, Source};
 use blazesym::symbolize::{CodeInfo, Input, Symbolized, Symbolizer};
 use blazesym::{MaybeDefault, inspect};
@@ -182,6 +183,10 @@ pub struct Worker {
     opts: Options,
     /// Stripped Go binaries' own tables, for the addresses blazesym cannot name.
     go: crate::gopclntab::Cache,
+    /// The files read in this period, and those read in the one before and not since: what
+    /// [`Worker::age`] keeps and drops.
+    read_now: HashSet<PathBuf>,
+    read_before: HashSet<PathBuf>,
 }
 
 impl Worker {
@@ -196,11 +201,34 @@ impl Worker {
             inspector: Inspector::new(),
             opts,
             go: crate::gopclntab::Cache::default(),
+            read_now: HashSet::new(),
+            read_before: HashSet::new(),
         }
+    }
+
+    /// A period ends: the files this worker was given no job for in the whole period before
+    /// are dropped from its symbolizer (their parsed symbols and debug information, and the
+    /// mapping), and returned. What it parsed otherwise stays for as long as it runs: a host
+    /// that ran a program once (a build, a tool) kept its debug information for good.
+    pub fn age(&mut self) -> Vec<PathBuf> {
+        let stale = std::mem::replace(&mut self.read_before, std::mem::take(&mut self.read_now));
+        for file in &stale {
+            // Best effort by blazesym's word; nothing cached for the file is no error.
+            let _ = self.symbolizer.evict(&Evict::Elf(evict::Elf::new(file)));
+            self.go.forget(file);
+        }
+        stale.into_iter().collect()
     }
 
     /// Frames for every input of `job`, in order.
     pub fn run(&mut self, job: &Job) -> Vec<Vec<SymFrame>> {
+        if !matches!(job, Job::Kallsyms { .. }) {
+            let file = job.file();
+            self.read_before.remove(file);
+            if !self.read_now.contains(file) {
+                self.read_now.insert(file.clone());
+            }
+        }
         match job {
             Job::Elf { file, addrs } => {
                 let src = Source::Elf(Elf::new(file));
@@ -289,6 +317,8 @@ enum Msg {
     Reset,
     /// Say so once everything sent before was handled (see [`Pool::while_idle`]).
     Idle(Sender<()>),
+    /// A period ends ([`Worker::age`]): answer with the files dropped.
+    Age(Sender<Vec<PathBuf>>),
 }
 
 /// Worker threads, one `Symbolizer` each, living as long as the scope they were started in.
@@ -334,6 +364,9 @@ impl Pool {
                         Msg::Idle(ack) => {
                             let _ = ack.send(());
                         }
+                        Msg::Age(answer) => {
+                            let _ = answer.send(w.age());
+                        }
                     }
                 }
             });
@@ -374,6 +407,26 @@ impl Pool {
             let _ = acks.recv();
         }
         f()
+    }
+
+    /// A period ends for every worker ([`Worker::age`]): each drops the files it was given no
+    /// job for in the whole period before, and a file no worker holds any longer goes to the
+    /// least loaded one when next read. Returns the files dropped.
+    pub fn age(&self) -> usize {
+        let mut dropped = 0;
+        for (w, tx) in self.senders.iter().enumerate() {
+            let (answer, answers) = channel();
+            tx.send(Msg::Age(answer)).expect("symbolizer worker alive");
+            let stale = answers.recv().expect("symbolizer worker alive");
+            let mut owners = self.owners();
+            for file in stale {
+                dropped += 1;
+                if owners.get(&file) == Some(&w) {
+                    owners.remove(&file);
+                }
+            }
+        }
+        dropped
     }
 
     fn owners(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, usize>> {
@@ -518,9 +571,26 @@ mod tests {
             let out = pool.run(vec![elf("/nonexistent/a", SPLIT_MIN * 2)]);
             assert_eq!(out[0].len(), SPLIT_MIN * 2);
             assert_eq!(holder("/nonexistent/a"), Some(a));
+            // A period ends with both read in it, then another with only b read.
+            assert_eq!(pool.age(), 0);
+            pool.run(vec![elf("/nonexistent/b", 1)]);
+            assert_eq!(
+                pool.age(),
+                3,
+                "a (in both workers: its last job was split) and c unread for a whole period"
+            );
+            assert_eq!(
+                (
+                    holder("/nonexistent/a"),
+                    holder("/nonexistent/b"),
+                    holder("/nonexistent/c")
+                ),
+                (None, Some(b), None),
+                "a dropped file goes to the least loaded worker when next read"
+            );
             pool.reset();
             assert_eq!(
-                holder("/nonexistent/a"),
+                holder("/nonexistent/b"),
                 None,
                 "a reset forgets who held what"
             );
@@ -602,6 +672,53 @@ mod tests {
         assert!(frames[1][0].function.is_none() && frames[1][0].error.is_some());
         assert_eq!(frames[0][0].reason, None);
         assert_eq!(frames[1][0].reason, Some(Unresolved::NoSymbol));
+    }
+
+    #[test]
+    fn a_file_unread_for_a_whole_period_is_dropped_and_read_again_when_needed() {
+        let (exe, vaddr) = own_vaddr();
+        let dir = std::env::temp_dir().join(format!("stacks-age-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (a, b) = (dir.join("a"), dir.join("b"));
+        std::fs::copy(&exe, &a).unwrap();
+        std::fs::copy(&exe, &b).unwrap();
+        let mapped = |f: &PathBuf| {
+            let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+            maps.lines().any(|l| l.ends_with(f.to_str().unwrap()))
+        };
+        let job = |f: &PathBuf| Job::Elf {
+            file: f.clone(),
+            addrs: vec![vaddr],
+        };
+        let named = |frames: Vec<Vec<SymFrame>>| {
+            frames[0][0]
+                .function
+                .as_deref()
+                .is_some_and(|f| f.ends_with("known_function"))
+        };
+        let mut w = Worker::new(
+            Options {
+                lines: false,
+                inlines: false,
+            },
+            &[],
+        );
+        assert!(named(w.run(&job(&a))) && named(w.run(&job(&b))));
+        assert!(mapped(&a) && mapped(&b), "both files parsed and mapped");
+        assert_eq!(w.age(), Vec::<PathBuf>::new(), "both read in that period");
+        assert!(named(w.run(&job(&a))));
+        assert_eq!(
+            w.age(),
+            vec![b.clone()],
+            "b had no lookup for a whole period"
+        );
+        assert!(
+            mapped(&a) && !mapped(&b),
+            "b's mapping went with its parsed data"
+        );
+        assert!(named(w.run(&job(&b))), "b read again when needed");
+        assert!(mapped(&b));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

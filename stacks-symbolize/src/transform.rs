@@ -81,6 +81,9 @@ pub struct Stats {
     /// Times the resolved frames and located modules were forgotten ([`MAX_MODULES`],
     /// [`MAX_MODULE_BYTES`], [`MAX_FRAMES`]).
     pub forgotten: u64,
+    /// Files whose parsed symbols and debug information were dropped after a whole period
+    /// without a lookup ([`crate::resolve::Worker::age`]).
+    pub files_dropped: u64,
     /// Frames of the distinct stacks: stack elements in, symbolized frames out.
     pub frames_in: u64,
     pub frames_out: u64,
@@ -202,7 +205,7 @@ impl Symbolize {
         stacks_stream::sys::release_free_memory_now_and_then();
         let columns = StackColumns::new(batch, layout)?;
         self.forget_if_over(pool);
-        self.age_now_and_then();
+        self.age_now_and_then(pool);
         self.start_over_if_full(&columns, layout);
         let (keys, new) = self.distinct(&columns, layout);
         let grouping = self.group(&columns, &new);

@@ -20,8 +20,9 @@ use crate::resolve::{Frames, Pool, SymFrame};
 pub(super) const DROP_FILE_PAGES_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// How often the resolved frames age ([`Recent`]): a frame that no stack used for a whole
-/// period is dropped (and resolved again if it recurs, from the symbolizers' parsed files,
-/// which stay), so they follow the frames of recent stacks. Without it they grew with every
+/// period is dropped (and resolved again if it recurs), so they follow the frames of recent
+/// stacks. The files the workers parsed age with them: one given no lookup for a whole period
+/// is dropped (`resolve::Worker::age`) and parsed again if it is needed again. Without it they grew with every
 /// distinct address a host ever sampled (the long tail of large binaries, and the garbage
 /// addresses of frame-pointer walks through code built without them, a new one at nearly
 /// every sample of `/bin/sh`), about 1 MiB a minute on a churning host, until a limit forgot
@@ -97,12 +98,13 @@ impl Symbolize {
         stacks_stream::sys::release_free_memory();
     }
 
-    /// Age the resolved frames every [`AGE_EVERY`].
-    pub(super) fn age_now_and_then(&mut self) {
+    /// Age the resolved frames, and the files the workers parsed, every [`AGE_EVERY`].
+    pub(super) fn age_now_and_then(&mut self, pool: &Pool) {
         if self.aged_at.elapsed() >= self.age_every {
             self.user.age();
             self.ksym.age();
             self.kaddr.age();
+            self.stats.files_dropped += pool.age() as u64;
             self.aged_at = std::time::Instant::now();
             stacks_stream::sys::release_free_memory();
         }
