@@ -53,9 +53,9 @@ impl<K: Hash + Eq, V> Recent<K, V> {
         self.young.len() + self.old.len()
     }
 
-    /// A period ends: what the one before used and this one did not is dropped.
-    pub(crate) fn age(&mut self) {
-        self.old = std::mem::take(&mut self.young);
+    /// A period ends: what the one before used and this one did not is dropped, and returned.
+    pub(crate) fn age(&mut self) -> FxMap<K, V> {
+        std::mem::replace(&mut self.old, std::mem::take(&mut self.young))
     }
 }
 

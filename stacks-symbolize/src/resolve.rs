@@ -1,8 +1,8 @@
 //! Address → frames with blazesym. A [`Worker`] owns one `Symbolizer` (which is not `Send` and
-//! keeps every parsed file); a [`Pool`] runs one worker per thread and spreads a batch's
+//! keeps the files it parsed until they age); a [`Pool`] runs one worker per thread and spreads a batch's
 //! distinct lookups over them.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender, channel};
@@ -13,6 +13,8 @@ use blazesym::symbolize::source::{Elf, Kernel, Source};
 use blazesym::symbolize::{CodeInfo, Input, Symbolized, Symbolizer};
 use blazesym::{MaybeDefault, inspect};
 use stacks_stream::Unresolved;
+
+use crate::recent::Recent;
 
 /// The symbol part of one output frame (where it is comes from the input frame).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -183,10 +185,8 @@ pub struct Worker {
     opts: Options,
     /// Stripped Go binaries' own tables, for the addresses blazesym cannot name.
     go: crate::gopclntab::Cache,
-    /// The files read in this period, and those read in the one before and not since: what
-    /// [`Worker::age`] keeps and drops.
-    read_now: HashSet<PathBuf>,
-    read_before: HashSet<PathBuf>,
+    /// The files read in this period and in the one before: what [`Worker::age`] keeps.
+    read: Recent<PathBuf, ()>,
 }
 
 impl Worker {
@@ -201,8 +201,7 @@ impl Worker {
             inspector: Inspector::new(),
             opts,
             go: crate::gopclntab::Cache::default(),
-            read_now: HashSet::new(),
-            read_before: HashSet::new(),
+            read: Recent::default(),
         }
     }
 
@@ -211,22 +210,21 @@ impl Worker {
     /// mapping), and returned. What it parsed otherwise stays for as long as it runs: a host
     /// that ran a program once (a build, a tool) kept its debug information for good.
     pub fn age(&mut self) -> Vec<PathBuf> {
-        let stale = std::mem::replace(&mut self.read_before, std::mem::take(&mut self.read_now));
+        let stale: Vec<PathBuf> = self.read.age().into_keys().collect();
         for file in &stale {
             // Best effort by blazesym's word; nothing cached for the file is no error.
             let _ = self.symbolizer.evict(&Evict::Elf(evict::Elf::new(file)));
             self.go.forget(file);
         }
-        stale.into_iter().collect()
+        stale
     }
 
     /// Frames for every input of `job`, in order.
     pub fn run(&mut self, job: &Job) -> Vec<Vec<SymFrame>> {
         if !matches!(job, Job::Kallsyms { .. }) {
             let file = job.file();
-            self.read_before.remove(file);
-            if !self.read_now.contains(file) {
-                self.read_now.insert(file.clone());
+            if !self.read.keep(file) {
+                self.read.insert(file.clone(), ());
             }
         }
         match job {
