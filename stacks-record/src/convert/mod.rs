@@ -6,10 +6,9 @@ use std::rc::Rc;
 
 use crate::kernel::event::SAME_STACKS;
 use crate::kernel::event::{Header, RawEvent, c_bytes, cstr};
-use crate::kinds::{self, Context, Decoded, Life, Remainder, Taken};
+use crate::kinds::{self, Context, Decoded, KindData, Life, Notes, Remainder, Taken};
 use crate::output::rows::{Row, RowBuilder};
 use crate::output::stack_table::StackRef;
-use crate::probes::ProbeRows;
 use crate::process::cgroups::CgroupNames;
 use crate::process::exit_maps::ExitMaps;
 use crate::process::fdnames::{FileNames, SockAddrs};
@@ -21,11 +20,11 @@ use crate::process::unwind::Unwinders;
 
 mod exit_wait;
 mod held;
+mod intervals;
 mod pids;
 mod restart;
-mod span_rows;
 mod stacks;
-pub(crate) use span_rows::OpenSpans;
+pub(crate) use intervals::OpenIntervals;
 
 /// Block requests' user stacks kept at most (then the memory starts over): more than are ever
 /// in flight.
@@ -78,8 +77,8 @@ pub(crate) struct Counts {
     /// Hits of the kinds whose rows may stand for many (a probe's counting row), by kind
     /// (see `kinds::Effects::hits`).
     pub hits: BTreeMap<&'static str, u64>,
-    /// `alloc` rows whose free will not be seen (libstacks_alloc.so's table was full).
-    pub untracked_allocs: u64,
+    /// What the kinds counted besides their rows (`kinds::Context::notes`).
+    pub notes: Notes,
     pub pids: pids::PidSet,
 }
 
@@ -121,14 +120,14 @@ pub(crate) struct Converter {
     /// `addr:port` text of each socket address seen (formatting it per row was ~10% of the
     /// recorder's CPU on `net`).
     sockaddrs: SockAddrs,
-    /// The probes of `-e`, by index.
-    pub probes: ProbeRows,
+    /// What the kinds keep for decoding their records (`kinds::Setup::data`).
+    pub data: KindData,
     /// Paths of the rows' cgroup ids.
     cgroups: CgroupNames,
     /// Decoded span labels.
     spans: SpanLabels,
-    /// Spans entered and not left yet, per thread (`-e span`).
-    open_spans: OpenSpans,
+    /// Intervals opened and not closed yet, per thread (`-e span`'s spans).
+    open: OpenIntervals,
     /// Block requests' `d` user stacks, sent at submission, by request.
     apart: HashMap<u64, (Rc<[u32]>, UserUnwind), ahash::RandomState>,
     /// Each thread's stacks in its latest row of a kind that keeps them (`state`:
@@ -164,12 +163,12 @@ impl Converter {
             ksyms,
             ksym_cache: HashMap::default(),
             sockaddrs: SockAddrs::default(),
-            probes: ProbeRows::default(),
+            data: KindData::default(),
             latest_stacks: HashMap::default(),
             apart: HashMap::default(),
             cgroups: CgroupNames::new(),
             spans: SpanLabels::default(),
-            open_spans: OpenSpans::default(),
+            open: OpenIntervals::default(),
             gate: None,
             exited: Default::default(),
             held: held::Held::default(),
@@ -201,8 +200,8 @@ impl Converter {
         c_bytes(&h.comm) == gate.comm
     }
 
-    /// Convert one record, appending at most one row (a span's enter appends none: its row is
-    /// appended at its exit, see [`Converter::span_transition`]). What its kind says of it
+    /// Convert one record, appending at most one row (an interval's open appends none: its row
+    /// is appended at its close, see [`Converter::interval_edge`]). What its kind says of it
     /// besides its row (`kinds::Effects`) is done on the way, each at its step.
     pub(crate) fn push(&mut self, e: &RawEvent<'_>, rows: &mut RowBuilder) {
         let h = &e.h;
@@ -212,9 +211,11 @@ impl Converter {
         }
         match fx.taken {
             Taken::Row => {}
-            Taken::SpanTransition => {
+            Taken::Interval => {
                 self.counts.pids.insert(h.pid);
-                self.span_transition(e, rows);
+                if !self.interval_edge(e, rows) {
+                    self.counts.malformed += 1;
+                }
                 return;
             }
             Taken::StackApart => {
@@ -253,11 +254,11 @@ impl Converter {
             self.latest_stacks.insert(h.tid, (stacks, true));
         }
         if fx.life == Life::Exits {
-            // Its spans still entered end here; its address caches go a little later
-            // (forget_exited): the exit came through the samples ring, and its last IO or
-            // probe records may still wait in theirs.
+            // Its intervals still open (spans entered) end here; its address caches go a
+            // little later (forget_exited): the exit came through the samples ring, and its
+            // last IO or probe records may still wait in theirs.
             self.exited.push_back((h.pid, std::time::Instant::now()));
-            self.end_spans(Some(h.pid), rows);
+            self.end_intervals(Some(h.pid), rows);
         }
         self.push_row(h, Decoded { kind, value, extra }, stacks, rows);
     }
@@ -362,8 +363,8 @@ impl Converter {
             norm: &mut self.norm,
             unwinders: &mut self.unwinders,
             exit_maps: &mut self.exit_maps,
-            probes: &self.probes,
-            untracked_allocs: &mut self.counts.untracked_allocs,
+            data: &self.data,
+            notes: &mut self.counts.notes,
         };
         kinds::for_record(e.h.kind)?.decode(e, &mut cx)
     }

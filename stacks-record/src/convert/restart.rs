@@ -5,7 +5,8 @@
 //! the converter's per-stack memory starts over with them: the normalized user frames (their
 //! table and every cache of frame ids), and the `state` rows' stacks of threads not seen since
 //! the previous restart. What later rows still need (each live thread's latest `state` stacks,
-//! which the kernel side may say are repeated; spans entered and not left) is kept through the
+//! which the kernel side may say are repeated; intervals open, such as spans entered and not
+//! left) is kept through the
 //! restart and renumbered. So memory follows what the last restart period saw, not the whole
 //! recording.
 
@@ -49,7 +50,7 @@ impl Converter {
             .values()
             .filter(|(_, fresh)| *fresh)
             .map(|(s, _)| s.key)
-            .chain(self.open_spans.stacks().map(|s| s.key))
+            .chain(self.open.stacks().map(|s| s.key))
             .filter_map(|k| any_key(&k))
             .collect();
         let (batch, renumbered) = rows.finish_pinned(&pinned)?;
@@ -66,7 +67,7 @@ impl Converter {
             *fresh = false;
             keep
         });
-        self.open_spans
+        self.open
             .for_each_stacks(|s: &mut RowStacks| _ = renumber(&mut s.key, map));
         // Frame ids are part of the stack table's lookup keys, forgotten with them: the frames
         // start over too. Block requests in flight keep their stacks, by value.

@@ -1,5 +1,6 @@
 //! The event kinds, one module each behind [`EventKind`]: the BPF programs of its
-//! `bpf/kinds/<kind>.bpf.h`, its tunables, and how its records become rows. [`ALL`] is the
+//! `bpf/kinds/<kind>.bpf.h`, its tunables, how its records become rows, and its part in a
+//! recording besides them ([`run::Run`]: probes to attach, a sampler to run). [`ALL`] is the
 //! registry; the `-e` grammar and each kind's defaults come from `stacks_stream::kinds`.
 
 mod alloc;
@@ -9,6 +10,7 @@ mod net;
 mod probe;
 mod profile;
 mod rss;
+pub(crate) mod run;
 mod span;
 mod state;
 mod switch;
@@ -26,13 +28,13 @@ use crate::kernel::abi::{OpenStacksSkel, StacksSkel, StacksSkelBuilder};
 use crate::kernel::event::Header;
 use crate::kernel::event::RawEvent;
 use crate::output::rows::Extra;
-use crate::probes::ProbeRows;
 use crate::process::exit_maps::ExitMaps;
 use crate::process::fdnames::{FileNames, SockAddrs};
 use crate::process::modules::ModuleIndex;
 use crate::process::normalize::UserNormalizer;
 use crate::process::unwind::Unwinders;
 use crate::spec::{EventSpec, KindArgs};
+pub(crate) use run::{KindData, Run, Runs, Setup};
 
 /// What a record contributes to its row besides ids and stacks.
 pub(crate) struct Decoded {
@@ -58,9 +60,21 @@ pub(crate) struct Context<'a> {
     pub(crate) unwinders: &'a mut Unwinders,
     /// Exit snapshots: an exit record's is kept here.
     pub(crate) exit_maps: &'a mut ExitMaps,
-    pub(crate) probes: &'a ProbeRows,
-    /// Sampled allocations whose free will not be seen (for the summary).
-    pub(crate) untracked_allocs: &'a mut u64,
+    /// What the kinds keep for decoding (put in by their [`EventKind::run`]).
+    pub(crate) data: &'a KindData,
+    /// The summary's counts of what the kinds saw besides their rows, by what it is.
+    pub(crate) notes: &'a mut Notes,
+}
+
+/// What the kinds count for the summary line besides their rows (`; N what`), by what it is.
+pub(crate) type Notes = std::collections::BTreeMap<&'static str, u64>;
+
+/// A paired record's edge ([`Taken::Interval`]): it opens an interval on its thread, or closes
+/// the innermost one open there with the same id.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Edge {
+    Open(u64),
+    Close(u64),
 }
 
 /// What the recorder does with a record besides decoding it ([`EventKind::effects`]): the
@@ -87,9 +101,11 @@ pub(crate) enum Taken {
     /// A row of its own, from [`EventKind::decode`].
     #[default]
     Row,
-    /// A thread's enter or exit of a `tracing` span: paired into one row for the stay
-    /// (`convert/span_rows.rs`), none decoded.
-    SpanTransition,
+    /// An edge of an interval on its thread ([`EventKind::edge`]: a span entered or left): an
+    /// open one is kept until its close, then the two make one row, from the open's time and
+    /// stacks, lasting until the close ([`EventKind::interval`]; `convert/intervals.rs`); none
+    /// is decoded.
+    Interval,
     /// A `d` user stack sent apart from the record it is a part of ([`EventKind::parts`]):
     /// unwound now and kept for that record (`Converter::user_stack_apart`).
     StackApart,
@@ -115,13 +131,6 @@ pub(crate) enum Life {
     /// those that waited for its exit snapshot; after the stacks, before the row: its spans
     /// still entered end, and its address caches are dropped a little later.
     Exits,
-}
-
-/// A kind's own event source (perf events, a sampler thread), running from [`start`] until
-/// [`Sources::stop`].
-pub(crate) trait Source {
-    /// Stop it; an error it met while running is returned.
-    fn stop(self: Box<Self>) -> Result<()>;
 }
 
 /// One event kind of the recorder.
@@ -191,10 +200,21 @@ pub(crate) trait EventKind: Sync {
     /// The row of record `e` (one of [`Self::records`]); `None` when it makes none.
     fn decode(&self, e: &RawEvent<'_>, cx: &mut Context<'_>) -> Option<Decoded>;
 
-    /// Start its own event source, when its programs need one besides being attached (a perf
-    /// event per CPU, a thread running a task iterator); `on`: its `-e` entry. Called once the
-    /// targets are handed to the kernel side, before a command runs.
-    fn start(&self, _skel: &StacksSkel<'_>, _on: &KindArgs) -> Result<Option<Box<dyn Source>>> {
+    /// For a record it takes as [`Taken::Interval`]: which edge it is; `None`: neither (it is
+    /// counted as malformed).
+    fn edge(&self, _e: &RawEvent<'_>) -> Option<Edge> {
+        None
+    }
+
+    /// For a kind whose records are [`Taken::Interval`]: the row of an interval lasting `ns`
+    /// (`None`: not closed, when its process exits or the recording ends first).
+    fn interval(&self, _ns: Option<u64>) -> Option<Decoded> {
+        None
+    }
+
+    /// Its part in a recording besides its programs and records ([`Run`]), for `setup`;
+    /// `None` when it has none there (by default: none).
+    fn run(&self, _setup: &mut Setup<'_>) -> Result<Option<Box<dyn Run>>> {
         Ok(None)
     }
 
@@ -224,6 +244,11 @@ pub(crate) static ALL: [&dyn EventKind; 12] = [
 /// The kind that turns records of `kind` into rows.
 pub(crate) fn for_record(kind: RecordKind) -> Option<&'static dyn EventKind> {
     ALL.iter().copied().find(|k| k.records().contains(&kind))
+}
+
+/// The kind that sends records of `kind` as parts of its rows ([`EventKind::parts`]).
+pub(crate) fn for_part(kind: RecordKind) -> Option<&'static dyn EventKind> {
+    ALL.iter().copied().find(|k| k.parts().contains(&kind))
 }
 
 /// What the recorder does with records of each kind (`stacks_event_kind`), by its number:
@@ -278,33 +303,6 @@ pub(crate) fn aggregated_stacks(spec: &EventSpec) -> Option<u32> {
         .filter_map(|k| spec.get(k.event()?))
         .map(|a| a.stacks.mask())
         .reduce(|a, b| a | b)
-}
-
-/// The event sources of the recorded kinds, in [`ALL`]'s order.
-pub(crate) struct Sources(Vec<Box<dyn Source>>);
-
-/// Start the event source of every kind `spec` records ([`EventKind::start`]).
-pub(crate) fn start(skel: &StacksSkel<'_>, spec: &EventSpec) -> Result<Sources> {
-    let mut sources = Vec::new();
-    for k in ALL {
-        if let Some(on) = k.event().and_then(|e| spec.get(e))
-            && let Some(source) = k.start(skel, on)?
-        {
-            sources.push(source);
-        }
-    }
-    Ok(Sources(sources))
-}
-
-impl Sources {
-    /// Stop every source, the last started first; the first error is returned (the sources
-    /// not stopped yet are dropped, which stops them too).
-    pub(crate) fn stop(self) -> Result<()> {
-        for source in self.0.into_iter().rev() {
-            source.stop()?;
-        }
-        Ok(())
-    }
 }
 
 /// What every kind's kernel side still holds at the end ([`EventKind::remainders`]).
@@ -449,6 +447,15 @@ mod tests {
                 "{} and record {r:?}",
                 k.name()
             );
+            // One taken otherwise is a part of its rows, and found as one.
+            if k.effects(r).taken != Taken::Row {
+                assert!(k.parts().contains(&r), "{} and record {r:?}", k.name());
+                assert_eq!(for_part(r).map(|p| p.name()), Some(k.name()));
+            }
+            // An interval's kind says which edge and what row.
+            if k.effects(r).taken == Taken::Interval {
+                assert!(k.interval(Some(1)).is_some(), "{}", k.name());
+            }
         }
         assert!(said > 0, "no kind says what its records do");
         assert_eq!(effects(RecordKind(1000)), Effects::default());

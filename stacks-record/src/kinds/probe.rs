@@ -2,12 +2,14 @@
 //! type, loaded when a probe of that type is asked for), or a counting table's entries. Their
 //! grammar is [`crate::spec::probe`], their attaching and tables [`crate::probes`].
 
+use anyhow::Result;
 use stacks_stream::kind;
 
-use super::{Context, Decoded, Effects, EventKind};
+use super::{Context, Decoded, Effects, EventKind, Run, Setup};
 use crate::kernel::abi::types::stacks_probe;
 use crate::kernel::event::{Kind as RecordKind, RawEvent, info_members};
 use crate::probes::counts::COUNTED;
+use crate::probes::{ProbeRows, Probes, attach};
 use crate::spec::EventSpec;
 use crate::spec::probe::ProbeType;
 
@@ -64,11 +66,25 @@ impl EventKind for Probe {
     fn decode(&self, e: &RawEvent<'_>, cx: &mut Context<'_>) -> Option<Decoded> {
         let p: stacks_probe = e.info();
         let args = (p.nargs != COUNTED).then(|| &p.args[..(p.nargs as usize).min(p.args.len())]);
-        let (value, extra) = cx.probes.row(p.probe, e.h.count, args)?;
+        let (value, extra) = cx.data.get::<ProbeRows>()?.row(p.probe, e.h.count, args)?;
         Some(Decoded {
             kind: kind::PROBE,
             value,
             extra,
         })
+    }
+
+    /// The probes of `-e`, resolved now (a missing file, symbol or tracepoint is refused
+    /// before anything loads); their names and arguments kept for decoding. A `--` command
+    /// with a USDT probe is held at its exec, for its semaphores.
+    fn run(&self, setup: &mut Setup<'_>) -> Result<Option<Box<dyn Run>>> {
+        let probes = &setup.spec.probes;
+        if probes.is_empty() {
+            return Ok(None);
+        }
+        let resolved = attach::resolve(probes, setup.named)?;
+        setup.data.insert(ProbeRows::new(&resolved));
+        let hold = setup.command().is_some() && probes.iter().any(|p| p.ty == ProbeType::Usdt);
+        Ok(Some(Box::new(Probes::new(resolved, hold))))
     }
 }

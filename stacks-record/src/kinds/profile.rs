@@ -6,7 +6,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use anyhow::{Context as _, Result};
 use stacks_stream::kind;
 
-use super::{Context, Decoded, EventKind, Source};
+use super::{Context, Decoded, EventKind, Run, Setup};
 use crate::kernel::abi::StacksSkel;
 use crate::kernel::abi::types::{rodata, stacks_profile};
 use crate::kernel::event::{Kind as RecordKind, RawEvent, info_members};
@@ -50,29 +50,39 @@ impl EventKind for Profile {
 
     /// The CPU sampler: a cpu-clock perf event of the sampling period on every online CPU,
     /// running `on_cpu_sample`.
-    fn start(&self, skel: &StacksSkel<'_>, on: &KindArgs) -> Result<Option<Box<dyn Source>>> {
-        let mut perf = Vec::new();
+    fn run(&self, setup: &mut Setup<'_>) -> Result<Option<Box<dyn Run>>> {
+        Ok(setup.on(self).map(|on| {
+            Box::new(CpuSampler {
+                period_ns: on.period_ns(),
+                perf: Vec::new(),
+            }) as Box<dyn Run>
+        }))
+    }
+}
+
+/// The CPU sampler: its perf events from the start of the recording; dropping them and their
+/// links stops it.
+struct CpuSampler {
+    period_ns: u64,
+    perf: Vec<(OwnedFd, libbpf_rs::Link)>,
+}
+
+impl Run for CpuSampler {
+    fn started(&mut self, skel: &StacksSkel<'_>, _running: &[u32]) -> Result<()> {
         for cpu in bpf::online_cpus()? {
-            let fd = bpf::open_cpu_clock(cpu, on.period_ns())?;
+            let fd = bpf::open_cpu_clock(cpu, self.period_ns)?;
             let link = skel
                 .progs
                 .on_cpu_sample
                 .attach_perf_event(fd.as_raw_fd())
                 .with_context(|| format!("attaching the CPU sampler on cpu {cpu}"))?;
-            perf.push((fd, link));
+            self.perf.push((fd, link));
         }
-        Ok(Some(Box::new(CpuSampler { _perf: perf })))
+        Ok(())
     }
-}
 
-/// The CPU sampler: dropping its perf events and their links stops it.
-struct CpuSampler {
-    _perf: Vec<(OwnedFd, libbpf_rs::Link)>,
-}
-
-impl Source for CpuSampler {
-    fn stop(self: Box<Self>) -> Result<()> {
-        drop(self);
+    fn stop(&mut self) -> Result<()> {
+        self.perf.clear();
         Ok(())
     }
 }

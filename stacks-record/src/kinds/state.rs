@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Result;
 use stacks_stream::{kind, state};
 
-use super::{Context, Decoded, Effects, EventKind, Source};
+use super::{Context, Decoded, Effects, EventKind, Run, Setup};
 use crate::kernel::abi::StacksSkel;
 use crate::kernel::abi::types::{rodata, stacks_state_sample};
 use crate::kernel::event::{Kind as RecordKind, RawEvent, State as Code, info_members};
@@ -84,15 +84,30 @@ impl EventKind for State {
     }
 
     /// The thread that runs the task iterator once a period.
-    fn start(&self, skel: &StacksSkel<'_>, on: &KindArgs) -> Result<Option<Box<dyn Source>>> {
-        let period = Duration::from_nanos(on.period_ns());
-        Ok(Some(Box::new(StateSampler::start(skel, period)?)))
+    fn run(&self, setup: &mut Setup<'_>) -> Result<Option<Box<dyn Run>>> {
+        Ok(setup.on(self).map(|on| {
+            Box::new(Passes {
+                period: Duration::from_nanos(on.period_ns()),
+                sampler: None,
+            }) as Box<dyn Run>
+        }))
     }
 }
 
-impl Source for StateSampler {
-    fn stop(self: Box<Self>) -> Result<()> {
-        StateSampler::stop(*self)
+/// The thread-state passes: their thread runs from the start of the recording to its end.
+struct Passes {
+    period: Duration,
+    sampler: Option<StateSampler>,
+}
+
+impl Run for Passes {
+    fn started(&mut self, skel: &StacksSkel<'_>, _running: &[u32]) -> Result<()> {
+        self.sampler = Some(StateSampler::start(skel, self.period)?);
+        Ok(())
+    }
+
+    fn stop(&mut self) -> Result<()> {
+        self.sampler.take().map_or(Ok(()), StateSampler::stop)
     }
 }
 

@@ -13,10 +13,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Result, bail};
 use libbpf_rs::{Link, MapCore as _};
-use stacks_stream::kind;
 
 use crate::kernel::abi::StacksSkel;
-use crate::spec::EventSpec;
+use crate::spec::KindArgs;
 
 /// The library's file name.
 pub(crate) const LIBRARY: &str = "libstacks_alloc.so";
@@ -49,17 +48,15 @@ pub(crate) struct AllocProbes {
 }
 
 impl AllocProbes {
-    /// `None` unless `-e alloc`. For a `--` command the library must be found; it is attached
-    /// to at once (uprobes follow the file: every process that maps it later fires them).
+    /// `-e alloc` (`on`) started. For a `--` command the library must be found; it is
+    /// attached to at once (uprobes follow the file: every process that maps it later fires
+    /// them).
     pub(crate) fn start(
         skel: &StacksSkel<'_>,
-        spec: &EventSpec,
+        on: &KindArgs,
         command: Option<&[String]>,
-    ) -> Result<Option<Self>> {
-        let Some(k) = spec.get(kind::ALLOC) else {
-            return Ok(None);
-        };
-        let interval = k.arg.unwrap_or(512 << 10);
+    ) -> Result<Self> {
+        let interval = on.arg.unwrap_or(512 << 10);
         // A command with its own probes (SampledAlloc, an otel_memory sampler): attached to,
         // nothing preloaded.
         if let Some((exe, providers)) = command
@@ -80,7 +77,7 @@ impl AllocProbes {
                 without: HashSet::new(),
             };
             a.attach(skel, &exe, &providers)?;
-            return Ok(Some(a));
+            return Ok(a);
         }
         let command = command.is_some();
         let library = locate();
@@ -110,7 +107,7 @@ impl AllocProbes {
         if let Some(lib) = a.library.clone() {
             a.attach(skel, &lib, &[PROVIDER])?;
         }
-        Ok(Some(a))
+        Ok(a)
     }
 
     /// The environment of a `--` command: the library first in `LD_PRELOAD`, and the interval.

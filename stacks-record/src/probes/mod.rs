@@ -19,7 +19,6 @@ use libbpf_rs::Link;
 use crate::kernel::abi::types::stacks_probe_conf;
 use crate::kernel::abi::{OpenStacksSkel, StacksSkel};
 use crate::output::rows::Extra;
-use crate::process::target::Child;
 use crate::spec::probe::Probe;
 use attach::{Attached, Resolved};
 use semaphores::Enabled;
@@ -117,34 +116,60 @@ impl ProbeRows {
     }
 }
 
-/// The probes of a recording, attached, and the semaphores set for them.
-pub(crate) struct Running {
+/// The probes of a recording (the probe kind's part, [`crate::kinds::Run`]): resolved before
+/// the BPF object loads, their tables sized while it is open, attached once it is loaded, or
+/// once a `--` command they are in has exec'ed (`hold`: a USDT probe's semaphore is set in its
+/// new image before it runs); the counting table drained into records; detached at the end,
+/// after their semaphores are cleared.
+pub(crate) struct Probes {
+    resolved: Vec<Resolved>,
+    hold: bool,
+    /// Attached before the targets start (not `hold`).
+    early: Option<Attached>,
     links: Vec<Link>,
     enabled: Enabled,
 }
 
-impl Running {
-    /// The probes running: `early` when they were attached before the targets started, else
-    /// attached now. A command `held` at its exec gets its executable's semaphores set and is
-    /// let run; semaphores left to the kernel are warned about (it sets them only in the
-    /// processes running now).
-    pub(crate) fn start(
-        skel: &StacksSkel<'_>,
-        probes: &[Resolved],
-        early: Option<Attached>,
-        held: Option<&mut Child>,
-    ) -> Result<Self> {
-        let Attached { links, semaphores } = match early {
+impl Probes {
+    pub(crate) fn new(resolved: Vec<Resolved>, hold: bool) -> Self {
+        Self {
+            resolved,
+            hold,
+            early: None,
+            links: Vec::new(),
+            enabled: Enabled::default(),
+        }
+    }
+}
+
+impl crate::kinds::Run for Probes {
+    fn configure(&mut self, open: &mut OpenStacksSkel<'_>) -> Result<()> {
+        let probes: Vec<Probe> = self.resolved.iter().map(|r| r.probe.clone()).collect();
+        configure(open, &probes)
+    }
+
+    fn loaded(&mut self, skel: &mut StacksSkel<'_>) -> Result<()> {
+        if !self.hold {
+            self.early = Some(attach::attach(skel, &self.resolved)?);
+        }
+        Ok(())
+    }
+
+    fn holds_exec(&self) -> bool {
+        self.hold
+    }
+
+    /// The probes running: attached now unless they were before the targets started. A
+    /// command `held` at its exec gets its executable's semaphores set; semaphores left to
+    /// the kernel are warned about (it sets them only in the processes running now).
+    fn released(&mut self, skel: &StacksSkel<'_>, held: Option<u32>) -> Result<()> {
+        let Attached { links, semaphores } = match self.early.take() {
             Some(attached) => attached,
-            None => attach::attach(skel, probes)?,
+            None => attach::attach(skel, &self.resolved)?,
         };
-        let mut enabled = Enabled::default();
+        self.links = links;
         let unset = match held {
-            Some(c) => {
-                let set = enabled.enable(c.pid, &semaphores);
-                c.resume()?;
-                set?
-            }
+            Some(pid) => self.enabled.enable(pid, &semaphores)?,
             None => semaphores.iter().collect(),
         };
         for s in unset {
@@ -155,12 +180,18 @@ impl Running {
                 s.probe
             );
         }
-        Ok(Self { links, enabled })
+        Ok(())
+    }
+
+    /// The counting table's entries (nothing when no probe counts).
+    fn records(&mut self, skel: &StacksSkel<'_>, each: &mut dyn FnMut(&[u8])) {
+        counts::drain(skel, each);
     }
 
     /// Detach the probes, after clearing the semaphores set for them.
-    pub(crate) fn stop(&mut self) {
+    fn stop(&mut self) -> Result<()> {
         self.enabled.disable();
         self.links.clear();
+        Ok(())
     }
 }

@@ -50,8 +50,6 @@ fn stream_kind(record: u32) -> Option<&'static str> {
         Kind::STACKS_EV_EXEC => return Some(kind::EXEC),
         Kind::STACKS_EV_EXIT => return Some(kind::EXIT),
         Kind::STACKS_EV_FORK => return Some(kind::FORK),
-        // Enters and exits, paired into rows by the converter (convert/span_rows.rs).
-        Kind::STACKS_EV_SPAN => return Some(kind::SPAN),
         _ => {}
     }
     let owner = kinds::ALL

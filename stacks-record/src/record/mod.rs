@@ -18,15 +18,12 @@ use crate::host;
 use crate::kernel::event::RawEvent;
 use crate::kernel::globals::Global;
 use crate::kernel::load::{self as bpf, AggTables, LoadOptions};
-use crate::kinds::{self, Life};
+use crate::kinds::{self, KindData, Life, Runs, Setup};
 use crate::output::rows::RowBuilder;
-use crate::probes::{self, ProbeRows};
 use crate::process::cgroups;
 use crate::process::kallsyms::KernelSymbol;
 use crate::process::kallsyms::KernelSymbols;
-use crate::process::spans::Spans;
 use crate::spec::EventSpec;
-use crate::spec::probe::ProbeType;
 
 mod aggregate;
 mod drops;
@@ -35,7 +32,7 @@ mod targets;
 use aggregate::Aggregation;
 use drops::Drops;
 
-use targets::{Targets, describe, target_pids};
+use targets::{Targets, describe, running_pids, target_pids};
 
 /// Take events from the ring buffer at least this often: bounds how long a sample waits before
 /// its addresses are normalized (short-lived processes), at a few dozen wakeups a second.
@@ -77,7 +74,15 @@ pub fn run() -> Result<ExitCode> {
     };
 
     kinds::check_kernel(&spec)?;
-    let probes = probes::attach::resolve(&spec.probes, &target_pids(&target))?;
+    // Each kind's part of the recording (its probes resolved, a missing file refused now).
+    let mut data = KindData::default();
+    let mut runs = Runs::new(&mut Setup {
+        spec: &spec,
+        target: &target,
+        named: &target_pids(&target),
+        spans: !args.no_spans,
+        data: &mut data,
+    })?;
     let offset_ns = host::boot_to_realtime_offset();
     let metadata = host::stream_metadata(&spec.normalized(), host::realtime_ns(), offset_ns);
     // Stack columns dictionary-encoded: each distinct captured stack is sent once.
@@ -91,41 +96,35 @@ pub fn run() -> Result<ExitCode> {
     let load = load_options(&args, &spec, &target, &cgroups);
     let mut skel = bpf::load(&mut obj, &load, |open| {
         kinds::configure(open, &spec)?;
-        probes::configure(open, &spec.probes)
+        runs.configure(open)
     })?;
+    runs.loaded(&mut skel)?;
     let agg = Aggregation::new(&mut skel);
     // The path generation of file records: the kernel sends a file's walked path once per
     // generation; user space starts a new one when it lets the paths it kept go (`FileNames`).
     let path_gen = Global::new(&mut skel, |b| &mut b.path_gen);
-    let span_procs_any = Global::new(&mut skel, |b| &mut b.span_procs_any);
     let rings = describe_rings(&load);
     let tracepoints = bpf::attach_tracepoints(&mut skel)?;
-    // A command with USDT probes is held after its exec: its probes are attached then and
-    // their semaphores set in it (see probes::semaphores); other targets' probes now.
-    let hold =
-        matches!(target, Target::Command(_)) && spec.probes.iter().any(|p| p.ty == ProbeType::Usdt);
-    let early = (!hold)
-        .then(|| probes::attach::attach(&skel, &probes))
-        .transpose()?;
-    let command = match &target {
-        Target::Command(c) => Some(c.as_slice()),
-        _ => None,
-    };
-    let mut alloc = probes::alloc::AllocProbes::start(&skel, &spec, command)?;
-    let env = alloc.as_ref().map(|a| a.env()).unwrap_or_default();
-    let mut targets = Targets::add(&skel, &target, hold, &env)?;
+    // A kind may hold the command after its exec, to change its new image before it runs
+    // (a USDT probe's semaphore).
+    let hold = runs.holds_exec();
+    let mut targets = Targets::add(&skel, &target, hold, &runs.env())?;
     targets.cgroups = cgroups;
     let queue: Rc<RefCell<Queue>> = Rc::default();
     let rb = ring_buffer(&skel, &queue)?;
-    let sources = kinds::start(&skel, &spec)?;
 
     // Ready to convert before the command runs (reading kernel symbols takes ~50 ms): a
     // short-lived command's memory map must be read while it lives (`d` stacks).
-    let conv = converter(&args, &spec, &probes, offset_ns, &targets)?;
-    let mut spans = Spans::new(!args.no_spans, &spec, span_procs_any);
-    targets.go(&skel, &target, &mut spans, alloc.as_mut())?;
+    let conv = converter(&args, &spec, data, offset_ns, &targets)?;
+    let running = running_pids(&target, &targets.cgroups);
+    runs.started(&skel, &running)?;
+    targets.go(&skel, &target, &running)?;
     let held = targets.child.as_mut().filter(|_| hold);
-    let mut probes_on = probes::Running::start(&skel, &probes, early, held)?;
+    let released = runs.released(&skel, held.as_ref().map(|c| c.pid));
+    if let Some(c) = held {
+        c.resume()?;
+    }
+    released?;
     eprintln!(
         "stacks-record: recording {} ({}){}; Ctrl-C stops",
         spec.normalized(),
@@ -143,28 +142,17 @@ pub fn run() -> Result<ExitCode> {
         rows,
         conv,
         drops: Drops::default(),
-        spans,
+        runs,
         started,
         agg,
         path_gen,
         rings,
     };
-    let mut child_status = rec.record(
-        &mut out,
-        &mut targets,
-        &target,
-        args.duration,
-        alloc.as_mut(),
-    )?;
+    let mut child_status = rec.record(&mut out, &mut targets, &target, args.duration)?;
 
     // Stop every event source, have the kernel side hand over what it still holds (folded
     // short off-CPU intervals), then take everything still queued in the ring buffer.
-    sources.stop()?;
-    probes_on.stop();
-    rec.spans.detach();
-    if let Some(a) = alloc.as_mut() {
-        a.detach();
-    }
+    rec.runs.stop()?;
     drop(tracepoints);
     let written = rec.drain_to_end(out)?;
     if let Some(path) = &args.output
@@ -178,7 +166,7 @@ pub fn run() -> Result<ExitCode> {
         child_status = Some(c.terminate());
     }
     rec.summary(written);
-    rec.spans.report();
+    rec.runs.report();
     Ok(ExitCode::from(child_status.unwrap_or(0)))
 }
 
@@ -206,12 +194,12 @@ fn load_options(
     }
 }
 
-/// The converter of the recording: kernel names when kernel stacks are asked for, the
-/// counting probes' rows, the command's records held until its exec, Python frames.
+/// The converter of the recording: kernel names when kernel stacks are asked for, what the
+/// kinds keep for decoding, the command's records held until its exec, Python frames.
 fn converter(
     args: &Args,
     spec: &EventSpec,
-    probes: &[probes::attach::Resolved],
+    data: KindData,
     offset_ns: i64,
     targets: &Targets,
 ) -> Result<Converter> {
@@ -219,7 +207,7 @@ fn converter(
         offset_ns,
         spec.wants_kernel_stacks().then(kernel_names).flatten(),
     );
-    conv.probes = ProbeRows::new(probes);
+    conv.data = data;
     if let Some(child) = &targets.child {
         let comm = std::fs::read_to_string(format!("/proc/{}/comm", child.pid))
             .with_context(|| format!("reading the name of the command's process {}", child.pid))?;
@@ -272,7 +260,8 @@ struct Recorder<'a, 'obj> {
     rows: RowBuilder,
     conv: Converter,
     drops: Drops,
-    spans: Spans,
+    /// The kinds' parts of the recording.
+    runs: Runs,
     started: Instant,
     agg: Option<Aggregation>,
     path_gen: Option<Global>,
@@ -289,7 +278,6 @@ impl Recorder<'_, '_> {
         targets: &mut Targets,
         target: &Target,
         duration: Option<Duration>,
-        mut alloc: Option<&mut probes::alloc::AllocProbes>,
     ) -> Result<Option<u8>> {
         let deadline = duration.map(|d| self.started + d);
         let mut last_flush = Instant::now();
@@ -311,7 +299,7 @@ impl Recorder<'_, '_> {
                 self.queue,
                 &mut self.rows,
                 &mut self.conv,
-                &mut self.spans,
+                &mut self.runs,
                 self.rb,
                 self.skel,
             );
@@ -324,14 +312,12 @@ impl Recorder<'_, '_> {
                 g.set(self.conv.path_generation());
             }
             // At every poll, not only at a flush (once a second): a process that exits first
-            // takes its span_procs entry, and with it the news that its check failed.
-            self.spans.check(self.skel);
+            // takes what the kernel side said of it (a span label's check) with it.
+            self.runs.poll(self.skel);
             if self.rows.len() >= FLUSH_ROWS || last_flush.elapsed() >= FLUSH_EVERY {
                 self.write(out)?;
                 last_flush = Instant::now();
-                if let Some(a) = alloc.as_mut() {
-                    a.look_again(self.skel);
-                }
+                self.runs.flushed(self.skel);
             }
             if stacks_stream::sys::signal_caught() || deadline.is_some_and(|d| Instant::now() >= d)
             {
@@ -343,14 +329,15 @@ impl Recorder<'_, '_> {
         }
     }
 
-    /// Append the counting probes' rows and the lost-event rows, and write what is pending.
+    /// Append the rows of the kinds' tables (counting probes) and the lost-event rows, and
+    /// write what is pending.
     fn write(&mut self, out: &mut OutputStream) -> Result<()> {
-        self.spans.check(self.skel);
+        self.runs.poll(self.skel);
         self.conv.forget_exited();
         if let Some(agg) = &mut self.agg {
             agg.flip();
         }
-        drain_counts(self.skel, &mut self.conv, &mut self.rows);
+        kind_tables(self.skel, &mut self.runs, &mut self.conv, &mut self.rows);
         self.drops
             .push_rows(self.skel, &mut self.rows, &mut self.conv.counts)?;
         if !self.rows.is_empty() {
@@ -379,7 +366,7 @@ impl Recorder<'_, '_> {
                 self.queue,
                 &mut self.rows,
                 &mut self.conv,
-                &mut self.spans,
+                &mut self.runs,
                 self.rb,
                 self.skel,
             );
@@ -390,8 +377,8 @@ impl Recorder<'_, '_> {
         }
         // Records held for perf maps still to come: converted with what the maps say now.
         self.conv.release_all(&mut self.rows);
-        // Spans still entered: a row each, with no duration.
-        self.conv.end_spans(None, &mut self.rows);
+        // Intervals still open (spans entered): a row each, with no duration.
+        self.conv.end_intervals(None, &mut self.rows);
         let now = host::realtime_ns();
         for rest in kinds::remainders(self.skel) {
             self.conv.push_remainder(&mut self.rows, now, rest);
@@ -447,15 +434,12 @@ impl Recorder<'_, '_> {
                 (counts.malformed, "malformed records"),
                 (counts.span_rows, "rows in `tracing` spans"),
                 (
-                    counts.untracked_allocs,
-                    "sampled allocations whose free cannot be seen (libstacks_alloc.so's table of sampled pointers was full: heap-inuse counts them as live)",
-                ),
-                (
                     self.conv.unknown_paths(),
                     "vfs rows whose path was sent before and not kept",
                 ),
             ]
-            .iter()
+            .into_iter()
+            .chain(counts.notes.iter().map(|(what, n)| (*n, *what)))
             .filter(|(n, _)| *n > 0)
             .map(|(n, what)| format!("; {n} {what}"))
             .collect::<String>()
@@ -534,7 +518,7 @@ fn drain(
     queue: &RefCell<Queue>,
     rows: &mut RowBuilder,
     conv: &mut Converter,
-    spans: &mut Spans,
+    runs: &mut Runs,
     rb: &libbpf_rs::RingBuffer<'_>,
     skel: &crate::kernel::abi::StacksSkel<'_>,
 ) {
@@ -553,15 +537,16 @@ fn drain(
                 // What the record says of its process's life (`kinds::Life`).
                 let life = kinds::effects(e.h.kind).life;
                 if life == Life::Exits {
-                    // Counted hits of a process are converted while its address maps are
-                    // still known: before its exit drops them. (Not before an exec: the hits
-                    // counted by then may be of the new image, whose files the exec record
-                    // makes known.)
-                    drain_counts(skel, conv, rows);
+                    // Records made from the kinds' tables (counted probe hits) are converted
+                    // while the process's address maps are still known: before its exit drops
+                    // them. (Not before an exec: the hits counted by then may be of the new
+                    // image, whose files the exec record makes known.)
+                    kind_tables(skel, runs, conv, rows);
                 }
                 if life == Life::Execs {
-                    // A new image: its spans are read from here if it has a thread context.
-                    spans.register(skel, e.h.pid);
+                    // A new image: the kinds look at it (its span labels, if it has a thread
+                    // context).
+                    runs.exec(skel, e.h.pid);
                     conv.python.forget(skel, e.h.pid);
                     conv.python.look(skel, e.h.pid);
                 } else if e.h.ustack_len >= 0 && life != Life::Exits {
@@ -607,13 +592,15 @@ fn drain(
     }
 }
 
-/// Convert the counting probes' table (nothing when no probe counts).
-fn drain_counts(
+/// Convert the records the kinds make from their kernel tables (`Run::records`: the counting
+/// probes' table).
+fn kind_tables(
     skel: &crate::kernel::abi::StacksSkel<'_>,
+    runs: &mut Runs,
     conv: &mut Converter,
     rows: &mut RowBuilder,
 ) {
-    probes::counts::drain(skel, |record| push_record(conv, rows, record));
+    runs.records(skel, &mut |record| push_record(conv, rows, record));
 }
 
 /// Tell the kernel side that `pid`'s memory map is read (before it is: no mapping made in

@@ -6,9 +6,7 @@ use anyhow::Result;
 
 use crate::cli::Target;
 use crate::kernel::load as bpf;
-use crate::probes::alloc::AllocProbes;
 use crate::process::cgroups::{CgroupTarget, pids_in};
-use crate::process::spans::Spans;
 use crate::process::target::{Child, check_pid, is_alive, scan_names};
 
 /// The processes handed to the kernel side at the start: a command we run, or pids to watch.
@@ -55,47 +53,19 @@ impl Targets {
         Ok(t)
     }
 
-    /// Everything is attached: now nothing that starts can be missed. Pick up the processes
-    /// already running under the names asked for, take stop signals, and let the command run.
-    /// The processes already running have their spans read (a command's are once it has
-    /// exec'ed).
+    /// Everything is attached: now nothing that starts can be missed. Hand the processes
+    /// already running under the names asked for (`running`, from [`running_pids`]) to the
+    /// kernel side, and let the command run.
     pub(super) fn go(
         &mut self,
         skel: &crate::kernel::abi::StacksSkel<'_>,
         target: &Target,
-        spans: &mut Spans,
-        alloc: Option<&mut AllocProbes>,
+        running: &[u32],
     ) -> Result<()> {
-        if let Some(a) = alloc {
-            let named = target_pids(target);
-            let pids = match target {
-                Target::All { .. } => crate::process::target::all_pids(),
-                Target::Cgroups(_) => pids_in(&self.cgroups),
-                _ => named.clone(),
-            };
-            a.running(skel, &pids, &named);
-        }
-        match target {
-            Target::Select { names, .. } => {
-                for pid in scan_names(names) {
-                    bpf::add_target(skel, pid)?;
-                    spans.register(skel, pid);
-                }
-                for &pid in &self.watched_pids {
-                    spans.register(skel, pid);
-                }
+        if let Target::Select { .. } = target {
+            for &pid in running {
+                bpf::add_target(skel, pid)?;
             }
-            Target::All { .. } => {
-                for pid in crate::process::target::all_pids() {
-                    spans.register(skel, pid);
-                }
-            }
-            Target::Cgroups(_) => {
-                for pid in pids_in(&self.cgroups) {
-                    spans.register(skel, pid);
-                }
-            }
-            Target::Command(_) => {}
         }
         if let Some(c) = self.child.as_mut() {
             c.release()?;
@@ -119,6 +89,17 @@ impl Targets {
             return Some(None);
         }
         None
+    }
+}
+
+/// The target's processes that run now (none for a command not started yet): every process
+/// for `--all`, those in its cgroups, or those it names by pid or name ([`target_pids`]).
+pub(super) fn running_pids(target: &Target, cgroups: &[CgroupTarget]) -> Vec<u32> {
+    match target {
+        Target::All { .. } => crate::process::target::all_pids(),
+        Target::Cgroups(_) => pids_in(cgroups),
+        Target::Select { .. } => target_pids(target),
+        Target::Command(_) => Vec::new(),
     }
 }
 

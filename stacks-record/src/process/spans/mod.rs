@@ -22,7 +22,6 @@ pub(crate) use labels::{SpanLabel, SpanLabels};
 
 /// The span labels of a recording: which processes have their spans read, and what was found.
 pub(crate) struct Spans {
-    enabled: bool,
     /// Told once a process is in `span_procs`: until then no event looks there.
     any: Option<Global>,
     /// `-e span`: attach the enter and exit probes of each executable with them.
@@ -46,14 +45,11 @@ pub(crate) struct Spans {
 }
 
 impl Spans {
-    /// The span labels of a recording (`enabled`: not `--no-spans`), with the probes of
-    /// `-e span` when `spec` has it.
-    /// `any`: the kernel side's `span_procs_any`, set at the first process handed to it.
-    pub(crate) fn new(enabled: bool, spec: &EventSpec, any: Option<Global>) -> Spans {
+    /// The span labels of a recording, with the probes of `-e span` when `spec` has it.
+    pub(crate) fn new(spec: &EventSpec) -> Spans {
         Spans {
-            enabled,
-            any,
-            timeline: enabled && spec.get(stacks_stream::kind::SPAN).is_some(),
+            any: None,
+            timeline: spec.get(stacks_stream::kind::SPAN).is_some(),
             links: Vec::new(),
             attached: 0,
             unattached: Vec::new(),
@@ -68,12 +64,14 @@ impl Spans {
         }
     }
 
+    /// `any`: the kernel side's `span_procs_any`, set at the first process handed to it.
+    pub(crate) fn tell_kernel(&mut self, any: Option<Global>) {
+        self.any = any;
+    }
+
     /// Look for the thread context in process `pid`'s executable and hand it to the kernel
     /// side. A process without one (or gone) is left alone, silently.
     pub(crate) fn register(&mut self, skel: &StacksSkel<'_>, pid: u32) {
-        if !self.enabled {
-            return;
-        }
         let exe = format!("/proc/{pid}/exe");
         let Ok(meta) = std::fs::metadata(&exe) else {
             return;
