@@ -15,6 +15,11 @@ struct {
 	__type(value, struct stacks_py_proc);
 } py_procs SEC(".maps");
 
+/* Set by user space once it has put a process in py_procs: until then no event looks there
+ * (a lookup in a map an event has not touched for a while costs cache and TLB misses, as
+ * span_procs_any says). */
+volatile __u32 py_procs_any = 0;
+
 /* Read `size` bytes of user memory at `src`: the current thread's (`task` NULL), or, in a
  * sleepable program, another task's. */
 static __always_inline long py_read(void *dst, __u32 size, __u64 src, struct task_struct *task)
@@ -230,7 +235,7 @@ static __always_inline void py_walk_into(struct py_walk *w, __u32 tgid, __u32 ti
 					 struct task_struct *t, struct task_struct *task,
 					 enum py_where where)
 {
-	struct stacks_py_proc *py = bpf_map_lookup_elem(&py_procs, &tgid);
+	struct stacks_py_proc *py = py_procs_any ? bpf_map_lookup_elem(&py_procs, &tgid) : NULL;
 	if (!py)
 		return;
 	w->py = py;

@@ -175,10 +175,15 @@ def bench_pingpong(tmp):
     return results
 
 
-# (label, -e spec, workload argv, programs to report)
+# Two CPU burners, one per CPU: every CPU sample is of a target. (With one, the other CPU's
+# samples are of whatever else runs there, which the program leaves at once: a mean per run
+# over both halves the cost of a sample or not, as that CPU is busy or idle.)
+TWO_BURNERS = ["sh", "-c", "\"$0\" cpu --seconds 3 & \"$0\" cpu --seconds 3; wait"]
+
+# (label, -e spec, workload argv after stacks-workload (or TWO_BURNERS), programs to report)
 PROGRAM_CASES = [
-    ("profile:u:999", "profile:u:999", ["cpu", "--seconds", "3"], ["on_cpu_sample"]),
-    ("profile:uk:999", "profile:uk:999", ["cpu", "--seconds", "3"], ["on_cpu_sample"]),
+    ("profile:u:999", "profile:u:999", TWO_BURNERS, ["on_cpu_sample"]),
+    ("profile:uk:999", "profile:uk:999", TWO_BURNERS, ["on_cpu_sample"]),
     ("rss:n:1", "rss:n:1", ["touch", "--mib", "256", "--hold-ms", "0"], ["on_rss_stat"]),
     ("rss:u:1", "rss:u:1", ["touch", "--mib", "256", "--hold-ms", "0"], ["on_rss_stat"]),
     ("net:n", "net:n", ["udp", "--mib", "16", "--datagram", "1024"],
@@ -194,7 +199,12 @@ def bench_programs():
     for label, spec, work, names in PROGRAM_CASES:
         runs = []
         for _ in range(max(1, REPS // 2)):
-            target = ["-a", "-d", "3s"] if work is None else ["--", WORK, *work]
+            if work is None:
+                target = ["-a", "-d", "3s"]
+            elif work is TWO_BURNERS:
+                target = ["--", *work, WORK]
+            else:
+                target = ["--", WORK, *work]
             p = run([REC, "-e", spec, "-o", "/dev/null", *target], label)
             runs.append(progs(p.stderr))
         out[label] = {n: med([r.get(n, (0, 0))[1] for r in runs]) for n in names}
@@ -273,7 +283,8 @@ mount namespace with tracefs. "recorded" is the latency stacks-record wrote for 
 
 {table(rows)}
 
-BPF programs, mean ns per run from `kernel.bpf_stats_enabled` (the stacks-record summary):
+BPF programs, mean ns per run from `kernel.bpf_stats_enabled` (the stacks-record summary; the
+CPU samples of two burners, one per CPU, so that every sample is of a target):
 
 {table(prog_rows)}
 

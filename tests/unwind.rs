@@ -384,6 +384,28 @@ fn deep_stacks_are_continued_by_frame_pointers_or_marked_truncated() {
         got * 100.0,
         show(&fp)
     );
+    // `u` stacks of 100 levels: the frame-pointer walk follows the chain in its one copy of the
+    // stack's top 2 KiB, then frame by frame (1 KiB apart), and its frames written reach into
+    // where the copy was (past 94 frames) without losing the chain. `leaf` calls nothing and
+    // clang gives it no frame, so a walk from inside it skips its caller (as any frame-pointer
+    // walk does): 99 levels.
+    let mut chain100 = vec!["main"];
+    chain100.extend(std::iter::repeat_n("level", 99));
+    chain100.push("leaf");
+    let (u, stderr) = record(
+        &dir,
+        "deep-fp-u",
+        "profile:u:199",
+        &dir.join("bin/deep-fp"),
+        "2 100",
+    );
+    let (got, _) = share(&u, &chain100);
+    assert!(
+        got >= 0.95,
+        "deep-fp, u: {:.1} % whole:\n{}\n{stderr}",
+        got * 100.0,
+        show(&u)
+    );
     let (nofp, stderr) = record(
         &dir,
         "deep-nofp",

@@ -103,6 +103,7 @@ pub fn run() -> Result<ExitCode> {
     // The path generation of file records: the kernel sends a file's walked path once per
     // generation; user space starts a new one when it lets the paths it kept go (`FileNames`).
     let path_gen = Global::new(&mut skel, |b| &mut b.path_gen);
+    let py_procs_any = Global::new(&mut skel, |b| &mut b.py_procs_any);
     let rings = describe_rings(&load);
     let tracepoints = bpf::attach_tracepoints(&mut skel)?;
     // A kind may hold the command after its exec, to change its new image before it runs
@@ -115,7 +116,8 @@ pub fn run() -> Result<ExitCode> {
 
     // Ready to convert before the command runs (reading kernel symbols takes ~50 ms): a
     // short-lived command's memory map must be read while it lives (`d` stacks).
-    let conv = converter(&args, &spec, data, offset_ns, &targets)?;
+    let mut conv = converter(&args, &spec, data, offset_ns, &targets)?;
+    conv.python.tell_kernel(py_procs_any);
     let running = running_pids(&target, &targets.cgroups);
     runs.started(&skel, &running)?;
     targets.go(&skel, &target, &running)?;

@@ -85,6 +85,8 @@ pub(crate) struct Python {
     warned_pids: HashSet<u32>,
     /// Interpreter files read.
     files: find::Files,
+    /// The kernel side's `py_procs_any`, set at the first process handed to it.
+    any: Option<crate::kernel::globals::Global>,
     pub counts: PyCounts,
 }
 
@@ -97,8 +99,14 @@ impl Python {
             warned: HashSet::new(),
             warned_pids: HashSet::new(),
             files: find::Files::default(),
+            any: None,
             counts: PyCounts::default(),
         }
+    }
+
+    /// `any`: the kernel side's `py_procs_any`, which it reads before looking a process up.
+    pub(crate) fn tell_kernel(&mut self, any: Option<crate::kernel::globals::Global>) {
+        self.any = any;
     }
 
     /// Look for an interpreter in process `pid` (at a sample of it) unless known or looked at
@@ -178,6 +186,9 @@ impl Python {
             .update(&pid.to_ne_bytes(), bytes, MapFlags::ANY)
             .is_ok()
         {
+            if let Some(any) = &self.any {
+                any.set(1);
+            }
             self.looked.remove(&pid);
             self.procs.insert(
                 pid,
