@@ -158,6 +158,60 @@ static __always_inline struct file *file_info(struct stacks_file *v, struct task
 	return f;
 }
 
+/* Paths already sent (their walk is the most costly part of a record: ~20 helper calls), by
+ * `vfs` records and `state` rows: (dentry, mnt) -> inode and path generation. A record of a
+ * file found here with the same inode, in the current generation, is sent without its path
+ * (STACKS_PATH_SAME); user space keeps the paths it was sent, and starts a new generation
+ * (path_gen, written by it) when it lets them go. */
+struct path_key {
+	__u64 dentry;
+	__u64 mnt;
+};
+
+struct path_seen_val {
+	__u64 inode;
+	__u32 gen;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, struct path_key);
+	__type(value, struct path_seen_val);
+} path_seen SEC(".maps");
+
+volatile __u32 path_gen = 0;
+
+/* The file of `fd` into `v` (as file_info), its path walked only when not sent before
+ * (`*walked`: record it with file_path_sent once the record is sent). Returns the file, or
+ * NULL. */
+static __always_inline struct file *file_info_once(struct stacks_file *v, struct task_struct *task,
+						   int fd, bool *walked)
+{
+	*walked = false;
+	struct file *f = file_of(v, task, fd);
+	if (!f)
+		return NULL;
+	struct path_key k = { .dentry = v->dentry, .mnt = v->mnt };
+	struct path_seen_val *seen = bpf_map_lookup_elem(&path_seen, &k);
+	if (seen && seen->inode == v->inode && seen->gen == path_gen) {
+		v->path_complete = STACKS_PATH_SAME;
+		return f;
+	}
+	file_path(v, f);
+	*walked = true;
+	return f;
+}
+
+/* The path of `v` was sent: later records of the file need not walk it. */
+static __always_inline void file_path_sent(struct stacks_file *v)
+{
+	struct path_key k = { .dentry = v->dentry, .mnt = v->mnt };
+	struct path_seen_val val = { .inode = v->inode, .gen = path_gen };
+	bpf_map_update_elem(&path_seen, &k, &val, BPF_ANY);
+}
+
 /* The family, protocol and addresses of `sk` into `a`; false (nothing written) for a socket
  * that is not TCP or UDP over IPv4 or IPv6. */
 static __always_inline bool sock_addrs(struct sock *sk, __u32 *family, __u32 *protocol,

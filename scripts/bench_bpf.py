@@ -198,7 +198,7 @@ def bench_programs():
     out = {}
     for label, spec, work, names in PROGRAM_CASES:
         runs = []
-        for _ in range(max(1, REPS // 2)):
+        for _ in range(REPS):
             if work is None:
                 target = ["-a", "-d", "3s"]
             elif work is TWO_BURNERS:

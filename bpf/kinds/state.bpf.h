@@ -249,6 +249,14 @@ static __always_inline void state_dwarf_stack(struct stacks_event *e, struct tas
 		py_put_after_copy(e, (k + n) & 255, py);
 }
 
+/* A state row was handed over (`sent`), or not: a path walked for it need not be walked again
+ * (file_info_once). */
+static __always_inline void state_sent(struct stacks_event *e, bool sent, bool walked)
+{
+	if (sent && walked)
+		file_path_sent(&e->info.state.file);
+}
+
 SEC("iter.s/task")
 int sample_states(struct bpf_iter__task *ctx)
 {
@@ -306,9 +314,11 @@ int sample_states(struct bpf_iter__task *ctx)
 	s->syscall = state_syscall_of(c, regs, &since, &fd);
 	if (since)
 		s->syscall_ns = state_pass_ts > since ? state_pass_ts - since : 0;
+	/* Its file's path walked now, to be marked sent with the record. */
+	bool walked = false;
 	if (fd >= 0) {
 		s->fd = fd;
-		struct file *f = file_info(&s->file, task, fd);
+		struct file *f = file_info_once(&s->file, task, fd, &walked);
 		if (f && s->file.file_type == STACKS_FILE_SOCKET) {
 			struct socket *sock = bpf_core_cast(f, struct file)->private_data;
 			struct sock *sk = sock ? bpf_core_cast(sock, struct socket)->sk : NULL;
@@ -320,7 +330,7 @@ int sample_states(struct bpf_iter__task *ctx)
 		}
 	}
 	if (!state_stacks) {
-		submit(e);
+		state_sent(e, submit(e), walked);
 		return 0;
 	}
 	__u64 switches = task->nvcsw + task->nivcsw + 1;
@@ -329,7 +339,7 @@ int sample_states(struct bpf_iter__task *ctx)
 			e->hdr.kstack_len = STACKS_SAME_STACKS;
 		if (state_stacks & STACKS_WANT_USER)
 			e->hdr.ustack_len = STACKS_SAME_STACKS;
-		submit(e);
+		state_sent(e, submit(e), walked);
 		return 0;
 	}
 	if (state_stacks & STACKS_WANT_KERNEL) {
@@ -344,7 +354,9 @@ int sample_states(struct bpf_iter__task *ctx)
 		capture_python_of(e, task, task);
 	}
 	/* Only stacks user space has: a record lost to a full ring buffer is sent again. */
-	if (submit_room(e) && c)
+	bool sent = submit_room(e);
+	if (sent && c)
 		c->sent = switches;
+	state_sent(e, sent, walked);
 	return 0;
 }

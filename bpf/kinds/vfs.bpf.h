@@ -21,56 +21,6 @@ struct {
 	__type(value, struct vfs_call);
 } vfs_store SEC(".maps");
 
-/* Paths already sent (their walk is the most costly part of a record: ~20 helper calls):
- * (dentry, mnt) -> inode and path generation. A record of a file found here with the same
- * inode, in the current generation, is sent without its path (STACKS_PATH_SAME); user space
- * keeps the paths it was sent, and starts a new generation (path_gen, written by it) when it
- * lets them go. */
-struct path_key {
-	__u64 dentry;
-	__u64 mnt;
-};
-
-struct path_seen_val {
-	__u64 inode;
-	__u32 gen;
-	__u32 pad;
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 8192);
-	__type(key, struct path_key);
-	__type(value, struct path_seen_val);
-} path_seen SEC(".maps");
-
-volatile __u32 path_gen = 0;
-
-/* The file of `fd` into `v`, its path walked only when not sent before; true when it was
- * walked (record it in path_seen once the record is sent). */
-static __always_inline bool vfs_file(struct stacks_file *v, struct task_struct *task, int fd)
-{
-	struct file *f = file_of(v, task, fd);
-	if (!f)
-		return false;
-	struct path_key k = { .dentry = v->dentry, .mnt = v->mnt };
-	struct path_seen_val *seen = bpf_map_lookup_elem(&path_seen, &k);
-	if (seen && seen->inode == v->inode && seen->gen == path_gen) {
-		v->path_complete = STACKS_PATH_SAME;
-		return false;
-	}
-	file_path(v, f);
-	return true;
-}
-
-/* The path of `v` was sent: later records of the file need not walk it. */
-static __always_inline void vfs_path_sent(struct stacks_file *v)
-{
-	struct path_key k = { .dentry = v->dentry, .mnt = v->mnt };
-	struct path_seen_val val = { .inode = v->inode, .gen = path_gen };
-	bpf_map_update_elem(&path_seen, &k, &val, BPF_ANY);
-}
-
 SEC("tp_btf/sys_enter")
 int BPF_PROG(vfs_enter, struct pt_regs *regs, long id)
 {
@@ -130,10 +80,11 @@ int BPF_PROG(vfs_exit, struct pt_regs *regs, long ret)
 	v->error = ret < 0 ? (__s32)-ret : 0;
 	v->syscall = c->call;
 	c->ts = 0;
-	bool walked = vfs_file(&v->file, task, v->fd);
+	bool walked;
+	file_info_once(&v->file, task, v->fd, &walked);
 	read_span(&e->hdr.span);
 	capture_stacks_d(ctx, e, vfs_stacks);
 	if (submit_room(e) && walked)
-		vfs_path_sent(&v->file);
+		file_path_sent(&v->file);
 	return 0;
 }

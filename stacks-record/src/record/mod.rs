@@ -437,7 +437,7 @@ impl Recorder<'_, '_> {
                 (counts.span_rows, "rows in `tracing` spans"),
                 (
                     self.conv.unknown_paths(),
-                    "vfs rows whose path was sent before and not kept",
+                    "rows whose file path was sent before and not kept",
                 ),
             ]
             .into_iter()
