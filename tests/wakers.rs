@@ -488,15 +488,17 @@ fn timer_and_disk_wakeups_are_named_not_empty() {
              WHERE kind = 'wake' AND wakee = {sleeper} GROUP BY comm, thread, pid"
         ),
     );
-    assert_eq!(
-        rows,
-        vec![vec![
-            "[timer]".to_string(),
-            "[timer]".into(),
-            "0".into(),
-            "30".into()
-        ]],
-        "the sleeper's 30 wakeups by its timer"
+    // Every wakeup of the sleeper is by its timer. Not every one of its 30 sleeps is: now and
+    // then a sleep ends with no `sched_waking` of it at all, which no program can see. perf,
+    // recording that tracepoint over the same runs (400 sleeps of 5 ms), saw the sleeper
+    // woken 398 times in runs where we wrote 398 rows, against 401 switches out.
+    assert!(
+        rows.len() == 1
+            && rows[0][..3] == ["[timer]", "[timer]", "0"]
+            && rows[0][3]
+                .parse::<u32>()
+                .is_ok_and(|n| (27..=30).contains(&n)),
+        "the sleeper's wakeups by its timer, 27 to 30 of its 30 sleeps: {rows:?}"
     );
 
     let dir = scratch("wakers-disk");
