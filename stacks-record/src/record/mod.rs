@@ -116,8 +116,7 @@ pub fn run() -> Result<ExitCode> {
 
     // Ready to convert before the command runs (reading kernel symbols takes ~50 ms): a
     // short-lived command's memory map must be read while it lives (`d` stacks).
-    let mut conv = converter(&args, &spec, data, offset_ns, &targets)?;
-    conv.python.tell_kernel(py_procs_any);
+    let conv = converter(&args, &spec, data, offset_ns, &targets, py_procs_any)?;
     let running = running_pids(&target, &targets.cgroups);
     runs.started(&skel, &running)?;
     targets.go(&skel, &target, &running)?;
@@ -197,13 +196,15 @@ fn load_options(
 }
 
 /// The converter of the recording: kernel names when kernel stacks are asked for, what the
-/// kinds keep for decoding, the command's records held until its exec, Python frames.
+/// kinds keep for decoding, the command's records held until its exec, Python frames (told to
+/// the kernel side through `py_procs_any`).
 fn converter(
     args: &Args,
     spec: &EventSpec,
     data: KindData,
     offset_ns: i64,
     targets: &Targets,
+    py_procs_any: Option<Global>,
 ) -> Result<Converter> {
     let mut conv = Converter::new(
         offset_ns,
@@ -216,6 +217,7 @@ fn converter(
         conv.hold_until_exec(child.pid, bpf::comm_key(comm.trim_end_matches('\n')));
     }
     conv.python = crate::process::python::Python::new(!args.no_python);
+    conv.python.tell_kernel(py_procs_any);
     Ok(conv)
 }
 
