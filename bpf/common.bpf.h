@@ -462,6 +462,8 @@ __noinline long capture_user_ips(struct stacks_event *e, __u32 k)
 	return w.n;
 }
 
+#include "kstack.bpf.h"
+
 /* Capture the current task's wanted stacks into the record: kernel addresses first, then the
  * user frames (build id + file offset) right after them, then, in a CPython process, the
  * thread's Python frames (python.bpf.h); lengths are frames or -errno. */
@@ -470,7 +472,7 @@ static __always_inline void capture_stacks(void *ctx, struct stacks_event *e, __
 	__u32 k = 0;
 
 	if (want & STACKS_WANT_KERNEL) {
-		long n = bpf_get_stack(ctx, e->frames, STACK_BYTES, 0);
+		long n = capture_kernel_ips(ctx, e, e->hdr.kind);
 		if (n < 0) {
 			e->hdr.kstack_len = (__s32)n;
 		} else {

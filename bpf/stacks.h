@@ -113,6 +113,13 @@ enum stacks_drop {
 	/* Not a loss: `d` stacks taken by frame pointers instead (no stack copy) because the ring
 	 * buffer was over half full: a burst degrades stacks before it loses events. */
 	STACKS_DROP_DWARF_FP = 25,
+	/* Not a loss: kernel stacks served from the cache of verified unwinds (kstack.bpf.h). */
+	STACKS_DROP_KSTACK_CACHED = 26,
+	/* A kernel stack served from that cache that the kernel's unwind, re-checking one use in
+	 * kstack_recheck, found different (the key is unwound every time after it). */
+	STACKS_DROP_KSTACK_WRONG = 27,
+	/* Not a loss: re-checks of served entries that agreed with the kernel's unwind. */
+	STACKS_DROP_KSTACK_AGREED = 28,
 	/* Not a loss: events aggregated in the kernel (STACKS_DROP_AGGREGATED + kind) because
 	 * their ring buffer was backed up; they arrive as rows whose count covers them. */
 	STACKS_DROP_AGGREGATED = 32,

@@ -96,6 +96,9 @@ FIO_CASES = [
     ("bare", None),
     ("stacks -e vfs:n,block:n", ["stacks", "vfs:n,block:n"]),
     ("stacks -e vfs:u,block:uk", ["stacks", "vfs:u,block:uk"]),
+    # The same with every kernel stack unwound by the kernel (no cache of its unwinds).
+    ("stacks -e vfs:u,block:uk --kernel-stacks-unwound",
+     ["stacks", "vfs:u,block:uk", "--kernel-stacks-unwound"]),
     ("perf record (no stacks)", ["perf", []]),
     ("perf record -g", ["perf", ["-g"]]),
 ]
@@ -109,7 +112,8 @@ def fio_case(case, tmp, seconds):
         return fio_result(out), None, {}
     if how[0] == "stacks":
         stream = tmp / "rec.arrow"
-        p = run([REC, "-e", how[1], "-o", str(stream), "--", *fio_argv(out)], case[0])
+        p = run([REC, *how[2:], "-e", how[1], "-o", str(stream), "--", *fio_argv(out)],
+                case[0])
         rec = recorded_latency(stream)
         stream.unlink()
         return fio_result(out), rec, progs(p.stderr)
@@ -157,6 +161,9 @@ def bench_pingpong(tmp):
          lambda: [REC, "-e", "switch:n:0,wake:n", "-o", "/dev/null", "--"]),
         ("stacks -e switch:uk:0,wake:uk",
          lambda: [REC, "-e", "switch:uk:0,wake:uk", "-o", "/dev/null", "--"]),
+        ("stacks -e switch:uk:0,wake:uk --kernel-stacks-unwound",
+         lambda: [REC, "--kernel-stacks-unwound", "-e", "switch:uk:0,wake:uk", "-o",
+                  "/dev/null", "--"]),
         # The defaults: stacks only for waits of at least 1 ms (none here), a note otherwise.
         ("stacks -e switch:uk,wake:uk",
          lambda: [REC, "-e", "switch:uk,wake:uk", "-o", "/dev/null", "--"]),

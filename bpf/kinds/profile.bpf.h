@@ -17,7 +17,16 @@ int on_cpu_sample(struct bpf_perf_event_data *ctx)
 	fill_header(e, STACKS_EV_PROFILE, bpf_get_current_task_btf());
 	e->info.profile.period_ns = ctx->sample_period;
 	read_span(&e->hdr.span);
-	capture_stacks_d(ctx, e, profile_stacks);
+	__u32 want = profile_stacks;
+	/* The context allows only whole-word loads of the registers. */
+	__u64 cs = *(volatile __u64 *)&ctx->regs.cs;
+	if ((want & STACKS_WANT_KERNEL) && (cs & 3) == 3) {
+		/* Taken in user mode: no kernel frames, what bpf_get_stack finds after its checks
+		 * and the callchain buffer's setup (~250 ns of a sample), without the call. */
+		want &= ~STACKS_WANT_KERNEL;
+		e->hdr.kstack_len = 0;
+	}
+	capture_stacks_d(ctx, e, want);
 	submit_room(e);
 	return 0;
 }

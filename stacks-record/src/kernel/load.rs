@@ -29,6 +29,11 @@ pub(crate) struct LoadOptions {
     pub spans: bool,
     /// Bytes of user stack copied for `d` stacks.
     pub ustack_bytes: u32,
+    /// Serve kernel stacks from the cache of checked unwinds (bpf/kstack.bpf.h).
+    pub kstack_cache: bool,
+    /// One served kernel stack in this many is unwound again and compared; 1: every use is
+    /// compared and none served (the tests' ground truth).
+    pub kstack_recheck: u32,
 }
 
 /// Sizes of the aggregation tables of each generation.
@@ -68,6 +73,8 @@ pub(crate) fn load<'obj>(
     rodata.follow_forks = opts.follow_forks;
     rodata.read_spans = opts.spans;
     rodata.ustack_window = opts.ustack_bytes;
+    rodata.kstack_cache_on = opts.kstack_cache;
+    rodata.kstack_recheck = opts.kstack_recheck;
     let bytes = u64::from(opts.ringbuf_bytes);
     rodata.ring_half = [bytes / 2; RINGS + 1];
     rodata.wakeup_bytes = [bytes / 8; RINGS + 1];

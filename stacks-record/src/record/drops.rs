@@ -73,6 +73,14 @@ pub(crate) struct Drops {
     /// `d` stacks taken by frame pointers while the ring buffer was over half full (not lost:
     /// see `STACKS_DROP_DWARF_FP`).
     pub dwarf_as_fp: u64,
+    /// Kernel stacks served from the cache of checked unwinds (not lost: see
+    /// `STACKS_DROP_KSTACK_CACHED` and bpf/kstack.bpf.h).
+    pub kstacks_cached: u64,
+    /// Served kernel stacks that a re-check found different from the kernel's unwind
+    /// (`STACKS_DROP_KSTACK_WRONG`): each retires its cache key.
+    pub kstacks_wrong: u64,
+    /// Re-checks of served kernel stacks that agreed (`STACKS_DROP_KSTACK_AGREED`).
+    pub kstacks_agreed: u64,
     /// Events aggregated in the kernel while their ring buffer was backed up, by kind name
     /// (not lost: rows stand for them, see `STACKS_DROP_AGGREGATED`).
     pub aggregated: BTreeMap<String, u64>,
@@ -121,8 +129,9 @@ impl Drops {
     /// by cause.
     pub(crate) fn update(&mut self, now: &[Vec<u64>]) -> Vec<(i32, String, u64)> {
         let mut out = Vec::new();
-        self.seen.resize(now.len(), Vec::new());
-        for (cpu, (totals, seen)) in now.iter().zip(self.seen.iter_mut()).enumerate() {
+        let mut seen_all = std::mem::take(&mut self.seen);
+        seen_all.resize(now.len(), Vec::new());
+        for (cpu, (totals, seen)) in now.iter().zip(seen_all.iter_mut()).enumerate() {
             seen.resize(totals.len(), 0);
             for (cause, (&total, prev)) in totals.iter().zip(seen.iter_mut()).enumerate() {
                 let agg = Drop::STACKS_DROP_AGGREGATED.0;
@@ -139,14 +148,8 @@ impl Drops {
                         .entry(kind_name(cause as u32 - full))
                         .or_default() += total - *prev;
                     *prev = total;
-                } else if total > *prev && cause as u32 == Drop::STACKS_DROP_END_INFERRED.0 {
-                    self.inferred_ends += total - *prev;
-                    *prev = total;
-                } else if total > *prev && cause as u32 == Drop::STACKS_DROP_PROBE_UNCOUNTED.0 {
-                    self.uncounted_hits += total - *prev;
-                    *prev = total;
-                } else if total > *prev && cause as u32 == Drop::STACKS_DROP_DWARF_FP.0 {
-                    self.dwarf_as_fp += total - *prev;
+                } else if let Some(count) = self.note_of(cause as u32).filter(|_| total > *prev) {
+                    *count += total - *prev;
                     *prev = total;
                 } else if total > *prev {
                     let name = cause_name(cause as u32);
@@ -156,7 +159,21 @@ impl Drops {
                 }
             }
         }
+        self.seen = seen_all;
         out
+    }
+
+    /// The counter of a cause that is not a loss, counted for the summary only.
+    fn note_of(&mut self, cause: u32) -> Option<&mut u64> {
+        Some(match Drop(cause) {
+            Drop::STACKS_DROP_END_INFERRED => &mut self.inferred_ends,
+            Drop::STACKS_DROP_PROBE_UNCOUNTED => &mut self.uncounted_hits,
+            Drop::STACKS_DROP_DWARF_FP => &mut self.dwarf_as_fp,
+            Drop::STACKS_DROP_KSTACK_CACHED => &mut self.kstacks_cached,
+            Drop::STACKS_DROP_KSTACK_WRONG => &mut self.kstacks_wrong,
+            Drop::STACKS_DROP_KSTACK_AGREED => &mut self.kstacks_agreed,
+            _ => return None,
+        })
     }
 
     /// All causes' total.
@@ -191,6 +208,12 @@ impl Drops {
             inferred
         };
         let mut inferred = inferred;
+        if self.kstacks_cached + self.kstacks_agreed + self.kstacks_wrong > 0 {
+            inferred.push_str(&format!(
+                "; {} kernel stacks from the cache of checked unwinds, re-checks: {} agreed, {} found different",
+                self.kstacks_cached, self.kstacks_agreed, self.kstacks_wrong
+            ));
+        }
         for (kind, n) in &self.aggregated {
             inferred.push_str(&format!(
                 "; {n} {kind} events aggregated in the kernel (ring buffer backed up)"
@@ -283,12 +306,17 @@ mod tests {
         cpu0[Drop::STACKS_DROP_BLOCK_MAP_FULL.0 as usize] = 1;
         cpu0[ring_vfs as usize] = 5;
         cpu0[Drop::STACKS_DROP_END_INFERRED.0 as usize] = 4;
-        assert_eq!(d.update(&[cpu0, cpu1]).len(), 2);
+        cpu0[Drop::STACKS_DROP_KSTACK_CACHED.0 as usize] = 7;
+        assert_eq!(d.update(&[cpu0.clone(), cpu1.clone()]).len(), 2);
+        assert_eq!(d.kstacks_cached, 7);
+        cpu0[Drop::STACKS_DROP_KSTACK_CACHED.0 as usize] = 9;
+        assert!(d.update(&[cpu0, cpu1]).is_empty());
+        assert_eq!(d.kstacks_cached, 9);
         assert_eq!(d.total(), 6);
         assert_eq!(d.inferred_ends, 4);
         assert_eq!(
             d.describe(),
-            "lost 6 events (map_full:block 1, ring_buffer_full:vfs 5); off-CPU time of 4 switches the tracepoint did not report taken from the threads' CPU time"
+            "lost 6 events (map_full:block 1, ring_buffer_full:vfs 5); off-CPU time of 4 switches the tracepoint did not report taken from the threads' CPU time; 9 kernel stacks from the cache of checked unwinds, re-checks: 0 agreed, 0 found different"
         );
     }
 }

@@ -171,6 +171,17 @@ pub fn run() -> Result<ExitCode> {
     Ok(ExitCode::from(child_status.unwrap_or(0)))
 }
 
+/// One served kernel stack in this many is unwound again and compared: 64, or
+/// `STACKS_KSTACK_RECHECK` (1: every use compared and none served, which the tests use as
+/// ground truth for the cache of kernel stacks).
+fn kstack_recheck() -> u32 {
+    std::env::var("STACKS_KSTACK_RECHECK")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(64)
+}
+
 /// How the BPF object is loaded for `spec` on `target`.
 fn load_options(
     args: &Args,
@@ -192,6 +203,8 @@ fn load_options(
         }),
         spans: !args.no_spans,
         ustack_bytes: args.ustack_bytes,
+        kstack_cache: !args.kernel_stacks_unwound,
+        kstack_recheck: kstack_recheck(),
     }
 }
 

@@ -1,0 +1,344 @@
+/* kstack.bpf.h — kernel stacks of tracepoint events from a cache of the kernel's own unwinds,
+ * checked against the stack at each use.
+ *
+ * The kernel unwinds its stack with ORC: a table lookup and a text-address check per frame,
+ * ~300 ns a frame on this kind of VM (a block request's 12 frames ~3.8 µs), and the same path
+ * is unwound again at every event. Unwinding is a function of where the stack pointer starts
+ * and of the stack words it reads: a tracepoint's arguments (the program's ctx) sit at a fixed
+ * place in the frames of the code path that fired it, each frame's size is fixed by the
+ * function and its return address, and the next return address is a word at a fixed place
+ * above it. So an unwind is kept under (kind, where ctx is) with each frame's slot: the stack
+ * word that held its address. An event with ctx at the same place whose stack holds the same
+ * addresses in the same slots has the same frames.
+ * - Where ctx is: its offset in the thread's stack in task context; in an interrupt or softirq
+ *   (the CPU's IRQ stack) its address. The frames of an interrupt's unwind go on in the
+ *   interrupted thread's stack, from the stack pointer the interrupt saved in the IRQ stack's
+ *   top word: that word is checked too, and those frames' slots are kept as offsets in the
+ *   thread's stack (the same for every thread interrupted at the same place).
+ * - A new entry is served only after KC_TRUST more unwinds at its key agreed with it, and one
+ *   served use in kstack_recheck is unwound again and compared: a disagreement retires the key
+ *   (always unwound after) and is counted (STACKS_DROP_KSTACK_WRONG), as the hits are
+ *   (STACKS_DROP_KSTACK_CACHED) and the agreeing re-checks (STACKS_DROP_KSTACK_AGREED).
+ * - The first frame is where the program called bpf_get_stack (the kernel's unwind starts at
+ *   that helper's caller): fixed for the program, and kept as it was. The next (the program's
+ *   own caller frames, the tracepoint's glue) are below ctx; all but the first are checked.
+ * - Only the kinds whose stacks are taken in tracepoint programs use it (KC_KINDS: ctx is the
+ *   tracepoint's arguments on the stack). Stacks of more than KC_FRAMES frames, or whose
+ *   frames are not found in turn among the stack words from just below ctx (within KC_SPAN
+ *   bytes on each stack), are unwound every time, as before. */
+#pragma once
+
+#define KC_FRAMES 32
+#define KC_SPAN 8192
+#define KC_WORDS (KC_SPAN / 8)
+/* How far below ctx the search for the slots starts: the program's frames are below it. */
+#define KC_BELOW 1024
+#define KC_TRUST 2
+#define KC_PAGE 4096
+/* The smallest x86-64 thread stack (16 KiB): ctx further than this from the stack's base is
+ * not in it, and the words read for a new entry stay inside it. */
+#define KC_THREAD_MIN 16384
+#define KC_KINDS                                                                           \
+	((1U << STACKS_EV_SWITCH) | (1U << STACKS_EV_WAKE) | (1U << STACKS_EV_BLOCK) |     \
+	 (1U << STACKS_EV_VFS) | (1U << STACKS_EV_NET) | (1U << STACKS_EV_RSS))
+
+/* Whether kernel stacks may be served from the cache (user space: --kernel-stacks-unwound
+ * turns it off). */
+const volatile bool kstack_cache_on = true;
+/* One served use in this many is unwound again and compared (user space: 64; the tests set
+ * 1 through STACKS_KSTACK_RECHECK, and then every use is compared and none served). */
+const volatile __u32 kstack_recheck = 64;
+
+struct kc_key {
+	__u32 kind;
+	__u32 irq; /* 1: ctx is on the CPU's IRQ stack */
+	__u64 at;  /* ctx's offset in the thread's stack, or (irq) its address */
+};
+
+struct kc_entry {
+	__u32 n;      /* frames */
+	__u32 n1;     /* frames before the first whose slot is in the interrupted thread's stack */
+	__u32 used;   /* served uses (schedules the re-checks) */
+	__u32 agreed; /* later unwinds at the key that agreed with it */
+	__u32 bad;    /* an unwind disagreed: the key is unwound every time */
+	__s32 first;  /* bytes from ctx to the second frame's slot (the first has none) */
+	__u32 span;   /* bytes checked from there: past the last slot, or (n1 < n) to the IRQ
+		       * stack's top, whose last word is the interrupted stack pointer */
+	__u32 link;   /* n1 < n: that stack pointer's offset in the thread's stack */
+	__u32 first2; /* n1 < n: offset in the thread's stack of frame n1's slot */
+	__u32 span2;  /* n1 < n: bytes checked from there */
+	__u16 off[KC_FRAMES]; /* each frame's slot in words from its stack's first (1 or n1) */
+	__u64 ip[KC_FRAMES];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct kc_key);
+	__type(value, struct kc_entry);
+} kstack_cache SEC(".maps");
+
+/* Per CPU and context (0 task, 1 IRQ stack: a task-context program can be interrupted by
+ * one in an interrupt): stack words copied for a check or a new entry (a page of room past
+ * KC_SPAN for the page-wise copy), and the entry being made. */
+struct kc_scratch {
+	__u64 w[KC_WORDS + KC_PAGE / 8];
+	struct kc_entry fresh;
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, struct kc_scratch);
+} kstack_scratch SEC(".maps");
+
+/* A new entry's search for the slots on one stack (a bpf_loop callback: a word a step). */
+struct kc_find {
+	struct kc_scratch *s;
+	struct stacks_event *e;
+	__u32 words;  /* words copied */
+	__u32 n;      /* frames */
+	__u32 i;      /* the frame looked for */
+	__u32 origin; /* the word of the first slot found on this stack */
+	bool found;   /* one was */
+};
+
+static int kc_find_step(__u32 j, void *ctx)
+{
+	struct kc_find *f = ctx;
+	struct kc_scratch *s = f->s;
+	struct stacks_event *e = f->e;
+	__u32 i = f->i;
+	if (!s || !e || j >= f->words || i >= f->n || i >= KC_FRAMES)
+		return 1;
+	barrier_var(j); /* index with the register checked */
+	if (j >= KC_WORDS)
+		return 1;
+	__u64 ip = e->frames[i & (KC_FRAMES - 1)];
+	if (s->w[j & (KC_WORDS - 1)] != ip)
+		return 0;
+	if (!f->found) {
+		f->origin = j;
+		f->found = true;
+	}
+	__u32 rel = j - f->origin;
+	if (rel >= KC_WORDS)
+		return 1;
+	s->fresh.off[i & (KC_FRAMES - 1)] = (__u16)rel;
+	f->i = i + 1;
+	return f->i >= f->n ? 1 : 0;
+}
+
+/* Copy the stack from `from` up, a page at a time, until `limit` bytes or a page that cannot
+ * be read (the guard page past an IRQ stack's top): the bytes copied. */
+static __always_inline __u32 kc_copy_up(struct kc_scratch *s, __u64 from, __u64 limit)
+{
+	__u32 got = 0;
+	for (__u32 k = 0; k < KC_SPAN / KC_PAGE + 1; k++) {
+		__u64 len = KC_PAGE - ((from + got) & (KC_PAGE - 1));
+		if (got + len > limit)
+			len = limit - got;
+		if (len == 0 || len > KC_PAGE || got > KC_SPAN)
+			break;
+		__u32 at = got / 8;
+		barrier_var(at);
+		if (at > KC_WORDS)
+			break;
+		if (bpf_probe_read_kernel(&s->w[at], len, (void *)(from + got)))
+			break;
+		got += len;
+	}
+	return got;
+}
+
+/* The n frames of an unwind with ctx at `a` kept as a new entry under `key`, when each after
+ * the first is found in turn among the stack words from KC_BELOW below ctx: on ctx's stack,
+ * then (ctx on the IRQ stack) on the interrupted thread's from the stack pointer it saved. */
+static __always_inline void kc_learn(struct kc_scratch *s, struct stacks_event *e, __u32 n,
+				     __u64 a, __u64 base, struct kc_key *key)
+{
+	if (n < 2 || n > KC_FRAMES)
+		return;
+	__u64 from = a - KC_BELOW;
+	__u64 limit = KC_SPAN;
+	if (!key->irq) {
+		if (a - base < KC_BELOW)
+			return;
+		limit = base + KC_THREAD_MIN - from;
+		if (limit > KC_SPAN)
+			limit = KC_SPAN;
+	}
+	__u32 got = kc_copy_up(s, from, limit) & ~7U;
+	if (got < 16 || got > KC_SPAN)
+		return;
+	struct kc_find f = { .s = s, .e = e, .words = got / 8, .n = n, .i = 1 };
+	bpf_loop(KC_WORDS, kc_find_step, &f, 0);
+	if (!f.found)
+		return;
+	__u32 n1 = f.i;
+	s->fresh.first = (__s32)(f.origin * 8) - KC_BELOW;
+	s->fresh.n1 = n1;
+	s->fresh.link = s->fresh.first2 = s->fresh.span2 = 0;
+	if (n1 == n) {
+		s->fresh.span = ((__u32)s->fresh.off[(n - 1) & (KC_FRAMES - 1)] + 1) * 8;
+	} else {
+		/* The rest are in the interrupted thread's stack, from the stack pointer saved in
+		 * the IRQ stack's top word (the last copied: the next page is its guard). */
+		if (!key->irq || n1 < 2)
+			return;
+		__u32 top = got / 8 - 1;
+		if (top >= KC_WORDS)
+			return;
+		__u64 sp = s->w[top];
+		if (sp < base || sp - base >= KC_THREAD_MIN)
+			return;
+		s->fresh.span = got - f.origin * 8;
+		s->fresh.link = (__u32)(sp - base);
+		__u32 got2 = kc_copy_up(s, sp, base + KC_THREAD_MIN - sp) & ~7U;
+		if (got2 < 8 || got2 > KC_SPAN)
+			return;
+		f.words = got2 / 8;
+		f.found = false;
+		bpf_loop(KC_WORDS, kc_find_step, &f, 0);
+		if (f.i != n || !f.found)
+			return;
+		s->fresh.first2 = s->fresh.link + f.origin * 8;
+		s->fresh.span2 = ((__u32)s->fresh.off[(n - 1) & (KC_FRAMES - 1)] + 1) * 8;
+	}
+	for (__u32 i = 0; i < KC_FRAMES; i++) {
+		if (i >= n)
+			break;
+		s->fresh.ip[i] = e->frames[i];
+	}
+	s->fresh.n = n;
+	s->fresh.used = 0;
+	s->fresh.agreed = 0;
+	s->fresh.bad = 0;
+	bpf_map_update_elem(&kstack_cache, key, &s->fresh, BPF_ANY);
+}
+
+/* Whether the words copied hold entry c's frames [from, to) in their slots. */
+static __always_inline bool kc_slots_hold(struct kc_scratch *s, struct kc_entry *c, __u32 from,
+					  __u32 to)
+{
+	for (__u32 i = 1; i < KC_FRAMES; i++) {
+		if (i >= to)
+			break;
+		if (i < from)
+			continue;
+		__u32 o = c->off[i];
+		if (o >= KC_WORDS || s->w[o & (KC_WORDS - 1)] != c->ip[i])
+			return false;
+	}
+	return true;
+}
+
+/* Whether the stack holds entry c's frames after the first in their slots (ctx at `a`, the
+ * thread's stack at `base`). */
+static __always_inline bool kc_holds(struct kc_scratch *s, struct kc_entry *c, __u64 a,
+				     __u64 base)
+{
+	__u32 span = c->span, n = c->n, n1 = c->n1;
+	if (span < 8 || span > KC_SPAN || n < 2 || n > KC_FRAMES || n1 > n)
+		return false;
+	if (bpf_probe_read_kernel(s->w, span, (void *)(a + (__s64)c->first)))
+		return false;
+	if (!kc_slots_hold(s, c, 1, n1))
+		return false;
+	if (n1 == n)
+		return true;
+	__u32 top = span / 8 - 1;
+	if (top >= KC_WORDS || s->w[top] != base + c->link)
+		return false;
+	__u32 span2 = c->span2;
+	if (span2 < 8 || span2 > KC_SPAN || c->first2 >= KC_THREAD_MIN)
+		return false;
+	if (bpf_probe_read_kernel(s->w, span2, (void *)(base + c->first2)))
+		return false;
+	return kc_slots_hold(s, c, n1, n);
+}
+
+/* Whether the unwind just made into e->frames (n frames) is entry c's. */
+static __always_inline bool kc_same(struct kc_entry *c, struct stacks_event *e, __u32 n)
+{
+	if (n != c->n)
+		return false;
+	for (__u32 i = 0; i < KC_FRAMES; i++) {
+		if (i >= n)
+			break;
+		if (e->frames[i] != c->ip[i])
+			return false;
+	}
+	return true;
+}
+
+/* The current thread's kernel stack into e->frames, as bpf_get_stack: bytes written, or
+ * -errno. A global function: the verifier checks it once, not once per way into it. */
+__noinline long capture_kernel_ips(void *ctx __arg_ctx, struct stacks_event *e, __u32 kind)
+{
+	if (!e)
+		return -EFAULT;
+	struct kc_scratch *s = NULL;
+	struct kc_entry *c = NULL;
+	struct kc_key key = { .kind = kind };
+	__u64 a = 0, base = 0;
+	bool check = false, keyed = false;
+
+	if (kstack_cache_on && kind < 32 && (KC_KINDS & (1U << kind))) {
+		void *p = ctx;
+		struct task_struct *task = bpf_get_current_task_btf();
+		base = (__u64)BPF_CORE_READ(task, stack);
+		/* ctx's address as a number: the verifier lets privileged programs read it. */
+		if (base && !bpf_probe_read_kernel(&a, sizeof(a), &p) && a) {
+			keyed = true;
+			if (a > base && a - base < KC_THREAD_MIN) {
+				key.at = a - base;
+			} else {
+				key.irq = 1;
+				key.at = a;
+			}
+			__u32 slot = key.irq;
+			s = bpf_map_lookup_elem(&kstack_scratch, &slot);
+		}
+	}
+	if (keyed && s) {
+		c = bpf_map_lookup_elem(&kstack_cache, &key);
+		if (c && !c->bad && kc_holds(s, c, a, base)) {
+			if (c->agreed >= KC_TRUST && kstack_recheck > 1 &&
+			    (++c->used % kstack_recheck)) {
+				__u32 n = c->n;
+				for (__u32 i = 0; i < KC_FRAMES; i++) {
+					if (i >= n)
+						break;
+					e->frames[i] = c->ip[i];
+				}
+				count_drop(STACKS_DROP_KSTACK_CACHED);
+				return (long)n * 8;
+			}
+			check = true;
+		}
+	}
+	long bytes = bpf_get_stack(ctx, e->frames, STACK_BYTES, 0);
+	if (bytes <= 0 || !keyed || !s)
+		return bytes;
+	__u32 n = (__u32)bytes / 8;
+	if (check) {
+		if (!c)
+			return bytes;
+		if (kc_same(c, e, n)) {
+			if (c->agreed < KC_TRUST)
+				c->agreed++;
+			else
+				count_drop(STACKS_DROP_KSTACK_AGREED);
+		} else {
+			if (c->agreed >= KC_TRUST)
+				count_drop(STACKS_DROP_KSTACK_WRONG);
+			c->bad = 1;
+		}
+		return bytes;
+	}
+	if (c && c->bad)
+		return bytes;
+	kc_learn(s, e, n, a, base, &key);
+	return bytes;
+}

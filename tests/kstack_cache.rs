@@ -1,0 +1,177 @@
+//! The cache of kernel stacks (bpf/kstack.bpf.h) against the kernel's own unwinder: kernel
+//! stacks of tracepoint events in task context are served from earlier unwinds when the stack
+//! holds the same return addresses in the same slots.
+//! - Ground truth: with `STACKS_KSTACK_RECHECK=1` no stack is served and every use the cache
+//!   would have served is unwound by the kernel and compared; a varied workload (CPU, sleeps,
+//!   buffered writes and fsync, page faults, loopback TCP, a pipe ping-pong, direct reads)
+//!   must give thousands of agreeing checks and no disagreement.
+//! - As users run it: most kernel stacks of a direct-read loop come from the cache, none found
+//!   different, and the stacks recorded are those of `--kernel-stacks-unwound`.
+
+use std::collections::HashMap;
+
+use arrow_array::types::Int32Type;
+use arrow_array::{Array, DictionaryArray, ListArray, StringArray, UInt64Array};
+use stacks_tests::{bpf_available, bpf_serial, check, read_stream, scratch, sh};
+
+/// (served, agreed, different) from the summary's "N kernel stacks from the cache of checked
+/// unwinds, re-checks: A agreed, D found different".
+fn cache_counts(summary: &str) -> Option<(u64, u64, u64)> {
+    let (before, after) =
+        summary.split_once(" kernel stacks from the cache of checked unwinds, re-checks: ")?;
+    let served = before.rsplit(' ').next()?.parse().ok()?;
+    let mut w = after.split_whitespace();
+    let agreed = w.next()?.parse().ok()?;
+    let different = w.nth(1)?.trim_end_matches(';').parse().ok()?;
+    Some((served, agreed, different))
+}
+
+/// Events with a kernel stack by kind, in the summary's "events: block 5225, …".
+fn events(summary: &str, kind: &str) -> u64 {
+    summary
+        .split("events: ")
+        .nth(1)
+        .and_then(|rest| {
+            rest.split(", ")
+                .find_map(|p| p.strip_prefix(&format!("{kind} ")))
+                .and_then(|n| n.split(';').next())
+                .and_then(|n| n.trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn the_cache_agrees_with_the_kernels_unwinds_of_a_varied_workload() {
+    if !bpf_available("the_cache_agrees_with_the_kernels_unwinds_of_a_varied_workload") {
+        return;
+    }
+    let _serial = bpf_serial();
+    let dir = scratch("kstack-truth");
+    let d = dir.display();
+    let out = sh(&format!(
+        "STACKS_KSTACK_RECHECK=1 stacks-record -e switch:k:0,wake:k,vfs:k,block:k,net:k,rss:k \
+           -o /dev/null -- sh -c 'stacks-workload mixed --dir {d} --seconds 2 > /dev/null && \
+             stacks-workload contention --seconds 1 --dir {d} > /dev/null && \
+             stacks-workload direct-read --mib 8 --path {d}/r.dat > /dev/null'"
+    ));
+    check(&out, "record the workload with every cached use re-checked");
+    let summary = String::from_utf8_lossy(&out.stderr);
+    let Some((served, agreed, different)) = cache_counts(&summary) else {
+        panic!("no count of the kernel stack cache in the summary: {summary}");
+    };
+    assert_eq!(
+        served, 0,
+        "STACKS_KSTACK_RECHECK=1 serves nothing: {summary}"
+    );
+    assert_eq!(
+        different, 0,
+        "cached kernel stacks differed from the kernel's: {summary}"
+    );
+    // Each kind's stacks were checked: the workload makes thousands of each of these.
+    for kind in ["switch", "vfs", "block", "wake"] {
+        assert!(events(&summary, kind) > 500, "few {kind} events: {summary}");
+    }
+    assert!(agreed > 10_000, "only {agreed} re-checks agreed: {summary}");
+}
+
+/// Count of each kernel stack (as its addresses) of kind `kind` in an Arrow IPC file.
+fn kstacks(path: &std::path::Path, kind: &str) -> HashMap<Vec<u64>, u64> {
+    let mut counts = HashMap::new();
+    for batch in read_stream(path) {
+        let kinds = batch
+            .column_by_name("kind")
+            .and_then(|c| c.as_any().downcast_ref::<StringArray>().cloned());
+        let stacks = batch.column_by_name("kstack").and_then(|c| {
+            c.as_any()
+                .downcast_ref::<DictionaryArray<Int32Type>>()
+                .cloned()
+        });
+        let (Some(kinds), Some(stacks)) = (kinds, stacks) else {
+            panic!("{}: no kind or dictionary kstack column", path.display());
+        };
+        let lists = stacks
+            .values()
+            .as_any()
+            .downcast_ref::<ListArray>()
+            .expect("kstack: a dictionary of lists");
+        for i in 0..batch.num_rows() {
+            if kinds.value(i) != kind || stacks.is_null(i) {
+                continue;
+            }
+            let frames = lists.value(stacks.keys().value(i) as usize);
+            let frames = frames
+                .as_any()
+                .downcast_ref::<UInt64Array>()
+                .expect("u64 frames");
+            *counts.entry(frames.values().to_vec()).or_default() += 1;
+        }
+    }
+    counts
+}
+
+#[test]
+fn served_kernel_stacks_are_the_unwound_ones() {
+    if !bpf_available("served_kernel_stacks_are_the_unwound_ones") {
+        return;
+    }
+    let _serial = bpf_serial();
+    let dir = scratch("kstack-served");
+    let d = dir.display();
+    check(
+        &sh(&format!(
+            "stacks-workload direct-read --mib 16 --path {d}/r.dat > /dev/null"
+        )),
+        "prepare the file",
+    );
+    let record = |flags: &str, name: &str| {
+        let out = sh(&format!(
+            "stacks-record {flags} -e block:k,vfs:k,switch:k:0 -o {d}/{name}.arrow -- \
+               stacks-workload direct-read --mib 16 --chunk-kib 4 --path {d}/r.dat"
+        ));
+        check(&out, &format!("record the reads ({name})"));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let cached = record("", "cached");
+    let unwound = record("--kernel-stacks-unwound", "unwound");
+    let Some((served, _, different)) = cache_counts(&cached) else {
+        panic!("no count of the kernel stack cache in the summary: {cached}");
+    };
+    assert_eq!(different, 0, "{cached}");
+    assert!(
+        cache_counts(&unwound).is_none(),
+        "--kernel-stacks-unwound served from the cache: {unwound}"
+    );
+    // 4,096 reads of 4 KiB: a vfs and a block event each, and a switch while the disk works.
+    let stacked = events(&cached, "block") + events(&cached, "vfs") + events(&cached, "switch");
+    assert!(
+        served * 10 >= stacked * 8,
+        "{served} of {stacked} kernel stacks from the cache: {cached}"
+    );
+    // Each kind's reads have one stack (the pread64 path): the same one both ways, as the
+    // greater part of its events.
+    for kind in ["block", "vfs", "switch"] {
+        let top = |path: &std::path::Path| {
+            let counts = kstacks(path, kind);
+            let total: u64 = counts.values().sum();
+            let (stack, n) = counts.into_iter().max_by_key(|(_, n)| *n).expect("stacks");
+            (stack, n as f64 / total as f64)
+        };
+        let (a, share_a) = top(&dir.join("cached.arrow"));
+        let (b, share_b) = top(&dir.join("unwound.arrow"));
+        assert_eq!(a, b, "{kind}: the most common kernel stack differs");
+        assert!(
+            share_a > 0.8 && (share_a - share_b).abs() < 0.05,
+            "{kind}: its share is {share_a:.3} cached, {share_b:.3} unwound"
+        );
+    }
+}
+
+#[test]
+fn the_summary_counts_are_read() {
+    let s = "stacks-record: 9 rows; lost 0 events; 120 kernel stacks from the cache of checked \
+             unwinds, re-checks: 3 agreed, 0 found different; events: block 12, vfs 7";
+    assert_eq!(cache_counts(s), Some((120, 3, 0)));
+    assert_eq!(events(s, "block"), 12);
+    assert_eq!(events(s, "vfs"), 7);
+    assert_eq!(events(s, "net"), 0);
+}
