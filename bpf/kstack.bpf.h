@@ -10,7 +10,7 @@
  * above it. So an unwind is kept under (kind, where ctx is) with each frame's slot: the stack
  * word that held its address. An event with ctx at the same place whose stack holds the same
  * addresses in the same slots has the same frames.
- * - Where ctx is: its offset in the thread's stack in task context; in an interrupt or softirq
+ * - Where ctx is: its offset in the thread's stack in task context (KC_WAYS entries each); in an interrupt or softirq
  *   (the CPU's IRQ stack) its address. The frames of an interrupt's unwind go on in the
  *   interrupted thread's stack, from the stack pointer the interrupt saved in the IRQ stack's
  *   top word: that word is checked too, and those frames' slots are kept as offsets in the
@@ -34,6 +34,9 @@
 /* How far below ctx the search for the slots starts: the program's frames are below it. */
 #define KC_BELOW 1024
 #define KC_TRUST 2
+/* Entries per place of ctx: a thread blocking in a pipe read and one preempted on its way
+ * back to user mode put the switch's ctx at the same offset. */
+#define KC_WAYS 2
 #define KC_PAGE 4096
 /* The smallest x86-64 thread stack (16 KiB): ctx further than this from the stack's base is
  * not in it, and the words read for a new entry stay inside it. */
@@ -51,7 +54,8 @@ const volatile __u32 kstack_recheck = 64;
 
 struct kc_key {
 	__u32 kind;
-	__u32 irq; /* 1: ctx is on the CPU's IRQ stack */
+	__u16 irq; /* 1: ctx is on the CPU's IRQ stack */
+	__u16 way; /* < KC_WAYS: two paths may put ctx at the same place */
 	__u64 at;  /* ctx's offset in the thread's stack, or (irq) its address */
 };
 
@@ -301,21 +305,38 @@ __noinline long capture_kernel_ips(void *ctx __arg_ctx, struct stacks_event *e, 
 			s = bpf_map_lookup_elem(&kstack_scratch, &slot);
 		}
 	}
+	/* The way to learn into: a free one, else one not yet trusted, else the last. */
+	__u16 spare = KC_WAYS;
 	if (keyed && s) {
-		c = bpf_map_lookup_elem(&kstack_cache, &key);
-		if (c && !c->bad && kc_holds(s, c, a, base)) {
-			if (c->agreed >= KC_TRUST && kstack_recheck > 1 &&
-			    (++c->used % kstack_recheck)) {
-				__u32 n = c->n;
-				for (__u32 i = 0; i < KC_FRAMES; i++) {
-					if (i >= n)
-						break;
-					e->frames[i] = c->ip[i];
-				}
-				count_drop(STACKS_DROP_KSTACK_CACHED);
-				return (long)n * 8;
+		for (__u16 way = 0; way < KC_WAYS; way++) {
+			key.way = way;
+			c = bpf_map_lookup_elem(&kstack_cache, &key);
+			if (!c) {
+				if (spare == KC_WAYS)
+					spare = way;
+				continue;
 			}
-			check = true;
+			if (c->bad) {
+				keyed = false; /* retired: unwound every time */
+				break;
+			}
+			if (kc_holds(s, c, a, base)) {
+				check = true;
+				break;
+			}
+			if (c->agreed < KC_TRUST && spare == KC_WAYS)
+				spare = way;
+		}
+		if (check && c && c->agreed >= KC_TRUST && kstack_recheck > 1 &&
+		    (++c->used % kstack_recheck)) {
+			__u32 n = c->n;
+			for (__u32 i = 0; i < KC_FRAMES; i++) {
+				if (i >= n)
+					break;
+				e->frames[i] = c->ip[i];
+			}
+			count_drop(STACKS_DROP_KSTACK_CACHED);
+			return (long)n * 8;
 		}
 	}
 	long bytes = bpf_get_stack(ctx, e->frames, STACK_BYTES, 0);
@@ -325,6 +346,7 @@ __noinline long capture_kernel_ips(void *ctx __arg_ctx, struct stacks_event *e, 
 	if (check) {
 		if (!c)
 			return bytes;
+		/* c is the way that held: compare the kernel's unwind with it. */
 		if (kc_same(c, e, n)) {
 			if (c->agreed < KC_TRUST)
 				c->agreed++;
@@ -337,8 +359,7 @@ __noinline long capture_kernel_ips(void *ctx __arg_ctx, struct stacks_event *e, 
 		}
 		return bytes;
 	}
-	if (c && c->bad)
-		return bytes;
+	key.way = spare < KC_WAYS ? spare : KC_WAYS - 1;
 	kc_learn(s, e, n, a, base, &key);
 	return bytes;
 }

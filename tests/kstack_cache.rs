@@ -1,10 +1,11 @@
 //! The cache of kernel stacks (bpf/kstack.bpf.h) against the kernel's own unwinder: kernel
-//! stacks of tracepoint events in task context are served from earlier unwinds when the stack
-//! holds the same return addresses in the same slots.
+//! stacks of tracepoint events (in task context and in interrupts) are served from earlier
+//! unwinds when the stack holds the same return addresses in the same slots.
 //! - Ground truth: with `STACKS_KSTACK_RECHECK=1` no stack is served and every use the cache
 //!   would have served is unwound by the kernel and compared; a varied workload (CPU, sleeps,
-//!   buffered writes and fsync, page faults, loopback TCP, a pipe ping-pong, direct reads)
-//!   must give thousands of agreeing checks and no disagreement.
+//!   buffered writes and fsync, page faults, loopback TCP, pipe ping-pongs — one on a single
+//!   CPU, whose switches in a pipe read and on the way back to user mode put ctx at the same
+//!   place — and direct reads) must give thousands of agreeing checks and no disagreement.
 //! - As users run it: most kernel stacks of a direct-read loop come from the cache, none found
 //!   different, and the stacks recorded are those of `--kernel-stacks-unwound`.
 
@@ -52,6 +53,7 @@ fn the_cache_agrees_with_the_kernels_unwinds_of_a_varied_workload() {
         "STACKS_KSTACK_RECHECK=1 stacks-record -e switch:k:0,wake:k,vfs:k,block:k,net:k,rss:k \
            -o /dev/null -- sh -c 'stacks-workload mixed --dir {d} --seconds 2 > /dev/null && \
              stacks-workload contention --seconds 1 --dir {d} > /dev/null && \
+             taskset -c 0 perf bench sched pipe -l 20000 > /dev/null && \
              stacks-workload direct-read --mib 8 --path {d}/r.dat > /dev/null'"
     ));
     check(&out, "record the workload with every cached use re-checked");
