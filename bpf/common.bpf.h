@@ -350,6 +350,17 @@ struct {
 	__type(value, __u8);
 } maps_read SEC(".maps");
 
+/* Processes whose user stack was resolved here, not being in maps_read (tgid -> 1): user space
+ * reads their map at its next poll. A record with such a stack may never reach it (a switch
+ * interval shorter than its MIN is folded, its stacks dropped), and every stack of the process
+ * would be resolved here at several µs each (6-8 µs a switch in a pipe ping-pong). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u8);
+} maps_wanted SEC(".maps");
+
 /* Processes that had a `d` stack while the recorder had not read their memory map (tgid -> 1),
  * until it has (it takes them out then): their exit record carries the exit snapshot of their
  * mappings (struct stacks_exit, kinds/lifecycle.bpf.h), for the recorder to unwind their
@@ -490,11 +501,13 @@ static __always_inline void capture_stacks(void *ctx, struct stacks_event *e, __
 		if (bpf_map_lookup_elem(&maps_read, &tgid)) {
 			n = capture_user_ips(e, k);
 		} else {
+			__u8 one = 1;
 			wake_for_maps = 1;
+			bpf_map_update_elem(&maps_wanted, &tgid, &one, BPF_ANY);
 			n = bpf_get_stack(ctx, &e->frames[k], USTACK_BYTES,
 					  BPF_F_USER_STACK | BPF_F_USER_BUILD_ID);
 			if (n > 0)
-				n /= STACKS_UFRAME_SIZE;
+				n = (long)((__u64)n / STACKS_UFRAME_SIZE);
 		}
 		if (n < 0) {
 			e->hdr.ustack_len = (__s32)n;

@@ -331,6 +331,7 @@ impl Recorder<'_, '_> {
             // At every poll, not only at a flush (once a second): a process that exits first
             // takes what the kernel side said of it (a span label's check) with it.
             self.runs.poll(self.skel);
+            arm_wanted(self.skel, &mut self.conv);
             if self.rows.len() >= FLUSH_ROWS || last_flush.elapsed() >= FLUSH_EVERY {
                 self.write(out)?;
                 last_flush = Instant::now();
@@ -631,6 +632,23 @@ fn arm_maps(skel: &crate::kernel::abi::StacksSkel<'_>, pid: u32) -> bool {
             .maps_read
             .update(&pid.to_ne_bytes(), &[1], libbpf_rs::MapFlags::ANY)
             .is_ok()
+}
+
+/// Read the memory maps the kernel side asked for (`maps_wanted`): processes whose user stacks
+/// it resolved itself, in records that may never come (folded switches), are armed as if one
+/// had.
+fn arm_wanted(skel: &crate::kernel::abi::StacksSkel<'_>, conv: &mut Converter) {
+    use libbpf_rs::MapCore;
+    let wanted: Vec<Vec<u8>> = skel.maps.maps_wanted.keys().collect();
+    for key in wanted {
+        let _ = skel.maps.maps_wanted.delete(&key);
+        let Ok(pid) = <[u8; 4]>::try_from(key.as_slice()).map(u32::from_ne_bytes) else {
+            continue;
+        };
+        if conv.norm.should_arm(pid, true, false) && arm_maps(skel, pid) {
+            conv.norm.read_map(pid);
+        }
+    }
 }
 
 /// Tell the kernel side that `pid`'s map is read for its `d` stacks: its exit record need not
