@@ -107,6 +107,16 @@ static __always_inline long ring_output(__u32 ring, void *data, __u64 size, __u6
 	return bpf_ringbuf_output(&events_samples, data, size, flags);
 }
 
+/* bpf_ringbuf_reserve of `size` bytes (a constant) in ring `ring`, or NULL when it is full. */
+static __always_inline void *ring_reserve(__u32 ring, __u64 size)
+{
+	if (ring == STACKS_RING_IO)
+		return bpf_ringbuf_reserve(&events_io, size, 0);
+	if (ring == STACKS_RING_PROBES)
+		return bpf_ringbuf_reserve(&events_probes, size, 0);
+	return bpf_ringbuf_reserve(&events_samples, size, 0);
+}
+
 /* Traced processes (tgid -> 1). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -234,14 +244,13 @@ static __always_inline __u64 task_cgroup(struct task_struct *task)
 	return cg ? cg->kn->id : 0;
 }
 
-/* Reset the header of a record for task `task` (a BTF pointer: a program's argument or
- * bpf_get_current_task_btf()), ids and names, no stacks; the caller fills the info member of
- * its kind. */
-static __always_inline void fill_header(struct stacks_event *e, enum stacks_event_kind kind, struct task_struct *task)
+/* Reset header `h` of a record for task `task` (a BTF pointer: a program's argument or
+ * bpf_get_current_task_btf()) at time `ts`: ids and names, no stacks; the caller fills the
+ * info member of its kind. */
+static __always_inline void fill_hdr(struct stacks_header *h, enum stacks_event_kind kind,
+				     struct task_struct *task, __u64 ts)
 {
-	struct stacks_header *h = &e->hdr;
-
-	h->ts = bpf_ktime_get_boot_ns();
+	h->ts = ts;
 	h->kind = kind;
 	/* Plain loads through the task's BTF pointer (each helper call costs ~60-100 ns here):
 	 * the kernel keeps comm NUL padded, so a copy of all of it is the string. */
@@ -257,6 +266,12 @@ static __always_inline void fill_header(struct stacks_event *e, enum stacks_even
 	h->cgroup = task_cgroup(task);
 	h->span.span_id = 0;
 	h->span.attrs_len = 0;
+}
+
+/* fill_hdr for record `e`, timed now. */
+static __always_inline void fill_header(struct stacks_event *e, enum stacks_event_kind kind, struct task_struct *task)
+{
+	fill_hdr(&e->hdr, kind, task, bpf_ktime_get_boot_ns());
 }
 
 /* ---- Span labels -------------------------------------------------------------------- */

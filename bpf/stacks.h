@@ -120,6 +120,9 @@ enum stacks_drop {
 	STACKS_DROP_KSTACK_WRONG = 27,
 	/* Not a loss: re-checks of served entries that agreed with the kernel's unwind. */
 	STACKS_DROP_KSTACK_AGREED = 28,
+	/* Not a loss: `block:n` requests kept in the in-flight table because their slot was held
+	 * by another request (kinds/block.bpf.h). */
+	STACKS_DROP_BLOCK_TABLED = 29,
 	/* Not a loss: events aggregated in the kernel (STACKS_DROP_AGGREGATED + kind) because
 	 * their ring buffer was backed up; they arrive as rows whose count covers them. */
 	STACKS_DROP_AGGREGATED = 32,

@@ -470,6 +470,110 @@ fn direct_reader_reads_32_mib_from_disk() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// `block:n` keeps each request in flight in the slot of its tag, or in a table
+/// when another request holds that slot (bpf/kinds/block.bpf.h). fio reads a 16 MiB file with
+/// four threads (`--thread`), each reading its quarter by direct 4 KiB reads: each read is one
+/// row of its thread (the main thread's own page reads, if any, are left out), whose bytes add
+/// up to what fio read, with the default slots and with a single slot (most requests then in
+/// the table, as the summary counts).
+#[test]
+fn block_without_stacks_records_every_request_from_slots_and_table() {
+    let Some(_serial) =
+        bpf_guard("block_without_stacks_records_every_request_from_slots_and_table")
+    else {
+        return;
+    };
+    let dir = scratch("block-slots");
+    let file = dir.join("r.dat");
+    check(
+        &sh(&format!(
+            "fio --name=prepare --filename={} --size=16M --rw=write --bs=1M --output=/dev/null",
+            file.display()
+        )),
+        "fio: prepare the file",
+    );
+    for slots in [None, Some(1)] {
+        let out = dir.join(format!("out-{}", slots.unwrap_or(0)));
+        let json = dir.join(format!("fio-{}.json", slots.unwrap_or(0)));
+        let env = slots.map_or(String::new(), |n| format!("STACKS_BLOCK_SLOTS={n}"));
+        let rec = sh(&format!(
+            "{env} stacks-record -e block:n -- fio --name=r --filename={f} --size=4M \
+               --offset_increment=4M --numjobs=4 --thread --group_reporting --rw=randread \
+               --bs=4k --ioengine=psync --direct=1 --output-format=json --output={json} | stacks-pack {out}",
+            f = file.display(),
+            json = json.display(),
+            out = out.display(),
+        ));
+        check(&rec, &format!("record fio with {env}"));
+        let summary = String::from_utf8_lossy(&rec.stderr);
+        assert!(
+            summary.contains("lost 0 events"),
+            "events were lost: {summary}"
+        );
+        let tabled: u64 = summary
+            .split(" block requests kept in the in-flight table")
+            .next()
+            .filter(|_| summary.contains("kept in the in-flight table"))
+            .and_then(|t| t.rsplit(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        let fio: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).expect("fio's report"))
+                .expect("fio's JSON");
+        let read = &fio["jobs"][0]["read"];
+        let (ios, bytes) = (
+            read["total_ios"].as_i64().unwrap(),
+            read["io_bytes"].as_i64().unwrap(),
+        );
+        assert_eq!(bytes, 16 << 20, "fio read {bytes} bytes");
+        let q = sh(&format!(
+            "stacks-query -d {} --format csv -c \"SELECT count(*) AS n, sum(value) AS b, \
+               min(duration) AS lo, max(duration) AS hi FROM stacks WHERE kind = 'block' \
+               AND comm = 'fio' AND op = 'read' AND tid <> pid\"",
+            out.display()
+        ));
+        check(&q, "query the block rows");
+        let text = String::from_utf8_lossy(&q.stdout);
+        let v: Vec<i64> = text
+            .lines()
+            .nth(1)
+            .unwrap_or_default()
+            .split(',')
+            .map(|x| x.parse().unwrap_or(-1))
+            .collect();
+        let case = format!("{env:?} (fio: {ios} reads, {bytes} bytes; {summary})");
+        // The block layer may merge neighbouring requests: the rows are at most fio's reads.
+        // The bytes are within 0.5% (20 reads): under CPU load, a few completions of a
+        // recording's reads (3 of 4,096 here; up to 232 of a 16-deep libaio read) are counted
+        // by `perf stat -e block:block_rq_complete` and not run through the recorder's
+        // program, no recursion miss counted, the same before the slots existed; the cause is
+        // not found yet. A request lost in the table or in a slot would be most of them.
+        within(
+            v[1] as f64,
+            bytes as f64,
+            0.005,
+            &format!("block read bytes of fio, {case}"),
+        );
+        assert!(
+            v[0] <= ios && v[0] as f64 >= 0.95 * ios as f64,
+            "{} rows, {case}",
+            v[0]
+        );
+        assert!(
+            v[2] > 0 && v[3] < 1_000_000_000,
+            "latencies {}..{} ns, {case}",
+            v[2],
+            v[3]
+        );
+        if slots.is_some() {
+            assert!(
+                tabled as f64 > 0.5 * ios as f64,
+                "{tabled} requests in the table, {case}"
+            );
+        }
+    }
+}
+
 // ---- memory -------------------------------------------------------------------------------
 
 /// The touching thread's anon growth, recorded as `rss:u:29`: its sampled rows in

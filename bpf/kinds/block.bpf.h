@@ -20,11 +20,14 @@ struct {
 	__type(value, struct block_request);
 } block_inflight SEC(".maps");
 
-/* The same without stacks (`block:n`): the record without its frames area, whose copy into
- * the table was most of a submission's cost. Which table is used is settled at load. */
+/* The same without stacks (`block:n`): the header and the block member only, not the whole
+ * record: the copy of the value into the table (and its cache lines written) was most of a
+ * submission's cost, and the completion builds the record in the ring buffer. Which table is
+ * used is settled at load. */
 struct block_request_bare {
 	__u64 issue_ts;
-	__u8 ev[STACKS_EVENT_HEADER_SIZE];
+	struct stacks_header hdr;
+	struct stacks_block block;
 };
 
 struct {
@@ -35,21 +38,89 @@ struct {
 	__type(value, struct block_request_bare);
 } block_inflight_bare SEC(".maps");
 
-/* The in-flight record of request `key` and its issue time, in the table in use. */
-static __always_inline struct stacks_event *block_find(__u64 *key, __u64 **issue_ts)
+/* In-flight `block:n` requests, each in the slot of its tag (block_slot_of), claimed with a
+ * compare-and-swap of `key` (the request's address) and filled in place: a slot is found with a
+ * few instructions, where an insertion into block_inflight_bare and its deletion cost ~500 ns
+ * together. A request whose slot is held by another (another disk's request with the same
+ * tag) goes to block_inflight_bare. 1,024 slots (240 KiB). */
+#define BLOCK_SLOTS 1024
+/* The slots in use, less one (a power of two less one, at most BLOCK_SLOTS - 1): set lower by
+ * the tests (STACKS_BLOCK_SLOTS) to send requests to the table. */
+const volatile __u32 block_slot_mask = BLOCK_SLOTS - 1;
+
+struct block_slot {
+	__u64 key; /* the request in the slot; 0: free */
+	struct block_request_bare r;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, BLOCK_SLOTS);
+	__type(key, __u32);
+	__type(value, struct block_slot);
+} block_slots SEC(".maps");
+
+/* The slot of request `rq`: its tag, the scheduler's while it has one (kept until the request
+ * is freed), else the driver's (both small numbers, unique among a queue's requests in
+ * flight). Another disk's request with the same tag goes to the table. */
+static __always_inline struct block_slot *block_slot_of(struct request *rq)
 {
+	int t = rq->internal_tag >= 0 ? rq->internal_tag : rq->tag;
+	__u32 i = (__u32)t & block_slot_mask & (BLOCK_SLOTS - 1);
+	return bpf_map_lookup_elem(&block_slots, &i);
+}
+
+/* An in-flight request found: its issue time, header and block member; its whole record
+ * (`e`) when the table holds records (block stacks); its slot's key (`slot`) when in one. */
+struct block_found {
+	__u64 *issue_ts;
+	struct stacks_header *hdr;
+	struct stacks_block *block;
+	struct stacks_event *e;
+	__u64 *slot;
+};
+
+/* In-flight request `key` into `f`; false when it is not in flight (or not traced). */
+static __always_inline bool block_find(struct request *rq, __u64 *key, struct block_found *f)
+{
+	f->e = NULL;
+	f->slot = NULL;
 	if (block_stacks) {
 		struct block_request *b = bpf_map_lookup_elem(&block_inflight, key);
 		if (!b)
-			return NULL;
-		*issue_ts = &b->issue_ts;
-		return &b->ev;
+			return false;
+		f->issue_ts = &b->issue_ts;
+		f->e = &b->ev;
+		f->hdr = &b->ev.hdr;
+		f->block = &b->ev.info.block;
+		return true;
 	}
-	struct block_request_bare *b = bpf_map_lookup_elem(&block_inflight_bare, key);
-	if (!b)
-		return NULL;
-	*issue_ts = &b->issue_ts;
-	return (struct stacks_event *)b->ev;
+	struct block_request_bare *r = NULL;
+	struct block_slot *s = block_slot_of(rq);
+	if (s && s->key == *key) {
+		f->slot = &s->key;
+		r = &s->r;
+	} else {
+		r = bpf_map_lookup_elem(&block_inflight_bare, key);
+	}
+	if (!r)
+		return false;
+	f->issue_ts = &r->issue_ts;
+	f->hdr = &r->hdr;
+	f->block = &r->block;
+	return true;
+}
+
+/* Request `key` is done: out of its slot or table. */
+static __always_inline void block_retire(__u64 *key, struct block_found *f)
+{
+	if (f->slot) {
+		*f->slot = 0;
+	} else if (block_stacks) {
+		bpf_map_delete_elem(&block_inflight, key);
+	} else {
+		bpf_map_delete_elem(&block_inflight_bare, key);
+	}
 }
 
 /* Where a block record is built before it goes into block_inflight (one per CPU). */
@@ -91,11 +162,48 @@ static __always_inline void block_ustack_apart(void *ctx, struct stacks_event *e
 		e->hdr.ustack_len = submit_room(u) ? STACKS_USTACK_APART : -ENOSPC;
 }
 
+/* The block member of request `rq` (named `key`) at its submission. */
+static __always_inline void block_at_start(struct stacks_block *b, struct request *rq, __u64 key)
+{
+	b->op = rq->cmd_flags & REQ_OP_MASK;
+	rq_dev(b, rq);
+	b->bytes = rq->__data_len;
+	b->latency_ns = 0;
+	b->error = 0;
+	b->request = key;
+}
+
 SEC("tp_btf/block_io_start")
 int BPF_PROG(on_block_start, struct request *rq)
 {
 	if (!current_is_target())
 		return 0;
+	__u64 key = (__u64)rq;
+	if (!block_stacks) {
+		struct task_struct *task = bpf_get_current_task_btf();
+		__u64 now = bpf_ktime_get_boot_ns();
+		struct block_slot *s = block_slot_of(rq);
+		if (s) {
+			__u64 held = __sync_val_compare_and_swap(&s->key, 0, key);
+			if (held == 0 || held == key) {
+				s->r.issue_ts = 0;
+				fill_hdr(&s->r.hdr, STACKS_EV_BLOCK, task, now);
+				block_at_start(&s->r.block, rq, key);
+				read_span(&s->r.hdr.span);
+				return 0;
+			}
+		}
+		/* Its slot is taken: built on the stack (224 bytes, all written), into the table. */
+		struct block_request_bare r;
+		__builtin_memset(&r, 0, sizeof(r));
+		fill_hdr(&r.hdr, STACKS_EV_BLOCK, task, now);
+		block_at_start(&r.block, rq, key);
+		read_span(&r.hdr.span);
+		count_drop(STACKS_DROP_BLOCK_TABLED);
+		if (bpf_map_update_elem(&block_inflight_bare, &key, &r, BPF_ANY))
+			count_drop(STACKS_DROP_BLOCK_MAP_FULL);
+		return 0;
+	}
 	__u32 zero = 0;
 	struct block_request *b = bpf_map_lookup_elem(&block_scratch, &zero);
 	if (!b)
@@ -103,23 +211,15 @@ int BPF_PROG(on_block_start, struct request *rq)
 	struct stacks_event *e = &b->ev;
 	b->issue_ts = 0;
 	fill_header(e, STACKS_EV_BLOCK, bpf_get_current_task_btf());
-	e->info.block.op = rq->cmd_flags & REQ_OP_MASK;
-	rq_dev(&e->info.block, rq);
-	e->info.block.bytes = rq->__data_len;
-	e->info.block.latency_ns = 0;
-	e->info.block.error = 0;
+	block_at_start(&e->info.block, rq, key);
 	read_span(&e->hdr.span);
-	__u64 key = (__u64)rq;
-	e->info.block.request = key;
 	if ((block_stacks & STACKS_WANT_DWARF) && !ringbuf_crowded(STACKS_EV_BLOCK)) {
 		capture_stacks(ctx, e, block_stacks & STACKS_WANT_KERNEL);
 		block_ustack_apart(ctx, e, key);
 	} else {
 		capture_stacks(ctx, e, block_stacks);
 	}
-	long rc = block_stacks ? bpf_map_update_elem(&block_inflight, &key, b, BPF_ANY)
-			       : bpf_map_update_elem(&block_inflight_bare, &key, b, BPF_ANY);
-	if (rc)
+	if (bpf_map_update_elem(&block_inflight, &key, b, BPF_ANY))
 		count_drop(STACKS_DROP_BLOCK_MAP_FULL);
 	return 0;
 }
@@ -128,44 +228,51 @@ SEC("tp_btf/block_rq_issue")
 int BPF_PROG(on_block_issue, struct request *rq)
 {
 	__u64 key = (__u64)rq;
-	__u64 *issue_ts;
-	struct stacks_event *e = block_find(&key, &issue_ts);
-	if (!e)
+	struct block_found f;
+	if (!block_find(rq, &key, &f))
 		return 0;
-	*issue_ts = bpf_ktime_get_boot_ns(); /* latency runs from here to completion */
-	e->info.block.bytes = rq->__data_len;
+	*f.issue_ts = bpf_ktime_get_boot_ns(); /* latency runs from here to completion */
+	f.block->bytes = rq->__data_len;
 	return 0;
+}
+
+/* A `block:n` record of header `h` and block member `b` into the IO ring: built there (the
+ * info member past the block one zeroed), no frames. False when the ring is full. */
+static __always_inline bool block_send_bare(struct stacks_header *h, struct stacks_block *b)
+{
+	__u32 ring = ring_of(STACKS_EV_BLOCK);
+	__u64 flags = wakeup_flags(ring);
+	struct stacks_event *r = ring_reserve(ring, STACKS_EVENT_HEADER_SIZE);
+	if (!r)
+		return false;
+	__builtin_memcpy(&r->hdr, h, sizeof(*h));
+	__builtin_memset(&r->info, 0, sizeof(r->info));
+	__builtin_memcpy(&r->info.block, b, sizeof(*b));
+	bpf_ringbuf_submit(r, flags);
+	return true;
 }
 
 SEC("tp_btf/block_rq_complete")
 int BPF_PROG(on_block_complete, struct request *rq, blk_status_t error, unsigned int nr_bytes)
 {
 	__u64 key = (__u64)rq;
-	__u64 *issue_ts;
-	struct stacks_event *e = block_find(&key, &issue_ts);
-	if (!e)
+	struct block_found f;
+	if (!block_find(rq, &key, &f))
 		return 0;
 	__u64 now = bpf_ktime_get_boot_ns();
-	__u64 issued = *issue_ts ? *issue_ts : e->hdr.ts;
+	__u64 issued = *f.issue_ts ? *f.issue_ts : f.hdr->ts;
 	__u32 remaining = rq->__data_len;
-	e->info.block.latency_ns = now - issued;
-	e->info.block.bytes = nr_bytes;
-	e->info.block.error = error;
-	e->hdr.cpu = bpf_get_smp_processor_id();
-	if (block_stacks) {
-		submit(e);
-	} else {
-		__u32 ring = ring_of(STACKS_EV_BLOCK);
-		if (ring_output(ring, e, STACKS_EVENT_HEADER_SIZE, wakeup_flags(ring)))
-			count_drop(STACKS_DROP_RINGBUF + STACKS_EV_BLOCK);
-	}
-	if (nr_bytes >= remaining) {
-		if (block_stacks)
-			bpf_map_delete_elem(&block_inflight, &key);
-		else
-			bpf_map_delete_elem(&block_inflight_bare, &key);
-	} else {
-		*issue_ts = issued; /* the rest completes later, timed from the same issue */
-	}
+	f.block->latency_ns = now - issued;
+	f.block->bytes = nr_bytes;
+	f.block->error = error;
+	f.hdr->cpu = bpf_get_smp_processor_id();
+	if (f.e)
+		submit(f.e);
+	else if (!block_send_bare(f.hdr, f.block))
+		count_drop(STACKS_DROP_RINGBUF + STACKS_EV_BLOCK);
+	if (nr_bytes >= remaining)
+		block_retire(&key, &f);
+	else
+		*f.issue_ts = issued; /* the rest completes later, timed from the same issue */
 	return 0;
 }

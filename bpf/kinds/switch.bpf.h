@@ -57,8 +57,7 @@ static __always_inline void flush_folded(struct switch_state *s, struct task_str
 	for (int i = 0; i < STACKS_STATE_COUNT; i++) {
 		if (!s->fold_n[i])
 			continue;
-		fill_header(e, STACKS_EV_SWITCH_FOLDED, task);
-		e->hdr.ts = s->fold_start;
+		fill_hdr(&e->hdr, STACKS_EV_SWITCH_FOLDED, task, s->fold_start);
 		e->hdr.span = s->fold_span;
 		e->hdr.count = s->fold_n[i];
 		e->info.folded.off_ns = s->fold_ns[i];
@@ -455,8 +454,7 @@ static __always_inline void fill_wake(struct stacks_event *e, struct task_struct
 				      struct task_struct *p, enum stacks_wake_context c,
 				      __u64 now, __u64 waited)
 {
-	fill_header(e, STACKS_EV_WAKE, cur);
-	e->hdr.ts = now;
+	fill_hdr(&e->hdr, STACKS_EV_WAKE, cur, now);
 	e->info.wake.waited_ns = waited;
 	e->info.wake.wakee_tid = p->pid;
 	e->info.wake.wakee_pid = p->tgid;

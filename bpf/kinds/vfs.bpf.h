@@ -25,13 +25,21 @@ SEC("tp_btf/sys_enter")
 int BPF_PROG(vfs_enter, struct pt_regs *regs, long id)
 {
 	int call = vfs_call_of(id);
-	if (call < 0 || !current_is_target())
+	if (call < 0)
 		return 0;
 	struct task_struct *task = bpf_get_current_task_btf();
-	struct vfs_call *c = bpf_task_storage_get(&vfs_store, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	/* A thread with this storage is a target (it is created only for one, and a process
+	 * stays a target while it lives): its later calls skip the target lookup, a hash lookup.
+	 * Not with cgroup targets, which a thread may leave. */
+	struct vfs_call *c = cgroup_count ? NULL : bpf_task_storage_get(&vfs_store, task, 0, 0);
 	if (!c) {
-		count_drop(STACKS_DROP_VFS_STORAGE);
-		return 0;
+		if (!current_is_target())
+			return 0;
+		c = bpf_task_storage_get(&vfs_store, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (!c) {
+			count_drop(STACKS_DROP_VFS_STORAGE);
+			return 0;
+		}
 	}
 	c->ts = bpf_ktime_get_boot_ns();
 	c->fd = (__s32)regs->SYSCALL_ARG0_FIELD;
@@ -71,9 +79,8 @@ int BPF_PROG(vfs_exit, struct pt_regs *regs, long ret)
 		c->ts = 0;
 		return 0;
 	}
-	fill_header(e, STACKS_EV_VFS, task);
+	fill_hdr(&e->hdr, STACKS_EV_VFS, task, c->ts); /* a call's record is timed at its entry */
 	struct stacks_vfs *v = &e->info.vfs;
-	e->hdr.ts = c->ts;
 	v->latency_ns = now - c->ts;
 	v->bytes = ret > 0 ? ret : 0;
 	v->fd = c->fd;

@@ -34,6 +34,9 @@ pub(crate) struct LoadOptions {
     /// One served kernel stack in this many is unwound again and compared; 1: every use is
     /// compared and none served (the tests' ground truth).
     pub kstack_recheck: u32,
+    /// Slots for `block:n` requests in flight (a power of two up to 1,024; the tests set
+    /// fewer to send requests to the table).
+    pub block_slots: u32,
 }
 
 /// Sizes of the aggregation tables of each generation.
@@ -75,6 +78,7 @@ pub(crate) fn load<'obj>(
     rodata.ustack_window = opts.ustack_bytes;
     rodata.kstack_cache_on = opts.kstack_cache;
     rodata.kstack_recheck = opts.kstack_recheck;
+    rodata.block_slot_mask = opts.block_slots.clamp(1, 1024).next_power_of_two() - 1;
     let bytes = u64::from(opts.ringbuf_bytes);
     rodata.ring_half = [bytes / 2; RINGS + 1];
     rodata.wakeup_bytes = [bytes / 8; RINGS + 1];

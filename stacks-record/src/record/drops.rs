@@ -81,6 +81,9 @@ pub(crate) struct Drops {
     pub kstacks_wrong: u64,
     /// Re-checks of served kernel stacks that agreed (`STACKS_DROP_KSTACK_AGREED`).
     pub kstacks_agreed: u64,
+    /// `block:n` requests kept in the in-flight table, their slot held by another (not lost:
+    /// see `STACKS_DROP_BLOCK_TABLED`).
+    pub block_tabled: u64,
     /// Events aggregated in the kernel while their ring buffer was backed up, by kind name
     /// (not lost: rows stand for them, see `STACKS_DROP_AGGREGATED`).
     pub aggregated: BTreeMap<String, u64>,
@@ -172,6 +175,7 @@ impl Drops {
             Drop::STACKS_DROP_KSTACK_CACHED => &mut self.kstacks_cached,
             Drop::STACKS_DROP_KSTACK_WRONG => &mut self.kstacks_wrong,
             Drop::STACKS_DROP_KSTACK_AGREED => &mut self.kstacks_agreed,
+            Drop::STACKS_DROP_BLOCK_TABLED => &mut self.block_tabled,
             _ => return None,
         })
     }
@@ -212,6 +216,12 @@ impl Drops {
             inferred.push_str(&format!(
                 "; {} kernel stacks from the cache of checked unwinds, re-checks: {} agreed, {} found different",
                 self.kstacks_cached, self.kstacks_agreed, self.kstacks_wrong
+            ));
+        }
+        if self.block_tabled > 0 {
+            inferred.push_str(&format!(
+                "; {} block requests kept in the in-flight table (their slot held by another)",
+                self.block_tabled
             ));
         }
         for (kind, n) in &self.aggregated {

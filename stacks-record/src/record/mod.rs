@@ -182,6 +182,16 @@ fn kstack_recheck() -> u32 {
         .unwrap_or(64)
 }
 
+/// Slots for `block:n` requests in flight: 1,024, or `STACKS_BLOCK_SLOTS` (fewer: the tests
+/// send requests whose slot is held to the in-flight table).
+fn block_slots() -> u32 {
+    std::env::var("STACKS_BLOCK_SLOTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(1024)
+}
+
 /// How the BPF object is loaded for `spec` on `target`.
 fn load_options(
     args: &Args,
@@ -205,6 +215,7 @@ fn load_options(
         ustack_bytes: args.ustack_bytes,
         kstack_cache: !args.kernel_stacks_unwound,
         kstack_recheck: kstack_recheck(),
+        block_slots: block_slots(),
     }
 }
 
