@@ -20,10 +20,9 @@ struct {
 	__type(value, struct block_request);
 } block_inflight SEC(".maps");
 
-/* The same without stacks (`block:n`): the header and the block member only, not the whole
- * record: the copy of the value into the table (and its cache lines written) was most of a
- * submission's cost, and the completion builds the record in the ring buffer. Which table is
- * used is settled at load. */
+/* The same without stacks (`block:n`), for a request whose slot (block_slots, below) another
+ * holds: the header and the block member, from which the completion builds the record in the
+ * ring buffer. Which table is used is settled at load. */
 struct block_request_bare {
 	__u64 issue_ts;
 	struct stacks_header hdr;
@@ -41,8 +40,11 @@ struct {
 /* In-flight `block:n` requests, each in the slot of its tag (block_slot_of), claimed with a
  * compare-and-swap of `key` (the request's address) and filled in place: a slot is found with a
  * few instructions, where an insertion into block_inflight_bare and its deletion cost ~500 ns
- * together. A request whose slot is held by another (another disk's request with the same
- * tag) goes to block_inflight_bare. 1,024 slots (240 KiB). */
+ * together (halving the value's size changed neither). A request whose slot another holds
+ * (another disk's request with the same tag) goes to block_inflight_bare. A request that ends
+ * without a completion (merged into another) leaves its slot held until its tag is used again:
+ * a tag stands for the same request structure of its queue, so the next one claims it back.
+ * 1,024 slots (240 KiB). */
 #define BLOCK_SLOTS 1024
 /* The slots in use, less one (a power of two less one, at most BLOCK_SLOTS - 1): set lower by
  * the tests (STACKS_BLOCK_SLOTS) to send requests to the table. */
