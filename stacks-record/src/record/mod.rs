@@ -171,25 +171,14 @@ pub fn run() -> Result<ExitCode> {
     Ok(ExitCode::from(child_status.unwrap_or(0)))
 }
 
-/// One served kernel stack in this many is unwound again and compared: 64, or
-/// `STACKS_KSTACK_RECHECK` (1: every use compared and none served, which the tests use as
-/// ground truth for the cache of kernel stacks).
-fn kstack_recheck() -> u32 {
-    std::env::var("STACKS_KSTACK_RECHECK")
+/// A positive count from environment variable `name` (the tests' settings of the kernel
+/// side), or `default`.
+fn env_count(name: &str, default: u32) -> u32 {
+    std::env::var(name)
         .ok()
         .and_then(|v| v.parse().ok())
         .filter(|&n| n > 0)
-        .unwrap_or(64)
-}
-
-/// Slots for `block:n` requests in flight: 1,024, or `STACKS_BLOCK_SLOTS` (fewer: the tests
-/// send requests whose slot is held to the in-flight table).
-fn block_slots() -> u32 {
-    std::env::var("STACKS_BLOCK_SLOTS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|&n| n > 0)
-        .unwrap_or(1024)
+        .unwrap_or(default)
 }
 
 /// How the BPF object is loaded for `spec` on `target`.
@@ -214,8 +203,12 @@ fn load_options(
         spans: !args.no_spans,
         ustack_bytes: args.ustack_bytes,
         kstack_cache: !args.kernel_stacks_unwound,
-        kstack_recheck: kstack_recheck(),
-        block_slots: block_slots(),
+        // One served kernel stack in this many is unwound again and compared; 1: every use
+        // compared and none served (the tests' ground truth for the cache of kernel stacks).
+        kstack_recheck: env_count("STACKS_KSTACK_RECHECK", 64),
+        // Fewer slots for `block:n` requests in flight send requests whose slot is held to
+        // the in-flight table (the tests).
+        block_slots: env_count("STACKS_BLOCK_SLOTS", 1024),
     }
 }
 
