@@ -29,12 +29,108 @@ static __always_inline long py_read(void *dst, __u32 size, __u64 src, struct tas
 	return bpf_probe_read_user(dst, size, (void *)src);
 }
 
+/* A thread's PyThreadState found in its interpreter's list (by thread id), checked at each use
+ * by its native thread id: a cache, so the list is walked once per thread. `tstate` 0: the
+ * thread had none at `when` (bpf_ktime_get_ns), looked for again after PY_NO_TSTATE_NS (a
+ * thread's state is made before it runs Python, and named with its thread id as it starts). */
+struct py_tstate_seen {
+	__u64 tstate;
+	__u64 when;
+};
+
+#define PY_NO_TSTATE_NS 20000000ULL
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct py_tstate_seen);
+} py_tstates SEC(".maps");
+
+/* The state of one walk of a thread list, for its bpf_loop callback. */
+struct py_find {
+	struct stacks_py_proc *py;
+	struct task_struct *task;
+	__u64 tstate;             /* the next thread state to look at; 0: the list ended */
+	__u64 found;
+	__u32 tid;
+	__u32 why;
+};
+
+static __always_inline int py_find_step(struct py_find *f, struct task_struct *task)
+{
+	__u64 ts = f->tstate, ntid = 0, next = 0;
+	if (!ts)
+		return 1;
+	if (py_read(&ntid, sizeof(ntid), ts + f->py->native_tid, task) ||
+	    py_read(&next, sizeof(next), ts + f->py->tstate_next, task)) {
+		f->why = STACKS_PY_READ;
+		return 1;
+	}
+	if (ntid == f->tid) {
+		f->found = ts;
+		return 1;
+	}
+	f->tstate = next;
+	return 0;
+}
+
+static int py_find_current(__u32 i, void *ctx)
+{
+	return py_find_step((struct py_find *)ctx, NULL);
+}
+
+static int py_find_task(__u32 i, void *ctx)
+{
+	struct py_find *f = ctx;
+	return py_find_step(f, f->task);
+}
+
+/* The PyThreadState of thread `tid` from its interpreter's list of thread states (3.13+): the
+ * cached one while it still names the thread, else found by walking the list. */
+static __always_inline __u64 py_tstate_listed(struct stacks_py_proc *py, struct task_struct *task,
+					      __u32 tid, __u32 *why)
+{
+	__u64 now = bpf_ktime_get_ns(), ntid = 0;
+	struct py_tstate_seen *seen = bpf_map_lookup_elem(&py_tstates, &tid);
+	if (seen) {
+		__u64 ts = seen->tstate;
+		if (!ts && now - seen->when < PY_NO_TSTATE_NS) {
+			*why = STACKS_PY_NO_TSTATE;
+			return 0;
+		}
+		if (ts && !py_read(&ntid, sizeof(ntid), ts + py->native_tid, task) && ntid == tid)
+			return ts;
+	}
+	__u64 interp = 0;
+	struct py_find f = { .py = py, .task = task, .tid = tid };
+	if (py_read(&interp, sizeof(interp), py->interp_head, task) ||
+	    (interp && py_read(&f.tstate, sizeof(f.tstate), interp + py->threads_head, task))) {
+		*why = STACKS_PY_READ;
+		return 0;
+	}
+	if (f.tstate)
+		bpf_loop(STACKS_PY_MAX_THREADS, task ? py_find_task : py_find_current, &f, 0);
+	if (f.why) {
+		*why = f.why;
+		return 0;
+	}
+	struct py_tstate_seen v = { .tstate = f.found, .when = now };
+	bpf_map_update_elem(&py_tstates, &tid, &v, BPF_ANY);
+	if (!f.found)
+		*why = STACKS_PY_NO_TSTATE;
+	return f.found;
+}
+
 /* The PyThreadState of thread `t` (whose memory `task` reads, NULL: the current thread's), or 0
- * with `why` set: pthread_getspecific(autoTSSkey) done by hand on glibc's struct pthread (at
- * the thread pointer), checked against the state's native thread id. */
+ * with `why` set: from the interpreter's thread list (py_tstate_listed), or
+ * pthread_getspecific(autoTSSkey) done by hand on glibc's struct pthread (at the thread
+ * pointer), checked against the state's native thread id. */
 static __always_inline __u64 py_tstate(struct stacks_py_proc *py, struct task_struct *t,
 				       struct task_struct *task, __u32 tid, __u32 *why)
 {
+	if (!py->tss_key)
+		return py_tstate_listed(py, task, tid, why);
 #if defined(__TARGET_ARCH_x86)
 	__u64 tp = BPF_CORE_READ(t, thread.fsbase);
 #else
@@ -175,15 +271,21 @@ static __always_inline int py_step(struct py_walk *w, struct task_struct *task, 
 		return 1;
 	}
 	w->frame = prev;
-	if (owner == STACKS_PY_OWNED_BY_CSTACK) {
+	if (owner >= STACKS_PY_OWNED_BY_CSTACK) {
 		/* 3.12+: the shim of a C-level eval call; the frame inner to it began the call. */
 		struct stacks_pyframe *last = n ? py_at(w, n - 1, limit, true) : NULL;
 		if (w->have_last && last)
 			last->flags |= STACKS_PYFRAME_ENTRY;
 		return 0;
 	}
-	if (py_read(&code, sizeof(code), frame + py->code, task) ||
-	    py_read(&instr, sizeof(instr), frame + py->prev_instr, task) ||
+	if (py_read(&code, sizeof(code), frame + py->code, task)) {
+		w->why = STACKS_PY_READ;
+		return 1;
+	}
+	/* 3.14+: f_executable is a _PyStackRef, whose low bits tag it (a pointer's are 0 but for
+	 * the deferred-reference bit); earlier versions' pointers have them 0 too. */
+	code &= ~7ULL;
+	if (py_read(&instr, sizeof(instr), frame + py->prev_instr, task) ||
 	    (py->is_entry && py_read(&entry, sizeof(entry), frame + py->is_entry, task)) ||
 	    py_read(&qualname, sizeof(qualname), code + py->qualname, task)) {
 		w->why = STACKS_PY_READ;
@@ -223,6 +325,29 @@ static int py_step_task_buf(__u32 i, void *ctx)
 	return py_step(w, w->task, PY_LIMIT_BUF);
 }
 
+/* After the frames of walk `w` (limit `limit`), the asyncio task thread state `tstate` runs
+ * (3.14+, when the layout of asyncio's debug offsets is known), as a frame flagged
+ * STACKS_PYFRAME_TASK: user space names it and the tasks awaiting it. */
+static __always_inline void py_task(struct py_walk *w, __u64 tstate, __u64 limit)
+{
+	struct stacks_py_proc *py = w->py;
+	__u64 task = 0, name = 0;
+	if (!py->running_task || !tstate ||
+	    py_read(&task, sizeof(task), tstate + py->running_task, w->task) || !task ||
+	    py_read(&name, sizeof(name), task + py->task_name, w->task))
+		return;
+	__u32 n = *w->count;
+	struct stacks_pyframe *f = py_at(w, n, limit, false);
+	if (!f)
+		return;
+	f->status = STACKS_UFRAME_PYTHON;
+	f->flags = STACKS_PYFRAME_TASK;
+	f->code = task;
+	f->qualname = name;
+	f->prev_instr = 0;
+	*w->count = n + 1;
+}
+
 /* Where a walk writes (its limit): a plain record, after a `d` stack's copy in a scratch
  * record, a py_buf. */
 enum py_where { PY_EVENT, PY_ROOM, PY_BUF };
@@ -259,9 +384,11 @@ static __always_inline void py_walk_into(struct py_walk *w, __u32 tgid, __u32 ti
 	}
 	if (!w->why && w->frame)
 		w->why = STACKS_PY_TRUNCATED;
+	__u64 limit = where == PY_BUF ? PY_LIMIT_BUF : where == PY_ROOM ? PY_LIMIT_ROOM : PY_LIMIT_EVENT;
+	if (tstate)
+		py_task(w, tstate, limit);
 	if (w->why)
-		py_mark(w, where == PY_BUF ? PY_LIMIT_BUF
-			    : where == PY_ROOM ? PY_LIMIT_ROOM : PY_LIMIT_EVENT);
+		py_mark(w, limit);
 }
 
 /* Append thread `t`'s Python frames to `e`'s user stack of build-id or address frames (see

@@ -240,12 +240,14 @@ struct stacks_span_proc {
 };
 
 /* CPython processes whose Python frames are read (value of py_procs, by tgid), filled by user
- * space for a verified interpreter version: where the pthread key of each thread's own
- * PyThreadState lies (_PyRuntime.autoTSSkey, a Py_tss_t: int initialized, unsigned key), where
- * the C library keeps a thread's pthread-specific values (from its thread pointer), and the
- * offsets of the fields walked (bytes). */
+ * space for a known interpreter version: how each thread's own PyThreadState is found — by the
+ * pthread key CPython keeps it under (3.11, 3.12: _PyRuntime.autoTSSkey, a Py_tss_t: int
+ * initialized, unsigned key, and where the C library keeps a thread's pthread-specific values
+ * from its thread pointer), or (3.13+, whose layout comes from the _Py_DebugOffsets) in the
+ * main interpreter's list of thread states, by native thread id — and the offsets of the
+ * fields walked (bytes). */
 struct stacks_py_proc {
-	__u64 tss_key;            /* address of _PyRuntime.autoTSSkey */
+	__u64 tss_key;            /* address of _PyRuntime.autoTSSkey; 0: the thread list */
 	__u16 specific_1st;       /* glibc struct pthread: specific_1stblock ({seq, data} x 32) */
 	__u16 specific;           /* glibc struct pthread: specific (second-level blocks) */
 	__u16 native_tid;         /* PyThreadState.native_thread_id: checks the state is the thread's */
@@ -259,12 +261,21 @@ struct stacks_py_proc {
 	__u16 qualname;           /* PyCodeObject.co_qualname: read with each frame, so user space
 				   * tells a code object freed and replaced since */
 	__u16 pad;
+	__u64 interp_head;        /* address of _PyRuntime.interpreters.head (with tss_key 0) */
+	__u16 threads_head;       /* PyInterpreterState.threads.head */
+	__u16 tstate_next;        /* PyThreadState.next */
+	__u16 running_task;       /* the thread state's asyncio_running_task (3.14+); 0: not read */
+	__u16 task_name;          /* the asyncio TaskObj's task_name */
 };
 
 /* stacks_py_proc.cframe: the current frame is a field of the thread state itself. */
 #define STACKS_PY_NO_CFRAME 0xffff
-/* _PyInterpreterFrame.owner of the shim frame a C-level eval call pushes (3.12+). */
+/* _PyInterpreterFrame.owner of the shim frame a C-level eval call pushes (3.12+): 3, which is
+ * FRAME_OWNED_BY_CSTACK in 3.12 and 3.13 and FRAME_OWNED_BY_INTERPRETER from 3.14 on (3.14's
+ * FRAME_OWNED_BY_CSTACK is 4): owners from 3 up are not Python functions' frames. */
 #define STACKS_PY_OWNED_BY_CSTACK 3
+/* Most threads of one process whose states a walk of the thread list looks at. */
+#define STACKS_PY_MAX_THREADS 256
 
 /* Python frames of an event follow its native user frames in the record, as user frames
  * (STACKS_UFRAME_SIZE bytes each) of these statuses, which no kernel frame has: a frame
@@ -274,6 +285,8 @@ struct stacks_py_proc {
 #define STACKS_UFRAME_PYTHON_FAIL 0x7066
 #define STACKS_PY_MAX_FRAMES 64
 #define STACKS_PYFRAME_ENTRY 1    /* flags: the first frame of a C-level eval call */
+#define STACKS_PYFRAME_TASK 2     /* flags: not a frame but the asyncio task the thread runs:
+				   * `code` is the task, `qualname` its task_name pointer */
 
 enum stacks_py_fail {
 	STACKS_PY_NO_TSTATE = 1,  /* the thread has no Python thread state (not a Python thread) */

@@ -3,8 +3,9 @@
 //! call order, interleaved with the interpreter's native frames, with `leaf`'s file and the
 //! line of its loop. For Debian's python3.11 (the interpreter in the executable) and pyenv's
 //! 3.11.7, 3.12.1 and 3.13.0 (in libpython; 3.13's layout from its debug offsets), each when
-//! installed; compared with py-spy when it is installed; `--no-python` turns it off. Threads,
-//! off-CPU kinds, attaching and truncation: [`kinds`].
+//! installed, and Debian sid's 3.14 and 3.15 (stripped executables, layouts from their debug
+//! offsets; scripts/setup-pythons); compared with py-spy when it is installed; `--no-python`
+//! turns it off. Threads, off-CPU kinds, attaching and truncation: [`kinds`].
 
 #[path = "python/kinds.rs"]
 mod kinds;
@@ -32,28 +33,54 @@ while time.monotonic() < end:
     outer(min(end, time.monotonic() + 0.05))
 ";
 
-/// The interpreters tried, when installed.
-const INTERPRETERS: &[&str] = &[
-    "/usr/bin/python3.11",
-    "/root/.pyenv/versions/3.11.7/bin/python3.11",
-    "/root/.pyenv/versions/3.12.1/bin/python3.12",
-    "/root/.pyenv/versions/3.13.0/bin/python3.13",
-];
+/// The interpreters tried: the image's when installed (Debian's 3.11, pyenv's), and CPython
+/// 3.14 and 3.15 from Debian sid, which scripts/setup-pythons always installs (their absence
+/// fails the tests).
+fn interpreters() -> Vec<String> {
+    let mut all: Vec<String> = [
+        "/usr/bin/python3.11",
+        "/root/.pyenv/versions/3.11.7/bin/python3.11",
+        "/root/.pyenv/versions/3.12.1/bin/python3.12",
+        "/root/.pyenv/versions/3.13.0/bin/python3.13",
+    ]
+    .map(String::from)
+    .to_vec();
+    all.extend(NEWER.iter().map(|v| newer(v)));
+    all
+}
 
-/// Whether `python` is installed (saying so when not: its tests are skipped).
+/// The minors scripts/setup-pythons installs.
+const NEWER: &[&str] = &["3.14", "3.15"];
+
+/// CPython `minor`'s executable from scripts/setup-pythons' prefix.
+fn newer(minor: &str) -> String {
+    let root = std::env::var("STACKS_PYTHONS").unwrap_or_else(|_| {
+        format!(
+            "{}/.cache/stacks-pythons",
+            std::env::var("HOME").unwrap_or_default()
+        )
+    });
+    format!("{root}/{minor}/usr/bin/python{minor}")
+}
+
+/// Whether `python` is installed (saying so when not: its tests are skipped); one that
+/// scripts/setup-pythons installs must be.
 fn installed(python: &str) -> bool {
     let there = std::path::Path::new(python).exists();
     if !there {
+        assert!(
+            !NEWER.iter().any(|v| newer(v) == python),
+            "{python} is missing: run scripts/setup-pythons (scripts/setup does)"
+        );
         eprintln!("{python} not installed: its Python frames are not tested");
     }
     there
 }
 
 /// The first installed interpreter, for the tests that need one (not all of them).
-fn any_python() -> &'static str {
-    INTERPRETERS
-        .iter()
-        .copied()
+fn any_python() -> String {
+    interpreters()
+        .into_iter()
         .find(|p| installed(p))
         .expect("no CPython 3.11+ installed to test with")
 }
@@ -137,7 +164,7 @@ fn python_functions_are_in_cpu_samples_with_file_and_line() {
     }
     let _serial = bpf_serial();
     let mut tried = 0;
-    for (i, python) in INTERPRETERS.iter().enumerate() {
+    for (i, python) in interpreters().iter().enumerate() {
         if !installed(python) {
             continue;
         }

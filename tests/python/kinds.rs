@@ -10,7 +10,7 @@ use arrow_array::types::{Int32Type, Int64Type};
 use arrow_array::{Array, RecordBatch};
 use stacks_tests::{bpf_available, bpf_serial, check, read_frames, read_stream, scratch, sh};
 
-use super::{INTERPRETERS, SCRIPT, any_python, installed};
+use super::{SCRIPT, any_python, installed, interpreters};
 
 /// Threads: `ta` runs `a_mid` → `a_leaf` → `spin`, `tb` `b_mid` → `b_leaf` → `spin` (both
 /// CPU-bound), `ts` `s_mid` → `sleeper` → `time.sleep` (started first); each writes its native
@@ -192,7 +192,7 @@ fn threads_carry_their_chains(stacks: &str) {
     }
     let _serial = bpf_serial();
     let mut tried = 0;
-    for (i, python) in INTERPRETERS.iter().enumerate() {
+    for (i, python) in interpreters().iter().enumerate() {
         if !installed(python) {
             continue;
         }
@@ -245,7 +245,7 @@ fn python_process_started_before_the_recorder() {
     let dir = scratch("python-attach");
     let d = dir.display();
     std::fs::write(dir.join("script.py"), SCRIPT).expect("write the script");
-    let mut child = std::process::Command::new(python)
+    let mut child = std::process::Command::new(&python)
         .arg(dir.join("script.py"))
         .arg("4")
         .spawn()

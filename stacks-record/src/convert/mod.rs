@@ -41,6 +41,9 @@ pub(crate) struct RowStacks {
     kstack_error: Option<i32>,
     ustack_error: Option<i32>,
     unwind: UserUnwind,
+    /// The asyncio task the thread ran (its address and `task_name` pointer), named when the
+    /// row is written.
+    task: Option<(u64, u64)>,
 }
 
 /// How a row's user stack was unwound (`ustack_unwind`, `ustack_truncated`).
@@ -310,7 +313,9 @@ impl Converter {
             kstack_error,
             ustack_error,
             unwind,
+            task,
         } = stacks;
+        extra.task = task.and_then(|(t, n)| self.python.task(h.pid, t, n));
         rows.push(&Row {
             time_ns: h.ts as i64 + self.offset_ns,
             kind,

@@ -70,11 +70,17 @@ impl Converter {
         let key = rows
             .stacks()
             .key(kview, uview, || self.new_stack(kview, uview));
+        let task = if self.python.knows(h.pid) {
+            crate::process::python::Python::task_of(&e.python())
+        } else {
+            None
+        };
         RowStacks {
             key,
             kstack_error: kview.and_then(Result::err),
             ustack_error: uview.and_then(Result::err),
             unwind,
+            task,
         }
     }
 

@@ -70,12 +70,19 @@ pub(crate) enum PyPart {
         entry: bool,
     },
     Fail(u32),
+    /// The asyncio task the thread runs (3.14+), and its `task_name` pointer at the event.
+    Task {
+        task: u64,
+        name: u64,
+    },
 }
 
-/// `STACKS_UFRAME_PYTHON`, `STACKS_UFRAME_PYTHON_FAIL`, `STACKS_PYFRAME_ENTRY`.
+/// `STACKS_UFRAME_PYTHON`, `STACKS_UFRAME_PYTHON_FAIL`, `STACKS_PYFRAME_ENTRY`,
+/// `STACKS_PYFRAME_TASK`.
 const UFRAME_PYTHON: i32 = 0x7079;
 const UFRAME_PYTHON_FAIL: i32 = 0x7066;
 const PYFRAME_ENTRY: u32 = 1;
+const PYFRAME_TASK: u32 = 2;
 
 /// The per-kind structs of `union stacks_info`, each read by [`RawEvent::info`].
 ///
@@ -215,6 +222,10 @@ impl<'a> RawEvent<'a> {
             let status = i32::from_ne_bytes(head[..4].try_into().unwrap_or([0; 4]));
             let flags = u32::from_ne_bytes(head[4..8].try_into().unwrap_or([0; 4]));
             match status {
+                UFRAME_PYTHON if flags & PYFRAME_TASK != 0 => out.push(PyPart::Task {
+                    task: word(at + 8),
+                    name: word(at + 16),
+                }),
                 UFRAME_PYTHON => out.push(PyPart::Frame {
                     code: word(at + 8),
                     qualname: word(at + 16),

@@ -68,6 +68,8 @@ pub(crate) struct Extra {
     pub args: Option<Vec<i64>>,
     /// The `tracing` span the thread was in (tracing-stacks).
     pub span: Option<crate::process::spans::SpanLabel>,
+    /// The asyncio task the thread ran (CPython 3.14+).
+    pub task: Option<crate::process::python::TaskLabel>,
 }
 
 /// Accumulates rows column by column: one builder per raw column of the column table
@@ -224,6 +226,8 @@ impl Row<'_> {
         w.u64(col::PARENT_SPAN_ID, span.and_then(|s| s.parent));
         w.str(col::SPAN_NAME, span.and_then(|s| s.name.as_deref()));
         w.str(col::TRACE_ID, span.map(|s| &*s.trace_id));
+        w.str(col::TASK, x.task.as_ref().map(|t| &*t.name));
+        w.str(col::TASK_CHAIN, x.task.as_ref().map(|t| &*t.chain));
         w.i32(col::CPU, Some(self.cpu));
         w.i64(col::VALUE, Some(self.value));
         w.stack(col::KSTACK);

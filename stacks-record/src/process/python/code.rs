@@ -4,7 +4,7 @@
 use std::rc::Rc;
 
 use super::linetable;
-use super::offsets::{Layout, bytes, unicode};
+use super::offsets::Layout;
 
 /// Why a code object could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -15,6 +15,8 @@ pub(crate) enum ReadError {
     NotAString(u64),
     #[error("object at {0:#x} is too large ({1} units)")]
     TooLarge(u64, u64),
+    #[error("object at {0:#x} freed and replaced before it was read")]
+    Replaced(u64),
 }
 
 /// Longest name or file read (characters); longest location table (bytes).
@@ -56,7 +58,7 @@ fn u64_at(b: &[u8], at: u64) -> u64 {
         .map_or(0, |s| u64::from_ne_bytes(s.try_into().unwrap_or([0; 8])))
 }
 
-fn read_u64(pid: u32, addr: u64) -> Result<u64, ReadError> {
+pub(crate) fn read_u64(pid: u32, addr: u64) -> Result<u64, ReadError> {
     Ok(u64_at(&read_mem(pid, addr, 8)?, 0))
 }
 
@@ -87,7 +89,7 @@ impl Code {
             qualname: read_str(pid, u64_at(&head, l.co_qualname), l)?.into(),
             filename: read_str(pid, u64_at(&head, l.co_filename), l)?.into(),
             first_line,
-            linetable: read_bytes(pid, table)?,
+            linetable: read_bytes(pid, table, l)?,
             first_instr: addr + l.co_code,
         })
     }
@@ -104,10 +106,10 @@ impl Code {
 }
 
 /// A compact `str` object's text (what code objects' names and files are).
-fn read_str(pid: u32, addr: u64, l: &Layout) -> Result<String, ReadError> {
-    let head = read_mem(pid, addr, unicode::STATE as usize + 8)?;
-    let len = u64_at(&head, unicode::LENGTH);
-    let state = u64_at(&head, unicode::STATE) as u32;
+pub(crate) fn read_str(pid: u32, addr: u64, l: &Layout) -> Result<String, ReadError> {
+    let head = read_mem(pid, addr, l.str_state.max(l.str_length) as usize + 8)?;
+    let len = u64_at(&head, l.str_length);
+    let state = u64_at(&head, l.str_state) as u32;
     let (kind, compact, ascii) = ((state >> 2) & 7, (state >> 5) & 1, (state >> 6) & 1);
     if compact == 0 || !matches!(kind, 1 | 2 | 4) {
         return Err(ReadError::NotAString(addr));
@@ -138,10 +140,10 @@ fn read_str(pid: u32, addr: u64, l: &Layout) -> Result<String, ReadError> {
 }
 
 /// A `bytes` object's contents.
-fn read_bytes(pid: u32, addr: u64) -> Result<Vec<u8>, ReadError> {
-    let len = read_u64(pid, addr + bytes::SIZE)?;
+fn read_bytes(pid: u32, addr: u64, l: &Layout) -> Result<Vec<u8>, ReadError> {
+    let len = read_u64(pid, addr + l.bytes_size)?;
     if len > MAX_TABLE {
         return Err(ReadError::TooLarge(addr, len));
     }
-    read_mem(pid, addr + bytes::DATA, len as usize)
+    read_mem(pid, addr + l.bytes_data, len as usize)
 }

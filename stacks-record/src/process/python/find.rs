@@ -1,9 +1,11 @@
 //! Finding CPython in a process: the interpreter's file among its mappings (`python3.N`, or
 //! `libpython3.N.so*` when the executable links it), that file's symbols `_PyRuntime`,
-//! `Py_Version` and `_PyEval_EvalFrameDefault` (ELF symbol tables), where it is loaded, the
-//! version read from the process and the layout of that version (3.13's from the debug
-//! offsets at the start of its `_PyRuntime`). Each file is read once ([`Files`]): a process is
-//! looked at again until its interpreter is ready, and many run the same one.
+//! `Py_Version` and `_PyEval_EvalFrameDefault` (ELF symbol tables; without symbols, 3.14+'s
+//! `_PyRuntime` by its own section, `.PyRuntime`, and the version from the debug offsets it
+//! starts with), where it is loaded, the version read from the process and the layout of that
+//! version (3.13+'s from the debug offsets at the start of its `_PyRuntime`). Each file is read
+//! once ([`Files`]): a process is looked at again until its interpreter is ready, and many run
+//! the same one.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -14,6 +16,7 @@ use object::{Object, ObjectSymbol};
 
 use super::code::read_mem;
 use super::offsets::{self, Layout};
+use super::tasks;
 use crate::process::maps;
 
 /// Why a process's Python frames are not read.
@@ -28,7 +31,7 @@ pub(crate) enum FindError {
     #[error("{0}: not mapped as expected")]
     NotMapped(String),
     #[error(
-        "{file}: CPython {version} is not supported (verified: 3.11.2, 3.11.7, 3.12.1, 3.13.x)"
+        "{file}: CPython {version} is not supported (verified: 3.11.2, 3.11.7, 3.12.1; 3.13, 3.14 and 3.15 from their debug offsets)"
     )]
     Unsupported { file: String, version: String },
     #[error("{file}: CPython {version}: {why}")]
@@ -39,9 +42,22 @@ pub(crate) enum FindError {
     },
     #[error("{file}: CPython {version}: _PyRuntime.autoTSSkey is not an initialized pthread key")]
     NoTssKey { file: String, version: String },
+    #[error("{file}: CPython {version}: no interpreter started yet")]
+    NoInterpreter { file: String, version: String },
     #[error("reading the interpreter's version: {0}")]
     Read(#[from] super::code::ReadError),
 }
+
+/// Exported functions of the interpreter that call its eval loop.
+const ENTRIES: &[&str] = &[
+    "PyEval_EvalCode",
+    "PyEval_EvalFrame",
+    "PyEval_EvalFrameEx",
+    "PyObject_Call",
+    "PyObject_Vectorcall",
+    "_PyFunction_Vectorcall",
+    "PyObject_CallObject",
+];
 
 /// A CPython interpreter found in a process.
 #[derive(Debug, Clone)]
@@ -49,11 +65,20 @@ pub(crate) struct Interpreter {
     /// The file holding the interpreter, as the process maps it.
     pub file: String,
     pub layout: Layout,
-    /// Address of `_PyRuntime.autoTSSkey` in the process.
-    pub tss_key: u64,
-    /// The file's build id (lowercase hex), and the file offsets of `_PyEval_EvalFrameDefault`.
+    /// Address of `_PyRuntime.autoTSSkey` in the process (3.11, 3.12), or of
+    /// `_PyRuntime.interpreters.head` (3.13+: the thread states are found in its list).
+    pub tstate_at: u64,
+    /// The file's build id (lowercase hex), and the file offsets of `_PyEval_EvalFrameDefault`
+    /// (empty when the file does not name it: Python frames then go outermost).
     pub build_id: Option<String>,
     pub eval: Range<u64>,
+    /// The file offsets of the exported functions that enter the eval loop ([`ENTRIES`]): where
+    /// Python frames go when no `_PyEval_EvalFrameDefault` frame is in the native stack (a
+    /// build whose eval loop runs in unnamed functions: 3.14+'s tail-calling interpreter, or
+    /// a stack walk that skipped it).
+    pub entries: Vec<Range<u64>>,
+    /// Where asyncio keeps tasks (3.14+, when its `.AsyncioDebug` table was found and checked).
+    pub asyncio: Option<tasks::AsyncioLayout>,
 }
 
 /// The version (major, minor) of a mapped file named as a CPython executable (`python3.N`,
@@ -86,12 +111,17 @@ pub(crate) struct FileInfo {
     /// The vaddr of the segment mapped from the file's start (gives the load bias).
     first_vaddr: u64,
     /// `Py_Version`, `_PyRuntime`: their vaddrs, when the file has them (the executable of a
-    /// `libpython` has neither).
+    /// `libpython` has neither); `_PyRuntime` by its section `.PyRuntime` (3.14+) when no
+    /// symbol names it.
     version_at: Option<u64>,
     runtime: Option<u64>,
     /// `_PyEval_EvalFrameDefault`: file offset and size.
     eval: Option<(u64, u64)>,
+    /// File offsets of the exported functions that call into the eval loop ([`ENTRIES`]).
+    entries: Vec<Range<u64>>,
     build_id: Option<String>,
+    /// The file's `.AsyncioDebug` section (3.15 builds asyncio in).
+    asyncio: Option<Vec<u8>>,
 }
 
 /// Interpreter files read, by device, inode and path (a file replaced at the same path is
@@ -132,8 +162,9 @@ fn read_file(pid: u32, file: &str) -> Result<FileInfo, FindError> {
     let Some(&(first_vaddr, _, _)) = loads.iter().find(|(_, off, _)| *off == 0) else {
         return Err(FindError::NotMapped(file.to_string()));
     };
-    // One pass over the symbols (dynamic first: all three are exported).
+    // One pass over the symbols (dynamic first: all are exported).
     let (mut version_at, mut runtime, mut eval) = (None, None, None);
+    let mut entries = Vec::new();
     for sym in elf.dynamic_symbols().chain(elf.symbols()) {
         match sym.name() {
             Ok("Py_Version") => version_at = version_at.or(Some(sym.address())),
@@ -141,18 +172,29 @@ fn read_file(pid: u32, file: &str) -> Result<FileInfo, FindError> {
             Ok("_PyEval_EvalFrameDefault") if eval.is_none() => {
                 eval = Some((sym.address(), sym.size()));
             }
+            Ok(name) if ENTRIES.contains(&name) => entries.push((sym.address(), sym.size())),
             _ => continue,
         }
-        if version_at.is_some() && runtime.is_some() && eval.is_some() {
-            break;
-        }
     }
-    let eval = eval.and_then(|(vaddr, size)| {
+    if runtime.is_none() {
+        runtime = elf
+            .section_by_name(".PyRuntime")
+            .map(|s| object::ObjectSection::address(&s));
+    }
+    let in_file = |(vaddr, size): (u64, u64)| {
         loads
             .iter()
             .find(|(v, _, filesz)| (*v..v + filesz).contains(&vaddr))
             .map(|(v, off, _)| (vaddr - v + off, size.max(1)))
-    });
+    };
+    let eval = eval.and_then(in_file);
+    let mut entries: Vec<Range<u64>> = entries
+        .into_iter()
+        .filter_map(in_file)
+        .map(|(at, size)| at..at + size)
+        .collect();
+    entries.sort_by_key(|r| r.start);
+    entries.dedup();
     let build_id = elf
         .build_id()
         .ok()
@@ -163,7 +205,9 @@ fn read_file(pid: u32, file: &str) -> Result<FileInfo, FindError> {
         version_at,
         runtime,
         eval,
+        entries,
         build_id,
+        asyncio: tasks::section(&bytes),
     })
 }
 
@@ -193,12 +237,37 @@ pub(crate) fn find(pid: u32, files: &mut Files) -> Result<Option<Interpreter>, F
     let info = files.get(pid, base)?;
     let bias = base.range.start.wrapping_sub(info.first_vaddr);
     let no = |name| FindError::NoSymbol(file.clone(), name);
-    let version_at = info.version_at.ok_or_else(|| no("Py_Version"))?;
-    let raw = read_mem(pid, bias.wrapping_add(version_at), 4)?;
-    let version = u32::from_ne_bytes(raw[..4].try_into().unwrap_or([0; 4]));
     let runtime = bias.wrapping_add(info.runtime.ok_or_else(|| no("_PyRuntime"))?);
+    let version = match info.version_at {
+        Some(at) => {
+            let raw = read_mem(pid, bias.wrapping_add(at), 4)?;
+            u32::from_ne_bytes(raw[..4].try_into().unwrap_or([0; 4]))
+        }
+        // No `Py_Version` (a fully stripped file): the version the debug offsets carry, which
+        // they are then checked against (a file without either is refused).
+        None => {
+            let raw = read_mem(pid, runtime, 16)?;
+            if raw.get(..8) != Some(b"xdebugpy".as_slice()) {
+                return Err(no("Py_Version"));
+            }
+            u32::try_from(u64::from_ne_bytes(raw[8..16].try_into().unwrap_or([0; 8])))
+                .map_err(|_| no("Py_Version"))?
+        }
+    };
     let layout = if offsets::has_debug_offsets(version) {
-        let raw = read_mem(pid, runtime, offsets::DEBUG_OFFSETS_SIZE)?;
+        // The table may be shorter than the largest known one: read what the mapping has.
+        let want = offsets::debug_offsets_size();
+        let raw = read_mem(pid, runtime, want).or_else(|_| {
+            let end = all
+                .iter()
+                .find(|m| m.range.contains(&runtime))
+                .map_or(runtime, |m| m.range.end);
+            read_mem(
+                pid,
+                runtime,
+                (end.saturating_sub(runtime) as usize).min(want),
+            )
+        })?;
         offsets::from_debug_offsets(&raw, version).map_err(|why| FindError::DebugOffsets {
             file: file.clone(),
             version: offsets::version_name(version),
@@ -210,24 +279,58 @@ pub(crate) fn find(pid: u32, files: &mut Files) -> Result<Option<Interpreter>, F
             version: offsets::version_name(version),
         })?
     };
-    let (eval, eval_size) = info.eval.ok_or_else(|| no("_PyEval_EvalFrameDefault"))?;
-    // The key of each thread's state: a Py_tss_t {int initialized; unsigned key}, set up when
-    // the interpreter starts (so looked at again shortly when not yet).
-    let key = read_mem(pid, runtime + layout.tss_key, 8)?;
-    let initialized = u32::from_ne_bytes(key[..4].try_into().unwrap_or([0; 4]));
-    let value = u32::from_ne_bytes(key[4..].try_into().unwrap_or([0; 4]));
-    if initialized != 1 || value >= 1024 {
-        return Err(FindError::NoTssKey {
-            file,
-            version: offsets::version_name(version),
-        });
-    }
+    let eval = info.eval.map_or(0..0, |(at, size)| at..at + size);
+    let tstate_at = match layout.tstate {
+        offsets::Tstate::Key(at) => {
+            // The key of each thread's state: a Py_tss_t {int initialized; unsigned key}, set
+            // up when the interpreter starts (so looked at again shortly when not yet).
+            let key = read_mem(pid, runtime + at, 8)?;
+            let initialized = u32::from_ne_bytes(key[..4].try_into().unwrap_or([0; 4]));
+            let value = u32::from_ne_bytes(key[4..].try_into().unwrap_or([0; 4]));
+            if initialized != 1 || value >= 1024 {
+                return Err(FindError::NoTssKey {
+                    file,
+                    version: offsets::version_name(version),
+                });
+            }
+            runtime + at
+        }
+        offsets::Tstate::List {
+            interpreters_head, ..
+        } => {
+            // The main interpreter, made when the interpreter starts (looked at again shortly
+            // when not yet).
+            let head = read_mem(pid, runtime + interpreters_head, 8)?;
+            if head.iter().all(|b| *b == 0) {
+                return Err(FindError::NoInterpreter {
+                    file,
+                    version: offsets::version_name(version),
+                });
+            }
+            runtime + interpreters_head
+        }
+    };
+    // asyncio's table: the interpreter's own, or its `_asyncio` module's (read from the file,
+    // whether or not the process imported it yet).
+    let asyncio = if version >> 16 >= 0x030e {
+        info.asyncio
+            .clone()
+            .or_else(|| {
+                tasks::extension_module(pid, &file, (version >> 16) & 0xff)
+                    .and_then(|b| tasks::section(&b))
+            })
+            .and_then(|raw| tasks::parse(&raw))
+    } else {
+        None
+    };
     Ok(Some(Interpreter {
         file,
         layout,
-        tss_key: runtime + layout.tss_key,
+        tstate_at,
         build_id: info.build_id.clone(),
-        eval: eval..eval + eval_size,
+        eval,
+        entries: info.entries.clone(),
+        asyncio,
     }))
 }
 

@@ -10,8 +10,11 @@ mod code;
 mod find;
 mod linetable;
 mod offsets;
+mod tasks;
 #[cfg(test)]
 mod tests;
+
+pub(crate) use tasks::TaskLabel;
 
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
@@ -66,11 +69,16 @@ pub(crate) struct PyCounts {
     pub code_unreadable: u64,
     /// Frames whose code object was freed and its address reused before it was read.
     pub code_replaced: u64,
+    /// Rows labelled with the asyncio task their thread ran, and tasks that could not be read
+    /// (gone before the event was converted).
+    pub task_rows: u64,
+    pub task_unreadable: u64,
 }
 
 struct Proc {
     interp: Interpreter,
     codes: HashMap<u64, Rc<Code>, ahash::RandomState>,
+    tasks: tasks::Tasks,
 }
 
 /// The Python processes of a recording.
@@ -131,9 +139,11 @@ impl Python {
             }
             // The executable, before the dynamic loader mapped the library it runs.
             // Or the interpreter before it set up its thread-state key.
-            Err(find::FindError::NoSymbol(..) | find::FindError::NoTssKey { .. })
-                if tries + 1 < LOOKS =>
-            {
+            Err(
+                find::FindError::NoSymbol(..)
+                | find::FindError::NoTssKey { .. }
+                | find::FindError::NoInterpreter { .. },
+            ) if tries + 1 < LOOKS => {
                 return;
             }
             Err(find::FindError::Io(..)) => {
@@ -161,8 +171,14 @@ impl Python {
             offsets::Entry::IsEntry(at) => (at, 0),
             offsets::Entry::Owner(at) => (0, at),
         };
+        let (tss_key, interp_head, threads_head, tstate_next) = match l.tstate {
+            offsets::Tstate::Key(_) => (interp.tstate_at, 0, 0, 0),
+            offsets::Tstate::List {
+                threads_head, next, ..
+            } => (0, interp.tstate_at, threads_head, next),
+        };
         let value = stacks_py_proc {
-            tss_key: interp.tss_key,
+            tss_key,
             specific_1st: GLIBC_SPECIFIC_1ST,
             specific: GLIBC_SPECIFIC,
             native_tid: l.native_tid,
@@ -175,6 +191,11 @@ impl Python {
             owner,
             qualname: l.co_qualname as u16,
             pad: 0,
+            interp_head,
+            threads_head,
+            tstate_next,
+            running_task: interp.asyncio.map_or(0, |a| a.running_task),
+            task_name: interp.asyncio.map_or(0, |a| a.task_name),
         };
         // SAFETY: a plain #[repr(C)] struct of integers, viewed as its bytes.
         let bytes = unsafe {
@@ -195,6 +216,7 @@ impl Python {
                 Proc {
                     interp,
                     codes: HashMap::default(),
+                    tasks: tasks::Tasks::default(),
                 },
             );
         }
@@ -234,12 +256,22 @@ impl Python {
                         frames.push((truncated_frame(), false));
                     }
                 }
+                PyPart::Task { .. } => {}
             }
         }
         let eval = self.procs.get(&pid).map(|p| &p.interp);
+        // Without a `_PyEval_EvalFrameDefault` frame (its loop in unnamed functions, or
+        // skipped by the walk), the Python frames go inner to the innermost function that
+        // entered the loop.
+        let entry = eval
+            .filter(|i| !native.iter().any(|&id| is_eval(table.get(id), i)))
+            .and_then(|i| native.iter().position(|&id| is_entry(table.get(id), i)));
         let mut out = Vec::with_capacity(native.len() + frames.len());
         let mut next = frames.into_iter();
-        for &id in native {
+        for (at, &id) in native.iter().enumerate() {
+            if entry == Some(at) {
+                out.extend(next.by_ref().map(|(f, _)| table.intern(f)));
+            }
             if let Some(i) = eval
                 && is_eval(table.get(id), i)
             {
@@ -325,6 +357,37 @@ impl Python {
         }
     }
 
+    /// Whether process `pid`'s Python frames are read.
+    pub(crate) fn knows(&self, pid: u32) -> bool {
+        self.procs.contains_key(&pid)
+    }
+
+    /// The asyncio task an event's thread ran, among the Python parts `py` read at it: the
+    /// task's address and its `task_name` pointer then.
+    pub(crate) fn task_of(py: &[PyPart]) -> Option<(u64, u64)> {
+        py.iter().find_map(|p| match p {
+            PyPart::Task { task, name } => Some((*task, *name)),
+            _ => None,
+        })
+    }
+
+    /// Task `task` of process `pid` (its `task_name` pointer `name` at the event), named with
+    /// the tasks awaiting it.
+    pub(crate) fn task(&mut self, pid: u32, task: u64, name: u64) -> Option<TaskLabel> {
+        let p = self.procs.get_mut(&pid)?;
+        let a = p.interp.asyncio?;
+        match p.tasks.label(pid, task, name, &p.interp.layout, &a) {
+            Ok(label) => {
+                self.counts.task_rows += 1;
+                Some(label)
+            }
+            Err(_) => {
+                self.counts.task_unreadable += 1;
+                None
+            }
+        }
+    }
+
     /// The summary's line, when any process ran Python.
     pub(crate) fn report(&self) {
         let c = &self.counts;
@@ -332,14 +395,16 @@ impl Python {
             return;
         }
         eprintln!(
-            "stacks-record: Python frames: {} read; stacks without: {} thread without a Python thread state, {} thread state not the thread's, {} interpreter memory unreadable; {} stacks truncated; frames whose code object was unreadable {}, replaced before read {}",
+            "stacks-record: Python frames: {} read; stacks without: {} thread without a Python thread state, {} thread state not the thread's, {} interpreter memory unreadable; {} stacks truncated; frames whose code object was unreadable {}, replaced before read {}; rows with their asyncio task {}, task unreadable {}",
             c.frames,
             c.no_tstate,
             c.other_tstate,
             c.unreadable,
             c.truncated,
             c.code_unreadable,
-            c.code_replaced
+            c.code_replaced,
+            c.task_rows,
+            c.task_unreadable
         );
     }
 }
@@ -348,10 +413,22 @@ impl Python {
 fn is_eval(f: &UserFrame, i: &Interpreter) -> bool {
     f.offset
         .is_some_and(|o| (i.eval.start..=i.eval.end).contains(&o))
-        && match (&f.build_id, &i.build_id) {
-            (Some(a), Some(b)) => a == b,
-            _ => f.module.as_deref() == Some(i.file.as_str()),
-        }
+        && in_interpreter(f, i)
+}
+
+/// Whether native frame `f` is in one of the interpreter's functions that enter the eval loop.
+fn is_entry(f: &UserFrame, i: &Interpreter) -> bool {
+    f.offset
+        .is_some_and(|o| i.entries.iter().any(|r| (r.start..=r.end).contains(&o)))
+        && in_interpreter(f, i)
+}
+
+/// Whether native frame `f` is in the interpreter's file.
+fn in_interpreter(f: &UserFrame, i: &Interpreter) -> bool {
+    match (&f.build_id, &i.build_id) {
+        (Some(a), Some(b)) => a == b,
+        _ => f.module.as_deref() == Some(i.file.as_str()),
+    }
 }
 
 /// The outermost frame of a stack whose Python frames were not all read.

@@ -106,11 +106,14 @@ fn python_of_self() -> (Python, u32) {
             interp: Interpreter {
                 file: "/usr/bin/python3.11".into(),
                 layout: layout(),
-                tss_key: 0,
+                tstate_at: 0,
                 build_id: Some("ab".into()),
                 eval: 0x1000..0x2000,
+                entries: vec![0x3000..0x3100],
+                asyncio: None,
             },
             codes: Default::default(),
+            tasks: Default::default(),
         },
     );
     (py, pid)
