@@ -47,95 +47,12 @@ struct {
 	__type(value, struct py_tstate_seen);
 } py_tstates SEC(".maps");
 
-/* The state of one walk of a thread list, for its bpf_loop callback. */
-struct py_find {
-	struct stacks_py_proc *py;
-	struct task_struct *task;
-	__u64 tstate;             /* the next thread state to look at; 0: the list ended */
-	__u64 found;
-	__u32 tid;
-	__u32 why;
-};
-
-static __always_inline int py_find_step(struct py_find *f, struct task_struct *task)
+/* 3.11, 3.12: the PyThreadState under the pthread key autoTSSkey, pthread_getspecific done by
+ * hand on glibc's struct pthread at thread pointer `tp`, checked against the state's native
+ * thread id; 0 with `why` set when none. */
+static __always_inline __u64 py_tstate_key(struct stacks_py_proc *py, __u64 tp,
+					   struct task_struct *task, __u32 tid, __u32 *why)
 {
-	__u64 ts = f->tstate, ntid = 0, next = 0;
-	if (!ts)
-		return 1;
-	if (py_read(&ntid, sizeof(ntid), ts + f->py->native_tid, task) ||
-	    py_read(&next, sizeof(next), ts + f->py->tstate_next, task)) {
-		f->why = STACKS_PY_READ;
-		return 1;
-	}
-	if (ntid == f->tid) {
-		f->found = ts;
-		return 1;
-	}
-	f->tstate = next;
-	return 0;
-}
-
-static int py_find_current(__u32 i, void *ctx)
-{
-	return py_find_step((struct py_find *)ctx, NULL);
-}
-
-static int py_find_task(__u32 i, void *ctx)
-{
-	struct py_find *f = ctx;
-	return py_find_step(f, f->task);
-}
-
-/* The PyThreadState of thread `tid` from its interpreter's list of thread states (3.13+): the
- * cached one while it still names the thread, else found by walking the list. */
-static __always_inline __u64 py_tstate_listed(struct stacks_py_proc *py, struct task_struct *task,
-					      __u32 tid, __u32 *why)
-{
-	__u64 now = bpf_ktime_get_ns(), ntid = 0;
-	struct py_tstate_seen *seen = bpf_map_lookup_elem(&py_tstates, &tid);
-	if (seen) {
-		__u64 ts = seen->tstate;
-		if (!ts && now - seen->when < PY_NO_TSTATE_NS) {
-			*why = STACKS_PY_NO_TSTATE;
-			return 0;
-		}
-		if (ts && !py_read(&ntid, sizeof(ntid), ts + py->native_tid, task) && ntid == tid)
-			return ts;
-	}
-	__u64 interp = 0;
-	struct py_find f = { .py = py, .task = task, .tid = tid };
-	if (py_read(&interp, sizeof(interp), py->interp_head, task) ||
-	    (interp && py_read(&f.tstate, sizeof(f.tstate), interp + py->threads_head, task))) {
-		*why = STACKS_PY_READ;
-		return 0;
-	}
-	if (f.tstate)
-		bpf_loop(STACKS_PY_MAX_THREADS, task ? py_find_task : py_find_current, &f, 0);
-	if (f.why) {
-		*why = f.why;
-		return 0;
-	}
-	struct py_tstate_seen v = { .tstate = f.found, .when = now };
-	bpf_map_update_elem(&py_tstates, &tid, &v, BPF_ANY);
-	if (!f.found)
-		*why = STACKS_PY_NO_TSTATE;
-	return f.found;
-}
-
-/* The PyThreadState of thread `t` (whose memory `task` reads, NULL: the current thread's), or 0
- * with `why` set: from the interpreter's thread list (py_tstate_listed), or
- * pthread_getspecific(autoTSSkey) done by hand on glibc's struct pthread (at the thread
- * pointer), checked against the state's native thread id. */
-static __always_inline __u64 py_tstate(struct stacks_py_proc *py, struct task_struct *t,
-				       struct task_struct *task, __u32 tid, __u32 *why)
-{
-	if (!py->tss_key)
-		return py_tstate_listed(py, task, tid, why);
-#if defined(__TARGET_ARCH_x86)
-	__u64 tp = BPF_CORE_READ(t, thread.fsbase);
-#else
-	__u64 tp = 0; /* other architectures: not read yet */
-#endif
 	__u32 key[2] = {}; /* Py_tss_t: _is_initialized, _key */
 	__u64 at = 0, tstate = 0, ntid = 0;
 	if (!tp || py_read(key, sizeof(key), py->tss_key, task)) {
@@ -179,6 +96,134 @@ static __always_inline __u64 py_tstate(struct stacks_py_proc *py, struct task_st
 		*why = STACKS_PY_OTHER_TSTATE;
 		return 0;
 	}
+	return tstate;
+}
+
+/* The state of one look for a thread's state, for its bpf_loop callback: the whole look is
+ * the callback's (the verifier checks it once, not at each program and path that reads Python
+ * frames: `state:d`'s program is at its limit). */
+struct py_find {
+	struct stacks_py_proc *py;
+	__u64 tp;                 /* the thread pointer (the pthread key's look) */
+	__u64 tstate;             /* the next thread state to look at; 0: the list ended */
+	__u64 found;
+	__u64 now;
+	__u32 tid;
+	__u32 why;
+};
+
+/* Step `i` of the look: the cached state while it still names the thread, else the list's
+ * head, then one thread state of the list a step; 1 when done (found, or `why` set). */
+static __always_inline int py_find_step(__u32 i, struct py_find *f, struct task_struct *task)
+{
+	struct stacks_py_proc *py = f->py;
+	__u64 ntid = 0, next = 0;
+	if (i == 0 && py->tss_key) {
+		f->found = py_tstate_key(py, f->tp, task, f->tid, &f->why);
+		return 1;
+	}
+	if (i == 0) {
+		struct py_tstate_seen *seen = bpf_map_lookup_elem(&py_tstates, &f->tid);
+		if (seen) {
+			__u64 ts = seen->tstate;
+			if (!ts && f->now - seen->when < PY_NO_TSTATE_NS) {
+				f->why = STACKS_PY_NO_TSTATE;
+				return 1;
+			}
+			if (ts && !py_read(&ntid, sizeof(ntid), ts + py->native_tid, task) &&
+			    ntid == f->tid) {
+				f->found = ts;
+				return 1;
+			}
+		}
+		__u64 interp = 0;
+		if (py_read(&interp, sizeof(interp), py->interp_head, task) ||
+		    (interp && py_read(&f->tstate, sizeof(f->tstate), interp + py->threads_head, task))) {
+			f->why = STACKS_PY_READ;
+			return 1;
+		}
+	}
+	__u64 ts = f->tstate;
+	if (ts && (py_read(&ntid, sizeof(ntid), ts + py->native_tid, task) ||
+		   py_read(&next, sizeof(next), ts + py->tstate_next, task))) {
+		f->why = STACKS_PY_READ;
+		return 1;
+	}
+	if (ts && ntid != f->tid) {
+		f->tstate = next;
+		return 0;
+	}
+	/* Found, or the list ended without the thread: kept either way. */
+	struct py_tstate_seen v = { .tstate = ts, .when = f->now };
+	bpf_map_update_elem(&py_tstates, &f->tid, &v, BPF_ANY);
+	f->found = ts;
+	if (!ts)
+		f->why = STACKS_PY_NO_TSTATE;
+	return 1;
+}
+
+static int py_find_current(__u32 i, void *ctx)
+{
+	return py_find_step(i, (struct py_find *)ctx, NULL);
+}
+
+/* Reading another task's memory (sleepable programs): the task is the walk's, kept in the
+ * py_walk that holds this look. */
+struct py_find_of {
+	struct py_find f;
+	struct task_struct *task;
+};
+
+static int py_find_task(__u32 i, void *ctx)
+{
+	struct py_find_of *o = ctx;
+	return py_find_step(i, &o->f, o->task);
+}
+
+/* The look for thread `tid`'s state as global functions, reading the current thread's memory
+ * or (sleepable programs only) task `task`'s, with thread pointer `tp` (the pthread key's
+ * look): the verifier checks each once, on its own, instead of once per way into it in every
+ * program (`state:d` went past its million instructions). The state, or 0 with `*why` set. */
+__noinline __u64 py_tstate_current(struct stacks_py_proc *py, __u64 tp, __u32 tid, __u32 *why)
+{
+	if (!py || !why)
+		return 0;
+	struct py_find f = { .py = py, .tp = tp, .tid = tid, .now = bpf_ktime_get_ns() };
+	bpf_loop(STACKS_PY_MAX_THREADS + 1, py_find_current, &f, 0);
+	*why = f.why;
+	return f.why ? 0 : f.found;
+}
+
+__noinline __u64 py_tstate_task(struct stacks_py_proc *py, struct task_struct *task __arg_trusted,
+				__u64 tp, __u32 tid, __u32 *why)
+{
+	if (!py || !why || !task)
+		return 0;
+	struct py_find_of o = {
+		.f = { .py = py, .tp = tp, .tid = tid, .now = bpf_ktime_get_ns() },
+		.task = task,
+	};
+	bpf_loop(STACKS_PY_MAX_THREADS + 1, py_find_task, &o, 0);
+	*why = o.f.why;
+	return o.f.why ? 0 : o.f.found;
+}
+
+/* The PyThreadState of thread `t` (thread `tid`, whose memory `task` reads, NULL: the current
+ * thread's), or 0 with `why` set: 3.13+ from its interpreter's list of thread states (the
+ * cached one while it still names the thread, else found by walking the list), 3.11 and 3.12
+ * under the pthread key (py_tstate_key). */
+static __always_inline __u64 py_tstate(struct stacks_py_proc *py, struct task_struct *t,
+				       struct task_struct *task, __u32 tid, __u32 *why)
+{
+#if defined(__TARGET_ARCH_x86)
+	__u64 tp = py->tss_key ? BPF_CORE_READ(t, thread.fsbase) : 0;
+#else
+	__u64 tp = 0; /* other architectures: not read yet */
+#endif
+	__u32 w = 0;
+	__u64 tstate = task ? py_tstate_task(py, task, tp, tid, &w)
+			    : py_tstate_current(py, tp, tid, &w);
+	*why = w;
 	return tstate;
 }
 
@@ -278,22 +323,16 @@ static __always_inline int py_step(struct py_walk *w, struct task_struct *task, 
 			last->flags |= STACKS_PYFRAME_ENTRY;
 		return 0;
 	}
-	if (py_read(&code, sizeof(code), frame + py->code, task)) {
-		w->why = STACKS_PY_READ;
-		return 1;
-	}
-	/* 3.14+: f_executable is a _PyStackRef, whose low bits tag it (a pointer's are 0 but for
-	 * the deferred-reference bit); earlier versions' pointers have them 0 too. */
-	code &= ~7ULL;
-	if (py_read(&instr, sizeof(instr), frame + py->prev_instr, task) ||
+	if (py_read(&code, sizeof(code), frame + py->code, task) ||
+	    py_read(&instr, sizeof(instr), frame + py->prev_instr, task) ||
 	    (py->is_entry && py_read(&entry, sizeof(entry), frame + py->is_entry, task)) ||
-	    py_read(&qualname, sizeof(qualname), code + py->qualname, task)) {
+	    py_read(&qualname, sizeof(qualname), (code & ~7ULL) + py->qualname, task)) {
 		w->why = STACKS_PY_READ;
 		return 1;
 	}
 	f->status = STACKS_UFRAME_PYTHON;
 	f->flags = entry ? STACKS_PYFRAME_ENTRY : 0;
-	f->code = code;
+	f->code = code & ~7ULL;
 	f->qualname = qualname;
 	f->prev_instr = instr;
 	*w->count = n + 1;
@@ -325,16 +364,16 @@ static int py_step_task_buf(__u32 i, void *ctx)
 	return py_step(w, w->task, PY_LIMIT_BUF);
 }
 
-/* After the frames of walk `w` (limit `limit`), the asyncio task thread state `tstate` runs
- * (3.14+, when the layout of asyncio's debug offsets is known), as a frame flagged
- * STACKS_PYFRAME_TASK: user space names it and the tasks awaiting it. */
+/* After the frames of walk `w` (limit `limit`) of the current thread, the asyncio task its
+ * thread state `tstate` runs (3.14+, when the layout of asyncio's debug offsets is known), as
+ * a frame flagged STACKS_PYFRAME_TASK: user space names it and the tasks awaiting it. */
 static __always_inline void py_task(struct py_walk *w, __u64 tstate, __u64 limit)
 {
 	struct stacks_py_proc *py = w->py;
 	__u64 task = 0, name = 0;
 	if (!py->running_task || !tstate ||
-	    py_read(&task, sizeof(task), tstate + py->running_task, w->task) || !task ||
-	    py_read(&name, sizeof(name), task + py->task_name, w->task))
+	    py_read(&task, sizeof(task), tstate + py->running_task, NULL) || !task ||
+	    py_read(&name, sizeof(name), task + py->task_name, NULL))
 		return;
 	__u32 n = *w->count;
 	struct stacks_pyframe *f = py_at(w, n, limit, false);
@@ -356,13 +395,13 @@ enum py_where { PY_EVENT, PY_ROOM, PY_BUF };
  * saying why there are none or not all, into walk `w` (its record, place and count set): for
  * processes in py_procs. `task`: NULL when `t` is the current thread, else `t` itself, read
  * from a sleepable program (PY_EVENT or PY_BUF only). */
-static __always_inline void py_walk_into(struct py_walk *w, __u32 tgid, __u32 tid,
-					 struct task_struct *t, struct task_struct *task,
-					 enum py_where where)
+static __always_inline __u64 py_walk_into(struct py_walk *w, __u32 tgid, __u32 tid,
+					  struct task_struct *t, struct task_struct *task,
+					  enum py_where where)
 {
 	struct stacks_py_proc *py = py_procs_any ? bpf_map_lookup_elem(&py_procs, &tgid) : NULL;
 	if (!py)
-		return;
+		return 0;
 	w->py = py;
 	w->task = task;
 	__u64 tstate = py_tstate(py, t, task, tid, &w->why);
@@ -384,38 +423,47 @@ static __always_inline void py_walk_into(struct py_walk *w, __u32 tgid, __u32 ti
 	}
 	if (!w->why && w->frame)
 		w->why = STACKS_PY_TRUNCATED;
-	__u64 limit = where == PY_BUF ? PY_LIMIT_BUF : where == PY_ROOM ? PY_LIMIT_ROOM : PY_LIMIT_EVENT;
-	if (tstate)
-		py_task(w, tstate, limit);
 	if (w->why)
-		py_mark(w, limit);
+		py_mark(w, where == PY_BUF ? PY_LIMIT_BUF
+			    : where == PY_ROOM ? PY_LIMIT_ROOM : PY_LIMIT_EVENT);
+	return tstate;
 }
 
 /* Append thread `t`'s Python frames to `e`'s user stack of build-id or address frames (see
- * py_walk_into). */
-static __always_inline void capture_python_of(struct stacks_event *e, struct task_struct *t,
-					      struct task_struct *task)
+ * py_walk_into); its thread state, or 0. */
+static __always_inline __u64 py_capture_of(struct stacks_event *e, struct task_struct *t,
+					   struct task_struct *task, struct py_walk *w)
 {
 	if (e->hdr.uwindow || e->hdr.ustack_len < 0)
-		return;
+		return 0;
 	if (e->hdr.ustack_len > STACKS_MAX_DEPTH)
 		e->hdr.ustack_len = STACKS_MAX_DEPTH;
 	__s32 kl = e->hdr.kstack_len;
 	__u64 k = kl > 0 ? (__u64)kl : 0;
 	if (k > STACKS_MAX_DEPTH)
 		k = STACKS_MAX_DEPTH;
-	struct py_walk w = {
-		.e = e,
-		.count = (__u32 *)&e->hdr.ustack_len,
-		.base = offsetof(struct stacks_event, frames) + k * 8,
-	};
-	py_walk_into(&w, e->hdr.pid, e->hdr.tid, t, task, PY_EVENT);
+	w->e = e;
+	w->count = (__u32 *)&e->hdr.ustack_len;
+	w->base = offsetof(struct stacks_event, frames) + k * 8;
+	return py_walk_into(w, e->hdr.pid, e->hdr.tid, t, task, PY_EVENT);
 }
 
-/* The current thread's Python frames (capture_python_of). */
+/* Another task's Python frames (the `state` iterator's; py_capture_of). */
+static __always_inline void capture_python_of(struct stacks_event *e, struct task_struct *t,
+					      struct task_struct *task)
+{
+	struct py_walk w = {};
+	py_capture_of(e, t, task, &w);
+}
+
+/* The current thread's Python frames (py_capture_of), and the asyncio task it runs (py_task;
+ * not for `state` rows, another task's: its iterator's programs are at the verifier's limit). */
 static __always_inline void capture_python(struct stacks_event *e)
 {
-	capture_python_of(e, bpf_get_current_task_btf(), NULL);
+	struct py_walk w = {};
+	__u64 tstate = py_capture_of(e, bpf_get_current_task_btf(), NULL, &w);
+	if (tstate)
+		py_task(&w, tstate, PY_LIMIT_EVENT);
 }
 
 /* After a `d` stack's registers (at frame slot `at` of scratch record `e`) and stack copy:
@@ -435,7 +483,10 @@ static __always_inline void capture_python_room(struct stacks_event *e, __u32 at
 		.base = offsetof(struct stacks_event, frames) + (__u64)at * 8 +
 			sizeof(struct stacks_uregs) + copied,
 	};
-	py_walk_into(&w, e->hdr.pid, e->hdr.tid, bpf_get_current_task_btf(), NULL, PY_ROOM);
+	__u64 tstate =
+		py_walk_into(&w, e->hdr.pid, e->hdr.tid, bpf_get_current_task_btf(), NULL, PY_ROOM);
+	if (tstate)
+		py_task(&w, tstate, PY_LIMIT_ROOM);
 	e->hdr.uwindow += ur->py_frames * STACKS_UFRAME_SIZE;
 }
 

@@ -17,7 +17,8 @@ script is not the tools' child, so theirs is their own. stacks-symbolize is time
 recording (py-spy names frames while it samples). The BPF program's time per run comes from
 the kernel's counters (kernel.bpf_stats_enabled) in separate runs, with and without
 `--no-python`. Environment: CARGO_TARGET_DIR, BENCH_OUT, BENCH_REPS (default 3; medians),
-BENCH_SECONDS (default 5), BENCH_PYTHON (default /usr/bin/python3.11).
+BENCH_SECONDS (default 5), BENCH_PYTHON (default /usr/bin/python3.11; another minor's results,
+e.g. ~/.cache/stacks-pythons/3.14/usr/bin/python3.14, go to a section of their own).
 """
 
 import os
@@ -41,7 +42,11 @@ REPS = int(os.environ.get("BENCH_REPS") or 3)
 SECONDS = float(os.environ.get("BENCH_SECONDS") or 5)
 PYTHON = os.environ.get("BENCH_PYTHON") or "/usr/bin/python3.11"
 REC, SYM = str(BIN / "stacks-record"), str(BIN / "stacks-symbolize")
-BEGIN, END = "<!-- bench-python:begin -->", "<!-- bench-python:end -->"
+# Debian's 3.11 keeps the first section; another minor (BENCH_PYTHON=…/python3.14) has its own.
+MINOR = re.search(r"python(3\.\d+)$", PYTHON)
+MINOR = MINOR.group(1) if MINOR and MINOR.group(1) != "3.11" else ""
+TAG = f"bench-python-{MINOR}" if MINOR else "bench-python"
+BEGIN, END = f"<!-- {TAG}:begin -->", f"<!-- {TAG}:end -->"
 RATES = [99, 999]
 CHAIN = ["outer", "middle", "leaf"]
 STATS = Path("/proc/sys/kernel/bpf_stats_enabled")
@@ -299,7 +304,8 @@ def main():
     per_sample = lambda runs, ns, r: runs * ns / max(r["samples"], 1)
     section = "\n".join([
         BEGIN,
-        "## Python frames: stacks-record next to py-spy (`scripts/bench_python.py`)",
+        "## Python frames" + (f" of CPython {MINOR}" if MINOR else "")
+        + ": stacks-record next to py-spy (`scripts/bench_python.py`)",
         "",
         f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} CPUs (kernel "
         f"{os.uname().release}), {REPS} runs of each (medians), the script alone and under each "
@@ -325,8 +331,10 @@ def main():
         f"{ns_py:,.0f} ns per run, {per_sample(runs_py, ns_py, with_py):,.0f} ns per sample (it "
         "also runs at ticks of the other CPU, which take no sample) with Python frames; "
         f"{ns_no:,.0f} ns per run, {per_sample(runs_no, ns_no, without):,.0f} ns per sample with "
-        "`--no-python` (native frames only). The Python walk (the thread state through its "
-        "pthread key, then 5 reads per frame, here 4 frames) costs the difference, "
+        "`--no-python` (native frames only). The Python walk (the thread state "
+        + ("from the interpreter's thread list, cached per thread and checked by its native "
+           "thread id" if MINOR and MINOR >= "3.13" else "through its pthread key")
+        + ", then 5 reads per frame, here 4 frames) costs the difference, "
         f"{per_sample(runs_py, ns_py, with_py) - per_sample(runs_no, ns_no, without):,.0f} ns per "
         "sample, in the script's context (part of its slowdown). The alone runs' spread shows "
         "how much the shared machine moves the slowdowns: differences within it are noise.",

@@ -7,6 +7,8 @@
 //! offsets; scripts/setup-pythons); compared with py-spy when it is installed; `--no-python`
 //! turns it off. Threads, off-CPU kinds, attaching and truncation: [`kinds`].
 
+#[path = "python/asyncio.rs"]
+mod asyncio;
 #[path = "python/kinds.rs"]
 mod kinds;
 
@@ -269,4 +271,214 @@ fn older_versions_are_refused_with_a_warning_and_native_stacks() {
         folded.contains("_PyEval_EvalFrameDefault"),
         "the interpreter's native frames are kept:\n{folded}"
     );
+}
+
+/// A stdlib workload: difflib comparing two lists of lines, most of its time in
+/// `SequenceMatcher.find_longest_match`, for `argv[1]` seconds.
+const DIFFLIB: &str = "import difflib, random, sys, time
+random.seed(7)
+a = [''.join(random.choice('abcdefgh') for _ in range(6)) for _ in range(3000)]
+b = list(a)
+for i in range(0, len(b), 7):
+    b[i] = b[i][::-1]
+end = time.monotonic() + float(sys.argv[1])
+while time.monotonic() < end:
+    difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
+";
+
+/// Of the folded samples in the comparison (a frame of `SequenceMatcher`: start-up and
+/// imports, which weigh differently when the machine is busy — py-spy samples wall-clock time
+/// while the process runs or waits for a CPU, stacks-record its CPU time —, are left out): the
+/// share whose stack holds `function` (ours qualified, `Class.function`; py-spy's `function
+/// (file:line)`), and their total.
+fn share_naming(folded: &str, function: &str) -> (f64, u64) {
+    let names = |stack: &str| -> Vec<String> {
+        stack
+            .split(';')
+            .map(|f| f.split(" (").next().unwrap_or(f).to_string())
+            .collect()
+    };
+    let in_loop: String = folded
+        .lines()
+        .filter(|l| {
+            let stack = l.rsplit_once(' ').map_or(*l, |(s, _)| s);
+            names(stack).iter().any(|f| f.contains("SequenceMatcher"))
+        })
+        .map(|l| format!("{l}\n"))
+        .collect();
+    stacks_tests::folded_share(&in_loop, |stack| {
+        names(stack)
+            .iter()
+            .any(|f| f == function || f.rsplit('.').next() == Some(function))
+    })
+}
+
+/// CPython 3.14 and 3.15 against py-spy on difflib (5 s, 199 Hz each, one after the other):
+/// the share of the loop's samples naming the hot function within 0.03 of py-spy's.
+#[test]
+fn newer_pythons_name_difflib_as_py_spy_does() {
+    if !bpf_available("newer_pythons_name_difflib_as_py_spy_does") {
+        return;
+    }
+    let _serial = bpf_serial();
+    assert!(
+        sh("command -v py-spy").status.success(),
+        "py-spy is missing: scripts/setup installs it"
+    );
+    for minor in NEWER {
+        let python = newer(minor);
+        assert!(installed(&python));
+        let dir = scratch(&format!("python-difflib-{minor}"));
+        let d = dir.display();
+        std::fs::write(dir.join("diff.py"), DIFFLIB).expect("write the script");
+        let ours = sh(&format!(
+            "stacks-record -e profile:u:199 -o {d}/raw.arrow -- {python} {d}/diff.py 5 && \
+             stacks-symbolize {d}/raw.arrow | stacks-pprof -f folded"
+        ));
+        check(&ours, &format!("recording difflib on {python}"));
+        let theirs = sh(&format!(
+            "py-spy record -r 199 -f raw -o {d}/py-spy.txt -- {python} {d}/diff.py 5 \
+               > /dev/null 2>&1 && cat {d}/py-spy.txt"
+        ));
+        check(&theirs, &format!("py-spy on {python}"));
+        let hot = "find_longest_match";
+        let (ours_share, ours_n) = share_naming(&String::from_utf8_lossy(&ours.stdout), hot);
+        let (theirs_share, theirs_n) = share_naming(&String::from_utf8_lossy(&theirs.stdout), hot);
+        eprintln!(
+            "{python}: samples naming {hot}: stacks {ours_share:.3} ({ours_n} ns), py-spy \
+             {theirs_share:.3} ({theirs_n} samples)"
+        );
+        assert!(ours_n >= 500_000_000, "{python}: under 0.5 s of samples");
+        assert!(theirs_n >= 200, "{python}: py-spy took {theirs_n} samples");
+        assert!(
+            (ours_share - theirs_share).abs() <= 0.03,
+            "{python}: {hot} in {ours_share:.3} of our samples, {theirs_share:.3} of py-spy's:\n{}",
+            String::from_utf8_lossy(&ours.stderr)
+        );
+    }
+}
+
+/// A program that embeds the interpreter: it loads `argv[1]` (a libpython) and runs
+/// `Py_BytesMain` with the rest of its arguments.
+const EMBED: &str = "#include <dlfcn.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+\tvoid *h = dlopen(argv[1], RTLD_NOW | RTLD_GLOBAL);
+\tif (!h) { fprintf(stderr, \"%s\\n\", dlerror()); return 1; }
+\tint (*run)(int, char **) = (int (*)(int, char **))dlsym(h, \"Py_BytesMain\");
+\tif (!run) { fprintf(stderr, \"no Py_BytesMain\\n\"); return 1; }
+\treturn run(argc - 1, argv + 1);
+}
+";
+
+/// CPython 3.14 and 3.15 embedded in another program (`libpython3.N.so` loaded by it): found by
+/// the library's name, read like the executable's.
+#[test]
+fn embedded_newer_pythons_are_read() {
+    if !bpf_available("embedded_newer_pythons_are_read") {
+        return;
+    }
+    let _serial = bpf_serial();
+    for minor in NEWER {
+        let python = newer(minor);
+        assert!(installed(&python));
+        // The prefix's /usr, and its libraries (sid's C library the program must run with).
+        let usr = std::path::Path::new(&python)
+            .ancestors()
+            .nth(2)
+            .expect("the prefix's usr")
+            .to_path_buf();
+        let (usr, prefix) = (usr.display(), usr.parent().expect("prefix").display());
+        let libs = format!("{usr}/lib/x86_64-linux-gnu");
+        let dir = scratch(&format!("python-embed-{minor}"));
+        let d = dir.display();
+        std::fs::write(dir.join("embed.c"), EMBED).expect("write the program");
+        std::fs::write(dir.join("script.py"), SCRIPT).expect("write the script");
+        let rec = sh(&format!(
+            "cc -fno-omit-frame-pointer -o {d}/embed {d}/embed.c && \
+             patchelf --set-interpreter {prefix}/usr/lib64/ld-linux-x86-64.so.2 --force-rpath \
+               --set-rpath {libs} {d}/embed && \
+             PYTHONHOME={usr} stacks-record -e profile:u:999 -o {d}/raw.arrow -- \
+               {d}/embed {libs}/libpython{minor}.so.1.0 {d}/script.py 2 && \
+             stacks-symbolize -o {d}/sym.arrow {d}/raw.arrow"
+        ));
+        check(&rec, &format!("recording CPython {minor} embedded"));
+        let (exact, rows, miss) = frames_share(&dir.join("sym.arrow"), &format!("{d}/script.py"));
+        eprintln!("embedded {minor}: leaf;middle;outer with file and line in {exact:.3} of {rows}");
+        assert!(rows >= 200, "embedded {minor}: {rows} samples");
+        assert!(
+            exact >= 0.9,
+            "embedded {minor}: {exact:.3} of samples; first miss:\n{miss}\n{}",
+            String::from_utf8_lossy(&rec.stderr)
+        );
+    }
+}
+
+/// `bytes` with every NUL-delimited `name` (a symbol's name in the string table) renamed to
+/// `other` (same length): the symbol is no longer found by its name.
+fn rename_symbol(bytes: &mut [u8], name: &[u8], other: &[u8]) -> usize {
+    assert_eq!(name.len(), other.len());
+    let mut n = 0;
+    let w = name.len() + 2;
+    for at in 0..bytes.len().saturating_sub(w) {
+        if bytes[at] == 0 && bytes[at + w - 1] == 0 && &bytes[at + 1..at + w - 1] == name {
+            bytes[at + 1..at + w - 1].copy_from_slice(other);
+            n += 1;
+        }
+    }
+    n
+}
+
+/// A 3.14/3.15 executable whose `_PyRuntime` and `Py_Version` symbols are gone (renamed in a
+/// copy): `_PyRuntime` is found by its section `.PyRuntime`, the version read from its debug
+/// offsets, and the frames read as before.
+#[test]
+fn newer_pythons_are_found_without_symbols() {
+    if !bpf_available("newer_pythons_are_found_without_symbols") {
+        return;
+    }
+    let _serial = bpf_serial();
+    for minor in NEWER {
+        let python = newer(minor);
+        assert!(installed(&python));
+        let usr = std::path::Path::new(&python)
+            .ancestors()
+            .nth(2)
+            .expect("the prefix's usr")
+            .display()
+            .to_string();
+        let dir = scratch(&format!("python-nosym-{minor}"));
+        let d = dir.display();
+        std::fs::create_dir_all(dir.join("bin")).expect("bin");
+        let mut bytes = std::fs::read(&python).expect("read the interpreter");
+        assert!(rename_symbol(&mut bytes, b"_PyRuntime", b"_PyRuntimX") >= 1);
+        assert!(rename_symbol(&mut bytes, b"Py_Version", b"Py_VersioX") >= 1);
+        let copy = dir.join(format!("bin/python{minor}"));
+        std::fs::write(&copy, &bytes).expect("write the copy");
+        std::fs::set_permissions(&copy, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .expect("chmod");
+        std::fs::write(dir.join("script.py"), SCRIPT).expect("write the script");
+        let rec = sh(&format!(
+            "readelf --dyn-syms -W {copy} | grep -cw -e _PyRuntime -e Py_Version; \
+             PYTHONHOME={usr} stacks-record -e profile:u:999 -o {d}/raw.arrow -- \
+               {copy} {d}/script.py 2 && stacks-symbolize -o {d}/sym.arrow {d}/raw.arrow",
+            copy = copy.display()
+        ));
+        check(
+            &rec,
+            &format!("recording CPython {minor} without its symbols"),
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&rec.stdout).trim(),
+            "0",
+            "the copy still names the symbols"
+        );
+        let (exact, rows, miss) = frames_share(&dir.join("sym.arrow"), &format!("{d}/script.py"));
+        eprintln!("{minor} without symbols: leaf;middle;outer in {exact:.3} of {rows}");
+        assert!(
+            exact >= 0.9,
+            "{minor} without symbols: {exact:.3} of {rows} samples; first miss:\n{miss}\n{}",
+            String::from_utf8_lossy(&rec.stderr)
+        );
+    }
 }

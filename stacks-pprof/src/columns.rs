@@ -489,7 +489,7 @@ mod tests {
             .map(|l| (l.name.as_str(), l.numeric))
             .collect();
         assert_eq!(
-            labels[..11],
+            labels[..13],
             [
                 ("pid", true),
                 ("tid", true),
@@ -501,6 +501,8 @@ mod tests {
                 ("parent_span_id", true),
                 ("span_name", false),
                 ("trace_id", false),
+                ("task", false),
+                ("task_chain", false),
                 ("cpu", true)
             ]
         );

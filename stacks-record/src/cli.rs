@@ -53,8 +53,9 @@ pub struct Args {
     #[arg(long = "no-spans")]
     pub no_spans: bool,
 
-    /// Do not read the Python frames of CPython 3.11-3.13 processes (user stacks of every kind
-    /// otherwise carry them, inner to the interpreter's `_PyEval_EvalFrameDefault` frames).
+    /// Do not read the Python frames of CPython 3.11-3.15 processes (user stacks of every kind
+    /// otherwise carry them, inner to the interpreter's `_PyEval_EvalFrameDefault` frames) nor
+    /// the asyncio task of 3.14+ threads (`task`, `task_chain`).
     #[arg(long = "no-python")]
     pub no_python: bool,
 

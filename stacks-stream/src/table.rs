@@ -123,7 +123,7 @@ macro_rules! with_columns {
             TRACE_ID trace_id: Utf8, true, None, Raw,
                 r#"that span's trace: 32 lowercase hex digits (the OpenTelemetry trace id when the program sets one; tracing-stacks uses its root span's id)"#;
             TASK task: Utf8, true, None, Raw,
-                r#"the asyncio task the thread was running at the event (CPython 3.14+, read like its Python frames, see [python-frames.md](python-frames.md)): the task's name (`Task.get_name()`: `Task-N` when unnamed); null when running no task, not such a program, or `--no-python`"#;
+                r#"the asyncio task the thread was running at the event (CPython 3.14+, read like its Python frames, see [python-frames.md](python-frames.md)): the task's name (`Task.get_name()`: `Task-N` when unnamed); null when running no task, not such a program, on `state` rows, or with `--no-python`"#;
             TASK_CHAIN task_chain: Utf8, true, None, Raw,
                 r#"that task and the tasks awaiting it (one awaiting it, the one awaiting that, …), outermost first, `;`-joined (`main;serve;handle`)"#;
             CPU cpu: Int32, false, None, Raw,
