@@ -24,7 +24,7 @@
 //!   event names the span it happened in in its args.
 
 mod alloc;
-mod state_lane;
+pub(crate) mod state_lane;
 
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
@@ -50,10 +50,22 @@ pub const IO_LANE: i64 = 1 << 30;
 pub(crate) const SPAN_LANE: i64 = 3 << 30;
 pub use state_lane::STATE_LANE;
 
-/// What to convert.
+/// What to convert, and into what.
 #[derive(Debug, Clone, Default)]
 pub struct Options {
     pub window: Window,
+    pub format: Format,
+}
+
+/// The trace format written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Chrome Trace Event JSON (Perfetto UI, chrome://tracing, speedscope).
+    #[default]
+    Json,
+    /// A native Perfetto protobuf trace (Perfetto UI, trace_processor): interned stacks,
+    /// thread states, wakeup flows, weighted samples.
+    Perfetto,
 }
 
 #[derive(Debug, Default)]
