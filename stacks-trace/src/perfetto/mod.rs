@@ -46,6 +46,8 @@ use intern::Interner;
 use protos::*;
 use tracks::Tracks;
 
+/// The track of wakers that are no task (pid and tid 0).
+const NO_TASK: &str = "[irq, softirq, timer]";
 /// The one packet sequence of the trace.
 const SEQUENCE: u32 = 1;
 /// A second host's pids and tids are offset by this times its index (pids stay below 2^22).
@@ -296,9 +298,15 @@ impl<W: Write> Writer<W> {
 
     /// The tracks of the row's process and thread, (re)named from `comm` and `thread`.
     fn thread_track(&mut self, c: &Columns, row: usize, host: usize, pid: i64, tid: i64) {
-        let comm = c.str(col::COMM, row);
         let host = self.host_names.get(host).map(String::as_str);
-        let name = c.str(col::THREAD, row).or(comm);
+        // The wakers that are no task (`[irq]`, `[softirq]`, `[timer]`) share tid 0: one track,
+        // each wakeup naming its waker.
+        let (comm, name) = if pid == 0 && tid == 0 {
+            (Some("[kernel]"), Some(NO_TASK))
+        } else {
+            let comm = c.str(col::COMM, row);
+            (comm, c.str(col::THREAD, row).or(comm))
+        };
         let known = self.tracks.thread_uuid(tid).is_some();
         self.tracks.process(pid, comm, host, &mut self.descriptors);
         self.tracks.thread(pid, tid, name, &mut self.descriptors);
@@ -492,8 +500,14 @@ impl<W: Write> Writer<W> {
         let e = TrackEvent {
             flow_ids: vec![flow],
             callstack_iid: self.callstack(c, row),
-            debug_annotations: self
-                .annotations([("wakee", Some(Value::Int(wakee))), ("waited_ns", waited)]),
+            debug_annotations: self.annotations([
+                ("wakee", Some(Value::Int(wakee))),
+                ("waited_ns", waited),
+                (
+                    "waker",
+                    c.str(col::COMM, row).filter(|_| tid == 0).map(Value::Str),
+                ),
+            ]),
             ..Default::default()
         };
         let track = self.track_of(tid);
