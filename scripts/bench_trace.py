@@ -92,6 +92,7 @@ def convert(sym, fmt, out):
 
 def main():
     benchmd.preflight("bench_trace", "stacks-record -a", [REC, SYM, TRACE])
+    load = os.getloadavg()
     tmp = Path(tempfile.mkdtemp(prefix="bench-trace-"))
     try:
         sym, rows = record(tmp)
@@ -115,12 +116,12 @@ def main():
             sys.exit(f"bench_trace: error: the Perfetto trace does not decode cleanly: {decoded['errors']}")
         with open(tmp / "trace.json", "rb") as f:
             gz = len(gzip.compress(f.read(), 6))
-        write(rows, results, decoded, gz, sym.stat().st_size)
+        write(rows, results, decoded, gz, sym.stat().st_size, (load, os.getloadavg()))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def write(rows, r, decoded, gz, sym_bytes):
+def write(rows, r, decoded, gz, sym_bytes, loads):
     j, p = r["json"], r["perfetto"]
     mb = lambda b: f"{b / 1e6:.2f} MB"  # noqa: E731
     kinds = ", ".join(f"{k} {v:,}" for k, v in sorted(rows["kinds"].items(), key=lambda kv: -kv[1]))
@@ -137,6 +138,8 @@ def write(rows, r, decoded, gz, sym_bytes):
         "*CPU* is stacks-trace's user+sys. The Perfetto trace decodes cleanly with the `perfetto` package's",
         f"bindings: {decoded['packets']:,} packets; interned once: {interned['callstacks']:,} stacks,",
         f"{interned['frames']:,} frames, {interned['function_names']:,} function names, {interned['mappings']:,} mappings.",
+        "Load average before {}, after {} (other work shared the 2 CPUs).".format(
+            " ".join(f"{x:.2f}" for x in loads[0]), " ".join(f"{x:.2f}" for x in loads[1])),
         "",
         "| format | bytes | bytes per row | vs JSON | wall s | CPU s | CPU vs JSON |",
         "|---|---|---|---|---|---|---|",

@@ -32,7 +32,9 @@ fn ints(batch: &RecordBatch, name: &str) -> Vec<Option<i64>> {
     let a = batch.column_by_name(name).expect(name);
     let a = arrow_cast::cast(a, &DataType::Int64).expect("cast to Int64");
     let a = a.as_primitive::<Int64Type>();
-    (0..a.len()).map(|i| a.is_valid(i).then(|| a.value(i))).collect()
+    (0..a.len())
+        .map(|i| a.is_valid(i).then(|| a.value(i)))
+        .collect()
 }
 
 fn strs(batch: &RecordBatch, name: &str) -> Vec<Option<String>> {
@@ -130,7 +132,10 @@ fn mixed_workload_trace_matches_its_rows() {
         .arg("--stacks")
         .output()
         .expect("run python3");
-    check(&o, "perfetto_check.py (scripts/setup installs PyPI perfetto)");
+    check(
+        &o,
+        "perfetto_check.py (scripts/setup installs PyPI perfetto)",
+    );
     let v: Value = serde_json::from_slice(&o.stdout).expect("checker JSON");
     assert_eq!(v["errors"], serde_json::json!([]), "{}", v["errors"]);
 

@@ -82,40 +82,57 @@ pub fn run_with(args: Args) -> anyhow::Result<ExitCode> {
         window,
         format: args.format,
     };
-    let path = args
+    let Some(path) = args
         .output
         .as_deref()
-        .filter(|_| !stacks_stream::cli::is_std(args.output.as_deref()));
-    let Some(path) = path else {
-        // JSON is text: a terminal is fine; a Perfetto trace is not.
+        .filter(|p| !stacks_stream::cli::is_std(Some(p)))
+    else {
+        // stdout: JSON is text, a terminal is fine; a Perfetto trace is not.
         let sink = match args.format {
             Format::Json => stacks_stream::io::open_text_sink(None)?,
             Format::Perfetto => stacks_stream::io::open_sink(None)?,
         };
-        convert(
-            &mut input,
-            BufWriter::with_capacity(1 << 16, sink.writer),
-            &sink.name,
-            &options,
-        )?;
+        write(&mut input, sink, &options)?;
         return Ok(ExitCode::SUCCESS);
     };
-    let partial = partial_path(path);
-    let sink = stacks_stream::io::open_text_sink(Some(&partial))?;
-    let name = path.display().to_string();
-    let written = convert(
-        &mut input,
-        BufWriter::with_capacity(1 << 16, sink.writer),
-        &name,
-        &options,
-    );
-    if let Err(e) = written {
+    // A device or FIFO (`-o /dev/null`) is written in place; a file aside, then renamed over
+    // the file (a symbolic link's target) once whole.
+    let target = match std::fs::metadata(path) {
+        Ok(m) if !m.file_type().is_file() => {
+            write(
+                &mut input,
+                stacks_stream::io::open_text_sink(Some(path))?,
+                &options,
+            )?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        Ok(_) => std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()),
+        Err(_) => path.to_path_buf(),
+    };
+    let partial = partial_path(&target);
+    let mut sink = stacks_stream::io::open_text_sink(Some(&partial))?;
+    sink.name = path.display().to_string();
+    if let Err(e) = write(&mut input, sink, &options) {
         let _ = std::fs::remove_file(&partial);
         return Err(e.into());
     }
-    std::fs::rename(&partial, path)
-        .with_context(|| format!("renaming {} to {name}", partial.display()))?;
+    std::fs::rename(&partial, &target)
+        .with_context(|| format!("renaming {} to {}", partial.display(), target.display()))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Convert `input` into `sink`, buffered.
+fn write(
+    input: &mut stacks_stream::InputStream,
+    sink: stacks_stream::io::Sink,
+    options: &Options,
+) -> Result<u64, crate::Error> {
+    convert(
+        input,
+        BufWriter::with_capacity(1 << 16, sink.writer),
+        &sink.name,
+        options,
+    )
 }
 
 /// Where the trace for `path` is written until whole: `.NAME.partial` beside it.

@@ -104,6 +104,10 @@ fn every_kind_on_its_track() {
         main["instants"]["tcp send"], 1,
         "net without a duration: an instant"
     );
+    assert_eq!(
+        main["lanes"]["io"]["tcp send"],
+        serde_json::json!([1, 0, 1500])
+    );
     assert_eq!(main["instants"]["exec"], 1);
     assert_eq!(main["instants"]["fork"], 1);
     assert_eq!(main["instants"]["exit"], 1);
@@ -279,4 +283,35 @@ fn bad_input_leaves_no_file() {
     let o = trace(&args, &full[..full.len() * 3 / 4]);
     assert_eq!(o.status.code(), Some(1));
     assert_eq!(std::fs::read(&out).unwrap(), b"old");
+}
+
+/// `-o /dev/null` is written in place (not aside and renamed over the device); a symbolic
+/// link's target is replaced, the link kept.
+#[test]
+fn devices_in_place_links_followed() {
+    use std::os::unix::fs::FileTypeExt;
+    let o = trace(
+        &["-f", "perfetto", "-o", "/dev/null"],
+        &events_stream(&every_kind()),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let m = std::fs::metadata("/dev/null").unwrap();
+    assert!(m.file_type().is_char_device());
+    assert!(!Path::new("/dev/.null.partial").exists());
+    let dir = stacks_testkit::scratch("perfetto-link");
+    let (file, link) = (dir.join("real.pftrace"), dir.join("link.pftrace"));
+    std::fs::write(&file, b"old").unwrap();
+    std::os::unix::fs::symlink(&file, &link).unwrap();
+    let o = trace(
+        &["-f", "perfetto", "-o", link.to_str().unwrap()],
+        &events_stream(&every_kind()),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    decode(&file, false);
 }

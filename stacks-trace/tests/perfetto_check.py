@@ -151,6 +151,11 @@ def main():
             uuid = td.parent_uuid if td.HasField("parent_uuid") else None
         return None
 
+    def lane_of(td):
+        """A lane's kind: `io` of `THREAD io` or `THREAD io 2`."""
+        words = td.name.split(" ")
+        return words[-2] if words[-1].isdigit() and len(words) > 1 else words[-1]
+
     def name_of(e, tables):
         if e.HasField("name_iid"):
             return tables["event_names"].get(e.name_iid, pb.EventName()).name
@@ -221,12 +226,10 @@ def main():
                 if name.startswith("off-CPU") and want_stacks:
                     t["offcpu_stacks"].append(frames_of(b.callstack_iid, btables) if b.HasField("callstack_iid") else [])
             else:
-                lane = td.name.rsplit(" ", 1)[-1] if not td.name.split(" ")[-1].isdigit() else td.name.split(" ")[-2]
-                ann = annotations(b, btables)
-                s = t["lanes"][lane][name]
+                s = t["lanes"][lane_of(td)][name]
                 s[0] += 1
                 s[1] += ts - start
-                s[2] += ann.get("bytes", 0) or 0
+                s[2] += annotations(b, btables).get("bytes", 0) or 0
         elif e.type == INSTANT:
             name = name_of(e, tables)
             if tid is None:
@@ -234,6 +237,11 @@ def main():
                     lost_instants += annotations(e, tables).get("count", 0)
                 continue
             per_thread[tid]["instants"][name] += 1
+            if not on_thread_track and td is not None:
+                # An operation standing for several calls, or without a duration, on its lane.
+                s = per_thread[tid]["lanes"][lane_of(td)][name]
+                s[0] += 1
+                s[2] += annotations(e, tables).get("bytes", 0) or 0
             if e.HasField("callstack_weight"):
                 per_thread[tid]["weights"][name] += e.callstack_weight
         elif e.type == COUNTER:
