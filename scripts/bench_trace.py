@@ -13,7 +13,8 @@ stacks), then `stacks-symbolize`. Each conversion reads that symbolized file and
 file (`-o`); CPU is its user+sys (wait4 rusage), REPS runs each, medians. The Perfetto file is
 decoded by the `perfetto` package's bindings (stacks-trace/tests/perfetto_check.py) before its
 numbers are kept. Environment: CARGO_TARGET_DIR, BENCH_OUT, BENCH_REPS (default 3),
-BENCH_TRACE_SECONDS (default 20).
+BENCH_TRACE_SECONDS (default 20), BENCH_TRACE_INPUT (a symbolized stream recorded so already:
+converted instead of recording one).
 """
 
 import gzip
@@ -35,6 +36,7 @@ BIN = TARGET / "release"
 OUT = Path(os.environ.get("BENCH_OUT") or ROOT / "BENCHMARKS.md")
 REPS = int(os.environ.get("BENCH_REPS") or 3)
 SECONDS = float(os.environ.get("BENCH_TRACE_SECONDS") or 20)
+INPUT = os.environ.get("BENCH_TRACE_INPUT")
 EVENTS = "profile:uk:99,switch:uk,wake:k,state:uk:20,block:uk,vfs:u,rss:u:29"
 REC, SYM, TRACE = (str(BIN / t) for t in ("stacks-record", "stacks-symbolize", "stacks-trace"))
 BEGIN, END = "<!-- bench-trace:begin -->", "<!-- bench-trace:end -->"
@@ -91,11 +93,14 @@ def convert(sym, fmt, out):
 
 
 def main():
-    benchmd.preflight("bench_trace", "stacks-record -a", [REC, SYM, TRACE])
+    benchmd.preflight("bench_trace", "stacks-record -a", [TRACE] if INPUT else [REC, SYM, TRACE])
     load = os.getloadavg()
     tmp = Path(tempfile.mkdtemp(prefix="bench-trace-"))
     try:
-        sym, rows = record(tmp)
+        if INPUT:
+            sym, rows = Path(INPUT), summary(Path(INPUT))
+        else:
+            sym, rows = record(tmp)
         results = {}
         for fmt, name in (("json", "trace.json"), ("perfetto", "trace.pftrace")):
             runs = [convert(sym, fmt, tmp / name) for _ in range(REPS)]
@@ -131,7 +136,7 @@ def write(rows, r, decoded, gz, sym_bytes, loads):
         BEGIN,
         "## stacks-trace: Perfetto protobuf next to Chrome JSON (`scripts/bench_trace.py`)",
         "",
-        f"Measured {when}, {REPS} runs each (medians). One recording: `stacks-record -a -e {EVENTS}`",
+        f"Measured {when}, {REPS} runs each (medians). One recording{' (made beforehand, given as `BENCH_TRACE_INPUT`)' if INPUT else ''}: `stacks-record -a -e {EVENTS}`",
         f"for {SECONDS:g} s while `cargo build -p stacks-stream` compiled into a scratch target directory,",
         f"symbolized ({mb(sym_bytes)} of Arrow): {rows['rows']:,} rows ({kinds}) of {rows['threads']:,} threads",
         f"in {rows['processes']:,} processes. Each conversion reads the symbolized file and writes `-o FILE`;",

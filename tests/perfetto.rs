@@ -64,7 +64,8 @@ fn expected(stream: &Path) -> (BTreeMap<i64, Expected>, Vec<(i64, i64)>) {
                         e.offcpu_ns += d.max(0);
                     }
                 }
-                Some("state") if state[i].is_some() => e.states += 1,
+                // `other` is no task state Perfetto knows: only on the state lane.
+                Some("state") if state[i].as_deref().is_some_and(|s| s != "other") => e.states += 1,
                 Some("profile") => e.samples += 1,
                 Some("block") => e.block_bytes += value[i].unwrap_or(0),
                 Some("wake") => wakes.extend(wakee[i].map(|w| (tid, w))),

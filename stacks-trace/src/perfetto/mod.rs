@@ -10,9 +10,10 @@
 //!   switch-out stack (`callstack_iid`) and waker, and the on-CPU slice between two of them;
 //!   folded short intervals an instant;
 //! * `wake`: a flow from an instant `wakeup` on the waker's track to an instant `woken` on the
-//!   woken thread's track, at the wakeup;
-//! * `state`: a `GenericKernelTaskStateEvent` per row, and runs of samples in one state,
-//!   system call and file as slices on the thread's `state` lane;
+//!   woken thread's track, at the wakeup (wakers that are no task share one track);
+//! * `state`: a `GenericKernelTaskStateEvent` per row (trace_processor takes each as a change
+//!   of state, so a sampled state lasts until the thread's next sample), and runs of samples in
+//!   one state, system call and file as slices on the thread's `state` lane;
 //! * `block`, `vfs`, `net` (and any kind drawn on the IO or async lanes): slices on the
 //!   thread's `block` or `io` lanes (another lane while one is busy) with bytes, path, fd,
 //!   addresses, errno and stack; a row standing for several calls an instant;
@@ -163,7 +164,12 @@ impl<W: Write> Writer<W> {
         }
         p.timestamp = timestamp.map(|t| t.max(0) as u64);
         p.trusted_packet_sequence_id = Some(SEQUENCE);
-        p.sequence_flags = Some(SEQ_NEEDS_INCREMENTAL_STATE);
+        // A slice's end refers to nothing interned.
+        let end = p
+            .track_event
+            .as_ref()
+            .is_some_and(|e| e.r#type == Some(TYPE_SLICE_END));
+        p.sequence_flags = (!end).then_some(SEQ_NEEDS_INCREMENTAL_STATE);
         p.interned_data = self.interner.take();
         self.append(&p);
     }
@@ -707,15 +713,14 @@ impl<W: Write> Writer<W> {
         let Some(state) = c.str(col::STATE, row) else {
             return;
         };
-        if self.visible(t, 0) {
+        if let Some(task_state) = task_state(state).filter(|_| self.visible(t, 0)) {
+            // trace_processor names the thread from every event's `comm`.
+            let comm = c.str(col::THREAD, row).or(c.str(col::COMM, row));
             let event = GenericKernelTaskStateEvent {
                 cpu: c.int(col::CPU, row).and_then(|v| i32::try_from(v).ok()),
-                comm: c
-                    .str(col::THREAD, row)
-                    .or(c.str(col::COMM, row))
-                    .map(Into::into),
+                comm: comm.map(Into::into),
                 tid: Some(tid),
-                state: Some(task_state(state)),
+                state: Some(task_state),
             };
             self.packet(
                 Some(t),
@@ -861,15 +866,17 @@ impl TrackEvent {
 
 /// Perfetto's task state of a `state` value (docs/format.md): `idle` (TASK_IDLE, a sleep that
 /// does not count as load) is an interruptible sleep.
-fn task_state(state: &str) -> i32 {
-    match state {
+/// `None` for `other` (trace_processor counts an unknown state as invalid): such a sample is
+/// only on the state lane.
+fn task_state(state: &str) -> Option<i32> {
+    Some(match state {
         "running" => TASK_STATE_RUNNING,
         "runnable" => TASK_STATE_RUNNABLE,
         "sleeping" | "idle" => TASK_STATE_INTERRUPTIBLE_SLEEP,
         "uninterruptible" => TASK_STATE_UNINTERRUPTIBLE_SLEEP,
         "stopped" => TASK_STATE_STOPPED,
-        _ => TASK_STATE_UNKNOWN,
-    }
+        _ => return None,
+    })
 }
 
 #[cfg(test)]

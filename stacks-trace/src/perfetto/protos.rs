@@ -266,7 +266,6 @@ pub struct PerfSample {
 }
 
 /// `GenericKernelTaskStateEvent.TaskStateEnum` values.
-pub const TASK_STATE_UNKNOWN: i32 = 0;
 pub const TASK_STATE_RUNNABLE: i32 = 2;
 pub const TASK_STATE_RUNNING: i32 = 3;
 pub const TASK_STATE_INTERRUPTIBLE_SLEEP: i32 = 4;
