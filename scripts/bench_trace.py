@@ -119,8 +119,10 @@ def main():
         decoded = json.loads(check.stdout)
         if decoded["errors"]:
             sys.exit(f"bench_trace: error: the Perfetto trace does not decode cleanly: {decoded['errors']}")
-        with open(tmp / "trace.json", "rb") as f:
-            gz = len(gzip.compress(f.read(), 6))
+        gz = {}
+        for name in ("trace.json", "trace.pftrace"):
+            with open(tmp / name, "rb") as f:
+                gz[name] = len(gzip.compress(f.read(), 6))
         write(rows, results, decoded, gz, sym.stat().st_size, (load, os.getloadavg()))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -154,9 +156,11 @@ def write(rows, r, decoded, gz, sym_bytes, loads):
             f"| {name} | {mb(x['bytes'])} | {x['bytes'] / max(rows['rows'], 1):,.0f} | "
             f"{x['bytes'] / j['bytes']:.3f}× | {x['wall']:.2f} | {x['cpu']:.2f} | {x['cpu'] / max(j['cpu'], 1e-9):.2f}× |"
         )
-    lines.append(
-        f"| JSON, gzip -6 (for reference) | {mb(gz)} | {gz / max(rows['rows'], 1):,.0f} | {gz / j['bytes']:.3f}× | | | |"
-    )
+    for name, f in (("JSON", "trace.json"), ("Perfetto", "trace.pftrace")):
+        z = gz[f]
+        lines.append(
+            f"| {name}, gzip -6 (for reference) | {mb(z)} | {z / max(rows['rows'], 1):,.0f} | {z / j['bytes']:.3f}× | | | |"
+        )
     lines.append(END)
     benchmd.replace_section(OUT, BEGIN, END, "\n".join(lines) + "\n")
     print("\n".join(lines))
