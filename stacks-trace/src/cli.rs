@@ -1,16 +1,20 @@
-//! The `stacks-trace` command line: read a stream from stdin or a file, write the trace JSON
-//! to stdout or `-o FILE` as the rows arrive.
+//! The `stacks-trace` command line: read a stream from stdin or a file, write the trace (JSON
+//! or Perfetto protobuf) to stdout or `-o FILE` as the rows arrive; a file is written under a
+//! temporary name and renamed once whole, so a broken conversion leaves no trace that looks
+//! complete.
 
 use std::io::BufWriter;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use anyhow::Context;
 use clap::Parser;
 
-use crate::{Bound, Options, Window, convert};
+use crate::{Bound, Format, Options, Window, convert};
 
 /// Convert a stacks Arrow stream into Chrome Trace Event JSON for Perfetto UI
-/// (ui.perfetto.dev), chrome://tracing or speedscope.
+/// (ui.perfetto.dev), chrome://tracing or speedscope, or (`-f perfetto`) into a native Perfetto
+/// protobuf trace for Perfetto UI and trace_processor.
 ///
 /// Input: stacks-symbolize output or a stacks-query result with `time`, `pid`, `tid` and
 /// `kind` (plus whatever of `comm`, `thread`, `stack`, `value`, `duration`, `state`, … it has).
@@ -25,8 +29,15 @@ use crate::{Bound, Options, Window, convert};
 /// (or its last row): off-CPU intervals shorter than the recorder's `switch` MIN are folded
 /// into counts, shown as `folded short off-CPU intervals` instants, and fall inside on-CPU slices.
 ///
-/// The output is written as rows arrive; if the input breaks off, the JSON stops there
-/// (incomplete, so no reader takes it for a whole trace) and the exit status is 1.
+/// `-f perfetto` writes the same rows as Perfetto packets: stacks interned once (frames with
+/// their kind, mappings with build ids), off-CPU slices with their switch-out stack, wakeups as
+/// flows from the waker to the woken thread (`wake` rows), thread states as task-state events,
+/// CPU samples as perf samples, probe hits and allocations weighted, lost events as data loss;
+/// about a tenth of the JSON's size.
+///
+/// The output is written as rows arrive; if the input breaks off, the exit status is 1 and
+/// `-o FILE` is left alone (the trace was written to `.FILE.partial`, removed); on stdout the
+/// JSON stops there (incomplete, so no reader takes it for a whole trace).
 #[derive(Debug, Parser)]
 #[command(name = "stacks-trace", version)]
 pub struct Args {
@@ -36,6 +47,11 @@ pub struct Args {
     /// Write the trace to FILE instead of stdout.
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+
+    /// The trace format: `json` (Chrome Trace Event) or `perfetto` (native protobuf; binary,
+    /// refused on a terminal).
+    #[arg(short, long, value_enum, default_value_t = Format::Json)]
+    pub format: Format,
 
     /// Leave out events that end before TIME: a time, or + and a duration after the recording
     /// start.
@@ -62,15 +78,69 @@ pub fn run_with(args: Args) -> anyhow::Result<ExitCode> {
     let mut input = stacks_stream::cli::open_tool_input("stacks-trace", args.input.as_deref())?;
     // Check the columns before creating the output file, so a bad input clobbers nothing.
     crate::columns::Layout::new(&input.schema(), input.name())?;
-    // JSON is text: a terminal is fine.
-    let sink = stacks_stream::io::open_text_sink(args.output.as_deref())?;
+    let options = Options {
+        window,
+        format: args.format,
+    };
+    let Some(path) = args
+        .output
+        .as_deref()
+        .filter(|p| !stacks_stream::cli::is_std(Some(p)))
+    else {
+        // stdout: JSON is text, a terminal is fine; a Perfetto trace is not.
+        let sink = match args.format {
+            Format::Json => stacks_stream::io::open_text_sink(None)?,
+            Format::Perfetto => stacks_stream::io::open_sink(None)?,
+        };
+        write(&mut input, sink, &options)?;
+        return Ok(ExitCode::SUCCESS);
+    };
+    // A device or FIFO (`-o /dev/null`) is written in place; a file aside, then renamed over
+    // the file (a symbolic link's target) once whole.
+    let target = match std::fs::metadata(path) {
+        Ok(m) if !m.file_type().is_file() => {
+            write(
+                &mut input,
+                stacks_stream::io::open_text_sink(Some(path))?,
+                &options,
+            )?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        Ok(_) => std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()),
+        Err(_) => path.to_path_buf(),
+    };
+    let partial = partial_path(&target);
+    let mut sink = stacks_stream::io::open_text_sink(Some(&partial))?;
+    sink.name = path.display().to_string();
+    if let Err(e) = write(&mut input, sink, &options) {
+        let _ = std::fs::remove_file(&partial);
+        return Err(e.into());
+    }
+    std::fs::rename(&partial, &target)
+        .with_context(|| format!("renaming {} to {}", partial.display(), target.display()))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Convert `input` into `sink`, buffered.
+fn write(
+    input: &mut stacks_stream::InputStream,
+    sink: stacks_stream::io::Sink,
+    options: &Options,
+) -> Result<u64, crate::Error> {
     convert(
-        &mut input,
+        input,
         BufWriter::with_capacity(1 << 16, sink.writer),
         &sink.name,
-        &Options { window },
-    )?;
-    Ok(ExitCode::SUCCESS)
+        options,
+    )
+}
+
+/// Where the trace for `path` is written until whole: `.NAME.partial` beside it.
+fn partial_path(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map_or_else(|| "trace".into(), |n| n.to_string_lossy().into_owned());
+    path.with_file_name(format!(".{name}.partial"))
 }
 
 /// The `--from`/`--to` window of `args`.

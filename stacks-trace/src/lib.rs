@@ -1,16 +1,18 @@
 //! Convert a stacks Arrow stream (symbolized rows or a stacks-query result with `time`, `pid`,
-//! `tid` and `kind`) into Chrome Trace Event JSON, which Perfetto UI, chrome://tracing and
-//! speedscope open: a timeline per thread with on-CPU and off-CPU slices, IO operations, RSS
-//! counters, CPU samples with their stacks, sampled thread states, process events.
+//! `tid` and `kind`) into a trace: Chrome Trace Event JSON, which Perfetto UI, chrome://tracing
+//! and speedscope open, or a native Perfetto protobuf trace ([`perfetto`]): a timeline per
+//! thread with on-CPU and off-CPU slices, IO operations, RSS counters, CPU samples with their
+//! stacks, sampled thread states, process events.
 //!
-//! The JSON is written while the stream is read, so memory holds one batch, per-thread state
-//! and the table of distinct stack frames, never the rows.
+//! The trace is written while the stream is read, so memory holds one batch, per-thread state
+//! and the tables of distinct stack frames (and names), never the rows.
 
 #![warn(unreachable_pub)]
 
 pub mod cli;
 mod columns;
 mod json;
+pub mod perfetto;
 mod stack_frames;
 mod trace;
 pub mod window;
@@ -18,7 +20,7 @@ pub mod window;
 use stacks_stream::InputStream;
 
 pub(crate) use trace::Tracer;
-pub use trace::{IO_LANE, Options, STATE_LANE};
+pub use trace::{Format, IO_LANE, Options, STATE_LANE};
 pub use window::{Bound, Window};
 
 /// Errors of the conversion. Every message names the input, column, flag or output at fault.
@@ -40,7 +42,7 @@ pub enum Error {
 }
 
 /// Read the whole stream and write its trace to `out` (named `output` in errors). Returns the
-/// number of trace events written.
+/// number of trace events (JSON) or packets (Perfetto) written.
 pub fn convert(
     input: &mut InputStream,
     out: impl std::io::Write,
@@ -49,9 +51,20 @@ pub fn convert(
 ) -> Result<u64, Error> {
     let schema = input.schema();
     stacks_stream::check_version(&schema, input.name())?;
-    let mut tracer = Tracer::new(&schema, input.name(), out, output, options)?;
-    while let Some(batch) = input.next_batch()? {
-        tracer.push(&batch)?;
+    match options.format {
+        Format::Json => {
+            let mut tracer = Tracer::new(&schema, input.name(), out, output, options)?;
+            while let Some(batch) = input.next_batch()? {
+                tracer.push(&batch)?;
+            }
+            tracer.finish()
+        }
+        Format::Perfetto => {
+            let mut writer = perfetto::Writer::new(&schema, input.name(), out, output, options)?;
+            while let Some(batch) = input.next_batch()? {
+                writer.push(&batch)?;
+            }
+            writer.finish()
+        }
     }
-    tracer.finish()
 }

@@ -13,6 +13,7 @@
 //!   wait between submission and issue is not in the row, so the slice ends that much early);
 //! * `vfs` calls start at `time` (the system call's entry) and last `duration`; a row the
 //!   kernel summed (`count` > 1) is an instant `SYSCALL ×N` with its `calls` and `total_ns`;
+//! * `wake` rows are instants `wakeup` on the waker's track, naming the woken thread;
 //! * `rss` is a counter (`C`) per process;
 //! * `alloc` rows are instants `alloc` and `free` with the block's address and size (and an
 //!   allocation's weight), in category `alloc` ([`alloc`]);
@@ -24,7 +25,7 @@
 //!   event names the span it happened in in its args.
 
 mod alloc;
-mod state_lane;
+pub(crate) mod state_lane;
 
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
@@ -50,10 +51,22 @@ pub const IO_LANE: i64 = 1 << 30;
 pub(crate) const SPAN_LANE: i64 = 3 << 30;
 pub use state_lane::STATE_LANE;
 
-/// What to convert.
+/// What to convert, and into what.
 #[derive(Debug, Clone, Default)]
 pub struct Options {
     pub window: Window,
+    pub format: Format,
+}
+
+/// The trace format written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Chrome Trace Event JSON (Perfetto UI, chrome://tracing, speedscope).
+    #[default]
+    Json,
+    /// A native Perfetto protobuf trace (Perfetto UI, trace_processor): interned stacks,
+    /// thread states, wakeup flows, weighted samples.
+    Perfetto,
 }
 
 #[derive(Debug, Default)]
@@ -300,6 +313,7 @@ impl<W: Write> Tracer<W> {
         let duration = c.int(col::DURATION, row);
         match lane {
             Lane::CpuSample => self.cpu_sample(c, row, pid, tid, t),
+            Lane::Sched if k == kind::WAKE => self.wakeup(c, row, pid, tid, t),
             Lane::Sched => match duration {
                 Some(d) => self.off_cpu(c, row, pid, tid, t, d),
                 None => self.folded_off_cpu(c, row, pid, tid, t),
@@ -350,6 +364,26 @@ impl<W: Write> Tracer<W> {
         span_args(&mut a, c, row);
         opt_int(&mut a, "period_ns", c.int(col::VALUE, row));
         opt_int(&mut a, "cpu", c.int(col::CPU, row));
+        a.end();
+        o.end();
+    }
+
+    /// A `wake` row: an instant `wakeup` on the waker's track with the woken thread, the time
+    /// it had waited and the waker's stack (not an off-CPU interval of the waker).
+    fn wakeup(&mut self, c: &Columns, row: usize, pid: i64, tid: i64, t: i64) {
+        if !self.visible(t, 0) {
+            return;
+        }
+        let sf = self.stack_id(c, row);
+        let mut o = self.event("i", pid, tid, t);
+        o.str("s", "t").str("name", "wakeup").str("cat", "sched");
+        if let Some(sf) = sf {
+            o.str("sf", &sf.to_string());
+        }
+        let mut a = o.obj("args");
+        span_args(&mut a, c, row);
+        opt_int(&mut a, "wakee", c.int(col::WAKEE, row));
+        opt_int(&mut a, "waited_ns", c.int(col::DURATION, row));
         a.end();
         o.end();
     }

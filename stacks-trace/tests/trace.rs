@@ -430,3 +430,34 @@ fn alloc_rows_are_alloc_and_free_instants_with_address_and_size() {
     assert!(free[1]["args"]["size"].is_null(), "{}", free[1]);
     assert!(events(&v, "probe").is_empty(), "no generic probe instants");
 }
+
+/// A `wake` row is an instant `wakeup` on the waker's track naming the woken thread, not an
+/// off-CPU slice of the waker (its `duration` is the woken thread's wait).
+#[test]
+fn wake_rows_are_wakeup_instants() {
+    let rows = vec![
+        stacks_testkit::rows::Row {
+            duration: Some(3 * MS),
+            wakee: Some(11),
+            stack: Some(vec![kernel("try_to_wake_up", 0xffff_ffff_8100_0400)]),
+            ..event("wake", 10, 3 * MS)
+        },
+        event("profile", 10, 10 * MS),
+    ];
+    let o = trace(&[], &events_stream(&rows));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let s = check(&v).unwrap_or_else(|e| panic!("invalid trace:\n{}", e.join("\n")));
+    assert!(
+        !s.durations_ns.keys().any(|k| k.starts_with("off-CPU")),
+        "{v}"
+    );
+    assert!(!s.durations_ns.contains_key("on-CPU"), "{v}");
+    let w = events(&v, "wakeup");
+    assert_eq!(w.len(), 1);
+    assert_eq!(
+        (&w[0]["tid"], &w[0]["args"]["wakee"]),
+        (&10.into(), &11.into())
+    );
+    assert_eq!(w[0]["args"]["waited_ns"], 3 * MS);
+}

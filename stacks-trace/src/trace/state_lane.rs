@@ -62,7 +62,7 @@ pub(crate) struct StateRuns {
 impl StateRuns {
     /// Whether `s` continues the open run of its thread: same key, and not after a gap of more
     /// than one sampling pass (a pass the recorder skipped is bridged).
-    pub(super) fn continues(&self, s: &Sample) -> bool {
+    pub(crate) fn continues(&self, s: &Sample) -> bool {
         self.open.get(&s.tid).is_some_and(|r| {
             r.key == s.key && s.time >= r.start && s.time <= r.end.saturating_add(s.period)
         })
@@ -70,7 +70,7 @@ impl StateRuns {
 
     /// Add a sample; returns the run it closed, if any. `stack` (its `stackFrames` node and
     /// names) is kept only when the sample starts a run.
-    pub(super) fn push(
+    pub(crate) fn push(
         &mut self,
         s: Sample,
         stack: (Option<u64>, Option<Arc<[String]>>),
@@ -101,7 +101,7 @@ impl StateRuns {
     }
 
     /// The runs still open, by tid.
-    pub(super) fn finish(&mut self) -> Vec<Run> {
+    pub(crate) fn finish(&mut self) -> Vec<Run> {
         let mut runs: Vec<Run> = self.open.drain().map(|(_, r)| r).collect();
         runs.sort_unstable_by_key(|r| r.tid);
         runs
