@@ -1,14 +1,16 @@
 //! The `stacks-otlp` command line: read a stream from stdin or a file, write the serialized
-//! export request to stdout (never a terminal) or `-o FILE`.
+//! export request to stdout (never a terminal) or `-o FILE`, or push it to a receiver.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::bail;
 use clap::Parser;
+use opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceRequest;
 use stacks_stream::io::{open_text_sink, stdout_sink};
 
-use crate::{Options, convert, write_request};
+use crate::push::Push;
+use crate::{Options, batches, convert, encode, write_request};
 
 /// Convert a stacks Arrow stream with symbolized stacks into OpenTelemetry profiles: an OTLP
 /// `ExportProfilesServiceRequest` (profiles v1development, protobuf), as POSTed to a Collector's
@@ -43,6 +45,26 @@ pub struct Args {
     /// a profile of its event count and one of its `value` in the kind's unit (as stacks-pprof).
     #[arg(long, value_name = "KIND")]
     pub kind: Vec<String>,
+
+    /// Push the request to an OTLP/HTTP receiver instead of writing it: `http://HOST:PORT`
+    /// (POST to /v1development/profiles) or the full URL. Retried with backoff while the
+    /// receiver answers 429/502/503/504 or cannot be reached; a request larger than
+    /// --max-request-bytes is sent in several, by process.
+    #[arg(long, value_name = "URL")]
+    pub endpoint: Option<String>,
+
+    /// A header to send with --endpoint, e.g. `Authorization=Bearer TOKEN` (repeatable).
+    #[arg(long = "header", value_name = "NAME=VALUE", requires = "endpoint")]
+    pub headers: Vec<String>,
+
+    /// Gzip the body sent to --endpoint (`Content-Encoding: gzip`).
+    #[arg(long, requires = "endpoint")]
+    pub gzip: bool,
+
+    /// The largest request sent to --endpoint, in bytes before compression (the Collector's
+    /// OTLP/HTTP receiver takes 20 MiB by default).
+    #[arg(long, value_name = "BYTES", default_value_t = 16 << 20, requires = "endpoint")]
+    pub max_request_bytes: usize,
 }
 
 /// Entry point of the binary: parse the arguments and convert.
@@ -52,6 +74,9 @@ pub fn run() -> anyhow::Result<ExitCode> {
 
 /// Convert as `args` say.
 pub fn run_with(args: Args) -> anyhow::Result<ExitCode> {
+    if let Some(endpoint) = &args.endpoint {
+        return push(&args, endpoint);
+    }
     let to_stdout = stacks_stream::cli::is_std(args.output.as_deref());
     // Refuse a terminal before reading anything; a file is only created once the input
     // converted, so a bad input does not clobber it.
@@ -65,18 +90,57 @@ pub fn run_with(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         None
     };
-    let mut input = stacks_stream::cli::open_tool_input("stacks-otlp", args.input.as_deref())?;
-    let options = Options {
-        stack: args.stack,
-        values: args.values,
-        kinds: args.kind,
-        ..Options::default()
-    };
-    let request = convert(&mut input, &options)?;
+    let request = read(&args)?;
     let sink = match early_sink {
         Some(s) => s,
         None => open_text_sink(args.output.as_deref())?,
     };
     write_request(&request, sink.writer, &sink.name)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The request made of the input `args` name.
+fn read(args: &Args) -> anyhow::Result<ExportProfilesServiceRequest> {
+    let mut input = stacks_stream::cli::open_tool_input("stacks-otlp", args.input.as_deref())?;
+    let options = Options {
+        stack: args.stack.clone(),
+        values: args.values.clone(),
+        kinds: args.kind.clone(),
+        ..Options::default()
+    };
+    Ok(convert(&mut input, &options)?)
+}
+
+/// Convert and push to `endpoint`, in requests of at most --max-request-bytes.
+fn push(args: &Args, endpoint: &str) -> anyhow::Result<ExitCode> {
+    let push = Push::new(endpoint, &args.headers, args.gzip)?;
+    let request = read(args)?;
+    let profiles = |r: &ExportProfilesServiceRequest| -> usize {
+        r.resource_profiles
+            .iter()
+            .flat_map(|rp| &rp.scope_profiles)
+            .map(|sp| sp.profiles.len())
+            .sum()
+    };
+    let (mut sent, mut bytes, mut rejected) = (0, 0, 0);
+    let parts = batches(request, args.max_request_bytes);
+    let n = parts.len();
+    for part in parts {
+        let body = encode(&part);
+        let accepted = push.send(&body)?;
+        if accepted.rejected > 0 || !accepted.message.is_empty() {
+            eprintln!(
+                "stacks-otlp: {}: the receiver rejected {} profiles: {}",
+                push.url, accepted.rejected, accepted.message
+            );
+        }
+        sent += profiles(&part);
+        bytes += body.len();
+        rejected += accepted.rejected.max(0) as usize;
+    }
+    eprintln!(
+        "stacks-otlp: sent {sent} profiles ({bytes} bytes in {n} requests) to {}, {rejected} rejected",
+        push.url
+    );
     Ok(ExitCode::SUCCESS)
 }

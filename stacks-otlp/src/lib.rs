@@ -13,6 +13,7 @@
 
 pub mod cli;
 mod convert;
+pub mod push;
 pub mod semconv;
 
 use std::io::Write;
@@ -58,4 +59,44 @@ pub fn write_request(
     };
     out.write_all(&encode(request)).map_err(err)?;
     out.flush().map_err(err)
+}
+
+/// `request` split into requests of at most `max_bytes` each (serialized), by resource: each
+/// part holds some of the resources' profiles and the whole dictionary (so its indexes stay
+/// valid). A request that fits, or holds one resource, is returned whole.
+pub fn batches(
+    request: ExportProfilesServiceRequest,
+    max_bytes: usize,
+) -> Vec<ExportProfilesServiceRequest> {
+    if request.encoded_len() <= max_bytes || request.resource_profiles.len() < 2 {
+        return vec![request];
+    }
+    let dictionary = request.dictionary;
+    let base = ExportProfilesServiceRequest {
+        resource_profiles: Vec::new(),
+        dictionary: dictionary.clone(),
+    }
+    .encoded_len();
+    let mut parts = Vec::new();
+    let mut part = Vec::new();
+    let mut size = base;
+    for rp in request.resource_profiles {
+        // A repeated message field costs its length, its tag and the length's varint.
+        let len = rp.encoded_len();
+        let cost = len + 1 + prost::length_delimiter_len(len);
+        if !part.is_empty() && size + cost > max_bytes {
+            parts.push(std::mem::take(&mut part));
+            size = base;
+        }
+        size += cost;
+        part.push(rp);
+    }
+    parts.push(part);
+    parts
+        .into_iter()
+        .map(|resource_profiles| ExportProfilesServiceRequest {
+            resource_profiles,
+            dictionary: dictionary.clone(),
+        })
+        .collect()
 }
