@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+# scripts/bench_otlp.py — stacks-otlp next to stacks-pprof on the same real inputs: time and
+# bytes. Writes its section of BENCHMARKS.md (between markers).
+"""OTLP benchmark: a real recording (`go build -a net/http` with a cold cache, kernel and user
+stacks at 999 Hz, and its off-CPU intervals), symbolized, replicated in time to BENCH_OTLP_ROWS
+rows (default 10M, bench_store's generator), packed and queried with the bundled `cpu` query;
+then, BENCH_REPS times each (default 5), interleaved: stacks-pprof and stacks-otlp on the query
+result, and on the symbolized rows of the recording with `--kind all` (where OTLP keeps every
+row as an event and pprof sums them). Given BENCH_BEFORE (a directory with an earlier build's
+stacks-pprof), that one too, on the same inputs. Environment: CARGO_TARGET_DIR (release
+binaries), BENCH_OUT, BENCH_REPS, BENCH_OTLP_ROWS, BENCH_BEFORE, BENCH_KEEP (keep the scratch
+directory)."""
+
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import bench_store
+import benchmd
+
+ROOT = Path(__file__).resolve().parent.parent
+TARGET = Path(os.environ.get("CARGO_TARGET_DIR") or Path.home() / ".cache/stacks-target")
+BIN = TARGET / "release"
+OUT = Path(os.environ.get("BENCH_OUT") or ROOT / "BENCHMARKS.md")
+REPS = int(os.environ.get("BENCH_REPS") or 5)
+ROWS = int(os.environ.get("BENCH_OTLP_ROWS") or 10_000_000)
+BEFORE = Path(os.environ["BENCH_BEFORE"]) if os.environ.get("BENCH_BEFORE") else None
+BEGIN, END = "<!-- bench-otlp:begin -->", "<!-- bench-otlp:end -->"
+
+
+def log(msg):
+    print(f"bench-otlp: {msg}", file=sys.stderr, flush=True)
+
+
+def run(argv, stdin=None, stdout=subprocess.DEVNULL):
+    """Run argv; returns (wall s, CPU s of the child)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.monotonic()
+    subprocess.run(argv, stdin=stdin, stdout=stdout, check=True)
+    wall = time.monotonic() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu
+
+
+def main():
+    for t in ["stacks-record", "stacks-symbolize", "stacks-pack", "stacks-query", "stacks-pprof", "stacks-otlp"]:
+        if not (BIN / t).exists():
+            sys.exit(f"bench-otlp: {BIN / t} missing: cargo build --release first")
+    work = Path(tempfile.mkdtemp(prefix="bench-otlp-"))
+    try:
+        load_before = os.getloadavg()
+        log("recording go build -a net/http")
+        gocache = work / "gocache"
+        env = dict(os.environ, GOCACHE=str(gocache))
+        raw = work / "raw.arrow"
+        with open(raw, "wb") as f:
+            subprocess.run([BIN / "stacks-record", "-e", "profile:uk:999,switch:uk", "--"] + bench_store.BUILD,
+                           stdout=f, env=env, check=True, cwd=work)
+        rows = work / "rows.arrow"
+        with open(raw, "rb") as i, open(rows, "wb") as o:
+            subprocess.run([BIN / "stacks-symbolize"], stdin=i, stdout=o, check=True)
+        log(f"replicating to {ROWS:,} rows, packing, querying cpu")
+        big = work / "big.arrow"
+        subprocess.run([sys.executable, "-c", bench_store.GEN, str(rows), str(big), str(ROWS)], check=True)
+        store = work / "store"
+        with open(big, "rb") as i:
+            subprocess.run([BIN / "stacks-pack", store], stdin=i, check=True, stderr=subprocess.DEVNULL)
+        big.unlink()
+        cpu = work / "cpu.arrow"
+        with open(cpu, "wb") as o:
+            subprocess.run([BIN / "stacks-query", "-d", store, "cpu", "--format", "arrow"], stdout=o, check=True)
+
+        inputs = [("cpu query result", cpu, []), ("symbolized rows, --kind all", rows, ["--kind", "all"])]
+        tools = [("stacks-pprof", BIN / "stacks-pprof"), ("stacks-otlp", BIN / "stacks-otlp")]
+        if BEFORE:
+            tools.append(("stacks-pprof (before)", BEFORE / "stacks-pprof"))
+        results = {}
+        for name, path, args in inputs:
+            for _ in range(REPS):
+                for tool, exe in tools:
+                    out = work / "out.bin"
+                    wall, cpu_s = run([exe] + args + [path, "-o", out])
+                    results.setdefault((name, tool), []).append((wall, cpu_s, out.stat().st_size))
+        load_after = os.getloadavg()
+        count = {}
+        for name, path, _ in inputs:
+            q = subprocess.run([sys.executable, "-c",
+                                "import sys, pyarrow.ipc as i; print(i.open_stream(sys.argv[1]).read_all().num_rows)",
+                                path], capture_output=True, text=True, check=True)
+            count[name] = int(q.stdout)
+        stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        w = [f"## stacks-otlp next to stacks-pprof (`scripts/bench_otlp.py`)\n",
+             f"Measured {stamp} by `scripts/bench_otlp.py`, {REPS} runs per figure, interleaved (medians); "
+             f"load average {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f} before, "
+             f"{load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f} after.\n",
+             "Inputs: the `cpu` query result of a store of a real recording (`go build -a net/http`, "
+             f"`-e profile:uk:999,switch:uk`) replicated in time to {ROWS:,} rows, and the recording's "
+             "symbolized rows themselves with `--kind all` (CPU samples and off-CPU intervals: OTLP keeps "
+             "each row as an event with its time, pprof sums them per stack and labels). Bytes: pprof "
+             "gzipped as written, OTLP as sent (protobuf, uncompressed; `--gzip` compresses on the wire).\n",
+             "| input | rows | tool | wall s | CPU s | bytes | OTLP ÷ pprof (CPU) |",
+             "|---|---:|---|---:|---:|---:|---:|"]
+        for name, _, _ in inputs:
+            base = statistics.median(r[1] for r in results[(name, "stacks-pprof")])
+            for tool, _ in tools:
+                rs = results[(name, tool)]
+                wall = statistics.median(r[0] for r in rs)
+                cpu_s = statistics.median(r[1] for r in rs)
+                size = rs[-1][2]
+                ratio = f"{cpu_s / base:.2f}×" if tool != "stacks-pprof" and base > 0 else ""
+                w.append(f"| {name} | {count[name]:,} | {tool} | {wall:.3f} | {cpu_s:.3f} | {size:,} | {ratio} |")
+        section = BEGIN + "\n\n" + "\n".join(w) + "\n\n" + END + "\n"
+        print(section)
+        benchmd.replace_section(OUT, BEGIN, END, section)
+    finally:
+        if os.environ.get("BENCH_KEEP"):
+            log(f"kept {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
