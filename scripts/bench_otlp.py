@@ -5,11 +5,13 @@
 stacks at 999 Hz, and its off-CPU intervals), symbolized, replicated in time to BENCH_OTLP_ROWS
 rows (default 10M, bench_store's generator), packed and queried with the bundled `cpu` query;
 then, BENCH_REPS times each (default 5), interleaved: stacks-pprof and stacks-otlp on the query
-result, and on the symbolized rows of the recording with `--kind all` (where OTLP keeps every
-row as an event and pprof sums them). Given BENCH_BEFORE (a directory with an earlier build's
-stacks-pprof), that one too, on the same inputs. Environment: CARGO_TARGET_DIR (release
-binaries), BENCH_OUT, BENCH_REPS, BENCH_OTLP_ROWS, BENCH_BEFORE, BENCH_KEEP (keep the scratch
-directory)."""
+result, and on the recording's symbolized rows replicated to BENCH_OTLP_EVENTS rows (default
+1M) with `--kind all` (where OTLP keeps every row as an event and pprof sums them). Given
+BENCH_BEFORE (a directory with an earlier build's stacks-pprof), that one too, on the same
+inputs. Environment: CARGO_TARGET_DIR (release binaries), BENCH_TOOLS (where stacks-record,
+-symbolize, -pack and -query are, default the release binaries: they only make the inputs),
+BENCH_OUT, BENCH_REPS, BENCH_OTLP_ROWS, BENCH_OTLP_EVENTS, BENCH_BEFORE, BENCH_KEEP (keep the
+scratch directory)."""
 
 import os
 import resource
@@ -30,6 +32,8 @@ BIN = TARGET / "release"
 OUT = Path(os.environ.get("BENCH_OUT") or ROOT / "BENCHMARKS.md")
 REPS = int(os.environ.get("BENCH_REPS") or 5)
 ROWS = int(os.environ.get("BENCH_OTLP_ROWS") or 10_000_000)
+EVENTS = int(os.environ.get("BENCH_OTLP_EVENTS") or 1_000_000)
+TOOLS = Path(os.environ["BENCH_TOOLS"]) if os.environ.get("BENCH_TOOLS") else BIN
 BEFORE = Path(os.environ["BENCH_BEFORE"]) if os.environ.get("BENCH_BEFORE") else None
 BEGIN, END = "<!-- bench-otlp:begin -->", "<!-- bench-otlp:end -->"
 
@@ -50,9 +54,9 @@ def run(argv, stdin=None, stdout=subprocess.DEVNULL):
 
 
 def main():
-    for t in ["stacks-record", "stacks-symbolize", "stacks-pack", "stacks-query", "stacks-pprof", "stacks-otlp"]:
-        if not (BIN / t).exists():
-            sys.exit(f"bench-otlp: {BIN / t} missing: cargo build --release first")
+    needed = [TOOLS / t for t in ["stacks-record", "stacks-symbolize", "stacks-pack", "stacks-query"]]
+    needed += [BIN / "stacks-pprof", BIN / "stacks-otlp"]
+    benchmd.preflight("bench-otlp", "stacks-record records the build", needed)
     work = Path(tempfile.mkdtemp(prefix="bench-otlp-"))
     try:
         load_before = os.getloadavg()
@@ -61,23 +65,25 @@ def main():
         env = dict(os.environ, GOCACHE=str(gocache))
         raw = work / "raw.arrow"
         with open(raw, "wb") as f:
-            subprocess.run([BIN / "stacks-record", "-e", "profile:uk:999,switch:uk", "--"] + bench_store.BUILD,
+            subprocess.run([TOOLS / "stacks-record", "-e", "profile:uk:999,switch:uk", "--"] + bench_store.BUILD,
                            stdout=f, env=env, check=True, cwd=work)
         rows = work / "rows.arrow"
         with open(raw, "rb") as i, open(rows, "wb") as o:
-            subprocess.run([BIN / "stacks-symbolize"], stdin=i, stdout=o, check=True)
+            subprocess.run([TOOLS / "stacks-symbolize"], stdin=i, stdout=o, check=True)
         log(f"replicating to {ROWS:,} rows, packing, querying cpu")
         big = work / "big.arrow"
         subprocess.run([sys.executable, "-c", bench_store.GEN, str(rows), str(big), str(ROWS)], check=True)
         store = work / "store"
         with open(big, "rb") as i:
-            subprocess.run([BIN / "stacks-pack", store], stdin=i, check=True, stderr=subprocess.DEVNULL)
+            subprocess.run([TOOLS / "stacks-pack", store], stdin=i, check=True, stderr=subprocess.DEVNULL)
         big.unlink()
         cpu = work / "cpu.arrow"
         with open(cpu, "wb") as o:
-            subprocess.run([BIN / "stacks-query", "-d", store, "cpu", "--format", "arrow"], stdout=o, check=True)
+            subprocess.run([TOOLS / "stacks-query", "-d", store, "cpu", "--format", "arrow"], stdout=o, check=True)
 
-        inputs = [("cpu query result", cpu, []), ("symbolized rows, --kind all", rows, ["--kind", "all"])]
+        events = work / "events.arrow"
+        subprocess.run([sys.executable, "-c", bench_store.GEN, str(rows), str(events), str(EVENTS)], check=True)
+        inputs = [("cpu query result", cpu, []), ("symbolized rows, --kind all", events, ["--kind", "all"])]
         tools = [("stacks-pprof", BIN / "stacks-pprof"), ("stacks-otlp", BIN / "stacks-otlp")]
         if BEFORE:
             tools.append(("stacks-pprof (before)", BEFORE / "stacks-pprof"))
@@ -102,8 +108,8 @@ def main():
              f"{load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f} after.\n",
              "Inputs: the `cpu` query result of a store of a real recording (`go build -a net/http`, "
              f"`-e profile:uk:999,switch:uk`) replicated in time to {ROWS:,} rows, and the recording's "
-             "symbolized rows themselves with `--kind all` (CPU samples and off-CPU intervals: OTLP keeps "
-             "each row as an event with its time, pprof sums them per stack and labels). Bytes: pprof "
+             f"symbolized rows replicated to {EVENTS:,} with `--kind all` (CPU samples and off-CPU intervals: "
+             "OTLP keeps each row as an event with its time, pprof sums them per stack and labels). Bytes: pprof "
              "gzipped as written, OTLP as sent (protobuf, uncompressed; `--gzip` compresses on the wire).\n",
              "| input | rows | tool | wall s | CPU s | bytes | OTLP ÷ pprof (CPU) |",
              "|---|---:|---|---:|---:|---:|---:|"]

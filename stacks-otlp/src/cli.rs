@@ -54,17 +54,17 @@ pub struct Args {
     pub endpoint: Option<String>,
 
     /// A header to send with --endpoint, e.g. `Authorization=Bearer TOKEN` (repeatable).
-    #[arg(long = "header", value_name = "NAME=VALUE", requires = "endpoint")]
+    #[arg(long = "header", value_name = "NAME=VALUE")]
     pub headers: Vec<String>,
 
     /// Gzip the body sent to --endpoint (`Content-Encoding: gzip`).
-    #[arg(long, requires = "endpoint")]
+    #[arg(long)]
     pub gzip: bool,
 
     /// The largest request sent to --endpoint, in bytes before compression (the Collector's
-    /// OTLP/HTTP receiver takes 20 MiB by default).
-    #[arg(long, value_name = "BYTES", default_value_t = 16 << 20, requires = "endpoint")]
-    pub max_request_bytes: usize,
+    /// OTLP/HTTP receiver takes 20 MiB by default) [default: 16 MiB].
+    #[arg(long, value_name = "BYTES")]
+    pub max_request_bytes: Option<usize>,
 }
 
 /// Entry point of the binary: parse the arguments and convert.
@@ -76,6 +76,12 @@ pub fn run() -> anyhow::Result<ExitCode> {
 pub fn run_with(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(endpoint) = &args.endpoint {
         return push(&args, endpoint);
+    }
+    if args.gzip || !args.headers.is_empty() || args.max_request_bytes.is_some() {
+        stacks_stream::cli::usage_error(
+            "stacks-otlp",
+            "--gzip, --header and --max-request-bytes go with --endpoint",
+        );
     }
     let to_stdout = stacks_stream::cli::is_std(args.output.as_deref());
     // Refuse a terminal before reading anything; a file is only created once the input
@@ -123,7 +129,7 @@ fn push(args: &Args, endpoint: &str) -> anyhow::Result<ExitCode> {
             .sum()
     };
     let (mut sent, mut bytes, mut rejected) = (0, 0, 0);
-    let parts = batches(request, args.max_request_bytes);
+    let parts = batches(request, args.max_request_bytes.unwrap_or(16 << 20));
     let n = parts.len();
     for part in parts {
         let body = encode(&part);

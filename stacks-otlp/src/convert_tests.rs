@@ -380,3 +380,54 @@ fn bad_input_names_the_column() {
     assert!(msg.starts_with("in.arrow: missing column `stack`"), "{msg}");
     assert!(!msg.contains('\n'), "{msg}");
 }
+
+#[test]
+fn python_go_and_jit_frames_are_typed() {
+    use stacks_testkit::Frame;
+    let frame = |function: &str, file: &str, module: &str, offset: u64| Frame {
+        function: Some(function.into()),
+        file: Some(file.into()),
+        line: Some(1),
+        module: Some(module.into()),
+        offset: Some(offset),
+        addr: 0x1000 + offset,
+        ..Frame::default()
+    };
+    let mut row = event("profile", 10, MS);
+    row.stack = Some(vec![
+        frame(
+            "handler",
+            "app.py",
+            stacks_stream::frames::PYTHON_MODULE,
+            0x10,
+        ),
+        frame("compiled", "", stacks_stream::frames::JIT_MODULE, 0x20),
+        frame("main.serve", "/src/server/main.go", "/usr/bin/server", 0x30),
+        frame("main", "src/main.c", "/usr/bin/server", 0x40),
+    ]);
+    let r = request_of(events_stream(&[row]), &["profile"]);
+    assert_eq!(violations(&r), Vec::<String>::new());
+    let d = r.dictionary.as_ref().unwrap();
+    let s = |i: i32| d.string_table[i as usize].as_str();
+    let types: Vec<(&str, &str)> = d.location_table[1..]
+        .iter()
+        .map(|l| {
+            let f = &d.function_table[l.lines[0].function_index as usize];
+            let kv = &d.attribute_table[l.attribute_indices[0] as usize];
+            assert_eq!(s(kv.key_strindex), "profile.frame.type");
+            let Some(Any::StringValue(t)) = kv.value.as_ref().and_then(|v| v.value.as_ref()) else {
+                panic!("a string frame type")
+            };
+            (s(f.name_strindex), t.as_str())
+        })
+        .collect();
+    assert_eq!(
+        types,
+        [
+            ("handler", "cpython"),
+            ("compiled", "jit"),
+            ("main.serve", "go"),
+            ("main", "native")
+        ]
+    );
+}
