@@ -55,6 +55,11 @@ const TOOLS: &[Tool] = &[
         args: &["-o", "/dev/null"],
         symbolized: true,
     },
+    Tool {
+        name: "stacks-otlp",
+        args: &["-o", "/dev/null"],
+        symbolized: true,
+    },
 ];
 
 /// Every stream tool.
@@ -482,6 +487,15 @@ fn schema_cases(tool: &str, full: &[u8]) -> Vec<Case> {
                 "stack",
             ),
         ],
+        "stacks-otlp" => vec![
+            case("only-column-x", only_x(), "stack"),
+            case("missing-stack", reshape(full, without("stack")), "stack"),
+            case(
+                "stack-of-ints",
+                reshape(full, retyped("stack", as_int_lists)),
+                "stack",
+            ),
+        ],
         "stacks-trace" => vec![
             case("missing-time", reshape(full, without("time")), "time"),
             case("missing-kind", reshape(full, without("kind")), "kind"),
@@ -876,6 +890,7 @@ fn next_tools(dir: &Path) -> Vec<String> {
         "stacks-pprof -o /dev/null".to_string(),
     ];
     nexts.push("stacks-trace -o /dev/null".to_string());
+    nexts.push("stacks-otlp -o /dev/null".to_string());
     nexts
 }
 

@@ -606,7 +606,7 @@ fn dictionary_stacks_convert_once_to_the_same_profile() {
         c.push(b).unwrap();
     }
     assert_eq!(
-        c.entry_locations.len(),
+        c.reader.entries_converted(),
         2,
         "stacks A and B converted once each for five rows"
     );

@@ -3,18 +3,17 @@
 //!
 //! Rows with identical (stack, labels) are aggregated while the stream is read batch by batch,
 //! so memory grows with the number of unique stacks, not rows. The library also decodes
-//! profiles and sums them per function, which end-to-end tests use to check results. Frames are
-//! read and named by `stacks_stream::frames`, event kinds come from `stacks_stream::kinds`.
+//! profiles and sums them per function, which end-to-end tests use to check results. The columns
+//! a profile is made of, the interning of frames and the reading of rows are `stacks_profile`'s
+//! (shared with stacks-otlp); frames are named by `stacks_stream::frames`, event kinds come from
+//! `stacks_stream::kinds`.
 
 #![warn(unreachable_pub)]
 
 pub mod cli;
-mod columns;
 mod convert;
 mod folded;
-mod metadata;
 pub mod proto;
-mod tables;
 mod totals;
 
 use std::io::Read;
@@ -31,21 +30,12 @@ pub use totals::{cumulative_function_totals, leaf_function_totals};
 /// Errors of the conversion. Every message names the input and the column at fault.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The stream cannot be read as a profile (a column missing or of the wrong type, an
+    /// unknown kind).
+    #[error(transparent)]
+    Profile(#[from] stacks_profile::Error),
     #[error(transparent)]
     Contract(#[from] stacks_stream::ContractError),
-    #[error(
-        "{input}: value column `{column}` has type {found}, expected an integer or float column"
-    )]
-    NotNumeric {
-        input: String,
-        column: String,
-        found: String,
-    },
-    #[error(
-        "{input}: unknown --kind `{kind}` (known: {known})",
-        known = stacks_stream::kinds::names().collect::<Vec<_>>().join(", ")
-    )]
-    UnknownKind { input: String, kind: String },
     #[error("no stack has a nonzero value: nothing to draw in a flame graph")]
     NothingToDraw,
     #[error("decompressing profile: {0}")]

@@ -8,7 +8,7 @@ use stacks_stream::meta;
 
 /// Profile-level facts taken from the stream metadata.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Facts {
+pub struct Facts {
     /// CPU sampling period in nanoseconds, when the recording sampled CPUs.
     pub period_ns: Option<i64>,
     /// Recording start, ns since the Unix epoch.
@@ -18,7 +18,7 @@ pub(crate) struct Facts {
 }
 
 impl Facts {
-    pub(crate) fn from_metadata(metadata: &HashMap<String, String>) -> Self {
+    pub fn from_metadata(metadata: &HashMap<String, String>) -> Self {
         let period_ns = metadata
             .get(meta::EVENTS)
             .and_then(|e| profile_period_ns(e));

@@ -29,7 +29,7 @@ const SYNTHETIC: &str = "samples";
 
 /// A pprof sample type derived from a value column name.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct SampleKind {
+pub struct SampleKind {
     /// The sample type, e.g. `cpu` for a `cpu_ns` column.
     pub name: String,
     /// `count`, `nanoseconds` or `bytes`.
@@ -39,7 +39,7 @@ pub(crate) struct SampleKind {
 /// The sample type for a value column: `samples`/`count`/`*_count` count, `*_ns` are
 /// nanoseconds (the suffix is dropped from the name), `bytes`/`*_bytes` are bytes, anything
 /// else counts.
-pub(crate) fn sample_kind(column: &str) -> SampleKind {
+pub fn sample_kind(column: &str) -> SampleKind {
     let kind = |name: &str, unit| SampleKind {
         name: name.to_string(),
         unit,
@@ -59,14 +59,14 @@ pub(crate) fn sample_kind(column: &str) -> SampleKind {
 
 /// How a value column's numbers are read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Numeric {
+pub enum Numeric {
     Int,
     Float,
 }
 
 /// One value of every sample.
 #[derive(Debug, Clone)]
-pub(crate) struct ValueColumn {
+pub struct ValueColumn {
     /// Column index, `None` for the synthetic one-per-row count.
     pub index: Option<usize>,
     pub name: String,
@@ -81,7 +81,7 @@ pub(crate) struct ValueColumn {
 
 /// A column turned into a label on every sample.
 #[derive(Debug, Clone)]
-pub(crate) struct LabelColumn {
+pub struct LabelColumn {
     pub index: usize,
     pub name: String,
     /// Numeric label (`num`) instead of a string one (`str`).
@@ -90,7 +90,7 @@ pub(crate) struct LabelColumn {
 
 /// The column roles of one input stream.
 #[derive(Debug, Clone)]
-pub(crate) struct Plan {
+pub struct Plan {
     pub stack: usize,
     pub stack_name: String,
     pub values: Vec<ValueColumn>,
@@ -120,7 +120,7 @@ fn numeric(dt: &DataType) -> Option<Numeric> {
 impl Plan {
     /// Pick the columns of `schema` (read from `input`) according to `stack`, `values` and
     /// `labels` (see [`crate::Options`]).
-    pub(crate) fn new(
+    pub fn new(
         schema: &Schema,
         input: &str,
         stack: Option<&str>,

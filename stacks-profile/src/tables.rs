@@ -1,11 +1,53 @@
 //! The deduplicated tables of a profile under construction: strings, functions, mappings and
 //! locations, each interned so a repeated frame costs a few hash lookups and no new entries.
+//! Ids are 1-based positions, as pprof numbers them and as OTLP indexes them (its tables hold a
+//! zero element at index 0).
 
 use std::collections::HashMap;
 
 use stacks_stream::frames::{Frame, KERNEL_MODULE, UNKNOWN_MODULE, unresolved_name};
 
-use crate::proto::{Function, Line, Location, Mapping};
+/// A function: indexes into the string table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Function {
+    pub name: i64,
+    /// The symbol as the binary names it (mangled), else `name`.
+    pub system_name: i64,
+    pub filename: i64,
+}
+
+/// One source line of a location.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Line {
+    /// Id of the function (1-based).
+    pub function: u64,
+    pub line: i64,
+    pub column: i64,
+}
+
+/// A code address and its source lines, innermost inlined function first, the containing
+/// function last.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Location {
+    /// Id of the mapping (1-based), 0 for a frame the profile adds.
+    pub mapping: u64,
+    pub address: u64,
+    pub lines: Vec<Line>,
+}
+
+/// A binary (or the kernel) and the addresses its locations span.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mapping {
+    /// Index of its path (or `[kernel.kallsyms]`) in the string table.
+    pub filename: i64,
+    /// Index of its build id in the string table, 0 when unknown.
+    pub build_id: i64,
+    /// The kernel's mapping.
+    pub kernel: bool,
+    pub memory_start: u64,
+    pub memory_limit: u64,
+}
+
 /// Mapping bounds are rounded to pages.
 const PAGE: u64 = 4096;
 
@@ -17,8 +59,8 @@ enum MappingKey {
 
 #[derive(Debug)]
 struct MappingEntry {
+    id: u64,
     mapping: Mapping,
-    kernel: bool,
     /// Lowest and highest location address seen in this mapping.
     min: u64,
     max: u64,
@@ -27,7 +69,7 @@ struct MappingEntry {
 /// Strings, functions, mappings and locations of the profile being built. Ids are 1-based
 /// positions in their table; string index 0 is `""`.
 #[derive(Debug)]
-pub(crate) struct Tables {
+pub struct Tables {
     strings: Vec<String>,
     string_ids: HashMap<String, i64>,
     functions: Vec<Function>,
@@ -42,10 +84,10 @@ pub(crate) struct Tables {
 }
 
 /// What flamegraph.pl and bcc append to kernel function names (`--annotate`).
-pub(crate) const KERNEL_SUFFIX: &str = "_[k]";
+pub const KERNEL_SUFFIX: &str = "_[k]";
 
 /// The finished tables, ready to go into a `Profile`.
-pub(crate) struct Finished {
+pub struct Finished {
     pub strings: Vec<String>,
     pub functions: Vec<Function>,
     pub mappings: Vec<Mapping>,
@@ -59,7 +101,7 @@ impl Default for Tables {
 }
 
 impl Tables {
-    pub(crate) fn new() -> Self {
+    pub fn new() -> Self {
         let mut string_ids = HashMap::new();
         string_ids.insert(String::new(), 0);
         Self {
@@ -76,7 +118,7 @@ impl Tables {
     }
 
     /// Tables whose kernel function names end in [`KERNEL_SUFFIX`].
-    pub(crate) fn with_kernel_suffix(kernel_suffix: bool) -> Self {
+    pub fn with_kernel_suffix(kernel_suffix: bool) -> Self {
         Self {
             kernel_suffix,
             ..Self::new()
@@ -84,7 +126,7 @@ impl Tables {
     }
 
     /// Index of `s` in the string table, adding it if new.
-    pub(crate) fn string(&mut self, s: &str) -> i64 {
+    pub fn string(&mut self, s: &str) -> i64 {
         if let Some(&id) = self.string_ids.get(s) {
             return id;
         }
@@ -94,9 +136,17 @@ impl Tables {
         id
     }
 
+    /// The string at index `i` of the string table (`""` out of range).
+    pub fn str(&self, i: i64) -> &str {
+        usize::try_from(i)
+            .ok()
+            .and_then(|i| self.strings.get(i))
+            .map_or("", String::as_str)
+    }
+
     /// Id of the function a frame is in; its system name is the frame's raw symbol when the
     /// stream has one. Unresolved frames are named by [`unresolved_name`].
-    pub(crate) fn function(&mut self, f: &Frame<'_>) -> u64 {
+    pub fn function(&mut self, f: &Frame<'_>) -> u64 {
         let name = match (f.function, f.kernel && self.kernel_suffix) {
             (Some(name), false) => self.string(name),
             (Some(name), true) => self.string(&format!("{name}{KERNEL_SUFFIX}")),
@@ -118,11 +168,9 @@ impl Tables {
             _ => name,
         };
         self.functions.push(Function {
-            id,
             name,
             system_name,
             filename: file,
-            start_line: 0,
         });
         self.function_ids.insert((name, file), id);
         id
@@ -131,18 +179,16 @@ impl Tables {
     /// Id of a location standing for no code: a frame the profile adds (process name, the
     /// kernel/user delimiter, folded short intervals). It has no mapping (id 0) and address 0,
     /// which pprof readers accept and show by function name.
-    pub(crate) fn synthetic(&mut self, name: &str) -> u64 {
+    pub fn synthetic(&mut self, name: &str) -> u64 {
         let name = self.string(name);
         let function_id = match self.function_ids.get(&(name, 0)) {
             Some(&id) => id,
             None => {
                 let id = self.functions.len() as u64 + 1;
                 self.functions.push(Function {
-                    id,
                     name,
                     system_name: name,
                     filename: 0,
-                    start_line: 0,
                 });
                 self.function_ids.insert((name, 0), id);
                 id
@@ -152,7 +198,7 @@ impl Tables {
             0,
             0,
             &[Line {
-                function_id,
+                function: function_id,
                 line: 0,
                 column: 0,
             }],
@@ -161,7 +207,7 @@ impl Tables {
 
     /// Id of the mapping a frame belongs to and the frame's address within it: the file offset
     /// for user frames (the raw address when the offset is unknown), the address for kernel ones.
-    pub(crate) fn mapping(&mut self, f: &Frame<'_>) -> (u64, u64) {
+    pub fn mapping(&mut self, f: &Frame<'_>) -> (u64, u64) {
         let (key, address) = if f.kernel {
             (MappingKey::Kernel, f.addr)
         } else {
@@ -181,17 +227,14 @@ impl Tables {
                 };
                 let id = self.mappings.len() as u64 + 1;
                 self.mappings.push(MappingEntry {
+                    id,
                     mapping: Mapping {
-                        id,
                         filename,
                         build_id,
-                        has_functions: true,
-                        has_filenames: true,
-                        has_line_numbers: true,
-                        has_inline_frames: true,
-                        ..Default::default()
+                        kernel: key == MappingKey::Kernel,
+                        memory_start: 0,
+                        memory_limit: 0,
                     },
-                    kernel: key == MappingKey::Kernel,
                     min: address,
                     max: address,
                 });
@@ -208,11 +251,11 @@ impl Tables {
 
     /// Id of the location at `address` in mapping `mapping_id` whose lines are `lines`
     /// (innermost inlined function first, the containing function last).
-    pub(crate) fn location(&mut self, mapping_id: u64, address: u64, lines: &[Line]) -> u64 {
+    pub fn location(&mut self, mapping_id: u64, address: u64, lines: &[Line]) -> u64 {
         let candidates = self.location_ids.entry((mapping_id, address)).or_default();
         for &id in candidates.iter() {
             if let Some(l) = self.locations.get(id as usize - 1)
-                && l.line == lines
+                && l.lines == lines
             {
                 return id;
             }
@@ -220,11 +263,9 @@ impl Tables {
         let id = self.locations.len() as u64 + 1;
         candidates.push(id);
         self.locations.push(Location {
-            id,
-            mapping_id,
+            mapping: mapping_id,
             address,
-            line: lines.to_vec(),
-            is_folded: false,
+            lines: lines.to_vec(),
         });
         id
     }
@@ -236,14 +277,14 @@ impl Tables {
     /// spans the kernel addresses seen. Bounds are page-rounded so every address lies inside.
     /// The main executable comes first (pprof reports it as the profile's file), shared
     /// libraries next, the kernel last.
-    pub(crate) fn finish(self) -> Finished {
+    pub fn finish(self) -> Finished {
         let mut entries = self.mappings;
         entries.sort_by_key(|e| {
             let name = self
                 .strings
                 .get(e.mapping.filename as usize)
                 .map_or("", String::as_str);
-            (e.kernel, is_library(name), e.mapping.id)
+            (e.mapping.kernel, is_library(name), e.id)
         });
         let mut new_ids = vec![0u64; entries.len() + 1];
         let mappings: Vec<Mapping> = entries
@@ -251,29 +292,27 @@ impl Tables {
             .enumerate()
             .map(|(i, e)| {
                 let id = i as u64 + 1;
-                if let Some(slot) = new_ids.get_mut(e.mapping.id as usize) {
+                if let Some(slot) = new_ids.get_mut(e.id as usize) {
                     *slot = id;
                 }
-                let (start, limit) = if e.kernel {
+                let (start, limit) = if e.mapping.kernel {
                     (e.min - e.min % PAGE, round_up(e.max))
                 } else {
                     (0, round_up(e.max))
                 };
                 Mapping {
-                    id,
                     memory_start: start,
                     memory_limit: limit,
-                    file_offset: 0,
                     ..e.mapping
                 }
             })
             .collect();
         let mut locations = self.locations;
         for l in &mut locations {
-            l.mapping_id = new_ids
-                .get(l.mapping_id as usize)
+            l.mapping = new_ids
+                .get(l.mapping as usize)
                 .copied()
-                .unwrap_or(l.mapping_id);
+                .unwrap_or(l.mapping);
         }
         Finished {
             strings: self.strings,
@@ -334,7 +373,7 @@ mod tests {
         assert_ne!(k, m);
         assert_eq!(kaddr, 0xffff_ffff_8100_1234);
         let line = [Line {
-            function_id: fid,
+            function: fid,
             line: 3,
             column: 0,
         }];
@@ -363,13 +402,12 @@ mod tests {
         let done = t.finish();
         let name = |id: u64| {
             let m = &done.mappings[id as usize - 1];
-            assert_eq!(m.id, id);
             done.strings[m.filename as usize].clone()
         };
         assert_eq!(name(1), "/bin/app");
         assert_eq!(name(2), "/lib/libc.so.6");
         assert_eq!(name(3), KERNEL_MODULE);
-        let loc = |id: u64| done.locations[id as usize - 1].mapping_id;
+        let loc = |id: u64| done.locations[id as usize - 1].mapping;
         assert_eq!(name(loc(lk)), KERNEL_MODULE);
         assert_eq!(name(loc(ll)), "/lib/libc.so.6");
         assert_eq!(name(loc(le)), "/bin/app");

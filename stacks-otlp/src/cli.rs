@@ -1,0 +1,152 @@
+//! The `stacks-otlp` command line: read a stream from stdin or a file, write the serialized
+//! export request to stdout (never a terminal) or `-o FILE`, or push it to a receiver.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::bail;
+use clap::Parser;
+use opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceRequest;
+use stacks_stream::io::{open_text_sink, stdout_sink};
+
+use crate::push::Push;
+use crate::{Options, batches, convert, encode, write_request};
+
+/// Convert a stacks Arrow stream with symbolized stacks into OpenTelemetry profiles: an OTLP
+/// `ExportProfilesServiceRequest` (profiles v1development, protobuf), as POSTed to a Collector's
+/// `/v1development/profiles`.
+///
+/// One profile per process and sample type (the kind's event count and its value in its unit,
+/// as stacks-pprof names them); each sample keeps one timestamp and one value per row. Host,
+/// pid, process name and container become resource attributes; tid, thread, cpu, cgroup, span
+/// name and other string columns sample attributes; trace_id and span_id a link.
+#[derive(Debug, Parser)]
+#[command(name = "stacks-otlp", version)]
+pub struct Args {
+    /// Arrow IPC stream to read; stdin when absent or `-`.
+    pub input: Option<PathBuf>,
+
+    /// Write to FILE instead of stdout.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// Column holding the stacks [default: `stack`, else the first column of symbolized stacks].
+    #[arg(long, value_name = "COL")]
+    pub stack: Option<String>,
+
+    /// Column whose values a profile holds (repeatable) [default: every integer and float
+    /// column except pid, tid, cpu and *_error; a count of rows when there is none]. `*_ns`
+    /// columns are nanoseconds, `bytes`/`*_bytes` bytes, others counts.
+    #[arg(long = "value", value_name = "COL")]
+    pub values: Vec<String>,
+
+    /// For a stream of event rows (stacks-symbolize output): convert rows of KIND
+    /// [default: profile]; repeatable or comma-separated, `all` for every kind. Each kind makes
+    /// a profile of its event count and one of its `value` in the kind's unit (as stacks-pprof).
+    #[arg(long, value_name = "KIND")]
+    pub kind: Vec<String>,
+
+    /// Push the request to an OTLP/HTTP receiver instead of writing it: `http://HOST:PORT`
+    /// (POST to /v1development/profiles) or the full URL. Retried with backoff while the
+    /// receiver answers 429/502/503/504 or cannot be reached; a request larger than
+    /// --max-request-bytes is sent in several, by process.
+    #[arg(long, value_name = "URL")]
+    pub endpoint: Option<String>,
+
+    /// A header to send with --endpoint, e.g. `Authorization=Bearer TOKEN` (repeatable).
+    #[arg(long = "header", value_name = "NAME=VALUE")]
+    pub headers: Vec<String>,
+
+    /// Gzip the body sent to --endpoint (`Content-Encoding: gzip`).
+    #[arg(long)]
+    pub gzip: bool,
+
+    /// The largest request sent to --endpoint, in bytes before compression (the Collector's
+    /// OTLP/HTTP receiver takes 20 MiB by default) [default: 16 MiB].
+    #[arg(long, value_name = "BYTES")]
+    pub max_request_bytes: Option<usize>,
+}
+
+/// Entry point of the binary: parse the arguments and convert.
+pub fn run() -> anyhow::Result<ExitCode> {
+    run_with(stacks_stream::cli::parse_args::<Args>("stacks-otlp"))
+}
+
+/// Convert as `args` say.
+pub fn run_with(args: Args) -> anyhow::Result<ExitCode> {
+    if let Some(endpoint) = &args.endpoint {
+        return push(&args, endpoint);
+    }
+    if args.gzip || !args.headers.is_empty() || args.max_request_bytes.is_some() {
+        stacks_stream::cli::usage_error(
+            "stacks-otlp",
+            "--gzip, --header and --max-request-bytes go with --endpoint",
+        );
+    }
+    let to_stdout = stacks_stream::cli::is_std(args.output.as_deref());
+    // Refuse a terminal before reading anything; a file is only created once the input
+    // converted, so a bad input does not clobber it.
+    let early_sink = if to_stdout {
+        if stacks_stream::cli::stdout_is_tty() {
+            bail!(
+                "refusing to write binary OTLP profiles to a terminal: redirect it to a file or give -o FILE"
+            );
+        }
+        Some(stdout_sink()?)
+    } else {
+        None
+    };
+    let request = read(&args)?;
+    let sink = match early_sink {
+        Some(s) => s,
+        None => open_text_sink(args.output.as_deref())?,
+    };
+    write_request(&request, sink.writer, &sink.name)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The request made of the input `args` name.
+fn read(args: &Args) -> anyhow::Result<ExportProfilesServiceRequest> {
+    let mut input = stacks_stream::cli::open_tool_input("stacks-otlp", args.input.as_deref())?;
+    let options = Options {
+        stack: args.stack.clone(),
+        values: args.values.clone(),
+        kinds: args.kind.clone(),
+        ..Options::default()
+    };
+    Ok(convert(&mut input, &options)?)
+}
+
+/// Convert and push to `endpoint`, in requests of at most --max-request-bytes.
+fn push(args: &Args, endpoint: &str) -> anyhow::Result<ExitCode> {
+    let push = Push::new(endpoint, &args.headers, args.gzip)?;
+    let request = read(args)?;
+    let profiles = |r: &ExportProfilesServiceRequest| -> usize {
+        r.resource_profiles
+            .iter()
+            .flat_map(|rp| &rp.scope_profiles)
+            .map(|sp| sp.profiles.len())
+            .sum()
+    };
+    let (mut sent, mut bytes, mut rejected) = (0, 0, 0);
+    let parts = batches(request, args.max_request_bytes.unwrap_or(16 << 20));
+    let n = parts.len();
+    for part in parts {
+        let body = encode(&part);
+        let accepted = push.send(&body)?;
+        if accepted.rejected > 0 || !accepted.message.is_empty() {
+            eprintln!(
+                "stacks-otlp: {}: the receiver rejected {} profiles: {}",
+                push.url, accepted.rejected, accepted.message
+            );
+        }
+        sent += profiles(&part);
+        bytes += body.len();
+        rejected += accepted.rejected.max(0) as usize;
+    }
+    eprintln!(
+        "stacks-otlp: sent {sent} profiles ({bytes} bytes in {n} requests) to {}, {rejected} rejected",
+        push.url
+    );
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,7 @@
+//! `stacks-otlp`: convert a stacks Arrow stream into OpenTelemetry profiles (see the library).
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    stacks_stream::cli::main_with("stacks-otlp", stacks_otlp::cli::run)
+}
