@@ -65,6 +65,14 @@ fn newer(minor: &str) -> String {
     format!("{root}/{minor}/usr/bin/python{minor}")
 }
 
+/// The `usr` directory of CPython `minor`'s prefix (its `PYTHONHOME`).
+fn newer_usr(minor: &str) -> String {
+    newer(minor)
+        .strip_suffix(&format!("/bin/python{minor}"))
+        .expect("a prefix's executable")
+        .to_string()
+}
+
 /// Whether `python` is installed (saying so when not: its tests are skipped); one that
 /// scripts/setup-pythons installs must be.
 fn installed(python: &str) -> bool {
@@ -383,12 +391,8 @@ fn embedded_newer_pythons_are_read() {
         let python = newer(minor);
         assert!(installed(&python));
         // The prefix's /usr, and its libraries (sid's C library the program must run with).
-        let usr = std::path::Path::new(&python)
-            .ancestors()
-            .nth(2)
-            .expect("the prefix's usr")
-            .to_path_buf();
-        let (usr, prefix) = (usr.display(), usr.parent().expect("prefix").display());
+        let usr = newer_usr(minor);
+        let prefix = usr.strip_suffix("/usr").expect("a prefix's usr");
         let libs = format!("{usr}/lib/x86_64-linux-gnu");
         let dir = scratch(&format!("python-embed-{minor}"));
         let d = dir.display();
@@ -441,12 +445,7 @@ fn newer_pythons_are_found_without_symbols() {
     for minor in NEWER {
         let python = newer(minor);
         assert!(installed(&python));
-        let usr = std::path::Path::new(&python)
-            .ancestors()
-            .nth(2)
-            .expect("the prefix's usr")
-            .display()
-            .to_string();
+        let usr = newer_usr(minor);
         let dir = scratch(&format!("python-nosym-{minor}"));
         let d = dir.display();
         std::fs::create_dir_all(dir.join("bin")).expect("bin");
