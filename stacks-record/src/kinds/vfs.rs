@@ -25,6 +25,11 @@ impl EventKind for Vfs {
         &["vfs_enter", "vfs_exit"]
     }
 
+    /// Its kernel stacks are taken in tracepoint programs: served from the cache of unwinds.
+    fn kstack_cached(&self) -> bool {
+        true
+    }
+
     fn configure(&self, rodata: &mut rodata, on: Option<&KindArgs>) {
         rodata.vfs_stacks = on.map_or(0, |v| v.stacks.mask());
     }
@@ -33,9 +38,6 @@ impl EventKind for Vfs {
         &[RecordKind::STACKS_EV_VFS]
     }
 
-    fn ring(&self) -> super::Ring {
-        super::Ring::STACKS_RING_IO
-    }
 
     fn aggregates(&self) -> bool {
         true
