@@ -34,11 +34,15 @@ struct {
 	__type(value, struct uring_request_bare);
 } uring_inflight_bare SEC(".maps");
 
-/* Where a completion's record is assembled (its file walked: the walk's reads may run past the
- * path, so never in a record whose frames are already written). One per CPU. */
+/* Where records are assembled, per CPU: a submission's before it goes into uring_inflight
+ * (URING_SCRATCH_SUBMIT), and a completion's file (URING_SCRATCH_COMPLETE: the path walk's
+ * reads may run past the path, so never in a record whose frames are already written). Two
+ * slots: a completion posted from an interrupt never writes into a submission being built. */
+#define URING_SCRATCH_SUBMIT 0
+#define URING_SCRATCH_COMPLETE 1
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2);
 	__type(key, __u32);
 	__type(value, struct stacks_event);
 } uring_scratch SEC(".maps");
@@ -77,8 +81,8 @@ int BPF_PROG(on_uring_submit, struct io_kiocb *req)
 			count_drop(STACKS_DROP_URING_MAP_FULL);
 		return 0;
 	}
-	__u32 zero = 0;
-	struct stacks_event *e = bpf_map_lookup_elem(&uring_scratch, &zero);
+	__u32 slot = URING_SCRATCH_SUBMIT;
+	struct stacks_event *e = bpf_map_lookup_elem(&uring_scratch, &slot);
 	if (!e)
 		return 0;
 	fill_header(e, STACKS_EV_URING, task);
@@ -144,8 +148,8 @@ int BPF_PROG(on_uring_complete, struct io_ring_ctx *rctx, void *request, struct 
 		h = &r->hdr;
 		u = &r->u;
 	}
-	__u32 zero = 0;
-	struct stacks_event *s = bpf_map_lookup_elem(&uring_scratch, &zero);
+	__u32 slot = URING_SCRATCH_COMPLETE;
+	struct stacks_event *s = bpf_map_lookup_elem(&uring_scratch, &slot);
 	if (!s)
 		return 0;
 	__u64 now = bpf_ktime_get_boot_ns();

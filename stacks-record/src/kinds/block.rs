@@ -36,7 +36,6 @@ impl EventKind for Block {
         &[RecordKind::STACKS_EV_BLOCK]
     }
 
-
     fn parts(&self) -> &'static [RecordKind] {
         &[RecordKind::STACKS_EV_UWINDOW]
     }

@@ -40,7 +40,6 @@ impl EventKind for Net {
         &[RecordKind::STACKS_EV_NET]
     }
 
-
     fn aggregates(&self) -> bool {
         true
     }

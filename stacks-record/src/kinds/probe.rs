@@ -54,7 +54,6 @@ impl EventKind for Probe {
         &[RecordKind::STACKS_EV_PROBE]
     }
 
-
     /// A counting table's row stands for many hits.
     fn effects(&self, record: RecordKind) -> Effects {
         Effects {

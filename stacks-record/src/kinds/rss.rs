@@ -42,7 +42,6 @@ impl EventKind for Rss {
         &[RecordKind::STACKS_EV_RSS]
     }
 
-
     fn decode(&self, e: &RawEvent<'_>, _: &mut Context<'_>) -> Option<Decoded> {
         let r: stacks_rss = e.info();
         Some(Decoded {

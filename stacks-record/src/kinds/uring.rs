@@ -44,10 +44,10 @@ impl EventKind for Uring {
 
     fn decode(&self, e: &RawEvent<'_>, cx: &mut Context<'_>) -> Option<Decoded> {
         let u: stacks_uring = e.info();
-        let (op, moves_bytes) = OPS
+        let (op, moves_bytes, has_fd) = OPS
             .get(usize::from(u.opcode))
             .copied()
-            .unwrap_or(("other", false));
+            .unwrap_or(("other", false, false));
         // A fixed file's `fd` is its index in the ring's table, not a descriptor to look up.
         let fd = if u.fixed != 0 { -1 } else { u.fd };
         let path = (u.file.inode != 0)
@@ -64,7 +64,7 @@ impl EventKind for Uring {
                 duration: Some(u.latency_ns as i64),
                 count: Some(i64::from(e.h.count)),
                 op: Some(op),
-                fd: Some(u.fd),
+                fd: has_fd.then_some(u.fd),
                 errno: (u.res < 0).then_some(-u.res),
                 path,
                 mode: Some(match u.how {
@@ -80,72 +80,73 @@ impl EventKind for Uring {
     }
 }
 
-/// (name, whether a positive result is bytes moved) by IORING_OP_* value (the kernel's
-/// `enum io_uring_op`, include/uapi/linux/io_uring.h).
-const OPS: [(&str, bool); 63] = [
-    ("nop", false),
-    ("readv", true),
-    ("writev", true),
-    ("fsync", false),
-    ("read_fixed", true),
-    ("write_fixed", true),
-    ("poll_add", false),
-    ("poll_remove", false),
-    ("sync_file_range", false),
-    ("sendmsg", true),
-    ("recvmsg", true),
-    ("timeout", false),
-    ("timeout_remove", false),
-    ("accept", false),
-    ("async_cancel", false),
-    ("link_timeout", false),
-    ("connect", false),
-    ("fallocate", false),
-    ("openat", false),
-    ("close", false),
-    ("files_update", false),
-    ("statx", false),
-    ("read", true),
-    ("write", true),
-    ("fadvise", false),
-    ("madvise", false),
-    ("send", true),
-    ("recv", true),
-    ("openat2", false),
-    ("epoll_ctl", false),
-    ("splice", true),
-    ("provide_buffers", false),
-    ("remove_buffers", false),
-    ("tee", true),
-    ("shutdown", false),
-    ("renameat", false),
-    ("unlinkat", false),
-    ("mkdirat", false),
-    ("symlinkat", false),
-    ("linkat", false),
-    ("msg_ring", false),
-    ("fsetxattr", false),
-    ("setxattr", false),
-    ("fgetxattr", false),
-    ("getxattr", false),
-    ("socket", false),
-    ("uring_cmd", false),
-    ("send_zc", true),
-    ("sendmsg_zc", true),
-    ("read_multishot", true),
-    ("waitid", false),
-    ("futex_wait", false),
-    ("futex_wake", false),
-    ("futex_waitv", false),
-    ("fixed_fd_install", false),
-    ("ftruncate", false),
-    ("bind", false),
-    ("listen", false),
-    ("recv_zc", true),
-    ("epoll_wait", false),
-    ("readv_fixed", true),
-    ("writev_fixed", true),
-    ("pipe", false),
+/// (name, whether a positive result is bytes moved, whether the SQE's `fd` names its file: the
+/// kernel's `needs_file`, io_uring/opdef.c) by IORING_OP_* value (the kernel's `enum
+/// io_uring_op`, include/uapi/linux/io_uring.h).
+const OPS: [(&str, bool, bool); 63] = [
+    ("nop", false, false),
+    ("readv", true, true),
+    ("writev", true, true),
+    ("fsync", false, true),
+    ("read_fixed", true, true),
+    ("write_fixed", true, true),
+    ("poll_add", false, true),
+    ("poll_remove", false, false),
+    ("sync_file_range", false, true),
+    ("sendmsg", true, true),
+    ("recvmsg", true, true),
+    ("timeout", false, false),
+    ("timeout_remove", false, false),
+    ("accept", false, true),
+    ("async_cancel", false, false),
+    ("link_timeout", false, false),
+    ("connect", false, true),
+    ("fallocate", false, true),
+    ("openat", false, false),
+    ("close", false, false),
+    ("files_update", false, false),
+    ("statx", false, false),
+    ("read", true, true),
+    ("write", true, true),
+    ("fadvise", false, true),
+    ("madvise", false, false),
+    ("send", true, true),
+    ("recv", true, true),
+    ("openat2", false, false),
+    ("epoll_ctl", false, true),
+    ("splice", true, true),
+    ("provide_buffers", false, false),
+    ("remove_buffers", false, false),
+    ("tee", true, true),
+    ("shutdown", false, true),
+    ("renameat", false, false),
+    ("unlinkat", false, false),
+    ("mkdirat", false, false),
+    ("symlinkat", false, false),
+    ("linkat", false, false),
+    ("msg_ring", false, true),
+    ("fsetxattr", false, true),
+    ("setxattr", false, false),
+    ("fgetxattr", false, true),
+    ("getxattr", false, false),
+    ("socket", false, false),
+    ("uring_cmd", false, true),
+    ("send_zc", true, true),
+    ("sendmsg_zc", true, true),
+    ("read_multishot", true, true),
+    ("waitid", false, false),
+    ("futex_wait", false, false),
+    ("futex_wake", false, false),
+    ("futex_waitv", false, false),
+    ("fixed_fd_install", false, true),
+    ("ftruncate", false, true),
+    ("bind", false, true),
+    ("listen", false, true),
+    ("recv_zc", true, true),
+    ("epoll_wait", false, true),
+    ("readv_fixed", true, true),
+    ("writev_fixed", true, true),
+    ("pipe", false, false),
 ];
 
 #[cfg(test)]
@@ -166,7 +167,10 @@ mod tests {
         for line in body.lines() {
             let Some((name, value)) = line.trim().strip_prefix("IORING_OP_").and_then(|l| {
                 let (n, v) = l.split_once('=')?;
-                Some((n.trim(), v.trim().trim_end_matches(',').parse::<usize>().ok()?))
+                Some((
+                    n.trim(),
+                    v.trim().trim_end_matches(',').parse::<usize>().ok()?,
+                ))
             }) else {
                 continue;
             };

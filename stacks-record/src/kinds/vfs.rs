@@ -38,7 +38,6 @@ impl EventKind for Vfs {
         &[RecordKind::STACKS_EV_VFS]
     }
 
-
     fn aggregates(&self) -> bool {
         true
     }

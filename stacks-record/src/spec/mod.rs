@@ -305,7 +305,11 @@ fn parse_kind(token: &str) -> Result<KindArgs, SpecError> {
     if !stacks.letters().chars().all(|c| letters.contains(c)) {
         return Err(SpecError::Letters {
             token: token.to_string(),
-            letters: letters.chars().map(String::from).collect::<Vec<_>>().join(", "),
+            letters: letters
+                .chars()
+                .map(String::from)
+                .collect::<Vec<_>>()
+                .join(", "),
         });
     }
     Ok(KindArgs { name, stacks, arg })
