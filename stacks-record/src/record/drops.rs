@@ -18,9 +18,9 @@ use crate::output::rows::{Extra, Row, RowBuilder};
 
 /// The record kind of counter `index` when it is of cause `first` counted by kind.
 fn by_kind(first: Drop, index: u32) -> Option<u32> {
-    (first.0..first.0 + kinds::KIND_ROOM)
-        .contains(&index)
-        .then(|| index - first.0)
+    index
+        .checked_sub(first.0)
+        .filter(|record| *record < kinds::KIND_ROOM)
 }
 
 /// The `cause` of a `lost` row for counter `index` of `enum stacks_drop`: `WHY:KIND`, e.g.
