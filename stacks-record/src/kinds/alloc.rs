@@ -42,9 +42,6 @@ impl EventKind for Alloc {
         &[RecordKind::STACKS_EV_ALLOC]
     }
 
-    /// Samples are rare by design, but a program allocating gigabytes a second at a small
-    /// interval can flood: never the samples ring.
-
     fn decode(&self, e: &RawEvent<'_>, cx: &mut Context<'_>) -> Option<Decoded> {
         let a: stacks_alloc = e.info();
         if a.op == stacks_alloc_op::STACKS_ALLOC_ALLOC && a.untracked != 0 {

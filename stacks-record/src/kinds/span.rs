@@ -46,9 +46,6 @@ impl EventKind for Span {
         &[RecordKind::STACKS_EV_SPAN]
     }
 
-    /// The ring of the process lifecycle records: a span left just before its process exits
-    /// is read before the exit, which ends the spans still entered.
-
     /// Its enter and exit records are paired into rows by the converter.
     fn effects(&self, record: RecordKind) -> Effects {
         Effects {

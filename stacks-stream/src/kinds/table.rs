@@ -355,6 +355,8 @@ pub const ALL: &[Kind] = &[
             help: "each entry of a `tracing` span in programs using tracing-stacks (its USDT \
                    probes): one row from enter to exit, stacks at the enter; value = ns.",
         },
+        // The ring of the process lifecycle records: a span left just before its process
+        // exits is read before the exit, which ends the spans still entered.
         ring: Some(Ring::Samples),
         sampling: Sampling::Event,
     },
@@ -388,6 +390,8 @@ pub const ALL: &[Kind] = &[
                    args = [address, size]) or free of a sampled pointer; stacks at the \
                    allocation.",
         },
+        // Samples are rare by design, but a program allocating gigabytes a second at a small
+        // interval can flood: never the samples ring.
         ring: Some(Ring::Probes),
         sampling: Sampling::Event,
     },
