@@ -144,7 +144,7 @@ static __always_inline bool agg_put(void *ctx, void *events, void *kst, void *us
 			return true;
 		}
 	}
-	count_drop(STACKS_DROP_AGG_FULL + (k->kind & 15));
+	count_drop(STACKS_DROP_AGG_FULL + (k->kind & (STACKS_EV_ROOM - 1)));
 	return false;
 }
 
@@ -162,6 +162,6 @@ static __always_inline bool agg_add(void *ctx, struct stacks_agg_key *k, __u32 w
 		ok = agg_put(ctx, &agg_events0, &agg_kstacks0, &agg_ustacks0, k, want, bytes,
 			     latency, ts, fd);
 	if (ok)
-		count_drop(STACKS_DROP_AGGREGATED + (k->kind & 15));
+		count_drop(STACKS_DROP_AGGREGATED + (k->kind & (STACKS_EV_ROOM - 1)));
 	return ok;
 }

@@ -61,7 +61,7 @@ const volatile __u64 ring_half[4] = {8 << 20, 8 << 20, 8 << 20, 8 << 20};
  * event source does not cost a reader wakeup per event. 0: wake on every event. */
 const volatile __u64 wakeup_bytes[4] = {};
 /* The ring of each record kind (enum stacks_event_kind -> enum stacks_ring). */
-const volatile enum stacks_ring kind_ring[32] = {};
+const volatile enum stacks_ring kind_ring[STACKS_EV_ROOM] = {};
 
 /* One ring buffer per class of kinds (enum stacks_ring); sized by user space (a page when no
  * kind of its class is recorded). */
@@ -83,7 +83,7 @@ struct {
 /* The ring of records of `kind`. */
 static __always_inline __u32 ring_of(__u32 kind)
 {
-	__u32 ring = kind_ring[kind & 31];
+	__u32 ring = kind_ring[kind & (STACKS_EV_ROOM - 1)];
 	return ring < STACKS_RING_COUNT ? ring : STACKS_RING_SAMPLES;
 }
 
@@ -548,7 +548,7 @@ static __always_inline bool submit_with(struct stacks_event *e, __u64 wake_flags
 	if (size > sizeof(*e))
 		size = sizeof(*e);
 	if (ring_output(ring_of(e->hdr.kind), e, size, wake_flags)) {
-		count_drop(STACKS_DROP_RINGBUF + (e->hdr.kind & 31));
+		count_drop(STACKS_DROP_RINGBUF + (e->hdr.kind & (STACKS_EV_ROOM - 1)));
 		return false;
 	}
 	return true;

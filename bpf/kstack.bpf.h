@@ -22,8 +22,8 @@
  * - The first frame is where the program called bpf_get_stack (the kernel's unwind starts at
  *   that helper's caller): fixed for the program, and kept as it was. The next (the program's
  *   own caller frames, the tracepoint's glue) are below ctx; all but the first are checked.
- * - Only the kinds whose stacks are taken in tracepoint programs use it (KC_KINDS: ctx is the
- *   tracepoint's arguments on the stack). Stacks of more than KC_FRAMES frames, or whose
+ * - Only the kinds whose stacks are taken in tracepoint programs use it (kstack_kinds, set by
+ *   user space from each kind's declaration: ctx is the tracepoint's arguments on the stack). Stacks of more than KC_FRAMES frames, or whose
  *   frames are not found in turn among the stack words from just below ctx (within KC_SPAN
  *   bytes on each stack), are unwound every time, as before. */
 #pragma once
@@ -41,9 +41,10 @@
 /* The smallest x86-64 thread stack (16 KiB): ctx further than this from the stack's base is
  * not in it, and the words read for a new entry stay inside it. */
 #define KC_THREAD_MIN 16384
-#define KC_KINDS                                                                           \
-	((1U << STACKS_EV_SWITCH) | (1U << STACKS_EV_WAKE) | (1U << STACKS_EV_BLOCK) |     \
-	 (1U << STACKS_EV_VFS) | (1U << STACKS_EV_NET) | (1U << STACKS_EV_RSS))
+/* The record kinds (a bit each) whose kernel stacks may be served from the cache, set by user
+ * space from the kinds that say their stacks are taken in tracepoint programs. */
+const volatile __u32 kstack_kinds = 0;
+_Static_assert(STACKS_EV_ROOM <= 32, "kstack_kinds has a bit per record kind");
 
 /* Whether kernel stacks may be served from the cache (user space: --kernel-stacks-unwound
  * turns it off). */
@@ -288,7 +289,7 @@ __noinline long capture_kernel_ips(void *ctx __arg_ctx, struct stacks_event *e, 
 	__u64 a = 0, base = 0;
 	bool check = false, keyed = false;
 
-	if (kstack_cache_on && kind < 32 && (KC_KINDS & (1U << kind))) {
+	if (kstack_cache_on && kind < STACKS_EV_ROOM && (kstack_kinds & (1U << kind))) {
 		void *p = ctx;
 		struct task_struct *task = bpf_get_current_task_btf();
 		base = (__u64)BPF_CORE_READ(task, stack);

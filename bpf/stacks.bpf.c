@@ -8,6 +8,11 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
+/* Every record kind has its counters in the drop causes counted by kind and its entry in
+ * kind_ring (stacks.h, STACKS_EV_ROOM). */
+_Static_assert(STACKS_EV_COUNT <= STACKS_EV_ROOM, "a record kind past STACKS_EV_ROOM");
+_Static_assert(STACKS_DROP_URING_MAP_FULL < STACKS_DROP_COUNT, "drop causes past STACKS_DROP_COUNT");
+
 #include "kinds/profile.bpf.h"
 #include "kinds/switch.bpf.h"
 #include "kinds/rss.bpf.h"
@@ -18,4 +23,5 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #include "kinds/probe.bpf.h"
 #include "kinds/span.bpf.h"
 #include "kinds/alloc.bpf.h"
+#include "kinds/uring.bpf.h"
 #include "kinds/lifecycle.bpf.h"

@@ -83,6 +83,11 @@ enum stacks_event_kind {
 	 * the wakeup; the header is the waker's (a task), or names its context (pid 0, comm
 	 * `[irq]`, `[softirq]`, `[timer]`), with the waker's stacks (info.wake). */
 	STACKS_EV_WAKE = 16,
+	/* An io_uring request of a traced submitter completed: ts = its submission; the header
+	 * and stacks are the submitter's at submission (info.uring). */
+	STACKS_EV_URING = 17,
+	/* One more than the last kind (at most STACKS_EV_ROOM). */
+	STACKS_EV_COUNT,
 };
 
 /* Where a wakeup ran (struct stacks_wake). */
@@ -93,43 +98,51 @@ enum stacks_wake_context {
 	STACKS_WAKE_TIMER = 3,    /* a timer's callback (hrtimer or timer wheel): a sleep ended */
 };
 
+/* Room for record kinds (enum stacks_event_kind): the drop counters keep this many per-kind
+ * counters per cause that is counted by kind, and kind_ring has one entry per kind.
+ * stacks.bpf.c asserts every kind fits. */
+#define STACKS_EV_ROOM 32
+
 /* Why an event was not delivered: the index of the per-CPU `drops` counters, each cause its
- * own count. Ring-buffer losses are counted per event kind, at STACKS_DROP_RINGBUF + kind. */
+ * own count. The causes counted by kind come first, each with STACKS_EV_ROOM counters (cause +
+ * enum stacks_event_kind), then the others. */
 enum stacks_drop {
-	STACKS_DROP_RINGBUF = 0,            /* + enum stacks_event_kind (<= 16): the ring buffer was full */
-	STACKS_DROP_SWITCH_STORAGE = 17,    /* no task storage for a traced thread switching out */
-	STACKS_DROP_VFS_STORAGE = 19,       /* no task storage at a system call's entry */
-	STACKS_DROP_BLOCK_MAP_FULL = 20,    /* the in-flight block request table was full */
-	STACKS_DROP_RSS_MAP_FULL = 21,      /* a per-process or per-thread RSS table was full */
+	STACKS_DROP_RINGBUF = 0,            /* + kind: the ring buffer was full */
+	/* Not a loss: events aggregated in the kernel (+ kind) because their ring buffer was
+	 * backed up; they arrive as rows whose count covers them. */
+	STACKS_DROP_AGGREGATED = STACKS_EV_ROOM,
+	/* The aggregation table was full (+ kind): an event that could be neither sent (its ring
+	 * buffer was full) nor aggregated. */
+	STACKS_DROP_AGG_FULL = 2 * STACKS_EV_ROOM,
+	STACKS_DROP_SWITCH_STORAGE = 3 * STACKS_EV_ROOM, /* no task storage for a traced thread switching out */
+	STACKS_DROP_VFS_STORAGE,            /* no task storage at a system call's entry */
+	STACKS_DROP_BLOCK_MAP_FULL,         /* the in-flight block request table was full */
+	STACKS_DROP_RSS_MAP_FULL,           /* a per-process or per-thread RSS table was full */
 	/* Not a loss: off-CPU time of switches the tracepoint did not report, accounted from the
 	 * thread's CPU time and switch count (exact; counted for the summary). */
-	STACKS_DROP_END_INFERRED = 22,
+	STACKS_DROP_END_INFERRED,
 	/* Every per-CPU probe record slot was in use (probes nested deeper than
 	 * STACKS_PROBE_SLOTS on one CPU). */
-	STACKS_DROP_PROBE_BUSY = 23,
+	STACKS_DROP_PROBE_BUSY,
 	/* Not a loss: hits of a counting probe sent as single rows because the count table was
 	 * full or the stack table's slot for its stack held another stack. */
-	STACKS_DROP_PROBE_UNCOUNTED = 24,
+	STACKS_DROP_PROBE_UNCOUNTED,
 	/* Not a loss: `d` stacks taken by frame pointers instead (no stack copy) because the ring
 	 * buffer was over half full: a burst degrades stacks before it loses events. */
-	STACKS_DROP_DWARF_FP = 25,
+	STACKS_DROP_DWARF_FP,
 	/* Not a loss: kernel stacks served from the cache of verified unwinds (kstack.bpf.h). */
-	STACKS_DROP_KSTACK_CACHED = 26,
+	STACKS_DROP_KSTACK_CACHED,
 	/* A kernel stack served from that cache that the kernel's unwind, re-checking one use in
 	 * kstack_recheck, found different (the key is unwound every time after it). */
-	STACKS_DROP_KSTACK_WRONG = 27,
+	STACKS_DROP_KSTACK_WRONG,
 	/* Not a loss: re-checks of served entries that agreed with the kernel's unwind. */
-	STACKS_DROP_KSTACK_AGREED = 28,
+	STACKS_DROP_KSTACK_AGREED,
 	/* Not a loss: `block:n` requests kept in the in-flight table because their slot was held
 	 * by another request (kinds/block.bpf.h). */
-	STACKS_DROP_BLOCK_TABLED = 29,
-	/* Not a loss: events aggregated in the kernel (STACKS_DROP_AGGREGATED + kind) because
-	 * their ring buffer was backed up; they arrive as rows whose count covers them. */
-	STACKS_DROP_AGGREGATED = 32,
-	/* The aggregation table was full: an event that could be neither sent (its ring buffer
-	 * was full) nor aggregated (STACKS_DROP_AGG_FULL + kind). */
-	STACKS_DROP_AGG_FULL = 48,
-	STACKS_DROP_COUNT = 64,
+	STACKS_DROP_BLOCK_TABLED,
+	/* The in-flight io_uring request table was full (kinds/uring.bpf.h). */
+	STACKS_DROP_URING_MAP_FULL,
+	STACKS_DROP_COUNT = 4 * STACKS_EV_ROOM,
 };
 
 /* The ring buffers: a kind's records go to its class's ring (rodata kind_ring, set by user
@@ -170,6 +183,14 @@ enum stacks_block_op {
 	STACKS_BLOCK_WRITE = 1,   /* REQ_OP_WRITE */
 	STACKS_BLOCK_FLUSH = 2,   /* REQ_OP_FLUSH */
 	STACKS_BLOCK_DISCARD = 3, /* REQ_OP_DISCARD */
+};
+
+/* How an io_uring request ran (struct stacks_uring). */
+enum stacks_uring_how {
+	STACKS_URING_INLINE = 0,  /* issued in the submitting call */
+	STACKS_URING_ASYNC = 1,   /* handed to an io-wq worker (io_uring_queue_async_work) */
+	STACKS_URING_POLL = 2,    /* armed to be issued at readiness (io_uring_poll_arm) */
+	STACKS_URING_SQPOLL = 3,  /* submitted by the ring's SQPOLL thread */
 };
 
 /* The file system calls traced by `vfs`. */
@@ -396,6 +417,19 @@ struct stacks_vfs {
 	struct stacks_file file;  /* kept last (see struct stacks_file) */
 };
 
+struct stacks_uring {
+	__u64 latency_ns;         /* submission -> completion (the CQE posted) */
+	__u64 request;            /* the request (struct io_kiocb address) */
+	__s32 res;                /* the CQE's result: bytes, a descriptor, or -errno */
+	__s32 fd;                 /* the SQE's descriptor, or a registered file's index (fixed) */
+	__u8 opcode;              /* IORING_OP_* */
+	__u8 how;                 /* enum stacks_uring_how */
+	__u8 fixed;               /* 1: fd is an index in the ring's registered files */
+	__u8 pad;
+	__u32 pad2;
+	struct stacks_file file;  /* the request's file at completion (inode 0: none); kept last */
+};
+
 struct stacks_net_addrs {
 	__u8 local[16];  /* IPv4 in the first 4 bytes, network order */
 	__u8 remote[16];
@@ -604,6 +638,7 @@ union stacks_info {
 	struct stacks_block block;
 	struct stacks_vfs vfs;
 	struct stacks_net net;
+	struct stacks_uring uring;
 	struct stacks_state_sample state;
 	struct stacks_probe probe;
 	struct stacks_span_event span_event;

@@ -125,6 +125,20 @@ static __always_inline void file_none(struct stacks_file *v)
 	v->mnt = 0;
 }
 
+/* File `f`: its inode, type, dentry and mount into `v`, no path. */
+static __always_inline void file_fill(struct stacks_file *v, struct file *f)
+{
+	/* Read-only BTF view of the file: plain loads, not a helper call per field. */
+	struct file *file = bpf_core_cast(f, struct file);
+	struct inode *ino = file->f_inode;
+	if (ino) {
+		v->inode = ino->i_ino;
+		v->file_type = (ino->i_mode & S_IFMT) >> S_IFMT_SHIFT;
+	}
+	v->dentry = (__u64)file->f_path.dentry;
+	v->mnt = (__u64)file->f_path.mnt;
+}
+
 /* Descriptor `fd` of `task`'s fd table: its inode, type, dentry and mount into `v`, no path
  * (all left empty when it names no file). Returns the file, or NULL. */
 static __always_inline struct file *file_of(struct stacks_file *v, struct task_struct *task,
@@ -135,15 +149,7 @@ static __always_inline struct file *file_of(struct stacks_file *v, struct task_s
 	struct file *f = fd_file(task, fd);
 	if (!f)
 		return NULL;
-	/* Read-only BTF view of the file: plain loads, not a helper call per field. */
-	struct file *file = bpf_core_cast(f, struct file);
-	struct inode *ino = file->f_inode;
-	if (ino) {
-		v->inode = ino->i_ino;
-		v->file_type = (ino->i_mode & S_IFMT) >> S_IFMT_SHIFT;
-	}
-	v->dentry = (__u64)file->f_path.dentry;
-	v->mnt = (__u64)file->f_path.mnt;
+	file_fill(v, f);
 	return f;
 }
 

@@ -411,20 +411,27 @@ class Store:
 
     # -- latency ---------------------------------------------------------------------------
 
+    # name: (kind, per-event latency, events, time, condition). Every kind of the registry whose
+    # `duration` is a latency (kinds.json: top.latency) and whose rows are events, by its name
+    # (a row standing for `count` events by their mean); `syscall`: `state` samples by the time
+    # in their system call so far.
     LATENCY_SOURCES = {
-        # name: (kind, per-event latency, events, time, condition)
-        "vfs": ("vfs", "duration / coalesce(count, 1)", "coalesce(count, 1)", "duration", "duration IS NOT NULL"),
-        "block": ("block", "duration", "1", "duration", "duration IS NOT NULL"),
+        **{
+            name: (name, "duration / coalesce(count, 1)", "coalesce(count, 1)", "duration", "duration IS NOT NULL")
+            for name, k in KINDS.items()
+            if k["top"] and k["top"]["latency"] and k["sampling"] == "event" and "duration" in k["columns"]
+        },
         "syscall": ("state", "duration", "1", "value", "syscall IS NOT NULL AND duration IS NOT NULL"),
     }
 
     def latency_heatmap(self, source: str, interval_s: float = 0.25, pid=None, host=None) -> pd.DataFrame:
         """Events and time per (time bucket, log2 latency bucket) for `source`.
 
-        `vfs`: file and socket reads and writes (`duration` per call; aggregated rows by their
-        mean, which lies in the bucket of every call they sum); `block`: block requests, issue
-        to completion; `syscall`: `state` samples of threads in a system call, by the time
-        spent in the call so far (`time` is then the sampled thread time). `bucket` k holds
+        A kind whose `duration` is a latency (`vfs`: file and socket reads and writes, `block`:
+        block requests issue to completion, `uring`: io_uring requests submission to
+        completion, `switch`, `wake`, `span`): `duration` per event (aggregated rows by their
+        mean, which lies in the bucket of every event they sum); `syscall`: `state` samples of
+        threads in a system call, by the time spent in the call so far (`time` is then the sampled thread time). `bucket` k holds
         latencies in [2^k, 2^(k+1)) ns; `events` counts, `time_ns` sums `duration` (or the
         sampled time for `syscall`).
         """

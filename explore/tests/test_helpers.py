@@ -32,6 +32,13 @@ def test_every_kind_of_the_registry_has_a_unit():
     assert store_module.VALUE_UNITS["lost"] == "events"
 
 
+def test_latency_sources_are_the_registrys_latency_kinds():
+    kinds = json.loads((EXPLORE / "stacks_explore" / "kinds.json").read_text())["kinds"]
+    latency = {k["name"] for k in kinds if k["top"] and k["top"]["latency"] and k["sampling"] == "event"}
+    assert {"vfs", "block", "uring"} <= latency
+    assert set(sx.Store.LATENCY_SOURCES) == latency | {"syscall"}
+
+
 def test_values_are_written_in_their_unit():
     assert sx.format_ns(1.5e9) == "1.5 s"
     assert sx.format_ns(20e6) == "20 ms"

@@ -25,10 +25,6 @@ pub(crate) const RESTORE_AFTER: Duration = Duration::from_secs(60);
 /// not measured: a one-off cost, which would otherwise shed at every start.
 pub(crate) const SETTLE: Duration = Duration::from_secs(3);
 
-/// Kinds of the IO ring (docs/format.md, "Aggregated rows").
-const IO_KINDS: [&str; 4] = ["vfs", "net", "block", "rss"];
-/// Kinds sampled at a rate (`HZ`), kept to the end at a quarter of it.
-const RATE_KINDS: [&str; 2] = ["profile", "state"];
 /// What the first level divides the rates by.
 const RATE_DIVISOR: u64 = 4;
 /// Probe prefixes of `-e` (their fields are not `NAME[:STACKS][:ARG]`).
@@ -103,11 +99,23 @@ fn join(tokens: &[Token]) -> String {
 
 /// The ladder of `events` (a `-e` the recorder accepted): the configured level first, then,
 /// cumulatively and skipping a step that changes nothing or would leave nothing to record:
-/// 1. `profile` and `state` at a quarter of their rate (at least 1 Hz);
-/// 2. the IO kinds (`vfs`, `net`, `block`, `rss`) without stacks;
+/// 1. the sampled kinds (`profile`, `state`) at a quarter of their rate (at least 1 Hz);
+/// 2. the kinds of the IO ring (`vfs`, `net`, `block`, `uring`, `rss`) without stacks;
 /// 3. the IO kinds stopped;
-/// 4. everything but `profile` and `state` stopped (`switch`, `wake`, probes, spans, `alloc`).
+/// 4. everything but the sampled kinds stopped (`switch`, `wake`, probes, spans, `alloc`).
+///
+/// Which kinds are sampled and which are IO is the registry's (`stacks_stream::kinds`: each
+/// kind's `sampling` and `ring`).
 pub(crate) fn ladder(events: &str) -> Vec<Level> {
+    ladder_of(events, stacks_stream::kinds::ALL)
+}
+
+/// [`ladder`] with the kinds of registry `kinds`.
+fn ladder_of(events: &str, kinds: &[stacks_stream::kinds::Kind]) -> Vec<Level> {
+    use stacks_stream::kinds::{Ring, Sampling};
+    let declared = |name: &str| kinds.iter().find(|k| k.name == name);
+    let rate = |name: &str| declared(name).is_some_and(|k| k.sampling != Sampling::Event);
+    let io = |name: &str| declared(name).is_some_and(|k| k.ring == Some(Ring::Io));
     let mut tokens: Vec<Token> = events
         .split(',')
         .map(str::trim)
@@ -126,9 +134,9 @@ pub(crate) fn ladder(events: &str) -> Vec<Level> {
     };
     for t in &mut tokens {
         if let Token::Kind { name, stacks, arg } = t
-            && RATE_KINDS.contains(&name.as_str())
+            && rate(name)
         {
-            let default = stacks_stream::kinds::get(name)
+            let default = declared(name)
                 .and_then(|k| match k.source {
                     stacks_stream::kinds::Source::Event { arg: Some(a), .. } => Some(a.default),
                     _ => None,
@@ -136,7 +144,9 @@ pub(crate) fn ladder(events: &str) -> Vec<Level> {
                 .unwrap_or("20");
             let hz: u64 = arg.as_deref().unwrap_or(default).parse().unwrap_or(20);
             // The rate is an explicit third field: `NAME:STACKS:HZ`.
-            let sel = stacks.clone().unwrap_or_else(|| default_stacks(name));
+            let sel = stacks
+                .clone()
+                .unwrap_or_else(|| default_stacks(declared(name)));
             *stacks = Some(sel);
             *arg = Some((hz / RATE_DIVISOR).max(1).to_string());
         }
@@ -144,22 +154,22 @@ pub(crate) fn ladder(events: &str) -> Vec<Level> {
     take(&tokens, "profile and state at a quarter of their rate");
     for t in &mut tokens {
         if let Token::Kind { name, stacks, .. } = t
-            && IO_KINDS.contains(&name.as_str())
+            && io(name)
         {
             *stacks = Some("n".into());
         }
     }
     take(&tokens, "IO kinds without stacks");
-    tokens.retain(|t| !IO_KINDS.contains(&t.name()));
+    tokens.retain(|t| !io(t.name()));
     take(&tokens, "IO kinds stopped");
-    tokens.retain(|t| RATE_KINDS.contains(&t.name()));
+    tokens.retain(|t| rate(t.name()));
     take(&tokens, "all but profile and state stopped");
     levels
 }
 
 /// The stacks a kind captures when `-e` does not say (the registry's default).
-fn default_stacks(name: &str) -> String {
-    match stacks_stream::kinds::get(name).map(|k| k.source) {
+fn default_stacks(kind: Option<&stacks_stream::kinds::Kind>) -> String {
+    match kind.map(|k| k.source) {
         Some(stacks_stream::kinds::Source::Event { stacks, .. }) => stacks.to_string(),
         _ => "uk".to_string(),
     }
@@ -396,6 +406,44 @@ mod tests {
         assert_eq!(
             events("profile:u:1,switch"),
             ["profile:u:1,switch", "profile:u:1"]
+        );
+    }
+
+    /// A kind added to the registry is shed by what it declares, with no list here to extend:
+    /// `uring` (IO ring) like `vfs`, and a made-up kind of each class.
+    #[test]
+    fn sheds_follow_the_registry() {
+        use stacks_stream::kinds::{ALL, Ring, Sampling};
+        assert_eq!(
+            events("switch,uring:u"),
+            ["switch,uring:u", "switch,uring:n", "switch"]
+        );
+        let vfs = *stacks_stream::kinds::get("vfs").unwrap();
+        let state = *stacks_stream::kinds::get("state").unwrap();
+        let mut kinds = ALL.to_vec();
+        kinds.push(stacks_stream::kinds::Kind {
+            name: "newio",
+            ..vfs
+        });
+        kinds.push(stacks_stream::kinds::Kind {
+            name: "newsampled",
+            ring: Some(Ring::Samples),
+            sampling: Sampling::Passes,
+            ..state
+        });
+        let levels: Vec<String> = ladder_of("newsampled:u:8,switch,newio:u", &kinds)
+            .into_iter()
+            .map(|l| l.events)
+            .collect();
+        assert_eq!(
+            levels,
+            [
+                "newsampled:u:8,switch,newio:u",
+                "newsampled:u:2,switch,newio:u",
+                "newsampled:u:2,switch,newio:n",
+                "newsampled:u:2,switch",
+                "newsampled:u:2",
+            ]
         );
     }
 

@@ -35,6 +35,11 @@ pub const BUNDLED: &[(&str, &str)] = &[
     ("vfs-read", include_str!("../queries/vfs-read.sql")),
     ("vfs-write", include_str!("../queries/vfs-write.sql")),
     ("net", include_str!("../queries/net.sql")),
+    ("uring", include_str!("../queries/uring.sql")),
+    (
+        "uring-latency",
+        include_str!("../queries/uring-latency.sql"),
+    ),
     (
         "top-processes",
         include_str!("../queries/top-processes.sql"),

@@ -84,6 +84,14 @@ pub mod kind {
     /// = ns in the call; `op` = `read`|`write`; `syscall`; `fd`; `path`; failed calls have
     /// `value` 0 and `errno`.
     pub const VFS: &str = "vfs";
+    /// An io_uring request of a traced submitter (`-e uring`), one row per request: `time` =
+    /// its submission, `duration` = ns until its completion was posted; `op` = the opcode in
+    /// lower case (`read`, `write_fixed`, `send`, `fsync`, …); `value` = bytes for reads,
+    /// writes, sends and receives (0 otherwise, and on failure); `errno` of a failed request;
+    /// `fd` (a registered file's index for a fixed file) and `path`; `mode` = how it ran;
+    /// `pid`, `tid` and stacks are the submitter's at submission (an SQPOLL thread's request:
+    /// that thread, no user stack).
+    pub const URING: &str = "uring";
     /// TCP/UDP send or receive. `value` = bytes transferred; `op` = `send`|`recv`; `protocol` =
     /// `tcp`|`udp`; `local`/`remote` = `addr:port` (`[v6]:port`).
     pub const NET: &str = "net";

@@ -145,7 +145,7 @@ macro_rules! with_columns {
             KSTACK_SYMBOLS kstack_symbols: KStackSymbols, true, None, Raw,
                 r#"the kernel symbol of each `kstack` address, same positions, resolved by the recorder from the running kernel's kallsyms (see below)"#;
             DURATION duration: Int64, true, Some("ns"), Raw,
-                r#"ns: off-CPU time (`switch`), issue → completion (`block`), time in the system call (`vfs`), time in `syscall` so far (`state`, when its entry was seen)"#;
+                r#"ns: off-CPU time (`switch`), issue → completion (`block`), time in the system call (`vfs`), submission → completion (`uring`), time in `syscall` so far (`state`, when its entry was seen)"#;
             COUNT count: Int64, true, None, Raw,
                 r#"how many events the row stands for: 1, or more for folded `switch` rows, sampled `rss` rows, counting probes and `vfs`/`net` rows the kernel aggregated (see Aggregated rows)"#;
             STATE state: Utf8, true, None, Raw,
@@ -157,13 +157,13 @@ macro_rules! with_columns {
             OFFCPU_SINCE offcpu_since: Time, true, Some("ns"), Raw,
                 r#"`state`, with `switch` recorded too: when a thread off CPU at the pass left the CPU, which is the `time` of the `switch` row of the interval it is in (and, with `wake`, the wake row that ended that interval has `time` − `duration` = this); null for a running thread, without `switch`, or for an interval that began before the recording"#;
             OP op: Utf8, true, None, Raw,
-                r#"`block`: `read`, `write`, `flush`, `discard`, `other`; `vfs`: `read`, `write`; `net`: `send`, `recv`; `rss`: the counter that grew, `anon`, `file`, `shmem`, `swap`; `alloc`: `alloc` (a sampled allocation) or `free` (of a sampled pointer)"#;
+                r#"`block`: `read`, `write`, `flush`, `discard`, `other`; `vfs`: `read`, `write`; `net`: `send`, `recv`; `rss`: the counter that grew, `anon`, `file`, `shmem`, `swap`; `alloc`: `alloc` (a sampled allocation) or `free` (of a sampled pointer); `uring`: the request's opcode in lower case (`read`, `write`, `readv`, `read_fixed`, `send`, `recv`, `accept`, `fsync`, `openat`, `timeout`, …)"#;
             SYSCALL syscall: Utf8, true, None, Raw,
                 r#"`vfs`: the system call (`read`, `pwrite64`, `writev`, `preadv2`, …); `state`: the system call the thread is in (any call, named as on this architecture: `clock_nanosleep`, `futex`, `read`, …), null when in none"#;
             FD fd: Int32, true, None, Raw,
-                r#"`vfs`: the file descriptor; `state`: the descriptor the thread's system call is on, for calls whose first argument is one (the read/write, sync, socket, `ioctl`, `flock`, `getdents64`, `epoll_wait` families)"#;
+                r#"`vfs`: the file descriptor; `uring`: the request's descriptor, or for a registered (fixed) file its index in the ring's table; `state`: the descriptor the thread's system call is on, for calls whose first argument is one (the read/write, sync, socket, `ioctl`, `flock`, `getdents64`, `epoll_wait` families)"#;
             PATH path: Utf8, true, None, Raw,
-                r#"`vfs`: the file's path, walked up from the file's dentry in BPF across mount points (absolute, as seen from the initial mount namespace; `…/`-prefixed when longer than 12 components or 128 bytes, then completed from `/proc/PID/fd` when the file is still open); `pipe:[inode]` / `socket:[inode]` for those; `state`: the same, for the file behind `fd`, read from the thread's fd table at the sampling pass; `exec`: the executed file as passed to exec"#;
+                r#"`vfs`: the file's path, walked up from the file's dentry in BPF across mount points (absolute, as seen from the initial mount namespace; `…/`-prefixed when longer than 12 components or 128 bytes, then completed from `/proc/PID/fd` when the file is still open); `pipe:[inode]` / `socket:[inode]` for those; `uring`: the same, for the request's file at its completion; `state`: the same, for the file behind `fd`, read from the thread's fd table at the sampling pass; `exec`: the executed file as passed to exec"#;
             DEV dev: Utf8, true, None, Raw,
                 r#"`block`: device `major:minor`"#;
             PROTOCOL protocol: Utf8, true, None, Raw,
@@ -177,7 +177,7 @@ macro_rules! with_columns {
             CHILD child: Int32, true, None, Raw,
                 r#"`fork`: the new process's pid"#;
             ERRNO errno: Int32, true, None, Raw,
-                r#"`vfs`, `net`: the error of a failed call (positive errno); its `value` is 0"#;
+                r#"`vfs`, `net`: the error of a failed call (positive errno); its `value` is 0; `uring`: the error of a failed request, as its completion gave it"#;
             EXIT_CODE exit_code: Int32, true, None, Raw,
                 r#"`exit`: the exit status in wait(2) encoding"#;
             CAUSE cause: Utf8, true, None, Raw,
@@ -186,6 +186,8 @@ macro_rules! with_columns {
                 r#"`probe`: the probe as `-e` named it, without its stacks and `count` options (`tp:sched:sched_process_fork`, `uprobe:/usr/bin/app:parse`)"#;
             ARGS args: Args, true, None, Raw,
                 r#"`probe`: the hit's arguments as 64-bit integers (pointers and unsigned values wrap): a tracepoint's fields as it passes them (as many as its BTF prototype has), a uprobe's first six integer argument registers, a uretprobe's return value, a USDT probe's arguments; null on rows of counting probes; `alloc`: [the block's address, its size in bytes]"#;
+            MODE mode: Utf8, true, None, Raw,
+                r#"`uring`: how the request ran: `inline` (issued in the submitting call), `async` (handed to an io-wq worker, `iou-wrk`), `poll` (armed, issued when its file was ready), `sqpoll` (submitted by the ring's SQPOLL thread, `iou-sqp`)"#;
             STACK stack: Stack, true, None, Symbolized,
                 r#"kernel frames (leaf → root) followed by user frames (leaf → root); null when neither stack was requested"#;
             STACK_ID stack_id: StackId, true, None, Stored,

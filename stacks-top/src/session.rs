@@ -128,7 +128,9 @@ pub(crate) async fn table_of(q: Querier, view: View) -> Result<(Table, Duration)
 /// Whether `view`'s rows are taken in sampling passes (`state`), so that its average threads
 /// divide by the time its passes observed, not by its window's length.
 fn sampled_in_passes(view: &View) -> bool {
-    view.kind.as_deref() == Some(stacks_stream::kind::STATE)
+    view.kind
+        .as_deref()
+        .is_some_and(stacks_stream::kinds::sampled_in_passes)
 }
 
 /// The time observed in the one bucket of a [`crate::view::Planner::observed`] result; `None`

@@ -30,18 +30,16 @@ impl EventKind for Alloc {
         &["on_alloc", "on_alloc_free", "alloc_new_mapping"]
     }
 
+    fn kstack_cached(&self) -> bool {
+        false
+    }
+
     fn configure(&self, rodata: &mut rodata, on: Option<&KindArgs>) {
         rodata.alloc_stacks = on.map_or(0, |s| s.stacks.mask());
     }
 
     fn records(&self) -> &'static [RecordKind] {
         &[RecordKind::STACKS_EV_ALLOC]
-    }
-
-    /// Samples are rare by design, but a program allocating gigabytes a second at a small
-    /// interval can flood: never the samples ring.
-    fn ring(&self) -> super::Ring {
-        super::Ring::STACKS_RING_PROBES
     }
 
     fn decode(&self, e: &RawEvent<'_>, cx: &mut Context<'_>) -> Option<Decoded> {

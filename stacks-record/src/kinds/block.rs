@@ -23,16 +23,17 @@ impl EventKind for Block {
         &["on_block_start", "on_block_issue", "on_block_complete"]
     }
 
+    /// Its kernel stacks are taken in tracepoint programs: served from the cache of unwinds.
+    fn kstack_cached(&self) -> bool {
+        true
+    }
+
     fn configure(&self, rodata: &mut rodata, on: Option<&KindArgs>) {
         rodata.block_stacks = on.map_or(0, |b| b.stacks.mask());
     }
 
     fn records(&self) -> &'static [RecordKind] {
         &[RecordKind::STACKS_EV_BLOCK]
-    }
-
-    fn ring(&self) -> super::Ring {
-        super::Ring::STACKS_RING_IO
     }
 
     fn parts(&self) -> &'static [RecordKind] {

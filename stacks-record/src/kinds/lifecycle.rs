@@ -27,6 +27,11 @@ impl EventKind for Lifecycle {
         None
     }
 
+    /// The ring of its rows' kinds (`exec`, `fork`, `exit`).
+    fn ring(&self) -> super::Ring {
+        super::registry_ring(kind::EXEC)
+    }
+
     fn programs(&self) -> &'static [&'static str] {
         &[
             "on_exec",
@@ -35,6 +40,10 @@ impl EventKind for Lifecycle {
             "on_exit_snapshot",
             "on_new_mapping",
         ]
+    }
+
+    fn kstack_cached(&self) -> bool {
+        false
     }
 
     /// `on_new_mapping` keeps the kernel's plain-address user frames honest (`maps_read`):

@@ -14,6 +14,7 @@ pub(crate) mod run;
 mod span;
 mod state;
 mod switch;
+mod uring;
 mod vfs;
 mod wake;
 
@@ -162,10 +163,16 @@ pub(crate) trait EventKind: Sync {
         &[]
     }
 
-    /// The ring buffer its records go through: its class of kinds.
+    /// The ring buffer its records go through: its class of kinds, as the registry declares
+    /// it (`stacks_stream::kinds::Kind::ring`).
     fn ring(&self) -> Ring {
-        Ring::STACKS_RING_SAMPLES
+        registry_ring(self.name())
     }
+
+    /// Whether its kernel stacks are taken in tracepoint programs (ctx is the tracepoint's
+    /// arguments on the thread's stack), so they may be served from the cache of the kernel's
+    /// unwinds (bpf/kstack.bpf.h, `kstack_kinds`). Every kind says.
+    fn kstack_cached(&self) -> bool;
 
     /// Whether the kernel aggregates its events while its ring buffer is backed up.
     fn aggregates(&self) -> bool {
@@ -225,8 +232,26 @@ pub(crate) trait EventKind: Sync {
     }
 }
 
+/// The room for record kinds on the kernel side (bpf/stacks.h's `STACKS_EV_ROOM`): the drop
+/// causes counted by kind have this many counters each (the cause's first plus the record
+/// kind), `kind_ring` this many entries, `kstack_kinds` this many bits.
+pub(crate) const KIND_ROOM: u32 = crate::kernel::abi::types::stacks_drop::STACKS_DROP_AGGREGATED.0
+    - crate::kernel::abi::types::stacks_drop::STACKS_DROP_RINGBUF.0;
+
+/// The ring buffer of registry kind `name` (`stacks_stream::kinds::Kind::ring`). A recorder
+/// kind without one is a bug the tests catch (`every_kind_has_its_ring_from_the_registry`).
+fn registry_ring(name: &str) -> Ring {
+    use stacks_stream::kinds::Ring as R;
+    match stacks_stream::kinds::get(name).and_then(|k| k.ring) {
+        Some(R::Samples) => Ring::STACKS_RING_SAMPLES,
+        Some(R::Io) => Ring::STACKS_RING_IO,
+        Some(R::Probes) => Ring::STACKS_RING_PROBES,
+        None => panic!("kind {name} declares no ring in stacks-stream's kinds table"),
+    }
+}
+
 /// Every event kind.
-pub(crate) static ALL: [&dyn EventKind; 12] = [
+pub(crate) static ALL: &[&dyn EventKind] = &[
     &lifecycle::Lifecycle,
     &profile::Profile,
     &switch::Switch,
@@ -239,6 +264,7 @@ pub(crate) static ALL: [&dyn EventKind; 12] = [
     &probe::Probe,
     &span::Span,
     &alloc::Alloc,
+    &uring::Uring,
 ];
 
 /// The kind that turns records of `kind` into rows.
@@ -325,10 +351,14 @@ pub(crate) fn configure(open: &mut OpenStacksSkel<'_>, spec: &EventSpec) -> Resu
         .rodata_data
         .as_deref_mut()
         .context("BPF object has no read-only data section")?;
+    rodata.kstack_kinds = 0;
     for k in ALL {
         k.configure(rodata, k.event().and_then(|e| spec.get(e)));
         for r in k.records().iter().chain(k.parts()) {
-            rodata.kind_ring[r.0 as usize & 31] = k.ring();
+            rodata.kind_ring[r.0 as usize] = k.ring();
+            if k.kstack_cached() {
+                rodata.kstack_kinds |= 1 << r.0;
+            }
         }
     }
     let mut seen = Vec::new();
@@ -459,6 +489,33 @@ mod tests {
         }
         assert!(said > 0, "no kind says what its records do");
         assert_eq!(effects(RecordKind(1000)), Effects::default());
+    }
+
+    /// Every record kind fits the kernel side's room for kinds (the drop counters counted by
+    /// kind, `kind_ring`, `kstack_kinds`): a kind past it fails here, not by counting its
+    /// losses under another cause.
+    #[test]
+    fn every_record_fits_the_room_for_kinds() {
+        let room = KIND_ROOM;
+        for k in ALL {
+            for r in k.records().iter().chain(k.parts()) {
+                assert!(r.0 < room, "{}: record {r:?} past STACKS_EV_ROOM", k.name());
+            }
+        }
+        assert!(RecordKind::STACKS_EV_COUNT.0 <= room);
+        assert!(room <= 32, "kstack_kinds has a bit per record kind");
+    }
+
+    /// Each kind's ring comes from its registry entry (a kind missing there panics here).
+    #[test]
+    fn every_kind_has_its_ring_from_the_registry() {
+        for k in ALL {
+            let ring = k.ring();
+            assert!(ring.0 < Ring::STACKS_RING_COUNT.0, "{}", k.name());
+        }
+        assert_eq!(uring::Uring.ring(), Ring::STACKS_RING_IO);
+        assert_eq!(profile::Profile.ring(), Ring::STACKS_RING_SAMPLES);
+        assert_eq!(alloc::Alloc.ring(), Ring::STACKS_RING_PROBES);
     }
 
     #[test]

@@ -27,16 +27,17 @@ impl EventKind for Net {
         &["on_sock_send", "on_sock_recv"]
     }
 
+    /// Its kernel stacks are taken in tracepoint programs: served from the cache of unwinds.
+    fn kstack_cached(&self) -> bool {
+        true
+    }
+
     fn configure(&self, rodata: &mut rodata, on: Option<&KindArgs>) {
         rodata.net_stacks = on.map_or(0, |n| n.stacks.mask());
     }
 
     fn records(&self) -> &'static [RecordKind] {
         &[RecordKind::STACKS_EV_NET]
-    }
-
-    fn ring(&self) -> super::Ring {
-        super::Ring::STACKS_RING_IO
     }
 
     fn aggregates(&self) -> bool {

@@ -39,6 +39,10 @@ impl EventKind for Probe {
         &[PROGRAMS[0].0, PROGRAMS[1].0, PROGRAMS[2].0, PROGRAMS[3].0]
     }
 
+    fn kstack_cached(&self) -> bool {
+        false
+    }
+
     fn loads(&self, program: &str, spec: &EventSpec) -> bool {
         PROGRAMS
             .iter()
@@ -48,10 +52,6 @@ impl EventKind for Probe {
 
     fn records(&self) -> &'static [RecordKind] {
         &[RecordKind::STACKS_EV_PROBE]
-    }
-
-    fn ring(&self) -> super::Ring {
-        super::Ring::STACKS_RING_PROBES
     }
 
     /// A counting table's row stands for many hits.

@@ -27,6 +27,10 @@ impl EventKind for Profile {
         &["on_cpu_sample"]
     }
 
+    fn kstack_cached(&self) -> bool {
+        false
+    }
+
     fn configure(&self, rodata: &mut rodata, on: Option<&KindArgs>) {
         rodata.profile_stacks = on.map_or(0, |p| p.stacks.mask());
     }

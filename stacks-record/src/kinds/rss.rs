@@ -25,6 +25,11 @@ impl EventKind for Rss {
         &["on_rss_stat"]
     }
 
+    /// Its kernel stacks are taken in tracepoint programs: served from the cache of unwinds.
+    fn kstack_cached(&self) -> bool {
+        true
+    }
+
     fn configure(&self, rodata: &mut rodata, on: Option<&KindArgs>) {
         rodata.rss_stacks = on.map_or(0, |r| r.stacks.mask());
         rodata.rss_every = on
@@ -35,10 +40,6 @@ impl EventKind for Rss {
 
     fn records(&self) -> &'static [RecordKind] {
         &[RecordKind::STACKS_EV_RSS]
-    }
-
-    fn ring(&self) -> super::Ring {
-        super::Ring::STACKS_RING_IO
     }
 
     fn decode(&self, e: &RawEvent<'_>, _: &mut Context<'_>) -> Option<Decoded> {

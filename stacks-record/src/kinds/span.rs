@@ -29,6 +29,10 @@ impl EventKind for Span {
         &["on_span_enter", "on_span_exit"]
     }
 
+    fn kstack_cached(&self) -> bool {
+        false
+    }
+
     fn configure(&self, rodata: &mut rodata, on: Option<&KindArgs>) {
         rodata.span_stacks = on.map_or(0, |s| s.stacks.mask());
     }
@@ -40,12 +44,6 @@ impl EventKind for Span {
     /// Enters and exits, each a part of a row (none decodes alone).
     fn parts(&self) -> &'static [RecordKind] {
         &[RecordKind::STACKS_EV_SPAN]
-    }
-
-    /// The ring of the process lifecycle records: a span left just before its process exits
-    /// is read before the exit, which ends the spans still entered.
-    fn ring(&self) -> super::Ring {
-        super::Ring::STACKS_RING_SAMPLES
     }
 
     /// Its enter and exit records are paired into rows by the converter.

@@ -29,6 +29,10 @@ impl EventKind for State {
         &["state_sys_enter", "state_sys_exit", "sample_states"]
     }
 
+    fn kstack_cached(&self) -> bool {
+        false
+    }
+
     fn configure(&self, rodata: &mut rodata, on: Option<&KindArgs>) {
         rodata.state_stacks = on.map_or(0, |s| s.stacks.mask());
         rodata.state_period_ns = on.map_or(0, KindArgs::period_ns);

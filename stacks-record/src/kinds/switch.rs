@@ -40,6 +40,11 @@ impl EventKind for Switch {
         ]
     }
 
+    /// Its kernel stacks are taken in tracepoint programs: served from the cache of unwinds.
+    fn kstack_cached(&self) -> bool {
+        true
+    }
+
     /// The timer, interrupt and softirq programs tell which context ran a `wake` record's
     /// wakeup: only with `wake`.
     fn loads(&self, program: &str, spec: &EventSpec) -> bool {

@@ -25,16 +25,17 @@ impl EventKind for Vfs {
         &["vfs_enter", "vfs_exit"]
     }
 
+    /// Its kernel stacks are taken in tracepoint programs: served from the cache of unwinds.
+    fn kstack_cached(&self) -> bool {
+        true
+    }
+
     fn configure(&self, rodata: &mut rodata, on: Option<&KindArgs>) {
         rodata.vfs_stacks = on.map_or(0, |v| v.stacks.mask());
     }
 
     fn records(&self) -> &'static [RecordKind] {
         &[RecordKind::STACKS_EV_VFS]
-    }
-
-    fn ring(&self) -> super::Ring {
-        super::Ring::STACKS_RING_IO
     }
 
     fn aggregates(&self) -> bool {

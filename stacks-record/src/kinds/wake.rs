@@ -24,6 +24,11 @@ impl EventKind for Wake {
         &[]
     }
 
+    /// Its kernel stacks are taken in tracepoint programs: served from the cache of unwinds.
+    fn kstack_cached(&self) -> bool {
+        true
+    }
+
     fn configure(&self, rodata: &mut rodata, on: Option<&KindArgs>) {
         rodata.wake_on = u32::from(on.is_some());
         rodata.wake_stacks = on.map_or(0, |s| s.stacks.mask());

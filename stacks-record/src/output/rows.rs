@@ -66,6 +66,8 @@ pub(crate) struct Extra {
     /// A probe's name (shared: one text per probe).
     pub probe: Option<std::rc::Rc<str>>,
     pub args: Option<Vec<i64>>,
+    /// `uring`: how the request ran.
+    pub mode: Option<&'static str>,
     /// The `tracing` span the thread was in (tracing-stacks).
     pub span: Option<crate::process::spans::SpanLabel>,
     /// The asyncio task the thread ran (CPython 3.14+).
@@ -258,6 +260,7 @@ impl Row<'_> {
         w.str(col::CAUSE, x.cause.as_deref());
         w.str(col::PROBE, x.probe.as_deref());
         w.args(col::ARGS, x.args.as_deref());
+        w.str(col::MODE, x.mode);
     }
 }
 

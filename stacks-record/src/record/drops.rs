@@ -16,18 +16,25 @@ use crate::kernel::load as bpf;
 use crate::kinds;
 use crate::output::rows::{Extra, Row, RowBuilder};
 
+/// The record kind of counter `index` when it is of cause `first` counted by kind.
+fn by_kind(first: Drop, index: u32) -> Option<u32> {
+    index
+        .checked_sub(first.0)
+        .filter(|record| *record < kinds::KIND_ROOM)
+}
+
 /// The `cause` of a `lost` row for counter `index` of `enum stacks_drop`: `WHY:KIND`, e.g.
 /// `ring_buffer_full:vfs` or `map_full:block`.
 pub(crate) fn cause_name(index: u32) -> String {
-    let ring = Drop::STACKS_DROP_RINGBUF.0;
-    if (ring..=ring + Kind::STACKS_EV_WAKE.0).contains(&index) {
-        return format!("ring_buffer_full:{}", kind_name(index - ring));
+    if let Some(record) = by_kind(Drop::STACKS_DROP_RINGBUF, index) {
+        return format!("ring_buffer_full:{}", kind_name(record));
     }
     match Drop(index) {
         Drop::STACKS_DROP_SWITCH_STORAGE => "no_task_storage:switch_out",
         Drop::STACKS_DROP_VFS_STORAGE => "no_task_storage:vfs",
         Drop::STACKS_DROP_BLOCK_MAP_FULL => "map_full:block",
         Drop::STACKS_DROP_RSS_MAP_FULL => "map_full:rss",
+        Drop::STACKS_DROP_URING_MAP_FULL => "map_full:uring",
         Drop::STACKS_DROP_PROBE_BUSY => "no_free_slot:probe",
         _ => return format!("unknown_{index}"),
     }
@@ -137,19 +144,13 @@ impl Drops {
         for (cpu, (totals, seen)) in now.iter().zip(seen_all.iter_mut()).enumerate() {
             seen.resize(totals.len(), 0);
             for (cause, (&total, prev)) in totals.iter().zip(seen.iter_mut()).enumerate() {
-                let agg = Drop::STACKS_DROP_AGGREGATED.0;
-                let full = Drop::STACKS_DROP_AGG_FULL.0;
-                if total > *prev && (agg..agg + 16).contains(&(cause as u32)) {
-                    *self
-                        .aggregated
-                        .entry(kind_name(cause as u32 - agg))
-                        .or_default() += total - *prev;
+                let aggregated = by_kind(Drop::STACKS_DROP_AGGREGATED, cause as u32);
+                let agg_full = by_kind(Drop::STACKS_DROP_AGG_FULL, cause as u32);
+                if let Some(record) = aggregated.filter(|_| total > *prev) {
+                    *self.aggregated.entry(kind_name(record)).or_default() += total - *prev;
                     *prev = total;
-                } else if total > *prev && (full..full + 16).contains(&(cause as u32)) {
-                    *self
-                        .agg_full
-                        .entry(kind_name(cause as u32 - full))
-                        .or_default() += total - *prev;
+                } else if let Some(record) = agg_full.filter(|_| total > *prev) {
+                    *self.agg_full.entry(kind_name(record)).or_default() += total - *prev;
                     *prev = total;
                 } else if let Some(count) = self.note_of(cause as u32).filter(|_| total > *prev) {
                     *count += total - *prev;
@@ -293,6 +294,58 @@ mod tests {
         assert_eq!(stream_kind(Kind::STACKS_EV_UWINDOW.0), Some("block"));
         assert_eq!(stream_kind(Kind::STACKS_EV_SPAN.0), Some("span"));
         assert_eq!(kind_name(99), "record_99");
+    }
+
+    /// A record kind anywhere in the room for kinds has counters of its own: `uring` (17, the
+    /// first kind past the old layout's 16, whose ring losses would have counted as
+    /// `no_task_storage:switch_out`) and a made-up kind at the room's last place, its ring
+    /// losses, aggregated events and aggregation-table misses each under its own name.
+    #[test]
+    fn a_new_kind_counts_its_drops_as_its_own() {
+        let uring = Kind::STACKS_EV_URING.0;
+        assert_eq!(
+            cause_name(Drop::STACKS_DROP_RINGBUF.0 + uring),
+            "ring_buffer_full:uring"
+        );
+        assert_eq!(
+            cause_name(Drop::STACKS_DROP_URING_MAP_FULL.0),
+            "map_full:uring"
+        );
+        let last = kinds::KIND_ROOM - 1;
+        let n = Drop::STACKS_DROP_COUNT.0 as usize;
+        let mut cpu = vec![0; n];
+        cpu[(Drop::STACKS_DROP_RINGBUF.0 + last) as usize] = 2;
+        cpu[(Drop::STACKS_DROP_AGGREGATED.0 + last) as usize] = 3;
+        cpu[(Drop::STACKS_DROP_AGG_FULL.0 + last) as usize] = 4;
+        cpu[(Drop::STACKS_DROP_RINGBUF.0 + uring) as usize] = 5;
+        let mut d = Drops::default();
+        let mut rows = d.update(&[cpu]);
+        rows.sort();
+        assert_eq!(
+            rows,
+            [
+                (0, format!("ring_buffer_full:record_{last}"), 2),
+                (0, "ring_buffer_full:uring".to_string(), 5)
+            ]
+        );
+        assert_eq!(d.aggregated.get(&format!("record_{last}")), Some(&3));
+        assert_eq!(d.agg_full.get(&format!("record_{last}")), Some(&4));
+        // No counter is named as another: each index is its own cause.
+        let mut names: Vec<String> = (0..Drop::STACKS_DROP_COUNT.0)
+            .filter(|&i| by_kind(Drop::STACKS_DROP_RINGBUF, i).is_some())
+            .map(cause_name)
+            .chain(
+                (Drop::STACKS_DROP_SWITCH_STORAGE.0..Drop::STACKS_DROP_COUNT.0)
+                    .map(cause_name)
+                    .filter(|c| !c.starts_with("unknown_")),
+            )
+            .collect();
+        let all = names.len();
+        names.sort();
+        names.dedup();
+        // Two records are parts of another kind's rows and named as it: SWITCH_FOLDED as
+        // switch, UWINDOW as block.
+        assert_eq!(all - names.len(), 2, "{names:?}");
     }
 
     #[test]

@@ -69,6 +69,20 @@ impl StackSel {
     }
 }
 
+impl StackSel {
+    /// The letters it takes of `u`, `k` and `d` (none for `n`).
+    pub(crate) fn letters(self) -> &'static str {
+        match self {
+            StackSel::None => "",
+            StackSel::User => "u",
+            StackSel::Kernel => "k",
+            StackSel::Both => "uk",
+            StackSel::Dwarf => "d",
+            StackSel::DwarfKernel => "dk",
+        }
+    }
+}
+
 impl fmt::Display for StackSel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
@@ -154,6 +168,8 @@ pub enum SpecError {
         token: String,
         min: u64,
     },
+    #[error("`{token}`: this event's stacks are {letters} or n")]
+    Letters { token: String, letters: String },
     #[error("`{0}` takes no argument: use {1}[:STACKS]")]
     NoArgument(String, String),
     #[error("too many fields in `{0}`: expected NAME[:STACKS][:ARG]")]
@@ -166,10 +182,6 @@ pub enum SpecError {
     TooManyProbes,
     #[error("`wake` records the wakers of `switch` intervals: add switch (e.g. -e switch,wake)")]
     WakeWithoutSwitch,
-    #[error(
-        "`{0}`: a waker's user stack is taken by frame pointers at the wakeup: use u, k, uk or n"
-    )]
-    WakeDwarf(String),
 }
 
 impl EventSpec {
@@ -201,13 +213,8 @@ impl EventSpec {
             }
             out.kinds.push(k);
         }
-        if let Some(w) = out.get(kind::WAKE) {
-            if w.stacks.dwarf() {
-                return Err(SpecError::WakeDwarf(format!("wake:{}", w.stacks)));
-            }
-            if out.get(kind::SWITCH).is_none() {
-                return Err(SpecError::WakeWithoutSwitch);
-            }
+        if out.get(kind::WAKE).is_some() && out.get(kind::SWITCH).is_none() {
+            return Err(SpecError::WakeWithoutSwitch);
         }
         out.kinds
             .sort_by_key(|k| event_names().iter().position(|n| *n == k.name));
@@ -269,11 +276,14 @@ fn parse_kind(token: &str) -> Result<KindArgs, SpecError> {
     let (stacks, arg) = split_fields(token, &fields[1..])?;
     let entry = stacks_stream::kinds::recordable().find_map(|k| match k.source {
         Source::Event {
-            stacks, arg: spec, ..
-        } if k.name == name => Some((k.name, stacks, spec)),
+            stacks,
+            letters,
+            arg: spec,
+            ..
+        } if k.name == name => Some((k.name, stacks, letters, spec)),
         _ => None,
     });
-    let Some((name, default_stacks, spec)) = entry else {
+    let Some((name, default_stacks, letters, spec)) = entry else {
         return Err(SpecError::UnknownEvent {
             name: name.to_string(),
             token: token.to_string(),
@@ -289,13 +299,20 @@ fn parse_kind(token: &str) -> Result<KindArgs, SpecError> {
         (Some(spec), Some(a)) => Some(parse_arg(spec.grammar, a, token)?),
         (Some(spec), None) => Some(parse_arg(spec.grammar, spec.default, token)?),
     };
-    Ok(KindArgs {
-        name,
-        stacks: stacks
-            .or_else(|| StackSel::parse(default_stacks))
-            .unwrap_or(StackSel::Both),
-        arg,
-    })
+    let stacks = stacks
+        .or_else(|| StackSel::parse(default_stacks))
+        .unwrap_or(StackSel::Both);
+    if !stacks.letters().chars().all(|c| letters.contains(c)) {
+        return Err(SpecError::Letters {
+            token: token.to_string(),
+            letters: letters
+                .chars()
+                .map(String::from)
+                .collect::<Vec<_>>()
+                .join(", "),
+        });
+    }
+    Ok(KindArgs { name, stacks, arg })
 }
 
 /// The grammar of kind `name`'s argument, per the registry.
@@ -512,9 +529,24 @@ mod tests {
         }
         assert_eq!(
             event_names(),
-            EventSpec::parse("profile,switch,wake,rss,block,vfs,net,state,span,alloc")
+            EventSpec::parse("profile,switch,wake,rss,block,vfs,net,uring,state,span,alloc")
                 .unwrap()
                 .names()
+        );
+    }
+
+    /// A kind's stacks are the letters its registry entry allows (or `n`).
+    #[test]
+    fn stacks_are_the_letters_the_registry_allows() {
+        assert_eq!(kind("uring", "uring").stacks, StackSel::User);
+        assert_eq!(kind("uring:n", "uring").stacks, StackSel::None);
+        for refused in ["uring:k", "uring:uk", "uring:dk", "switch,wake:d"] {
+            let e = EventSpec::parse(refused).unwrap_err();
+            assert!(matches!(e, SpecError::Letters { .. }), "{refused}: {e}");
+        }
+        assert_eq!(
+            EventSpec::parse("uring:k").unwrap_err().to_string(),
+            "`uring:k`: this event's stacks are u or n"
         );
     }
 

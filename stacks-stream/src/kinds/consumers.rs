@@ -138,6 +138,22 @@ fn json_kind(k: &Kind) -> String {
         format!("      \"stacks\": {}", k.stacks),
         format!("      \"columns\": {}", json_list(k.columns)),
         format!("      \"top\": {}", json_top(k.top.as_ref())),
+        format!(
+            "      \"ring\": {}",
+            json_opt(k.ring.map(|r| match r {
+                super::Ring::Samples => "samples",
+                super::Ring::Io => "io",
+                super::Ring::Probes => "probes",
+            }))
+        ),
+        format!(
+            "      \"sampling\": {}",
+            json_str(match k.sampling {
+                super::Sampling::Event => "event",
+                super::Sampling::Rate => "rate",
+                super::Sampling::Passes => "passes",
+            })
+        ),
     ]
     .join(",\n")
 }

@@ -103,6 +103,33 @@ pub enum ArgGrammar {
     Size { min: u64 },
 }
 
+/// The ring buffer a kind's records go through in stacks-record: its class of kinds, so a flood
+/// of one class never takes the room of another's records. The agent's CPU budget sheds by it
+/// too (docs/agent.md): `Io` kinds lose their stacks, then stop, before the others.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ring {
+    /// CPU, off-CPU and state samples, the process lifecycle, spans.
+    Samples,
+    /// File, socket, block and io_uring IO, RSS growth: summed or lost first under load.
+    Io,
+    /// Probes and allocations.
+    Probes,
+}
+
+/// How a kind's rows come: one per event, or sampled. The agent's CPU budget keeps sampled
+/// kinds to the end at a quarter of their rate; stacks-top and explore divide a sampled-in-
+/// passes kind's thread time by the time its passes observed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sampling {
+    /// A row per event (or per folded or aggregated events).
+    Event,
+    /// Sampled at a rate (`HZ`) on a clock: a row stands for a period.
+    Rate,
+    /// Sampled in passes over every thread at a rate (`HZ`): a row stands for a period of
+    /// the time the passes observed.
+    Passes,
+}
+
 /// Where rows of a kind come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Source {
@@ -110,6 +137,9 @@ pub enum Source {
     Event {
         /// The stacks captured when `STACKS` is not given (`u`, `k` or `uk`).
         stacks: &'static str,
+        /// The stack letters `STACKS` may use, of `u` (user, frame pointers), `k` (kernel) and
+        /// `d` (user, CFI); `n` (none) is always allowed.
+        letters: &'static str,
         arg: Option<Arg>,
         /// What `-e` help says the event records.
         help: &'static str,
@@ -157,6 +187,10 @@ pub struct Kind {
     /// How stacks-top shows it; `None`: never shown (`lost`).
     pub top: Option<Top>,
     pub source: Source,
+    /// The ring buffer its records go through in stacks-record; `None`: the recorder writes
+    /// its rows itself (`lost`).
+    pub ring: Option<Ring>,
+    pub sampling: Sampling,
 }
 
 /// How stacks-top weighs and groups the rows of a kind (docs/top.md, "Kinds"). Whether a row
@@ -201,6 +235,17 @@ pub fn shown() -> impl Iterator<Item = (&'static Kind, &'static Top)> {
 pub fn recordable() -> impl Iterator<Item = &'static Kind> {
     ALL.iter()
         .filter(|k| matches!(k.source, Source::Event { .. }))
+}
+
+/// The kinds whose records go through `ring` in stacks-record.
+pub fn in_ring(ring: Ring) -> impl Iterator<Item = &'static Kind> {
+    ALL.iter().filter(move |k| k.ring == Some(ring))
+}
+
+/// Whether rows of `kind` are sampled in passes over every thread (their thread time divides
+/// by the time the passes observed); false for a kind this version does not know.
+pub fn sampled_in_passes(kind: &str) -> bool {
+    get(kind).is_some_and(|k| k.sampling == Sampling::Passes)
 }
 
 /// The unit of `value` of rows of `kind`; a count for kinds this version does not know.
@@ -255,6 +300,7 @@ mod tests {
         kind::FORK,
         kind::EXIT,
         kind::WAKE,
+        kind::URING,
     ];
 
     #[test]
@@ -311,7 +357,8 @@ mod tests {
         assert_eq!(
             recordable().map(|k| k.name).collect::<Vec<_>>(),
             [
-                "profile", "switch", "wake", "rss", "block", "vfs", "net", "state", "span", "alloc"
+                "profile", "switch", "wake", "rss", "block", "vfs", "net", "uring", "state",
+                "span", "alloc"
             ]
         );
     }

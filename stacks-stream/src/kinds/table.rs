@@ -1,7 +1,10 @@
 //! The table of event kinds: every kind's entry in [`ALL`] and the probe spellings of `-e`
 //! ([`PROBE_FORMS`]). What each field means is in the types of [`super`].
 
-use super::{Arg, ArgGrammar, KFUNC, Kind, Lane, ProbeForm, SampleType, Source, Top, UFUNC, Unit};
+use super::{
+    Arg, ArgGrammar, KFUNC, Kind, Lane, ProbeForm, Ring, SampleType, Sampling, Source, Top, UFUNC,
+    Unit,
+};
 use crate::schema::{col, kind};
 
 /// The probe spellings of `-e`, each recording rows of kind `probe`.
@@ -56,6 +59,7 @@ pub const ALL: &[Kind] = &[
             group: &[col::COMM, col::THREAD, UFUNC],
         }),
         source: Source::Event {
+            letters: "ukd",
             stacks: "uk",
             arg: Some(Arg {
                 name: "HZ",
@@ -65,6 +69,8 @@ pub const ALL: &[Kind] = &[
             }),
             help: "CPU samples (cpu-clock), value = period ns.",
         },
+        ring: Some(Ring::Samples),
+        sampling: Sampling::Rate,
     },
     Kind {
         name: kind::SWITCH,
@@ -81,6 +87,7 @@ pub const ALL: &[Kind] = &[
             group: &[col::STATE, col::COMM, KFUNC],
         }),
         source: Source::Event {
+            letters: "ukd",
             stacks: "uk",
             arg: Some(Arg {
                 name: "MIN",
@@ -90,6 +97,8 @@ pub const ALL: &[Kind] = &[
             }),
             help: "off-CPU intervals with the switch-out stack, state and waker.",
         },
+        ring: Some(Ring::Samples),
+        sampling: Sampling::Event,
     },
     Kind {
         name: kind::WAKE,
@@ -107,12 +116,15 @@ pub const ALL: &[Kind] = &[
             group: &[col::COMM, KFUNC],
         }),
         source: Source::Event {
+            letters: "uk",
             stacks: "k",
             arg: None,
             help: "with switch: who woke each off-CPU interval of at least its MIN (a task, or \
                    [irq], [softirq], [timer]) and the waker's stacks then; value = ns the \
                    woken thread had waited.",
         },
+        ring: Some(Ring::Samples),
+        sampling: Sampling::Event,
     },
     Kind {
         name: kind::RSS,
@@ -129,6 +141,7 @@ pub const ALL: &[Kind] = &[
             group: &[col::COMM, UFUNC],
         }),
         source: Source::Event {
+            letters: "ukd",
             stacks: "u",
             arg: Some(Arg {
                 name: "N",
@@ -138,6 +151,8 @@ pub const ALL: &[Kind] = &[
             }),
             help: "RSS growth in the thread whose memory grew, value = bytes grown.",
         },
+        ring: Some(Ring::Io),
+        sampling: Sampling::Event,
     },
     Kind {
         name: kind::BLOCK,
@@ -154,10 +169,13 @@ pub const ALL: &[Kind] = &[
             group: &[col::COMM, col::OP, col::DEV],
         }),
         source: Source::Event {
+            letters: "ukd",
             stacks: "uk",
             arg: None,
             help: "block IO requests: bytes, issue-to-completion latency, submitter's stacks.",
         },
+        ring: Some(Ring::Io),
+        sampling: Sampling::Event,
     },
     Kind {
         name: kind::VFS,
@@ -182,11 +200,14 @@ pub const ALL: &[Kind] = &[
             group: &[col::COMM, col::OP, col::SYSCALL, col::PATH],
         }),
         source: Source::Event {
+            letters: "ukd",
             stacks: "u",
             arg: None,
             help: "read/write system calls (read, write, pread64, pwrite64, readv, writev, \
                    preadv, pwritev, preadv2, pwritev2): bytes, latency, fd, path.",
         },
+        ring: Some(Ring::Io),
+        sampling: Sampling::Event,
     },
     Kind {
         name: kind::NET,
@@ -210,10 +231,46 @@ pub const ALL: &[Kind] = &[
             group: &[col::COMM, col::OP, col::PROTOCOL, col::REMOTE],
         }),
         source: Source::Event {
+            letters: "ukd",
             stacks: "u",
             arg: None,
             help: "TCP and UDP sends and receives (IPv4, IPv6): bytes, addresses.",
         },
+        ring: Some(Ring::Io),
+        sampling: Sampling::Event,
+    },
+    Kind {
+        name: kind::URING,
+        description: "an io_uring request, submission to completion; value = bytes transferred",
+        columns: &[
+            col::DURATION,
+            col::COUNT,
+            col::OP,
+            col::FD,
+            col::PATH,
+            col::ERRNO,
+            col::MODE,
+        ],
+        stacks: true,
+        unit: Unit::Bytes,
+        count: Some(sample("uring_requests", Unit::Count)),
+        value: sample("uring", Unit::Bytes),
+        lane: Lane::Async,
+        top: Some(Top {
+            thread_ns: None,
+            latency: true,
+            group: &[col::COMM, col::OP, col::PATH],
+        }),
+        source: Source::Event {
+            letters: "u",
+            stacks: "u",
+            arg: None,
+            help: "io_uring requests (read, write, send, recv, fsync, …) from submission to \
+                   completion: bytes, latency, errno, fd, path, how it ran (inline, async, \
+                   poll, sqpoll); stacks of the submitter at submission.",
+        },
+        ring: Some(Ring::Io),
+        sampling: Sampling::Event,
     },
     Kind {
         name: kind::STATE,
@@ -242,6 +299,7 @@ pub const ALL: &[Kind] = &[
             group: &[col::STATE, col::COMM, col::SYSCALL, col::PATH],
         }),
         source: Source::Event {
+            letters: "ukd",
             stacks: "uk",
             arg: Some(Arg {
                 name: "HZ",
@@ -254,6 +312,8 @@ pub const ALL: &[Kind] = &[
                    stacks; \
                    value = period ns.",
         },
+        ring: Some(Ring::Samples),
+        sampling: Sampling::Passes,
     },
     Kind {
         name: kind::PROBE,
@@ -270,6 +330,8 @@ pub const ALL: &[Kind] = &[
             group: &[col::PROBE, col::COMM],
         }),
         source: Source::Probes(&PROBE_FORMS),
+        ring: Some(Ring::Probes),
+        sampling: Sampling::Event,
     },
     Kind {
         name: kind::SPAN,
@@ -287,11 +349,16 @@ pub const ALL: &[Kind] = &[
             group: &[col::COMM, col::SPAN_NAME],
         }),
         source: Source::Event {
+            letters: "ukd",
             stacks: "u",
             arg: None,
             help: "each entry of a `tracing` span in programs using tracing-stacks (its USDT \
                    probes): one row from enter to exit, stacks at the enter; value = ns.",
         },
+        // The ring of the process lifecycle records: a span left just before its process
+        // exits is read before the exit, which ends the spans still entered.
+        ring: Some(Ring::Samples),
+        sampling: Sampling::Event,
     },
     Kind {
         name: kind::ALLOC,
@@ -309,6 +376,7 @@ pub const ALL: &[Kind] = &[
             group: &[col::COMM, col::OP, UFUNC],
         }),
         source: Source::Event {
+            letters: "ukd",
             stacks: "u",
             arg: Some(Arg {
                 name: "INTERVAL",
@@ -322,6 +390,10 @@ pub const ALL: &[Kind] = &[
                    args = [address, size]) or free of a sampled pointer; stacks at the \
                    allocation.",
         },
+        // Samples are rare by design, but a program allocating gigabytes a second at a small
+        // interval can flood: never the samples ring.
+        ring: Some(Ring::Probes),
+        sampling: Sampling::Event,
     },
     Kind {
         name: kind::EXEC,
@@ -338,6 +410,8 @@ pub const ALL: &[Kind] = &[
             group: &[col::COMM, col::PATH],
         }),
         source: Source::Always,
+        ring: Some(Ring::Samples),
+        sampling: Sampling::Event,
     },
     Kind {
         name: kind::FORK,
@@ -354,6 +428,8 @@ pub const ALL: &[Kind] = &[
             group: &[col::COMM],
         }),
         source: Source::Always,
+        ring: Some(Ring::Samples),
+        sampling: Sampling::Event,
     },
     Kind {
         name: kind::EXIT,
@@ -370,6 +446,8 @@ pub const ALL: &[Kind] = &[
             group: &[col::COMM, col::EXIT_CODE],
         }),
         source: Source::Always,
+        ring: Some(Ring::Samples),
+        sampling: Sampling::Event,
     },
     Kind {
         name: kind::LOST,
@@ -382,5 +460,7 @@ pub const ALL: &[Kind] = &[
         lane: Lane::Lost,
         top: None,
         source: Source::Recorder,
+        ring: None,
+        sampling: Sampling::Event,
     },
 ];

@@ -1,0 +1,190 @@
+/* kinds/uring.bpf.h — the `uring` event: io_uring requests of the targets from submission to
+ * completion, with the submitter's stacks at submission and the request's file at completion.
+ * Built on the io_uring tracepoints that pass the request (struct io_kiocb, CO-RE reads):
+ * io_uring_submit_req, io_uring_queue_async_work, io_uring_poll_arm, io_uring_complete.
+ * Included by stacks.bpf.c after common.bpf.h. */
+
+/* Tunables, set by user space before load. */
+const volatile __u32 uring_stacks = 0; /* STACKS_WANT_* (user stacks only) */
+
+#define URING_PF_IO_WORKER 0x00000010 /* the kernel's PF_IO_WORKER: an io-wq or SQPOLL thread */
+#define URING_REQ_F_FIXED_FILE 1ULL   /* REQ_F_FIXED_FILE (bit 0 of io_kiocb.flags) */
+
+/* Requests in flight with stacks (request address -> its record, built at submission). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct stacks_event);
+} uring_inflight SEC(".maps");
+
+/* The same without stacks (`uring:n`): the header and the uring member. Which table is used
+ * is settled at load. */
+struct uring_request_bare {
+	struct stacks_header hdr;
+	struct stacks_uring u;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct uring_request_bare);
+} uring_inflight_bare SEC(".maps");
+
+/* Where records are assembled, per CPU: a submission's before it goes into uring_inflight
+ * (URING_SCRATCH_SUBMIT), and a completion's file (URING_SCRATCH_COMPLETE: the path walk's
+ * reads may run past the path, so never in a record whose frames are already written). Two
+ * slots: a completion posted from an interrupt never writes into a submission being built. */
+#define URING_SCRATCH_SUBMIT 0
+#define URING_SCRATCH_COMPLETE 1
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, struct stacks_event);
+} uring_scratch SEC(".maps");
+
+/* The uring member of request `req` at its submission (the file comes at completion). */
+static __always_inline void uring_at_submit(struct stacks_uring *u, struct io_kiocb *req,
+					    bool sqpoll)
+{
+	u->latency_ns = 0;
+	u->request = (__u64)req;
+	u->res = 0;
+	u->fd = req->cqe.fd;
+	u->opcode = req->opcode;
+	u->how = sqpoll ? STACKS_URING_SQPOLL : STACKS_URING_INLINE;
+	u->fixed = (req->flags & URING_REQ_F_FIXED_FILE) ? 1 : 0;
+	u->pad = 0;
+	u->pad2 = 0;
+}
+
+SEC("tp_btf/io_uring_submit_req")
+int BPF_PROG(on_uring_submit, struct io_kiocb *req)
+{
+	if (!current_is_target())
+		return 0;
+	struct task_struct *task = bpf_get_current_task_btf();
+	/* Submitted by the ring's SQPOLL thread (a thread of the owner, with no user stack). */
+	bool sqpoll = task->flags & URING_PF_IO_WORKER;
+	__u64 key = (__u64)req;
+	if (!uring_stacks) {
+		struct uring_request_bare r;
+		__builtin_memset(&r, 0, sizeof(r));
+		fill_hdr(&r.hdr, STACKS_EV_URING, task, bpf_ktime_get_boot_ns());
+		uring_at_submit(&r.u, req, sqpoll);
+		read_span(&r.hdr.span);
+		if (bpf_map_update_elem(&uring_inflight_bare, &key, &r, BPF_ANY))
+			count_drop(STACKS_DROP_URING_MAP_FULL);
+		return 0;
+	}
+	__u32 slot = URING_SCRATCH_SUBMIT;
+	struct stacks_event *e = bpf_map_lookup_elem(&uring_scratch, &slot);
+	if (!e)
+		return 0;
+	fill_header(e, STACKS_EV_URING, task);
+	uring_at_submit(&e->info.uring, req, sqpoll);
+	file_none(&e->info.uring.file);
+	read_span(&e->hdr.span);
+	if (!sqpoll)
+		capture_stacks(ctx, e, uring_stacks & STACKS_WANT_USER);
+	if (bpf_map_update_elem(&uring_inflight, &key, e, BPF_ANY))
+		count_drop(STACKS_DROP_URING_MAP_FULL);
+	return 0;
+}
+
+/* Request `req` ran as `how` (in flight and traced: else nothing). */
+static __always_inline void uring_ran(struct io_kiocb *req, __u8 how)
+{
+	__u64 key = (__u64)req;
+	if (uring_stacks) {
+		struct stacks_event *e = bpf_map_lookup_elem(&uring_inflight, &key);
+		if (e)
+			e->info.uring.how = how;
+		return;
+	}
+	struct uring_request_bare *r = bpf_map_lookup_elem(&uring_inflight_bare, &key);
+	if (r)
+		r->u.how = how;
+}
+
+SEC("tp_btf/io_uring_queue_async_work")
+int BPF_PROG(on_uring_async, struct io_kiocb *req, int rw)
+{
+	uring_ran(req, STACKS_URING_ASYNC);
+	return 0;
+}
+
+SEC("tp_btf/io_uring_poll_arm")
+int BPF_PROG(on_uring_poll, struct io_kiocb *req, int mask, int events)
+{
+	uring_ran(req, STACKS_URING_POLL);
+	return 0;
+}
+
+SEC("tp_btf/io_uring_complete")
+int BPF_PROG(on_uring_complete, struct io_ring_ctx *rctx, void *request, struct io_uring_cqe *cqe)
+{
+	if (!request)
+		return 0;
+	__u64 key = (__u64)request;
+	struct stacks_event *e = NULL;
+	struct uring_request_bare *r = NULL;
+	struct stacks_header *h;
+	struct stacks_uring *u;
+	if (uring_stacks) {
+		e = bpf_map_lookup_elem(&uring_inflight, &key);
+		if (!e)
+			return 0;
+		h = &e->hdr;
+		u = &e->info.uring;
+	} else {
+		r = bpf_map_lookup_elem(&uring_inflight_bare, &key);
+		if (!r)
+			return 0;
+		h = &r->hdr;
+		u = &r->u;
+	}
+	__u32 slot = URING_SCRATCH_COMPLETE;
+	struct stacks_event *s = bpf_map_lookup_elem(&uring_scratch, &slot);
+	if (!s)
+		return 0;
+	__u64 now = bpf_ktime_get_boot_ns();
+	u->latency_ns = now - h->ts;
+	u->res = cqe->res;
+	h->cpu = bpf_get_smp_processor_id();
+	/* The request's file (every op's command data starts with it; NULL when it has none). */
+	struct io_kiocb *req = bpf_core_cast(request, struct io_kiocb);
+	struct file *f = req->file;
+	struct stacks_file *v = &s->info.uring.file;
+	bool walked = false;
+	file_none(v);
+	if (f) {
+		file_fill(v, f);
+		struct path_key k = { .dentry = v->dentry, .mnt = v->mnt };
+		struct path_seen_val *seen = bpf_map_lookup_elem(&path_seen, &k);
+		if (seen && seen->inode == v->inode && seen->gen == path_gen) {
+			v->path_complete = STACKS_PATH_SAME;
+		} else {
+			file_path(v, f);
+			walked = true;
+		}
+	}
+	bool sent;
+	if (e) {
+		__builtin_memcpy(&u->file, v, sizeof(*v));
+		sent = submit(e);
+		bpf_map_delete_elem(&uring_inflight, &key);
+	} else {
+		__builtin_memcpy(&s->hdr, h, sizeof(*h));
+		__builtin_memcpy(&s->info.uring, u, offsetof(struct stacks_uring, file));
+		sent = submit(s);
+		bpf_map_delete_elem(&uring_inflight_bare, &key);
+	}
+	if (sent && walked)
+		file_path_sent(v);
+	return 0;
+}
