@@ -1,7 +1,7 @@
 //! A guard on what recording costs inside the traced threads: an IO loop (16 MiB of 4 KiB
 //! O_DIRECT reads, ~4,000 block requests and as many switches) recorded with `-e
 //! vfs:uk,block:uk,switch:uk` with `kernel.bpf_stats_enabled` on, and every program's mean run
-//! time checked against four times its target (docs/architecture.md, "What recording costs").
+//! time checked against four times its target (docs/cost.md, "What recording costs").
 //! Loose on purpose: it catches a return to the ~10-30 µs programs of before (user frames
 //! resolved to build ids in the kernel, frame-pointer walks through garbage, path walks, the
 //! kernel's unwinder at every event: a block submission's `k` stack alone was near 6 µs

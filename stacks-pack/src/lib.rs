@@ -45,7 +45,7 @@ use stacks_stream::{ContractError, InputStream, meta};
 pub use cli::{Args, run};
 pub use error::PackError;
 pub use naming::{Namer, file_name, sanitize_host};
-pub(crate) use sink::SharedSplitter;
+pub(crate) use pair::SharedSplitter;
 pub use sink::{Limits, Packer, Partitioning, Summary, Target, pair_of};
 
 use signals::StopOnTerm;
@@ -320,7 +320,7 @@ pub fn has_time_column(schema: &Schema) -> bool {
 fn read_all(mut input: InputStream, splitter: SharedSplitter, tx: mpsc::SyncSender<Incoming>) {
     loop {
         let msg = match input.next_batch() {
-            Ok(Some(batch)) => match sink::lock(&splitter)
+            Ok(Some(batch)) => match pair::lock(&splitter)
                 .split(&batch)
                 .and_then(|samples| detach(&samples))
             {

@@ -7,20 +7,32 @@ use std::collections::HashSet;
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use arrow_array::cast::AsArray;
 use arrow_array::{Array, RecordBatch};
 use arrow_schema::SchemaRef;
 use parquet::arrow::ArrowWriter;
 use parquet::file::properties::WriterProperties;
-use stacks_store::StackId;
 use stacks_store::frames;
+use stacks_store::{StackId, StackSplitter};
 use stacks_stream::sys::SudoOwner as Owner;
 
 use crate::error::PackError;
 use crate::fsutil::{parent_dir, sync_dir};
 use crate::levels::{FileFormat, Levels};
-use crate::sink::{STACKS_CHUNK, SharedSplitter, lock};
+
+/// Stacks written to a stacks file per batch (bounds the copy of stacks made at a time).
+pub(crate) const STACKS_CHUNK: usize = 4096;
+
+/// The splitter shared by the thread that reads (and splits) and the one that writes.
+pub(crate) type SharedSplitter = Arc<Mutex<StackSplitter>>;
+
+/// The splitter, even if a thread panicked while holding it (its state stays consistent:
+/// stacks are only added once complete).
+pub(crate) fn lock(splitter: &SharedSplitter) -> MutexGuard<'_, StackSplitter> {
+    splitter.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 /// One output file being written under its temporary name.
 pub(crate) struct PartFile {

@@ -15,7 +15,7 @@ use std::collections::HashSet;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use arrow_array::RecordBatch;
@@ -30,22 +30,10 @@ use crate::fsutil::create_dir_tracked;
 use crate::levels::Levels;
 use crate::naming::Namer;
 use crate::order::{self, TimeColumn};
-use crate::pair::{BuildId, Pair, PartFile, note_ids};
+use crate::pair::{BuildId, Pair, PartFile, SharedSplitter, lock, note_ids};
 
 /// How many names to try before giving up when candidates already exist.
 const NAME_ATTEMPTS: usize = 1000;
-/// Stacks written to a stacks file per batch (bounds the copy of stacks made at a time).
-pub(crate) const STACKS_CHUNK: usize = 4096;
-
-/// The splitter shared by the thread that reads (and splits) and the one that writes.
-pub(crate) type SharedSplitter = Arc<Mutex<StackSplitter>>;
-
-/// The splitter, even if a thread panicked while holding it (its state stays consistent:
-/// stacks are only added once complete).
-pub(crate) fn lock(splitter: &SharedSplitter) -> MutexGuard<'_, StackSplitter> {
-    splitter.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 /// The samples file path of the pair `-o FILE` names: `x.parquet` (or `x`, or
 /// `x.samples.parquet`) gives `x.samples.parquet`, whose stacks and frames files are
 /// `x.stacks.parquet` and `x.frames.parquet`.

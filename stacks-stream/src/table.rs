@@ -131,7 +131,7 @@ macro_rules! with_columns {
             VALUE value: Int64, false, None, Raw,
                 r#"the event's weight; meaning per kind below"#;
             KSTACK kstack: KStack, true, None, Raw,
-                r#"kernel stack, leaf first, raw addresses; null when not requested. The kernel's unwind (`bpf_get_stack`), or for tracepoint kinds the same addresses from the recorder's cache of its unwinds where the stack holds them in the same places (docs/architecture.md, "Kernel stacks"; `--kernel-stacks-unwound` turns it off)"#;
+                r#"kernel stack, leaf first, raw addresses; null when not requested. The kernel's unwind (`bpf_get_stack`), or for tracepoint kinds the same addresses from the recorder's cache of its unwinds where the stack holds them in the same places (docs/cost.md, "Kernel stacks"; `--kernel-stacks-unwound` turns it off)"#;
             KSTACK_ERROR kstack_error: Int32, true, None, Raw,
                 r#"when the kernel stack could not be captured: the negative errno from `bpf_get_stack` (the list is then empty)"#;
             USTACK ustack: UStack, true, None, Raw,

@@ -61,7 +61,7 @@ pub struct Args {
 
 /// Entry point of the `stacks-symbolize` binary.
 pub fn run() -> Result<ExitCode> {
-    // Its minute peaks: 5-10 MiB lower (docs/architecture.md, Memory).
+    // Its minute peaks: 5-10 MiB lower (docs/cost.md, Memory).
     stacks_stream::sys::map_large_allocations();
     run_with(stacks_stream::cli::parse_args::<Args>(TOOL))
 }

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use stacks_stream::Unresolved;
 
-use crate::resolve::{Options, SymFrame};
+use crate::frame::{Options, SymFrame};
 pub use find::InlineTrees;
 pub use find::Located;
 pub use find::locate;

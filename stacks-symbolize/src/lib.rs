@@ -7,6 +7,7 @@ pub mod cli;
 pub mod debuginfo;
 pub mod debuginfod;
 pub mod elf;
+pub mod frame;
 pub mod fx;
 pub mod gopclntab;
 pub mod kernel;

@@ -1,94 +1,136 @@
-//! The screen's state and what each key does to it: the view (kind, grouping, filters,
-//! window, latency), the table and its cursor, the sparkline, and the modal parts (stack tree,
-//! column picker, text input, help). Keys change state and say what must be queried again;
-//! drawing is in [`crate::ui`], queries in [`crate::session`].
-
-use std::cell::Cell;
+//! The screen's state and what the table's keys do to it: the view (kind, grouping,
+//! filters, window, latency), the table and its cursor, the sparkline, the terminal's size,
+//! and which pane has the keyboard ([`Mode`]: the panes' own keys are theirs, in
+//! [`crate::views`]). Keys change state and say what must be computed ([`Effect`]); drawing
+//! is in [`crate::ui`], the queries in [`crate::session`] and the panes' modules.
 
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::layout::{Rect, Size};
 
 use crate::catalog::{self, Column};
-use crate::choose::{Choice, Chosen};
-use crate::compare::{Baseline, DiffView};
-use crate::icicle::{FlameView, Outcome, SandwichView};
 use crate::table::{Row, Table};
-use crate::tree::Tree;
 use crate::view::{Ns, Span, Step, View};
+use crate::views::diff::{self, Baseline};
+use crate::views::heatmap::{self, HeatmapPlan};
+use crate::views::table::{InputKind, Picker};
+use crate::views::{self, Cx, Job, Key, Outcome, Screen};
+
+pub use crate::views::{Mode, Status};
+
+/// The keys of the table (handled in [`App::on_key`]): the help popup (`h`) lists every
+/// one, the bottom line their short names.
+pub const KEYS: &[Key] = &[
+    Key {
+        keys: "↑ ↓  j k",
+        help: "move the highlighted row",
+        line: &["↑↓ row"],
+    },
+    Key {
+        keys: "PgUp PgDn",
+        help: "a page up or down",
+        line: &[],
+    },
+    Key {
+        keys: "← →  < >",
+        help: "move the highlighted column; move it left or right in the grouping",
+        line: &["←→ column"],
+    },
+    Key {
+        keys: "Enter",
+        help: "drill down: keep only rows whose column equals the highlighted cell",
+        line: &["⏎ drill"],
+    },
+    Key {
+        keys: "Space",
+        help: "include or exclude (n) values of the highlighted column",
+        line: &["␣ in/out"],
+    },
+    Key {
+        keys: "Backspace",
+        help: "remove the last filter",
+        line: &["⌫ back"],
+    },
+    Key {
+        keys: "g",
+        help: "choose the columns to group by (type to search)",
+        line: &["g group"],
+    },
+    Key {
+        keys: "/",
+        help: "show only rows containing a text (Esc clears)",
+        line: &["/ search"],
+    },
+    Key {
+        keys: "f",
+        help: "add an SQL condition on the rows, e.g. duration > 1000000",
+        line: &["f filter"],
+    },
+    Key {
+        keys: "[  ]",
+        help: "move the window back or forward by its length",
+        line: &["[ ] window"],
+    },
+    Key {
+        keys: "w",
+        help: "window: the whole range, or the last --window",
+        line: &["w whole"],
+    },
+    Key {
+        keys: "l",
+        help: "latency columns: histogram <1µs…≥1s, p50, p95, p99",
+        line: &["l latency"],
+    },
+    Key {
+        keys: "p  H",
+        help: "stack tree of the row (w there: its waker); its latency heatmap",
+        line: &["p stacks", "H heatmap"],
+    },
+    Key {
+        keys: "F",
+        help: "flame graph of the view: ⏎ zoom, ⌫ zoom out, / search, s sandwich",
+        line: &["F flame"],
+    },
+    Key {
+        keys: "s",
+        help: "in the flame graph or the tree: callers and callees of a frame",
+        line: &[],
+    },
+    Key {
+        keys: "b  B",
+        help: "mark the view (window, filters) as the baseline; forget it",
+        line: &["b baseline"],
+    },
+    Key {
+        keys: "d",
+        help: "diff: functions' share now against the baseline ([ ] move)",
+        line: &["d diff"],
+    },
+    Key {
+        keys: "Tab",
+        help: "next event kind (then every kind)",
+        line: &["Tab kind"],
+    },
+    Key {
+        keys: "r",
+        help: "query again",
+        line: &[],
+    },
+    Key {
+        keys: "h ?  q",
+        help: "this help; q or Ctrl-C quits",
+        line: &["h help", "q quit"],
+    },
+];
 
 /// What the main loop must do after a key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Effect {
     None,
     /// The view changed: query the table (and the sparkline) again.
     Query,
-    /// Build the stack tree of the highlighted row.
-    Peek,
-    /// Open the flame graph of the view.
-    Flame,
-    /// Open the sandwich of [`App::sandwich_of`] over the view's stacks.
-    Sandwich,
-    /// Replace the stack tree by that of the waker in [`App::follow_waker`].
-    Follow,
-    /// Mark the view's stacks as the baseline (`b`).
-    Baseline,
-    /// Open the diff of the view against the baseline (`d`).
-    Diff,
-    /// Open the latency heatmap of the highlighted row (`H`).
-    Heatmap,
+    /// Compute what a key opens (the stack tree, the flame graph, …).
+    Open(Job),
     Quit,
-}
-
-/// What a text input is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum InputKind {
-    /// `/`: keep the rows whose cells contain the text.
-    Search,
-    /// `f`: an SQL condition on the rows before grouping.
-    Filter,
-}
-
-/// The column picker of `g`.
-#[derive(Debug, Clone)]
-pub struct Picker {
-    pub text: String,
-    pub cursor: usize,
-    pub chosen: Vec<String>,
-}
-
-/// The part of the screen that has the keyboard.
-#[derive(Debug, Clone)]
-pub enum Mode {
-    Table,
-    Peek {
-        title: String,
-        tree: Tree,
-    },
-    Picker(Picker),
-    Input {
-        kind: InputKind,
-        text: String,
-    },
-    Help,
-    /// The flame graph of the view (`F`).
-    Flame(Box<FlameView>),
-    /// A function's callers and callees (`s`), and the part of the screen it came from.
-    Sandwich {
-        view: Box<SandwichView>,
-        back: Box<Mode>,
-    },
-    /// The functions of the view against the baseline (`d`).
-    Diff(Box<DiffView>),
-    /// The include/exclude menu of the highlighted column (Space).
-    Choose(Box<Choice>),
-    /// The latency heatmap of the highlighted row (`H`).
-    Heatmap(Box<crate::heatmap::Heatmap>),
-}
-
-/// The status line: what happened last.
-#[derive(Debug, Clone, Default)]
-pub struct Status {
-    pub text: String,
-    pub error: bool,
 }
 
 /// The sparkline of active threads (or events per second) over the whole range.
@@ -125,45 +167,42 @@ pub struct Busy {
 /// Everything the screen shows.
 pub struct App {
     pub view: View,
-    pub columns: Vec<Column>,
-    pub kinds: Vec<(String, i64)>,
     pub table: Option<Table>,
-    pub spark: Spark,
-    /// What [`Self::spark`] shows.
-    pub spark_key: Option<SparkKey>,
-    /// The queries running.
-    pub busy: Busy,
-    pub range: Option<Span>,
-    /// The window length asked for.
-    pub window_len: Ns,
-    /// The window is the whole range (`w`).
-    pub whole: bool,
-    /// The window ends at the range's end (and follows it live).
-    pub follow: bool,
-    /// Where the window ends when it does not follow.
-    pub window_end: Ns,
+    /// The highlighted row, among [`Self::rows`].
     pub cursor: usize,
     /// The highlighted group column.
     pub col: usize,
-    pub search: String,
+    /// The pane with the keyboard.
     pub mode: Mode,
     pub status: Status,
-    /// How long the last table query took, and its rows.
+    /// How long the last query took, and what it returned.
     pub timing: String,
-    /// An SQL filter was just typed: dropped again if its query fails.
-    pub new_filter: bool,
+    /// What the rows are (the store, or the live stream).
     pub source: String,
-    pub live: bool,
-    /// Rows of the table area at the last draw (for PgUp/PgDn).
-    pub page: Cell<usize>,
-    /// Cells the sparkline had at the last draw.
-    pub spark_width: Cell<usize>,
-    /// The function whose sandwich [`Effect::Sandwich`] opens.
-    pub sandwich_of: Option<String>,
-    /// The waker (thread id, node name) whose waits [`Effect::Follow`] opens.
-    pub follow_waker: Option<(i64, String)>,
     /// What the view is compared with (`b`, `--diff`).
     pub baseline: Option<Baseline>,
+    pub(crate) columns: Vec<Column>,
+    pub(crate) kinds: Vec<(String, i64)>,
+    pub(crate) spark: Spark,
+    /// What [`Self::spark`] shows.
+    pub(crate) spark_key: Option<SparkKey>,
+    /// The queries running.
+    pub(crate) busy: Busy,
+    pub(crate) range: Option<Span>,
+    /// The window length asked for.
+    pub(crate) window_len: Ns,
+    /// The window is the whole range (`w`).
+    pub(crate) whole: bool,
+    /// The window ends at the range's end (and follows it live).
+    pub(crate) follow: bool,
+    /// Where the window ends when it does not follow.
+    pub(crate) window_end: Ns,
+    pub(crate) search: String,
+    /// An SQL filter was just typed: dropped again if its query fails.
+    pub(crate) new_filter: bool,
+    pub(crate) live: bool,
+    /// The terminal's size, as the main loop last saw it (`None`: never drawn).
+    pub(crate) size: Option<Size>,
 }
 
 impl App {
@@ -190,12 +229,56 @@ impl App {
             new_filter: false,
             source: String::new(),
             live: false,
-            page: Cell::new(20),
-            spark_width: Cell::new(60),
-            sandwich_of: None,
-            follow_waker: None,
+            size: None,
             baseline: None,
         }
+    }
+
+    /// The terminal is `size` now: the layout the keys move in (a page of rows, the flame
+    /// graph's width, the sparkline's) is the one drawn at this size.
+    pub fn resize(&mut self, size: Size) {
+        self.size = Some(size);
+    }
+
+    /// The area the panes are drawn in, at the terminal's size (before the first draw: 100
+    /// cells by 21 lines).
+    pub(crate) fn body(&self) -> Rect {
+        match self.size {
+            Some(s) => views::layout(Rect::new(0, 0, s.width, s.height))[1],
+            None => Rect::new(0, 0, 100, 21),
+        }
+    }
+
+    /// Cells of the sparkline at the terminal's size (before the first draw: 60).
+    pub(crate) fn spark_width(&self) -> usize {
+        self.size.map_or(60, |s| views::spark_width(s.width))
+    }
+
+    /// What an answer may change.
+    pub(crate) fn screen(&mut self) -> Screen<'_> {
+        Screen {
+            mode: &mut self.mode,
+            status: &mut self.status,
+            timing: &mut self.timing,
+            baseline: &mut self.baseline,
+            view: &self.view,
+        }
+    }
+
+    /// Live: the query of the pane open, again over the rows kept now, if it follows them.
+    pub(crate) fn live_job(&mut self) -> Option<Job> {
+        let body = self.body();
+        let cx = Cx {
+            view: &self.view,
+            baseline: self.baseline.as_ref(),
+            body,
+        };
+        self.mode.pane()?.live(&cx)
+    }
+
+    /// Whether the part of the screen open follows the live stream (the table does).
+    pub(crate) fn follows_live(&mut self) -> bool {
+        matches!(self.mode, Mode::Table) || self.live_job().is_some()
     }
 
     /// Set the loaded range and place the window in it.
@@ -262,72 +345,13 @@ impl App {
                 self.mode = Mode::Table;
                 Effect::None
             }
-            Mode::Peek { tree, .. } => match key.code {
-                KeyCode::Esc | KeyCode::Char('p') | KeyCode::Backspace => {
-                    self.mode = Mode::Table;
-                    Effect::None
-                }
-                KeyCode::Char('q') => Effect::Quit,
-                KeyCode::Up | KeyCode::Char('k') => step(tree, -1),
-                KeyCode::Down | KeyCode::Char('j') => step(tree, 1),
-                KeyCode::PageUp => step(tree, -(self.page.get() as isize)),
-                KeyCode::PageDown => step(tree, self.page.get() as isize),
-                KeyCode::Enter | KeyCode::Char(' ') => {
-                    tree.toggle();
-                    Effect::None
-                }
-                KeyCode::Char('w') => {
-                    match tree.waker_at_cursor().or_else(|| tree.heaviest_waker()) {
-                        Some((0, name)) => {
-                            self.info(format!("{name} is not a thread: the chain ends there"));
-                            Effect::None
-                        }
-                        Some(waker) => {
-                            self.follow_waker = Some(waker);
-                            Effect::Follow
-                        }
-                        None => {
-                            self.info("no waker in this tree (record with -e switch,wake)");
-                            Effect::None
-                        }
-                    }
-                }
-                KeyCode::Char('s') => {
-                    let at = tree.visible().get(tree.cursor).copied().unwrap_or(0);
-                    if at == 0 {
-                        self.info("the root has no callers: s on a frame");
-                        Effect::None
-                    } else {
-                        self.sandwich_of = Some(tree.nodes[at].name.clone());
-                        Effect::Sandwich
-                    }
-                }
-                _ => Effect::None,
-            },
-            Mode::Flame(view) => {
-                self.status = Status::default();
-                let outcome = view.key(key);
-                self.outcome(outcome)
-            }
-            Mode::Sandwich { view, .. } => {
-                let outcome = view.key(key, self.page.get());
-                self.outcome(outcome)
-            }
-            Mode::Diff(view) => {
-                let outcome = view.key(key, self.page.get());
-                self.outcome(outcome)
-            }
-            Mode::Heatmap(h) => {
-                let outcome = h.key(key);
-                self.outcome(outcome)
-            }
             Mode::Choose(choice) => match choice.key(key) {
-                Chosen::Stay => Effect::None,
-                Chosen::Cancel => {
+                views::choose::Chosen::Stay => Effect::None,
+                views::choose::Chosen::Cancel => {
                     self.mode = Mode::Table;
                     Effect::None
                 }
-                Chosen::Apply(step) => {
+                views::choose::Chosen::Apply(step) => {
                     self.mode = Mode::Table;
                     self.info(format!("filtered on {}", step.shown()));
                     self.view.steps.push(step);
@@ -338,10 +362,29 @@ impl App {
             },
             Mode::Picker(_) => self.picker_key(key),
             Mode::Input { .. } => self.input_key(key),
+            _ => self.pane_key(key),
         }
     }
 
-    /// What a key of the flame view or the sandwich asked for.
+    /// A key of the pane open.
+    fn pane_key(&mut self, key: KeyEvent) -> Effect {
+        let cx = Cx {
+            view: &self.view,
+            baseline: self.baseline.as_ref(),
+            body: self.body(),
+        };
+        let Some(mut pane) = self.mode.pane() else {
+            return Effect::None;
+        };
+        if pane.fresh_status() {
+            self.status = Status::default();
+        }
+        let outcome = pane.key(key, &cx);
+        drop(pane);
+        self.outcome(outcome)
+    }
+
+    /// What a key of a pane asked for.
     fn outcome(&mut self, outcome: Outcome) -> Effect {
         match outcome {
             Outcome::Stay => {}
@@ -355,41 +398,45 @@ impl App {
                 self.info("");
             }
             Outcome::Window(dir) => {
-                let again = match self.mode {
-                    Mode::Diff(_) => Effect::Diff,
-                    _ => Effect::Flame,
-                };
                 return match self.move_window(dir) {
-                    Effect::Query => again,
+                    Effect::Query => {
+                        let cx = Cx {
+                            view: &self.view,
+                            baseline: self.baseline.as_ref(),
+                            body: self.body(),
+                        };
+                        match self.mode.pane().and_then(|p| p.again(&cx)) {
+                            Some(job) => Effect::Open(job),
+                            None => Effect::Query,
+                        }
+                    }
                     other => other,
                 };
             }
-            Outcome::Flame => return Effect::Flame,
-            Outcome::Sandwich(name) => {
-                let source = match &self.mode {
-                    Mode::Flame(view) => Some((view.flame.clone(), view.unit)),
-                    Mode::Diff(view) => Some((view.now.clone(), view.unit)),
-                    _ => None,
+            Outcome::Sandwich(view) => {
+                let name = view.sandwich.name.clone();
+                let back = std::mem::replace(&mut self.mode, Mode::Table);
+                self.mode = Mode::Sandwich {
+                    view,
+                    back: Box::new(back),
                 };
-                if let Some((flame, unit)) = source {
-                    let sandwich = SandwichView::new(flame, unit, &name);
-                    let back = std::mem::replace(&mut self.mode, Mode::Table);
-                    self.mode = Mode::Sandwich {
-                        view: Box::new(sandwich),
-                        back: Box::new(back),
-                    };
-                    self.info(format!(
-                        "sandwich of {name}: Enter on a line opens its own, Esc goes back"
-                    ));
-                }
+                self.info(format!(
+                    "sandwich of {name}: Enter on a line opens its own, Esc goes back"
+                ));
             }
+            Outcome::Job(job) => return Effect::Open(job),
         }
         Effect::None
     }
 
+    /// The group values of the highlighted row.
+    fn row_values(&self) -> Option<Vec<crate::view::Value>> {
+        self.rows().get(self.cursor).map(|r| r.values.clone())
+    }
+
     fn table_key(&mut self, key: KeyEvent) -> Effect {
         let rows = self.rows().len();
-        let page = self.page.get().max(1);
+        let page = usize::from(self.body().height.saturating_sub(1)).max(1);
         match key.code {
             KeyCode::Char('q') => return Effect::Quit,
             KeyCode::Up | KeyCode::Char('k') => self.cursor = self.cursor.saturating_sub(1),
@@ -457,11 +504,12 @@ impl App {
             }
             KeyCode::Tab => return self.next_kind(),
             KeyCode::Char('p') => {
-                return if rows == 0 {
-                    self.info("no row to peek");
-                    Effect::None
-                } else {
-                    Effect::Peek
+                return match self.row_values() {
+                    None => {
+                        self.info("no row to peek");
+                        Effect::None
+                    }
+                    Some(values) => Effect::Open(views::tree::job(&self.view, values)),
                 };
             }
             KeyCode::Char('H') => {
@@ -469,14 +517,21 @@ impl App {
                     Some(k) => catalog::weights(k).is_some_and(|w| w.latency),
                     None => true,
                 };
-                return if rows == 0 {
-                    self.info("no row to show");
-                    Effect::None
-                } else if !latency {
-                    self.info("this kind has no latency: H on vfs, block, switch, span, state…");
-                    Effect::None
-                } else {
-                    Effect::Heatmap
+                return match self.row_values() {
+                    None => {
+                        self.info("no row to show");
+                        Effect::None
+                    }
+                    Some(_) if !latency => {
+                        self.info(
+                            "this kind has no latency: H on vfs, block, switch, span, state…",
+                        );
+                        Effect::None
+                    }
+                    Some(values) => {
+                        let plan = HeatmapPlan::new(&self.view, values, self.spark_width());
+                        Effect::Open(heatmap::job(plan))
+                    }
                 };
             }
             KeyCode::Char('F') => {
@@ -484,7 +539,7 @@ impl App {
                     self.info("no rows to draw");
                     Effect::None
                 } else {
-                    Effect::Flame
+                    Effect::Open(views::flame::job(&self.view))
                 };
             }
             KeyCode::Char('b') => {
@@ -492,7 +547,7 @@ impl App {
                     self.info("no rows to mark");
                     Effect::None
                 } else {
-                    Effect::Baseline
+                    Effect::Open(diff::mark_job(&self.view))
                 };
             }
             KeyCode::Char('B') => match self.baseline.take() {
@@ -506,8 +561,16 @@ impl App {
                 } else if self.range.is_none() {
                     self.info("no rows to compare");
                     Effect::None
+                } else if let Some(b) = self
+                    .baseline
+                    .as_ref()
+                    .filter(|b| !diff::same_kind(b, &self.view))
+                {
+                    let text = diff::kind_error(b);
+                    self.error(text);
+                    Effect::None
                 } else {
-                    Effect::Diff
+                    Effect::Open(diff::job(&self.view))
                 };
             }
             KeyCode::Char('r') => return Effect::Query,
@@ -577,11 +640,6 @@ impl App {
         ));
         Effect::Query
     }
-}
-
-fn step(tree: &mut Tree, delta: isize) -> Effect {
-    tree.step(delta);
-    Effect::None
 }
 
 /// The grouping a screen of `kind` (`None`: every kind) starts with.

@@ -12,15 +12,15 @@ use stacks_sql::Data;
 use stacks_sql::output::{Format, Writer};
 
 use crate::TOOL;
-use crate::app::{App, Mode};
+use crate::app::App;
 use crate::catalog;
-use crate::compare;
 use crate::engine::Engine;
 use crate::runner::{Event, Runner, Slot};
 use crate::session;
 use crate::term::Screen;
 use crate::ui;
 use crate::view::Ns;
+use crate::views::{diff, flame, heatmap, tree};
 
 /// Output formats of `--once`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -147,6 +147,38 @@ pub struct Args {
     pub columns: bool,
 }
 
+/// What `--once` prints (`None`: the screen).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Once {
+    /// The first table.
+    Table,
+    /// The stack tree of the first row (`--peek`).
+    Peek,
+    /// The latency heatmap of the first row (`--heatmap`).
+    Heatmap,
+    /// The folded stacks of the view (`--flame`; with `--diff`, of both), or a function's
+    /// sandwich (`--sandwich`).
+    Stacks { sandwich: Option<String> },
+    /// Each function's change against `--diff`'s store.
+    Diff,
+}
+
+impl Once {
+    /// What the flags ask `--once` to print.
+    fn of(args: &Args) -> Option<Once> {
+        Some(match () {
+            _ if !args.once => return None,
+            _ if args.peek => Once::Peek,
+            _ if args.heatmap => Once::Heatmap,
+            _ if args.flame || args.sandwich.is_some() => Once::Stacks {
+                sandwich: args.sandwich.clone(),
+            },
+            _ if args.diff.is_some() => Once::Diff,
+            _ => Once::Table,
+        })
+    }
+}
+
 fn parse_duration(text: &str) -> Result<Ns, String> {
     let d = stacks_stream::cli::parse_positive_duration(text)?;
     Ok(d.as_nanos() as Ns)
@@ -237,53 +269,52 @@ pub fn run_with(args: Args) -> Result<ExitCode> {
             args.store.cluster.as_deref(),
         )
         .map_err(|e| e.context(format!("--diff {other}")))?;
-        app.baseline = Some(crate::baseline::store_baseline(
-            &base,
-            &app.view,
-            args.window,
-            other,
-        )?);
+        app.baseline = Some(diff::store_baseline(&base, &app.view, args.window, other)?);
     }
-    if args.once && args.peek {
-        let Some(row) = first.as_ref().and_then(|(t, _)| t.rows.first()) else {
-            bail!("no rows to show");
-        };
-        let (title, tree, _) = session::tree(&engine, &app, &row.values)?;
-        let mut out = std::io::stdout().lock();
-        writeln!(out, "Stacks of {title}")?;
-        for i in tree.visible() {
-            writeln!(out, "{}", tree.line(i))?;
+    let first = first.map(|(t, _)| t);
+    let Some(once) = Once::of(&args) else {
+        return interactive(engine, app);
+    };
+    let first_row = || first.as_ref().and_then(|t| t.rows.first());
+    match once {
+        Once::Table => print_once(first, args.format),
+        Once::Peek => {
+            let Some(row) = first_row() else {
+                bail!("no rows to show");
+            };
+            let (title, tree) = tree::tree(&engine, &app.view, &row.values)?;
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "Stacks of {title}")?;
+            for i in tree.visible() {
+                writeln!(out, "{}", tree.line(i))?;
+            }
+            Ok(ExitCode::SUCCESS)
         }
-        return Ok(ExitCode::SUCCESS);
-    }
-    if args.once && args.heatmap {
-        let Some(row) = first.as_ref().and_then(|(t, _)| t.rows.first()) else {
-            bail!("no rows to show");
-        };
-        return print_heatmap(&engine, &app, row.values.clone(), args.format);
-    }
-    if args.once && (args.flame || args.sandwich.is_some()) {
-        if app.range.is_none() {
-            bail!("no rows to show");
+        Once::Heatmap => {
+            let Some(row) = first_row() else {
+                bail!("no rows to show");
+            };
+            print_heatmap(&engine, &app, row.values.clone(), args.format)
         }
-        return print_stacks(&engine, &app, args.sandwich.as_deref());
-    }
-    if args.once && args.diff.is_some() {
-        if app.range.is_none() {
-            bail!("no rows to show");
+        Once::Stacks { sandwich } => {
+            if app.range.is_none() {
+                bail!("no rows to show");
+            }
+            print_stacks(&engine, &app, sandwich.as_deref())
         }
-        return print_diff(&engine, &app, args.format);
+        Once::Diff => {
+            if app.range.is_none() {
+                bail!("no rows to show");
+            }
+            print_diff(&engine, &app, args.format)
+        }
     }
-    if args.once {
-        return print_once(first.map(|(t, _)| t), args.format);
-    }
-    interactive(engine, app)
 }
 
 /// `--once --flame`: the folded stacks of the view; `--once --sandwich FUNC`: FUNC's callers
 /// and callees.
 fn print_stacks(engine: &Engine, app: &App, sandwich: Option<&str>) -> Result<ExitCode> {
-    let (flame, _) = session::flame(engine, &app.view)?;
+    let flame = flame::flame(engine, &app.view)?;
     if flame.total() == 0 && flame.nodes.len() == 1 {
         bail!("no stacks in this view");
     }
@@ -328,8 +359,8 @@ fn print_heatmap(
     {
         bail!("--heatmap: kind {kind} has no latency (vfs, block, switch, span, state… have)");
     }
-    let plan = session::HeatmapPlan::new(app, values, HEATMAP_COLUMNS);
-    let (h, _) = session::heatmap(engine, plan)?;
+    let plan = heatmap::HeatmapPlan::new(&app.view, values, HEATMAP_COLUMNS);
+    let h = heatmap::heatmap(engine, plan)?;
     if format != TextFormat::Table {
         return write_batch(&h.batch()?, format);
     }
@@ -356,24 +387,24 @@ fn write_batch(batch: &arrow_array::RecordBatch, format: TextFormat) -> Result<E
 
 /// `--once --diff`: each function's change against the baseline, the most changed first.
 fn print_diff(engine: &Engine, app: &App, format: TextFormat) -> Result<ExitCode> {
-    let (flame, _) = session::flame(engine, &app.view)?;
+    let flame = flame::flame(engine, &app.view)?;
     let base = app.baseline.as_ref().expect("--diff gave a baseline");
     if flame.total() == 0 && base.flame.total() == 0 {
         bail!("no stacks in this view, nor in the baseline");
     }
     let unit = crate::profile::unit(app.view.kind.as_deref());
-    let diff = crate::diff::Diff::new(&base.flame, &flame);
+    let changes = crate::diff::Diff::new(&base.flame, &flame);
     if format == TextFormat::Table {
         let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-        writeln!(out, "{}", compare::title(&diff, unit, &base.what))?;
-        writeln!(out, "{}", compare::HEADER)?;
-        for c in &diff.changes {
-            writeln!(out, "{}", compare::line(c, &diff))?;
+        writeln!(out, "{}", diff::title(&changes, unit, &base.what))?;
+        writeln!(out, "{}", diff::HEADER)?;
+        for c in &changes.changes {
+            writeln!(out, "{}", diff::line(c, &changes))?;
         }
         out.flush()?;
         return Ok(ExitCode::SUCCESS);
     }
-    let batch = compare::batch(&diff)?;
+    let batch = diff::batch(&changes)?;
     let format = if format == TextFormat::Csv {
         Format::Csv
     } else {
@@ -410,7 +441,8 @@ const TICK: Duration = Duration::from_millis(200);
 fn interactive(mut engine: Engine, mut app: App) -> Result<ExitCode> {
     let mut screen = Screen::open()?;
     let mut runner = Runner::new();
-    // The first draw sizes the sparkline; the first queries then fill the screen.
+    // The terminal's size sizes the sparkline; the first queries then fill the screen.
+    app.resize(screen.terminal.size()?);
     screen.terminal.draw(|f| ui::draw(f, &app))?;
     screen.input(runner.sender())?;
     runner.query(&engine, &mut app);
@@ -433,6 +465,8 @@ fn event_loop(
     let mut behind = false;
     let mut event = None;
     loop {
+        // The layout the keys move in is the one drawn now.
+        app.resize(screen.terminal.size()?);
         screen.terminal.draw(|f| ui::draw(f, app))?;
         if event.is_none() {
             event = runner.next(TICK);
@@ -460,13 +494,10 @@ fn event_loop(
             }
             // Queried again once the last table query has answered (a query slower than a
             // second is not started over each second), at once when it has.
-            if behind
-                && !runner.running(Slot::Table)
-                && matches!(app.mode, Mode::Table | Mode::Flame(_))
-            {
+            if behind && !runner.running(Slot::Table) && app.follows_live() {
                 behind = false;
                 runner.query(engine, app);
-                runner.live_flame(engine, app);
+                runner.live(engine, app);
             }
         }
     }

@@ -253,12 +253,12 @@ impl Engine {
 
     /// Start `future` on the query runtime: it runs while the screen answers keys, and stops
     /// at its next await when the handle is dropped.
-    pub fn spawn<F>(&self, future: F) -> Job<F::Output>
+    pub fn spawn<F>(&self, future: F) -> Task<F::Output>
     where
         F: std::future::Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        Job(self.rt.spawn(future))
+        Task(self.rt.spawn(future))
     }
 
     /// End the engine without waiting for the queries still running (the process is about to
@@ -328,9 +328,9 @@ async fn collect(
 }
 
 /// Work running on the query runtime ([`Engine::spawn`]), aborted when dropped.
-pub struct Job<T>(tokio::task::JoinHandle<T>);
+pub struct Task<T>(tokio::task::JoinHandle<T>);
 
-impl<T> Drop for Job<T> {
+impl<T> Drop for Task<T> {
     fn drop(&mut self) {
         self.0.abort();
     }

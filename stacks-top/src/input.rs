@@ -1,30 +1,14 @@
 //! The keys of the column picker (`g`), of the text inputs (`/` search, `f` SQL filter), the
-//! Space menu's opening and `<` `>`: part of [`App`]'s key handling, in a file of its own.
+//! Space menu's opening and `<` `>`: the rest of the table's keys ([`App`]'s own).
 
 use ratatui::crossterm::event::{KeyCode, KeyEvent};
 
-use crate::app::{App, Effect, InputKind, Mode};
+use crate::app::{App, Effect, Mode};
 use crate::catalog::Column;
-use crate::choose::Choice;
 use crate::table::Row;
 use crate::view::Step;
-
-/// A key while a search text is typed (the flame view's and the diff's `/`): characters and
-/// Backspace edit `search`, Enter keeps it, Esc clears it; both end `typing`.
-pub(crate) fn search_key(search: &mut String, typing: &mut bool, key: KeyEvent) {
-    match key.code {
-        KeyCode::Esc => {
-            *typing = false;
-            search.clear();
-        }
-        KeyCode::Enter => *typing = false,
-        KeyCode::Backspace => {
-            search.pop();
-        }
-        KeyCode::Char(c) => search.push(c),
-        _ => {}
-    }
-}
+use crate::views::choose::Choice;
+use crate::views::table::InputKind;
 
 impl App {
     /// `<` `>`: the highlighted group column moves left or right in the grouping.

@@ -4,30 +4,34 @@
 //! diff against a baseline — and its first table, folded stacks, a sandwich or a diff as text
 //! for scripts (`--once`).
 //!
-//! Layers: [`catalog`] (kinds' weights, groupable columns) → [`view`] (a screen's view and its
-//! SQL) → [`engine`] (a store or [`live`] stdin as tables, running queries) → [`table`] and
-//! [`tree`] (results), [`profile`] (the view's stacks as a [`flame`] graph) → [`app`] and
-//! [`icicle`] (state and keys); [`diff`] (two flames compared) → [`compare`] (the baseline
-//! and the diff view), [`heatmap`], [`choose`] (the Space menu) → [`session`] (a view's
-//! queries) → [`runner`] (one event queue: keys, and query jobs run away from them) →
-//! [`answer`] and [`baseline`] (their answers into the state) → [`ui`], [`ui_header`] and
-//! [`ui_flame`] (drawing) and [`term`] (the terminal) → [`cli`].
+//! Layers, bottom-up, each module using only those of the layers before it (checked by
+//! `tests/architecture.rs`):
+//! [`catalog`] (kinds' weights, groupable columns), [`flame`] (stacks as a flame graph),
+//! [`tree`] (a row's stack tree) →
+//! [`view`] (a screen's view and its SQL), [`diff`] (two flames compared),
+//! [`profile`] (query rows as a flame) →
+//! [`fmt`] (numbers and times as text) →
+//! [`live`] (stdin's rows kept), [`table`] (the table's rows) →
+//! [`engine`] (a store or live stdin as tables, running queries) →
+//! [`views`] (the panes: each one's state, keys, drawing, query and answer) →
+//! [`app`] (the screen's state and the table's keys) →
+//! [`input`] (the picker's and inputs' keys), [`session`] (how a screen starts; the table's
+//! and the sparkline's queries) →
+//! [`answer`] (answers into the state) →
+//! [`runner`] (one event queue: keys, and query jobs run away from them) →
+//! [`ui`] (drawing), [`term`] (the terminal) →
+//! [`cli`].
 
 #![warn(unreachable_pub)]
 
 pub mod answer;
 pub mod app;
-pub mod baseline;
 pub mod catalog;
-pub mod choose;
 pub mod cli;
-pub mod compare;
 pub mod diff;
 pub mod engine;
 pub mod flame;
 pub mod fmt;
-pub mod heatmap;
-pub mod icicle;
 mod input;
 pub mod live;
 pub mod profile;
@@ -37,9 +41,10 @@ pub mod table;
 pub mod term;
 pub mod tree;
 pub mod ui;
-pub mod ui_flame;
-pub mod ui_header;
 pub mod view;
+pub mod views;
+
+pub use views::heatmap;
 
 pub use cli::run;
 

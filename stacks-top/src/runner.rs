@@ -9,7 +9,7 @@
 //! older one, which is aborted at its next await; its answer, if it was sent already, is
 //! dropped by its generation number. Answers go into the app state in [`crate::answer`];
 //! drawing ([`crate::ui`]) only reads the state, including what is being computed
-//! ([`App::busy`]).
+//! (`App::busy`).
 
 use std::future::Future;
 use std::sync::mpsc::{Receiver, Sender, channel};
@@ -19,13 +19,11 @@ use anyhow::Result;
 use futures::FutureExt;
 use ratatui::crossterm::event::{KeyCode, KeyEvent};
 
+use crate::answer::{Reply, Want};
 use crate::app::{App, Effect, Mode};
-use crate::engine::{Engine, Job};
-use crate::flame::Flame;
-use crate::heatmap::Heatmap;
-use crate::session::{self, HeatmapPlan, SparkPlan};
-use crate::table::Table;
-use crate::tree::Tree;
+use crate::engine::{Engine, Task};
+use crate::session;
+use crate::views::Job;
 
 /// Something the main loop must handle.
 pub enum Event {
@@ -57,71 +55,12 @@ pub struct Done {
     reply: Result<Reply>,
 }
 
-/// What a query job computed.
-pub enum Reply {
-    Table(Table, Duration),
-    Spark(Vec<f64>),
-    Tree(Tree, Duration),
-    Flame(Flame, Duration),
-    Heatmap(Heatmap, Duration),
-}
-
-/// What a query job was started for: where its answer goes.
-#[derive(Debug, Clone)]
-pub enum Want {
-    /// The table (an SQL filter was just added: dropped again if the query fails).
-    Table {
-        new_filter: bool,
-    },
-    Spark(SparkPlan),
-    /// The stack tree of a row, titled.
-    Peek {
-        title: String,
-    },
-    /// The stack tree of a waker's own off-CPU intervals (`w` in the stack tree).
-    Follow {
-        title: String,
-        name: String,
-    },
-    /// The flame graph of the view (`F`, or `[` `]` in it).
-    Flame,
-    /// The flame graph open on a live screen, drawn again from the rows kept now.
-    LiveFlame,
-    /// The sandwich of a function over the view's stacks.
-    Sandwich(String),
-    /// The view's stacks as the baseline (`b`), with its description.
-    Baseline {
-        what: String,
-    },
-    /// The diff of the view against the baseline (`d`).
-    Diff,
-    /// A row's latency heatmap (`H`).
-    Heatmap,
-}
-
-impl Want {
-    /// What the screen says is being computed.
-    fn label(&self) -> &'static str {
-        match self {
-            Want::Table { .. } => "the table",
-            Want::Spark(_) => "the sparkline",
-            Want::Peek { .. } => "the row's stacks",
-            Want::Follow { .. } => "the waker's stacks",
-            Want::Flame | Want::LiveFlame => "the flame graph",
-            Want::Sandwich(_) => "the sandwich",
-            Want::Baseline { .. } => "the baseline",
-            Want::Diff => "the diff",
-            Want::Heatmap => "the heatmap",
-        }
-    }
-}
-
 /// A job running in a slot.
 struct Pending {
     generation: u64,
     want: Want,
     /// Dropping it aborts the job.
-    _job: Job<()>,
+    _task: Task<()>,
 }
 
 /// The event channel and the query jobs running.
@@ -176,12 +115,12 @@ impl Runner {
         let before = std::mem::discriminant(&app.mode);
         let on_table = matches!(app.mode, Mode::Table);
         let effect = app.on_key(key);
-        if effect == Effect::Quit {
+        if matches!(effect, Effect::Quit) {
             return true;
         }
         let left = std::mem::discriminant(&app.mode) != before;
         let esc = on_table && key.code == KeyCode::Esc;
-        if (left || esc) && effect == Effect::None {
+        if (left || esc) && matches!(effect, Effect::None) {
             self.cancel_view(app);
         }
         self.effect(engine, app, effect);
@@ -191,7 +130,7 @@ impl Runner {
     /// Stop computing the view a key asked for.
     pub(crate) fn cancel_view(&mut self, app: &mut App) {
         if let Some(p) = self.slots[Slot::View as usize].take() {
-            if !matches!(p.want, Want::LiveFlame) {
+            if !p.want.quiet() {
                 app.info(format!("{} cancelled", p.want.label()));
             }
             self.show(app);
@@ -203,28 +142,35 @@ impl Runner {
         match effect {
             Effect::None | Effect::Quit => {}
             Effect::Query => self.query(engine, app),
-            Effect::Peek => self.peek(engine, app),
-            Effect::Follow => self.follow(engine, app),
-            Effect::Flame => {
-                self.sync_table(engine, app);
-                self.flame(engine, app, Want::Flame);
-            }
-            Effect::Sandwich => {
-                if let Some(name) = app.sandwich_of.take() {
-                    self.flame(engine, app, Want::Sandwich(name));
-                }
-            }
-            Effect::Baseline => {
-                let what = crate::baseline::describe(app);
-                self.flame(engine, app, Want::Baseline { what });
-            }
-            Effect::Diff => {
-                self.sync_table(engine, app);
-                if crate::baseline::baseline(app).is_some() {
-                    self.flame(engine, app, Want::Diff);
-                }
-            }
-            Effect::Heatmap => self.heatmap(engine, app),
+            Effect::Open(job) => self.open(engine, app, job),
+        }
+    }
+
+    /// Start `job` in the view's slot (the table queried again first if it asks for it and
+    /// the window moved).
+    fn open(&mut self, engine: &Engine, app: &mut App, job: Job) {
+        if job.sync {
+            self.sync_table(engine, app);
+        }
+        let want = Want::Pane {
+            label: job.label,
+            error: job.error,
+            quiet: job.quiet,
+        };
+        let work = (job.work)(engine.querier());
+        self.submit(engine, app, Slot::View, want, async {
+            Ok(Reply::Pane(work.await?))
+        });
+    }
+
+    /// Live: the pane on the screen follows the rows kept now, unless a key asked for a
+    /// view that is being computed.
+    pub(crate) fn live(&mut self, engine: &Engine, app: &mut App) {
+        if self.running(Slot::View) {
+            return;
+        }
+        if let Some(job) = app.live_job() {
+            self.open(engine, app, job);
         }
     }
 
@@ -298,71 +244,6 @@ impl Runner {
         }
     }
 
-    /// The flame graph of the view, for `want`.
-    fn flame(&mut self, engine: &Engine, app: &mut App, want: Want) {
-        let (q, view) = (engine.querier(), app.view.clone());
-        self.submit(engine, app, Slot::View, want, async {
-            let (f, took) = session::flame_of(q, view).await?;
-            Ok(Reply::Flame(f, took))
-        });
-    }
-
-    /// Live: the flame graph on the screen follows the rows kept now, unless a key asked for
-    /// a view that is being computed.
-    pub(crate) fn live_flame(&mut self, engine: &Engine, app: &mut App) {
-        if matches!(app.mode, Mode::Flame(_)) && !self.running(Slot::View) {
-            self.flame(engine, app, Want::LiveFlame);
-        }
-    }
-
-    /// The stack tree of the highlighted row.
-    fn peek(&mut self, engine: &Engine, app: &mut App) {
-        let Some(values) = app.rows().get(app.cursor).map(|r| r.values.clone()) else {
-            return;
-        };
-        let title = session::row_title(&app.view, &values);
-        let (q, view) = (engine.querier(), app.view.clone());
-        self.submit(engine, app, Slot::View, Want::Peek { title }, async {
-            let (t, took) = session::tree_of(q, view, values).await?;
-            Ok(Reply::Tree(t, took))
-        });
-    }
-
-    /// The tree of the waker in [`App::follow_waker`]'s own off-CPU intervals.
-    fn follow(&mut self, engine: &Engine, app: &mut App) {
-        let Some((tid, name)) = app.follow_waker.take() else {
-            return;
-        };
-        let Mode::Peek { title, .. } = &app.mode else {
-            return;
-        };
-        let title = format!("{title} ← {name}");
-        let (q, view) = (engine.querier(), app.view.clone());
-        self.submit(
-            engine,
-            app,
-            Slot::View,
-            Want::Follow { title, name },
-            async move {
-                let (t, took) = session::waker_tree_of(q, view, tid).await?;
-                Ok(Reply::Tree(t, took))
-            },
-        );
-    }
-
-    /// The latency heatmap of the highlighted row, as wide as the sparkline.
-    fn heatmap(&mut self, engine: &Engine, app: &mut App) {
-        let Some(values) = app.rows().get(app.cursor).map(|r| r.values.clone()) else {
-            return;
-        };
-        let plan = HeatmapPlan::new(app, values, app.spark_width.get());
-        let q = engine.querier();
-        self.submit(engine, app, Slot::View, Want::Heatmap, async {
-            let (h, took) = session::heatmap_of(q, plan).await?;
-            Ok(Reply::Heatmap(h, took))
-        });
-    }
-
     /// Start `work` in `slot` for `want`, replacing (and aborting) the job there.
     fn submit<F>(&mut self, engine: &Engine, app: &mut App, slot: Slot, want: Want, work: F)
     where
@@ -371,7 +252,7 @@ impl Runner {
         self.generation += 1;
         let generation = self.generation;
         let tx = self.tx.clone();
-        let job = engine.spawn(async move {
+        let task = engine.spawn(async move {
             let reply = match std::panic::AssertUnwindSafe(work).catch_unwind().await {
                 Ok(reply) => reply,
                 Err(_) => Err(anyhow::anyhow!("the query panicked")),
@@ -386,7 +267,7 @@ impl Runner {
         self.slots[slot as usize] = Some(Pending {
             generation,
             want,
-            _job: job,
+            _task: task,
         });
         self.show(app);
     }
@@ -436,8 +317,8 @@ impl Runner {
             _ => None,
         };
         app.busy.view = match want(Slot::View) {
-            None | Some(Want::LiveFlame) => None,
-            Some(w) => Some(w.label()),
+            Some(w) if !w.quiet() => Some(w.label()),
+            _ => None,
         };
     }
 }

@@ -1,7 +1,7 @@
-//! The queries behind a screen: the table, the sparkline, a row's stack tree and heatmap and
-//! the view's flame graph, each an async function of a [`Querier`] that the
-//! [`crate::runner`] runs away from the keys (and `--once` runs to its end); how the app
-//! takes their answers is in [`crate::answer`].
+//! How a screen starts, and the queries behind it: the table and the sparkline, each an
+//! async function of a [`Querier`] that the [`crate::runner`] runs away from the keys (and
+//! `--once` runs to its end); how the app takes their answers is in [`crate::answer`]. The
+//! panes' queries are in their modules ([`crate::views`]).
 
 use std::time::Duration;
 
@@ -14,11 +14,8 @@ use arrow_schema::DataType;
 use crate::app::{self, App, SparkKey};
 use crate::catalog;
 use crate::engine::{Engine, Querier};
-use crate::flame::Flame;
-use crate::heatmap::Heatmap;
 use crate::table::Table;
-use crate::tree::Tree;
-use crate::view::{Ns, Planner, Span, Step, Value, View};
+use crate::view::{Ns, Planner, Span, Step, View};
 
 /// How a screen starts (the flags of the command line).
 #[derive(Debug, Clone)]
@@ -174,7 +171,7 @@ pub(crate) fn spark_plan(
     pending: Option<&SparkKey>,
 ) -> Option<SparkPlan> {
     let range = app.range?;
-    let width = app.spark_width.get().max(8);
+    let width = app.spark_width().max(8);
     let key = SparkKey {
         kind: app.view.kind.clone(),
         steps: app.view.steps.clone(),
@@ -249,105 +246,4 @@ fn spark_values(
         }
     }
     Ok(values)
-}
-
-/// The title of the row whose group columns have `values`: `col = value · …`.
-pub(crate) fn row_title(view: &View, values: &[Value]) -> String {
-    let title: Vec<String> = view
-        .group
-        .iter()
-        .zip(values)
-        .map(|(g, v)| format!("{g} = {}", v.shown))
-        .collect();
-    title.join(" · ")
-}
-
-/// The stack tree of the rows of `view` whose group columns equal `values`.
-pub(crate) async fn tree_of(
-    q: Querier,
-    view: View,
-    values: Vec<Value>,
-) -> Result<(Tree, Duration)> {
-    let planner = Planner {
-        columns: &q.columns,
-    };
-    let sql = planner.stacks(&view, &values, q.wakers);
-    let (batches, took) = q.timed("the row's stacks", &sql, Some(view.window)).await?;
-    Ok((Tree::new(&batches)?, took))
-}
-
-/// [`tree_of`] of `app`'s view, waited for (text mode), titled.
-pub fn tree(engine: &Engine, app: &App, values: &[Value]) -> Result<(String, Tree, Duration)> {
-    let (tree, took) =
-        engine.block_on(tree_of(engine.querier(), app.view.clone(), values.to_vec()))?;
-    Ok((row_title(&app.view, values), tree, took))
-}
-
-/// The stack tree of thread `tid`'s off-CPU intervals in the view's window, with their
-/// wakers: one link down the chain from the waker highlighted in the stack tree (`w`).
-pub(crate) async fn waker_tree_of(q: Querier, view: View, tid: i64) -> Result<(Tree, Duration)> {
-    let planner = Planner {
-        columns: &q.columns,
-    };
-    let sql = planner.waker_stacks(&view, tid);
-    let (batches, took) = q
-        .timed("the waker's stacks", &sql, Some(view.window))
-        .await?;
-    Ok((Tree::new(&batches)?, took))
-}
-
-/// The flame graph of `view`'s stacks in its window.
-pub(crate) async fn flame_of(q: Querier, view: View) -> Result<(Flame, Duration)> {
-    let planner = Planner {
-        columns: &q.columns,
-    };
-    let sql = planner.flame(&view);
-    let (batches, took) = q
-        .timed("the view's stacks", &sql, Some(view.window))
-        .await?;
-    Ok((crate::profile::flame(&batches)?, took))
-}
-
-/// [`flame_of`], waited for (text mode, `--diff`'s baseline).
-pub fn flame(engine: &Engine, view: &View) -> Result<(Flame, Duration)> {
-    engine.block_on(flame_of(engine.querier(), view.clone()))
-}
-
-/// What a row's heatmap is of: the row, its title, and as many columns as the sparkline has.
-#[derive(Debug, Clone)]
-pub struct HeatmapPlan {
-    pub view: View,
-    pub values: Vec<Value>,
-    pub title: String,
-    pub columns: usize,
-}
-
-impl HeatmapPlan {
-    /// The heatmap of the row `values` of `app`'s view, `columns` wide.
-    pub fn new(app: &App, values: Vec<Value>, columns: usize) -> Self {
-        HeatmapPlan {
-            title: row_title(&app.view, &values),
-            view: app.view.clone(),
-            values,
-            columns: columns.max(10),
-        }
-    }
-}
-
-/// The latency heatmap of `plan`'s row.
-pub(crate) async fn heatmap_of(q: Querier, plan: HeatmapPlan) -> Result<(Heatmap, Duration)> {
-    let window = plan.view.window;
-    let bucket = crate::heatmap::bucket(window, plan.columns);
-    let planner = Planner {
-        columns: &q.columns,
-    };
-    let sql = planner.heatmap(&plan.view, &plan.values, window.from, bucket);
-    let (batches, took) = q.timed("the heatmap", &sql, Some(window)).await?;
-    let h = Heatmap::new(plan.title, window, plan.columns, &batches)?;
-    Ok((h, took))
-}
-
-/// [`heatmap_of`], waited for (text mode).
-pub fn heatmap(engine: &Engine, plan: HeatmapPlan) -> Result<(Heatmap, Duration)> {
-    engine.block_on(heatmap_of(engine.querier(), plan))
 }

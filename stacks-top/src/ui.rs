@@ -1,37 +1,21 @@
-//! Drawing the screen from the app state: header (sparkline, range, window, filters,
-//! grouping), the table or a row's stack tree, the status line and the keys; the column
-//! picker and the help as popups. Nothing here changes state.
+//! Drawing the screen from the app state, which it only reads: the header (the title line,
+//! the sparkline of active threads with the window highlighted, the time range, the window,
+//! the filters, the grouping), the table or the pane open ([`crate::views`]), the status line
+//! and the keys; the column picker, the Space menu and the help as popups.
 
 use ratatui::Frame;
-use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph};
 
-use crate::app::{App, InputKind, Mode, Picker};
+use crate::app::{self, App, Mode};
 use crate::fmt;
-use crate::table::{Row, Table};
-use crate::tree::Tree;
-use crate::ui_flame;
+use crate::views::{self, Cx, centered, key_line, label};
 
 /// The smallest terminal the screen is drawn in.
 pub(crate) const MIN_WIDTH: u16 = 60;
 pub(crate) const MIN_HEIGHT: u16 = 12;
-
-const HEADER: u16 = 6;
-const BAR: usize = 10;
-const MAX_CELL: usize = 40;
-
-/// The keys of the table, as the bottom line names them.
-const KEYS: &str = "↑↓ row  ←→ column  ⏎ drill  ␣ in/out  ⌫ back  g group  / search  f filter  \
-                    [ ] window  w whole  l latency  p stacks  H heatmap  F flame  b baseline  d diff  \
-                    Tab kind  h help  q quit";
-/// The keys of the stack tree.
-const TREE_KEYS: &str = "↑↓ node  ⏎ fold/unfold  s sandwich  w waker's waits  Esc back  q quit";
-
-pub(crate) fn label() -> Style {
-    Style::default().fg(Color::Cyan)
-}
 
 /// Draw the whole screen.
 pub fn draw(f: &mut Frame, app: &App) {
@@ -48,431 +32,263 @@ pub fn draw(f: &mut Frame, app: &App) {
         );
         return;
     }
-    let [header, body, status, keys] = Layout::vertical([
-        Constraint::Length(HEADER),
-        Constraint::Min(3),
-        Constraint::Length(1),
-        Constraint::Length(1),
-    ])
-    .areas(area);
-    crate::ui_header::draw(f, app, header);
-    let key_line = match &app.mode {
-        Mode::Peek { title, tree } => {
-            draw_tree(f, app, title, tree, body);
-            TREE_KEYS
+    let [header, body, status, keys] = views::layout(area);
+    draw_header(f, app, header);
+    let cx = Cx {
+        view: &app.view,
+        baseline: app.baseline.as_ref(),
+        body,
+    };
+    let pane = app.mode.drawn();
+    let key_list = match &pane {
+        Some(p) => {
+            p.draw(f, body, &cx);
+            p.keys()
         }
-        Mode::Flame(v) => {
-            ui_flame::draw_flame(f, v, body);
-            ui_flame::FLAME_KEYS
-        }
-        Mode::Heatmap(h) => {
-            crate::heatmap::draw(f, h, body);
-            crate::heatmap::KEYS
-        }
-        Mode::Diff(v) => {
-            let what = app.baseline.as_ref().map_or("", |b| b.what.as_str());
-            ui_flame::draw_diff(f, v, what, body, &app.page);
-            ui_flame::DIFF_KEYS
-        }
-        Mode::Sandwich { view, .. } => {
-            ui_flame::draw_sandwich(f, view, body, &app.page);
-            ui_flame::SANDWICH_KEYS
-        }
-        _ => {
-            draw_table(f, app, body);
-            KEYS
+        None => {
+            let rows = app.rows();
+            views::table::draw(
+                f,
+                body,
+                app.table.as_ref(),
+                &rows,
+                app.cursor,
+                app.col,
+                &app.search,
+            );
+            app::KEYS
         }
     };
-    draw_status(f, app, status);
+    let own = pane
+        .as_ref()
+        .and_then(|p| p.status(&app.status, status.width as usize));
     f.render_widget(
-        Paragraph::new(fmt::fit(key_line, keys.width as usize))
+        Paragraph::new(own.unwrap_or_else(|| status_line(app, status.width as usize))),
+        status,
+    );
+    f.render_widget(
+        Paragraph::new(fmt::fit(&key_line(key_list), keys.width as usize))
             .style(Style::default().fg(Color::DarkGray)),
         keys,
     );
     match &app.mode {
-        Mode::Picker(p) => draw_picker(f, app, p, body),
-        Mode::Choose(c) => crate::choose::draw(f, c, body),
+        Mode::Picker(p) => views::table::draw_picker(f, p, &app.picker_matches(&p.text), body),
+        Mode::Choose(c) => views::choose::draw(f, c, body),
         // Over the whole screen: every key fits from 24 lines up.
         Mode::Help => draw_help(f, area),
         _ => {}
     }
 }
 
-/// One table column: header, width, right-aligned.
-struct Col {
-    title: String,
-    width: usize,
-    right: bool,
-}
-
-fn draw_table(f: &mut Frame, app: &App, area: Rect) {
-    let rows = app.rows();
-    let Some(table) = &app.table else {
-        f.render_widget(Paragraph::new(" no rows to show"), area);
-        return;
-    };
-    let mut layout = table_columns(table, &rows, area.width as usize);
-    layout.max_thr = rows
-        .iter()
-        .filter_map(|r| r.avg_thr(table.thread_window()))
-        .fold(0.0, f64::max);
-    let cols = &layout.cols;
-    let mut lines = Vec::new();
-    lines.push(Line::from(
-        cols.iter()
-            .map(|c| {
-                Span::styled(
-                    cell(&c.title, c),
-                    Style::default().add_modifier(Modifier::BOLD | Modifier::UNDERLINED),
-                )
-            })
-            .collect::<Vec<_>>(),
-    ));
-    let height = area.height.saturating_sub(1) as usize;
-    app.page.set(height.max(1));
-    let first = app.cursor.saturating_sub(height.saturating_sub(1));
-    for (n, row) in rows.iter().enumerate().skip(first).take(height) {
-        let on = n == app.cursor;
-        let base = if on {
-            Style::default().bg(Color::DarkGray)
-        } else if n % 2 == 1 {
-            Style::default().bg(Color::Rgb(24, 24, 24))
-        } else {
-            Style::default()
-        };
-        let selected = on.then_some(app.col);
-        lines.push(table_row(table, row, &layout, base, selected));
+/// The screen's status line, `w` cells wide: the text being typed, or what happened last
+/// and the timing of the last query.
+fn status_line(app: &App, w: usize) -> Line<'static> {
+    if let Mode::Input { kind, text } = &app.mode {
+        return Line::from(vec![
+            Span::styled(kind.prompt(), label()),
+            Span::raw(format!("{text}█")),
+        ]);
     }
-    if rows.is_empty() {
-        lines.push(Line::from(if app.search.is_empty() {
-            " no rows in this window: [ ] moves it, w shows the whole range, ⌫ removes a filter"
-        } else {
-            " no row matches the search: Esc clears it"
-        }));
-    }
-    f.render_widget(Paragraph::new(lines), area);
-}
-
-/// `text` fitted to column `c`, aligned, and the space after it.
-fn cell(text: &str, c: &Col) -> String {
-    let t = fmt::fit(text, c.width);
-    if c.right {
-        format!("{t:>w$} ", w = c.width)
+    let style = if app.status.error {
+        Style::default().fg(Color::White).bg(Color::Red)
     } else {
-        format!("{t:<w$} ", w = c.width)
-    }
-}
-
-/// How the table's rows are laid out.
-struct TableLayout {
-    cols: Vec<Col>,
-    /// Whether the `avg_thr` columns, and the `bytes` ones, are shown.
-    threads: bool,
-    bytes: bool,
-    /// The largest `avg_thr`, the full length of its bar.
-    max_thr: f64,
-}
-
-/// The table's columns: its group columns as wide as their widest cell, then the value
-/// columns it has, the group columns shrunk (widest first) until a row fits `width`.
-fn table_columns(table: &Table, rows: &[&Row], width: usize) -> TableLayout {
-    let threads = table.has_threads();
-    let bytes = table.has_bytes();
-    let mut cols: Vec<Col> = Vec::new();
-    for (i, g) in table.group.iter().enumerate() {
-        let widest = rows
-            .iter()
-            .map(|r| r.values[i].shown.chars().count())
-            .max()
-            .unwrap_or(0);
-        cols.push(Col {
-            title: g.clone(),
-            width: widest.max(g.len()).clamp(4, MAX_CELL),
-            right: false,
-        });
-    }
-    let mut add = |title: &str, width: usize, right: bool| {
-        cols.push(Col {
-            title: title.to_string(),
-            width: width.max(title.chars().count()),
-            right,
-        })
+        Style::default()
     };
-    add("samples", 9, true);
-    if threads {
-        add("avg_thr", 7, true);
-        add("", BAR, false);
-    }
-    if bytes {
-        add("bytes", 7, true);
-        add("bytes/s", 7, true);
-    }
-    if table.latency {
-        add(&fmt::histogram_header(), crate::view::BUCKETS, false);
-        for p in ["p50", "p95", "p99"] {
-            add(p, 6, true);
-        }
-    }
-    let g = table.group.len();
-    let total = |cols: &[Col]| cols.iter().map(|c| c.width + 1).sum::<usize>();
-    while total(&cols) > width {
-        let Some(widest) = (0..g).max_by_key(|&i| cols[i].width) else {
-            break;
-        };
-        if cols[widest].width <= 6 {
-            break;
-        }
-        cols[widest].width -= 1;
-    }
-    TableLayout {
-        cols,
-        threads,
-        bytes,
-        max_thr: 0.0,
-    }
+    let right = format!("  {}", app.timing);
+    let room = w.saturating_sub(right.chars().count());
+    Line::from(vec![
+        Span::styled(fmt::fit(&app.status.text, room), style),
+        Span::raw(" ".repeat(room.saturating_sub(app.status.text.chars().count().min(room)))),
+        Span::styled(right, Style::default().fg(Color::DarkGray)),
+    ])
 }
 
-/// One row of the table laid out by `layout`, on `base`, its `selected` group cell
-/// highlighted.
-fn table_row(
-    table: &Table,
-    row: &Row,
-    layout: &TableLayout,
-    base: Style,
-    selected: Option<usize>,
-) -> Line<'static> {
-    let cols = &layout.cols;
-    let window_ns = table.window.len();
-    let secs = window_ns as f64 / 1e9;
-    let mut spans = Vec::new();
-    for (i, (value, col)) in row.values.iter().zip(cols).enumerate() {
-        let style = if selected == Some(i) {
-            base.add_modifier(Modifier::REVERSED | Modifier::BOLD)
-        } else {
-            base
-        };
-        spans.push(Span::styled(cell(&value.shown, col), style));
-    }
-    let mut k = table.group.len();
-    let mut next = |text: String, style: Style| {
-        spans.push(Span::styled(cell(&text, &cols[k]), style));
-        k += 1;
-    };
-    next(fmt::count(row.samples), base);
-    if layout.threads {
-        let thr = row.avg_thr(table.thread_window());
-        next(thr.map(|t| format!("{t:.2}")).unwrap_or_default(), base);
-        let frac = thr
-            .map(|t| t / layout.max_thr.max(f64::MIN_POSITIVE))
-            .unwrap_or(0.0);
-        next(fmt::bar(frac, BAR), base.fg(Color::Green));
-    }
-    if layout.bytes {
-        next(
-            row.bytes.map(|b| fmt::bytes(b as f64)).unwrap_or_default(),
-            base,
-        );
-        next(
-            row.bytes
-                .map(|b| fmt::bytes(b as f64 / secs))
-                .unwrap_or_default(),
-            base,
-        );
-    }
-    if table.latency {
-        let lat = row.latency.as_ref().filter(|l| l.n > 0);
-        next(
-            lat.map(|l| fmt::histogram(&l.hist)).unwrap_or_default(),
-            base.fg(Color::Yellow),
-        );
-        for i in 0..3 {
-            next(
-                lat.and_then(|l| l.p[i])
-                    .map(fmt::duration)
-                    .unwrap_or_default(),
-                base,
-            );
-        }
-    }
-    Line::from(spans)
-}
-
-fn draw_tree(f: &mut Frame, app: &App, title: &str, tree: &Tree, area: Rect) {
-    let mut lines = vec![Line::from(Span::styled(
-        fmt::fit(&format!("Stacks of {title}"), area.width as usize),
-        Style::default().add_modifier(Modifier::BOLD | Modifier::UNDERLINED),
-    ))];
-    let height = area.height.saturating_sub(1) as usize;
-    app.page.set(height.max(1));
-    let visible = tree.visible();
-    let first = tree.cursor.saturating_sub(height.saturating_sub(1));
-    for (n, &i) in visible.iter().enumerate().skip(first).take(height) {
-        let node = &tree.nodes[i];
-        let text = tree.line(i);
-        let mut style = if node.kernel {
-            Style::default().fg(Color::LightBlue)
-        } else {
-            Style::default()
-        };
-        if n == tree.cursor {
-            style = style.add_modifier(Modifier::REVERSED);
-        }
-        lines.push(Line::from(Span::styled(
-            fmt::fit(&text, area.width as usize),
-            style,
-        )));
-    }
-    f.render_widget(Paragraph::new(lines), area);
-}
-
-fn draw_status(f: &mut Frame, app: &App, area: Rect) {
-    let w = area.width as usize;
-    let line = match &app.mode {
-        Mode::Input { kind, text } => {
-            let prompt = match kind {
-                InputKind::Search => "search rows: ",
-                InputKind::Filter => "filter (SQL condition, ⏎ applies, Esc cancels): ",
-            };
-            Line::from(vec![
-                Span::styled(prompt, label()),
-                Span::raw(format!("{text}█")),
-            ])
-        }
-        Mode::Flame(v) => ui_flame::flame_status(v, &app.status.text),
-        Mode::Diff(v) if !app.status.error => Line::from(vec![Span::raw(fmt::fit(&v.status(), w))]),
-        _ => {
-            let style = if app.status.error {
-                Style::default().fg(Color::White).bg(Color::Red)
-            } else {
-                Style::default()
-            };
-            let right = format!("  {}", app.timing);
-            let room = w.saturating_sub(right.chars().count());
-            Line::from(vec![
-                Span::styled(fmt::fit(&app.status.text, room), style),
-                Span::raw(
-                    " ".repeat(room.saturating_sub(app.status.text.chars().count().min(room))),
-                ),
-                Span::styled(right, Style::default().fg(Color::DarkGray)),
-            ])
-        }
-    };
-    f.render_widget(Paragraph::new(line), area);
-}
-
-/// A rectangle of `w`×`h` centered in `area`.
-fn centered(area: Rect, w: u16, h: u16) -> Rect {
-    let w = w.min(area.width);
-    let h = h.min(area.height);
-    Rect::new(
-        area.x + (area.width - w) / 2,
-        area.y + (area.height - h) / 2,
-        w,
-        h,
-    )
-}
-
-fn draw_picker(f: &mut Frame, app: &App, p: &Picker, area: Rect) {
-    let popup = centered(area, 70, area.height);
-    f.render_widget(Clear, popup);
-    let block = Block::default()
-        .borders(Borders::ALL)
-        .title(" group by: type to search, ↑↓ move, Space toggles, ⏎ applies, Esc cancels ");
-    let inner = block.inner(popup);
-    f.render_widget(block, popup);
-    let mut lines = vec![Line::from(vec![
-        Span::styled("search: ", label()),
-        Span::raw(format!("{}█", p.text)),
-    ])];
-    let matches = app.picker_matches(&p.text);
-    let height = inner.height.saturating_sub(1) as usize;
-    let first = p.cursor.saturating_sub(height.saturating_sub(1));
-    for (n, c) in matches.iter().enumerate().skip(first).take(height) {
-        let mark = match p.chosen.iter().position(|x| *x == c.name) {
-            Some(i) => format!("[{}]", i + 1),
-            None => "[ ]".to_string(),
-        };
-        let text = format!("{mark} {:<14} {}", c.name, c.about);
-        let style = if n == p.cursor {
-            Style::default().add_modifier(Modifier::REVERSED)
-        } else {
-            Style::default()
-        };
-        lines.push(Line::from(Span::styled(
-            fmt::fit(&text, inner.width as usize),
-            style,
-        )));
-    }
-    f.render_widget(Paragraph::new(lines), inner);
-}
-
-/// Every key, for `h`.
-pub const HELP: &[(&str, &str)] = &[
-    ("↑ ↓  j k", "move the highlighted row"),
-    ("PgUp PgDn", "a page up or down"),
-    (
-        "← →  < >",
-        "move the highlighted column; move it left or right in the grouping",
-    ),
-    (
-        "Enter",
-        "drill down: keep only rows whose column equals the highlighted cell",
-    ),
-    (
-        "Space",
-        "include or exclude (n) values of the highlighted column",
-    ),
-    ("Backspace", "remove the last filter"),
-    ("g", "choose the columns to group by (type to search)"),
-    ("/", "show only rows containing a text (Esc clears)"),
-    (
-        "f",
-        "add an SQL condition on the rows, e.g. duration > 1000000",
-    ),
-    ("[  ]", "move the window back or forward by its length"),
-    ("w", "window: the whole range, or the last --window"),
-    ("l", "latency columns: histogram <1µs…≥1s, p50, p95, p99"),
-    (
-        "p  H",
-        "stack tree of the row (w there: its waker); its latency heatmap",
-    ),
-    (
-        "F",
-        "flame graph of the view: ⏎ zoom, ⌫ zoom out, / search, s sandwich",
-    ),
-    (
-        "s",
-        "in the flame graph or the tree: callers and callees of a frame",
-    ),
-    (
-        "b  B",
-        "mark the view (window, filters) as the baseline; forget it",
-    ),
-    (
-        "d",
-        "diff: functions' share now against the baseline ([ ] move)",
-    ),
-    ("Tab", "next event kind (then every kind)"),
-    ("r", "query again"),
-    ("h ?  q", "this help; q or Ctrl-C quits"),
-];
-
+/// The help popup (`h`): every key of the table.
 fn draw_help(f: &mut Frame, area: Rect) {
-    let popup = centered(area, 80, HELP.len() as u16 + 2);
+    let help: Vec<_> = app::KEYS.iter().filter(|k| !k.help.is_empty()).collect();
+    let popup = centered(area, 80, help.len() as u16 + 2);
     f.render_widget(Clear, popup);
     let block = Block::default()
         .borders(Borders::ALL)
         .title(" keys (any key closes) ");
     let inner = block.inner(popup);
     f.render_widget(block, popup);
-    let lines: Vec<Line> = HELP
+    let lines: Vec<Line> = help
         .iter()
-        .map(|(k, what)| {
+        .map(|k| {
             Line::from(vec![
-                Span::styled(format!(" {k:<11}"), label()),
-                Span::raw(*what),
+                Span::styled(format!(" {:<11}", k.keys), label()),
+                Span::raw(k.help),
             ])
         })
         .collect();
     f.render_widget(Paragraph::new(lines), inner);
+}
+
+/// Draw the header: the title line (kind, what is being computed, the source, the
+/// baseline), the sparkline, the time range, the window, the filters and the grouping.
+fn draw_header(f: &mut Frame, app: &App, area: Rect) {
+    let w = area.width as usize;
+    let kind = app.view.kind.as_deref().unwrap_or(crate::catalog::ALL);
+    // What is being computed comes before the source, which is cut to fit.
+    let computing = match app.busy.view {
+        Some(what) => format!("computing {what}… (Esc cancels)  "),
+        None if app.busy.table => "computing the table…  ".to_string(),
+        None => String::new(),
+    };
+    let room = w.saturating_sub(20 + kind.len() + computing.chars().count());
+    let title = vec![
+        Span::styled(
+            " stacks-top ",
+            Style::default().add_modifier(Modifier::REVERSED),
+        ),
+        Span::raw(format!(" kind {kind}  ")),
+        Span::styled(computing, Style::default().fg(Color::Yellow)),
+        Span::styled(
+            fmt::fit(&app.source, room),
+            Style::default().fg(Color::DarkGray),
+        ),
+    ];
+    let mut title = title;
+    if let Some(b) = &app.baseline {
+        let used: usize = title.iter().map(|s| s.content.chars().count()).sum();
+        title.push(Span::styled(
+            fmt::fit(&format!("  baseline {}", b.what), w.saturating_sub(used)),
+            Style::default().fg(Color::Magenta),
+        ));
+    }
+    let mut lines = vec![Line::from(title)];
+    let name = if app.spark.threads {
+        "AvgThreads "
+    } else {
+        "Events/s   "
+    };
+    let room = views::spark_width(area.width);
+    let mut spans = vec![Span::styled(name, label())];
+    let max = app.spark.values.iter().copied().fold(0.0, f64::max);
+    let window = app.view.window;
+    for (i, v) in app.spark.values.iter().take(room).enumerate() {
+        let start = app.spark.start + i as i64 * app.spark.bucket;
+        let c = spark_char(*v, max);
+        let inside = start + app.spark.bucket > window.from && start < window.to;
+        let style = if inside {
+            Style::default()
+                .fg(Color::Yellow)
+                .add_modifier(Modifier::REVERSED)
+        } else {
+            Style::default().fg(Color::Yellow)
+        };
+        spans.push(Span::styled(c.to_string(), style));
+    }
+    spans.push(Span::raw(format!(" max {max:.2}")));
+    if app.busy.spark.is_some() {
+        spans.push(Span::styled(
+            " updating",
+            Style::default().fg(Color::DarkGray),
+        ));
+    }
+    lines.push(Line::from(spans));
+    let span_line = |name: &str, s: Option<crate::view::Span>, extra: &str| {
+        let text = match s {
+            Some(s) => format!(
+                "{} → {} ({}){extra}",
+                fmt::time(s.from, true),
+                fmt::time(s.to, false),
+                fmt::duration(s.len())
+            ),
+            None => "no rows".to_string(),
+        };
+        Line::from(vec![
+            Span::styled(format!("{name:<11}"), label()),
+            Span::raw(text),
+        ])
+    };
+    lines.push(span_line("TimeRange", app.range, ""));
+    let how = if app.whole {
+        "  whole range (w)".to_string()
+    } else if app.range.is_some_and(|r| r.len() <= app.window_len) {
+        "  whole range".to_string()
+    } else if app.follow {
+        format!(
+            "  last {} ([ ] move, w whole)",
+            fmt::duration(app.window_len)
+        )
+    } else {
+        format!("  {} ([ ] move, w whole)", fmt::duration(app.window_len))
+    };
+    lines.push(span_line("Window", app.range.map(|_| window), &how));
+    let filters = if app.view.steps.is_empty() {
+        "none".to_string()
+    } else {
+        app.view
+            .steps
+            .iter()
+            .map(|s| s.shown())
+            .collect::<Vec<_>>()
+            .join(" › ")
+    };
+    let mut filter_line = vec![
+        Span::styled("Filters    ", label()),
+        Span::raw(fmt::fit(&filters, w.saturating_sub(11))),
+    ];
+    if !app.search.is_empty() {
+        filter_line.push(Span::styled(
+            format!("  /{}", app.search),
+            Style::default().fg(Color::Magenta),
+        ));
+    }
+    lines.push(Line::from(filter_line));
+    lines.push(Line::from(vec![
+        Span::styled("GroupBy    ", label()),
+        Span::raw(app.view.group.join(", ")),
+    ]));
+    f.render_widget(Paragraph::new(lines), area);
+}
+
+fn spark_char(v: f64, max: f64) -> char {
+    const LEVELS: [char; 9] = [' ', '▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    if v <= 0.0 || max <= 0.0 {
+        return LEVELS[0];
+    }
+    let i = ((v / max) * 8.0).ceil() as usize;
+    LEVELS[i.clamp(1, 8)]
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::app;
+    use crate::views::{Key, diff, flame, heatmap, key_line, sandwich, tree};
+
+    /// Every key a pane lists is in docs/top.md (in backquotes), and every pane's list gives
+    /// its key line.
+    #[test]
+    fn every_key_is_documented() {
+        let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/top.md"))
+            .expect("docs/top.md");
+        let panes: [(&str, &[Key]); 6] = [
+            ("table", app::KEYS),
+            ("tree", tree::KEYS),
+            ("flame", flame::KEYS),
+            ("sandwich", sandwich::KEYS),
+            ("diff", diff::KEYS),
+            ("heatmap", heatmap::KEYS),
+        ];
+        let mut missing = Vec::new();
+        for (pane, keys) in panes {
+            assert!(!key_line(keys).is_empty(), "{pane}: no key line");
+            for k in keys {
+                assert!(!k.help.is_empty(), "{pane}: `{}` says nothing", k.keys);
+                for key in k.keys.split_whitespace() {
+                    if !doc.contains(&format!("`{key}`")) {
+                        missing.push(format!("{pane}: `{key}`"));
+                    }
+                }
+            }
+        }
+        assert!(
+            missing.is_empty(),
+            "docs/top.md does not name these keys: {}",
+            missing.join(", ")
+        );
+    }
 }

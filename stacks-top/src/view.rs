@@ -91,6 +91,19 @@ pub struct View {
     pub limit: usize,
 }
 
+impl View {
+    /// The title of the row whose group columns have `values`: `col = value · …`.
+    pub fn row_title(&self, values: &[Value]) -> String {
+        let title: Vec<String> = self
+            .group
+            .iter()
+            .zip(values)
+            .map(|(g, v)| format!("{g} = {}", v.shown))
+            .collect();
+        title.join(" · ")
+    }
+}
+
 /// The columns of a table query's result after the group columns, in order.
 pub const SAMPLES: &str = "samples";
 pub(crate) const THREAD_NS: &str = "thread_ns";

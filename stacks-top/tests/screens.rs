@@ -667,3 +667,23 @@ fn keys_are_answered_while_a_view_is_computed() {
         "q quits with a query outstanding"
     );
 }
+
+/// Keys move in the layout drawn at the terminal's size: on a 12-line terminal the table
+/// shows 3 rows under its titles, and PgDn moves 3 rows (before any size is known, 20).
+#[test]
+fn a_page_is_the_rows_the_terminal_shows() {
+    let dir = store();
+    let (e, mut app) = open(dir.path(), start());
+    let rows = app.rows().len();
+    assert!(rows > 4, "{rows} rows");
+    app.resize(ratatui::layout::Size::new(100, 12));
+    let text = screen(&mut app, 100, 12);
+    let lines: Vec<&str> = text.lines().collect();
+    for (i, row) in app.rows().iter().take(3).enumerate() {
+        assert!(lines[7 + i].starts_with(&row.values[0].shown), "{text}");
+    }
+    key(&mut app, &e, KeyCode::PageDown);
+    assert_eq!(app.cursor, 3);
+    key(&mut app, &e, KeyCode::PageUp);
+    assert_eq!(app.cursor, 0);
+}

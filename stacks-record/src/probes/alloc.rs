@@ -269,7 +269,7 @@ impl AllocProbes {
 fn providers_in(path: &Path) -> Vec<&'static str> {
     PROVIDERS
         .into_iter()
-        .filter(|p| super::notes::file_has_usdt(path, p, Some("alloc")))
+        .filter(|p| crate::process::notes::file_has_usdt(path, p, Some("alloc")))
         .collect()
 }
 

@@ -2,13 +2,11 @@
 //! (bpf/kinds/probe.bpf.h). Their grammar is in [`crate::spec::probe`]; here: the checks and
 //! attaching ([`attach`]), the BPF side's settings ([`configure`]), their rows
 //! ([`ProbeRows`]), the counting table's records ([`counts`]), the USDT semaphores set in
-//! the command the recorder starts ([`semaphores`]) and which USDT probes a file declares
-//! ([`notes`]); `-e alloc`'s producers ([`alloc`]).
+//! the command the recorder starts ([`semaphores`]); `-e alloc`'s producers ([`alloc`]).
 
 pub(crate) mod alloc;
 pub(crate) mod attach;
 pub(crate) mod counts;
-pub(crate) mod notes;
 pub(crate) mod semaphores;
 
 use std::rc::Rc;

@@ -4,7 +4,8 @@
 //! with CFI ([`unwind`]) and the exit snapshots of processes gone before their map was read
 //! ([`exit_maps`]), file and socket names ([`fdnames`]), cgroup paths ([`cgroups`]),
 //! kernel symbols ([`kallsyms`]), `tracing` spans ([`spans`]), the vDSO image ([`vdso`]), JIT
-//! code's names from perf maps ([`perfmap`]) and CPython's Python frames ([`python`]).
+//! code's names from perf maps ([`perfmap`]), CPython's Python frames ([`python`]) and the
+//! USDT probes an ELF file declares ([`notes`]).
 
 pub(crate) mod cgroups;
 pub(crate) mod exit_maps;
@@ -13,6 +14,7 @@ pub(crate) mod kallsyms;
 pub(crate) mod maps;
 pub(crate) mod modules;
 pub(crate) mod normalize;
+pub(crate) mod notes;
 pub(crate) mod perfmap;
 pub(crate) mod python;
 pub(crate) mod spans;

@@ -75,7 +75,7 @@ pub(crate) fn find(path: &Path) -> Result<Option<TlsOffsets>, String> {
     let found = lookup(&mut elf.dynamic_symbols().filter_map(named))
         .or_else(|| lookup(&mut elf.symbols().filter_map(named)));
     Ok(found.map(|o| TlsOffsets {
-        probes: crate::probes::notes::elf_has_usdt(&elf, PROVIDER, None),
+        probes: crate::process::notes::elf_has_usdt(&elf, PROVIDER, None),
         ..o
     }))
 }

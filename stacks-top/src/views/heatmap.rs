@@ -1,13 +1,16 @@
 //! The latency heatmap of a row (`H`): its events in the window by time (columns) and log2
 //! latency bucket (lines, `<1µs` at the bottom, `≥1s` at the top), each cell shaded by its
-//! events or (`t`) by their time, on a log scale of the fullest cell. Its state from the
-//! query's rows, its keys and its drawing.
+//! events or (`t`) by their time, on a log scale of the fullest cell. Its query, its state
+//! from the query's rows, its keys, its drawing and its text (`--once --heatmap`).
+
+use std::time::Duration;
 
 use anyhow::Result;
 use arrow_array::RecordBatch;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Float64Type, Int64Type};
 use arrow_schema::DataType;
+use futures::FutureExt;
 use ratatui::Frame;
 use ratatui::crossterm::event::{KeyCode, KeyEvent};
 use ratatui::layout::Rect;
@@ -15,12 +18,84 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
+use crate::engine::{Engine, Querier};
 use crate::fmt;
-use crate::icicle::Outcome;
-use crate::view::{BUCKETS, Ns, Span as Window};
+use crate::view::{BUCKETS, Ns, Planner, Span as Window, Value, View};
+use crate::views::{Cx, Draw, Job, Key, Outcome, Pane};
 
 /// The keys of the heatmap.
-pub(crate) const KEYS: &str = "t events/time  Esc back  q quit";
+pub(crate) const KEYS: &[Key] = &[
+    Key {
+        keys: "t",
+        help: "shade the cells by the time of their events, or by their number",
+        line: &["t events/time"],
+    },
+    Key {
+        keys: "Esc  H  Backspace",
+        help: "back to the table",
+        line: &["Esc back"],
+    },
+    Key {
+        keys: "q",
+        help: "quit",
+        line: &["q quit"],
+    },
+];
+
+/// What a row's heatmap is of: the row, its title, and its columns.
+#[derive(Debug, Clone)]
+pub struct HeatmapPlan {
+    pub view: View,
+    pub values: Vec<Value>,
+    pub title: String,
+    pub columns: usize,
+}
+
+impl HeatmapPlan {
+    /// The heatmap of the row `values` of `view`, `columns` wide.
+    pub fn new(view: &View, values: Vec<Value>, columns: usize) -> Self {
+        HeatmapPlan {
+            title: view.row_title(&values),
+            view: view.clone(),
+            values,
+            columns: columns.max(10),
+        }
+    }
+}
+
+/// The latency heatmap of `plan`'s row.
+async fn heatmap_of(q: Querier, plan: HeatmapPlan) -> Result<(Heatmap, Duration)> {
+    let window = plan.view.window;
+    let bucket = bucket(window, plan.columns);
+    let planner = Planner {
+        columns: &q.columns,
+    };
+    let sql = planner.heatmap(&plan.view, &plan.values, window.from, bucket);
+    let (batches, took) = q.timed("the heatmap", &sql, Some(window)).await?;
+    let h = Heatmap::new(plan.title, window, plan.columns, &batches)?;
+    Ok((h, took))
+}
+
+/// [`heatmap_of`], waited for (text mode).
+pub fn heatmap(engine: &Engine, plan: HeatmapPlan) -> Result<Heatmap> {
+    Ok(engine.block_on(heatmap_of(engine.querier(), plan))?.0)
+}
+
+/// `H`: the heatmap of `plan`'s row, opened.
+pub fn job(plan: HeatmapPlan) -> Job {
+    Job::new("the heatmap", "heatmap", |q| {
+        async move {
+            let (h, took) = heatmap_of(q, plan).await?;
+            let open: crate::views::Answer = Box::new(move |s| {
+                *s.timing = format!("{} events · {} ms", h.total(), took.as_millis());
+                s.info("latency by time: t shades by time instead of events, Esc goes back");
+                s.open(crate::views::Mode::Heatmap(Box::new(h)));
+            });
+            Ok(open)
+        }
+        .boxed()
+    })
+}
 
 /// A row's heatmap.
 #[derive(Debug, Clone, PartialEq)]
@@ -120,9 +195,10 @@ impl Heatmap {
             self.counts[c][k] as f64
         }
     }
+}
 
-    /// Handle one key.
-    pub fn key(&mut self, key: KeyEvent) -> Outcome {
+impl Pane for Heatmap {
+    fn key(&mut self, key: KeyEvent, _cx: &Cx) -> Outcome {
         match key.code {
             KeyCode::Char('q') => Outcome::Quit,
             KeyCode::Esc | KeyCode::Char('H') | KeyCode::Backspace => Outcome::Back,
@@ -269,29 +345,34 @@ impl Heatmap {
     }
 }
 
-/// Draw the heatmap in `area`: a title, a line per latency bucket that has events (slowest
-/// on top), the time axis.
-pub fn draw(f: &mut Frame, h: &Heatmap, area: Rect) {
-    let width = area.width as usize;
-    let text = h.text((area.height as usize).saturating_sub(3));
-    let mut lines = vec![Line::from(Span::styled(
-        fmt::fit(&text.title, width),
-        Style::default().add_modifier(Modifier::BOLD | Modifier::UNDERLINED),
-    ))];
-    if text.lines.is_empty() {
-        lines.push(Line::from("no events with a latency in this window"));
+impl Draw for Heatmap {
+    /// A title, a line per latency bucket that has events (slowest on top), the time axis.
+    fn draw(&self, f: &mut Frame, area: Rect, _cx: &Cx) {
+        let width = area.width as usize;
+        let text = self.text((area.height as usize).saturating_sub(3));
+        let mut lines = vec![Line::from(Span::styled(
+            fmt::fit(&text.title, width),
+            Style::default().add_modifier(Modifier::BOLD | Modifier::UNDERLINED),
+        ))];
+        if text.lines.is_empty() {
+            lines.push(Line::from("no events with a latency in this window"));
+            f.render_widget(Paragraph::new(lines), area);
+            return;
+        }
+        for (label, cells, _) in text.lines {
+            lines.push(Line::from(vec![
+                Span::styled(format!("{label:>6} "), Style::default().fg(Color::Cyan)),
+                Span::styled(cells, Style::default().fg(Color::Yellow)),
+            ]));
+        }
+        lines.push(Line::from(Span::styled(
+            text.axis,
+            Style::default().fg(Color::DarkGray),
+        )));
         f.render_widget(Paragraph::new(lines), area);
-        return;
     }
-    for (label, cells, _) in text.lines {
-        lines.push(Line::from(vec![
-            Span::styled(format!("{label:>6} "), Style::default().fg(Color::Cyan)),
-            Span::styled(cells, Style::default().fg(Color::Yellow)),
-        ]));
+
+    fn keys(&self) -> &'static [Key] {
+        KEYS
     }
-    lines.push(Line::from(Span::styled(
-        text.axis,
-        Style::default().fg(Color::DarkGray),
-    )));
-    f.render_widget(Paragraph::new(lines), area);
 }
