@@ -109,7 +109,10 @@ fn python_of_self() -> (Python, u32) {
                 tstate_at: 0,
                 build_id: Some("ab".into()),
                 eval: 0x1000..0x2000,
-                entries: vec![0x3000..0x3100],
+                entries: vec![std::ops::Range {
+                    start: 0x3000,
+                    end: 0x3100,
+                }],
                 asyncio: None,
             },
             codes: Default::default(),
