@@ -127,6 +127,8 @@ fn go_pprof_reads_every_profile() {
         ("vfs/bytes", 100),
         ("net_calls/count", 1),
         ("net/bytes", 1500),
+        ("uring_requests/count", 0),
+        ("uring/bytes", 0),
         ("state_samples/count", 0),
         ("wall/nanoseconds", 0),
         ("hits/count", 3),

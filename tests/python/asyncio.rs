@@ -1,5 +1,5 @@
 //! asyncio tasks (CPython 3.14+): a server of three named tasks — `spinner` (CPU-bound),
-//! `sleeper` (sleeping), `parent` awaiting the task `child` it made (CPU-bound) — recorded with
+//! `sleeper` (sleeping: awaiting, and blocking its thread 2 ms at a time), `parent` awaiting the task `child` it made (CPU-bound) — recorded with
 //! CPU samples and off-CPU intervals: the rows of each task's code carry its name in `task`,
 //! and `child`'s the chain of the tasks awaiting it in `task_chain`; the task labels reach
 //! pprof's labels (read by `go tool pprof -tags`) and stacks-top's grouping.
@@ -28,6 +28,7 @@ async def spinner(until):
 async def sleeper(until):
     while time.monotonic() < until:
         await asyncio.sleep(0.01)
+        time.sleep(0.002)
 
 async def child_work(until):
     while time.monotonic() < until:
@@ -151,11 +152,24 @@ fn asyncio_tasks_label_the_rows_of_their_code() {
                 assert_eq!(task, want, "{python}: a {} row of {body}", r.kind);
             }
         }
-        // Off-CPU intervals of the tasks (preempted while burning) carry them too.
+        // Off-CPU intervals carry them too: the sleeper blocks its thread in time.sleep.
+        let slept = rows
+            .iter()
+            .filter(|r| r.kind == "switch" && r.body == Some("sleeper"))
+            .collect::<Vec<_>>();
         assert!(
-            rows.iter()
-                .any(|r| r.kind == "switch" && r.task.as_deref() == Some("spinner")),
-            "{python}: no switch row of spinner"
+            slept.len() >= 20,
+            "{python}: {} switch rows in sleeper",
+            slept.len()
+        );
+        let named = slept
+            .iter()
+            .filter(|r| r.task.as_deref() == Some("sleeper"))
+            .count();
+        assert!(
+            named as f64 >= 0.95 * slept.len() as f64,
+            "{python}: {named} of {} switch rows of sleeper carry its task",
+            slept.len()
         );
         assert!(
             stderr.contains("rows with their asyncio task"),
