@@ -241,6 +241,7 @@ struct py_walk {
 	__u64 frame;              /* the next _PyInterpreterFrame; 0: done */
 	__u32 why;                /* enum stacks_py_fail; 0: none */
 	__u32 have_last;          /* a Python frame of this walk is the last frame */
+	__u64 switches;           /* the task's context switches when its walk began */
 };
 
 /* Python frames walked apart, to go after a `d` stack's copy once it is made (`state:d`,
@@ -249,7 +250,7 @@ struct py_walk {
 struct py_buf {
 	__u32 n;
 	__u32 pad;
-	struct stacks_pyframe f[STACKS_PY_MAX_FRAMES + 1]; /* the frames, and a marker */
+	struct stacks_pyframe f[STACKS_PY_MAX_FRAMES + 2]; /* the frames, a marker, the task */
 };
 
 struct {
@@ -364,26 +365,70 @@ static int py_step_task_buf(__u32 i, void *ctx)
 	return py_step(w, w->task, PY_LIMIT_BUF);
 }
 
-/* After the frames of walk `w` (limit `limit`) of the current thread, the asyncio task its
- * thread state `tstate` runs (3.14+, when the layout of asyncio's debug offsets is known), as
- * a frame flagged STACKS_PYFRAME_TASK: user space names it and the tasks awaiting it. */
+/* What py_running_task_of read: the task, its name object. `switches`: the thread's context
+ * switches when its frames were walked. */
+struct py_task_seen {
+	__u64 switches;
+	__u64 task;
+	__u64 name;
+};
+
+/* The asyncio task thread state `tstate` of another thread `task` runs and the task's name
+ * object (3.14+, when the layout of asyncio's debug offsets is known), read from its memory
+ * (sleepable programs) into `s`: 0 when read, else 1. Also 1 when the thread has run since its
+ * frames were walked (it is on a CPU, or its switch count moved): its task may have changed
+ * and would label frames of another. A global function, checked once on its own: the `state`
+ * iterator's programs are near the verifier's limit. */
+__noinline int py_running_task_of(struct stacks_py_proc *py, struct task_struct *task __arg_trusted,
+				  __u64 tstate, struct py_task_seen *s)
+{
+	if (!py || !task || !s || !py->running_task || !tstate)
+		return 1;
+	__u64 t = 0, name = 0;
+	if (bpf_copy_from_user_task(&t, sizeof(t), (void *)(tstate + py->running_task), task, 0) ||
+	    !t || bpf_copy_from_user_task(&name, sizeof(name), (void *)(t + py->task_name), task, 0))
+		return 1;
+	if (task->on_cpu || task->nvcsw + task->nivcsw != s->switches)
+		return 1;
+	s->task = t;
+	s->name = name;
+	return 0;
+}
+
+/* Task `t` with name object `name` as a frame flagged STACKS_PYFRAME_TASK. */
+static __always_inline void py_task_frame(struct stacks_pyframe *f, __u64 t, __u64 name)
+{
+	f->status = STACKS_UFRAME_PYTHON;
+	f->flags = STACKS_PYFRAME_TASK;
+	f->code = t;
+	f->qualname = name;
+	f->prev_instr = 0;
+}
+
+/* After the frames of walk `w` (limit `limit`), the asyncio task its thread state `tstate`
+ * runs (3.14+, when the layout of asyncio's debug offsets is known), as a frame flagged
+ * STACKS_PYFRAME_TASK: user space names it and the tasks awaiting it. The current thread's
+ * memory is read, or the walk's task's (py_running_task_of). */
 static __always_inline void py_task(struct py_walk *w, __u64 tstate, __u64 limit)
 {
 	struct stacks_py_proc *py = w->py;
-	__u64 task = 0, name = 0;
-	if (!py->running_task || !tstate ||
-	    py_read(&task, sizeof(task), tstate + py->running_task, NULL) || !task ||
-	    py_read(&name, sizeof(name), task + py->task_name, NULL))
+	__u64 tn[2] = {};
+	if (w->task) {
+		struct py_task_seen seen = { .switches = w->switches };
+		if (py_running_task_of(py, w->task, tstate, &seen))
+			return;
+		tn[0] = seen.task;
+		tn[1] = seen.name;
+	} else if (!py->running_task || !tstate ||
+		   py_read(&tn[0], sizeof(tn[0]), tstate + py->running_task, NULL) || !tn[0] ||
+		   py_read(&tn[1], sizeof(tn[1]), tn[0] + py->task_name, NULL)) {
 		return;
+	}
 	__u32 n = *w->count;
 	struct stacks_pyframe *f = py_at(w, n, limit, false);
 	if (!f)
 		return;
-	f->status = STACKS_UFRAME_PYTHON;
-	f->flags = STACKS_PYFRAME_TASK;
-	f->code = task;
-	f->qualname = name;
-	f->prev_instr = 0;
+	py_task_frame(f, tn[0], tn[1]);
 	*w->count = n + 1;
 }
 
@@ -404,6 +449,8 @@ static __always_inline __u64 py_walk_into(struct py_walk *w, __u32 tgid, __u32 t
 		return 0;
 	w->py = py;
 	w->task = task;
+	if (task)
+		w->switches = task->nvcsw + task->nivcsw;
 	__u64 tstate = py_tstate(py, t, task, tid, &w->why);
 	if (tstate) {
 		__u64 base = tstate;
@@ -448,16 +495,18 @@ static __always_inline __u64 py_capture_of(struct stacks_event *e, struct task_s
 	return py_walk_into(w, e->hdr.pid, e->hdr.tid, t, task, PY_EVENT);
 }
 
-/* Another task's Python frames (the `state` iterator's; py_capture_of). */
+/* Another task's Python frames (the `state` iterator's; py_capture_of), and the asyncio task
+ * it runs (py_task). */
 static __always_inline void capture_python_of(struct stacks_event *e, struct task_struct *t,
 					      struct task_struct *task)
 {
 	struct py_walk w = {};
-	py_capture_of(e, t, task, &w);
+	__u64 tstate = py_capture_of(e, t, task, &w);
+	if (tstate)
+		py_task(&w, tstate, PY_LIMIT_EVENT);
 }
 
-/* The current thread's Python frames (py_capture_of), and the asyncio task it runs (py_task;
- * not for `state` rows, another task's: its iterator's programs are at the verifier's limit). */
+/* The current thread's Python frames (py_capture_of), and the asyncio task it runs (py_task). */
 static __always_inline void capture_python(struct stacks_event *e)
 {
 	struct py_walk w = {};
@@ -490,22 +539,41 @@ static __always_inline void capture_python_room(struct stacks_event *e, __u32 at
 	e->hdr.uwindow += ur->py_frames * STACKS_UFRAME_SIZE;
 }
 
-/* Another task's Python frames, walked before its `d` stack is copied (py_put_after_copy puts
- * them after the copy); the buffer, or NULL when it runs no Python. */
-static __always_inline struct py_buf *py_walk_apart(struct stacks_event *e, struct task_struct *task)
+/* Another task's (thread `tid` of process `pid`) Python frames and the asyncio task it runs,
+ * walked into the one py_buf before its `d` stack is copied (py_put_after_copy puts them after
+ * the copy): the frames written. A global function, checked once on its own: `state:d`'s
+ * program, with its copy's many outcomes, is at the verifier's limit. */
+__noinline int py_walk_apart_of(struct task_struct *task __arg_trusted, __u32 pid, __u32 tid)
 {
 	__u32 zero = 0;
 	struct py_buf *b = bpf_map_lookup_elem(&py_state_buf, &zero);
-	if (!b)
-		return NULL;
+	if (!b || !task)
+		return 0;
 	b->n = 0;
 	struct py_walk w = {
 		.e = (struct stacks_event *)b,
 		.count = &b->n,
 		.base = offsetof(struct py_buf, f),
 	};
-	py_walk_into(&w, e->hdr.pid, e->hdr.tid, task, task, PY_BUF);
-	return b->n ? b : NULL;
+	__u64 tstate = py_walk_into(&w, pid, tid, task, task, PY_BUF);
+	struct py_task_seen seen = { .switches = w.switches };
+	__u32 n = b->n;
+	if (tstate && n < STACKS_PY_MAX_FRAMES + 2 &&
+	    !py_running_task_of(w.py, task, tstate, &seen)) {
+		py_task_frame(&b->f[n], seen.task, seen.name);
+		b->n = n + 1;
+	}
+	return b->n;
+}
+
+/* The frames py_walk_apart_of walked for record `e`'s thread `task`: the buffer, or NULL when
+ * it runs no Python. */
+static __always_inline struct py_buf *py_walk_apart(struct stacks_event *e, struct task_struct *task)
+{
+	__u32 zero = 0;
+	if (!py_walk_apart_of(task, e->hdr.pid, e->hdr.tid))
+		return NULL;
+	return bpf_map_lookup_elem(&py_state_buf, &zero);
 }
 
 /* The frames `b` walked apart, after the `d` stack's registers (at frame slot `at` of scratch
@@ -517,7 +585,7 @@ static __always_inline void py_put_after_copy(struct stacks_event *e, __u32 at, 
 	ur->py_frames = 0;
 	__u64 copied = ur->copied;
 	__u32 n = b->n;
-	if (copied > STACKS_UWINDOW_MAX || n > STACKS_PY_MAX_FRAMES + 1)
+	if (copied > STACKS_UWINDOW_MAX || n > STACKS_PY_MAX_FRAMES + 2)
 		return;
 	__u64 off = offsetof(struct stacks_event, frames) + (__u64)at * 8 +
 		    sizeof(struct stacks_uregs) + copied;

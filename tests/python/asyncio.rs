@@ -1,7 +1,8 @@
 //! asyncio tasks (CPython 3.14+): a server of three named tasks — `spinner` (CPU-bound),
-//! `sleeper` (sleeping: awaiting, and blocking its thread 2 ms at a time), `parent` awaiting the task `child` it made (CPU-bound) — recorded with
-//! CPU samples and off-CPU intervals: the rows of each task's code carry its name in `task`,
-//! and `child`'s the chain of the tasks awaiting it in `task_chain`; the task labels reach
+//! `sleeper` (sleeping: awaiting, and blocking its thread 4 ms at a time), `parent` awaiting
+//! the task `child` it made (CPU-bound) — recorded with CPU samples, off-CPU intervals and
+//! state passes (`u` stacks, `d` on the second minor): the rows of each task's code carry its
+//! name in `task`, and `child`'s the chain of the tasks awaiting it in `task_chain`; the task labels reach
 //! pprof's labels (read by `go tool pprof -tags`) and stacks-top's grouping.
 
 use arrow_array::RecordBatch;
@@ -28,7 +29,7 @@ async def spinner(until):
 async def sleeper(until):
     while time.monotonic() < until:
         await asyncio.sleep(0.01)
-        time.sleep(0.002)
+        time.sleep(0.004)
 
 async def child_work(until):
     while time.monotonic() < until:
@@ -104,8 +105,15 @@ fn asyncio_tasks_label_the_rows_of_their_code() {
         let dir = scratch(&format!("python-asyncio-{minor}"));
         let d = dir.display();
         std::fs::write(dir.join("server.py"), SERVER).expect("write the server");
+        // `state` rows too, with `u` stacks on one minor and `d` on the other (its Python
+        // frames and task are walked apart from the stack's copy).
+        let state = if *minor == NEWER[0] {
+            "state:u:100"
+        } else {
+            "state:d:100"
+        };
         let rec = sh(&format!(
-            "stacks-record -e profile:u:499,switch:u -o {d}/raw.arrow -- {python} {d}/server.py 3 && \
+            "stacks-record -e profile:u:499,switch:u,{state} -o {d}/raw.arrow -- {python} {d}/server.py 3 && \
              stacks-symbolize -o {d}/sym.arrow {d}/raw.arrow"
         ));
         check(&rec, &format!("recording the asyncio server on {python}"));
@@ -170,6 +178,24 @@ fn asyncio_tasks_label_the_rows_of_their_code() {
             named as f64 >= 0.95 * slept.len() as f64,
             "{python}: {named} of {} switch rows of sleeper carry its task",
             slept.len()
+        );
+        // And the state passes that found the sleeper blocked in its code.
+        let passes = rows
+            .iter()
+            .filter(|r| r.kind == "state" && r.body == Some("sleeper"))
+            .collect::<Vec<_>>();
+        let named = passes
+            .iter()
+            .filter(|r| r.task.as_deref() == Some("sleeper"))
+            .count();
+        eprintln!(
+            "{python} ({state}): {named} of {} state rows of sleeper labelled",
+            passes.len()
+        );
+        assert!(
+            passes.len() >= 5 && named as f64 >= 0.95 * passes.len() as f64,
+            "{python} ({state}): {named} of {} state rows of sleeper carry its task",
+            passes.len()
         );
         assert!(
             stderr.contains("rows with their asyncio task"),
