@@ -394,6 +394,7 @@ struct {
 #define UWALK_STACK_LIMIT (64ULL << 20)
 #define FRAMES_WORDS (STACKS_FRAMES_SIZE / 8)
 #define PF_KTHREAD_BIT 0x00200000
+#define PF_IO_WORKER_BIT 0x00000010 /* an io_uring io-wq or SQPOLL thread */
 _Static_assert(STACKS_UFRAME_SIZE == 32, "a user frame is 4 words");
 
 /* The top of the user stack is read in one copy into the end of the record's frames area, and

@@ -383,6 +383,9 @@ struct stacks_block {
 	__u32 dev_minor;
 	__s32 error;              /* blk_status_t; 0: success */
 	__u64 request;            /* the request (its address), naming its STACKS_EV_UWINDOW record */
+	__u32 submitter;          /* issued by an io-wq worker for an io_uring request: the tid
+				   * that submitted it (its user stack is the row's); else 0 */
+	__u32 pad;
 };
 
 /* stacks_file.path_complete of a file whose path was not walked again: a `vfs` record's path

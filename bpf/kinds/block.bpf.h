@@ -164,6 +164,11 @@ static __always_inline void block_ustack_apart(void *ctx, struct stacks_event *e
 		e->hdr.ustack_len = submit_room(u) ? STACKS_USTACK_APART : -ENOSPC;
 }
 
+/* An io-wq worker's block request for an io_uring request: its submitter into `b` (and, with
+ * `e`, the submitter's user stack into `e`'s); kinds/uring.bpf.h. */
+static __always_inline void uring_on_behalf(struct stacks_event *e, struct stacks_block *b,
+					    struct task_struct *task);
+
 /* The block member of request `rq` (named `key`) at its submission. */
 static __always_inline void block_at_start(struct stacks_block *b, struct request *rq, __u64 key)
 {
@@ -173,6 +178,8 @@ static __always_inline void block_at_start(struct stacks_block *b, struct reques
 	b->latency_ns = 0;
 	b->error = 0;
 	b->request = key;
+	b->submitter = 0;
+	b->pad = 0;
 }
 
 SEC("tp_btf/block_io_start")
@@ -191,6 +198,7 @@ int BPF_PROG(on_block_start, struct request *rq)
 				s->r.issue_ts = 0;
 				fill_hdr(&s->r.hdr, STACKS_EV_BLOCK, task, now);
 				block_at_start(&s->r.block, rq, key);
+				uring_on_behalf(NULL, &s->r.block, task);
 				read_span(&s->r.hdr.span);
 				return 0;
 			}
@@ -200,6 +208,7 @@ int BPF_PROG(on_block_start, struct request *rq)
 		__builtin_memset(&r, 0, sizeof(r));
 		fill_hdr(&r.hdr, STACKS_EV_BLOCK, task, now);
 		block_at_start(&r.block, rq, key);
+		uring_on_behalf(NULL, &r.block, task);
 		read_span(&r.hdr.span);
 		count_drop(STACKS_DROP_BLOCK_TABLED);
 		if (bpf_map_update_elem(&block_inflight_bare, &key, &r, BPF_ANY))
@@ -211,11 +220,21 @@ int BPF_PROG(on_block_start, struct request *rq)
 	if (!b)
 		return 0;
 	struct stacks_event *e = &b->ev;
+	struct task_struct *task = bpf_get_current_task_btf();
 	b->issue_ts = 0;
-	fill_header(e, STACKS_EV_BLOCK, bpf_get_current_task_btf());
+	fill_header(e, STACKS_EV_BLOCK, task);
 	block_at_start(&e->info.block, rq, key);
 	read_span(&e->hdr.span);
-	if ((block_stacks & STACKS_WANT_DWARF) && !ringbuf_crowded(STACKS_EV_BLOCK)) {
+	if (task->flags & PF_IO_WORKER_BIT) {
+		/* An io_uring worker has no user stack of its own: the submitter's, when known. */
+		capture_stacks(ctx, e, block_stacks & STACKS_WANT_KERNEL);
+		if (block_stacks & (STACKS_WANT_USER | STACKS_WANT_DWARF)) {
+			e->hdr.ustack_len = -EFAULT;
+			uring_on_behalf(e, &e->info.block, task);
+		} else {
+			uring_on_behalf(NULL, &e->info.block, task);
+		}
+	} else if ((block_stacks & STACKS_WANT_DWARF) && !ringbuf_crowded(STACKS_EV_BLOCK)) {
 		capture_stacks(ctx, e, block_stacks & STACKS_WANT_KERNEL);
 		block_ustack_apart(ctx, e, key);
 	} else {

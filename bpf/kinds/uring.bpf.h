@@ -7,7 +7,6 @@
 /* Tunables, set by user space before load. */
 const volatile __u32 uring_stacks = 0; /* STACKS_WANT_* (user stacks only) */
 
-#define URING_PF_IO_WORKER 0x00000010 /* the kernel's PF_IO_WORKER: an io-wq or SQPOLL thread */
 #define URING_REQ_F_FIXED_FILE 1ULL   /* REQ_F_FIXED_FILE (bit 0 of io_kiocb.flags) */
 
 /* Requests in flight with stacks (request address -> its record, built at submission). */
@@ -69,7 +68,7 @@ int BPF_PROG(on_uring_submit, struct io_kiocb *req)
 		return 0;
 	struct task_struct *task = bpf_get_current_task_btf();
 	/* Submitted by the ring's SQPOLL thread (a thread of the owner, with no user stack). */
-	bool sqpoll = task->flags & URING_PF_IO_WORKER;
+	bool sqpoll = task->flags & PF_IO_WORKER_BIT;
 	__u64 key = (__u64)req;
 	if (!uring_stacks) {
 		struct uring_request_bare r;
@@ -187,4 +186,61 @@ int BPF_PROG(on_uring_complete, struct io_ring_ctx *rctx, void *request, struct 
 	if (sent && walked)
 		file_path_sent(v);
 	return 0;
+}
+
+/* The io_uring request io-wq worker `task` (an `iou-wrk-*` thread) is running, or 0: its
+ * io_worker's current work, a member of the request. */
+static __always_inline __u64 uring_worker_request(struct task_struct *task)
+{
+	if (!(task->flags & PF_IO_WORKER_BIT) || !task->worker_private)
+		return 0;
+	/* SQPOLL threads (`iou-sqp-*`) are IO workers too, without an io_worker. */
+	char comm[8];
+	__builtin_memcpy(comm, task->comm, sizeof(comm));
+	if (comm[0] != 'i' || comm[1] != 'o' || comm[2] != 'u' || comm[3] != '-' ||
+	    comm[4] != 'w' || comm[5] != 'r' || comm[6] != 'k')
+		return 0;
+	struct io_worker *w = bpf_core_cast(task->worker_private, struct io_worker);
+	__u64 work = (__u64)w->cur_work;
+	if (!work)
+		return 0;
+	return work - bpf_core_field_offset(struct io_kiocb, work);
+}
+
+static __always_inline void uring_on_behalf(struct stacks_event *e, struct stacks_block *b,
+					    struct task_struct *task)
+{
+	__u64 key = uring_worker_request(task);
+	if (!key)
+		return;
+	if (!uring_stacks) {
+		struct uring_request_bare *r = bpf_map_lookup_elem(&uring_inflight_bare, &key);
+		if (r)
+			b->submitter = r->hdr.tid;
+		return;
+	}
+	struct stacks_event *u = bpf_map_lookup_elem(&uring_inflight, &key);
+	if (!u)
+		return;
+	b->submitter = u->hdr.tid;
+	if (!e)
+		return;
+	/* The submitter's user stack (uring takes no kernel stack: its frames come first) after
+	 * this record's kernel frames. */
+	__s32 n = u->hdr.ustack_len;
+	if (n <= 0 || n > STACKS_MAX_DEPTH || u->hdr.kstack_len > 0) {
+		e->hdr.ustack_len = n <= 0 ? n : -EFAULT;
+		return;
+	}
+	__s32 kl = e->hdr.kstack_len;
+	__u32 k = kl > 0 ? (__u32)kl : 0;
+	if (k > STACKS_MAX_DEPTH)
+		k = STACKS_MAX_DEPTH;
+	k &= 127; /* as the verifier sees it: the clamp's register may not be the one used */
+	__u32 bytes = (__u32)n * STACKS_UFRAME_SIZE;
+	if (bytes > STACKS_MAX_DEPTH * STACKS_UFRAME_SIZE)
+		return;
+	if (bpf_probe_read_kernel((__u8 *)e->frames + k * 8, bytes, u->frames))
+		return;
+	e->hdr.ustack_len = n;
 }

@@ -123,7 +123,7 @@ macro_rules! with_columns {
             TRACE_ID trace_id: Utf8, true, None, Raw,
                 r#"that span's trace: 32 lowercase hex digits (the OpenTelemetry trace id when the program sets one; tracing-stacks uses its root span's id)"#;
             TASK task: Utf8, true, None, Raw,
-                r#"the asyncio task the thread was running at the event (CPython 3.14+, read like its Python frames, see [python-frames.md](python-frames.md)): the task's name (`Task.get_name()`: `Task-N` when unnamed); null when running no task, not such a program, on `state` rows, or with `--no-python`"#;
+                r#"the asyncio task the thread was running at the event (CPython 3.14+, read like its Python frames, see [python-frames.md](python-frames.md)): the task's name (`Task.get_name()`: `Task-N` when unnamed); null when running no task, not such a program, on `state` rows of `running` threads (no stack), or with `--no-python`"#;
             TASK_CHAIN task_chain: Utf8, true, None, Raw,
                 r#"that task and the tasks awaiting it (one awaiting it, the one awaiting that, …), outermost first, `;`-joined (`main;serve;handle`)"#;
             CPU cpu: Int32, false, None, Raw,
@@ -188,6 +188,8 @@ macro_rules! with_columns {
                 r#"`probe`: the hit's arguments as 64-bit integers (pointers and unsigned values wrap): a tracepoint's fields as it passes them (as many as its BTF prototype has), a uprobe's first six integer argument registers, a uretprobe's return value, a USDT probe's arguments; null on rows of counting probes; `alloc`: [the block's address, its size in bytes]"#;
             MODE mode: Utf8, true, None, Raw,
                 r#"`uring`: how the request ran: `inline` (issued in the submitting call), `async` (handed to an io-wq worker, `iou-wrk`), `poll` (armed, issued when its file was ready), `sqpoll` (submitted by the ring's SQPOLL thread, `iou-sqp`)"#;
+            SUBMITTER submitter: Int32, true, None, Raw,
+                r#"`block`: for a request an io_uring worker (`iou-wrk`) issued on behalf of an io_uring request, the tid that submitted that request, recorded with `-e uring`; the row's user stack is then the submitter's at its submission (with `uring:u`), its kernel stack the worker's"#;
             STACK stack: Stack, true, None, Symbolized,
                 r#"kernel frames (leaf → root) followed by user frames (leaf → root); null when neither stack was requested"#;
             STACK_ID stack_id: StackId, true, None, Stored,

@@ -63,6 +63,7 @@ impl EventKind for Block {
                 op: Some(block_op(b.op)),
                 dev: has_dev.then(|| format!("{}:{}", b.dev_major, b.dev_minor)),
                 errno: (b.error != 0).then_some(b.error),
+                submitter: (b.submitter != 0).then_some(b.submitter as i32),
                 ..Extra::default()
             },
         })

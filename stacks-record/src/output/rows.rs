@@ -68,6 +68,8 @@ pub(crate) struct Extra {
     pub args: Option<Vec<i64>>,
     /// `uring`: how the request ran.
     pub mode: Option<&'static str>,
+    /// `block`: the io_uring submitter an io-wq worker issued the request for.
+    pub submitter: Option<i32>,
     /// The `tracing` span the thread was in (tracing-stacks).
     pub span: Option<crate::process::spans::SpanLabel>,
     /// The asyncio task the thread ran (CPython 3.14+).
@@ -261,6 +263,7 @@ impl Row<'_> {
         w.str(col::PROBE, x.probe.as_deref());
         w.args(col::ARGS, x.args.as_deref());
         w.str(col::MODE, x.mode);
+        w.i32(col::SUBMITTER, x.submitter);
     }
 }
 

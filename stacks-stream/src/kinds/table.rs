@@ -157,7 +157,14 @@ pub const ALL: &[Kind] = &[
     Kind {
         name: kind::BLOCK,
         description: "a block IO request; value = bytes",
-        columns: &[col::DURATION, col::COUNT, col::OP, col::DEV, col::ERRNO],
+        columns: &[
+            col::DURATION,
+            col::COUNT,
+            col::OP,
+            col::DEV,
+            col::ERRNO,
+            col::SUBMITTER,
+        ],
         stacks: true,
         unit: Unit::Bytes,
         count: Some(sample("block_requests", Unit::Count)),
