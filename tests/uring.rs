@@ -435,6 +435,36 @@ fn fio_reads_are_rows_three_ways() {
                 on_behalf as f64 >= 0.99 * bytes as f64 && on_behalf as f64 <= 1.005 * bytes as f64,
                 "{on_behalf} block bytes carry the submitter, {case}"
             );
+            // stacks-trace: each request an async slice `uring read` on fio's track, with its
+            // mode; the workers' block slices name their submitter.
+            let trace = sh(&format!("stacks-trace {}", out.display()));
+            check(&trace, "stacks-trace of the async run");
+            let trace: serde_json::Value =
+                serde_json::from_slice(&trace.stdout).expect("stacks-trace's JSON");
+            let events = trace["traceEvents"].as_array().expect("traceEvents");
+            let begins = |cat: &str| {
+                events
+                    .iter()
+                    .filter(|e| e["ph"] == "b" && e["cat"] == cat)
+                    .collect::<Vec<_>>()
+            };
+            let reads = begins("uring")
+                .into_iter()
+                .filter(|e| e["name"] == "uring read" && e["args"]["mode"] == "async")
+                .count();
+            assert_eq!(reads as i64, n, "uring read slices in the trace, {case}");
+            let named = begins("block")
+                .into_iter()
+                .filter(|e| {
+                    e["args"]["submitter"]
+                        .as_i64()
+                        .is_some_and(|t| submitters.contains(&(t as i32)))
+                })
+                .count();
+            assert!(
+                named as f64 >= 0.99 * n as f64,
+                "{named} block slices name their submitter, {case}"
+            );
         }
         // Time to completion against fio's completion latency (clat). The row's time runs from
         // the submission inside io_uring_enter to the completion posted in the kernel; fio's

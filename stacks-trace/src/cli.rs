@@ -21,7 +21,7 @@ use crate::{Bound, Format, Options, Window, convert};
 /// Each thread gets a track of on-CPU and off-CPU slices (from `switch` rows; off-CPU slices
 /// carry the state, waker and switch-out stack), CPU samples as instants with stacks (the
 /// `stackFrames` table), exec/fork/exit instants; an IO track (`THREAD io`) of vfs calls and
-/// net sends/receives; block requests are async slices, RSS a counter per process; sampled
+/// net sends/receives; block and io_uring requests are async slices (io_uring ones with how they ran, a worker's block requests with their submitter), RSS a counter per process; sampled
 /// allocations and their frees (`alloc`) instants `alloc` and `free` with address and size.
 /// Timestamps are microseconds (with ns precision) since the recording start.
 ///

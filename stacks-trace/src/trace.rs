@@ -11,6 +11,8 @@
 //! * `block` requests are async slices (`b`/`e`, category `block`): several may be in flight;
 //!   one starts at submission (`time`) and lasts `duration` (driver issue → completion; the
 //!   wait between submission and issue is not in the row, so the slice ends that much early);
+//!   `uring` requests too (category `uring`, on the submitter's track, with their `mode`; an
+//!   io-wq worker's `block` requests name their `submitter`);
 //! * `vfs` calls start at `time` (the system call's entry) and last `duration`; a row the
 //!   kernel summed (`count` > 1) is an instant `SYSCALL ×N` with its `calls` and `total_ns`;
 //! * `wake` rows are instants `wakeup` on the waker's track, naming the woken thread;
@@ -319,7 +321,7 @@ impl<W: Write> Tracer<W> {
                 None => self.folded_off_cpu(c, row, pid, tid, t),
             },
             Lane::Counter => self.counter(c, row, pid, tid, t),
-            Lane::Async => self.block(c, row, pid, tid, t, duration.unwrap_or(0)),
+            Lane::Async => self.request(c, row, k, pid, tid, t, duration.unwrap_or(0)),
             Lane::Io => self.io(c, row, k, pid, tid, t, duration),
             Lane::Process => self.process_event(c, row, k, pid, tid, t),
             Lane::Lost => self.lost(c, row, pid, tid, t),
@@ -528,7 +530,9 @@ impl<W: Write> Tracer<W> {
         o.end();
     }
 
-    fn block(&mut self, c: &Columns, row: usize, pid: i64, tid: i64, t: i64, d: i64) {
+    /// A `block` or `uring` request: an async slice of category `k`, named `KIND OP`.
+    #[allow(clippy::too_many_arguments)]
+    fn request(&mut self, c: &Columns, row: usize, k: &str, pid: i64, tid: i64, t: i64, d: i64) {
         let d = d.max(0);
         if !self.visible(t, d) {
             return;
@@ -536,11 +540,11 @@ impl<W: Write> Tracer<W> {
         let id = format!("{:#x}", self.next_async_id);
         self.next_async_id += 1;
         let op = c.str(col::OP, row).unwrap_or("io");
-        let name = format!("block {op}");
+        let name = format!("{k} {op}");
         let sf = self.stack_id(c, row);
         let stack = self.stack_names(c, row);
         let mut o = self.event("b", pid, tid, t);
-        o.str("name", &name).str("cat", "block").str("id", &id);
+        o.str("name", &name).str("cat", k).str("id", &id);
         if let Some(sf) = sf {
             o.str("sf", &sf.to_string());
         }
@@ -549,6 +553,10 @@ impl<W: Write> Tracer<W> {
         opt_int(&mut a, "bytes", c.int(col::VALUE, row));
         opt_str(&mut a, "dev", c.str(col::DEV, row));
         opt_str(&mut a, "op", c.str(col::OP, row));
+        opt_str(&mut a, "path", c.str(col::PATH, row));
+        opt_int(&mut a, "fd", c.int(col::FD, row));
+        opt_str(&mut a, "mode", c.str(col::MODE, row));
+        opt_int(&mut a, "submitter", c.int(col::SUBMITTER, row));
         opt_int(&mut a, "errno", c.int(col::ERRNO, row));
         if let Some(stack) = &stack {
             a.strs("stack", stack.iter().map(String::as_str));
@@ -556,7 +564,7 @@ impl<W: Write> Tracer<W> {
         a.end();
         o.end();
         let mut o = self.event("e", pid, tid, t.saturating_add(d));
-        o.str("name", &name).str("cat", "block").str("id", &id);
+        o.str("name", &name).str("cat", k).str("id", &id);
         o.end();
     }
 

@@ -269,7 +269,9 @@ impl<W: Write> Writer<W> {
             self.resolved = Some(self.window.resolve(t));
         }
         // Kinds of a newer recorder: nothing known to draw.
-        let Some(lane) = kinds::get(k).map(|registered| registered.lane) else {
+        let Some((lane, kind_name)) =
+            kinds::get(k).map(|registered| (registered.lane, registered.name))
+        else {
             return;
         };
         if lane == Lane::Lost {
@@ -292,7 +294,7 @@ impl<W: Write> Writer<W> {
                 None => self.folded_off_cpu(c, row, tid, t),
             },
             Lane::Counter => self.counter(c, row, pid, t),
-            Lane::Async => self.operation(c, row, k, tid, t, duration, "block"),
+            Lane::Async => self.operation(c, row, k, tid, t, duration, kind_name),
             Lane::Io => self.operation(c, row, k, tid, t, duration, "io"),
             Lane::Process => self.process_event(c, row, k, tid, t),
             Lane::State => self.state_sample(c, row, pid, tid, t),
@@ -567,7 +569,7 @@ impl<W: Write> Writer<W> {
         }
     }
 
-    /// A block request, file or socket call: a slice on the thread's `lane` lanes (or an
+    /// A block or io_uring request, file or socket call: a slice on the thread's `lane` lanes (or an
     /// instant, for a row standing for several calls or without a duration).
     #[allow(clippy::too_many_arguments)]
     fn operation(
@@ -606,6 +608,8 @@ impl<W: Write> Writer<W> {
             ("local", c.str(col::LOCAL, row).map(Value::Str)),
             ("remote", c.str(col::REMOTE, row).map(Value::Str)),
             ("errno", c.int(col::ERRNO, row).map(Value::Int)),
+            ("mode", c.str(col::MODE, row).map(Value::Str)),
+            ("submitter", c.int(col::SUBMITTER, row).map(Value::Int)),
         ];
         if calls > 1 {
             values.push(("calls", Some(Value::Int(calls))));
