@@ -491,3 +491,82 @@ fn fio_reads_are_rows_three_ways() {
         }
     }
 }
+
+/// In stream `path`: the `uring` rows of reads, and the `value` total of the `lost` rows of
+/// cause `cause`.
+fn reads_and_lost(path: &Path, cause: &str) -> (i64, i64) {
+    let (mut reads, mut lost) = (0, 0);
+    for b in read_stream(path) {
+        for i in 0..b.num_rows() {
+            match text(&b, "kind", i).as_deref() {
+                Some("uring") if text(&b, "op", i).as_deref() == Some("read") => reads += 1,
+                Some("lost") if text(&b, "cause", i).as_deref() == Some(cause) => {
+                    lost += int(&b, "value", i).unwrap_or(0)
+                }
+                _ => {}
+            }
+        }
+    }
+    (reads, lost)
+}
+
+/// A flood loses nothing silently: fio reading as fast as it can into 1 MiB ring buffers
+/// (`uring:u`), and with 20,000 requests in flight at once, more than the in-flight table's
+/// 16,384 (`uring:n`): every read fio made is a row or counted in a `lost` row of its cause,
+/// exactly.
+#[test]
+fn a_flood_of_requests_is_rows_or_counted_lost() {
+    let Some(_serial) = bpf_guard("a_flood_of_requests_is_rows_or_counted_lost") else {
+        return;
+    };
+    let dir = scratch("uring-flood");
+    let file = dir.join("data.bin");
+    check(
+        &sh(&format!(
+            "fio --name=prepare --filename={} --size=64M --rw=write --bs=1M --output=/dev/null",
+            file.display()
+        )),
+        "fio: prepare the file",
+    );
+    for (name, events, options, cause) in [
+        (
+            "ring",
+            "uring:u --ringbuf-mb 1",
+            "--iodepth=64",
+            "ring_buffer_full:uring",
+        ),
+        (
+            "table",
+            "uring:n",
+            "--direct=1 --iodepth=20000 --iodepth_batch_submit=20000 \
+             --iodepth_batch_complete_min=20000",
+            "map_full:uring",
+        ),
+    ] {
+        let json = dir.join(format!("fio-{name}.json"));
+        let out = dir.join(format!("{name}.arrow"));
+        let rec = sh(&format!(
+            "stacks-record -e {events} -o {} -- fio --name=f --filename={} --size=64M \
+             --ioengine=io_uring --rw=randread --bs=4k {options} --time_based --runtime=3 \
+             --output-format=json --output={}",
+            out.display(),
+            file.display(),
+            json.display()
+        ));
+        check(&rec, &format!("record the {name} flood"));
+        let summary = String::from_utf8_lossy(&rec.stderr);
+        let fio: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).expect("fio's report"))
+                .expect("fio's JSON");
+        let ios = fio["jobs"][0]["read"]["total_ios"].as_i64().unwrap();
+        let (rows, lost) = reads_and_lost(&out, cause);
+        eprintln!("{name}: fio {ios} reads: {rows} rows, {lost} counted as {cause}");
+        assert_eq!(rows + lost, ios, "{name}: {summary}");
+        if name == "table" {
+            assert!(
+                lost > 0,
+                "20,000 in flight lost none to the table: {summary}"
+            );
+        }
+    }
+}
