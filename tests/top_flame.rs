@@ -97,10 +97,19 @@ fn once_flame_is_the_folded_profile_and_its_3_to_1_split_is_perfs() {
         ),
         "perf record of the cpu workload",
     );
+    // Each function's share of the two: perf's frame-pointer walk loses the loop's function
+    // from a sample taken at the first instruction or the `ret` of a function it calls (rbp
+    // is still, or again, its caller's), 4-7% of this debug build's samples, which it gives
+    // to `cpu::run`; stacks-record takes that caller from the top of the stack, so the shares
+    // of all samples differ by that much while the split between the two does not.
+    let both = |share: &dyn Fn(&str) -> f64| share("burn_heavy") + share("burn_light");
+    let flame_both = both(&|f| folded_share(&flame, |stack| stack.contains(f)).0);
+    let perf_both = both(&|f| perf_share_by(&perf, |name| name.contains(f)).0);
     for f in ["burn_heavy", "burn_light"] {
         let (flame_share, n) = folded_share(&flame, |stack| stack.contains(f));
         let (perf_share, pn) = perf_share_by(&perf, |name| name.contains(f));
         eprintln!("{f}: flame {flame_share:.3} of {n} ns, perf {perf_share:.3} of {pn} samples");
+        let (flame_share, perf_share) = (flame_share / flame_both, perf_share / perf_both);
         assert!(pn > 1000, "perf took {pn} samples");
         assert!(
             (flame_share - perf_share).abs() <= PERF_TOLERANCE,
@@ -154,10 +163,11 @@ fn once_flame_is_the_folded_profile_and_its_3_to_1_split_is_perfs() {
         first_row.starts_with("stacks_workload::cpu::burn_heavy"),
         "the zoomed frame is the full width:\n{zoomed}"
     );
-    let (perf_heavy, _) = perf_share_by(&perf, |name| name.contains("burn_heavy"));
+    // The screen's share is the folded profile's (checked against perf's split above).
+    let (folded_heavy, _) = folded_share(&flame, |stack| stack.contains("burn_heavy"));
     assert!(
-        (selected - perf_heavy).abs() <= PERF_TOLERANCE,
-        "burn_heavy on the screen {selected:.3}, perf {perf_heavy:.3}:\n{screen}"
+        (selected - folded_heavy).abs() <= 0.005,
+        "burn_heavy on the screen {selected:.3}, in --once --flame {folded_heavy:.3}:\n{screen}"
     );
     // The search gives the share of every stack through a match.
     t.keys(&[
