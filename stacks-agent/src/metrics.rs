@@ -33,6 +33,8 @@ pub(crate) struct BudgetMetrics {
     /// The ladder's level taken (0: as configured) and its number of levels.
     pub level: usize,
     pub levels: usize,
+    /// How long the level before must be estimated to fit before it is restored.
+    pub hold_seconds: f64,
     /// Levels shed and restored.
     pub shed: u64,
     pub restored: u64,
@@ -262,9 +264,16 @@ fn agent_families(out: &mut String, s: &Snapshot) {
         );
         family(
             out,
+            "stacks_agent_budget_restore_hold_seconds",
+            "gauge",
+            "How long the level before must be estimated to fit the budget before it is restored.",
+            vec![(String::new(), b.hold_seconds)],
+        );
+        family(
+            out,
             "stacks_agent_budget_changes_total",
             "counter",
-            "Budget levels taken: shed (over budget for 10 s) and restore (under budget for a minute).",
+            "Budget levels taken: shed (over budget for a window) and restore (the level before estimated to fit).",
             vec![
                 ("{direction=\"shed\"}".to_string(), b.shed as f64),
                 ("{direction=\"restore\"}".to_string(), b.restored as f64),
