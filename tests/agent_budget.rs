@@ -358,6 +358,10 @@ fn a_steady_workload_is_degraded_in_place_with_honest_totals() {
         "no restart for a level: {}",
         log()
     );
+    // Above level 0, what the level before would cost now: it was not restored, so the
+    // estimate is over what a restore asks (3/4 of the budget) but for moments.
+    let estimate = get(&m, "stacks_agent_budget_restore_estimate_cpu_ratio");
+    assert!(estimate > 0.0, "{m:?}");
     assert!(
         log().contains("(in place)") && !log().contains("the recorder restarts with"),
         "{}",
@@ -458,8 +462,9 @@ print(json.dumps({"value": pc.sum(t["value"]).as_py(), "count": sum(counts),
         "{count} intervals in the rows, {blocked} blocks: {rows} {truth}"
     );
     eprintln!(
-        "in place: {changes} level change(s), {:.2}% of the host's CPUs after it (budget 3%); off-CPU {:.3} s in the rows vs {:.3} s measured ({:+.2}%), intervals {count} vs {blocked}",
+        "in place: {changes} level change(s), {:.2}% of the host's CPUs after it (budget 3%; the level before estimated at {:.2}%); off-CPU {:.3} s in the rows vs {:.3} s measured ({:+.2}%), intervals {count} vs {blocked}",
         mean * 100.0,
+        estimate * 100.0,
         value / 1e9,
         off_cpu_ns / 1e9,
         (value / off_cpu_ns - 1.0) * 100.0

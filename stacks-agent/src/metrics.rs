@@ -35,6 +35,8 @@ pub(crate) struct BudgetMetrics {
     pub levels: usize,
     /// How long the level before must be estimated to fit before it is restored.
     pub hold_seconds: f64,
+    /// What the level before is estimated to cost now (none at level 0).
+    pub restore_estimate_ratio: Option<f64>,
     /// Levels shed and restored.
     pub shed: u64,
     pub restored: u64,
@@ -262,6 +264,15 @@ fn agent_families(out: &mut String, s: &Snapshot) {
             "Levels of the budget's ladder for the configured events (the highest level is this minus 1).",
             vec![(String::new(), b.levels as f64)],
         );
+        if let Some(e) = b.restore_estimate_ratio {
+            family(
+                out,
+                "stacks_agent_budget_restore_estimate_cpu_ratio",
+                "gauge",
+                "What the level before the one taken is estimated to cost now, a fraction of the host's CPUs (it is restored when under 3/4 of the budget).",
+                vec![(String::new(), e)],
+            );
+        }
         family(
             out,
             "stacks_agent_budget_restore_hold_seconds",

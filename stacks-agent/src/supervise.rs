@@ -405,6 +405,8 @@ impl Supervisor<'_> {
         let m = snap.budget.get_or_insert_with(BudgetMetrics::default);
         m.limit_ratio = budget.ctl.limit;
         m.used_ratio = budget.ctl.used(now).unwrap_or(0.0);
+        m.restore_estimate_ratio =
+            (budget.ctl.level > 0).then(|| budget.ctl.estimate(budget.ctl.level - 1, m.used_ratio));
         m.level = budget.ctl.level;
         m.levels = budget.levels.len();
         m.hold_seconds = budget.ctl.hold().as_secs_f64();
