@@ -13,6 +13,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 _Static_assert(STACKS_EV_COUNT <= STACKS_EV_ROOM, "a record kind past STACKS_EV_ROOM");
 _Static_assert(STACKS_DROP_URING_MAP_FULL < STACKS_DROP_COUNT, "drop causes past STACKS_DROP_COUNT");
 
+#include "control.bpf.h"
 #include "kinds/profile.bpf.h"
 #include "kinds/switch.bpf.h"
 #include "kinds/rss.bpf.h"

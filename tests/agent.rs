@@ -4,7 +4,8 @@
 //! set), the store is read by `stacks-top --once` while it is written, `/metrics` counts rows
 //! of every kind recorded, a `kill -9` of its stacks-symbolize is one counted restart after
 //! which file sets keep arriving, a real Prometheus scrapes it and answers PromQL about it, and
-//! SIGTERM ends it within 10 s.
+//! SIGTERM ends it within 10 s. Its `/metrics` passes `promtool check metrics`, with the label
+//! values known in advance at 0 from the first scrape (#65).
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -639,4 +640,114 @@ fn agent_keeps_a_bounded_readable_store_restarts_a_killed_stage_and_is_scraped()
         "agent: largest store {worst_total} bytes (limit {LIMIT}, largest set {largest_set}), {} sets at the end, {reads} reads by stacks-top, stopped in {took:.1?}",
         sets.len()
     );
+}
+
+/// `promtool check metrics` on `text`: its complaints (none when the exposition is valid and
+/// follows Prometheus's naming and typing practice).
+fn promtool_check(text: &str) -> String {
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool (Debian's prometheus package; scripts/setup installs it)");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if out.status.success() && said.trim().is_empty() {
+        String::new()
+    } else {
+        format!("promtool: {}: {said}", out.status)
+    }
+}
+
+/// #65 item 4: the agent's `/metrics` passes `promtool check metrics` from its first scrape
+/// (before any stage reported) to a running pipeline under a budget, and the label values
+/// known in advance — every cause of loss, every kind, both stacks, every stage, both budget
+/// directions — are there at 0 before anything was counted.
+#[test]
+fn metrics_pass_promtool_with_known_labels_at_zero_from_the_start() {
+    let test = "metrics_pass_promtool_with_known_labels_at_zero_from_the_start";
+    if !bpf_available(test) {
+        return;
+    }
+    let _serial = bpf_serial();
+    let dir = scratch("agent-promtool");
+    let port = free_port();
+    let agent = Command::new(bin("stacks-agent"))
+        .args(["-e", "profile:u:49,state:uk:5,switch:uk,wake:u"])
+        .args(["--store", dir.join("store").to_str().unwrap()])
+        .args(["--budget-cpu", "50%"])
+        .args(["--metrics", &format!("127.0.0.1:{port}")])
+        .arg("stacks-no-such-process")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("agent.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let _running = Reap(vec![agent]);
+    let scrape = || {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some((status, body)) = http_get(port, "/metrics") {
+                assert!(status.contains("200"), "{status}");
+                return body;
+            }
+            assert!(Instant::now() < deadline, "no /metrics on port {port}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let first = scrape();
+    assert_eq!(promtool_check(&first), "", "first scrape:\n{first}");
+    let at_first = samples(&first);
+    let mut zero: Vec<String> = [
+        "stacks_lost_events_total{cause=\"ring_buffer_full:switch\"}",
+        "stacks_lost_events_total{cause=\"ring_buffer_full:wake\"}",
+        "stacks_lost_events_total{cause=\"no_task_storage:switch_out\"}",
+        "stacks_lost_events_total{cause=\"map_full:block\"}",
+        "stacks_stack_capture_errors_total{stack=\"kernel\"}",
+        "stacks_stack_capture_errors_total{stack=\"user\"}",
+        "stacks_agent_stage_restarts_total{stage=\"record\"}",
+        "stacks_agent_stage_restarts_total{stage=\"pack\"}",
+    ]
+    .map(str::to_string)
+    .to_vec();
+    for kind in ["profile", "state", "switch", "wake", "lost"] {
+        zero.push(format!("stacks_rows_total{{kind=\"{kind}\"}}"));
+        zero.push(format!("stacks_events_total{{kind=\"{kind}\"}}"));
+    }
+    for name in &zero {
+        assert_eq!(at_first.get(name), Some(&0.0), "{name} in\n{first}");
+    }
+    // Running: the stages up, the budget's families in.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let running = loop {
+        let text = scrape();
+        let s = samples(&text);
+        if s.get("stacks_agent_stage_up{stage=\"record\"}") == Some(&1.0)
+            && s.contains_key("stacks_agent_budget_used_cpu_ratio")
+        {
+            break text;
+        }
+        assert!(Instant::now() < deadline, "never running:\n{text}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(promtool_check(&running), "", "running:\n{running}");
+    let s = samples(&running);
+    for name in [
+        "stacks_agent_budget_changes_total{direction=\"shed\"}",
+        "stacks_agent_budget_changes_total{direction=\"restore\"}",
+        "stacks_lost_events_total{cause=\"ring_buffer_full:switch\"}",
+    ] {
+        assert_eq!(s.get(name), Some(&0.0), "{name} in\n{running}");
+    }
 }

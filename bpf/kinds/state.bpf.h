@@ -9,7 +9,8 @@
  * stacks.bpf.c after common.bpf.h. */
 
 const volatile __u32 state_stacks = 0;  /* STACKS_WANT_* */
-const volatile __u64 state_period_ns = 0; /* 1e9 / HZ: what one row stands for */
+/* state_period_ns (1e9 / HZ, what one row stands for): control.bpf.h, changed while
+ * recording. */
 
 #define STATE_PF_KTHREAD 0x00200000 /* PF_KTHREAD: a kernel thread */
 

@@ -5,7 +5,7 @@
 
 /* Tunables, set by user space before load. */
 const volatile __u32 switch_stacks = 0; /* STACKS_WANT_* */
-const volatile __u64 switch_min_ns = 0; /* shorter off-CPU intervals are folded */
+/* switch_min_ns (MIN): control.bpf.h, changed while recording. */
 
 /* ---- Off-CPU intervals -------------------------------------------------------------- */
 

@@ -33,7 +33,7 @@ use crate::{TOOL, metrics};
 )]
 pub(crate) struct Args {
     /// Configuration file (TOML; keys: events, all, names, cgroups, store, max_age,
-    /// max_bytes, max_rows, partition, retain, max_total, metrics, budget_cpu, ringbuf_mb)
+    /// max_bytes, max_rows, partition, retain, max_total, metrics, budget_cpu, budget_window, ringbuf_mb)
     #[arg(short = 'c', long = "config", value_name = "FILE")]
     pub config: Option<PathBuf>,
 
@@ -92,10 +92,16 @@ pub(crate) struct Args {
     pub metrics: Option<String>,
 
     /// CPU budget: a percentage of the host's CPUs (`1%`) for the three stages and the BPF
-    /// programs together; over it for 10 s, the agent sheds events in a fixed order, under it
-    /// for a minute it restores them (docs/agent.md); needs -e [key: budget_cpu]
+    /// programs together; over it for a window, the agent sheds events in a fixed order; it
+    /// restores a level when that level is estimated to fit, for six windows (docs/agent.md);
+    /// needs -e [key: budget_cpu]
     #[arg(long, value_name = "PERCENT|off")]
     pub budget_cpu: Option<String>,
+
+    /// The budget's window: over budget on average this long sheds a level [key:
+    /// budget_window] [default: 10s]
+    #[arg(long, value_name = "DURATION")]
+    pub budget_window: Option<String>,
 
     /// Size in MiB of each of the recorder's ring buffers (stacks-record's --ringbuf-mb)
     /// [key: ringbuf_mb] [default: 8]
@@ -121,6 +127,7 @@ impl Args {
             max_total: self.max_total.clone(),
             metrics: self.metrics.clone(),
             budget_cpu: self.budget_cpu.clone(),
+            budget_window: self.budget_window.clone(),
             ringbuf_mb: self.ringbuf_mb,
         }
     }
@@ -228,7 +235,13 @@ pub(crate) fn plan(config: &Config, exes: Vec<PathBuf>, pack_stats: PathBuf) -> 
         budget: config
             .budget_cpu
             .zip(k.events.as_deref())
-            .map(|(limit, events)| (limit, crate::budget::ladder(events))),
+            .map(|(limit, events)| {
+                (
+                    limit,
+                    crate::budget::ladder(events),
+                    crate::controller::Timing::from_window(config.budget_window),
+                )
+            }),
     }
 }
 

@@ -65,10 +65,17 @@ pub(crate) struct Keys {
     /// The CPU budget, a percentage of the host's CPUs (`1%`), or `off`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub budget_cpu: Option<String>,
+    /// The budget's window: over budget on average this long sheds; a restore asks six
+    /// windows (default [`BUDGET_WINDOW`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget_window: Option<String>,
     /// stacks-record's `--ringbuf-mb` (default [`RINGBUF_MB`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ringbuf_mb: Option<u32>,
 }
+
+/// The budget's window when `budget_window` is not given.
+pub(crate) const BUDGET_WINDOW: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The agent's ring buffers, MiB each: half of stacks-record's default, for a recorder that
 /// stays on (the kernel maps each ring twice, so its pages count twice in `VmRSS`); lost
@@ -92,6 +99,7 @@ impl Keys {
             max_total: over.max_total.or(self.max_total),
             metrics: over.metrics.or(self.metrics),
             budget_cpu: over.budget_cpu.or(self.budget_cpu),
+            budget_window: over.budget_window.or(self.budget_window),
             ringbuf_mb: over.ringbuf_mb.or(self.ringbuf_mb),
         }
     }
@@ -115,6 +123,8 @@ pub(crate) struct Config {
     pub metrics: Option<SocketAddr>,
     /// The CPU budget as a fraction of the host's CPUs.
     pub budget_cpu: Option<f64>,
+    /// The budget's window.
+    pub budget_window: std::time::Duration,
 }
 
 /// Read `file` (if any), apply `flags` over it, and check the result.
@@ -229,6 +239,18 @@ pub(crate) fn check(keys: Keys) -> Result<Config, ConfigError> {
         None | Some("off") => None,
         Some(b) => Some(crate::budget::parse_percent(b).map_err(|e| value("budget_cpu", e))?),
     };
+    let budget_window = match keys.budget_window.as_deref() {
+        None => BUDGET_WINDOW,
+        Some(w) => stacks_stream::cli::parse_positive_duration(w)
+            .map_err(|e| value("budget_window", e))
+            .and_then(|d| {
+                if d < std::time::Duration::from_secs(1) {
+                    Err(value("budget_window", format!("`{w}`: at least 1s")))
+                } else {
+                    Ok(d)
+                }
+            })?,
+    };
     if budget_cpu.is_some() && keys.events.is_none() {
         return Err(value(
             "budget_cpu",
@@ -261,6 +283,7 @@ pub(crate) fn check(keys: Keys) -> Result<Config, ConfigError> {
         store,
         metrics,
         budget_cpu,
+        budget_window,
     })
 }
 

@@ -9,6 +9,7 @@
 mod budget;
 mod cli;
 mod config;
+mod controller;
 mod metrics;
 mod packstats;
 mod stage;

@@ -9,7 +9,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::packstats::PackTotals;
+use crate::packstats::{PackTotals, STACKS};
 use crate::stage::Which;
 
 /// What one stage has done and costs.
@@ -33,6 +33,10 @@ pub(crate) struct BudgetMetrics {
     /// The ladder's level taken (0: as configured) and its number of levels.
     pub level: usize,
     pub levels: usize,
+    /// How long the level before must be estimated to fit before it is restored.
+    pub hold_seconds: f64,
+    /// What the level before is estimated to cost now (none at level 0).
+    pub restore_estimate_ratio: Option<f64>,
     /// Levels shed and restored.
     pub shed: u64,
     pub restored: u64,
@@ -130,38 +134,44 @@ fn stage_families(out: &mut String, s: &Snapshot) {
 
 /// What stacks-pack reported: rows, events and losses by kind or cause, the store.
 fn pack_families(out: &mut String, p: &PackTotals) {
-    let labelled = |label: &str, map: &BTreeMap<String, u64>| {
-        map.iter()
-            .map(|(k, v)| (format!("{{{label}=\"{}\"}}", escape(k)), *v as f64))
+    // Every label value known in advance is shown from the start, at 0 until counted, so that
+    // `rate()` and alerts on a cause or kind work before its first event; a value counted but
+    // not known here (a newer recorder's cause) is shown too.
+    let labelled = |label: &str, known: &[String], map: &BTreeMap<String, u64>| {
+        let mut all: BTreeMap<&str, u64> = known.iter().map(|k| (k.as_str(), 0)).collect();
+        all.extend(map.iter().map(|(k, v)| (k.as_str(), *v)));
+        all.into_iter()
+            .map(|(k, v)| (format!("{{{label}=\"{}\"}}", escape(k)), v as f64))
             .collect::<Vec<_>>()
     };
+    let kinds: Vec<String> = stacks_stream::kinds::names().map(str::to_string).collect();
     family(
         out,
         "stacks_rows_total",
         "counter",
         "Rows stored, by kind.",
-        labelled("kind", &p.rows),
+        labelled("kind", &kinds, &p.rows),
     );
     family(
         out,
         "stacks_lost_events_total",
         "counter",
         "Events the recorder could not deliver (its lost rows), by cause.",
-        labelled("cause", &p.lost),
+        labelled("cause", &stacks_stream::lost::known(), &p.lost),
     );
     family(
         out,
         "stacks_events_total",
         "counter",
         "Events the stored rows stand for (their count: several for rows the kernel aggregated, folded or counted), by kind.",
-        labelled("kind", &p.events),
+        labelled("kind", &kinds, &p.events),
     );
     family(
         out,
         "stacks_stack_capture_errors_total",
         "counter",
         "Rows whose kernel or user stack could not be captured, by stack.",
-        labelled("stack", &p.stack_errors),
+        labelled("stack", &STACKS.map(str::to_string), &p.stack_errors),
     );
     family(
         out,
@@ -254,11 +264,27 @@ fn agent_families(out: &mut String, s: &Snapshot) {
             "Levels of the budget's ladder for the configured events (the highest level is this minus 1).",
             vec![(String::new(), b.levels as f64)],
         );
+        if let Some(e) = b.restore_estimate_ratio {
+            family(
+                out,
+                "stacks_agent_budget_restore_estimate_cpu_ratio",
+                "gauge",
+                "What the level before the one taken is estimated to cost now, a fraction of the host's CPUs (it is restored when under 3/4 of the budget).",
+                vec![(String::new(), e)],
+            );
+        }
+        family(
+            out,
+            "stacks_agent_budget_restore_hold_seconds",
+            "gauge",
+            "How long the level before must be estimated to fit the budget before it is restored.",
+            vec![(String::new(), b.hold_seconds)],
+        );
         family(
             out,
             "stacks_agent_budget_changes_total",
             "counter",
-            "Budget levels taken: shed (over budget for 10 s) and restore (under budget for a minute).",
+            "Budget levels taken: shed (over budget for a window) and restore (the level before estimated to fit).",
             vec![
                 ("{direction=\"shed\"}".to_string(), b.shed as f64),
                 ("{direction=\"restore\"}".to_string(), b.restored as f64),
@@ -358,5 +384,38 @@ mod tests {
             assert!(text.lines().any(|l| l == line), "{line} in {text}");
         }
         assert!(get("/").starts_with("HTTP/1.1 404"));
+    }
+
+    /// Known label values are there before anything is counted: every cause of loss, kind
+    /// and stack at 0, so `rate()` and alerts work from the first scrape.
+    #[test]
+    fn known_label_values_start_at_zero() {
+        let text = render(&Snapshot::default());
+        for line in [
+            "stacks_lost_events_total{cause=\"ring_buffer_full:switch\"} 0",
+            "stacks_lost_events_total{cause=\"no_task_storage:switch_out\"} 0",
+            "stacks_lost_events_total{cause=\"map_full:block\"} 0",
+            "stacks_rows_total{kind=\"wake\"} 0",
+            "stacks_events_total{kind=\"switch\"} 0",
+            "stacks_stack_capture_errors_total{stack=\"user\"} 0",
+            "stacks_agent_stage_restarts_total{stage=\"pack\"} 0",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in {text}");
+        }
+        let mut s = Snapshot::default();
+        s.pack.lost.insert("ring_buffer_full:switch".into(), 7);
+        s.pack.lost.insert("from_the_future:x".into(), 1);
+        let text = render(&s);
+        let lost: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("stacks_lost_events_total{"))
+            .collect();
+        assert_eq!(
+            lost.len(),
+            stacks_stream::lost::known().len() + 1,
+            "{lost:?}"
+        );
+        assert!(lost.contains(&"stacks_lost_events_total{cause=\"ring_buffer_full:switch\"} 7"));
+        assert!(lost.contains(&"stacks_lost_events_total{cause=\"from_the_future:x\"} 1"));
     }
 }

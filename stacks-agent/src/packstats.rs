@@ -7,6 +7,9 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+/// The keys of `stack_errors`: the stacks whose capture can fail.
+pub(crate) const STACKS: [&str; 2] = ["kernel", "user"];
+
 /// One `--stats` file as stacks-pack writes it.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default)]

@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use crate::budget::{self, Budget, Change};
+use crate::budget::{self, Budget};
+use crate::controller::{Change, Timing};
 use crate::metrics::{self, BudgetMetrics, Shared};
 use crate::packstats::{Accumulator, PackStats};
 use crate::stage::{self, Exit, Running, Which};
@@ -48,13 +49,16 @@ pub(crate) struct Plan {
     pub pack_stats: PathBuf,
     /// The CPU budget (a fraction of the host's CPUs) and the ladder of the recorder's `-e`
     /// (the recorder's arguments then start with `-e`, followed by the configured events).
-    pub budget: Option<(f64, Vec<budget::Level>)>,
+    pub budget: Option<(f64, Vec<budget::Level>, Timing)>,
 }
 
 /// The stages of a started pipeline still running.
 struct Pipeline {
     running: Vec<Running>,
     started: Instant,
+    /// The recorder's `--control` (its stdin), with a budget: where a level it takes in place
+    /// is written.
+    control: Option<std::process::ChildStdin>,
 }
 
 /// How one run of the pipeline ended.
@@ -94,7 +98,7 @@ pub(crate) fn run(plan: &Plan, shared: Shared) -> Result<ExitCode> {
         budget: plan
             .budget
             .clone()
-            .map(|(limit, levels)| Budget::new(limit, levels, budget::host_cpus())),
+            .map(|(limit, levels, timing)| Budget::new(limit, levels, timing)),
         bpf_ended: 0.0,
         bpf_running: None,
     };
@@ -177,8 +181,9 @@ impl Supervisor<'_> {
             }
             if last_sample.is_none_or(|t| t.elapsed() >= SAMPLE_EVERY) {
                 last_sample = Some(Instant::now());
-                if let Some(change) = self.sample(&pipe) {
-                    self.take(change);
+                if let Some(change) = self.sample(&pipe)
+                    && !self.take(change, &mut pipe)
+                {
                     self.stop_within(&mut pipe, BUDGET_DRAIN);
                     return Outcome::Budget;
                 }
@@ -192,6 +197,7 @@ impl Supervisor<'_> {
         let mut pipe = Pipeline {
             running: Vec::new(),
             started: Instant::now(),
+            control: None,
         };
         let mut upstream = Stdio::null();
         let events = self.budget.as_ref().map(|b| b.events().to_string());
@@ -205,18 +211,30 @@ impl Supervisor<'_> {
             {
                 args[1] = e.clone();
             }
+            let control = which == Which::Record && events.is_some();
+            if control {
+                // The budget's levels taken in place come as lines on its stdin.
+                args.extend(["--control".to_string(), "/dev/stdin".to_string()]);
+            }
             let args = &args;
             let stdout = match which {
                 Which::Pack => Stdio::null(),
                 _ => Stdio::piped(),
             };
-            let stdin = std::mem::replace(&mut upstream, Stdio::null());
+            let stdin = if control {
+                Stdio::piped()
+            } else {
+                std::mem::replace(&mut upstream, Stdio::null())
+            };
             match stage::spawn(which, exe, args, stdin, stdout)
                 .with_context(|| exe.display().to_string())
             {
                 Ok((run, mut child)) => {
                     if let Some(out) = child.stdout.take() {
                         upstream = Stdio::from(out);
+                    }
+                    if let Some(input) = child.stdin.take() {
+                        pipe.control = Some(input);
                     }
                     pipe.running.push(run);
                 }
@@ -227,7 +245,7 @@ impl Supervisor<'_> {
             }
         }
         if let Some(b) = &mut self.budget {
-            b.pipeline_started(pipe.started);
+            b.ctl.pipeline_started(pipe.started);
         }
         let mut snap = metrics::lock(&self.shared);
         for s in &mut snap.stages {
@@ -383,59 +401,107 @@ impl Supervisor<'_> {
         let budget = self.budget.as_mut()?;
         let now = Instant::now();
         let cost = snap.stages.iter().map(|m| m.cpu_seconds).sum::<f64>() + bpf;
-        let change = budget.observe(now, cost);
+        let change = budget.ctl.observe(now, cost);
         let m = snap.budget.get_or_insert_with(BudgetMetrics::default);
-        m.limit_ratio = budget.limit;
-        m.used_ratio = budget.used(now).unwrap_or(0.0);
-        m.level = budget.level;
+        m.limit_ratio = budget.ctl.limit;
+        m.used_ratio = budget.ctl.used(now).unwrap_or(0.0);
+        m.restore_estimate_ratio =
+            (budget.ctl.level > 0).then(|| budget.ctl.estimate(budget.ctl.level - 1, m.used_ratio));
+        m.level = budget.ctl.level;
         m.levels = budget.levels.len();
+        m.hold_seconds = budget.ctl.hold().as_secs_f64();
         change
     }
 
-    /// Take the budget's `change`: logged and counted; the pipeline starts again with it.
-    fn take(&mut self, change: Change) {
+    /// Take the budget's `change`, logged and counted: in place (the new `-e` written to the
+    /// recorder's `--control`; `true`) when the recorder takes it so, else by starting the
+    /// pipeline again with it (`false`: the caller stops the pipeline).
+    fn take(&mut self, change: Change, pipe: &mut Pipeline) -> bool {
         let Some(b) = self.budget.as_mut() else {
-            return;
+            return true;
         };
         let pct = |f: f64| format!("{:.2}%", f * 100.0);
+        let last = b.levels.len() - 1;
         let (to, line) = match change {
             Change::Shed { to, used } => (
                 to,
                 format!(
-                    "over budget for {:.0?} ({} of the host's CPUs, budget {}): shedding to level {to} of {} ({})",
-                    budget::SHED_AFTER,
+                    "over budget for {:.0?} ({} of the host's CPUs, budget {}): shedding to level {to} of {last} ({})",
+                    self.plan
+                        .budget
+                        .as_ref()
+                        .map_or(Duration::ZERO, |p| p.2.shed_after),
                     pct(used),
-                    pct(b.limit),
-                    b.levels.len() - 1,
+                    pct(b.ctl.limit),
                     b.levels[to].step
                 ),
             ),
-            Change::Restore { to, used } => (
+            Change::Restore {
+                to,
+                used,
+                estimate,
+                probe: false,
+            } => (
                 to,
                 format!(
-                    "under budget for {:.0?} ({} of the host's CPUs, budget {}): restoring level {to} of {} ({})",
-                    budget::RESTORE_AFTER,
+                    "level {to} estimated at {} of the host's CPUs for {:.0?} ({} now, budget {}): restoring level {to} of {last} ({})",
+                    pct(estimate),
+                    b.ctl.hold(),
                     pct(used),
-                    pct(b.limit),
-                    b.levels.len() - 1,
+                    pct(b.ctl.limit),
+                    b.levels[to].step
+                ),
+            ),
+            Change::Restore {
+                to,
+                used,
+                estimate,
+                probe: true,
+            } => (
+                to,
+                format!(
+                    "level {} held for {:.0?} ({} now, budget {}; level {to} estimated at {} from what it cost last): trying level {to} of {last} again ({})",
+                    to + 1,
+                    b.ctl.probe(),
+                    pct(used),
+                    pct(b.ctl.limit),
+                    pct(estimate),
                     b.levels[to].step
                 ),
             ),
         };
-        b.level = to;
-        // Each file set says what it recorded: its `stacks.events` (and `profile`/`state`
-        // rows their period in `value`).
-        eprintln!(
-            "stacks-agent: budget: {line}; the recorder restarts with -e {} (the packer finishes its set first)",
-            b.events()
-        );
+        let from = b.events().to_string();
+        b.ctl.take(to, Instant::now());
+        let events = b.events().to_string();
+        // In place: the recorder's rows carry what they were taken under (`profile` and
+        // `state` their period in `value`, folded `switch` rows their count), so sums stay
+        // right across the change.
+        let in_place = budget::in_place(&from, &events)
+            && pipe.control.as_mut().is_some_and(|c| {
+                use std::io::Write;
+                writeln!(c, "{events}").and_then(|()| c.flush()).is_ok()
+            });
+        if in_place {
+            eprintln!(
+                "stacks-agent: budget: {line}; the recorder records -e {events} from now on (in place)"
+            );
+        } else {
+            // Each file set says what it recorded: its `stacks.events`.
+            eprintln!(
+                "stacks-agent: budget: {line}; the recorder restarts with -e {events} (the packer finishes its set first)"
+            );
+        }
         let mut snap = metrics::lock(&self.shared);
+        if in_place {
+            snap.events = events;
+        }
         let m = snap.budget.get_or_insert_with(BudgetMetrics::default);
         m.level = to;
         match change {
             Change::Shed { .. } => m.shed += 1,
             Change::Restore { .. } => m.restored += 1,
         }
+        in_place
     }
 
     /// Wait the backoff (doubled for next time); `false` when a signal came meanwhile.

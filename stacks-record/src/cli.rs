@@ -75,6 +75,13 @@ pub struct Args {
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
 
+    /// Read new `-e` specifications from FILE (a pipe or FIFO, one a line) while recording
+    /// and take each in place, without stopping: one that changes only profile's or state's
+    /// HZ or switch's MIN (the rows carry their period or fold count, so sums stay right);
+    /// any other line is refused with a warning. stacks-agent's CPU budget uses it.
+    #[arg(long = "control", value_name = "FILE")]
+    pub control: Option<PathBuf>,
+
     /// Size in MiB (a power of two) of each ring buffer in use: one for CPU, off-CPU and state
     /// samples, one for IO (vfs, net, block, rss), one for probes and spans, so a flood of one
     /// never loses another's events. Raise it when `lost` rows name `ring_buffer_full` (the

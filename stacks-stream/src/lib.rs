@@ -14,6 +14,7 @@ pub mod frames;
 pub mod hex;
 pub mod io;
 pub mod kinds;
+pub mod lost;
 pub mod schema;
 pub mod stack_key;
 pub mod sys;

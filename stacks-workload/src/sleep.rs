@@ -1,6 +1,7 @@
 //! The `sleep` workload: one thread named `sleeper` sleeps a known number of fixed intervals,
 //! one interruptible `nanosleep` each in `sleep_interval`, so off-CPU recording has an exact
-//! count of sleeps and a measured total to compare against.
+//! count of sleeps and a measured total to compare against (its wall time, and its time off
+//! CPU: the wall time less the thread's CPU time).
 
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -52,11 +53,15 @@ pub(crate) fn spawn_sleeper(count: u64, ms: u64) -> Result<JoinHandle<Result<Val
     sys::spawn_named(THREAD, move || {
         let tid = sys::tid();
         let switches_before = voluntary_switches();
+        let cpu_before = sys::thread_cpu_ns();
         let start = Instant::now();
         for _ in 0..count {
             sleep_interval(ms)?;
         }
         let slept_ns = start.elapsed().as_nanos() as u64;
+        // What the loop ran on CPU (the system calls' entry and exit): the rest of its wall
+        // time, `off_cpu_ns`, is the thread's exact time off CPU.
+        let cpu_ns = sys::thread_cpu_ns() - cpu_before;
         // A sleep whose timer fired before the thread got to block (it was held on CPU, e.g.
         // by the hypervisor) never left the CPU: the kernel's own count of times this thread
         // blocked is the ground truth for off-CPU intervals.
@@ -67,6 +72,8 @@ pub(crate) fn spawn_sleeper(count: u64, ms: u64) -> Result<JoinHandle<Result<Val
             "count": count,
             "ms": ms,
             "slept_ns": slept_ns,
+            "cpu_ns": cpu_ns,
+            "off_cpu_ns": slept_ns.saturating_sub(cpu_ns),
             "blocked": blocked,
         }))
     })

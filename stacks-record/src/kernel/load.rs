@@ -281,6 +281,30 @@ pub(crate) fn open_cpu_clock(cpu: u32, period_ns: u64) -> Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
+/// Change the sampling period of perf event `fd` ([`open_cpu_clock`]'s) to `period_ns`, from
+/// its next sample on (`PERF_EVENT_IOC_PERIOD`).
+pub(crate) fn set_period(fd: &OwnedFd, period_ns: u64) -> Result<()> {
+    use std::os::fd::AsRawFd;
+    // _IOW('$', 4, __u64)
+    const PERF_EVENT_IOC_PERIOD: libc::c_ulong = 0x4008_2404;
+    let period = period_ns;
+    // SAFETY: the ioctl reads one u64 through the pointer, which we own.
+    let rc = unsafe {
+        libc::ioctl(
+            fd.as_raw_fd(),
+            PERF_EVENT_IOC_PERIOD as _,
+            &period as *const u64,
+        )
+    };
+    if rc < 0 {
+        bail!(
+            "PERF_EVENT_IOC_PERIOD({period_ns} ns): {}",
+            std::io::Error::last_os_error()
+        );
+    }
+    Ok(())
+}
+
 /// CPUs that are online now (from /sys/devices/system/cpu/online, e.g. `0-3,6`).
 pub(crate) fn online_cpus() -> Result<Vec<u32>> {
     let text = std::fs::read_to_string("/sys/devices/system/cpu/online")

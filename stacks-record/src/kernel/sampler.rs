@@ -3,7 +3,7 @@
 
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -22,8 +22,8 @@ pub(crate) struct StateSampler {
 }
 
 impl StateSampler {
-    /// Start sampling every `period`.
-    pub(crate) fn start(skel: &StacksSkel<'_>, period: Duration) -> Result<Self> {
+    /// Start sampling every `period_ns` (read at each pass: it may change while sampling).
+    pub(crate) fn start(skel: &StacksSkel<'_>, period_ns: Arc<AtomicU64>) -> Result<Self> {
         let link = skel
             .progs
             .sample_states
@@ -34,7 +34,7 @@ impl StateSampler {
         let flag = Arc::clone(&stop);
         let thread = std::thread::Builder::new()
             .name("state-sampler".into())
-            .spawn(move || sample_passes(link_fd, period, &flag))
+            .spawn(move || sample_passes(link_fd, &period_ns, &flag))
             .context("starting the thread-state sampler thread")?;
         Ok(Self {
             stop,
@@ -65,11 +65,12 @@ impl Drop for StateSampler {
     }
 }
 
-/// Run the iterator of link `link_fd` every `period` until `stop`; late passes are skipped,
+/// Run the iterator of link `link_fd` every `period_ns` until `stop`; late passes are skipped,
 /// not run in a burst.
-fn sample_passes(link_fd: i32, period: Duration, stop: &AtomicBool) -> Result<()> {
+fn sample_passes(link_fd: i32, period_ns: &AtomicU64, stop: &AtomicBool) -> Result<()> {
     let mut next = Instant::now();
     while !stop.load(Ordering::Relaxed) {
+        let period = Duration::from_nanos(period_ns.load(Ordering::Relaxed).max(1));
         // SAFETY: link_fd is the iterator link's fd, kept open by StateSampler until this
         // thread has ended.
         let fd = unsafe { libbpf_rs::libbpf_sys::bpf_iter_create(link_fd) };

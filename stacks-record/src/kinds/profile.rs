@@ -12,7 +12,7 @@ use crate::kernel::abi::types::{rodata, stacks_profile};
 use crate::kernel::event::{Kind as RecordKind, RawEvent, info_members};
 use crate::kernel::load as bpf;
 use crate::output::rows::Extra;
-use crate::spec::KindArgs;
+use crate::spec::{EventSpec, KindArgs};
 
 info_members!(stacks_profile);
 
@@ -82,6 +82,24 @@ impl Run for CpuSampler {
                 .with_context(|| format!("attaching the CPU sampler on cpu {cpu}"))?;
             self.perf.push((fd, link));
         }
+        Ok(())
+    }
+
+    /// A new rate in place: each CPU's perf event takes the new period
+    /// (`PERF_EVENT_IOC_PERIOD`), from its next sample on; each sample carries the period it
+    /// was taken at.
+    fn retune(&mut self, spec: &EventSpec) -> Result<()> {
+        let Some(on) = spec.get(kind::PROFILE) else {
+            return Ok(());
+        };
+        let period = on.period_ns();
+        if period == self.period_ns {
+            return Ok(());
+        }
+        for (fd, _) in &self.perf {
+            bpf::set_period(fd, period).context("changing the CPU sampling period")?;
+        }
+        self.period_ns = period;
         Ok(())
     }
 

@@ -93,6 +93,13 @@ pub(crate) trait Run {
     /// After a batch was written during the recording (about once a second).
     fn flushed(&mut self, _skel: &StacksSkel<'_>) {}
 
+    /// The recording's `-e` changed in place (`--control`): take this kind's entry of `spec`,
+    /// whose argument (a rate, a MIN) may differ from the one it started with. Only the kinds
+    /// `record::control` changes in place are asked.
+    fn retune(&mut self, _spec: &EventSpec) -> Result<()> {
+        Ok(())
+    }
+
     /// The end: stop its event source and detach its probes. An error its source met while
     /// running is returned.
     fn stop(&mut self) -> Result<()> {
@@ -157,6 +164,11 @@ impl Runs {
 
     pub(crate) fn flushed(&mut self, skel: &StacksSkel<'_>) {
         self.0.iter_mut().for_each(|r| r.flushed(skel));
+    }
+
+    /// Every part takes `spec`'s arguments ([`Run::retune`]).
+    pub(crate) fn retune(&mut self, spec: &EventSpec) -> Result<()> {
+        self.0.iter_mut().try_for_each(|r| r.retune(spec))
     }
 
     /// Stop every part, the last first. Each is stopped even when one before it failed; the

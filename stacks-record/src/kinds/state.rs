@@ -2,19 +2,21 @@
 //! sleepable task iterator run by [`crate::kernel::sampler`]): its state, the system call it
 //! is in and for how long, its file or socket; value = the period, so sums are thread-seconds.
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use anyhow::Result;
+use anyhow::{Context as _, Result};
 use stacks_stream::{kind, state};
 
 use super::{Context, Decoded, Effects, EventKind, Run, Setup};
 use crate::kernel::abi::StacksSkel;
 use crate::kernel::abi::types::{rodata, stacks_state_sample};
 use crate::kernel::event::{Kind as RecordKind, RawEvent, State as Code, info_members};
+use crate::kernel::globals::Global64;
 use crate::kernel::sampler::StateSampler;
 use crate::output::rows::Extra;
 use crate::process::fdnames::{file_name, socket_ends};
-use crate::spec::KindArgs;
+use crate::spec::{EventSpec, KindArgs};
 
 info_members!(stacks_state_sample);
 
@@ -35,7 +37,6 @@ impl EventKind for State {
 
     fn configure(&self, rodata: &mut rodata, on: Option<&KindArgs>) {
         rodata.state_stacks = on.map_or(0, |s| s.stacks.mask());
-        rodata.state_period_ns = on.map_or(0, KindArgs::period_ns);
     }
 
     fn records(&self) -> &'static [RecordKind] {
@@ -91,22 +92,47 @@ impl EventKind for State {
     fn run(&self, setup: &mut Setup<'_>) -> Result<Option<Box<dyn Run>>> {
         Ok(setup.on(self).map(|on| {
             Box::new(Passes {
-                period: Duration::from_nanos(on.period_ns()),
+                period_ns: Arc::new(AtomicU64::new(on.period_ns())),
+                stamp: None,
                 sampler: None,
             }) as Box<dyn Run>
         }))
     }
 }
 
-/// The thread-state passes: their thread runs from the start of the recording to its end.
+/// The thread-state passes: their thread runs from the start of the recording to its end,
+/// one pass a period; the period the rows carry (`state_period_ns` of control.bpf.h) is the
+/// one the passes are run at, both changed together in place (`--control`).
 struct Passes {
-    period: Duration,
+    period_ns: Arc<AtomicU64>,
+    stamp: Option<Global64>,
     sampler: Option<StateSampler>,
 }
 
 impl Run for Passes {
+    fn loaded(&mut self, skel: &mut StacksSkel<'_>) -> Result<()> {
+        let stamp = Global64::new(skel, |b| &mut b.state_period_ns)
+            .context("the BPF object has no .bss for state_period_ns")?;
+        stamp.set(self.period_ns.load(Ordering::Relaxed));
+        self.stamp = Some(stamp);
+        Ok(())
+    }
+
     fn started(&mut self, skel: &StacksSkel<'_>, _running: &[u32]) -> Result<()> {
-        self.sampler = Some(StateSampler::start(skel, self.period)?);
+        self.sampler = Some(StateSampler::start(skel, Arc::clone(&self.period_ns))?);
+        Ok(())
+    }
+
+    fn retune(&mut self, spec: &EventSpec) -> Result<()> {
+        if let Some(on) = spec.get(kind::STATE) {
+            let period = on.period_ns();
+            // The rows' period first: a pass in progress then stamps the new one, at most one
+            // pass early.
+            if let Some(g) = &self.stamp {
+                g.set(period);
+            }
+            self.period_ns.store(period, Ordering::Relaxed);
+        }
         Ok(())
     }
 

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use anyhow::Result;
-use stacks_stream::kind;
+use stacks_stream::{kind, lost};
 
 use crate::convert::Counts;
 use crate::host;
@@ -27,15 +27,15 @@ fn by_kind(first: Drop, index: u32) -> Option<u32> {
 /// `ring_buffer_full:vfs` or `map_full:block`.
 pub(crate) fn cause_name(index: u32) -> String {
     if let Some(record) = by_kind(Drop::STACKS_DROP_RINGBUF, index) {
-        return format!("ring_buffer_full:{}", kind_name(record));
+        return lost::ring_buffer_full(&kind_name(record));
     }
     match Drop(index) {
-        Drop::STACKS_DROP_SWITCH_STORAGE => "no_task_storage:switch_out",
-        Drop::STACKS_DROP_VFS_STORAGE => "no_task_storage:vfs",
-        Drop::STACKS_DROP_BLOCK_MAP_FULL => "map_full:block",
-        Drop::STACKS_DROP_RSS_MAP_FULL => "map_full:rss",
-        Drop::STACKS_DROP_URING_MAP_FULL => "map_full:uring",
-        Drop::STACKS_DROP_PROBE_BUSY => "no_free_slot:probe",
+        Drop::STACKS_DROP_SWITCH_STORAGE => lost::NO_TASK_STORAGE_SWITCH,
+        Drop::STACKS_DROP_VFS_STORAGE => lost::NO_TASK_STORAGE_VFS,
+        Drop::STACKS_DROP_BLOCK_MAP_FULL => lost::MAP_FULL_BLOCK,
+        Drop::STACKS_DROP_RSS_MAP_FULL => lost::MAP_FULL_RSS,
+        Drop::STACKS_DROP_URING_MAP_FULL => lost::MAP_FULL_URING,
+        Drop::STACKS_DROP_PROBE_BUSY => lost::NO_FREE_SLOT_PROBE,
         _ => return format!("unknown_{index}"),
     }
     .to_string()
@@ -294,6 +294,41 @@ mod tests {
         assert_eq!(stream_kind(Kind::STACKS_EV_UWINDOW.0), Some("block"));
         assert_eq!(stream_kind(Kind::STACKS_EV_SPAN.0), Some("span"));
         assert_eq!(kind_name(99), "record_99");
+    }
+
+    /// Every cause a loss can be counted under is one stacks_stream::lost lists (consumers
+    /// export them at 0 before anything is lost): the ring of each record kind, and every
+    /// counter past the per-kind ones that is not a note.
+    #[test]
+    fn every_cause_is_a_known_one() {
+        let known = lost::known();
+        for (what, record) in record_kinds_of_stacks_h() {
+            let cause = cause_name(Drop::STACKS_DROP_RINGBUF.0 + record);
+            assert!(
+                known.contains(&cause),
+                "STACKS_EV_{what}: {cause} not in {known:?}"
+            );
+        }
+        let mut drops = Drops::default();
+        for index in Drop::STACKS_DROP_SWITCH_STORAGE.0..Drop::STACKS_DROP_COUNT.0 {
+            if drops.note_of(index).is_some() {
+                continue;
+            }
+            let cause = cause_name(index);
+            if cause.starts_with("unknown_") {
+                continue;
+            }
+            assert!(
+                known.contains(&cause),
+                "counter {index}: {cause} not in {known:?}"
+            );
+        }
+        for fixed in lost::FIXED {
+            assert!(
+                (0..Drop::STACKS_DROP_COUNT.0).any(|i| cause_name(i) == fixed),
+                "{fixed} is named by no counter"
+            );
+        }
     }
 
     /// A record kind anywhere in the room for kinds has counters of its own: `uring` (17, the

@@ -26,6 +26,7 @@ use crate::process::kallsyms::KernelSymbols;
 use crate::spec::EventSpec;
 
 mod aggregate;
+mod control;
 mod drops;
 mod targets;
 
@@ -135,6 +136,11 @@ pub fn run() -> Result<ExitCode> {
             .unwrap_or_default()
     );
 
+    let control = args
+        .control
+        .as_deref()
+        .map(control::Control::open)
+        .transpose()?;
     let started = Instant::now();
     let mut rec = Recorder {
         skel: &skel,
@@ -148,6 +154,8 @@ pub fn run() -> Result<ExitCode> {
         agg,
         path_gen,
         rings,
+        spec: spec.clone(),
+        control,
     };
     let mut child_status = rec.record(&mut out, &mut targets, &target, args.duration)?;
 
@@ -288,6 +296,9 @@ struct Recorder<'a, 'obj> {
     path_gen: Option<Global>,
     /// The ring buffers in use, for the summary.
     rings: String,
+    /// The `-e` recorded now (changed in place by `--control`).
+    spec: EventSpec,
+    control: Option<control::Control>,
 }
 
 impl Recorder<'_, '_> {
@@ -335,6 +346,7 @@ impl Recorder<'_, '_> {
             // At every poll, not only at a flush (once a second): a process that exits first
             // takes what the kernel side said of it (a span label's check) with it.
             self.runs.poll(self.skel);
+            self.take_control()?;
             arm_wanted(self.skel, &mut self.conv);
             if self.rows.len() >= FLUSH_ROWS || last_flush.elapsed() >= FLUSH_EVERY {
                 self.write(out)?;
@@ -349,6 +361,30 @@ impl Recorder<'_, '_> {
                 return Ok(status);
             }
         }
+    }
+
+    /// The `-e` lines `--control` sent since the last poll, taken in place in order.
+    fn take_control(&mut self) -> Result<()> {
+        let Some(ctl) = &self.control else {
+            return Ok(());
+        };
+        for line in ctl.take() {
+            match control::in_place(&self.spec, &line) {
+                Ok(new) => {
+                    self.runs.retune(&new)?;
+                    self.spec = new;
+                    eprintln!(
+                        "stacks-record: control: recording {} from now on (in place)",
+                        self.spec.normalized()
+                    );
+                }
+                Err(why) => eprintln!(
+                    "stacks-record: warning: control: `{line}` refused: {why}; recording {} as before",
+                    self.spec.normalized()
+                ),
+            }
+        }
+        Ok(())
     }
 
     /// Append the rows of the kinds' tables (counting probes) and the lost-event rows, and

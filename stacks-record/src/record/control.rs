@@ -1,0 +1,119 @@
+//! `--control FILE`: new `-e` specifications taken while recording, without stopping (the
+//! agent's CPU budget degrading in place, docs/agent.md). A thread reads FILE's lines; the
+//! recording loop takes the latest at each poll when it differs from the recording's only in
+//! the argument of a kind that changes in place — `profile`'s and `state`'s HZ (each sample
+//! and row carries its period) and `switch`'s MIN (shorter intervals folded, their time and
+//! count kept) — and refuses any other with a warning, recording on as it was.
+
+use std::io::BufRead;
+use std::path::Path;
+use std::sync::mpsc;
+
+use anyhow::{Context, Result};
+use stacks_stream::kind;
+
+use crate::spec::EventSpec;
+
+/// The kinds whose argument changes in place ([`crate::kinds::Runs::retune`]).
+pub(crate) const IN_PLACE: [&str; 3] = [kind::PROFILE, kind::STATE, kind::SWITCH];
+
+/// The lines read from `--control`.
+pub(crate) struct Control {
+    lines: mpsc::Receiver<String>,
+}
+
+impl Control {
+    /// Read `path` on a thread, line by line, until its end.
+    pub(crate) fn open(path: &Path) -> Result<Control> {
+        let file =
+            std::fs::File::open(path).with_context(|| format!("--control {}", path.display()))?;
+        let (tx, lines) = mpsc::channel();
+        let name = path.display().to_string();
+        std::thread::Builder::new()
+            .name("control".into())
+            .spawn(move || {
+                for line in std::io::BufReader::new(file).lines() {
+                    match line {
+                        Ok(l) if l.trim().is_empty() => {}
+                        Ok(l) => {
+                            if tx.send(l.trim().to_string()).is_err() {
+                                return;
+                            }
+                        }
+                        Err(e) => {
+                            eprintln!("stacks-record: warning: --control {name}: {e}");
+                            return;
+                        }
+                    }
+                }
+            })
+            .context("starting the --control thread")?;
+        Ok(Control { lines })
+    }
+
+    /// The lines read since the last call, oldest first.
+    pub(crate) fn take(&self) -> Vec<String> {
+        self.lines.try_iter().collect()
+    }
+}
+
+/// `line` parsed, when it differs from `now` only in the arguments of [`IN_PLACE`] kinds; else
+/// why not.
+pub(crate) fn in_place(now: &EventSpec, line: &str) -> Result<EventSpec, String> {
+    let new = EventSpec::parse(line).map_err(|e| e.to_string())?;
+    let names = |s: &EventSpec| s.kinds.iter().map(|k| k.name).collect::<Vec<_>>();
+    if names(now) != names(&new) {
+        return Err(format!(
+            "it records other kinds ({} instead of {})",
+            names(&new).join(","),
+            names(now).join(",")
+        ));
+    }
+    let probes = |s: &EventSpec| s.probes.iter().map(|p| p.normalized()).collect::<Vec<_>>();
+    if probes(now) != probes(&new) {
+        return Err("it records other probes".into());
+    }
+    for (a, b) in now.kinds.iter().zip(&new.kinds) {
+        if a.stacks != b.stacks {
+            return Err(format!("{}: other stacks", a.name));
+        }
+        if a.arg != b.arg && !IN_PLACE.contains(&a.name) {
+            return Err(format!("{}: its argument does not change in place", a.name));
+        }
+    }
+    Ok(new)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_and_min_change_in_place_nothing_else() {
+        let now = EventSpec::parse("profile:u:49,state:uk:5,switch:uk,wake:u").unwrap();
+        let new = in_place(&now, "profile:u:12,state:uk:1,switch:uk:50ms,wake:u").unwrap();
+        assert_eq!(new.get(kind::PROFILE).unwrap().arg, Some(12));
+        assert_eq!(new.get(kind::SWITCH).unwrap().arg, Some(50_000_000));
+        for (line, why) in [
+            ("profile:u:12,state:uk:1,switch:uk", "other kinds"),
+            (
+                "profile:uk:49,state:uk:5,switch:uk,wake:u",
+                "profile: other stacks",
+            ),
+            (
+                "profile:u:49,state:uk:5,switch:uk,wake:u,vfs:u",
+                "other kinds",
+            ),
+            (
+                "profile:u:49,state:uk:5,switch:uk,wake:u,tp:sched:sched_process_exec",
+                "probes",
+            ),
+            ("nonsense", ""),
+        ] {
+            let e = in_place(&now, line).unwrap_err();
+            assert!(e.contains(why), "{line}: {e}");
+        }
+        let io = EventSpec::parse("vfs:u").unwrap();
+        assert!(in_place(&io, "vfs:n").unwrap_err().contains("other stacks"));
+    }
+}
