@@ -230,6 +230,18 @@ mod tests {
             for k in &said {
                 assert!(kinds::get(k).is_some(), "{name}: `{k}` is not a kind");
             }
+            // And the kinds read through the views it names (`FROM waits`, `JOIN observed`).
+            let mut read = read;
+            let named = regex::Regex::new(r"(?i)\b(?:FROM|JOIN)\s+([a-z_]+)").unwrap();
+            for c in named.captures_iter(sql) {
+                read.extend(
+                    crate::views::kinds_through(&c[1])
+                        .iter()
+                        .map(|k| k.to_string()),
+                );
+            }
+            read.sort_unstable();
+            read.dedup();
             said.sort_unstable();
             assert_eq!(said, read, "{name}: its `-- kinds:` line and its SQL");
         }

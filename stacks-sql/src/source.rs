@@ -544,7 +544,7 @@ pub(crate) async fn register_views(
     ctx.register_table(SAMPLES, samples.into_view())
         .map_err(flat)?;
     ctx.register_table(TABLE, rows.into_view()).map_err(flat)?;
-    Ok(())
+    crate::views::register(ctx).await
 }
 
 /// Column `name` (of table `qualifier`), named `name`.
