@@ -7,7 +7,6 @@
 -- divided by the periods of the passes in it, are the threads seen per pass: stacks-top sums
 -- the passes per host (`max(period)` over a pass's processes), explore per process.
 -- kinds read through it: state
-SELECT coalesce(host, '') AS host, pid, time, max(value) AS period
-FROM samples
-WHERE kind = 'state'
-GROUP BY coalesce(host, ''), pid, time
+SELECT host, pid, time, max(value) AS period
+FROM (SELECT coalesce(host, '') AS host, pid, time, value FROM samples WHERE kind = 'state') s
+GROUP BY host, pid, time
