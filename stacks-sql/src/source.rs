@@ -254,7 +254,7 @@ pub(crate) fn stacks_metadata(schema: &Schema) -> HashMap<String, String> {
     schema
         .metadata()
         .iter()
-        .filter(|(k, _)| k.starts_with("stacks."))
+        .filter(|(k, _)| stacks_stream::meta::is_stacks_key(k))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect()
 }
