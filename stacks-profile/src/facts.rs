@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use stacks_stream::kinds::profile_period_ns;
+use stacks_stream::events::profile_period_ns;
 use stacks_stream::meta;
 
 /// Profile-level facts taken from the stream metadata.
