@@ -215,6 +215,7 @@ mod tests {
 
     #[test]
     fn bundled_queries_say_which_kinds_they_read() {
+        let named = regex::Regex::new(r"(?i)\b(?:FROM|JOIN)\s+([a-z_]+)").unwrap();
         for (name, sql) in BUNDLED {
             let mut said = header_kinds(name, sql);
             let read = literal_kinds(sql);
@@ -232,7 +233,6 @@ mod tests {
             }
             // And the kinds read through the views it names (`FROM waits`, `JOIN observed`).
             let mut read = read;
-            let named = regex::Regex::new(r"(?i)\b(?:FROM|JOIN)\s+([a-z_]+)").unwrap();
             for c in named.captures_iter(sql) {
                 read.extend(
                     crate::views::kinds_through(&c[1])
