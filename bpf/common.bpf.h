@@ -136,6 +136,8 @@ struct {
 /* Events that could not be delivered, per CPU and cause (enum stacks_drop). The read-only
  * marker below puts the enum in the object's BTF, so the skeleton generates its type. */
 const volatile enum stacks_drop drop_causes = STACKS_DROP_COUNT;
+/* Puts `enum stacks_stack_len` in the BTF, so that user space reads the sentinels from it. */
+const volatile enum stacks_stack_len stack_len_sentinel = STACKS_NOT_REQUESTED;
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, STACKS_DROP_COUNT);

@@ -9,14 +9,18 @@
 #define STACKS_COMM_LEN 16
 #define STACKS_STR_LEN 128
 
-/* Stack length value meaning "this stack was not requested" (real errors are -errno). */
-#define STACKS_NOT_REQUESTED (-100000)
-/* Stack length value of a `state` record meaning "the same stack as this thread's previous
- * `state` record": the thread has not run since, so its stacks were not captured again. */
-#define STACKS_SAME_STACKS (-100001)
-/* User stack length value of a `block` record meaning "its `d` user stack was sent apart, in
- * the STACKS_EV_UWINDOW record with the same request" (sent when the request was submitted). */
-#define STACKS_USTACK_APART (-100002)
+/* Stack length values that are no length (real errors are -errno): one enum, which user space
+ * reads from the skeleton's types (the global `stack_len_sentinel` puts it in the BTF). */
+enum stacks_stack_len {
+	/* This stack was not requested. */
+	STACKS_NOT_REQUESTED = -100000,
+	/* A `state` record's: the same stack as this thread's previous `state` record (the thread
+	 * has not run since, so its stacks were not captured again). */
+	STACKS_SAME_STACKS = -100001,
+	/* A `block` record's user stack: its `d` user stack was sent apart, in the
+	 * STACKS_EV_UWINDOW record with the same request (sent when the request was submitted). */
+	STACKS_USTACK_APART = -100002,
+};
 
 /* Which stacks an event wants (bit mask, per event kind). */
 #define STACKS_WANT_USER 1

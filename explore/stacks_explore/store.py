@@ -1,8 +1,10 @@
 """The questions the notebooks ask of a stacks store, over the DuckDB views of views.py.
 
 `Store` opens a store (a directory or an s3:// URL) with `views.create_views` and reads only
-its views (`samples`, `stack_table`, `stacks`, `recordings`), so the store's layout is no
-concern of this file.
+its views (`samples`, `stack_table`, `stacks`, `recordings`, stacks-sql's `waits` and
+`observed`), so the store's layout is no concern of this file. A question a bundled query of
+stacks-query answers is that query's file, run by `bundled.run` (`Store.bundled`); what is
+written here in SQL asks what no bundled query does.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
+from . import bundled
 from .views import StoreError, create_views, default_location, hint
 
 NO_STACK = "[no stack]"
@@ -71,10 +74,11 @@ def _to_time(ns: pd.Series) -> pd.Series:
 
 
 # The time `state` sampling observed each process (`pid`) per bucket `t` (`0`: one bucket) of
-# its rows `r`, as stacks-top's `Planner::observed` computes it for a window: the periods of the
-# passes that ran and saw it (all rows of a pass share its start as `time`; a pass the recorder
-# could not run on time observed nothing). docs/top.md, "Average active threads".
-_OBSERVED = """p AS (SELECT pid, {bucket} AS t, time, max(value) AS period FROM r GROUP BY 1, 2, 3),
+# its rows `r`: stacks-sql's view `observed` (stacks-sql/views/observed.sql, the one rule, which
+# stacks-top's average active threads read too), the periods of the passes that ran and saw it.
+# docs/top.md, "Average active threads".
+_OBSERVED = """p AS (SELECT pid, {bucket} AS t, time, max(period) AS period FROM observed
+                       WHERE {cond} GROUP BY 1, 2, 3),
                 o AS (SELECT pid, t, sum(period) AS observed, count(*) AS passes FROM p GROUP BY 1, 2)"""
 
 
@@ -97,8 +101,16 @@ class Store:
     # -- plumbing --------------------------------------------------------------------------
 
     def sql(self, query: str, **params) -> pd.DataFrame:
-        """Run `query` (DuckDB SQL over `samples`, `stack_table`, `stacks`, `recordings`) with `$name` parameters."""
+        """Run `query` (DuckDB SQL over `samples`, `stack_table`, `stacks`, `recordings`, `waits`, `observed`) with `$name` parameters."""
         return self.con.execute(query, params).df()
+
+    def bundled(self, name: str, window: Window | None = None, **params) -> pd.DataFrame:
+        """The bundled query `name` of stacks-query (stacks-sql/queries/NAME.sql) as it is, with
+        its parameters (`pid=…`, `comm=…`) and `window` as its `from`/`to`: the same rows
+        `stacks-query NAME` gives."""
+        if window is not None:
+            params["from_"], params["to"] = window.start, window.end
+        return bundled.run(self.con, name, **params)
 
     @staticmethod
     def _filter(pid=None, tid=None, host=None, window: Window | None = None, alias: str = "") -> tuple[str, dict]:
@@ -295,16 +307,13 @@ class Store:
 
     # -- thread states ---------------------------------------------------------------------
 
-    def thread_states(self, pid=None, host=None, window: Window | None = None) -> pd.DataFrame:
-        """Sampled wall seconds per (thread, state, system call) from `state` rows (`sum(value)`: thread-seconds)."""
-        cond, params = self._filter(pid=pid, host=host, window=window)
-        return self.sql(
-            f"""SELECT pid, tid, arg_max(thread, time) AS thread, state, coalesce(syscall, '') AS syscall,
-                count(*) AS samples, sum(value) / 1e9 AS seconds
-            FROM samples WHERE kind = 'state' AND {cond}
-            GROUP BY pid, tid, state, syscall ORDER BY pid, tid, seconds DESC, state, syscall""",
-            **params,
-        )
+    def thread_states(self, pid=None, window: Window | None = None) -> pd.DataFrame:
+        """Sampled wall time per (thread, state, system call): the bundled `thread-states` (its
+        `samples`, `thread_ns` and `mean_in_syscall_ns` per process, thread, state and call),
+        with `seconds` = `thread_ns` in seconds."""
+        df = self.bundled("thread-states", window=window, pid=None if pid is None else int(pid))
+        df["seconds"] = df["thread_ns"] / 1e9
+        return df
 
     def state_period(self, pid=None) -> float:
         """Seconds between two `state` sampling passes (the median `value` of `state` rows: 1/HZ)."""
@@ -325,7 +334,7 @@ class Store:
         cond, params = self._filter(pid=pid, host=host)
         return self.sql(
             f"""WITH r AS (SELECT pid, comm, tid, time, state, value FROM samples WHERE kind = 'state' AND {cond}),
-                {_OBSERVED.format(bucket="0")}
+                {_OBSERVED.format(bucket="0", cond=cond)}
             SELECT r.pid, arg_max(r.comm, r.time) AS comm, r.state, count(DISTINCT r.tid) AS threads_seen,
                 sum(r.value) / 1e9 AS thread_s, any_value(o.passes) AS passes,
                 sum(r.value) / any_value(o.observed) AS avg_threads
@@ -346,7 +355,7 @@ class Store:
         df = self.sql(
             f"""WITH r AS (SELECT pid, (epoch_ns(time) // $iv) * $iv AS t, time, state, value
                        FROM samples WHERE kind = 'state' AND {cond}),
-                {_OBSERVED.format(bucket="t")}
+                {_OBSERVED.format(bucket="(epoch_ns(time) // $iv) * $iv", cond=cond)}
             SELECT r.pid, r.t, r.state, sum(r.value) / any_value(o.observed) AS threads
             FROM r JOIN o USING (pid, t) GROUP BY r.pid, r.t, r.state ORDER BY r.pid, r.t, r.state""",
             iv=iv,
@@ -451,29 +460,37 @@ class Store:
 
     # -- spans -----------------------------------------------------------------------------
 
-    def span_costs(self, pid=None, tid=None, host=None) -> pd.DataFrame:
+    def span_costs(self, pid=None, tid=None) -> pd.DataFrame:
         """Per `tracing` span name: CPU and off-CPU seconds, file read/write, block and network bytes, stays and time in the span.
 
-        Rows in no span count under `[no span]`. `span_ids` counts the distinct span ids seen
-        (as the bundled `spans` query); `stays` the span's `span` rows (one per enter and exit:
-        none for a stay that began before the recorder attached), `span_s` their summed `duration`.
+        The bundled `spans` per span name (its rows of one process summed over their `comm`),
+        with the seconds of its `cpu_ns` and `offcpu_ns`; rows in no span count under
+        `[no span]`. `span_ids` is its `spans` (distinct span ids seen); `stays` counts the span's
+        `span` rows (one per enter and exit: none for a stay that began before the recorder
+        attached), `span_s` their summed `duration`, which no bundled query asks.
         """
-        cond, params = self._filter(pid=pid, tid=tid, host=host)
-        return self.sql(
-            f"""SELECT coalesce(span_name, '{NO_SPAN}') AS span,
-                coalesce(sum(value) FILTER (WHERE kind = 'profile'), 0) / 1e9 AS cpu_s,
-                coalesce(sum(value) FILTER (WHERE kind = 'switch'), 0) / 1e9 AS offcpu_s,
-                coalesce(sum(value) FILTER (WHERE kind = 'vfs' AND op = 'read'), 0)::BIGINT AS read_bytes,
-                coalesce(sum(value) FILTER (WHERE kind = 'vfs' AND op = 'write'), 0)::BIGINT AS write_bytes,
-                coalesce(sum(value) FILTER (WHERE kind = 'block'), 0)::BIGINT AS block_bytes,
-                coalesce(sum(value) FILTER (WHERE kind = 'net'), 0)::BIGINT AS net_bytes,
-                count(DISTINCT span_id) AS span_ids,
-                count(*) FILTER (WHERE kind = 'span') AS stays,
-                coalesce(sum(duration) FILTER (WHERE kind = 'span'), 0) / 1e9 AS span_s
-            FROM samples WHERE kind IN ('profile', 'switch', 'vfs', 'block', 'net', 'span') AND {cond}
-            GROUP BY ALL ORDER BY cpu_s + offcpu_s DESC, span""",
-            **params,
+        params = {"pid": None if pid is None else int(pid), "tid": None if tid is None else int(tid)}
+        costs = self.bundled("spans", **params)
+        costs["span"] = costs.pop("span_name").fillna(NO_SPAN)
+        sums = ["cpu_ns", "offcpu_ns", "read_bytes", "write_bytes", "block_bytes", "net_bytes", "spans"]
+        costs = costs.groupby("span", as_index=False, dropna=False)[sums].sum()
+        cond, p = self._filter(pid=pid, tid=tid)
+        stays = self.sql(
+            f"""SELECT coalesce(span_name, '{NO_SPAN}') AS span, count(*) AS stays,
+                coalesce(sum(duration), 0) / 1e9 AS span_s
+            FROM samples WHERE kind = 'span' AND {cond} GROUP BY ALL""",
+            **p,
         )
+        out = costs.merge(stays, on="span", how="outer")
+        out["cpu_s"] = out.pop("cpu_ns").fillna(0) / 1e9
+        out["offcpu_s"] = out.pop("offcpu_ns").fillna(0) / 1e9
+        out["span_ids"] = out.pop("spans").fillna(0).astype("int64")
+        for c in ("read_bytes", "write_bytes", "block_bytes", "net_bytes", "stays"):
+            out[c] = out[c].fillna(0).astype("int64")
+        out["span_s"] = out["span_s"].fillna(0.0)
+        out = out.assign(_o=out.cpu_s + out.offcpu_s).sort_values(["_o", "span"], ascending=[False, True], kind="stable")
+        columns = ["span", "cpu_s", "offcpu_s", "read_bytes", "write_bytes", "block_bytes", "net_bytes", "span_ids", "stays", "span_s"]
+        return out[columns].reset_index(drop=True)
 
     def span_processes(self) -> pd.DataFrame:
         """Processes with `span` rows or span-labelled rows, most spans first."""

@@ -7,7 +7,9 @@ views every question in store.py asks, as stacks-query does (docs/queries.md):
 - `stack_table`: one row per distinct `stack_id` (`stack`, `folded`, `leaf`, `depth`, and
   `kernel_frames`, how many of the stack's frames are kernel frames);
 - `stacks`: `samples` left-joined with `stack_table` on `stack_id`;
-- `recordings`: one row per samples file with its `stacks.*` metadata.
+- `recordings`: one row per samples file with its `stacks.*` metadata;
+- `waits` and `observed`: the building blocks of stacks-sql/views/ over `samples`, their text
+  run as it is (bundled.py).
 
 A change of the store's layout is an edit of this file alone. Stacks files of the frames layout
 hold each stack as `frame_ids` into their file set's frames file (docs/format.md, "The store");
@@ -96,7 +98,7 @@ def _list_local(root: Path) -> list[str]:
 
 
 def create_views(con: duckdb.DuckDBPyConnection, location: str) -> None:
-    """Read the store at `location` into `con`: the views `samples`, `stack_table`, `stacks`, `recordings`."""
+    """Read the store at `location` into `con`: the views `samples`, `stack_table`, `stacks`, `recordings`, and stacks-sql's `waits` and `observed`."""
     if location.startswith("s3://"):
         fs = _s3_filesystem()
         con.register_filesystem(fs)
@@ -194,6 +196,9 @@ def create_views(con: duckdb.DuckDBPyConnection, location: str) -> None:
     con.execute(
         "CREATE VIEW stacks AS SELECT s.*, t.* EXCLUDE (stack_id) FROM samples s LEFT JOIN stack_table t USING (stack_id)"
     )
+    from .bundled import create_views as create_sql_views
+
+    create_sql_views(con)
     con.execute(
         f"""CREATE VIEW recordings AS
         SELECT file_name AS file,

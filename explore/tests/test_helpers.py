@@ -105,6 +105,7 @@ def _write_set(
         pa.table(
             {
                 "time": pa.array([s["time"] for s in samples], pa.timestamp("ns", tz="UTC")),
+                "host": pa.array([None] * len(samples), pa.string()),
                 "kind": pa.array([s["kind"] for s in samples], pa.string()),
                 "pid": pa.array([s["pid"] for s in samples], pa.int32()),
                 "tid": pa.array([s["pid"] for s in samples], pa.int32()),

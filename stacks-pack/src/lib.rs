@@ -66,8 +66,6 @@ pub const MAX_GROUP_BYTES: usize = 12 << 20;
 /// Row group of a stacks file, in stacks (what the Parquet writer buffers before writing:
 /// 16k-stack groups peaked 6% higher packing 24k distinct stacks, for 1% smaller files).
 pub(crate) const STACKS_GROUP_ROWS: usize = 4 * 1024;
-/// Prefix of the metadata keys copied into the Parquet key-value metadata.
-const STACKS_KEY_PREFIX: &str = "stacks.";
 /// How often the packer looks at the clock (age rotation, SIGTERM) while input is idle.
 const TICK: Duration = Duration::from_millis(100);
 
@@ -539,7 +537,7 @@ pub(crate) fn stacks_kv(schema: &Schema) -> Vec<KeyValue> {
     let mut kv: Vec<KeyValue> = schema
         .metadata()
         .iter()
-        .filter(|(k, _)| k.starts_with(STACKS_KEY_PREFIX))
+        .filter(|(k, _)| stacks_stream::meta::is_stacks_key(k))
         .map(|(k, v)| KeyValue::new(k.clone(), v.clone()))
         .collect();
     kv.sort_by(|a, b| a.key.cmp(&b.key));

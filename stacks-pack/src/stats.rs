@@ -12,7 +12,9 @@ use arrow_array::cast::AsArray;
 use arrow_array::{Array, RecordBatch};
 use stacks_stream::col;
 
-use crate::retention::{Census, Pass};
+use stacks_store::PackStats;
+
+use crate::retention::Pass;
 
 /// How often the file is rewritten.
 pub(crate) const EVERY: Duration = Duration::from_secs(1);
@@ -22,23 +24,11 @@ pub(crate) const EVERY: Duration = Duration::from_secs(1);
 pub(crate) struct Stats {
     path: PathBuf,
     last: Option<Instant>,
-    /// Rows taken, by `kind`.
-    rows: BTreeMap<String, u64>,
-    /// Events the recorder lost (the `value` of `lost` rows), by `cause`.
-    lost: BTreeMap<String, u64>,
-    /// Events the rows stand for (`count`, 1 where null), by `kind`.
-    events: BTreeMap<String, u64>,
-    /// Rows whose kernel or user stack could not be captured (`kstack_error`,
-    /// `ustack_error`), by `kernel` / `user`.
-    stack_errors: BTreeMap<String, u64>,
+    /// The counters, as the file holds them (`time` set when written).
+    counts: PackStats,
     /// File sets this packer finished, and their bytes.
     pub sets_written: u64,
     pub bytes_written: u64,
-    /// The store's finished sets at the last count.
-    pub store: Census,
-    /// Sets retention deleted, and their bytes.
-    deleted_sets: u64,
-    deleted_bytes: u64,
 }
 
 impl Stats {
@@ -47,15 +37,9 @@ impl Stats {
         Self {
             path: path.to_path_buf(),
             last: None,
-            rows: BTreeMap::new(),
-            lost: BTreeMap::new(),
-            events: BTreeMap::new(),
-            stack_errors: BTreeMap::new(),
+            counts: PackStats::default(),
             sets_written: 0,
             bytes_written: 0,
-            store: Census::default(),
-            deleted_sets: 0,
-            deleted_bytes: 0,
         }
     }
 
@@ -91,14 +75,14 @@ impl Stats {
                 continue;
             }
             let kind = kinds.value(i);
-            bump(&mut self.rows, kind, 1);
+            bump(&mut self.counts.rows, kind, 1);
             let events = counts
                 .filter(|c| !c.is_null(i))
                 .map_or(1, |c| u64::try_from(c.value(i)).unwrap_or(0));
-            bump(&mut self.events, kind, events);
+            bump(&mut self.counts.events, kind, events);
             for (stack, column) in &errors {
                 if column.is_some_and(|c| !c.is_null(i)) {
-                    bump(&mut self.stack_errors, stack, 1);
+                    bump(&mut self.counts.stack_errors, stack, 1);
                 }
             }
             if kind == stacks_stream::kind::LOST
@@ -106,16 +90,17 @@ impl Stats {
                 && !causes.is_null(i)
             {
                 let n = u64::try_from(values.value(i)).unwrap_or(0);
-                bump(&mut self.lost, causes.value(i), n);
+                bump(&mut self.counts.lost, causes.value(i), n);
             }
         }
     }
 
     /// Note a retention pass (or a census without one).
     pub(crate) fn note_pass(&mut self, pass: &Pass) {
-        self.deleted_sets += pass.deleted_sets;
-        self.deleted_bytes += pass.deleted_bytes;
-        self.store = pass.left;
+        self.counts.deleted_sets += pass.deleted_sets;
+        self.counts.deleted_bytes += pass.deleted_bytes;
+        self.counts.store_sets = pass.left.sets;
+        self.counts.store_bytes = pass.left.bytes;
     }
 
     /// Rewrite the file if it is due (or `force`); a failure is a warning, once.
@@ -147,27 +132,19 @@ impl Stats {
         fs::rename(&tmp, &self.path)
     }
 
-    /// The JSON object.
+    /// The JSON object ([`PackStats`]), stamped with the time now.
     pub(crate) fn json(&self) -> String {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs_f64())
+            .map(|d| d.as_millis() as f64 / 1000.0)
             .unwrap_or(0.0);
-        format!(
-            "{{\"time\":{now:.3},\"rows\":{},\"lost\":{},\"events\":{},\"stack_errors\":{},\
-             \"sets_written\":{},\"bytes_written\":{},\
-             \"store_sets\":{},\"store_bytes\":{},\"deleted_sets\":{},\"deleted_bytes\":{}}}\n",
-            object(&self.rows),
-            object(&self.lost),
-            object(&self.events),
-            object(&self.stack_errors),
-            self.sets_written,
-            self.bytes_written,
-            self.store.sets,
-            self.store.bytes,
-            self.deleted_sets,
-            self.deleted_bytes,
-        )
+        PackStats {
+            time: now,
+            sets_written: self.sets_written,
+            bytes_written: self.bytes_written,
+            ..self.counts.clone()
+        }
+        .to_json()
     }
 }
 
@@ -180,33 +157,10 @@ fn bump(map: &mut BTreeMap<String, u64>, key: &str, n: u64) {
     }
 }
 
-/// `{"key":n,…}` with the keys escaped as JSON strings.
-fn object(map: &BTreeMap<String, u64>) -> String {
-    let fields: Vec<String> = map
-        .iter()
-        .map(|(k, v)| format!("{}:{v}", json_string(k)))
-        .collect();
-    format!("{{{}}}", fields.join(","))
-}
-
-fn json_string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::retention::Census;
     use arrow_array::{Int32Array, Int64Array, StringArray};
     use arrow_schema::{DataType, Field, Schema};
     use std::sync::Arc;
@@ -258,6 +212,5 @@ mod tests {
             ),
             "{json}"
         );
-        assert_eq!(json_string("a\"b\\\n"), r#""a\"b\\\u000a""#);
     }
 }

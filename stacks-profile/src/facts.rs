@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use stacks_stream::kinds::profile_period_ns;
+use stacks_stream::events::profile_period_ns;
 use stacks_stream::meta;
 
 /// Profile-level facts taken from the stream metadata.
@@ -25,15 +25,10 @@ impl Facts {
         let start_ns = metadata
             .get(meta::START_NS)
             .and_then(|s| s.trim().parse::<i64>().ok());
-        let comments = [
-            ("host", meta::HOST),
-            ("kernel", meta::KERNEL_RELEASE),
-            ("events", meta::EVENTS),
-            ("tools", meta::TOOLS),
-        ]
-        .iter()
-        .filter_map(|(name, key)| metadata.get(*key).map(|v| format!("{name}={v}")))
-        .collect();
+        let comments = meta::SHOWN
+            .iter()
+            .filter_map(|(name, key)| metadata.get(*key).map(|v| format!("{name}={v}")))
+            .collect();
         Self {
             period_ns,
             start_ns,

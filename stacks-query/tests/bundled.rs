@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 
 use common::*;
 use serde_json::Value;
-use stacks_testkit::Row;
 use stacks_testkit::recording::SEC;
+use stacks_testkit::{Row, Scratch};
 
 #[test]
 fn cpu_by_stack() {
@@ -343,4 +343,134 @@ fn timeline_per_bucket() {
 /// A fixture row's span name as the JSON output shows it (`null`: none).
 fn span_of(r: &stacks_testkit::Row) -> &str {
     r.span_name.as_deref().unwrap_or("null")
+}
+
+/// The views every query builds on (stacks-sql/views/): `waits` links a `switch` row by its
+/// switch-out and a `state` row by its `offcpu_since` to the `wake` row with that thread as
+/// `wakee` and `time − duration` = the switch-out, a folded row to none; `observed` is one
+/// row per pass and process with the pass's period. `offwake` reads `waits`.
+#[test]
+fn waits_and_observed_link_as_the_format_says() {
+    const T: i64 = 1_700_000_000_000_000_000;
+    let row = |kind: &str, tid: i32, thread: &str, at: i64| Row {
+        time: T + at,
+        kind: kind.into(),
+        pid: if tid == 22 { 20 } else { 10 },
+        tid,
+        comm: "app".into(),
+        thread: thread.into(),
+        ..Default::default()
+    };
+    let switch = |at: i64, ns: i64| Row {
+        state: Some("sleeping".into()),
+        value: ns,
+        duration: Some(ns),
+        count: Some(1),
+        stack: Some(fixture::stack(&["wait_a"])),
+        ..row("switch", 11, "a", at)
+    };
+    let wake = |at: i64, waited: i64| Row {
+        wakee: Some(11),
+        value: waited,
+        duration: Some(waited),
+        stack: Some(fixture::stack(&["wake_b"])),
+        ..row("wake", 22, "b", at)
+    };
+    let state = |at: i64, since: Option<i64>, pid: i32| Row {
+        state: Some("sleeping".into()),
+        value: 50_000,
+        offcpu_since: since.map(|s| T + s),
+        pid,
+        ..row("state", 11, "a", at)
+    };
+    let rows = vec![
+        switch(0, 1000),
+        wake(800, 800),
+        switch(5000, 300),
+        // A folded row is no one interval: a wake row at its time is not its.
+        Row {
+            state: Some("sleeping".into()),
+            value: 500,
+            count: Some(3),
+            ..row("switch", 11, "a", 9000)
+        },
+        wake(9100, 100),
+        state(500, Some(0), 10),
+        state(500, Some(0), 30),
+        state(6000, None, 10),
+    ];
+    let dir = Scratch::new("query-waits");
+    write_store(dir.path(), &rows, 2);
+    let got = rows_of(
+        dir.path(),
+        &[
+            "-c",
+            "SELECT kind, pid, epoch_ns(time) - 1700000000000000000 AS t, wake_tid, wake_thread, \
+             wake_value FROM waits ORDER BY kind, t, pid",
+        ],
+    );
+    let shown: Vec<String> = got
+        .iter()
+        .map(|v| {
+            format!(
+                "{} {} {} {} {} {}",
+                s(&v["kind"]),
+                int(&v["pid"]),
+                int(&v["t"]),
+                v["wake_tid"],
+                v["wake_thread"],
+                v["wake_value"]
+            )
+        })
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            "state 10 500 22 \"b\" 800",
+            "state 30 500 22 \"b\" 800",
+            "state 10 6000 null null null",
+            "switch 10 0 22 \"b\" 800",
+            "switch 10 5000 null null null",
+            "switch 10 9000 null null null",
+        ]
+    );
+    let got = rows_of(
+        dir.path(),
+        &[
+            "-c",
+            "SELECT host, pid, epoch_ns(time) - 1700000000000000000 AS t, period \
+             FROM observed ORDER BY t, pid",
+        ],
+    );
+    let shown: Vec<String> = got
+        .iter()
+        .map(|v| {
+            format!(
+                "{} {} {} {}",
+                v["host"],
+                int(&v["pid"]),
+                int(&v["t"]),
+                int(&v["period"])
+            )
+        })
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            "\"\" 10 500 50000",
+            "\"\" 30 500 50000",
+            "\"\" 10 6000 50000"
+        ]
+    );
+    let got = rows_of(dir.path(), &["offwake"]);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(
+        (
+            s(&got[0]["waker_thread"]),
+            int(&got[0]["intervals"]),
+            int(&got[0]["offcpu_ns"]),
+            int(&got[0]["waited_ns"])
+        ),
+        ("b".to_string(), 1, 1000, 800)
+    );
 }

@@ -1,7 +1,7 @@
 -- What did a thread wait for, link by link: its waits attributed along the chain of wakers.
 --
 -- For thread `tid` (record with `-e switch,wake`): each of its kept off-CPU intervals that a
--- `wake` row explains is a wait, from its switch-out to its wakeup, on the waker. What the
+-- `wake` row explains (the view `waits`) is a wait, from its switch-out to its wakeup, on the waker. What the
 -- waker did during that wait is split into its own CPU time and its own waits, and those waits
 -- are attributed to their wakers in turn, up to `depth` links, at most 4 (the chain
 -- `A <- B <- C`). One row per (depth, chain, stack): `waits` (how many waits of that link),
@@ -23,47 +23,39 @@
 -- param: to timestamp = null    end of the time window, exclusive (null: to the end)
 -- The chain link by link (written out, not WITH RECURSIVE: a cluster cannot run recursion).
 WITH seg1 AS (
-    SELECT 1 AS depth, s.thread || ' <- ' || w.thread AS chain, w.tid AS tid,
-        w.thread AS waker, s.stack_id AS sid, w.stack_id AS wid,
-        cast(s.time AS bigint) AS a, cast(w.time AS bigint) AS b
-    FROM samples s
-    JOIN samples w ON w.kind = 'wake' AND w.wakee = s.tid
-        AND cast(w.time AS bigint) - w.duration = cast(s.time AS bigint)
-    WHERE s.kind = 'switch' AND s.tid = $tid
+    SELECT 1 AS depth, s.thread || ' <- ' || s.wake_thread AS chain, s.wake_tid AS tid,
+        s.wake_thread AS waker, s.stack_id AS sid, s.wake_stack_id AS wid,
+        cast(s.time AS bigint) AS a, cast(s.wake_time AS bigint) AS b
+    FROM waits s
+    WHERE s.kind = 'switch' AND s.tid = $tid AND s.wake_time IS NOT NULL
         AND ($from IS NULL OR s.time >= $from) AND ($to IS NULL OR s.time < $to)
 ),
 seg2 AS (
-    SELECT p.depth + 1 AS depth, p.chain || ' <- ' || w.thread AS chain, w.tid AS tid,
-        w.thread AS waker, s.stack_id AS sid, w.stack_id AS wid,
-        greatest(p.a, cast(s.time AS bigint)) AS a, least(p.b, cast(w.time AS bigint)) AS b
+    SELECT p.depth + 1 AS depth, p.chain || ' <- ' || s.wake_thread AS chain, s.wake_tid AS tid,
+        s.wake_thread AS waker, s.stack_id AS sid, s.wake_stack_id AS wid,
+        greatest(p.a, cast(s.time AS bigint)) AS a, least(p.b, cast(s.wake_time AS bigint)) AS b
     FROM seg1 p
-    JOIN samples s ON s.kind = 'switch' AND s.tid = p.tid AND s.duration IS NOT NULL
+    JOIN waits s ON s.kind = 'switch' AND s.tid = p.tid AND s.duration IS NOT NULL
         AND cast(s.time AS bigint) < p.b AND cast(s.time AS bigint) + s.duration > p.a
-    JOIN samples w ON w.kind = 'wake' AND w.wakee = s.tid
-        AND cast(w.time AS bigint) - w.duration = cast(s.time AS bigint)
-    WHERE $depth >= 2 AND p.tid <> 0 AND cast(w.time AS bigint) > p.a
+    WHERE $depth >= 2 AND p.tid <> 0 AND cast(s.wake_time AS bigint) > p.a
 ),
 seg3 AS (
-    SELECT p.depth + 1 AS depth, p.chain || ' <- ' || w.thread AS chain, w.tid AS tid,
-        w.thread AS waker, s.stack_id AS sid, w.stack_id AS wid,
-        greatest(p.a, cast(s.time AS bigint)) AS a, least(p.b, cast(w.time AS bigint)) AS b
+    SELECT p.depth + 1 AS depth, p.chain || ' <- ' || s.wake_thread AS chain, s.wake_tid AS tid,
+        s.wake_thread AS waker, s.stack_id AS sid, s.wake_stack_id AS wid,
+        greatest(p.a, cast(s.time AS bigint)) AS a, least(p.b, cast(s.wake_time AS bigint)) AS b
     FROM seg2 p
-    JOIN samples s ON s.kind = 'switch' AND s.tid = p.tid AND s.duration IS NOT NULL
+    JOIN waits s ON s.kind = 'switch' AND s.tid = p.tid AND s.duration IS NOT NULL
         AND cast(s.time AS bigint) < p.b AND cast(s.time AS bigint) + s.duration > p.a
-    JOIN samples w ON w.kind = 'wake' AND w.wakee = s.tid
-        AND cast(w.time AS bigint) - w.duration = cast(s.time AS bigint)
-    WHERE $depth >= 3 AND p.tid <> 0 AND cast(w.time AS bigint) > p.a
+    WHERE $depth >= 3 AND p.tid <> 0 AND cast(s.wake_time AS bigint) > p.a
 ),
 seg4 AS (
-    SELECT p.depth + 1 AS depth, p.chain || ' <- ' || w.thread AS chain, w.tid AS tid,
-        w.thread AS waker, s.stack_id AS sid, w.stack_id AS wid,
-        greatest(p.a, cast(s.time AS bigint)) AS a, least(p.b, cast(w.time AS bigint)) AS b
+    SELECT p.depth + 1 AS depth, p.chain || ' <- ' || s.wake_thread AS chain, s.wake_tid AS tid,
+        s.wake_thread AS waker, s.stack_id AS sid, s.wake_stack_id AS wid,
+        greatest(p.a, cast(s.time AS bigint)) AS a, least(p.b, cast(s.wake_time AS bigint)) AS b
     FROM seg3 p
-    JOIN samples s ON s.kind = 'switch' AND s.tid = p.tid AND s.duration IS NOT NULL
+    JOIN waits s ON s.kind = 'switch' AND s.tid = p.tid AND s.duration IS NOT NULL
         AND cast(s.time AS bigint) < p.b AND cast(s.time AS bigint) + s.duration > p.a
-    JOIN samples w ON w.kind = 'wake' AND w.wakee = s.tid
-        AND cast(w.time AS bigint) - w.duration = cast(s.time AS bigint)
-    WHERE $depth >= 4 AND p.tid <> 0 AND cast(w.time AS bigint) > p.a
+    WHERE $depth >= 4 AND p.tid <> 0 AND cast(s.wake_time AS bigint) > p.a
 ),
 seg AS (
     SELECT * FROM seg1 UNION ALL SELECT * FROM seg2
@@ -87,10 +79,8 @@ split AS (
 -- Depth 0: the thread's own off-CPU intervals by where it waited.
 own AS (
     SELECT max(s.thread) AS chain, s.stack_id AS sid, count(*) AS waits, sum(s.value) AS waited_ns,
-        sum(CASE WHEN w.tid IS NULL THEN 0 ELSE w.duration END) AS waker_off_ns
-    FROM samples s
-    LEFT JOIN samples w ON w.kind = 'wake' AND w.wakee = s.tid AND s.duration IS NOT NULL
-        AND cast(w.time AS bigint) - w.duration = cast(s.time AS bigint)
+        sum(CASE WHEN s.wake_tid IS NULL THEN 0 ELSE s.wake_duration END) AS waker_off_ns
+    FROM waits s
     WHERE s.kind = 'switch' AND s.tid = $tid
         AND ($from IS NULL OR s.time >= $from) AND ($to IS NULL OR s.time < $to)
     GROUP BY s.tid, s.stack_id

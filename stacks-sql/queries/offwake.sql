@@ -1,7 +1,7 @@
 -- Why threads waited: off-CPU time by the waker's stack and the blocked thread's stack (offwaketime).
 --
 -- One row per (process, thread, waker, waker stack, blocked stack) over `switch` intervals that
--- have a `wake` row (record with `-e switch,wake`). `stack` is laid out as bcc's offwaketime
+-- have a `wake` row (record with `-e switch,wake`; the view `waits` links them). `stack` is laid out as bcc's offwaketime
 -- folds it: read root first, the blocked thread from its root to where it blocked, a `--`
 -- frame, then the waker from where it woke it back to its root (`stack_chain`). A waker without
 -- stacks (an interrupt, or a wakeup sooner than the `switch` MIN) stands as one frame naming it.
@@ -28,18 +28,15 @@ SELECT
     ) AS stack,
     a.intervals, a.offcpu_ns, a.waited_ns
 FROM (
-    SELECT s.comm, s.pid, s.thread, w.comm AS waker_comm, w.thread AS waker_thread,
-        w.stack_id AS waker_stack_id, s.stack_id,
-        count(*) AS intervals, sum(s.value) AS offcpu_ns, sum(w.value) AS waited_ns
-    FROM samples s
-    JOIN samples w
-        ON w.kind = 'wake' AND w.wakee = s.tid
-        AND cast(w.time AS bigint) - w.duration = cast(s.time AS bigint)
-    WHERE s.kind = 'switch' AND s.duration IS NOT NULL
+    SELECT s.comm, s.pid, s.thread, s.wake_comm AS waker_comm, s.wake_thread AS waker_thread,
+        s.wake_stack_id AS waker_stack_id, s.stack_id,
+        count(*) AS intervals, sum(s.value) AS offcpu_ns, sum(s.wake_value) AS waited_ns
+    FROM waits s
+    WHERE s.kind = 'switch' AND s.duration IS NOT NULL AND s.wake_time IS NOT NULL
         AND s.comm LIKE $comm AND ($pid IS NULL OR s.pid = $pid)
         AND ($tid IS NULL OR s.tid = $tid)
         AND ($from IS NULL OR s.time >= $from) AND ($to IS NULL OR s.time < $to)
-    GROUP BY s.comm, s.pid, s.thread, w.comm, w.thread, w.stack_id, s.stack_id
+    GROUP BY s.comm, s.pid, s.thread, s.wake_comm, s.wake_thread, s.wake_stack_id, s.stack_id
 ) a
 LEFT JOIN stack_table wt ON wt.stack_id = a.waker_stack_id
 LEFT JOIN stack_table st ON st.stack_id = a.stack_id

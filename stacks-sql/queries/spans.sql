@@ -10,6 +10,7 @@
 -- kinds: profile, switch, block, vfs, net
 -- param: comm text = '%'        process names to keep (SQL LIKE pattern)
 -- param: pid int = null         only this process id (null: every process)
+-- param: tid int = null         only this thread id (null: every thread)
 -- param: from timestamp = null  start of the time window, inclusive (null: from the start)
 -- param: to timestamp = null    end of the time window, exclusive (null: to the end)
 SELECT
@@ -25,7 +26,7 @@ SELECT
     count(DISTINCT span_id) AS spans
 FROM samples
 WHERE kind IN ('profile', 'switch', 'vfs', 'block', 'net')
-    AND comm LIKE $comm AND ($pid IS NULL OR pid = $pid)
+    AND comm LIKE $comm AND ($pid IS NULL OR pid = $pid) AND ($tid IS NULL OR tid = $tid)
     AND ($from IS NULL OR time >= $from) AND ($to IS NULL OR time < $to)
 GROUP BY comm, pid, span_name
 ORDER BY cpu_ns + offcpu_ns DESC, comm, pid, span_name;

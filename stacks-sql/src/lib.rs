@@ -1,7 +1,8 @@
 //! `stacks-sql`: SQL over a stacks store, shared by the tools that query one (stacks-query,
 //! stacks-top) and the Ballista cluster (stacks-cluster): opening a store (a directory, or a
 //! bucket URL with `--from/--to` hour pruning: [`open`]) as the tables `stacks`, `samples` and
-//! `stack_table` ([`source`], [`bucket`]); sessions with the stack functions ([`udf`]), locally
+//! `stack_table` ([`source`], [`bucket`]) with the views every query builds on ([`views`]:
+//! `waits`, `observed`); sessions with the stack functions ([`udf`]), locally
 //! or on a cluster; the bundled queries ([`queries`]) and their typed parameters ([`params`]);
 //! and writing a result as a text table, CSV, JSON, NDJSON, an Arrow IPC stream or Parquet
 //! ([`output`]).
@@ -22,6 +23,7 @@ pub mod source;
 pub mod stack_table;
 pub mod stores;
 pub mod udf;
+pub mod views;
 pub mod window;
 
 use std::collections::HashMap;

@@ -202,7 +202,7 @@ fn parquet_writer(schema: &SchemaRef, pipe: &PipeOut) -> Result<ArrowWriter<Pipe
     let kv = schema
         .metadata()
         .iter()
-        .filter(|(k, _)| k.starts_with("stacks."))
+        .filter(|(k, _)| stacks_stream::meta::is_stacks_key(k))
         .map(|(k, v)| parquet::file::metadata::KeyValue::new(k.clone(), v.clone()))
         .collect();
     let props = WriterProperties::builder()

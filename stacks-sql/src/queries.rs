@@ -215,6 +215,7 @@ mod tests {
 
     #[test]
     fn bundled_queries_say_which_kinds_they_read() {
+        let named = regex::Regex::new(r"(?i)\b(?:FROM|JOIN)\s+([a-z_]+)").unwrap();
         for (name, sql) in BUNDLED {
             let mut said = header_kinds(name, sql);
             let read = literal_kinds(sql);
@@ -230,6 +231,17 @@ mod tests {
             for k in &said {
                 assert!(kinds::get(k).is_some(), "{name}: `{k}` is not a kind");
             }
+            // And the kinds read through the views it names (`FROM waits`, `JOIN observed`).
+            let mut read = read;
+            for c in named.captures_iter(sql) {
+                read.extend(
+                    crate::views::kinds_through(&c[1])
+                        .iter()
+                        .map(|k| k.to_string()),
+                );
+            }
+            read.sort_unstable();
+            read.dedup();
             said.sort_unstable();
             assert_eq!(said, read, "{name}: its `-- kinds:` line and its SQL");
         }

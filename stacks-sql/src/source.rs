@@ -254,7 +254,7 @@ pub(crate) fn stacks_metadata(schema: &Schema) -> HashMap<String, String> {
     schema
         .metadata()
         .iter()
-        .filter(|(k, _)| k.starts_with("stacks."))
+        .filter(|(k, _)| stacks_stream::meta::is_stacks_key(k))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect()
 }
@@ -544,7 +544,7 @@ pub(crate) async fn register_views(
     ctx.register_table(SAMPLES, samples.into_view())
         .map_err(flat)?;
     ctx.register_table(TABLE, rows.into_view()).map_err(flat)?;
-    Ok(())
+    crate::views::register(ctx).await
 }
 
 /// Column `name` (of table `qualifier`), named `name`.

@@ -21,9 +21,11 @@ mod distinct;
 pub mod frames;
 #[cfg(feature = "object-store")]
 pub mod objstore;
+mod packstats;
 mod split;
 
 pub use distinct::DistinctCount;
+pub use packstats::PackStats;
 pub use split::{StackId, StackSplitter, summaries};
 
 use std::collections::HashMap;

@@ -10,6 +10,7 @@
 pub mod cli;
 pub mod columns;
 pub mod dict;
+pub mod events;
 pub mod frames;
 pub mod hex;
 pub mod io;

@@ -48,6 +48,22 @@ pub mod meta {
     /// The value column a profile of this stream opens on (pprof's default sample type): set
     /// by stacks-query from a query's `-- default-value:` line, e.g. `bytes` for `vfs-write`.
     pub const DEFAULT_VALUE: &str = "stacks.default_value";
+
+    /// The recording facts a profile or a trace shows, by the name it shows them under: the
+    /// comments of stacks-pprof's and stacks-otlp's profiles, the `otherData` of
+    /// stacks-trace's JSON.
+    pub const SHOWN: &[(&str, &str)] = &[
+        ("host", HOST),
+        ("kernel", KERNEL_RELEASE),
+        ("events", EVENTS),
+        ("tools", TOOLS),
+    ];
+
+    /// Whether `key` is a stacks key ([`PREFIX`]): what stacks-pack and stacks-query carry
+    /// from a stream into Parquet key/value metadata and back.
+    pub fn is_stacks_key(key: &str) -> bool {
+        key.starts_with(PREFIX)
+    }
 }
 
 /// Stage names used in [`meta::STAGE`].

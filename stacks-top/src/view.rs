@@ -138,6 +138,12 @@ impl Planner<'_> {
     /// The relation every query reads: `samples`, joined to the per-stack computed columns
     /// the query uses (computed once per distinct stack, not per row).
     fn relation(&self, used: &[&Column], text: &[&str]) -> String {
+        self.relation_of("samples", used, text)
+    }
+
+    /// [`Planner::relation`] over `base`, `samples` or a view over it with its columns
+    /// (stacks-sql's `waits`).
+    fn relation_of(&self, base: &str, used: &[&Column], text: &[&str]) -> String {
         let mut stack_cols: Vec<&Column> = self
             .columns
             .iter()
@@ -148,7 +154,7 @@ impl Planner<'_> {
             .collect();
         stack_cols.dedup_by(|a, b| a.name == b.name);
         if stack_cols.is_empty() {
-            return "samples".to_string();
+            return base.to_string();
         }
         let derived: Vec<String> = stack_cols
             .iter()
@@ -162,7 +168,7 @@ impl Planner<'_> {
             .map(|c| format!("t.{}", quote_ident(&c.name)))
             .collect();
         format!(
-            "(SELECT s.*, {} FROM samples s LEFT JOIN (SELECT stack_id, {} FROM stack_table) t \
+            "(SELECT s.*, {} FROM {base} s LEFT JOIN (SELECT stack_id, {} FROM stack_table) t \
              ON s.stack_id = t.stack_id)",
             picked.join(", "),
             derived.join(", ")
@@ -317,22 +323,22 @@ impl Planner<'_> {
 
     /// The time the `state` sampling observed per bucket of `bucket_ns` from `start` (in the
     /// window `$from`/`$to` when `windowed`): bucket `i` and `obs`, the periods of the passes
-    /// that ran in it, each host's passes averaged over the hosts sampled in the bucket. A pass
-    /// the recorder could not run on time observed nothing, so `state` rows divided by it are
-    /// the threads seen per pass (docs/top.md, "Average active threads"). Not filtered by the
-    /// view: a pass in which a group had no thread counts for it as none.
+    /// that ran in it (stacks-sql's view `observed`, a pass's period once per host), each
+    /// host's passes averaged over the hosts sampled in the bucket. A pass the recorder could
+    /// not run on time observed nothing, so `state` rows divided by it are the threads seen per
+    /// pass (docs/top.md, "Average active threads"). Not filtered by the view: a pass in which
+    /// a group had no thread counts for it as none.
     pub fn observed(&self, start: Ns, bucket_ns: Ns, windowed: bool) -> String {
         let window = if windowed {
-            " AND time >= $from AND time < $to"
+            " WHERE time >= $from AND time < $to"
         } else {
             ""
         };
         format!(
             "SELECT i, sum(p) / count(DISTINCT h) AS obs FROM (SELECT \
              CAST((CAST(time AS BIGINT) - {start}) / {bucket_ns} AS BIGINT) AS i, \
-             coalesce(host, '') AS h, time, max(value) AS p FROM samples \
-             WHERE kind = {}{window} GROUP BY 1, 2, 3) q GROUP BY i",
-            catalog::quote_text(stacks_stream::kind::STATE)
+             host AS h, time, max(period) AS p FROM observed{window} GROUP BY 1, 2, 3) q \
+             GROUP BY i"
         )
     }
 
@@ -406,7 +412,6 @@ impl Planner<'_> {
 
     fn stacks_where(&self, view: &View, extra: &[String], wakers: Wakers) -> String {
         let (used, text) = self.used(view, extra);
-        let relation = self.relation(&used, &text);
         let mut conds = self.conditions(view, extra);
         conds.push("time >= $from AND time < $to".into());
         let weight = if view
@@ -419,39 +424,33 @@ impl Planner<'_> {
         } else {
             "coalesce(count, 1)".to_string()
         };
-        // The interval a row waited in, by its switch-out: a `switch` row's own (a folded
-        // one, null duration, is no one interval); a `state` row's, of the interval it was
-        // sampled in (`offcpu_since`, where the store has it).
-        let since = match view.kind.as_deref() {
-            Some(stacks_stream::kind::SWITCH) if wakers.switch => {
-                Some("CASE WHEN r.duration IS NOT NULL THEN r.time END")
-            }
-            Some(stacks_stream::kind::STATE) if wakers.state => Some("r.offcpu_since"),
-            _ => None,
+        // The rows linked to the wake row that ended the interval they waited in: stacks-sql's
+        // view `waits` links `switch` rows by their switch-out, `state` rows by the interval
+        // they were sampled in (`offcpu_since`, where the store has it).
+        let linked = match view.kind.as_deref() {
+            Some(stacks_stream::kind::SWITCH) => wakers.switch,
+            Some(stacks_stream::kind::STATE) => wakers.state,
+            _ => false,
         };
-        let Some(since) = since else {
+        if !linked {
+            let relation = self.relation(&used, &text);
             return format!(
                 "SELECT t.stack, q.w, q.n FROM (SELECT stack_id, sum({weight}) AS w, \
                  sum(coalesce(count, 1)) AS n FROM {relation} WHERE {} GROUP BY stack_id) q \
                  LEFT JOIN stack_table t ON q.stack_id = t.stack_id",
                 conds.join(" AND ")
             );
-        };
-        // A wake row is linked to the interval it ended: wakee = tid, its time less its
-        // duration (the wait) = the switch-out.
+        }
+        let relation = self.relation_of("waits", &used, &text);
         format!(
             "SELECT t.stack, q.w, q.n, wt.stack AS waker_stack, q.waker, q.waker_tid FROM \
-             (SELECT r.stack_id, wk.stack_id AS waker_stack_id, wk.thread AS waker, \
-             wk.tid AS waker_tid, sum(r.w_) AS w, sum(r.n_) AS n FROM \
-             (SELECT tid, {since} AS since, stack_id, {weight} AS w_, \
-             coalesce(count, 1) AS n_ FROM {relation} r WHERE {}) r \
-             LEFT JOIN samples wk ON wk.kind = {wake} AND wk.wakee = r.tid \
-             AND cast(wk.time AS bigint) - wk.duration = cast(r.since AS bigint) \
-             GROUP BY r.stack_id, wk.stack_id, wk.thread, wk.tid) q \
+             (SELECT stack_id, wake_stack_id AS waker_stack_id, wake_thread AS waker, \
+             wake_tid AS waker_tid, sum({weight}) AS w, sum(coalesce(count, 1)) AS n \
+             FROM {relation} WHERE {} \
+             GROUP BY stack_id, wake_stack_id, wake_thread, wake_tid) q \
              LEFT JOIN stack_table t ON q.stack_id = t.stack_id \
              LEFT JOIN stack_table wt ON q.waker_stack_id = wt.stack_id",
             conds.join(" AND "),
-            wake = catalog::quote_text(stacks_stream::kind::WAKE),
         )
     }
 

@@ -144,12 +144,7 @@ impl<W: Write> Tracer<W> {
         };
         t.buf.push_str("{\"displayTimeUnit\":\"ns\",\"otherData\":");
         let mut o = Obj::new(&mut t.buf);
-        for (name, key) in [
-            ("host", meta::HOST),
-            ("kernel", meta::KERNEL_RELEASE),
-            ("events", meta::EVENTS),
-            ("tools", meta::TOOLS),
-        ] {
+        for &(name, key) in meta::SHOWN {
             if let Some(v) = md.get(key) {
                 o.str(name, v);
             }

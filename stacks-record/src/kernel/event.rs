@@ -17,14 +17,17 @@ pub(crate) use crate::kernel::abi::types::{
 
 /// Maximum frames per stack (`STACKS_MAX_DEPTH`; checked below against the frames area).
 pub(crate) const MAX_DEPTH: usize = 127;
-/// Stack length meaning "not requested" (`STACKS_NOT_REQUESTED`).
-pub(crate) const NOT_REQUESTED: i32 = -100_000;
+/// Stack length meaning "not requested" (`STACKS_NOT_REQUESTED` of `enum stacks_stack_len`,
+/// whose values the skeleton holds as `u32`s: cast back to the header's `i32`).
+pub(crate) const NOT_REQUESTED: i32 = types::stacks_stack_len::STACKS_NOT_REQUESTED.0 as i32;
 /// Stack length of a `state` record meaning "its thread's previous stacks"
 /// (`STACKS_SAME_STACKS`).
-pub(crate) const SAME_STACKS: i32 = -100_001;
+pub(crate) const SAME_STACKS: i32 = types::stacks_stack_len::STACKS_SAME_STACKS.0 as i32;
 /// User stack length of a `block` record whose `d` stack was sent apart
 /// (`STACKS_USTACK_APART`), in a `STACKS_EV_UWINDOW` record.
-pub(crate) const USTACK_APART: i32 = -100_002;
+pub(crate) const USTACK_APART: i32 = types::stacks_stack_len::STACKS_USTACK_APART.0 as i32;
+// Below every -errno (the casts keep the sign).
+const _: () = assert!(NOT_REQUESTED < -4096 && SAME_STACKS < -4096 && USTACK_APART < -4096);
 
 /// Bytes per user frame (`struct bpf_stack_build_id`).
 pub(crate) const UFRAME_SIZE: usize = size_of::<bpf_stack_build_id>();

@@ -2,12 +2,13 @@
 //! `stack_user_leaf`, `stack_kernel_leaf`,
 //! `stack_root`, `stack_depth`, `stack_functions`, `stack_keep`, `stack_drop`, `stack_or`,
 //! `stack_key`, `stack_chain`), the aggregates `stack_any`, `arg_min` and `approx_percentiles`, `as_stack`,
-//! `time_bucket` and `kind_unit`. docs/queries.md documents each.
+//! `time_bucket`, `epoch_ns` and `kind_unit`. docs/queries.md documents each.
 
 mod any;
 mod arg_min;
 mod as_stack;
 mod chain;
+mod epoch;
 mod kind;
 mod percentiles;
 mod stack;
@@ -34,6 +35,7 @@ pub fn register(registry: &mut dyn FunctionRegistry) -> datafusion::error::Resul
     registry.register_udf(Arc::new(ScalarUDF::new_from_impl(as_stack::AsStack::new())))?;
     registry.register_udf(Arc::new(ScalarUDF::new_from_impl(chain::StackChain::new())))?;
     registry.register_udf(Arc::new(ScalarUDF::new_from_impl(time::TimeBucket::new())))?;
+    registry.register_udf(Arc::new(ScalarUDF::new_from_impl(epoch::EpochNs::new())))?;
     registry.register_udf(Arc::new(ScalarUDF::new_from_impl(kind::KindUnit::new())))?;
     Ok(())
 }
@@ -57,5 +59,6 @@ pub const NAMES: &[&str] = &[
     "approx_percentiles",
     "as_stack",
     "time_bucket",
+    "epoch_ns",
     "kind_unit",
 ];

@@ -12,6 +12,7 @@ mod table;
 
 pub use table::{ALL, PROBE_FORMS};
 
+#[cfg(test)]
 use crate::schema::kind;
 
 /// What a number measures.
@@ -254,25 +255,7 @@ pub fn unit(kind: &str) -> Unit {
 }
 
 /// The `profile` entry's sampling frequency when `-e` names none.
-pub(crate) const PROFILE_DEFAULT_HZ: u32 = 99;
-
-/// The CPU sampling period of a `stacks.events` value (the normalized `-e` specification, like
-/// `profile:u:99,switch:uk`): 1e9/HZ, HZ being the `profile` entry's last numeric field
-/// ([`PROFILE_DEFAULT_HZ`] when it has none). `None` without a `profile` entry.
-pub fn profile_period_ns(events: &str) -> Option<i64> {
-    let entry = events
-        .split(',')
-        .map(str::trim)
-        .find(|e| e.split(':').next() == Some(kind::PROFILE))?;
-    let hz = entry
-        .split(':')
-        .skip(1)
-        .filter_map(|f| f.trim().parse::<u64>().ok())
-        .last()
-        .filter(|hz| *hz > 0)
-        .unwrap_or(u64::from(PROFILE_DEFAULT_HZ));
-    i64::try_from(1_000_000_000 / hz).ok()
-}
+pub const PROFILE_DEFAULT_HZ: u32 = 99;
 
 #[cfg(test)]
 mod tests {
@@ -373,22 +356,5 @@ mod tests {
             panic!("profile takes HZ");
         };
         assert_eq!(arg.default, PROFILE_DEFAULT_HZ.to_string());
-    }
-
-    #[test]
-    fn period_from_events() {
-        assert_eq!(
-            profile_period_ns("profile:u:99,switch:uk"),
-            Some(10_101_010)
-        );
-        assert_eq!(
-            profile_period_ns("switch:uk, profile:1000"),
-            Some(1_000_000)
-        );
-        assert_eq!(profile_period_ns("profile"), Some(10_101_010));
-        assert_eq!(profile_period_ns("profile:uk"), Some(10_101_010));
-        assert_eq!(profile_period_ns("profile:0"), Some(10_101_010));
-        assert_eq!(profile_period_ns("switch:uk"), None);
-        assert_eq!(profile_period_ns("profiler:5"), None);
     }
 }

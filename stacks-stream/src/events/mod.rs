@@ -1,9 +1,12 @@
-//! The event specification grammar shared by every event: `NAME[:STACKS][:ARG]`, comma-separated.
+//! The `-e` grammar, the event specification of every event: `NAME[:STACKS][:ARG]`,
+//! comma-separated (kinds, with their defaults and argument grammar from the registry
+//! [`crate::kinds`], and probes). The recorder parses `-e` with it, and readers of a stream's
+//! `stacks.events` (its normalized form) read it back with it ([`profile_period_ns`]).
 
 use std::fmt;
 
-use stacks_stream::kind;
-use stacks_stream::kinds::{ArgGrammar, Source};
+use crate::kind;
+use crate::kinds::{ArgGrammar, Source};
 
 pub mod probe;
 
@@ -56,7 +59,7 @@ impl StackSel {
         matches!(self, StackSel::Dwarf | StackSel::DwarfKernel)
     }
 
-    pub(crate) fn parse(s: &str) -> Option<Self> {
+    pub fn parse(s: &str) -> Option<Self> {
         match s {
             "n" => Some(StackSel::None),
             "u" => Some(StackSel::User),
@@ -71,7 +74,7 @@ impl StackSel {
 
 impl StackSel {
     /// The letters it takes of `u`, `k` and `d` (none for `n`).
-    pub(crate) fn letters(self) -> &'static str {
+    pub fn letters(self) -> &'static str {
         match self {
             StackSel::None => "",
             StackSel::User => "u",
@@ -99,7 +102,7 @@ impl fmt::Display for StackSel {
 /// An event kind named in `-e`: its registry entry, stacks and argument.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KindArgs {
-    /// The registry entry's name (`stacks_stream::kind`).
+    /// The registry entry's name (`crate::kind`).
     pub name: &'static str,
     pub stacks: StackSel,
     /// Its argument (a frequency in Hz, a duration in ns, an N), its default when not given;
@@ -126,11 +129,11 @@ pub struct EventSpec {
 }
 
 /// The specification used when `-e` is not given.
-pub(crate) const DEFAULT_SPEC: &str = "profile:u:99,rss:u:29,switch:uk";
+pub const DEFAULT_SPEC: &str = "profile:u:99,rss:u:29,switch:uk";
 
 /// Event names this build can record: the registry's recordable kinds.
-pub(crate) fn event_names() -> Vec<&'static str> {
-    stacks_stream::kinds::recordable().map(|k| k.name).collect()
+pub fn event_names() -> Vec<&'static str> {
+    crate::kinds::recordable().map(|k| k.name).collect()
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -260,7 +263,7 @@ impl EventSpec {
 
     /// Whether any requested event captures kernel stacks (only then are kernel symbols
     /// needed: reading /proc/kallsyms costs ~50 ms of CPU at start).
-    pub(crate) fn wants_kernel_stacks(&self) -> bool {
+    pub fn wants_kernel_stacks(&self) -> bool {
         self.kinds
             .iter()
             .map(|k| k.stacks)
@@ -269,12 +272,28 @@ impl EventSpec {
     }
 }
 
+/// The CPU sampling period of a `stacks.events` value (the normalized `-e` specification, like
+/// `profile:u:99,switch:uk`): 1e9/HZ of its `profile` entry read by this grammar, the
+/// registry's default HZ where the entry is not one this version reads. `None` without a
+/// `profile` entry.
+pub fn profile_period_ns(events: &str) -> Option<i64> {
+    let entry = events
+        .split(',')
+        .map(str::trim)
+        .find(|e| e.split(':').next() == Some(kind::PROFILE))?;
+    let hz = parse_kind(entry)
+        .ok()
+        .and_then(|k| k.arg)
+        .unwrap_or(u64::from(crate::kinds::PROFILE_DEFAULT_HZ));
+    i64::try_from(1_000_000_000 / hz.max(1)).ok()
+}
+
 /// One `NAME[:STACKS][:ARG]` token, with the registry's defaults.
 fn parse_kind(token: &str) -> Result<KindArgs, SpecError> {
     let fields: Vec<&str> = token.split(':').collect();
     let name = fields[0];
     let (stacks, arg) = split_fields(token, &fields[1..])?;
-    let entry = stacks_stream::kinds::recordable().find_map(|k| match k.source {
+    let entry = crate::kinds::recordable().find_map(|k| match k.source {
         Source::Event {
             stacks,
             letters,
@@ -317,7 +336,7 @@ fn parse_kind(token: &str) -> Result<KindArgs, SpecError> {
 
 /// The grammar of kind `name`'s argument, per the registry.
 fn grammar(name: &str) -> Option<ArgGrammar> {
-    match stacks_stream::kinds::get(name)?.source {
+    match crate::kinds::get(name)?.source {
         Source::Event { arg, .. } => arg.map(|a| a.grammar),
         _ => None,
     }
@@ -340,7 +359,7 @@ fn parse_arg(grammar: ArgGrammar, a: &str, token: &str) -> Result<u64, SpecError
                 value: a.to_string(),
                 token: token.to_string(),
             }),
-        ArgGrammar::Size { min } => stacks_stream::cli::parse_size(a)
+        ArgGrammar::Size { min } => crate::cli::parse_size(a)
             .ok()
             .filter(|n| *n >= min)
             .ok_or_else(|| SpecError::BadSize {
@@ -398,7 +417,7 @@ pub fn parse_ns(s: &str) -> Option<u64> {
     if s != "0" && !s.contains(char::is_alphabetic) {
         return None;
     }
-    stacks_stream::cli::parse_duration_ns(s).ok()
+    crate::cli::parse_duration_ns(s).ok()
 }
 
 /// The shortest exact text for a duration in ns (`1ms`, `250us`, `0`).
@@ -509,7 +528,7 @@ mod tests {
     /// The registry documents each event's defaults (`-e` help); they are the parser's.
     #[test]
     fn registry_defaults_are_the_parser_defaults() {
-        use stacks_stream::kinds::{self, Source};
+        use crate::kinds::{self, Source};
         for k in kinds::recordable() {
             let Source::Event { stacks, arg, .. } = k.source else {
                 continue;
@@ -661,5 +680,22 @@ mod tests {
             SpecError::EmptyToken(_)
         ));
         assert_eq!(EventSpec::parse("").unwrap_err(), SpecError::Empty);
+    }
+
+    #[test]
+    fn period_from_events() {
+        assert_eq!(
+            profile_period_ns("profile:u:99,switch:uk"),
+            Some(10_101_010)
+        );
+        assert_eq!(
+            profile_period_ns("switch:uk, profile:1000"),
+            Some(1_000_000)
+        );
+        assert_eq!(profile_period_ns("profile"), Some(10_101_010));
+        assert_eq!(profile_period_ns("profile:uk"), Some(10_101_010));
+        assert_eq!(profile_period_ns("profile:0"), Some(10_101_010));
+        assert_eq!(profile_period_ns("switch:uk"), None);
+        assert_eq!(profile_period_ns("profiler:5"), None);
     }
 }

@@ -1,12 +1,12 @@
 //! The probe forms of `-e`: `tp:CATEGORY:NAME`, `uprobe:PATH:SYMBOL`, `uretprobe:PATH:SYMBOL`
 //! and `usdt:PATH:PROVIDER:NAME`, each followed by `[:STACKS][:count]`.
 
-use stacks_stream::kinds::{PROBE_FORMS, ProbeForm};
+use crate::kinds::{PROBE_FORMS, ProbeForm};
 
-use crate::spec::{SpecError, StackSel};
+use crate::events::{SpecError, StackSel};
 
 /// Probes one recording takes at most (`STACKS_MAX_PROBES`).
-pub(crate) const MAX_PROBES: usize = 64;
+pub const MAX_PROBES: usize = 64;
 
 /// What a probe attaches to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
