@@ -5,7 +5,9 @@
 //!   locally over the store URL, and over the store's directory;
 //! - `stacks-query --cluster` against our own `stacks-scheduler` and two `stacks-executor`
 //!   processes on loopback gives the local result, and its Arrow output makes the same
-//!   folded profile in stacks-pprof.
+//!   folded profile in stacks-pprof;
+//! - (ignored: it fails on Ballista 55) one of the two executors SIGKILLed 2 s into a `cpu`
+//!   query: the same answer, in at most three times the undisturbed query's time.
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -154,17 +156,13 @@ fn spawn(dir: &Path, name: &str, args: &[String]) -> Killed {
     )
 }
 
-#[test]
-fn stacks_query_on_our_scheduler_and_two_executors_gives_the_local_profile() {
-    let test = "stacks_query_on_our_scheduler_and_two_executors_gives_the_local_profile";
-    if !stacks_tests::root_available(test) {
-        return;
-    }
-    let dir = scratch("cluster-processes");
-    let (url, _, rows) = fleet_store(&dir);
+/// Our `stacks-scheduler` and two `stacks-executor`s (`slots` task slots each) on loopback,
+/// logging into `dir`, once a query over `url` runs on it;
+/// the scheduler's `df://` address and the processes.
+fn start_cluster(dir: &Path, url: &str, slots: u32) -> (String, Killed, Vec<Killed>) {
     let port = free_port();
-    let _scheduler = spawn(
-        &dir,
+    let scheduler = spawn(
+        dir,
         "scheduler",
         &[
             "--bind-host".into(),
@@ -173,47 +171,58 @@ fn stacks_query_on_our_scheduler_and_two_executors_gives_the_local_profile() {
             port.to_string(),
         ],
     );
-    let _executors: Vec<Killed> = (0..2)
+    let executors: Vec<Killed> = (0..2)
         .map(|i| {
-            let args: Vec<String> = [
-                "--bind-host",
-                "127.0.0.1",
-                "--scheduler-host",
-                "127.0.0.1",
-                "-c",
-                "1",
-            ]
-            .iter()
-            .map(|s| s.to_string())
-            .chain([
-                "--scheduler-port".into(),
-                port.to_string(),
-                "--bind-port".into(),
-                free_port().to_string(),
-                "--bind-grpc-port".into(),
-                free_port().to_string(),
-                "--bind-health-port".into(),
-                free_port().to_string(),
-                "--work-dir".into(),
-                dir.join(format!("work{i}")).display().to_string(),
-            ])
-            .collect();
+            let args: Vec<String> = ["--bind-host", "127.0.0.1", "--scheduler-host", "127.0.0.1"]
+                .iter()
+                .map(|s| s.to_string())
+                .chain([
+                    "-c".into(),
+                    slots.to_string(),
+                    "--scheduler-port".into(),
+                    port.to_string(),
+                    "--bind-port".into(),
+                    free_port().to_string(),
+                    "--bind-grpc-port".into(),
+                    free_port().to_string(),
+                    "--bind-health-port".into(),
+                    free_port().to_string(),
+                    "--work-dir".into(),
+                    dir.join(format!("work{i}")).display().to_string(),
+                ])
+                .collect();
             std::fs::create_dir_all(dir.join(format!("work{i}"))).unwrap();
-            spawn(&dir, &format!("executor{i}"), &args)
+            spawn(dir, &format!("executor{i}"), &args)
         })
         .collect();
     let cluster = format!("df://127.0.0.1:{port}");
-    // The executors register with the scheduler within a heartbeat or two.
+    // The executors register with the scheduler as they start: a query runs once one has.
     let deadline = Instant::now() + Duration::from_secs(30);
-    let probe = loop {
+    loop {
         let out = sh(&format!(
             "stacks-query --cluster {cluster} -d {url} -c 'SELECT count(*) AS n FROM samples' -f csv"
         ));
         if out.status.success() || Instant::now() > deadline {
-            break out;
+            check(&out, "a first query on the cluster");
+            break;
         }
         std::thread::sleep(Duration::from_millis(500));
-    };
+    }
+    (cluster, scheduler, executors)
+}
+
+#[test]
+fn stacks_query_on_our_scheduler_and_two_executors_gives_the_local_profile() {
+    let test = "stacks_query_on_our_scheduler_and_two_executors_gives_the_local_profile";
+    if !stacks_tests::root_available(test) {
+        return;
+    }
+    let dir = scratch("cluster-processes");
+    let (url, _, rows) = fleet_store(&dir);
+    let (cluster, _scheduler, _executors) = start_cluster(&dir, &url, 1);
+    let probe = sh(&format!(
+        "stacks-query --cluster {cluster} -d {url} -c 'SELECT count(*) AS n FROM samples' -f csv"
+    ));
     check(&probe, "a first query on the cluster");
     assert_eq!(
         String::from_utf8_lossy(&probe.stdout).trim(),
@@ -268,5 +277,93 @@ fn stacks_query_on_our_scheduler_and_two_executors_gives_the_local_profile() {
         1,
         "--cluster",
         "a directory on a cluster",
+    );
+}
+
+/// Rows of the `cpu` profile in the store of [`a_lost_executor_costs_seconds`] (each fixture
+/// row of six kinds; a sixth are `profile` rows).
+const LOST_EXECUTOR_ROWS: usize = 1_200_000;
+
+#[test]
+#[ignore = "fails on Ballista 55 (#64 item 4): with tasks pushed (its default) the query \
+            never ended once the lost executor's tasks were reset; with them pulled \
+            (--scheduler-policy/--task-scheduling-policy pull-staged) it ended in 16.7-19.6 s \
+            (undisturbed 4.1-5.0 s), once with the same rows, once with a frame repeated in \
+            a stack"]
+fn a_lost_executor_costs_seconds() {
+    let test = "a_lost_executor_costs_seconds";
+    if !stacks_tests::root_available(test) {
+        return;
+    }
+    let dir = scratch("cluster-lost-executor");
+    let store = dir.join("bucket/big");
+    let url = format!("file://{}", store.display());
+    let (_, bytes) = stacks_tests::fleet_recording("big-1", LOST_EXECUTOR_ROWS / 6, 3);
+    let input = dir.join("big.arrow");
+    std::fs::write(&input, bytes).unwrap();
+    // Files of 100,000 rows: tasks enough for both executors.
+    let out = sh(&format!(
+        "stacks-pack {url} --spool {} --max-rows 100000 < {}",
+        dir.join("spool").display(),
+        input.display()
+    ));
+    check(&out, "stacks-pack of the big store");
+    let (cluster, _scheduler, mut executors) = start_cluster(&dir, &url, 2);
+    let query = format!("stacks-query --cluster {cluster} -d {url} cpu -f csv");
+    let started = Instant::now();
+    let undisturbed = sh(&query);
+    let undisturbed_s = started.elapsed().as_secs_f64();
+    check(&undisturbed, "cpu on the cluster");
+    let expected = sorted_lines(&undisturbed);
+    assert!(expected.len() >= 5, "cpu rows: {}", expected.len());
+    // Both executors ran tasks of it (their work directories hold its shuffle).
+    for i in 0..2 {
+        let work = dir.join(format!("work{i}"));
+        assert!(
+            std::fs::read_dir(&work).is_ok_and(|mut d| d.next().is_some()),
+            "executor {i} ran no task of the query ({})",
+            work.display()
+        );
+    }
+
+    // The same query, one executor SIGKILLed 2 s in.
+    let started = Instant::now();
+    let stderr = dir.join("disturbed.err");
+    let child = Command::new(bin("stacks-query"))
+        .args(["--cluster", &cluster, "-d", &url, "cpu", "-f", "csv"])
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&stderr).unwrap())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let mut lost = executors.pop().unwrap();
+    lost.0.kill().unwrap();
+    let killed_at = started.elapsed().as_secs_f64();
+    let disturbed = child.wait_with_output().unwrap();
+    let disturbed_s = started.elapsed().as_secs_f64();
+    let err = std::fs::read_to_string(&stderr).unwrap_or_default();
+    eprintln!(
+        "cpu on two executors: {undisturbed_s:.1} s; one SIGKILLed at {killed_at:.1} s: \
+         {disturbed_s:.1} s; stderr: {err}"
+    );
+    assert!(
+        disturbed.status.success(),
+        "the query with an executor lost: {err}"
+    );
+    assert!(
+        undisturbed_s > killed_at,
+        "the undisturbed query took {undisturbed_s:.1} s: the kill at {killed_at:.1} s came \
+         after its end (a bigger store is needed)"
+    );
+    assert_eq!(
+        sorted_lines(&disturbed),
+        expected,
+        "the answer with an executor lost"
+    );
+    // The executor is found dead 5-6 s after its last heartbeat; its tasks, and the stages
+    // whose output it held, are then redone.
+    assert!(
+        disturbed_s <= 3.0 * undisturbed_s,
+        "with an executor lost the query took {disturbed_s:.1} s, undisturbed {undisturbed_s:.1} s"
     );
 }

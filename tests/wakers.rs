@@ -2,7 +2,8 @@
 //! stack then) and the `offwake` and `critical-path` queries: a chain of threads that wait on each other through
 //! pipes, producers signalling a consumer through a condition variable, and wakeups from a
 //! timer and from block IO completions, which must be named as such, and a lock convoy
-//! (every wait for the lock ended by the thread releasing it); stacks-top's "woken by" nodes
+//! (every wait for the lock ended by the thread releasing it); critical-path at the default
+//! `switch` MIN, where short waits are folded; stacks-top's "woken by" nodes
 //! and `w`, which follows the chain.
 
 use std::collections::HashMap;
@@ -138,8 +139,8 @@ fn a_chain_of_waits_names_each_waker_and_its_stack() {
     let rounds = 60;
     let report = record(
         &dir,
-        // MIN 0: no interval is folded (critical-path counts folded ones as CPU). `state` at
-        // 50 Hz: its samples of a wait link to the wake row that ended it.
+        // MIN 0: every interval is a row (the next test has folded ones).
+        // `state` at 50 Hz: its samples of a wait link to the wake row that ended it.
         "switch:uk:0,wake:uk,state:uk:50",
         &format!(
             "chain --rounds {rounds} --burn-ms 4 --dir {}",
@@ -348,6 +349,75 @@ fn top_follows_the_chain(dir: &Path, (a, b, c): (i64, i64, i64)) {
     });
     top.keys(&["q"]);
     top.wait(10, "stacks-top to quit", |s| s.contains("TOP-EXIT=0"));
+}
+
+/// critical-path at the default `switch` MIN (1 ms): chain-c naps 100 µs between slices of
+/// its burn, short off-CPU intervals that are folded into rows without a time of their own;
+/// chain-c's CPU in chain-a's waits is still its own clock's, within 5% (counted as CPU, the
+/// folded naps made it 40% more).
+#[test]
+fn critical_path_at_the_default_min_is_the_wakers_own_clock() {
+    if !bpf_available("critical_path_at_the_default_min_is_the_wakers_own_clock") {
+        return;
+    }
+    let _serial = bpf_serial();
+    let dir = scratch("wakers-chain-min");
+    let report = record(
+        &dir,
+        "switch:uk,wake:uk",
+        &format!(
+            "chain --rounds 60 --burn-ms 4 --naps 10 --dir {}",
+            dir.display()
+        ),
+    );
+    let a = tid_of(&report, "threads", "chain-a");
+    let c_cpu = report["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["thread"] == "chain-c")
+        .and_then(|t| t["cpu_ns"].as_f64())
+        .unwrap();
+    // The naps were folded: chain-c's folded rows hold at least a fifth of its CPU time.
+    let folded = query(
+        &dir,
+        "SELECT sum(value) FROM samples WHERE kind = 'switch' AND duration IS NULL \
+         AND thread = 'chain-c'",
+    );
+    let folded: f64 = folded[0][0].parse().unwrap_or(0.0);
+    assert!(
+        folded >= c_cpu * 0.2,
+        "chain-c's folded off-CPU time {folded} ns (its CPU {c_cpu} ns): the naps not folded"
+    );
+    let cp = rows_of(&format!(
+        "stacks-query -d {}/store critical-path -p tid={a} --format csv",
+        dir.display()
+    ));
+    // Depth 2 summed over its stacks: waited, chain-c's CPU and its off-CPU time there.
+    let (mut waited, mut cpu, mut off) = (0f64, 0f64, 0f64);
+    for r in cp
+        .iter()
+        .filter(|r| r[0] == "2" && r[1] == "chain-a <- chain-b <- chain-c")
+    {
+        let n = |i: usize| r[i].parse::<f64>().unwrap_or(0.0);
+        waited += n(3);
+        cpu += n(4);
+        off += n(5);
+    }
+    eprintln!(
+        "chain-c in chain-a's waits: {cpu} ns CPU, {off} ns off CPU of {waited} ns; its clock: \
+         {c_cpu} ns CPU; {folded} ns folded"
+    );
+    assert!(
+        (cpu + off - waited).abs() <= 1000.0,
+        "chain-c's CPU {cpu} and off-CPU {off} ns should add up to the wait {waited} ns"
+    );
+    assert!(
+        (cpu - c_cpu).abs() <= c_cpu * 0.05,
+        "chain-c's CPU in chain-a's waits: critical-path {cpu} ns, chain-c's clock {c_cpu} ns \
+         (±5%)"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

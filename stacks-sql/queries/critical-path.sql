@@ -14,7 +14,10 @@
 -- waker without stacks stands as one frame naming it), so stacks-pprof draws the chain's
 -- waits. Depth 0 is the thread itself: `waited_ns` = all its off-CPU time by where it waited,
 -- `waker_off_ns` = the part a wake row explains. Sum over `stack` for a chain's totals.
--- Off-CPU intervals shorter than the `switch` MIN are folded and count as CPU here.
+-- Off-CPU intervals shorter than the `switch` MIN are folded into rows that say how much, not
+-- when: a folded row's time is spread evenly over the span it covers (from its `time` to the
+-- thread's next folded row; the last one to its last kept interval or wakeup of another) less
+-- the thread's kept intervals, and the part in a wait is the waker's off-CPU time there.
 -- kinds: switch, wake
 -- default-value: waited_ns
 -- param: tid int = null         the thread to explain (required)
@@ -63,18 +66,87 @@ seg AS (
 ),
 -- Threads the recording followed (their CPU is known).
 traced AS (SELECT DISTINCT tid FROM samples WHERE kind = 'switch'),
--- Each waker's own off-CPU time within the wait it explains.
-split AS (
+-- Folded rows, one group per flush (its rows, one per state, share `time`): their off-CPU ns
+-- `v` lie somewhere in [t0, t1), t1 the thread's next group, or for its last group the end of
+-- its last kept interval or its last wakeup of another thread, whichever is later (a second,
+-- a flush's period, when neither came after t0). A kept interval is
+-- wholly in one group's span or outside all (none holds a switch-out of another): the thread's
+-- timeline, group starts and kept intervals in time order, gives each kept interval to the
+-- group begun last before it, in one pass (no join of every group with every interval).
+timeline AS (
+    SELECT tid, cast(time AS bigint) AS t, sum(value) AS v, cast(0 AS bigint) AS kept_ns
+    FROM samples
+    WHERE kind = 'switch' AND duration IS NULL
+    GROUP BY tid, time
+    UNION ALL
+    SELECT tid, cast(time AS bigint) AS t, cast(NULL AS bigint) AS v, duration AS kept_ns
+    FROM samples
+    WHERE kind = 'switch' AND duration IS NOT NULL
+    UNION ALL
+    -- The thread's wakeups of others: it was on CPU then (the end of its last group).
+    SELECT tid, cast(time AS bigint) AS t, cast(NULL AS bigint) AS v, cast(0 AS bigint) AS kept_ns
+    FROM samples
+    WHERE kind = 'wake' AND tid <> 0
+),
+numbered AS (
+    SELECT tid, t, v, kept_ns,
+        count(v) OVER (PARTITION BY tid ORDER BY t ROWS UNBOUNDED PRECEDING) AS g
+    FROM timeline
+),
+groups AS (
+    SELECT tid, min(CASE WHEN v IS NOT NULL THEN t END) AS t0, sum(v) AS v,
+        sum(kept_ns) AS kept_ns, max(t + kept_ns) AS last_end
+    FROM numbered
+    WHERE g > 0
+    GROUP BY tid, g
+),
+-- `d`: the group's density, its ns spread evenly over [t0, t1) less the kept intervals there.
+fold AS (
+    SELECT tid, t0, t1,
+        cast(v AS double) / cast(greatest(t1 - t0 - kept_ns, 1) AS double) AS d
+    FROM (
+        SELECT tid, t0, v, kept_ns,
+            coalesce(lead(t0) OVER (PARTITION BY tid ORDER BY t0),
+                CASE WHEN last_end > t0 THEN last_end ELSE t0 + 1000000000 END) AS t1
+        FROM groups
+    ) f
+),
+-- Each waker's own off-CPU time within the wait it explains, in parts summed per wait (each a
+-- row, not an aggregate of aggregates, which would also deepen the plan): its kept intervals
+-- there; its folded groups' density over their overlap with the wait; less that density over
+-- its kept intervals in that overlap.
+parts AS (
     SELECT seg.depth, seg.chain, seg.tid, seg.waker, seg.sid, seg.wid, seg.a, seg.b,
-        max(k.tid) IS NOT NULL AS known,
-        coalesce(sum(CASE WHEN s.time IS NULL THEN 0
-            ELSE least(seg.b, cast(s.time AS bigint) + s.duration)
-                - greatest(seg.a, cast(s.time AS bigint)) END), 0) AS off_ns
+        k.tid AS known_tid,
+        CASE WHEN s.time IS NULL THEN 0.0
+            ELSE cast(least(seg.b, cast(s.time AS bigint) + s.duration)
+                - greatest(seg.a, cast(s.time AS bigint)) AS double) END AS off
     FROM seg
     LEFT JOIN samples s ON s.kind = 'switch' AND s.tid = seg.tid AND s.duration IS NOT NULL
         AND cast(s.time AS bigint) < seg.b AND cast(s.time AS bigint) + s.duration > seg.a
     LEFT JOIN traced k ON k.tid = seg.tid
-    GROUP BY seg.depth, seg.chain, seg.tid, seg.waker, seg.sid, seg.wid, seg.a, seg.b
+    UNION ALL
+    SELECT seg.depth, seg.chain, seg.tid, seg.waker, seg.sid, seg.wid, seg.a, seg.b,
+        cast(NULL AS int) AS known_tid,
+        f.d * cast(least(seg.b, f.t1) - greatest(seg.a, f.t0) AS double) AS off
+    FROM seg
+    JOIN fold f ON f.tid = seg.tid AND f.t0 < seg.b AND f.t1 > seg.a
+    UNION ALL
+    SELECT seg.depth, seg.chain, seg.tid, seg.waker, seg.sid, seg.wid, seg.a, seg.b,
+        cast(NULL AS int) AS known_tid,
+        -f.d * cast(least(seg.b, f.t1, cast(s.time AS bigint) + s.duration)
+            - greatest(seg.a, f.t0, cast(s.time AS bigint)) AS double) AS off
+    FROM seg
+    JOIN fold f ON f.tid = seg.tid AND f.t0 < seg.b AND f.t1 > seg.a
+    JOIN samples s ON s.kind = 'switch' AND s.tid = seg.tid AND s.duration IS NOT NULL
+        AND cast(s.time AS bigint) < least(seg.b, f.t1)
+        AND cast(s.time AS bigint) + s.duration > greatest(seg.a, f.t0)
+),
+split AS (
+    SELECT depth, chain, tid, waker, sid, wid, a, b, max(known_tid) IS NOT NULL AS known,
+        least(b - a, greatest(cast(round(sum(off)) AS bigint), 0)) AS off_ns
+    FROM parts
+    GROUP BY depth, chain, tid, waker, sid, wid, a, b
 ),
 -- Depth 0: the thread's own off-CPU intervals by where it waited.
 own AS (

@@ -101,8 +101,9 @@ enum Cmd {
     Spans(spans::SpansArgs),
     /// Three threads in a chain, ROUNDS times: `chain-a` starts a round (`chain_pass` to
     /// `chain-c`) and waits in `read` for `chain-b` (function `chain_wait`), which waits the
-    /// same way for `chain-c`, which burns BURN_MS of CPU (`chain_burn`), writes and fsyncs a
-    /// file (`chain_fsync`) and passes (`chain_pass`);
+    /// same way for `chain-c`, which burns BURN_MS of CPU (`chain_burn`, in NAPS + 1 slices
+    /// with a 100 µs sleep between them, `chain_nap`), writes and fsyncs a file
+    /// (`chain_fsync`) and passes (`chain_pass`);
     /// each thread reports its wall and CPU time, chain-c its burn CPU and fsync time.
     Chain(wakers::ChainArgs),
     /// PRODUCERS threads taking turns to hand ITEMS items, one at a time, to thread `consumer`

@@ -21,6 +21,10 @@ pub(crate) struct ChainArgs {
     /// CPU time chain-c burns each round, ms (its own CPU clock).
     #[arg(long, default_value_t = 5)]
     burn_ms: u64,
+    /// Short sleeps (100 µs each) chain-c takes between equal slices of its burn each round
+    /// (`chain_nap`): off-CPU intervals shorter than the default `switch` MIN, so folded.
+    #[arg(long, default_value_t = 0)]
+    naps: u32,
     /// Bytes chain-c writes to its file before each fsync.
     #[arg(long, default_value_t = 4096)]
     write_bytes: usize,
@@ -29,10 +33,27 @@ pub(crate) struct ChainArgs {
     dir: Option<PathBuf>,
 }
 
+/// How long chain-c's naps are: well under the default `switch` MIN (1 ms).
+const NAP_NS: u64 = 100_000;
+
 /// chain-c's CPU work of a round.
 #[inline(never)]
 fn chain_burn(ns: u64) -> u64 {
     sys::spin_cpu_ns(ns)
+}
+
+/// chain-c sleeps for `ns` (a short off-CPU interval in its work).
+#[inline(never)]
+fn chain_nap(ns: u64) -> Result<()> {
+    let req = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: ns as libc::c_long,
+    };
+    let mut rem = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    Ok(sys::nanosleep(&req, &mut rem)?)
 }
 
 /// chain-c writes and fsyncs its file: the wall time of the fsync, ns.
@@ -98,6 +119,9 @@ pub(crate) fn chain(a: &ChainArgs) -> Result<Value> {
     if a.burn_ms > 10_000 {
         bail!("--burn-ms must be at most 10000");
     }
+    if a.naps > 1000 {
+        bail!("--naps must be at most 1000");
+    }
     let dir = a.dir.clone().unwrap_or_else(std::env::temp_dir);
     let path = dir.join(format!("stacks-workload-chain-{}", std::process::id()));
     let file = sys::open(
@@ -109,15 +133,21 @@ pub(crate) fn chain(a: &ChainArgs) -> Result<Value> {
     let (b_to_a_rx, b_to_a_tx) = pipe()?;
     let (c_to_b_rx, c_to_b_tx) = pipe()?;
     let (rounds, burn_ns, buf) = (a.rounds, a.burn_ms * 1_000_000, vec![0x5au8; a.write_bytes]);
+    let naps = u64::from(a.naps);
     // chain-c works only when chain-a starts a round, so all of its work of a round falls
     // inside chain-a's wait for it.
     let c = sys::spawn_named("chain-c", move || {
         let clock = Clock::start();
         let (mut burn_cpu, mut fsync_ns) = (0u64, 0u64);
         while chain_wait(a_to_c_rx)? {
-            let before = sys::thread_cpu_ns();
-            chain_burn(burn_ns);
-            burn_cpu += sys::thread_cpu_ns() - before;
+            for slice in 0..=naps {
+                if slice > 0 {
+                    chain_nap(NAP_NS)?;
+                }
+                let before = sys::thread_cpu_ns();
+                chain_burn(burn_ns / (naps + 1));
+                burn_cpu += sys::thread_cpu_ns() - before;
+            }
             fsync_ns += chain_fsync(file, &buf)?;
             chain_pass(c_to_b_tx)?;
         }

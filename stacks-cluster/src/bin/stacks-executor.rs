@@ -18,6 +18,7 @@ fn run() -> anyhow::Result<ExitCode> {
     let opt: Config = stacks_cluster::parse_args(
         TOOL,
         "Apache DataFusion Ballista executor for stacks-query --cluster",
+        stacks_cluster::EXECUTOR_DEFAULTS,
     );
     let mut config: ExecutorProcessConfig = opt.try_into().map_err(anyhow::Error::msg)?;
     stacks_cluster::init_logs(&config.special_mod_log_level, config.print_thread_info);

@@ -19,6 +19,7 @@ fn run() -> anyhow::Result<ExitCode> {
     let opt: Config = stacks_cluster::parse_args(
         TOOL,
         "Apache DataFusion Ballista scheduler for stacks-query --cluster",
+        stacks_cluster::SCHEDULER_DEFAULTS,
     );
     stacks_cluster::init_logs(&opt.log_level_setting, opt.print_thread_info);
     let addr = format!("{}:{}", opt.bind_host, opt.bind_port);
