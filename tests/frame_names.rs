@@ -136,9 +136,14 @@ fn by_stacks_query(store: &str) -> BTreeMap<String, String> {
 /// Each stack's folded text by stack id (hex), from explore's `stack_table` view over `dir`.
 fn by_explore(dir: &Path) -> BTreeMap<String, String> {
     const SCRIPT: &str = r#"
-import json, sys
-sys.path.insert(0, sys.argv[1])
-import duckdb, views
+import json, sys, types
+# views.py as a module of its package (it imports bundled.py beside it), without the
+# package's __init__ (the notebooks' plotting: matplotlib, pandas).
+package = types.ModuleType("stacks_explore")
+package.__path__ = [sys.argv[1]]
+sys.modules["stacks_explore"] = package
+import duckdb
+from stacks_explore import views
 con = duckdb.connect()
 views.create_views(con, sys.argv[2])
 for i, f in con.execute("SELECT lower(hex(stack_id)), folded FROM stack_table").fetchall():

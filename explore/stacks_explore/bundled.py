@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
-import pandas as pd
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 from .views import REPO
 
@@ -57,6 +60,8 @@ def parameters(name: str) -> dict[str, tuple[str, object]]:
 
 def _timestamp(value) -> str:
     """A time as DuckDB text with its nanoseconds, in UTC."""
+    import pandas as pd  # here: views.py (its view definitions) needs DuckDB alone
+
     ts = pd.Timestamp(value)
     ts = ts.tz_localize("UTC") if ts.tzinfo is None else ts.tz_convert("UTC")
     return ts.strftime("%Y-%m-%d %H:%M:%S.") + f"{ts.value % 1_000_000_000:09d}+00"

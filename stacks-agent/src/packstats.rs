@@ -1,53 +1,15 @@
-//! stacks-pack's counters (its `--stats FILE`, docs/agent.md) summed over the packer's runs:
-//! each run starts its counters from zero, so what a run had counted when it ended is added to
-//! the totals of the runs before it; the store's census is the latest.
+//! stacks-pack's counters (its `--stats FILE`, docs/agent.md, read as
+//! [`stacks_store::PackStats`], the one list of its fields) summed over the packer's runs: each
+//! run starts its counters from zero, so what a run had counted when it ended is added to the
+//! totals of the runs before it; the store's census is the latest.
 
-use std::collections::BTreeMap;
-use std::path::Path;
-
-use serde::Deserialize;
+pub(crate) use stacks_store::PackStats;
 
 /// The keys of `stack_errors`: the stacks whose capture can fail.
 pub(crate) const STACKS: [&str; 2] = ["kernel", "user"];
 
-/// One `--stats` file as stacks-pack writes it.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
-pub(crate) struct PackStats {
-    pub rows: BTreeMap<String, u64>,
-    pub lost: BTreeMap<String, u64>,
-    pub events: BTreeMap<String, u64>,
-    pub stack_errors: BTreeMap<String, u64>,
-    pub sets_written: u64,
-    pub bytes_written: u64,
-    pub store_sets: u64,
-    pub store_bytes: u64,
-    pub deleted_sets: u64,
-    pub deleted_bytes: u64,
-}
-
-impl PackStats {
-    /// The file at `path`, if it is there and whole.
-    pub(crate) fn read(path: &Path) -> Option<PackStats> {
-        let text = std::fs::read_to_string(path).ok()?;
-        serde_json::from_str(&text).ok()
-    }
-}
-
-/// Counters over every run of the packer.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct PackTotals {
-    pub rows: BTreeMap<String, u64>,
-    pub lost: BTreeMap<String, u64>,
-    pub events: BTreeMap<String, u64>,
-    pub stack_errors: BTreeMap<String, u64>,
-    pub sets_written: u64,
-    pub bytes_written: u64,
-    pub store_sets: u64,
-    pub store_bytes: u64,
-    pub deleted_sets: u64,
-    pub deleted_bytes: u64,
-}
+/// Counters over every run of the packer: a `--stats` object whose `time` is not used.
+pub(crate) type PackTotals = PackStats;
 
 /// The totals of ended runs, and the running one's latest counters.
 #[derive(Debug, Default)]
@@ -107,16 +69,18 @@ mod tests {
 
     #[test]
     fn counters_add_up_over_runs() {
-        let run = |text: &str| -> PackStats { serde_json::from_str(text).unwrap() };
+        let run = |text: &str| PackStats::from_json(text).unwrap();
         let mut acc = Accumulator::default();
         acc.update(run(
-            r#"{"time":1.5,"rows":{"profile":10},"lost":{},"sets_written":2,"bytes_written":100,
-               "store_sets":2,"store_bytes":100,"deleted_sets":0,"deleted_bytes":0}"#,
+            r#"{"time":1.5,"rows":{"profile":10},"lost":{},"events":{},"stack_errors":{},
+               "sets_written":2,"bytes_written":100,"store_sets":2,"store_bytes":100,
+               "deleted_sets":0,"deleted_bytes":0}"#,
         ));
         acc.end_run();
         acc.update(run(
-            r#"{"rows":{"profile":5,"state":1},"lost":{"ring_full:io":3},"sets_written":1,
-               "bytes_written":40,"store_sets":2,"store_bytes":90,"deleted_sets":1,"deleted_bytes":50}"#,
+            r#"{"time":2.5,"rows":{"profile":5,"state":1},"lost":{"ring_full:io":3},"events":{},
+               "stack_errors":{},"sets_written":1,"bytes_written":40,"store_sets":2,
+               "store_bytes":90,"deleted_sets":1,"deleted_bytes":50}"#,
         ));
         let t = acc.totals();
         assert_eq!(t.rows["profile"], 15);

@@ -1,7 +1,6 @@
 //! stacks-pack's `--stats` file (docs/agent.md): what the packer has taken and stored, one JSON
 //! object. The one list of its fields: stacks-pack writes it with [`PackStats::to_json`], and a
-//! supervisor reads it with [`PackStats::read`] (stacks-agent's `packstats.rs` keeps a mirror of
-//! it for now, to switch to this type).
+//! supervisor reads it with [`PackStats::read`] (stacks-agent sums it over the packer's runs).
 
 use std::collections::BTreeMap;
 use std::path::Path;
