@@ -11,18 +11,9 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 /* Every record kind has its counters in the drop causes counted by kind and its entry in
  * kind_ring (stacks.h, STACKS_EV_ROOM). */
 _Static_assert(STACKS_EV_COUNT <= STACKS_EV_ROOM, "a record kind past STACKS_EV_ROOM");
-_Static_assert(STACKS_DROP_URING_MAP_FULL < STACKS_DROP_COUNT, "drop causes past STACKS_DROP_COUNT");
+_Static_assert(STACKS_DROP_FIXED_END <= STACKS_DROP_COUNT, "drop causes past STACKS_DROP_COUNT");
 
 #include "control.bpf.h"
-#include "kinds/profile.bpf.h"
-#include "kinds/switch.bpf.h"
-#include "kinds/rss.bpf.h"
-#include "kinds/block.bpf.h"
-#include "kinds/vfs.bpf.h"
-#include "kinds/net.bpf.h"
-#include "kinds/state.bpf.h"
-#include "kinds/probe.bpf.h"
-#include "kinds/span.bpf.h"
-#include "kinds/alloc.bpf.h"
-#include "kinds/uring.bpf.h"
-#include "kinds/lifecycle.bpf.h"
+/* Every kinds/<kind>.bpf.h, listed by stacks-record/build.rs from the directory: a new kind
+ * is its file there, declaring what it uses of another kind's before the other is included. */
+#include "kinds.bpf.h"

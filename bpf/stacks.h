@@ -118,10 +118,12 @@ enum stacks_drop {
 	/* The aggregation table was full (+ kind): an event that could be neither sent (its ring
 	 * buffer was full) nor aggregated. */
 	STACKS_DROP_AGG_FULL = 2 * STACKS_EV_ROOM,
-	STACKS_DROP_SWITCH_STORAGE = 3 * STACKS_EV_ROOM, /* no task storage for a traced thread switching out */
+	/* A kind's table of events in flight or per process was full (+ kind): the in-flight
+	 * block or io_uring request table, a per-process or per-thread RSS table. A kind counting
+	 * this cause declares it in its registry entry (`drops`, stacks-stream's kinds table). */
+	STACKS_DROP_MAP_FULL = 3 * STACKS_EV_ROOM,
+	STACKS_DROP_SWITCH_STORAGE = 4 * STACKS_EV_ROOM, /* no task storage for a traced thread switching out */
 	STACKS_DROP_VFS_STORAGE,            /* no task storage at a system call's entry */
-	STACKS_DROP_BLOCK_MAP_FULL,         /* the in-flight block request table was full */
-	STACKS_DROP_RSS_MAP_FULL,           /* a per-process or per-thread RSS table was full */
 	/* Not a loss: off-CPU time of switches the tracepoint did not report, accounted from the
 	 * thread's CPU time and switch count (exact; counted for the summary). */
 	STACKS_DROP_END_INFERRED,
@@ -144,9 +146,8 @@ enum stacks_drop {
 	/* Not a loss: `block:n` requests kept in the in-flight table because their slot was held
 	 * by another request (kinds/block.bpf.h). */
 	STACKS_DROP_BLOCK_TABLED,
-	/* The in-flight io_uring request table was full (kinds/uring.bpf.h). */
-	STACKS_DROP_URING_MAP_FULL,
-	STACKS_DROP_COUNT = 4 * STACKS_EV_ROOM,
+	STACKS_DROP_FIXED_END,              /* past the last cause not counted by kind */
+	STACKS_DROP_COUNT = 5 * STACKS_EV_ROOM,
 };
 
 /* The ring buffers: a kind's records go to its class's ring (rodata kind_ring, set by user

@@ -112,7 +112,7 @@ fn every_bundled_query_on_an_in_process_cluster_equals_the_local_result() {
             .await
             .unwrap();
         let mut nonempty = 0;
-        for (name, _) in queries::BUNDLED {
+        for (name, _) in queries::BUNDLED.iter() {
             let here = run(&local, name).await;
             let there = run(&cluster, name).await;
             let (dir_columns, dir_rows) = run(&files, name).await;

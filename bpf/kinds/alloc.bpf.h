@@ -5,6 +5,8 @@
  * with them). Only the samples reach here, so a probe hit is rare by design: a record each, in
  * the probes ring.
  * Included by stacks.bpf.c after kinds/probe.bpf.h (its record slots and usdt.bpf.h). */
+#pragma once
+#include "probe.bpf.h"
 
 const volatile __u32 alloc_stacks = 0; /* STACKS_WANT_* at a sampled allocation */
 

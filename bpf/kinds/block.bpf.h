@@ -1,5 +1,6 @@
 /* kinds/block.bpf.h — the `block` event: block requests from submission to completion, with the
  * submitter's stacks. Included by stacks.bpf.c after common.bpf.h. */
+#pragma once
 
 /* Tunables, set by user space before load. */
 const volatile __u32 block_stacks = 0; /* STACKS_WANT_* */
@@ -212,7 +213,7 @@ int BPF_PROG(on_block_start, struct request *rq)
 		read_span(&r.hdr.span);
 		count_drop(STACKS_DROP_BLOCK_TABLED);
 		if (bpf_map_update_elem(&block_inflight_bare, &key, &r, BPF_ANY))
-			count_drop(STACKS_DROP_BLOCK_MAP_FULL);
+			count_drop(STACKS_DROP_MAP_FULL + STACKS_EV_BLOCK);
 		return 0;
 	}
 	__u32 zero = 0;
@@ -241,7 +242,7 @@ int BPF_PROG(on_block_start, struct request *rq)
 		capture_stacks(ctx, e, block_stacks);
 	}
 	if (bpf_map_update_elem(&block_inflight, &key, b, BPF_ANY))
-		count_drop(STACKS_DROP_BLOCK_MAP_FULL);
+		count_drop(STACKS_DROP_MAP_FULL + STACKS_EV_BLOCK);
 	return 0;
 }
 

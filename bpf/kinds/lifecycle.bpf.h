@@ -2,6 +2,9 @@
  * follow forks and names matched at exec (with --cgroup, the cgroups decide); the exit of a
  * process with `d` stacks carries its exit snapshot. Included by stacks.bpf.c after
  * common.bpf.h. */
+#pragma once
+#include "rss.bpf.h"
+#include "switch.bpf.h"
 
 /* ---- Process lifecycle -------------------------------------------------------------- */
 

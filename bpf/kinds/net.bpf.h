@@ -1,6 +1,7 @@
 /* kinds/net.bpf.h — the `net` event: TCP and UDP sends and receives, IPv4 and IPv6, with both
  * ends; summed in the kernel while the IO ring buffer is backed up (aggregate.bpf.h). Included
  * by stacks.bpf.c after common.bpf.h. */
+#pragma once
 
 /* Tunables, set by user space before load. */
 const volatile __u32 net_stacks = 0; /* STACKS_WANT_* */

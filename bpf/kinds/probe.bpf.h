@@ -5,6 +5,7 @@
  * a map update, not a record. A hit that cannot be counted (table full, or the stack table's
  * slot for its stack taken by another stack) is sent as a record. Included by stacks.bpf.c after
  * common.bpf.h. */
+#pragma once
 #include <bpf/usdt.bpf.h>
 
 /* Each probe's settings, by index (the attach cookie); set by user space before load. */

@@ -1,5 +1,6 @@
 /* kinds/profile.bpf.h — the `profile` event: CPU samples from the cpu-clock perf event, with
  * stacks. Included by stacks.bpf.c after common.bpf.h. */
+#pragma once
 
 /* Tunables, set by user space before load. */
 const volatile __u32 profile_stacks = 0; /* STACKS_WANT_* */

@@ -1,6 +1,7 @@
 /* kinds/rss.bpf.h — the `rss` event: RSS growth (kmem:rss_stat) in the thread whose memory
  * grew, every Nth growth event of a thread and counter. Included by stacks.bpf.c after
  * common.bpf.h. */
+#pragma once
 
 /* Tunables, set by user space before load. */
 const volatile __u32 rss_stacks = 0; /* STACKS_WANT_* */
@@ -86,7 +87,7 @@ int BPF_PROG(on_rss_stat, struct mm_struct *mm, int member)
 		struct rss_state init = { .last = { -1, -1, -1, -1 } };
 		init.last[member & 3] = size;
 		if (bpf_map_update_elem(&rss_store, &tgid, &init, BPF_NOEXIST) == -E2BIG)
-			count_drop(STACKS_DROP_RSS_MAP_FULL);
+			count_drop(STACKS_DROP_MAP_FULL + STACKS_EV_RSS);
 		return 0;
 	}
 	__s64 last = r->last[member & 3];
@@ -101,7 +102,7 @@ int BPF_PROG(on_rss_stat, struct mm_struct *mm, int member)
 		if (!t) {
 			struct rss_thread init = { .tgid = tgid };
 			if (bpf_map_update_elem(&rss_threads, &tid, &init, BPF_NOEXIST) == -E2BIG) {
-				count_drop(STACKS_DROP_RSS_MAP_FULL);
+				count_drop(STACKS_DROP_MAP_FULL + STACKS_EV_RSS);
 				return 0;
 			}
 			t = bpf_map_lookup_elem(&rss_threads, &tid);

@@ -1,5 +1,6 @@
 /* kinds/span.bpf.h — the `span` event: enter and exit of `tracing` spans (tracing-stacks' USDT
  * probes). Included by stacks.bpf.c after common.bpf.h. */
+#pragma once
 
 /* ---- Span enter and exit (tracing-stacks' USDT probes, `-e span`) ---------------------- */
 

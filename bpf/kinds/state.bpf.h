@@ -7,6 +7,8 @@
  * (STACKS_SAME_STACKS); for a call on a file descriptor, the file or socket behind it (read from
  * the thread's fd table at the pass, with the helpers of syscalls.bpf.h). Included by
  * stacks.bpf.c after common.bpf.h. */
+#pragma once
+#include "switch.bpf.h"
 
 const volatile __u32 state_stacks = 0;  /* STACKS_WANT_* */
 /* state_period_ns (1e9 / HZ, what one row stands for): control.bpf.h, changed while

@@ -2,6 +2,7 @@
  * an interval from switch-out to switch-in measured with the scheduler's own accounting, short
  * ones folded per thread, state and span; with `d`, the user stack of a thread blocked in a
  * system call is taken at the call's return. Included by stacks.bpf.c after common.bpf.h. */
+#pragma once
 
 /* Tunables, set by user space before load. */
 const volatile __u32 switch_stacks = 0; /* STACKS_WANT_* */

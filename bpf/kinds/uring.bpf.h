@@ -3,6 +3,7 @@
  * Built on the io_uring tracepoints that pass the request (struct io_kiocb, CO-RE reads):
  * io_uring_submit_req, io_uring_queue_async_work, io_uring_poll_arm, io_uring_complete.
  * Included by stacks.bpf.c after common.bpf.h. */
+#pragma once
 
 /* Tunables, set by user space before load. */
 const volatile __u32 uring_stacks = 0; /* STACKS_WANT_* (user stacks only) */
@@ -77,7 +78,7 @@ int BPF_PROG(on_uring_submit, struct io_kiocb *req)
 		uring_at_submit(&r.u, req, sqpoll);
 		read_span(&r.hdr.span);
 		if (bpf_map_update_elem(&uring_inflight_bare, &key, &r, BPF_ANY))
-			count_drop(STACKS_DROP_URING_MAP_FULL);
+			count_drop(STACKS_DROP_MAP_FULL + STACKS_EV_URING);
 		return 0;
 	}
 	__u32 slot = URING_SCRATCH_SUBMIT;
@@ -91,7 +92,7 @@ int BPF_PROG(on_uring_submit, struct io_kiocb *req)
 	if (!sqpoll)
 		capture_stacks(ctx, e, uring_stacks & STACKS_WANT_USER);
 	if (bpf_map_update_elem(&uring_inflight, &key, e, BPF_ANY))
-		count_drop(STACKS_DROP_URING_MAP_FULL);
+		count_drop(STACKS_DROP_MAP_FULL + STACKS_EV_URING);
 	return 0;
 }
 

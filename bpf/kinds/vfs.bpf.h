@@ -1,6 +1,7 @@
 /* kinds/vfs.bpf.h — the `vfs` event: read/write-family system calls from entry to exit, with the
  * file; summed in the kernel while the IO ring buffer is backed up (aggregate.bpf.h). Included
  * by stacks.bpf.c after common.bpf.h. */
+#pragma once
 
 /* Tunables, set by user space before load. */
 const volatile __u32 vfs_stacks = 0; /* STACKS_WANT_* */

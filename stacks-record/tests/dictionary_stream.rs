@@ -178,7 +178,12 @@ fn recording_carries_each_stack_once() {
     // Each generation's keys are checked below like the last one's.
     for before in &keys_before {
         let logical: HashSet<&Logical> = before.values().collect();
-        assert!(before.len() <= logical.len() + logical.len() / 100 + 2);
+        assert!(
+            before.len() <= logical.len() + logical.len() / 100 + 2,
+            "a generation before a restart ({restarts} restarts): {} keys for {} distinct stacks",
+            before.len(),
+            logical.len()
+        );
     }
     // Each distinct stack once: rows with the same frames share a key (but for the few raw
     // kernel stacks that differ only in the tracing frames dropped), and the spinning

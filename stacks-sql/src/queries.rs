@@ -6,64 +6,37 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
-/// Queries shipped inside the binary: (name, SQL text), in `--list` order; every file of
-/// `queries/` is one (a test checks). The first `-- ` line of each file is the one-line
+// `FILES`: every file of `queries/` as (name, SQL text), by name (build.rs).
+include!(concat!(env!("OUT_DIR"), "/bundled.rs"));
+
+/// Queries shipped inside the binary: (name, SQL text), in `--list` order, every file of
+/// `queries/` (build.rs lists them). The first `-- ` line of each file is the one-line
 /// question it answers; `-- param:` lines declare its parameters, its `-- kinds:` line the
-/// kinds whose rows it reads (docs/queries.md).
-pub const BUNDLED: &[(&str, &str)] = &[
-    ("cpu", include_str!("../queries/cpu.sql")),
-    (
-        "cpu-functions",
-        include_str!("../queries/cpu-functions.sql"),
-    ),
-    ("offcpu", include_str!("../queries/offcpu.sql")),
-    (
-        "offcpu-states",
-        include_str!("../queries/offcpu-states.sql"),
-    ),
-    ("offwake", include_str!("../queries/offwake.sql")),
-    (
-        "critical-path",
-        include_str!("../queries/critical-path.sql"),
-    ),
-    ("rss-growth", include_str!("../queries/rss-growth.sql")),
-    ("block-bytes", include_str!("../queries/block-bytes.sql")),
-    (
-        "block-latency",
-        include_str!("../queries/block-latency.sql"),
-    ),
-    ("vfs-read", include_str!("../queries/vfs-read.sql")),
-    ("vfs-write", include_str!("../queries/vfs-write.sql")),
-    ("net", include_str!("../queries/net.sql")),
-    ("uring", include_str!("../queries/uring.sql")),
-    (
-        "uring-latency",
-        include_str!("../queries/uring-latency.sql"),
-    ),
-    (
-        "top-processes",
-        include_str!("../queries/top-processes.sql"),
-    ),
-    ("top-threads", include_str!("../queries/top-threads.sql")),
-    (
-        "thread-states",
-        include_str!("../queries/thread-states.sql"),
-    ),
-    (
-        "process-states",
-        include_str!("../queries/process-states.sql"),
-    ),
-    ("state-stacks", include_str!("../queries/state-stacks.sql")),
-    ("stuck", include_str!("../queries/stuck.sql")),
-    ("stackcount", include_str!("../queries/stackcount.sql")),
-    ("timeline", include_str!("../queries/timeline.sql")),
-    ("spans", include_str!("../queries/spans.sql")),
-    ("span-wait", include_str!("../queries/span-wait.sql")),
-    ("stuck-spans", include_str!("../queries/stuck-spans.sql")),
-    ("alloc-space", include_str!("../queries/alloc-space.sql")),
-    ("heap-inuse", include_str!("../queries/heap-inuse.sql")),
-    ("heap-growth", include_str!("../queries/heap-growth.sql")),
-];
+/// kinds whose rows it reads (docs/queries.md), by whose first `--list` groups them: in the
+/// registry's order of kinds (`stacks_stream::kinds::ALL`), then by name, the queries of any
+/// kind (`-- kinds: any`) last.
+pub static BUNDLED: std::sync::LazyLock<Vec<(&'static str, &'static str)>> =
+    std::sync::LazyLock::new(|| {
+        let mut all = FILES.to_vec();
+        all.sort_by_key(|(name, sql)| {
+            let first = header_kinds(sql).next().unwrap_or("any");
+            let at = stacks_stream::kinds::ALL
+                .iter()
+                .position(|k| k.name == first)
+                .unwrap_or(usize::MAX);
+            (at, *name)
+        });
+        all
+    });
+
+/// The kinds the `-- kinds:` header line of `sql` names (`any`: its `kind` parameter's).
+pub fn header_kinds(sql: &str) -> impl Iterator<Item = &str> {
+    sql.lines()
+        .find_map(|l| l.trim().strip_prefix("--")?.trim().strip_prefix("kinds:"))
+        .into_iter()
+        .flat_map(|l| l.split(','))
+        .map(str::trim)
+}
 
 /// SQL text to run and the label that names it in error messages.
 #[derive(Debug, Clone)]
@@ -135,11 +108,11 @@ pub fn question(sql: &str) -> &str {
 /// take (a name means the same thing in every query that takes it).
 pub fn list(out: &mut impl Write) -> Result<()> {
     let width = BUNDLED.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
-    for (name, sql) in BUNDLED {
+    for (name, sql) in BUNDLED.iter() {
         writeln!(out, "{name:<width$}  {}", question(sql))?;
     }
     let mut seen: Vec<(crate::params::Decl, Vec<&str>)> = Vec::new();
-    for (name, sql) in BUNDLED {
+    for (name, sql) in BUNDLED.iter() {
         for d in crate::params::declarations(name, sql)? {
             // One line per distinct declaration: a name two queries declare differently
             // (`kind`: a pattern for top-processes, one kind for timeline) gets a line each.
@@ -183,14 +156,14 @@ mod tests {
 
     use super::*;
 
-    /// The kinds the `-- kinds:` header line of `sql` names (`any`: its `kind` parameter).
+    /// The kinds the one `-- kinds:` header line of `sql` names (`any`: its `kind` parameter).
     fn header_kinds(name: &str, sql: &str) -> Vec<String> {
         let lines: Vec<&str> = sql
             .lines()
             .filter_map(|l| l.trim().strip_prefix("--")?.trim().strip_prefix("kinds:"))
             .collect();
         assert_eq!(lines.len(), 1, "{name}: one `-- kinds:` line");
-        lines[0].split(',').map(|k| k.trim().to_string()).collect()
+        super::header_kinds(sql).map(str::to_string).collect()
     }
 
     /// The kinds the SQL code of `sql` (comments left out) names as `kind = 'K'` or in
@@ -216,7 +189,7 @@ mod tests {
     #[test]
     fn bundled_queries_say_which_kinds_they_read() {
         let named = regex::Regex::new(r"(?i)\b(?:FROM|JOIN)\s+([a-z_]+)").unwrap();
-        for (name, sql) in BUNDLED {
+        for (name, sql) in BUNDLED.iter() {
             let mut said = header_kinds(name, sql);
             let read = literal_kinds(sql);
             if said == ["any"] {
@@ -274,7 +247,7 @@ mod tests {
         let mut bundled: Vec<String> = BUNDLED.iter().map(|(n, _)| format!("{n}.sql")).collect();
         bundled.sort_unstable();
         assert_eq!(files, bundled, "stacks-sql/queries/ and queries::BUNDLED");
-        for (name, sql) in BUNDLED {
+        for (name, sql) in BUNDLED.iter() {
             let file = std::fs::read_to_string(dir.join(format!("{name}.sql"))).unwrap();
             assert_eq!(&file, sql, "{name}: BUNDLED embeds another file");
         }
@@ -282,7 +255,7 @@ mod tests {
 
     #[test]
     fn bundled_queries_have_questions() {
-        for (name, sql) in BUNDLED {
+        for (name, sql) in BUNDLED.iter() {
             assert!(!question(sql).is_empty(), "{name} has no question line");
         }
         assert_eq!(
@@ -301,7 +274,7 @@ mod tests {
 
     #[test]
     fn bundled_declarations_parse_and_list() {
-        for (name, sql) in BUNDLED {
+        for (name, sql) in BUNDLED.iter() {
             crate::params::declarations(name, sql).unwrap();
         }
         let mut out = Vec::new();

@@ -24,6 +24,9 @@ pub mod time;
 
 pub use frames::Unresolved;
 pub use io::{InputStream, OutputStream, open_input, open_output, open_output_with};
+/// Row kinds (the `kind` column): the name of each kind of the registry, [`kinds`], which says
+/// for each what its rows hold and how every tool reads them.
+pub use kinds::names as kind;
 pub use schema::*;
 
 /// Errors of the stream contract. Every message names the thing that is wrong.

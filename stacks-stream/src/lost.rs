@@ -9,22 +9,13 @@ use crate::kinds;
 pub const NO_TASK_STORAGE_SWITCH: &str = "no_task_storage:switch_out";
 /// A system call's entry found no per-thread storage.
 pub const NO_TASK_STORAGE_VFS: &str = "no_task_storage:vfs";
-/// The in-flight block request table was full.
-pub const MAP_FULL_BLOCK: &str = "map_full:block";
-/// A per-process or per-thread RSS table was full.
-pub const MAP_FULL_RSS: &str = "map_full:rss";
-/// The in-flight io_uring request table was full.
-pub const MAP_FULL_URING: &str = "map_full:uring";
 /// Probe hits nested deeper than the per-CPU slots.
 pub const NO_FREE_SLOT_PROBE: &str = "no_free_slot:probe";
 
-/// The causes that do not name a ring buffer, in a fixed order.
-pub const FIXED: [&str; 6] = [
+/// The causes that name no kind's ring buffer or table, in a fixed order.
+pub const FIXED: [&str; 3] = [
     NO_TASK_STORAGE_SWITCH,
     NO_TASK_STORAGE_VFS,
-    MAP_FULL_BLOCK,
-    MAP_FULL_RSS,
-    MAP_FULL_URING,
     NO_FREE_SLOT_PROBE,
 ];
 
@@ -33,18 +24,32 @@ pub fn ring_buffer_full(kind: &str) -> String {
     format!("ring_buffer_full:{kind}")
 }
 
-/// Every cause this version of the recorder can name: [`FIXED`], then `ring_buffer_full` of
-/// each kind whose records go through a ring buffer, in the registry's order.
+/// The cause `loss` of events of `kind` (`map_full:block`).
+pub fn of(loss: kinds::Loss, kind: &str) -> String {
+    format!("{}:{kind}", loss.why())
+}
+
+/// Every cause this version of the recorder can name: [`FIXED`], then each kind's own
+/// ([`kinds::Kind::losses`]), then `ring_buffer_full` of each kind whose records go through a
+/// ring buffer, in the registry's order.
 pub fn known() -> Vec<String> {
+    known_of(kinds::ALL)
+}
+
+/// [`known`] for the kinds of registry `all`.
+fn known_of(all: &[kinds::Kind]) -> Vec<String> {
+    let own = all
+        .iter()
+        .flat_map(|k| k.losses.iter().map(|l| of(*l, k.name)));
+    let rings = all
+        .iter()
+        .filter(|k| k.ring.is_some())
+        .map(|k| ring_buffer_full(k.name));
     FIXED
         .iter()
         .map(|c| c.to_string())
-        .chain(
-            kinds::ALL
-                .iter()
-                .filter(|k| k.ring.is_some())
-                .map(|k| ring_buffer_full(k.name)),
-        )
+        .chain(own)
+        .chain(rings)
         .collect()
 }
 
@@ -52,12 +57,32 @@ pub fn known() -> Vec<String> {
 mod tests {
     use super::*;
 
+    /// A made-up kind of the IO ring with a table of its own: its causes are its own, from its
+    /// entry alone.
+    #[test]
+    fn a_new_kind_names_its_own_causes() {
+        let fake = kinds::Kind {
+            name: "fake",
+            losses: &[kinds::Loss::MapFull],
+            ..*kinds::get("uring").unwrap()
+        };
+        let mut all = kinds::ALL.to_vec();
+        all.push(fake);
+        let causes = known_of(&all);
+        assert!(causes.contains(&"ring_buffer_full:fake".to_string()));
+        assert!(causes.contains(&"map_full:fake".to_string()));
+        assert_eq!(causes.len(), known().len() + 2);
+    }
+
     #[test]
     fn every_ring_kind_has_a_cause_and_none_repeats() {
         let causes = known();
         assert!(causes.contains(&"ring_buffer_full:switch".to_string()));
         assert!(causes.contains(&"ring_buffer_full:exec".to_string()));
         assert!(!causes.contains(&"ring_buffer_full:lost".to_string()));
+        for own in ["map_full:block", "map_full:rss", "map_full:uring"] {
+            assert!(causes.contains(&own.to_string()), "{own}");
+        }
         let mut sorted = causes.clone();
         sorted.sort();
         sorted.dedup();

@@ -68,7 +68,8 @@ pub struct Column {
     /// `kinds::Kind::unit`).
     pub unit: Option<&'static str>,
     pub stage: Stage,
-    /// What it holds: docs/format.md's text.
+    /// What it holds on every row that has it; what it holds on a kind's rows is that kind's
+    /// (`kinds::Kind::columns`). docs/format.md's text is both: `kinds::column_doc`.
     pub doc: &'static str,
 }
 
@@ -76,7 +77,10 @@ macro_rules! columns {
     ($($konst:ident $field:ident: $ty:ident, $null:literal, $unit:expr, $stage:ident, $doc:literal;)*) => {
         /// Column names.
         pub mod col {
-            $(#[doc = $doc] pub const $konst: &str = stringify!($field);)*
+            $(
+                #[doc = concat!("Column `", stringify!($field), "`. ", $doc)]
+                pub const $konst: &str = stringify!($field);
+            )*
         }
 
         /// Every row column, in schema order: the raw columns, then `stack`, then `stack_id`.
@@ -145,51 +149,51 @@ macro_rules! with_columns {
             KSTACK_SYMBOLS kstack_symbols: KStackSymbols, true, None, Raw,
                 r#"the kernel symbol of each `kstack` address, same positions, resolved by the recorder from the running kernel's kallsyms (see below)"#;
             DURATION duration: Int64, true, Some("ns"), Raw,
-                r#"ns: off-CPU time (`switch`), issue → completion (`block`), time in the system call (`vfs`), submission → completion (`uring`), time in `syscall` so far (`state`, when its entry was seen)"#;
+                r#"ns"#;
             COUNT count: Int64, true, None, Raw,
-                r#"how many events the row stands for: 1, or more for folded `switch` rows, sampled `rss` rows, counting probes and `vfs`/`net` rows the kernel aggregated (see Aggregated rows)"#;
+                r#"how many events the row stands for: 1, or more for rows that fold or aggregate events (see Aggregated rows)"#;
             STATE state: Utf8, true, None, Raw,
-                r#"`switch`: how the thread left the CPU: `runnable` (preempted or yielded), `sleeping` (S), `uninterruptible` (D, usually IO), `idle`, `stopped`, `other`; `state`: the same values, plus `running` (on a CPU), `runnable` meaning ready but not on a CPU"#;
+                r#""#;
             WAKER waker: Int32, true, None, Raw,
-                r#"`switch`: tid of the thread that woke it, when a wakeup by a task was seen (null: none seen, or an interrupt, softirq or timer woke it: its `wake` row says which)"#;
+                r#""#;
             WAKEE wakee: Int32, true, None, Raw,
-                r#"`wake`: tid of the thread it woke, whose `switch` row is the one with that `tid` whose interval holds the wakeup: `time` ≤ the wake row's `time` ≤ `time` + `duration`"#;
+                r#""#;
             OFFCPU_SINCE offcpu_since: Time, true, Some("ns"), Raw,
-                r#"`state`, with `switch` recorded too: when a thread off CPU at the pass left the CPU, which is the `time` of the `switch` row of the interval it is in (and, with `wake`, the wake row that ended that interval has `time` − `duration` = this); null for a running thread, without `switch`, or for an interval that began before the recording"#;
+                r#""#;
             OP op: Utf8, true, None, Raw,
-                r#"`block`: `read`, `write`, `flush`, `discard`, `other`; `vfs`: `read`, `write`; `net`: `send`, `recv`; `rss`: the counter that grew, `anon`, `file`, `shmem`, `swap`; `alloc`: `alloc` (a sampled allocation) or `free` (of a sampled pointer); `uring`: the request's opcode in lower case (`read`, `write`, `readv`, `read_fixed`, `send`, `recv`, `accept`, `fsync`, `openat`, `timeout`, …)"#;
+                r#""#;
             SYSCALL syscall: Utf8, true, None, Raw,
-                r#"`vfs`: the system call (`read`, `pwrite64`, `writev`, `preadv2`, …); `state`: the system call the thread is in (any call, named as on this architecture: `clock_nanosleep`, `futex`, `read`, …), null when in none"#;
+                r#""#;
             FD fd: Int32, true, None, Raw,
-                r#"`vfs`: the file descriptor; `uring`: the request's descriptor, or for a registered (fixed) file its index in the ring's table; `state`: the descriptor the thread's system call is on, for calls whose first argument is one (the read/write, sync, socket, `ioctl`, `flock`, `getdents64`, `epoll_wait` families)"#;
+                r#""#;
             PATH path: Utf8, true, None, Raw,
-                r#"`vfs`: the file's path, walked up from the file's dentry in BPF across mount points (absolute, as seen from the initial mount namespace; `…/`-prefixed when longer than 12 components or 128 bytes, then completed from `/proc/PID/fd` when the file is still open); `pipe:[inode]` / `socket:[inode]` for those; `uring`: the same, for the request's file at its completion; `state`: the same, for the file behind `fd`, read from the thread's fd table at the sampling pass; `exec`: the executed file as passed to exec"#;
+                r#""#;
             DEV dev: Utf8, true, None, Raw,
-                r#"`block`: device `major:minor`"#;
+                r#""#;
             PROTOCOL protocol: Utf8, true, None, Raw,
-                r#"`net`, and `state` rows whose `fd` is a TCP/UDP socket: `tcp` or `udp`"#;
+                r#""#;
             LOCAL local: Utf8, true, None, Raw,
-                r#"`net`, and `state` rows whose `fd` is a TCP/UDP socket: local `addr:port` (`[addr]:port` for IPv6)"#;
+                r#""#;
             REMOTE remote: Utf8, true, None, Raw,
-                r#"`net`, `state` (as `local`): remote `addr:port`; null when the socket has no peer (unconnected UDP)"#;
+                r#""#;
             RSS rss: Int64, true, Some("bytes"), Raw,
-                r#"`rss`: the process's resident bytes (anon + file + shmem) after the change"#;
+                r#""#;
             CHILD child: Int32, true, None, Raw,
-                r#"`fork`: the new process's pid"#;
+                r#""#;
             ERRNO errno: Int32, true, None, Raw,
-                r#"`vfs`, `net`: the error of a failed call (positive errno); its `value` is 0; `uring`: the error of a failed request, as its completion gave it"#;
+                r#""#;
             EXIT_CODE exit_code: Int32, true, None, Raw,
-                r#"`exit`: the exit status in wait(2) encoding"#;
+                r#""#;
             CAUSE cause: Utf8, true, None, Raw,
-                r#"`lost`: why the events were not delivered, `WHY:KIND` (see the `lost` kind below)"#;
+                r#""#;
             PROBE probe: Utf8, true, None, Raw,
-                r#"`probe`: the probe as `-e` named it, without its stacks and `count` options (`tp:sched:sched_process_fork`, `uprobe:/usr/bin/app:parse`)"#;
+                r#""#;
             ARGS args: Args, true, None, Raw,
-                r#"`probe`: the hit's arguments as 64-bit integers (pointers and unsigned values wrap): a tracepoint's fields as it passes them (as many as its BTF prototype has), a uprobe's first six integer argument registers, a uretprobe's return value, a USDT probe's arguments; null on rows of counting probes; `alloc`: [the block's address, its size in bytes]"#;
+                r#""#;
             MODE mode: Utf8, true, None, Raw,
-                r#"`uring`: how the request ran: `inline` (issued in the submitting call), `async` (handed to an io-wq worker, `iou-wrk`), `poll` (armed, issued when its file was ready), `sqpoll` (submitted by the ring's SQPOLL thread, `iou-sqp`)"#;
+                r#""#;
             SUBMITTER submitter: Int32, true, None, Raw,
-                r#"`block`: for a request an io_uring worker (`iou-wrk`) issued on behalf of an io_uring request, the tid that submitted that request, recorded with `-e uring`; the row's user stack is then the submitter's at its submission (with `uring:u`), its kernel stack the worker's"#;
+                r#""#;
             STACK stack: Stack, true, None, Symbolized,
                 r#"kernel frames (leaf → root) followed by user frames (leaf → root); null when neither stack was requested"#;
             STACK_ID stack_id: StackId, true, None, Stored,
@@ -246,15 +250,25 @@ mod tests {
             c.name,
             c.ty.doc_name(),
             if c.nullable { "yes" } else { "no" },
-            c.doc
+            crate::kinds::column_doc(c)
         )
     }
 
-    /// The column table and docs/format.md say the same, line for line.
+    /// The column table and docs/format.md say the same, line for line. `STACKS_BLESS=1`
+    /// writes the table's lines into docs/format.md instead (same count of lines).
     #[test]
     fn format_md_lists_the_column_table() {
         let want: Vec<String> = COLUMNS.iter().map(rendered).collect();
         let have = format_md_lines();
+        if std::env::var_os("STACKS_BLESS").is_some() && want.len() == have.len() {
+            let path = format_md();
+            let mut text = std::fs::read_to_string(&path).expect("docs/format.md");
+            for (old, new) in have.iter().zip(&want) {
+                text = text.replacen(old.as_str(), new, 1);
+            }
+            std::fs::write(&path, text).expect("writing docs/format.md");
+            return;
+        }
         let mut diff = String::new();
         for i in 0..want.len().max(have.len()) {
             match (want.get(i), have.get(i)) {

@@ -168,7 +168,7 @@ macro_rules! fixture_rows {
         fixture_rows!(@fields [$($done)*] $($rest)*);
     };
     (@fields [$($done:tt)*] $field:ident: $ty:ident, $null:tt, $doc:literal; $($rest:tt)*) => {
-        fixture_rows!(@fields [$($done)* #[doc = $doc] pub $field: field_type!($ty, $null),] $($rest)*);
+        fixture_rows!(@fields [$($done)* #[doc = concat!("`", stringify!($field), "`. ", $doc)] pub $field: field_type!($ty, $null),] $($rest)*);
     };
 }
 

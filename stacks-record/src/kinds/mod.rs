@@ -2,21 +2,14 @@
 //! `bpf/kinds/<kind>.bpf.h`, its tunables, how its records become rows, and its part in a
 //! recording besides them ([`run::Run`]: probes to attach, a sampler to run). [`ALL`] is the
 //! registry; the `-e` grammar and each kind's defaults come from `stacks_stream::kinds`.
+//!
+//! A kind's module is its file here: build.rs declares every file of this directory that has
+//! `impl EventKind for TYPE` as a module and lists its `TYPE` in [`ALL`].
 
-mod alloc;
-mod block;
-mod lifecycle;
-mod net;
-mod probe;
-mod profile;
-mod rss;
 pub(crate) mod run;
-mod span;
-mod state;
-mod switch;
-mod uring;
-mod vfs;
-mod wake;
+
+// `mod KIND;` for each kind's file, and `KINDS`, every kind (build.rs).
+include!(concat!(env!("OUT_DIR"), "/kinds.rs"));
 
 use anyhow::{Context as _, Result, bail};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
@@ -250,22 +243,19 @@ fn registry_ring(name: &str) -> Ring {
     }
 }
 
-/// Every event kind.
-pub(crate) static ALL: &[&dyn EventKind] = &[
-    &lifecycle::Lifecycle,
-    &profile::Profile,
-    &switch::Switch,
-    &wake::Wake,
-    &rss::Rss,
-    &block::Block,
-    &vfs::Vfs,
-    &net::Net,
-    &state::State,
-    &probe::Probe,
-    &span::Span,
-    &alloc::Alloc,
-    &uring::Uring,
-];
+/// Every event kind, in the order of their kinds in the registry (`stacks_stream::kinds::ALL`),
+/// after the process lifecycle (its records are several kinds of the registry).
+pub(crate) static ALL: std::sync::LazyLock<Vec<&'static dyn EventKind>> =
+    std::sync::LazyLock::new(|| {
+        let mut all = KINDS.to_vec();
+        all.sort_by_key(|k| {
+            stacks_stream::kinds::ALL
+                .iter()
+                .position(|r| r.name == k.name())
+                .map_or(0, |at| at + 1)
+        });
+        all
+    });
 
 /// The kind that turns records of `kind` into rows.
 pub(crate) fn for_record(kind: RecordKind) -> Option<&'static dyn EventKind> {
@@ -352,7 +342,7 @@ pub(crate) fn configure(open: &mut OpenStacksSkel<'_>, spec: &EventSpec) -> Resu
         .as_deref_mut()
         .context("BPF object has no read-only data section")?;
     rodata.kstack_kinds = 0;
-    for k in ALL {
+    for k in ALL.iter() {
         k.configure(rodata, k.event().and_then(|e| spec.get(e)));
         for r in k.records().iter().chain(k.parts()) {
             rodata.kind_ring[r.0 as usize] = k.ring();
@@ -372,7 +362,7 @@ pub(crate) fn configure(open: &mut OpenStacksSkel<'_>, spec: &EventSpec) -> Resu
         prog.set_autoload(kind.loads(&name, spec));
         seen.push(name);
     }
-    for k in ALL {
+    for k in ALL.iter() {
         if let Some(p) = k.programs().iter().find(|p| !seen.iter().any(|s| s == *p)) {
             bail!(
                 "the BPF object has no program {p}, listed by kind {}",
@@ -497,7 +487,7 @@ mod tests {
     #[test]
     fn every_record_fits_the_room_for_kinds() {
         let room = KIND_ROOM;
-        for k in ALL {
+        for k in ALL.iter() {
             for r in k.records().iter().chain(k.parts()) {
                 assert!(r.0 < room, "{}: record {r:?} past STACKS_EV_ROOM", k.name());
             }
@@ -509,7 +499,7 @@ mod tests {
     /// Each kind's ring comes from its registry entry (a kind missing there panics here).
     #[test]
     fn every_kind_has_its_ring_from_the_registry() {
-        for k in ALL {
+        for k in ALL.iter() {
             let ring = k.ring();
             assert!(ring.0 < Ring::STACKS_RING_COUNT.0, "{}", k.name());
         }

@@ -117,7 +117,7 @@ impl Runs {
     /// Every kind's part for `setup` (the kinds that have none for it are left out).
     pub(crate) fn new(setup: &mut Setup<'_>) -> Result<Runs> {
         let mut runs = Vec::new();
-        for k in ALL {
+        for k in ALL.iter() {
             if let Some(r) = k.run(setup)? {
                 runs.push(r);
             }

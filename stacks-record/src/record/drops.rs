@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use anyhow::Result;
+use stacks_stream::kinds::Loss;
 use stacks_stream::{kind, lost};
 
 use crate::convert::Counts;
@@ -29,12 +30,12 @@ pub(crate) fn cause_name(index: u32) -> String {
     if let Some(record) = by_kind(Drop::STACKS_DROP_RINGBUF, index) {
         return lost::ring_buffer_full(&kind_name(record));
     }
+    if let Some(record) = by_kind(Drop::STACKS_DROP_MAP_FULL, index) {
+        return lost::of(Loss::MapFull, &kind_name(record));
+    }
     match Drop(index) {
         Drop::STACKS_DROP_SWITCH_STORAGE => lost::NO_TASK_STORAGE_SWITCH,
         Drop::STACKS_DROP_VFS_STORAGE => lost::NO_TASK_STORAGE_VFS,
-        Drop::STACKS_DROP_BLOCK_MAP_FULL => lost::MAP_FULL_BLOCK,
-        Drop::STACKS_DROP_RSS_MAP_FULL => lost::MAP_FULL_RSS,
-        Drop::STACKS_DROP_URING_MAP_FULL => lost::MAP_FULL_URING,
         Drop::STACKS_DROP_PROBE_BUSY => lost::NO_FREE_SLOT_PROBE,
         _ => return format!("unknown_{index}"),
     }
@@ -323,6 +324,20 @@ mod tests {
                 "counter {index}: {cause} not in {known:?}"
             );
         }
+        // A kind's own causes are named by its records' counters.
+        for k in stacks_stream::kinds::ALL {
+            for loss in k.losses {
+                let Loss::MapFull = loss;
+                assert!(
+                    record_kinds_of_stacks_h().iter().any(|(_, r)| {
+                        cause_name(Drop::STACKS_DROP_MAP_FULL.0 + r) == lost::of(*loss, k.name)
+                    }),
+                    "{}: no record counts {}",
+                    k.name,
+                    lost::of(*loss, k.name)
+                );
+            }
+        }
         for fixed in lost::FIXED {
             assert!(
                 (0..Drop::STACKS_DROP_COUNT.0).any(|i| cause_name(i) == fixed),
@@ -343,7 +358,7 @@ mod tests {
             "ring_buffer_full:uring"
         );
         assert_eq!(
-            cause_name(Drop::STACKS_DROP_URING_MAP_FULL.0),
+            cause_name(Drop::STACKS_DROP_MAP_FULL.0 + uring),
             "map_full:uring"
         );
         let last = kinds::KIND_ROOM - 1;
@@ -352,6 +367,7 @@ mod tests {
         cpu[(Drop::STACKS_DROP_RINGBUF.0 + last) as usize] = 2;
         cpu[(Drop::STACKS_DROP_AGGREGATED.0 + last) as usize] = 3;
         cpu[(Drop::STACKS_DROP_AGG_FULL.0 + last) as usize] = 4;
+        cpu[(Drop::STACKS_DROP_MAP_FULL.0 + last) as usize] = 6;
         cpu[(Drop::STACKS_DROP_RINGBUF.0 + uring) as usize] = 5;
         let mut d = Drops::default();
         let mut rows = d.update(&[cpu]);
@@ -359,6 +375,7 @@ mod tests {
         assert_eq!(
             rows,
             [
+                (0, format!("map_full:record_{last}"), 6),
                 (0, format!("ring_buffer_full:record_{last}"), 2),
                 (0, "ring_buffer_full:uring".to_string(), 5)
             ]
@@ -367,7 +384,10 @@ mod tests {
         assert_eq!(d.agg_full.get(&format!("record_{last}")), Some(&4));
         // No counter is named as another: each index is its own cause.
         let mut names: Vec<String> = (0..Drop::STACKS_DROP_COUNT.0)
-            .filter(|&i| by_kind(Drop::STACKS_DROP_RINGBUF, i).is_some())
+            .filter(|&i| {
+                by_kind(Drop::STACKS_DROP_RINGBUF, i).is_some()
+                    || by_kind(Drop::STACKS_DROP_MAP_FULL, i).is_some()
+            })
             .map(cause_name)
             .chain(
                 (Drop::STACKS_DROP_SWITCH_STORAGE.0..Drop::STACKS_DROP_COUNT.0)
@@ -378,9 +398,9 @@ mod tests {
         let all = names.len();
         names.sort();
         names.dedup();
-        // Two records are parts of another kind's rows and named as it: SWITCH_FOLDED as
-        // switch, UWINDOW as block.
-        assert_eq!(all - names.len(), 2, "{names:?}");
+        // Two records are parts of another kind's rows and named as it, in each of the two
+        // causes: SWITCH_FOLDED as switch, UWINDOW as block.
+        assert_eq!(all - names.len(), 4, "{names:?}");
     }
 
     #[test]
@@ -388,7 +408,7 @@ mod tests {
         let ring_vfs = Drop::STACKS_DROP_RINGBUF.0 + Kind::STACKS_EV_VFS.0;
         assert_eq!(cause_name(ring_vfs), "ring_buffer_full:vfs");
         assert_eq!(
-            cause_name(Drop::STACKS_DROP_BLOCK_MAP_FULL.0),
+            cause_name(Drop::STACKS_DROP_MAP_FULL.0 + Kind::STACKS_EV_BLOCK.0),
             "map_full:block"
         );
         let n = Drop::STACKS_DROP_COUNT.0 as usize;
@@ -401,7 +421,7 @@ mod tests {
             vec![(0, "ring_buffer_full:vfs".to_string(), 3)]
         );
         assert!(d.update(&[cpu0.clone(), cpu1.clone()]).is_empty());
-        cpu0[Drop::STACKS_DROP_BLOCK_MAP_FULL.0 as usize] = 1;
+        cpu0[(Drop::STACKS_DROP_MAP_FULL.0 + Kind::STACKS_EV_BLOCK.0) as usize] = 1;
         cpu0[ring_vfs as usize] = 5;
         cpu0[Drop::STACKS_DROP_END_INFERRED.0 as usize] = 4;
         cpu0[Drop::STACKS_DROP_KSTACK_CACHED.0 as usize] = 7;

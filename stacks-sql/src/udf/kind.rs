@@ -86,7 +86,7 @@ mod tests {
     #[test]
     fn sql_marker_frames_are_the_contract_constants() {
         let mut seen: Vec<String> = Vec::new();
-        for (name, sql) in BUNDLED {
+        for (name, sql) in BUNDLED.iter() {
             // The code of each line, without its `--` comment (prose has apostrophes).
             let code: Vec<&str> = sql
                 .lines()

@@ -136,7 +136,10 @@ fn json_kind(k: &Kind) -> String {
         format!("      \"value\": {}", json_str(k.value.name)),
         format!("      \"count\": {}", json_opt(k.count.map(|c| c.name))),
         format!("      \"stacks\": {}", k.stacks),
-        format!("      \"columns\": {}", json_list(k.columns)),
+        format!(
+            "      \"columns\": {}",
+            json_list(&k.columns.iter().map(|(c, _)| *c).collect::<Vec<_>>())
+        ),
         format!("      \"top\": {}", json_top(k.top.as_ref())),
         format!(
             "      \"ring\": {}",

@@ -8,12 +8,32 @@
 
 #[cfg(test)]
 mod consumers;
+
+/// Makes the registry from `CONST => Kind { … },` entries: [`ALL`], in their order, and a
+/// constant of each kind's name in [`names`] (re-exported as `crate::kind`).
+macro_rules! kinds {
+    ($($konst:ident => $kind:expr,)*) => {
+        $(const $konst: Kind = $kind;)*
+
+        /// Every kind this version knows, in the order `stacks-pprof --kind all` converts them.
+        pub const ALL: &[Kind] = &[$($konst),*];
+
+        /// The `kind` column's value of each kind of [`ALL`].
+        pub mod names {
+            $(
+                #[doc = concat!("The name of kind `", stringify!($konst), "` (lower case).")]
+                pub const $konst: &str = super::$konst.name;
+            )*
+        }
+    };
+}
+
 mod table;
 
-pub use table::{ALL, PROBE_FORMS};
+pub use table::{ALL, PROBE_FORMS, names};
 
 #[cfg(test)]
-use crate::schema::kind;
+use crate::kind;
 
 /// What a number measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,6 +151,25 @@ pub enum Sampling {
     Passes,
 }
 
+/// A cause of `lost` rows a kind counts as its own (`WHY:KIND`, `crate::lost`) besides
+/// `ring_buffer_full`, which every kind with a [`Ring`] counts. The recorder's kernel side
+/// counts each by record kind (`enum stacks_drop` in bpf/stacks.h), so a kind's cause needs no
+/// line of its own anywhere else.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Loss {
+    /// Its table of events in flight or per process was full (`map_full`).
+    MapFull,
+}
+
+impl Loss {
+    /// The cause's `WHY` part.
+    pub const fn why(self) -> &'static str {
+        match self {
+            Loss::MapFull => "map_full",
+        }
+    }
+}
+
 /// Where rows of a kind come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Source {
@@ -173,8 +212,10 @@ pub struct Kind {
     pub name: &'static str,
     /// One line saying what a row is.
     pub description: &'static str,
-    /// The nullable columns its rows fill (beyond `time` … `value`, which every row has).
-    pub columns: &'static [&'static str],
+    /// The nullable columns its rows fill (beyond `time` … `value`, which every row has), each
+    /// with what it holds on this kind's rows: docs/format.md's text after the column's own
+    /// (`crate::table::doc`); empty when the column's own text says it all.
+    pub columns: &'static [(&'static str, &'static str)],
     /// Whether its rows carry stacks (when requested).
     pub stacks: bool,
     /// The unit of `value`.
@@ -188,6 +229,8 @@ pub struct Kind {
     /// How stacks-top shows it; `None`: never shown (`lost`).
     pub top: Option<Top>,
     pub source: Source,
+    /// The causes of `lost` rows it counts besides `ring_buffer_full`.
+    pub losses: &'static [Loss],
     /// The ring buffer its records go through in stacks-record; `None`: the recorder writes
     /// its rows itself (`lost`).
     pub ring: Option<Ring>,
@@ -254,6 +297,23 @@ pub fn unit(kind: &str) -> Unit {
     get(kind).map_or(Unit::Count, |k| k.unit)
 }
 
+/// What column `c` holds, as docs/format.md says it: its own text, then what it holds on each
+/// kind's rows that says something of it ([`Kind::columns`]), in the registry's order
+/// (`` `vfs`: the file descriptor ``), `; `-separated.
+pub fn column_doc(c: &crate::table::Column) -> String {
+    let own = (!c.doc.is_empty()).then(|| c.doc.to_string());
+    let by_kind = ALL.iter().flat_map(|k| {
+        k.columns
+            .iter()
+            .filter(|(name, text)| *name == c.name && !text.is_empty())
+            .map(|(_, text)| format!("`{}`: {text}", k.name))
+    });
+    own.into_iter()
+        .chain(by_kind)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// The `profile` entry's sampling frequency when `-e` names none.
 pub const PROFILE_DEFAULT_HZ: u32 = 99;
 
@@ -266,41 +326,17 @@ mod tests {
         SampleType { name, unit }
     }
 
-    /// Every `kind::*` constant of schema.rs.
-    const SCHEMA_KINDS: &[&str] = &[
-        kind::PROFILE,
-        kind::PROBE,
-        kind::LOST,
-        kind::SWITCH,
-        kind::RSS,
-        kind::BLOCK,
-        kind::VFS,
-        kind::NET,
-        kind::STATE,
-        kind::SPAN,
-        kind::ALLOC,
-        kind::EXEC,
-        kind::FORK,
-        kind::EXIT,
-        kind::WAKE,
-        kind::URING,
-    ];
-
     #[test]
-    fn registry_and_schema_constants_name_the_same_kinds() {
-        for &k in SCHEMA_KINDS {
-            assert!(get(k).is_some(), "schema kind `{k}` is not in the registry");
-        }
-        for k in names() {
-            assert!(
-                SCHEMA_KINDS.contains(&k),
-                "registry kind `{k}` is not a schema.rs kind constant"
-            );
-        }
+    fn kinds_are_registered_once_under_their_constants() {
         let mut seen: Vec<&str> = names().collect();
         seen.sort_unstable();
         seen.dedup();
         assert_eq!(seen.len(), ALL.len(), "a kind is registered twice");
+        assert_eq!(kind::URING, "uring");
+        assert_eq!(kind::PROFILE, ALL[0].name);
+        for k in ALL {
+            assert_eq!(k.name, k.name.to_lowercase(), "kind names are lower case");
+        }
     }
 
     #[test]
@@ -308,7 +344,7 @@ mod tests {
         let fields = raw_fields();
         let row_columns: Vec<&str> = fields.iter().map(|f| f.name().as_str()).collect();
         for k in ALL {
-            for c in k.columns {
+            for (c, _) in k.columns {
                 assert!(row_columns.contains(c), "{}: no row column `{c}`", k.name);
             }
         }
@@ -319,7 +355,7 @@ mod tests {
             .skip(1);
         for c in after_stacks {
             assert!(
-                ALL.iter().any(|k| k.columns.contains(c)),
+                ALL.iter().any(|k| k.columns.iter().any(|(f, _)| f == c)),
                 "no kind fills `{c}`"
             );
         }

@@ -2,10 +2,10 @@
 //! ([`PROBE_FORMS`]). What each field means is in the types of [`super`].
 
 use super::{
-    Arg, ArgGrammar, KFUNC, Kind, Lane, ProbeForm, Ring, SampleType, Sampling, Source, Top, UFUNC,
-    Unit,
+    Arg, ArgGrammar, KFUNC, Kind, Lane, Loss, ProbeForm, Ring, SampleType, Sampling, Source, Top,
+    UFUNC, Unit,
 };
-use crate::schema::{col, kind};
+use crate::schema::col;
 
 /// The probe spellings of `-e`, each recording rows of kind `probe`.
 pub const PROBE_FORMS: [ProbeForm; 4] = [
@@ -42,10 +42,12 @@ const fn sample(name: &'static str, unit: Unit) -> SampleType {
     SampleType { name, unit }
 }
 
-/// Every kind this version knows, in the order `stacks-pprof --kind all` converts them.
-pub const ALL: &[Kind] = &[
-    Kind {
-        name: kind::PROFILE,
+// Every kind, in the order `stacks-pprof --kind all` converts them: each entry
+// `CONST => Kind { … }` makes its entry of `ALL` and the name constant `kind::CONST`
+// (`crate::kind`), so a new kind is one entry here.
+kinds! {
+    PROFILE => Kind {
+        name: "profile",
         description: "a CPU sample (perf cpu-clock); value = the sampling period",
         columns: &[],
         stacks: true,
@@ -69,13 +71,19 @@ pub const ALL: &[Kind] = &[
             }),
             help: "CPU samples (cpu-clock), value = period ns.",
         },
+        losses: &[],
         ring: Some(Ring::Samples),
         sampling: Sampling::Rate,
     },
-    Kind {
-        name: kind::SWITCH,
+    SWITCH => Kind {
+        name: "switch",
         description: "an off-CPU interval of a thread (switch-out to switch-in); value = ns off CPU",
-        columns: &[col::DURATION, col::COUNT, col::STATE, col::WAKER],
+        columns: &[
+            (col::DURATION, "off-CPU time"),
+            (col::COUNT, "the intervals a folded row stands for (those shorter than MIN)"),
+            (col::STATE, "how the thread left the CPU: `runnable` (preempted or yielded), `sleeping` (S), `uninterruptible` (D, usually IO), `idle`, `stopped`, `other`"),
+            (col::WAKER, "tid of the thread that woke it, when a wakeup by a task was seen (null: none seen, or an interrupt, softirq or timer woke it: its `wake` row says which)"),
+        ],
         stacks: true,
         unit: Unit::Nanoseconds,
         count: Some(sample("intervals", Unit::Count)),
@@ -97,14 +105,19 @@ pub const ALL: &[Kind] = &[
             }),
             help: "off-CPU intervals with the switch-out stack, state and waker.",
         },
+        losses: &[],
         ring: Some(Ring::Samples),
         sampling: Sampling::Event,
     },
-    Kind {
-        name: kind::WAKE,
+    WAKE => Kind {
+        name: "wake",
         description: "the waker of a kept off-CPU interval, at the wakeup; value = ns the \
                       woken thread had been off CPU",
-        columns: &[col::DURATION, col::COUNT, col::WAKEE],
+        columns: &[
+            (col::DURATION, ""),
+            (col::COUNT, ""),
+            (col::WAKEE, "tid of the thread it woke, whose `switch` row is the one with that `tid` whose interval holds the wakeup: `time` ≤ the wake row's `time` ≤ `time` + `duration`"),
+        ],
         stacks: true,
         unit: Unit::Nanoseconds,
         count: Some(sample("wakeups", Unit::Count)),
@@ -123,13 +136,18 @@ pub const ALL: &[Kind] = &[
                    [irq], [softirq], [timer]) and the waker's stacks then; value = ns the \
                    woken thread had waited.",
         },
+        losses: &[],
         ring: Some(Ring::Samples),
         sampling: Sampling::Event,
     },
-    Kind {
-        name: kind::RSS,
+    RSS => Kind {
+        name: "rss",
         description: "RSS growth of a process (kmem:rss_stat), sampled; value = bytes grown",
-        columns: &[col::COUNT, col::OP, col::RSS],
+        columns: &[
+            (col::COUNT, "the growth events a sampled row stands for"),
+            (col::OP, "the counter that grew, `anon`, `file`, `shmem`, `swap`"),
+            (col::RSS, "the process's resident bytes (anon + file + shmem) after the change"),
+        ],
         stacks: true,
         unit: Unit::Bytes,
         count: Some(sample("rss_events", Unit::Count)),
@@ -151,19 +169,20 @@ pub const ALL: &[Kind] = &[
             }),
             help: "RSS growth in the thread whose memory grew, value = bytes grown.",
         },
+        losses: &[Loss::MapFull],
         ring: Some(Ring::Io),
         sampling: Sampling::Event,
     },
-    Kind {
-        name: kind::BLOCK,
+    BLOCK => Kind {
+        name: "block",
         description: "a block IO request; value = bytes",
         columns: &[
-            col::DURATION,
-            col::COUNT,
-            col::OP,
-            col::DEV,
-            col::ERRNO,
-            col::SUBMITTER,
+            (col::DURATION, "issue → completion"),
+            (col::COUNT, ""),
+            (col::OP, "`read`, `write`, `flush`, `discard`, `other`"),
+            (col::DEV, "device `major:minor`"),
+            (col::ERRNO, ""),
+            (col::SUBMITTER, "for a request an io_uring worker (`iou-wrk`) issued on behalf of an io_uring request, the tid that submitted that request, recorded with `-e uring`; the row's user stack is then the submitter's at its submission (with `uring:u`), its kernel stack the worker's"),
         ],
         stacks: true,
         unit: Unit::Bytes,
@@ -181,20 +200,21 @@ pub const ALL: &[Kind] = &[
             arg: None,
             help: "block IO requests: bytes, issue-to-completion latency, submitter's stacks.",
         },
+        losses: &[Loss::MapFull],
         ring: Some(Ring::Io),
         sampling: Sampling::Event,
     },
-    Kind {
-        name: kind::VFS,
+    VFS => Kind {
+        name: "vfs",
         description: "a file read/write system call; value = bytes transferred",
         columns: &[
-            col::DURATION,
-            col::COUNT,
-            col::OP,
-            col::SYSCALL,
-            col::FD,
-            col::PATH,
-            col::ERRNO,
+            (col::DURATION, "time in the system call"),
+            (col::COUNT, "the calls the kernel aggregated"),
+            (col::OP, "`read`, `write`"),
+            (col::SYSCALL, "the system call (`read`, `pwrite64`, `writev`, `preadv2`, …)"),
+            (col::FD, "the file descriptor"),
+            (col::PATH, "the file's path, walked up from the file's dentry in BPF across mount points (absolute, as seen from the initial mount namespace; `…/`-prefixed when longer than 12 components or 128 bytes, then completed from `/proc/PID/fd` when the file is still open); `pipe:[inode]` / `socket:[inode]` for those"),
+            (col::ERRNO, "the error of a failed call (positive errno); its `value` is 0"),
         ],
         stacks: true,
         unit: Unit::Bytes,
@@ -213,19 +233,20 @@ pub const ALL: &[Kind] = &[
             help: "read/write system calls (read, write, pread64, pwrite64, readv, writev, \
                    preadv, pwritev, preadv2, pwritev2): bytes, latency, fd, path.",
         },
+        losses: &[],
         ring: Some(Ring::Io),
         sampling: Sampling::Event,
     },
-    Kind {
-        name: kind::NET,
+    NET => Kind {
+        name: "net",
         description: "a TCP/UDP send or receive; value = bytes transferred",
         columns: &[
-            col::COUNT,
-            col::OP,
-            col::PROTOCOL,
-            col::LOCAL,
-            col::REMOTE,
-            col::ERRNO,
+            (col::COUNT, "the calls the kernel aggregated"),
+            (col::OP, "`send`, `recv`"),
+            (col::PROTOCOL, "`tcp` or `udp`"),
+            (col::LOCAL, "local `addr:port` (`[addr]:port` for IPv6)"),
+            (col::REMOTE, "remote `addr:port`; null when the socket has no peer (unconnected UDP)"),
+            (col::ERRNO, "the error of a failed call (positive errno); its `value` is 0"),
         ],
         stacks: true,
         unit: Unit::Bytes,
@@ -243,20 +264,21 @@ pub const ALL: &[Kind] = &[
             arg: None,
             help: "TCP and UDP sends and receives (IPv4, IPv6): bytes, addresses.",
         },
+        losses: &[],
         ring: Some(Ring::Io),
         sampling: Sampling::Event,
     },
-    Kind {
-        name: kind::URING,
+    URING => Kind {
+        name: "uring",
         description: "an io_uring request, submission to completion; value = bytes transferred",
         columns: &[
-            col::DURATION,
-            col::COUNT,
-            col::OP,
-            col::FD,
-            col::PATH,
-            col::ERRNO,
-            col::MODE,
+            (col::DURATION, "submission → completion"),
+            (col::COUNT, ""),
+            (col::OP, "the request's opcode in lower case (`read`, `write`, `readv`, `read_fixed`, `send`, `recv`, `accept`, `fsync`, `openat`, `timeout`, …)"),
+            (col::FD, "the request's descriptor, or for a registered (fixed) file its index in the ring's table"),
+            (col::PATH, "as `vfs`'s, for the request's file at its completion"),
+            (col::ERRNO, "the error of a failed request, as its completion gave it"),
+            (col::MODE, "how the request ran: `inline` (issued in the submitting call), `async` (handed to an io-wq worker, `iou-wrk`), `poll` (armed, issued when its file was ready), `sqpoll` (submitted by the ring's SQPOLL thread, `iou-sqp`)"),
         ],
         stacks: true,
         unit: Unit::Bytes,
@@ -276,24 +298,25 @@ pub const ALL: &[Kind] = &[
                    completion: bytes, latency, errno, fd, path, how it ran (inline, async, \
                    poll, sqpoll); stacks of the submitter at submission.",
         },
+        losses: &[Loss::MapFull],
         ring: Some(Ring::Io),
         sampling: Sampling::Event,
     },
-    Kind {
-        name: kind::STATE,
+    STATE => Kind {
+        name: "state",
         description: "a thread's state at a sampling pass; value = the sampling period in ns \
                       (sum = thread-seconds)",
         columns: &[
-            col::DURATION,
-            col::COUNT,
-            col::STATE,
-            col::SYSCALL,
-            col::FD,
-            col::PATH,
-            col::PROTOCOL,
-            col::LOCAL,
-            col::REMOTE,
-            col::OFFCPU_SINCE,
+            (col::DURATION, "time in `syscall` so far, when its entry was seen"),
+            (col::COUNT, ""),
+            (col::STATE, "the same values as `switch`'s, plus `running` (on a CPU), `runnable` meaning ready but not on a CPU"),
+            (col::SYSCALL, "the system call the thread is in (any call, named as on this architecture: `clock_nanosleep`, `futex`, `read`, …), null when in none"),
+            (col::FD, "the descriptor the thread's system call is on, for calls whose first argument is one (the read/write, sync, socket, `ioctl`, `flock`, `getdents64`, `epoll_wait` families)"),
+            (col::PATH, "as `vfs`'s, for the file behind `fd`, read from the thread's fd table at the sampling pass"),
+            (col::PROTOCOL, "as `net`'s, when `fd` is a TCP/UDP socket"),
+            (col::LOCAL, "as `net`'s, when `fd` is a TCP/UDP socket"),
+            (col::REMOTE, "as `net`'s, when `fd` is a TCP/UDP socket"),
+            (col::OFFCPU_SINCE, "with `switch` recorded too, when a thread off CPU at the pass left the CPU, which is the `time` of the `switch` row of the interval it is in (and, with `wake`, the wake row that ended that interval has `time` − `duration` = this); null for a running thread, without `switch`, or for an interval that began before the recording"),
         ],
         stacks: true,
         unit: Unit::Nanoseconds,
@@ -319,13 +342,18 @@ pub const ALL: &[Kind] = &[
                    stacks; \
                    value = period ns.",
         },
+        losses: &[],
         ring: Some(Ring::Samples),
         sampling: Sampling::Passes,
     },
-    Kind {
-        name: kind::PROBE,
+    PROBE => Kind {
+        name: "probe",
         description: "hits of a probe (tracepoint, uprobe, uretprobe, USDT); value = hits",
-        columns: &[col::COUNT, col::PROBE, col::ARGS],
+        columns: &[
+            (col::COUNT, "the hits a counting probe's row stands for"),
+            (col::PROBE, "the probe as `-e` named it, without its stacks and `count` options (`tp:sched:sched_process_fork`, `uprobe:/usr/bin/app:parse`)"),
+            (col::ARGS, "the hit's arguments as 64-bit integers (pointers and unsigned values wrap): a tracepoint's fields as it passes them (as many as its BTF prototype has), a uprobe's first six integer argument registers, a uretprobe's return value, a USDT probe's arguments; null on rows of counting probes"),
+        ],
         stacks: true,
         unit: Unit::Count,
         count: None,
@@ -337,14 +365,17 @@ pub const ALL: &[Kind] = &[
             group: &[col::PROBE, col::COMM],
         }),
         source: Source::Probes(&PROBE_FORMS),
+        losses: &[],
         ring: Some(Ring::Probes),
         sampling: Sampling::Event,
     },
-    Kind {
-        name: kind::SPAN,
+    SPAN => Kind {
+        name: "span",
         description: "a thread's time in a `tracing` span, enter to exit (tracing-stacks); \
                       value = ns in the span",
-        columns: &[col::DURATION],
+        columns: &[
+            (col::DURATION, ""),
+        ],
         stacks: true,
         unit: Unit::Nanoseconds,
         count: Some(sample("span_entries", Unit::Count)),
@@ -364,14 +395,19 @@ pub const ALL: &[Kind] = &[
         },
         // The ring of the process lifecycle records: a span left just before its process
         // exits is read before the exit, which ends the spans still entered.
+        losses: &[],
         ring: Some(Ring::Samples),
         sampling: Sampling::Event,
     },
-    Kind {
-        name: kind::ALLOC,
+    ALLOC => Kind {
+        name: "alloc",
         description: "a sampled allocation (value = the bytes it stands for) or the free of a \
                       sampled pointer (value 0), from libstacks_alloc.so",
-        columns: &[col::COUNT, col::OP, col::ARGS],
+        columns: &[
+            (col::COUNT, ""),
+            (col::OP, "`alloc` (a sampled allocation) or `free` (of a sampled pointer)"),
+            (col::ARGS, "[the block's address, its size in bytes]"),
+        ],
         stacks: true,
         unit: Unit::Bytes,
         count: Some(sample("alloc_events", Unit::Count)),
@@ -399,13 +435,16 @@ pub const ALL: &[Kind] = &[
         },
         // Samples are rare by design, but a program allocating gigabytes a second at a small
         // interval can flood: never the samples ring.
+        losses: &[],
         ring: Some(Ring::Probes),
         sampling: Sampling::Event,
     },
-    Kind {
-        name: kind::EXEC,
+    EXEC => Kind {
+        name: "exec",
         description: "a traced process called exec; value = 1",
-        columns: &[col::PATH],
+        columns: &[
+            (col::PATH, "the executed file as passed to exec"),
+        ],
         stacks: false,
         unit: Unit::Count,
         count: None,
@@ -417,13 +456,16 @@ pub const ALL: &[Kind] = &[
             group: &[col::COMM, col::PATH],
         }),
         source: Source::Always,
+        losses: &[],
         ring: Some(Ring::Samples),
         sampling: Sampling::Event,
     },
-    Kind {
-        name: kind::FORK,
+    FORK => Kind {
+        name: "fork",
         description: "a traced process forked; value = 1",
-        columns: &[col::CHILD],
+        columns: &[
+            (col::CHILD, "the new process's pid"),
+        ],
         stacks: false,
         unit: Unit::Count,
         count: None,
@@ -435,13 +477,16 @@ pub const ALL: &[Kind] = &[
             group: &[col::COMM],
         }),
         source: Source::Always,
+        losses: &[],
         ring: Some(Ring::Samples),
         sampling: Sampling::Event,
     },
-    Kind {
-        name: kind::EXIT,
+    EXIT => Kind {
+        name: "exit",
         description: "a traced process exited; value = 1",
-        columns: &[col::EXIT_CODE],
+        columns: &[
+            (col::EXIT_CODE, "the exit status in wait(2) encoding"),
+        ],
         stacks: false,
         unit: Unit::Count,
         count: None,
@@ -453,13 +498,16 @@ pub const ALL: &[Kind] = &[
             group: &[col::COMM, col::EXIT_CODE],
         }),
         source: Source::Always,
+        losses: &[],
         ring: Some(Ring::Samples),
         sampling: Sampling::Event,
     },
-    Kind {
-        name: kind::LOST,
+    LOST => Kind {
+        name: "lost",
         description: "events the kernel side could not deliver, per CPU and cause; value = how many",
-        columns: &[col::CAUSE],
+        columns: &[
+            (col::CAUSE, "why the events were not delivered, `WHY:KIND` (see the `lost` kind below)"),
+        ],
         stacks: false,
         unit: Unit::Count,
         count: None,
@@ -467,7 +515,8 @@ pub const ALL: &[Kind] = &[
         lane: Lane::Lost,
         top: None,
         source: Source::Recorder,
+        losses: &[],
         ring: None,
         sampling: Sampling::Event,
     },
-];
+}
