@@ -13,6 +13,8 @@
 
 pub mod cli;
 mod convert;
+pub mod decode;
+pub mod listen;
 pub mod push;
 pub mod semconv;
 
