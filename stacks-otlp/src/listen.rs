@@ -34,6 +34,9 @@ pub const HTTP_PATH: &str = "/v1development/profiles";
 pub const GRPC_PATH: &str =
     "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export";
 
+/// How long requests under way may take to finish once asked to stop.
+const GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Rows of one written batch at most (a large request is written in several).
 const BATCH_ROWS: usize = 65_536;
 
@@ -400,26 +403,39 @@ pub fn serve(
             .route(GRPC_PATH, post(grpc_export))
             .with_state(shared);
         let stop = Arc::clone(&stop);
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
+        let signalled = Arc::new(Notify::new());
+        let graceful = {
+            let signalled = Arc::clone(&signalled);
+            axum::serve(listener, app).with_graceful_shutdown(async move {
                 use tokio::signal::unix::{SignalKind, signal};
-                let (Ok(mut int), Ok(mut term)) =
-                    (signal(SignalKind::interrupt()), signal(SignalKind::terminate()))
-                else {
-                    stop.notified().await;
-                    return;
-                };
-                tokio::select! {
-                    _ = int.recv() => {}
-                    _ = term.recv() => {}
-                    _ = stop.notified() => {}
+                match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
+                    (Ok(mut int), Ok(mut term)) => {
+                        tokio::select! {
+                            _ = int.recv() => {}
+                            _ = term.recv() => {}
+                            _ = stop.notified() => {}
+                        }
+                    }
+                    _ => stop.notified().await,
                 }
+                signalled.notify_one();
             })
-            .await
-            .context("serving")?;
+        };
+        // Requests under way get GRACE to finish; a client that keeps its connection open
+        // past that does not hold the stream back.
+        tokio::select! {
+            served = graceful => served.context("serving")?,
+            _ = async {
+                signalled.notified().await;
+                tokio::time::sleep(GRACE).await;
+            } => eprintln!(
+                "stacks-otlp: connections still open {} s after the signal: closed",
+                GRACE.as_secs()
+            ),
+        }
         Ok(())
     });
-    // Every handler (and its sender) is gone once the server returned: the writer ends.
+    // Every handler (and its sender) is gone once the runtime is: the writer ends.
     drop(runtime);
     let written = writer
         .join()

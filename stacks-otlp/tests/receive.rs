@@ -385,6 +385,8 @@ fn the_receiver_takes_http_gzip_and_grpc_and_refuses_malformed_requests() {
         assert_eq!(status.code(), tonic::Code::InvalidArgument);
         assert!(status.message().contains("stack_index 1000"), "{status:?}");
     });
+    // The client's connection closes with its runtime.
+    drop(runtime);
 
     // Malformed: truncated, wrong type, index out of range, a bad gzip body.
     let (code, why) = post(port, &request[..request.len() / 2], "application/x-protobuf", None);
