@@ -19,6 +19,7 @@
 //! the spec's shapes, is refused whole with a [`Malformed`] naming the field.
 
 use std::collections::HashMap;
+use std::fmt::{self, Display};
 use std::sync::Arc;
 
 use arrow_array::builder::{
@@ -96,7 +97,7 @@ impl Malformed {
     }
 }
 
-fn index_error(what: &str, index: i64, table: &str, len: usize) -> Malformed {
+fn index_error(what: &dyn Display, index: i64, table: &str, len: usize) -> Malformed {
     Malformed::new(
         Cause::Index,
         format!("{what} {index} is outside {table} ({len} entries)"),
@@ -348,7 +349,7 @@ impl<'a> Dictionary<'a> {
         }
     }
 
-    fn str(&self, i: i32, what: &str) -> Result<&'a str, Malformed> {
+    fn str(&self, i: i32, what: &dyn Display) -> Result<&'a str, Malformed> {
         usize::try_from(i)
             .ok()
             .and_then(|u| self.d.string_table.get(u))
@@ -356,7 +357,7 @@ impl<'a> Dictionary<'a> {
             .ok_or_else(|| index_error(what, i.into(), "string_table", self.d.string_table.len()))
     }
 
-    fn attribute(&self, i: i32, what: &str) -> Result<&'a otlp::KeyValueAndUnit, Malformed> {
+    fn attribute(&self, i: i32, what: &dyn Display) -> Result<&'a otlp::KeyValueAndUnit, Malformed> {
         usize::try_from(i)
             .ok()
             .and_then(|u| self.d.attribute_table.get(u))
@@ -375,7 +376,7 @@ impl<'a> Dictionary<'a> {
         &self,
         indices: &[i32],
         key: Option<i32>,
-        what: &str,
+        what: &dyn Display,
     ) -> Result<Option<&'a str>, Malformed> {
         let Some(key) = key else { return Ok(None) };
         for &i in indices {
@@ -402,13 +403,13 @@ impl<'a> Dictionary<'a> {
 
     fn make_location(&self, i: i32) -> Result<Vec<Frame>, Malformed> {
         let d = self.d;
-        let what = format!("location_table[{i}]");
+        let what = format_args!("location_table[{i}]");
         let l = usize::try_from(i)
             .ok()
             .and_then(|u| d.location_table.get(u))
             .ok_or_else(|| {
                 index_error(
-                    "a stack's location index",
+                    &"a stack's location index",
                     i.into(),
                     "location_table",
                     d.location_table.len(),
@@ -422,7 +423,7 @@ impl<'a> Dictionary<'a> {
                     .and_then(|u| d.mapping_table.get(u))
                     .ok_or_else(|| {
                         index_error(
-                            &format!("{what}.mapping_index"),
+                            &format_args!("{what}.mapping_index"),
                             m.into(),
                             "mapping_table",
                             d.mapping_table.len(),
@@ -433,18 +434,18 @@ impl<'a> Dictionary<'a> {
         let frame_type = self.attribute_str(
             &l.attribute_indices,
             self.frame_type_key,
-            &format!("{what}.attribute_indices"),
+            &format_args!("{what}.attribute_indices"),
         )?;
         let (module, build_id) = match mapping {
             Some(m) => {
                 let name = self.str(
                     m.filename_strindex,
-                    &format!("mapping_table[{}].filename_strindex", l.mapping_index),
+                    &format_args!("mapping_table[{}].filename_strindex", l.mapping_index),
                 )?;
                 let build_id = self.attribute_str(
                     &m.attribute_indices,
                     self.build_id_key,
-                    &format!("mapping_table[{}].attribute_indices", l.mapping_index),
+                    &format_args!("mapping_table[{}].attribute_indices", l.mapping_index),
                 )?;
                 (
                     Some(name).filter(|n| !n.is_empty()),
@@ -493,19 +494,19 @@ impl<'a> Dictionary<'a> {
                 .and_then(|u| d.function_table.get(u))
                 .ok_or_else(|| {
                     index_error(
-                        &format!("{what}.lines[{n}].function_index"),
+                        &format_args!("{what}.lines[{n}].function_index"),
                         line.function_index.into(),
                         "function_table",
                         d.function_table.len(),
                     )
                 })?;
-            let fwhat = format!("function_table[{}]", line.function_index);
-            let name = self.str(f.name_strindex, &format!("{fwhat}.name_strindex"))?;
+            let fwhat = line.function_index;
+            let name = self.str(f.name_strindex, &format_args!("function_table[{fwhat}].name_strindex"))?;
             let system = self.str(
                 f.system_name_strindex,
-                &format!("{fwhat}.system_name_strindex"),
+                &format_args!("function_table[{fwhat}].system_name_strindex"),
             )?;
-            let file = self.str(f.filename_strindex, &format!("{fwhat}.filename_strindex"))?;
+            let file = self.str(f.filename_strindex, &format_args!("function_table[{fwhat}].filename_strindex"))?;
             let positive = |v: i64| u32::try_from(v).ok().filter(|&v| v > 0);
             frames.push(Frame {
                 function: Some(name).filter(|s| !s.is_empty()).map(str::to_string),
@@ -534,7 +535,7 @@ impl<'a> Dictionary<'a> {
             .and_then(|u| d.stack_table.get(u))
             .ok_or_else(|| {
                 index_error(
-                    "a sample's stack_index",
+                    &"a sample's stack_index",
                     i.into(),
                     "stack_table",
                     d.stack_table.len(),
@@ -559,6 +560,28 @@ impl<'a> Dictionary<'a> {
         };
         self.stacks.insert(i, key);
         Ok(key)
+    }
+}
+
+/// Where in a request a profile or sample is, written out only for an error.
+#[derive(Debug, Clone, Copy)]
+struct Path {
+    r: usize,
+    s: usize,
+    p: Option<usize>,
+    i: Option<usize>,
+}
+
+impl Display for Path {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "resource_profiles[{}].scope_profiles[{}]", self.r, self.s)?;
+        if let Some(p) = self.p {
+            write!(f, ".profiles[{p}]")?;
+        }
+        if let Some(i) = self.i {
+            write!(f, ".samples[{i}]")?;
+        }
+        Ok(())
     }
 }
 
@@ -594,7 +617,7 @@ fn role(name: &str, unit: &str) -> Role {
 fn events(
     s: &otlp::Sample,
     profile_time: u64,
-    what: &str,
+    what: &dyn Display,
 ) -> Result<Vec<(u64, i64)>, Malformed> {
     match (s.values.len(), s.timestamps_unix_nano.len()) {
         (0, 0) => Err(Malformed::new(
@@ -741,22 +764,22 @@ pub fn decode(
             })
             .collect();
         for (s, sp) in rp.scope_profiles.iter().enumerate() {
-            let what = format!("resource_profiles[{r}].scope_profiles[{s}]");
+            let what = Path { r, s, p: None, i: None };
             let types: Vec<Role> = sp
                 .profiles
                 .iter()
                 .enumerate()
                 .map(|(p, profile)| {
                     let t = profile.sample_type.unwrap_or_default();
-                    let pw = format!("{what}.profiles[{p}].sample_type");
+                    let pw = Path { p: Some(p), ..what };
                     Ok(role(
-                        dict.str(t.type_strindex, &format!("{pw}.type_strindex"))?,
-                        dict.str(t.unit_strindex, &format!("{pw}.unit_strindex"))?,
+                        dict.str(t.type_strindex, &format_args!("{pw}.sample_type.type_strindex"))?,
+                        dict.str(t.unit_strindex, &format_args!("{pw}.sample_type.unit_strindex"))?,
                     ))
                 })
                 .collect::<Result<_, Malformed>>()?;
             for (p, profile) in sp.profiles.iter().enumerate() {
-                let pw = format!("{what}.profiles[{p}]");
+                let pw = Path { p: Some(p), ..what };
                 let (kind, counts) = match &types[p] {
                     Role::Value(k) => {
                         // The kind's count profile in this scope, if any.
@@ -784,20 +807,20 @@ pub fn decode(
                     .then_some(profile.period)
                     .filter(|&p| p > 0);
                 for (i, sample) in profile.samples.iter().enumerate() {
-                    let sw = format!("{pw}.samples[{i}]");
+                    let sw = Path { i: Some(i), ..pw };
                     let stack = dict.stack(sample.stack_index)?;
                     rows.current.iter_mut().for_each(|v| *v = None);
                     for (c, v) in &resource {
                         rows.current[*c] = Some(v.clone());
                     }
                     for &a in &sample.attribute_indices {
-                        let kv = dict.attribute(a, &format!("{sw}.attribute_indices"))?;
+                        let kv = dict.attribute(a, &format_args!("{sw}.attribute_indices"))?;
                         let c = match columns_of_keys.get(&kv.key_strindex) {
                             Some(&c) => c,
                             None => {
                                 let key = dict.str(
                                     kv.key_strindex,
-                                    &format!("attribute_table[{a}].key_strindex"),
+                                    &format_args!("attribute_table[{a}].key_strindex"),
                                 )?;
                                 let c = column_of(key, &rows.by_name);
                                 columns_of_keys.insert(kv.key_strindex, c);
@@ -814,7 +837,7 @@ pub fn decode(
                             .and_then(|u| d.link_table.get(u))
                             .ok_or_else(|| {
                                 index_error(
-                                    &format!("{sw}.link_index"),
+                                    &format_args!("{sw}.link_index"),
                                     sample.link_index.into(),
                                     "link_table",
                                     d.link_table.len(),

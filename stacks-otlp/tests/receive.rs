@@ -415,3 +415,77 @@ fn the_receiver_takes_http_gzip_and_grpc_and_refuses_malformed_requests() {
     let rows = read_rows(&std::fs::read(&out).unwrap());
     assert_foreign_rows(&rows, &expected, 3);
 }
+
+/// Rows of a stream file, counted.
+fn count_rows(path: &Path) -> usize {
+    read_rows(&std::fs::read(path).unwrap())
+        .iter()
+        .map(RecordBatch::num_rows)
+        .sum()
+}
+
+#[test]
+fn the_receiver_under_load_keeps_every_event_in_flat_memory() {
+    const RATE: f64 = 20_000.0;
+    const SECONDS: f64 = 30.0;
+    let dir = scratch("load");
+    // The exporter's request of a few thousand events of every kind, sent again and again.
+    let events: Vec<_> = (0..200).flat_map(|_| every_kind()).collect();
+    let request = dir.join("request.otlp");
+    std::fs::write(&request, otlp(&["--kind", "all"], &events_stream(&events))).unwrap();
+    let out = dir.join("rows.arrow");
+    let receiver = Receiver::start(&out);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/load.py");
+    let load = Command::new("python3")
+        .arg(script)
+        .arg(format!(
+            "http://127.0.0.1:{}/v1development/profiles",
+            receiver.port
+        ))
+        .arg(&request)
+        .arg(RATE.to_string())
+        .arg(SECONDS.to_string())
+        .arg(receiver.child.id().to_string())
+        .output()
+        .expect("python3");
+    assert!(
+        load.status.success(),
+        "load.py: {}",
+        String::from_utf8_lossy(&load.stderr)
+    );
+    let load: serde_json::Value = serde_json::from_slice(&load.stdout).unwrap();
+    let (status, err) = receiver.stop();
+    assert!(status.success(), "{err}");
+    let sent = load["events"].as_u64().unwrap();
+    let wall = load["wall"].as_f64().unwrap();
+    assert_eq!(load["failed"], 0, "{load}");
+    // The rate was kept (the generator paces itself; a slow receiver slows it down).
+    assert!(
+        sent as f64 >= 0.9 * RATE * SECONDS,
+        "{sent} events in {wall:.1} s: the receiver did not keep {RATE} events/s"
+    );
+    // Every event answered 200 is in the stream, once.
+    assert_eq!(count_rows(&out) as u64, sent, "{err}");
+    // Memory: after the first 5 s, the resident set does not grow (within 16 MiB and 20%).
+    let memory: Vec<(f64, f64)> = load["memory"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m[0].as_f64().unwrap(), m[1].as_f64().unwrap()))
+        .collect();
+    let peak = |from: f64, to: f64| {
+        memory
+            .iter()
+            .filter(|(t, _)| *t >= from && *t < to)
+            .map(|(_, r)| *r)
+            .fold(0.0, f64::max)
+    };
+    let (early, late) = (peak(5.0, 15.0), peak(15.0, SECONDS + 1.0));
+    assert!(early > 0.0, "{memory:?}");
+    assert!(
+        late <= early * 1.2 + 16.0 * 1048576.0,
+        "RSS grew from {:.1} MiB (5-15 s) to {:.1} MiB (15-30 s): {memory:?}",
+        early / 1048576.0,
+        late / 1048576.0
+    );
+}
