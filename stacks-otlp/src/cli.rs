@@ -1,5 +1,6 @@
 //! The `stacks-otlp` command line: read a stream from stdin or a file, write the serialized
-//! export request to stdout (never a terminal) or `-o FILE`, or push it to a receiver.
+//! export request to stdout (never a terminal) or `-o FILE`, or push it to a receiver; or be a
+//! receiver (`--listen`), or decode a request (`--decode`), writing rows.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -23,6 +24,9 @@ use crate::{Options, batches, convert, encode, write_request};
 /// as stacks-pprof names them); each sample keeps one timestamp and one value per row. Host,
 /// pid, process name and container become resource attributes; tid, thread, cpu, cgroup, span
 /// name and other string columns sample attributes; trace_id and span_id a link.
+///
+/// With --listen, a receiver instead (OTLP/HTTP and gRPC), writing what arrives as symbolized
+/// rows; with --decode, a request read back into rows.
 #[derive(Debug, Parser)]
 #[command(name = "stacks-otlp", version)]
 pub struct Args {

@@ -114,7 +114,10 @@ pub fn schema() -> SchemaRef {
         env!("CARGO_PKG_VERSION"),
         stage::SYMBOLIZED,
     );
-    md.insert(meta::SCHEMA_VERSION.into(), stacks_stream::SCHEMA_VERSION.into());
+    md.insert(
+        meta::SCHEMA_VERSION.into(),
+        stacks_stream::SCHEMA_VERSION.into(),
+    );
     Arc::new(stacks_stream::symbolized_schema(md))
 }
 
@@ -286,8 +289,16 @@ impl StackColumn {
         let columns: Vec<ArrayRef> = vec![
             strs(|x| x.function.as_deref()),
             strs(|x| x.file.as_deref()),
-            Arc::new(f.iter().map(|x| x.line).collect::<arrow_array::UInt32Array>()),
-            Arc::new(f.iter().map(|x| x.column).collect::<arrow_array::UInt32Array>()),
+            Arc::new(
+                f.iter()
+                    .map(|x| x.line)
+                    .collect::<arrow_array::UInt32Array>(),
+            ),
+            Arc::new(
+                f.iter()
+                    .map(|x| x.column)
+                    .collect::<arrow_array::UInt32Array>(),
+            ),
             Arc::new(arrow_array::BooleanArray::from_iter(
                 f.iter().map(|x| Some(x.inlined)),
             )),
@@ -296,7 +307,11 @@ impl StackColumn {
             )),
             strs(|x| x.module.as_deref()),
             strs(|x| x.build_id.as_deref()),
-            Arc::new(f.iter().map(|x| x.offset).collect::<arrow_array::UInt64Array>()),
+            Arc::new(
+                f.iter()
+                    .map(|x| x.offset)
+                    .collect::<arrow_array::UInt64Array>(),
+            ),
             Arc::new(
                 f.iter()
                     .map(|x| Some(x.addr))
@@ -357,7 +372,11 @@ impl<'a> Dictionary<'a> {
             .ok_or_else(|| index_error(what, i.into(), "string_table", self.d.string_table.len()))
     }
 
-    fn attribute(&self, i: i32, what: &dyn Display) -> Result<&'a otlp::KeyValueAndUnit, Malformed> {
+    fn attribute(
+        &self,
+        i: i32,
+        what: &dyn Display,
+    ) -> Result<&'a otlp::KeyValueAndUnit, Malformed> {
         usize::try_from(i)
             .ok()
             .and_then(|u| self.d.attribute_table.get(u))
@@ -501,12 +520,18 @@ impl<'a> Dictionary<'a> {
                     )
                 })?;
             let fwhat = line.function_index;
-            let name = self.str(f.name_strindex, &format_args!("function_table[{fwhat}].name_strindex"))?;
+            let name = self.str(
+                f.name_strindex,
+                &format_args!("function_table[{fwhat}].name_strindex"),
+            )?;
             let system = self.str(
                 f.system_name_strindex,
                 &format_args!("function_table[{fwhat}].system_name_strindex"),
             )?;
-            let file = self.str(f.filename_strindex, &format_args!("function_table[{fwhat}].filename_strindex"))?;
+            let file = self.str(
+                f.filename_strindex,
+                &format_args!("function_table[{fwhat}].filename_strindex"),
+            )?;
             let positive = |v: i64| u32::try_from(v).ok().filter(|&v| v > 0);
             frames.push(Frame {
                 function: Some(name).filter(|s| !s.is_empty()).map(str::to_string),
@@ -574,7 +599,11 @@ struct Path {
 
 impl Display for Path {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "resource_profiles[{}].scope_profiles[{}]", self.r, self.s)?;
+        write!(
+            f,
+            "resource_profiles[{}].scope_profiles[{}]",
+            self.r, self.s
+        )?;
         if let Some(p) = self.p {
             write!(f, ".profiles[{p}]")?;
         }
@@ -726,7 +755,8 @@ impl Rows {
 
 /// Defaults of the non-nullable row columns an attribute may not give.
 fn fill_required(current: &mut [Option<Val>], by_name: &HashMap<String, usize>) {
-    let get = |current: &[Option<Val>], name: &str| by_name.get(name).and_then(|&i| current[i].clone());
+    let get =
+        |current: &[Option<Val>], name: &str| by_name.get(name).and_then(|&i| current[i].clone());
     let set_default = |current: &mut [Option<Val>], name: &str, v: Val| {
         if let Some(&i) = by_name.get(name)
             && current[i].is_none()
@@ -764,7 +794,12 @@ pub fn decode(
             })
             .collect();
         for (s, sp) in rp.scope_profiles.iter().enumerate() {
-            let what = Path { r, s, p: None, i: None };
+            let what = Path {
+                r,
+                s,
+                p: None,
+                i: None,
+            };
             let types: Vec<Role> = sp
                 .profiles
                 .iter()
@@ -773,8 +808,14 @@ pub fn decode(
                     let t = profile.sample_type.unwrap_or_default();
                     let pw = Path { p: Some(p), ..what };
                     Ok(role(
-                        dict.str(t.type_strindex, &format_args!("{pw}.sample_type.type_strindex"))?,
-                        dict.str(t.unit_strindex, &format_args!("{pw}.sample_type.unit_strindex"))?,
+                        dict.str(
+                            t.type_strindex,
+                            &format_args!("{pw}.sample_type.type_strindex"),
+                        )?,
+                        dict.str(
+                            t.unit_strindex,
+                            &format_args!("{pw}.sample_type.unit_strindex"),
+                        )?,
                     ))
                 })
                 .collect::<Result<_, Malformed>>()?;

@@ -218,9 +218,7 @@ fn folded(b: &RecordBatch) -> Vec<String> {
             let frames = stacks.value(r);
             let f = frames.as_struct();
             let names = f.column_by_name("function").unwrap().as_string::<i32>();
-            let mut v: Vec<String> = (0..f.len())
-                .map(|i| names.value(i).to_string())
-                .collect();
+            let mut v: Vec<String> = (0..f.len()).map(|i| names.value(i).to_string()).collect();
             v.reverse();
             v.join(";")
         })
@@ -275,7 +273,10 @@ fn cpu_value_with_its_count_in_every_shape() {
     let f = first.as_struct();
     let inlined = f.column_by_name("inlined").unwrap().as_boolean();
     assert!(inlined.value(0) && !inlined.value(1) && !inlined.value(2));
-    let offset = f.column_by_name("offset").unwrap().as_primitive::<UInt64Type>();
+    let offset = f
+        .column_by_name("offset")
+        .unwrap()
+        .as_primitive::<UInt64Type>();
     assert_eq!(offset.value(0), 0x234);
     let third = stacks.value(2);
     let k = third.as_struct();
@@ -366,7 +367,10 @@ fn malformed_requests_name_the_field() {
     profile(&mut r).samples[0].stack_index = 9;
     let e = refused(r);
     assert_eq!(e.cause, Cause::Index);
-    assert!(e.detail.contains("stack_index 9 is outside stack_table"), "{e}");
+    assert!(
+        e.detail.contains("stack_index 9 is outside stack_table"),
+        "{e}"
+    );
 
     let mut r = good();
     r.dictionary.as_mut().unwrap().stack_table[1].location_indices[0] = 77;
@@ -379,7 +383,11 @@ fn malformed_requests_name_the_field() {
 
     let mut r = good();
     r.dictionary.as_mut().unwrap().function_table[1].name_strindex = 500;
-    assert!(refused(r).detail.contains("function_table[1].name_strindex 500"));
+    assert!(
+        refused(r)
+            .detail
+            .contains("function_table[1].name_strindex 500")
+    );
 
     let mut r = good();
     profile(&mut r).samples[0].attribute_indices = vec![99];

@@ -408,7 +408,10 @@ pub fn serve(
             let signalled = Arc::clone(&signalled);
             axum::serve(listener, app).with_graceful_shutdown(async move {
                 use tokio::signal::unix::{SignalKind, signal};
-                match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
+                match (
+                    signal(SignalKind::interrupt()),
+                    signal(SignalKind::terminate()),
+                ) {
                     (Ok(mut int), Ok(mut term)) => {
                         tokio::select! {
                             _ = int.recv() => {}

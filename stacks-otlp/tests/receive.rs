@@ -116,13 +116,21 @@ fn every_kind_round_trips_to_the_same_folded_stacks_and_totals() {
         std::io::Write::write_all(&mut e, &request).unwrap();
         e.finish().unwrap()
     };
-    assert_eq!(otlp(&["--decode"], &gz), back, "gzipped or not, the same rows");
+    assert_eq!(
+        otlp(&["--decode"], &gz),
+        back,
+        "gzipped or not, the same rows"
+    );
     let otlp_sums = otlp_totals(&request);
     let mut checked = 0;
     for k in stacks_stream::kinds::ALL {
         let before = pprof_folded(&stream, Some(k.name));
         let after = pprof_folded(&back, Some(k.name));
-        assert_eq!(before, after, "kind {}: folded stacks per sample type", k.name);
+        assert_eq!(
+            before, after,
+            "kind {}: folded stacks per sample type",
+            k.name
+        );
         for (sample_type, folded) in &before {
             let total: i64 = folded.values().sum();
             if total == 0 {
@@ -169,7 +177,10 @@ fn by_thread_and_stack(batches: &[RecordBatch]) -> HashMap<String, (i64, i64)> {
             col("pid").as_primitive::<Int32Type>(),
             col("tid").as_primitive::<Int32Type>(),
         );
-        let (comm, thread) = (col("comm").as_string::<i32>(), col("thread").as_string::<i32>());
+        let (comm, thread) = (
+            col("comm").as_string::<i32>(),
+            col("thread").as_string::<i32>(),
+        );
         let value = col("value").as_primitive::<Int64Type>();
         let kind = col("kind").as_string::<i32>();
         let stacks = col("stack").as_list::<i32>();
@@ -252,7 +263,10 @@ fn another_senders_request_becomes_its_rows() {
         let b = f.column_by_name("build_id").unwrap().as_string::<i32>();
         for j in 0..f.len() {
             let name = names.value(j);
-            assert_eq!(k.value(j), name == "ksys_read" || name == "entry_SYSCALL_64");
+            assert_eq!(
+                k.value(j),
+                name == "ksys_read" || name == "entry_SYSCALL_64"
+            );
             assert_eq!(i.value(j), name == "parse", "{name}");
             kernel += k.value(j) as usize;
             inlined += i.value(j) as usize;
@@ -358,12 +372,15 @@ fn the_receiver_takes_http_gzip_and_grpc_and_refuses_malformed_requests() {
     let receiver = Receiver::start(&out);
     let port = receiver.port;
 
+    assert_eq!(post(port, &request, "application/x-protobuf", None).0, 200);
     assert_eq!(
-        post(port, &request, "application/x-protobuf", None).0,
-        200
-    );
-    assert_eq!(
-        post(port, &gzip(&request), "application/x-protobuf", Some("gzip")).0,
+        post(
+            port,
+            &gzip(&request),
+            "application/x-protobuf",
+            Some("gzip")
+        )
+        .0,
         200
     );
     // gRPC, gzipped, by tonic's generated client.
@@ -389,9 +406,17 @@ fn the_receiver_takes_http_gzip_and_grpc_and_refuses_malformed_requests() {
     drop(runtime);
 
     // Malformed: truncated, wrong type, index out of range, a bad gzip body.
-    let (code, why) = post(port, &request[..request.len() / 2], "application/x-protobuf", None);
+    let (code, why) = post(
+        port,
+        &request[..request.len() / 2],
+        "application/x-protobuf",
+        None,
+    );
     assert_eq!(code, 400);
-    assert!(why.contains("not an OTLP ExportProfilesServiceRequest"), "{why}");
+    assert!(
+        why.contains("not an OTLP ExportProfilesServiceRequest"),
+        "{why}"
+    );
     let (code, why) = post(port, &request, "application/json", None);
     assert_eq!(code, 415);
     assert!(why.contains("application/json"), "{why}");
@@ -399,7 +424,10 @@ fn the_receiver_takes_http_gzip_and_grpc_and_refuses_malformed_requests() {
     bad.dictionary.as_mut().unwrap().stack_table[1].location_indices[0] = 99;
     let (code, why) = post(port, &bad.encode_to_vec(), "application/x-protobuf", None);
     assert_eq!(code, 400);
-    assert!(why.contains("location index 99 is outside location_table"), "{why}");
+    assert!(
+        why.contains("location index 99 is outside location_table"),
+        "{why}"
+    );
     let (code, why) = post(port, b"not gzip", "application/x-protobuf", Some("gzip"));
     assert_eq!(code, 400);
     assert!(why.contains("gzip"), "{why}");
