@@ -186,6 +186,116 @@ fn recording_decodes_and_agrees_with_rows_and_pprof() {
     }
 }
 
+/// Folded stacks of `stacks-pprof --format folded ARGS` over `input`, sorted.
+fn folded(input: &Path, args: &str) -> Vec<String> {
+    let out = sh(&format!(
+        "stacks-pprof --format folded {args} {}",
+        input.display()
+    ));
+    check(&out, "stacks-pprof --format folded");
+    let mut lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    lines.sort();
+    lines
+}
+
+#[test]
+fn a_query_and_a_store_round_trip_through_otlp() {
+    if !bpf_available("a_query_and_a_store_round_trip_through_otlp") {
+        return;
+    }
+    let _serial = bpf_serial();
+    let dir = scratch("otlp-round-trip");
+    let data = dir.join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let (rows, store) = (dir.join("rows.arrow"), dir.join("store"));
+    let rec = sh(&format!(
+        "stacks-record -e profile:uk:499,switch:uk,vfs:u -- \
+         stacks-workload mixed --dir {data} --seconds 2 | stacks-symbolize > {rows} && \
+         stacks-pack {store} < {rows}",
+        data = data.display(),
+        rows = rows.display(),
+        store = store.display()
+    ));
+    check(&rec, "record | symbolize, pack");
+
+    // stacks-query … | stacks-otlp | stacks-otlp --decode: the query's folded stacks and totals.
+    let (cpu, back) = (dir.join("cpu.arrow"), dir.join("cpu.back.arrow"));
+    let q = sh(&format!(
+        "stacks-query -d {store} cpu --format arrow > {cpu} && \
+         stacks-otlp {cpu} | stacks-otlp --decode > {back}",
+        store = store.display(),
+        cpu = cpu.display(),
+        back = back.display()
+    ));
+    check(&q, "stacks-query cpu | stacks-otlp | stacks-otlp --decode");
+    let before = folded(&cpu, "");
+    assert!(before.len() > 5, "{before:?}");
+    assert_eq!(before, folded(&back, ""), "the cpu query's folded stacks");
+
+    // The rows pushed to the receiver, packed into a store: the same store, query by query.
+    let received = dir.join("received");
+    let err = dir.join("listen.err");
+    let mut listen = std::process::Command::new(bin("stacks-otlp"))
+        .args(["--listen", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    let mut pack = std::process::Command::new(bin("stacks-pack"))
+        .arg(&received)
+        .stdin(listen.stdout.take().unwrap())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let port = (0..200)
+        .find_map(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            let text = std::fs::read_to_string(&err).unwrap_or_default();
+            text.split("127.0.0.1:")
+                .nth(1)
+                .and_then(|r| r.split(':').next())
+                .and_then(|p| p.parse::<u16>().ok())
+        })
+        .expect("the receiver's port");
+    let push = sh(&format!(
+        "stacks-otlp --kind all {rows} --endpoint http://127.0.0.1:{port} --gzip",
+        rows = rows.display()
+    ));
+    check(&push, "stacks-otlp --endpoint to the receiver");
+    let kill = std::process::Command::new("kill")
+        .args(["-TERM", &listen.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let listened = listen.wait().unwrap();
+    let packed = pack.wait().unwrap();
+    let log = std::fs::read_to_string(&err).unwrap_or_default();
+    assert!(listened.success() && packed.success(), "{log}");
+    assert!(
+        log.contains("received 1 requests") && log.contains("refused 0"),
+        "{log}"
+    );
+    for query in ["cpu", "offcpu"] {
+        let (a, b) = (
+            dir.join(format!("{query}.a")),
+            dir.join(format!("{query}.b")),
+        );
+        let q = sh(&format!(
+            "stacks-query -d {store} {query} --format arrow > {a} && \
+             stacks-query -d {received} {query} --format arrow > {b}",
+            store = store.display(),
+            received = received.display(),
+            a = a.display(),
+            b = b.display()
+        ));
+        check(&q, query);
+        assert_eq!(folded(&a, ""), folded(&b, ""), "{query} over both stores");
+    }
+}
+
 #[test]
 fn a_stream_without_stacks_is_refused_naming_the_column() {
     let input = stacks_tests::stream_bytes(

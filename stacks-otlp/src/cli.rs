@@ -1,14 +1,18 @@
 //! The `stacks-otlp` command line: read a stream from stdin or a file, write the serialized
-//! export request to stdout (never a terminal) or `-o FILE`, or push it to a receiver.
+//! export request to stdout (never a terminal) or `-o FILE`, or push it to a receiver; or be a
+//! receiver (`--listen`), or decode a request (`--decode`), writing rows.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::bail;
+use std::io::Read;
+
+use anyhow::{Context, bail};
 use clap::Parser;
 use opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfilesServiceRequest;
 use stacks_stream::io::{open_text_sink, stdout_sink};
 
+use crate::listen::Listen;
 use crate::push::Push;
 use crate::{Options, batches, convert, encode, write_request};
 
@@ -20,6 +24,9 @@ use crate::{Options, batches, convert, encode, write_request};
 /// as stacks-pprof names them); each sample keeps one timestamp and one value per row. Host,
 /// pid, process name and container become resource attributes; tid, thread, cpu, cgroup, span
 /// name and other string columns sample attributes; trace_id and span_id a link.
+///
+/// With --listen, a receiver instead (OTLP/HTTP and gRPC), writing what arrives as symbolized
+/// rows; with --decode, a request read back into rows.
 #[derive(Debug, Parser)]
 #[command(name = "stacks-otlp", version)]
 pub struct Args {
@@ -62,9 +69,23 @@ pub struct Args {
     pub gzip: bool,
 
     /// The largest request sent to --endpoint, in bytes before compression (the Collector's
-    /// OTLP/HTTP receiver takes 20 MiB by default) [default: 16 MiB].
+    /// OTLP/HTTP receiver takes 20 MiB by default) [default: 16 MiB]; with --listen, the
+    /// largest request taken, after inflating [default: 64 MiB].
     #[arg(long, value_name = "BYTES")]
     pub max_request_bytes: Option<usize>,
+
+    /// Receive profiles instead: serve OTLP/HTTP (`POST /v1development/profiles`, protobuf,
+    /// gzip) and OTLP/gRPC (`ProfilesService/Export`) on ADDR (e.g. 127.0.0.1:4318; port 0
+    /// picks one, printed on stderr) and write what arrives as symbolized rows, one per event
+    /// (a kind per sample type: `profile` for CPU), until SIGINT/SIGTERM. A malformed request
+    /// is answered 400 (gRPC INVALID_ARGUMENT) with the reason and leaves nothing.
+    #[arg(long, value_name = "ADDR", conflicts_with_all = ["input", "endpoint", "decode", "kind", "values", "stack", "gzip", "headers"])]
+    pub listen: Option<String>,
+
+    /// Read an OTLP request (what stacks-otlp writes, gzipped or not) and write it back as
+    /// symbolized rows, as --listen does.
+    #[arg(long, conflicts_with_all = ["endpoint", "kind", "values", "stack", "gzip", "headers", "max_request_bytes"])]
+    pub decode: bool,
 }
 
 /// Entry point of the binary: parse the arguments and convert.
@@ -74,6 +95,12 @@ pub fn run() -> anyhow::Result<ExitCode> {
 
 /// Convert as `args` say.
 pub fn run_with(args: Args) -> anyhow::Result<ExitCode> {
+    if let Some(addr) = &args.listen {
+        return listen(&args, addr);
+    }
+    if args.decode {
+        return decode(&args);
+    }
     if let Some(endpoint) = &args.endpoint {
         return push(&args, endpoint);
     }
@@ -148,5 +175,61 @@ fn push(args: &Args, endpoint: &str) -> anyhow::Result<ExitCode> {
         "stacks-otlp: sent {sent} profiles ({bytes} bytes in {n} requests) to {}, {rejected} rejected",
         push.url
     );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Serve as a receiver on `addr`, writing rows to stdout or -o.
+fn listen(args: &Args, addr: &str) -> anyhow::Result<ExitCode> {
+    let schema = crate::decode::schema();
+    // Refuse a terminal, and open the stream, before taking anything.
+    let out = stacks_stream::open_output(args.output.as_deref(), &schema)?;
+    let listen = Listen {
+        addr: addr.to_string(),
+        max_bytes: args.max_request_bytes.unwrap_or(64 << 20),
+    };
+    let counts = crate::listen::serve(&listen, out, schema, |local| {
+        eprintln!(
+            "stacks-otlp: listening on {local}: OTLP/HTTP POST {} and OTLP/gRPC ProfilesService/Export",
+            crate::listen::HTTP_PATH
+        );
+    })?;
+    eprintln!("stacks-otlp: {}", counts.summary());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Decode a serialized request (gzipped or not) from the input into rows.
+fn decode(args: &Args) -> anyhow::Result<ExitCode> {
+    let name = match args.input.as_deref() {
+        Some(p) if p.as_os_str() != "-" => p.display().to_string(),
+        _ => "stdin".to_string(),
+    };
+    let mut body = Vec::new();
+    match args.input.as_deref() {
+        Some(p) if p.as_os_str() != "-" => {
+            body = std::fs::read(p).with_context(|| format!("reading {name}"))?;
+        }
+        _ => {
+            if stacks_stream::cli::stdin_is_tty() {
+                bail!("stdin is a terminal: give an OTLP request on stdin or as a file");
+            }
+            std::io::stdin()
+                .read_to_end(&mut body)
+                .with_context(|| format!("reading {name}"))?;
+        }
+    }
+    if body.starts_with(&[0x1f, 0x8b]) {
+        let mut inflated = Vec::new();
+        flate2::read::GzDecoder::new(&body[..])
+            .read_to_end(&mut inflated)
+            .with_context(|| format!("{name}: inflating"))?;
+        body = inflated;
+    }
+    let schema = crate::decode::schema();
+    let batch = crate::decode::parse(&body)
+        .and_then(|request| crate::decode::decode(&request, &schema))
+        .with_context(|| name.clone())?;
+    let mut out = stacks_stream::open_output(args.output.as_deref(), &schema)?;
+    out.write(&batch)?;
+    out.finish()?;
     Ok(ExitCode::SUCCESS)
 }

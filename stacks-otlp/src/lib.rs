@@ -8,11 +8,16 @@
 //! per row, rather than their sum. The columns read, the interning of frames and the reading of
 //! rows are `stacks_profile`'s, shared with stacks-pprof, so both formats of one stream hold the
 //! same stacks and totals. [`semconv`] says where each column goes in OpenTelemetry's terms.
+//!
+//! The other way, [`decode`] turns a request (any sender's) back into symbolized rows, and
+//! [`listen`] serves OTLP/HTTP and OTLP/gRPC, writing what it receives as a stacks stream.
 
 #![warn(unreachable_pub)]
 
 pub mod cli;
 mod convert;
+pub mod decode;
+pub mod listen;
 pub mod push;
 pub mod semconv;
 

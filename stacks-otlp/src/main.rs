@@ -1,4 +1,5 @@
-//! `stacks-otlp`: convert a stacks Arrow stream into OpenTelemetry profiles (see the library).
+//! `stacks-otlp`: convert a stacks Arrow stream into OpenTelemetry profiles, or receive them back
+//! into one (see the library).
 
 use std::process::ExitCode;
 
