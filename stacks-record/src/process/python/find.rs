@@ -46,6 +46,8 @@ pub(crate) enum FindError {
     NoInterpreter { file: String, version: String },
     #[error("reading the interpreter's version: {0}")]
     Read(#[from] super::code::ReadError),
+    #[error("not read: {0}")]
+    Refused(#[from] crate::process::untrusted::Refused),
 }
 
 /// Exported functions of the interpreter that call its eval loop.
@@ -146,10 +148,17 @@ impl Files {
     }
 }
 
-/// Read interpreter file `file` of process `pid` (through its root).
+/// Largest interpreter file read (a libpython with its symbols is tens of MiB).
+const FILE_MAX: u64 = 256 << 20;
+
+/// Read interpreter file `file` of process `pid` (in its root, a regular file of at most
+/// [`FILE_MAX`] bytes).
 fn read_file(pid: u32, file: &str) -> Result<FileInfo, FindError> {
-    let bytes = std::fs::read(format!("/proc/{pid}/root{file}"))
-        .map_err(|e| FindError::Io(file.to_string(), e))?;
+    use crate::process::untrusted::{self, Refused};
+    let bytes = untrusted::read_of(pid, file, FILE_MAX).map_err(|e| match e {
+        Refused::Io(f, e) => FindError::Io(f, e),
+        other => FindError::Refused(other),
+    })?;
     let elf = ElfFile64::<object::Endianness>::parse(&*bytes)
         .map_err(|_| FindError::NotElf(file.to_string()))?;
     let endian = elf.endian();

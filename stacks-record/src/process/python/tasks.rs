@@ -107,7 +107,9 @@ pub(crate) fn extension_module(pid: u32, file: &str, minor: u32) -> Option<Vec<u
             let name = e.file_name();
             let name = name.to_string_lossy();
             if name.starts_with("_asyncio.") && name.ends_with(".so") {
-                return std::fs::read(e.path()).ok();
+                let path = d.join(&*name);
+                return crate::process::untrusted::read_of(pid, &path.to_string_lossy(), 64 << 20)
+                    .ok();
             }
         }
     }

@@ -61,11 +61,17 @@ impl FileCfi {
     fn parse(bytes: Bytes) -> Option<Self> {
         let bytes = Arc::new(bytes);
         let elf = ElfFile64::<object::Endianness>::parse(&**bytes).ok()?;
+        // The file is the target's to write: a range past the file or wrapping around is
+        // no section.
+        let in_file = |off: u64, size: u64| {
+            let end = off.checked_add(size)?;
+            (end <= bytes.len() as u64).then_some(off as usize..end as usize)
+        };
         let section = |name: &str| {
             let s = elf.section_by_name(name)?;
             let (off, size) = s.file_range()?;
-            let svma = s.address()..s.address() + s.size();
-            Some((svma, off as usize..(off + size) as usize))
+            let svma = s.address()..s.address().checked_add(s.size())?;
+            Some((svma, in_file(off, size)?))
         };
         let endian = elf.endian();
         let loads = elf
@@ -82,7 +88,7 @@ impl FileCfi {
                     .is_ok_and(|c| c.format == object::CompressionFormat::None)
             })
             .and_then(|s| s.file_range())
-            .map(|(off, size)| off as usize..(off + size) as usize);
+            .and_then(|(off, size)| in_file(off, size));
         Some(FileCfi {
             text: section(".text"),
             eh_frame: section(".eh_frame"),
@@ -121,7 +127,7 @@ impl FileCfi {
     }
 
     fn section(&self, r: &Range<usize>) -> Option<Section> {
-        (r.end <= self.bytes.len()).then(|| Section {
+        (r.start <= r.end && r.end <= self.bytes.len()).then(|| Section {
             bytes: Arc::clone(&self.bytes),
             range: r.clone(),
         })
@@ -227,9 +233,11 @@ impl FileCache {
                 "/proc/{pid}/map_files/{:x}-{:x}",
                 m.range.start, m.range.end
             );
-            File::open(&by_map)
-                .or_else(|_| File::open(format!("/proc/{pid}/root{}", m.path)))
-                .ok()
+            File::open(&by_map).ok().or_else(|| {
+                crate::process::untrusted::open_of(pid, &m.path, u64::MAX)
+                    .ok()
+                    .map(|(f, _)| f)
+            })
         };
         // SAFETY: the file is mapped read-only; a file truncated under us could fault, as
         // with any profiler reading mapped binaries (blazesym maps them the same way).
