@@ -13,8 +13,10 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use arrow_array::Array;
+use arrow_array::cast::AsArray;
 use serde_json::Value;
-use stacks_tests::{bin, bpf_available, bpf_serial, check, folded_share, scratch, sh};
+use stacks_tests::{bin, bpf_available, bpf_serial, check, folded_share, read_stream, scratch, sh};
 
 /// The recorder's peak resident memory, whatever the target does: its idle peak here is
 /// about 55 MiB; the perf-map budgets (1 Mi entries, 64 MiB of names over all maps) add at
@@ -35,6 +37,11 @@ struct Run {
     folded: String,
     maxrss_kib: u64,
     cpu: Value,
+    /// The hostile workload's report.
+    hostile: Value,
+    /// The recording, in its scratch directory (kept while the run is).
+    raw: std::path::PathBuf,
+    _dir: stacks_tests::ScratchDir,
 }
 
 /// Record `hostile --case CASE ARGS` (as nobody) and `cpu` side by side, then symbolize and
@@ -72,12 +79,19 @@ fn record(name: &str, case: &str, args: &str) -> Run {
     check(&out, &format!("{name}: symbolizing and folding"));
     let cpu = serde_json::from_str(&std::fs::read_to_string(dir.join("cpu.json")).unwrap())
         .expect("cpu report");
+    let hostile = std::fs::read_to_string(dir.join("hostile.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(Value::Null);
     eprintln!("{name}: recorder peak RSS {} MiB", maxrss_kib >> 10);
     Run {
         stderr,
         folded: String::from_utf8_lossy(&out.stdout).into_owned(),
         maxrss_kib,
         cpu,
+        hostile,
+        raw: dir.join("raw.arrow"),
+        _dir: dir,
     }
 }
 
@@ -254,4 +268,84 @@ fn a_fifo_perf_map_does_not_hang_the_recorder() {
         "the refusal is counted:\n{}",
         run.stderr
     );
+}
+
+/// An executable with corrupt section headers and notes (`.eh_frame` wrapping around the
+/// address space, a junk `.gopclntab`, `.dynsym` of 1 TiB, `.strtab` of 4 GiB in a sparse
+/// file, notes with sizes past their section), run by the target: its CFI is not used (its `d`
+/// stacks still end), its tables are not read (no gigabytes read), stacks-symbolize refuses
+/// the file (its frames stay unresolved, by address), its JIT code is still named.
+#[test]
+fn a_corrupt_executable_is_refused_not_read() {
+    if !bpf("a_corrupt_executable_is_refused_not_read") {
+        return;
+    }
+    let _serial = bpf_serial();
+    let run = record("elf", "elf-corrupt", "");
+    let file = format!("/tmp/hostile-elf-{}", run.hostile["pid"]);
+    let _ = std::fs::remove_file(&file);
+    check_common("elf", &run);
+    let (named, n) = hostile_named(&run);
+    assert!(
+        n > 0 && named >= 0.95,
+        "hostile_spin named in {named:.2} of {n} ns\n{}",
+        run.stderr
+    );
+    let (unresolved, _) = folded_share(&run.folded, |s| s.contains("[hostile-elf-"));
+    assert!(
+        unresolved > 0.0,
+        "no unresolved frame of the corrupt file:\n{}",
+        run.folded
+    );
+    assert!(
+        run.stderr.contains("d stacks:"),
+        "the d stacks are reported:\n{}",
+        run.stderr
+    );
+}
+
+/// Span records made to hurt (65,535 attribute bytes announced and a name past the record,
+/// with invalid UTF-8; a record at the end of its mapped page; a kernel address; a span id
+/// changing while read): each sample carries what could be read of the record (the name's
+/// valid prefix, the record at the page's end read whole), or no span, never more.
+#[test]
+fn hostile_span_records_are_read_within_the_record() {
+    if !bpf("hostile_span_records_are_read_within_the_record") {
+        return;
+    }
+    let _serial = bpf_serial();
+    let run = record("spans", "span-records", "");
+    check_common("spans", &run);
+    let pid = run.hostile["pid"]
+        .as_u64()
+        .expect("the hostile target's pid") as i64;
+    let mut names = std::collections::BTreeMap::<String, u64>::new();
+    for b in read_stream(&run.raw) {
+        let pids = b.column_by_name("pid").unwrap();
+        let pids = arrow_cast::cast(pids, &arrow_schema::DataType::Int64).unwrap();
+        let pids = pids.as_primitive::<arrow_array::types::Int64Type>();
+        let span = b.column_by_name("span_name").unwrap().as_string::<i32>();
+        let kind = b.column_by_name("kind").unwrap();
+        let kind = arrow_cast::cast(kind, &arrow_schema::DataType::Utf8).unwrap();
+        let kind = kind.as_string::<i32>();
+        for i in 0..b.num_rows() {
+            if pids.value(i) == pid && kind.value(i) == "profile" {
+                let name = if span.is_null(i) {
+                    "(none)".to_string()
+                } else {
+                    span.value(i).to_string()
+                };
+                *names.entry(name).or_default() += 1;
+            }
+        }
+    }
+    eprintln!("spans: the hostile target's CPU samples by span name: {names:?}");
+    let allowed = ["(none)", "n", "chang", &"e".repeat(38)];
+    assert!(
+        names.keys().all(|n| allowed.contains(&n.as_str())),
+        "a span name no record holds: {names:?}"
+    );
+    for n in ["n", "chang", &"e".repeat(38)] {
+        assert!(names.contains_key(n), "no sample in span {n:?}: {names:?}");
+    }
 }

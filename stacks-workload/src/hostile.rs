@@ -41,6 +41,12 @@ pub(crate) enum Case {
     /// in a sparse file, notes with sizes past their section), which then runs `perfmap-good`
     /// with a native spin (`hostile_native_spin`) between the calls of the JIT code.
     ElfCorrupt,
+    /// Its thread's span context (tracing-stacks' `otel_thread_ctx_v1`) switched, between
+    /// calls of the JIT code, among hostile records: one announcing 65,535 attribute bytes
+    /// and a name of 255 (past the record, invalid UTF-8, control characters), one ending
+    /// where its page ends (the next one unmapped), a kernel address, and a record whose span
+    /// id changes on every call (a million ids) while it is read.
+    SpanRecords,
 }
 
 #[derive(clap::Args)]
@@ -73,6 +79,10 @@ pub(crate) fn run(a: &HostileArgs) -> Result<Value> {
         return reexec_corrupt(a);
     }
     let spin = map_code()?;
+    let mut records = match a.case {
+        Case::SpanRecords => Some(SpanRecords::new()?),
+        _ => None,
+    };
     let path = format!("/tmp/perf-{}.map", std::process::id());
     let _ = std::fs::remove_file(&path);
     let setup = Instant::now();
@@ -85,6 +95,9 @@ pub(crate) fn run(a: &HostileArgs) -> Result<Value> {
         // SAFETY: `spin` is the loop's code, mapped executable, which only counts down and
         // returns.
         unsafe { spin() };
+        if let Some(r) = &mut records {
+            r.next(calls);
+        }
         if a.native {
             std::hint::black_box(hostile_native_spin(std::hint::black_box(200_000)));
         }
@@ -195,6 +208,9 @@ fn write_map(a: &HostileArgs, path: &str) -> Result<u64> {
             return Ok(0);
         }
         Case::ElfCorrupt => unreachable!("re-executed before"),
+        Case::SpanRecords => {
+            std::fs::write(path, good_line())?;
+        }
         Case::PerfmapFifo => {
             let c = std::ffi::CString::new(path)?;
             // SAFETY: a NUL-terminated path.
@@ -303,4 +319,80 @@ fn corrupt(elf: &mut [u8], len: u64) -> Result<()> {
         bail!("no .eh_frame to corrupt (sections: {done:?})");
     }
     Ok(())
+}
+
+unsafe extern "C" {
+    /// tracing-stacks' C side: point this thread's context at a record (null: no span).
+    fn stacks_tracing_set(record: *const u8);
+}
+
+/// The hostile span records of [`Case::SpanRecords`], in memory that stays mapped.
+struct SpanRecords {
+    /// Announces 65,535 attribute bytes; a name attribute of 255 bytes running past it.
+    long: Vec<u8>,
+    /// Its header and first attributes at the end of a page whose next page is unmapped.
+    edge: *const u8,
+    /// Its span id changed at every call.
+    changing: Vec<u8>,
+}
+
+impl SpanRecords {
+    fn new() -> Result<Self> {
+        let header = |span: u64, attrs: u16| {
+            let mut b = vec![0u8; 28];
+            b[..16].copy_from_slice(&0xbad_u128.to_be_bytes());
+            b[16..24].copy_from_slice(&span.to_be_bytes());
+            b[24] = 1;
+            b[26..28].copy_from_slice(&attrs.to_le_bytes());
+            b
+        };
+        let mut long = header(0xbad1, u16::MAX);
+        long.extend_from_slice(&[0, 255, b'n', 0xff, 0xfe, 0x1b, b'[', b'2', b'J', 0]);
+        // Two pages, the second unmapped: the record's last byte is the first page's.
+        // SAFETY: a fresh anonymous mapping; the second page is ours to unmap.
+        let page = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                8192,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if page == libc::MAP_FAILED {
+            bail!("mmap: {}", std::io::Error::last_os_error());
+        }
+        let mut edge = header(0xbad2, 40);
+        edge.extend_from_slice(&[0, 38]);
+        edge.extend_from_slice(&[b'e'; 38]);
+        // SAFETY: the record fits in the first page; the second is unmapped after.
+        let at = unsafe {
+            let at = page.cast::<u8>().add(4096 - edge.len());
+            std::ptr::copy_nonoverlapping(edge.as_ptr(), at, edge.len());
+            libc::munmap(page.cast::<u8>().add(4096).cast(), 4096);
+            at
+        };
+        let mut changing = header(1, 7);
+        changing.extend_from_slice(&[0, 5, b'c', b'h', b'a', b'n', b'g']);
+        Ok(SpanRecords {
+            long,
+            edge: at,
+            changing,
+        })
+    }
+
+    /// Point the thread's context at the next hostile record (call `n`).
+    fn next(&mut self, n: u64) {
+        let id = 0x1000 + n % 1_000_000;
+        self.changing[16..24].copy_from_slice(&id.to_be_bytes());
+        let record = match n % 4 {
+            0 => self.long.as_ptr(),
+            1 => self.edge,
+            2 => 0xffff_8880_0000_0000usize as *const u8,
+            _ => self.changing.as_ptr(),
+        };
+        // SAFETY: stores the pointer in this thread's context; the recorder only reads it.
+        unsafe { stacks_tracing_set(record) };
+    }
 }

@@ -293,7 +293,7 @@ pub(crate) fn find(pid: u32, files: &mut Files) -> Result<Option<Interpreter>, F
         offsets::Tstate::Key(at) => {
             // The key of each thread's state: a Py_tss_t {int initialized; unsigned key}, set
             // up when the interpreter starts (so looked at again shortly when not yet).
-            let key = read_mem(pid, runtime + at, 8)?;
+            let key = read_mem(pid, runtime.wrapping_add(at), 8)?;
             let initialized = u32::from_ne_bytes(key[..4].try_into().unwrap_or([0; 4]));
             let value = u32::from_ne_bytes(key[4..].try_into().unwrap_or([0; 4]));
             if initialized != 1 || value >= 1024 {
@@ -302,21 +302,21 @@ pub(crate) fn find(pid: u32, files: &mut Files) -> Result<Option<Interpreter>, F
                     version: offsets::version_name(version),
                 });
             }
-            runtime + at
+            runtime.wrapping_add(at)
         }
         offsets::Tstate::List {
             interpreters_head, ..
         } => {
             // The main interpreter, made when the interpreter starts (looked at again shortly
             // when not yet).
-            let head = read_mem(pid, runtime + interpreters_head, 8)?;
+            let head = read_mem(pid, runtime.wrapping_add(interpreters_head), 8)?;
             if head.iter().all(|b| *b == 0) {
                 return Err(FindError::NoInterpreter {
                     file,
                     version: offsets::version_name(version),
                 });
             }
-            runtime + interpreters_head
+            runtime.wrapping_add(interpreters_head)
         }
     };
     // asyncio's table: the interpreter's own, or its `_asyncio` module's (read from the file,
