@@ -47,12 +47,22 @@ struct Run {
 /// Record `hostile --case CASE ARGS` (as nobody) and `cpu` side by side, then symbolize and
 /// fold the recording.
 fn record(name: &str, case: &str, args: &str) -> Run {
+    record_as(
+        name,
+        case,
+        args,
+        "setpriv --reuid=65534 --regid=65534 --clear-groups",
+    )
+}
+
+/// [`record`], the hostile workload run under `runner` (a command prefix).
+fn record_as(name: &str, case: &str, args: &str, runner: &str) -> Run {
     let dir = scratch(&format!("hostile-{name}"));
     let d = dir.display();
     let workload = bin("stacks-workload");
     let w = workload.display();
     let script = format!(
-        "setpriv --reuid=65534 --regid=65534 --clear-groups {w} hostile --case {case} \
+        "{runner} {w} hostile --case {case} \
            --seconds {SECONDS} {args} > {d}/hostile.json & \
          {w} --report {d}/cpu.json cpu --seconds {SECONDS} > /dev/null; wait"
     );
@@ -348,4 +358,82 @@ fn hostile_span_records_are_read_within_the_record() {
     for n in ["n", "chang", &"e".repeat(38)] {
         assert!(names.contains_key(n), "no sample in span {n:?}: {names:?}");
     }
+}
+
+/// CPython 3.14 from scripts/setup-pythons' prefix, and its `PYTHONHOME`.
+fn python_3_14() -> (String, String) {
+    let root = std::env::var("STACKS_PYTHONS").unwrap_or_else(|_| {
+        format!(
+            "{}/.cache/stacks-pythons",
+            std::env::var("HOME").unwrap_or_default()
+        )
+    });
+    (
+        format!("{root}/3.14/usr/bin/python3.14"),
+        format!("{root}/3.14/usr"),
+    )
+}
+
+/// A CPython thread whose frame chain is rewritten while it runs (a loop, a kernel address,
+/// an unmapped page, flipping between good and bad, an unmapped code object): the samples of
+/// those moments carry counted failures (stacks truncated, interpreter memory unreadable,
+/// code objects unreadable) as error frames or a truncation frame, the good moments the
+/// thread's `spin` frame, and the recorder stays within its bounds.
+#[test]
+fn a_rewritten_python_frame_chain_is_read_within_bounds() {
+    if !bpf("a_rewritten_python_frame_chain_is_read_within_bounds") {
+        return;
+    }
+    let (python, home) = python_3_14();
+    assert!(
+        Path::new(&python).exists(),
+        "{python} missing: scripts/setup-pythons installs it"
+    );
+    let _serial = bpf_serial();
+    let run = record_as(
+        "python",
+        "python-frames",
+        &format!("--python {python}"),
+        &format!("env PYTHONHOME={home}"),
+    );
+    check_common("python", &run);
+    assert_eq!(
+        run.hostile["phases"].as_array().map(Vec::len),
+        Some(6),
+        "the script ran every phase: {}",
+        run.hostile
+    );
+    let line = run
+        .stderr
+        .lines()
+        .find(|l| l.contains("Python frames:"))
+        .unwrap_or_else(|| panic!("no Python summary:\n{}", run.stderr));
+    let count = |what: &str| -> u64 {
+        let at = line
+            .find(what)
+            .unwrap_or_else(|| panic!("{what} in {line}"));
+        line[..at]
+            .split_whitespace()
+            .last()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("a count before {what} in {line}"))
+    };
+    let (unreadable, truncated) = (
+        count("interpreter memory unreadable"),
+        count("stacks truncated"),
+    );
+    let code = line
+        .split("frames whose code object was unreadable ")
+        .nth(1)
+        .and_then(|r| r.split(',').next())
+        .and_then(|n| n.trim().parse::<u64>().ok())
+        .unwrap_or(0);
+    eprintln!("python: {line}");
+    assert!(
+        unreadable > 0 && truncated > 0 && code > 0,
+        "each corruption counted: {line}"
+    );
+    let (spin, _) = folded_share(&run.folded, |s| s.split(';').any(|f| f == "spin"));
+    let (cut, _) = folded_share(&run.folded, |s| s.contains("[more Python frames]"));
+    assert!(spin > 0.0 && cut > 0.0, "spin {spin}, truncated {cut}");
 }

@@ -47,6 +47,12 @@ pub(crate) enum Case {
     /// where its page ends (the next one unmapped), a kernel address, and a record whose span
     /// id changes on every call (a million ids) while it is read.
     SpanRecords,
+    /// Runs PYTHON (CPython 3.13 or 3.14) on a script whose thread `spinner` spins in C under
+    /// the Python frame of `spin` while the main thread rewrites that frame's caller link in
+    /// place: a loop onto itself, a kernel address, an unmapped page, flipping between good and
+    /// bad, then the caller's code object unmapped (each undone before the next, all before the
+    /// interpreter could follow them). The perf map and JIT code are not used.
+    PythonFrames,
 }
 
 #[derive(clap::Args)]
@@ -63,6 +69,9 @@ pub(crate) struct HostileArgs {
     /// Spin in native code too (`hostile_native_spin`) between calls of the JIT code.
     #[arg(long, hide = true)]
     native: bool,
+    /// The CPython the `python-frames` case runs.
+    #[arg(long, value_name = "PATH", default_value = "python3")]
+    python: std::path::PathBuf,
 }
 
 /// The name the good line gives the spin loop.
@@ -75,8 +84,10 @@ pub(crate) fn run(a: &HostileArgs) -> Result<Value> {
     if !cfg!(target_arch = "x86_64") {
         bail!("the hostile workload's code is x86-64 machine code");
     }
-    if let Case::ElfCorrupt = a.case {
-        return reexec_corrupt(a);
+    match a.case {
+        Case::ElfCorrupt => return reexec_corrupt(a),
+        Case::PythonFrames => return python_frames(a),
+        _ => {}
     }
     let spin = map_code()?;
     let mut records = match a.case {
@@ -207,7 +218,7 @@ fn write_map(a: &HostileArgs, path: &str) -> Result<u64> {
                 .with_context(|| format!("linking {path} to {}", a.link_to.display()))?;
             return Ok(0);
         }
-        Case::ElfCorrupt => unreachable!("re-executed before"),
+        Case::ElfCorrupt | Case::PythonFrames => unreachable!("run by another process"),
         Case::SpanRecords => {
             std::fs::write(path, good_line())?;
         }
@@ -395,4 +406,15 @@ impl SpanRecords {
         // SAFETY: stores the pointer in this thread's context; the recorder only reads it.
         unsafe { stacks_tracing_set(record) };
     }
+}
+
+/// The `python-frames` script, run by `--python` (it prints its own report; never returns but
+/// by failing).
+fn python_frames(a: &HostileArgs) -> Result<Value> {
+    use std::os::unix::process::CommandExt;
+    let err = std::process::Command::new(&a.python)
+        .args(["-c", include_str!("hostile_frames.py")])
+        .arg(a.seconds.to_string())
+        .exec();
+    Err(err).with_context(|| format!("executing {}", a.python.display()))
 }
