@@ -47,6 +47,9 @@ struct ProcMap {
     root: Option<File>,
     /// The map's path below that root.
     name: String,
+    /// The process, whose mount table says whether the map is on FUSE (looked at once).
+    pid: u32,
+    mounts_checked: bool,
     /// Code ranges by start address: (end, name). A later line for the same start wins.
     entries: BTreeMap<u64, (u64, Rc<str>)>,
     /// The user ids of the process (its map must be owned by one of them).
@@ -205,6 +208,8 @@ fn open(pid: u32) -> ProcMap {
     ProcMap {
         root: untrusted::root_of(pid).ok(),
         name: format!("tmp/perf-{}.map", own_pid(pid)),
+        pid,
+        mounts_checked: false,
         uids: untrusted::uids_of(pid),
         entries: BTreeMap::new(),
         read: 0,
@@ -244,6 +249,16 @@ fn read_new(map: &mut ProcMap, budget: &mut Budget<'_>, skipped: &mut Skipped) -
     };
     if map.done || map.consumed >= MAP_BYTES_MAX {
         return 0;
+    }
+    // Not even walked to on FUSE (its server may never answer); the mount table is read
+    // once, at the first look.
+    if !map.mounts_checked {
+        map.mounts_checked = true;
+        if untrusted::on_fuse(map.pid, &format!("/{}", map.name)) {
+            skipped.fuse += 1;
+            map.done = true;
+            return 0;
+        }
     }
     let (file, len) = match untrusted::open_in_root(root, &map.name, u64::MAX, map.uids.as_deref())
     {

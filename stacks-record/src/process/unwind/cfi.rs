@@ -233,6 +233,11 @@ impl FileCache {
                 "/proc/{pid}/map_files/{:x}-{:x}",
                 m.range.start, m.range.end
             );
+            // Not on FUSE: opening it there waits for its server (maybe the process).
+            if crate::process::untrusted::on_fuse(pid, &m.path) {
+                self.files.insert(key.clone(), None);
+                return None;
+            }
             File::open(&by_map).ok().or_else(|| {
                 crate::process::untrusted::open_of(pid, &m.path, u64::MAX)
                     .ok()
