@@ -67,6 +67,8 @@ fn record_as(name: &str, case: &str, args: &str, runner: &str) -> Run {
          {w} --report {d}/cpu.json cpu --seconds {SECONDS} > /dev/null; wait"
     );
     let stderr_path = dir.join("record.err");
+    // Waited for by `wait_with_rusage` (wait4, for its peak RSS), not by `Child::wait`.
+    #[expect(clippy::zombie_processes)]
     let child = Command::new(bin("stacks-record"))
         .args(["-e", KINDS, "-o"])
         .arg(dir.join("raw.arrow"))
@@ -281,10 +283,11 @@ fn a_fifo_perf_map_does_not_hang_the_recorder() {
 }
 
 /// An executable with corrupt section headers and notes (`.eh_frame` wrapping around the
-/// address space, a junk `.gopclntab`, `.dynsym` of 1 TiB, `.strtab` of 4 GiB in a sparse
-/// file, notes with sizes past their section), run by the target: its CFI is not used (its `d`
-/// stacks still end), its tables are not read (no gigabytes read), stacks-symbolize refuses
-/// the file (its frames stay unresolved, by address), its JIT code is still named.
+/// address space, a junk `.gopclntab`, `.strtab` of 4 GiB in a sparse file, notes with sizes
+/// past their section), run by the target: its CFI is not used (its `d` stacks still end), its
+/// tables are not read (no gigabytes read), stacks-symbolize refuses the file (its frames stay
+/// unresolved, by address), its JIT code is still named. (Before: the unwinder panicked on
+/// the `.eh_frame` range.)
 #[test]
 fn a_corrupt_executable_is_refused_not_read() {
     if !bpf("a_corrupt_executable_is_refused_not_read") {
@@ -375,7 +378,7 @@ fn python_3_14() -> (String, String) {
 }
 
 /// A CPython thread whose frame chain is rewritten while it runs (a loop, a kernel address,
-/// an unmapped page, flipping between good and bad, an unmapped code object): the samples of
+/// an unmapped page, flipping between good and bad, a garbage code object): the samples of
 /// those moments carry counted failures (stacks truncated, interpreter memory unreadable,
 /// code objects unreadable) as error frames or a truncation frame, the good moments the
 /// thread's `spin` frame, and the recorder stays within its bounds.

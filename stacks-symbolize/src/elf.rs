@@ -312,6 +312,30 @@ mod tests {
             read(&dir.join("missing")),
             Err(ElfError::Io { .. })
         ));
+        // A FIFO (nobody writes it) is refused at once, not waited on.
+        let fifo = dir.join("fifo");
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(&fifo)
+                .status()
+                .unwrap()
+                .success()
+        );
+        assert!(matches!(read(&fifo), Err(ElfError::NotElf { .. })));
+        // The last section moved past the end of the file, or grown to 1 TiB: refused.
+        let shoff = u64le(&exe, 40) as usize;
+        let (size, n) = (u16le(&exe, 58) as usize, u16le(&exe, 60) as usize);
+        let last = shoff + (n - 1) * size;
+        for (at, v) in [(24, exe.len() as u64), (32, 1u64 << 40)] {
+            let mut bad = exe.clone();
+            bad[last + 4..last + 8].copy_from_slice(&SHT_SYMTAB.to_le_bytes());
+            bad[last + at..last + at + 8].copy_from_slice(&v.to_le_bytes());
+            std::fs::write(&p, &bad).unwrap();
+            assert!(
+                matches!(read(&p), Err(ElfError::Malformed { .. })),
+                "{at}: {v}"
+            );
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

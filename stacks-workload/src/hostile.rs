@@ -37,9 +37,9 @@ pub(crate) enum Case {
     PerfmapGood,
     /// Re-executes itself from a copy of its executable with corrupt section headers and
     /// contents (`.eh_frame` wrapping around the address space, `.eh_frame_hdr` renamed
-    /// `.gopclntab` over junk, `.symtab` renamed away, `.dynsym` of 1 TiB, `.strtab` of 4 GiB
-    /// in a sparse file, notes with sizes past their section), which then runs `perfmap-good`
-    /// with a native spin (`hostile_native_spin`) between the calls of the JIT code.
+    /// `.gopclntab` over junk, `.symtab` renamed away, `.strtab` of 4 GiB in a sparse file,
+    /// notes with sizes past their section), which then runs `perfmap-good` with a native
+    /// spin (`hostile_native_spin`) between the calls of the JIT code.
     ElfCorrupt,
     /// Its thread's span context (tracing-stacks' `otel_thread_ctx_v1`) switched, between
     /// calls of the JIT code, among hostile records: one announcing 65,535 attribute bytes
@@ -50,7 +50,7 @@ pub(crate) enum Case {
     /// Runs PYTHON (CPython 3.13 or 3.14) on a script whose thread `spinner` spins in C under
     /// the Python frame of `spin` while the main thread rewrites that frame's caller link in
     /// place: a loop onto itself, a kernel address, an unmapped page, flipping between good and
-    /// bad, then the caller's code object unmapped (each undone before the next, all before the
+    /// bad, then the caller's code object garbage (each undone before the next, all before the
     /// interpreter could follow them). The perf map and JIT code are not used.
     PythonFrames,
 }
@@ -302,7 +302,6 @@ fn corrupt(elf: &mut [u8], len: u64) -> Result<()> {
                 put(h + 0x18, u64::MAX - 0xfff);
                 put(h + 0x20, 0x10_0000);
             }
-            ".dynsym" => put(h + 0x20, 1 << 40),
             ".strtab" => {
                 put(h + 0x18, len);
                 put(h + 0x20, 4 << 30);

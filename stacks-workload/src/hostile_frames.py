@@ -3,9 +3,9 @@
 # while the main thread rewrites that thread's frame chain in place through ctypes, one phase
 # after another: the caller link pointing back at the frame itself (a loop), at a kernel
 # address, at an unmapped page, flipping between good and bad as fast as it can (changing while
-# read), and the caller frame's code object pointing at an unmapped page. Each phase is undone
-# before the next, and all before `spin` returns, so the interpreter itself never follows a
-# corrupt link. Prints what it did as JSON.
+# read), and the caller frame's code object pointing at garbage (bytes 0x41: its name a
+# pointer nowhere). Each phase is undone before the next, and all before `spin` returns, so
+# the interpreter itself never follows a corrupt link. Prints what it did as JSON.
 #
 # Layout used (CPython 3.13 and 3.14, non-debug builds): a frame object's `f_frame` at 24; an
 # `_PyInterpreterFrame`'s `f_executable` at 0 and `previous` at 8. Checked at start: the
@@ -74,7 +74,8 @@ phase("loop", lambda n: set_previous(iframe))
 phase("kernel", lambda n: set_previous(0xFFFF888000000000))
 phase("unmapped", lambda n: set_previous(0x1000))
 phase("flipping", lambda n: set_previous(good_previous if n % 2 else iframe))
-phase("code-unmapped", lambda n: setattr(caller_executable, "value", 0x2000))
+garbage = ctypes.create_string_buffer(b"\x41" * 4096)
+phase("code-garbage", lambda n: setattr(caller_executable, "value", ctypes.addressof(garbage)))
 stop.set()
 t.join()
 print(json.dumps({"workload": "hostile", "case": "python-frames", "pid": __import__("os").getpid(),

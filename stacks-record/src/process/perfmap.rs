@@ -466,6 +466,56 @@ mod tests {
         assert_eq!(maps.bad_lines, 1);
     }
 
+    /// Lines over [`LINE_MAX`] (one across many read pieces) are skipped and counted, the
+    /// lines around them kept; a map past its entries budget is read no further.
+    #[test]
+    fn long_lines_are_skipped_and_a_full_map_is_read_no_further() {
+        let dir = std::env::temp_dir().join(format!("perfmap-bounds-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("perf.map");
+        let mut text = String::from("1000 10 before\n");
+        text += &format!("2000 10 {}\n", "x".repeat(LINE_MAX));
+        text += &format!("3000 10 {}\n", "y".repeat(200_000));
+        text += "4000 10 after\n";
+        std::fs::write(&path, &text).unwrap();
+        let root = File::open("/").unwrap();
+        let mut map = ProcMap {
+            root: Some(root),
+            name: path.to_str().unwrap().trim_start_matches('/').to_string(),
+            pid: std::process::id(),
+            mounts_checked: false,
+            uids: None,
+            entries: BTreeMap::new(),
+            read: 0,
+            consumed: 0,
+            name_bytes: 0,
+            done: false,
+            looked: None,
+        };
+        let (mut entries, mut names) = (0, 0);
+        let mut budget = Budget {
+            entries: &mut entries,
+            name_bytes: &mut names,
+        };
+        let mut skipped = Skipped::default();
+        assert_eq!(read_new(&mut map, &mut budget, &mut skipped), 0);
+        assert_eq!(skipped.long_lines, 2);
+        assert_eq!(map.read, text.len() as u64, "every line consumed");
+        let kept: Vec<&str> = map.entries.values().map(|(_, n)| &**n).collect();
+        assert_eq!(kept, ["before", "after"]);
+        assert_eq!((entries, names), (2, 11));
+        // The budget reached: the map is done.
+        let mut full = ENTRIES_MAX;
+        let mut budget = Budget {
+            entries: &mut full,
+            name_bytes: &mut names,
+        };
+        std::fs::write(&path, format!("{text}5000 10 more\n")).unwrap();
+        read_new(&mut map, &mut budget, &mut skipped);
+        assert!(map.done && skipped.over_budget == 1);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn a_process_without_a_map_names_nothing() {
         let mut maps = PerfMaps::default();

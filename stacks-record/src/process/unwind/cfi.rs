@@ -297,4 +297,22 @@ mod tests {
     fn the_vdso_has_cfi() {
         assert!(own_vdso().is_some(), "the vdso has .eh_frame");
     }
+
+    /// A file whose `.eh_frame` offset and size wrap around (a hostile process's own file,
+    /// docs/threat-model.md) has no `.eh_frame`, rather than a panic.
+    #[test]
+    fn a_section_range_that_wraps_is_no_section() {
+        let mut bytes = std::fs::read("/proc/self/exe").unwrap();
+        let index = {
+            let elf = ElfFile64::<object::Endianness>::parse(&*bytes).unwrap();
+            elf.section_by_name(".eh_frame").unwrap().index().0
+        };
+        let u16_at = |b: &[u8], at: usize| usize::from(u16::from_le_bytes([b[at], b[at + 1]]));
+        let shoff = u64::from_le_bytes(bytes[0x28..0x30].try_into().unwrap()) as usize;
+        let header = shoff + index * u16_at(&bytes, 0x3a);
+        bytes[header + 0x18..header + 0x20].copy_from_slice(&(u64::MAX - 0xfff).to_le_bytes());
+        bytes[header + 0x20..header + 0x28].copy_from_slice(&0x10_0000u64.to_le_bytes());
+        let cfi = FileCfi::parse(Bytes::Owned(bytes)).expect("still an ELF file");
+        assert!(cfi.eh_frame.is_none());
+    }
 }
