@@ -39,7 +39,8 @@ pub(crate) enum Case {
     /// contents (`.eh_frame` wrapping around the address space, `.eh_frame_hdr` renamed
     /// `.gopclntab` over junk, `.symtab` renamed away, `.strtab` of 4 GiB in a sparse file,
     /// notes with sizes past their section), which then runs `perfmap-good` with a native
-    /// spin (`hostile_native_spin`) between the calls of the JIT code.
+    /// spin (`hostile_native_spin`) between the calls of the JIT code. The copy is left in
+    /// /tmp for the symbolizer: remove it after.
     ElfCorrupt,
     /// Its thread's span context (tracing-stacks' `otel_thread_ctx_v1`) switched, between
     /// calls of the JIT code, among hostile records: one announcing 65,535 attribute bytes
