@@ -1,9 +1,15 @@
 //! The few facts about an ELF file that finding its debug information needs: GNU build id,
 //! loadable segments (file offset → ELF address), whether it holds code and DWARF, and its
 //! `.gnu_debuglink`. Reads only the headers and small sections, never the whole file.
+//!
+//! The files are a traced program's, so a hostile one may have made them: a file is opened
+//! without blocking and refused unless it is a regular file, and refused when a section lies
+//! past its end or a symbol or string table is larger than [`TABLE_MAX`] (symbolizers read
+//! those whole), so nothing read from it afterwards (blazesym, the Go table reader) is asked
+//! to read beyond the file or gigabytes of a sparse one (docs/threat-model.md).
 
 use std::fs::File;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 
 /// Why an ELF file could not be read.
@@ -58,6 +64,9 @@ const PF_X: u32 = 1;
 const NT_GNU_BUILD_ID: u32 = 3;
 /// Sections read whole (notes, debuglink, section names) must be smaller than this.
 const SMALL: u64 = 16 << 20;
+/// Largest symbol or string table of a file symbolized.
+pub const TABLE_MAX: u64 = 512 << 20;
+const SHT_STRTAB: u32 = 3;
 
 struct Reader<'a> {
     file: File,
@@ -126,10 +135,23 @@ fn build_id_in_notes(notes: &[u8]) -> Option<String> {
 /// Read what [`ElfInfo`] describes from the ELF file at `path` (64-bit little-endian).
 pub fn read(path: &Path) -> Result<ElfInfo, ElfError> {
     let name = path.display().to_string();
-    let file = File::open(path).map_err(|source| ElfError::Io {
+    // Never blocking on a FIFO put where the file was.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|source| ElfError::Io {
+            path: name.clone(),
+            source,
+        })?;
+    let meta = file.metadata().map_err(|source| ElfError::Io {
         path: name.clone(),
         source,
     })?;
+    if !meta.is_file() {
+        return Err(ElfError::NotElf { path: name });
+    }
+    let file_len = meta.len();
     let r = Reader { file, path: &name };
     let mut ident = [0u8; 64];
     let n = r
@@ -196,6 +218,13 @@ pub fn read(path: &Path) -> Result<ElfInfo, ElfError> {
             let s = section(i);
             let (sname, stype) = (name_of(u32le(s, 0)), u32le(s, 4));
             let (off, size) = (u64le(s, 24), u64le(s, 32));
+            if stype != SHT_NOBITS && size > 0 && off.checked_add(size).is_none_or(|e| e > file_len)
+            {
+                return Err(r.malformed("a section past the end of the file"));
+            }
+            if matches!(stype, SHT_SYMTAB | SHT_DYNSYM | SHT_STRTAB) && size > TABLE_MAX {
+                return Err(r.malformed("a symbol or string table over 512 MiB"));
+            }
             match (sname, stype) {
                 (_, SHT_SYMTAB | SHT_DYNSYM) => info.has_symbols |= size > 0,
                 (b".text", t) => info.has_code = t != SHT_NOBITS && size > 0,
@@ -283,6 +312,30 @@ mod tests {
             read(&dir.join("missing")),
             Err(ElfError::Io { .. })
         ));
+        // A FIFO (nobody writes it) is refused at once, not waited on.
+        let fifo = dir.join("fifo");
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(&fifo)
+                .status()
+                .unwrap()
+                .success()
+        );
+        assert!(matches!(read(&fifo), Err(ElfError::NotElf { .. })));
+        // The last section moved past the end of the file, or grown to 1 TiB: refused.
+        let shoff = u64le(&exe, 40) as usize;
+        let (size, n) = (u16le(&exe, 58) as usize, u16le(&exe, 60) as usize);
+        let last = shoff + (n - 1) * size;
+        for (at, v) in [(24, exe.len() as u64), (32, 1u64 << 40)] {
+            let mut bad = exe.clone();
+            bad[last + 4..last + 8].copy_from_slice(&SHT_SYMTAB.to_le_bytes());
+            bad[last + at..last + at + 8].copy_from_slice(&v.to_le_bytes());
+            std::fs::write(&p, &bad).unwrap();
+            assert!(
+                matches!(read(&p), Err(ElfError::Malformed { .. })),
+                "{at}: {v}"
+            );
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

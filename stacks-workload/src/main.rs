@@ -9,6 +9,7 @@ mod convoy;
 mod cpu;
 mod direct_read;
 mod heap;
+mod hostile;
 mod kernel;
 mod mixed;
 mod phases;
@@ -125,6 +126,11 @@ enum Cmd {
     /// the registry with tracing-stacks), timed; then WRITES one-byte writes to /dev/null
     /// inside a span (function `write_devnull`).
     SpanBench(span_bench::SpanBenchArgs),
+    /// A process hostile to its recorder: spins in code run from anonymous memory (named
+    /// `hostile_spin` by a good perf-map line) while what the recorder reads of it is made
+    /// hostile (CASE: a 1 GiB perf map, 10 million lines, binary junk, 64 KiB names, a
+    /// symbolic link out of its view, a FIFO).
+    Hostile(hostile::HostileArgs),
 }
 
 fn main() -> ExitCode {
@@ -151,6 +157,7 @@ fn main() -> ExitCode {
         Cmd::Pool(a) => wakers::pool(&a),
         Cmd::Convoy(a) => convoy::convoy(&a),
         Cmd::HeapSites(a) => heap::run(&a),
+        Cmd::Hostile(a) => hostile::run(&a),
     };
     match result {
         Ok(report) => {

@@ -73,7 +73,8 @@ pub(crate) fn open(m: &SnapMapping) -> Result<File, FileGone> {
 /// The file at `path` when it is the one on device `dev` (`major:minor`, as in
 /// `/proc/PID/maps`) with inode `inode`.
 pub(crate) fn open_file(path: &str, dev: &str, inode: u64) -> Result<File, FileGone> {
-    let file = File::open(path).map_err(|_| FileGone)?;
+    // Without blocking: a FIFO put at the path since is refused, not waited on.
+    let (file, _) = crate::process::untrusted::open_plain(path, u64::MAX).map_err(|_| FileGone)?;
     let meta = file.metadata().map_err(|_| FileGone)?;
     let d = meta.dev();
     let same =

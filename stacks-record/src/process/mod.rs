@@ -5,7 +5,8 @@
 //! ([`exit_maps`]), file and socket names ([`fdnames`]), cgroup paths ([`cgroups`]),
 //! kernel symbols ([`kallsyms`]), `tracing` spans ([`spans`]), the vDSO image ([`vdso`]), JIT
 //! code's names from perf maps ([`perfmap`]), CPython's Python frames ([`python`]) and the
-//! USDT probes an ELF file declares ([`notes`]).
+//! USDT probes an ELF file declares ([`notes`]); the files a process controls opened only
+//! within its own view ([`untrusted`]).
 
 pub(crate) mod cgroups;
 pub(crate) mod exit_maps;
@@ -19,5 +20,6 @@ pub(crate) mod perfmap;
 pub(crate) mod python;
 pub(crate) mod spans;
 pub(crate) mod target;
+pub(crate) mod untrusted;
 pub(crate) mod unwind;
 pub(crate) mod vdso;

@@ -6,7 +6,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use crate::process::maps;
+use crate::process::{maps, untrusted};
 use stacks_stream::hex::encode as hex;
 
 /// What is known about mapped ELF files.
@@ -62,12 +62,13 @@ impl ModuleIndex {
             if !self.read.insert(path.to_string()) {
                 continue;
             }
-            // The path is the process's view: read the file through its root, so a process in
-            // another mount namespace names its own file. The path itself is only data.
-            let through_root = format!("/proc/{pid}/root{path}");
-            let id = blazesym::helper::read_elf_build_id(&through_root)
-                .ok()
-                .flatten();
+            // The path is the process's view: the file is opened in its root, so a process in
+            // another mount namespace names its own file, and only as a regular file (never a
+            // FIFO put where a mapped file was). The path itself is only data.
+            let Ok((file, _)) = untrusted::open_of(pid, path, u64::MAX) else {
+                continue;
+            };
+            let id = build_id_of(&file);
             if let Some(id) = id {
                 self.learn(&hex(&id), path);
             }
@@ -80,7 +81,10 @@ impl ModuleIndex {
         if !path.starts_with('/') || !self.read.insert(path.to_string()) {
             return;
         }
-        if let Ok(Some(id)) = blazesym::helper::read_elf_build_id(&path) {
+        let Ok((file, _)) = untrusted::open_plain(path, u64::MAX) else {
+            return;
+        };
+        if let Some(id) = build_id_of(&file) {
             self.learn(&hex(&id), path);
         }
     }
@@ -113,6 +117,16 @@ pub(crate) fn build_id_hex(raw: &[u8; 20]) -> String {
     } else {
         hex(raw)
     }
+}
+
+/// The build id of an opened file (read by blazesym through the descriptor's own link, so the
+/// file checked is the file read).
+fn build_id_of(file: &std::fs::File) -> Option<Vec<u8>> {
+    use std::os::fd::AsRawFd;
+    blazesym::helper::read_elf_build_id(&format!("/proc/self/fd/{}", file.as_raw_fd()))
+        .ok()
+        .flatten()
+        .map(|id| id.to_vec())
 }
 
 #[cfg(test)]

@@ -1,7 +1,6 @@
 //! Which USDT probes an ELF file declares: its `.note.stapsdt` notes (SystemTap SDT), each
 //! naming a provider and a probe.
 
-use std::fs::File;
 use std::path::Path;
 
 use object::read::elf::{ElfFile64, SectionHeader};
@@ -36,10 +35,14 @@ pub(crate) fn elf_has_usdt<'d, R: object::ReadRef<'d>>(
 
 /// [`elf_has_usdt`] of the file at `path`; false for anything not a 64-bit ELF file.
 pub(crate) fn file_has_usdt(path: &Path, provider: &str, name: Option<&str>) -> bool {
-    let Ok(file) = File::open(path) else {
+    // Never blocking on a FIFO put where the file was.
+    let Ok((file, _)) = crate::process::untrusted::open_plain(path, u64::MAX) else {
         return false;
     };
     let cache = ReadCache::new(file);
+    if !crate::process::untrusted::elf_tables_bounded(&cache) {
+        return false;
+    }
     match ElfFile64::<object::Endianness, _>::parse(&cache) {
         Ok(elf) => elf_has_usdt(&elf, provider, name),
         Err(_) => false,

@@ -512,12 +512,18 @@ impl Recorder<'_, '_> {
                 .unwrap_or_default()
         );
         let n = &self.conv.norm;
-        if n.perf_maps.maps_found > 0 || n.perf_maps.bad_lines > 0 {
+        let skipped = n.perf_maps.skipped.describe();
+        if n.perf_maps.maps_found > 0 || n.perf_maps.bad_lines > 0 || !skipped.is_empty() {
             eprintln!(
-                "stacks-record: perf maps: {} read, {} JIT frames named, {} bad lines skipped{}",
+                "stacks-record: perf maps: {} read, {} JIT frames named, {} bad lines skipped{}{}",
                 n.perf_maps.maps_found,
                 n.jit_frames,
                 n.perf_maps.bad_lines,
+                if skipped.is_empty() {
+                    String::new()
+                } else {
+                    format!("; {skipped}")
+                },
                 match (self.conv.held.held, self.conv.held.given_up) {
                     (0, _) => String::new(),
                     (h, 0) => format!("; {h} records held until their map was written"),

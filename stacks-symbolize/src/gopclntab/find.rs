@@ -76,6 +76,9 @@ pub struct Located {
 /// Read the Go tables of the ELF file at `path`. `Ok(None)`: the file has a symbol table
 /// (`.symtab`; its names come from there) or no Go function table.
 pub fn locate(path: &Path) -> Result<Option<Located>, GoError> {
+    // The file is checked first (a regular file, its sections inside it, its tables
+    // bounded): object reads the symbol tables whole.
+    crate::elf::read(path).map_err(|e| GoError::Io(std::io::Error::other(e.to_string())))?;
     let file = File::open(path).map_err(GoError::Io)?;
     let cache = ReadCache::new(file.try_clone().map_err(GoError::Io)?);
     let obj = object::File::parse(&cache).map_err(GoError::Object)?;

@@ -90,8 +90,13 @@ impl Code {
             filename: read_str(pid, u64_at(&head, l.co_filename), l)?.into(),
             first_line,
             linetable: read_bytes(pid, table, l)?,
-            first_instr: addr + l.co_code,
+            first_instr: addr.wrapping_add(l.co_code),
         })
+    }
+
+    /// Bytes this object keeps (what [`super::CODE_BYTES_KEPT`] counts).
+    pub(crate) fn size(&self) -> usize {
+        size_of::<Code>() + self.qualname.len() + self.filename.len() + self.linetable.len()
     }
 
     /// The line of the instruction a frame last started (`prev_instr`): before the first
@@ -122,7 +127,11 @@ pub(crate) fn read_str(pid: u32, addr: u64, l: &Layout) -> Result<String, ReadEr
     } else {
         l.compact_data
     };
-    let raw = read_mem(pid, addr + data, (len * u64::from(kind)) as usize)?;
+    let raw = read_mem(
+        pid,
+        addr.wrapping_add(data),
+        (len * u64::from(kind)) as usize,
+    )?;
     let text = match kind {
         1 => raw.iter().map(|&b| char::from(b)).collect(),
         2 => raw
@@ -141,9 +150,9 @@ pub(crate) fn read_str(pid: u32, addr: u64, l: &Layout) -> Result<String, ReadEr
 
 /// A `bytes` object's contents.
 fn read_bytes(pid: u32, addr: u64, l: &Layout) -> Result<Vec<u8>, ReadError> {
-    let len = read_u64(pid, addr + l.bytes_size)?;
+    let len = read_u64(pid, addr.wrapping_add(l.bytes_size))?;
     if len > MAX_TABLE {
         return Err(ReadError::TooLarge(addr, len));
     }
-    read_mem(pid, addr + l.bytes_data, len as usize)
+    read_mem(pid, addr.wrapping_add(l.bytes_data), len as usize)
 }

@@ -46,6 +46,8 @@ pub(crate) enum FindError {
     NoInterpreter { file: String, version: String },
     #[error("reading the interpreter's version: {0}")]
     Read(#[from] super::code::ReadError),
+    #[error("not read: {0}")]
+    Refused(#[from] crate::process::untrusted::Refused),
 }
 
 /// Exported functions of the interpreter that call its eval loop.
@@ -146,10 +148,17 @@ impl Files {
     }
 }
 
-/// Read interpreter file `file` of process `pid` (through its root).
+/// Largest interpreter file read (a libpython with its symbols is tens of MiB).
+const FILE_MAX: u64 = 256 << 20;
+
+/// Read interpreter file `file` of process `pid` (in its root, a regular file of at most
+/// [`FILE_MAX`] bytes).
 fn read_file(pid: u32, file: &str) -> Result<FileInfo, FindError> {
-    let bytes = std::fs::read(format!("/proc/{pid}/root{file}"))
-        .map_err(|e| FindError::Io(file.to_string(), e))?;
+    use crate::process::untrusted::{self, Refused};
+    let bytes = untrusted::read_of(pid, file, FILE_MAX).map_err(|e| match e {
+        Refused::Io(f, e) => FindError::Io(f, e),
+        other => FindError::Refused(other),
+    })?;
     let elf = ElfFile64::<object::Endianness>::parse(&*bytes)
         .map_err(|_| FindError::NotElf(file.to_string()))?;
     let endian = elf.endian();
@@ -284,7 +293,7 @@ pub(crate) fn find(pid: u32, files: &mut Files) -> Result<Option<Interpreter>, F
         offsets::Tstate::Key(at) => {
             // The key of each thread's state: a Py_tss_t {int initialized; unsigned key}, set
             // up when the interpreter starts (so looked at again shortly when not yet).
-            let key = read_mem(pid, runtime + at, 8)?;
+            let key = read_mem(pid, runtime.wrapping_add(at), 8)?;
             let initialized = u32::from_ne_bytes(key[..4].try_into().unwrap_or([0; 4]));
             let value = u32::from_ne_bytes(key[4..].try_into().unwrap_or([0; 4]));
             if initialized != 1 || value >= 1024 {
@@ -293,21 +302,21 @@ pub(crate) fn find(pid: u32, files: &mut Files) -> Result<Option<Interpreter>, F
                     version: offsets::version_name(version),
                 });
             }
-            runtime + at
+            runtime.wrapping_add(at)
         }
         offsets::Tstate::List {
             interpreters_head, ..
         } => {
             // The main interpreter, made when the interpreter starts (looked at again shortly
             // when not yet).
-            let head = read_mem(pid, runtime + interpreters_head, 8)?;
+            let head = read_mem(pid, runtime.wrapping_add(interpreters_head), 8)?;
             if head.iter().all(|b| *b == 0) {
                 return Err(FindError::NoInterpreter {
                     file,
                     version: offsets::version_name(version),
                 });
             }
-            runtime + interpreters_head
+            runtime.wrapping_add(interpreters_head)
         }
     };
     // asyncio's table: the interpreter's own, or its `_asyncio` module's (read from the file,

@@ -51,6 +51,10 @@ const LOOKS_UNMAPPED: u32 = 10;
 const LOOKS: u32 = 40;
 /// Code objects kept per process (all forgotten past it).
 const CODES_KEPT: usize = 65536;
+/// Bytes of code objects kept over all processes (names, files, location tables: a process
+/// can make each of its frames name a code object with a 1 MiB table): past it, the process's
+/// codes are forgotten, and all processes' if that is not enough.
+const CODE_BYTES_KEPT: usize = 64 << 20;
 
 /// Python frames read and why some were not, for the summary.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -78,6 +82,8 @@ pub(crate) struct PyCounts {
 struct Proc {
     interp: Interpreter,
     codes: HashMap<u64, Rc<Code>, ahash::RandomState>,
+    /// Bytes of `codes` (see [`CODE_BYTES_KEPT`]).
+    code_bytes: usize,
     tasks: tasks::Tasks,
 }
 
@@ -95,6 +101,8 @@ pub(crate) struct Python {
     files: find::Files,
     /// The kernel side's `py_procs_any`, set at the first process handed to it.
     any: Option<crate::kernel::globals::Global>,
+    /// Bytes of code objects kept over all processes.
+    code_bytes: usize,
     pub counts: PyCounts,
 }
 
@@ -108,6 +116,7 @@ impl Python {
             warned_pids: HashSet::new(),
             files: find::Files::default(),
             any: None,
+            code_bytes: 0,
             counts: PyCounts::default(),
         }
     }
@@ -216,6 +225,7 @@ impl Python {
                 Proc {
                     interp,
                     codes: HashMap::default(),
+                    code_bytes: 0,
                     tasks: tasks::Tasks::default(),
                 },
             );
@@ -225,7 +235,8 @@ impl Python {
     /// Process `pid` exec'd or exited: its interpreter (if any) is no more.
     pub(crate) fn forget(&mut self, skel: &StacksSkel<'_>, pid: u32) {
         self.looked.remove(&pid);
-        if self.procs.remove(&pid).is_some() {
+        if let Some(p) = self.procs.remove(&pid) {
+            self.code_bytes -= p.code_bytes;
             let _ = skel.maps.py_procs.delete(&pid.to_ne_bytes());
         }
     }
@@ -301,7 +312,9 @@ impl Python {
     /// The frame of code object `code` of process `pid` (whose `co_qualname` was `qualname`
     /// at the sample) at instruction `prev_instr`.
     fn frame(&mut self, pid: u32, code: u64, qualname: u64, prev_instr: u64) -> UserFrame {
-        let read = self.procs.get_mut(&pid).map(|p| {
+        let total = &mut self.code_bytes;
+        let all = &mut self.procs;
+        let read = all.get_mut(&pid).map(|p| {
             let layout = p.interp.layout;
             // A code object freed (a module's, once imported) leaves its address to another:
             // one is used only while it names the sample's qualified name (the object read
@@ -312,12 +325,27 @@ impl Python {
                 return Ok::<_, code::ReadError>(Rc::clone(c));
             }
             let c = Rc::new(Code::read(pid, code, &layout)?);
-            if p.codes.len() >= CODES_KEPT {
+            let size = c.size();
+            if p.codes.len() >= CODES_KEPT || *total + size > CODE_BYTES_KEPT {
+                *total -= p.code_bytes;
                 p.codes.clear();
+                p.code_bytes = 0;
             }
-            p.codes.insert(code, Rc::clone(&c));
+            if let Some(old) = p.codes.insert(code, Rc::clone(&c)) {
+                p.code_bytes -= old.size();
+                *total -= old.size();
+            }
+            p.code_bytes += size;
+            *total += size;
             Ok(c)
         });
+        if self.code_bytes > CODE_BYTES_KEPT {
+            for p in self.procs.values_mut() {
+                p.codes.clear();
+                p.code_bytes = 0;
+            }
+            self.code_bytes = 0;
+        }
         let why = match read {
             Some(Ok(c)) if c.qualname_at == qualname => {
                 self.counts.frames += 1;

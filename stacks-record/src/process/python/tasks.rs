@@ -107,7 +107,9 @@ pub(crate) fn extension_module(pid: u32, file: &str, minor: u32) -> Option<Vec<u
             let name = e.file_name();
             let name = name.to_string_lossy();
             if name.starts_with("_asyncio.") && name.ends_with(".so") {
-                return std::fs::read(e.path()).ok();
+                let path = d.join(&*name);
+                return crate::process::untrusted::read_of(pid, &path.to_string_lossy(), 64 << 20)
+                    .ok();
             }
         }
     }
@@ -157,7 +159,7 @@ impl Tasks {
         }
         // The task's name pointer now must be the event's: else the task is gone and its
         // memory holds another.
-        if read_u64(pid, task + u64::from(a.task_name))? != name {
+        if read_u64(pid, task.wrapping_add(u64::from(a.task_name)))? != name {
             return Err(ReadError::Replaced(task));
         }
         let own = self.name(pid, task, name, l)?;
@@ -167,7 +169,7 @@ impl Tasks {
             let Some(parent) = awaited_by(pid, at, l, a)? else {
                 break;
             };
-            let parent_name = read_u64(pid, parent + u64::from(a.task_name))?;
+            let parent_name = read_u64(pid, parent.wrapping_add(u64::from(a.task_name)))?;
             chain.push(self.name(pid, parent, parent_name, l)?);
             at = parent;
         }
@@ -187,8 +189,8 @@ impl Tasks {
         if let Some(n) = self.names.get(&(task, name)) {
             return Ok(Rc::clone(n));
         }
-        let ty = read_u64(pid, name + l.ob_type)?;
-        let flags = read_u64(pid, ty + l.tp_flags)?;
+        let ty = read_u64(pid, name.wrapping_add(l.ob_type))?;
+        let flags = read_u64(pid, ty.wrapping_add(l.tp_flags))?;
         let text: Rc<str> = if flags & TPFLAGS_UNICODE_SUBCLASS != 0 {
             read_str(pid, name, l)?.into()
         } else if flags & TPFLAGS_LONG_SUBCLASS != 0 {
@@ -208,7 +210,7 @@ const TPFLAGS_LONG_SUBCLASS: u64 = 1 << 24;
 /// A small non-negative `int`'s value (`lv_tag`: digit count << 3, sign in the low bits;
 /// 30-bit digits).
 fn read_int(pid: u32, addr: u64, l: &Layout) -> Result<u64, ReadError> {
-    let tag = read_u64(pid, addr + l.long_tag)?;
+    let tag = read_u64(pid, addr.wrapping_add(l.long_tag))?;
     let (digits, sign) = (tag >> 3, tag & 3);
     if sign == 1 || digits == 0 {
         return Ok(0);
@@ -216,7 +218,7 @@ fn read_int(pid: u32, addr: u64, l: &Layout) -> Result<u64, ReadError> {
     if sign != 0 || digits > 2 {
         return Err(ReadError::TooLarge(addr, digits));
     }
-    let raw = read_mem(pid, addr + l.long_digits, 4 * digits as usize)?;
+    let raw = read_mem(pid, addr.wrapping_add(l.long_digits), 4 * digits as usize)?;
     Ok(raw
         .chunks_exact(4)
         .enumerate()
@@ -232,21 +234,21 @@ fn awaited_by(
     l: &Layout,
     a: &AsyncioLayout,
 ) -> Result<Option<u64>, ReadError> {
-    let by = read_u64(pid, task + a.task_awaited_by)?;
+    let by = read_u64(pid, task.wrapping_add(a.task_awaited_by))?;
     if by == 0 {
         return Ok(None);
     }
-    let is_set = read_mem(pid, task + a.task_awaited_by_is_set, 1)?[0] != 0;
+    let is_set = read_mem(pid, task.wrapping_add(a.task_awaited_by_is_set), 1)?[0] != 0;
     let is_task = |obj: u64| -> Result<bool, ReadError> {
-        Ok(read_mem(pid, obj + a.task_is_task, 1)?[0] == 1)
+        Ok(read_mem(pid, obj.wrapping_add(a.task_is_task), 1)?[0] == 1)
     };
     if !is_set {
         return Ok(is_task(by)?.then_some(by));
     }
     // A set of awaiters (`gather` of one task by several): its table's live entries.
-    let mask = read_u64(pid, by + l.set_mask)?;
-    let table = read_u64(pid, by + l.set_table)?;
-    let n = (mask + 1).min(64) as usize;
+    let mask = read_u64(pid, by.wrapping_add(l.set_mask))?;
+    let table = read_u64(pid, by.wrapping_add(l.set_table))?;
+    let n = mask.saturating_add(1).min(64) as usize;
     let raw = read_mem(pid, table, 16 * n)?;
     for entry in raw.chunks_exact(16) {
         let key = u64::from_ne_bytes(entry[..8].try_into().unwrap_or([0; 8]));

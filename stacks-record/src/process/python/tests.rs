@@ -116,6 +116,7 @@ fn python_of_self() -> (Python, u32) {
                 asyncio: None,
             },
             codes: Default::default(),
+            code_bytes: 0,
             tasks: Default::default(),
         },
     );
@@ -237,4 +238,66 @@ fn replaced_and_unreadable_code_objects_are_counted_not_named() {
     };
     let ids = py.interleave(pid, &[], &[entered], &mut table);
     assert_eq!(describe(&table, ids[0]), "leaf@s.py:3");
+}
+
+/// A hostile process's frames (docs/threat-model.md): a name of 2^40 characters, code at a
+/// kernel address or at the top of the address space, code objects that each bring a 1 MiB
+/// location table. Each bad frame becomes an error frame, counted; the code objects kept
+/// stay within their byte budget.
+#[test]
+fn hostile_code_objects_become_counted_error_frames_within_the_budget() {
+    let l = layout();
+    let mut heap = Heap::default();
+    let good = heap.code("good", "g.py", 1, 1);
+    // A str claiming 2^40 characters.
+    let huge = heap.alloc(64, |b| {
+        b[16..24].copy_from_slice(&(1u64 << 40).to_ne_bytes());
+        b[32..36].copy_from_slice(&0x64u32.to_ne_bytes());
+    });
+    let name_huge = heap.alloc(l.co_code as usize + 2, |b| {
+        b[l.co_qualname as usize..l.co_qualname as usize + 8].copy_from_slice(&huge.to_ne_bytes());
+    });
+    let (mut py, pid) = python_of_self();
+    let mut table = FrameTable::default();
+    let at = |code: u64| PyPart::Frame {
+        code,
+        qualname: 0,
+        prev_instr: code.wrapping_add(l.co_code),
+        entry: true,
+    };
+    let bad = [at(name_huge), at(0xffff_8880_0000_0000), at(u64::MAX - 4)];
+    let ids = py.interleave(pid, &[], &bad, &mut table);
+    for &id in &ids {
+        let f = table.get(id);
+        assert!(f.symbol.is_none() && f.error.is_some(), "{f:?}");
+    }
+    assert_eq!((py.counts.code_unreadable, py.counts.frames), (3, 0));
+    // 100 code objects sharing one location table of 1 MiB (read once per object).
+    let big_table = heap.bytes(&vec![0x80 | (10 << 3); 1 << 20]);
+    let name = heap.str("big");
+    let codes: Vec<u64> = (0..100)
+        .map(|_| {
+            heap.alloc(l.co_code as usize + 2, |b| {
+                let put = |b: &mut [u8], at: u64, v: u64| {
+                    b[at as usize..at as usize + 8].copy_from_slice(&v.to_ne_bytes())
+                };
+                put(b, l.co_qualname, name);
+                put(b, l.co_filename, name);
+                put(b, l.co_linetable, big_table);
+            })
+        })
+        .collect();
+    let mut peak = 0;
+    for &code in &codes {
+        py.interleave(pid, &[], &[frame(code, 0, true)], &mut table);
+        peak = peak.max(py.code_bytes);
+    }
+    assert_eq!(py.counts.frames, 100, "every frame named");
+    assert!(
+        peak <= super::CODE_BYTES_KEPT,
+        "{peak} bytes of code objects kept"
+    );
+    assert!(peak > super::CODE_BYTES_KEPT / 2, "{peak}: the budget used");
+    let ids = py.interleave(pid, &[], &[frame(good, 0, true)], &mut table);
+    assert_eq!(describe(&table, ids[0]), "good@g.py:1");
 }

@@ -29,6 +29,9 @@ pub(super) const PROVIDER: &str = "stacks_tracing";
 pub(crate) fn find(path: &Path) -> Result<Option<TlsOffsets>, String> {
     let file = File::open(path).map_err(|e| e.to_string())?;
     let cache = ReadCache::new(file);
+    if !crate::process::untrusted::elf_tables_bounded(&cache) {
+        return Ok(None);
+    }
     let Ok(elf) = ElfFile64::<object::Endianness, _>::parse(&cache) else {
         return Ok(None); // not a 64-bit ELF file (a script's interpreter is traced instead)
     };
@@ -44,9 +47,20 @@ pub(crate) fn find(path: &Path) -> Result<Option<TlsOffsets>, String> {
         return Ok(None);
     };
     let (memsz, vaddr) = (tls.p_memsz(endian), tls.p_vaddr(endian));
+    // The file is the target's to write: a segment that cannot be (an alignment that is not
+    // a power of two, sizes that overflow) has no thread context.
     let align = tls.p_align(endian).max(1);
+    if !align.is_power_of_two() {
+        return Ok(None);
+    }
     let firstbyte = vaddr.wrapping_neg() & (align - 1);
-    let block = (memsz - firstbyte).next_multiple_of(align) + firstbyte;
+    let Some(block) = memsz
+        .checked_sub(firstbyte)
+        .and_then(|n| n.checked_next_multiple_of(align))
+        .and_then(|n| n.checked_add(firstbyte))
+    else {
+        return Ok(None);
+    };
     let lookup = |symbols: &mut dyn Iterator<Item = (String, SymbolKind, u64)>| {
         let (mut context, mut canary) = (None, None);
         for (name, kind, value) in symbols {
@@ -60,8 +74,8 @@ pub(crate) fn find(path: &Path) -> Result<Option<TlsOffsets>, String> {
             }
             if let (Some(ctx), Some(can)) = (context, canary) {
                 return Some(TlsOffsets {
-                    context: ctx as i64 - block as i64,
-                    canary: can as i64 - block as i64,
+                    context: (ctx as i64).wrapping_sub(block as i64),
+                    canary: (can as i64).wrapping_sub(block as i64),
                     probes: false,
                 });
             }

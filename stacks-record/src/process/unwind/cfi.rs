@@ -61,11 +61,17 @@ impl FileCfi {
     fn parse(bytes: Bytes) -> Option<Self> {
         let bytes = Arc::new(bytes);
         let elf = ElfFile64::<object::Endianness>::parse(&**bytes).ok()?;
+        // The file is the target's to write: a range past the file or wrapping around is
+        // no section.
+        let in_file = |off: u64, size: u64| {
+            let end = off.checked_add(size)?;
+            (end <= bytes.len() as u64).then_some(off as usize..end as usize)
+        };
         let section = |name: &str| {
             let s = elf.section_by_name(name)?;
             let (off, size) = s.file_range()?;
-            let svma = s.address()..s.address() + s.size();
-            Some((svma, off as usize..(off + size) as usize))
+            let svma = s.address()..s.address().checked_add(s.size())?;
+            Some((svma, in_file(off, size)?))
         };
         let endian = elf.endian();
         let loads = elf
@@ -82,7 +88,7 @@ impl FileCfi {
                     .is_ok_and(|c| c.format == object::CompressionFormat::None)
             })
             .and_then(|s| s.file_range())
-            .map(|(off, size)| off as usize..(off + size) as usize);
+            .and_then(|(off, size)| in_file(off, size));
         Some(FileCfi {
             text: section(".text"),
             eh_frame: section(".eh_frame"),
@@ -121,7 +127,7 @@ impl FileCfi {
     }
 
     fn section(&self, r: &Range<usize>) -> Option<Section> {
-        (r.end <= self.bytes.len()).then(|| Section {
+        (r.start <= r.end && r.end <= self.bytes.len()).then(|| Section {
             bytes: Arc::clone(&self.bytes),
             range: r.clone(),
         })
@@ -227,9 +233,16 @@ impl FileCache {
                 "/proc/{pid}/map_files/{:x}-{:x}",
                 m.range.start, m.range.end
             );
-            File::open(&by_map)
-                .or_else(|_| File::open(format!("/proc/{pid}/root{}", m.path)))
-                .ok()
+            // Not on FUSE: opening it there waits for its server (maybe the process).
+            if crate::process::untrusted::on_fuse(pid, &m.path) {
+                self.files.insert(key.clone(), None);
+                return None;
+            }
+            File::open(&by_map).ok().or_else(|| {
+                crate::process::untrusted::open_of(pid, &m.path, u64::MAX)
+                    .ok()
+                    .map(|(f, _)| f)
+            })
         };
         // SAFETY: the file is mapped read-only; a file truncated under us could fault, as
         // with any profiler reading mapped binaries (blazesym maps them the same way).
@@ -283,5 +296,23 @@ mod tests {
     #[test]
     fn the_vdso_has_cfi() {
         assert!(own_vdso().is_some(), "the vdso has .eh_frame");
+    }
+
+    /// A file whose `.eh_frame` offset and size wrap around (a hostile process's own file,
+    /// docs/threat-model.md) has no `.eh_frame`, rather than a panic.
+    #[test]
+    fn a_section_range_that_wraps_is_no_section() {
+        let mut bytes = std::fs::read("/proc/self/exe").unwrap();
+        let index = {
+            let elf = ElfFile64::<object::Endianness>::parse(&*bytes).unwrap();
+            elf.section_by_name(".eh_frame").unwrap().index().0
+        };
+        let u16_at = |b: &[u8], at: usize| usize::from(u16::from_le_bytes([b[at], b[at + 1]]));
+        let shoff = u64::from_le_bytes(bytes[0x28..0x30].try_into().unwrap()) as usize;
+        let header = shoff + index * u16_at(&bytes, 0x3a);
+        bytes[header + 0x18..header + 0x20].copy_from_slice(&(u64::MAX - 0xfff).to_le_bytes());
+        bytes[header + 0x20..header + 0x28].copy_from_slice(&0x10_0000u64.to_le_bytes());
+        let cfi = FileCfi::parse(Bytes::Owned(bytes)).expect("still an ELF file");
+        assert!(cfi.eh_frame.is_none());
     }
 }
