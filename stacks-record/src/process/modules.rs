@@ -3,7 +3,10 @@
 //! maps of traced processes (read when they first appear or exec, and again when a frame's
 //! build id is not known: a library loaded later, `dlopen`) and of the recorder itself.
 
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::process::maps;
@@ -65,11 +68,8 @@ impl ModuleIndex {
             // The path is the process's view: read the file through its root, so a process in
             // another mount namespace names its own file. The path itself is only data.
             let through_root = format!("/proc/{pid}/root{path}");
-            let id = blazesym::helper::read_elf_build_id(&through_root)
-                .ok()
-                .flatten();
-            if let Some(id) = id {
-                self.learn(&hex(&id), path);
+            if let Some(id) = read_build_id(Path::new(&through_root)) {
+                self.learn(&id, path);
             }
         }
     }
@@ -80,8 +80,8 @@ impl ModuleIndex {
         if !path.starts_with('/') || !self.read.insert(path.to_string()) {
             return;
         }
-        if let Ok(Some(id)) = blazesym::helper::read_elf_build_id(&path) {
-            self.learn(&hex(&id), path);
+        if let Some(id) = read_build_id(Path::new(path)) {
+            self.learn(&id, path);
         }
     }
 
@@ -103,6 +103,39 @@ fn executable_files(text: &str) -> Vec<&str> {
         }
     }
     out
+}
+
+/// The GNU build id (lowercase hex) of the ELF file at `path`: its `NT_GNU_BUILD_ID` note
+/// whose name is "GNU". blazesym's reader takes the first note of type 3 whatever its name, and
+/// a USDT probe's note (`stapsdt`, type 3 too) is one: in a file whose `.note.stapsdt` comes
+/// before `.note.gnu.build-id` (PostgreSQL after patchelf moved its build-id note) it read a
+/// probe's bytes as the build id, and no frame of the file could be named.
+pub(crate) fn read_build_id(path: &Path) -> Option<String> {
+    let file = std::fs::File::open(path).ok()?;
+    // SAFETY: mapped read-only to read its notes; a file truncated under us could fault, as
+    // with any profiler reading mapped binaries.
+    let map = unsafe { memmap2::Mmap::map(&file) }.ok()?;
+    let elf = object::File::parse(&*map).ok()?;
+    use object::Object as _;
+    elf.build_id().ok().flatten().map(hex)
+}
+
+thread_local! {
+    /// Build ids by file (device, inode, modification time): each file is read once.
+    static BUILD_IDS: RefCell<HashMap<(u64, u64, i64), Option<String>>> = RefCell::default();
+}
+
+/// The build id of `path` as process `pid` sees it (through its root), read once per file.
+pub(crate) fn process_file_build_id(pid: u32, path: &Path) -> Option<String> {
+    let through_root = format!("/proc/{pid}/root{}", path.display());
+    let meta = std::fs::metadata(&through_root).ok()?;
+    let key = (meta.dev(), meta.ino(), meta.mtime());
+    BUILD_IDS.with(|ids| {
+        ids.borrow_mut()
+            .entry(key)
+            .or_insert_with(|| read_build_id(Path::new(&through_root)))
+            .clone()
+    })
 }
 
 /// A kernel-reported build id (20 bytes, zero padded) as lowercase hex: a 16-byte id (md5,
@@ -144,8 +177,8 @@ mod tests {
             "the test binary itself has a build id"
         );
         let exe = std::fs::read_link("/proc/self/exe").unwrap();
-        let id = blazesym::helper::read_elf_build_id(&exe).unwrap().unwrap();
-        assert_eq!(idx.path(&hex(&id)), Some(exe.to_str().unwrap()));
+        let id = read_build_id(&exe).unwrap();
+        assert_eq!(idx.path(&id), Some(exe.to_str().unwrap()));
     }
 
     #[test]

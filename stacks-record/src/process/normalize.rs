@@ -382,7 +382,17 @@ fn resolve(
                     failed(addr, &u.reason.to_string()),
                     u.reason == Reason::Unmapped,
                 ),
-                other => (frame(addr, offset, other), false),
+                other => {
+                    let mut f = frame(addr, offset, other);
+                    // blazesym's build id may be a USDT note's (see read_build_id).
+                    if let (Some(UserMeta::Elf(elf)), Some(_)) = (other, &f.build_id)
+                        && let Some(id) =
+                            crate::process::modules::process_file_build_id(pid, &elf.path)
+                    {
+                        f.build_id = Some(id);
+                    }
+                    (f, false)
+                }
             },
         )
         .collect())
