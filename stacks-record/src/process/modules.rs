@@ -181,6 +181,75 @@ mod tests {
         assert_eq!(idx.path(&id), Some(exe.to_str().unwrap()));
     }
 
+    /// A 64-bit ELF file of note sections only: a USDT probe's note (`stapsdt`, type 3) in a
+    /// section before the GNU build-id note (type 3 too), as patchelf leaves PostgreSQL.
+    fn probe_note_first(build_id: &[u8; 20]) -> Vec<u8> {
+        fn note(name: &[u8], kind: u32, desc: &[u8]) -> Vec<u8> {
+            let mut n = Vec::new();
+            n.extend_from_slice(&(name.len() as u32).to_le_bytes());
+            n.extend_from_slice(&(desc.len() as u32).to_le_bytes());
+            n.extend_from_slice(&kind.to_le_bytes());
+            n.extend_from_slice(name);
+            n.resize(n.len().div_ceil(4) * 4, 0);
+            n.extend_from_slice(desc);
+            n.resize(n.len().div_ceil(4) * 4, 0);
+            n
+        }
+        let probe = note(b"stapsdt\0", 3, b"probe's pc, base, semaphore, names..");
+        let gnu = note(b"GNU\0", 3, build_id);
+        let names = b"\0.note.stapsdt\0.note.gnu.build-id\0.shstrtab\0";
+        let mut f = vec![0u8; 64];
+        let probe_at = f.len();
+        f.extend_from_slice(&probe);
+        let gnu_at = f.len();
+        f.extend_from_slice(&gnu);
+        let names_at = f.len();
+        f.extend_from_slice(names);
+        f.resize(f.len().div_ceil(8) * 8, 0);
+        let sh_at = f.len();
+        // Section headers: null, the probe's notes, the build id, the names.
+        let section = |name: u32, kind: u32, at: usize, size: usize, align: u64| {
+            let mut h = Vec::new();
+            h.extend_from_slice(&name.to_le_bytes());
+            h.extend_from_slice(&kind.to_le_bytes());
+            h.extend_from_slice(&0u64.to_le_bytes()); // flags
+            h.extend_from_slice(&0u64.to_le_bytes()); // address
+            h.extend_from_slice(&(at as u64).to_le_bytes());
+            h.extend_from_slice(&(size as u64).to_le_bytes());
+            h.extend_from_slice(&0u32.to_le_bytes()); // link
+            h.extend_from_slice(&0u32.to_le_bytes()); // info
+            h.extend_from_slice(&align.to_le_bytes());
+            h.extend_from_slice(&0u64.to_le_bytes()); // entry size
+            h
+        };
+        f.extend(section(0, 0, 0, 0, 0));
+        f.extend(section(1, 7, probe_at, probe.len(), 4));
+        f.extend(section(15, 7, gnu_at, gnu.len(), 4));
+        f.extend(section(34, 3, names_at, names.len(), 1));
+        f[..4].copy_from_slice(b"\x7fELF");
+        f[4..8].copy_from_slice(&[2, 1, 1, 0]); // 64-bit, little-endian, version 1
+        f[16..18].copy_from_slice(&3u16.to_le_bytes()); // shared object
+        f[18..20].copy_from_slice(&62u16.to_le_bytes()); // x86-64
+        f[20..24].copy_from_slice(&1u32.to_le_bytes());
+        f[40..48].copy_from_slice(&(sh_at as u64).to_le_bytes());
+        f[52..54].copy_from_slice(&64u16.to_le_bytes()); // header size
+        f[54..56].copy_from_slice(&56u16.to_le_bytes()); // program header size
+        f[58..60].copy_from_slice(&64u16.to_le_bytes()); // section header size
+        f[60..62].copy_from_slice(&4u16.to_le_bytes()); // sections
+        f[62..64].copy_from_slice(&3u16.to_le_bytes()); // the names' section
+        f
+    }
+
+    #[test]
+    fn the_build_id_is_the_gnu_note_not_a_probe_note_before_it() {
+        let id = [0xab; 20];
+        let path = std::env::temp_dir().join(format!("stacks-notes-{}.so", std::process::id()));
+        std::fs::write(&path, probe_note_first(&id)).unwrap();
+        let got = read_build_id(&path);
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(got, Some(hex(&id)));
+    }
+
     #[test]
     fn short_build_ids_are_trimmed() {
         let mut raw = [0u8; 20];
