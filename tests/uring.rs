@@ -705,7 +705,13 @@ fn postgres_reads_through_io_uring_are_rows_with_the_backends_stacks() {
     let raw = dir.join("pg.raw");
     let log = dir.join("record.log");
     let mut rec = std::process::Command::new(stacks_tests::bin("stacks-record"))
-        .args(["-e", "uring:u,vfs:u", "-p", &postmaster, "-o"])
+        .args([
+            "-e",
+            "uring:u,vfs:u,tp:io_uring:io_uring_complete:n",
+            "-p",
+            &postmaster,
+            "-o",
+        ])
         .arg(&raw)
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
@@ -803,7 +809,7 @@ fn postgres_reads_through_io_uring_are_rows_with_the_backends_stacks() {
     );
     eprintln!("{report}");
     // The scans' reads (pg_stat_io's `bulkread` context: a large sequential scan's ring of
-    // buffers) are the io_uring rows (equal in two runs: 36,560 and 53,292 reads).
+    // buffers) are the io_uring rows (equal in four runs, 36,560 to 71,833 reads).
     assert!(
         uring_bytes > 0 && (uring_bytes - bulk_bytes).abs() as f64 <= 0.005 * bulk_bytes as f64,
         "{report}"
@@ -817,7 +823,7 @@ fn postgres_reads_through_io_uring_are_rows_with_the_backends_stacks() {
     // Both ways together are what PostgreSQL counted, in reads and bytes, within 0.5%: the
     // psql sessions that reset and read the statistics read catalog pages at their start,
     // which are rows here but reach pg_stat_io only when the session reports (the reset's
-    // after the reset, the last query's after it ran): a few reads (3 of 36,634 in one run).
+    // after the reset, the last query's after it ran): a few reads (15 of 72,462 in one run).
     let total = uring_bytes + sync_bytes;
     let reads = (uring.len() + sync.len()) as i64;
     assert!(
@@ -831,6 +837,21 @@ fn postgres_reads_through_io_uring_are_rows_with_the_backends_stacks() {
     let pm: i32 = postmaster.parse().unwrap();
     let pids: std::collections::BTreeSet<i32> = uring.iter().map(|r| r.tid).collect();
     assert!(!pids.contains(&pm), "{report}");
+    // Which task posted each completion (the tracepoint's rows are the current task's): the
+    // submitting backend's, for every request (a read's completion is queued as task work of
+    // the submitter, so another backend reaping the ring only reads what it posted).
+    let mut posted = std::collections::BTreeMap::new();
+    for r in rows_of(&sym, "probe") {
+        *posted.entry(r.tid).or_insert(0i64) += 1;
+    }
+    let mut submitted = std::collections::BTreeMap::new();
+    for r in requests(&sym) {
+        *submitted.entry(r.tid).or_insert(0i64) += 1;
+    }
+    assert_eq!(
+        posted, submitted,
+        "completions posted by task, against requests by submitter"
+    );
     let with_stack = uring
         .iter()
         .filter(|r| {
