@@ -22,6 +22,8 @@ struct Request {
     op: String,
     value: i64,
     duration: i64,
+    /// Requests the row stands for (more than 1: requests shorter than MIN, folded).
+    count: i64,
     fd: Option<i32>,
     path: Option<String>,
     errno: Option<i32>,
@@ -78,6 +80,7 @@ fn rows_of(path: &Path, kind: &str) -> Vec<Request> {
                 op: text(b, "op", i).unwrap_or_default(),
                 value: int(b, "value", i).unwrap_or(-1),
                 duration: int(b, "duration", i).unwrap_or(-1),
+                count: int(b, "count", i).unwrap_or(1),
                 fd: int(b, "fd", i).map(|v| v as i32),
                 path: text(b, "path", i),
                 errno: int(b, "errno", i).map(|v| v as i32),
@@ -504,6 +507,96 @@ fn fio_reads_are_rows_three_ways() {
 }
 
 /// In stream `path`: the `uring` rows of reads, and the `value` total of the `lost` rows of
+/// `uring:u:MIN`: fio's io_uring reads (4 KiB direct random reads at depth 8) completed
+/// sooner than MIN (100 µs, near fio's median on this disk) are folded into rows of `count`
+/// requests summed in the kernel, without a stack; the others are rows of their own, with
+/// fio's stack. Rows and folded counts are fio's reads, and their bytes fio's bytes.
+#[test]
+fn requests_shorter_than_min_are_folded() {
+    let Some(_serial) = bpf_guard("requests_shorter_than_min_are_folded") else {
+        return;
+    };
+    let dir = scratch("uring-min");
+    let file = dir.join("data.bin");
+    check(
+        &sh(&format!(
+            "fio --name=prepare --filename={} --size=64M --rw=write --bs=1M --direct=1 \
+             --output=/dev/null",
+            file.display()
+        )),
+        "fio: prepare the file",
+    );
+    let json = dir.join("fio.json");
+    let min_ns = 100_000;
+    let (out, summary) = record(
+        &dir,
+        "min",
+        "uring:u:100us",
+        &format!(
+            "fio --name=r --filename={} --size=64M --ioengine=io_uring --direct=1 \
+             --rw=randread --bs=4k --iodepth=8 --number_ios=20000 --output-format=json \
+             --output={}",
+            file.display(),
+            json.display()
+        ),
+        false,
+    );
+    let fio: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("fio's report"))
+            .expect("fio's JSON");
+    let read = &fio["jobs"][0]["read"];
+    let (ios, bytes) = (
+        read["total_ios"].as_i64().unwrap(),
+        read["io_bytes"].as_i64().unwrap(),
+    );
+    let rows: Vec<Request> = requests(&out)
+        .into_iter()
+        .filter(|r| r.op == "read")
+        .collect();
+    // Folded: a group's mean time is under MIN (each of its requests' was); kept: at least MIN.
+    let (folded, kept): (Vec<&Request>, Vec<&Request>) =
+        rows.iter().partition(|r| r.duration < min_ns * r.count);
+    let n_folded: i64 = folded.iter().map(|r| r.count).sum();
+    let case = format!(
+        "fio {ios} reads, {bytes} bytes; {} rows of one, {} folded rows of {n_folded}; {summary}",
+        kept.len(),
+        folded.len()
+    );
+    eprintln!("{case}");
+    // Every read is a row or counted in one, with its bytes (exact in these runs; the
+    // tolerance is the other fio test's).
+    let n: i64 = rows.iter().map(|r| r.count).sum();
+    let sum: i64 = rows.iter().map(|r| r.value).sum();
+    assert!(
+        (n - ios).abs() as f64 <= 0.005 * ios as f64,
+        "{n} reads, {case}"
+    );
+    assert!(
+        (sum - bytes).abs() as f64 <= 0.005 * bytes as f64,
+        "{sum} bytes, {case}"
+    );
+    // Both kinds of rows are there (fio's median is near MIN), each as the kernel made it.
+    assert!(n_folded > 0 && !kept.is_empty(), "{case}");
+    assert!(
+        kept.iter()
+            .all(|r| r.count == 1 && r.duration >= min_ns && r.user_frames > 0),
+        "{case}"
+    );
+    let path = file.display().to_string();
+    assert!(
+        folded.iter().all(|r| r.user_frames == 0
+            && r.mode == "inline"
+            && r.path.as_deref() == Some(path.as_str())
+            && r.thread == "fio"),
+        "{:?}; {case}",
+        folded
+            .iter()
+            .find(|r| r.user_frames > 0 || r.path.as_deref() != Some(&path))
+    );
+    // A group a second at most per thread, file and latency bucket: far fewer rows than reads.
+    assert!(folded.len() as i64 * 20 < n_folded, "{case}");
+}
+
 /// cause `cause`.
 fn reads_and_lost(path: &Path, cause: &str) -> (i64, i64) {
     let (mut reads, mut lost) = (0, 0);
