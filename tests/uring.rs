@@ -539,7 +539,7 @@ fn requests_shorter_than_min_are_folded() {
             file.display(),
             json.display()
         ),
-        false,
+        true,
     );
     let fio: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).expect("fio's report"))
@@ -595,6 +595,42 @@ fn requests_shorter_than_min_are_folded() {
     );
     // A group a second at most per thread, file and latency bucket: far fewer rows than reads.
     assert!(folded.len() as i64 * 20 < n_folded, "{case}");
+
+    // The bundled latency query counts a folded row as `count` requests of its mean time: its
+    // requests and bytes are fio's, its maximum the longest kept request's (or group mean),
+    // its median the rows' weighted median (±10%: a t-digest).
+    let q = sh(&format!(
+        "stacks-query -d {} uring-latency -f ndjson",
+        dir.join("min-store").display()
+    ));
+    check(&q, "uring-latency");
+    let text = String::from_utf8_lossy(&q.stdout);
+    let v: serde_json::Value = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("an ndjson row"))
+        .find(|v| v["op"] == "read")
+        .expect("a read row");
+    let get = |c: &str| v[c].as_i64().unwrap_or(-1);
+    let mut means: Vec<(i64, i64)> = rows
+        .iter()
+        .map(|r| (r.duration / r.count, r.count))
+        .collect();
+    means.sort_unstable();
+    let mut seen = 0;
+    let median = means
+        .iter()
+        .find(|(_, c)| {
+            seen += c;
+            seen * 2 >= n
+        })
+        .unwrap()
+        .0;
+    assert_eq!((get("requests"), get("bytes")), (n, sum), "{v}; {case}");
+    assert_eq!(get("max_ns"), means.last().unwrap().0, "{v}; {case}");
+    assert!(
+        (get("p50_ns") - median).abs() as f64 <= 0.1 * median as f64,
+        "{v}: the rows' median {median}; {case}"
+    );
 }
 
 /// cause `cause`.
