@@ -631,6 +631,25 @@ fn requests_shorter_than_min_are_folded() {
         (get("p50_ns") - median).abs() as f64 <= 0.1 * median as f64,
         "{v}: the rows' median {median}; {case}"
     );
+    // stacks-trace: each kept request a slice, each folded row an instant `uring read ×N`.
+    let t = sh(&format!("stacks-trace < {}", out.display()));
+    check(&t, "stacks-trace");
+    let trace: serde_json::Value = serde_json::from_slice(&t.stdout).expect("trace JSON");
+    let events = trace["traceEvents"].as_array().expect("traceEvents");
+    let uring_events = events.iter().filter(|e| e["cat"] == "uring");
+    let slices = uring_events.clone().filter(|e| e["ph"] == "b").count() as i64;
+    let instants: Vec<&serde_json::Value> = uring_events.filter(|e| e["ph"] == "i").collect();
+    let in_instants: i64 = instants
+        .iter()
+        .map(|e| e["args"]["requests"].as_i64().unwrap())
+        .sum();
+    // (A group of one folded request is a slice: it is one request.)
+    let single = rows.iter().filter(|r| r.count == 1).count() as i64;
+    assert_eq!(
+        (slices, instants.len() as i64, slices + in_instants),
+        (single, rows.len() as i64 - single, n),
+        "{case}"
+    );
 }
 
 /// cause `cause`.
