@@ -6,10 +6,7 @@
 
 /* Tunables, set by user space before load. */
 const volatile __u32 uring_stacks = 0; /* STACKS_WANT_* (user stacks only) */
-/* MIN: requests completed sooner are summed in the aggregation tables (aggregate.bpf.h) per
- * submitter, op, how it ran, error, descriptor, file and log2 latency bucket, without stacks:
- * one row a second per such group, its count, bytes and latency sum exact. 0: none. */
-const volatile __u64 uring_min_ns = 0;
+/* uring_min_ns (MIN): control.bpf.h, changed while recording. */
 
 #define URING_REQ_F_FIXED_FILE 1ULL   /* REQ_F_FIXED_FILE (bit 0 of io_kiocb.flags) */
 

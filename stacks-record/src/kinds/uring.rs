@@ -4,15 +4,18 @@
 //! sooner are summed in the kernel (a row a second per submitter, op, how, error, descriptor,
 //! file and log2 latency bucket, `count` requests, no stack).
 
+use anyhow::{Context as _, Result};
 use stacks_stream::kind;
 
-use super::{AggKey, AggSums, Context, Decoded, EventKind};
+use super::{AggKey, AggSums, Context, Decoded, EventKind, Run, Setup};
+use crate::kernel::abi::StacksSkel;
 use crate::kernel::abi::types::{rodata, stacks_uring};
 use crate::kernel::event::{Header, Kind as RecordKind, RawEvent, info_members};
+use crate::kernel::globals::Global64;
 use crate::kernel::tables;
 use crate::output::rows::Extra;
 use crate::process::fdnames::file_name;
-use crate::spec::KindArgs;
+use crate::spec::{EventSpec, KindArgs};
 
 info_members!(stacks_uring);
 
@@ -39,7 +42,17 @@ impl EventKind for Uring {
 
     fn configure(&self, rodata: &mut rodata, on: Option<&KindArgs>) {
         rodata.uring_stacks = on.map_or(0, |u| u.stacks.mask());
-        rodata.uring_min_ns = on.and_then(|u| u.arg).unwrap_or(0);
+    }
+
+    /// MIN, written in the BPF object's .bss (control.bpf.h) once loaded and again when it
+    /// changes in place (`--control`).
+    fn run(&self, setup: &mut Setup<'_>) -> Result<Option<Box<dyn Run>>> {
+        Ok(setup.on(self).map(|on| {
+            Box::new(Folding {
+                min_ns: on.arg.unwrap_or(0),
+                global: None,
+            }) as Box<dyn Run>
+        }))
     }
 
     /// Requests shorter than MIN (not for a backed-up ring buffer: every request longer than
@@ -115,6 +128,32 @@ impl EventKind for Uring {
                 ..Extra::default()
             },
         })
+    }
+}
+
+/// `uring`'s MIN: requests completed sooner are summed in the kernel.
+struct Folding {
+    min_ns: u64,
+    global: Option<Global64>,
+}
+
+impl Run for Folding {
+    fn loaded(&mut self, skel: &mut StacksSkel<'_>) -> Result<()> {
+        let g = Global64::new(skel, |b| &mut b.uring_min_ns)
+            .context("the BPF object has no .bss for uring_min_ns")?;
+        g.set(self.min_ns);
+        self.global = Some(g);
+        Ok(())
+    }
+
+    fn retune(&mut self, spec: &EventSpec) -> Result<()> {
+        if let Some(min) = spec.get(kind::URING).map(|s| s.arg.unwrap_or(0))
+            && let Some(g) = &self.global
+        {
+            self.min_ns = min;
+            g.set(min);
+        }
+        Ok(())
     }
 }
 
