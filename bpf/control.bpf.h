@@ -7,5 +7,11 @@
  * count kept, their stacks dropped). */
 volatile __u64 switch_min_ns = 0;
 
+/* `uring`'s MIN: requests completed sooner are summed in the aggregation tables
+ * (aggregate.bpf.h) per submitter, op, how it ran, error, descriptor, file and log2 latency
+ * bucket, without stacks: a row a second per such group, its count, bytes and time exact.
+ * 0: none. */
+volatile __u64 uring_min_ns = 0;
+
 /* `state`: 1e9 / HZ of the thread-state passes, what one row stands for. */
 volatile __u64 state_period_ns = 0;

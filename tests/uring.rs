@@ -22,6 +22,8 @@ struct Request {
     op: String,
     value: i64,
     duration: i64,
+    /// Requests the row stands for (more than 1: requests shorter than MIN, folded).
+    count: i64,
     fd: Option<i32>,
     path: Option<String>,
     errno: Option<i32>,
@@ -78,6 +80,7 @@ fn rows_of(path: &Path, kind: &str) -> Vec<Request> {
                 op: text(b, "op", i).unwrap_or_default(),
                 value: int(b, "value", i).unwrap_or(-1),
                 duration: int(b, "duration", i).unwrap_or(-1),
+                count: int(b, "count", i).unwrap_or(1),
                 fd: int(b, "fd", i).map(|v| v as i32),
                 path: text(b, "path", i),
                 errno: int(b, "errno", i).map(|v| v as i32),
@@ -504,6 +507,151 @@ fn fio_reads_are_rows_three_ways() {
 }
 
 /// In stream `path`: the `uring` rows of reads, and the `value` total of the `lost` rows of
+/// `uring:u:MIN`: fio's io_uring reads (4 KiB direct random reads at depth 8) completed
+/// sooner than MIN (100 µs, near fio's median on this disk) are folded into rows of `count`
+/// requests summed in the kernel, without a stack; the others are rows of their own, with
+/// fio's stack. Rows and folded counts are fio's reads, and their bytes fio's bytes.
+#[test]
+fn requests_shorter_than_min_are_folded() {
+    let Some(_serial) = bpf_guard("requests_shorter_than_min_are_folded") else {
+        return;
+    };
+    let dir = scratch("uring-min");
+    let file = dir.join("data.bin");
+    check(
+        &sh(&format!(
+            "fio --name=prepare --filename={} --size=64M --rw=write --bs=1M --direct=1 \
+             --output=/dev/null",
+            file.display()
+        )),
+        "fio: prepare the file",
+    );
+    let json = dir.join("fio.json");
+    let min_ns = 100_000;
+    let (out, summary) = record(
+        &dir,
+        "min",
+        "uring:u:100us",
+        &format!(
+            "fio --name=r --filename={} --size=64M --ioengine=io_uring --direct=1 \
+             --rw=randread --bs=4k --iodepth=8 --number_ios=20000 --output-format=json \
+             --output={}",
+            file.display(),
+            json.display()
+        ),
+        true,
+    );
+    let fio: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("fio's report"))
+            .expect("fio's JSON");
+    let read = &fio["jobs"][0]["read"];
+    let (ios, bytes) = (
+        read["total_ios"].as_i64().unwrap(),
+        read["io_bytes"].as_i64().unwrap(),
+    );
+    let rows: Vec<Request> = requests(&out)
+        .into_iter()
+        .filter(|r| r.op == "read")
+        .collect();
+    // Folded: a group's mean time is under MIN (each of its requests' was); kept: at least MIN.
+    let (folded, kept): (Vec<&Request>, Vec<&Request>) =
+        rows.iter().partition(|r| r.duration < min_ns * r.count);
+    let n_folded: i64 = folded.iter().map(|r| r.count).sum();
+    let case = format!(
+        "fio {ios} reads, {bytes} bytes; {} rows of one, {} folded rows of {n_folded}; {summary}",
+        kept.len(),
+        folded.len()
+    );
+    eprintln!("{case}");
+    // Every read is a row or counted in one, with its bytes (exact in these runs; the
+    // tolerance is the other fio test's).
+    let n: i64 = rows.iter().map(|r| r.count).sum();
+    let sum: i64 = rows.iter().map(|r| r.value).sum();
+    assert!(
+        (n - ios).abs() as f64 <= 0.005 * ios as f64,
+        "{n} reads, {case}"
+    );
+    assert!(
+        (sum - bytes).abs() as f64 <= 0.005 * bytes as f64,
+        "{sum} bytes, {case}"
+    );
+    // Both kinds of rows are there (fio's median is near MIN), each as the kernel made it.
+    assert!(n_folded > 0 && !kept.is_empty(), "{case}");
+    assert!(
+        kept.iter()
+            .all(|r| r.count == 1 && r.duration >= min_ns && r.user_frames > 0),
+        "{case}"
+    );
+    let path = file.display().to_string();
+    assert!(
+        folded.iter().all(|r| r.user_frames == 0
+            && r.mode == "inline"
+            && r.path.as_deref() == Some(path.as_str())
+            && r.thread == "fio"),
+        "{:?}; {case}",
+        folded
+            .iter()
+            .find(|r| r.user_frames > 0 || r.path.as_deref() != Some(&path))
+    );
+    // A group a second at most per thread, file and latency bucket: far fewer rows than reads.
+    assert!(folded.len() as i64 * 20 < n_folded, "{case}");
+
+    // The bundled latency query counts a folded row as `count` requests of its mean time: its
+    // requests and bytes are fio's, its maximum the longest kept request's (or group mean),
+    // its median the rows' weighted median (±10%: a t-digest).
+    let q = sh(&format!(
+        "stacks-query -d {} uring-latency -f ndjson",
+        dir.join("min-store").display()
+    ));
+    check(&q, "uring-latency");
+    let text = String::from_utf8_lossy(&q.stdout);
+    let v: serde_json::Value = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("an ndjson row"))
+        .find(|v| v["op"] == "read")
+        .expect("a read row");
+    let get = |c: &str| v[c].as_i64().unwrap_or(-1);
+    let mut means: Vec<(i64, i64)> = rows
+        .iter()
+        .map(|r| (r.duration / r.count, r.count))
+        .collect();
+    means.sort_unstable();
+    let mut seen = 0;
+    let median = means
+        .iter()
+        .find(|(_, c)| {
+            seen += c;
+            seen * 2 >= n
+        })
+        .unwrap()
+        .0;
+    assert_eq!((get("requests"), get("bytes")), (n, sum), "{v}; {case}");
+    assert_eq!(get("max_ns"), means.last().unwrap().0, "{v}; {case}");
+    assert!(
+        (get("p50_ns") - median).abs() as f64 <= 0.1 * median as f64,
+        "{v}: the rows' median {median}; {case}"
+    );
+    // stacks-trace: each kept request a slice, each folded row an instant `uring read ×N`.
+    let t = sh(&format!("stacks-trace < {}", out.display()));
+    check(&t, "stacks-trace");
+    let trace: serde_json::Value = serde_json::from_slice(&t.stdout).expect("trace JSON");
+    let events = trace["traceEvents"].as_array().expect("traceEvents");
+    let uring_events = events.iter().filter(|e| e["cat"] == "uring");
+    let slices = uring_events.clone().filter(|e| e["ph"] == "b").count() as i64;
+    let instants: Vec<&serde_json::Value> = uring_events.filter(|e| e["ph"] == "i").collect();
+    let in_instants: i64 = instants
+        .iter()
+        .map(|e| e["args"]["requests"].as_i64().unwrap())
+        .sum();
+    // (A group of one folded request is a slice: it is one request.)
+    let single = rows.iter().filter(|r| r.count == 1).count() as i64;
+    assert_eq!(
+        (slices, instants.len() as i64, slices + in_instants),
+        (single, rows.len() as i64 - single, n),
+        "{case}"
+    );
+}
+
 /// cause `cause`.
 fn reads_and_lost(path: &Path, cause: &str) -> (i64, i64) {
     let (mut reads, mut lost) = (0, 0);
@@ -580,4 +728,291 @@ fn a_flood_of_requests_is_rows_or_counted_lost() {
             );
         }
     }
+}
+
+/// PostgreSQL 18's programs from scripts/setup-postgres' prefix (Debian sid's 18.6).
+fn postgres_bin() -> PathBuf {
+    let root =
+        std::env::var("STACKS_POSTGRES").unwrap_or_else(|_| "/var/cache/stacks-postgres".into());
+    let bin = PathBuf::from(root).join("18/usr/lib/postgresql/18/bin");
+    assert!(
+        bin.join("postgres").exists() && bin.join("pgbench").exists(),
+        "{} is missing: run scripts/setup-postgres (scripts/setup does)",
+        bin.display()
+    );
+    bin
+}
+
+/// A PostgreSQL cluster of the test, run as `nobody` (the server refuses root) from `home`;
+/// stopped on drop.
+struct Cluster {
+    bin: PathBuf,
+    home: PathBuf,
+}
+
+impl Cluster {
+    /// Run `program` of PostgreSQL's with `args` (a shell fragment) as the cluster's user.
+    fn run(&self, program: &str, args: &str) -> std::process::Output {
+        sh(&format!(
+            "cd {home} && setpriv --reuid=65534 --regid=65534 --clear-groups env HOME={home} \
+             {bin}/{program} {args}",
+            home = self.home.display(),
+            bin = self.bin.display()
+        ))
+    }
+
+    /// One SQL statement's result, unaligned (`psql -At`).
+    fn sql(&self, statement: &str) -> String {
+        let out = self.run(
+            "psql",
+            &format!(
+                "-h {} -U pg -d postgres -Atc \"{statement}\"",
+                self.home.display()
+            ),
+        );
+        check(&out, statement);
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = self.run("pg_ctl", "-D data -m immediate -w stop");
+    }
+}
+
+/// PostgreSQL 18 with `io_method = io_uring` under pgbench: its data-file reads are `uring`
+/// rows of the backends that submitted them, with their stacks (PostgreSQL's read stream
+/// submitting through its AIO layer), and with the reads it does synchronously (`vfs` rows)
+/// they are pg_stat_io's read bytes over the same interval.
+///
+/// The cluster: 16 MB of shared buffers, `debug_io_direct = data` (every read goes to the disk,
+/// none is served by the page cache), a pgbench database of scale 10 (134 MB of
+/// `pgbench_accounts`). The workload mixes pgbench's `select-only` (index lookups) with a
+/// sequential scan of `pgbench_accounts`: PostgreSQL 18 reads a single block it waits for at
+/// once (`ReadBuffer`, the index lookups) synchronously (pread64 in the backend: `vfs` rows,
+/// not io_uring), and a read stream's look-ahead (the scan) through io_uring.
+#[test]
+fn postgres_reads_through_io_uring_are_rows_with_the_backends_stacks() {
+    let Some(_serial) =
+        bpf_guard("postgres_reads_through_io_uring_are_rows_with_the_backends_stacks")
+    else {
+        return;
+    };
+    let bin = postgres_bin();
+    let dir = scratch("uring-pg");
+    let home = dir.join("pg");
+    std::fs::create_dir_all(&home).unwrap();
+    check(
+        &sh(&format!("chown 65534:65534 {}", home.display())),
+        "chown the cluster's directory",
+    );
+    let pg = Cluster {
+        bin,
+        home: home.clone(),
+    };
+    check(
+        &pg.run("initdb", "-D data -A trust -U pg --no-sync"),
+        "initdb",
+    );
+    let conf = format!(
+        "io_method = io_uring\nshared_buffers = 16MB\ndebug_io_direct = data\nfsync = off\n\
+         listen_addresses = ''\nunix_socket_directories = '{}'\nautovacuum = off\n\
+         max_parallel_workers_per_gather = 0\n",
+        home.display()
+    );
+    check(
+        &sh(&format!(
+            "cat >> {}/data/postgresql.conf <<'EOF'\n{conf}EOF",
+            home.display()
+        )),
+        "configure",
+    );
+    check(&pg.run("pg_ctl", "-D data -l log -w start"), "pg_ctl start");
+    assert_eq!(pg.sql("show io_method"), "io_uring");
+    check(
+        &pg.run(
+            "pgbench",
+            &format!("-h {} -U pg -i -s 10 -q postgres", home.display()),
+        ),
+        "pgbench -i",
+    );
+    std::fs::write(
+        home.join("scan.sql"),
+        "select sum(abalance) from pgbench_accounts;\n",
+    )
+    .unwrap();
+    let postmaster = std::fs::read_to_string(home.join("data/postmaster.pid"))
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap()
+        .to_string();
+
+    // Record the postmaster and the backends it forks.
+    let raw = dir.join("pg.raw");
+    let log = dir.join("record.log");
+    let mut rec = std::process::Command::new(stacks_tests::bin("stacks-record"))
+        .args([
+            "-e",
+            "uring:u,vfs:u,tp:io_uring:io_uring_complete:n",
+            "-p",
+            &postmaster,
+            "-o",
+        ])
+        .arg(&raw)
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("start stacks-record");
+    let started = std::time::Instant::now();
+    while !std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .contains("Ctrl-C stops")
+    {
+        assert!(
+            started.elapsed().as_secs() < 60,
+            "the recorder did not start: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    pg.sql("select pg_stat_reset_shared('io')");
+    let bench = pg.run(
+        "pgbench",
+        &format!(
+            "-h {} -U pg -n -c 2 -T 6 -b select-only@20 -f scan.sql@1 postgres",
+            home.display()
+        ),
+    );
+    check(&bench, "pgbench");
+    // pgbench's backends send their IO statistics as they exit.
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    // One query (a second connection's own reads at its start would be counted by the
+    // first's).
+    let stat = pg.sql(
+        "select string_agg(backend_type || '/' || context || ' ' || reads || ' ' || read_bytes, \
+         ';') from pg_stat_io where object = 'relation' and reads > 0",
+    );
+    check(&sh(&format!("kill -INT {}", rec.id())), "stop the recorder");
+    assert!(rec.wait().unwrap().success(), "stacks-record failed");
+    let summary = std::fs::read_to_string(&log).unwrap();
+    assert!(summary.contains("lost 0 events"), "{summary}");
+    let sym = dir.join("pg.arrow");
+    check(
+        &sh(&format!(
+            "stacks-symbolize < {} > {}",
+            raw.display(),
+            sym.display()
+        )),
+        "stacks-symbolize",
+    );
+    let (mut stat_reads, mut stat_bytes, mut bulk_bytes) = (0i64, 0i64, 0i64);
+    for line in stat.split(';') {
+        let mut w = line.rsplitn(3, ' ');
+        let bytes: i64 = w.next().unwrap().parse().unwrap();
+        let reads: i64 = w.next().unwrap().parse().unwrap();
+        stat_reads += reads;
+        stat_bytes += bytes;
+        if w.next() == Some("client backend/bulkread") {
+            bulk_bytes += bytes;
+        }
+    }
+
+    // Reads of the cluster's relation files (not the WAL, not pg_internal.init).
+    let data = home.join("data").display().to_string();
+    let relation = |p: &Option<String>| {
+        p.as_deref().is_some_and(|p| {
+            let rest = p.strip_prefix(&data).unwrap_or("");
+            (rest.starts_with("/base/") || rest.starts_with("/global/"))
+                && rest
+                    .rsplit('/')
+                    .next()
+                    .is_some_and(|f| f.starts_with(|c: char| c.is_ascii_digit()))
+        })
+    };
+    let uring: Vec<Request> = requests(&sym)
+        .into_iter()
+        .filter(|r| relation(&r.path))
+        .collect();
+    let sync: Vec<Request> = rows_of(&sym, "vfs")
+        .into_iter()
+        .filter(|r| r.op == "read" && relation(&r.path))
+        .collect();
+    let uring_bytes: i64 = uring.iter().map(|r| r.value).sum();
+    let sync_bytes: i64 = sync.iter().map(|r| r.value).sum();
+    let mut modes = std::collections::BTreeMap::new();
+    for r in &uring {
+        *modes.entry(r.mode.as_str()).or_insert(0) += 1;
+    }
+    let report = format!(
+        "uring: {} reads, {uring_bytes} bytes; synchronous: {} reads, {sync_bytes} bytes; \
+         pg_stat_io: {stat_reads} reads, {stat_bytes} bytes ({stat}); modes {modes:?}; pgbench: {}; {summary}",
+        uring.len(),
+        sync.len(),
+        String::from_utf8_lossy(&bench.stdout)
+            .lines()
+            .filter(|l| l.contains("tps") || l.contains("processed"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    eprintln!("{report}");
+    // The scans' reads (pg_stat_io's `bulkread` context: a large sequential scan's ring of
+    // buffers) are the io_uring rows (equal in four runs, 36,560 to 71,833 reads).
+    assert!(
+        uring_bytes > 0 && (uring_bytes - bulk_bytes).abs() as f64 <= 0.005 * bulk_bytes as f64,
+        "{report}"
+    );
+    assert!(
+        uring
+            .iter()
+            .all(|r| ["read", "readv"].contains(&r.op.as_str())),
+        "{report}"
+    );
+    // Both ways together are what PostgreSQL counted, in reads and bytes, within 0.5%: the
+    // psql sessions that reset and read the statistics read catalog pages at their start,
+    // which are rows here but reach pg_stat_io only when the session reports (the reset's
+    // after the reset, the last query's after it ran): a few reads (15 of 72,462 in one run).
+    let total = uring_bytes + sync_bytes;
+    let reads = (uring.len() + sync.len()) as i64;
+    assert!(
+        (total - stat_bytes).abs() as f64 <= 0.005 * stat_bytes as f64
+            && (reads - stat_reads).abs() as f64 <= 0.005 * stat_reads as f64,
+        "{report}"
+    );
+    // Each io_uring read is the submitting backend's (a process of one thread, not the
+    // postmaster), with the backend's stack: the read stream's look-ahead submitting through
+    // PostgreSQL's AIO layer, under the backend's main loop.
+    let pm: i32 = postmaster.parse().unwrap();
+    let pids: std::collections::BTreeSet<i32> = uring.iter().map(|r| r.tid).collect();
+    assert!(!pids.contains(&pm), "{report}");
+    // Which task posted each completion (the tracepoint's rows are the current task's): the
+    // submitting backend's, for every request (a read's completion is queued as task work of
+    // the submitter, so another backend reaping the ring only reads what it posted).
+    let mut posted = std::collections::BTreeMap::new();
+    for r in rows_of(&sym, "probe") {
+        *posted.entry(r.tid).or_insert(0i64) += 1;
+    }
+    let mut submitted = std::collections::BTreeMap::new();
+    for r in requests(&sym) {
+        *submitted.entry(r.tid).or_insert(0i64) += 1;
+    }
+    assert_eq!(
+        posted, submitted,
+        "completions posted by task, against requests by submitter"
+    );
+    let with_stack = uring
+        .iter()
+        .filter(|r| {
+            let has = |f: &str| r.functions.iter().any(|g| g == f);
+            has("pgaio_submit_staged") && has("read_stream_next_buffer") && has("PostgresMain")
+        })
+        .count();
+    assert!(
+        with_stack as f64 >= 0.99 * uring.len() as f64,
+        "{with_stack} of {} uring rows with the backend's stack; e.g. {:?}; {report}",
+        uring.len(),
+        uring
+            .iter()
+            .find(|r| !r.functions.iter().any(|g| g == "PostgresMain"))
+    );
 }

@@ -7,6 +7,7 @@
 
 /* Tunables, set by user space before load. */
 const volatile __u32 uring_stacks = 0; /* STACKS_WANT_* (user stacks only) */
+/* uring_min_ns (MIN): control.bpf.h, changed while recording. */
 
 #define URING_REQ_F_FIXED_FILE 1ULL   /* REQ_F_FIXED_FILE (bit 0 of io_kiocb.flags) */
 
@@ -159,6 +160,34 @@ int BPF_PROG(on_uring_complete, struct io_ring_ctx *rctx, void *request, struct 
 	/* The request's file (every op's command data starts with it; NULL when it has none). */
 	struct io_kiocb *req = bpf_core_cast(request, struct io_kiocb);
 	struct file *f = req->file;
+	if (u->latency_ns < uring_min_ns) {
+		/* Folded: summed, no row of its own (the table full: sent as a row after all). */
+		struct stacks_agg_key k;
+		__builtin_memset(&k, 0, sizeof(k));
+		k.kind = STACKS_EV_URING;
+		k.pid = h->pid;
+		k.tid = h->tid;
+		k.op = (__u32)u->opcode | ((__u32)u->how << 8) | ((__u32)u->fixed << 16);
+		k.error = u->res < 0 ? -u->res : 0;
+		k.fd = u->fd;
+		k.inode = f ? BPF_CORE_READ(f, f_inode, i_ino) : 0;
+		k.latency_log2 = log2_u64(u->latency_ns);
+		if (agg_add(ctx, &k, 0, u->res > 0 ? u->res : 0, u->latency_ns, h->ts, -1)) {
+			/* A new group's file: the request's (agg_put read none: the completing task
+			 * may not be the submitter, whose descriptors `fd` names). */
+			struct stacks_agg *a = bpf_map_lookup_elem(
+				(agg_gen & 1) ? (void *)&agg_events1 : (void *)&agg_events0, &k);
+			if (a && f && !a->file.inode) {
+				file_fill(&a->file, f);
+				file_path(&a->file, f);
+			}
+			if (e)
+				bpf_map_delete_elem(&uring_inflight, &key);
+			else
+				bpf_map_delete_elem(&uring_inflight_bare, &key);
+			return 0;
+		}
+	}
 	struct stacks_file *v = &s->info.uring.file;
 	bool walked = false;
 	file_none(v);

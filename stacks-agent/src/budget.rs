@@ -197,7 +197,8 @@ fn min_arg(kind: Option<&stacks_stream::kinds::Kind>) -> Option<stacks_stream::k
 
 /// Whether the recorder takes `to` in place of `from` (stacks-record `--control`): the same
 /// kinds with the same stacks and the same probes, only the rates of sampled kinds and the MINs
-/// differing (stacks-record's `record::control::IN_PLACE`: `profile`, `state`, `switch`).
+/// differing (stacks-record's `record::control::IN_PLACE`: `profile`, `state`, `switch`,
+/// `uring`).
 pub(crate) fn in_place(from: &str, to: &str) -> bool {
     in_place_of(from, to, stacks_stream::kinds::ALL)
 }
@@ -402,9 +403,9 @@ mod tests {
             events("switch,uring:u"),
             [
                 "switch,uring:u",
-                "switch:uk:10ms,uring:u",
-                "switch:uk:100ms,uring:u",
-                "switch:uk:100ms,uring:n",
+                "switch:uk:10ms,uring:u:10ms",
+                "switch:uk:100ms,uring:u:100ms",
+                "switch:uk:100ms,uring:n:100ms",
                 "switch:uk:100ms"
             ]
         );

@@ -4,7 +4,9 @@
 -- `inline` (issued in the submitting call), `async` (an io-wq worker), `poll` (armed for
 -- readiness) or `sqpoll`. `requests` counts them, `errors` the failed ones, `bytes` sums what
 -- they moved; `mean_ns` and the percentiles `p50_ns`, `p90_ns`, `p99_ns` (approximate: a
--- t-digest), `max_ns` are of their times from submission to completion.
+-- t-digest), `max_ns` are of their times from submission to completion. A row of requests
+-- folded under MIN (`count` > 1, `duration` their sum) counts as `count` requests of its mean
+-- time (all in one power-of-two latency bucket, so within a factor of 2 of each one's).
 -- kinds: uring
 -- default-value: requests
 -- param: comm text = '%'        process names to keep (SQL LIKE pattern)
@@ -22,8 +24,8 @@ FROM (
     SELECT comm, pid, op, path, mode,
         sum(coalesce(count, 1)) AS requests,
         sum(CASE WHEN errno IS NULL THEN 0 ELSE coalesce(count, 1) END) AS errors,
-        sum(value) AS bytes, sum(duration) AS latency_ns, max(duration) AS max_ns,
-        approx_percentiles(CAST(duration AS DOUBLE), coalesce(count, 1), 0.5, 0.9, 0.99) AS p
+        sum(value) AS bytes, sum(duration) AS latency_ns, max(duration / coalesce(count, 1)) AS max_ns,
+        approx_percentiles(CAST(duration / coalesce(count, 1) AS DOUBLE), coalesce(count, 1), 0.5, 0.9, 0.99) AS p
     FROM samples
     WHERE kind = 'uring' AND duration IS NOT NULL
         AND comm LIKE $comm AND ($pid IS NULL OR pid = $pid)

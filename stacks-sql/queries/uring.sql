@@ -3,7 +3,8 @@
 -- One row per (process, operation, file, how it ran, stack) over `uring` rows (`-e uring`).
 -- `requests` counts them, `errors` the failed ones, `bytes` sums what reads, writes, sends
 -- and receives moved; `latency_ns` sums their times from submission to completion, `p50_ns`,
--- `p99_ns` are percentiles of those times (approximate: a t-digest).
+-- `p99_ns` are percentiles of those times (approximate: a t-digest; a row of requests folded
+-- under MIN counts as `count` requests of its mean time).
 -- stacks-pprof: `bytes/bytes`, `requests/count`, `errors/count`, `latency/nanoseconds`.
 -- kinds: uring
 -- default-value: bytes
@@ -26,7 +27,7 @@ FROM (
         sum(coalesce(count, 1)) AS requests,
         sum(CASE WHEN errno IS NULL THEN 0 ELSE coalesce(count, 1) END) AS errors,
         sum(value) AS bytes, sum(duration) AS latency_ns,
-        approx_percentiles(CAST(duration AS DOUBLE), coalesce(count, 1), 0.5, 0.99) AS p
+        approx_percentiles(CAST(duration / coalesce(count, 1) AS DOUBLE), coalesce(count, 1), 0.5, 0.99) AS p
     FROM samples
     WHERE kind = 'uring'
         AND comm LIKE $comm AND ($pid IS NULL OR pid = $pid)

@@ -12,7 +12,8 @@
 //!   one starts at submission (`time`) and lasts `duration` (driver issue → completion; the
 //!   wait between submission and issue is not in the row, so the slice ends that much early);
 //!   `uring` requests too (category `uring`, on the submitter's track, with their `mode`; an
-//!   io-wq worker's `block` requests name their `submitter`);
+//!   io-wq worker's `block` requests name their `submitter`); a row of `uring` requests
+//!   folded under MIN (`count` > 1) is an instant `uring OP ×N` with `requests`, `total_ns`;
 //! * `vfs` calls start at `time` (the system call's entry) and last `duration`; a row the
 //!   kernel summed (`count` > 1) is an instant `SYSCALL ×N` with its `calls` and `total_ns`;
 //! * `wake` rows are instants `wakeup` on the waker's track, naming the woken thread;
@@ -529,6 +530,29 @@ impl<W: Write> Tracer<W> {
     #[allow(clippy::too_many_arguments)]
     fn request(&mut self, c: &Columns, row: usize, k: &str, pid: i64, tid: i64, t: i64, d: i64) {
         let d = d.max(0);
+        // `uring` requests shorter than MIN, summed in the kernel: an instant `KIND OP ×N` at
+        // the first one (its `requests`, `total_ns`), not a slice as long as their summed time.
+        let requests = c.int(col::COUNT, row).unwrap_or(1);
+        if requests > 1 {
+            if !self.visible(t, 0) {
+                return;
+            }
+            let op = c.str(col::OP, row).unwrap_or("io");
+            let name = format!("{k} {op} ×{requests}");
+            let mut o = self.event("i", pid, tid, t);
+            o.str("s", "t").str("name", &name).str("cat", k);
+            let mut a = o.obj("args");
+            opt_int(&mut a, "bytes", c.int(col::VALUE, row));
+            opt_str(&mut a, "path", c.str(col::PATH, row));
+            opt_int(&mut a, "fd", c.int(col::FD, row));
+            opt_str(&mut a, "mode", c.str(col::MODE, row));
+            opt_int(&mut a, "errno", c.int(col::ERRNO, row));
+            a.int("requests", requests);
+            a.int("total_ns", d);
+            a.end();
+            o.end();
+            return;
+        }
         if !self.visible(t, d) {
             return;
         }

@@ -1,15 +1,21 @@
 //! `uring`: io_uring requests of the targets from submission to completion: the opcode, bytes,
 //! latency, errno, descriptor and path, how the request ran (inline, io-wq, poll, SQPOLL) and
-//! the submitter's stacks at submission (bpf/kinds/uring.bpf.h).
+//! the submitter's stacks at submission (bpf/kinds/uring.bpf.h). With MIN, requests completed
+//! sooner are summed in the kernel (a row a second per submitter, op, how, error, descriptor,
+//! file and log2 latency bucket, `count` requests, no stack).
 
+use anyhow::{Context as _, Result};
 use stacks_stream::kind;
 
-use super::{Context, Decoded, EventKind};
+use super::{AggKey, AggSums, Context, Decoded, EventKind, Run, Setup};
+use crate::kernel::abi::StacksSkel;
 use crate::kernel::abi::types::{rodata, stacks_uring};
-use crate::kernel::event::{Kind as RecordKind, RawEvent, info_members};
+use crate::kernel::event::{Header, Kind as RecordKind, RawEvent, info_members};
+use crate::kernel::globals::Global64;
+use crate::kernel::tables;
 use crate::output::rows::Extra;
 use crate::process::fdnames::file_name;
-use crate::spec::KindArgs;
+use crate::spec::{EventSpec, KindArgs};
 
 info_members!(stacks_uring);
 
@@ -38,6 +44,49 @@ impl EventKind for Uring {
         rodata.uring_stacks = on.map_or(0, |u| u.stacks.mask());
     }
 
+    /// MIN, written in the BPF object's .bss (control.bpf.h) once loaded and again when it
+    /// changes in place (`--control`).
+    fn run(&self, setup: &mut Setup<'_>) -> Result<Option<Box<dyn Run>>> {
+        Ok(setup.on(self).map(|on| {
+            Box::new(Folding {
+                min_ns: on.arg.unwrap_or(0),
+                global: None,
+            }) as Box<dyn Run>
+        }))
+    }
+
+    /// Requests shorter than MIN (not for a backed-up ring buffer: every request longer than
+    /// MIN is a row of its own).
+    fn aggregates(&self) -> bool {
+        true
+    }
+
+    /// A group of folded requests: `how` carries FOLDED, `request` their bytes (a sum that
+    /// may not fit `res`), `res` the group's error.
+    fn aggregated(
+        &self,
+        key: &AggKey,
+        sums: &AggSums,
+        h: Header,
+        frames: [&[u8]; 2],
+        out: &mut Vec<u8>,
+    ) -> bool {
+        let info = stacks_uring {
+            latency_ns: sums.latency_ns,
+            request: sums.bytes,
+            res: -key.error,
+            fd: key.fd,
+            opcode: (key.op & 0xff) as u8,
+            how: ((key.op >> 8) & 0x7f) as u8 | FOLDED,
+            fixed: ((key.op >> 16) & 1) as u8,
+            pad: 0,
+            pad2: 0,
+            file: sums.file,
+        };
+        tables::assemble(out, h, info, frames[0], frames[1]);
+        true
+    }
+
     fn records(&self) -> &'static [RecordKind] {
         &[RecordKind::STACKS_EV_URING]
     }
@@ -53,13 +102,15 @@ impl EventKind for Uring {
         let path = (u.file.inode != 0)
             .then(|| file_name(cx.files, e.h.pid, fd, &u.file))
             .flatten();
+        let folded = u.how & FOLDED != 0;
+        let bytes = if folded {
+            i64::try_from(u.request).unwrap_or(i64::MAX)
+        } else {
+            i64::from(u.res.max(0))
+        };
         Some(Decoded {
             kind: kind::URING,
-            value: if moves_bytes && u.res > 0 {
-                i64::from(u.res)
-            } else {
-                0
-            },
+            value: if moves_bytes && u.res >= 0 { bytes } else { 0 },
             extra: Extra {
                 duration: Some(u.latency_ns as i64),
                 count: Some(i64::from(e.h.count)),
@@ -67,7 +118,7 @@ impl EventKind for Uring {
                 fd: has_fd.then_some(u.fd),
                 errno: (u.res < 0).then_some(-u.res),
                 path,
-                mode: Some(match u.how {
+                mode: Some(match u.how & !FOLDED {
                     0 => "inline",
                     1 => "async",
                     2 => "poll",
@@ -79,6 +130,35 @@ impl EventKind for Uring {
         })
     }
 }
+
+/// `uring`'s MIN: requests completed sooner are summed in the kernel.
+struct Folding {
+    min_ns: u64,
+    global: Option<Global64>,
+}
+
+impl Run for Folding {
+    fn loaded(&mut self, skel: &mut StacksSkel<'_>) -> Result<()> {
+        let g = Global64::new(skel, |b| &mut b.uring_min_ns)
+            .context("the BPF object has no .bss for uring_min_ns")?;
+        g.set(self.min_ns);
+        self.global = Some(g);
+        Ok(())
+    }
+
+    fn retune(&mut self, spec: &EventSpec) -> Result<()> {
+        if let Some(min) = spec.get(kind::URING).map(|s| s.arg.unwrap_or(0))
+            && let Some(g) = &self.global
+        {
+            self.min_ns = min;
+            g.set(min);
+        }
+        Ok(())
+    }
+}
+
+/// In `how`: a record of folded requests (shorter than MIN), summed in the kernel.
+const FOLDED: u8 = 0x80;
 
 /// (name, whether a positive result is bytes moved, whether the SQE's `fd` names its file: the
 /// kernel's `needs_file`, io_uring/opdef.c) by IORING_OP_* value (the kernel's `enum

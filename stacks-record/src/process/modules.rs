@@ -3,7 +3,10 @@
 //! maps of traced processes (read when they first appear or exec, and again when a frame's
 //! build id is not known: a library loaded later, `dlopen`) and of the recorder itself.
 
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::process::{maps, untrusted};
@@ -68,9 +71,8 @@ impl ModuleIndex {
             let Ok((file, _)) = untrusted::open_of(pid, path, u64::MAX) else {
                 continue;
             };
-            let id = build_id_of(&file);
-            if let Some(id) = id {
-                self.learn(&hex(&id), path);
+            if let Some(id) = build_id_of(&file) {
+                self.learn(&id, path);
             }
         }
     }
@@ -85,7 +87,7 @@ impl ModuleIndex {
             return;
         };
         if let Some(id) = build_id_of(&file) {
-            self.learn(&hex(&id), path);
+            self.learn(&id, path);
         }
     }
 
@@ -109,6 +111,44 @@ fn executable_files(text: &str) -> Vec<&str> {
     out
 }
 
+/// The GNU build id (lowercase hex) of the ELF file at `path`: its `NT_GNU_BUILD_ID` note
+/// whose name is "GNU". blazesym's reader takes the first note of type 3 whatever its name, and
+/// a USDT probe's note (`stapsdt`, type 3 too) is one: in a file whose `.note.stapsdt` comes
+/// before `.note.gnu.build-id` (PostgreSQL after patchelf moved its build-id note) it read a
+/// probe's bytes as the build id, and no frame of the file could be named.
+pub(crate) fn read_build_id(path: &Path) -> Option<String> {
+    let (file, _) = untrusted::open_plain(path, u64::MAX).ok()?;
+    build_id_of(&file)
+}
+
+/// The build id of an opened ELF file: its note named `GNU` of type 3, as lowercase hex.
+fn build_id_of(file: &std::fs::File) -> Option<String> {
+    // SAFETY: mapped read-only to read its notes; a file truncated under us could fault, as
+    // with any profiler reading mapped binaries (docs/threat-model.md).
+    let map = unsafe { memmap2::Mmap::map(file) }.ok()?;
+    let elf = object::File::parse(&*map).ok()?;
+    use object::Object as _;
+    elf.build_id().ok().flatten().map(hex)
+}
+
+thread_local! {
+    /// Build ids by file (device, inode, modification time): each file is read once.
+    static BUILD_IDS: RefCell<HashMap<(u64, u64, i64), Option<String>>> = RefCell::default();
+}
+
+/// The build id of `path` as process `pid` sees it (through its root), read once per file.
+pub(crate) fn process_file_build_id(pid: u32, path: &Path) -> Option<String> {
+    let (file, _) = untrusted::open_of(pid, path.to_str()?, u64::MAX).ok()?;
+    let meta = file.metadata().ok()?;
+    let key = (meta.dev(), meta.ino(), meta.mtime());
+    BUILD_IDS.with(|ids| {
+        ids.borrow_mut()
+            .entry(key)
+            .or_insert_with(|| build_id_of(&file))
+            .clone()
+    })
+}
+
 /// A kernel-reported build id (20 bytes, zero padded) as lowercase hex: a 16-byte id (md5,
 /// uuid) leaves four zero bytes at the end, which are not part of it.
 pub(crate) fn build_id_hex(raw: &[u8; 20]) -> String {
@@ -117,16 +157,6 @@ pub(crate) fn build_id_hex(raw: &[u8; 20]) -> String {
     } else {
         hex(raw)
     }
-}
-
-/// The build id of an opened file (read by blazesym through the descriptor's own link, so the
-/// file checked is the file read).
-fn build_id_of(file: &std::fs::File) -> Option<Vec<u8>> {
-    use std::os::fd::AsRawFd;
-    blazesym::helper::read_elf_build_id(&format!("/proc/self/fd/{}", file.as_raw_fd()))
-        .ok()
-        .flatten()
-        .map(|id| id.to_vec())
 }
 
 #[cfg(test)]
@@ -158,8 +188,77 @@ mod tests {
             "the test binary itself has a build id"
         );
         let exe = std::fs::read_link("/proc/self/exe").unwrap();
-        let id = blazesym::helper::read_elf_build_id(&exe).unwrap().unwrap();
-        assert_eq!(idx.path(&hex(&id)), Some(exe.to_str().unwrap()));
+        let id = read_build_id(&exe).unwrap();
+        assert_eq!(idx.path(&id), Some(exe.to_str().unwrap()));
+    }
+
+    /// A 64-bit ELF file of note sections only: a USDT probe's note (`stapsdt`, type 3) in a
+    /// section before the GNU build-id note (type 3 too), as patchelf leaves PostgreSQL.
+    fn probe_note_first(build_id: &[u8; 20]) -> Vec<u8> {
+        fn note(name: &[u8], kind: u32, desc: &[u8]) -> Vec<u8> {
+            let mut n = Vec::new();
+            n.extend_from_slice(&(name.len() as u32).to_le_bytes());
+            n.extend_from_slice(&(desc.len() as u32).to_le_bytes());
+            n.extend_from_slice(&kind.to_le_bytes());
+            n.extend_from_slice(name);
+            n.resize(n.len().div_ceil(4) * 4, 0);
+            n.extend_from_slice(desc);
+            n.resize(n.len().div_ceil(4) * 4, 0);
+            n
+        }
+        let probe = note(b"stapsdt\0", 3, b"probe's pc, base, semaphore, names..");
+        let gnu = note(b"GNU\0", 3, build_id);
+        let names = b"\0.note.stapsdt\0.note.gnu.build-id\0.shstrtab\0";
+        let mut f = vec![0u8; 64];
+        let probe_at = f.len();
+        f.extend_from_slice(&probe);
+        let gnu_at = f.len();
+        f.extend_from_slice(&gnu);
+        let names_at = f.len();
+        f.extend_from_slice(names);
+        f.resize(f.len().div_ceil(8) * 8, 0);
+        let sh_at = f.len();
+        // Section headers: null, the probe's notes, the build id, the names.
+        let section = |name: u32, kind: u32, at: usize, size: usize, align: u64| {
+            let mut h = Vec::new();
+            h.extend_from_slice(&name.to_le_bytes());
+            h.extend_from_slice(&kind.to_le_bytes());
+            h.extend_from_slice(&0u64.to_le_bytes()); // flags
+            h.extend_from_slice(&0u64.to_le_bytes()); // address
+            h.extend_from_slice(&(at as u64).to_le_bytes());
+            h.extend_from_slice(&(size as u64).to_le_bytes());
+            h.extend_from_slice(&0u32.to_le_bytes()); // link
+            h.extend_from_slice(&0u32.to_le_bytes()); // info
+            h.extend_from_slice(&align.to_le_bytes());
+            h.extend_from_slice(&0u64.to_le_bytes()); // entry size
+            h
+        };
+        f.extend(section(0, 0, 0, 0, 0));
+        f.extend(section(1, 7, probe_at, probe.len(), 4));
+        f.extend(section(15, 7, gnu_at, gnu.len(), 4));
+        f.extend(section(34, 3, names_at, names.len(), 1));
+        f[..4].copy_from_slice(b"\x7fELF");
+        f[4..8].copy_from_slice(&[2, 1, 1, 0]); // 64-bit, little-endian, version 1
+        f[16..18].copy_from_slice(&3u16.to_le_bytes()); // shared object
+        f[18..20].copy_from_slice(&62u16.to_le_bytes()); // x86-64
+        f[20..24].copy_from_slice(&1u32.to_le_bytes());
+        f[40..48].copy_from_slice(&(sh_at as u64).to_le_bytes());
+        f[52..54].copy_from_slice(&64u16.to_le_bytes()); // header size
+        f[54..56].copy_from_slice(&56u16.to_le_bytes()); // program header size
+        f[58..60].copy_from_slice(&64u16.to_le_bytes()); // section header size
+        f[60..62].copy_from_slice(&4u16.to_le_bytes()); // sections
+        f[62..64].copy_from_slice(&3u16.to_le_bytes()); // the names' section
+        f
+    }
+
+    #[test]
+    fn the_build_id_is_the_gnu_note_not_a_probe_note_before_it() {
+        let id = [0xab; 20];
+        let path = std::env::temp_dir().join(format!("stacks-notes-{}.so", std::process::id()));
+        std::fs::write(&path, probe_note_first(&id)).unwrap();
+        let got = read_build_id(&path);
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(got, Some(hex(&id)));
     }
 
     #[test]

@@ -369,6 +369,18 @@ fn resolve(
             });
         }
     };
+    // blazesym's build id may be a USDT note's (see modules::read_build_id): each file's is
+    // read again, once a call.
+    let ids: Vec<Option<String>> = out
+        .meta
+        .iter()
+        .map(|m| match m {
+            UserMeta::Elf(elf) if elf.build_id.is_some() => {
+                crate::process::modules::process_file_build_id(pid, &elf.path)
+            }
+            _ => None,
+        })
+        .collect();
     Ok(sorted
         .iter()
         .zip(out.outputs.iter())
@@ -382,7 +394,15 @@ fn resolve(
                     failed(addr, &u.reason.to_string()),
                     u.reason == Reason::Unmapped,
                 ),
-                other => (frame(addr, offset, other), false),
+                other => {
+                    let mut f = frame(addr, offset, other);
+                    if let Some(Some(id)) = ids.get(meta_idx)
+                        && f.build_id.is_some()
+                    {
+                        f.build_id = Some(id.clone());
+                    }
+                    (f, false)
+                }
             },
         )
         .collect())

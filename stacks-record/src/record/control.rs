@@ -2,8 +2,9 @@
 //! agent's CPU budget degrading in place, docs/agent.md). A thread reads FILE's lines; the
 //! recording loop takes the latest at each poll when it differs from the recording's only in
 //! the argument of a kind that changes in place — `profile`'s and `state`'s HZ (each sample
-//! and row carries its period) and `switch`'s MIN (shorter intervals folded, their time and
-//! count kept) — and refuses any other with a warning, recording on as it was.
+//! and row carries its period), `switch`'s MIN (shorter intervals folded, their time and
+//! count kept) and `uring`'s (shorter requests summed, their count, bytes and time kept) — and
+//! refuses any other with a warning, recording on as it was.
 
 use std::io::BufRead;
 use std::path::Path;
@@ -15,7 +16,7 @@ use stacks_stream::kind;
 use crate::spec::EventSpec;
 
 /// The kinds whose argument changes in place ([`crate::kinds::Runs::retune`]).
-pub(crate) const IN_PLACE: [&str; 3] = [kind::PROFILE, kind::STATE, kind::SWITCH];
+pub(crate) const IN_PLACE: [&str; 4] = [kind::PROFILE, kind::STATE, kind::SWITCH, kind::URING];
 
 /// The lines read from `--control`.
 pub(crate) struct Control {

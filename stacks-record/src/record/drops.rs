@@ -227,8 +227,15 @@ impl Drops {
             ));
         }
         for (kind, n) in &self.aggregated {
+            // uring sums only requests shorter than its MIN; vfs and net, while the IO ring
+            // buffer is backed up.
+            let why = if *kind == stacks_stream::kind::URING {
+                "shorter than MIN"
+            } else {
+                "ring buffer backed up"
+            };
             inferred.push_str(&format!(
-                "; {n} {kind} events aggregated in the kernel (ring buffer backed up)"
+                "; {n} {kind} events aggregated in the kernel ({why})"
             ));
         }
         for (kind, n) in &self.agg_full {

@@ -293,7 +293,13 @@ kinds! {
         source: Source::Event {
             letters: "u",
             stacks: "u",
-            arg: None,
+            arg: Some(Arg {
+                name: "MIN",
+                default: "0",
+                meaning: "requests completed sooner are summed per submitter, op, file and \
+                          latency bucket (no stack; count, bytes and time kept)",
+                grammar: ArgGrammar::Duration,
+            }),
             help: "io_uring requests (read, write, send, recv, fsync, …) from submission to \
                    completion: bytes, latency, errno, fd, path, how it ran (inline, async, \
                    poll, sqpoll); stacks of the submitter at submission.",
