@@ -2,7 +2,7 @@
 //! keyed by (stack, labels), then the tables, samples and stream facts are assembled into a
 //! `Profile` and gzipped.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::io::Write;
 
 use arrow_array::RecordBatch;
@@ -37,7 +37,7 @@ impl Converter {
     pub fn new(schema: &Schema, input: &str, options: &Options) -> Result<Self, Error> {
         Ok(Self {
             reader: Reader::new(schema, input, options)?,
-            samples: HashMap::new(),
+            samples: HashMap::default(),
         })
     }
 

@@ -3,7 +3,7 @@
 //! Ids are 1-based positions, as pprof numbers them and as OTLP indexes them (its tables hold a
 //! zero element at index 0).
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 use stacks_stream::frames::{Frame, KERNEL_MODULE, UNKNOWN_MODULE, unresolved_name};
 
@@ -102,17 +102,17 @@ impl Default for Tables {
 
 impl Tables {
     pub fn new() -> Self {
-        let mut string_ids = HashMap::new();
+        let mut string_ids = HashMap::default();
         string_ids.insert(String::new(), 0);
         Self {
             strings: vec![String::new()],
             string_ids,
             functions: Vec::new(),
-            function_ids: HashMap::new(),
+            function_ids: HashMap::default(),
             mappings: Vec::new(),
-            mapping_ids: HashMap::new(),
+            mapping_ids: HashMap::default(),
             locations: Vec::new(),
-            location_ids: HashMap::new(),
+            location_ids: HashMap::default(),
             kernel_suffix: false,
         }
     }
