@@ -111,17 +111,18 @@ fn executable_files(text: &str) -> Vec<&str> {
     out
 }
 
-/// The GNU build id (lowercase hex) of the ELF file at `path`: its `NT_GNU_BUILD_ID` note
-/// whose name is "GNU". blazesym's reader takes the first note of type 3 whatever its name, and
-/// a USDT probe's note (`stapsdt`, type 3 too) is one: in a file whose `.note.stapsdt` comes
-/// before `.note.gnu.build-id` (PostgreSQL after patchelf moved its build-id note) it read a
-/// probe's bytes as the build id, and no frame of the file could be named.
-pub(crate) fn read_build_id(path: &Path) -> Option<String> {
+/// The build id of the ELF file at `path` ([`build_id_of`]).
+#[cfg(test)]
+fn read_build_id(path: &Path) -> Option<String> {
     let (file, _) = untrusted::open_plain(path, u64::MAX).ok()?;
     build_id_of(&file)
 }
 
-/// The build id of an opened ELF file: its note named `GNU` of type 3, as lowercase hex.
+/// The GNU build id (lowercase hex) of an opened ELF file: its `NT_GNU_BUILD_ID` note whose
+/// name is "GNU". blazesym's reader takes the first note of type 3 whatever its name, and a
+/// USDT probe's note (`stapsdt`, type 3 too) is one: in a file whose `.note.stapsdt` comes
+/// before `.note.gnu.build-id` (PostgreSQL after patchelf moved its build-id note) it read a
+/// probe's bytes as the build id, and no frame of the file could be named.
 fn build_id_of(file: &std::fs::File) -> Option<String> {
     // SAFETY: mapped read-only to read its notes; a file truncated under us could fault, as
     // with any profiler reading mapped binaries (docs/threat-model.md).

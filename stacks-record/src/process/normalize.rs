@@ -369,7 +369,7 @@ fn resolve(
             });
         }
     };
-    // blazesym's build id may be a USDT note's (see modules::read_build_id): each file's is
+    // blazesym's build id may be a USDT note's (see modules::build_id_of): each file's is
     // read again, once a call.
     let ids: Vec<Option<String>> = out
         .meta
