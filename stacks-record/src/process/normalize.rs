@@ -72,10 +72,32 @@ struct PidState {
     anonymous: HashMap<u64, u32, ahash::RandomState>,
     /// When unmapped addresses were last looked up in a fresh read of the map.
     retried: Option<Instant>,
+    /// Least time until the next such read: [`RETRY_EVERY`], doubled (up to [`RETRY_MAX`])
+    /// each time a fresh read knew none of them, back to [`RETRY_EVERY`] when one did or the
+    /// map is read again for the kernel side ([`UserNormalizer::read_map`]).
+    retry_every: Duration,
+}
+
+impl PidState {
+    fn new(normalizer: Normalizer) -> PidState {
+        PidState {
+            normalizer,
+            frames: HashMap::default(),
+            anonymous: HashMap::default(),
+            retried: None,
+            retry_every: RETRY_EVERY,
+        }
+    }
 }
 
 /// Least time between two fresh reads of one process's memory map for unmapped addresses.
 const RETRY_EVERY: Duration = Duration::from_millis(20);
+/// Most time between them, for a process whose fresh reads keep knowing none of its unmapped
+/// addresses: the garbage a frame-pointer walk finds in code built without frame pointers
+/// (PostgreSQL, most of a distribution) is a new unmapped address at nearly every stack, and
+/// a fresh read of a large map every 20 ms per process was the largest part of the recorder's
+/// time beside pgbench (docs/cost.md, "The recorder on a busy host").
+const RETRY_MAX: Duration = Duration::from_secs(1);
 
 fn new_normalizer() -> Normalizer {
     Normalizer::builder()
@@ -143,13 +165,12 @@ impl UserNormalizer {
         if resolve(&fresh, pid, &[0]).is_err() {
             return;
         }
-        let state = self.pids.entry(pid).or_insert_with(|| PidState {
-            normalizer: new_normalizer(),
-            frames: HashMap::default(),
-            anonymous: HashMap::default(),
-            retried: None,
-        });
+        let state = self
+            .pids
+            .entry(pid)
+            .or_insert_with(|| PidState::new(new_normalizer()));
         state.normalizer = fresh;
+        state.retry_every = RETRY_EVERY;
     }
 
     /// Start the frame table over (every id handed out so far is forgotten, the processes'
@@ -178,12 +199,10 @@ impl UserNormalizer {
                 .map(|&a| table.intern(failed(a, "idle task (pid 0) has no user address space")))
                 .collect();
         }
-        let state = self.pids.entry(pid).or_insert_with(|| PidState {
-            normalizer: new_normalizer(),
-            frames: HashMap::default(),
-            anonymous: HashMap::default(),
-            retried: None,
-        });
+        let state = self
+            .pids
+            .entry(pid)
+            .or_insert_with(|| PidState::new(new_normalizer()));
         let mut missing: Vec<u64> = addrs
             .iter()
             .copied()
@@ -205,7 +224,8 @@ impl UserNormalizer {
             // map if it knew more. So may one in a file without a build id: the cached map can
             // name a file unmapped since, whose range new code took (the dynamic loader's
             // `ld.so.cache`, read while the process started, then JIT code mapped at its
-            // address). At most every RETRY_EVERY, so a process with garbage frames (broken
+            // address). At most every RETRY_EVERY, and less often while fresh reads find
+            // nothing (up to RETRY_MAX), so a process with garbage frames (broken
             // frame-pointer chains) cannot make us spin on /proc.
             let stale = |(f, unmapped): &(UserFrame, bool)| {
                 *unmapped || (f.error.is_none() && f.build_id.is_none())
@@ -215,7 +235,9 @@ impl UserNormalizer {
                 .filter(|r| stale(r))
                 .map(|(f, _)| f.addr)
                 .collect();
-            let may_retry = state.retried.is_none_or(|t| t.elapsed() > RETRY_EVERY);
+            let may_retry = state
+                .retried
+                .is_none_or(|t| t.elapsed() > state.retry_every);
             if !unmapped.is_empty() && may_retry && crate::process::target::is_alive(pid) {
                 state.retried = Some(Instant::now());
                 let fresh = new_normalizer();
@@ -227,11 +249,20 @@ impl UserNormalizer {
                 if again.values().any(|(_, unmapped)| !unmapped) {
                     state.normalizer = fresh;
                 }
+                // Whether the fresh read knew more than the cached one of some address: then
+                // the map is changing, and is read again soon if need be.
+                let mut learned = false;
                 for r in resolved.iter_mut().filter(|r| stale(r)) {
                     if let Some(a) = again.get(&r.0.addr) {
+                        learned |= a != r;
                         *r = a.clone();
                     }
                 }
+                state.retry_every = if learned {
+                    RETRY_EVERY
+                } else {
+                    (state.retry_every * 2).min(RETRY_MAX)
+                };
             }
             for (f, unmapped) in resolved {
                 if f.error.is_some() {
