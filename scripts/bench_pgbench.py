@@ -15,8 +15,8 @@ directory with another build's stacks-agent, stacks-record, stacks-symbolize and
 runs alternate between it and this build), BENCH_PG_SECONDS (measured seconds a run, default
 60), BENCH_PG_WARMUP (seconds before measuring, default 15), BENCH_PG_RUNS (runs of each build,
 default 2), BENCH_PG_BIN (PostgreSQL's bin directory, default the newest of
-/usr/lib/postgresql/*/bin), BENCH_KEEP (keep the scratch directory: the agents' logs), BENCH_PG_WRITE (1: write the section into BENCH_OUT between its
-markers; else it is printed).
+/usr/lib/postgresql/*/bin), BENCH_KEEP (keep the scratch directory: the agents' logs). The
+section is written into BENCH_OUT between its markers.
 """
 
 import glob
@@ -24,6 +24,7 @@ import json
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -148,6 +149,19 @@ def bpf_run_ns(pid):
     return progs
 
 
+def enable_bpf_stats():
+    """An fd that keeps the kernel's BPF run-time statistics on while it is open
+    (BPF_ENABLE_STATS): on a shared host another tool may write kernel.bpf_stats_enabled=0
+    in the middle of a run, which this fd outlives."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    attr = ctypes.create_string_buffer(8)  # union bpf_attr's enable_stats: type 0, run time
+    fd = libc.syscall(321, 32, attr, 8)  # SYS_bpf (x86-64), BPF_ENABLE_STATS
+    if fd < 0:
+        sys.exit(f"bench-pgbench: error: BPF_ENABLE_STATS: {os.strerror(ctypes.get_errno())}")
+    return fd
+
+
 def bpftool_progs(ids):
     """{id: (name, run_time_ns)} of programs `ids` as bpftool shows them."""
     out = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True, check=True).stdout
@@ -256,6 +270,12 @@ def baseline(cluster):
     return tps(out)
 
 
+def per_row(r):
+    """The recorder's CPU time (user + system) per row stored, µs."""
+    rows = sum(r["rows"].values())  # a second
+    return r["cpu"].get("stacks-record", 0) / r["seconds"] / rows * 1e6 if rows else float("nan")
+
+
 def section(runs, conditions, version, base_tps):
     def fmt_share(r):
         return f"{r['share'] * 100:.2f}%"
@@ -268,13 +288,14 @@ def section(runs, conditions, version, base_tps):
         f"configured) beside a private {version} cluster (scale 1) under `pgbench -c {CLIENTS} -j {THREADS}`; "
         f"each run measured for {SECONDS:.0f} s after {WARMUP:.0f} s. CPU is the agent's and its three stages' "
         "utime+stime from /proc plus the recorder's BPF programs' run time (`kernel.bpf_stats_enabled=1`, "
+        "held on with a `BPF_ENABLE_STATS` fd, "
         f"`run_time_ns`; the state passes' iterator is left out, its run time being in the recorder's own "
         f"system time: it runs in the recorder's read() of each pass), as a share of the host's {NCPU} CPUs; "
         f"the target is {TARGET_SHARE * 100:.0f}%. "
         f"Stage columns are % of one CPU. {conditions}",
         "",
-        "| run | host CPUs (all) | record | symbolize | pack | agent | BPF | pgbench tps |",
-        "|---|---|---|---|---|---|---|---|",
+        "| run | host CPUs (all) | record | symbolize | pack | agent | BPF | rows/s | record µs/row | pgbench tps |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in runs:
         c = {n: r["cpu"].get(n, 0) / r["seconds"] * 100 for n in
@@ -282,8 +303,13 @@ def section(runs, conditions, version, base_tps):
         lines.append(
             f"| {r['label']} | {fmt_share(r)} | {c['stacks-record']:.2f}% | {c['stacks-symbolize']:.2f}% | "
             f"{c['stacks-pack']:.2f}% | {c['stacks-agent']:.2f}% | {r['bpf'] / r['seconds'] * 100:.2f}% | "
-            f"{r['tps']:.0f} |")
-    lines.append(f"| without the agent | | | | | | | {base_tps:.0f} |")
+            f"{sum(r['rows'].values()):,.0f} | {per_row(r):.1f} | {r['tps']:.0f} |")
+    lines.append(f"| without the agent | | | | | | | | | {base_tps:.0f} |")
+    for b in builds:
+        mine = [per_row(r) for r in runs if r["label"].startswith(b)]
+        lines.append("")
+        lines.append(f"The recorder's CPU per stored row, {b}: {', '.join(f'{x:.1f}' for x in mine)} µs "
+                     f"(median {statistics.median(mine):.1f}).")
     last = [r for r in runs if r["label"].startswith(builds[-1])]
     kinds = sorted({k for r in last for k in r["rows"]})
     lines += ["", f"Rows per second stored, by kind ({builds[-1]} runs; events = Σ `count`):", "",
@@ -317,6 +343,7 @@ def main():
         cluster = Cluster(scratch)
         try:
             stats.write_text("1")
+            stats_fd = enable_bpf_stats()
             base_tps = baseline(cluster)
             log(f"pgbench without the agent: {base_tps:.0f} tps")
             for i in range(RUNS):
@@ -325,6 +352,8 @@ def main():
                 runs.append(one_run(cluster, AFTER, f"after#{i + 1}" if BEFORE else f"run#{i + 1}", scratch))
         finally:
             stats.write_text(stats_before)
+            if "stats_fd" in locals():
+                os.close(stats_fd)
             cluster.stop()
     finally:
         if os.environ.get("BENCH_KEEP"):
@@ -335,11 +364,8 @@ def main():
     conditions = (f"Load average {load_before[0]:.1f} before, {load_after[0]:.1f} after "
                   f"(the host's other work runs beside it).")
     text = section(runs, conditions, cluster.version, base_tps)
-    if os.environ.get("BENCH_PG_WRITE") == "1":
-        benchmd.replace_section(OUT, BEGIN, END, BEGIN + "\n" + text + END)
-        log(f"wrote {OUT}")
-    else:
-        print(text)
+    benchmd.replace_section(OUT, BEGIN, END, BEGIN + "\n" + text + END)
+    log(f"wrote {OUT}")
 
 
 if __name__ == "__main__":

@@ -170,6 +170,9 @@ impl UserNormalizer {
             .entry(pid)
             .or_insert_with(|| PidState::new(new_normalizer()));
         state.normalizer = fresh;
+        // Just read: a fresh read for addresses outside it is due RETRY_EVERY from now, not at
+        // once (a new process's first unmapped address read its map twice).
+        state.retried = Some(Instant::now());
         state.retry_every = RETRY_EVERY;
     }
 
@@ -525,6 +528,30 @@ mod tests {
     }
 
     #[test]
+    fn fresh_reads_that_learn_nothing_back_off_until_the_map_is_read_again() {
+        let pid = std::process::id();
+        let mut n = UserNormalizer::default();
+        let every = |n: &UserNormalizer| n.pids[&pid].retry_every;
+        // Address 1 is never mapped: each fresh read for it learns nothing.
+        n.normalize(pid, &[1], &mut ExitMaps::default());
+        assert_eq!(every(&n), RETRY_EVERY * 2);
+        // Too soon for another read: nothing changes.
+        n.normalize(pid, &[2], &mut ExitMaps::default());
+        assert_eq!(every(&n), RETRY_EVERY * 2);
+        std::thread::sleep(RETRY_EVERY * 2 + Duration::from_millis(5));
+        n.normalize(pid, &[3], &mut ExitMaps::default());
+        assert_eq!(every(&n), RETRY_EVERY * 4);
+        for a in 4..20 {
+            n.pids.get_mut(&pid).unwrap().retried = None;
+            n.normalize(pid, &[a], &mut ExitMaps::default());
+        }
+        assert_eq!(every(&n), RETRY_MAX, "bounded");
+        // The kernel side saw a new mapping: the map is read, fresh reads are due soon again.
+        n.read_map(pid);
+        assert_eq!(every(&n), RETRY_EVERY);
+    }
+
+    #[test]
     fn mappings_created_after_first_use_are_found() {
         let pid = std::process::id();
         let mut n = UserNormalizer::default();
@@ -535,7 +562,9 @@ mod tests {
             &[marker as *const () as u64, 1],
             &mut ExitMaps::default(),
         );
-        std::thread::sleep(RETRY_EVERY);
+        // The fresh read for address 1 knew nothing more: the next comes after twice
+        // RETRY_EVERY.
+        std::thread::sleep(RETRY_EVERY * 2);
         let exe = std::fs::File::open("/proc/self/exe").unwrap();
         // SAFETY: a fresh private read-only mapping of our own executable, unmapped below.
         let addr = unsafe {
