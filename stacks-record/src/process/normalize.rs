@@ -628,7 +628,9 @@ mod tests {
                 0,
             )
         };
-        std::thread::sleep(RETRY_EVERY);
+        // The first address's fresh read knew nothing more (the same file): the next comes
+        // after twice RETRY_EVERY.
+        std::thread::sleep(RETRY_EVERY * 2);
         let later = n.normalize(pid, &[anon as u64 + 32], &mut ExitMaps::default())[0];
         let later = n.frame(later).clone();
         // SAFETY: unmapping what we mapped above.
