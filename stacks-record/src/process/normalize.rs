@@ -72,10 +72,32 @@ struct PidState {
     anonymous: HashMap<u64, u32, ahash::RandomState>,
     /// When unmapped addresses were last looked up in a fresh read of the map.
     retried: Option<Instant>,
+    /// Least time until the next such read: [`RETRY_EVERY`], doubled (up to [`RETRY_MAX`])
+    /// each time a fresh read knew none of them, back to [`RETRY_EVERY`] when one did or the
+    /// map is read again for the kernel side ([`UserNormalizer::read_map`]).
+    retry_every: Duration,
+}
+
+impl PidState {
+    fn new(normalizer: Normalizer) -> PidState {
+        PidState {
+            normalizer,
+            frames: HashMap::default(),
+            anonymous: HashMap::default(),
+            retried: None,
+            retry_every: RETRY_EVERY,
+        }
+    }
 }
 
 /// Least time between two fresh reads of one process's memory map for unmapped addresses.
 const RETRY_EVERY: Duration = Duration::from_millis(20);
+/// Most time between them, for a process whose fresh reads keep knowing none of its unmapped
+/// addresses: the garbage a frame-pointer walk finds in code built without frame pointers
+/// (PostgreSQL, most of a distribution) is a new unmapped address at nearly every stack, and
+/// a fresh read of a large map every 20 ms per process was the largest part of the recorder's
+/// time beside pgbench (docs/cost.md, "The recorder on a busy host").
+const RETRY_MAX: Duration = Duration::from_secs(1);
 
 fn new_normalizer() -> Normalizer {
     Normalizer::builder()
@@ -143,13 +165,15 @@ impl UserNormalizer {
         if resolve(&fresh, pid, &[0]).is_err() {
             return;
         }
-        let state = self.pids.entry(pid).or_insert_with(|| PidState {
-            normalizer: new_normalizer(),
-            frames: HashMap::default(),
-            anonymous: HashMap::default(),
-            retried: None,
-        });
+        let state = self
+            .pids
+            .entry(pid)
+            .or_insert_with(|| PidState::new(new_normalizer()));
         state.normalizer = fresh;
+        // Just read: a fresh read for addresses outside it is due RETRY_EVERY from now, not at
+        // once (a new process's first unmapped address read its map twice).
+        state.retried = Some(Instant::now());
+        state.retry_every = RETRY_EVERY;
     }
 
     /// Start the frame table over (every id handed out so far is forgotten, the processes'
@@ -178,12 +202,10 @@ impl UserNormalizer {
                 .map(|&a| table.intern(failed(a, "idle task (pid 0) has no user address space")))
                 .collect();
         }
-        let state = self.pids.entry(pid).or_insert_with(|| PidState {
-            normalizer: new_normalizer(),
-            frames: HashMap::default(),
-            anonymous: HashMap::default(),
-            retried: None,
-        });
+        let state = self
+            .pids
+            .entry(pid)
+            .or_insert_with(|| PidState::new(new_normalizer()));
         let mut missing: Vec<u64> = addrs
             .iter()
             .copied()
@@ -205,7 +227,8 @@ impl UserNormalizer {
             // map if it knew more. So may one in a file without a build id: the cached map can
             // name a file unmapped since, whose range new code took (the dynamic loader's
             // `ld.so.cache`, read while the process started, then JIT code mapped at its
-            // address). At most every RETRY_EVERY, so a process with garbage frames (broken
+            // address). At most every RETRY_EVERY, and less often while fresh reads find
+            // nothing (up to RETRY_MAX), so a process with garbage frames (broken
             // frame-pointer chains) cannot make us spin on /proc.
             let stale = |(f, unmapped): &(UserFrame, bool)| {
                 *unmapped || (f.error.is_none() && f.build_id.is_none())
@@ -215,7 +238,9 @@ impl UserNormalizer {
                 .filter(|r| stale(r))
                 .map(|(f, _)| f.addr)
                 .collect();
-            let may_retry = state.retried.is_none_or(|t| t.elapsed() > RETRY_EVERY);
+            let may_retry = state
+                .retried
+                .is_none_or(|t| t.elapsed() > state.retry_every);
             if !unmapped.is_empty() && may_retry && crate::process::target::is_alive(pid) {
                 state.retried = Some(Instant::now());
                 let fresh = new_normalizer();
@@ -227,11 +252,20 @@ impl UserNormalizer {
                 if again.values().any(|(_, unmapped)| !unmapped) {
                     state.normalizer = fresh;
                 }
+                // Whether the fresh read knew more than the cached one of some address: then
+                // the map is changing, and is read again soon if need be.
+                let mut learned = false;
                 for r in resolved.iter_mut().filter(|r| stale(r)) {
                     if let Some(a) = again.get(&r.0.addr) {
+                        learned |= a != r;
                         *r = a.clone();
                     }
                 }
+                state.retry_every = if learned {
+                    RETRY_EVERY
+                } else {
+                    (state.retry_every * 2).min(RETRY_MAX)
+                };
             }
             for (f, unmapped) in resolved {
                 if f.error.is_some() {
@@ -514,6 +548,30 @@ mod tests {
     }
 
     #[test]
+    fn fresh_reads_that_learn_nothing_back_off_until_the_map_is_read_again() {
+        let pid = std::process::id();
+        let mut n = UserNormalizer::default();
+        let every = |n: &UserNormalizer| n.pids[&pid].retry_every;
+        // Address 1 is never mapped: each fresh read for it learns nothing.
+        n.normalize(pid, &[1], &mut ExitMaps::default());
+        assert_eq!(every(&n), RETRY_EVERY * 2);
+        // Too soon for another read: nothing changes.
+        n.normalize(pid, &[2], &mut ExitMaps::default());
+        assert_eq!(every(&n), RETRY_EVERY * 2);
+        std::thread::sleep(RETRY_EVERY * 2 + Duration::from_millis(5));
+        n.normalize(pid, &[3], &mut ExitMaps::default());
+        assert_eq!(every(&n), RETRY_EVERY * 4);
+        for a in 4..20 {
+            n.pids.get_mut(&pid).unwrap().retried = None;
+            n.normalize(pid, &[a], &mut ExitMaps::default());
+        }
+        assert_eq!(every(&n), RETRY_MAX, "bounded");
+        // The kernel side saw a new mapping: the map is read, fresh reads are due soon again.
+        n.read_map(pid);
+        assert_eq!(every(&n), RETRY_EVERY);
+    }
+
+    #[test]
     fn mappings_created_after_first_use_are_found() {
         let pid = std::process::id();
         let mut n = UserNormalizer::default();
@@ -524,7 +582,9 @@ mod tests {
             &[marker as *const () as u64, 1],
             &mut ExitMaps::default(),
         );
-        std::thread::sleep(RETRY_EVERY);
+        // The fresh read for address 1 knew nothing more: the next comes after twice
+        // RETRY_EVERY.
+        std::thread::sleep(RETRY_EVERY * 2);
         let exe = std::fs::File::open("/proc/self/exe").unwrap();
         // SAFETY: a fresh private read-only mapping of our own executable, unmapped below.
         let addr = unsafe {
@@ -588,7 +648,9 @@ mod tests {
                 0,
             )
         };
-        std::thread::sleep(RETRY_EVERY);
+        // The first address's fresh read knew nothing more (the same file): the next comes
+        // after twice RETRY_EVERY.
+        std::thread::sleep(RETRY_EVERY * 2);
         let later = n.normalize(pid, &[anon as u64 + 32], &mut ExitMaps::default())[0];
         let later = n.frame(later).clone();
         // SAFETY: unmapping what we mapped above.

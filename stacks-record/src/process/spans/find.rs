@@ -5,7 +5,7 @@ use std::fs::File;
 use std::path::Path;
 
 use object::read::elf::{ElfFile64, FileHeader, ProgramHeader};
-use object::{Object, ObjectSymbol, ReadCache, SymbolKind, elf};
+use object::{Object, ObjectSymbol, SymbolKind, elf};
 
 /// The thread-context pointer's symbol (OTEP 4947).
 pub(crate) const CONTEXT_SYMBOL: &str = "otel_thread_ctx_v1";
@@ -28,11 +28,17 @@ pub(super) const PROVIDER: &str = "stacks_tracing";
 /// ends at the thread pointer, placed as glibc's `_dl_determine_tlsoffset` places it).
 pub(crate) fn find(path: &Path) -> Result<Option<TlsOffsets>, String> {
     let file = File::open(path).map_err(|e| e.to_string())?;
-    let cache = ReadCache::new(file);
-    if !crate::process::untrusted::elf_tables_bounded(&cache) {
+    // Mapped, not read through `object::ReadCache`: that reads each symbol's name with a seek
+    // and a read of its own, and the scan of a large `.symtab` (a Rust test binary's 100,000
+    // symbols) was half the recorder's time on a host building Rust (docs/cost.md, "The
+    // recorder on a busy host"). SAFETY: mapped read-only; a running executable cannot be
+    // written (ETXTBSY), and one truncated after its process exited could fault, as with any
+    // profiler reading mapped binaries (blazesym and the CFI reader map them the same way).
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| e.to_string())?;
+    if !crate::process::untrusted::elf_tables_bounded(&*map) {
         return Ok(None);
     }
-    let Ok(elf) = ElfFile64::<object::Endianness, _>::parse(&cache) else {
+    let Ok(elf) = ElfFile64::<object::Endianness, _>::parse(&*map) else {
         return Ok(None); // not a 64-bit ELF file (a script's interpreter is traced instead)
     };
     if elf.elf_header().e_machine(elf.endian()) != elf::EM_X86_64 {
