@@ -7,7 +7,11 @@
 
 /* Tunables, set by user space before load. */
 const volatile __u32 uring_stacks = 0; /* STACKS_WANT_* (user stacks only) */
-/* uring_min_ns (MIN): control.bpf.h, changed while recording. */
+/* `uring`'s MIN, changed while recording (--control; a global of the .bss, as control.bpf.h's):
+ * requests completed sooner are summed in the aggregation tables (aggregate.bpf.h) per
+ * submitter, op, how it ran, error, descriptor, file and log2 latency bucket, without stacks:
+ * a row a second per such group, its count, bytes and time exact. 0: none. */
+volatile __u64 uring_min_ns = 0;
 
 #define URING_REQ_F_FIXED_FILE 1ULL   /* REQ_F_FIXED_FILE (bit 0 of io_kiocb.flags) */
 

@@ -172,6 +172,17 @@ pub(crate) trait EventKind: Sync {
         false
     }
 
+    /// Why the kernel aggregated its events, as the summary line says it.
+    fn aggregated_why(&self) -> &'static str {
+        "ring buffer backed up"
+    }
+
+    /// Whether its `-e` argument (a rate, a MIN) changes while recording (`--control`): its
+    /// [`Run::retune`] takes the new one.
+    fn retunes(&self) -> bool {
+        false
+    }
+
     /// For a kind the kernel aggregates while its ring buffer is backed up
     /// (bpf/aggregate.bpf.h): the record of aggregation entry (`key`, `sums`) into `out`, with
     /// header `h` and the entry's kernel and user frames. False for the other kinds.
@@ -319,6 +330,18 @@ pub(crate) fn aggregated_stacks(spec: &EventSpec) -> Option<u32> {
         .filter_map(|k| spec.get(k.event()?))
         .map(|a| a.stacks.mask())
         .reduce(|a, b| a | b)
+}
+
+/// The `-e` names of the kinds whose argument changes while recording ([`EventKind::retunes`]).
+pub(crate) fn retuned() -> impl Iterator<Item = &'static str> {
+    ALL.iter().filter(|k| k.retunes()).filter_map(|k| k.event())
+}
+
+/// Why the kernel aggregated events of stream kind `name` ([`EventKind::aggregated_why`]).
+pub(crate) fn aggregated_why(name: &str) -> &'static str {
+    ALL.iter()
+        .find(|k| k.name() == name)
+        .map_or("ring buffer backed up", |k| k.aggregated_why())
 }
 
 /// What every kind's kernel side still holds at the end ([`EventKind::remainders`]).

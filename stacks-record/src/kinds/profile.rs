@@ -19,6 +19,10 @@ info_members!(stacks_profile);
 pub(crate) struct Profile;
 
 impl EventKind for Profile {
+    fn retunes(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         kind::PROFILE
     }

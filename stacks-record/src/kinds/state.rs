@@ -23,6 +23,10 @@ info_members!(stacks_state_sample);
 pub(crate) struct State;
 
 impl EventKind for State {
+    fn retunes(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         kind::STATE
     }

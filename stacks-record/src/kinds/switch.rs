@@ -23,6 +23,10 @@ pub(crate) struct Switch;
 const DWARF_PROGRAM: &str = "switch_sys_exit";
 
 impl EventKind for Switch {
+    fn retunes(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         kind::SWITCH
     }

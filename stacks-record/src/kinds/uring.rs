@@ -22,6 +22,14 @@ info_members!(stacks_uring);
 pub(crate) struct Uring;
 
 impl EventKind for Uring {
+    fn aggregated_why(&self) -> &'static str {
+        "shorter than MIN"
+    }
+
+    fn retunes(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         kind::URING
     }

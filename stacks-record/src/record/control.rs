@@ -1,22 +1,18 @@
 //! `--control FILE`: new `-e` specifications taken while recording, without stopping (the
 //! agent's CPU budget degrading in place, docs/agent.md). A thread reads FILE's lines; the
 //! recording loop takes the latest at each poll when it differs from the recording's only in
-//! the argument of a kind that changes in place — `profile`'s and `state`'s HZ (each sample
-//! and row carries its period), `switch`'s MIN (shorter intervals folded, their time and
-//! count kept) and `uring`'s (shorter requests summed, their count, bytes and time kept) — and
-//! refuses any other with a warning, recording on as it was.
+//! the argument of a kind that changes in place (`kinds::EventKind::retunes`: `profile`'s and
+//! `state`'s HZ, each sample and row carrying its period; `switch`'s and `uring`'s MIN, the
+//! shorter events folded with their count and time kept) — and refuses any other with a
+//! warning, recording on as it was.
 
 use std::io::BufRead;
 use std::path::Path;
 use std::sync::mpsc;
 
 use anyhow::{Context, Result};
-use stacks_stream::kind;
 
 use crate::spec::EventSpec;
-
-/// The kinds whose argument changes in place ([`crate::kinds::Runs::retune`]).
-pub(crate) const IN_PLACE: [&str; 4] = [kind::PROFILE, kind::STATE, kind::SWITCH, kind::URING];
 
 /// The lines read from `--control`.
 pub(crate) struct Control {
@@ -58,7 +54,8 @@ impl Control {
     }
 }
 
-/// `line` parsed, when it differs from `now` only in the arguments of [`IN_PLACE`] kinds; else
+/// `line` parsed, when it differs from `now` only in the arguments of the kinds that change in
+/// place (`kinds::retuned`); else
 /// why not.
 pub(crate) fn in_place(now: &EventSpec, line: &str) -> Result<EventSpec, String> {
     let new = EventSpec::parse(line).map_err(|e| e.to_string())?;
@@ -78,7 +75,7 @@ pub(crate) fn in_place(now: &EventSpec, line: &str) -> Result<EventSpec, String>
         if a.stacks != b.stacks {
             return Err(format!("{}: other stacks", a.name));
         }
-        if a.arg != b.arg && !IN_PLACE.contains(&a.name) {
+        if a.arg != b.arg && !crate::kinds::retuned().any(|k| k == a.name) {
             return Err(format!("{}: its argument does not change in place", a.name));
         }
     }
@@ -87,6 +84,8 @@ pub(crate) fn in_place(now: &EventSpec, line: &str) -> Result<EventSpec, String>
 
 #[cfg(test)]
 mod tests {
+    use stacks_stream::kind;
+
     use super::*;
 
     #[test]

@@ -227,13 +227,7 @@ impl Drops {
             ));
         }
         for (kind, n) in &self.aggregated {
-            // uring sums only requests shorter than its MIN; vfs and net, while the IO ring
-            // buffer is backed up.
-            let why = if *kind == stacks_stream::kind::URING {
-                "shorter than MIN"
-            } else {
-                "ring buffer backed up"
-            };
+            let why = kinds::aggregated_why(kind);
             inferred.push_str(&format!(
                 "; {n} {kind} events aggregated in the kernel ({why})"
             ));
