@@ -17,15 +17,19 @@ pub const MAP_FULL_RSS: &str = "map_full:rss";
 pub const MAP_FULL_URING: &str = "map_full:uring";
 /// Probe hits nested deeper than the per-CPU slots.
 pub const NO_FREE_SLOT_PROBE: &str = "no_free_slot:probe";
+/// A block request issued to its device whose completion the kernel reported to no program
+/// (found when its request structure starts the next request).
+pub const COMPLETION_UNSEEN_BLOCK: &str = "completion_unseen:block";
 
 /// The causes that do not name a ring buffer, in a fixed order.
-pub const FIXED: [&str; 6] = [
+pub const FIXED: [&str; 7] = [
     NO_TASK_STORAGE_SWITCH,
     NO_TASK_STORAGE_VFS,
     MAP_FULL_BLOCK,
     MAP_FULL_RSS,
     MAP_FULL_URING,
     NO_FREE_SLOT_PROBE,
+    COMPLETION_UNSEEN_BLOCK,
 ];
 
 /// The cause of records of `kind` the kind's ring buffer had no room for.

@@ -36,6 +36,7 @@ pub(crate) fn cause_name(index: u32) -> String {
         Drop::STACKS_DROP_RSS_MAP_FULL => lost::MAP_FULL_RSS,
         Drop::STACKS_DROP_URING_MAP_FULL => lost::MAP_FULL_URING,
         Drop::STACKS_DROP_PROBE_BUSY => lost::NO_FREE_SLOT_PROBE,
+        Drop::STACKS_DROP_BLOCK_UNSEEN => lost::COMPLETION_UNSEEN_BLOCK,
         _ => return format!("unknown_{index}"),
     }
     .to_string()
