@@ -62,7 +62,10 @@ fn record_in(name: &str, events: &str, workload: &str, wrap: &str) -> Recording 
         .and_then(|t| t.split_whitespace().next())
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no lost count in:\n{stderr}"));
-    assert_eq!(lost, 0, "events were lost:\n{stderr}");
+    // Block completions the kernel reported to no program are counted as lost by cause
+    // (block_completions_under_cpu_load_are_rows_or_counted): the only loss allowed.
+    let unseen = lost_of(&stderr, stacks_stream::lost::COMPLETION_UNSEEN_BLOCK) as u64;
+    assert_eq!(lost, unseen, "events were lost:\n{stderr}");
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&report).expect("workload report"))
             .expect("report JSON");
@@ -506,8 +509,10 @@ fn block_without_stacks_records_every_request_from_slots_and_table() {
         ));
         check(&rec, &format!("record fio with {env}"));
         let summary = String::from_utf8_lossy(&rec.stderr);
+        // Only completions the kernel reported to no program may be lost (counted).
+        let unseen = lost_of(&summary, stacks_stream::lost::COMPLETION_UNSEEN_BLOCK);
         assert!(
-            summary.contains("lost 0 events"),
+            summary.contains(&format!("lost {unseen} events")),
             "events were lost: {summary}"
         );
         let tabled: u64 = summary
@@ -549,13 +554,13 @@ fn block_without_stacks_records_every_request_from_slots_and_table() {
         // would be every one of them (default slots), one lost in the table ~70% of them
         // (one slot).
         within(
-            v[1] as f64,
+            (v[1] + unseen * 4096) as f64,
             bytes as f64,
             0.10,
             &format!("block read bytes of fio, {case}"),
         );
         assert!(
-            v[0] <= ios && v[0] as f64 >= 0.90 * ios as f64,
+            v[0] <= ios && (v[0] + unseen) as f64 >= 0.90 * ios as f64,
             "{} rows, {case}",
             v[0]
         );
