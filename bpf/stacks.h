@@ -146,6 +146,11 @@ enum stacks_drop {
 	/* Not a loss: `block:n` requests kept in the in-flight table because their slot was held
 	 * by another request (kinds/block.bpf.h). */
 	STACKS_DROP_BLOCK_TABLED,
+	/* A block request issued to its device whose completion no program saw: its request
+	 * structure started a new request while the old one was still in flight to the recorder
+	 * (kinds/block.bpf.h). Under CPU load the kernel ends some requests firing neither
+	 * block_rq_complete nor block_io_done (perf's tracepoint events miss the same ones). */
+	STACKS_DROP_BLOCK_UNSEEN,
 	STACKS_DROP_FIXED_END,              /* past the last cause not counted by kind */
 	STACKS_DROP_COUNT = 5 * STACKS_EV_ROOM,
 };

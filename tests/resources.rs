@@ -62,7 +62,10 @@ fn record_in(name: &str, events: &str, workload: &str, wrap: &str) -> Recording 
         .and_then(|t| t.split_whitespace().next())
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no lost count in:\n{stderr}"));
-    assert_eq!(lost, 0, "events were lost:\n{stderr}");
+    // Block completions the kernel reported to no program are counted as lost by cause
+    // (block_completions_under_cpu_load_are_rows_or_counted): the only loss allowed.
+    let unseen = lost_of(&stderr, stacks_stream::lost::COMPLETION_UNSEEN_BLOCK) as u64;
+    assert_eq!(lost, unseen, "events were lost:\n{stderr}");
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&report).expect("workload report"))
             .expect("report JSON");
@@ -506,8 +509,10 @@ fn block_without_stacks_records_every_request_from_slots_and_table() {
         ));
         check(&rec, &format!("record fio with {env}"));
         let summary = String::from_utf8_lossy(&rec.stderr);
+        // Only completions the kernel reported to no program may be lost (counted).
+        let unseen = lost_of(&summary, stacks_stream::lost::COMPLETION_UNSEEN_BLOCK);
         assert!(
-            summary.contains("lost 0 events"),
+            summary.contains(&format!("lost {unseen} events")),
             "events were lost: {summary}"
         );
         let tabled: u64 = summary
@@ -543,21 +548,19 @@ fn block_without_stacks_records_every_request_from_slots_and_table() {
             .collect();
         let case = format!("{env:?} (fio: {ios} reads, {bytes} bytes; {summary})");
         // The block layer may merge neighbouring requests: the rows are at most fio's reads.
-        // The bytes are within 10%: under CPU load, some completions of a recording's reads
-        // (3 to 125 of these 4,096 in runs under load; up to 232 of a 16-deep libaio read) are
-        // counted by `perf stat -e block:block_rq_complete` and never reach the recorder's
-        // program, no recursion miss counted, the same before the slots existed; the cause is
-        // not found yet. What this test guards is still caught: a request lost in a slot
+        // The bytes are within 10%: under CPU load the kernel ends some requests firing no
+        // completion tracepoint (counted as `completion_unseen:block`, see
+        // block_completions_under_cpu_load_are_rows_or_counted). What this test guards is still caught: a request lost in a slot
         // would be every one of them (default slots), one lost in the table ~70% of them
         // (one slot).
         within(
-            v[1] as f64,
+            (v[1] + unseen * 4096) as f64,
             bytes as f64,
             0.10,
             &format!("block read bytes of fio, {case}"),
         );
         assert!(
-            v[0] <= ios && v[0] as f64 >= 0.90 * ios as f64,
+            v[0] <= ios && (v[0] + unseen) as f64 >= 0.90 * ios as f64,
             "{} rows, {case}",
             v[0]
         );
@@ -574,6 +577,144 @@ fn block_without_stacks_records_every_request_from_slots_and_table() {
             );
         }
     }
+}
+
+/// Two CPU burners, killed when dropped.
+struct Burners(Vec<std::process::Child>);
+
+impl Burners {
+    fn start(n: usize) -> Self {
+        Burners(
+            (0..n)
+                .map(|_| {
+                    std::process::Command::new("sh")
+                        .args(["-c", "while :; do :; done"])
+                        .spawn()
+                        .expect("start a CPU burner")
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Drop for Burners {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// The count of `cause` in a recorder's summary (`… (CAUSE N, …)`), 0 when absent.
+fn lost_of(summary: &str, cause: &str) -> i64 {
+    summary
+        .split(&format!("{cause} "))
+        .nth(1)
+        .and_then(|t| {
+            t.split(|c: char| !c.is_ascii_digit())
+                .next()
+                .and_then(|n| n.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Under CPU load the kernel ends some block requests firing neither block_rq_complete nor
+/// block_io_done (perf's own tracepoint events miss the same requests, by sector): whole
+/// batches of fio's reads, 0 to ~300 of 4,096 in one recording in 1 of 3 to 5. The recorder
+/// finds each when its request structure starts the next request while still in flight and
+/// counts it as lost (`completion_unseen:block`). fio (libaio, depth 16, direct 4 KiB random
+/// reads of 16 MiB) under two CPU burners, 50 times: the job's rows and the unseen
+/// completions add up to fio's reads and bytes. One batch may be left: requests whose
+/// completion went unseen and whose structures were not used again before the recording
+/// ended are not found (at most the queue depth, 16).
+#[test]
+fn block_completions_under_cpu_load_are_rows_or_counted() {
+    let Some(_serial) = bpf_guard("block_completions_under_cpu_load_are_rows_or_counted") else {
+        return;
+    };
+    let dir = scratch("block-load");
+    let file = dir.join("r.dat");
+    check(
+        &sh(&format!(
+            "fio --name=prepare --filename={} --size=16M --rw=write --bs=1M --output=/dev/null",
+            file.display()
+        )),
+        "fio: prepare the file",
+    );
+    let _burners = Burners::start(2);
+    let (mut unseen_total, mut short_runs) = (0, 0);
+    for run in 0..50 {
+        let out = dir.join(format!("out-{run}"));
+        let json = dir.join(format!("fio-{run}.json"));
+        let rec = sh(&format!(
+            "stacks-record -e block:n -- fio --name=r --filename={f} --size=16M --thread \
+               --rw=randread --bs=4k --ioengine=libaio --iodepth=16 --direct=1 \
+               --output-format=json --output={json} | stacks-pack {out}",
+            f = file.display(),
+            json = json.display(),
+            out = out.display(),
+        ));
+        check(&rec, "record fio under load");
+        let summary = String::from_utf8_lossy(&rec.stderr).into_owned();
+        let fio: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).expect("fio's report"))
+                .expect("fio's JSON");
+        let read = &fio["jobs"][0]["read"];
+        let (ios, bytes) = (
+            read["total_ios"].as_i64().unwrap(),
+            read["io_bytes"].as_i64().unwrap(),
+        );
+        let q = sh(&format!(
+            "stacks-query -d {} --format csv -c \"SELECT count(*) AS n, coalesce(sum(value), 0) \
+               AS b FROM stacks WHERE kind = 'block' AND comm = 'fio' AND op = 'read' \
+               AND tid <> pid\"",
+            out.display()
+        ));
+        check(&q, "query the block rows");
+        let text = String::from_utf8_lossy(&q.stdout);
+        let v: Vec<i64> = text
+            .lines()
+            .nth(1)
+            .unwrap_or_default()
+            .split(',')
+            .map(|x| x.parse().unwrap_or(-1))
+            .collect();
+        let unseen = lost_of(&summary, stacks_stream::lost::COMPLETION_UNSEEN_BLOCK);
+        let lost: i64 = summary
+            .split("lost ")
+            .nth(1)
+            .and_then(|t| t.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(-1);
+        let case = format!(
+            "run {run}: fio {ios} reads, {bytes} bytes; rows {} of {} bytes; {summary}",
+            v[0], v[1]
+        );
+        assert_eq!(lost, unseen, "lost for another cause, {case}");
+        // Merged neighbours make one row of both reads' bytes: rows may be fewer than reads.
+        // The job thread sometimes reads a page of the file outside fio's count (seen: one
+        // 4 KiB read more): up to 4 are let through.
+        assert!(v[0] + unseen <= ios + 4, "{case}");
+        let counted = v[1] + unseen * 4096;
+        assert!(
+            counted <= bytes + 4 * 4096 && counted >= bytes - 16 * 4096,
+            "rows and unseen completions {counted} bytes, {case}"
+        );
+        if counted < bytes - 4 * 4096 {
+            short_runs += 1;
+        }
+        unseen_total += unseen;
+        let _ = std::fs::remove_dir_all(&out);
+    }
+    eprintln!(
+        "50 recordings: {unseen_total} completions unseen, counted; {short_runs} left a batch uncounted"
+    );
+    assert!(
+        short_runs <= 2,
+        "{short_runs} of 50 runs left reads uncounted"
+    );
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 // ---- memory -------------------------------------------------------------------------------

@@ -183,6 +183,23 @@ static __always_inline void block_at_start(struct stacks_block *b, struct reques
 	b->pad = 0;
 }
 
+/* Request `key`'s record `r` into `table` (block_inflight or block_inflight_bare, whose values
+ * both open with the issue time). Found there already and issued: the request structure's last
+ * request ended unseen (STACKS_DROP_BLOCK_UNSEEN); one never issued was merged into another,
+ * whose row has its bytes. */
+static __always_inline void block_table_put(void *table, __u64 *key, void *r)
+{
+	long err = bpf_map_update_elem(table, key, r, BPF_NOEXIST);
+	if (err == -EEXIST) {
+		__u64 *old = bpf_map_lookup_elem(table, key);
+		if (old && *old)
+			count_drop(STACKS_DROP_BLOCK_UNSEEN);
+		err = bpf_map_update_elem(table, key, r, BPF_ANY);
+	}
+	if (err)
+		count_drop(STACKS_DROP_MAP_FULL + STACKS_EV_BLOCK);
+}
+
 SEC("tp_btf/block_io_start")
 int BPF_PROG(on_block_start, struct request *rq)
 {
@@ -196,6 +213,8 @@ int BPF_PROG(on_block_start, struct request *rq)
 		if (s) {
 			__u64 held = __sync_val_compare_and_swap(&s->key, 0, key);
 			if (held == 0 || held == key) {
+				if (held == key && s->r.issue_ts)
+					count_drop(STACKS_DROP_BLOCK_UNSEEN);
 				s->r.issue_ts = 0;
 				fill_hdr(&s->r.hdr, STACKS_EV_BLOCK, task, now);
 				block_at_start(&s->r.block, rq, key);
@@ -212,8 +231,7 @@ int BPF_PROG(on_block_start, struct request *rq)
 		uring_on_behalf(NULL, &r.block, task);
 		read_span(&r.hdr.span);
 		count_drop(STACKS_DROP_BLOCK_TABLED);
-		if (bpf_map_update_elem(&block_inflight_bare, &key, &r, BPF_ANY))
-			count_drop(STACKS_DROP_MAP_FULL + STACKS_EV_BLOCK);
+		block_table_put(&block_inflight_bare, &key, &r);
 		return 0;
 	}
 	__u32 zero = 0;
@@ -241,8 +259,7 @@ int BPF_PROG(on_block_start, struct request *rq)
 	} else {
 		capture_stacks(ctx, e, block_stacks);
 	}
-	if (bpf_map_update_elem(&block_inflight, &key, b, BPF_ANY))
-		count_drop(STACKS_DROP_MAP_FULL + STACKS_EV_BLOCK);
+	block_table_put(&block_inflight, &key, b);
 	return 0;
 }
 

@@ -11,12 +11,16 @@ pub const NO_TASK_STORAGE_SWITCH: &str = "no_task_storage:switch_out";
 pub const NO_TASK_STORAGE_VFS: &str = "no_task_storage:vfs";
 /// Probe hits nested deeper than the per-CPU slots.
 pub const NO_FREE_SLOT_PROBE: &str = "no_free_slot:probe";
+/// A block request issued to its device whose completion the kernel reported to no program
+/// (found when its request structure starts the next request).
+pub const COMPLETION_UNSEEN_BLOCK: &str = "completion_unseen:block";
 
 /// The causes that name no kind's ring buffer or table, in a fixed order.
-pub const FIXED: [&str; 3] = [
+pub const FIXED: [&str; 4] = [
     NO_TASK_STORAGE_SWITCH,
     NO_TASK_STORAGE_VFS,
     NO_FREE_SLOT_PROBE,
+    COMPLETION_UNSEEN_BLOCK,
 ];
 
 /// The cause of records of `kind` the kind's ring buffer had no room for.

@@ -37,6 +37,7 @@ pub(crate) fn cause_name(index: u32) -> String {
         Drop::STACKS_DROP_SWITCH_STORAGE => lost::NO_TASK_STORAGE_SWITCH,
         Drop::STACKS_DROP_VFS_STORAGE => lost::NO_TASK_STORAGE_VFS,
         Drop::STACKS_DROP_PROBE_BUSY => lost::NO_FREE_SLOT_PROBE,
+        Drop::STACKS_DROP_BLOCK_UNSEEN => lost::COMPLETION_UNSEEN_BLOCK,
         _ => return format!("unknown_{index}"),
     }
     .to_string()
