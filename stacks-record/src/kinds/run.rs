@@ -8,11 +8,13 @@
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 
-use anyhow::Result;
+use anyhow::{Context as _, Result};
 
 use super::{ALL, EventKind};
 use crate::cli::Target;
+use crate::kernel::abi::types::bss;
 use crate::kernel::abi::{OpenStacksSkel, StacksSkel};
+use crate::kernel::globals::Global64;
 use crate::spec::{EventSpec, KindArgs};
 
 /// What a kind's part is made from ([`EventKind::run`]).
@@ -203,6 +205,47 @@ impl KindData {
     /// The value of type `T` kept, if any.
     pub(crate) fn get<T: Any>(&self) -> Option<&T> {
         self.0.get(&TypeId::of::<T>())?.downcast_ref()
+    }
+}
+
+/// A kind's MIN (its duration argument) in a global of the BPF object's .bss, written once the
+/// object is loaded and again when it changes in place (`--control`): `switch`'s and `uring`'s.
+pub(crate) struct MinGlobal {
+    kind: &'static str,
+    min_ns: u64,
+    field: fn(&mut bss) -> &mut u64,
+    global: Option<Global64>,
+}
+
+impl MinGlobal {
+    /// The part of kind `on` whose MIN is the global `field` picks out of the .bss.
+    pub(crate) fn boxed(on: &KindArgs, field: fn(&mut bss) -> &mut u64) -> Box<dyn Run> {
+        Box::new(MinGlobal {
+            kind: on.name,
+            min_ns: on.arg.unwrap_or(0),
+            field,
+            global: None,
+        })
+    }
+}
+
+impl Run for MinGlobal {
+    fn loaded(&mut self, skel: &mut StacksSkel<'_>) -> Result<()> {
+        let g = Global64::new(skel, self.field)
+            .with_context(|| format!("the BPF object has no .bss for {}'s MIN", self.kind))?;
+        g.set(self.min_ns);
+        self.global = Some(g);
+        Ok(())
+    }
+
+    fn retune(&mut self, spec: &EventSpec) -> Result<()> {
+        if let Some(min) = spec.get(self.kind).map(|s| s.arg.unwrap_or(0))
+            && let Some(g) = &self.global
+        {
+            self.min_ns = min;
+            g.set(min);
+        }
+        Ok(())
     }
 }
 

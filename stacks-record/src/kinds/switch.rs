@@ -4,14 +4,12 @@
 
 use stacks_stream::kind;
 
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 
 use super::state::state_name;
 use super::{Context, Decoded, EventKind, Run, Setup};
-use crate::kernel::abi::StacksSkel;
 use crate::kernel::abi::types::{rodata, stacks_folded, stacks_off_cpu};
 use crate::kernel::event::{Kind as RecordKind, RawEvent, info_members};
-use crate::kernel::globals::Global64;
 use crate::output::rows::Extra;
 use crate::spec::{EventSpec, KindArgs};
 
@@ -71,10 +69,7 @@ impl EventKind for Switch {
     /// changes in place (`--control`).
     fn run(&self, setup: &mut Setup<'_>) -> Result<Option<Box<dyn Run>>> {
         Ok(setup.on(self).map(|on| {
-            Box::new(Folding {
-                min_ns: on.arg.unwrap_or(0),
-                global: None,
-            }) as Box<dyn Run>
+            super::run::MinGlobal::boxed(&on, |b| &mut b.switch_min_ns)
         }))
     }
 
@@ -116,29 +111,3 @@ impl EventKind for Switch {
     }
 }
 
-/// `switch`'s MIN: off-CPU intervals shorter than it are folded (their time and count kept in
-/// the folded rows, their stacks dropped).
-struct Folding {
-    min_ns: u64,
-    global: Option<Global64>,
-}
-
-impl Run for Folding {
-    fn loaded(&mut self, skel: &mut StacksSkel<'_>) -> Result<()> {
-        let g = Global64::new(skel, |b| &mut b.switch_min_ns)
-            .context("the BPF object has no .bss for switch_min_ns")?;
-        g.set(self.min_ns);
-        self.global = Some(g);
-        Ok(())
-    }
-
-    fn retune(&mut self, spec: &EventSpec) -> Result<()> {
-        if let Some(min) = spec.get(kind::SWITCH).map(|s| s.arg.unwrap_or(0))
-            && let Some(g) = &self.global
-        {
-            self.min_ns = min;
-            g.set(min);
-        }
-        Ok(())
-    }
-}

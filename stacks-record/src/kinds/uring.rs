@@ -4,18 +4,16 @@
 //! sooner are summed in the kernel (a row a second per submitter, op, how, error, descriptor,
 //! file and log2 latency bucket, `count` requests, no stack).
 
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 use stacks_stream::kind;
 
 use super::{AggKey, AggSums, Context, Decoded, EventKind, Run, Setup};
-use crate::kernel::abi::StacksSkel;
 use crate::kernel::abi::types::{rodata, stacks_uring};
 use crate::kernel::event::{Header, Kind as RecordKind, RawEvent, info_members};
-use crate::kernel::globals::Global64;
 use crate::kernel::tables;
 use crate::output::rows::Extra;
 use crate::process::fdnames::file_name;
-use crate::spec::{EventSpec, KindArgs};
+use crate::spec::KindArgs;
 
 info_members!(stacks_uring);
 
@@ -56,10 +54,7 @@ impl EventKind for Uring {
     /// changes in place (`--control`).
     fn run(&self, setup: &mut Setup<'_>) -> Result<Option<Box<dyn Run>>> {
         Ok(setup.on(self).map(|on| {
-            Box::new(Folding {
-                min_ns: on.arg.unwrap_or(0),
-                global: None,
-            }) as Box<dyn Run>
+            super::run::MinGlobal::boxed(&on, |b| &mut b.uring_min_ns)
         }))
     }
 
@@ -136,32 +131,6 @@ impl EventKind for Uring {
                 ..Extra::default()
             },
         })
-    }
-}
-
-/// `uring`'s MIN: requests completed sooner are summed in the kernel.
-struct Folding {
-    min_ns: u64,
-    global: Option<Global64>,
-}
-
-impl Run for Folding {
-    fn loaded(&mut self, skel: &mut StacksSkel<'_>) -> Result<()> {
-        let g = Global64::new(skel, |b| &mut b.uring_min_ns)
-            .context("the BPF object has no .bss for uring_min_ns")?;
-        g.set(self.min_ns);
-        self.global = Some(g);
-        Ok(())
-    }
-
-    fn retune(&mut self, spec: &EventSpec) -> Result<()> {
-        if let Some(min) = spec.get(kind::URING).map(|s| s.arg.unwrap_or(0))
-            && let Some(g) = &self.global
-        {
-            self.min_ns = min;
-            g.set(min);
-        }
-        Ok(())
     }
 }
 
