@@ -623,11 +623,12 @@ fn lost_of(summary: &str, cause: &str) -> i64 {
 /// block_io_done (perf's own tracepoint events miss the same requests, by sector): whole
 /// batches of fio's reads, 0 to ~300 of 4,096 in one recording in 1 of 3 to 5. The recorder
 /// finds each when its request structure starts the next request while still in flight and
-/// counts it as lost (`completion_unseen:block`). fio (libaio, depth 16, direct 4 KiB random
-/// reads of 16 MiB) under two CPU burners, 50 times: the job's rows and the unseen
-/// completions add up to fio's reads and bytes. One batch may be left: requests whose
-/// completion went unseen and whose structures were not used again before the recording
-/// ended are not found (at most the queue depth, 16).
+/// counts it as lost (`completion_unseen:block`); at the end, the issued requests it still
+/// holds beyond what their disk has in flight are counted the same way. fio (libaio, depth
+/// 16, direct 4 KiB random reads of 16 MiB) under two CPU burners, 50 times: the job's rows
+/// and the unseen completions add up to fio's reads and bytes. A run may still come out short
+/// when another process's requests were in flight on the disk as the recording ended (they
+/// hide as many of ours): at most one run in 50, by a batch (16 reads).
 #[test]
 fn block_completions_under_cpu_load_are_rows_or_counted() {
     let Some(_serial) = bpf_guard("block_completions_under_cpu_load_are_rows_or_counted") else {
@@ -711,7 +712,7 @@ fn block_completions_under_cpu_load_are_rows_or_counted() {
         "50 recordings: {unseen_total} completions unseen, counted; {short_runs} left a batch uncounted"
     );
     assert!(
-        short_runs <= 2,
+        short_runs <= 1,
         "{short_runs} of 50 runs left reads uncounted"
     );
     let _ = std::fs::remove_dir_all(dir);

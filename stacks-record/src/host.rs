@@ -31,6 +31,11 @@ pub(crate) fn boot_to_realtime_offset() -> i64 {
     best.1
 }
 
+/// Now on the boot clock, as `bpf_ktime_get_boot_ns()` reads it.
+pub(crate) fn boot_ns() -> u64 {
+    clock_ns(libc::CLOCK_BOOTTIME) as u64
+}
+
 pub(crate) fn realtime_ns() -> i64 {
     clock_ns(libc::CLOCK_REALTIME)
 }

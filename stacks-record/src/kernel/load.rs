@@ -250,6 +250,47 @@ pub(crate) fn take_rss_remainders(skel: &StacksSkel<'_>) -> Vec<(u32, rss_thread
     out
 }
 
+/// Each value of `map` read as a `T` (values of another size are skipped).
+fn map_values<T: Copy>(map: &impl MapCore, keys: impl Iterator<Item = Vec<u8>>) -> Vec<T> {
+    keys.filter_map(|k| map.lookup(&k, MapFlags::ANY).ok().flatten())
+        .filter(|v| v.len() == size_of::<T>())
+        // SAFETY: the value has exactly T's size, and the T read here (generated from the C
+        // structs) are plain integers and arrays of them: every bit pattern is a valid value.
+        .map(|v| unsafe { std::ptr::read_unaligned(v.as_ptr().cast::<T>()) })
+        .collect()
+}
+
+/// The block requests the kernel side still holds as issued (their completion not seen):
+/// (issue time on the boot clock, disk major, disk minor) of each.
+pub(crate) fn held_block_requests(skel: &StacksSkel<'_>) -> Vec<(u64, u32, u32)> {
+    use abi::types::{block_request, block_request_bare, block_slot};
+    let maps = &skel.maps;
+    let slots = (0..maps.block_slots.max_entries()).map(|i| i.to_ne_bytes().to_vec());
+    let mut out: Vec<(u64, u32, u32)> = map_values::<block_slot>(&maps.block_slots, slots)
+        .into_iter()
+        .filter(|s| s.key != 0)
+        .map(|s| (s.r.issue_ts, s.r.block.dev_major, s.r.block.dev_minor))
+        .collect();
+    let bare = &maps.block_inflight_bare;
+    out.extend(
+        map_values::<block_request_bare>(bare, bare.keys())
+            .into_iter()
+            .map(|r| (r.issue_ts, r.block.dev_major, r.block.dev_minor)),
+    );
+    let full = &maps.block_inflight;
+    out.extend(
+        map_values::<block_request>(full, full.keys())
+            .into_iter()
+            .map(|r| {
+                // SAFETY: the table holds block records, whose info is the block member.
+                let b = unsafe { r.ev.info.block };
+                (r.issue_ts, b.dev_major, b.dev_minor)
+            }),
+    );
+    out.retain(|(issued, _, _)| *issued != 0);
+    out
+}
+
 /// `PERF_FLAG_FD_CLOEXEC` from linux/perf_event.h.
 const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
 

@@ -108,6 +108,12 @@ pub(crate) trait Run {
         Ok(())
     }
 
+    /// After the event sources are detached: events its kernel tables show were lost
+    /// without a counter saying so, as (cause, count).
+    fn lost(&mut self, _skel: &StacksSkel<'_>) -> Vec<(String, u64)> {
+        Vec::new()
+    }
+
     /// Its lines after the summary.
     fn report(&self) {}
 }
@@ -184,6 +190,11 @@ impl Runs {
             }
         }
         first
+    }
+
+    /// Every part's losses found at the end ([`Run::lost`]).
+    pub(crate) fn lost(&mut self, skel: &StacksSkel<'_>) -> Vec<(String, u64)> {
+        self.0.iter_mut().flat_map(|r| r.lost(skel)).collect()
     }
 
     pub(crate) fn report(&self) {

@@ -137,6 +137,42 @@ impl Drops {
         Ok(())
     }
 
+    /// Append a `lost` row of `n` events of `cause` found in user space (not by a BPF
+    /// counter), on no CPU (`cpu` -1).
+    pub(crate) fn push_found(
+        &mut self,
+        cause: &str,
+        n: u64,
+        rows: &mut RowBuilder,
+        counts: &mut Counts,
+    ) {
+        if n == 0 {
+            return;
+        }
+        counts.lost += n;
+        *self.by_cause.entry(cause.to_string()).or_default() += n;
+        rows.push(&Row {
+            time_ns: host::realtime_ns(),
+            kind: kind::LOST,
+            pid: 0,
+            tid: 0,
+            comm: "",
+            thread: "",
+            cgroup: None,
+            cpu: -1,
+            value: n as i64,
+            stacks: Default::default(),
+            kstack_error: None,
+            ustack_error: None,
+            ustack_unwind: None,
+            ustack_truncated: None,
+            extra: Extra {
+                cause: Some(cause.to_string()),
+                ..Default::default()
+            },
+        });
+    }
+
     /// New drops since the last call, as (cpu, cause name, count), from per-CPU totals indexed
     /// by cause.
     pub(crate) fn update(&mut self, now: &[Vec<u64>]) -> Vec<(i32, String, u64)> {

@@ -437,6 +437,10 @@ impl Recorder<'_, '_> {
         self.conv.release_all(&mut self.rows);
         // Intervals still open (spans entered): a row each, with no duration.
         self.conv.end_intervals(None, &mut self.rows);
+        for (cause, n) in self.runs.lost(self.skel) {
+            self.drops
+                .push_found(&cause, n, &mut self.rows, &mut self.conv.counts);
+        }
         let now = host::realtime_ns();
         for rest in kinds::remainders(self.skel) {
             self.conv.push_remainder(&mut self.rows, now, rest);
