@@ -6,10 +6,18 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::Parser;
 
+use stacks_sql::cluster_watch::{Watch, unreachable};
 use stacks_sql::output::Format;
-use stacks_sql::{Data, bind, cluster_session, open, params, queries, query, session};
+use stacks_sql::{
+    Data, bind, cluster_session, first_batch, open, params, queries, query, session, write_result,
+};
 
 use crate::TOOL;
+
+/// How long a query that an executor's death failed waits for the scheduler to take the
+/// executor for dead before it runs again (stacks-scheduler's timeout is 5 s, Ballista's 180 s:
+/// past this the error stands).
+const EXECUTOR_LOSS_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Command line of `stacks-query`.
 #[derive(Debug, Parser)]
@@ -131,7 +139,21 @@ pub fn run_with(args: Args) -> Result<ExitCode> {
             env!("CARGO_PKG_VERSION"),
             stacks_stream::stage::QUERY,
         );
-        query(&ctx, &q, values, format, metadata).await
+        let Some(url) = args.store.cluster.as_deref() else {
+            return query(&ctx, &q, values, format, metadata).await;
+        };
+        // On a cluster: an executor that dies under the query fails it before the scheduler
+        // takes the executor for dead; once it has, the query runs again on the others
+        // (nothing is written before the first batch, so nothing twice).
+        let watch = Watch::start(url, TOOL);
+        let started = match first_batch(&ctx, &q, values.clone()).await {
+            Err(e) if unreachable(&e) && watch.lost_one(EXECUTOR_LOSS_PATIENCE).await => {
+                eprintln!("{TOOL}: running the query again without the lost executor ({e:#})");
+                first_batch(&ctx, &q, values).await?
+            }
+            started => started?,
+        };
+        write_result(started, &q, format, metadata).await
     })?;
     Ok(ExitCode::SUCCESS)
 }

@@ -14,6 +14,7 @@
 
 pub mod args;
 pub mod bucket;
+pub mod cluster_watch;
 pub mod output;
 pub mod params;
 pub mod pin;
@@ -31,6 +32,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Result;
+use arrow_array::RecordBatch;
 use datafusion::common::ParamValues;
 use datafusion::execution::disk_manager::DiskManagerBuilder;
 use datafusion::execution::memory_pool::FairSpillPool;
@@ -239,7 +241,39 @@ pub async fn query(
     format: Format,
     metadata: HashMap<String, String>,
 ) -> Result<()> {
+    let first = first_batch(ctx, query, values).await?;
+    write_result(first, query, format, metadata).await
+}
+
+/// A query started up to its first batch (`None`: no rows), before anything is written: a
+/// query that fails here has written nothing and may be run again.
+pub struct Started {
+    stream: SendableRecordBatchStream,
+    first: Option<RecordBatch>,
+}
+
+/// Run `query` up to its first batch ([`Started`]).
+pub async fn first_batch(
+    ctx: &SessionContext,
+    query: &Query,
+    values: ParamValues,
+) -> Result<Started> {
     let mut stream = start(ctx, query, values).await?;
+    let first = match stream.next().await {
+        Some(batch) => Some(batch.map_err(|e| position::locate(&query.label, &e))?),
+        None => None,
+    };
+    Ok(Started { stream, first })
+}
+
+/// Write a started query's result to stdout in `format`, with `metadata`.
+pub async fn write_result(
+    started: Started,
+    query: &Query,
+    format: Format,
+    metadata: HashMap<String, String>,
+) -> Result<()> {
+    let Started { mut stream, first } = started;
     let schema = stream.schema();
     let mut metadata = metadata;
     if let Some(column) = query.default_value()
@@ -251,6 +285,9 @@ pub async fn query(
         );
     }
     let mut writer = Writer::new(format, &schema, metadata)?;
+    if let Some(batch) = first {
+        writer.write(&batch)?;
+    }
     while let Some(batch) = stream.next().await {
         let batch = batch.map_err(|e| position::locate(&query.label, &e))?;
         writer.write(&batch)?;
