@@ -396,10 +396,20 @@ impl Push {
             Err(status) => status,
         };
         use tonic::Code;
-        let message = match status.message().lines().find(|l| !l.trim().is_empty()) {
-            Some(l) => l.trim().chars().take(300).collect(),
+        let mut message = match status.message().lines().find(|l| !l.trim().is_empty()) {
+            Some(l) => l.trim().to_string(),
             None => "(no message)".to_string(),
         };
+        // A transport failure says why in its source (`tcp connect error: Connection refused`).
+        let mut source = std::error::Error::source(&status);
+        while let Some(s) = source {
+            let why = s.to_string();
+            if !message.contains(&why) && why != "transport error" {
+                message = format!("{message}: {why}");
+            }
+            source = s.source();
+        }
+        let message: String = message.chars().take(300).collect();
         let code = status.code();
         let delay = retry_delay(status.details());
         // OTLP/gRPC's retryable codes; RESOURCE_EXHAUSTED only when the receiver says when.
