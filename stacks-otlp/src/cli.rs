@@ -13,7 +13,7 @@ use opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfil
 use stacks_stream::io::{open_text_sink, stdout_sink};
 
 use crate::listen::Listen;
-use crate::push::Push;
+use crate::push::{Protocol, Push};
 use crate::{Options, batches, convert, encode, write_request};
 
 /// Convert a stacks Arrow stream with symbolized stacks into OpenTelemetry profiles: an OTLP
@@ -53,24 +53,35 @@ pub struct Args {
     #[arg(long, value_name = "KIND")]
     pub kind: Vec<String>,
 
-    /// Push the request to an OTLP/HTTP receiver instead of writing it: `http://HOST:PORT`
-    /// (POST to /v1development/profiles) or the full URL. Retried with backoff while the
-    /// receiver answers 429/502/503/504 or cannot be reached; a request larger than
+    /// Push the request to an OTLP receiver instead of writing it: `http://HOST:PORT` (OTLP/HTTP:
+    /// POST to /v1development/profiles, or give the full URL; OTLP/gRPC: ProfilesService/Export,
+    /// see --protocol). Retried with backoff while the receiver answers 429/502/503/504 (gRPC
+    /// UNAVAILABLE and OTLP's other retryable codes) or cannot be reached; a request larger than
     /// --max-request-bytes is sent in several, by process.
     #[arg(long, value_name = "URL")]
     pub endpoint: Option<String>,
+
+    /// The transport of --endpoint, as OTEL_EXPORTER_OTLP_PROTOCOL names it.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "PROTOCOL",
+        default_value = "http/protobuf"
+    )]
+    pub protocol: Protocol,
 
     /// A header to send with --endpoint, e.g. `Authorization=Bearer TOKEN` (repeatable).
     #[arg(long = "header", value_name = "NAME=VALUE")]
     pub headers: Vec<String>,
 
-    /// Gzip the body sent to --endpoint (`Content-Encoding: gzip`).
+    /// Gzip what is sent to --endpoint (`Content-Encoding: gzip`; gRPC's `grpc-encoding: gzip`).
     #[arg(long)]
     pub gzip: bool,
 
-    /// The largest request sent to --endpoint, in bytes before compression (the Collector's
-    /// OTLP/HTTP receiver takes 20 MiB by default) [default: 16 MiB]; with --listen, the
-    /// largest request taken, after inflating [default: 64 MiB].
+    /// The largest request sent to --endpoint, in bytes before compression (the Collector
+    /// takes 20 MiB over OTLP/HTTP and 4 MiB over gRPC by default) [default: 16 MiB, with
+    /// --protocol grpc 4,000,000]; with --listen, the largest request taken, after inflating
+    /// [default: 64 MiB].
     #[arg(long, value_name = "BYTES")]
     pub max_request_bytes: Option<usize>,
 
@@ -79,12 +90,12 @@ pub struct Args {
     /// picks one, printed on stderr) and write what arrives as symbolized rows, one per event
     /// (a kind per sample type: `profile` for CPU), until SIGINT/SIGTERM. A malformed request
     /// is answered 400 (gRPC INVALID_ARGUMENT) with the reason and leaves nothing.
-    #[arg(long, value_name = "ADDR", conflicts_with_all = ["input", "endpoint", "decode", "kind", "values", "stack", "gzip", "headers"])]
+    #[arg(long, value_name = "ADDR", conflicts_with_all = ["input", "endpoint", "decode", "kind", "values", "stack", "gzip", "headers", "protocol"])]
     pub listen: Option<String>,
 
     /// Read an OTLP request (what stacks-otlp writes, gzipped or not) and write it back as
     /// symbolized rows, as --listen does.
-    #[arg(long, conflicts_with_all = ["endpoint", "kind", "values", "stack", "gzip", "headers", "max_request_bytes"])]
+    #[arg(long, conflicts_with_all = ["endpoint", "kind", "values", "stack", "gzip", "headers", "max_request_bytes", "protocol"])]
     pub decode: bool,
 }
 
@@ -104,10 +115,14 @@ pub fn run_with(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(endpoint) = &args.endpoint {
         return push(&args, endpoint);
     }
-    if args.gzip || !args.headers.is_empty() || args.max_request_bytes.is_some() {
+    if args.gzip
+        || !args.headers.is_empty()
+        || args.max_request_bytes.is_some()
+        || args.protocol != Protocol::default()
+    {
         stacks_stream::cli::usage_error(
             "stacks-otlp",
-            "--gzip, --header and --max-request-bytes go with --endpoint",
+            "--gzip, --header, --protocol and --max-request-bytes go with --endpoint",
         );
     }
     let to_stdout = stacks_stream::cli::is_std(args.output.as_deref());
@@ -146,7 +161,7 @@ fn read(args: &Args) -> anyhow::Result<ExportProfilesServiceRequest> {
 
 /// Convert and push to `endpoint`, in requests of at most --max-request-bytes.
 fn push(args: &Args, endpoint: &str) -> anyhow::Result<ExitCode> {
-    let push = Push::new(endpoint, &args.headers, args.gzip)?;
+    let push = Push::new(endpoint, &args.headers, args.gzip, args.protocol)?;
     let request = read(args)?;
     let profiles = |r: &ExportProfilesServiceRequest| -> usize {
         r.resource_profiles
@@ -156,11 +171,20 @@ fn push(args: &Args, endpoint: &str) -> anyhow::Result<ExitCode> {
             .sum()
     };
     let (mut sent, mut bytes, mut rejected) = (0, 0, 0);
-    let parts = batches(request, args.max_request_bytes.unwrap_or(16 << 20));
+    let max = args
+        .max_request_bytes
+        .unwrap_or(args.protocol.default_max_bytes());
+    let parts = batches(request, max);
     let n = parts.len();
     for part in parts {
         let body = encode(&part);
         let accepted = push.send(&body)?;
+        if accepted.attempts > 1 {
+            eprintln!(
+                "stacks-otlp: {}: taken at attempt {} (busy or unreachable before)",
+                push.url, accepted.attempts
+            );
+        }
         if accepted.rejected > 0 || !accepted.message.is_empty() {
             eprintln!(
                 "stacks-otlp: {}: the receiver rejected {} profiles: {}",
@@ -172,8 +196,12 @@ fn push(args: &Args, endpoint: &str) -> anyhow::Result<ExitCode> {
         rejected += accepted.rejected.max(0) as usize;
     }
     eprintln!(
-        "stacks-otlp: sent {sent} profiles ({bytes} bytes in {n} requests) to {}, {rejected} rejected",
-        push.url
+        "stacks-otlp: sent {sent} profiles ({bytes} bytes in {n} requests) to {}{}, {rejected} rejected",
+        push.url,
+        match args.protocol {
+            Protocol::Grpc => " over gRPC",
+            Protocol::HttpProtobuf => "",
+        }
     );
     Ok(ExitCode::SUCCESS)
 }

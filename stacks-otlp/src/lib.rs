@@ -10,13 +10,15 @@
 //! same stacks and totals. [`semconv`] says where each column goes in OpenTelemetry's terms.
 //!
 //! The other way, [`decode`] turns a request (any sender's) back into symbolized rows, and
-//! [`listen`] serves OTLP/HTTP and OTLP/gRPC, writing what it receives as a stacks stream.
+//! [`listen`] serves OTLP/HTTP and OTLP/gRPC, writing what it receives as a stacks stream;
+//! [`push`] sends a request to such a receiver over either.
 
 #![warn(unreachable_pub)]
 
 pub mod cli;
 mod convert;
 pub mod decode;
+mod grpc;
 pub mod listen;
 pub mod push;
 pub mod semconv;

@@ -24,15 +24,14 @@ use opentelemetry_proto::tonic::collector::profiles::v1development::ExportProfil
 use prost::Message;
 use stacks_stream::OutputStream;
 use tokio::sync::{Notify, mpsc};
-use tonic::codec::{Codec, CompressionEncoding, DecodeBuf, Decoder, EncodeBuf, Encoder};
+use tonic::codec::CompressionEncoding;
 
 use crate::decode::{self, Cause, Malformed};
+use crate::grpc::RawCodec;
 
 /// The OTLP/HTTP path of profiles.
 pub const HTTP_PATH: &str = "/v1development/profiles";
-/// The OTLP/gRPC method of profiles.
-pub const GRPC_PATH: &str =
-    "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export";
+pub use crate::grpc::GRPC_PATH;
 
 /// How long requests under way may take to finish once asked to stop.
 const GRACE: std::time::Duration = std::time::Duration::from_secs(5);
@@ -251,51 +250,6 @@ async fn http_body(shared: &Shared, headers: &HeaderMap, body: Body) -> Result<V
     }
 }
 
-/// The gRPC codec of `Export`: the request's bytes as they came (decoded by [`crate::decode`],
-/// so a malformed one is refused and counted like an OTLP/HTTP one), the response by prost.
-#[derive(Debug, Clone, Copy, Default)]
-struct RawCodec;
-
-struct RawDecoder;
-struct ResponseEncoder;
-
-impl Codec for RawCodec {
-    type Encode = ExportProfilesServiceResponse;
-    type Decode = Vec<u8>;
-    type Encoder = ResponseEncoder;
-    type Decoder = RawDecoder;
-
-    fn encoder(&mut self) -> Self::Encoder {
-        ResponseEncoder
-    }
-
-    fn decoder(&mut self) -> Self::Decoder {
-        RawDecoder
-    }
-}
-
-impl Encoder for ResponseEncoder {
-    type Item = ExportProfilesServiceResponse;
-    type Error = tonic::Status;
-
-    fn encode(&mut self, item: Self::Item, dst: &mut EncodeBuf<'_>) -> Result<(), Self::Error> {
-        item.encode(dst)
-            .map_err(|e| tonic::Status::internal(e.to_string()))
-    }
-}
-
-impl Decoder for RawDecoder {
-    type Item = Vec<u8>;
-    type Error = tonic::Status;
-
-    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Self::Item>, Self::Error> {
-        use bytes::Buf;
-        let mut out = vec![0; src.remaining()];
-        src.copy_to_slice(&mut out);
-        Ok(Some(out))
-    }
-}
-
 /// The unary `Export` method.
 #[derive(Clone)]
 struct Export(Arc<Shared>);
@@ -303,7 +257,7 @@ struct Export(Arc<Shared>);
 type BoxFuture<T> = Pin<Box<dyn std::future::Future<Output = T> + Send>>;
 
 impl tonic::server::UnaryService<Vec<u8>> for Export {
-    type Response = ExportProfilesServiceResponse;
+    type Response = Vec<u8>;
     type Future = BoxFuture<Result<tonic::Response<Self::Response>, tonic::Status>>;
 
     fn call(&mut self, request: tonic::Request<Vec<u8>>) -> Self::Future {
@@ -312,7 +266,9 @@ impl tonic::server::UnaryService<Vec<u8>> for Export {
             shared
                 .take(request.into_inner())
                 .await
-                .map(|()| tonic::Response::new(ExportProfilesServiceResponse::default()))
+                .map(|()| {
+                    tonic::Response::new(ExportProfilesServiceResponse::default().encode_to_vec())
+                })
                 .map_err(Refusal::grpc)
         })
     }
@@ -324,7 +280,26 @@ async fn grpc_export(State(shared): State<Arc<Shared>>, request: Request) -> Res
     let mut grpc = tonic::server::Grpc::new(RawCodec)
         .accept_compressed(CompressionEncoding::Gzip)
         .max_decoding_message_size(max);
-    grpc.unary(Export(shared), request).await.into_response()
+    let response = grpc
+        .unary(Export(Arc::clone(&shared)), request)
+        .await
+        .into_response();
+    // tonic refuses a message over the limit before the handler, as OUT_OF_RANGE, a code OTLP
+    // says to retry: answer RESOURCE_EXHAUSTED, as gRPC's own servers do (and the Collector),
+    // which a client does not retry without a RetryInfo, and count it.
+    if tonic::Status::from_header_map(response.headers())
+        .is_some_and(|s| s.code() == tonic::Code::OutOfRange && s.message().contains("too large"))
+    {
+        let m = Malformed::new(
+            Cause::TooLarge,
+            format!("the request is larger than {max} bytes (--max-request-bytes)"),
+        );
+        shared.counts.refuse(m.cause);
+        return tonic::Status::resource_exhausted(m.detail)
+            .into_http::<axum::body::Body>()
+            .into_response();
+    }
+    response
 }
 
 /// Where the receiver listens and what it takes.

@@ -2,7 +2,10 @@
 //! which decodes it with OpenTelemetry's Python bindings) arrives whole — the same profiles and
 //! values as the request written to a file — gzipped and with headers when asked, split by
 //! process under --max-request-bytes, retried after a 503; a 400 is a one-line error quoting the
-//! receiver.
+//! receiver. Over OTLP/gRPC (`--protocol grpc`) to the project's own receiver (`--listen`): the
+//! rows it stores make the same totals, whole or split; a push started before the receiver is
+//! retried until it is up; its RESOURCE_EXHAUSTED (a request over its limit) is one line, not
+//! retried.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -189,4 +192,171 @@ fn a_busy_receiver_is_retried_and_a_refusal_quoted() {
         "{stderr}"
     );
     assert!(received(&r).is_empty());
+}
+
+/// Per sample type (`type/unit`) of a serialized request, the sum of its values.
+fn request_totals(request: &[u8]) -> std::collections::BTreeMap<String, i64> {
+    let r = ExportProfilesServiceRequest::decode(request).unwrap();
+    let d = r.dictionary.unwrap();
+    let mut out = std::collections::BTreeMap::new();
+    for p in r
+        .resource_profiles
+        .iter()
+        .flat_map(|rp| &rp.scope_profiles)
+        .flat_map(|sp| &sp.profiles)
+    {
+        let t = p.sample_type.unwrap();
+        let key = format!(
+            "{}/{}",
+            d.string_table[t.type_strindex as usize], d.string_table[t.unit_strindex as usize]
+        );
+        let sum: i64 = p.samples.iter().flat_map(|s| &s.values).sum();
+        *out.entry(key).or_default() += sum;
+    }
+    out
+}
+
+/// `stacks-otlp --listen` on `port` (0: any) writing to `out`: the child and the port bound.
+fn listen(port: u16, out: &Path, extra: &[&str]) -> (Child, u16) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_stacks-otlp"))
+        .args(["--listen", &format!("127.0.0.1:{port}"), "-o"])
+        .arg(out)
+        .args(extra)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    let bound = line
+        .split("127.0.0.1:")
+        .nth(1)
+        .and_then(|r| r.split(':').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {line:?}"));
+    child.stderr = Some(stderr.into_inner());
+    (child, bound)
+}
+
+/// SIGTERM to a receiver: its exit status and stderr.
+fn stop(mut child: Child) -> (std::process::ExitStatus, String) {
+    let kill = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    (child.wait().unwrap(), err)
+}
+
+#[test]
+fn grpc_pushes_arrive_whole_at_the_receiver() {
+    let dir = stacks_testkit::scratch("otlp-push-grpc");
+    let input = events_stream(&every_kind());
+    let request = otlp(&["--kind", "all"], &input).stdout;
+    let expected = request_totals(&request);
+    assert!(expected.len() > 10, "{expected:?}");
+
+    // Whole, gzipped, with a header; then split by process under a small limit.
+    let out = dir.join("rows.arrow");
+    let (receiver, port) = listen(0, &out, &[]);
+    let url = format!("http://127.0.0.1:{port}");
+    for extra in [
+        &["--gzip", "--header", "Authorization=Bearer secret"][..],
+        &["--max-request-bytes", "1000"][..],
+    ] {
+        let mut args = vec!["--kind", "all", "--endpoint", &url, "--protocol", "grpc"];
+        args.extend(extra);
+        let out = otlp(&args, &input);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.stdout.is_empty(), "stdout carries nothing when pushing");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("over gRPC, 0 rejected"), "{stderr}");
+    }
+    let (status, err) = stop(receiver);
+    assert!(status.success(), "{err}");
+    assert!(
+        err.contains("received 3 requests") && err.contains("refused 0"),
+        "one request, then two: {err}"
+    );
+    // What arrived, converted again, holds each sample type's total twice.
+    let again = request_totals(&otlp(&["--kind", "all", out.to_str().unwrap()], &[]).stdout);
+    let doubled: std::collections::BTreeMap<String, i64> =
+        expected.iter().map(|(k, v)| (k.clone(), 2 * v)).collect();
+    assert_eq!(again, doubled);
+}
+
+#[test]
+fn grpc_retries_an_unreachable_receiver_and_quotes_a_refusal() {
+    let dir = stacks_testkit::scratch("otlp-push-grpc-retry");
+    let input = events_stream(&every_kind());
+    let expected = request_totals(&otlp(&["--kind", "all"], &input).stdout);
+
+    // Nothing listens on the port yet: the push is retried (0.5 s, 1 s, 2 s, 4 s) until the
+    // receiver, started a second later, takes it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}");
+    let mut pusher = Command::new(env!("CARGO_BIN_EXE_stacks-otlp"))
+        .args(["--kind", "all", "--endpoint", &url, "--protocol", "grpc"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = pusher.stdin.take().unwrap();
+        stdin.write_all(&input).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(1000));
+    let out = dir.join("rows.arrow");
+    let (receiver, _) = listen(port, &out, &[]);
+    let pushed = pusher.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&pushed.stderr);
+    assert!(pushed.status.success(), "{stderr}");
+    let attempt: u32 = stderr
+        .split("taken at attempt ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no retry said: {stderr}"));
+    assert!((2..=5).contains(&attempt), "{stderr}");
+    let (status, err) = stop(receiver);
+    assert!(status.success(), "{err}");
+    assert!(err.contains("received 1 requests"), "{err}");
+    let again = request_totals(&otlp(&["--kind", "all", out.to_str().unwrap()], &[]).stdout);
+    assert_eq!(again, expected);
+
+    // A receiver taking at most 1,000 bytes refuses the request (RESOURCE_EXHAUSTED, not
+    // retried): one line quoting it, and nothing stored.
+    let out = dir.join("small.arrow");
+    let (receiver, port) = listen(0, &out, &["--max-request-bytes", "1000"]);
+    let url = format!("http://127.0.0.1:{port}");
+    let pushed = otlp(
+        &["--kind", "all", "--endpoint", &url, "--protocol", "grpc"],
+        &input,
+    );
+    assert_eq!(pushed.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&pushed.stderr);
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(
+        lines[0].starts_with(&format!("stacks-otlp: error: {url}: the receiver answered gRPC RESOURCE_EXHAUSTED: the request is larger than 1000 bytes")),
+        "{stderr}"
+    );
+    let (status, err) = stop(receiver);
+    assert!(status.success(), "{err}");
+    assert!(
+        err.contains("received 0 requests") && err.contains("refused 1 (too_large 1)"),
+        "{err}"
+    );
 }
