@@ -95,6 +95,31 @@ impl Stats {
         }
     }
 
+    /// Rows taken and then dropped (the store could not be written): no longer counted as
+    /// rows, their events counted as lost, cause `WHY:KIND`.
+    pub(crate) fn dropped(&mut self, why: &str, tally: &crate::outage::Tally) {
+        for (kind, (rows, events)) in tally {
+            if let Some(r) = self.counts.rows.get_mut(kind) {
+                *r = r.saturating_sub(*rows);
+            }
+            if let Some(e) = self.counts.events.get_mut(kind) {
+                *e = e.saturating_sub(*events);
+            }
+            bump(&mut self.counts.lost, &format!("{why}:{kind}"), *events);
+        }
+    }
+
+    /// `n` `lost` rows written for rows dropped earlier (their events counted then).
+    pub(crate) fn wrote_lost_rows(&mut self, n: u64) {
+        bump(&mut self.counts.rows, stacks_stream::kind::LOST, n);
+        bump(&mut self.counts.events, stacks_stream::kind::LOST, n);
+    }
+
+    /// The store can (`None`) or cannot be written, and why.
+    pub(crate) fn unwritable(&mut self, why: Option<&str>) {
+        self.counts.unwritable = why.map(str::to_string);
+    }
+
     /// Note a retention pass (or a census without one).
     pub(crate) fn note_pass(&mut self, pass: &Pass) {
         self.counts.deleted_sets += pass.deleted_sets;
