@@ -190,6 +190,26 @@ mod tests {
     use arrow_schema::{DataType, Field, Schema};
     use std::sync::Arc;
 
+    /// Rows dropped while the store was down: out of `rows` and `events`, into `lost` by
+    /// cause; the `lost` rows written for them later count as rows of kind `lost` only.
+    #[test]
+    fn dropped_rows_are_counted_as_lost_once() {
+        let schema = Arc::new(stacks_stream::raw_schema(Default::default()));
+        let rows = crate::outage::lost_rows(&schema, 1, &[("x:profile".into(), 4)]).unwrap();
+        let mut stats = Stats::new(Path::new("unused"));
+        let mut t = crate::outage::Tally::default();
+        t.insert("vfs".into(), (3, 12));
+        stats.counts.rows.insert("vfs".into(), 5);
+        stats.counts.events.insert("vfs".into(), 20);
+        stats.dropped("store_full", &t);
+        stats.wrote_lost_rows(rows.num_rows() as u64);
+        let json = stats.json();
+        assert!(
+            json.contains(r#""rows":{"lost":1,"vfs":2},"lost":{"store_full:vfs":12},"events":{"lost":1,"vfs":8}"#),
+            "{json}"
+        );
+    }
+
     #[test]
     fn rows_by_kind_and_lost_events_by_cause() {
         let schema = Arc::new(Schema::new(vec![
