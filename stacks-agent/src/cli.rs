@@ -227,11 +227,19 @@ pub(crate) fn plan(config: &Config, exes: Vec<PathBuf>, pack_stats: PathBuf) -> 
         }
     }
     pack.extend(["--stats".to_string(), pack_stats.display().to_string()]);
+    // A directory store that is full or read-only for a while is waited for by the packer,
+    // its rows counted as lost meanwhile, rather than a restart (docs/agent.md, Faults).
+    let store_dir =
+        (!stacks_store::objstore::is_url(&config.store)).then(|| PathBuf::from(&config.store));
+    if store_dir.is_some() {
+        pack.push("--keep-going".to_string());
+    }
     let mut exes = exes.into_iter();
     let mut next = || exes.next().unwrap_or_default();
     Plan {
         stages: [(next(), record), (next(), Vec::new()), (next(), pack)],
         pack_stats,
+        store_dir,
         budget: config
             .budget_cpu
             .zip(k.events.as_deref())
@@ -286,7 +294,8 @@ mod tests {
                 "--max-total",
                 "2M",
                 "--stats",
-                "st.json"
+                "st.json",
+                "--keep-going"
             ]
         );
         assert_eq!(config.metrics, None);

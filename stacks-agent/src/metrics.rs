@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::packstats::{PackTotals, STACKS};
-use crate::stage::Which;
+use crate::stage::{Cause, Which};
 
 /// What one stage has done and costs.
 #[derive(Debug, Clone, Copy, Default)]
@@ -21,6 +21,8 @@ pub(crate) struct StageMetrics {
     /// CPU seconds of every run of the stage (the ended ones from wait4, the running one from
     /// /proc).
     pub cpu_seconds: f64,
+    /// Its restarts by why it ended ([`Cause`]'s order).
+    pub failures: [u64; Cause::ALL.len()],
 }
 
 /// The CPU budget's state (docs/agent.md#the-cpu-budget).
@@ -54,6 +56,10 @@ pub(crate) struct Snapshot {
     /// statistics are on).
     pub bpf_run_seconds: f64,
     pub budget: Option<BudgetMetrics>,
+    /// The wait before the pipeline starts again after a stage died (0 while it runs).
+    pub backoff_seconds: f64,
+    /// The agent waits for the store to be writable before starting the pipeline again.
+    pub store_unwritable: bool,
 }
 
 /// The snapshot the supervisor updates and the server reads.
@@ -68,7 +74,7 @@ pub(crate) fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, Snapshot> {
 pub(crate) fn render(s: &Snapshot) -> String {
     let mut out = String::new();
     stage_families(&mut out, s);
-    pack_families(&mut out, &s.pack);
+    pack_families(&mut out, &s.pack, s.store_unwritable);
     agent_families(&mut out, s);
     out
 }
@@ -109,6 +115,31 @@ fn stage_families(out: &mut String, s: &Snapshot) {
         "Times the stage died and the pipeline was restarted for it.",
         per_stage(&|m| m.restarts as f64),
     );
+    let failures = Which::ALL
+        .iter()
+        .flat_map(|w| {
+            Cause::ALL.iter().map(move |c| {
+                (
+                    format!("{{stage=\"{}\",cause=\"{}\"}}", w.label(), c.label()),
+                    s.stages[w.index()].failures[c.index()] as f64,
+                )
+            })
+        })
+        .collect();
+    family(
+        out,
+        "stacks_agent_stage_failures_total",
+        "counter",
+        "Times the stage ended while the pipeline ran (each a restart), by why: oom_kill, signal, exit_status, exited, spawn.",
+        failures,
+    );
+    family(
+        out,
+        "stacks_agent_restart_backoff_seconds",
+        "gauge",
+        "The wait before the pipeline starts again after a stage ended (0 while it runs).",
+        vec![(String::new(), s.backoff_seconds)],
+    );
     family(
         out,
         "stacks_agent_stage_resident_memory_bytes",
@@ -132,8 +163,9 @@ fn stage_families(out: &mut String, s: &Snapshot) {
     );
 }
 
-/// What stacks-pack reported: rows, events and losses by kind or cause, the store.
-fn pack_families(out: &mut String, p: &PackTotals) {
+/// What stacks-pack reported: rows, events and losses by kind or cause, the store (`agent_waits`:
+/// the agent is waiting for the store to be writable).
+fn pack_families(out: &mut String, p: &PackTotals, agent_waits: bool) {
     // Every label value known in advance is shown from the start, at 0 until counted, so that
     // `rate()` and alerts on a cause or kind work before its first event; a value counted but
     // not known here (a newer recorder's cause) is shown too.
@@ -172,6 +204,16 @@ fn pack_families(out: &mut String, p: &PackTotals) {
         "counter",
         "Rows whose kernel or user stack could not be captured, by stack.",
         labelled("stack", &STACKS.map(str::to_string), &p.stack_errors),
+    );
+    family(
+        out,
+        "stacks_store_writable",
+        "gauge",
+        "0 while the store cannot be written (full or read-only: the packer drops rows, counted as lost, or the agent waits to start it), else 1.",
+        vec![(
+            String::new(),
+            f64::from(u8::from(!agent_waits && p.unwritable.is_none())),
+        )],
     );
     family(
         out,

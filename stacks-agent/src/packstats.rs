@@ -36,6 +36,7 @@ impl Accumulator {
     pub(crate) fn totals(&self) -> PackTotals {
         let mut t = self.ended.clone();
         add(&mut t, &self.current);
+        t.unwritable = self.current.unwritable.clone();
         if self.current.store_sets > 0 || self.current.store_bytes > 0 {
             t.store_sets = self.current.store_sets;
             t.store_bytes = self.current.store_bytes;

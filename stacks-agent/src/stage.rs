@@ -110,13 +110,100 @@ pub(crate) struct Exit {
     pub cpu_seconds: f64,
 }
 
-impl Exit {
-    pub(crate) fn describe(&self) -> String {
-        match self.signal {
-            Some(s) => format!("killed by signal {s}"),
-            None => format!("exited with status {}", self.code),
+/// Why a stage ended when it should not have: the `cause` label of
+/// `stacks_agent_stage_failures_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Cause {
+    /// Killed by the kernel's OOM killer (SIGKILL while its memory cgroup counted a kill).
+    OomKill,
+    /// Killed by another signal (or a SIGKILL not from the OOM killer).
+    Signal,
+    /// Exited with a failure status.
+    ExitStatus,
+    /// Exited with status 0 while the pipeline ran.
+    Exited,
+    /// Could not be started.
+    Spawn,
+}
+
+impl Cause {
+    pub(crate) const ALL: [Cause; 5] = [
+        Cause::OomKill,
+        Cause::Signal,
+        Cause::ExitStatus,
+        Cause::Exited,
+        Cause::Spawn,
+    ];
+
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Cause::OomKill => "oom_kill",
+            Cause::Signal => "signal",
+            Cause::ExitStatus => "exit_status",
+            Cause::Exited => "exited",
+            Cause::Spawn => "spawn",
         }
     }
+
+    pub(crate) fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl Exit {
+    pub(crate) fn describe(&self, cause: Cause) -> String {
+        match (self.signal, cause) {
+            (Some(s), Cause::OomKill) => {
+                format!("killed by signal {s} (out of memory: its memory cgroup's OOM killer)")
+            }
+            (Some(s), _) => format!("killed by signal {s}"),
+            (None, _) => format!("exited with status {}", self.code),
+        }
+    }
+
+    /// Why it ended; `oom`: its memory cgroup counted an OOM kill since it was last looked at.
+    pub(crate) fn cause(&self, oom: bool) -> Cause {
+        match self.signal {
+            Some(libc::SIGKILL) if oom => Cause::OomKill,
+            Some(_) => Cause::Signal,
+            None if self.code != 0 => Cause::ExitStatus,
+            None => Cause::Exited,
+        }
+    }
+}
+
+/// The memory cgroup directory of running `pid`: its cgroup v1 `memory` hierarchy's
+/// (`/sys/fs/cgroup/memory/…`) where that is mounted, else its cgroup v2 one (the `0::` line
+/// of `/proc/PID/cgroup`, under `/sys/fs/cgroup`).
+pub(crate) fn cgroup_dir(pid: i32) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let v1 = text.lines().find_map(|l| {
+        let (controllers, path) = l.split_once(':')?.1.split_once(':')?;
+        controllers
+            .split(',')
+            .any(|c| c == "memory")
+            .then_some(path)
+    });
+    match v1 {
+        Some(path) => Some(Path::new("/sys/fs/cgroup/memory").join(path.trim_start_matches('/'))),
+        None => {
+            let path = text.lines().find_map(|l| l.strip_prefix("0::"))?;
+            Some(Path::new("/sys/fs/cgroup").join(path.trim_start_matches('/')))
+        }
+    }
+}
+
+/// The OOM kills the memory cgroup `dir` has counted: the `oom_kill` line of its
+/// `memory.events` (v2, its descendants included) or `memory.oom_control` (v1).
+pub(crate) fn oom_kills(dir: &Path) -> Option<u64> {
+    let text = std::fs::read_to_string(dir.join("memory.events"))
+        .or_else(|_| std::fs::read_to_string(dir.join("memory.oom_control")))
+        .ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("oom_kill "))?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// Reap `pid` if it has ended (without blocking).
@@ -141,6 +228,16 @@ pub(crate) fn try_reap(pid: i32) -> Option<Exit> {
         signal,
         cpu_seconds: secs(usage.ru_utime) + secs(usage.ru_stime),
     })
+}
+
+/// Whether `pid` has ended (a zombie not reaped yet, or gone).
+pub(crate) fn has_ended(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return true;
+    };
+    stat.rfind(')')
+        .and_then(|i| stat[i + 1..].split_whitespace().next())
+        .is_none_or(|state| state == "Z" || state == "X")
 }
 
 /// Send `signal` to `pid` (gone already is fine).
@@ -203,6 +300,11 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(10));
         };
         assert_eq!(exit.signal, Some(libc::SIGKILL));
-        assert_eq!(exit.describe(), "killed by signal 9");
+        assert_eq!(exit.cause(false), Cause::Signal);
+        assert_eq!(exit.describe(Cause::Signal), "killed by signal 9");
+        assert_eq!(exit.cause(true), Cause::OomKill);
+        // This process's memory cgroup (v1 or v2), and its OOM kills, are found.
+        let own = cgroup_dir(std::process::id() as i32).unwrap();
+        assert!(own.is_dir(), "{}", own.display());
     }
 }

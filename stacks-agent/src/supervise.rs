@@ -19,7 +19,7 @@ use crate::budget::{self, Budget};
 use crate::controller::{Change, Timing};
 use crate::metrics::{self, BudgetMetrics, Shared};
 use crate::packstats::{Accumulator, PackStats};
-use crate::stage::{self, Exit, Running, Which};
+use crate::stage::{self, Cause, Exit, Running, Which};
 
 /// How often the children are looked at.
 const TICK: Duration = Duration::from_millis(100);
@@ -47,6 +47,8 @@ pub(crate) struct Plan {
     pub stages: [(PathBuf, Vec<String>); 3],
     /// The file stacks-pack writes its counters to (its `--stats`).
     pub pack_stats: PathBuf,
+    /// The store, when it is a directory: a restart waits until it can be written.
+    pub store_dir: Option<PathBuf>,
     /// The CPU budget (a fraction of the host's CPUs) and the ladder of the recorder's `-e`
     /// (the recorder's arguments then start with `-e`, followed by the configured events).
     pub budget: Option<(f64, Vec<budget::Level>, Timing)>,
@@ -85,6 +87,8 @@ struct Supervisor<'a> {
     /// BPF run time of the recorder's ended runs, and of the running one (by its pid).
     bpf_ended: f64,
     bpf_running: Option<(i32, f64)>,
+    /// Each running stage's cgroup and the OOM kills it had counted when last looked at.
+    memcg: [Option<(PathBuf, u64)>; 3],
 }
 
 /// Run the pipeline until SIGTERM or ^C; exit status 2 when a stage refused its arguments.
@@ -101,6 +105,7 @@ pub(crate) fn run(plan: &Plan, shared: Shared) -> Result<ExitCode> {
             .map(|(limit, levels, timing)| Budget::new(limit, levels, timing)),
         bpf_ended: 0.0,
         bpf_running: None,
+        memcg: Default::default(),
     };
     // The kernel counts BPF programs' run time only while asked to: held for the agent's life.
     let _bpf_stats = match &sup.budget {
@@ -145,7 +150,7 @@ impl Supervisor<'_> {
             Ok(p) => p,
             Err((which, e)) => {
                 eprintln!("stacks-agent: cannot start {}: {e:#}", which.tool());
-                self.note_restart(which);
+                self.note_restart(which, Cause::Spawn);
                 return Outcome::Died;
             }
         };
@@ -168,11 +173,12 @@ impl Supervisor<'_> {
                 if pipe.started.elapsed() >= HEALTHY_AFTER {
                     self.backoff = BACKOFF_FIRST;
                 }
-                let n = self.note_restart(which);
+                let cause = exit.cause(self.oom_killed(which));
+                let n = self.note_restart(which, cause);
                 eprintln!(
                     "stacks-agent: {} {}; stopping the pipeline and starting it again in {:.0?} (restart {n} of the {} stage)",
                     which.tool(),
-                    exit.describe(),
+                    exit.describe(cause),
                     self.backoff,
                     which.label()
                 );
@@ -236,6 +242,8 @@ impl Supervisor<'_> {
                     if let Some(input) = child.stdin.take() {
                         pipe.control = Some(input);
                     }
+                    self.memcg[which.index()] = None;
+                    self.look_at_memcg(which, run.pid);
                     pipe.running.push(run);
                 }
                 Err(e) => {
@@ -251,6 +259,7 @@ impl Supervisor<'_> {
         for s in &mut snap.stages {
             s.up = true;
         }
+        snap.backoff_seconds = 0.0;
         snap.events = match events {
             Some(e) => e,
             None => self.plan.stages[0]
@@ -311,12 +320,33 @@ impl Supervisor<'_> {
         snap.pack = self.pack.totals();
     }
 
-    /// Count a restart for `which`; returns its count.
-    fn note_restart(&mut self, which: Which) -> u64 {
+    /// Count a restart for `which`, which ended for `cause`; returns its count.
+    fn note_restart(&mut self, which: Which, cause: Cause) -> u64 {
         let mut snap = metrics::lock(&self.shared);
         let m = &mut snap.stages[which.index()];
         m.restarts += 1;
+        m.failures[cause.index()] += 1;
         m.restarts
+    }
+
+    /// Remember the cgroup of running stage `which` (`pid`) and its OOM kills so far (not
+    /// once it has ended: a kill then must not become the baseline).
+    fn look_at_memcg(&mut self, which: Which, pid: i32) {
+        if stage::has_ended(pid) {
+            return;
+        }
+        if let Some(dir) = stage::cgroup_dir(pid)
+            && let Some(kills) = stage::oom_kills(&dir)
+        {
+            self.memcg[which.index()] = Some((dir, kills));
+        }
+    }
+
+    /// Whether the memory cgroup `which` was last seen in has counted an OOM kill since.
+    fn oom_killed(&self, which: Which) -> bool {
+        self.memcg[which.index()]
+            .as_ref()
+            .is_some_and(|(dir, before)| stage::oom_kills(dir).is_some_and(|now| now > *before))
     }
 
     /// Stop what is left of `pipe` in order: the recorder first (it drains; its stream's
@@ -388,6 +418,9 @@ impl Supervisor<'_> {
             }
         }
         let bpf = self.bpf_ended + self.bpf_running.map_or(0.0, |(_, s)| s);
+        for r in &pipe.running {
+            self.look_at_memcg(r.which, r.pid);
+        }
         let mut snap = metrics::lock(&self.shared);
         for r in &pipe.running {
             if let Some((rss, cpu)) = stage::usage(r.pid) {
@@ -504,9 +537,11 @@ impl Supervisor<'_> {
         in_place
     }
 
-    /// Wait the backoff (doubled for next time); `false` when a signal came meanwhile.
+    /// Wait the backoff (doubled for next time), then until the store can be written; `false`
+    /// when a signal came meanwhile.
     fn sleep_backoff(&mut self) -> bool {
         let until = Instant::now() + self.backoff;
+        metrics::lock(&self.shared).backoff_seconds = self.backoff.as_secs_f64();
         self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
         while Instant::now() < until {
             if stacks_stream::sys::signal_caught() {
@@ -514,6 +549,58 @@ impl Supervisor<'_> {
             }
             std::thread::sleep(TICK);
         }
+        self.wait_for_store()
+    }
+
+    /// A directory store that cannot be written (read-only, its permissions changed, gone)
+    /// is waited for, looked at once a second, without starting the stages: the packer would
+    /// only refuse it, and each start loads the recorder's BPF programs. `false` when a
+    /// signal came meanwhile.
+    fn wait_for_store(&mut self) -> bool {
+        let Some(dir) = self.plan.store_dir.clone() else {
+            return !stacks_stream::sys::signal_caught();
+        };
+        let Err(e) = writable(&dir) else {
+            return !stacks_stream::sys::signal_caught();
+        };
+        let since = Instant::now();
+        eprintln!(
+            "stacks-agent: the store {} cannot be written ({e}): not starting the pipeline until it can (looked at every {:.0?})",
+            dir.display(),
+            STORE_CHECK
+        );
+        metrics::lock(&self.shared).store_unwritable = true;
+        loop {
+            if stacks_stream::sys::signal_caught() {
+                return false;
+            }
+            std::thread::sleep(STORE_CHECK);
+            if writable(&dir).is_ok() {
+                break;
+            }
+        }
+        eprintln!(
+            "stacks-agent: the store {} can be written again after {:.0?}: starting the pipeline",
+            dir.display(),
+            since.elapsed()
+        );
+        metrics::lock(&self.shared).store_unwritable = false;
         !stacks_stream::sys::signal_caught()
     }
+}
+
+/// How often a store that cannot be written is looked at.
+const STORE_CHECK: Duration = Duration::from_secs(1);
+
+/// Whether files can be made in `dir` (`access(W_OK | X_OK)`: a read-only file system says
+/// so).
+fn writable(dir: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    // SAFETY: `c` is a valid NUL-terminated path that outlives the call.
+    if unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }

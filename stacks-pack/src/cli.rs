@@ -130,6 +130,13 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub stats: Option<PathBuf>,
 
+    /// When the directory's file system is full or read-only, do not end: give up the set
+    /// being written, count the rows that arrive and drop them until it can be written again
+    /// (checked every second), then write them as `lost` rows (cause `store_full:KIND`,
+    /// `store_read_only:KIND`) in the next set (stacks-agent runs the packer so)
+    #[arg(long, conflicts_with = "output")]
+    pub keep_going: bool,
+
     /// Rows per row group, or fewer when they hold 12 MiB in memory; each row group is sorted
     /// by time
     #[arg(
@@ -217,6 +224,7 @@ impl Args {
                 max_total: self.max_total,
             },
             stats: self.stats.clone(),
+            keep_going: self.keep_going,
         }
     }
 }

@@ -47,6 +47,24 @@ impl PackError {
         }
     }
 
+    /// The OS error number behind this error, if an I/O error caused it (a Parquet writer's
+    /// is known by its message, `… (os error N)`).
+    pub fn errno(&self) -> Option<i32> {
+        match self {
+            PackError::Open { err, .. }
+            | PackError::CreateDir { err, .. }
+            | PackError::NotWritable { err, .. }
+            | PackError::Create { err, .. }
+            | PackError::Sync { err, .. }
+            | PackError::Rename { err, .. } => err.raw_os_error(),
+            PackError::Write { detail, .. } => {
+                let (_, tail) = detail.rsplit_once("(os error ")?;
+                tail.strip_suffix(')')?.parse().ok()
+            }
+            _ => None,
+        }
+    }
+
     /// An I/O error while writing `path`.
     pub(crate) fn write_io(path: &Path, err: io::Error) -> Self {
         PackError::Write {

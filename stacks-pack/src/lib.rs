@@ -14,6 +14,7 @@ mod fsutil;
 pub mod levels;
 mod naming;
 mod order;
+mod outage;
 mod pair;
 pub mod retention;
 mod signals;
@@ -108,6 +109,9 @@ pub struct Options {
     pub retention: retention::Policy,
     /// Where to write the packer's counters as JSON, about once a second.
     pub stats: Option<PathBuf>,
+    /// A directory store that is full or read-only is waited for, its rows counted as lost
+    /// meanwhile ([`outage`]), instead of ending the packer.
+    pub keep_going: bool,
 }
 
 /// What the reading thread hands over.
@@ -215,6 +219,7 @@ fn pack_into(
     cut: &AtomicBool,
 ) -> anyhow::Result<(Summary, Option<ContractError>)> {
     let incoming = input.schema();
+    let input_name = input.name().to_string();
     // A store holds stacks rows only: one foreign file would break every query over it.
     stacks_stream::check_row_stream(&incoming, input.name())?;
     storable(&incoming).map_err(|detail| PackError::Schema {
@@ -263,21 +268,63 @@ fn pack_into(
         .context("starting the reading thread")?;
 
     let mut upstream = None;
+    // The directory store being waited for (`--keep-going`).
+    let mut down: Option<outage::Outage> = None;
+    let keep_going = options.keep_going.then(|| packer_dir(options)).flatten();
+    // A write failed: with --keep-going and a store that is full or read-only, the set is
+    // given up and its rows counted, else the error ends the packer.
+    let failed = |e: PackError,
+                  packer: &mut Packer,
+                  upkeep: &mut upkeep::Upkeep,
+                  down: &mut Option<outage::Outage>|
+     -> Result<(), PackError> {
+        let (Some(dir), Some(why)) = (&keep_going, outage::Why::of(&e)) else {
+            return Err(e);
+        };
+        let given_up = packer.abandon();
+        upkeep.dropped(why.cause(), &given_up);
+        upkeep.unwritable(Some(why.cause()));
+        *down = Some(outage::Outage::begin(
+            dir,
+            why,
+            &e,
+            given_up,
+            packer.largest_set(),
+        ));
+        Ok(())
+    };
     loop {
         if signals::terminated() {
             // What was already read is accepted: keep it.
             while let Ok(Incoming::Batch(batch)) = rx.try_recv() {
                 upkeep.count(&batch);
-                packer.write_samples(&batch)?;
+                if let Err(e) = take(&batch, &mut packer, &mut upkeep, &mut down) {
+                    failed(e, &mut packer, &mut upkeep, &mut down)?;
+                }
             }
             break;
+        }
+        if down.as_mut().is_some_and(|o| o.over())
+            && let Some(o) = down.take()
+        {
+            upkeep.unwritable(None);
+            let lost = o.end(&schema).map_err(|e| PackError::Schema {
+                input: input_name.clone(),
+                detail: e.to_string(),
+            })?;
+            upkeep.wrote_lost_rows(lost.num_rows() as u64);
+            if let Err(e) = packer.write(&lost) {
+                failed(e, &mut packer, &mut upkeep, &mut down)?;
+            }
         }
         let (sets, bytes) = packer.written();
         upkeep.tick(sets, bytes, false);
         match rx.recv_timeout(TICK) {
             Ok(Incoming::Batch(batch)) => {
                 upkeep.count(&batch);
-                packer.write_samples(&batch)?
+                if let Err(e) = take(&batch, &mut packer, &mut upkeep, &mut down) {
+                    failed(e, &mut packer, &mut upkeep, &mut down)?;
+                }
             }
             Ok(Incoming::End) | Err(RecvTimeoutError::Disconnected) => break,
             Ok(Incoming::Failed(_)) if cut.load(Ordering::SeqCst) => break,
@@ -287,7 +334,11 @@ fn pack_into(
             }
             Err(RecvTimeoutError::Timeout) => {}
         }
-        packer.tick(Instant::now())?;
+        if down.is_none()
+            && let Err(e) = packer.tick(Instant::now())
+        {
+            failed(e, &mut packer, &mut upkeep, &mut down)?;
+        }
     }
     if signals::terminated() {
         eprintln!(
@@ -295,9 +346,42 @@ fn pack_into(
             packer.rows()
         );
     }
+    if let Some(o) = &down {
+        let rows: u64 = o.dropped.values().map(|v| v.0).sum();
+        let (sets, bytes) = packer.written();
+        upkeep.tick(sets, bytes, true);
+        return Err(PackError::Write {
+            path: keep_going.unwrap_or_default().display().to_string(),
+            detail: format!(
+                "the store could not be written until the input ended ({}): {rows} rows dropped, counted in the --stats as lost",
+                o.why.cause()
+            ),
+        }
+        .into());
+    }
     let summary = packer.finish()?;
     upkeep.tick(summary.files, summary.bytes, true);
     Ok((summary, upstream))
+}
+
+/// A batch of samples rows taken: written, or counted and dropped while the store is down.
+fn take(
+    batch: &RecordBatch,
+    packer: &mut Packer,
+    upkeep: &mut upkeep::Upkeep,
+    down: &mut Option<outage::Outage>,
+) -> Result<(), PackError> {
+    match down {
+        Some(o) => {
+            let mut t = outage::Tally::default();
+            outage::tally(batch, &mut t);
+            upkeep.dropped(o.why.cause(), &t);
+            o.drop_rows(batch);
+            packer.discard_samples();
+            Ok(())
+        }
+        None => packer.write_samples(batch),
+    }
 }
 
 /// The directory a directory store is written to.

@@ -151,6 +151,8 @@ impl Drop for PartFile {
 pub(crate) struct Pair {
     pub(crate) samples: PartFile,
     pub(crate) ids: HashSet<StackId, BuildId>,
+    /// Its rows and events by kind (what is lost if the set cannot be finished).
+    pub(crate) kinds: crate::outage::Tally,
 }
 
 /// Hashing for stack ids: they are already uniform 128-bit hashes, so folding their bytes
@@ -203,6 +205,7 @@ impl Pair {
     /// Remember the stack ids of `rows` (samples rows).
     pub(crate) fn note_ids(&mut self, rows: &RecordBatch) {
         note_ids(&mut self.ids, rows);
+        crate::outage::tally(rows, &mut self.kinds);
     }
 
     /// Write the stacks file (the distinct ids of the samples) and, for framed levels, the
@@ -214,7 +217,7 @@ impl Pair {
         levels: &Levels,
         owner: Option<&Owner>,
     ) -> Result<(u64, u64), PackError> {
-        let Pair { samples, ids } = self;
+        let Pair { samples, ids, .. } = self;
         let mut ids: Vec<StackId> = ids.into_iter().collect();
         ids.sort_unstable();
         let count = ids.len() as u64;

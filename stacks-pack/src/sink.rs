@@ -140,6 +140,10 @@ pub struct Packer {
     prune_due: bool,
     /// When the first row of the file being filled (open or still buffered) arrived.
     file_started: Option<Instant>,
+    /// The rows of a set that could not be finished, by kind.
+    unfinished: crate::outage::Tally,
+    /// The largest set finished, in bytes.
+    largest: u64,
     summary: Summary,
 }
 
@@ -197,6 +201,8 @@ impl Packer {
             taken: 0,
             prune_due: false,
             file_started: None,
+            unfinished: Default::default(),
+            largest: 0,
             summary: Summary::default(),
         })
     }
@@ -216,6 +222,38 @@ impl Packer {
         self.summary.rows
             + self.current.as_ref().map_or(0, |c| c.samples.rows)
             + self.pending_rows as u64
+    }
+
+    /// Give up the set being written and the rows buffered (after a write failed): their
+    /// temporary files are removed; returns their rows and events by kind.
+    pub(crate) fn abandon(&mut self) -> crate::outage::Tally {
+        let mut lost = std::mem::take(&mut self.unfinished);
+        if let Some(pair) = self.current.take() {
+            crate::outage::merge(&mut lost, pair.kinds);
+            // Dropping its samples file removes its temporary file.
+        }
+        for b in self.pending.drain(..) {
+            crate::outage::tally(&b, &mut lost);
+        }
+        self.pending_rows = 0;
+        self.pending_bytes = 0;
+        self.file_started = None;
+        self.prune_due = true;
+        let _ = self.prune();
+        lost
+    }
+
+    /// A batch of samples rows split and then dropped (the store is down): taken, so the
+    /// splitter may drop its stacks.
+    pub(crate) fn discard_samples(&mut self) {
+        self.taken += 1;
+        self.prune_due = true;
+        let _ = self.prune();
+    }
+
+    /// The largest set finished so far, in bytes.
+    pub(crate) fn largest_set(&self) -> u64 {
+        self.largest
     }
 
     /// File sets finished so far, and their bytes.
@@ -339,12 +377,24 @@ impl Packer {
             .time
             .as_ref()
             .and_then(|t| order::time_order(&front, t));
-        for chunk in order::in_order(&front, sorted.as_deref()) {
+        let mut chunks = order::in_order(&front, sorted.as_deref());
+        while let Some(chunk) = chunks.next() {
             let chunk = chunk.map_err(|e| self.arrow_err(e))?;
-            for (partition, rows) in self.partitions(&chunk) {
-                self.write_rows(partition, &rows)?;
+            let mut parts = self.partitions(&chunk).into_iter();
+            while let Some((partition, rows)) = parts.next() {
+                if let Err(e) = self.write_rows(partition, &rows) {
+                    // The rows not written yet go with the set that failed.
+                    for (_, rows) in parts {
+                        crate::outage::tally(&rows, &mut self.unfinished);
+                    }
+                    for chunk in chunks.flatten() {
+                        crate::outage::tally(&chunk, &mut self.unfinished);
+                    }
+                    return Err(e);
+                }
             }
         }
+        drop(chunks);
         drop(front);
         if let Some(pair) = self.current.as_mut() {
             pair.samples.end_group()?;
@@ -378,15 +428,25 @@ impl Packer {
             .as_ref()
             .is_some_and(|c| c.samples.partition != partition);
         if switch {
-            self.close_current()?;
+            if let Err(e) = self.close_current() {
+                crate::outage::tally(rows, &mut self.unfinished);
+                return Err(e);
+            }
             self.file_started = Some(Instant::now());
         }
         if self.current.is_none() {
-            self.current = Some(self.open(partition, start_secs)?);
+            match self.open(partition, start_secs) {
+                Ok(pair) => self.current = Some(pair),
+                Err(e) => {
+                    crate::outage::tally(rows, &mut self.unfinished);
+                    return Err(e);
+                }
+            }
         }
         if let Some(pair) = self.current.as_mut() {
-            pair.samples.write(rows)?;
+            // Noted first: rows that fail to be written are counted with the set.
             pair.note_ids(rows);
+            pair.samples.write(rows)?;
         }
         Ok(())
     }
@@ -422,11 +482,25 @@ impl Packer {
     }
 
     fn close_current(&mut self) -> Result<(), PackError> {
-        if let Some(pair) = self.current.take() {
+        if let Some(mut pair) = self.current.take() {
             let rows = pair.samples.rows;
             let dest = pair.samples.dest.clone();
+            let kinds = std::mem::take(&mut pair.kinds);
             let (bytes, stacks) =
-                pair.finalize(&self.splitter, &self.levels, self.owner.as_ref())?;
+                match pair.finalize(&self.splitter, &self.levels, self.owner.as_ref()) {
+                    Ok(done) => done,
+                    Err(e) => {
+                        // Its frames and stacks files may be in place already: a set is whole
+                        // or absent.
+                        if fs::symlink_metadata(&dest).is_err() {
+                            let _ = fs::remove_file(stacks_store::stacks_path(&dest));
+                            let _ = fs::remove_file(stacks_store::frames_path(&dest));
+                        }
+                        crate::outage::merge(&mut self.unfinished, kinds);
+                        return Err(e);
+                    }
+                };
+            self.largest = self.largest.max(bytes);
             self.summary.rows += rows;
             self.summary.files += 1;
             self.summary.bytes += bytes;
@@ -451,6 +525,7 @@ impl Packer {
         Ok(Pair {
             samples,
             ids: HashSet::default(),
+            kinds: Default::default(),
         })
     }
 

@@ -95,6 +95,31 @@ impl Stats {
         }
     }
 
+    /// Rows taken and then dropped (the store could not be written): no longer counted as
+    /// rows, their events counted as lost, cause `WHY:KIND`.
+    pub(crate) fn dropped(&mut self, why: &str, tally: &crate::outage::Tally) {
+        for (kind, (rows, events)) in tally {
+            if let Some(r) = self.counts.rows.get_mut(kind) {
+                *r = r.saturating_sub(*rows);
+            }
+            if let Some(e) = self.counts.events.get_mut(kind) {
+                *e = e.saturating_sub(*events);
+            }
+            bump(&mut self.counts.lost, &format!("{why}:{kind}"), *events);
+        }
+    }
+
+    /// `n` `lost` rows written for rows dropped earlier (their events counted then).
+    pub(crate) fn wrote_lost_rows(&mut self, n: u64) {
+        bump(&mut self.counts.rows, stacks_stream::kind::LOST, n);
+        bump(&mut self.counts.events, stacks_stream::kind::LOST, n);
+    }
+
+    /// The store can (`None`) or cannot be written, and why.
+    pub(crate) fn unwritable(&mut self, why: Option<&str>) {
+        self.counts.unwritable = why.map(str::to_string);
+    }
+
     /// Note a retention pass (or a census without one).
     pub(crate) fn note_pass(&mut self, pass: &Pass) {
         self.counts.deleted_sets += pass.deleted_sets;
@@ -164,6 +189,26 @@ mod tests {
     use arrow_array::{Int32Array, Int64Array, StringArray};
     use arrow_schema::{DataType, Field, Schema};
     use std::sync::Arc;
+
+    /// Rows dropped while the store was down: out of `rows` and `events`, into `lost` by
+    /// cause; the `lost` rows written for them later count as rows of kind `lost` only.
+    #[test]
+    fn dropped_rows_are_counted_as_lost_once() {
+        let schema = Arc::new(stacks_stream::raw_schema(Default::default()));
+        let rows = crate::outage::lost_rows(&schema, 1, &[("x:profile".into(), 4)]).unwrap();
+        let mut stats = Stats::new(Path::new("unused"));
+        let mut t = crate::outage::Tally::default();
+        t.insert("vfs".into(), (3, 12));
+        stats.counts.rows.insert("vfs".into(), 5);
+        stats.counts.events.insert("vfs".into(), 20);
+        stats.dropped("store_full", &t);
+        stats.wrote_lost_rows(rows.num_rows() as u64);
+        let json = stats.json();
+        assert!(
+            json.contains(r#""rows":{"lost":1,"vfs":2},"lost":{"store_full:vfs":12},"events":{"lost":1,"vfs":8}"#),
+            "{json}"
+        );
+    }
 
     #[test]
     fn rows_by_kind_and_lost_events_by_cause() {

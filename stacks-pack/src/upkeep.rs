@@ -48,6 +48,28 @@ impl Upkeep {
         }
     }
 
+    /// Rows dropped while the store could not be written (see [`crate::outage`]).
+    pub(crate) fn dropped(&mut self, why: &str, tally: &crate::outage::Tally) {
+        if let Some(s) = &mut self.stats {
+            s.dropped(why, tally);
+        }
+    }
+
+    /// `n` `lost` rows written for rows dropped earlier.
+    pub(crate) fn wrote_lost_rows(&mut self, n: u64) {
+        if let Some(s) = &mut self.stats {
+            s.wrote_lost_rows(n);
+        }
+    }
+
+    /// The store can (`None`) or cannot be written, and why: shown in the stats at once.
+    pub(crate) fn unwritable(&mut self, why: Option<&str>) {
+        if let Some(s) = &mut self.stats {
+            s.unwritable(why);
+            s.maybe_write(true);
+        }
+    }
+
     /// Called regularly with the sets and bytes the packer has finished: a pass if one is due,
     /// the stats file if due (`force`: now).
     pub(crate) fn tick(&mut self, sets_written: u64, bytes_written: u64, force: bool) {

@@ -30,6 +30,10 @@ pub struct PackStats {
     /// Sets retention deleted, and their bytes.
     pub deleted_sets: u64,
     pub deleted_bytes: u64,
+    /// While the store cannot be written (`stacks-pack --keep-going`): why, `store_full` or
+    /// `store_read_only` (absent while it can).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unwritable: Option<String>,
 }
 
 impl PackStats {
