@@ -644,7 +644,10 @@ fn sampled_wakeups(dir: &Path) -> (f64, f64, f64) {
         "SELECT count(*) FROM samples WHERE kind = 'wake' \
          AND (value <> duration OR duration % count <> 0)",
     );
-    assert_eq!(inconsistent, 0.0, "wake rows whose value is not N times their wait");
+    assert_eq!(
+        inconsistent, 0.0,
+        "wake rows whose value is not N times their wait"
+    );
     let all = number(dir, "SELECT count(*) FROM samples WHERE kind = 'wake'");
     let linked = number(
         dir,
@@ -717,7 +720,9 @@ fn wakeups_sampled_one_in_n_stand_for_them_all() {
         ),
     );
     let sd = (waited * (N - 1.0)).sqrt();
-    eprintln!("the consumer waited {waited} times; its wakeups by producers scaled: {by_producers}");
+    eprintln!(
+        "the consumer waited {waited} times; its wakeups by producers scaled: {by_producers}"
+    );
     assert!(
         (by_producers - waited).abs() <= 5.0 * sd,
         "{by_producers} scaled wakeups of the consumer by producers for {waited} waits (sd {sd:.0})"
@@ -768,7 +773,10 @@ fn wakeup_sampling_changes_in_place() {
         ),
     );
     // A program that read N just before it changed may send its record a little after.
-    assert!(late_ones <= 2.0, "{late_ones} rows of N = 1 after the first of N = 8");
+    assert!(
+        late_ones <= 2.0,
+        "{late_ones} rows of N = 1 after the first of N = 8"
+    );
     let (rows, counted, truth) = sampled_wakeups(&dir);
     let sd = (truth * 7.0).sqrt();
     eprintln!(

@@ -129,7 +129,10 @@ fn ladder_of(events: &str, kinds: &[Kind]) -> Vec<Level> {
             k.arg = Some((n * DIVISOR).min(u64::from(max)));
         }
     }
-    take(&spec, format!("{} at a quarter of their rows", class(one_in, "")));
+    take(
+        &spec,
+        format!("{} at a quarter of their rows", class(one_in, "")),
+    );
     for k in &mut spec.kinds {
         if is(k.name, at_rate)
             && let Some(hz) = k.arg
@@ -165,7 +168,10 @@ pub(crate) fn in_place(from: &str, to: &str) -> bool {
 }
 
 fn in_place_of(from: &str, to: &str, kinds: &[Kind]) -> bool {
-    let (Ok(a), Ok(b)) = (EventSpec::parse_in(from, kinds), EventSpec::parse_in(to, kinds)) else {
+    let (Ok(a), Ok(b)) = (
+        EventSpec::parse_in(from, kinds),
+        EventSpec::parse_in(to, kinds),
+    ) else {
         return false;
     };
     a.takes_in_place(&b, |name| {
@@ -293,7 +299,9 @@ mod tests {
     fn the_ladder_sheds_in_the_documented_order() {
         let tp = "tp:sched:sched_process_exec:u:count";
         assert_eq!(
-            events(&format!("profile:u:49,state:uk:5,switch:uk,wake:u,vfs:u,{tp}")),
+            events(&format!(
+                "profile:u:49,state:uk:5,switch:uk,wake:u,vfs:u,{tp}"
+            )),
             [
                 format!("profile:u:49,state:uk:5,switch:uk,wake:u,vfs:u,{tp}"),
                 format!("profile:u:49,switch:uk:10ms,wake:u:1,vfs:u,state:uk:5,{tp}"),
@@ -350,7 +358,9 @@ mod tests {
             ]
         );
         // Every level is a specification the recorder reads back as itself.
-        for l in events(&format!("profile,state,switch,wake,rss,block,vfs,net,uring,{tp}")) {
+        for l in events(&format!(
+            "profile,state,switch,wake,rss,block,vfs,net,uring,{tp}"
+        )) {
             let spec = EventSpec::parse(&l).unwrap();
             assert_eq!(EventSpec::parse(&spec.normalized()).unwrap(), spec, "{l}");
         }
@@ -416,7 +426,10 @@ mod tests {
                 "newsampled:u:2",
             ]
         );
-        assert_eq!(ladder[2].step, "wake and newonein at a quarter of their rows");
+        assert_eq!(
+            ladder[2].step,
+            "wake and newonein at a quarter of their rows"
+        );
         assert_eq!(
             ladder[3].step,
             "profile, state and newsampled at a quarter of their rate"
