@@ -743,3 +743,78 @@ fn the_newest_kind_is_named_only_in_its_own_files() {
     assert!(names_kind("kind::URING", "uring"));
     assert!(!names_kind("io_uring_enter(); during", "uring"));
 }
+
+/// The string literals of Rust `code` (product code, [`product_code`]): `"…"` with its
+/// escapes, raw strings `r"…"`/`r#"…"#` read as plain ones.
+fn string_literals(code: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut chars = code.chars().peekable();
+    let mut prev = ' ';
+    while let Some(c) = chars.next() {
+        // A char literal `'"'` holds no string.
+        if c == '\'' && chars.peek() == Some(&'"') {
+            chars.next();
+            prev = '"';
+            continue;
+        }
+        if c == '"' && prev != '\\' {
+            let mut s = String::new();
+            let mut escaped = false;
+            for c in chars.by_ref() {
+                match c {
+                    _ if escaped => escaped = false,
+                    '\\' => escaped = true,
+                    '"' => break,
+                    _ => {}
+                }
+                s.push(c);
+            }
+            out.push(s);
+        }
+        prev = c;
+    }
+    out
+}
+
+/// The agent sheds along the registry's declarations (stacks-agent/src/budget.rs: a kind's
+/// sampling, ring and argument grammar), never by a kind's name: no string in its product
+/// code names a kind `-e` records, but for its `--help` text's example (the clap attributes).
+#[test]
+fn the_agent_names_no_kind() {
+    let mut files = Vec::new();
+    walk(&root().join("stacks-agent/src"), &mut files);
+    assert!(files.len() > 3, "{files:?}");
+    let mut naming = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(root().join(f)).unwrap();
+        let code = product_code(&text);
+        // Without the `#[command(…)]` and `#[arg(…)]` attributes: --help's text.
+        let mut kept = String::new();
+        let mut in_attr = false;
+        for line in code.lines() {
+            let t = line.trim_start();
+            if t.starts_with("#[command(") || t.starts_with("#[arg(") {
+                in_attr = !t.trim_end().ends_with(")]");
+                continue;
+            }
+            if in_attr {
+                in_attr = !t.trim_end().ends_with(")]");
+                continue;
+            }
+            kept.push_str(line);
+            kept.push('\n');
+        }
+        for s in string_literals(&kept) {
+            for k in stacks_stream::kinds::recordable() {
+                if names_kind(&s, k.name) {
+                    naming.push(format!("{f}: \"{s}\" names {}", k.name));
+                }
+            }
+        }
+    }
+    assert!(naming.is_empty(), "{naming:#?}");
+    assert_eq!(
+        string_literals(r#"let a = "x \" y"; let c = '"'; f("switch's MIN");"#),
+        ["x \\\" y", "switch's MIN"]
+    );
+}

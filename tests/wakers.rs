@@ -615,3 +615,180 @@ fn timer_and_disk_wakeups_are_named_not_empty() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// One number of `sql` over `dir/store` (its first cell).
+fn number(dir: &Path, sql: &str) -> f64 {
+    query(dir, sql)[0][0].parse().unwrap_or(0.0)
+}
+
+/// What sampled `wake` rows say against the truth of the same recording (`switch:k:0`: every
+/// interval kept, and every interval a task's wakeup ended has that task as its `waker`,
+/// sampled or not): (wake rows by tasks, their `sum(count)`, the intervals a task woke).
+fn sampled_wakeups(dir: &Path) -> (f64, f64, f64) {
+    let rows = number(
+        dir,
+        "SELECT count(*) FROM samples WHERE kind = 'wake' AND tid <> 0",
+    );
+    let counted = number(
+        dir,
+        "SELECT sum(count) FROM samples WHERE kind = 'wake' AND tid <> 0",
+    );
+    let truth = number(
+        dir,
+        "SELECT count(*) FROM samples WHERE kind = 'switch' AND waker IS NOT NULL",
+    );
+    // Each row is its wakeup's wait times the wakeups it stands for, and links to its interval
+    // (the `waits` view: `time` − `duration` / `count` is the interval's switch-out).
+    let inconsistent = number(
+        dir,
+        "SELECT count(*) FROM samples WHERE kind = 'wake' \
+         AND (value <> duration OR duration % count <> 0)",
+    );
+    assert_eq!(
+        inconsistent, 0.0,
+        "wake rows whose value is not N times their wait"
+    );
+    let all = number(dir, "SELECT count(*) FROM samples WHERE kind = 'wake'");
+    let linked = number(
+        dir,
+        "SELECT count(*) FROM waits WHERE kind = 'switch' AND wake_time IS NOT NULL",
+    );
+    assert!(
+        linked >= all * 0.99 && linked <= all,
+        "{linked} intervals linked to {all} wake rows"
+    );
+    (rows, counted, truth)
+}
+
+/// `wake:k:N` takes 1 wakeup in N at random, each row standing for N (`count`): the pool's
+/// task wakeups (the consumer woken by the producer that signalled, producers by the consumer)
+/// counted by the `switch` rows' `waker` of the same recording are the truth. Asserted: every
+/// row says N; the rows are truth / N within 5 binomial standard deviations (and 15%); the
+/// consumer's wakeups by producers, scaled, are its waits as the workload counted them within
+/// 5 standard deviations.
+#[test]
+fn wakeups_sampled_one_in_n_stand_for_them_all() {
+    if !bpf_available("wakeups_sampled_one_in_n_stand_for_them_all") {
+        return;
+    }
+    let _serial = bpf_serial();
+    let dir = scratch("wakers-one-in-n");
+    const N: f64 = 8.0;
+    let report = record(
+        &dir,
+        "switch:k:0,wake:k:8",
+        "pool --producers 3 --items 1500 --pause-ms 1",
+    );
+    let ns = query(
+        &dir,
+        "SELECT DISTINCT count FROM samples WHERE kind = 'wake' ORDER BY count",
+    );
+    assert_eq!(ns, [["8"]], "each wake row stands for N wakeups");
+    let (rows, counted, truth) = sampled_wakeups(&dir);
+    let sd = (truth / N * (1.0 - 1.0 / N)).sqrt();
+    eprintln!(
+        "1 in 8: {rows} rows for {truth} task wakeups (expected {:.0} ± {sd:.1}); scaled sum \
+         {counted} ({:+.2}%)",
+        truth / N,
+        (counted / truth - 1.0) * 100.0
+    );
+    assert!(truth >= 3000.0, "only {truth} task wakeups");
+    assert!(
+        (rows - truth / N).abs() <= 5.0 * sd && (counted / truth - 1.0).abs() <= 0.15,
+        "{rows} rows, {counted} wakeups scaled, of {truth}"
+    );
+    // The workload's own count: the items the consumer waited for, each ended by a producer.
+    let consumer = report["consumer"]["tid"].as_i64().unwrap();
+    let producers: Vec<String> = report["producers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["tid"].to_string())
+        .collect();
+    let waited = report["consumer"]["receipts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["waited"] == true)
+        .count() as f64;
+    let by_producers = number(
+        &dir,
+        &format!(
+            "SELECT sum(count) FROM samples WHERE kind = 'wake' AND wakee = {consumer} \
+             AND tid IN ({})",
+            producers.join(", ")
+        ),
+    );
+    let sd = (waited * (N - 1.0)).sqrt();
+    eprintln!(
+        "the consumer waited {waited} times; its wakeups by producers scaled: {by_producers}"
+    );
+    assert!(
+        (by_producers - waited).abs() <= 5.0 * sd,
+        "{by_producers} scaled wakeups of the consumer by producers for {waited} waits (sd {sd:.0})"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `wake`'s N changes while recording (`--control`, as the agent's budget sheds in place): the
+/// rows before the change stand for 1 wakeup, those after for 8, none is lost and the recorder
+/// is not restarted; the scaled sum is the truth within 5 standard deviations.
+#[test]
+fn wakeup_sampling_changes_in_place() {
+    if !bpf_available("wakeup_sampling_changes_in_place") {
+        return;
+    }
+    let _serial = bpf_serial();
+    let dir = scratch("wakers-in-place");
+    let d = dir.display();
+    let rec = sh(&format!(
+        "stacks-record -e switch:k:0,wake:k --control <(sleep 3; echo switch:k:0,wake:k:8) \
+         -- stacks-workload pool --producers 3 --items 4000 --pause-ms 1 \
+         | stacks-symbolize | stacks-pack {d}/store"
+    ));
+    check(&rec, "recording the pool with wake's N changed in place");
+    let stderr = String::from_utf8_lossy(&rec.stderr);
+    assert!(stderr.contains("lost 0 events"), "{stderr}");
+    assert!(
+        stderr.contains("stacks-record: control: recording switch:k:0,wake:k:8 from now on"),
+        "{stderr}"
+    );
+    let by_n = query(
+        &dir,
+        "SELECT count, count(*), cast(min(time) AS bigint), cast(max(time) AS bigint) \
+         FROM samples WHERE kind = 'wake' GROUP BY count ORDER BY count",
+    );
+    assert_eq!(
+        by_n.iter().map(|r| r[0].as_str()).collect::<Vec<_>>(),
+        ["1", "8"],
+        "{by_n:?}"
+    );
+    let (ones, eights) = (&by_n[0], &by_n[1]);
+    let first_eight: i64 = eights[2].parse().unwrap();
+    let late_ones = number(
+        &dir,
+        &format!(
+            "SELECT count(*) FROM samples WHERE kind = 'wake' AND count = 1 \
+             AND cast(time AS bigint) > {first_eight}"
+        ),
+    );
+    // A program that read N just before it changed may send its record a little after.
+    assert!(
+        late_ones <= 2.0,
+        "{late_ones} rows of N = 1 after the first of N = 8"
+    );
+    let (rows, counted, truth) = sampled_wakeups(&dir);
+    let sd = (truth * 7.0).sqrt();
+    eprintln!(
+        "in place: {} rows of 1, {} of 8; {rows} rows by tasks, scaled {counted} of {truth} \
+         task wakeups ({:+.2}%, sd {sd:.0})",
+        ones[1],
+        eights[1],
+        (counted / truth - 1.0) * 100.0
+    );
+    assert!(
+        (counted - truth).abs() <= 5.0 * sd,
+        "{counted} wakeups scaled of {truth}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -344,6 +344,10 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
  * stacks only when the waker is a task, not an interrupt). */
 const volatile __u32 wake_on = 0;
 const volatile __u32 wake_stacks = 0;
+/* `wake:STACKS:N`: a wakeup makes a record 1 time in N, at random; its record's count says N
+ * (the wakeups it stands for); 0 is 1. In the .bss (zero at load: written once loaded, and
+ * while recording by --control). */
+volatile __u64 wake_one_in = 0;
 
 /* Timer callbacks (hrtimer and timer-wheel expiry), device interrupt handlers and softirqs
  * running on each CPU: the context of a wakeup. The CPU's preempt count would say
@@ -453,9 +457,10 @@ static __always_inline void name_context(struct stacks_event *e, enum stacks_wak
 /* The waker's part of a wake record: header (the waker, or its context's name) and info. */
 static __always_inline void fill_wake(struct stacks_event *e, struct task_struct *cur,
 				      struct task_struct *p, enum stacks_wake_context c,
-				      __u64 now, __u64 waited)
+				      __u64 now, __u64 waited, __u32 one_in)
 {
 	fill_hdr(&e->hdr, STACKS_EV_WAKE, cur, now);
+	e->hdr.count = one_in;
 	e->info.wake.waited_ns = waited;
 	e->info.wake.wakee_tid = p->pid;
 	e->info.wake.wakee_pid = p->tgid;
@@ -485,17 +490,24 @@ int BPF_PROG(on_wakeup, struct task_struct *p)
 	s->waker = c == STACKS_WAKE_TASK ? (__u32)cur->pid : 0;
 	if (!wake_on)
 		return 0;
+	/* 1 in N at random, before anything is read or taken for the record (the switch row's
+	 * waker above is every wakeup's); N is read once, as it may change meanwhile. */
+	__u32 one_in = (__u32)wake_one_in;
+	if (one_in > 1 && bpf_get_prandom_u32() % one_in)
+		return 0;
+	if (one_in < 1)
+		one_in = 1;
 	__u64 now = bpf_ktime_get_boot_ns();
 	__u64 waited = now > s->out_ts ? now - s->out_ts : 0;
 	if (waited < switch_min_ns) {
-		fill_wake((struct stacks_event *)s->wake_note, cur, p, c, now, waited);
+		fill_wake((struct stacks_event *)s->wake_note, cur, p, c, now, waited, one_in);
 		s->wake_noted = 1;
 		return 0;
 	}
 	struct stacks_event *e = scratch_for(wake_slot(c));
 	if (!e)
 		return 0;
-	fill_wake(e, cur, p, c, now, waited);
+	fill_wake(e, cur, p, c, now, waited, one_in);
 	/* A user stack only of a task in user space's behalf: not of an interrupt, nor of a
 	 * kernel thread (which has none). */
 	bool user = c == STACKS_WAKE_TASK && !(cur->flags & PF_KTHREAD);

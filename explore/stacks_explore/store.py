@@ -421,14 +421,14 @@ class Store:
     # -- latency ---------------------------------------------------------------------------
 
     # name: (kind, per-event latency, events, time, condition). Every kind of the registry whose
-    # `duration` is a latency (kinds.json: top.latency) and whose rows are events, by its name
-    # (a row standing for `count` events by their mean); `syscall`: `state` samples by the time
+    # `duration` is a latency (kinds.json: top.latency) and whose rows are events (or events
+    # sampled 1 in N), by its name (a row standing for `count` events by their mean); `syscall`: `state` samples by the time
     # in their system call so far.
     LATENCY_SOURCES = {
         **{
             name: (name, "duration / coalesce(count, 1)", "coalesce(count, 1)", "duration", "duration IS NOT NULL")
             for name, k in KINDS.items()
-            if k["top"] and k["top"]["latency"] and k["sampling"] == "event" and "duration" in k["columns"]
+            if k["top"] and k["top"]["latency"] and k["sampling"] in ("event", "one_in") and "duration" in k["columns"]
         },
         "syscall": ("state", "duration", "1", "value", "syscall IS NOT NULL AND duration IS NOT NULL"),
     }

@@ -11,10 +11,11 @@
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd};
 
-/// What the first level divides the rates by.
-const RATE_DIVISOR: u64 = 4;
-/// Probe prefixes of `-e` (their fields are not `NAME[:STACKS][:ARG]`).
-const PROBE_PREFIXES: [&str; 4] = ["tp", "uprobe", "uretprobe", "usdt"];
+use stacks_stream::events::EventSpec;
+use stacks_stream::kinds::{ArgGrammar, Kind, Ring, Sampling};
+
+/// What the rate and 1-in-N steps divide the rows by.
+const DIVISOR: u64 = 4;
 
 /// One level of the ladder.
 #[derive(Debug, Clone, PartialEq)]
@@ -22,229 +23,164 @@ pub(crate) struct Level {
     /// stacks-record's `-e` at this level.
     pub events: String,
     /// What this level sheds, for the log (the configured level: `as configured`).
-    pub step: &'static str,
-}
-
-/// A token of `-e`: a kind `NAME[:STACKS][:ARG]` or a probe.
-#[derive(Debug, Clone)]
-enum Token {
-    Kind {
-        name: String,
-        stacks: Option<String>,
-        arg: Option<String>,
-    },
-    Probe(String),
-}
-
-impl Token {
-    fn parse(t: &str) -> Token {
-        let fields: Vec<&str> = t.split(':').collect();
-        if PROBE_PREFIXES.contains(&fields[0]) {
-            return Token::Probe(t.to_string());
-        }
-        let name = fields[0].to_string();
-        let digit = |s: &str| s.chars().next().is_some_and(|c| c.is_ascii_digit());
-        let (stacks, arg) = match &fields[1..] {
-            [] => (None, None),
-            [x] if digit(x) => (None, Some(x.to_string())),
-            [s] => (Some(s.to_string()), None),
-            [s, a, ..] => (Some(s.to_string()), Some(a.to_string())),
-        };
-        Token::Kind { name, stacks, arg }
-    }
-
-    fn text(&self) -> String {
-        match self {
-            Token::Probe(p) => p.clone(),
-            Token::Kind { name, stacks, arg } => {
-                let mut s = name.clone();
-                if let Some(st) = stacks {
-                    s.push(':');
-                    s.push_str(st);
-                }
-                if let Some(a) = arg {
-                    s.push(':');
-                    s.push_str(a);
-                }
-                s
-            }
-        }
-    }
-
-    fn name(&self) -> &str {
-        match self {
-            Token::Kind { name, .. } => name,
-            Token::Probe(_) => "probe",
-        }
-    }
-}
-
-fn join(tokens: &[Token]) -> String {
-    tokens.iter().map(Token::text).collect::<Vec<_>>().join(",")
+    pub step: String,
 }
 
 /// The ladder of `events` (a `-e` the recorder accepted): the configured level first, then,
 /// cumulatively and skipping a step that changes nothing or would leave nothing to record:
-/// 1. `switch`'s MIN raised to 10 ms (the kinds whose argument is a MIN: shorter intervals are
-///    folded, their time and count kept; wakeups are recorded for the intervals kept);
-/// 2. the sampled kinds (`profile`, `state`) at a quarter of their rate (at least 1 Hz);
-/// 3. `switch`'s MIN raised to 100 ms;
-/// 4. the kinds of the IO ring (`vfs`, `net`, `block`, `uring`, `rss`) without stacks;
-/// 5. the IO kinds stopped;
-/// 6. everything but the sampled kinds stopped (`switch`, `wake`, probes, spans, `alloc`).
+/// 1. the MINs (the kinds whose argument is a duration: shorter events are folded, their time
+///    and count kept) raised to 10 ms;
+/// 2. the kinds sampled 1 in N ([`Sampling::OneIn`]) at a quarter of their rows (N × 4);
+/// 3. the kinds sampled at a rate ([`Sampling::Rate`], [`Sampling::Passes`]) at a quarter of
+///    their rate (at least 1 Hz);
+/// 4. the MINs raised to 100 ms;
+/// 5. the kinds of the IO ring ([`Ring::Io`]) without stacks;
+/// 6. the IO kinds stopped;
+/// 7. everything but the kinds sampled at a rate stopped (the rest of the kinds, probes).
 ///
-/// Steps 1–3 change only arguments the recorder takes in place ([`in_place`]); 4–6 restart
+/// Steps 1–4 change only arguments the recorder takes in place ([`in_place`]); 5–7 restart
 /// it. Which kinds are sampled, which are IO and which take a MIN is the registry's
-/// (`stacks_stream::kinds`: each kind's `sampling`, `ring` and argument grammar).
+/// (`stacks_stream::kinds`: each kind's `sampling`, `ring` and argument grammar), and so are
+/// the names the steps' log lines give: this file names no kind.
 pub(crate) fn ladder(events: &str) -> Vec<Level> {
     ladder_of(events, stacks_stream::kinds::ALL)
 }
 
-/// MINs of the ladder's steps 1 and 3, ns.
+/// MINs of the ladder's steps 1 and 4, ns.
 const MIN_STEPS_NS: [u64; 2] = [10_000_000, 100_000_000];
 
+/// Whether `k` is sampled at a rate (its argument a frequency).
+fn at_rate(k: &Kind) -> bool {
+    matches!(k.sampling, Sampling::Rate | Sampling::Passes)
+}
+
+fn one_in(k: &Kind) -> bool {
+    k.sampling == Sampling::OneIn
+}
+
+fn io(k: &Kind) -> bool {
+    k.ring == Some(Ring::Io)
+}
+
+fn takes_min(k: &Kind) -> bool {
+    matches!(
+        k.source,
+        stacks_stream::kinds::Source::Event { arg: Some(a), .. } if a.grammar == ArgGrammar::Duration
+    )
+}
+
+/// `names` as a phrase: `a`, `a and b`, `a, b and c`.
+fn and(names: &[String]) -> String {
+    match names {
+        [] => String::new(),
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} and {last}", init.join(", ")),
+    }
+}
+
 /// [`ladder`] with the kinds of registry `kinds`.
-fn ladder_of(events: &str, kinds: &[stacks_stream::kinds::Kind]) -> Vec<Level> {
-    use stacks_stream::kinds::{Ring, Sampling};
-    let declared = |name: &str| kinds.iter().find(|k| k.name == name);
-    let rate = |name: &str| declared(name).is_some_and(|k| k.sampling != Sampling::Event);
-    let io = |name: &str| declared(name).is_some_and(|k| k.ring == Some(Ring::Io));
-    let mut tokens: Vec<Token> = events
+fn ladder_of(events: &str, kinds: &[Kind]) -> Vec<Level> {
+    let configured = events
         .split(',')
         .map(str::trim)
         .filter(|t| !t.is_empty())
-        .map(Token::parse)
-        .collect();
+        .collect::<Vec<_>>()
+        .join(",");
     let mut levels = vec![Level {
-        events: join(&tokens),
-        step: "as configured",
+        events: configured,
+        step: "as configured".into(),
     }];
-    let mut take = |tokens: &[Token], step: &'static str| {
-        let events = join(tokens);
-        if !tokens.is_empty() && levels.last().is_some_and(|l| l.events != events) {
+    let Ok(mut spec) = EventSpec::parse_in(events, kinds) else {
+        return levels;
+    };
+    let declared = |name: &str| kinds.iter().find(|k| k.name == name);
+    let is = |name: &str, class: fn(&Kind) -> bool| declared(name).is_some_and(class);
+    // The registry's kinds of a class, named for the log.
+    let class = |class: fn(&Kind) -> bool, suffix: &str| -> String {
+        let names: Vec<String> = kinds
+            .iter()
+            .filter(|k| matches!(k.source, stacks_stream::kinds::Source::Event { .. }))
+            .filter(|k| class(k))
+            .map(|k| format!("{}{suffix}", k.name))
+            .collect();
+        and(&names)
+    };
+    let mut last = spec.normalized();
+    let mut take = |spec: &EventSpec, step: String| {
+        let events = spec.normalized();
+        if (!spec.kinds.is_empty() || !spec.probes.is_empty()) && events != last {
+            last.clone_from(&events);
             levels.push(Level { events, step });
         }
     };
-    let raise_min = |tokens: &mut Vec<Token>, to_ns: u64| {
-        for t in tokens.iter_mut() {
-            if let Token::Kind { name, stacks, arg } = t
-                && let Some(a) = min_arg(declared(name))
-            {
-                let now =
-                    stacks_stream::cli::parse_duration_ns(arg.as_deref().unwrap_or(a.default))
-                        .unwrap_or(0);
-                if now < to_ns {
-                    *stacks = Some(
-                        stacks
-                            .clone()
-                            .unwrap_or_else(|| default_stacks(declared(name))),
-                    );
-                    *arg = Some(format!("{}ms", to_ns / 1_000_000));
-                }
+    let raise_min = |spec: &mut EventSpec, to_ns: u64| {
+        for k in &mut spec.kinds {
+            if is(k.name, takes_min) && k.arg.unwrap_or(0) < to_ns {
+                k.arg = Some(to_ns);
             }
         }
     };
-    raise_min(&mut tokens, MIN_STEPS_NS[0]);
-    take(&tokens, "switch's MIN at 10ms");
-    for t in &mut tokens {
-        if let Token::Kind { name, stacks, arg } = t
-            && rate(name)
+    raise_min(&mut spec, MIN_STEPS_NS[0]);
+    take(&spec, format!("{} MIN at 10ms", class(takes_min, "'s")));
+    for k in &mut spec.kinds {
+        if is(k.name, one_in)
+            && let (Some(n), Some(ArgGrammar::Every { max })) = (k.arg, k.grammar)
         {
-            let default = declared(name)
-                .and_then(|k| match k.source {
-                    stacks_stream::kinds::Source::Event { arg: Some(a), .. } => Some(a.default),
-                    _ => None,
-                })
-                .unwrap_or("20");
-            let hz: u64 = arg.as_deref().unwrap_or(default).parse().unwrap_or(20);
-            // The rate is an explicit third field: `NAME:STACKS:HZ`.
-            let sel = stacks
-                .clone()
-                .unwrap_or_else(|| default_stacks(declared(name)));
-            *stacks = Some(sel);
-            *arg = Some((hz / RATE_DIVISOR).max(1).to_string());
+            k.arg = Some((n * DIVISOR).min(u64::from(max)));
         }
     }
-    take(&tokens, "profile and state at a quarter of their rate");
-    raise_min(&mut tokens, MIN_STEPS_NS[1]);
-    take(&tokens, "switch's MIN at 100ms");
-    for t in &mut tokens {
-        if let Token::Kind { name, stacks, .. } = t
-            && io(name)
+    take(
+        &spec,
+        format!("{} at a quarter of their rows", class(one_in, "")),
+    );
+    for k in &mut spec.kinds {
+        if is(k.name, at_rate)
+            && let Some(hz) = k.arg
         {
-            *stacks = Some("n".into());
+            k.arg = Some((hz / DIVISOR).max(1));
         }
     }
-    take(&tokens, "IO kinds without stacks");
-    tokens.retain(|t| !io(t.name()));
-    take(&tokens, "IO kinds stopped");
-    tokens.retain(|t| rate(t.name()));
-    take(&tokens, "all but profile and state stopped");
+    take(
+        &spec,
+        format!("{} at a quarter of their rate", class(at_rate, "")),
+    );
+    raise_min(&mut spec, MIN_STEPS_NS[1]);
+    take(&spec, format!("{} MIN at 100ms", class(takes_min, "'s")));
+    for k in &mut spec.kinds {
+        if is(k.name, io) {
+            k.stacks = stacks_stream::events::StackSel::None;
+        }
+    }
+    take(&spec, "IO kinds without stacks".into());
+    spec.kinds.retain(|k| !is(k.name, io));
+    take(&spec, "IO kinds stopped".into());
+    spec.kinds.retain(|k| is(k.name, at_rate));
+    spec.probes.clear();
+    take(&spec, format!("all but {} stopped", class(at_rate, "")));
     levels
 }
 
-/// The argument of `kind` when it is a MIN (a duration: shorter events are folded).
-fn min_arg(kind: Option<&stacks_stream::kinds::Kind>) -> Option<stacks_stream::kinds::Arg> {
-    match kind?.source {
-        stacks_stream::kinds::Source::Event { arg: Some(a), .. }
-            if a.grammar == stacks_stream::kinds::ArgGrammar::Duration =>
-        {
-            Some(a)
-        }
-        _ => None,
-    }
-}
-
 /// Whether the recorder takes `to` in place of `from` (stacks-record `--control`): the same
-/// kinds with the same stacks and the same probes, only the rates of sampled kinds and the MINs
-/// differing (stacks-record's `record::control::IN_PLACE`: `profile`, `state`, `switch`,
-/// `uring`).
+/// kinds with the same stacks and the same probes, only the arguments the registry says change
+/// in place differing (`Kind::arg_in_place`: rates, 1-in-N samplings, MINs).
 pub(crate) fn in_place(from: &str, to: &str) -> bool {
     in_place_of(from, to, stacks_stream::kinds::ALL)
 }
 
-fn in_place_of(from: &str, to: &str, kinds: &[stacks_stream::kinds::Kind]) -> bool {
-    let declared = |name: &str| kinds.iter().find(|k| k.name == name);
-    let tokens = |s: &str| -> Vec<Token> {
-        s.split(',')
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-            .map(Token::parse)
-            .collect()
+fn in_place_of(from: &str, to: &str, kinds: &[Kind]) -> bool {
+    let (Ok(a), Ok(b)) = (
+        EventSpec::parse_in(from, kinds),
+        EventSpec::parse_in(to, kinds),
+    ) else {
+        return false;
     };
-    let (a, b) = (tokens(from), tokens(to));
-    a.len() == b.len()
-        && a.iter().zip(&b).all(|pair| match pair {
-            (Token::Probe(x), Token::Probe(y)) => x == y,
-            (
-                Token::Kind {
-                    name: n1,
-                    stacks: s1,
-                    arg: a1,
-                },
-                Token::Kind {
-                    name: n2,
-                    stacks: s2,
-                    arg: a2,
-                },
-            ) => {
-                let k = declared(n1);
-                let stacks = |s: &Option<String>| s.clone().unwrap_or_else(|| default_stacks(k));
-                let tunable = k
-                    .is_some_and(|k| k.sampling != stacks_stream::kinds::Sampling::Event)
-                    || min_arg(k).is_some();
-                n1 == n2 && stacks(s1) == stacks(s2) && (a1 == a2 || tunable)
-            }
-            _ => false,
-        })
-}
-
-/// The stacks a kind captures when `-e` does not say (the registry's default).
-fn default_stacks(kind: Option<&stacks_stream::kinds::Kind>) -> String {
-    match kind.map(|k| k.source) {
-        Some(stacks_stream::kinds::Source::Event { stacks, .. }) => stacks.to_string(),
-        _ => "uk".to_string(),
-    }
+    a.takes_in_place(&b, |name| {
+        kinds
+            .iter()
+            .find(|k| k.name == name)
+            .is_some_and(Kind::arg_in_place)
+    })
+    .is_ok()
 }
 
 /// The budget: its ladder and the controller choosing a level of it.
@@ -355,18 +291,39 @@ mod tests {
         ladder(spec).into_iter().map(|l| l.events).collect()
     }
 
+    fn steps(spec: &str) -> Vec<String> {
+        ladder(spec).into_iter().map(|l| l.step).collect()
+    }
+
     #[test]
     fn the_ladder_sheds_in_the_documented_order() {
+        let tp = "tp:sched:sched_process_exec:u:count";
         assert_eq!(
-            events("profile:u:49,state:uk:5,switch:uk,vfs:u,tp:sched:sched_process_exec:u:count"),
+            events(&format!(
+                "profile:u:49,state:uk:5,switch:uk,wake:u,vfs:u,{tp}"
+            )),
             [
-                "profile:u:49,state:uk:5,switch:uk,vfs:u,tp:sched:sched_process_exec:u:count",
-                "profile:u:49,state:uk:5,switch:uk:10ms,vfs:u,tp:sched:sched_process_exec:u:count",
-                "profile:u:12,state:uk:1,switch:uk:10ms,vfs:u,tp:sched:sched_process_exec:u:count",
-                "profile:u:12,state:uk:1,switch:uk:100ms,vfs:u,tp:sched:sched_process_exec:u:count",
-                "profile:u:12,state:uk:1,switch:uk:100ms,vfs:n,tp:sched:sched_process_exec:u:count",
-                "profile:u:12,state:uk:1,switch:uk:100ms,tp:sched:sched_process_exec:u:count",
-                "profile:u:12,state:uk:1",
+                format!("profile:u:49,state:uk:5,switch:uk,wake:u,vfs:u,{tp}"),
+                format!("profile:u:49,switch:uk:10ms,wake:u:1,vfs:u,state:uk:5,{tp}"),
+                format!("profile:u:49,switch:uk:10ms,wake:u:4,vfs:u,state:uk:5,{tp}"),
+                format!("profile:u:12,switch:uk:10ms,wake:u:4,vfs:u,state:uk:1,{tp}"),
+                format!("profile:u:12,switch:uk:100ms,wake:u:4,vfs:u,state:uk:1,{tp}"),
+                format!("profile:u:12,switch:uk:100ms,wake:u:4,vfs:n,state:uk:1,{tp}"),
+                format!("profile:u:12,switch:uk:100ms,wake:u:4,state:uk:1,{tp}"),
+                "profile:u:12,state:uk:1".to_string(),
+            ]
+        );
+        assert_eq!(
+            steps("profile:u:49,state:uk:5,switch:uk,wake:u,vfs:u"),
+            [
+                "as configured",
+                "switch's and uring's MIN at 10ms",
+                "wake at a quarter of their rows",
+                "profile and state at a quarter of their rate",
+                "switch's and uring's MIN at 100ms",
+                "IO kinds without stacks",
+                "IO kinds stopped",
+                "all but profile and state stopped",
             ]
         );
         // Defaults made explicit; steps that change nothing are not levels.
@@ -392,13 +349,30 @@ mod tests {
                 "profile:u:1"
             ]
         );
+        // 1-in-N sampling stops at the registry's most.
+        assert_eq!(
+            events("switch:k:100ms,wake:k:999999"),
+            [
+                "switch:k:100ms,wake:k:999999",
+                "switch:k:100ms,wake:k:1000000"
+            ]
+        );
+        // Every level is a specification the recorder reads back as itself.
+        for l in events(&format!(
+            "profile,state,switch,wake,rss,block,vfs,net,uring,{tp}"
+        )) {
+            let spec = EventSpec::parse(&l).unwrap();
+            assert_eq!(EventSpec::parse(&spec.normalized()).unwrap(), spec, "{l}");
+        }
+        // A specification this version does not read is the one level.
+        assert_eq!(events("profile,nonsense"), ["profile,nonsense"]);
     }
 
     /// A kind added to the registry is shed by what it declares, with no list here to extend:
     /// `uring` (IO ring) like `vfs`, and a made-up kind of each class.
     #[test]
     fn sheds_follow_the_registry() {
-        use stacks_stream::kinds::{ALL, Ring, Sampling};
+        use stacks_stream::kinds::ALL;
         assert_eq!(
             events("switch,uring:u"),
             [
@@ -414,59 +388,81 @@ mod tests {
             events("switch:k:50ms,profile:u:8"),
             [
                 "switch:k:50ms,profile:u:8",
-                "switch:k:50ms,profile:u:2",
-                "switch:k:100ms,profile:u:2",
+                "profile:u:2,switch:k:50ms",
+                "profile:u:2,switch:k:100ms",
                 "profile:u:2"
             ]
         );
         let vfs = *stacks_stream::kinds::get("vfs").unwrap();
         let state = *stacks_stream::kinds::get("state").unwrap();
+        let wake = *stacks_stream::kinds::get("wake").unwrap();
         let mut kinds = ALL.to_vec();
-        kinds.push(stacks_stream::kinds::Kind {
+        kinds.push(Kind {
             name: "newio",
             ..vfs
         });
-        kinds.push(stacks_stream::kinds::Kind {
+        kinds.push(Kind {
             name: "newsampled",
             ring: Some(Ring::Samples),
             sampling: Sampling::Passes,
             ..state
         });
-        let levels: Vec<String> = ladder_of("newsampled:u:8,switch,newio:u", &kinds)
-            .into_iter()
-            .map(|l| l.events)
-            .collect();
+        kinds.push(Kind {
+            name: "newonein",
+            ..wake
+        });
+        let ladder = ladder_of("newsampled:u:8,switch,newio:u,newonein:k:2", &kinds);
+        let levels: Vec<&str> = ladder.iter().map(|l| l.events.as_str()).collect();
         assert_eq!(
             levels,
             [
-                "newsampled:u:8,switch,newio:u",
-                "newsampled:u:8,switch:uk:10ms,newio:u",
-                "newsampled:u:2,switch:uk:10ms,newio:u",
-                "newsampled:u:2,switch:uk:100ms,newio:u",
-                "newsampled:u:2,switch:uk:100ms,newio:n",
-                "newsampled:u:2,switch:uk:100ms",
+                "newsampled:u:8,switch,newio:u,newonein:k:2",
+                "switch:uk:10ms,newio:u,newsampled:u:8,newonein:k:2",
+                "switch:uk:10ms,newio:u,newsampled:u:8,newonein:k:8",
+                "switch:uk:10ms,newio:u,newsampled:u:2,newonein:k:8",
+                "switch:uk:100ms,newio:u,newsampled:u:2,newonein:k:8",
+                "switch:uk:100ms,newio:n,newsampled:u:2,newonein:k:8",
+                "switch:uk:100ms,newsampled:u:2,newonein:k:8",
                 "newsampled:u:2",
             ]
         );
+        assert_eq!(
+            ladder[2].step,
+            "wake and newonein at a quarter of their rows"
+        );
+        assert_eq!(
+            ladder[3].step,
+            "profile, state and newsampled at a quarter of their rate"
+        );
+        let in_place_from_0: Vec<bool> = levels
+            .iter()
+            .map(|l| in_place_of(levels[0], l, &kinds))
+            .collect();
+        assert_eq!(
+            in_place_from_0,
+            [true, true, true, true, true, false, false, false]
+        );
     }
 
-    /// The levels the recorder takes in place are those changing rates and MINs only; the
-    /// ladder's first levels are, from the IO steps on they are not.
+    /// The levels the recorder takes in place are those changing rates, 1-in-N samplings and
+    /// MINs only; the ladder's first levels are, from the IO steps on they are not.
     #[test]
     fn rates_and_mins_change_in_place() {
         let l = events("profile:u:49,state:uk:5,switch:uk,wake:u,vfs:u");
         let in_place_from_0: Vec<bool> = l.iter().map(|e| in_place(&l[0], e)).collect();
         assert_eq!(
             in_place_from_0,
-            [true, true, true, true, false, false, false],
+            [true, true, true, true, true, false, false, false],
             "{l:?}"
         );
         assert!(in_place("profile,switch", "profile:uk:12,switch:uk:10ms"));
+        assert!(in_place("switch,wake", "switch:uk:1ms,wake:k:16"));
         assert!(!in_place("profile:u", "profile:uk"));
         assert!(!in_place("vfs:u", "vfs:n"));
         assert!(!in_place("switch,wake", "switch"));
         assert!(!in_place("profile,tp:a:b", "profile,tp:a:c"));
         assert!(!in_place("rss:u:29", "rss:u:7"));
+        assert!(!in_place("profile", "profile,nonsense"));
     }
 
     #[test]

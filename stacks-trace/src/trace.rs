@@ -381,7 +381,16 @@ impl<W: Write> Tracer<W> {
         let mut a = o.obj("args");
         span_args(&mut a, c, row);
         opt_int(&mut a, "wakee", c.int(col::WAKEE, row));
-        opt_int(&mut a, "waited_ns", c.int(col::DURATION, row));
+        // A row of wakeups sampled 1 in N holds N times the one taken.
+        let n = c.int(col::COUNT, row).unwrap_or(1).max(1);
+        opt_int(
+            &mut a,
+            "waited_ns",
+            c.int(col::DURATION, row).map(|d| d / n),
+        );
+        if n > 1 {
+            a.int("wakeups", n);
+        }
         a.end();
         o.end();
     }

@@ -531,6 +531,22 @@ mod tests {
         assert_eq!(alloc::Alloc.ring(), Ring::STACKS_RING_PROBES);
     }
 
+    /// What a kind says of its argument changing in place is what the registry says of it
+    /// (`Kind::arg_in_place`, by which the agent's budget decides what it changes in place).
+    #[test]
+    fn kinds_retune_as_the_registry_says() {
+        for k in ALL.iter() {
+            let Some(entry) = k.event().and_then(stacks_stream::kinds::get) else {
+                assert!(!k.retunes(), "{}", k.name());
+                continue;
+            };
+            assert_eq!(k.retunes(), entry.arg_in_place(), "{}", k.name());
+        }
+        let mut retuned: Vec<_> = retuned().collect();
+        retuned.sort_unstable();
+        assert_eq!(retuned, ["profile", "state", "switch", "uring", "wake"]);
+    }
+
     #[test]
     fn every_recordable_kind_has_a_module() {
         for k in stacks_stream::kinds::recordable() {

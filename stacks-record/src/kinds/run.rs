@@ -220,7 +220,8 @@ impl KindData {
 }
 
 /// A kind's MIN (its duration argument) in a global of the BPF object's .bss, written once the
-/// object is loaded and again when it changes in place (`--control`): `switch`'s and `uring`'s.
+/// object is loaded and again when it changes in place (`--control`): `switch`'s and `uring`'s;
+/// and so any argument kept in a 64-bit global (`wake`'s N).
 pub(crate) struct MinGlobal {
     kind: &'static str,
     min_ns: u64,

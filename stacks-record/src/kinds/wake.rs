@@ -1,10 +1,14 @@
 //! `wake`: the waker of each off-CPU interval kept by `switch` (bpf/kinds/switch.bpf.h's
 //! `on_wakeup`, at sched_waking in the waker's context): who (a task, or the interrupt,
-//! softirq or timer callback that ran it), its stacks then, and the thread it woke.
+//! softirq or timer callback that ran it), its stacks then, and the thread it woke; 1 wakeup
+//! in N (`wake:STACKS:N`, at random in the kernel, N changed in place by `--control`), each
+//! row standing for N: its `count`, and its `value` and `duration` N times the one taken.
 
 use stacks_stream::kind;
 
-use super::{Context, Decoded, EventKind};
+use anyhow::Result;
+
+use super::{Context, Decoded, EventKind, Run, Setup};
 use crate::kernel::abi::types::{rodata, stacks_wake};
 use crate::kernel::event::{Kind as RecordKind, RawEvent, info_members};
 use crate::output::rows::Extra;
@@ -34,18 +38,34 @@ impl EventKind for Wake {
         rodata.wake_stacks = on.map_or(0, |s| s.stacks.mask());
     }
 
+    /// N changes in place (`--control`).
+    fn retunes(&self) -> bool {
+        true
+    }
+
+    /// N, written in the BPF object's .bss (`wake_one_in`) once loaded and again when it
+    /// changes in place.
+    fn run(&self, setup: &mut Setup<'_>) -> Result<Option<Box<dyn Run>>> {
+        Ok(setup
+            .on(self)
+            .map(|on| super::run::MinGlobal::boxed(&on, |b| &mut b.wake_one_in)))
+    }
+
     fn records(&self) -> &'static [RecordKind] {
         &[RecordKind::STACKS_EV_WAKE]
     }
 
     fn decode(&self, e: &RawEvent<'_>, _: &mut Context<'_>) -> Option<Decoded> {
         let w: stacks_wake = e.info();
+        // The wakeups it stands for (1 in N taken): their waits are N times this one's.
+        let n = i64::from(e.h.count.max(1));
+        let waited = (w.waited_ns as i64).saturating_mul(n);
         Some(Decoded {
             kind: kind::WAKE,
-            value: w.waited_ns as i64,
+            value: waited,
             extra: Extra {
-                duration: Some(w.waited_ns as i64),
-                count: Some(1),
+                duration: Some(waited),
+                count: Some(n),
                 wakee: Some(w.wakee_tid as i32),
                 ..Extra::default()
             },

@@ -55,30 +55,10 @@ impl Control {
 }
 
 /// `line` parsed, when it differs from `now` only in the arguments of the kinds that change in
-/// place (`kinds::retuned`); else
-/// why not.
+/// place (`kinds::retuned`, by `EventSpec::takes_in_place`); else why not.
 pub(crate) fn in_place(now: &EventSpec, line: &str) -> Result<EventSpec, String> {
     let new = EventSpec::parse(line).map_err(|e| e.to_string())?;
-    let names = |s: &EventSpec| s.kinds.iter().map(|k| k.name).collect::<Vec<_>>();
-    if names(now) != names(&new) {
-        return Err(format!(
-            "it records other kinds ({} instead of {})",
-            names(&new).join(","),
-            names(now).join(",")
-        ));
-    }
-    let probes = |s: &EventSpec| s.probes.iter().map(|p| p.normalized()).collect::<Vec<_>>();
-    if probes(now) != probes(&new) {
-        return Err("it records other probes".into());
-    }
-    for (a, b) in now.kinds.iter().zip(&new.kinds) {
-        if a.stacks != b.stacks {
-            return Err(format!("{}: other stacks", a.name));
-        }
-        if a.arg != b.arg && !crate::kinds::retuned().any(|k| k == a.name) {
-            return Err(format!("{}: its argument does not change in place", a.name));
-        }
-    }
+    now.takes_in_place(&new, |name| crate::kinds::retuned().any(|k| k == name))?;
     Ok(new)
 }
 

@@ -6,7 +6,7 @@
 use std::fmt;
 
 use crate::kind;
-use crate::kinds::{ArgGrammar, Source};
+use crate::kinds::{ArgGrammar, Kind, Source};
 
 pub mod probe;
 
@@ -108,6 +108,8 @@ pub struct KindArgs {
     /// Its argument (a frequency in Hz, a duration in ns, an N), its default when not given;
     /// `None` for a kind that takes none.
     pub arg: Option<u64>,
+    /// How the registry reads and writes its argument; `None` for a kind that takes none.
+    pub grammar: Option<ArgGrammar>,
 }
 
 impl KindArgs {
@@ -190,6 +192,12 @@ pub enum SpecError {
 impl EventSpec {
     /// Parse a comma-separated list of `NAME[:STACKS][:ARG]`.
     pub fn parse(spec: &str) -> Result<Self, SpecError> {
+        Self::parse_in(spec, crate::kinds::ALL)
+    }
+
+    /// [`Self::parse`] with the kinds of registry `kinds` (this version's is
+    /// [`crate::kinds::ALL`]; a test may add made-up kinds to it).
+    pub fn parse_in(spec: &str, kinds: &[Kind]) -> Result<Self, SpecError> {
         let spec = spec.trim();
         if spec.is_empty() {
             return Err(SpecError::Empty);
@@ -210,7 +218,7 @@ impl EventSpec {
                 out.probes.push(probe);
                 continue;
             }
-            let k = parse_kind(token)?;
+            let k = parse_kind(token, kinds)?;
             if out.get(k.name).is_some() {
                 return Err(SpecError::Duplicate(k.name.to_string()));
             }
@@ -220,8 +228,40 @@ impl EventSpec {
             return Err(SpecError::WakeWithoutSwitch);
         }
         out.kinds
-            .sort_by_key(|k| event_names().iter().position(|n| *n == k.name));
+            .sort_by_key(|k| kinds.iter().position(|n| n.name == k.name));
         Ok(out)
+    }
+
+    /// Whether a recording of this specification can take `new` while it runs (stacks-record
+    /// `--control`, the agent's budget degrading in place): the same kinds with the same
+    /// stacks and the same probes, only the arguments of the kinds `retunes` names differing;
+    /// else why not.
+    pub fn takes_in_place(
+        &self,
+        new: &EventSpec,
+        retunes: impl Fn(&str) -> bool,
+    ) -> Result<(), String> {
+        let names = |s: &EventSpec| s.kinds.iter().map(|k| k.name).collect::<Vec<_>>();
+        if names(self) != names(new) {
+            return Err(format!(
+                "it records other kinds ({} instead of {})",
+                names(new).join(","),
+                names(self).join(",")
+            ));
+        }
+        let probes = |s: &EventSpec| s.probes.iter().map(|p| p.normalized()).collect::<Vec<_>>();
+        if probes(self) != probes(new) {
+            return Err("it records other probes".into());
+        }
+        for (a, b) in self.kinds.iter().zip(&new.kinds) {
+            if a.stacks != b.stacks {
+                return Err(format!("{}: other stacks", a.name));
+            }
+            if a.arg != b.arg && !retunes(a.name) {
+                return Err(format!("{}: its argument does not change in place", a.name));
+            }
+        }
+        Ok(())
     }
 
     /// The entry of kind `name`, when asked for.
@@ -235,7 +275,7 @@ impl EventSpec {
         let mut parts: Vec<String> = self
             .kinds
             .iter()
-            .map(|k| match (k.arg, grammar(k.name)) {
+            .map(|k| match (k.arg, k.grammar) {
                 (Some(ns), Some(ArgGrammar::Duration)) => {
                     format!("{}:{}:{}", k.name, k.stacks, format_ns(ns))
                 }
@@ -281,19 +321,19 @@ pub fn profile_period_ns(events: &str) -> Option<i64> {
         .split(',')
         .map(str::trim)
         .find(|e| e.split(':').next() == Some(kind::PROFILE))?;
-    let hz = parse_kind(entry)
+    let hz = parse_kind(entry, crate::kinds::ALL)
         .ok()
         .and_then(|k| k.arg)
         .unwrap_or(u64::from(crate::kinds::PROFILE_DEFAULT_HZ));
     i64::try_from(1_000_000_000 / hz.max(1)).ok()
 }
 
-/// One `NAME[:STACKS][:ARG]` token, with the registry's defaults.
-fn parse_kind(token: &str) -> Result<KindArgs, SpecError> {
+/// One `NAME[:STACKS][:ARG]` token, with the defaults of its entry in registry `kinds`.
+fn parse_kind(token: &str, kinds: &[Kind]) -> Result<KindArgs, SpecError> {
     let fields: Vec<&str> = token.split(':').collect();
     let name = fields[0];
     let (stacks, arg) = split_fields(token, &fields[1..])?;
-    let entry = crate::kinds::recordable().find_map(|k| match k.source {
+    let entry = kinds.iter().find_map(|k| match k.source {
         Source::Event {
             stacks,
             letters,
@@ -308,7 +348,12 @@ fn parse_kind(token: &str) -> Result<KindArgs, SpecError> {
             token: token.to_string(),
             available: format!(
                 "{}, tp:, uprobe:, uretprobe:, usdt:",
-                event_names().join(", ")
+                kinds
+                    .iter()
+                    .filter(|k| matches!(k.source, Source::Event { .. }))
+                    .map(|k| k.name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
         });
     };
@@ -331,15 +376,12 @@ fn parse_kind(token: &str) -> Result<KindArgs, SpecError> {
                 .join(", "),
         });
     }
-    Ok(KindArgs { name, stacks, arg })
-}
-
-/// The grammar of kind `name`'s argument, per the registry.
-fn grammar(name: &str) -> Option<ArgGrammar> {
-    match crate::kinds::get(name)?.source {
-        Source::Event { arg, .. } => arg.map(|a| a.grammar),
-        _ => None,
-    }
+    Ok(KindArgs {
+        name,
+        stacks,
+        arg,
+        grammar: spec.map(|a| a.grammar),
+    })
 }
 
 /// An argument `a` of `token` read by `grammar`.
@@ -476,7 +518,8 @@ mod tests {
             KindArgs {
                 name: "profile",
                 stacks: StackSel::Both,
-                arg: Some(99)
+                arg: Some(99),
+                grammar: Some(ArgGrammar::Hz { max: 10_000 }),
             }
         );
         assert_eq!(profile("profile:u").stacks, StackSel::User);
@@ -579,7 +622,7 @@ mod tests {
             e("switch,wake:d")
         );
         let s = EventSpec::parse("wake:uk,switch:k:0").unwrap();
-        assert_eq!(s.normalized(), "switch:k:0,wake:uk");
+        assert_eq!(s.normalized(), "switch:k:0,wake:uk:1");
     }
 
     #[test]

@@ -155,6 +155,7 @@ fn json_kind(k: &Kind) -> String {
                 super::Sampling::Event => "event",
                 super::Sampling::Rate => "rate",
                 super::Sampling::Passes => "passes",
+                super::Sampling::OneIn => "one_in",
             })
         ),
     ]

@@ -149,6 +149,10 @@ pub enum Sampling {
     /// Sampled in passes over every thread at a rate (`HZ`): a row stands for a period of
     /// the time the passes observed.
     Passes,
+    /// One event in N taken at random (`N`, an [`ArgGrammar::Every`] argument): a row stands
+    /// for N events, its `count`, and its `value` and `duration` are theirs (N times the one
+    /// taken), so sums estimate the events' totals at any N.
+    OneIn,
 }
 
 /// A cause of `lost` rows a kind counts as its own (`WHY:KIND`, `crate::lost`) besides
@@ -235,6 +239,20 @@ pub struct Kind {
     /// its rows itself (`lost`).
     pub ring: Option<Ring>,
     pub sampling: Sampling,
+}
+
+impl Kind {
+    /// Whether the recorder takes a new `-e` argument of this kind while recording
+    /// (`stacks-record --control`), which is what the argument sets: a sampling rate or a
+    /// 1-in-N sampling ([`Self::sampling`]), or a MIN (an [`ArgGrammar::Duration`]: shorter
+    /// events are folded, their count and time kept). stacks-record's kinds say the same of
+    /// themselves, which its tests check.
+    pub fn arg_in_place(&self) -> bool {
+        let Source::Event { arg: Some(arg), .. } = self.source else {
+            return false;
+        };
+        self.sampling != Sampling::Event || arg.grammar == ArgGrammar::Duration
+    }
 }
 
 /// How stacks-top weighs and groups the rows of a kind (docs/top.md, "Kinds"). Whether a row

@@ -112,10 +112,10 @@ kinds! {
     WAKE => Kind {
         name: "wake",
         description: "the waker of a kept off-CPU interval, at the wakeup; value = ns the \
-                      woken thread had been off CPU",
+                      woken thread had been off CPU, times the wakeups the row stands for",
         columns: &[
-            (col::DURATION, ""),
-            (col::COUNT, ""),
+            (col::DURATION, "the ns the woken thread had waited, times `count`"),
+            (col::COUNT, "the wakeups the row stands for: N of `wake:STACKS:N` (1 in N taken)"),
             (col::WAKEE, "tid of the thread it woke, whose `switch` row is the one with that `tid` whose interval holds the wakeup: `time` ≤ the wake row's `time` ≤ `time` + `duration`"),
         ],
         stacks: true,
@@ -131,14 +131,19 @@ kinds! {
         source: Source::Event {
             letters: "uk",
             stacks: "k",
-            arg: None,
+            arg: Some(Arg {
+                name: "N",
+                default: "1",
+                meaning: "a row for 1 wakeup in N, taken at random, standing for N (its count)",
+                grammar: ArgGrammar::Every { max: 1_000_000 },
+            }),
             help: "with switch: who woke each off-CPU interval of at least its MIN (a task, or \
                    [irq], [softirq], [timer]) and the waker's stacks then; value = ns the \
                    woken thread had waited.",
         },
         losses: &[],
         ring: Some(Ring::Samples),
-        sampling: Sampling::Event,
+        sampling: Sampling::OneIn,
     },
     RSS => Kind {
         name: "rss",

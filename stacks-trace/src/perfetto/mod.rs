@@ -504,7 +504,9 @@ impl<W: Write> Writer<W> {
         let wakee = host_id(host, wakee);
         let flow = self.next_flow;
         self.next_flow += 1;
-        let waited = c.int(col::DURATION, row).map(Value::Int);
+        // A row of wakeups sampled 1 in N holds N times the one taken.
+        let n = c.int(col::COUNT, row).unwrap_or(1).max(1);
+        let waited = c.int(col::DURATION, row).map(|d| Value::Int(d / n));
         let e = TrackEvent {
             flow_ids: vec![flow],
             callstack_iid: self.callstack(c, row),
