@@ -64,6 +64,10 @@ impl EventKind for Block {
         }
     }
 
+    fn apart_request(&self, e: &RawEvent<'_>) -> Option<u64> {
+        Some(e.info::<stacks_block>().request)
+    }
+
     fn decode(&self, e: &RawEvent<'_>, _: &mut Context<'_>) -> Option<Decoded> {
         let b: stacks_block = e.info();
         let has_dev = b.dev_major != 0 || b.dev_minor != 0;
