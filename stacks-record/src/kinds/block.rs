@@ -105,8 +105,11 @@ fn block_op(op: BlockOp) -> &'static str {
 struct Unseen {
     /// Taken just before the event sources are detached: the boot clock then, and each
     /// disk's requests in flight (disks whose count is unknown left out).
-    before_detach: Option<(u64, HashMap<(u32, u32), u64>)>,
+    before_detach: Option<(u64, DisksInFlight)>,
 }
+
+/// Requests in flight by disk (major, minor).
+type DisksInFlight = HashMap<(u32, u32), u64>;
 
 impl Run for Unseen {
     fn stop(&mut self) -> Result<()> {
