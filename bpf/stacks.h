@@ -17,8 +17,9 @@ enum stacks_stack_len {
 	/* A `state` record's: the same stack as this thread's previous `state` record (the thread
 	 * has not run since, so its stacks were not captured again). */
 	STACKS_SAME_STACKS = -100001,
-	/* A `block` record's user stack: its `d` user stack was sent apart, in the
-	 * STACKS_EV_UWINDOW record with the same request (sent when the request was submitted). */
+	/* A `block` or `uring` record's user stack: its `d` user stack was sent apart, in the
+	 * STACKS_EV_UWINDOW (block) or STACKS_EV_URING_USTACK (uring) record with the same request
+	 * (sent when the request was submitted). */
 	STACKS_USTACK_APART = -100002,
 };
 
@@ -90,6 +91,9 @@ enum stacks_event_kind {
 	/* An io_uring request of a traced submitter completed: ts = its submission; the header
 	 * and stacks are the submitter's at submission (info.uring). */
 	STACKS_EV_URING = 17,
+	/* Not a row: the `d` user stack of an io_uring request's submitter at submission
+	 * (info.uwindow), for the request's STACKS_EV_URING record, sent at its completion. */
+	STACKS_EV_URING_USTACK = 18,
 	/* One more than the last kind (at most STACKS_EV_ROOM). */
 	STACKS_EV_COUNT,
 };
@@ -439,7 +443,12 @@ struct stacks_uring {
 	__u8 how;                 /* enum stacks_uring_how */
 	__u8 fixed;               /* 1: fd is an index in the ring's registered files */
 	__u8 pad;
-	__u32 pad2;
+	__u32 waiter;             /* a thread waiting in io_uring_enter for completions of the
+				   * ring (io_uring_cqring_wait) that this one counted towards:
+				   * its tid; 0: none */
+	__u64 waiter_off_ts;      /* that wait's off-CPU interval: the waiter's switch-out (the
+				   * `switch` row's time); 0: not known (no `switch`, or it had not
+				   * left the CPU) */
 	struct stacks_file file;  /* the request's file at completion (inode 0: none); kept last */
 };
 

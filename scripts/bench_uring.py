@@ -18,6 +18,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import benchmd
@@ -103,6 +104,8 @@ def main():
     run(["fio", "--name=prepare", f"--filename={FIO_FILE}", "--size=256M", "--rw=write",
          "--bs=1M", "--direct=1", "--output=/dev/null"], "fio prepare")
     before = STATS.read_text().strip()
+    load_before = Path("/proc/loadavg").read_text().split()[:3]
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     results = {c[0]: [] for c in CASES}
     try:
         with tempfile.TemporaryDirectory() as t:
@@ -114,6 +117,7 @@ def main():
                     log(f"rep {rep + 1}/{REPS} {case[0]}: {r[0]['iops']:.0f} IOPS")
     finally:
         STATS.write_text(before)
+    load_after = Path("/proc/loadavg").read_text().split()[:3]
     med = lambda xs: statistics.median(xs) if xs else 0.0  # noqa: E731
     bare = med([r[0]["iops"] for r in results["bare"]])
     lines = [
@@ -125,6 +129,10 @@ def main():
         f"{FIO_SECONDS} s, medians of {REPS} interleaved runs. IOPS and completion latency are "
         "fio's own, with BPF run-time counting off; the programs' ns per run from a second run "
         "with it on (`kernel.bpf_stats_enabled`).",
+        "",
+        f"Measured {started} by `scripts/bench_uring.py`; load average {' '.join(load_before)} "
+        f"before, {' '.join(load_after)} after ({os.cpu_count()} CPUs; a load above that means "
+        "other work shared them, which lowers every case's IOPS and raises the programs' ns).",
         "",
         "| case | IOPS | vs bare | clat p50 µs | clat p99 µs |",
         "|---|---|---|---|---|",

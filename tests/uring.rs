@@ -517,6 +517,166 @@ fn fio_reads_are_rows_three_ways() {
 }
 
 /// In stream `path`: the `uring` rows of reads, and the `value` total of the `lost` rows of
+/// A thread waiting in `io_uring_enter` for completions names them: recorded with `switch`, a
+/// request counted by a wait (`min_complete`) carries the waiting thread (`wakee`) and the
+/// `time` of the waiter's off-CPU row it was in (`offcpu_since`). The program (requests.c
+/// `waits`) reaps a nop without waiting, then waits in one call for 4 reads of pipes a child
+/// fills 10 ms apart: it wakes at each completion, so each read names its own off-CPU
+/// interval, one that began after the read was submitted and ended before it was posted; the
+/// nop names none.
+#[test]
+fn waits_for_completions_name_their_requests() {
+    let Some(_serial) = bpf_guard("waits_for_completions_name_their_requests") else {
+        return;
+    };
+    let dir = scratch("uring-waits");
+    let exe = build_requests(&dir);
+    let (out, summary) = record(
+        &dir,
+        "waits",
+        "uring:n,switch:n",
+        &format!("{} {} waits", exe.display(), dir.display()),
+        false,
+    );
+    let said = std::fs::read_to_string(dir.join("waits.txt")).expect("the program's waits");
+    let (tid, waited) = said
+        .trim()
+        .split_once(' ')
+        .map(|(t, n)| (t.parse::<i64>().unwrap(), n.parse::<usize>().unwrap()))
+        .expect("`tid count`");
+    // (kind, tid, op, time, duration, wakee, offcpu_since) of every row.
+    let mut rows = Vec::new();
+    for b in &read_stream(&out) {
+        for i in 0..b.num_rows() {
+            rows.push((
+                text(b, "kind", i).unwrap_or_default(),
+                int(b, "tid", i).unwrap_or(-1),
+                text(b, "op", i).unwrap_or_default(),
+                int(b, "time", i).unwrap_or(-1),
+                int(b, "duration", i).unwrap_or(-1),
+                int(b, "wakee", i),
+                int(b, "offcpu_since", i),
+            ));
+        }
+    }
+    let case = format!("{rows:?}; {summary}");
+    let uring = |op: &str| -> Vec<_> {
+        rows.iter()
+            .filter(|r| r.0 == "uring" && r.2 == op)
+            .collect()
+    };
+    let nop = uring("nop");
+    assert!(
+        nop.len() == 1 && nop[0].5.is_none() && nop[0].6.is_none(),
+        "the nop waited for: {case}"
+    );
+    let reads = uring("read");
+    assert_eq!(reads.len(), waited, "{case}");
+    let mut intervals = Vec::new();
+    for r in &reads {
+        assert_eq!(r.5, Some(tid), "a read without its waiter: {r:?}; {case}");
+        let since =
+            r.6.unwrap_or_else(|| panic!("no off-CPU interval: {r:?}; {case}"));
+        let off = rows
+            .iter()
+            .find(|s| s.0 == "switch" && s.1 == tid && s.3 == since)
+            .unwrap_or_else(|| panic!("no switch row of {tid} at {since}: {r:?}; {case}"));
+        // Off CPU after the read's submission, back before its completion was posted.
+        let (submitted, posted) = (r.3, r.3 + r.4);
+        assert!(
+            off.3 >= submitted && off.4 >= 0 && off.3 + off.4 <= posted,
+            "{off:?} not within {r:?}; {case}"
+        );
+        intervals.push(since);
+    }
+    intervals.sort_unstable();
+    intervals.dedup();
+    assert_eq!(intervals.len(), waited, "one interval per read: {case}");
+}
+
+/// `uring:d`: the submitter's user stack at submission unwound by the recorder from the
+/// mapped files' CFI (a copy of its registers and stack top sent apart at submission, paired
+/// with the request's row at its completion). fio is built without frame pointers: a
+/// frame-pointer walk gives fio's leaf frame only, CFI gives its callers (`td_io_commit`,
+/// `td_io_queue`). Every read of fio's is a row (its count); ≥ 99% carry fio's frames, and the
+/// ones unwound by CFI (all but those taken by frame pointers while the ring buffer was more
+/// than half full, which the summary counts) carry `td_io_queue`.
+#[test]
+fn d_stacks_of_fio_submissions_carry_fios_frames() {
+    let Some(_serial) = bpf_guard("d_stacks_of_fio_submissions_carry_fios_frames") else {
+        return;
+    };
+    let dir = scratch("uring-d");
+    let file = dir.join("data.bin");
+    check(
+        &sh(&format!(
+            "fio --name=prepare --filename={} --size=64M --rw=write --bs=1M --direct=1 \
+             --output=/dev/null",
+            file.display()
+        )),
+        "fio: prepare the file",
+    );
+    let json = dir.join("fio.json");
+    // A 64 MiB ring buffer and fio held to 2,000 reads a second: the recorder keeps up even
+    // on a busy machine (each request's copy is ~25 KiB; past half a ring the kernel takes
+    // frame-pointer stacks instead).
+    let (out, summary) = record(
+        &dir,
+        "d",
+        "uring:d --ringbuf-mb 64",
+        &format!(
+            "fio --name=r --filename={} --size=64M --ioengine=io_uring --direct=1 \
+             --rw=randread --bs=4k --iodepth=8 --number_ios=8000 --rate_iops=2000 \
+             --output-format=json --output={}",
+            file.display(),
+            json.display()
+        ),
+        false,
+    );
+    let fio: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("fio's report"))
+            .expect("fio's JSON");
+    let ios = fio["jobs"][0]["read"]["total_ios"].as_i64().unwrap();
+    let batches = read_stream(&out);
+    let frames = stacks_tests::read_frames(&batches);
+    // (module of each user frame, its functions, how it was unwound) per `uring` read row.
+    let mut rows = Vec::new();
+    let mut at = 0;
+    for b in &batches {
+        for i in 0..b.num_rows() {
+            let stack = frames[at].clone().unwrap_or_default();
+            at += 1;
+            if text(b, "kind", i).as_deref() != Some("uring")
+                || text(b, "op", i).as_deref() != Some("read")
+            {
+                continue;
+            }
+            let user: Vec<_> = stack.into_iter().filter(|f| !f.kernel).collect();
+            rows.push((
+                user.iter()
+                    .any(|f| f.module.as_deref().is_some_and(|m| m.ends_with("/fio"))),
+                user.iter()
+                    .any(|f| f.function.as_deref() == Some("td_io_queue")),
+                text(b, "ustack_unwind", i).unwrap_or_default(),
+            ));
+        }
+    }
+    let n = rows.len() as i64;
+    let with_fio = rows.iter().filter(|r| r.0).count();
+    let by_cfi: Vec<_> = rows.iter().filter(|r| r.2.starts_with("dwarf")).collect();
+    let case = format!(
+        "fio {ios} reads: {n} rows, {with_fio} with fio's frames, {} unwound by CFI; {summary}",
+        by_cfi.len()
+    );
+    eprintln!("{case}");
+    assert!((n - ios).abs() as f64 <= 0.005 * ios as f64, "{case}");
+    assert!(with_fio as f64 >= 0.99 * n as f64, "{case}");
+    // Most are unwound by CFI (the frame-pointer fallback is for a backed-up ring buffer),
+    // and each of those reaches fio's callers.
+    assert!(by_cfi.len() as f64 >= 0.5 * n as f64, "{case}");
+    assert!(by_cfi.iter().all(|r| r.1), "{case}");
+}
+
 /// `uring:u:MIN`: fio's io_uring reads (4 KiB direct random reads at depth 8) completed
 /// sooner than MIN (100 µs, near fio's median on this disk) are folded into rows of `count`
 /// requests summed in the kernel, without a stack; the others are rows of their own, with

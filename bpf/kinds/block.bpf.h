@@ -146,17 +146,18 @@ static __always_inline void rq_dev(struct stacks_block *b, struct request *rq)
 	b->dev_minor = disk->first_minor;
 }
 
-/* A `d` user stack of a block request's submitter, sent now in its own record (the
- * request's record waits in block_inflight until completion, without room for a stack copy):
- * the request's record says so, or carries the capture's error. */
-static __always_inline void block_ustack_apart(void *ctx, struct stacks_event *e, __u64 key)
+/* A `d` user stack of a request's submitter, sent now in its own record of kind `part` (the
+ * request's record `e` waits in its in-flight table until completion, without room for a stack
+ * copy): the request's record says so, or carries the capture's error. Block's, and uring's
+ * (kinds/uring.bpf.h). */
+static __always_inline void ustack_apart(void *ctx, struct stacks_event *e, __u64 key, __u32 part)
 {
 	struct stacks_event *u = scratch_for(SCRATCH_TASK);
 	if (!u) {
 		e->hdr.ustack_len = -ENOMEM;
 		return;
 	}
-	fill_header(u, STACKS_EV_UWINDOW, bpf_get_current_task_btf());
+	fill_header(u, part, bpf_get_current_task_btf());
 	u->info.uwindow.request = key;
 	capture_dwarf(ctx, u, 0);
 	if (!u->hdr.uwindow)
@@ -255,7 +256,7 @@ int BPF_PROG(on_block_start, struct request *rq)
 		}
 	} else if ((block_stacks & STACKS_WANT_DWARF) && !ringbuf_crowded(STACKS_EV_BLOCK)) {
 		capture_stacks(ctx, e, block_stacks & STACKS_WANT_KERNEL);
-		block_ustack_apart(ctx, e, key);
+		ustack_apart(ctx, e, key, STACKS_EV_UWINDOW);
 	} else {
 		capture_stacks(ctx, e, block_stacks);
 	}

@@ -1,12 +1,13 @@
 /* kinds/uring.bpf.h — the `uring` event: io_uring requests of the targets from submission to
  * completion, with the submitter's stacks at submission and the request's file at completion.
  * Built on the io_uring tracepoints that pass the request (struct io_kiocb, CO-RE reads):
- * io_uring_submit_req, io_uring_queue_async_work, io_uring_poll_arm, io_uring_complete.
+ * io_uring_submit_req, io_uring_queue_async_work, io_uring_poll_arm, io_uring_complete; and
+ * io_uring_cqring_wait, a thread beginning to wait for completions (with `switch`).
  * Included by stacks.bpf.c after common.bpf.h. */
 #pragma once
 
 /* Tunables, set by user space before load. */
-const volatile __u32 uring_stacks = 0; /* STACKS_WANT_* (user stacks only) */
+const volatile __u32 uring_stacks = 0; /* STACKS_WANT_* (user stacks only, `u` or `d`) */
 /* `uring`'s MIN, changed while recording (--control; a global of the .bss, as control.bpf.h's):
  * requests completed sooner are summed in the aggregation tables (aggregate.bpf.h) per
  * submitter, op, how it ran, error, descriptor, file and log2 latency bucket, without stacks:
@@ -24,20 +25,46 @@ struct {
 	__type(value, struct stacks_event);
 } uring_inflight SEC(".maps");
 
-/* The same without stacks (`uring:n`): the header and the uring member. Which table is used
- * is settled at load. */
+/* The same without stacks (`uring:n`): the header and the uring member without its file (the
+ * file comes at completion, into the record built then): 216 bytes, not 384. Preallocated:
+ * no allocation at each submission. Which table is used is settled at load. */
 struct uring_request_bare {
 	struct stacks_header hdr;
-	struct stacks_uring u;
+	__u8 u[offsetof(struct stacks_uring, file)] __attribute__((aligned(8)));
 };
+
+/* A bare request's uring member (its fields before `file`, the only ones used). */
+#define URING_BARE(r) ((struct stacks_uring *)(r)->u)
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, 16384);
 	__type(key, __u64);
 	__type(value, struct uring_request_bare);
 } uring_inflight_bare SEC(".maps");
+
+/* Threads waiting for completions, by ring (its struct io_ring_ctx address): the latest
+ * thread of each that waited in io_uring_enter (io_uring_cqring_wait: min_complete asked for,
+ * fewer posted). Its wait ends once the ring's CQ tail reaches `target`: the completions
+ * posted at positions below it are the ones it waited for. Loaded with `switch` only. */
+struct uring_wait {
+	__u64 since;  /* when it began to wait */
+	__u32 tid;
+	__u32 target; /* the CQ head then + min_complete */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, struct uring_wait);
+} uring_waits SEC(".maps");
+
+/* Set once a wait was seen: the completions look in uring_waits only then. */
+volatile __u32 uring_waits_seen = 0;
+
+extern struct task_struct *bpf_task_from_pid(s32 pid) __weak __ksym;
+extern void bpf_task_release(struct task_struct *p) __weak __ksym;
 
 /* Where records are assembled, per CPU: a submission's before it goes into uring_inflight
  * (URING_SCRATCH_SUBMIT), and a completion's file (URING_SCRATCH_COMPLETE: the path walk's
@@ -64,7 +91,17 @@ static __always_inline void uring_at_submit(struct stacks_uring *u, struct io_ki
 	u->how = sqpoll ? STACKS_URING_SQPOLL : STACKS_URING_INLINE;
 	u->fixed = (req->flags & URING_REQ_F_FIXED_FILE) ? 1 : 0;
 	u->pad = 0;
-	u->pad2 = 0;
+	u->waiter = 0;
+	u->waiter_off_ts = 0;
+}
+
+/* `d`: the submitter's registers and stack window go now, apart (block.bpf.h's ustack_apart):
+ * the request's record `e` waits in uring_inflight without room for them. A function of its
+ * own: its stack frame and on_uring_submit's `uring:n` record do not fit in one. */
+static __noinline void uring_ustack_apart(void *ctx, struct stacks_event *e, __u64 key)
+{
+	if (e)
+		ustack_apart(ctx, e, key, STACKS_EV_URING_USTACK);
 }
 
 SEC("tp_btf/io_uring_submit_req")
@@ -80,7 +117,7 @@ int BPF_PROG(on_uring_submit, struct io_kiocb *req)
 		struct uring_request_bare r;
 		__builtin_memset(&r, 0, sizeof(r));
 		fill_hdr(&r.hdr, STACKS_EV_URING, task, bpf_ktime_get_boot_ns());
-		uring_at_submit(&r.u, req, sqpoll);
+		uring_at_submit(URING_BARE(&r), req, sqpoll);
 		read_span(&r.hdr.span);
 		if (bpf_map_update_elem(&uring_inflight_bare, &key, &r, BPF_ANY))
 			count_drop(STACKS_DROP_MAP_FULL + STACKS_EV_URING);
@@ -94,11 +131,76 @@ int BPF_PROG(on_uring_submit, struct io_kiocb *req)
 	uring_at_submit(&e->info.uring, req, sqpoll);
 	file_none(&e->info.uring.file);
 	read_span(&e->hdr.span);
-	if (!sqpoll)
+	if (sqpoll)
+		; /* no user stack (the header says none was requested) */
+	else if ((uring_stacks & STACKS_WANT_DWARF) && !ringbuf_crowded(STACKS_EV_URING))
+		uring_ustack_apart(ctx, e, key);
+	else
 		capture_stacks(ctx, e, uring_stacks & STACKS_WANT_USER);
 	if (bpf_map_update_elem(&uring_inflight, &key, e, BPF_ANY))
 		count_drop(STACKS_DROP_MAP_FULL + STACKS_EV_URING);
 	return 0;
+}
+
+SEC("tp_btf/io_uring_cqring_wait")
+int BPF_PROG(on_uring_wait, void *rctx, int min_events)
+{
+	if (!current_is_target())
+		return 0;
+	struct io_ring_ctx *c = bpf_core_cast(rctx, struct io_ring_ctx);
+	struct uring_wait w = {
+		.since = bpf_ktime_get_boot_ns(),
+		.tid = (__u32)bpf_get_current_pid_tgid(),
+		.target = c->rings->cq.head + (__u32)min_events,
+	};
+	__u64 key = (__u64)rctx;
+	bpf_map_update_elem(&uring_waits, &key, &w, BPF_ANY);
+	if (!uring_waits_seen)
+		uring_waits_seen = 1;
+	return 0;
+}
+
+/* The off-CPU interval of waiter `w` (kinds/switch.bpf.h's state of the thread): its last
+ * switch-out, when it came after the wait began (the thread is off CPU in it, or was just
+ * woken from it); 0 otherwise. */
+static __always_inline __u64 uring_waiter_off(struct task_struct *t, struct uring_wait *w)
+{
+	struct switch_state *s = bpf_task_storage_get(&switch_store, t, 0, 0);
+	if (!s)
+		return 0;
+	__u64 out = s->ev.hdr.ts;
+	return out >= w->since ? out : 0;
+}
+
+/* The completion just posted on ring `rctx` (the CQ's cached tail counts it): the thread
+ * waiting for it, and that wait's off-CPU interval, into `u`. */
+static __always_inline void uring_waited(struct io_ring_ctx *rctx, struct stacks_uring *u)
+{
+	u->waiter = 0;
+	u->waiter_off_ts = 0;
+	if (!uring_waits_seen)
+		return;
+	__u64 key = (__u64)rctx;
+	struct uring_wait *w = bpf_map_lookup_elem(&uring_waits, &key);
+	if (!w)
+		return;
+	struct io_ring_ctx *c = bpf_core_cast(rctx, struct io_ring_ctx);
+	__u32 tail = c->cached_cq_tail;
+	/* Its position (tail - 1) below the target: the wait counted it. */
+	if ((__s32)(w->target - tail) < 0)
+		return;
+	u->waiter = w->tid;
+	struct task_struct *me = bpf_get_current_task_btf();
+	if (me->pid == w->tid) {
+		/* Posted by the waiter itself, woken (its task work). */
+		u->waiter_off_ts = uring_waiter_off(me, w);
+	} else if (bpf_task_from_pid) {
+		struct task_struct *t = bpf_task_from_pid(w->tid);
+		if (t) {
+			u->waiter_off_ts = uring_waiter_off(t, w);
+			bpf_task_release(t);
+		}
+	}
 }
 
 /* Request `req` ran as `how` (in flight and traced: else nothing). */
@@ -113,7 +215,7 @@ static __always_inline void uring_ran(struct io_kiocb *req, __u8 how)
 	}
 	struct uring_request_bare *r = bpf_map_lookup_elem(&uring_inflight_bare, &key);
 	if (r)
-		r->u.how = how;
+		URING_BARE(r)->how = how;
 }
 
 SEC("tp_btf/io_uring_queue_async_work")
@@ -151,7 +253,7 @@ int BPF_PROG(on_uring_complete, struct io_ring_ctx *rctx, void *request, struct 
 		if (!r)
 			return 0;
 		h = &r->hdr;
-		u = &r->u;
+		u = URING_BARE(r);
 	}
 	__u32 slot = URING_SCRATCH_COMPLETE;
 	struct stacks_event *s = bpf_map_lookup_elem(&uring_scratch, &slot);
@@ -192,6 +294,7 @@ int BPF_PROG(on_uring_complete, struct io_ring_ctx *rctx, void *request, struct 
 			return 0;
 		}
 	}
+	uring_waited(rctx, u);
 	struct stacks_file *v = &s->info.uring.file;
 	bool walked = false;
 	file_none(v);
@@ -263,7 +366,8 @@ static __always_inline void uring_on_behalf(struct stacks_event *e, struct stack
 	 * this record's kernel frames. */
 	__s32 n = u->hdr.ustack_len;
 	if (n <= 0 || n > STACKS_MAX_DEPTH || u->hdr.kstack_len > 0) {
-		e->hdr.ustack_len = n <= 0 ? n : -EFAULT;
+		/* A `d` stack sent apart is the uring request's, not this block request's. */
+		e->hdr.ustack_len = n <= 0 && n != STACKS_USTACK_APART ? n : -EFAULT;
 		return;
 	}
 	__s32 kl = e->hdr.kstack_len;

@@ -15,7 +15,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use super::Converter;
-use crate::kernel::event::{Kind, RawEvent, USTACK_APART};
+use crate::kernel::event::{RawEvent, USTACK_APART};
 use crate::output::rows::RowBuilder;
 
 /// Reads of every ring (drains) after which a process's exit record is not waited for any more:
@@ -61,12 +61,12 @@ impl Converter {
         rows: &mut RowBuilder,
     ) -> bool {
         let pid = e.h.pid;
-        let apart = e.h.kind == Kind::STACKS_EV_BLOCK && e.h.ustack_len == USTACK_APART;
+        let apart = e.h.ustack_len == USTACK_APART;
         if e.h.uwindow == 0 && !apart {
             return false;
         }
         if !self.exit_waits.procs.contains_key(&pid) {
-            // A block record whose stack was sent apart waits only behind that stack.
+            // A record whose stack was sent apart waits only behind that stack.
             if e.h.uwindow == 0
                 || pid == 0
                 || self.exit_maps.exit_seen(pid)
@@ -168,7 +168,7 @@ mod tests {
 
     use super::*;
     use crate::kernel::abi::types::{stacks_exit, stacks_exit_map, stacks_uregs};
-    use crate::kernel::event::{HEADER_SIZE, Header, INFO_OFFSET, NOT_REQUESTED};
+    use crate::kernel::event::{HEADER_SIZE, Header, INFO_OFFSET, Kind, NOT_REQUESTED};
 
     /// A pid above the kernel's limit (PID_MAX_LIMIT, 4M): no /proc entry, as a process gone.
     const GONE: u32 = 4_194_400;

@@ -1,12 +1,12 @@
 //! The stacks of a row: kernel frames named, user frames normalized (by build id when the
-//! kernel resolved them, blazesym otherwise), `d` stacks unwound by CFI (block requests' sent
-//! apart at submission), each distinct stack keyed in the row builder's dictionaries.
+//! kernel resolved them, blazesym otherwise), `d` stacks unwound by CFI (requests' sent apart
+//! at submission), each distinct stack keyed in the row builder's dictionaries.
 
 use std::rc::Rc;
 
 use super::{APART_KEPT, Converter, RowStacks, USER_STACKS_CACHED, UserUnwind};
-use crate::kernel::abi::types::{stacks_block, stacks_uwindow};
-use crate::kernel::event::{DwarfStack, KernelUserFrame, Kind, MAX_DEPTH, RawEvent, USTACK_APART};
+use crate::kernel::abi::types::stacks_uwindow;
+use crate::kernel::event::{DwarfStack, KernelUserFrame, MAX_DEPTH, RawEvent, USTACK_APART};
 use crate::output::rows::RowBuilder;
 use crate::output::stack_table::{Captured, NewStack};
 use crate::process::kallsyms::KernelSymbol;
@@ -28,9 +28,8 @@ impl Converter {
             let (ids, how) = self.dwarf_stack(e, h.pid, &d);
             unwind = how;
             Some(Ok(ids))
-        } else if h.ustack_len == USTACK_APART && h.kind == Kind::STACKS_EV_BLOCK {
-            let request = e.info::<stacks_block>().request;
-            match self.apart.get(&request) {
+        } else if h.ustack_len == USTACK_APART {
+            match crate::kinds::apart_request(e).and_then(|r| self.apart.get(&r)) {
                 Some((ids, how)) => {
                     unwind = *how;
                     Some(Ok(Rc::clone(ids)))
@@ -109,7 +108,7 @@ impl Converter {
         (ids.into(), how)
     }
 
-    /// A block request's `d` user stack, sent at its submission: unwound now, while the
+    /// A request's `d` user stack, sent at its submission: unwound now, while the
     /// process lives, and kept for the request's record (all of them, when it completes in
     /// parts; a request reused later gets a new one first).
     pub(super) fn user_stack_apart(&mut self, e: &RawEvent<'_>) {

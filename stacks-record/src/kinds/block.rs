@@ -64,6 +64,10 @@ impl EventKind for Block {
         }
     }
 
+    fn apart_request(&self, e: &RawEvent<'_>) -> Option<u64> {
+        Some(e.info::<stacks_block>().request)
+    }
+
     fn decode(&self, e: &RawEvent<'_>, _: &mut Context<'_>) -> Option<Decoded> {
         let b: stacks_block = e.info();
         let has_dev = b.dev_major != 0 || b.dev_minor != 0;
@@ -101,8 +105,11 @@ fn block_op(op: BlockOp) -> &'static str {
 struct Unseen {
     /// Taken just before the event sources are detached: the boot clock then, and each
     /// disk's requests in flight (disks whose count is unknown left out).
-    before_detach: Option<(u64, HashMap<(u32, u32), u64>)>,
+    before_detach: Option<(u64, DisksInFlight)>,
 }
+
+/// Requests in flight by disk (major, minor).
+type DisksInFlight = HashMap<(u32, u32), u64>;
 
 impl Run for Unseen {
     fn stop(&mut self) -> Result<()> {

@@ -197,6 +197,12 @@ pub(crate) trait EventKind: Sync {
         false
     }
 
+    /// For one of its records whose `d` user stack was sent apart (`STACKS_USTACK_APART`, a
+    /// [`Taken::StackApart`] part): the request that names that part (`stacks_uwindow`'s).
+    fn apart_request(&self, _e: &RawEvent<'_>) -> Option<u64> {
+        None
+    }
+
     /// What the recorder does with a record of `record` (one of its records, or a part)
     /// besides decoding it; by default, nothing ([`Effects::default`]).
     fn effects(&self, _record: RecordKind) -> Effects {
@@ -276,6 +282,12 @@ pub(crate) fn for_record(kind: RecordKind) -> Option<&'static dyn EventKind> {
 /// The kind that sends records of `kind` as parts of its rows ([`EventKind::parts`]).
 pub(crate) fn for_part(kind: RecordKind) -> Option<&'static dyn EventKind> {
     ALL.iter().copied().find(|k| k.parts().contains(&kind))
+}
+
+/// The request naming the `d` user stack record `e` had sent apart
+/// ([`EventKind::apart_request`]).
+pub(crate) fn apart_request(e: &RawEvent<'_>) -> Option<u64> {
+    for_record(e.h.kind)?.apart_request(e)
 }
 
 /// What the recorder does with records of each kind (`stacks_event_kind`), by its number:

@@ -1,19 +1,20 @@
 //! `uring`: io_uring requests of the targets from submission to completion: the opcode, bytes,
 //! latency, errno, descriptor and path, how the request ran (inline, io-wq, poll, SQPOLL) and
-//! the submitter's stacks at submission (bpf/kinds/uring.bpf.h). With MIN, requests completed
+//! the submitter's stacks at submission (bpf/kinds/uring.bpf.h; a `d` one arrives apart, in a
+//! `STACKS_EV_URING_USTACK` record the converter pairs with the request). With MIN, requests completed
 //! sooner are summed in the kernel (a row a second per submitter, op, how, error, descriptor,
 //! file and log2 latency bucket, `count` requests, no stack).
 
 use anyhow::Result;
 use stacks_stream::kind;
 
-use super::{AggKey, AggSums, Context, Decoded, EventKind, Run, Setup};
+use super::{AggKey, AggSums, Context, Decoded, Effects, EventKind, Run, Setup, Taken};
 use crate::kernel::abi::types::{rodata, stacks_uring};
 use crate::kernel::event::{Header, Kind as RecordKind, RawEvent, info_members};
 use crate::kernel::tables;
 use crate::output::rows::Extra;
 use crate::process::fdnames::file_name;
-use crate::spec::KindArgs;
+use crate::spec::{EventSpec, KindArgs};
 
 info_members!(stacks_uring);
 
@@ -38,7 +39,15 @@ impl EventKind for Uring {
             "on_uring_async",
             "on_uring_poll",
             "on_uring_complete",
+            "on_uring_wait",
         ]
+    }
+
+    /// Its programs when `-e` names it; the waits for completions only with `switch` too
+    /// (they link requests to the waiter's off-CPU interval).
+    fn loads(&self, program: &str, spec: &EventSpec) -> bool {
+        spec.get(kind::URING).is_some()
+            && (program != "on_uring_wait" || spec.get(kind::SWITCH).is_some())
     }
 
     /// Only user stacks (the submitter's, at submission).
@@ -83,7 +92,8 @@ impl EventKind for Uring {
             how: ((key.op >> 8) & 0x7f) as u8 | FOLDED,
             fixed: ((key.op >> 16) & 1) as u8,
             pad: 0,
-            pad2: 0,
+            waiter: 0,
+            waiter_off_ts: 0,
             file: sums.file,
         };
         tables::assemble(out, h, info, frames[0], frames[1]);
@@ -92,6 +102,25 @@ impl EventKind for Uring {
 
     fn records(&self) -> &'static [RecordKind] {
         &[RecordKind::STACKS_EV_URING]
+    }
+
+    fn parts(&self) -> &'static [RecordKind] {
+        &[RecordKind::STACKS_EV_URING_USTACK]
+    }
+
+    /// A `d` user stack taken at submission is kept for its request's record.
+    fn effects(&self, record: RecordKind) -> Effects {
+        Effects {
+            taken: match record {
+                RecordKind::STACKS_EV_URING_USTACK => Taken::StackApart,
+                _ => Taken::Row,
+            },
+            ..Effects::default()
+        }
+    }
+
+    fn apart_request(&self, e: &RawEvent<'_>) -> Option<u64> {
+        Some(e.info::<stacks_uring>().request)
     }
 
     fn decode(&self, e: &RawEvent<'_>, cx: &mut Context<'_>) -> Option<Decoded> {
@@ -121,6 +150,8 @@ impl EventKind for Uring {
                 fd: has_fd.then_some(u.fd),
                 errno: (u.res < 0).then_some(-u.res),
                 path,
+                wakee: (u.waiter != 0).then_some(u.waiter as i32),
+                offcpu_since: (u.waiter_off_ts != 0).then_some(u.waiter_off_ts as i64),
                 mode: Some(match u.how & !FOLDED {
                     0 => "inline",
                     1 => "async",

@@ -602,13 +602,14 @@ mod tests {
     fn stacks_are_the_letters_the_registry_allows() {
         assert_eq!(kind("uring", "uring").stacks, StackSel::User);
         assert_eq!(kind("uring:n", "uring").stacks, StackSel::None);
+        assert_eq!(kind("uring:d", "uring").stacks, StackSel::Dwarf);
         for refused in ["uring:k", "uring:uk", "uring:dk", "switch,wake:d"] {
             let e = EventSpec::parse(refused).unwrap_err();
             assert!(matches!(e, SpecError::Letters { .. }), "{refused}: {e}");
         }
         assert_eq!(
             EventSpec::parse("uring:k").unwrap_err().to_string(),
-            "`uring:k`: this event's stacks are u or n"
+            "`uring:k`: this event's stacks are u, d or n"
         );
     }
 

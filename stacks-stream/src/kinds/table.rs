@@ -284,6 +284,8 @@ kinds! {
             (col::PATH, "as `vfs`'s, for the request's file at its completion"),
             (col::ERRNO, "the error of a failed request, as its completion gave it"),
             (col::MODE, "how the request ran: `inline` (issued in the submitting call), `async` (handed to an io-wq worker, `iou-wrk`), `poll` (armed, issued when its file was ready), `sqpoll` (submitted by the ring's SQPOLL thread, `iou-sqp`)"),
+            (col::WAKEE, "with `switch` recorded too, the thread that waited in `io_uring_enter` for completions of the ring (`min_complete`) when this one was among those it waited for"),
+            (col::OFFCPU_SINCE, "with `switch` recorded too, the off-CPU interval of the wait that counted it (`wakee`'s): the `time` of that thread's `switch` row (none when the interval was shorter than `switch`'s MIN, folded); null when the waiter had not left the CPU"),
         ],
         stacks: true,
         unit: Unit::Bytes,
@@ -296,7 +298,7 @@ kinds! {
             group: &[col::COMM, col::OP, col::PATH],
         }),
         source: Source::Event {
-            letters: "u",
+            letters: "ud",
             stacks: "u",
             arg: Some(Arg {
                 name: "MIN",
