@@ -663,9 +663,9 @@ fn sampled_wakeups(dir: &Path) -> (f64, f64, f64) {
 /// `wake:k:N` takes 1 wakeup in N at random, each row standing for N (`count`): the pool's
 /// task wakeups (the consumer woken by the producer that signalled, producers by the consumer)
 /// counted by the `switch` rows' `waker` of the same recording are the truth. Asserted: every
-/// row says N; the rows are truth / N within 5 binomial standard deviations (and 15%); the
-/// consumer's wakeups by producers, scaled, are its waits as the workload counted them within
-/// 5 standard deviations.
+/// row says N; the rows are truth / N within 5 binomial standard deviations (and 15%). The
+/// consumer's scaled wakeups by producers are printed beside its waits as the workload counted
+/// them, not asserted: a wait is not one wakeup.
 #[test]
 fn wakeups_sampled_one_in_n_stand_for_them_all() {
     if !bpf_available("wakeups_sampled_one_in_n_stand_for_them_all") {
@@ -719,13 +719,11 @@ fn wakeups_sampled_one_in_n_stand_for_them_all() {
             producers.join(", ")
         ),
     );
-    let sd = (waited * (N - 1.0)).sqrt();
+    // Not asserted: a wait of the consumer is not one wakeup by a producer (CI saw 2,064
+    // scaled wakeups for 1,500 waits, a helper's run 1,328): the check against the recording's
+    // own switch rows above is the ground truth.
     eprintln!(
         "the consumer waited {waited} times; its wakeups by producers scaled: {by_producers}"
-    );
-    assert!(
-        (by_producers - waited).abs() <= 5.0 * sd,
-        "{by_producers} scaled wakeups of the consumer by producers for {waited} waits (sd {sd:.0})"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -34,7 +34,11 @@ def test_every_kind_of_the_registry_has_a_unit():
 
 def test_latency_sources_are_the_registrys_latency_kinds():
     kinds = json.loads((EXPLORE / "stacks_explore" / "kinds.json").read_text())["kinds"]
-    latency = {k["name"] for k in kinds if k["top"] and k["top"]["latency"] and k["sampling"] == "event"}
+    latency = {
+        k["name"]
+        for k in kinds
+        if k["top"] and k["top"]["latency"] and k["sampling"] in ("event", "one_in") and "duration" in k["columns"]
+    }
     assert {"vfs", "block", "uring"} <= latency
     assert set(sx.Store.LATENCY_SOURCES) == latency | {"syscall"}
 

@@ -67,6 +67,38 @@ fn stream_kind(record: u32) -> Option<&'static str> {
     stacks_stream::kinds::get(owner.name()).map(|k| k.name)
 }
 
+/// A `lost` row of `n` events of `cause` on `cpu`, counted in `counts`.
+fn push_lost(
+    rows: &mut RowBuilder,
+    counts: &mut Counts,
+    time_ns: i64,
+    cpu: i32,
+    cause: String,
+    n: u64,
+) {
+    counts.lost += n;
+    rows.push(&Row {
+        time_ns,
+        kind: kind::LOST,
+        pid: 0,
+        tid: 0,
+        comm: "",
+        thread: "",
+        cgroup: None,
+        cpu,
+        value: n as i64,
+        stacks: Default::default(),
+        kstack_error: None,
+        ustack_error: None,
+        ustack_unwind: None,
+        ustack_truncated: None,
+        extra: Extra {
+            cause: Some(cause),
+            ..Default::default()
+        },
+    });
+}
+
 /// The drop counters seen so far, to turn new totals into deltas.
 #[derive(Default)]
 pub(crate) struct Drops {
@@ -112,27 +144,7 @@ impl Drops {
         let now = bpf::drops_per_cpu(skel)?;
         let time_ns = host::realtime_ns();
         for (cpu, cause, n) in self.update(&now) {
-            counts.lost += n;
-            rows.push(&Row {
-                time_ns,
-                kind: kind::LOST,
-                pid: 0,
-                tid: 0,
-                comm: "",
-                thread: "",
-                cgroup: None,
-                cpu,
-                value: n as i64,
-                stacks: Default::default(),
-                kstack_error: None,
-                ustack_error: None,
-                ustack_unwind: None,
-                ustack_truncated: None,
-                extra: Extra {
-                    cause: Some(cause),
-                    ..Default::default()
-                },
-            });
+            push_lost(rows, counts, time_ns, cpu, cause, n);
         }
         Ok(())
     }
@@ -149,28 +161,8 @@ impl Drops {
         if n == 0 {
             return;
         }
-        counts.lost += n;
         *self.by_cause.entry(cause.to_string()).or_default() += n;
-        rows.push(&Row {
-            time_ns: host::realtime_ns(),
-            kind: kind::LOST,
-            pid: 0,
-            tid: 0,
-            comm: "",
-            thread: "",
-            cgroup: None,
-            cpu: -1,
-            value: n as i64,
-            stacks: Default::default(),
-            kstack_error: None,
-            ustack_error: None,
-            ustack_unwind: None,
-            ustack_truncated: None,
-            extra: Extra {
-                cause: Some(cause.to_string()),
-                ..Default::default()
-            },
-        });
+        push_lost(rows, counts, host::realtime_ns(), -1, cause.to_string(), n);
     }
 
     /// New drops since the last call, as (cpu, cause name, count), from per-CPU totals indexed
