@@ -295,7 +295,8 @@ volatile __u32 span_procs_any = 0;
 
 /* The span the current task is in, into `out` (span_id 0 when none, or not known): read
  * through the thread pointer from the thread-context record the process published. The
- * process's first read checks the canary; on a mismatch its spans are never read. */
+ * process's first read of an initialized canary checks it; on a mismatch its spans are never
+ * read. */
 static __always_inline void read_span(struct stacks_span *out)
 {
 	out->span_id = 0;
@@ -318,6 +319,12 @@ static __always_inline void read_span(struct stacks_span *out)
 		__u64 canary = 0;
 		if (bpf_probe_read_user(&canary, sizeof(canary), (void *)(tp + sp->canary_off)))
 			return; /* not readable now (paged out): check at a later event */
+		/* Zero: the TLS block is not initialized yet. The dynamic loader points the thread
+		 * pointer at it (TLS_INIT_TP) before it copies the initial images in, so an event in
+		 * between (a CPU sample during relocation) reads zeros: check at a later event. A
+		 * canary still zero after STACKS_SPAN_UNSET_MAX reads is a wrong offset. */
+		if (!canary && ++sp->unset_reads <= STACKS_SPAN_UNSET_MAX)
+			return;
 		if (canary != STACKS_SPAN_CANARY) {
 			sp->failed = 1;
 			return;

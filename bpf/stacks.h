@@ -272,7 +272,11 @@ struct stacks_span_proc {
 	__s64 canary_off;
 	__u32 checked;            /* 1: the canary was found where expected */
 	__u32 failed;             /* 1: it was not: this process's spans are not read */
+	__u32 unset_reads;        /* reads that found it zero (the loader had not set it yet) */
+	__u32 _pad;
 };
+/* Reads finding the canary zero before a process's check fails (a wrong offset into zeros). */
+#define STACKS_SPAN_UNSET_MAX 64
 
 /* CPython processes whose Python frames are read (value of py_procs, by tgid), filled by user
  * space for a known interpreter version: how each thread's own PyThreadState is found — by the

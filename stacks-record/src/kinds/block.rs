@@ -3,6 +3,7 @@
 //! arrives apart, in a `STACKS_EV_UWINDOW` record the converter pairs with the request.
 
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use stacks_stream::{kind, lost};
@@ -99,43 +100,66 @@ fn block_op(op: BlockOp) -> &'static str {
 
 /// Completions the kernel never reported whose request structure was not used again before
 /// the end (bpf/kinds/block.bpf.h counts the others when the structure starts its next
-/// request): at the end, the issued requests still held beyond what their disk had in flight
-/// are counted as `completion_unseen:block`.
+/// request): at the end, the issued requests still held beyond what their disk has in flight,
+/// once nothing more completes, are counted as `completion_unseen:block`.
 #[derive(Default)]
 struct Unseen {
-    /// Taken just before the event sources are detached: the boot clock then, and each
-    /// disk's requests in flight (disks whose count is unknown left out).
-    before_detach: Option<(u64, DisksInFlight)>,
+    /// Found while the programs still ran ([`Run::settle`]).
+    unseen: u64,
 }
 
 /// Requests in flight by disk (major, minor).
 type DisksInFlight = HashMap<(u32, u32), u64>;
 
-impl Run for Unseen {
-    fn stop(&mut self) -> Result<()> {
-        self.before_detach = Some((host::boot_ns(), disks_in_flight()));
-        Ok(())
-    }
+/// How often the tables are read while settling, how long the count must stay the same, and
+/// the longest the end waits.
+const SETTLE_POLL: Duration = Duration::from_millis(10);
+const SETTLE_QUIET: Duration = Duration::from_millis(100);
+const SETTLE_MOST: Duration = Duration::from_secs(1);
 
-    /// A request issued before the disks were read and still held once the programs are
-    /// detached was either in flight then (in its disk's count) or ended unseen: a disk's
-    /// held requests beyond its count ended unseen. Requests that completed between the two
-    /// reads only make the count smaller, never larger.
-    fn lost(&mut self, skel: &StacksSkel<'_>) -> Vec<(String, u64)> {
-        let Some((read_at, in_flight)) = self.before_detach.take() else {
-            return Vec::new();
-        };
-        let mut held: HashMap<(u32, u32), u64> = HashMap::new();
+impl Unseen {
+    /// Requests issued before `before` (boot clock) still held beyond their disk's count in
+    /// flight. The disks are read first: a request completing between the two reads only
+    /// makes the count smaller. A request the disk has marked complete whose completion has
+    /// not run yet (a deferred softirq) makes it larger, which is why [`Run::settle`] waits
+    /// for the count to stay the same.
+    fn held_beyond_in_flight(skel: &StacksSkel<'_>, before: u64) -> (u64, u64) {
+        let in_flight: DisksInFlight = disks_in_flight();
+        let mut held: DisksInFlight = HashMap::new();
         for (issued, major, minor) in bpf::held_block_requests(skel) {
-            if issued < read_at {
+            if issued < before {
                 *held.entry((major, minor)).or_default() += 1;
             }
         }
-        let unseen: u64 = held
+        let unseen = held
             .iter()
             .filter_map(|(disk, n)| in_flight.get(disk).map(|f| n.saturating_sub(*f)))
             .sum();
-        vec![(lost::COMPLETION_UNSEEN_BLOCK.to_string(), unseen)]
+        (unseen, held.values().sum())
+    }
+}
+
+impl Run for Unseen {
+    /// With the programs still attached, the requests issued before the end are read until
+    /// neither they nor the count beyond the disks' changed for [`SETTLE_QUIET`] (at most
+    /// [`SETTLE_MOST`]): completions still on their way then run in our programs, not after
+    /// the detach, where they would look unseen.
+    fn settle(&mut self, skel: &StacksSkel<'_>) {
+        let (start, before) = (Instant::now(), host::boot_ns());
+        let mut last = Self::held_beyond_in_flight(skel, before);
+        let mut quiet_since = Instant::now();
+        while last.0 > 0 && start.elapsed() < SETTLE_MOST && quiet_since.elapsed() < SETTLE_QUIET {
+            std::thread::sleep(SETTLE_POLL);
+            let now = Self::held_beyond_in_flight(skel, before);
+            if now != last {
+                (last, quiet_since) = (now, Instant::now());
+            }
+        }
+        self.unseen = last.0;
+    }
+
+    fn lost(&mut self, _skel: &StacksSkel<'_>) -> Vec<(String, u64)> {
+        vec![(lost::COMPLETION_UNSEEN_BLOCK.to_string(), self.unseen)]
     }
 }
 

@@ -102,6 +102,10 @@ pub(crate) trait Run {
         Ok(())
     }
 
+    /// The end, while the event sources still run: wait (briefly) for what is in flight to
+    /// land, so that what [`Run::lost`] finds held is what was really lost.
+    fn settle(&mut self, _skel: &StacksSkel<'_>) {}
+
     /// The end: stop its event source and detach its probes. An error its source met while
     /// running is returned.
     fn stop(&mut self) -> Result<()> {
@@ -177,6 +181,11 @@ impl Runs {
     /// Every part takes `spec`'s arguments ([`Run::retune`]).
     pub(crate) fn retune(&mut self, spec: &EventSpec) -> Result<()> {
         self.0.iter_mut().try_for_each(|r| r.retune(spec))
+    }
+
+    /// Every part settles ([`Run::settle`]).
+    pub(crate) fn settle(&mut self, skel: &StacksSkel<'_>) {
+        self.0.iter_mut().for_each(|r| r.settle(skel));
     }
 
     /// Stop every part, the last first. Each is stopped even when one before it failed; the

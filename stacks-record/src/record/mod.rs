@@ -159,8 +159,9 @@ pub fn run() -> Result<ExitCode> {
     };
     let mut child_status = rec.record(&mut out, &mut targets, &target, args.duration)?;
 
-    // Stop every event source, have the kernel side hand over what it still holds (folded
+    // Let what is in flight land, stop every event source, have the kernel side hand over what it still holds (folded
     // short off-CPU intervals), then take everything still queued in the ring buffer.
+    rec.runs.settle(rec.skel);
     rec.runs.stop()?;
     drop(tracepoints);
     let written = rec.drain_to_end(out)?;

@@ -91,6 +91,8 @@ impl Spans {
             canary_off: o.canary + self.skew,
             checked: 0,
             failed: 0,
+            unset_reads: 0,
+            _pad: 0,
         };
         // SAFETY: a plain #[repr(C)] struct of integers, viewed as its bytes.
         let bytes = unsafe {
