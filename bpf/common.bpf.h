@@ -199,11 +199,24 @@ static __always_inline bool current_is_target(void)
 	return is_target(bpf_get_current_task_btf(), id >> 32, (__u32)id);
 }
 
-static __always_inline void count_drop(__u32 cause)
+static __always_inline void count_drops(__u32 cause, __u64 events)
 {
 	__u64 *n = bpf_map_lookup_elem(&drops, &cause);
 	if (n)
-		__sync_fetch_and_add(n, 1);
+		__sync_fetch_and_add(n, events);
+}
+
+static __always_inline void count_drop(__u32 cause)
+{
+	count_drops(cause, 1);
+}
+
+/* A record that did not fit in its ring: as many events lost as it stands for (a folded row
+ * of short off-CPU intervals counts each, a row sampled 1 in N counts N). */
+static __always_inline void count_unsent(struct stacks_event *e)
+{
+	count_drops(STACKS_DROP_RINGBUF + (e->hdr.kind & (STACKS_EV_ROOM - 1)),
+		    e->hdr.count ? e->hdr.count : 1);
 }
 
 /* Set while a record is made with the user stack of a process whose memory map the recorder
@@ -615,7 +628,7 @@ static __always_inline bool submit_with(struct stacks_event *e, __u64 wake_flags
 	if (size > sizeof(*e))
 		size = sizeof(*e);
 	if (ring_output(ring_of(e->hdr.kind), e, size, wake_flags)) {
-		count_drop(STACKS_DROP_RINGBUF + (e->hdr.kind & (STACKS_EV_ROOM - 1)));
+		count_unsent(e);
 		return false;
 	}
 	return true;

@@ -148,7 +148,7 @@ static __always_inline bool submit_room(struct stacks_event *e)
 		size = sizeof(struct stacks_event_room);
 	__u32 ring = ring_of(e->hdr.kind);
 	if (ring_output(ring, e, size, wakeup_flags(ring))) {
-		count_drop(STACKS_DROP_RINGBUF + (e->hdr.kind & (STACKS_EV_ROOM - 1)));
+		count_unsent(e);
 		return false;
 	}
 	return true;

@@ -3,8 +3,7 @@
 //! voluntary switches is the ground truth of its `switch` events. After each fault every
 //! finished set is read whole (samples, stacks, frames, by pyarrow) and every event is either
 //! in a stored row (`sum(coalesce(count, 1))` of the sleeper's `switch` rows) or counted in a
-//! stored `lost` row of cause `…:switch` (within 2%, as tests/agent_budget.rs allows; 3% after
-//! the SIGSTOP, see there).
+//! stored `lost` row of cause `…:switch` (within 2%, as tests/agent_budget.rs allows).
 //!
 //! - The store's disk full (a 16 MiB tmpfs filled by another file): the packer drops the rows,
 //!   counted (`store_full:switch`), `/metrics` and the log say so, no stage restarts; the file
@@ -579,9 +578,10 @@ fn sigstop(dir: &Path) -> String {
     let log = agent.stop();
     let (tid, blocked, _) = truth(&report);
     let acc = accounting(&store, tid);
-    // 3%, not 2%: with the rings full for a minute, stored plus counted came 1.6% short of the
-    // kernel's count in one run (-1.62%, 70,000 switches), a shortfall not explained yet.
-    let off = assert_accounted("sigstop", &acc, blocked, 0.03, &log);
+    // With the rings full for a minute, a folded row of short intervals that did not fit was
+    // once counted as one event lost, not as the intervals it stood for: -1.62% then, -0.75%
+    // since each is counted.
+    let off = assert_accounted("sigstop", &acc, blocked, 0.02, &log);
     format!(
         "SIGSTOP: the symbolizer stopped {held:.1?}, losses counted {drained:.1?} after SIGCONT; {} switches stored + {} counted lost ({:?}) = {blocked} ({:+.2}%)",
         acc["stored"],
