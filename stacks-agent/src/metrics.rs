@@ -9,7 +9,9 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::packstats::{PackTotals, STACKS};
+use stacks_store::packstats::{Field, stack};
+
+use crate::packstats::PackTotals;
 use crate::stage::{Cause, Which};
 
 /// What one stage has done and costs.
@@ -164,7 +166,8 @@ fn stage_families(out: &mut String, s: &Snapshot) {
 }
 
 /// What stacks-pack reported: rows, events and losses by kind or cause, the store (`agent_waits`:
-/// the agent is waiting for the store to be writable).
+/// the agent is waiting for the store to be writable). One family per field of its `--stats`
+/// (`time` aside), in the file's order: a field added there does not compile until it is here.
 fn pack_families(out: &mut String, p: &PackTotals, agent_waits: bool) {
     // Every label value known in advance is shown from the start, at 0 until counted, so that
     // `rate()` and alerts on a cause or kind work before its first event; a value counted but
@@ -176,87 +179,94 @@ fn pack_families(out: &mut String, p: &PackTotals, agent_waits: bool) {
             .map(|(k, v)| (format!("{{{label}=\"{}\"}}", escape(k)), v as f64))
             .collect::<Vec<_>>()
     };
+    let one = |v: u64| vec![(String::new(), v as f64)];
     let kinds: Vec<String> = stacks_stream::kinds::names().map(str::to_string).collect();
-    family(
-        out,
-        "stacks_rows_total",
-        "counter",
-        "Rows stored, by kind.",
-        labelled("kind", &kinds, &p.rows),
-    );
-    family(
-        out,
-        "stacks_lost_events_total",
-        "counter",
-        "Events the recorder could not deliver (its lost rows), by cause.",
-        labelled("cause", &stacks_stream::lost::known(), &p.lost),
-    );
-    family(
-        out,
-        "stacks_events_total",
-        "counter",
-        "Events the stored rows stand for (their count: several for rows the kernel aggregated, folded or counted), by kind.",
-        labelled("kind", &kinds, &p.events),
-    );
-    family(
-        out,
-        "stacks_stack_capture_errors_total",
-        "counter",
-        "Rows whose kernel or user stack could not be captured, by stack.",
-        labelled("stack", &STACKS.map(str::to_string), &p.stack_errors),
-    );
-    family(
-        out,
-        "stacks_store_writable",
-        "gauge",
-        "0 while the store cannot be written (full or read-only: the packer drops rows, counted as lost, or the agent waits to start it), else 1.",
-        vec![(
-            String::new(),
-            f64::from(u8::from(!agent_waits && p.unwritable.is_none())),
-        )],
-    );
-    family(
-        out,
-        "stacks_store_file_sets",
-        "gauge",
-        "Finished file sets in the store.",
-        vec![(String::new(), p.store_sets as f64)],
-    );
-    family(
-        out,
-        "stacks_store_bytes",
-        "gauge",
-        "Bytes of the finished file sets in the store.",
-        vec![(String::new(), p.store_bytes as f64)],
-    );
-    family(
-        out,
-        "stacks_store_written_file_sets_total",
-        "counter",
-        "File sets written.",
-        vec![(String::new(), p.sets_written as f64)],
-    );
-    family(
-        out,
-        "stacks_store_written_bytes_total",
-        "counter",
-        "Bytes of the file sets written.",
-        vec![(String::new(), p.bytes_written as f64)],
-    );
-    family(
-        out,
-        "stacks_store_deleted_file_sets_total",
-        "counter",
-        "File sets deleted by retention.",
-        vec![(String::new(), p.deleted_sets as f64)],
-    );
-    family(
-        out,
-        "stacks_store_deleted_bytes_total",
-        "counter",
-        "Bytes of the file sets deleted by retention.",
-        vec![(String::new(), p.deleted_bytes as f64)],
-    );
+    for field in p.fields() {
+        match field {
+            // When the packer last wrote: nothing to export.
+            Field::Time(_) => {}
+            Field::Rows(rows) => family(
+                out,
+                "stacks_rows_total",
+                "counter",
+                "Rows stored, by kind.",
+                labelled("kind", &kinds, rows),
+            ),
+            Field::Lost(lost) => family(
+                out,
+                "stacks_lost_events_total",
+                "counter",
+                "Events the recorder could not deliver (its lost rows), by cause.",
+                labelled("cause", &stacks_stream::lost::known(), lost),
+            ),
+            Field::Events(events) => family(
+                out,
+                "stacks_events_total",
+                "counter",
+                "Events the stored rows stand for (their count: several for rows the kernel aggregated, folded or counted), by kind.",
+                labelled("kind", &kinds, events),
+            ),
+            Field::StackErrors(errors) => family(
+                out,
+                "stacks_stack_capture_errors_total",
+                "counter",
+                "Rows whose kernel or user stack could not be captured, by stack.",
+                labelled("stack", &stack::ALL.map(str::to_string), errors),
+            ),
+            Field::SetsWritten(n) => family(
+                out,
+                "stacks_store_written_file_sets_total",
+                "counter",
+                "File sets written.",
+                one(n),
+            ),
+            Field::BytesWritten(n) => family(
+                out,
+                "stacks_store_written_bytes_total",
+                "counter",
+                "Bytes of the file sets written.",
+                one(n),
+            ),
+            Field::StoreSets(n) => family(
+                out,
+                "stacks_store_file_sets",
+                "gauge",
+                "Finished file sets in the store.",
+                one(n),
+            ),
+            Field::StoreBytes(n) => family(
+                out,
+                "stacks_store_bytes",
+                "gauge",
+                "Bytes of the finished file sets in the store.",
+                one(n),
+            ),
+            Field::DeletedSets(n) => family(
+                out,
+                "stacks_store_deleted_file_sets_total",
+                "counter",
+                "File sets deleted by retention.",
+                one(n),
+            ),
+            Field::DeletedBytes(n) => family(
+                out,
+                "stacks_store_deleted_bytes_total",
+                "counter",
+                "Bytes of the file sets deleted by retention.",
+                one(n),
+            ),
+            Field::Unwritable(why) => family(
+                out,
+                "stacks_store_writable",
+                "gauge",
+                "0 while the store cannot be written (full or read-only: the packer drops rows, counted as lost, or the agent waits to start it), else 1.",
+                vec![(
+                    String::new(),
+                    f64::from(u8::from(!agent_waits && why.is_none())),
+                )],
+            ),
+        }
+    }
 }
 
 /// The agent's own: BPF run time, what it records now, its CPU budget.
@@ -459,5 +469,57 @@ mod tests {
         );
         assert!(lost.contains(&"stacks_lost_events_total{cause=\"ring_buffer_full:switch\"} 7"));
         assert!(lost.contains(&"stacks_lost_events_total{cause=\"from_the_future:x\"} 1"));
+    }
+
+    /// docs/agent.md's metric tables name every family `/metrics` can show, with its type, and
+    /// no other: a field added to stacks-pack's `--stats` is exported and documented.
+    #[test]
+    fn every_family_is_documented() {
+        let snapshot = Snapshot {
+            events: "profile".into(),
+            budget: Some(BudgetMetrics {
+                restore_estimate_ratio: Some(0.1),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let shown: BTreeMap<String, String> = render(&snapshot)
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .filter_map(|l| l.split_once(' '))
+            .map(|(name, kind)| (name.to_string(), kind.to_string()))
+            .collect();
+        let dir = std::env::var_os("CARGO_MANIFEST_DIR")
+            .map(std::path::PathBuf::from)
+            .filter(|p| p.is_dir())
+            .unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into());
+        let doc = std::fs::read_to_string(dir.join("../docs/agent.md")).unwrap();
+        let section = doc
+            .split("\n## Metrics\n")
+            .nth(1)
+            .and_then(|s| s.split("\n#").next())
+            .expect("docs/agent.md: no `## Metrics`");
+        // Rows `| `name{labels}`, `name` | type | meaning |`.
+        let mut documented = BTreeMap::new();
+        for row in section.lines().filter(|l| l.starts_with("| `")) {
+            let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+            for name in cells[1].split('`').skip(1).step_by(2) {
+                let name = name.split('{').next().unwrap_or(name);
+                documented.insert(name.to_string(), cells[2].to_string());
+            }
+        }
+        let lacking: Vec<_> = shown
+            .iter()
+            .filter(|(name, kind)| documented.get(*name) != Some(kind))
+            .collect();
+        let extra: Vec<_> = documented
+            .keys()
+            .filter(|name| !shown.contains_key(*name))
+            .collect();
+        assert!(
+            lacking.is_empty() && extra.is_empty(),
+            "docs/agent.md's metric tables lack (or give another type to) {lacking:?} and list \
+             {extra:?}, which /metrics does not show"
+        );
     }
 }

@@ -1,12 +1,9 @@
 //! stacks-pack's counters (its `--stats FILE`, docs/agent.md, read as
 //! [`stacks_store::PackStats`], the one list of its fields) summed over the packer's runs: each
 //! run starts its counters from zero, so what a run had counted when it ended is added to the
-//! totals of the runs before it; the store's census is the latest.
+//! totals of the runs before it ([`PackStats::add_run`]); the store's census is the latest.
 
 pub(crate) use stacks_store::PackStats;
-
-/// The keys of `stack_errors`: the stacks whose capture can fail.
-pub(crate) const STACKS: [&str; 2] = ["kernel", "user"];
 
 /// Counters over every run of the packer: a `--stats` object whose `time` is not used.
 pub(crate) type PackTotals = PackStats;
@@ -27,41 +24,20 @@ impl Accumulator {
     /// The running packer ended (after a last [`Self::update`]): its counters are kept.
     pub(crate) fn end_run(&mut self) {
         let run = std::mem::take(&mut self.current);
-        add(&mut self.ended, &run);
-        self.ended.store_sets = run.store_sets;
-        self.ended.store_bytes = run.store_bytes;
+        self.ended.add_run(&run);
     }
 
     /// Every run's counters together.
     pub(crate) fn totals(&self) -> PackTotals {
         let mut t = self.ended.clone();
-        add(&mut t, &self.current);
-        t.unwritable = self.current.unwritable.clone();
-        if self.current.store_sets > 0 || self.current.store_bytes > 0 {
-            t.store_sets = self.current.store_sets;
-            t.store_bytes = self.current.store_bytes;
+        t.add_run(&self.current);
+        // A packer that has not counted the store yet keeps the census of the run before.
+        if self.current.store_sets == 0 && self.current.store_bytes == 0 {
+            t.store_sets = self.ended.store_sets;
+            t.store_bytes = self.ended.store_bytes;
         }
         t
     }
-}
-
-fn add(t: &mut PackTotals, run: &PackStats) {
-    for (k, v) in &run.rows {
-        *t.rows.entry(k.clone()).or_default() += v;
-    }
-    for (k, v) in &run.lost {
-        *t.lost.entry(k.clone()).or_default() += v;
-    }
-    for (k, v) in &run.events {
-        *t.events.entry(k.clone()).or_default() += v;
-    }
-    for (k, v) in &run.stack_errors {
-        *t.stack_errors.entry(k.clone()).or_default() += v;
-    }
-    t.sets_written += run.sets_written;
-    t.bytes_written += run.bytes_written;
-    t.deleted_sets += run.deleted_sets;
-    t.deleted_bytes += run.deleted_bytes;
 }
 
 #[cfg(test)]
@@ -80,15 +56,29 @@ mod tests {
         acc.end_run();
         acc.update(run(
             r#"{"time":2.5,"rows":{"profile":5,"state":1},"lost":{"ring_full:io":3},"events":{},
-               "stack_errors":{},"sets_written":1,"bytes_written":40,"store_sets":2,
-               "store_bytes":90,"deleted_sets":1,"deleted_bytes":50}"#,
+               "stack_errors":{},"sets_written":1,"bytes_written":40,"store_sets":0,
+               "store_bytes":0,"deleted_sets":1,"deleted_bytes":50,"unwritable":"store_full"}"#,
         ));
         let t = acc.totals();
         assert_eq!(t.rows["profile"], 15);
         assert_eq!(t.rows["state"], 1);
         assert_eq!(t.lost["ring_full:io"], 3);
         assert_eq!((t.sets_written, t.bytes_written), (3, 140));
-        assert_eq!((t.store_sets, t.store_bytes), (2, 90));
+        assert_eq!(
+            (t.store_sets, t.store_bytes),
+            (2, 100),
+            "no census yet: the last one"
+        );
         assert_eq!((t.deleted_sets, t.deleted_bytes), (1, 50));
+        assert_eq!(t.unwritable.as_deref(), Some("store_full"));
+        acc.update(run(
+            r#"{"time":3.5,"rows":{"profile":6,"state":1},"lost":{"ring_full:io":3},"events":{},
+               "stack_errors":{},"sets_written":1,"bytes_written":40,"store_sets":2,
+               "store_bytes":90,"deleted_sets":1,"deleted_bytes":50}"#,
+        ));
+        let t = acc.totals();
+        assert_eq!(t.rows["profile"], 16);
+        assert_eq!((t.store_sets, t.store_bytes), (2, 90));
+        assert_eq!(t.unwritable, None);
     }
 }

@@ -13,6 +13,7 @@ use arrow_array::{Array, RecordBatch};
 use stacks_stream::col;
 
 use stacks_store::PackStats;
+use stacks_store::packstats::stack;
 
 use crate::retention::Pass;
 
@@ -26,9 +27,6 @@ pub(crate) struct Stats {
     last: Option<Instant>,
     /// The counters, as the file holds them (`time` set when written).
     counts: PackStats,
-    /// File sets this packer finished, and their bytes.
-    pub sets_written: u64,
-    pub bytes_written: u64,
 }
 
 impl Stats {
@@ -38,8 +36,6 @@ impl Stats {
             path: path.to_path_buf(),
             last: None,
             counts: PackStats::default(),
-            sets_written: 0,
-            bytes_written: 0,
         }
     }
 
@@ -67,8 +63,8 @@ impl Stats {
         let values = int64(col::VALUE);
         let counts = int64(col::COUNT);
         let errors = [
-            ("kernel", int32(col::KSTACK_ERROR)),
-            ("user", int32(col::USTACK_ERROR)),
+            (stack::KERNEL, int32(col::KSTACK_ERROR)),
+            (stack::USER, int32(col::USTACK_ERROR)),
         ];
         for i in 0..batch.num_rows() {
             if kinds.is_null(i) {
@@ -113,6 +109,12 @@ impl Stats {
     pub(crate) fn wrote_lost_rows(&mut self, n: u64) {
         bump(&mut self.counts.rows, stacks_stream::kind::LOST, n);
         bump(&mut self.counts.events, stacks_stream::kind::LOST, n);
+    }
+
+    /// The file sets this packer has finished, and their bytes.
+    pub(crate) fn written(&mut self, sets: u64, bytes: u64) {
+        self.counts.sets_written = sets;
+        self.counts.bytes_written = bytes;
     }
 
     /// The store can (`None`) or cannot be written, and why.
@@ -165,8 +167,6 @@ impl Stats {
             .unwrap_or(0.0);
         PackStats {
             time: now,
-            sets_written: self.sets_written,
-            bytes_written: self.bytes_written,
             ..self.counts.clone()
         }
         .to_json()

@@ -94,8 +94,7 @@ impl Upkeep {
             }
         }
         if let Some(s) = &mut self.stats {
-            s.sets_written = sets_written;
-            s.bytes_written = bytes_written;
+            s.written(sets_written, bytes_written);
             s.maybe_write(force || new_set);
         }
     }

@@ -21,7 +21,7 @@ mod distinct;
 pub mod frames;
 #[cfg(feature = "object-store")]
 pub mod objstore;
-mod packstats;
+pub mod packstats;
 mod split;
 
 pub use distinct::DistinctCount;
