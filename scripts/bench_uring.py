@@ -4,12 +4,15 @@
 # latency (4 KiB direct random reads at depth 8, io_uring engine) bare, under stacks-record
 # -e uring:n and -e uring:u, and under perf record on the same tracepoints without and with
 # stacks. Runs are interleaved, medians of BENCH_REPS (default 3). Writes its section of
-# BENCHMARKS.md. As root, with nothing else running on the machine.
+# BENCHMARKS.md. As root, with nothing else running on the machine (the load average is
+# written with the figures). BENCH_BEFORE (a directory holding an earlier build's
+# stacks-record) adds its `uring:n` and `uring:u` cases, interleaved with the others.
 """io_uring recording cost per request and in fio's IOPS, side by side with perf.
 
 perf records the io_uring tracepoints only with tracefs mounted: it runs inside `unshare -m`
 with tracefs mounted there, so the host stays as a fresh one. Environment: CARGO_TARGET_DIR,
-BENCH_OUT, BENCH_REPS, BENCH_FIO_SECONDS (default 5), BENCH_FIO_FILE.
+BENCH_OUT, BENCH_REPS, BENCH_FIO_SECONDS (default 5), BENCH_FIO_FILE, BENCH_FIO_SIZE (default
+64M), BENCH_BEFORE.
 """
 
 import json
@@ -30,6 +33,9 @@ OUT = Path(os.environ.get("BENCH_OUT") or ROOT / "BENCHMARKS.md")
 REPS = int(os.environ.get("BENCH_REPS") or 3)
 FIO_SECONDS = int(os.environ.get("BENCH_FIO_SECONDS") or 5)
 FIO_FILE = os.environ.get("BENCH_FIO_FILE") or "/var/tmp/stacks-bench-uring.dat"
+FIO_SIZE = os.environ.get("BENCH_FIO_SIZE") or "64M"
+BEFORE = os.environ.get("BENCH_BEFORE")
+BEFORE_REC = str(Path(BEFORE) / "stacks-record") if BEFORE else None
 BEGIN, END = "<!-- bench-uring:begin -->", "<!-- bench-uring:end -->"
 STATS = Path("/proc/sys/kernel/bpf_stats_enabled")
 TPS = "io_uring:io_uring_submit_req,io_uring:io_uring_queue_async_work,io_uring:io_uring_poll_arm,io_uring:io_uring_complete"
@@ -41,7 +47,7 @@ def log(msg):
 
 
 def fio_argv(out):
-    return ["fio", "--name=randread", f"--filename={FIO_FILE}", "--size=256M",
+    return ["fio", "--name=randread", f"--filename={FIO_FILE}", f"--size={FIO_SIZE}",
             "--rw=randread", "--bs=4k", "--ioengine=io_uring", "--iodepth=8", "--direct=1",
             f"--runtime={FIO_SECONDS}", "--time_based", "--output-format=json",
             f"--output={out}"]
@@ -67,11 +73,16 @@ def fio_result(path):
 
 CASES = [
     ("bare", None),
-    ("stacks -e uring:n", ["stacks", "uring:n"]),
-    ("stacks -e uring:u", ["stacks", "uring:u"]),
+    ("stacks -e uring:n", ["stacks", "uring:n", REC]),
+    ("stacks -e uring:u", ["stacks", "uring:u", REC]),
     ("perf record (no stacks)", ["perf", []]),
     ("perf record -g", ["perf", ["-g"]]),
 ]
+if BEFORE_REC:
+    CASES[3:3] = [
+        ("before: stacks -e uring:n", ["stacks", "uring:n", BEFORE_REC]),
+        ("before: stacks -e uring:u", ["stacks", "uring:u", BEFORE_REC]),
+    ]
 
 
 def case_run(case, tmp):
@@ -83,7 +94,7 @@ def case_run(case, tmp):
     if how[0] == "stacks":
         # fio's figures with run-time counting off (it adds two clock reads to every program
         # run); the programs' figures from a second run with it on.
-        argv = [REC, "-e", how[1], "-o", "/dev/null", "--", *fio_argv(out)]
+        argv = [how[2], "-e", how[1], "-o", "/dev/null", "--", *fio_argv(out)]
         STATS.write_text("0")
         try:
             run(argv, case[0])
@@ -100,8 +111,9 @@ def case_run(case, tmp):
 
 
 def main():
-    benchmd.preflight("bench-uring", "BPF and kernel.bpf_stats_enabled", [REC])
-    run(["fio", "--name=prepare", f"--filename={FIO_FILE}", "--size=256M", "--rw=write",
+    benchmd.preflight("bench-uring", "BPF and kernel.bpf_stats_enabled",
+                      [REC] + ([BEFORE_REC] if BEFORE_REC else []))
+    run(["fio", "--name=prepare", f"--filename={FIO_FILE}", f"--size={FIO_SIZE}", "--rw=write",
          "--bs=1M", "--direct=1", "--output=/dev/null"], "fio prepare")
     before = STATS.read_text().strip()
     load_before = Path("/proc/loadavg").read_text().split()[:3]
@@ -125,7 +137,7 @@ def main():
         "## io_uring requests (`-e uring`): cost per request and in fio's IOPS "
         "(`scripts/bench_uring.py`)",
         "",
-        f"fio's io_uring engine, 4 KiB direct random reads at depth 8 of a 256 MiB file for "
+        f"fio's io_uring engine, 4 KiB direct random reads at depth 8 of a {FIO_SIZE} file for "
         f"{FIO_SECONDS} s, medians of {REPS} interleaved runs. IOPS and completion latency are "
         "fio's own, with BPF run-time counting off; the programs' ns per run from a second run "
         "with it on (`kernel.bpf_stats_enabled`).",
