@@ -19,11 +19,11 @@ volatile __u64 uring_min_ns = 0;
 /* Requests in flight with stacks (`u`, `d`), each in the slot its address hashes to
  * (uring_slot_of), claimed with a compare-and-swap of `key` and built in place: no copy of the
  * record and no allocation. A request whose slot another holds goes to uring_inflight. A
- * 5.5 KiB record a request in that table (BPF_F_NO_PREALLOC) cost ~6 µs at each submission
- * and ~2 µs at each completion under fio: the BPF allocator keeps 1 to 4 elements of that size
- * per CPU, so nearly every insertion asks for a refill and every deletion for a free, each an
- * irq_work (a self-IPI, an exit to the hypervisor here), besides the record's copy from the
- * scratch area. 1,024 slots (5.6 MiB). */
+ * request's 5.5 KiB record in that table (BPF_F_NO_PREALLOC) cost ~6 µs at each submission and
+ * ~2 µs at each completion under fio at depth 8: the BPF allocator keeps 1 to 4 free elements
+ * of that size per CPU, so nearly every insertion asks for a refill and every deletion for a
+ * free, each an irq_work (a self-IPI, an exit to the hypervisor here), besides the record's
+ * copy from the scratch area. 1,024 slots (5.6 MiB; one when `uring` takes no stacks). */
 #define URING_SLOTS 1024
 
 struct uring_slot {
@@ -129,9 +129,10 @@ extern struct task_struct *bpf_task_from_pid(s32 pid) __weak __ksym;
 extern void bpf_task_release(struct task_struct *p) __weak __ksym;
 
 /* Where records are assembled, per CPU: a submission's whose slot is taken, before it goes
- * into uring_inflight (URING_SCRATCH_SUBMIT), and a completion's file (URING_SCRATCH_COMPLETE: the path walk's
- * reads may run past the path, so never in a record whose frames are already written). Two
- * slots: a completion posted from an interrupt never writes into a submission being built. */
+ * into uring_inflight (URING_SCRATCH_SUBMIT), and a completion's file (URING_SCRATCH_COMPLETE:
+ * the path walk's reads may run past the path, so never in a record whose frames are already
+ * written). Two slots: a completion posted from an interrupt never writes into a submission
+ * being built. */
 #define URING_SCRATCH_SUBMIT 0
 #define URING_SCRATCH_COMPLETE 1
 struct {
