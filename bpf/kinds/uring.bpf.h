@@ -417,7 +417,9 @@ static __always_inline __u64 uring_worker_request(struct task_struct *task)
 	    comm[4] != 'w' || comm[5] != 'r' || comm[6] != 'k')
 		return 0;
 	struct io_worker *w = bpf_core_cast(task->worker_private, struct io_worker);
-	__u64 work = (__u64)w->cur_work;
+	/* Read as a number (the slot of a request is a hash of its address). */
+	__u64 work = 0;
+	bpf_probe_read_kernel(&work, sizeof(work), &w->cur_work);
 	if (!work)
 		return 0;
 	return work - bpf_core_field_offset(struct io_kiocb, work);
