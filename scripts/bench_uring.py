@@ -4,12 +4,15 @@
 # latency (4 KiB direct random reads at depth 8, io_uring engine) bare, under stacks-record
 # -e uring:n and -e uring:u, and under perf record on the same tracepoints without and with
 # stacks. Runs are interleaved, medians of BENCH_REPS (default 3). Writes its section of
-# BENCHMARKS.md. As root, with nothing else running on the machine.
+# BENCHMARKS.md. As root, with nothing else running on the machine (the load average is
+# written with the figures). BENCH_BEFORE (a directory holding an earlier build's
+# stacks-record) adds its `uring:n` and `uring:u` cases, interleaved with the others.
 """io_uring recording cost per request and in fio's IOPS, side by side with perf.
 
 perf records the io_uring tracepoints only with tracefs mounted: it runs inside `unshare -m`
 with tracefs mounted there, so the host stays as a fresh one. Environment: CARGO_TARGET_DIR,
-BENCH_OUT, BENCH_REPS, BENCH_FIO_SECONDS (default 5), BENCH_FIO_FILE.
+BENCH_OUT, BENCH_REPS, BENCH_FIO_SECONDS (default 5), BENCH_FIO_FILE, BENCH_FIO_SIZE (default
+64M), BENCH_BEFORE, BENCH_BEFORE_LABEL.
 """
 
 import json
@@ -30,6 +33,11 @@ OUT = Path(os.environ.get("BENCH_OUT") or ROOT / "BENCHMARKS.md")
 REPS = int(os.environ.get("BENCH_REPS") or 3)
 FIO_SECONDS = int(os.environ.get("BENCH_FIO_SECONDS") or 5)
 FIO_FILE = os.environ.get("BENCH_FIO_FILE") or "/var/tmp/stacks-bench-uring.dat"
+FIO_SIZE = os.environ.get("BENCH_FIO_SIZE") or "64M"
+BEFORE = os.environ.get("BENCH_BEFORE")
+BEFORE_REC = str(Path(BEFORE) / "stacks-record") if BEFORE else None
+# What the earlier build is, for the text (default: its directory).
+BEFORE_LABEL = os.environ.get("BENCH_BEFORE_LABEL") or BEFORE
 BEGIN, END = "<!-- bench-uring:begin -->", "<!-- bench-uring:end -->"
 STATS = Path("/proc/sys/kernel/bpf_stats_enabled")
 TPS = "io_uring:io_uring_submit_req,io_uring:io_uring_queue_async_work,io_uring:io_uring_poll_arm,io_uring:io_uring_complete"
@@ -41,7 +49,7 @@ def log(msg):
 
 
 def fio_argv(out):
-    return ["fio", "--name=randread", f"--filename={FIO_FILE}", "--size=256M",
+    return ["fio", "--name=randread", f"--filename={FIO_FILE}", f"--size={FIO_SIZE}",
             "--rw=randread", "--bs=4k", "--ioengine=io_uring", "--iodepth=8", "--direct=1",
             f"--runtime={FIO_SECONDS}", "--time_based", "--output-format=json",
             f"--output={out}"]
@@ -67,11 +75,16 @@ def fio_result(path):
 
 CASES = [
     ("bare", None),
-    ("stacks -e uring:n", ["stacks", "uring:n"]),
-    ("stacks -e uring:u", ["stacks", "uring:u"]),
+    ("stacks -e uring:n", ["stacks", "uring:n", REC]),
+    ("stacks -e uring:u", ["stacks", "uring:u", REC]),
     ("perf record (no stacks)", ["perf", []]),
     ("perf record -g", ["perf", ["-g"]]),
 ]
+if BEFORE_REC:
+    CASES[3:3] = [
+        ("before: stacks -e uring:n", ["stacks", "uring:n", BEFORE_REC]),
+        ("before: stacks -e uring:u", ["stacks", "uring:u", BEFORE_REC]),
+    ]
 
 
 def case_run(case, tmp):
@@ -83,14 +96,16 @@ def case_run(case, tmp):
     if how[0] == "stacks":
         # fio's figures with run-time counting off (it adds two clock reads to every program
         # run); the programs' figures from a second run with it on.
-        argv = [REC, "-e", how[1], "-o", "/dev/null", "--", *fio_argv(out)]
+        argv = [how[2], "-e", how[1], "-o", "/dev/null", "--", *fio_argv(out)]
+        # (On only for that second run: the other cases run with it off too.)
         STATS.write_text("0")
-        try:
-            run(argv, case[0])
-        finally:
-            STATS.write_text("1")
+        run(argv, case[0])
         result = fio_result(out)
-        p = run(argv, case[0])
+        STATS.write_text("1")
+        try:
+            p = run(argv, case[0])
+        finally:
+            STATS.write_text("0")
         return result, {name: benchmd.bpf_runs(p.stderr, name) for name in PROGS}
     data = tmp / "perf.data"
     run(in_tracefs_ns(["perf", "record", "-q", *how[1], "-e", TPS, "-o", str(data), "--",
@@ -100,10 +115,12 @@ def case_run(case, tmp):
 
 
 def main():
-    benchmd.preflight("bench-uring", "BPF and kernel.bpf_stats_enabled", [REC])
-    run(["fio", "--name=prepare", f"--filename={FIO_FILE}", "--size=256M", "--rw=write",
+    benchmd.preflight("bench-uring", "BPF and kernel.bpf_stats_enabled",
+                      [REC] + ([BEFORE_REC] if BEFORE_REC else []))
+    run(["fio", "--name=prepare", f"--filename={FIO_FILE}", f"--size={FIO_SIZE}", "--rw=write",
          "--bs=1M", "--direct=1", "--output=/dev/null"], "fio prepare")
     before = STATS.read_text().strip()
+    STATS.write_text("0")
     load_before = Path("/proc/loadavg").read_text().split()[:3]
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     results = {c[0]: [] for c in CASES}
@@ -125,7 +142,7 @@ def main():
         "## io_uring requests (`-e uring`): cost per request and in fio's IOPS "
         "(`scripts/bench_uring.py`)",
         "",
-        f"fio's io_uring engine, 4 KiB direct random reads at depth 8 of a 256 MiB file for "
+        f"fio's io_uring engine, 4 KiB direct random reads at depth 8 of a file of `--size={FIO_SIZE}` for "
         f"{FIO_SECONDS} s, medians of {REPS} interleaved runs. IOPS and completion latency are "
         "fio's own, with BPF run-time counting off; the programs' ns per run from a second run "
         "with it on (`kernel.bpf_stats_enabled`).",
@@ -134,6 +151,11 @@ def main():
         f"before, {' '.join(load_after)} after ({os.cpu_count()} CPUs; a load above that means "
         "other work shared them, which lowers every case's IOPS and raises the programs' ns).",
         "",
+    ]
+    if BEFORE_REC:
+        lines += [f"*before*: an earlier build's stacks-record ({BEFORE_LABEL}), run in the same "
+                  "rounds.", ""]
+    lines += [
         "| case | IOPS | vs bare | clat p50 µs | clat p99 µs |",
         "|---|---|---|---|---|",
     ]

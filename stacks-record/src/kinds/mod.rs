@@ -18,7 +18,7 @@ use crate::kernel::abi::types::{
     rodata, stacks_agg as AggSums, stacks_agg_key as AggKey, stacks_event_kind as RecordKind,
     stacks_ring as Ring,
 };
-use crate::kernel::abi::{OpenStacksSkel, StacksSkel, StacksSkelBuilder};
+use crate::kernel::abi::{OpenStacksMaps, OpenStacksSkel, StacksSkel, StacksSkelBuilder};
 use crate::kernel::event::Header;
 use crate::kernel::event::RawEvent;
 use crate::output::rows::Extra;
@@ -147,6 +147,12 @@ pub(crate) trait EventKind: Sync {
 
     /// Set its tunables (`on`: its `-e` entry, when given).
     fn configure(&self, _rodata: &mut rodata, _on: Option<&KindArgs>) {}
+
+    /// Size its maps before load (`on`: its `-e` entry, when given): a preallocated table it
+    /// does not use can shrink to one entry.
+    fn size_maps(&self, _maps: &mut OpenStacksMaps<'_>, _on: Option<&KindArgs>) -> Result<()> {
+        Ok(())
+    }
 
     /// The kernel records it turns into rows.
     fn records(&self) -> &'static [RecordKind];
@@ -368,7 +374,7 @@ fn owner(program: &str) -> Option<&'static dyn EventKind> {
         .find(|k| k.programs().contains(&program))
 }
 
-/// Before load: every kind's tunables, and which programs load. Refuses a program of the BPF
+/// Before load: every kind's tunables and map sizes, and which programs load. Refuses a program of the BPF
 /// object that no kind lists, and a listed program the object lacks.
 pub(crate) fn configure(open: &mut OpenStacksSkel<'_>, spec: &EventSpec) -> Result<()> {
     let rodata = open
@@ -385,6 +391,9 @@ pub(crate) fn configure(open: &mut OpenStacksSkel<'_>, spec: &EventSpec) -> Resu
                 rodata.kstack_kinds |= 1 << r.0;
             }
         }
+    }
+    for k in ALL.iter() {
+        k.size_maps(&mut open.maps, k.event().and_then(|e| spec.get(e)))?;
     }
     let mut seen = Vec::new();
     for mut prog in open.open_object_mut().progs_mut() {

@@ -5,10 +5,11 @@
 //! sooner are summed in the kernel (a row a second per submitter, op, how, error, descriptor,
 //! file and log2 latency bucket, `count` requests, no stack).
 
-use anyhow::Result;
+use anyhow::{Context as _, Result};
 use stacks_stream::kind;
 
 use super::{AggKey, AggSums, Context, Decoded, Effects, EventKind, Run, Setup, Taken};
+use crate::kernel::abi::OpenStacksMaps;
 use crate::kernel::abi::types::{rodata, stacks_uring};
 use crate::kernel::event::{Header, Kind as RecordKind, RawEvent, info_members};
 use crate::kernel::tables;
@@ -57,6 +58,17 @@ impl EventKind for Uring {
 
     fn configure(&self, rodata: &mut rodata, on: Option<&KindArgs>) {
         rodata.uring_stacks = on.map_or(0, |u| u.stacks.mask());
+    }
+
+    /// The in-flight slots (`uring_slots`: 1,024 records with room for stacks, 5.6 MiB
+    /// preallocated) only when `uring` takes stacks; one otherwise.
+    fn size_maps(&self, maps: &mut OpenStacksMaps<'_>, on: Option<&KindArgs>) -> Result<()> {
+        if on.is_none_or(|u| u.stacks.mask() == 0) {
+            maps.uring_slots
+                .set_max_entries(1)
+                .context("sizing uring's in-flight slots")?;
+        }
+        Ok(())
     }
 
     /// MIN, written in the BPF object's .bss (control.bpf.h) once loaded and again when it
