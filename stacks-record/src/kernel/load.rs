@@ -263,7 +263,7 @@ fn map_values<T: Copy>(map: &impl MapCore, keys: impl Iterator<Item = Vec<u8>>) 
 /// The block requests the kernel side still holds as issued (their completion not seen):
 /// (issue time on the boot clock, disk major, disk minor) of each.
 pub(crate) fn held_block_requests(skel: &StacksSkel<'_>) -> Vec<(u64, u32, u32)> {
-    use abi::types::{block_request, block_request_bare, block_slot};
+    use abi::types::{block_request, block_request_bare, block_slot, block_stack_slot};
     let maps = &skel.maps;
     let slots = (0..maps.block_slots.max_entries()).map(|i| i.to_ne_bytes().to_vec());
     let mut out: Vec<(u64, u32, u32)> = map_values::<block_slot>(&maps.block_slots, slots)
@@ -271,6 +271,18 @@ pub(crate) fn held_block_requests(skel: &StacksSkel<'_>) -> Vec<(u64, u32, u32)>
         .filter(|s| s.key != 0)
         .map(|s| (s.r.issue_ts, s.r.block.dev_major, s.r.block.dev_minor))
         .collect();
+    let stack_slots = &maps.block_stack_slots;
+    let slots = (0..stack_slots.max_entries()).map(|i| i.to_ne_bytes().to_vec());
+    out.extend(
+        map_values::<block_stack_slot>(stack_slots, slots)
+            .into_iter()
+            .filter(|s| s.key != 0)
+            .map(|s| {
+                // SAFETY: the slots hold block records, whose info is the block member.
+                let b = unsafe { s.r.ev.info.block };
+                (s.r.issue_ts, b.dev_major, b.dev_minor)
+            }),
+    );
     let bare = &maps.block_inflight_bare;
     out.extend(
         map_values::<block_request_bare>(bare, bare.keys())

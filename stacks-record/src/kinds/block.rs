@@ -5,13 +5,13 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use anyhow::Result;
+use anyhow::{Context as _, Result};
 use stacks_stream::{kind, lost};
 
 use super::run::{Run, Setup};
 use super::{Context, Decoded, Effects, EventKind, Taken};
 use crate::host;
-use crate::kernel::abi::StacksSkel;
+use crate::kernel::abi::{OpenStacksMaps, StacksSkel};
 use crate::kernel::abi::types::{rodata, stacks_block};
 use crate::kernel::load as bpf;
 use crate::kernel::event::{BlockOp, Kind as RecordKind, RawEvent, info_members};
@@ -38,6 +38,17 @@ impl EventKind for Block {
 
     fn configure(&self, rodata: &mut rodata, on: Option<&KindArgs>) {
         rodata.block_stacks = on.map_or(0, |b| b.stacks.mask());
+    }
+
+    /// The in-flight slots of records with stacks (`block_stack_slots`: 1,024 records, 5.6 MiB
+    /// preallocated) only when `block` takes stacks; one otherwise.
+    fn size_maps(&self, maps: &mut OpenStacksMaps<'_>, on: Option<&KindArgs>) -> Result<()> {
+        if on.is_none_or(|b| b.stacks.mask() == 0) {
+            maps.block_stack_slots
+                .set_max_entries(1)
+                .context("sizing block's in-flight slots")?;
+        }
+        Ok(())
     }
 
     fn run(&self, setup: &mut Setup<'_>) -> Result<Option<Box<dyn Run>>> {
