@@ -177,12 +177,18 @@ fn anonymous_mappings_do_not_make_the_map_read_again() {
         return;
     }
     let _serial = bpf_serial();
-    let out = sh("stacks-record -e profile:u:99,switch:u -o /dev/null -- \
-           stacks-workload anon-maps --seconds 3");
+    let dir = scratch("anon-maps");
+    let report_path = dir.join("report.json");
+    let out = sh(&format!(
+        "stacks-record -e profile:u:99,switch:u -o /dev/null -- \
+           stacks-workload --report {} anon-maps --seconds 3",
+        report_path.display()
+    ));
     check(&out, "record a process mapping anonymous memory in a loop");
     let summary = String::from_utf8_lossy(&out.stderr);
     let report: serde_json::Value =
-        serde_json::from_slice(&out.stdout).expect("the workload's JSON report");
+        serde_json::from_slice(&std::fs::read(&report_path).expect("the workload's report"))
+            .expect("the workload's JSON report");
     let maps = report["maps"].as_u64().expect("maps in the report");
     assert!(maps >= 1_000, "only {maps} mappings made: {report}");
     assert!(
