@@ -16,7 +16,10 @@
 #define NR_pwritev 70
 #define NR_preadv2 286
 #define NR_pwritev2 287
+#define NR_mmap 222
 #define SYSCALL_ARG0_FIELD regs[0]
+#define SYSCALL_ARG2_FIELD regs[2]
+#define SYSCALL_ARG3_FIELD regs[3]
 #define SYSCALL_NR_FIELD syscallno
 #else
 #define NR_read 0
@@ -29,7 +32,10 @@
 #define NR_pwritev 296
 #define NR_preadv2 327
 #define NR_pwritev2 328
+#define NR_mmap 9
 #define SYSCALL_ARG0_FIELD di
+#define SYSCALL_ARG2_FIELD dx
+#define SYSCALL_ARG3_FIELD r10
 #define SYSCALL_NR_FIELD orig_ax
 #endif
 

@@ -4,14 +4,16 @@
 # bare / under stacks-record / under perf record (with and without stacks), the latency stacks
 # records for the same reads next to fio's, and a pipe ping-pong (perf bench sched pipe) under
 # switch:uk:0 and perf record -g -e sched:sched_switch, and with wakers (switch,wake) next to
-# perf sched record and perf record -g on sched_switch and sched_waking. Runs are interleaved,
-# medians of BENCH_REPS (default 5). Writes its section of BENCHMARKS.md. Run through scripts/bench
-# (BENCH_ONLY=bpf), as root.
+# perf sched record and perf record -g on sched_switch and sched_waking, and what sampling
+# wakeups 1 in N saves (`wake:k:N`). Runs are interleaved, medians of BENCH_REPS (default 5).
+# Writes its section of BENCHMARKS.md. Run through scripts/bench (BENCH_ONLY=bpf), as root;
+# BENCH_BPF_ONLY=wake measures only the wake sampling and rewrites only its part of the section.
 """Recording cost per BPF program and in the traced program, side by side with perf.
 
 perf records syscall and block tracepoints only with tracefs mounted: it runs inside
 `unshare -m` with tracefs mounted there, so the host stays as a fresh one. Environment:
-CARGO_TARGET_DIR, BENCH_OUT, BENCH_REPS, BENCH_FIO_SECONDS (default 5), BENCH_FIO_FILE.
+CARGO_TARGET_DIR, BENCH_OUT, BENCH_REPS, BENCH_FIO_SECONDS (default 5), BENCH_FIO_FILE,
+BENCH_BPF_ONLY (`wake`: the wake sampling alone), BENCH_PROFILE (default release).
 """
 
 import json
@@ -26,13 +28,19 @@ import benchmd
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = Path(os.environ.get("CARGO_TARGET_DIR") or Path.home() / ".cache/stacks-target")
-BIN = TARGET / "release"
+# The recorder's build: release unless BENCH_PROFILE names another (`debug`: the dev build).
+PROFILE = os.environ.get("BENCH_PROFILE") or "release"
+BIN = TARGET / PROFILE
 OUT = Path(os.environ.get("BENCH_OUT") or ROOT / "BENCHMARKS.md")
 REPS = int(os.environ.get("BENCH_REPS") or 5)
 FIO_SECONDS = int(os.environ.get("BENCH_FIO_SECONDS") or 5)
 FIO_FILE = os.environ.get("BENCH_FIO_FILE") or "/var/tmp/stacks-bench-fio.dat"
 REC, WORK = str(BIN / "stacks-record"), str(BIN / "stacks-workload")
 BEGIN, END = "<!-- bench-bpf:begin -->", "<!-- bench-bpf:end -->"
+# The wake sampling's part, inside the section: rewritten alone with BENCH_BPF_ONLY=wake.
+WAKE_BEGIN, WAKE_END = "<!-- bench-bpf-wake:begin -->", "<!-- bench-bpf-wake:end -->"
+WAKE_NS = (1, 8, 64)
+WAKE_LOOPS = 200000
 STATS = Path("/proc/sys/kernel/bpf_stats_enabled")
 IO_TPS = ("syscalls:sys_enter_pread64,syscalls:sys_exit_pread64,"
           "block:block_io_start,block:block_rq_complete")
@@ -196,6 +204,79 @@ def bench_pingpong(tmp):
     return results
 
 
+def wake_case(n):
+    """(wakeups/s with run-time counting off, wakeups/s with it on, {program: (runs, ns)})
+    of the ping-pong under `-e switch:n:0,wake:k:N` (every wait kept, so every wakeup is one
+    the 1-in-N draw is for), or bare for n None."""
+    if n is None:
+        us, _ = pingpong([], None)
+        return 2e6 / us, None, {}
+    prefix = [REC, "-e", f"switch:n:0,wake:k:{n}", "-o", "/dev/null", "--"]
+    STATS.write_text("0")
+    try:
+        us_off, _ = pingpong(prefix, None)
+    finally:
+        STATS.write_text("1")
+    us_on, p = pingpong(prefix, None)
+    return 2e6 / us_off, 2e6 / us_on, progs(p.stderr)
+
+
+def loadavg():
+    return os.getloadavg()[0]
+
+
+def bench_wake():
+    """The wake sampling's cost: `on_wakeup` per run at 1 in 1, 8 and 64, beside the
+    ping-pong's wakeups per second bare and recorded; each round runs every case in turn."""
+    cases = [None, *WAKE_NS]
+    results = {n: [] for n in cases}
+    loads = [loadavg()]
+    for rep in range(REPS):
+        for n in cases:
+            r = wake_case(n)
+            results[n].append(r)
+            log(f"wake rep {rep + 1}/{REPS} {'bare' if n is None else f'wake:k:{n}'}: "
+                f"{r[0]:,.0f} wakeups/s")
+        loads.append(loadavg())
+    return results, loads
+
+
+def wake_section(wake, machine):
+    results, loads = wake
+    bare = med([r[0] for r in results[None]])
+    def spread(xs):
+        return f"{min(xs) / 1e3:,.0f}k-{max(xs) / 1e3:,.0f}k"
+    rows = [["recording", "wakeups/s", "of bare", "rounds' range",
+             "wakeups/s (run time counted)", "on_wakeup ns per run", "on_wakeup runs",
+             "on_switch ns per run"]]
+    rows.append(["bare", f"{bare:,.0f}", "1.00", spread([r[0] for r in results[None]]),
+                 "", "", "", ""])
+    for n in WAKE_NS:
+        rs = results[n]
+        off = med([r[0] for r in rs])
+        rows.append([f"stacks -e switch:n:0,wake:k:{n}", f"{off:,.0f}", f"{off / bare:.2f}",
+                     spread([r[0] for r in rs]),
+                     f"{med([r[1] for r in rs]):,.0f}",
+                     f"{med([r[2].get('on_wakeup', (0, 0))[1] for r in rs]):,.0f}",
+                     f"{med([r[2].get('on_wakeup', (0, 0))[0] for r in rs]):,.0f}",
+                     f"{med([r[2].get('on_switch', (0, 0))[1] for r in rs]):,.0f}"])
+    return f"""{WAKE_BEGIN}
+### Sampling wakeups 1 in N
+
+What `wake:k:N` costs where wakeups are many: the pipe ping-pong above (`taskset -c 0 perf
+bench sched pipe -l {WAKE_LOOPS}`, two wakeups a round trip) recorded with `-e
+switch:n:0,wake:k:N`, every wait kept, so that every wakeup is one the 1-in-N draw is for:
+the ping-pong's wakeups per second with run-time counting off (as users run it) and on, and
+`on_wakeup`'s mean run time (`kernel.bpf_stats_enabled`, `run_time_ns` ÷ `run_cnt`, from the
+recorder's summary). {machine}, the recorder's {PROFILE} build; rounds interleaved (each round runs every line in turn),
+medians of {REPS}; the load average (1 min) was {min(loads):.1f}-{max(loads):.1f} while it
+ran: other work shared the 2 CPUs, and where the rounds' ranges overlap the rates tell the
+lines apart no better than that; `on_wakeup`'s run time is the figure that does.
+
+{table(rows)}
+{WAKE_END}"""
+
+
 # Two CPU burners, one per CPU: every CPU sample is of a target. (With one, the other CPU's
 # samples are of whatever else runs there, which the program leaves at once: a mean per run
 # over both halves the cost of a sample or not, as that CPU is busy or idle.)
@@ -248,7 +329,7 @@ def table(rows):
     return "\n".join(lines)
 
 
-def section(fio, pp, programs, machine):
+def section(fio, pp, programs, wake, machine):
     bare = fio["bare"]
     b_iops = med([r[0]["iops"] for r in bare])
     b50, b99 = med([r[0]["p50"] for r in bare]), med([r[0]["p99"] for r in bare])
@@ -317,29 +398,45 @@ round trip is two switches and what recording a switch costs adds to it), every 
 recorded:
 
 {table(pp_rows)}
+
+{wake_section(wake, machine)}
 {END}
 """
 
 
 def main():
-    benchmd.preflight("bench-bpf", "BPF, perf events", [REC, WORK])
-    for tool in ("fio", "perf", "unshare"):
+    only = os.environ.get("BENCH_BPF_ONLY") or ""
+    if only not in ("", "wake"):
+        sys.exit(f"bench-bpf: error: BENCH_BPF_ONLY={only}: only `wake` is known")
+    benchmd.preflight("bench-bpf", "BPF, perf events", [REC] if only else [REC, WORK])
+    for tool in ("perf", "taskset") if only else ("fio", "perf", "unshare"):
         if subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True).returncode:
             sys.exit(f"bench-bpf: error: {tool} is missing (scripts/setup installs it)")
+    machine = f"{os.cpu_count()} CPUs, kernel {os.uname().release}"
     stats = STATS
     before = stats.read_text().strip()
     stats.write_text("1")
     try:
-        with tempfile.TemporaryDirectory(prefix="stacks-bench-bpf-") as d:
-            tmp = Path(d)
-            fio = bench_fio(tmp)
-            pp = bench_pingpong(tmp)
-            programs = bench_programs()
+        if only == "wake":
+            wake = bench_wake()
+        else:
+            with tempfile.TemporaryDirectory(prefix="stacks-bench-bpf-") as d:
+                tmp = Path(d)
+                fio = bench_fio(tmp)
+                pp = bench_pingpong(tmp)
+                programs = bench_programs()
+                wake = bench_wake()
     finally:
         stats.write_text(before)
         Path(FIO_FILE).unlink(missing_ok=True)
-    machine = f"{os.cpu_count()} CPUs, kernel {os.uname().release}"
-    benchmd.replace_section(OUT, BEGIN, END, section(fio, pp, programs, machine))
+    if only == "wake":
+        text = OUT.read_text() if OUT.exists() else ""
+        if WAKE_BEGIN not in text and END in text:
+            # First time: the part goes at the end of the section.
+            OUT.write_text(text.replace(END, f"\n{WAKE_BEGIN}\n{WAKE_END}\n{END}", 1))
+        benchmd.replace_section(OUT, WAKE_BEGIN, WAKE_END, wake_section(wake, machine))
+    else:
+        benchmd.replace_section(OUT, BEGIN, END, section(fio, pp, programs, wake, machine))
     log(f"wrote {OUT}")
 
 

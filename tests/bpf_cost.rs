@@ -156,6 +156,53 @@ fn folded_switches_have_their_user_stacks_walked_not_resolved() {
     panic!("on_switch: {fastest} ns per run at best of {TRIES} recordings, above 2,500 ns");
 }
 
+/// (for the kernel side, for addresses outside the map read before) in the summary's
+/// "memory maps read: K for the kernel side, F for addresses outside the map read before".
+fn map_reads(summary: &str) -> Option<(u64, u64)> {
+    let rest = summary.split("memory maps read: ").nth(1)?;
+    let (kernel, rest) = rest.split_once(" for the kernel side, ")?;
+    let fresh = rest.split_whitespace().next()?;
+    Some((kernel.parse().ok()?, fresh.parse().ok()?))
+}
+
+/// A process that keeps mapping anonymous read-write memory (an allocator's large chunks,
+/// each an mmap of its own) has its memory map read once or twice, not again after each
+/// mapping: no frame can be in memory that cannot run, so such a mapping leaves the process in
+/// `maps_read` (bpf/kinds/lifecycle.bpf.h). Before, each took it out, its next stack was
+/// resolved in the kernel and its map read again, every 20 ms: 222 reads in 5 s of this
+/// workload, the recorder's largest cost beside pgbench (docs/cost.md).
+#[test]
+fn anonymous_mappings_do_not_make_the_map_read_again() {
+    if !bpf_available("anonymous_mappings_do_not_make_the_map_read_again") {
+        return;
+    }
+    let _serial = bpf_serial();
+    let dir = scratch("anon-maps");
+    let report_path = dir.join("report.json");
+    let out = sh(&format!(
+        "stacks-record -e profile:u:99,switch:u -o /dev/null -- \
+           stacks-workload --report {} anon-maps --seconds 3",
+        report_path.display()
+    ));
+    check(&out, "record a process mapping anonymous memory in a loop");
+    let summary = String::from_utf8_lossy(&out.stderr);
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&report_path).expect("the workload's report"))
+            .expect("the workload's JSON report");
+    let maps = report["maps"].as_u64().expect("maps in the report");
+    assert!(maps >= 1_000, "only {maps} mappings made: {report}");
+    assert!(
+        summary.contains("profile ") && summary.contains("switch "),
+        "no CPU samples or switches recorded: {summary}"
+    );
+    let (kernel, fresh) = map_reads(&summary).expect("the summary's memory map reads");
+    // The first stack after the exec, and maybe one after the libraries loaded at its start.
+    assert!(
+        kernel <= 4 && fresh <= 4,
+        "{kernel} reads for the kernel side, {fresh} fresh ones over {maps} anonymous mappings: {summary}"
+    );
+}
+
 /// IRQ work interrupts taken so far on every CPU (x86's `IWI` row of /proc/interrupts), or
 /// None where the kernel does not count them apart.
 fn irq_work_interrupts() -> Option<u64> {
@@ -220,6 +267,14 @@ fn a_lagging_reader_is_woken_at_most_once_a_millisecond() {
         during < 1_500,
         "{during} IRQ work interrupts in the second the reader was stopped: {summary}"
     );
+}
+
+#[test]
+fn the_map_reads_are_read() {
+    let s = "stacks-record: ring buffers: samples 16 MiB\nstacks-record: memory maps read: 222 \
+             for the kernel side, 3 for addresses outside the map read before\n";
+    assert_eq!(map_reads(s), Some((222, 3)));
+    assert_eq!(map_reads("stacks-record: 9 rows"), None);
 }
 
 #[test]

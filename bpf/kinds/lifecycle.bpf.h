@@ -246,15 +246,41 @@ int BPF_PROG(on_exit_snapshot, struct task_struct *p, bool group_dead)
 	return process_exit(ctx, p, group_dead, true);
 }
 
+/* mmap(2)'s prot and flags bits (the same on x86-64 and arm64). */
+#define STACKS_PROT_EXEC 0x4
+#define STACKS_MAP_ANONYMOUS 0x20
+
+/* Whether the mapping being placed is one no user frame can be in: anonymous memory that
+ * cannot run, made by the mmap(2) call the task is in (its arguments are still in the
+ * registers it entered with) — allocators' chunks and arenas, which a busy process maps and
+ * unmaps all the time. Anything else may hold code: a file mapping (the dynamic loader
+ * reserves a library's range with its first segment's protection, often read-only, then maps
+ * the other segments into it with MAP_FIXED, which does not pass here), an executable one, a
+ * PROT_NONE reservation (glibc's for a library aligned beyond the page size), a process whose
+ * readable memory can run (READ_IMPLIES_EXEC), and every other call that gets here (mremap,
+ * shmat). */
+static __always_inline bool maps_no_code(void)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct pt_regs *r = (struct pt_regs *)bpf_task_pt_regs(task);
+	if (!r || (long)r->SYSCALL_NR_FIELD != NR_mmap)
+		return false;
+	__u64 prot = r->SYSCALL_ARG2_FIELD, flags = r->SYSCALL_ARG3_FIELD;
+	return (flags & STACKS_MAP_ANONYMOUS) && prot && !(prot & STACKS_PROT_EXEC) &&
+	       !(task->personality & READ_IMPLIES_EXEC);
+}
+
 /* A process maps something new (every mmap without MAP_FIXED passes here, in the mapping
  * process; a library's segments are placed in such a reservation): its user frames are
- * resolved here again until user space has read its map anew (see maps_read). Loaded only
- * with user stacks by frame pointers. */
+ * resolved here again until user space has read its map anew (see maps_read) — but for
+ * anonymous memory that cannot run (maps_no_code), which no frame can be in: a process that
+ * keeps allocating would otherwise have its map read again every 20 ms. Loaded only with
+ * user stacks by frame pointers. */
 SEC("tp_btf/vm_unmapped_area")
 int BPF_PROG(on_new_mapping, unsigned long addr, struct vm_unmapped_area_info *info)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	if (bpf_map_lookup_elem(&maps_read, &tgid))
+	if (bpf_map_lookup_elem(&maps_read, &tgid) && !maps_no_code())
 		bpf_map_delete_elem(&maps_read, &tgid);
 	return 0;
 }

@@ -1,7 +1,8 @@
 //! The CPU budget (`budget_cpu`, docs/agent.md#the-cpu-budget): what the recording costs the
 //! host — the three stages' CPU time (from /proc and wait4) plus the recorder's BPF programs'
 //! run time (the kernel's `run_time_ns` of each program the recorder holds, read from its
-//! `/proc/PID/fdinfo`) — against a fraction of the host's CPUs, and the ladder of event
+//! `/proc/PID/fdinfo`, but for the thread-state iterator, whose run time is the recorder's own
+//! system time already) — against a fraction of the host's CPUs, and the ladder of event
 //! specifications it sheds along, made from the configured `-e` in a fixed order. When to take
 //! a level is the controller's (controller.rs); the supervisor applies a level by stopping the
 //! pipeline in order (the recorder drains, the packer finishes its set: no row is lost) and
@@ -233,27 +234,47 @@ pub(crate) fn host_cpus() -> f64 {
 
 /// Run time in ns of the BPF programs process `pid` holds open (each program once, by its
 /// id), from its `/proc/PID/fdinfo`; counted by the kernel only while BPF run-time statistics
-/// are on ([`enable_bpf_stats`]).
+/// are on ([`enable_bpf_stats`]). See [`run_ns_outside`] for what is left out.
 pub(crate) fn bpf_run_ns(pid: i32) -> Option<u64> {
     let dir = std::fs::read_dir(format!("/proc/{pid}/fdinfo")).ok()?;
+    let texts: Vec<String> = dir
+        .flatten()
+        .filter_map(|entry| std::fs::read_to_string(entry.path()).ok())
+        .collect();
+    Some(run_ns_outside(&texts))
+}
+
+/// The run time of the programs among `fdinfos` (the fdinfo texts of one process's
+/// descriptors) that run outside that process: each program once, by its id, but for those an
+/// iterator link holds (`link_type: iter`: the `state` kind's thread-state passes). An
+/// iterator's program runs inside the holder's own `read()` of each pass, so its run time is
+/// already the holder's system time, which the stages' CPU counts.
+fn run_ns_outside(fdinfos: &[String]) -> u64 {
+    let field = |text: &str, key: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(key))
+            .map(str::trim)
+            .map(str::to_owned)
+    };
+    let id = |text: &str| field(text, "prog_id:").and_then(|v| v.parse::<u64>().ok());
+    let in_holder: std::collections::BTreeSet<u64> = fdinfos
+        .iter()
+        .filter(|t| field(t, "link_type:").as_deref() == Some("iter"))
+        .filter_map(|t| id(t))
+        .collect();
     let mut seen = std::collections::BTreeSet::new();
     let mut total = 0u64;
-    for entry in dir.flatten() {
-        let Ok(text) = std::fs::read_to_string(entry.path()) else {
-            continue;
-        };
-        let field = |key: &str| {
-            text.lines()
-                .find_map(|l| l.strip_prefix(key))
-                .and_then(|v| v.trim().parse::<u64>().ok())
-        };
-        if let (Some(id), Some(ns)) = (field("prog_id:"), field("run_time_ns:"))
+    for text in fdinfos {
+        if let (Some(id), Some(ns)) = (
+            id(text),
+            field(text, "run_time_ns:").and_then(|v| v.parse::<u64>().ok()),
+        ) && !in_holder.contains(&id)
             && seen.insert(id)
         {
             total += ns;
         }
     }
-    Some(total)
+    total
 }
 
 /// BPF run-time statistics on for as long as the returned descriptor is held
@@ -463,6 +484,40 @@ mod tests {
         assert!(!in_place("profile,tp:a:b", "profile,tp:a:c"));
         assert!(!in_place("rss:u:29", "rss:u:7"));
         assert!(!in_place("profile", "profile,nonsense"));
+    }
+
+    /// A program's fdinfo (as the kernel prints it) and a link's.
+    fn prog(id: u64, ns: u64) -> String {
+        format!(
+            "pos:\t0\nflags:\t02000002\nmnt_id:\t17\nino:\t1038\nprog_type:\t26\n\
+             prog_jited:\t1\nprog_tag:\t740935101a4750bd\nmemlock:\t4096\nprog_id:\t{id}\n\
+             run_time_ns:\t{ns}\nrun_cnt:\t7\nrecursion_misses:\t0\nverified_insns:\t13\n"
+        )
+    }
+    fn link(kind: &str, prog: u64, extra: &str) -> String {
+        format!(
+            "pos:\t0\nflags:\t02000000\nmnt_id:\t17\nino:\t1038\nlink_type:\t{kind}\n\
+             link_id:\t35405\nprog_tag:\t740935101a4750bd\nprog_id:\t{prog}\n{extra}"
+        )
+    }
+
+    #[test]
+    fn the_state_iterator_is_not_counted_twice() {
+        let fds = [
+            prog(1, 1_000),
+            prog(2, 20_000),
+            // The thread-state iterator: run in the recorder's read(), its system time.
+            prog(3, 300_000),
+            // Held twice: counted once.
+            prog(1, 1_000),
+            link("raw_tracepoint", 1, "tp_name:\tsys_exit\ncookie:\t0\n"),
+            link("tracing", 2, "attach_type:\t24\n"),
+            link("iter", 3, "target_name:\ttask\n"),
+            "pos:\t0\nflags:\t02\n".to_owned(),
+        ];
+        assert_eq!(run_ns_outside(&fds), 21_000);
+        // Without the iterator's link (no `state`), every program counts.
+        assert_eq!(run_ns_outside(&fds[..5]), 321_000);
     }
 
     #[test]

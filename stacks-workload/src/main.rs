@@ -2,6 +2,7 @@
 //! tests and demo. Each subcommand prints what it actually did, measured by its own clock, as
 //! one JSON object on stdout.
 
+mod anon_maps;
 mod callers;
 mod churn;
 mod contention;
@@ -131,6 +132,10 @@ enum Cmd {
     /// hostile (CASE: a 1 GiB perf map, 10 million lines, binary junk, 64 KiB names, a
     /// symbolic link out of its view, a FIFO).
     Hostile(hostile::HostileArgs),
+    /// An allocator's traffic for SECONDS: `map_anon_chunk` maps KIB KiB of anonymous
+    /// read-write memory, writes each page and unmaps it, BATCH times between a ~0.5 ms spin
+    /// (`burn_between_maps`) and a 1 ms nap; reports the mappings made.
+    AnonMaps(anon_maps::AnonMapsArgs),
 }
 
 fn main() -> ExitCode {
@@ -158,6 +163,7 @@ fn main() -> ExitCode {
         Cmd::Convoy(a) => convoy::convoy(&a),
         Cmd::HeapSites(a) => heap::run(&a),
         Cmd::Hostile(a) => hostile::run(&a),
+        Cmd::AnonMaps(a) => anon_maps::run(&a),
     };
     match result {
         Ok(report) => {

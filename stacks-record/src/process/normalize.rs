@@ -121,6 +121,10 @@ pub(crate) struct UserNormalizer {
     pub jit_frames: u64,
     /// Set when a stack held JIT code of a process with no perf map (yet).
     pub unnamed_jit: bool,
+    /// Reads of a memory map (`/proc/PID/maps`) for the kernel side ([`Self::read_map`]).
+    pub map_reads: u64,
+    /// Fresh reads of a memory map for addresses outside the one read before.
+    pub fresh_map_reads: u64,
     /// Processes whose memory map was read for the kernel to send their user frames as plain
     /// addresses (`maps_read` of the BPF side): when.
     armed: HashMap<u32, Instant, ahash::RandomState>,
@@ -157,6 +161,7 @@ impl UserNormalizer {
     /// Read `pid`'s memory map now (after it was added to `maps_read`, so no mapping made
     /// since is missed): plain addresses the kernel sends from now on are normalized with it.
     pub(crate) fn read_map(&mut self, pid: u32) {
+        self.map_reads += 1;
         let fresh = new_normalizer();
         // One lookup fills blazesym's cache of the map (the address itself does not matter).
         // A process gone by now keeps the map read before, if any: an empty one in its place
@@ -243,6 +248,7 @@ impl UserNormalizer {
                 .is_none_or(|t| t.elapsed() > state.retry_every);
             if !unmapped.is_empty() && may_retry && crate::process::target::is_alive(pid) {
                 state.retried = Some(Instant::now());
+                self.fresh_map_reads += 1;
                 let fresh = new_normalizer();
                 let again: HashMap<u64, (UserFrame, bool)> = resolve(&fresh, pid, &unmapped)
                     .unwrap_or_default()

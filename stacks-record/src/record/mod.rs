@@ -517,6 +517,12 @@ impl Recorder<'_, '_> {
                 .unwrap_or_default()
         );
         let n = &self.conv.norm;
+        if n.map_reads + n.fresh_map_reads > 0 {
+            eprintln!(
+                "stacks-record: memory maps read: {} for the kernel side, {} for addresses outside the map read before",
+                n.map_reads, n.fresh_map_reads
+            );
+        }
         let skipped = n.perf_maps.skipped.describe();
         if n.perf_maps.maps_found > 0 || n.perf_maps.bad_lines > 0 || !skipped.is_empty() {
             eprintln!(
