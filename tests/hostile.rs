@@ -317,6 +317,48 @@ fn a_corrupt_executable_is_refused_not_read() {
     );
 }
 
+/// A target that truncates a file it maps executable and runs code from (a copy of its own
+/// executable), to nothing and back every 10 ms, while its samples are unwound by that file's
+/// CFI: the recorder reads the CFI with `pread` into memory, never through a mapping the
+/// truncation would fault (before: the recorder died of `SIGBUS` within a second), so it
+/// ends, within its memory bound, with the well-behaved target recorded as it ran; the code
+/// run from the copy is recorded and named (stacks-symbolize reads the copy, writable by
+/// another user, from a sealed copy in memory).
+#[test]
+fn a_file_truncated_while_mapped_does_not_crash_the_recorder() {
+    if !bpf("a_file_truncated_while_mapped_does_not_crash_the_recorder") {
+        return;
+    }
+    let _serial = bpf_serial();
+    let run = record("truncate", "mapped-truncate", "");
+    let file = format!("/tmp/hostile-mapped-{}", run.hostile["pid"]);
+    let _ = std::fs::remove_file(&file);
+    check_common("truncate", &run);
+    let truncations = run.hostile["truncations"].as_u64().unwrap_or(0);
+    assert!(
+        truncations >= 100,
+        "the copy was truncated {truncations} times: {}",
+        run.hostile
+    );
+    let (spin, _) = folded_share(&run.folded, |s| {
+        s.split(';').any(|f| f.ends_with("hostile_native_spin"))
+    });
+    eprintln!(
+        "truncate: {truncations} truncations; {:.3} of the samples in the copy's code",
+        spin
+    );
+    assert!(
+        spin > 0.0,
+        "no sample of the code run from the truncated copy:\n{}",
+        run.folded
+    );
+    assert!(
+        run.stderr.contains("d stacks:"),
+        "the d stacks are reported:\n{}",
+        run.stderr
+    );
+}
+
 /// Span records made to hurt (65,535 attribute bytes announced and a name past the record,
 /// with invalid UTF-8; a record at the end of its mapped page; a kernel address; a span id
 /// changing while read): each sample carries what could be read of the record (the name's

@@ -69,7 +69,7 @@ pub const TABLE_MAX: u64 = 512 << 20;
 const SHT_STRTAB: u32 = 3;
 
 struct Reader<'a> {
-    file: File,
+    file: &'a File,
     path: &'a str,
 }
 
@@ -134,16 +134,24 @@ fn build_id_in_notes(notes: &[u8]) -> Option<String> {
 
 /// Read what [`ElfInfo`] describes from the ELF file at `path` (64-bit little-endian).
 pub fn read(path: &Path) -> Result<ElfInfo, ElfError> {
-    let name = path.display().to_string();
-    // Never blocking on a FIFO put where the file was.
-    let file = std::fs::OpenOptions::new()
+    read_file(&open(path)?, &path.display().to_string())
+}
+
+/// Open the file at `path` to read, without blocking (never on a FIFO put where the file was).
+pub fn open(path: &Path) -> Result<File, ElfError> {
+    std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(path)
         .map_err(|source| ElfError::Io {
-            path: name.clone(),
+            path: path.display().to_string(),
             source,
-        })?;
+        })
+}
+
+/// [`read`] of an opened file, named `name` in errors: only a regular file.
+pub fn read_file(file: &File, name: &str) -> Result<ElfInfo, ElfError> {
+    let name = name.to_string();
     let meta = file.metadata().map_err(|source| ElfError::Io {
         path: name.clone(),
         source,

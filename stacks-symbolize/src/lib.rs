@@ -13,6 +13,7 @@ pub mod gopclntab;
 pub mod kernel;
 pub mod layout;
 mod lookup;
+pub mod pinned;
 mod recent;
 pub mod resolve;
 pub mod table;

@@ -14,6 +14,7 @@ use blazesym::symbolize::{CodeInfo, Input, Symbolized, Symbolizer};
 use blazesym::{MaybeDefault, inspect};
 use stacks_stream::Unresolved;
 
+use crate::pinned::{self, Pinned};
 use crate::recent::Recent;
 
 pub use crate::frame::{Frames, Options, SymFrame, demangle};
@@ -110,6 +111,8 @@ pub struct Worker {
     go: crate::gopclntab::Cache,
     /// The files read in this period and in the one before: what [`Worker::age`] keeps.
     read: Recent<PathBuf, ()>,
+    /// The module files of those, held open as checked (or why they cannot be read).
+    pinned: HashMap<PathBuf, Result<Pinned, String>>,
 }
 
 impl Worker {
@@ -125,6 +128,7 @@ impl Worker {
             opts,
             go: crate::gopclntab::Cache::default(),
             read: Recent::default(),
+            pinned: HashMap::new(),
         }
     }
 
@@ -135,9 +139,18 @@ impl Worker {
     pub fn age(&mut self) -> Vec<PathBuf> {
         let stale: Vec<PathBuf> = self.read.age().into_keys().collect();
         for file in &stale {
+            // blazesym knows a module file by its descriptor's path: forgotten before the
+            // descriptor is closed (its number may name another file next).
+            let read_as = match self.pinned.get(file) {
+                Some(Ok(p)) => p.path().to_path_buf(),
+                _ => file.clone(),
+            };
             // Best effort by blazesym's word; nothing cached for the file is no error.
-            let _ = self.symbolizer.evict(&Evict::Elf(evict::Elf::new(file)));
-            self.go.forget(file);
+            let _ = self
+                .symbolizer
+                .evict(&Evict::Elf(evict::Elf::new(&read_as)));
+            self.go.forget(&read_as);
+            self.pinned.remove(file);
         }
         stale
     }
@@ -152,11 +165,28 @@ impl Worker {
         }
         match job {
             Job::Elf { file, addrs } => {
-                let src = Source::Elf(Elf::new(file));
+                // The file checked is the file read: through the descriptor held open.
+                let pinned = self
+                    .pinned
+                    .entry(file.clone())
+                    .or_insert_with(|| pinned::pin(file).map_err(|e| e.to_string()));
+                let read_as = match pinned {
+                    Ok(p) => p.path().to_path_buf(),
+                    Err(why) => {
+                        return vec![
+                            vec![SymFrame::unresolved(
+                                Unresolved::UnreadableFile,
+                                why.clone()
+                            )];
+                            addrs.len()
+                        ];
+                    }
+                };
+                let src = Source::Elf(Elf::new(&read_as));
                 match self.symbolizer.symbolize(&src, Input::VirtOffset(addrs)) {
                     Ok(syms) => {
                         let mut out: Vec<Vec<SymFrame>> = syms.into_iter().map(expand).collect();
-                        self.go.name_unnamed(file, addrs, &mut out, self.opts);
+                        self.go.name_unnamed(&read_as, addrs, &mut out, self.opts);
                         out
                     }
                     Err(e) => {

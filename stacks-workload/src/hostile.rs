@@ -7,6 +7,7 @@
 
 use std::fs::File;
 use std::io::{BufWriter, Seek, SeekFrom, Write};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -48,6 +49,13 @@ pub(crate) enum Case {
     /// where its page ends (the next one unmapped), a kernel address, and a record whose span
     /// id changes on every call (a million ids) while it is read.
     SpanRecords,
+    /// Copies its executable to /tmp/hostile-mapped-PID, maps the copy's code segment and runs
+    /// its native spin (`hostile_native_spin`) from there between the calls of the JIT code,
+    /// while a thread truncates the copy to nothing and writes it back, over and over (every
+    /// 10 ms; its own faults meanwhile wait for the file's return): a recorder reading the
+    /// copy's CFI through a mapping of it faults (`SIGBUS`). The copy is written back whole at
+    /// the end and left in /tmp for the symbolizer: remove it after.
+    MappedTruncate,
     /// Runs PYTHON (CPython 3.13 or 3.14) on a script whose thread `spinner` spins in C under
     /// the Python frame of `spin` while the main thread rewrites that frame's caller link in
     /// place: a loop onto itself, a kernel address, an unmapped page, flipping between good and
@@ -99,6 +107,14 @@ pub(crate) fn run(a: &HostileArgs) -> Result<Value> {
     let _ = std::fs::remove_file(&path);
     let setup = Instant::now();
     let written = write_map(a, &path)?;
+    let mut truncating = match a.case {
+        Case::MappedTruncate => Some(Truncating::start()?),
+        _ => None,
+    };
+    let native: Option<fn(u64) -> u64> = match &truncating {
+        Some(t) => Some(t.spin),
+        None => a.native.then_some(hostile_native_spin as fn(u64) -> u64),
+    };
     let setup_ns = setup.elapsed().as_nanos() as u64;
     let start = Instant::now();
     let budget = Duration::from_secs_f64(a.seconds);
@@ -110,12 +126,16 @@ pub(crate) fn run(a: &HostileArgs) -> Result<Value> {
         if let Some(r) = &mut records {
             r.next(calls);
         }
-        if a.native {
-            std::hint::black_box(hostile_native_spin(std::hint::black_box(200_000)));
+        if let Some(native) = native {
+            std::hint::black_box(native(std::hint::black_box(200_000)));
         }
         calls += 1;
     }
     let _ = std::fs::remove_file(&path);
+    let truncations = match truncating.take() {
+        Some(t) => t.stop()?,
+        None => 0,
+    };
     Ok(serde_json::json!({
         "workload": "hostile",
         "case": format!("{:?}", a.case),
@@ -124,8 +144,137 @@ pub(crate) fn run(a: &HostileArgs) -> Result<Value> {
         "map_bytes": written,
         "setup_ns": setup_ns,
         "calls": calls,
+        "truncations": truncations,
         "wall_ns": start.elapsed().as_nanos() as u64,
     }))
+}
+
+/// Where [`Case::MappedTruncate`] mapped the copy's code, and its length.
+static MAPPED: AtomicUsize = AtomicUsize::new(0);
+static MAPPED_LEN: AtomicUsize = AtomicUsize::new(0);
+/// The copy is cut short now.
+static CUT: AtomicBool = AtomicBool::new(false);
+
+/// `SIGBUS` in the copy's code while it is cut short: wait until it is written back, and run
+/// the instruction again. Any other `SIGBUS` kills the process as it would have.
+extern "C" fn wait_for_the_file(_: i32, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    // SAFETY: the kernel's siginfo for a SIGBUS, which carries the faulting address.
+    let addr = unsafe { (*info).si_addr() } as usize;
+    let base = MAPPED.load(Ordering::SeqCst);
+    if !(base..base + MAPPED_LEN.load(Ordering::SeqCst)).contains(&addr) {
+        // SAFETY: back to the default action; the fault repeats and ends the process.
+        unsafe { libc::signal(libc::SIGBUS, libc::SIG_DFL) };
+        return;
+    }
+    let pause = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 200_000,
+    };
+    while CUT.load(Ordering::SeqCst) {
+        // SAFETY: nanosleep is async-signal-safe.
+        unsafe { libc::nanosleep(&pause, std::ptr::null_mut()) };
+    }
+}
+
+/// [`Case::MappedTruncate`]: the copy of the executable, its code mapped, and the thread
+/// truncating it.
+struct Truncating {
+    /// `hostile_native_spin` in the copy's code.
+    spin: fn(u64) -> u64,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<std::io::Result<u64>>,
+}
+
+impl Truncating {
+    fn start() -> Result<Truncating> {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::FileExt;
+        let original = std::fs::read("/proc/self/exe").context("reading /proc/self/exe")?;
+        let path = format!("/tmp/hostile-mapped-{}", std::process::id());
+        std::fs::write(&path, &original).with_context(|| format!("writing {path}"))?;
+        let file = File::options().read(true).write(true).open(&path)?;
+        // The executable mapping holding the native spin, and the same range of the copy.
+        let at = hostile_native_spin as fn(u64) -> u64 as usize as u64;
+        let maps = std::fs::read_to_string("/proc/self/maps")?;
+        let (start, end, offset) = maps
+            .lines()
+            .find_map(|l| {
+                let mut f = l.split_whitespace();
+                let (s, e) = f.next()?.split_once('-')?;
+                let (s, e) = (
+                    u64::from_str_radix(s, 16).ok()?,
+                    u64::from_str_radix(e, 16).ok()?,
+                );
+                let off = u64::from_str_radix(f.nth(1)?, 16).ok()?;
+                (s..e).contains(&at).then_some((s, e, off))
+            })
+            .context("no mapping holds hostile_native_spin")?;
+        let len = (end - start) as usize;
+        // SAFETY: a fresh private mapping of the copy, at an address the kernel picks.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_EXEC,
+                libc::MAP_PRIVATE,
+                file.as_raw_fd(),
+                offset as libc::off_t,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            bail!("mapping {path}: {}", std::io::Error::last_os_error());
+        }
+        MAPPED.store(base as usize, Ordering::SeqCst);
+        MAPPED_LEN.store(len, Ordering::SeqCst);
+        // The code faults too while the file is cut short: it waits for the file's return.
+        // SAFETY: a handler that only reads atomics and sleeps (async-signal-safe).
+        unsafe {
+            let mut act: libc::sigaction = std::mem::zeroed();
+            act.sa_sigaction = wait_for_the_file as *const () as usize;
+            act.sa_flags = libc::SA_SIGINFO;
+            if libc::sigaction(libc::SIGBUS, &act, std::ptr::null_mut()) != 0 {
+                bail!("sigaction: {}", std::io::Error::last_os_error());
+            }
+        }
+        // SAFETY: the same code at the same distance from its segment's start as in the
+        // running executable, whose calls are relative to it.
+        let spin = unsafe {
+            std::mem::transmute::<*mut u8, fn(u64) -> u64>(
+                (base as *mut u8).add((at - start) as usize),
+            )
+        };
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = std::sync::Arc::clone(&stop);
+        // Written back up to the end of the mapped code: the headers and CFI sections before it.
+        let head = original[..(offset as usize + len).min(original.len())].to_vec();
+        let full = original.len() as u64;
+        let thread = std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !stopped.load(Ordering::Relaxed) {
+                CUT.store(true, Ordering::SeqCst);
+                file.set_len(0)?;
+                std::thread::sleep(Duration::from_millis(5));
+                file.write_all_at(&head, 0)?;
+                file.set_len(full)?;
+                CUT.store(false, Ordering::SeqCst);
+                n += 1;
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            file.write_all_at(&original, 0)?;
+            Ok(n)
+        });
+        Ok(Truncating { spin, stop, thread })
+    }
+
+    /// Stop truncating (the copy written back whole); how many times it was truncated.
+    fn stop(self) -> Result<u64> {
+        self.stop.store(true, Ordering::Relaxed);
+        let n = self
+            .thread
+            .join()
+            .map_err(|_| anyhow::anyhow!("the truncating thread panicked"))??;
+        Ok(n)
+    }
 }
 
 /// The spin loop copied into anonymous memory at [`JIT_AT`], made executable.
@@ -167,7 +316,7 @@ fn good_line() -> String {
 fn write_map(a: &HostileArgs, path: &str) -> Result<u64> {
     let create = || File::create(path).with_context(|| format!("creating {path}"));
     match a.case {
-        Case::PerfmapGood => {
+        Case::PerfmapGood | Case::MappedTruncate => {
             std::fs::write(path, good_line())?;
         }
         Case::PerfmapHuge => {

@@ -10,8 +10,6 @@ use std::ops::Range;
 use std::os::unix::fs::MetadataExt;
 use std::rc::Rc;
 
-use object::Object;
-
 /// What a mapping of a snapshot is (`enum stacks_exit_map_what`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum What {
@@ -126,16 +124,7 @@ impl ExitMaps {
         if let Some(known) = self.build_ids.get(&key) {
             return known.clone();
         }
-        let found = open(m).map(|f| {
-            // SAFETY: mapped read-only to read its notes; a file truncated under us could
-            // fault, as with any profiler reading mapped binaries.
-            let map = unsafe { memmap2::Mmap::map(&f) }.ok()?;
-            let elf = object::File::parse(&*map).ok()?;
-            elf.build_id()
-                .ok()
-                .flatten()
-                .map(stacks_stream::hex::encode)
-        });
+        let found = open(m).map(|f| crate::process::modules::build_id_of(&f));
         // A file gone is not remembered: a later snapshot may name one that is there.
         if found.is_ok() {
             self.build_ids.insert(key, found.clone());

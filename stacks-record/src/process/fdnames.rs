@@ -4,7 +4,6 @@
 
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
-use std::os::unix::fs::MetadataExt;
 
 use crate::kernel::abi::types::{stacks_file, stacks_net_addrs};
 use crate::kernel::event::{FileType, NetFamily, NetProtocol, c_bytes};
@@ -187,10 +186,11 @@ impl FileNames {
             return Some(path.clone());
         }
         let link = format!("/proc/{pid}/fd/{fd}");
-        // The link is read as text and stat'ed through the kernel's own fd reference: no path
-        // from the traced process is followed.
-        if let (Ok(target), Ok(meta)) = (std::fs::read_link(&link), std::fs::metadata(&link))
-            && meta.ino() == ino
+        // The link is read as text, and the descriptor's inode from its fdinfo: no path from
+        // the traced process is followed, and no file system is asked (a `stat` through the
+        // link would ask a FUSE server, which may be the process itself and never answer).
+        if let (Ok(target), Some(fd_ino)) = (std::fs::read_link(&link), fd_inode(pid, fd))
+            && fd_ino == ino
         {
             let path = target.to_string_lossy().into_owned();
             self.cache.insert((pid, fd), (ino, path.clone()));
@@ -202,6 +202,22 @@ impl FileNames {
     pub(crate) fn forget(&mut self, pid: u32) {
         self.cache.retain(|(p, _), _| *p != pid);
     }
+}
+
+/// The inode number of `pid`'s descriptor `fd`, from the `ino:` line of its
+/// `/proc/PID/fdinfo/FD` (the kernel's text, Linux 5.14 and later).
+fn fd_inode(pid: u32, fd: i32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}")).ok()?;
+    fdinfo_inode(&text)
+}
+
+/// The `ino:` value of an fdinfo text.
+fn fdinfo_inode(text: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix("ino:"))?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// The path of `pid`'s descriptor `fd`, the kernel's `file`: from /proc while the fd still names
@@ -308,8 +324,16 @@ mod tests {
     }
 
     #[test]
+    fn fdinfo_names_the_inode() {
+        let text = "pos:\t0\nflags:\t0100000\nmnt_id:\t24\nino:\t3\n";
+        assert_eq!(fdinfo_inode(text), Some(3));
+        assert_eq!(fdinfo_inode("pos:\t0\n"), None);
+    }
+
+    #[test]
     fn file_names_come_from_proc_when_the_inode_matches() {
         use std::os::fd::AsRawFd;
+        use std::os::unix::fs::MetadataExt;
         let dir = std::env::temp_dir().join(format!("stacks-fn-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("data.bin");

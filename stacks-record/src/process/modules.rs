@@ -118,18 +118,46 @@ fn read_build_id(path: &Path) -> Option<String> {
     build_id_of(&file)
 }
 
+/// Largest note section or segment read for a build id (a build-id note is 36 bytes; all of
+/// PostgreSQL's USDT notes, in the same kind of section, some tens of KiB).
+const NOTES_MAX: u64 = 1 << 20;
+
 /// The GNU build id (lowercase hex) of an opened ELF file: its `NT_GNU_BUILD_ID` note whose
-/// name is "GNU". blazesym's reader takes the first note of type 3 whatever its name, and a
-/// USDT probe's note (`stapsdt`, type 3 too) is one: in a file whose `.note.stapsdt` comes
-/// before `.note.gnu.build-id` (PostgreSQL after patchelf moved its build-id note) it read a
-/// probe's bytes as the build id, and no frame of the file could be named.
-fn build_id_of(file: &std::fs::File) -> Option<String> {
-    // SAFETY: mapped read-only to read its notes; a file truncated under us could fault, as
-    // with any profiler reading mapped binaries (docs/threat-model.md).
-    let map = unsafe { memmap2::Mmap::map(file) }.ok()?;
-    let elf = object::File::parse(&*map).ok()?;
-    use object::Object as _;
-    elf.build_id().ok().flatten().map(hex)
+/// name is "GNU" (from its note sections, else, without section headers, its note segments).
+/// blazesym's reader takes the first note of type 3 whatever its name, and a USDT probe's
+/// note (`stapsdt`, type 3 too) is one: in a file whose `.note.stapsdt` comes before
+/// `.note.gnu.build-id` (PostgreSQL after patchelf moved its build-id note) it read a probe's
+/// bytes as the build id, and no frame of the file could be named. Read with `pread` through
+/// `object`'s read cache, never mapped: the file is the target's, which may truncate it while
+/// it is read (a mapping would then fault); a note table over [`NOTES_MAX`] is not read.
+pub(crate) fn build_id_of(file: &std::fs::File) -> Option<String> {
+    use object::elf::{FileHeader64, NT_GNU_BUILD_ID};
+    use object::read::elf::{FileHeader, NoteIterator, ProgramHeader, SectionHeader};
+    let data = &object::ReadCache::new(file);
+    let header = FileHeader64::<object::Endianness>::parse(data).ok()?;
+    let endian = header.endian().ok()?;
+    let gnu_build_id = |notes: Option<NoteIterator<'_, FileHeader64<object::Endianness>>>| {
+        let mut notes = notes?;
+        while let Ok(Some(note)) = notes.next() {
+            if note.name() == b"GNU" && note.n_type(endian) == NT_GNU_BUILD_ID {
+                return Some(hex(note.desc()));
+            }
+        }
+        None
+    };
+    let sections = header.section_headers(endian, data).ok()?;
+    if !sections.is_empty() {
+        return sections
+            .iter()
+            .filter(|s| s.sh_size(endian) <= NOTES_MAX)
+            .find_map(|s| gnu_build_id(s.notes(endian, data).ok()?));
+    }
+    header
+        .program_headers(endian, data)
+        .ok()?
+        .iter()
+        .filter(|p| p.p_filesz(endian) <= NOTES_MAX)
+        .find_map(|p| gnu_build_id(p.notes(endian, data).ok()?))
 }
 
 thread_local! {

@@ -99,11 +99,15 @@ const RETRY_EVERY: Duration = Duration::from_millis(20);
 /// time beside pgbench (docs/cost.md, "The recorder on a busy host").
 const RETRY_MAX: Duration = Duration::from_secs(1);
 
+/// A normalizer that reads no file: build ids are read by
+/// [`modules::process_file_build_id`](crate::process::modules::process_file_build_id), which
+/// never opens a file on FUSE (blazesym opens it by path, and opening one there waits for its
+/// server, maybe the process itself) and reads it with `pread` (blazesym maps it, and a
+/// truncation by the process would then fault), and takes only the note named "GNU".
 fn new_normalizer() -> Normalizer {
     Normalizer::builder()
         .enable_vma_caching(true)
-        .enable_build_ids(true)
-        .enable_build_id_caching(true)
+        .enable_build_ids(false)
         .build()
 }
 
@@ -409,15 +413,12 @@ fn resolve(
             });
         }
     };
-    // blazesym's build id may be a USDT note's (see modules::build_id_of): each file's is
-    // read again, once a call.
+    // Each file's build id, looked up once a call (read once per file: see new_normalizer).
     let ids: Vec<Option<String>> = out
         .meta
         .iter()
         .map(|m| match m {
-            UserMeta::Elf(elf) if elf.build_id.is_some() => {
-                crate::process::modules::process_file_build_id(pid, &elf.path)
-            }
+            UserMeta::Elf(elf) => crate::process::modules::process_file_build_id(pid, &elf.path),
             _ => None,
         })
         .collect();
@@ -436,9 +437,7 @@ fn resolve(
                 ),
                 other => {
                     let mut f = frame(addr, offset, other);
-                    if let Some(Some(id)) = ids.get(meta_idx)
-                        && f.build_id.is_some()
-                    {
+                    if let Some(Some(id)) = ids.get(meta_idx) {
                         f.build_id = Some(id.clone());
                     }
                     (f, false)

@@ -573,6 +573,11 @@ impl Recorder<'_, '_> {
                             .to_string()
                     ),
                     (
+                        u.cfi_over_budget,
+                        "files whose CFI was too large to read (unwound by frame pointers)"
+                            .to_string()
+                    ),
+                    (
                         w.given_up_procs,
                         "processes whose exit record was waited for in vain".to_string()
                     ),

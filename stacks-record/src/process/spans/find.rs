@@ -4,8 +4,9 @@
 use std::fs::File;
 use std::path::Path;
 
+use object::elf;
+use object::read::elf::SectionHeader;
 use object::read::elf::{ElfFile64, FileHeader, ProgramHeader};
-use object::{Object, ObjectSymbol, SymbolKind, elf};
 
 /// The thread-context pointer's symbol (OTEP 4947).
 pub(crate) const CONTEXT_SYMBOL: &str = "otel_thread_ctx_v1";
@@ -28,17 +29,14 @@ pub(super) const PROVIDER: &str = "stacks_tracing";
 /// ends at the thread pointer, placed as glibc's `_dl_determine_tlsoffset` places it).
 pub(crate) fn find(path: &Path) -> Result<Option<TlsOffsets>, String> {
     let file = File::open(path).map_err(|e| e.to_string())?;
-    // Mapped, not read through `object::ReadCache`: that reads each symbol's name with a seek
-    // and a read of its own, and the scan of a large `.symtab` (a Rust test binary's 100,000
-    // symbols) was half the recorder's time on a host building Rust (docs/cost.md, "The
-    // recorder on a busy host"). SAFETY: mapped read-only; a running executable cannot be
-    // written (ETXTBSY), and one truncated after its process exited could fault, as with any
-    // profiler reading mapped binaries (blazesym and the CFI reader map them the same way).
-    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| e.to_string())?;
-    if !crate::process::untrusted::elf_tables_bounded(&*map) {
+    // Headers read with `pread` through `object`'s read cache, never mapped: a process may
+    // truncate its executable once it no longer runs it (or a file it execs another way), and
+    // a mapping of it would then fault (docs/threat-model.md).
+    let data = &object::ReadCache::new(&file);
+    if !crate::process::untrusted::elf_tables_bounded(data) {
         return Ok(None);
     }
-    let Ok(elf) = ElfFile64::<object::Endianness, _>::parse(&*map) else {
+    let Ok(elf) = ElfFile64::<object::Endianness, _>::parse(data) else {
         return Ok(None); // not a 64-bit ELF file (a script's interpreter is traced instead)
     };
     if elf.elf_header().e_machine(elf.endian()) != elf::EM_X86_64 {
@@ -67,37 +65,79 @@ pub(crate) fn find(path: &Path) -> Result<Option<TlsOffsets>, String> {
     else {
         return Ok(None);
     };
-    let lookup = |symbols: &mut dyn Iterator<Item = (String, SymbolKind, u64)>| {
-        let (mut context, mut canary) = (None, None);
-        for (name, kind, value) in symbols {
-            if kind != SymbolKind::Tls {
-                continue;
-            }
-            match name.as_str() {
-                CONTEXT_SYMBOL => context = Some(value),
-                CANARY_SYMBOL => canary = Some(value),
-                _ => continue,
-            }
-            if let (Some(ctx), Some(can)) = (context, canary) {
-                return Some(TlsOffsets {
-                    context: (ctx as i64).wrapping_sub(block as i64),
-                    canary: (can as i64).wrapping_sub(block as i64),
-                    probes: false,
-                });
-            }
-        }
-        None
-    };
-    let named =
-        |s: object::read::elf::ElfSymbol<'_, '_, elf::FileHeader64<object::Endianness>, _>| {
-            Some((s.name().ok()?.to_string(), s.kind(), s.address()))
-        };
-    let found = lookup(&mut elf.dynamic_symbols().filter_map(named))
-        .or_else(|| lookup(&mut elf.symbols().filter_map(named)));
+    let sections = elf.elf_section_table();
+    let found = [elf::SHT_DYNSYM, elf::SHT_SYMTAB]
+        .into_iter()
+        .find_map(|kind| {
+            let table = sections.iter().find(|s| s.sh_type(endian) == kind)?;
+            let strings = sections.section(table.link(endian)).ok()?;
+            let range = |s: &elf::SectionHeader64<object::Endianness>| {
+                Some((s.sh_offset(endian), s.sh_size(endian)))
+            };
+            let (context, canary) = tls_values(&file, range(table)?, range(strings)?, endian);
+            Some(TlsOffsets {
+                context: (context? as i64).wrapping_sub(block as i64),
+                canary: (canary? as i64).wrapping_sub(block as i64),
+                probes: false,
+            })
+        });
     Ok(found.map(|o| TlsOffsets {
         probes: crate::process::notes::elf_has_usdt(&elf, PROVIDER, None),
         ..o
     }))
+}
+
+/// The values of the thread context's and the canary's TLS symbols in the symbol table at
+/// `symbols` (file offset, size) whose names are in the string table at `strings`. The table
+/// is read in pieces and a name only of a TLS symbol: the scan of a large `.symtab` (a Rust
+/// test binary's 100,000 symbols) through `object`'s read cache, a seek and a read per name,
+/// was half the recorder's time on a host building Rust (docs/cost.md, "The recorder on a
+/// busy host"). A table cut short (the file truncated meanwhile) ends the scan.
+fn tls_values(
+    file: &File,
+    symbols: (u64, u64),
+    strings: (u64, u64),
+    endian: object::Endianness,
+) -> (Option<u64>, Option<u64>) {
+    use object::read::elf::Sym;
+    use std::os::unix::fs::FileExt;
+    const SYMBOL: u64 = size_of::<elf::Sym64<object::Endianness>>() as u64;
+    let longest = CONTEXT_SYMBOL.len().max(CANARY_SYMBOL.len()) + 1;
+    let (mut context, mut canary) = (None, None);
+    let mut piece = vec![0u8; 4096 * SYMBOL as usize];
+    let mut at = 0;
+    while at + SYMBOL <= symbols.1 {
+        let n = (piece.len() as u64).min((symbols.1 - at) / SYMBOL * SYMBOL) as usize;
+        let Some(offset) = symbols.0.checked_add(at) else {
+            break;
+        };
+        if file.read_exact_at(&mut piece[..n], offset).is_err() {
+            break;
+        }
+        at += n as u64;
+        let Ok(table) = object::pod::slice_from_all_bytes::<elf::Sym64<_>>(&piece[..n]) else {
+            break;
+        };
+        for sym in table.iter().filter(|s| s.st_type() == elf::STT_TLS) {
+            let name_at = u64::from(sym.st_name(endian));
+            let len = (longest as u64).min(strings.1.saturating_sub(name_at)) as usize;
+            let mut name = [0u8; 64];
+            let Some(offset) = strings.0.checked_add(name_at) else {
+                continue;
+            };
+            if len == 0 || file.read_exact_at(&mut name[..len], offset).is_err() {
+                continue;
+            }
+            let is =
+                |wanted: &str| name[..len].split(|b| *b == 0).next() == Some(wanted.as_bytes());
+            if is(CONTEXT_SYMBOL) {
+                context = Some(sym.st_value(endian));
+            } else if is(CANARY_SYMBOL) {
+                canary = Some(sym.st_value(endian));
+            }
+        }
+    }
+    (context, canary)
 }
 
 #[cfg(test)]

@@ -1,85 +1,85 @@
 //! The unwinding data of the files a process maps: their CFI sections (`.eh_frame` with its
-//! `.eh_frame_hdr` index, `.debug_frame`) and loadable segments, read once per file from a
-//! memory map of it, shared by every process that maps it; and the executable mappings of a
-//! `/proc/PID/maps` text.
+//! `.eh_frame_hdr` index, `.debug_frame`) copied into memory with `pread` (never mapped: a
+//! process may truncate a file it owns while the recorder reads it, and a mapping of it would
+//! then fault) and their loadable segments, read once per file and shared by every process
+//! that maps it; and the executable mappings of a `/proc/PID/maps` text.
 
 use std::collections::HashMap;
 use std::fs::File;
 use std::ops::{Deref, Range};
+use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
 use framehop::{ExplicitModuleSectionInfo, Module};
 use object::read::elf::{ElfFile64, ProgramHeader};
-use object::{Object, ObjectSection};
+use object::{Object, ObjectSection, ReadRef};
 
 use crate::process::exit_maps;
 use crate::process::maps;
 
-/// Bytes of a file the unwinder reads: mapped, or (the vdso) copied.
-enum Bytes {
-    Mapped(memmap2::Mmap),
-    Owned(Vec<u8>),
-}
+/// Most bytes of CFI (`.eh_frame`, `.eh_frame_hdr` and `.debug_frame` together) copied of one
+/// file: a large browser's are about 20 MiB.
+const FILE_CFI_MAX: u64 = 64 << 20;
+/// Most bytes of CFI kept over all files: past it, a file's CFI is not read (its stacks are
+/// unwound by frame pointers), so that files claiming large sections cannot grow the recorder.
+const CFI_BUDGET: u64 = 256 << 20;
 
-impl Deref for Bytes {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        match self {
-            Bytes::Mapped(m) => m,
-            Bytes::Owned(v) => v,
-        }
-    }
-}
-
-/// One section of a file, as framehop wants its data.
+/// One CFI section's bytes, as framehop wants them.
 #[derive(Clone)]
-pub(super) struct Section {
-    bytes: Arc<Bytes>,
-    range: Range<usize>,
-}
+pub(super) struct Section(Arc<[u8]>);
 
 impl Deref for Section {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        &self.bytes[self.range.clone()]
+        &self.0
     }
+}
+
+/// Why a file's CFI was not read.
+#[derive(Debug)]
+enum Unread {
+    /// Not a 64-bit ELF file.
+    NotElf,
+    /// Its CFI sections are over [`FILE_CFI_MAX`] or the budget left.
+    TooLarge,
 }
 
 /// A file's unwind sections (addresses are the file's own, SVMAs) and its loadable segments.
 pub(super) struct FileCfi {
-    bytes: Arc<Bytes>,
-    text: Option<(Range<u64>, Range<usize>)>,
-    eh_frame: Option<(Range<u64>, Range<usize>)>,
-    eh_frame_hdr: Option<(Range<u64>, Range<usize>)>,
+    /// `.text`'s addresses: framehop's base for `.eh_frame`'s text-relative pointers (ELF
+    /// unwinding reads no instruction bytes, so they are not copied).
+    text: Option<Range<u64>>,
+    eh_frame: Option<(Range<u64>, Section)>,
+    eh_frame_hdr: Option<(Range<u64>, Section)>,
     got: Option<Range<u64>>,
-    debug_frame: Option<Range<usize>>,
+    debug_frame: Option<Section>,
     /// (file offset, address) of each PT_LOAD.
     loads: Vec<(u64, u64, u64)>,
 }
 
 impl FileCfi {
-    fn parse(bytes: Bytes) -> Option<Self> {
-        let bytes = Arc::new(bytes);
-        let elf = ElfFile64::<object::Endianness>::parse(&**bytes).ok()?;
+    /// The CFI of the ELF file whose headers `data` reads, its sections copied by `read`
+    /// (offset, size), when they are together at most `budget` bytes.
+    fn parse<'d, R: ReadRef<'d>>(
+        data: R,
+        read: impl Fn(u64, u64) -> Option<Vec<u8>>,
+        budget: u64,
+    ) -> Result<Self, Unread> {
+        let elf = ElfFile64::<object::Endianness, R>::parse(data).map_err(|_| Unread::NotElf)?;
+        let len = data.len().map_err(|_| Unread::NotElf)?;
         // The file is the target's to write: a range past the file or wrapping around is
         // no section.
-        let in_file = |off: u64, size: u64| {
+        let in_file = |(off, size): (u64, u64)| {
             let end = off.checked_add(size)?;
-            (end <= bytes.len() as u64).then_some(off as usize..end as usize)
+            (end <= len).then_some((off, size))
         };
-        let section = |name: &str| {
+        let located = |name: &str| {
             let s = elf.section_by_name(name)?;
-            let (off, size) = s.file_range()?;
             let svma = s.address()..s.address().checked_add(s.size())?;
-            Some((svma, in_file(off, size)?))
+            Some((svma, in_file(s.file_range()?)?))
         };
-        let endian = elf.endian();
-        let loads = elf
-            .elf_program_headers()
-            .iter()
-            .filter(|p| p.p_type(endian) == object::elf::PT_LOAD)
-            .map(|p| (p.p_offset(endian), p.p_vaddr(endian), p.p_filesz(endian)))
-            .collect();
+        let eh_frame = located(".eh_frame");
+        let eh_frame_hdr = located(".eh_frame_hdr");
         // A compressed .debug_frame is not read (its file range holds compressed bytes).
         let debug_frame = elf
             .section_by_name(".debug_frame")
@@ -88,20 +88,81 @@ impl FileCfi {
                     .is_ok_and(|c| c.format == object::CompressionFormat::None)
             })
             .and_then(|s| s.file_range())
-            .and_then(|(off, size)| in_file(off, size));
-        Some(FileCfi {
-            text: section(".text"),
-            eh_frame: section(".eh_frame"),
-            eh_frame_hdr: section(".eh_frame_hdr"),
-            got: section(".got").map(|(svma, _)| svma),
-            debug_frame,
+            .and_then(in_file);
+        let total = [&eh_frame, &eh_frame_hdr]
+            .iter()
+            .filter_map(|s| s.as_ref().map(|(_, (_, size))| *size))
+            .chain(debug_frame.map(|(_, size)| size))
+            .fold(0u64, u64::saturating_add);
+        if total > budget.min(FILE_CFI_MAX) {
+            return Err(Unread::TooLarge);
+        }
+        let copy = |(off, size): (u64, u64)| read(off, size).map(|b| Section(b.into()));
+        let copy_located =
+            |s: Option<(Range<u64>, (u64, u64))>| s.and_then(|(svma, r)| Some((svma, copy(r)?)));
+        let endian = elf.endian();
+        let loads = elf
+            .elf_program_headers()
+            .iter()
+            .filter(|p| p.p_type(endian) == object::elf::PT_LOAD)
+            .map(|p| (p.p_offset(endian), p.p_vaddr(endian), p.p_filesz(endian)))
+            .collect();
+        let svma = |name: &str| {
+            let s = elf.section_by_name(name)?;
+            Some(s.address()..s.address().checked_add(s.size())?)
+        };
+        Ok(FileCfi {
+            text: svma(".text"),
+            got: svma(".got"),
+            eh_frame: copy_located(eh_frame),
+            eh_frame_hdr: copy_located(eh_frame_hdr),
+            debug_frame: debug_frame.and_then(copy),
             loads,
-            bytes,
         })
+    }
+
+    /// The CFI of an opened file: its headers read through `object`'s read cache, its
+    /// sections with `pread` (a file truncated meanwhile reads short: no section).
+    fn read_file(file: &File, budget: u64) -> Result<Self, Unread> {
+        let cache = object::ReadCache::new(file);
+        Self::parse(
+            &cache,
+            |off, size| {
+                let mut bytes = vec![0; usize::try_from(size).ok()?];
+                file.read_exact_at(&mut bytes, off).ok()?;
+                Some(bytes)
+            },
+            budget,
+        )
+    }
+
+    /// The CFI of an ELF image in memory (the vdso's).
+    fn read_image(image: &[u8]) -> Result<Self, Unread> {
+        Self::parse(
+            image,
+            |off, size| {
+                let start = usize::try_from(off).ok()?;
+                Some(
+                    image
+                        .get(start..start.checked_add(usize::try_from(size).ok()?)?)?
+                        .to_vec(),
+                )
+            },
+            FILE_CFI_MAX,
+        )
     }
 
     fn has_cfi(&self) -> bool {
         self.eh_frame.is_some() || self.debug_frame.is_some()
+    }
+
+    /// Bytes of CFI copied.
+    fn size(&self) -> u64 {
+        [&self.eh_frame, &self.eh_frame_hdr]
+            .iter()
+            .filter_map(|s| s.as_ref().map(|(_, b)| b.len() as u64))
+            .chain(self.debug_frame.as_ref().map(|b| b.len() as u64))
+            .sum()
     }
 
     /// What to add to this file's addresses to get the process's, for a mapping of file
@@ -126,35 +187,23 @@ impl FileCfi {
         )
     }
 
-    fn section(&self, r: &Range<usize>) -> Option<Section> {
-        (r.start <= r.end && r.end <= self.bytes.len()).then(|| Section {
-            bytes: Arc::clone(&self.bytes),
-            range: r.clone(),
-        })
-    }
-
     pub(super) fn module(&self, name: &str, avma: Range<u64>, bias: u64) -> Module<Section> {
-        let pick = |s: &Option<(Range<u64>, Range<usize>)>| {
-            s.as_ref()
-                .and_then(|(svma, r)| Some((svma.clone(), self.section(r)?)))
-        };
-        let (text_svma, text) = pick(&self.text).unzip();
-        let (eh_frame_svma, eh_frame) = pick(&self.eh_frame).unzip();
-        let (eh_frame_hdr_svma, eh_frame_hdr) = pick(&self.eh_frame_hdr).unzip();
+        let (eh_frame_svma, eh_frame) = self.eh_frame.clone().unzip();
+        let (eh_frame_hdr_svma, eh_frame_hdr) = self.eh_frame_hdr.clone().unzip();
         Module::new(
             name.to_string(),
             avma,
             bias,
             ExplicitModuleSectionInfo {
                 base_svma: 0,
-                text_svma,
-                text,
+                text_svma: self.text.clone(),
+                text: None,
                 got_svma: self.got.clone(),
                 eh_frame_svma,
                 eh_frame,
                 eh_frame_hdr_svma,
                 eh_frame_hdr,
-                debug_frame: self.debug_frame.as_ref().and_then(|r| self.section(r)),
+                debug_frame: self.debug_frame.clone(),
                 stubs_svma: None,
                 stub_helper_svma: None,
                 unwind_info: None,
@@ -205,6 +254,10 @@ pub(super) struct FileCache {
     vdso: Option<Option<Arc<FileCfi>>>,
     /// Files of exit snapshots not read: deleted or replaced since, or their path unknown.
     pub gone: u64,
+    /// Bytes of CFI copied so far (at most [`CFI_BUDGET`]).
+    bytes: u64,
+    /// Files whose CFI was not read: over [`FILE_CFI_MAX`], or past [`CFI_BUDGET`].
+    pub over_budget: u64,
 }
 
 impl FileCache {
@@ -244,13 +297,17 @@ impl FileCache {
                     .map(|(f, _)| f)
             })
         };
-        // SAFETY: the file is mapped read-only; a file truncated under us could fault, as
-        // with any profiler reading mapped binaries (blazesym maps them the same way).
-        let cfi = file
-            .and_then(|f| unsafe { memmap2::Mmap::map(&f) }.ok())
-            .and_then(|map| FileCfi::parse(Bytes::Mapped(map)))
-            .filter(FileCfi::has_cfi)
-            .map(Arc::new);
+        let budget = CFI_BUDGET - self.bytes;
+        let cfi = file.and_then(|f| match FileCfi::read_file(&f, budget) {
+            Ok(cfi) => Some(cfi),
+            Err(Unread::TooLarge) => {
+                self.over_budget += 1;
+                None
+            }
+            Err(Unread::NotElf) => None,
+        });
+        let cfi = cfi.filter(FileCfi::has_cfi).map(Arc::new);
+        self.bytes += cfi.as_ref().map_or(0, |c| c.size());
         self.files.insert(key.clone(), cfi.clone());
         cfi
     }
@@ -264,8 +321,9 @@ impl FileCache {
 
 /// The recorder's own vdso (the kernel's, the same in every process), copied.
 fn own_vdso() -> Option<Arc<FileCfi>> {
-    let bytes = crate::process::vdso::own_image()?;
-    FileCfi::parse(Bytes::Owned(bytes))
+    let image = crate::process::vdso::own_image()?;
+    FileCfi::read_image(&image)
+        .ok()
         .filter(FileCfi::has_cfi)
         .map(Arc::new)
 }
@@ -312,7 +370,7 @@ mod tests {
         let header = shoff + index * u16_at(&bytes, 0x3a);
         bytes[header + 0x18..header + 0x20].copy_from_slice(&(u64::MAX - 0xfff).to_le_bytes());
         bytes[header + 0x20..header + 0x28].copy_from_slice(&0x10_0000u64.to_le_bytes());
-        let cfi = FileCfi::parse(Bytes::Owned(bytes)).expect("still an ELF file");
+        let cfi = FileCfi::read_image(&bytes).expect("still an ELF file");
         assert!(cfi.eh_frame.is_none());
     }
 }

@@ -70,6 +70,8 @@ pub(crate) struct UnwindCounts {
     pub from_snapshot: u64,
     /// Files of exit snapshots not read (deleted or replaced since, or their path not known).
     pub snapshot_files_gone: u64,
+    /// Files whose CFI was not read: larger than read of one file, or past the budget.
+    pub cfi_over_budget: u64,
 }
 
 /// A process's unwinder: a module per executable mapping that has CFI.
@@ -333,6 +335,7 @@ impl Unwinders {
             self.modules_added = 0;
         }
         self.counts.snapshot_files_gone += self.files.gone - gone;
+        self.counts.cfi_over_budget = self.files.over_budget;
         Some(Proc {
             unwinder,
             mapped,
