@@ -14,7 +14,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
-use stacks_tests::{bin, bpf_available, bpf_serial, run_tool, scratch};
+use stacks_tests::{bin, bpf_available, bpf_serial, child_running, run_tool, scratch};
 
 /// Run stacks-agent with `args`; (status, stdout, stderr).
 fn agent(args: &[&str]) -> (Option<i32>, String, String) {
@@ -357,28 +357,6 @@ fn store_sets(dir: &Path) -> (BTreeMap<String, u64>, Option<SystemTime>) {
         }
     }
     (sets, newest)
-}
-
-/// The child of `parent` running `tool`.
-fn child_running(parent: u32, tool: &str) -> Option<i32> {
-    for e in std::fs::read_dir("/proc").ok()?.flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let ppid = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
-        let argv0 = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        let argv0 = String::from_utf8_lossy(argv0.split(|b| *b == 0).next().unwrap_or_default())
-            .into_owned();
-        if ppid == Some(parent) && argv0.ends_with(tool) {
-            return Some(pid);
-        }
-    }
-    None
 }
 
 /// Percent-encode a PromQL query for a URL.

@@ -8,12 +8,11 @@
 //! place, with honest totals (below).
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use stacks_tests::{bin, bpf_available, bpf_serial, python, scratch};
+use stacks_tests::{agent_metrics, bin, bpf_available, bpf_serial, python, scratch};
 
 /// Kill what is still running when the test fails half-way.
 struct Reap(Vec<Child>);
@@ -25,24 +24,6 @@ impl Drop for Reap {
             let _ = c.wait();
         }
     }
-}
-
-/// `/metrics` of the agent on 127.0.0.1:`port`: `name{labels}` → value.
-fn metrics(port: u16) -> BTreeMap<String, f64> {
-    let Ok(mut c) = TcpStream::connect(("127.0.0.1", port)) else {
-        return BTreeMap::new();
-    };
-    let _ = c.set_read_timeout(Some(Duration::from_secs(10)));
-    let _ = write!(c, "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
-    let mut text = String::new();
-    let _ = c.read_to_string(&mut text);
-    text.lines()
-        .filter(|l| !l.starts_with('#') && !l.is_empty())
-        .filter_map(|l| {
-            let (k, v) = l.rsplit_once(' ')?;
-            Some((k.to_string(), v.parse().ok()?))
-        })
-        .collect()
 }
 
 #[test]
@@ -84,7 +65,7 @@ fn a_flood_over_the_budget_is_shed_and_restored_when_it_stops() {
     let wait_for = |what: &str, limit: Duration, ok: &dyn Fn(&BTreeMap<String, f64>) -> bool| {
         let start = Instant::now();
         loop {
-            let m = metrics(port);
+            let m = agent_metrics(port);
             if ok(&m) {
                 return (start.elapsed(), m);
             }
@@ -103,7 +84,7 @@ fn a_flood_over_the_budget_is_shed_and_restored_when_it_stops() {
             && get(m, "stacks_agent_budget_levels") == 4.0
     });
     std::thread::sleep(Duration::from_secs(5));
-    let m = metrics(port);
+    let m = agent_metrics(port);
     assert_eq!(
         get(&m, "stacks_agent_budget_level"),
         0.0,
@@ -293,7 +274,7 @@ fn a_steady_workload_is_degraded_in_place_with_honest_totals() {
     let get = |m: &BTreeMap<String, f64>, k: &str| m.get(k).copied().unwrap_or(-1.0);
     let start = Instant::now();
     loop {
-        let m = metrics(port);
+        let m = agent_metrics(port);
         if get(&m, "stacks_agent_stage_up{stage=\"record\"}") == 1.0
             && get(&m, "stacks_agent_budget_levels") == 6.0
         {
@@ -319,7 +300,7 @@ fn a_steady_workload_is_degraded_in_place_with_honest_totals() {
     let mut seen: Vec<(Duration, f64, f64, f64)> = Vec::new();
     let t0 = Instant::now();
     while sleeper.try_wait().unwrap().is_none() {
-        let m = metrics(port);
+        let m = agent_metrics(port);
         let changes = get(&m, "stacks_agent_budget_changes_total{direction=\"shed\"}")
             + get(
                 &m,
@@ -335,7 +316,7 @@ fn a_steady_workload_is_degraded_in_place_with_honest_totals() {
         std::thread::sleep(Duration::from_secs(1));
     }
     std::thread::sleep(Duration::from_secs(3));
-    let m = metrics(port);
+    let m = agent_metrics(port);
     let changes = get(&m, "stacks_agent_budget_changes_total{direction=\"shed\"}")
         + get(
             &m,

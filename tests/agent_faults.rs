@@ -24,13 +24,14 @@
 //! minutes.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use stacks_tests::{Tmpfs, bin, bpf_available, bpf_serial, free_port, python, scratch};
+use stacks_tests::{
+    Tmpfs, agent_metrics, bin, bpf_available, bpf_serial, child_running, free_port, python, scratch,
+};
 
 /// Kill what is still running when the test fails half-way.
 struct Reap(Vec<Child>);
@@ -90,20 +91,7 @@ impl Agent {
 
     /// `/metrics`: `name{labels}` → value.
     fn metrics(&self) -> BTreeMap<String, f64> {
-        let Ok(mut c) = TcpStream::connect(("127.0.0.1", self.port)) else {
-            return BTreeMap::new();
-        };
-        let _ = c.set_read_timeout(Some(Duration::from_secs(10)));
-        let _ = write!(c, "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
-        let mut text = String::new();
-        let _ = c.read_to_string(&mut text);
-        text.lines()
-            .filter(|l| !l.starts_with('#') && !l.is_empty())
-            .filter_map(|l| {
-                let (k, v) = l.rsplit_once(' ')?;
-                Some((k.to_string(), v.parse().ok()?))
-            })
-            .collect()
+        agent_metrics(self.port)
     }
 
     /// Wait up to `secs` for `ok` of `/metrics`; how long it took and the metrics then.
@@ -162,28 +150,6 @@ fn restarts(m: &BTreeMap<String, f64>) -> f64 {
             )
         })
         .sum()
-}
-
-/// The child of `parent` running `tool`.
-fn child_running(parent: u32, tool: &str) -> Option<i32> {
-    for e in std::fs::read_dir("/proc").ok()?.flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let ppid = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
-        let argv0 = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        let argv0 = String::from_utf8_lossy(argv0.split(|b| *b == 0).next().unwrap_or_default())
-            .into_owned();
-        if ppid == Some(parent) && argv0.ends_with(tool) {
-            return Some(pid);
-        }
-    }
-    None
 }
 
 /// The workload under a name of its own (so each agent records only its own sleeper), in

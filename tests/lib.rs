@@ -478,3 +478,45 @@ pub fn folded_share(folded: &str, hit: impl Fn(&str) -> bool) -> (f64, u64) {
     }
     (hits as f64 / all.max(1) as f64, all)
 }
+
+/// The child of `parent` running `tool` (its argv[0] ends with it), found in /proc.
+pub fn child_running(parent: u32, tool: &str) -> Option<i32> {
+    for e in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
+        let argv0 = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let argv0 = String::from_utf8_lossy(argv0.split(|b| *b == 0).next().unwrap_or_default())
+            .into_owned();
+        if ppid == Some(parent) && argv0.ends_with(tool) {
+            return Some(pid);
+        }
+    }
+    None
+}
+
+/// `/metrics` of the agent on 127.0.0.1:`port`: `name{labels}` → value (empty when it does not
+/// answer).
+pub fn agent_metrics(port: u16) -> std::collections::BTreeMap<String, f64> {
+    use std::io::{Read, Write};
+    let Ok(mut c) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return Default::default();
+    };
+    let _ = c.set_read_timeout(Some(std::time::Duration::from_secs(10)));
+    let _ = write!(c, "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+    let mut text = String::new();
+    let _ = c.read_to_string(&mut text);
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .filter_map(|l| {
+            let (k, v) = l.rsplit_once(' ')?;
+            Some((k.to_string(), v.parse().ok()?))
+        })
+        .collect()
+}
