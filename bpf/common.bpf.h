@@ -262,8 +262,8 @@ static __always_inline __u64 task_cgroup(struct task_struct *task)
 /* Reset header `h` of a record for task `task` (a BTF pointer: a program's argument or
  * bpf_get_current_task_btf()) at time `ts`: ids and names, no stacks; the caller fills the
  * info member of its kind. */
-static __always_inline void fill_hdr(struct stacks_header *h, enum stacks_event_kind kind,
-				     struct task_struct *task, __u64 ts)
+static __always_inline void fill_hdr_on(struct stacks_header *h, enum stacks_event_kind kind,
+					struct task_struct *task, __u64 ts, __u32 cpu)
 {
 	h->ts = ts;
 	h->kind = kind;
@@ -271,7 +271,7 @@ static __always_inline void fill_hdr(struct stacks_header *h, enum stacks_event_
 	 * the kernel keeps comm NUL padded, so a copy of all of it is the string. */
 	h->pid = task->tgid;
 	h->tid = task->pid;
-	h->cpu = bpf_get_smp_processor_id();
+	h->cpu = cpu;
 	h->kstack_len = STACKS_NOT_REQUESTED;
 	h->ustack_len = STACKS_NOT_REQUESTED;
 	h->count = 1;
@@ -281,6 +281,13 @@ static __always_inline void fill_hdr(struct stacks_header *h, enum stacks_event_
 	h->cgroup = task_cgroup(task);
 	h->span.span_id = 0;
 	h->span.attrs_len = 0;
+}
+
+/* fill_hdr_on on the CPU the program runs on. */
+static __always_inline void fill_hdr(struct stacks_header *h, enum stacks_event_kind kind,
+				     struct task_struct *task, __u64 ts)
+{
+	fill_hdr_on(h, kind, task, ts, bpf_get_smp_processor_id());
 }
 
 /* fill_hdr for record `e`, timed now. */
@@ -573,6 +580,38 @@ __noinline long capture_user_ips(struct stacks_event *e, __u32 k)
 /* Capture the current task's wanted stacks into the record: kernel addresses first, then the
  * user frames (build id + file offset) right after them, then, in a CPython process, the
  * thread's Python frames (python.bpf.h); lengths are frames or -errno. */
+/* The current task's user stack (by frame pointers, then its Python frames) into the record
+ * after its `k` kernel frames. */
+static __always_inline void capture_user(void *ctx, struct stacks_event *e, __u32 k)
+{
+	if (k > STACKS_MAX_DEPTH)
+		k = STACKS_MAX_DEPTH;
+	barrier_var(k); /* the mask below stays, for the verifier */
+	k &= 127;
+	__u32 tgid = e->hdr.pid;
+	long n;
+	if (bpf_map_lookup_elem(&maps_read, &tgid)) {
+		n = capture_user_ips(e, k);
+	} else {
+		__u8 one = 1;
+		wake_for_maps = 1;
+		bpf_map_update_elem(&maps_wanted, &tgid, &one, BPF_ANY);
+		n = bpf_get_stack(ctx, &e->frames[k], USTACK_BYTES,
+				  BPF_F_USER_STACK | BPF_F_USER_BUILD_ID);
+		if (n > 0)
+			n = (long)((__u64)n / STACKS_UFRAME_SIZE);
+	}
+	if (n < 0) {
+		e->hdr.ustack_len = (__s32)n;
+	} else {
+		__u32 u = (__u32)n;
+		if (u > STACKS_MAX_DEPTH)
+			u = STACKS_MAX_DEPTH;
+		e->hdr.ustack_len = (__s32)u;
+		capture_python(e);
+	}
+}
+
 static __always_inline void capture_stacks(void *ctx, struct stacks_event *e, __u32 want)
 {
 	__u32 k = 0;
@@ -588,32 +627,8 @@ static __always_inline void capture_stacks(void *ctx, struct stacks_event *e, __
 			e->hdr.kstack_len = (__s32)k;
 		}
 	}
-	if (want & STACKS_WANT_USER) {
-		if (k > STACKS_MAX_DEPTH)
-			k = STACKS_MAX_DEPTH;
-		__u32 tgid = e->hdr.pid;
-		long n;
-		if (bpf_map_lookup_elem(&maps_read, &tgid)) {
-			n = capture_user_ips(e, k);
-		} else {
-			__u8 one = 1;
-			wake_for_maps = 1;
-			bpf_map_update_elem(&maps_wanted, &tgid, &one, BPF_ANY);
-			n = bpf_get_stack(ctx, &e->frames[k], USTACK_BYTES,
-					  BPF_F_USER_STACK | BPF_F_USER_BUILD_ID);
-			if (n > 0)
-				n = (long)((__u64)n / STACKS_UFRAME_SIZE);
-		}
-		if (n < 0) {
-			e->hdr.ustack_len = (__s32)n;
-		} else {
-			__u32 u = (__u32)n;
-			if (u > STACKS_MAX_DEPTH)
-				u = STACKS_MAX_DEPTH;
-			e->hdr.ustack_len = (__s32)u;
-			capture_python(e);
-		}
-	}
+	if (want & STACKS_WANT_USER)
+		capture_user(ctx, e, k);
 }
 
 /* Hand a record to user space with only the frames it uses (none when no stack was

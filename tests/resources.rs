@@ -212,6 +212,73 @@ fn sleeping_thread_is_off_cpu_in_its_function() {
     assert_eq!(kinds, ["exec", "exit"], "{}", rec.stderr);
 }
 
+/// `switch` takes an interval's stacks only once it is kept (docs/unwinding.md): a thread
+/// still blocked when the recording ends gets them from the end's task iterator, its kernel
+/// stack by the kernel's unwind and its user stack by frame pointers read from its memory.
+/// `stacks-workload phases` blocks `reader-a` and `reader-b` in `read` on a pipe for its first
+/// 3 s; the recording stops after 1.5 s, with both still blocked since the start (and ends the
+/// workload: the recorder exits with its status, 143 for SIGTERM).
+#[test]
+fn threads_blocked_when_the_recording_ends_have_their_stacks() {
+    let Some(_serial) = bpf_guard("threads_blocked_when_the_recording_ends_have_their_stacks")
+    else {
+        return;
+    };
+    let dir = scratch("blocked-at-end");
+    let out = dir.join("out");
+    let rec = sh(&format!(
+        "{{ stacks-record -e switch:uk -d 1500ms -- stacks-workload phases --seconds 3 \
+         || [ $? = 143 ]; }} | stacks-symbolize | stacks-pack {}",
+        out.display()
+    ));
+    check(&rec, "record the phases workload for 1.5 s");
+    let rec = Recording {
+        stderr: String::from_utf8_lossy(&rec.stderr).into_owned(),
+        dir,
+        out,
+        report: serde_json::Value::Null,
+    };
+    let batches = query(
+        &rec,
+        "SELECT thread, value, kstack_error, ustack_error, stack FROM stacks \
+         WHERE kind = 'switch' AND thread LIKE 'reader-%' AND value > 1000000000 \
+         ORDER BY thread",
+    );
+    let stacks = stack_functions(&batches);
+    let mut readers = Vec::new();
+    for b in &batches {
+        let thread = b.column(0).as_string::<i32>();
+        let (kerr, uerr) = (b.column(2), b.column(3));
+        for i in 0..b.num_rows() {
+            assert!(
+                kerr.is_null(i) && uerr.is_null(i),
+                "{}: stack errors {:?} {:?}",
+                thread.value(i),
+                arrow_cast_string(kerr.as_ref(), i),
+                arrow_cast_string(uerr.as_ref(), i)
+            );
+            readers.push(thread.value(i).to_string());
+        }
+    }
+    assert_eq!(
+        readers,
+        ["reader-a", "reader-b"],
+        "one interval of over 1 s each, open at the end:\n{}",
+        rec.stderr
+    );
+    for (reader, frames) in readers.iter().zip(&stacks) {
+        let has = |name: &str, kernel: bool| {
+            frames
+                .iter()
+                .any(|(f, k)| *k == kernel && f.as_deref().is_some_and(|f| f.ends_with(name)))
+        };
+        assert!(
+            has("pipe_read", true) && has("block_in_read", false),
+            "{reader}: the kernel's pipe read and the user's block_in_read: {frames:?}"
+        );
+    }
+}
+
 #[test]
 fn short_intervals_are_folded_not_lost() {
     let Some(_serial) = bpf_guard("short_intervals_are_folded_not_lost") else {

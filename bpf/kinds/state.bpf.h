@@ -16,8 +16,6 @@ const volatile __u32 state_stacks = 0;  /* STACKS_WANT_* */
 
 #define STATE_PF_KTHREAD 0x00200000 /* PF_KTHREAD: a kernel thread */
 
-/* User frames a walk follows at most (the first is the saved instruction pointer). */
-#define STATE_USER_FRAMES 32
 
 /* Per target thread, in one task storage (one lookup per thread a pass visits): the system
  * call in progress, set at entry and cleared at exit (valid once `seen`: every entry and exit
@@ -182,26 +180,9 @@ static __always_inline __s32 state_syscall_of(struct state_task *c, struct pt_re
 	return STACKS_NO_SYSCALL;
 }
 
-/* A window of another thread's user stack, read once for the frames in it: each read of
- * another task's memory (bpf_copy_from_user_task: access_process_vm) costs about as much for
- * 512 bytes as for one frame's 16, and a caller's frame is mostly within a few hundred bytes of
- * its callee's. One per pass (the iterator runs one pass at a time). */
-#define STATE_WINDOW 512
-
-struct state_window {
-	__u64 w[STATE_WINDOW / 8];
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct state_window);
-} state_windows SEC(".maps");
-
 /* Walk the user stack of `task` (off CPU) by frame pointers from its saved registers into
  * e's frames after the kernel's `k`, as plain addresses (a `d` stack). Sets ustack_len;
- * returns the frames. One read per frame record: the window of state_fp_walk on top of the
+ * returns the frames. One read per frame record: the window of task_fp_walk on top of the
  * stack copy that follows would take the program past the verifier's limits, and a `d` row
  * copies the stack anyway. */
 static __always_inline __u32 state_fp_walk_plain(struct stacks_event *e, struct task_struct *task,
@@ -210,7 +191,7 @@ static __always_inline __u32 state_fp_walk_plain(struct stacks_event *e, struct 
 	__u64 ip = PT_REGS_IP(regs); /* plain loads: a BTF pointer */
 	__u64 fp = PT_REGS_FP(regs);
 	__u32 n = 0;
-	for (int i = 0; i < STATE_USER_FRAMES; i++) {
+	for (int i = 0; i < TASK_USER_FRAMES; i++) {
 		if (!ip)
 			break;
 		__u32 at = k + (__u32)i;
@@ -226,55 +207,6 @@ static __always_inline __u32 state_fp_walk_plain(struct stacks_event *e, struct 
 			break;
 		fp = frame[0];
 		ip = frame[1];
-	}
-	e->hdr.ustack_len = n;
-	return n;
-}
-
-/* Walk the user stack of `task` (off CPU) by frame pointers from its saved registers into
- * e's frames after the kernel's `k`, as address-only frames (struct bpf_stack_build_id,
- * status 2). Sets ustack_len; returns the frames. Frame records are read from a window of the
- * stack read at the first frame outside the last one (its 512 bytes, or the record's 16 alone
- * where the 512 run into an unmapped page). */
-static __always_inline __u32 state_fp_walk(struct stacks_event *e, struct task_struct *task,
-					   struct pt_regs *regs, __u32 k)
-{
-	__u32 zero = 0;
-	struct state_window *win = bpf_map_lookup_elem(&state_windows, &zero);
-	__u64 ip = PT_REGS_IP(regs); /* plain loads: a BTF pointer */
-	__u64 fp = PT_REGS_FP(regs);
-	__u64 base = 0, len = 0;
-	__u32 n = 0;
-	if (!win)
-		return 0;
-	for (int i = 0; i < STATE_USER_FRAMES; i++) {
-		if (!ip)
-			break;
-		__u32 slot = k + (__u32)i * (STACKS_UFRAME_SIZE / 8);
-		barrier_var(slot); /* keep the bound below for the verifier */
-		slot &= 511;
-		e->frames[slot] = BPF_STACK_BUILD_ID_IP;
-		e->frames[slot + 1] = 0;
-		e->frames[slot + 2] = 0;
-		e->frames[slot + 3] = ip;
-		n++;
-		if (!fp || (fp & 7))
-			break;
-		if (fp < base || fp + 16 > base + len) {
-			if (!bpf_copy_from_user_task(win, sizeof(*win), (void *)fp, task, 0))
-				len = sizeof(*win);
-			else if (!bpf_copy_from_user_task(win, 16, (void *)fp, task, 0))
-				len = 16;
-			else
-				break;
-			base = fp;
-		}
-		__u32 at = (__u32)((fp - base) / 8);
-		__u64 next = win->w[at & (STATE_WINDOW / 8 - 1)];
-		ip = win->w[(at + 1) & (STATE_WINDOW / 8 - 1)];
-		if (next <= fp) /* stacks grow down: callers' frames are above */
-			break;
-		fp = next;
 	}
 	e->hdr.ustack_len = n;
 	return n;
@@ -410,7 +342,7 @@ int sample_states(struct bpf_iter__task *ctx)
 	if ((state_stacks & STACKS_WANT_DWARF) && !ringbuf_crowded(STACKS_EV_STATE))
 		state_dwarf_stack(e, task, regs);
 	else if (state_stacks & STACKS_WANT_USER) {
-		state_fp_walk(e, task, regs, state_kframes(e));
+		task_fp_walk(e, task, regs, state_kframes(e), TASK_WINDOW_STATE);
 		capture_python_of(e, task, task);
 	}
 	/* Only stacks user space has: a record lost to a full ring buffer is sent again. */

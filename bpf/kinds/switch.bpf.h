@@ -1,8 +1,12 @@
 /* kinds/switch.bpf.h — the `switch` event: off-CPU intervals: per-thread state in task storage,
  * an interval from switch-out to switch-in measured with the scheduler's own accounting, short
- * ones folded per thread, state and span; with `d`, the user stack of a thread blocked in a
- * system call is taken at the call's return. Included by stacks.bpf.c after common.bpf.h. */
+ * ones folded per thread, state and span. Stacks are taken only for the intervals kept (MIN or
+ * longer), once their length is known: the kernel stack at the switch-in, from the thread not
+ * yet running; the user stack of a thread blocked in a system call at the call's return, in the
+ * thread (its user registers and stack stay as they are until then). Included by stacks.bpf.c
+ * after common.bpf.h. */
 #pragma once
+#include "offtask.bpf.h"
 
 /* Tunables, set by user space before load. */
 const volatile __u32 switch_stacks = 0; /* STACKS_WANT_* */
@@ -27,17 +31,18 @@ struct switch_state {
 	 * taken off the next ones so the thread's total stays exact. */
 	__u64 debt;
 	struct stacks_span fold_span;         /* the span of the folded intervals */
-	/* `switch:d`: the thread left the CPU in a system call, so its user stack is taken later,
-	 * in its own context (no copy at every switch): `ev` has no user stack yet. */
-	__u32 dwarf_later;
+	/* The thread left the CPU in a system call, so its user stack is taken later, in its own
+	 * context, if the interval is kept: `ev` has no user stack yet. */
+	__u32 user_later;
 	/* `ev` is a closed interval waiting for that user stack: sent at the thread's return from
 	 * the system call (or its next switch-out or exit, still in the call). */
-	__u32 dwarf_pending;
+	__u32 user_pending;
 	/* `wake`: the waker of the open interval when the wakeup came sooner than MIN after the
 	 * switch-out (no stacks taken then): its record, header and info only, sent if the
 	 * interval is kept after all (a wait for a CPU made it long). */
 	__u32 wake_noted;
-	__u32 pad2;
+	/* `ev`'s kernel stack is taken when the interval is kept, from the thread off CPU. */
+	__u32 kernel_later;
 	__u8 wake_note[STACKS_EVENT_HEADER_SIZE];
 	struct stacks_event ev;
 };
@@ -48,6 +53,20 @@ struct {
 	__type(key, int);
 	__type(value, struct switch_state);
 } switch_store SEC(".maps");
+
+/* Threads whose kept interval waits for its user stack (user_pending), over all of them: the
+ * program at every system call's return looks no further while there are none. A count only
+ * ever too high (a thread gone without its exit seen) costs that program a lookup, never a
+ * stack. */
+volatile __u64 switch_user_pending = 0;
+
+static __always_inline void user_pending_is(struct switch_state *s, __u32 on)
+{
+	if (s->user_pending == on)
+		return;
+	s->user_pending = on;
+	__sync_fetch_and_add(&switch_user_pending, on ? 1 : (__u64)-1);
+}
 
 /* Emit the folded short off-CPU intervals of a thread and reset them. */
 static __always_inline void flush_folded(struct switch_state *s, struct task_struct *task)
@@ -71,21 +90,27 @@ static __always_inline void flush_folded(struct switch_state *s, struct task_str
 	s->fold_start = 0;
 }
 
-/* Send the closed interval that waits for its `d` user stack, taken now when `in_context`
- * (the program runs in the thread itself, still in the system call it left the CPU in);
- * otherwise without it (its user stack error says so). */
+/* Send the closed interval that waits for its user stack, taken now when `in_context` (the
+ * program runs in the thread itself, still in the system call it left the CPU in): by CFI
+ * (`d`) or frame pointers; otherwise without it (its user stack error says so). */
 static __always_inline void send_pending(void *ctx, struct switch_state *s, bool in_context)
 {
-	if (!s->dwarf_pending)
+	if (!s->user_pending)
 		return;
-	s->dwarf_pending = 0;
+	user_pending_is(s, 0);
 	struct stacks_event *e = in_context ? scratch_for(SCRATCH_TASK) : NULL;
 	if (!e || bpf_probe_read_kernel(e, sizeof(*e), &s->ev)) {
 		submit(&s->ev);
 		return;
 	}
-	capture_dwarf(ctx, e, e->hdr.kstack_len > 0 ? (__u32)e->hdr.kstack_len : 0);
-	submit_room(e);
+	__u32 k = e->hdr.kstack_len > 0 ? (__u32)e->hdr.kstack_len : 0;
+	if (switch_stacks & STACKS_WANT_DWARF) {
+		capture_dwarf(ctx, e, k);
+		submit_room(e);
+	} else {
+		capture_user(ctx, e, k);
+		submit(e);
+	}
 }
 
 /* A thread exits (in its own context): emit what it still holds. */
@@ -138,10 +163,50 @@ static __always_inline void fold_span_is(struct switch_state *s, struct task_str
 	}
 }
 
+/* Where an open interval is closed (close_interval): what can be taken of its stacks there. */
+enum switch_close {
+	/* At its switch-in, in on_switch for the thread coming back (not running yet: its kernel
+	 * stack is the one it left the CPU with). */
+	CLOSE_SWITCH_IN,
+	/* At its next switch-out, its switch-in unseen: the stacks it left the CPU with are gone. */
+	CLOSE_UNSEEN,
+	/* At the end of the recording, in the sleepable task iterator (flush_tasks): the thread
+	 * is off CPU, or in the system call it left the CPU in; its user stack is read from its
+	 * memory. */
+	CLOSE_END,
+};
+
+/* The stacks of a kept interval that were left to take (switch_out_stacks), as `where` allows:
+ * its kernel stack from the task off CPU; its user stack at the end from the task's memory,
+ * else later in the thread (user_pending). Then sent, unless it waits for that user stack. */
+static __always_inline void take_later_stacks(struct switch_state *s, struct task_struct *task,
+					      enum switch_close where)
+{
+	if (s->kernel_later && where != CLOSE_UNSEEN) {
+		long n = bpf_get_task_stack(task, s->ev.frames, STACK_BYTES, 0);
+		__u32 k = n < 0 ? 0 : (__u32)n / 8;
+		s->ev.hdr.kstack_len =
+			n < 0 ? (__s32)n : (__s32)(k > STACKS_MAX_DEPTH ? STACKS_MAX_DEPTH : k);
+	}
+	s->kernel_later = 0;
+	if (!s->user_later) {
+		submit(&s->ev);
+		return;
+	}
+	s->user_later = 0;
+	if (where == CLOSE_END) {
+		end_user_stack(&s->ev, task);
+		submit(&s->ev);
+		return;
+	}
+	user_pending_is(s, 1);
+}
+
 /* Close the open interval of `task` (state `s`) after `off` ns off CPU, ending at `end`:
- * emitted with its switch-out stacks, or folded when shorter than the minimum. */
+ * emitted with its switch-out stacks (those left to take taken as `where` allows), or folded
+ * when shorter than the minimum. */
 static __always_inline void close_interval(struct switch_state *s, struct task_struct *task,
-					   __u64 off, __u64 end)
+					   __u64 off, __u64 end, enum switch_close where)
 {
 	__u32 st = s->ev.info.off_cpu.state;
 	if (st >= STACKS_STATE_COUNT)
@@ -154,11 +219,10 @@ static __always_inline void close_interval(struct switch_state *s, struct task_s
 		}
 		s->ev.info.off_cpu.off_ns = off;
 		s->ev.info.off_cpu.waker = s->waker;
-		if (s->dwarf_later)
-			s->dwarf_pending = 1; /* its user stack is taken in the thread (send_pending) */
-		else
-			submit(&s->ev);
+		take_later_stacks(s, task, where);
 	} else {
+		s->kernel_later = 0;
+		s->user_later = 0;
 		fold_span_is(s, task, s->ev.hdr.span.span_id ? &s->ev.hdr.span : NULL);
 		if (!s->fold_start)
 			s->fold_start = s->out_ts;
@@ -187,37 +251,63 @@ static __always_inline void fold_untraced(struct switch_state *s, struct task_st
 		flush_folded(s, task);
 }
 
-/* The stacks of a switch-out. With `d`: the kernel stack now; the user stack by CFI later, in
- * the thread, when it is in a system call (its user registers and stack stay as they are until
- * the call returns); by frame pointers now otherwise (preempted in user mode, a page fault:
- * the stack moves on as soon as it runs). */
+/* The stacks of a switch-out. Most intervals are short and folded, their stacks never sent:
+ * so the stacks are taken once the interval is known to be kept, where they are still the
+ * ones it left the CPU with (take_later_stacks) — the kernel stack at the switch-in (or at
+ * the end), the user stack of a thread in a system call at the call's return (its user
+ * registers and stack stay as they are until then). A thread preempted in user mode or in a
+ * page fault moves its user stack on as soon as it runs: both stacks are taken now (so are
+ * `d` stacks by frame pointers when the ring is crowded). Stacks still to take read -EAGAIN,
+ * and stay so if never taken. */
 static __always_inline void switch_out_stacks(void *ctx, struct switch_state *s,
 					      struct task_struct *prev)
 {
-	s->dwarf_later = 0;
-	if (!(switch_stacks & STACKS_WANT_DWARF)) {
-		capture_stacks(ctx, &s->ev, switch_stacks);
+	s->kernel_later = 0;
+	s->user_later = 0;
+	if (!switch_stacks)
+		return;
+	bool user = switch_stacks & (STACKS_WANT_USER | STACKS_WANT_DWARF);
+	bool dwarf = switch_stacks & STACKS_WANT_DWARF;
+	bool no_user = (prev->flags & PF_KTHREAD) || !prev->mm;
+	/* MIN 0 keeps every interval: nothing to save by waiting, and stacks taken now are cheaper
+	 * (the kernel's from the cache of unwinds, no copy of the record for the user's); only a
+	 * `d` copy still waits for the call's return, as it is made in the thread. */
+	bool later = user && !no_user && (switch_min_ns || dwarf);
+	if (later) {
+		struct pt_regs *r = (struct pt_regs *)bpf_task_pt_regs(prev);
+		if (!r || !regs_in_syscall(r) || (dwarf && ringbuf_crowded(STACKS_EV_SWITCH)))
+			later = false;
+	}
+	if (user && !no_user && !later) {
+		capture_stacks(ctx, &s->ev, switch_stacks & (STACKS_WANT_KERNEL | STACKS_WANT_USER));
 		return;
 	}
-	struct pt_regs *r = (struct pt_regs *)bpf_task_pt_regs(prev);
-	if (r && !(prev->flags & PF_KTHREAD) && prev->mm && regs_in_syscall(r) && !ringbuf_crowded(STACKS_EV_SWITCH)) {
-		capture_stacks(ctx, &s->ev, switch_stacks & STACKS_WANT_KERNEL);
-		s->ev.hdr.ustack_len = -EAGAIN; /* until taken: it stays so if never */
-		s->dwarf_later = 1;
+	if (later) {
+		s->ev.hdr.ustack_len = -EAGAIN;
+		s->user_later = 1;
+	} else if (user) {
+		s->ev.hdr.ustack_len = -EFAULT; /* no user side */
+	}
+	if (!(switch_stacks & STACKS_WANT_KERNEL))
+		return;
+	if (switch_min_ns) {
+		s->ev.hdr.kstack_len = -EAGAIN;
+		s->kernel_later = 1;
 	} else {
-		capture_stacks(ctx, &s->ev, switch_stacks & (STACKS_WANT_KERNEL | STACKS_WANT_USER));
+		capture_stacks(ctx, &s->ev, STACKS_WANT_KERNEL);
 	}
 }
 
-/* `switch:d`: a thread returns from a system call; a closed interval of its waiting for its
- * user stack takes it now. Every system call of every thread passes here: one task-storage
- * lookup. */
+/* A thread returns from a system call; a kept interval of its waiting for its user stack takes
+ * it now. Every system call of every thread passes here: one load while no thread waits. */
 SEC("tp_btf/sys_exit")
 int BPF_PROG(switch_sys_exit, struct pt_regs *regs, long ret)
 {
+	if (!switch_user_pending)
+		return 0;
 	struct switch_state *s =
 		bpf_task_storage_get(&switch_store, bpf_get_current_task_btf(), 0, 0);
-	if (s && s->dwarf_pending)
+	if (s && s->user_pending)
 		send_pending(ctx, s, true);
 	return 0;
 }
@@ -279,13 +369,14 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 			if (s->out_ts) {
 				if (switches != s->out_switches)
 					count_drop(STACKS_DROP_END_INFERRED);
-				close_interval(s, next, off, now);
+				close_interval(s, next, off, now, CLOSE_SWITCH_IN);
 			} else if (switches != s->in_switches) {
 				/* It left the CPU since, unseen. */
 				fold_untraced(s, next, s->in_ts, off, now);
 			}
 		} else if (s->out_ts) {
-			close_interval(s, next, off_since(s, s->out_ts, s->out_runtime, now, runtime), now);
+			close_interval(s, next, off_since(s, s->out_ts, s->out_runtime, now, runtime), now,
+				       CLOSE_SWITCH_IN);
 		}
 		s->in_ts = now;
 		s->in_runtime = runtime;
@@ -312,7 +403,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 		__u64 since_runtime = s->in_ts ? s->in_runtime : s->out_runtime;
 		__u64 off = off_since(s, since, since_runtime, now, runtime);
 		if (s->out_ts) {
-			close_interval(s, prev, off, s->out_ts + off);
+			close_interval(s, prev, off, s->out_ts + off, CLOSE_UNSEEN);
 			/* It may have left that system call since: no user stack taken now. */
 			send_pending(ctx, s, false);
 			count_drop(STACKS_DROP_END_INFERRED);
@@ -325,8 +416,8 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	}
 	/* Leaving the CPU again in the system call of a pending interval: take its stack now. */
 	send_pending(ctx, s, true);
-	fill_header(&s->ev, STACKS_EV_SWITCH, prev);
-	s->ev.hdr.ts = now;
+	/* The thread leaving runs here: its CPU is this one (a plain load, not a helper call). */
+	fill_hdr_on(&s->ev.hdr, STACKS_EV_SWITCH, prev, now, prev->thread_info.cpu);
 	s->ev.info.off_cpu.state = switch_state_of(preempt, prev_state);
 	read_span(&s->ev.hdr.span);
 	switch_out_stacks(ctx, s, prev);
@@ -520,7 +611,7 @@ int BPF_PROG(on_wakeup, struct task_struct *p)
 /* At the end of a recording (run once by user space, the tracepoints detached): every
  * thread still off CPU gets its interval so far (a thread blocked for good shows where), and
  * every thread's folded intervals are emitted. */
-SEC("iter/task")
+SEC("iter.s/task")
 int flush_tasks(struct bpf_iter__task *ctx)
 {
 	struct task_struct *task = ctx->task;
@@ -531,10 +622,15 @@ int flush_tasks(struct bpf_iter__task *ctx)
 		return 0;
 	if (s->out_ts) {
 		__u64 now = bpf_ktime_get_boot_ns();
-		close_interval(s, task, now > s->out_ts ? now - s->out_ts : 0, now);
+		close_interval(s, task, now > s->out_ts ? now - s->out_ts : 0, now, CLOSE_END);
 	}
-	/* Not in the thread's context: an interval still waiting for its `d` stack goes without. */
-	send_pending(ctx, s, false);
+	/* An interval still waiting for its user stack: the thread is still in that system call,
+	 * read from its memory; a `d` stack goes by frame pointers. */
+	if (s->user_pending) {
+		user_pending_is(s, 0);
+		end_user_stack(&s->ev, task);
+		submit(&s->ev);
+	}
 	if (s->fold_start)
 		flush_folded(s, task);
 	return 0;

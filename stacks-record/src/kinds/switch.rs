@@ -1,6 +1,7 @@
 //! `switch`: off-CPU intervals with the switch-out stack, state and waker, and the short ones
-//! folded per thread and state (bpf/kinds/switch.bpf.h). With `d` stacks, the user stack of a
-//! thread blocked in a system call is taken at its return (`switch_sys_exit`).
+//! folded per thread and state (bpf/kinds/switch.bpf.h). Stacks are taken only for the
+//! intervals kept: the kernel stack at the switch-in, the user stack of a thread blocked in a
+//! system call at its return (`switch_sys_exit`).
 
 use stacks_stream::kind;
 
@@ -17,8 +18,8 @@ info_members!(stacks_off_cpu, stacks_folded);
 
 pub(crate) struct Switch;
 
-/// The program that takes `d` user stacks at the return from system calls.
-const DWARF_PROGRAM: &str = "switch_sys_exit";
+/// The program that takes the user stacks of kept intervals at the return from system calls.
+const USER_STACK_PROGRAM: &str = "switch_sys_exit";
 
 impl EventKind for Switch {
     fn retunes(&self) -> bool {
@@ -34,7 +35,7 @@ impl EventKind for Switch {
             "on_switch",
             "on_wakeup",
             "flush_tasks",
-            DWARF_PROGRAM,
+            USER_STACK_PROGRAM,
             "wake_hrtimer_entry",
             "wake_hrtimer_exit",
             "wake_timer_entry",
@@ -55,7 +56,7 @@ impl EventKind for Switch {
     /// wakeup: only with `wake`.
     fn loads(&self, program: &str, spec: &EventSpec) -> bool {
         spec.get(kind::SWITCH).is_some_and(|s| match program {
-            DWARF_PROGRAM => s.stacks.dwarf(),
+            USER_STACK_PROGRAM => s.stacks.user(),
             p if p.starts_with("wake_") => spec.get(kind::WAKE).is_some(),
             _ => true,
         })
