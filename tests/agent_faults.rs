@@ -561,6 +561,8 @@ fn oom_kill(dir: &Path) -> String {
     );
     let off = assert_accounted("oom", &acc, blocked, 0.02, &log);
     // Without the count the store misses more than the bound: the assertion above can fail.
+    // (Measured: 13,326 stored + 11,678 stage_died:switch of 25,001 switches, +0.01%; -46.7%
+    // without; before the count, 5,357 were missing with the restart's own 6.5 s among them.)
     let stored = acc["stored"].as_f64().unwrap();
     let uncounted = (stored + lost_switch(&acc) - stored_died) / blocked - 1.0;
     assert!(
