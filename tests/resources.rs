@@ -1265,3 +1265,36 @@ fn a_reader_that_stops_early_ends_the_recorder_quietly() {
         started.elapsed()
     );
 }
+
+/// With `--stats`, a reader that stops early stops the recording as ^C would: what the
+/// recorder holds is still produced and counted (it left the recorder; a supervisor counts it
+/// lost), the file says the stream ended, and the recorder ends quietly.
+#[test]
+fn a_reader_that_stops_early_leaves_the_recorders_count_whole() {
+    let Some(_serial) = bpf_guard("a_reader_that_stops_early_leaves_the_recorders_count_whole")
+    else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("stacks-rec-stats-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let stats = dir.join("record-stats.json");
+    let started = std::time::Instant::now();
+    let out = sh(&format!(
+        "stacks-record -e profile:uk:999 -a --stats {} | head -c 1000 > /dev/null",
+        stats.display()
+    ));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{}: {stderr}", out.status);
+    assert!(!stderr.contains("error"), "{stderr}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "took {:?}",
+        started.elapsed()
+    );
+    let s = stacks_stream::tally::RecordStats::read(&stats)
+        .unwrap_or_else(|| panic!("no --stats file: {stderr}"));
+    assert!(s.ended, "{s:?}");
+    assert!(s.rows.get("profile").is_some_and(|&n| n > 0), "{s:?}");
+    assert_eq!(s.rows["profile"], s.events["profile"], "{s:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

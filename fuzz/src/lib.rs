@@ -74,6 +74,8 @@ pub fn pack(data: &[u8], dir: &std::path::Path) {
         zstd_level: 1,
         retention: Default::default(),
         stats: None,
+        keep_going: false,
+        lost: Vec::new(),
     };
     let _ = stacks_pack::pack_stream(input, &options);
 }

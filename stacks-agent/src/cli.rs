@@ -175,7 +175,7 @@ pub fn run() -> anyhow::Result<ExitCode> {
     let work = std::env::temp_dir().join(format!("stacks-agent-{}", std::process::id()));
     std::fs::create_dir_all(&work)
         .with_context(|| format!("creating the working directory {}", work.display()))?;
-    let plan = plan(&config, exes, work.join("pack-stats.json"));
+    let plan = plan(&config, exes, &work);
     eprintln!(
         "{TOOL}: recording ({}) into {}{}",
         match &config.targets {
@@ -194,8 +194,11 @@ pub fn run() -> anyhow::Result<ExitCode> {
     result
 }
 
-/// Each stage's executable and arguments.
-pub(crate) fn plan(config: &Config, exes: Vec<PathBuf>, pack_stats: PathBuf) -> Plan {
+/// Each stage's executable and arguments; the recorder's and the packer's `--stats` files in
+/// `work`.
+pub(crate) fn plan(config: &Config, exes: Vec<PathBuf>, work: &std::path::Path) -> Plan {
+    let record_stats = work.join("record-stats.json");
+    let pack_stats = work.join("pack-stats.json");
     let k = &config.keys;
     let mut record = Vec::new();
     if let Some(e) = &k.events {
@@ -203,6 +206,8 @@ pub(crate) fn plan(config: &Config, exes: Vec<PathBuf>, pack_stats: PathBuf) -> 
     }
     let ring = k.ringbuf_mb.unwrap_or(crate::config::RINGBUF_MB);
     record.extend(["--ringbuf-mb".to_string(), ring.to_string()]);
+    // What left the recorder, compared with what reached the store when a run ends.
+    record.extend(["--stats".to_string(), record_stats.display().to_string()]);
     match &config.targets {
         Targets::All => record.push("-a".into()),
         Targets::Names(names) => record.extend(names.iter().cloned()),
@@ -238,6 +243,7 @@ pub(crate) fn plan(config: &Config, exes: Vec<PathBuf>, pack_stats: PathBuf) -> 
     let mut next = || exes.next().unwrap_or_default();
     Plan {
         stages: [(next(), record), (next(), Vec::new()), (next(), pack)],
+        record_stats,
         pack_stats,
         store_dir,
         budget: config
@@ -279,10 +285,18 @@ mod tests {
         .unwrap();
         let config = config::check(args.keys()).unwrap();
         let exes = vec!["r".into(), "s".into(), "p".into()];
-        let plan = plan(&config, exes, "st.json".into());
+        let plan = plan(&config, exes, std::path::Path::new("w"));
         assert_eq!(
             plan.stages[0].1,
-            ["-e", "profile:u:49", "--ringbuf-mb", "8", "-a"]
+            [
+                "-e",
+                "profile:u:49",
+                "--ringbuf-mb",
+                "8",
+                "--stats",
+                "w/record-stats.json",
+                "-a"
+            ]
         );
         assert!(plan.stages[1].1.is_empty());
         assert_eq!(
@@ -294,7 +308,7 @@ mod tests {
                 "--max-total",
                 "2M",
                 "--stats",
-                "st.json",
+                "w/pack-stats.json",
                 "--keep-going"
             ]
         );

@@ -10,6 +10,7 @@ mod budget;
 mod cli;
 mod config;
 mod controller;
+mod inflight;
 mod metrics;
 mod packstats;
 mod stage;

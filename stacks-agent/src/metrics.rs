@@ -181,6 +181,8 @@ fn pack_families(out: &mut String, p: &PackTotals, agent_waits: bool) {
     };
     let one = |v: u64| vec![(String::new(), v as f64)];
     let kinds: Vec<String> = stacks_stream::kinds::names().map(str::to_string).collect();
+    let mut lost_causes = stacks_stream::lost::known();
+    lost_causes.extend(stacks_stream::lost::stage_died_all());
     for field in p.fields() {
         match field {
             // When the packer last wrote: nothing to export.
@@ -196,8 +198,8 @@ fn pack_families(out: &mut String, p: &PackTotals, agent_waits: bool) {
                 out,
                 "stacks_lost_events_total",
                 "counter",
-                "Events the recorder could not deliver (its lost rows), by cause.",
-                labelled("cause", &stacks_stream::lost::known(), lost),
+                "Events lost, by cause: the recorder's lost rows, the packer's (store_full, store_read_only) and the agent's (stage_died: left the recorder, reached no file set).",
+                labelled("cause", &lost_causes, lost),
             ),
             Field::Events(events) => family(
                 out,
@@ -212,6 +214,20 @@ fn pack_families(out: &mut String, p: &PackTotals, agent_waits: bool) {
                 "counter",
                 "Rows whose kernel or user stack could not be captured, by stack.",
                 labelled("stack", &stack::ALL.map(str::to_string), errors),
+            ),
+            Field::UnfinishedRows(rows) => family(
+                out,
+                "stacks_unfinished_rows",
+                "gauge",
+                "Rows the packer has taken that are in no finished file set yet (the set being written), by kind.",
+                labelled("kind", &kinds, rows),
+            ),
+            Field::UnfinishedEvents(events) => family(
+                out,
+                "stacks_unfinished_events",
+                "gauge",
+                "Events those unfinished rows stand for, by kind.",
+                labelled("kind", &kinds, events),
             ),
             Field::SetsWritten(n) => family(
                 out,
@@ -447,6 +463,8 @@ mod tests {
             "stacks_lost_events_total{cause=\"ring_buffer_full:switch\"} 0",
             "stacks_lost_events_total{cause=\"no_task_storage:switch_out\"} 0",
             "stacks_lost_events_total{cause=\"map_full:block\"} 0",
+            "stacks_lost_events_total{cause=\"stage_died:switch\"} 0",
+            "stacks_unfinished_events{kind=\"switch\"} 0",
             "stacks_rows_total{kind=\"wake\"} 0",
             "stacks_events_total{kind=\"switch\"} 0",
             "stacks_stack_capture_errors_total{stack=\"user\"} 0",
@@ -464,7 +482,7 @@ mod tests {
             .collect();
         assert_eq!(
             lost.len(),
-            stacks_stream::lost::known().len() + 1,
+            stacks_stream::lost::known().len() + stacks_stream::lost::stage_died_all().len() + 1,
             "{lost:?}"
         );
         assert!(lost.contains(&"stacks_lost_events_total{cause=\"ring_buffer_full:switch\"} 7"));

@@ -21,10 +21,20 @@ impl Accumulator {
         self.current = latest;
     }
 
-    /// The running packer ended (after a last [`Self::update`]): its counters are kept.
-    pub(crate) fn end_run(&mut self) {
-        let run = std::mem::take(&mut self.current);
+    /// The running packer ended (after a last [`Self::update`]): its counters are kept, but
+    /// for what it had not finished, which was never stored. Returns that run's counters so.
+    pub(crate) fn end_run(&mut self) -> PackStats {
+        let mut run = std::mem::take(&mut self.current);
+        run.drop_unfinished();
         self.ended.add_run(&run);
+        run
+    }
+
+    /// Events lost between the packer's runs (`stage_died:KIND`, [`crate::inflight`]), by cause.
+    pub(crate) fn count_lost(&mut self, lost: &std::collections::BTreeMap<String, u64>) {
+        for (cause, n) in lost {
+            *self.ended.lost.entry(cause.clone()).or_default() += n;
+        }
     }
 
     /// Every run's counters together.
@@ -80,5 +90,27 @@ mod tests {
         assert_eq!(t.rows["profile"], 16);
         assert_eq!((t.store_sets, t.store_bytes), (2, 90));
         assert_eq!(t.unwritable, None);
+    }
+
+    /// A packer killed with a set unfinished: its rows leave the totals, and what the agent
+    /// counts lost for it is added.
+    #[test]
+    fn a_killed_packers_unfinished_set_is_not_counted_stored() {
+        let run = |text: &str| PackStats::from_json(text).unwrap();
+        let mut acc = Accumulator::default();
+        acc.update(run(
+            r#"{"time":1.5,"rows":{"switch":10},"lost":{},"events":{"switch":40},"stack_errors":{},
+               "unfinished_rows":{"switch":4},"unfinished_events":{"switch":16},
+               "sets_written":1,"bytes_written":100,"store_sets":1,"store_bytes":100,
+               "deleted_sets":0,"deleted_bytes":0}"#,
+        ));
+        assert_eq!(acc.totals().unfinished_events["switch"], 16);
+        let ended = acc.end_run();
+        assert_eq!((ended.rows["switch"], ended.events["switch"]), (6, 24));
+        acc.count_lost(&[("stage_died:switch".to_string(), 16)].into());
+        let t = acc.totals();
+        assert_eq!((t.rows["switch"], t.events["switch"]), (6, 24));
+        assert_eq!(t.lost["stage_died:switch"], 16);
+        assert!(t.unfinished_events.is_empty());
     }
 }

@@ -7,8 +7,11 @@
 //! within 10 s. Once a second the stages' memory and CPU time and stacks-pack's
 //! counters are taken into the metrics snapshot, and the CPU budget (if any) is checked: a
 //! level it asks for is taken by stopping the pipeline the same way and starting it again at
-//! once with that level's events (not a restart: no backoff, counted apart).
+//! once with that level's events (not a restart: no backoff, counted apart). When a run of
+//! the pipeline has ended, what left the recorder and reached no file set is counted lost
+//! (`stage_died:KIND`, [`crate::inflight`]) and handed to the next packer to write.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{ExitCode, Stdio};
 use std::time::{Duration, Instant};
@@ -45,6 +48,8 @@ const BUDGET_DRAIN: Duration = Duration::from_secs(60);
 pub(crate) struct Plan {
     /// Each stage's executable and arguments, upstream first.
     pub stages: [(PathBuf, Vec<String>); 3],
+    /// The file stacks-record writes the rows that left it to (its `--stats`).
+    pub record_stats: PathBuf,
     /// The file stacks-pack writes its counters to (its `--stats`).
     pub pack_stats: PathBuf,
     /// The store, when it is a directory: a restart waits until it can be written.
@@ -89,6 +94,11 @@ struct Supervisor<'a> {
     bpf_running: Option<(i32, f64)>,
     /// Each running stage's cgroup and the OOM kills it had counted when last looked at.
     memcg: [Option<(PathBuf, u64)>; 3],
+    /// The counters of the run's packer once it ended, what it had not finished taken out.
+    pack_run: Option<PackStats>,
+    /// Events counted lost (`stage_died:KIND`) not in the store yet: given to each packer
+    /// started (`--lost`) until one has finished a set, which holds them.
+    owed: BTreeMap<String, u64>,
 }
 
 /// Run the pipeline until SIGTERM or ^C; exit status 2 when a stage refused its arguments.
@@ -106,6 +116,8 @@ pub(crate) fn run(plan: &Plan, shared: Shared) -> Result<ExitCode> {
         bpf_ended: 0.0,
         bpf_running: None,
         memcg: Default::default(),
+        pack_run: None,
+        owed: BTreeMap::new(),
     };
     // The kernel counts BPF programs' run time only while asked to: held for the agent's life.
     let _bpf_stats = match &sup.budget {
@@ -128,6 +140,13 @@ pub(crate) fn run(plan: &Plan, shared: Shared) -> Result<ExitCode> {
             Outcome::Budget if !stacks_stream::sys::signal_caught() => {}
             Outcome::Died if sup.sleep_backoff() => {}
             Outcome::Died | Outcome::Signal | Outcome::Budget => {
+                if !sup.owed.is_empty() {
+                    eprintln!(
+                        "stacks-agent: warning: {} events counted lost ({}) are not in the store: no packer runs again to write them",
+                        sup.owed.values().sum::<u64>(),
+                        describe_lost(&sup.owed)
+                    );
+                }
                 eprintln!("stacks-agent: stopped");
                 return Ok(ExitCode::SUCCESS);
             }
@@ -143,9 +162,52 @@ pub(crate) fn run(plan: &Plan, shared: Shared) -> Result<ExitCode> {
 }
 
 impl Supervisor<'_> {
-    /// Start the pipeline and watch it until a stage dies or the agent is told to stop.
+    /// Start the pipeline and watch it until a stage dies or the agent is told to stop; then
+    /// count what the run lost between the recorder and the store.
     fn run_once(&mut self, first: bool) -> Outcome {
         let _ = std::fs::remove_file(&self.plan.pack_stats);
+        let _ = std::fs::remove_file(&self.plan.record_stats);
+        self.pack_run = None;
+        let outcome = self.watch(first);
+        self.account();
+        outcome
+    }
+
+    /// What left the recorder of the run that ended and reached no file set (every stage has
+    /// ended): counted lost, `stage_died:KIND`, in the metrics at once and in the store by the
+    /// next packer (`--lost`). The events owed to the store are paid once a packer they were
+    /// given to has finished a set (they are in its first).
+    fn account(&mut self) {
+        let stored = self.pack_run.take();
+        if stored.as_ref().is_some_and(|p| p.sets_written > 0) {
+            self.owed.clear();
+        }
+        let Some(left) = stacks_stream::tally::RecordStats::read(&self.plan.record_stats) else {
+            return;
+        };
+        let died = crate::inflight::died(&left, &stored.unwrap_or_default());
+        if died.is_empty() {
+            return;
+        }
+        eprintln!(
+            "stacks-agent: {} events left the recorder and reached no file set ({}): counted as lost; the next packer writes them as lost rows{}",
+            died.values().sum::<u64>(),
+            describe_lost(&died),
+            if left.ended {
+                ""
+            } else {
+                " (the recorder did not end its stream: what it still held is not counted)"
+            }
+        );
+        for (cause, n) in &died {
+            *self.owed.entry(cause.clone()).or_default() += n;
+        }
+        self.pack.count_lost(&died);
+        metrics::lock(&self.shared).pack = self.pack.totals();
+    }
+
+    /// Start the pipeline and watch it until a stage dies or the agent is told to stop.
+    fn watch(&mut self, first: bool) -> Outcome {
         let mut pipe = match self.start() {
             Ok(p) => p,
             Err((which, e)) => {
@@ -221,6 +283,12 @@ impl Supervisor<'_> {
             if control {
                 // The budget's levels taken in place come as lines on its stdin.
                 args.extend(["--control".to_string(), "/dev/stdin".to_string()]);
+            }
+            if which == Which::Pack {
+                // What earlier runs lost, for its first set.
+                for (cause, n) in &self.owed {
+                    args.extend(["--lost".to_string(), format!("{cause}={n}")]);
+                }
             }
             let args = &args;
             let stdout = match which {
@@ -309,7 +377,7 @@ impl Supervisor<'_> {
             if let Some(last) = PackStats::read(&self.plan.pack_stats) {
                 self.pack.update(last);
             }
-            self.pack.end_run();
+            self.pack_run = Some(self.pack.end_run());
             let _ = std::fs::remove_file(&self.plan.pack_stats);
         }
         let mut snap = metrics::lock(&self.shared);
@@ -587,6 +655,14 @@ impl Supervisor<'_> {
         metrics::lock(&self.shared).store_unwritable = false;
         !stacks_stream::sys::signal_caught()
     }
+}
+
+/// `stage_died:switch 120, stage_died:wake 3`.
+fn describe_lost(lost: &BTreeMap<String, u64>) -> String {
+    lost.iter()
+        .map(|(c, n)| format!("{c} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// How often a store that cannot be written is looked at.

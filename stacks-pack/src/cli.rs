@@ -137,6 +137,13 @@ pub struct Args {
     #[arg(long, conflicts_with = "output")]
     pub keep_going: bool,
 
+    /// Write a `lost` row of CAUSE whose value is EVENTS into the first file set (its time
+    /// when the packer started): events a supervisor counted as lost before this packer, such
+    /// as stacks-agent's `stage_died:KIND` of a stage that died. Repeatable; they are rows of
+    /// kind `lost` in --stats, not counted again in its `lost`
+    #[arg(long = "lost", value_name = "CAUSE=EVENTS", value_parser = parse_lost)]
+    pub lost: Vec<(String, u64)>,
+
     /// Rows per row group, or fewer when they hold 12 MiB in memory; each row group is sorted
     /// by time
     #[arg(
@@ -225,8 +232,20 @@ impl Args {
             },
             stats: self.stats.clone(),
             keep_going: self.keep_going,
+            lost: self.lost.clone(),
         }
     }
+}
+
+/// `--lost CAUSE=EVENTS`: a cause (no control characters) and a positive count.
+fn parse_lost(s: &str) -> Result<(String, u64), String> {
+    let bad = || format!("`{s}`: CAUSE=EVENTS, such as stage_died:switch=120");
+    let (cause, events) = s.rsplit_once('=').ok_or_else(bad)?;
+    let events: u64 = events.trim().parse().map_err(|_| bad())?;
+    if cause.is_empty() || cause.chars().any(char::is_control) || events == 0 {
+        return Err(bad());
+    }
+    Ok((cause.to_string(), events))
 }
 
 /// The spool of a store URL when --spool is not given: one directory per URL.

@@ -112,6 +112,9 @@ pub struct Options {
     /// A directory store that is full or read-only is waited for, its rows counted as lost
     /// meanwhile ([`outage`]), instead of ending the packer.
     pub keep_going: bool,
+    /// `lost` rows (cause, events) to write into the first set: losses a supervisor counted
+    /// before this packer started.
+    pub lost: Vec<(String, u64)>,
 }
 
 /// What the reading thread hands over.
@@ -259,6 +262,23 @@ fn pack_into(
         options.retention,
         options.stats.as_deref(),
     );
+    if !options.lost.is_empty() {
+        // Before the first row of the stream: in the first set, whatever the stream holds.
+        let at = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+        let lost: Vec<(String, i64)> = options
+            .lost
+            .iter()
+            .map(|(c, n)| (c.clone(), i64::try_from(*n).unwrap_or(i64::MAX)))
+            .collect();
+        let rows = outage::lost_rows(&schema, at, &lost).map_err(|e| PackError::Schema {
+            input: input_name.clone(),
+            detail: e.to_string(),
+        })?;
+        upkeep.wrote_lost_rows(rows.num_rows() as u64);
+        packer.write(&rows)?;
+    }
 
     // Reading happens on its own thread so that idle input still lets files reach --max-age.
     let (tx, rx) = mpsc::sync_channel::<Incoming>(2);
@@ -318,7 +338,7 @@ fn pack_into(
             }
         }
         let (sets, bytes) = packer.written();
-        upkeep.tick(sets, bytes, false);
+        upkeep.tick(sets, bytes, false, || packer.unfinished());
         match rx.recv_timeout(TICK) {
             Ok(Incoming::Batch(batch)) => {
                 upkeep.count(&batch);
@@ -349,7 +369,7 @@ fn pack_into(
     if let Some(o) = &down {
         let rows: u64 = o.dropped.values().map(|v| v.0).sum();
         let (sets, bytes) = packer.written();
-        upkeep.tick(sets, bytes, true);
+        upkeep.tick(sets, bytes, true, || packer.unfinished());
         return Err(PackError::Write {
             path: keep_going.unwrap_or_default().display().to_string(),
             detail: format!(
@@ -360,7 +380,7 @@ fn pack_into(
         .into());
     }
     let summary = packer.finish()?;
-    upkeep.tick(summary.files, summary.bytes, true);
+    upkeep.tick(summary.files, summary.bytes, true, outage::Tally::default);
     Ok((summary, upstream))
 }
 

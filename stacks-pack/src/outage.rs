@@ -7,17 +7,14 @@
 //! dropped (the `count` of the rows, 1 where null). So every row that reached the packer is
 //! either in a finished set or counted in one, and the pipeline upstream never stalls on it.
 
-use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use arrow_array::cast::AsArray;
-use arrow_array::types::Int64Type;
 use arrow_array::{
-    Array, ArrayRef, BooleanArray, Int32Array, Int64Array, RecordBatch, StringArray,
+    ArrayRef, BooleanArray, Int32Array, Int64Array, RecordBatch, StringArray,
     TimestampNanosecondArray, UInt32Array, UInt64Array, new_null_array,
 };
 use arrow_schema::{DataType, SchemaRef, TimeUnit};
@@ -45,8 +42,8 @@ impl Why {
     /// The `WHY` of the `lost` rows' cause.
     pub(crate) fn cause(self) -> &'static str {
         match self {
-            Why::Full => "store_full",
-            Why::ReadOnly => "store_read_only",
+            Why::Full => stacks_stream::lost::STORE_FULL,
+            Why::ReadOnly => stacks_stream::lost::STORE_READ_ONLY,
         }
     }
 
@@ -69,42 +66,8 @@ impl Why {
     }
 }
 
-/// Rows and events by kind.
-pub(crate) type Tally = BTreeMap<String, (u64, u64)>;
-
-/// Add the rows of `batch` (a stream's or samples rows) to `tally`, by `kind`: (rows, events:
-/// `count`, 1 where null).
-pub(crate) fn tally(batch: &RecordBatch, into: &mut Tally) {
-    let Some(kinds) = batch
-        .column_by_name(col::KIND)
-        .and_then(|c| c.as_string_opt::<i32>())
-    else {
-        return;
-    };
-    let counts = batch
-        .column_by_name(col::COUNT)
-        .and_then(|c| c.as_primitive_opt::<Int64Type>());
-    for i in 0..batch.num_rows() {
-        if kinds.is_null(i) {
-            continue;
-        }
-        let events = counts
-            .filter(|c| !c.is_null(i))
-            .map_or(1, |c| u64::try_from(c.value(i)).unwrap_or(0));
-        let e = into.entry(kinds.value(i).to_string()).or_default();
-        e.0 += 1;
-        e.1 += events;
-    }
-}
-
-/// Add `more` to `tally`.
-pub(crate) fn merge(into: &mut Tally, more: Tally) {
-    for (k, (rows, events)) in more {
-        let e = into.entry(k).or_default();
-        e.0 += rows;
-        e.1 += events;
-    }
-}
+/// Rows and events by kind, counted as every stage counts them.
+pub(crate) use stacks_stream::tally::{Tally, add as tally, merge};
 
 /// The store's outage in progress.
 #[derive(Debug)]
@@ -256,6 +219,8 @@ pub(crate) fn lost_rows(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::Int64Type;
 
     #[test]
     fn lost_rows_fit_the_stream_schemas_and_count_as_lost() {

@@ -243,6 +243,19 @@ impl Packer {
         lost
     }
 
+    /// The rows taken that are in no finished set yet, by kind: the set being written, the
+    /// rows buffered for it, and those of a set that could not be finished.
+    pub(crate) fn unfinished(&self) -> crate::outage::Tally {
+        let mut t = self.unfinished.clone();
+        if let Some(pair) = &self.current {
+            crate::outage::merge(&mut t, pair.kinds.clone());
+        }
+        for b in &self.pending {
+            crate::outage::tally(b, &mut t);
+        }
+        t
+    }
+
     /// A batch of samples rows split and then dropped (the store is down): taken, so the
     /// splitter may drop its stacks.
     pub(crate) fn discard_samples(&mut self) {

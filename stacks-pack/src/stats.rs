@@ -101,6 +101,13 @@ impl Stats {
             if let Some(e) = self.counts.events.get_mut(kind) {
                 *e = e.saturating_sub(*events);
             }
+            // A set given up was unfinished: it is no longer, whenever the file says so next.
+            if let Some(r) = self.counts.unfinished_rows.get_mut(kind) {
+                *r = r.saturating_sub(*rows);
+            }
+            if let Some(e) = self.counts.unfinished_events.get_mut(kind) {
+                *e = e.saturating_sub(*events);
+            }
             bump(&mut self.counts.lost, &format!("{why}:{kind}"), *events);
         }
     }
@@ -109,6 +116,18 @@ impl Stats {
     pub(crate) fn wrote_lost_rows(&mut self, n: u64) {
         bump(&mut self.counts.rows, stacks_stream::kind::LOST, n);
         bump(&mut self.counts.events, stacks_stream::kind::LOST, n);
+    }
+
+    /// What is taken but in no finished set yet (the set being written, the rows waiting for
+    /// it), by kind.
+    pub(crate) fn unfinished(&mut self, tally: &crate::outage::Tally) {
+        self.counts.unfinished_rows = tally.iter().map(|(k, v)| (k.clone(), v.0)).collect();
+        self.counts.unfinished_events = tally.iter().map(|(k, v)| (k.clone(), v.1)).collect();
+    }
+
+    /// Whether the file is due to be rewritten (or `force`).
+    pub(crate) fn due(&self, force: bool) -> bool {
+        force || self.last.is_none_or(|t| t.elapsed() >= EVERY)
     }
 
     /// The file sets this packer has finished, and their bytes.
@@ -132,8 +151,7 @@ impl Stats {
 
     /// Rewrite the file if it is due (or `force`); a failure is a warning, once.
     pub(crate) fn maybe_write(&mut self, force: bool) {
-        let due = self.last.is_none_or(|t| t.elapsed() >= EVERY);
-        if !(due || force) {
+        if !self.due(force) {
             return;
         }
         let first = self.last.is_none();

@@ -70,12 +70,27 @@ impl Upkeep {
         }
     }
 
-    /// Called regularly with the sets and bytes the packer has finished: a pass if one is due,
-    /// the stats file if due (`force`: now).
-    pub(crate) fn tick(&mut self, sets_written: u64, bytes_written: u64, force: bool) {
+    /// Called regularly with the sets and bytes the packer has finished and what it has not
+    /// (`unfinished`, asked only when the stats are written): a pass if one is due, the stats
+    /// file if due (`force`: now). A set just finished is in the file before the pass, so that
+    /// a packer killed during it is not taken to have lost that set.
+    pub(crate) fn tick(
+        &mut self,
+        sets_written: u64,
+        bytes_written: u64,
+        force: bool,
+        unfinished: impl Fn() -> crate::outage::Tally,
+    ) {
         let new_set = sets_written != self.sets_seen;
         self.sets_seen = sets_written;
         let due = self.last_pass.is_none_or(|t| t.elapsed() >= PASS_EVERY);
+        if let Some(s) = &mut self.stats
+            && s.due(force || new_set)
+        {
+            s.written(sets_written, bytes_written);
+            s.unfinished(&unfinished());
+            s.maybe_write(true);
+        }
         if let Some(dir) = &self.dir
             && (new_set || due || force)
             && (self.policy.is_active() || self.stats.is_some())
@@ -91,11 +106,10 @@ impl Upkeep {
             };
             if let Some(s) = &mut self.stats {
                 s.note_pass(&pass);
+                if pass.deleted_sets > 0 || force || new_set {
+                    s.maybe_write(true);
+                }
             }
-        }
-        if let Some(s) = &mut self.stats {
-            s.written(sets_written, bytes_written);
-            s.maybe_write(force || new_set);
         }
     }
 }

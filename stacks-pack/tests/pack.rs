@@ -608,3 +608,119 @@ fn streams_without_stack_columns_get_null_ids_and_empty_stacks_files() {
         .collect();
     assert_eq!(names, ["stack_id", "folded", "leaf", "depth"]);
 }
+
+/// `--lost CAUSE=EVENTS`: one `lost` row per cause in the first set, before the stream's rows;
+/// counted in `--stats` as rows of kind `lost`, not again by cause; nothing unfinished at the
+/// end. A malformed value is one error line naming the flag.
+#[test]
+fn lost_events_handed_over_are_lost_rows_of_the_first_set() {
+    use arrow_array::Array;
+    use arrow_array::cast::AsArray;
+    let scratch = Scratch::new("lost");
+    let out = scratch.path().join("out");
+    let stats = scratch.path().join("stats.json");
+    let schema = symbolized();
+    let input = batches(&schema, &[4]);
+    let (bytes, _) = stream(&schema, &input, true);
+    let res = run(
+        &[
+            out.to_str().unwrap(),
+            "--lost",
+            "stage_died:switch=120",
+            "--lost",
+            "stage_died:wake=3",
+            "--stats",
+            stats.to_str().unwrap(),
+        ],
+        bytes,
+    );
+    assert!(res.status.success(), "{}", stderr(&res));
+    let names = parquet_files(&out);
+    assert_eq!(names.len(), 1, "{names:?}");
+    let rb = read_parquet(&names[0]);
+    assert_eq!(rb.rows(), 6);
+    let mut lost = Vec::new();
+    for b in &rb.batches {
+        let kind = b.column_by_name("kind").unwrap().as_string::<i32>();
+        let cause = b.column_by_name("cause").unwrap().as_string::<i32>();
+        let value = b
+            .column_by_name("value")
+            .unwrap()
+            .as_primitive::<arrow_array::types::Int64Type>();
+        for i in 0..b.num_rows() {
+            if kind.value(i) == "lost" && !cause.is_null(i) {
+                lost.push((cause.value(i).to_string(), value.value(i)));
+            }
+        }
+    }
+    lost.sort();
+    assert_eq!(
+        lost,
+        [
+            ("stage_died:switch".to_string(), 120),
+            ("stage_died:wake".to_string(), 3)
+        ]
+    );
+    let s = stacks_store::PackStats::read(&stats).unwrap();
+    assert_eq!(s.rows["lost"], 2, "{s:?}");
+    assert_eq!(s.rows["profile"], 4, "{s:?}");
+    assert!(
+        s.lost.is_empty(),
+        "counted by whoever handed them over: {s:?}"
+    );
+    assert!(
+        s.unfinished_rows.is_empty() && s.unfinished_events.is_empty(),
+        "{s:?}"
+    );
+    assert_eq!(s.sets_written, 1);
+
+    for bad in ["stage_died:switch", "=5", "x=0", "x=many"] {
+        let res = run(&[out.to_str().unwrap(), "--lost", bad], Vec::new());
+        assert_eq!(res.status.code(), Some(2), "{bad}");
+        let err = stderr(&res);
+        assert!(err.contains("--lost") && err.contains(bad), "{bad}: {err}");
+    }
+}
+
+/// `--stats` says which rows are in no finished set yet: with sets of 10 rows, 25 rows taken
+/// leave 5 unfinished (and their events: the test rows have no `count`, 1 each), which is what
+/// a packer killed then had not stored.
+#[test]
+fn stats_say_what_is_not_stored_yet() {
+    let scratch = Scratch::new("unfinished");
+    let out = scratch.path().join("out");
+    let stats = scratch.path().join("stats.json");
+    let schema = symbolized();
+    let input = batches(&schema, &[25]);
+    let (bytes, ends) = stream(&schema, &input, false);
+    let mut child = spawn(&[
+        out.to_str().unwrap(),
+        "--max-rows",
+        "10",
+        "--stats",
+        stats.to_str().unwrap(),
+    ]);
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(&bytes[..ends[0]]).unwrap();
+    stdin.flush().unwrap();
+    let read = || stacks_store::PackStats::read(&stats).unwrap_or_default();
+    wait_for("25 rows taken, two sets finished", || {
+        let s = read();
+        s.sets_written == 2 && s.rows.values().sum::<u64>() == 25
+    });
+    let s = read();
+    let unfinished: u64 = s.unfinished_rows.values().sum();
+    assert_eq!(unfinished, 5, "{s:?}");
+    assert_eq!(s.unfinished_events.values().sum::<u64>(), 5, "{s:?}");
+    signal(&child, libc::SIGKILL);
+    let _ = child.wait_with_output().unwrap();
+    drop(stdin);
+    let stored: usize = parquet_files(&out)
+        .iter()
+        .map(|p| read_parquet(p).rows())
+        .sum();
+    assert_eq!(
+        stored, 20,
+        "the killed packer's unfinished rows are not in the store"
+    );
+}

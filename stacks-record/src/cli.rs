@@ -82,6 +82,15 @@ pub struct Args {
     #[arg(long = "control", value_name = "FILE")]
     pub control: Option<PathBuf>,
 
+    /// Write the rows produced so far, by kind, and the events they stand for, to FILE as one
+    /// JSON object, replaced atomically about once a second and when the stream ends (`ended`
+    /// then true): counted when produced, whether or not the output took them. stacks-agent
+    /// compares it with what reached the store (docs/agent.md). With it, an output whose
+    /// reader went away stops the recording as ^C would, what is held counted, and the
+    /// recorder ends quietly
+    #[arg(long = "stats", value_name = "FILE")]
+    pub stats: Option<PathBuf>,
+
     /// Size in MiB (a power of two) of each ring buffer in use: one for CPU, off-CPU and state
     /// samples, one for IO (vfs, net, block, rss), one for probes and spans, so a flood of one
     /// never loses another's events. Raise it when `lost` rows name `ring_buffer_full` (the

@@ -34,6 +34,14 @@ pub struct PackStats {
     /// Rows whose kernel or user stack could not be captured (`kstack_error`,
     /// `ustack_error`), by [`stack`].
     pub stack_errors: BTreeMap<String, u64>,
+    /// Rows taken (in `rows`) that are in no finished set yet: the set being written and the
+    /// rows waiting for it, by `kind`. 0 once the packer has ended well; what a killed packer
+    /// had here was never stored. (Absent from an older packer's file: none.)
+    #[serde(default)]
+    pub unfinished_rows: BTreeMap<String, u64>,
+    /// Events those rows stand for, by `kind`.
+    #[serde(default)]
+    pub unfinished_events: BTreeMap<String, u64>,
     /// File sets this packer finished, and their bytes.
     pub sets_written: u64,
     pub bytes_written: u64,
@@ -63,6 +71,10 @@ pub enum Field<'a> {
     Events(&'a BTreeMap<String, u64>),
     /// `stack_errors`: a counter by [`stack`].
     StackErrors(&'a BTreeMap<String, u64>),
+    /// `unfinished_rows`: rows by kind not stored yet, now.
+    UnfinishedRows(&'a BTreeMap<String, u64>),
+    /// `unfinished_events`: their events by kind, now.
+    UnfinishedEvents(&'a BTreeMap<String, u64>),
     /// `sets_written`: a counter.
     SetsWritten(u64),
     /// `bytes_written`: a counter.
@@ -88,6 +100,8 @@ impl Field<'_> {
             Field::Lost(_) => "lost",
             Field::Events(_) => "events",
             Field::StackErrors(_) => "stack_errors",
+            Field::UnfinishedRows(_) => "unfinished_rows",
+            Field::UnfinishedEvents(_) => "unfinished_events",
             Field::SetsWritten(_) => "sets_written",
             Field::BytesWritten(_) => "bytes_written",
             Field::StoreSets(_) => "store_sets",
@@ -118,7 +132,7 @@ impl PackStats {
     }
 
     /// Every field with its value, in the file's order.
-    pub fn fields(&self) -> [Field<'_>; 12] {
+    pub fn fields(&self) -> [Field<'_>; 14] {
         // Named one by one (no `..`): a new field does not compile until it is a variant.
         let PackStats {
             time,
@@ -126,6 +140,8 @@ impl PackStats {
             lost,
             events,
             stack_errors,
+            unfinished_rows,
+            unfinished_events,
             sets_written,
             bytes_written,
             store_sets,
@@ -140,6 +156,8 @@ impl PackStats {
             Field::Lost(lost),
             Field::Events(events),
             Field::StackErrors(stack_errors),
+            Field::UnfinishedRows(unfinished_rows),
+            Field::UnfinishedEvents(unfinished_events),
             Field::SetsWritten(*sets_written),
             Field::BytesWritten(*bytes_written),
             Field::StoreSets(*store_sets),
@@ -151,8 +169,8 @@ impl PackStats {
     }
 
     /// `later`, what a next run of the packer counted (its counters start from 0 with each
-    /// run), added to these counters; the store's census, `unwritable` and `time` are
-    /// `later`'s.
+    /// run), added to these counters; the store's census, `unwritable`, what is unfinished and
+    /// `time` are `later`'s.
     pub fn add_run(&mut self, later: &PackStats) {
         // Named one by one (no `..`): a new field does not compile until it is summed or taken.
         let PackStats {
@@ -161,6 +179,8 @@ impl PackStats {
             lost,
             events,
             stack_errors,
+            unfinished_rows,
+            unfinished_events,
             sets_written,
             bytes_written,
             store_sets,
@@ -186,7 +206,27 @@ impl PackStats {
         self.store_sets = *store_sets;
         self.store_bytes = *store_bytes;
         self.unwritable.clone_from(unwritable);
+        self.unfinished_rows.clone_from(unfinished_rows);
+        self.unfinished_events.clone_from(unfinished_events);
         self.time = *time;
+    }
+
+    /// A packer that ended: what it had not finished was never stored, so it leaves `rows`
+    /// and `events` (0 for one that ended well).
+    pub fn drop_unfinished(&mut self) {
+        for (sum, gone) in [
+            (&mut self.rows, std::mem::take(&mut self.unfinished_rows)),
+            (
+                &mut self.events,
+                std::mem::take(&mut self.unfinished_events),
+            ),
+        ] {
+            for (k, n) in gone {
+                if let Some(v) = sum.get_mut(&k) {
+                    *v = v.saturating_sub(n);
+                }
+            }
+        }
     }
 }
 
@@ -210,6 +250,8 @@ mod tests {
         s.lost.insert("ring_buffer_full:io".into(), 9);
         s.events.insert("profile".into(), 10);
         s.stack_errors.insert(stack::USER.into(), 11);
+        s.unfinished_rows.insert("profile".into(), 3);
+        s.unfinished_events.insert("profile".into(), 4);
         s
     }
 
@@ -267,9 +309,12 @@ mod tests {
             let v = &object[f.key()];
             let same = match f {
                 Field::Time(t) => v.as_f64() == Some(t),
-                Field::Rows(m) | Field::Lost(m) | Field::Events(m) | Field::StackErrors(m) => {
-                    *v == serde_json::to_value(m).unwrap()
-                }
+                Field::Rows(m)
+                | Field::Lost(m)
+                | Field::Events(m)
+                | Field::StackErrors(m)
+                | Field::UnfinishedRows(m)
+                | Field::UnfinishedEvents(m) => *v == serde_json::to_value(m).unwrap(),
                 Field::SetsWritten(n)
                 | Field::BytesWritten(n)
                 | Field::StoreSets(n)
@@ -302,6 +347,19 @@ mod tests {
         assert_eq!((sum.deleted_sets, sum.deleted_bytes), (6, 7));
         assert_eq!((sum.store_sets, sum.store_bytes), (1, 0));
         assert_eq!((sum.time, sum.unwritable), (2.0, None));
+        assert!(
+            sum.unfinished_rows.is_empty(),
+            "what is unfinished is the later run's"
+        );
+    }
+
+    #[test]
+    fn what_a_packer_left_unfinished_is_not_stored() {
+        let mut s = every_field_set();
+        s.drop_unfinished();
+        assert_eq!(s.rows["profile"], 5);
+        assert_eq!(s.events["profile"], 6);
+        assert!(s.unfinished_rows.is_empty() && s.unfinished_events.is_empty());
     }
 
     /// A file of the workspace, from the crate's directory at run time when cargo says it.

@@ -16,7 +16,7 @@ pub fn stdin_is_tty() -> bool {
 }
 
 /// Whether an error was caused by the reader of our output going away (EPIPE).
-pub(crate) fn is_broken_pipe(err: &anyhow::Error) -> bool {
+pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
     err.chain().any(|cause| {
         cause
             .downcast_ref::<io::Error>()

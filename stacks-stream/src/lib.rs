@@ -20,6 +20,7 @@ pub mod schema;
 pub mod stack_key;
 pub mod sys;
 pub mod table;
+pub mod tally;
 pub mod time;
 
 pub use frames::Unresolved;

@@ -23,6 +23,30 @@ pub const FIXED: [&str; 4] = [
     COMPLETION_UNSEEN_BLOCK,
 ];
 
+/// The `WHY` of events of a kind that reached stacks-pack `--keep-going` while its directory
+/// store was full, and of those while it was read-only: dropped there and counted.
+pub const STORE_FULL: &str = "store_full";
+pub const STORE_READ_ONLY: &str = "store_read_only";
+/// The causes the packer counts, by their `WHY`.
+pub const PACKER: [&str; 2] = [STORE_FULL, STORE_READ_ONLY];
+
+/// The cause of events of `kind` that left the recorder and reached no file set because a
+/// stage of stacks-agent's pipeline died (killed, out of memory, crashed) with them in it or
+/// in a pipe: the packer's unfinished set, the symbolizer's batch, the pipes.
+pub fn stage_died(kind: &str) -> String {
+    format!("stage_died:{kind}")
+}
+
+/// [`stage_died`] of every kind of the registry but `lost` itself, in its order: what a
+/// supervisor of the pipeline can count.
+pub fn stage_died_all() -> Vec<String> {
+    kinds::ALL
+        .iter()
+        .filter(|k| k.name != crate::kind::LOST)
+        .map(|k| stage_died(k.name))
+        .collect()
+}
+
 /// The cause of records of `kind` the kind's ring buffer had no room for.
 pub fn ring_buffer_full(kind: &str) -> String {
     format!("ring_buffer_full:{kind}")

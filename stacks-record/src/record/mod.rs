@@ -28,6 +28,7 @@ use crate::spec::EventSpec;
 mod aggregate;
 mod control;
 mod drops;
+mod stats;
 mod targets;
 
 use aggregate::Aggregation;
@@ -156,6 +157,12 @@ pub fn run() -> Result<ExitCode> {
         rings,
         spec: spec.clone(),
         control,
+        stats: args.stats.clone().map(|path| {
+            let mut s = stats::Stats::new(path);
+            s.maybe_write(true);
+            s
+        }),
+        broken: None,
     };
     let mut child_status = rec.record(&mut out, &mut targets, &target, args.duration)?;
 
@@ -300,6 +307,12 @@ struct Recorder<'a, 'obj> {
     /// The `-e` recorded now (changed in place by `--control`).
     spec: EventSpec,
     control: Option<control::Control>,
+    /// `--stats`: the rows that left the recorder.
+    stats: Option<stats::Stats>,
+    /// With `--stats`, the output's reader went away: the recording stops as if told to, what
+    /// it holds still produced and counted (it dies with the stage after it, and the
+    /// supervisor counts it lost), then the recorder ends quietly with this error.
+    broken: Option<anyhow::Error>,
 }
 
 impl Recorder<'_, '_> {
@@ -354,7 +367,9 @@ impl Recorder<'_, '_> {
                 last_flush = Instant::now();
                 self.runs.flushed(self.skel);
             }
-            if stacks_stream::sys::signal_caught() || deadline.is_some_and(|d| Instant::now() >= d)
+            if stacks_stream::sys::signal_caught()
+                || self.broken.is_some()
+                || deadline.is_some_and(|d| Instant::now() >= d)
             {
                 return Ok(None);
             }
@@ -404,7 +419,28 @@ impl Recorder<'_, '_> {
                 .conv
                 .finish_batch(&mut self.rows)
                 .context("building a batch of the raw stream")?;
-            out.write(&batch)?;
+            if let Some(s) = &mut self.stats {
+                s.count(&batch);
+            }
+            if self.broken.is_none()
+                && let Err(e) = out.write(&batch)
+            {
+                let e = anyhow::Error::from(e);
+                match &mut self.stats {
+                    Some(s) if stacks_stream::cli::is_broken_pipe(&e) => {
+                        s.maybe_write(true);
+                        self.broken = Some(e);
+                    }
+                    Some(s) => {
+                        s.maybe_write(true);
+                        return Err(e);
+                    }
+                    None => return Err(e),
+                }
+            }
+        }
+        if let Some(s) = &mut self.stats {
+            s.maybe_write(false);
         }
         Ok(())
     }
@@ -447,7 +483,17 @@ impl Recorder<'_, '_> {
             self.conv.push_remainder(&mut self.rows, now, rest);
         }
         self.write(&mut out)?;
-        Ok(out.finish()?)
+        if let Some(e) = self.broken.take() {
+            if let Some(s) = &mut self.stats {
+                s.ended();
+            }
+            return Err(e);
+        }
+        let finished = out.finish();
+        if let Some(s) = &mut self.stats {
+            s.ended();
+        }
+        Ok(finished?)
     }
 
     /// The summary line.
