@@ -1,10 +1,9 @@
 /* kinds/switch.bpf.h — the `switch` event: off-CPU intervals: per-thread state in task storage,
  * an interval from switch-out to switch-in measured with the scheduler's own accounting, short
- * ones folded per thread, state and span. Stacks are taken only for the intervals kept (MIN or
- * longer), once their length is known: the kernel stack at the switch-in, from the thread not
- * yet running; the user stack of a thread blocked in a system call at the call's return, in the
- * thread (its user registers and stack stay as they are until then). Included by stacks.bpf.c
- * after common.bpf.h. */
+ * ones folded per thread, state and span. The kernel stack is taken at the switch-out (from the
+ * cache of unwinds); the user stack of a thread blocked in a system call only if its interval
+ * is kept (MIN or longer), at the call's return, in the thread (its user registers and stack
+ * stay as they are until then). Included by stacks.bpf.c after common.bpf.h. */
 #pragma once
 #include "offtask.bpf.h"
 
@@ -41,8 +40,7 @@ struct switch_state {
 	 * switch-out (no stacks taken then): its record, header and info only, sent if the
 	 * interval is kept after all (a wait for a CPU made it long). */
 	__u32 wake_noted;
-	/* `ev`'s kernel stack is taken when the interval is kept, from the thread off CPU. */
-	__u32 kernel_later;
+	__u32 pad2;
 	__u8 wake_note[STACKS_EVENT_HEADER_SIZE];
 	struct stacks_event ev;
 };
@@ -163,32 +161,22 @@ static __always_inline void fold_span_is(struct switch_state *s, struct task_str
 	}
 }
 
-/* Where an open interval is closed (close_interval): what can be taken of its stacks there. */
+/* Where an open interval is closed (close_interval): what can be taken of its user stack there. */
 enum switch_close {
-	/* At its switch-in, in on_switch for the thread coming back (not running yet: its kernel
-	 * stack is the one it left the CPU with). */
+	/* At its switch-in, in on_switch for the thread coming back: later, in the thread. */
 	CLOSE_SWITCH_IN,
-	/* At its next switch-out, its switch-in unseen: the stacks it left the CPU with are gone. */
+	/* At its next switch-out, its switch-in unseen: it may have left that call: none. */
 	CLOSE_UNSEEN,
 	/* At the end of the recording, in the sleepable task iterator (flush_tasks): the thread
-	 * is off CPU, or in the system call it left the CPU in; its user stack is read from its
-	 * memory. */
+	 * is off CPU, or in the system call it left the CPU in; read from its memory. */
 	CLOSE_END,
 };
 
-/* The stacks of a kept interval that were left to take (switch_out_stacks), as `where` allows:
- * its kernel stack from the task off CPU; its user stack at the end from the task's memory,
- * else later in the thread (user_pending). Then sent, unless it waits for that user stack. */
+/* A kept interval: sent, or its user stack left to take (switch_out_stacks) taken as `where`
+ * allows — at the end from the task's memory, else later in the thread (user_pending). */
 static __always_inline void take_later_stacks(struct switch_state *s, struct task_struct *task,
 					      enum switch_close where)
 {
-	if (s->kernel_later && where != CLOSE_UNSEEN) {
-		long n = bpf_get_task_stack(task, s->ev.frames, STACK_BYTES, 0);
-		__u32 k = n < 0 ? 0 : (__u32)n / 8;
-		s->ev.hdr.kstack_len =
-			n < 0 ? (__s32)n : (__s32)(k > STACKS_MAX_DEPTH ? STACKS_MAX_DEPTH : k);
-	}
-	s->kernel_later = 0;
 	if (!s->user_later) {
 		submit(&s->ev);
 		return;
@@ -221,7 +209,6 @@ static __always_inline void close_interval(struct switch_state *s, struct task_s
 		s->ev.info.off_cpu.waker = s->waker;
 		take_later_stacks(s, task, where);
 	} else {
-		s->kernel_later = 0;
 		s->user_later = 0;
 		fold_span_is(s, task, s->ev.hdr.span.span_id ? &s->ev.hdr.span : NULL);
 		if (!s->fold_start)
@@ -251,51 +238,35 @@ static __always_inline void fold_untraced(struct switch_state *s, struct task_st
 		flush_folded(s, task);
 }
 
-/* The stacks of a switch-out. Most intervals are short and folded, their stacks never sent:
- * so the stacks are taken once the interval is known to be kept, where they are still the
- * ones it left the CPU with (take_later_stacks) — the kernel stack at the switch-in (or at
- * the end), the user stack of a thread in a system call at the call's return (its user
- * registers and stack stay as they are until then). A thread preempted in user mode or in a
- * page fault moves its user stack on as soon as it runs: both stacks are taken now (so are
- * `d` stacks by frame pointers when the ring is crowded). Stacks still to take read -EAGAIN,
- * and stay so if never taken. */
+/* The stacks of a switch-out. The kernel stack now (from the cache of unwinds: the kernel's
+ * unwind of a thread off CPU would leave out everything in .sched.text, `mutex_lock` and
+ * `io_schedule` with the scheduler). The user stack of a thread in a system call is taken only
+ * if the interval is kept (most are short and folded), at the call's return (its user
+ * registers and stack stay as they are until then: take_later_stacks); it reads -EAGAIN until
+ * then, and stays so if never taken. A thread preempted in user mode or in a page fault moves
+ * its user stack on as soon as it runs: taken now, as is every user stack with MIN 0 (all
+ * intervals are kept) but `d`'s copy, and `d`'s by frame pointers when the ring is crowded. */
 static __always_inline void switch_out_stacks(void *ctx, struct switch_state *s,
 					      struct task_struct *prev)
 {
-	s->kernel_later = 0;
 	s->user_later = 0;
 	if (!switch_stacks)
 		return;
 	bool user = switch_stacks & (STACKS_WANT_USER | STACKS_WANT_DWARF);
 	bool dwarf = switch_stacks & STACKS_WANT_DWARF;
-	bool no_user = (prev->flags & PF_KTHREAD) || !prev->mm;
-	/* MIN 0 keeps every interval: nothing to save by waiting, and stacks taken now are cheaper
-	 * (the kernel's from the cache of unwinds, no copy of the record for the user's); only a
-	 * `d` copy still waits for the call's return, as it is made in the thread. */
-	bool later = user && !no_user && (switch_min_ns || dwarf);
+	bool later = user && !(prev->flags & PF_KTHREAD) && prev->mm && (switch_min_ns || dwarf);
 	if (later) {
 		struct pt_regs *r = (struct pt_regs *)bpf_task_pt_regs(prev);
 		if (!r || !regs_in_syscall(r) || (dwarf && ringbuf_crowded(STACKS_EV_SWITCH)))
 			later = false;
 	}
-	if (user && !no_user && !later) {
+	if (!later) {
 		capture_stacks(ctx, &s->ev, switch_stacks & (STACKS_WANT_KERNEL | STACKS_WANT_USER));
 		return;
 	}
-	if (later) {
-		s->ev.hdr.ustack_len = -EAGAIN;
-		s->user_later = 1;
-	} else if (user) {
-		s->ev.hdr.ustack_len = -EFAULT; /* no user side */
-	}
-	if (!(switch_stacks & STACKS_WANT_KERNEL))
-		return;
-	if (switch_min_ns) {
-		s->ev.hdr.kstack_len = -EAGAIN;
-		s->kernel_later = 1;
-	} else {
-		capture_stacks(ctx, &s->ev, STACKS_WANT_KERNEL);
-	}
+	capture_stacks(ctx, &s->ev, switch_stacks & STACKS_WANT_KERNEL);
+	s->ev.hdr.ustack_len = -EAGAIN;
+	s->user_later = 1;
 }
 
 /* A thread returns from a system call; a kept interval of its waiting for its user stack takes

@@ -116,9 +116,7 @@ impl Field<'_> {
 impl PackStats {
     /// The file's text: the object on one line.
     pub fn to_json(&self) -> String {
-        let mut text = serde_json::to_string(self).expect("maps of strings and numbers");
-        text.push('\n');
-        text
+        stacks_stream::tally::json_line(self)
     }
 
     /// The object of `text`; an error names what is missing or wrong.
@@ -128,7 +126,7 @@ impl PackStats {
 
     /// The file at `path`, if it is there and whole (stacks-pack replaces it by a rename).
     pub fn read(path: &Path) -> Option<Self> {
-        Self::from_json(&std::fs::read_to_string(path).ok()?).ok()
+        stacks_stream::tally::read_json(path)
     }
 
     /// Every field with its value, in the file's order.

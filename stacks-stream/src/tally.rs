@@ -89,9 +89,7 @@ impl RecordStats {
 
     /// The file's text: the object on one line.
     pub fn to_json(&self) -> String {
-        let mut text = serde_json::to_string(self).expect("maps of strings and numbers");
-        text.push('\n');
-        text
+        json_line(self)
     }
 
     /// The object of `text`; an error names what is missing or wrong.
@@ -101,7 +99,7 @@ impl RecordStats {
 
     /// The file at `path`, if it is there and whole (it is replaced by a rename).
     pub fn read(path: &Path) -> Option<Self> {
-        Self::from_json(&std::fs::read_to_string(path).ok()?).ok()
+        read_json(path)
     }
 
     /// Replace the file at `path` atomically (a temporary `.NAME.tmp` beside it, renamed
@@ -119,6 +117,20 @@ impl RecordStats {
         std::fs::write(&tmp, self.to_json())?;
         std::fs::rename(&tmp, path)
     }
+}
+
+/// A stats file's text (the recorder's and the packer's, which supervisors read): `value` as
+/// one JSON object on one line.
+pub fn json_line<T: Serialize>(value: &T) -> String {
+    let mut text = serde_json::to_string(value).expect("maps of strings and numbers");
+    text.push('\n');
+    text
+}
+
+/// The stats file at `path` as a `T`, if it is there and whole (its writer replaces it by a
+/// rename).
+pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Option<T> {
+    serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! `switch`: off-CPU intervals with the switch-out stack, state and waker, and the short ones
-//! folded per thread and state (bpf/kinds/switch.bpf.h). Stacks are taken only for the
-//! intervals kept: the kernel stack at the switch-in, the user stack of a thread blocked in a
-//! system call at its return (`switch_sys_exit`).
+//! folded per thread and state (bpf/kinds/switch.bpf.h). The user stack of a thread blocked
+//! in a system call is taken only if its interval is kept, at the call's return
+//! (`switch_sys_exit`).
 
 use stacks_stream::kind;
 
