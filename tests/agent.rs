@@ -315,16 +315,7 @@ fn http_get(port: u16, path: &str) -> Option<(String, String)> {
     Some((head.lines().next()?.to_string(), body.to_string()))
 }
 
-/// The samples of `/metrics` text: `name{labels}` → value.
-fn samples(text: &str) -> BTreeMap<String, f64> {
-    text.lines()
-        .filter(|l| !l.starts_with('#') && !l.is_empty())
-        .filter_map(|l| {
-            let (k, v) = l.rsplit_once(' ')?;
-            Some((k.to_string(), v.parse().ok()?))
-        })
-        .collect()
-}
+use stacks_tests::metric_samples as samples;
 
 /// The finished file sets under `dir`: (base name → bytes, newest samples file's mtime).
 fn store_sets(dir: &Path) -> (BTreeMap<String, u64>, Option<SystemTime>) {

@@ -512,6 +512,11 @@ pub fn agent_metrics(port: u16) -> std::collections::BTreeMap<String, f64> {
     let _ = write!(c, "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
     let mut text = String::new();
     let _ = c.read_to_string(&mut text);
+    metric_samples(&text)
+}
+
+/// The samples of `/metrics` text: `name{labels}` → value.
+pub fn metric_samples(text: &str) -> std::collections::BTreeMap<String, f64> {
     text.lines()
         .filter(|l| !l.starts_with('#') && !l.is_empty())
         .filter_map(|l| {
