@@ -20,8 +20,12 @@
  *   (always unwound after) and is counted (STACKS_DROP_KSTACK_WRONG), as the hits are
  *   (STACKS_DROP_KSTACK_CACHED) and the agreeing re-checks (STACKS_DROP_KSTACK_AGREED).
  * - The first frame is where the program called bpf_get_stack (the kernel's unwind starts at
- *   that helper's caller): fixed for the program, and kept as it was. The next (the program's
- *   own caller frames, the tracepoint's glue) are below ctx; all but the first are checked.
+ *   that helper's caller): an address in the program itself, dropped with the tracing glue when
+ *   the stack is converted, and not the same at every call (the compiler may emit the helper
+ *   call more than once, and a global function is JITed once per program that calls it): kept
+ *   as it was, never compared (comparing it once retired the key of most switches beside
+ *   pgbench: every switch-out then unwound). The next (the program's own caller frames, the
+ *   tracepoint's glue) are below ctx; all but the first are checked.
  * - Only the kinds whose stacks are taken in tracepoint programs use it (kstack_kinds, set by
  *   user space from each kind's declaration: ctx is the tracepoint's arguments on the stack). Stacks of more than KC_FRAMES frames, or whose
  *   frames are not found in turn among the stack words from just below ctx (within KC_SPAN
@@ -35,8 +39,10 @@
 #define KC_BELOW 1024
 #define KC_TRUST 2
 /* Entries per place of ctx: a thread blocking in a pipe read and one preempted on its way
- * back to user mode put the switch's ctx at the same offset. */
-#define KC_WAYS 2
+ * back to user mode put the switch's ctx at the same offset, and beside pgbench more paths than
+ * two share one (futex, poll, socket and pipe waits): with 2 ways a new entry was learnt every
+ * 16 switch-outs served, with 4 one every 120. */
+#define KC_WAYS 4
 #define KC_PAGE 4096
 /* The smallest x86-64 thread stack (16 KiB): ctx further than this from the stack's base is
  * not in it, and the words read for a new entry stay inside it. */
@@ -222,9 +228,18 @@ static __always_inline void kc_learn(struct kc_scratch *s, struct stacks_event *
 	bpf_map_update_elem(&kstack_cache, key, &s->fresh, BPF_ANY);
 }
 
-/* Whether the words copied hold entry c's frames [from, to) in their slots. */
-static __always_inline bool kc_slots_hold(struct kc_scratch *s, struct kc_entry *c, __u32 from,
-					  __u32 to)
+/* The kernel word at `addr`, by a plain load: bpf_core_cast gives an untrusted pointer, which
+ * the verifier turns into a move, and whose loads the JIT guards (a fault reads 0). Checking a
+ * cached stack's slots this way costs a few ns a frame, where copying the stack between them
+ * with bpf_probe_read_kernel (a byte-wise, fault-guarded copy) cost most of a cached switch
+ * stack's time. rb_node's first member is an unsigned long on every architecture. */
+static __always_inline __u64 kc_word(__u64 addr)
+{
+	return bpf_core_cast((void *)addr, struct rb_node)->__rb_parent_color;
+}
+
+/* Whether the stack from `at` holds entry c's frames [from, to) in their slots. */
+static __always_inline bool kc_slots_hold(struct kc_entry *c, __u64 at, __u32 from, __u32 to)
 {
 	for (__u32 i = 1; i < KC_FRAMES; i++) {
 		if (i >= to)
@@ -232,7 +247,7 @@ static __always_inline bool kc_slots_hold(struct kc_scratch *s, struct kc_entry 
 		if (i < from)
 			continue;
 		__u32 o = c->off[i];
-		if (o >= KC_WORDS || s->w[o & (KC_WORDS - 1)] != c->ip[i])
+		if (o >= KC_WORDS || kc_word(at + (__u64)o * 8) != c->ip[i])
 			return false;
 	}
 	return true;
@@ -240,35 +255,31 @@ static __always_inline bool kc_slots_hold(struct kc_scratch *s, struct kc_entry 
 
 /* Whether the stack holds entry c's frames after the first in their slots (ctx at `a`, the
  * thread's stack at `base`). */
-static __always_inline bool kc_holds(struct kc_scratch *s, struct kc_entry *c, __u64 a,
-				     __u64 base)
+static __always_inline bool kc_holds(struct kc_entry *c, __u64 a, __u64 base)
 {
 	__u32 span = c->span, n = c->n, n1 = c->n1;
 	if (span < 8 || span > KC_SPAN || n < 2 || n > KC_FRAMES || n1 > n)
 		return false;
-	if (bpf_probe_read_kernel(s->w, span, (void *)(a + (__s64)c->first)))
-		return false;
-	if (!kc_slots_hold(s, c, 1, n1))
+	__u64 at = a + (__s64)c->first;
+	if (!kc_slots_hold(c, at, 1, n1))
 		return false;
 	if (n1 == n)
 		return true;
-	__u32 top = span / 8 - 1;
-	if (top >= KC_WORDS || s->w[top] != base + c->link)
+	if (kc_word(at + span - 8) != base + c->link)
 		return false;
 	__u32 span2 = c->span2;
 	if (span2 < 8 || span2 > KC_SPAN || c->first2 >= KC_THREAD_MIN)
 		return false;
-	if (bpf_probe_read_kernel(s->w, span2, (void *)(base + c->first2)))
-		return false;
-	return kc_slots_hold(s, c, n1, n);
+	return kc_slots_hold(c, base + c->first2, n1, n);
 }
 
-/* Whether the unwind just made into e->frames (n frames) is entry c's. */
+/* Whether the unwind just made into e->frames (n frames) is entry c's, but for the first frame
+ * (the program's own address). */
 static __always_inline bool kc_same(struct kc_entry *c, struct stacks_event *e, __u32 n)
 {
 	if (n != c->n)
 		return false;
-	for (__u32 i = 0; i < KC_FRAMES; i++) {
+	for (__u32 i = 1; i < KC_FRAMES; i++) {
 		if (i >= n)
 			break;
 		if (e->frames[i] != c->ip[i])
@@ -321,7 +332,7 @@ __noinline long capture_kernel_ips(void *ctx __arg_ctx, struct stacks_event *e, 
 				keyed = false; /* retired: unwound every time */
 				break;
 			}
-			if (kc_holds(s, c, a, base)) {
+			if (kc_holds(c, a, base)) {
 				check = true;
 				break;
 			}
