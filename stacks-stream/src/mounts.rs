@@ -105,8 +105,8 @@ const MAX_LINKS: u32 = 40;
 /// Open `path` in this process's own view to read, without blocking (`O_NONBLOCK`: a FIFO
 /// opens at once), and never on a FUSE mount: the path is walked one component at a time
 /// (`O_PATH`, no link followed by the kernel; symbolic links are read and followed here), and
-/// each step's mount, by its id in `/proc/self/fdinfo`, is checked against this process's
-/// mount table before a name is looked up below it. A link into a FUSE mount, or a FUSE file
+/// each mount the walk enters (`RESOLVE_NO_XDEV` tells), by its id in `/proc/self/fdinfo`, is
+/// checked against this process's mount table before a name is looked up below it. A link into a FUSE mount, or a FUSE file
 /// system mounted over a directory of the path since it was named, is refused like a path
 /// written on FUSE. The mount table is read again when the kernel says it changed.
 pub fn open_off_fuse(path: &Path) -> Result<File, OffFuseError> {
@@ -126,8 +126,16 @@ pub fn open_off_fuse(path: &Path) -> Result<File, OffFuseError> {
     let mut rest: VecDeque<OsString> = names(path);
     let mut links = 0;
     while let Some(name) = rest.pop_front() {
-        let next = open_path(at.as_raw_fd(), &name).map_err(io)?;
-        table.check(&next, path)?;
+        // Within the mount of `at` (checked), nothing to check; across a mount point, the
+        // mount reached is checked before anything is looked up in it.
+        let next = match open_path_here(at.as_raw_fd(), &name) {
+            Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {
+                let next = open_path(at.as_raw_fd(), &name).map_err(io)?;
+                table.check(&next, path)?;
+                next
+            }
+            next => next.map_err(io)?,
+        };
         // SAFETY: a valid descriptor and a `stat` to fill.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         if unsafe { libc::fstat(next.as_raw_fd(), &raw mut st) } != 0 {
@@ -196,6 +204,32 @@ fn open_path(at: RawFd, name: &OsStr) -> std::io::Result<OwnedFd> {
     }
     // SAFETY: a descriptor just opened, owned by nobody else.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// [`open_path`] within the mount of `at` only: `EXDEV` when `name` is a mount point (or `..`
+/// of a mount's root), from `openat2(2)`'s `RESOLVE_NO_XDEV`.
+fn open_path_here(at: RawFd, name: &OsStr) -> std::io::Result<OwnedFd> {
+    let c = CString::new(name.as_bytes()).map_err(|_| std::io::ErrorKind::InvalidInput)?;
+    // SAFETY: `open_how` is plain integers; zero is "no flags".
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = (libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC) as u64;
+    how.resolve = libc::RESOLVE_NO_XDEV | libc::RESOLVE_NO_MAGICLINKS;
+    // SAFETY: a directory descriptor, a NUL-terminated name and an `open_how` of the size
+    // passed; the descriptor returned is owned by the `OwnedFd`.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            at,
+            c.as_ptr(),
+            &raw const how,
+            size_of::<libc::open_how>(),
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a descriptor just opened, owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
 /// The target of the symbolic link `link` (an `O_PATH` descriptor of it).
