@@ -449,9 +449,10 @@ impl Finder {
 }
 
 /// Regular files (symlinks to files included) under `dir`; directories are not followed
-/// through symlinks, so a link cycle cannot loop.
+/// through symlinks, so a link cycle cannot loop. Nothing on FUSE is listed or asked about
+/// (a directory mounted there, a link into it: [`elf::open`]).
 fn walk(dir: &Path, out: &mut Vec<PathBuf>, depth: usize) {
-    if depth > 32 {
+    if depth > 32 || elf::open(dir).is_err() {
         return;
     }
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -462,7 +463,15 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>, depth: usize) {
         let Ok(ft) = e.file_type() else { continue };
         if ft.is_dir() {
             walk(&p, out, depth + 1);
-        } else if std::fs::metadata(&p).is_ok_and(|m| m.is_file() && m.len() >= 64) {
+        } else if elf::open(&p)
+            .and_then(|f| {
+                f.metadata().map_err(|source| elf::ElfError::Io {
+                    path: p.display().to_string(),
+                    source,
+                })
+            })
+            .is_ok_and(|m| m.is_file() && m.len() >= 64)
+        {
             out.push(p);
         }
     }
