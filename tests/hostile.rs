@@ -359,6 +359,43 @@ fn a_file_truncated_while_mapped_does_not_crash_the_recorder() {
     );
 }
 
+/// A target mapping 12 files whose `.eh_frame` claims 24 MiB each (288 MiB of CFI, zeros in
+/// sparse files) while its samples are unwound by CFI: the recorder holds at most 64 MiB of
+/// CFI over all files (what it held was 256 MiB before, past its memory bound), refuses the
+/// files that do not fit beside what the processes hold, counts them, and ends within its
+/// bound with the well-behaved target recorded as it ran.
+#[test]
+fn a_target_mapping_more_cfi_than_the_bound_does_not_bloat_the_recorder() {
+    if !bpf("a_target_mapping_more_cfi_than_the_bound_does_not_bloat_the_recorder") {
+        return;
+    }
+    let _serial = bpf_serial();
+    let run = record("cfi", "cfi-many", "");
+    check_common("cfi", &run);
+    let claimed = run.hostile["cfi_claimed_bytes"].as_u64().unwrap_or(0);
+    assert!(claimed >= 256 << 20, "{}", run.hostile);
+    let refused = run
+        .stderr
+        .lines()
+        .find(|l| l.contains("d stacks:"))
+        .and_then(|l| {
+            let at = l.find(" files whose CFI was too large")?;
+            l[..at].rsplit(' ').next()?.parse::<u64>().ok()
+        });
+    eprintln!(
+        "cfi: {} MiB of CFI claimed by {} files; {refused:?} refused; peak RSS {} MiB",
+        claimed >> 20,
+        run.hostile["cfi_files"],
+        run.maxrss_kib >> 10
+    );
+    // 64 MiB hold two of the 24 MiB files beside the targets' own: ten or more refused.
+    assert!(
+        refused.is_some_and(|n| n >= 10),
+        "the files refused are counted:\n{}",
+        run.stderr
+    );
+}
+
 /// Span records made to hurt (65,535 attribute bytes announced and a name past the record,
 /// with invalid UTF-8; a record at the end of its mapped page; a kernel address; a span id
 /// changing while read): each sample carries what could be read of the record (the name's

@@ -581,6 +581,144 @@ fn replaced_binary_is_reported_not_misattributed() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Run `cmd` in a mount namespace of its own where a FUSE file system is mounted at `mnt`
+/// whose server never answers (what a traced program may leave behind: nobody reads the
+/// device, so even the kernel's first request waits). The process holds the device, so the
+/// file system goes with it. Needs root and `/dev/fuse`.
+fn with_hung_fuse(cmd: &mut Command, mnt: &Path) -> std::fs::File {
+    use std::ffi::CString;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let dev = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/fuse")
+        .expect("/dev/fuse (the FUSE module) and root, to mount a FUSE file system");
+    let fd = dev.as_raw_fd();
+    let target = CString::new(mnt.to_str().unwrap()).unwrap();
+    let opts = CString::new(format!("fd={fd},rootmode=40000,user_id=0,group_id=0")).unwrap();
+    // SAFETY: only system calls between fork and exec, on strings made before.
+    unsafe {
+        cmd.pre_exec(move || {
+            let err = || Err(std::io::Error::last_os_error());
+            if libc::unshare(libc::CLONE_NEWNS) != 0
+                || libc::mount(
+                    std::ptr::null(),
+                    c"/".as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_REC | libc::MS_PRIVATE,
+                    std::ptr::null(),
+                ) != 0
+                || libc::fcntl(fd, libc::F_SETFD, 0) != 0
+                || libc::mount(
+                    c"hung".as_ptr(),
+                    target.as_ptr(),
+                    c"fuse.hung".as_ptr(),
+                    libc::MS_NOSUID | libc::MS_NODEV,
+                    opts.as_ptr().cast(),
+                ) != 0
+            {
+                return err();
+            }
+            Ok(())
+        });
+    }
+    dev
+}
+
+/// A module on a FUSE file system whose server never answers (a traced program may serve its
+/// own files and stop answering): stacks-symbolize does not open it, nor a path leading into
+/// it through a symbolic link, and ends promptly with those frames unresolved (`on_fuse`),
+/// counted in its summary, while the other modules resolve. The mount does hang whoever
+/// looks a name up in it (`stat`, checked first).
+#[test]
+fn modules_on_a_hung_fuse_mount_are_not_opened() {
+    let dir = scratch("sym-fuse");
+    let fx = compile(&dir, "inline.c", "app", &[]);
+    let mnt = dir.join("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    std::os::unix::fs::symlink(&mnt, dir.join("into-fuse")).unwrap();
+    let row = |module: &Path| Row {
+        ustack: Some(vec![
+            fx.frame_as(fx.addr("mark_leaf"), module),
+            fx.frame_as(fx.end("caller_fn"), module),
+        ]),
+        ..Default::default()
+    };
+    let rows = vec![
+        row(&mnt.join("app")),
+        row(&dir.join("into-fuse/app")),
+        row(&fx.exe),
+    ];
+    let input = dir.join("in.arrow");
+    std::fs::write(&input, raw_rows_stream(&rows, 1000, None)).unwrap();
+
+    let wait = |child: &mut std::process::Child, within: std::time::Duration| {
+        let start = std::time::Instant::now();
+        while start.elapsed() < within {
+            if let Some(status) = child.try_wait().unwrap() {
+                return Some(status);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        None
+    };
+    let mut stat = Command::new("stat");
+    stat.arg(mnt.join("app"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let dev = with_hung_fuse(&mut stat, &mnt);
+    let mut child = stat.spawn().unwrap();
+    drop(dev);
+    let hung = wait(&mut child, std::time::Duration::from_secs(2)).is_none();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        hung,
+        "the FUSE mount answered stat: it does not stand for a hung server"
+    );
+
+    let out = dir.join("out.arrow");
+    let mut cmd = Command::new(bin("stacks-symbolize"));
+    cmd.arg(&input)
+        .arg("-o")
+        .arg(&out)
+        .env_remove("DEBUGINFOD_URLS")
+        .stderr(std::process::Stdio::piped());
+    let dev = with_hung_fuse(&mut cmd, &mnt);
+    let start = std::time::Instant::now();
+    let mut child = cmd.spawn().unwrap();
+    drop(dev);
+    let Some(status) = wait(&mut child, std::time::Duration::from_secs(60)) else {
+        child.kill().unwrap();
+        child.wait().unwrap();
+        panic!("stacks-symbolize hung on a module on FUSE");
+    };
+    let took = start.elapsed();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(status.success(), "{stderr}");
+    eprintln!("stacks-symbolize beside a hung FUSE mount: {took:?}; {stderr}");
+    let frames = read_frames(&read_stream(&out));
+    for (i, module) in [(0, "mnt/app"), (1, "into-fuse/app")] {
+        let f = frames[i].as_ref().unwrap();
+        assert_eq!(f.len(), 2, "{f:#?}");
+        for f in f {
+            assert_eq!(f.function, None, "{f:?}");
+            assert_eq!(f.reason.as_deref(), Some("on_fuse"), "{f:?}");
+            assert!(f.module.as_deref().unwrap().ends_with(module), "{f:?}");
+            let e = f.error.as_deref().unwrap();
+            assert!(e.contains("FUSE") && e.contains("fuse.hung"), "{e}");
+        }
+    }
+    assert_inline_chain(&fx, frames[2].as_ref().unwrap());
+    assert!(
+        stderr.contains("2 module paths on FUSE file systems not opened"),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 const KADDRS: [u64; 3] = [
     0xffff_ffff_8100_0010,
     0xffff_ffff_8100_0120,

@@ -16,6 +16,7 @@ pub mod hex;
 pub mod io;
 pub mod kinds;
 pub mod lost;
+pub mod mounts;
 pub mod schema;
 pub mod stack_key;
 pub mod sys;

@@ -115,6 +115,12 @@ pub fn run_with(args: Args) -> Result<ExitCode> {
         0 => restarts,
         n => format!("{restarts}; {n} parsed files dropped after a period without a lookup"),
     };
+    let restarts = match st.modules_on_fuse {
+        0 => restarts,
+        n => format!(
+            "{restarts}; {n} module paths on FUSE file systems not opened (their frames unresolved, reason on_fuse)"
+        ),
+    };
     eprintln!(
         "{TOOL}: {} rows, {} distinct frames resolved ({} distinct stacks: {} stack elements in, {} frames out){restarts}",
         st.rows, st.unique, st.stacks, st.frames_in, st.frames_out

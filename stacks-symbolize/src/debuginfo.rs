@@ -7,6 +7,8 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
+use stacks_stream::Unresolved;
+
 use crate::debuginfod::{Artifact, Debuginfod};
 use crate::elf::{self, ElfInfo};
 
@@ -18,6 +20,8 @@ pub(crate) const SYSTEM_DEBUG_DIRS: &[&str] = &["/usr/lib/debug", "/lib/debug"];
 pub struct ModuleFiles {
     /// The file symbols are read from (DWARF when there is any, else the symbol table).
     pub symbols: PathBuf,
+    /// Its size when it was chosen.
+    pub symbols_size: u64,
     /// Maps the recorded file offsets to ELF addresses: the module's own program headers when
     /// a file with its code was found, else the debug file's.
     layout: ElfInfo,
@@ -121,6 +125,11 @@ impl Finder {
             bins.push((b.clone(), Ok(info)));
         }
         for d in debug_dirs {
+            // Not walked on FUSE (asked before any lookup in it): a tree there is copied off
+            // it first (docs/threat-model.md).
+            if let Err(elf::ElfError::OnFuse(why)) = elf::open(d) {
+                return Err(format!("--debug-dir {why}"));
+            }
             if !d.is_dir() {
                 return Err(format!("--debug-dir {}: not a directory", d.display()));
             }
@@ -232,8 +241,13 @@ impl Finder {
         out
     }
 
-    /// Choose the files to symbolize the module recorded at `path` with build id `build_id`.
-    pub fn locate(&mut self, path: &str, build_id: Option<&str>) -> Result<ModuleFiles, String> {
+    /// Choose the files to symbolize the module recorded at `path` with build id `build_id`;
+    /// else why not, in a closed value and in words.
+    pub fn locate(
+        &mut self,
+        path: &str,
+        build_id: Option<&str>,
+    ) -> Result<ModuleFiles, (Unresolved, String)> {
         let Some(want) = build_id else {
             return self.locate_without_build_id(path);
         };
@@ -335,11 +349,13 @@ impl Finder {
         match (symbols, &picks.code) {
             (Some(s), Some(c)) => Ok(ModuleFiles {
                 symbols: s.path.clone(),
+                symbols_size: s.info.size,
                 layout: c.info.clone(),
                 guessed: false,
             }),
             (Some(s), None) => Ok(ModuleFiles {
                 symbols: s.path.clone(),
+                symbols_size: s.info.size,
                 layout: s.info.clone(),
                 guessed: !s.info.has_code,
             }),
@@ -353,7 +369,7 @@ impl Finder {
         want: &str,
         recorded: &Result<ElfInfo, elf::ElfError>,
         debuginfod: Option<String>,
-    ) -> String {
+    ) -> (Unresolved, String) {
         let mut places = vec!["-b", "--debug-dir"];
         places.push("/usr/lib/debug/.build-id");
         let name = Path::new(path).file_name();
@@ -362,6 +378,7 @@ impl Finder {
             .iter()
             .find(|(b, _)| b.file_name() == name)
             .and_then(|(b, i)| Some((b, i.as_ref().ok()?.build_id.clone()?)));
+        let mut reason = Unresolved::ModuleNotFound;
         let mut why = match (recorded, b_mismatch) {
             (_, Some((b, have))) => format!(
                 "build id mismatch: recorded {want}, -b {} has {have}",
@@ -376,6 +393,10 @@ impl Finder {
             {
                 format!("module {path} not found on this machine")
             }
+            (Err(e @ elf::ElfError::OnFuse(_)), None) => {
+                reason = Unresolved::OnFuse;
+                e.to_string()
+            }
             (Err(e), None) => format!("cannot read {e}"),
         };
         why.push_str(&format!(
@@ -387,34 +408,40 @@ impl Finder {
         } else if self.debuginfod.is_none() {
             why.push_str(" (DEBUGINFOD_URLS is not set)");
         }
-        why
+        (reason, why)
     }
 
-    fn locate_without_build_id(&mut self, path: &str) -> Result<ModuleFiles, String> {
+    fn locate_without_build_id(&mut self, path: &str) -> Result<ModuleFiles, (Unresolved, String)> {
         let p = Path::new(path);
         let info = match elf::read(p) {
             Ok(i) => i,
             Err(elf::ElfError::Io { source, .. })
                 if source.kind() == std::io::ErrorKind::NotFound =>
             {
-                return Err(format!(
-                    "module {path} not found on this machine (no build id was recorded to find it elsewhere)"
+                return Err((
+                    Unresolved::ModuleNotFound,
+                    format!(
+                        "module {path} not found on this machine (no build id was recorded to find it elsewhere)"
+                    ),
                 ));
             }
-            Err(e) => return Err(format!("cannot read {e}")),
+            Err(e @ elf::ElfError::OnFuse(_)) => return Err((Unresolved::OnFuse, e.to_string())),
+            Err(e) => return Err((Unresolved::ModuleNotFound, format!("cannot read {e}"))),
         };
-        let mut symbols = p.to_path_buf();
+        let mut symbols = (p.to_path_buf(), info.size);
         if !info.has_dwarf
             && let Some(link) = &info.debuglink
             && let Some(d) = self
                 .debuglink_candidates(p, link)
                 .into_iter()
-                .find(|c| c != p && elf::read(c).is_ok_and(|i| i.has_dwarf))
+                .filter(|c| c != p)
+                .find_map(|c| Some((c.clone(), elf::read(&c).ok().filter(|i| i.has_dwarf)?.size)))
         {
             symbols = d;
         }
         Ok(ModuleFiles {
-            symbols,
+            symbols: symbols.0,
+            symbols_size: symbols.1,
             guessed: !info.has_code,
             layout: info,
         })
@@ -422,9 +449,10 @@ impl Finder {
 }
 
 /// Regular files (symlinks to files included) under `dir`; directories are not followed
-/// through symlinks, so a link cycle cannot loop.
+/// through symlinks, so a link cycle cannot loop. Nothing on FUSE is listed or asked about
+/// (a directory mounted there, a link into it: [`elf::open`]).
 fn walk(dir: &Path, out: &mut Vec<PathBuf>, depth: usize) {
-    if depth > 32 {
+    if depth > 32 || elf::open(dir).is_err() {
         return;
     }
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -435,7 +463,15 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>, depth: usize) {
         let Ok(ft) = e.file_type() else { continue };
         if ft.is_dir() {
             walk(&p, out, depth + 1);
-        } else if std::fs::metadata(&p).is_ok_and(|m| m.is_file() && m.len() >= 64) {
+        } else if elf::open(&p)
+            .and_then(|f| {
+                f.metadata().map_err(|source| elf::ElfError::Io {
+                    path: p.display().to_string(),
+                    source,
+                })
+            })
+            .is_ok_and(|m| m.is_file() && m.len() >= 64)
+        {
             out.push(p);
         }
     }

@@ -9,7 +9,7 @@
 //! to read beyond the file or gigabytes of a sparse one (docs/threat-model.md).
 
 use std::fs::File;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 /// Why an ELF file could not be read.
@@ -27,6 +27,10 @@ pub enum ElfError {
     Unsupported { path: String, what: &'static str },
     #[error("{path}: malformed ELF file ({what})")]
     Malformed { path: String, what: &'static str },
+    /// On a FUSE file system, or reached through one: not opened (its server, maybe the
+    /// traced program, may never answer).
+    #[error("{0}")]
+    OnFuse(String),
 }
 
 /// One `PT_LOAD` program header.
@@ -53,6 +57,8 @@ pub struct ElfInfo {
     pub has_symbols: bool,
     /// File name from `.gnu_debuglink`.
     pub debuglink: Option<String>,
+    /// The file's size in bytes when it was read.
+    pub size: u64,
 }
 
 const SHT_NOBITS: u32 = 8;
@@ -137,16 +143,14 @@ pub fn read(path: &Path) -> Result<ElfInfo, ElfError> {
     read_file(&open(path)?, &path.display().to_string())
 }
 
-/// Open the file at `path` to read, without blocking (never on a FIFO put where the file was).
+/// Open the file at `path` to read, without blocking (never on a FIFO put where the file was),
+/// and never on a FUSE file system, nor through one (`stacks_stream::mounts::open_off_fuse`).
 pub fn open(path: &Path) -> Result<File, ElfError> {
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|source| ElfError::Io {
-            path: path.display().to_string(),
-            source,
-        })
+    use stacks_stream::mounts::{OffFuseError, open_off_fuse};
+    open_off_fuse(path).map_err(|e| match e {
+        OffFuseError::Io { path, source } => ElfError::Io { path, source },
+        fuse @ OffFuseError::Fuse { .. } => ElfError::OnFuse(fuse.to_string()),
+    })
 }
 
 /// [`read`] of an opened file, named `name` in errors: only a regular file.
@@ -185,7 +189,10 @@ pub fn read_file(file: &File, name: &str) -> Result<ElfInfo, ElfError> {
     let (phoff, shoff) = (u64le(h, 32), u64le(h, 40));
     let (phentsize, phnum) = (u16le(h, 54) as u64, u16le(h, 56) as u64);
     let (shentsize, shnum, shstrndx) = (u16le(h, 58) as u64, u16le(h, 60) as u64, u16le(h, 62));
-    let mut info = ElfInfo::default();
+    let mut info = ElfInfo {
+        size: file_len,
+        ..ElfInfo::default()
+    };
 
     if phnum > 0 {
         if phentsize < 56 {

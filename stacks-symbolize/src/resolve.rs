@@ -14,6 +14,7 @@ use blazesym::symbolize::{CodeInfo, Input, Symbolized, Symbolizer};
 use blazesym::{MaybeDefault, inspect};
 use stacks_stream::Unresolved;
 
+use crate::elf::ElfError;
 use crate::pinned::{self, Pinned};
 use crate::recent::Recent;
 
@@ -112,7 +113,7 @@ pub struct Worker {
     /// The files read in this period and in the one before: what [`Worker::age`] keeps.
     read: Recent<PathBuf, ()>,
     /// The module files of those, held open as checked (or why they cannot be read).
-    pinned: HashMap<PathBuf, Result<Pinned, String>>,
+    pinned: HashMap<PathBuf, Result<Pinned, (Unresolved, String)>>,
 }
 
 impl Worker {
@@ -166,20 +167,19 @@ impl Worker {
         match job {
             Job::Elf { file, addrs } => {
                 // The file checked is the file read: through the descriptor held open.
-                let pinned = self
-                    .pinned
-                    .entry(file.clone())
-                    .or_insert_with(|| pinned::pin(file).map_err(|e| e.to_string()));
+                let pinned = self.pinned.entry(file.clone()).or_insert_with(|| {
+                    pinned::pin(file).map_err(|e| {
+                        let reason = match e {
+                            ElfError::OnFuse(_) => Unresolved::OnFuse,
+                            _ => Unresolved::UnreadableFile,
+                        };
+                        (reason, e.to_string())
+                    })
+                });
                 let read_as = match pinned {
                     Ok(p) => p.path().to_path_buf(),
-                    Err(why) => {
-                        return vec![
-                            vec![SymFrame::unresolved(
-                                Unresolved::UnreadableFile,
-                                why.clone()
-                            )];
-                            addrs.len()
-                        ];
+                    Err((reason, why)) => {
+                        return vec![vec![SymFrame::unresolved(*reason, why.clone())]; addrs.len()];
                     }
                 };
                 let src = Source::Elf(Elf::new(&read_as));

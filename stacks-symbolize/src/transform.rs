@@ -89,6 +89,8 @@ pub struct Stats {
     pub frames_out: u64,
     /// Distinct frames resolved (user (module, offset), kernel symbol + offset, kernel address).
     pub unique: u64,
+    /// Distinct module paths not opened because they lie on FUSE (their frames `on_fuse`).
+    pub modules_on_fuse: u64,
 }
 
 /// Everything kept across batches: located modules and resolved frames.
@@ -124,6 +126,8 @@ pub struct Symbolize {
     /// Entries past which the output dictionaries start afresh (see [`MAX_STACKS`]).
     max_stacks: usize,
     pub stats: Stats,
+    /// The module paths refused as on FUSE so far (counted once each).
+    on_fuse: std::collections::HashSet<String>,
 }
 
 impl Symbolize {
@@ -149,6 +153,7 @@ impl Symbolize {
             stream: StreamState::default(),
             max_stacks: MAX_STACKS,
             stats: Stats::default(),
+            on_fuse: Default::default(),
         }
     }
 

@@ -56,6 +56,11 @@ pub(crate) enum Case {
     /// copy's CFI through a mapping of it faults (`SIGBUS`). The copy is written back whole at
     /// the end and left in /tmp for the symbolizer: remove it after.
     MappedTruncate,
+    /// Maps [`CFI_FILES`] files of its own making executable before it spins, each an ELF
+    /// file whose `.eh_frame` claims [`CFI_CLAIMED`] bytes (zeros, in a sparse file): more CFI
+    /// than a recorder reading the CFI of every file a process maps can hold. The files are
+    /// removed at the end.
+    CfiMany,
     /// Runs PYTHON (CPython 3.13 or 3.14) on a script whose thread `spinner` spins in C under
     /// the Python frame of `spin` while the main thread rewrites that frame's caller link in
     /// place: a loop onto itself, a kernel address, an unmapped page, flipping between good and
@@ -111,6 +116,10 @@ pub(crate) fn run(a: &HostileArgs) -> Result<Value> {
         Case::MappedTruncate => Some(Truncating::start()?),
         _ => None,
     };
+    let cfi_files = match a.case {
+        Case::CfiMany => map_cfi_files()?,
+        _ => Vec::new(),
+    };
     let native: Option<fn(u64) -> u64> = match &truncating {
         Some(t) => Some(t.spin),
         None => a.native.then_some(hostile_native_spin as fn(u64) -> u64),
@@ -136,6 +145,9 @@ pub(crate) fn run(a: &HostileArgs) -> Result<Value> {
         Some(t) => t.stop()?,
         None => 0,
     };
+    for f in &cfi_files {
+        let _ = std::fs::remove_file(f);
+    }
     Ok(serde_json::json!({
         "workload": "hostile",
         "case": format!("{:?}", a.case),
@@ -145,6 +157,8 @@ pub(crate) fn run(a: &HostileArgs) -> Result<Value> {
         "setup_ns": setup_ns,
         "calls": calls,
         "truncations": truncations,
+        "cfi_files": cfi_files.len(),
+        "cfi_claimed_bytes": cfi_files.len() as u64 * CFI_CLAIMED,
         "wall_ns": start.elapsed().as_nanos() as u64,
     }))
 }
@@ -316,7 +330,7 @@ fn good_line() -> String {
 fn write_map(a: &HostileArgs, path: &str) -> Result<u64> {
     let create = || File::create(path).with_context(|| format!("creating {path}"));
     match a.case {
-        Case::PerfmapGood | Case::MappedTruncate => {
+        Case::PerfmapGood | Case::MappedTruncate | Case::CfiMany => {
             std::fs::write(path, good_line())?;
         }
         Case::PerfmapHuge => {
@@ -383,6 +397,95 @@ fn write_map(a: &HostileArgs, path: &str) -> Result<u64> {
     }
     let mut f = File::open(path)?;
     Ok(f.seek(SeekFrom::End(0))?)
+}
+
+/// Files [`Case::CfiMany`] maps.
+const CFI_FILES: u64 = 12;
+/// The `.eh_frame` each claims: under a recorder's bound for one file, 288 MiB in all.
+const CFI_CLAIMED: u64 = 24 << 20;
+
+/// [`Case::CfiMany`]: write its files (`/tmp/hostile-cfi-PID-N`) and map their first page
+/// executable (left mapped while the process lives); their paths.
+fn map_cfi_files() -> Result<Vec<String>> {
+    use std::os::fd::AsRawFd;
+    let image = cfi_elf(CFI_CLAIMED);
+    let mut paths = Vec::new();
+    for n in 0..CFI_FILES {
+        let path = format!("/tmp/hostile-cfi-{}-{n}", std::process::id());
+        std::fs::write(&path, &image).with_context(|| format!("writing {path}"))?;
+        let file = File::options().read(true).write(true).open(&path)?;
+        // Sparse: the section lies past the bytes written.
+        file.set_len(CFI_AT + CFI_CLAIMED)?;
+        // SAFETY: a fresh private mapping of the file, at an address the kernel picks.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                4096,
+                libc::PROT_READ | libc::PROT_EXEC,
+                libc::MAP_PRIVATE,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            bail!("mapping {path}: {}", std::io::Error::last_os_error());
+        }
+        paths.push(path);
+    }
+    Ok(paths)
+}
+
+/// Where [`cfi_elf`]'s `.eh_frame` starts in the file.
+const CFI_AT: u64 = 1 << 20;
+
+/// The headers of a 64-bit ELF file (one loadable segment at 0, executable) whose sections
+/// are `.text` (in the first page), `.eh_frame` of `claimed` bytes at [`CFI_AT`] (past the
+/// headers written: zeros once the file is extended) and `.shstrtab`.
+fn cfi_elf(claimed: u64) -> Vec<u8> {
+    let mut b = vec![0u8; 0x400];
+    let put = |b: &mut Vec<u8>, at: usize, v: &[u8]| b[at..at + v.len()].copy_from_slice(v);
+    // ELF header: 64-bit, little-endian, ET_DYN, x86-64.
+    put(&mut b, 0, b"\x7fELF\x02\x01\x01");
+    put(&mut b, 16, &3u16.to_le_bytes());
+    put(&mut b, 18, &62u16.to_le_bytes());
+    put(&mut b, 20, &1u32.to_le_bytes());
+    put(&mut b, 32, &0x40u64.to_le_bytes()); // e_phoff
+    put(&mut b, 40, &0x200u64.to_le_bytes()); // e_shoff
+    put(&mut b, 52, &64u16.to_le_bytes()); // e_ehsize
+    put(&mut b, 54, &56u16.to_le_bytes()); // e_phentsize
+    put(&mut b, 56, &1u16.to_le_bytes()); // e_phnum
+    put(&mut b, 58, &64u16.to_le_bytes()); // e_shentsize
+    put(&mut b, 60, &4u16.to_le_bytes()); // e_shnum
+    put(&mut b, 62, &3u16.to_le_bytes()); // e_shstrndx
+    // PT_LOAD, R+X, offset 0 at address 0, one page.
+    let ph = 0x40;
+    put(&mut b, ph, &1u32.to_le_bytes());
+    put(&mut b, ph + 4, &5u32.to_le_bytes());
+    put(&mut b, ph + 32, &0x1000u64.to_le_bytes());
+    put(&mut b, ph + 40, &0x1000u64.to_le_bytes());
+    put(&mut b, ph + 48, &0x1000u64.to_le_bytes());
+    let names = b"\0.text\0.eh_frame\0.shstrtab\0";
+    put(&mut b, 0x100, names);
+    // Section headers: null, .text, .eh_frame, .shstrtab.
+    let section =
+        |b: &mut Vec<u8>, i: usize, name: u32, ty: u32, flags: u64, at: u64, size: u64| {
+            let h = 0x200 + 64 * i;
+            b[h..h + 4].copy_from_slice(&name.to_le_bytes());
+            b[h + 4..h + 8].copy_from_slice(&ty.to_le_bytes());
+            b[h + 8..h + 16].copy_from_slice(&flags.to_le_bytes());
+            b[h + 16..h + 24].copy_from_slice(&(if flags != 0 { at } else { 0 }).to_le_bytes());
+            b[h + 24..h + 32].copy_from_slice(&at.to_le_bytes());
+            b[h + 32..h + 40].copy_from_slice(&size.to_le_bytes());
+            b[h + 48..h + 56].copy_from_slice(&1u64.to_le_bytes());
+        };
+    const PROGBITS: u32 = 1;
+    const STRTAB: u32 = 3;
+    const ALLOC_EXEC: u64 = 0x6;
+    const ALLOC: u64 = 0x2;
+    section(&mut b, 1, 1, PROGBITS, ALLOC_EXEC, 0x300, 0x100);
+    section(&mut b, 2, 7, PROGBITS, ALLOC, CFI_AT, claimed);
+    section(&mut b, 3, 17, STRTAB, 0, 0x100, names.len() as u64);
+    b
 }
 
 /// Native work between the calls of the JIT code (`--native`).

@@ -123,39 +123,10 @@ pub(crate) fn open_of(pid: u32, path: &str, max: u64) -> Result<(File, u64), Ref
 
 /// Whether `path`, as process `pid` sees it, lies on a FUSE mount, from its mount table (the
 /// kernel's text, read without asking any file system): opening a file there, or only walking
-/// to it, waits for the FUSE server, which may be the process itself and never answer.
+/// to it, waits for the FUSE server, which may be the process itself and never answer. The one
+/// test, shared with stacks-symbolize: `stacks_stream::mounts`.
 pub(crate) fn on_fuse(pid: u32, path: &str) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).is_ok_and(|text| fuse_in(&text, path))
-}
-
-/// [`on_fuse`] of a `mountinfo` text: the file system type of the mount whose mount point is
-/// the longest prefix of `path` (whole components).
-fn fuse_in(mountinfo: &str, path: &str) -> bool {
-    let mut best: Option<(usize, bool)> = None;
-    for line in mountinfo.lines() {
-        let Some((head, tail)) = line.split_once(" - ") else {
-            continue;
-        };
-        let (Some(point), Some(fstype)) = (head.split(' ').nth(4), tail.split(' ').next()) else {
-            continue;
-        };
-        // Mount points escape spaces, tabs, newlines and backslashes in octal.
-        let point = point
-            .replace("\\040", " ")
-            .replace("\\011", "\t")
-            .replace("\\012", "\n")
-            .replace("\\134", "\\");
-        let under = point == "/"
-            || path == point
-            || path
-                .strip_prefix(point.as_str())
-                .is_some_and(|rest| rest.starts_with('/'));
-        // A later mount over the same point hides the earlier one.
-        if under && best.is_none_or(|(len, _)| point.len() >= len) {
-            best = Some((point.len(), fstype.starts_with("fuse")));
-        }
-    }
-    best.is_some_and(|(_, fuse)| fuse)
+    stacks_stream::mounts::on_fuse(pid, path)
 }
 
 /// Read at most `max` bytes of file `path` of process `pid` (see [`open_of`]).
@@ -274,21 +245,10 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// The mount table of this process has no FUSE mount under its own executable (the
+    /// table's parsing and the FUSE test are stacks_stream::mounts' and tested there).
     #[test]
-    fn fuse_mounts_are_found_by_the_longest_mount_point() {
-        let text = "\
-22 1 8:1 / / rw - ext4 /dev/sda1 rw
-30 22 0:40 / /tmp rw - tmpfs tmpfs rw
-31 30 0:41 / /tmp/fuse\\040dir rw - fuse.sshfs host: rw
-32 22 0:42 / /home rw - fuse.rootless x rw
-33 32 0:43 / /home rw - ext4 /dev/sdb rw
-";
-        assert!(fuse_in(text, "/tmp/fuse dir/perf-1.map"));
-        assert!(!fuse_in(text, "/tmp/fuse dirx/perf-1.map"));
-        assert!(!fuse_in(text, "/tmp/perf-1.map"));
-        assert!(!fuse_in(text, "/usr/bin/python3"));
-        // Mounted over: the later mount is the one seen.
-        assert!(!fuse_in(text, "/home/u/lib.so"));
+    fn our_own_files_are_not_on_fuse() {
         assert!(!on_fuse(std::process::id(), "/proc/self/exe"));
     }
 

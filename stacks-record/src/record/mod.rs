@@ -620,7 +620,12 @@ impl Recorder<'_, '_> {
                     ),
                     (
                         u.cfi_over_budget,
-                        "files whose CFI was too large to read (unwound by frame pointers)"
+                        "files whose CFI was too large to read, alone or beside the CFI held (unwound by frame pointers)"
+                            .to_string()
+                    ),
+                    (
+                        u.cfi_evicted,
+                        "times the CFI of a file no process held was dropped for another's"
                             .to_string()
                     ),
                     (

@@ -13,6 +13,9 @@ pub enum Unresolved {
     ModuleNotFound,
     /// The module's file was found but could not be read.
     UnreadableFile,
+    /// The module's path lies on a FUSE file system (or leads into one): not opened, since its
+    /// server (maybe the traced program) may never answer.
+    OnFuse,
     /// The file offset is outside the file's loaded segments.
     OutsideSegments,
     /// No symbol of the file covers the address.
@@ -25,11 +28,12 @@ pub enum Unresolved {
 
 impl Unresolved {
     /// Every value.
-    pub const ALL: [Unresolved; 8] = [
+    pub const ALL: [Unresolved; 9] = [
         Unresolved::MissedStack,
         Unresolved::NotNormalized,
         Unresolved::ModuleNotFound,
         Unresolved::UnreadableFile,
+        Unresolved::OnFuse,
         Unresolved::OutsideSegments,
         Unresolved::NoSymbol,
         Unresolved::NotInKallsyms,
@@ -43,6 +47,7 @@ impl Unresolved {
             Unresolved::NotNormalized => "not_normalized",
             Unresolved::ModuleNotFound => "module_not_found",
             Unresolved::UnreadableFile => "unreadable_file",
+            Unresolved::OnFuse => "on_fuse",
             Unresolved::OutsideSegments => "outside_segments",
             Unresolved::NoSymbol => "no_symbol",
             Unresolved::NotInKallsyms => "not_in_kallsyms",

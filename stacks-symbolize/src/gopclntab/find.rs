@@ -73,13 +73,15 @@ pub struct Located {
     pub inline: Option<InlineTrees>,
 }
 
-/// Read the Go tables of the ELF file at `path`. `Ok(None)`: the file has a symbol table
-/// (`.symtab`; its names come from there) or no Go function table.
+/// Read the Go tables of the ELF file at `path` (a file already opened off FUSE and held,
+/// `/proc/self/fd/N`: see `pinned`). `Ok(None)`: the file has a symbol table (`.symtab`; its
+/// names come from there) or no Go function table.
 pub fn locate(path: &Path) -> Result<Option<Located>, GoError> {
+    let file = File::open(path).map_err(GoError::Io)?;
     // The file is checked first (a regular file, its sections inside it, its tables
     // bounded): object reads the symbol tables whole.
-    crate::elf::read(path).map_err(|e| GoError::Io(std::io::Error::other(e.to_string())))?;
-    let file = File::open(path).map_err(GoError::Io)?;
+    crate::elf::read_file(&file, &path.display().to_string())
+        .map_err(|e| GoError::Io(std::io::Error::other(e.to_string())))?;
     let cache = ReadCache::new(file.try_clone().map_err(GoError::Io)?);
     let obj = object::File::parse(&cache).map_err(GoError::Object)?;
     if obj.section_by_name(".symtab").is_some_and(|s| s.size() > 0) {

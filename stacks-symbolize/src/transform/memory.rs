@@ -53,13 +53,15 @@ impl Symbolize {
         let (path, build_id) = &self.module_keys[id as usize];
         let m = match self.finder.locate(path, build_id.as_deref()) {
             Ok(files) => {
-                self.module_bytes += std::fs::metadata(&files.symbols).map_or(0, |m| m.len());
+                self.module_bytes += files.symbols_size;
                 Ok(Arc::new(files))
             }
-            Err(why) => Err(Frames::from(vec![SymFrame::unresolved(
-                Unresolved::ModuleNotFound,
-                why,
-            )])),
+            Err((reason, why)) => {
+                if reason == Unresolved::OnFuse && self.on_fuse.insert(path.clone()) {
+                    self.stats.modules_on_fuse += 1;
+                }
+                Err(Frames::from(vec![SymFrame::unresolved(reason, why)]))
+            }
         };
         self.modules[id as usize] = Some(m.clone());
         m

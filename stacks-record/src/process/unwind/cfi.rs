@@ -18,11 +18,14 @@ use crate::process::exit_maps;
 use crate::process::maps;
 
 /// Most bytes of CFI (`.eh_frame`, `.eh_frame_hdr` and `.debug_frame` together) copied of one
-/// file: a large browser's are about 20 MiB.
-const FILE_CFI_MAX: u64 = 64 << 20;
-/// Most bytes of CFI kept over all files: past it, a file's CFI is not read (its stacks are
-/// unwound by frame pointers), so that files claiming large sections cannot grow the recorder.
-const CFI_BUDGET: u64 = 256 << 20;
+/// file: a large browser's are about 20 MiB, libLLVM-15's 5.7 MiB.
+const FILE_CFI_MAX: u64 = 32 << 20;
+/// Most bytes of CFI held over all files, within the recorder's stated peak (about 55 MiB idle,
+/// under 200 MiB whatever a target does: docs/threat-model.md). A file's CFI that does not fit
+/// first makes room by dropping the CFI of files no process's unwinder holds any more, least
+/// recently used first; if it still does not fit, it is not read (its stacks are unwound by
+/// frame pointers), so that files claiming large sections cannot grow the recorder.
+const CFI_BUDGET: u64 = 64 << 20;
 
 /// One CFI section's bytes, as framehop wants them.
 #[derive(Clone)]
@@ -40,8 +43,8 @@ impl Deref for Section {
 enum Unread {
     /// Not a 64-bit ELF file.
     NotElf,
-    /// Its CFI sections are over [`FILE_CFI_MAX`] or the budget left.
-    TooLarge,
+    /// Its CFI sections (this many bytes) are over [`FILE_CFI_MAX`] or the budget left.
+    TooLarge(u64),
 }
 
 /// A file's unwind sections (addresses are the file's own, SVMAs) and its loadable segments.
@@ -62,7 +65,7 @@ impl FileCfi {
     /// (offset, size), when they are together at most `budget` bytes.
     fn parse<'d, R: ReadRef<'d>>(
         data: R,
-        read: impl Fn(u64, u64) -> Option<Vec<u8>>,
+        read: impl Fn(u64, u64) -> Option<Arc<[u8]>>,
         budget: u64,
     ) -> Result<Self, Unread> {
         let elf = ElfFile64::<object::Endianness, R>::parse(data).map_err(|_| Unread::NotElf)?;
@@ -95,9 +98,9 @@ impl FileCfi {
             .chain(debug_frame.map(|(_, size)| size))
             .fold(0u64, u64::saturating_add);
         if total > budget.min(FILE_CFI_MAX) {
-            return Err(Unread::TooLarge);
+            return Err(Unread::TooLarge(total));
         }
-        let copy = |(off, size): (u64, u64)| read(off, size).map(|b| Section(b.into()));
+        let copy = |(off, size): (u64, u64)| read(off, size).map(Section);
         let copy_located =
             |s: Option<(Range<u64>, (u64, u64))>| s.and_then(|(svma, r)| Some((svma, copy(r)?)));
         let endian = elf.endian();
@@ -128,8 +131,11 @@ impl FileCfi {
         Self::parse(
             &cache,
             |off, size| {
-                let mut bytes = vec![0; usize::try_from(size).ok()?];
-                file.read_exact_at(&mut bytes, off).ok()?;
+                // Read in place: a section is held once, never copied from a buffer.
+                let zeroed = Arc::<[u8]>::new_zeroed_slice(usize::try_from(size).ok()?);
+                // SAFETY: zero bytes are valid `u8`s.
+                let mut bytes = unsafe { zeroed.assume_init() };
+                file.read_exact_at(Arc::get_mut(&mut bytes)?, off).ok()?;
                 Some(bytes)
             },
             budget,
@@ -145,7 +151,7 @@ impl FileCfi {
                 Some(
                     image
                         .get(start..start.checked_add(usize::try_from(size).ok()?)?)?
-                        .to_vec(),
+                        .into(),
                 )
             },
             FILE_CFI_MAX,
@@ -154,6 +160,15 @@ impl FileCfi {
 
     fn has_cfi(&self) -> bool {
         self.eh_frame.is_some() || self.debug_frame.is_some()
+    }
+
+    /// Whether a process's unwinder holds these sections (a module made of them).
+    fn in_use(&self) -> bool {
+        [&self.eh_frame, &self.eh_frame_hdr]
+            .iter()
+            .filter_map(|s| s.as_ref().map(|(_, b)| b))
+            .chain(self.debug_frame.as_ref())
+            .any(|b| Arc::strong_count(&b.0) > 1)
     }
 
     /// Bytes of CFI copied.
@@ -246,18 +261,44 @@ pub(super) fn parse_maps(text: &str) -> Vec<Mapping> {
         .collect()
 }
 
-/// Every file's CFI read so far (`None`: the file has none, or could not be read), by device
-/// and inode, and the vdso's.
-#[derive(Default)]
+/// One file's entry: its CFI (`None`: the file has none, or could not be read) and when it was
+/// last asked for.
+struct Entry {
+    cfi: Option<Arc<FileCfi>>,
+    used: u64,
+}
+
+/// Every file's CFI read so far, by device and inode, and the vdso's.
 pub(super) struct FileCache {
-    files: HashMap<(String, u64), Option<Arc<FileCfi>>, ahash::RandomState>,
+    files: HashMap<(String, u64), Entry, ahash::RandomState>,
     vdso: Option<Option<Arc<FileCfi>>>,
     /// Files of exit snapshots not read: deleted or replaced since, or their path unknown.
     pub gone: u64,
-    /// Bytes of CFI copied so far (at most [`CFI_BUDGET`]).
+    /// Bytes of CFI held (at most `budget`).
     bytes: u64,
-    /// Files whose CFI was not read: over [`FILE_CFI_MAX`], or past [`CFI_BUDGET`].
+    /// [`CFI_BUDGET`] (tests lower it).
+    budget: u64,
+    /// Asks so far: the clock of [`Entry::used`].
+    clock: u64,
+    /// Files whose CFI was not read: over [`FILE_CFI_MAX`], or past the budget.
     pub over_budget: u64,
+    /// Files whose CFI was dropped to make room (read again when a process maps them again).
+    pub evicted: u64,
+}
+
+impl Default for FileCache {
+    fn default() -> Self {
+        Self {
+            files: HashMap::default(),
+            vdso: None,
+            gone: 0,
+            bytes: 0,
+            budget: CFI_BUDGET,
+            clock: 0,
+            over_budget: 0,
+            evicted: 0,
+        }
+    }
 }
 
 impl FileCache {
@@ -266,8 +307,10 @@ impl FileCache {
         let Some(key) = &m.file else {
             return self.vdso.get_or_insert_with(own_vdso).clone();
         };
-        if let Some(known) = self.files.get(key) {
-            return known.clone();
+        self.clock += 1;
+        if let Some(known) = self.files.get_mut(key) {
+            known.used = self.clock;
+            return known.cfi.clone();
         }
         let file = if m.exited {
             // The process is gone: its file by the path the kernel walked, if it is the same.
@@ -288,7 +331,13 @@ impl FileCache {
             );
             // Not on FUSE: opening it there waits for its server (maybe the process).
             if crate::process::untrusted::on_fuse(pid, &m.path) {
-                self.files.insert(key.clone(), None);
+                self.files.insert(
+                    key.clone(),
+                    Entry {
+                        cfi: None,
+                        used: self.clock,
+                    },
+                );
                 return None;
             }
             File::open(&by_map).ok().or_else(|| {
@@ -297,25 +346,74 @@ impl FileCache {
                     .map(|(f, _)| f)
             })
         };
-        let budget = CFI_BUDGET - self.bytes;
-        let cfi = file.and_then(|f| match FileCfi::read_file(&f, budget) {
+        self.admit(key.clone(), |budget| match &file {
+            Some(f) => FileCfi::read_file(f, budget),
+            None => Err(Unread::NotElf),
+        })
+    }
+
+    /// Read a file's CFI with `read` (given the bytes it may copy) and keep it under `key`;
+    /// when it is within [`FILE_CFI_MAX`] but over what is left of the budget, room is made
+    /// first ([`Self::make_room`]) and it is read again.
+    fn admit(
+        &mut self,
+        key: (String, u64),
+        mut read: impl FnMut(u64) -> Result<FileCfi, Unread>,
+    ) -> Option<Arc<FileCfi>> {
+        let mut read_now = read(self.budget - self.bytes);
+        if let Err(Unread::TooLarge(need)) = read_now
+            && need <= FILE_CFI_MAX.min(self.budget)
+        {
+            self.make_room(need);
+            read_now = read(self.budget - self.bytes);
+        }
+        let cfi = match read_now {
             Ok(cfi) => Some(cfi),
-            Err(Unread::TooLarge) => {
+            Err(Unread::TooLarge(_)) => {
                 self.over_budget += 1;
                 None
             }
             Err(Unread::NotElf) => None,
-        });
+        };
         let cfi = cfi.filter(FileCfi::has_cfi).map(Arc::new);
         self.bytes += cfi.as_ref().map_or(0, |c| c.size());
-        self.files.insert(key.clone(), cfi.clone());
+        self.files.insert(
+            key,
+            Entry {
+                cfi: cfi.clone(),
+                used: self.clock,
+            },
+        );
         cfi
+    }
+
+    /// Drop the CFI of files no process's unwinder holds, least recently used first, until
+    /// `want` bytes of the budget are free (or none is left to drop). Their entries go too:
+    /// a process mapping one later reads it again.
+    fn make_room(&mut self, want: u64) {
+        let mut idle: Vec<(u64, (String, u64), u64)> = self
+            .files
+            .iter()
+            .filter_map(|(k, e)| {
+                let cfi = e.cfi.as_ref()?;
+                (!cfi.in_use()).then(|| (e.used, k.clone(), cfi.size()))
+            })
+            .collect();
+        idle.sort_unstable_by_key(|(used, _, _)| *used);
+        for (_, key, size) in idle {
+            if self.budget - self.bytes >= want {
+                break;
+            }
+            self.files.remove(&key);
+            self.bytes -= size;
+            self.evicted += 1;
+        }
     }
 
     /// Files read with CFI.
     #[cfg(test)]
     pub(super) fn with_cfi(&self) -> usize {
-        self.files.values().filter(|c| c.is_some()).count()
+        self.files.values().filter(|e| e.cfi.is_some()).count()
     }
 }
 
@@ -349,6 +447,49 @@ mod tests {
         assert_eq!(m[0].file, Some(("08:01".into(), 1234)));
         assert!(m[1].file.is_none() && m[1].path == "[vdso]");
         assert_eq!(m[2].path, "/lib/x86_64-linux-gnu/libc.so.6 (deleted)");
+    }
+
+    /// Past the budget, the CFI of files no unwinder holds makes room, least recently used
+    /// first; files held stay, and a file that still does not fit is refused and counted.
+    #[test]
+    fn cfi_over_the_budget_evicts_idle_files_or_is_refused() {
+        let image = std::fs::read("/proc/self/exe").unwrap();
+        let size = FileCfi::read_image(&image).unwrap().size();
+        assert!(size > 0 && 4 * size < FILE_CFI_MAX, "{size}");
+        let mut cache = FileCache {
+            budget: 3 * size + size / 2,
+            ..FileCache::default()
+        };
+        let key = |i: u64| ("00:00".to_string(), i);
+        let admit = |c: &mut FileCache, i: u64| {
+            c.clock += 1;
+            let read = |off: u64, len: u64| Some(image[off as usize..(off + len) as usize].into());
+            c.admit(key(i), |budget| FileCfi::parse(&*image, read, budget))
+                .is_some()
+        };
+        // What an unwinder holds of a file: its module's sections.
+        let hold = |c: &FileCache, i: u64| c.files[&key(i)].cfi.as_ref().unwrap().eh_frame.clone();
+        assert!((0..3).all(|i| admit(&mut cache, i)));
+        assert_eq!(cache.bytes, 3 * size);
+        let held2 = hold(&cache, 2);
+        // 1 used since 0: 0 is the least recently used idle file.
+        cache.clock += 1;
+        cache.files.get_mut(&key(1)).unwrap().used = cache.clock;
+        assert!(admit(&mut cache, 100));
+        assert!(!cache.files.contains_key(&key(0)) && cache.files.contains_key(&key(1)));
+        let held100 = hold(&cache, 100);
+        assert!(admit(&mut cache, 101));
+        assert!(!cache.files.contains_key(&key(1)));
+        let held101 = hold(&cache, 101);
+        assert_eq!((cache.evicted, cache.over_budget), (2, 0));
+        // Everything held: refused, counted.
+        assert!(!admit(&mut cache, 102));
+        assert_eq!((cache.evicted, cache.over_budget), (2, 1));
+        drop(held2);
+        assert!(admit(&mut cache, 103));
+        assert_eq!(cache.evicted, 3);
+        assert!(cache.bytes <= cache.budget && cache.bytes == 3 * size);
+        drop((held100, held101));
     }
 
     #[test]

@@ -70,8 +70,11 @@ pub(crate) struct UnwindCounts {
     pub from_snapshot: u64,
     /// Files of exit snapshots not read (deleted or replaced since, or their path not known).
     pub snapshot_files_gone: u64,
-    /// Files whose CFI was not read: larger than read of one file, or past the budget.
+    /// Files whose CFI was not read: larger than read of one file, or past the budget with
+    /// nothing idle left to drop.
     pub cfi_over_budget: u64,
+    /// Files whose CFI was dropped to make room (no process held it).
+    pub cfi_evicted: u64,
 }
 
 /// A process's unwinder: a module per executable mapping that has CFI.
@@ -336,6 +339,7 @@ impl Unwinders {
         }
         self.counts.snapshot_files_gone += self.files.gone - gone;
         self.counts.cfi_over_budget = self.files.over_budget;
+        self.counts.cfi_evicted = self.files.evicted;
         Some(Proc {
             unwinder,
             mapped,
