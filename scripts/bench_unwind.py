@@ -481,7 +481,7 @@ def measure_switch(tmp):
             for mode in ("u", "d"):
                 text = switch_stacks(mode, tmp)["text"]
                 progs[mode].append((benchmd.bpf_runs(text, "on_switch"),
-                                    benchmd.bpf_runs(text, "switch_sys_exit")))
+                                    benchmd.bpf_runs(text, "on_sys_exit")))
     finally:
         STATS.write_text(before)
     out = {"alone": alone}
@@ -508,7 +508,7 @@ def write_switch(sw):
         f"tracefs), {REPS} runs each (medians). *CPU per row*: the tool's and the workload's "
         "user+sys CPU less the workload's alone "
         f"({sw['alone']:.2f} s), over the rows (perf: switches recorded). *on_switch*: the "
-        "BPF program at every context switch; *switch_sys_exit*: the program `switch:d` adds "
+        "BPF program at every context switch; *on_sys_exit*: the program `switch:d` loads "
         "at the return of every system call on the machine (it takes the user stack of an "
         "interval that waits for it, a task-storage lookup otherwise), per run, with its runs "
         "during the recording (`kernel.bpf_stats_enabled`, separate runs). Ratios are against "
@@ -520,7 +520,7 @@ def write_switch(sw):
         textwrap.fill(about, width=96, break_long_words=False, break_on_hyphens=False),
         "",
         "| recording | rows | CPU per row | post CPU / row | bytes / row | on_switch / run | "
-        "switch_sys_exit / run (runs) |",
+        "on_sys_exit / run (runs) |",
         "|---|---|---|---|---|---|---|",
         f"| `perf record -e sched:sched_switch --call-graph dwarf,{USTACK}` | "
         f"{pf['rows']:,.0f} | {us(pf['cpu'])} | {us(pf['post'])} (perf script) | "

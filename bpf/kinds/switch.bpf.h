@@ -269,18 +269,16 @@ static __always_inline void switch_out_stacks(void *ctx, struct switch_state *s,
 	s->user_later = 1;
 }
 
-/* A thread returns from a system call; a kept interval of its waiting for its user stack takes
- * it now. Every system call of every thread passes here: one load while no thread waits. */
-SEC("tp_btf/sys_exit")
-int BPF_PROG(switch_sys_exit, struct pt_regs *regs, long ret)
+/* The current thread returns from a system call (on_sys_exit, state.bpf.h): a kept interval of
+ * its waiting for its user stack takes it now. Every system call of every thread passes here:
+ * one load while no thread waits. */
+static __always_inline void switch_at_sys_exit(void *ctx, struct task_struct *task)
 {
 	if (!switch_user_pending)
-		return 0;
-	struct switch_state *s =
-		bpf_task_storage_get(&switch_store, bpf_get_current_task_btf(), 0, 0);
+		return;
+	struct switch_state *s = bpf_task_storage_get(&switch_store, task, 0, 0);
 	if (s && s->user_pending)
 		send_pending(ctx, s, true);
-	return 0;
 }
 
 /* Off CPU since the anchor: the time since then that the thread did not run. The scheduler

@@ -323,10 +323,17 @@ pub(crate) fn samples(by_kind: &std::collections::BTreeMap<&'static str, u64>) -
 }
 
 /// Whether a kind that goes through `ring` is recorded (then the ring is sized; else it is a
-/// page).
+/// page): named by `-e`, or (no event of its own) one of its programs loads. A program one kind
+/// owns may load for another's sake (`state`'s at the return from system calls, for `switch`)
+/// and sends nothing of its owner's then.
 fn ring_used(ring: Ring, spec: &EventSpec) -> bool {
-    ALL.iter()
-        .any(|k| k.ring() == ring && k.programs().iter().any(|p| k.loads(p, spec)))
+    ALL.iter().any(|k| {
+        k.ring() == ring
+            && match k.event() {
+                Some(e) => spec.get(e).is_some(),
+                None => k.programs().iter().any(|p| k.loads(p, spec)),
+            }
+    })
 }
 
 /// Whether each ring buffer is used ([`ring_used`]), in the order of

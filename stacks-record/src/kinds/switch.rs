@@ -1,7 +1,7 @@
 //! `switch`: off-CPU intervals with the switch-out stack, state and waker, and the short ones
 //! folded per thread and state (bpf/kinds/switch.bpf.h). The user stack of a thread blocked
 //! in a system call is taken only if its interval is kept, at the call's return
-//! (`switch_sys_exit`).
+//! (`on_sys_exit`, which `state` owns and loads for it too).
 
 use stacks_stream::kind;
 
@@ -18,9 +18,6 @@ info_members!(stacks_off_cpu, stacks_folded);
 
 pub(crate) struct Switch;
 
-/// The program that takes the user stacks of kept intervals at the return from system calls.
-const USER_STACK_PROGRAM: &str = "switch_sys_exit";
-
 impl EventKind for Switch {
     fn retunes(&self) -> bool {
         true
@@ -35,7 +32,6 @@ impl EventKind for Switch {
             "on_switch",
             "on_wakeup",
             "flush_tasks",
-            USER_STACK_PROGRAM,
             "wake_hrtimer_entry",
             "wake_hrtimer_exit",
             "wake_timer_entry",
@@ -55,11 +51,8 @@ impl EventKind for Switch {
     /// The timer, interrupt and softirq programs tell which context ran a `wake` record's
     /// wakeup: only with `wake`.
     fn loads(&self, program: &str, spec: &EventSpec) -> bool {
-        spec.get(kind::SWITCH).is_some_and(|s| match program {
-            USER_STACK_PROGRAM => s.stacks.user(),
-            p if p.starts_with("wake_") => spec.get(kind::WAKE).is_some(),
-            _ => true,
-        })
+        spec.get(kind::SWITCH).is_some()
+            && (!program.starts_with("wake_") || spec.get(kind::WAKE).is_some())
     }
 
     fn configure(&self, rodata: &mut rodata, on: Option<&KindArgs>) {
