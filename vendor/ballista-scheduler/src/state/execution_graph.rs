@@ -658,6 +658,24 @@ impl StaticExecutionGraph {
     fn clear_stage_failure(&mut self, stage_id: usize) {
         self.failed_stage_attempts.remove(&stage_id);
     }
+
+    // stacks patch: see `rollback_running_stage`.
+    /// Forgets the outputs `stage_id`'s tasks gave its output links (or the job's
+    /// output, for the final stage).
+    fn forget_stage_output(&mut self, stage_id: usize, output_links: &[usize]) {
+        if output_links.is_empty() {
+            self.output_locations
+                .retain(|loc| loc.partition_id.stage_id != stage_id);
+        }
+        for link in output_links {
+            if let Some(ExecutionStage::UnResolved(linked)) = self.stages.get_mut(link)
+                && let Some(output) = linked.inputs.get_mut(&stage_id)
+            {
+                output.partition_locations.clear();
+                output.complete = false;
+            }
+        }
+    }
 }
 
 impl ExecutionGraph for StaticExecutionGraph {
@@ -1372,6 +1390,11 @@ impl ExecutionGraph for StaticExecutionGraph {
                 })
                 .collect();
             let unresolved_stage = stage.to_unresolved(failure_reasons)?;
+            // stacks patch: the stage's next attempt runs all its partitions again, so
+            // what its tasks of this attempt already gave the stages reading it (or the
+            // job's output) is forgotten; kept, it was read twice: a wrong answer.
+            let output_links = stage.output_links.clone();
+            self.forget_stage_output(stage_id, &output_links);
             self.stages
                 .insert(stage_id, ExecutionStage::UnResolved(unresolved_stage));
             Ok(running_tasks)
