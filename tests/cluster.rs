@@ -7,9 +7,9 @@
 //!   processes on loopback gives the local result, and its Arrow output makes the same
 //!   folded profile in stacks-pprof;
 //! - one of the two executors SIGKILLed 2 s into a `cpu` query: the same answer, in at most
-//!   three times the undisturbed query's time (with Ballista's scheduler patched to give the
-//!   surviving executor's task slots back, vendor/README.md), and stacks-query says the
-//!   executor was lost.
+//!   three times the undisturbed query's time (Ballista's scheduler patched to give the
+//!   surviving executor's task slots back and to forget a rolled-back stage's earlier
+//!   outputs, vendor/README.md), and stacks-query says the executor was lost.
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};

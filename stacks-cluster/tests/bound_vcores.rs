@@ -15,7 +15,11 @@ use datafusion::execution::config::SessionConfig;
 use datafusion::physical_plan::empty::EmptyExec;
 
 /// A task of `job` bound to `executor`: stage, stage attempt, task id, vcores taken.
-fn bound(job: &str, executor: &str, (stage, attempt, task, vcores): (usize, usize, usize, u32)) -> BoundTask {
+fn bound(
+    job: &str,
+    executor: &str,
+    (stage, attempt, task, vcores): (usize, usize, usize, u32),
+) -> BoundTask {
     let description = TaskDescription {
         session_id: "session".into(),
         key: TaskKey {
@@ -63,15 +67,27 @@ fn the_survivor_gets_back_what_its_tasks_of_a_rolled_back_stage_took() {
     // The cancelled tasks of attempt 0 end on the survivor: what they took, not what the
     // new task 0 took, and nothing for a task of the lost executor.
     assert_eq!(
-        ledger.refund_statuses("survivor", &[status("j", (2, 0, 1)), status("j", (2, 0, 0))]),
+        ledger.refund_statuses(
+            "survivor",
+            &[status("j", (2, 0, 1)), status("j", (2, 0, 0))]
+        ),
         3
     );
-    assert_eq!(ledger.refund_statuses("survivor", &[status("j", (2, 0, 2))]), 1);
+    assert_eq!(
+        ledger.refund_statuses("survivor", &[status("j", (2, 0, 2))]),
+        1
+    );
     // A status sent twice is refunded once.
-    assert_eq!(ledger.refund_statuses("survivor", &[status("j", (2, 0, 2))]), 0);
+    assert_eq!(
+        ledger.refund_statuses("survivor", &[status("j", (2, 0, 2))]),
+        0
+    );
     // Another executor cannot take back the survivor's vcores.
     assert_eq!(ledger.refund_statuses("lost", &[status("j", (2, 1, 0))]), 0);
-    assert_eq!(ledger.refund_statuses("survivor", &[status("j", (2, 1, 0))]), 2);
+    assert_eq!(
+        ledger.refund_statuses("survivor", &[status("j", (2, 1, 0))]),
+        2
+    );
     assert!(ledger.is_empty());
 }
 
@@ -88,7 +104,13 @@ fn an_aborted_job_gives_back_its_tasks_once() {
     freed.sort();
     assert_eq!(freed, [("a".to_string(), 5), ("b".to_string(), 1)]);
     // The cancelled tasks' statuses, arriving afterwards, add nothing; the other job's do.
-    assert_eq!(ledger.refund_statuses("a", &[status("aborted", (2, 1, 0))]), 0);
-    assert_eq!(ledger.refund_statuses("a", &[status("other", (1, 0, 0))]), 5);
+    assert_eq!(
+        ledger.refund_statuses("a", &[status("aborted", (2, 1, 0))]),
+        0
+    );
+    assert_eq!(
+        ledger.refund_statuses("a", &[status("other", (1, 0, 0))]),
+        5
+    );
     assert!(ledger.is_empty());
 }
