@@ -20,6 +20,8 @@ struct Sample {
     value: i64,
     state: String,
     syscall: Option<String>,
+    /// How long it had been in that system call at the pass (ns; null: entry not seen).
+    duration: Option<i64>,
     path: Option<String>,
     local: Option<String>,
     remote: Option<String>,
@@ -46,6 +48,10 @@ fn samples(batches: &[RecordBatch]) -> HashMap<i32, Vec<Sample>> {
             .column_by_name("value")
             .unwrap()
             .as_primitive::<Int64Type>();
+        let duration = b
+            .column_by_name("duration")
+            .unwrap()
+            .as_primitive::<Int64Type>();
         for i in 0..b.num_rows() {
             let frames = stacks[row].clone().unwrap_or_default();
             row += 1;
@@ -56,6 +62,7 @@ fn samples(batches: &[RecordBatch]) -> HashMap<i32, Vec<Sample>> {
                 value: value.value(i),
                 state: text(b, "state", i).expect("state rows have a state"),
                 syscall: text(b, "syscall", i),
+                duration: duration.is_valid(i).then(|| duration.value(i)),
                 path: text(b, "path", i),
                 local: text(b, "local", i),
                 remote: text(b, "remote", i),
@@ -284,6 +291,26 @@ fn thread_states_match_the_workload() {
                         .filter(|s| s.state == "sleeping")
                         .all(|s| s.user_frames > 0),
                     "{name}: a sleeping sample without user frames"
+                );
+                // It sleeps 100 ms a call: how long each row's call had lasted is known to
+                // within that, from the call's entry (the pass reads whether it is still in
+                // it from its registers), so over 2 s the rows spread from 0 to 100 ms.
+                let calls: Vec<i64> = rows
+                    .iter()
+                    .filter(|s| {
+                        matches!(s.syscall.as_deref(), Some("clock_nanosleep" | "nanosleep"))
+                    })
+                    .filter_map(|s| s.duration)
+                    .collect();
+                let longest = calls.iter().copied().max().unwrap_or(0);
+                assert!(
+                    calls.len() * 10 >= rows.len() * 9
+                        && calls.iter().all(|&d| d > 0 && d <= 110_000_000)
+                        && longest >= 60_000_000,
+                    "{name}: {} of {} rows with the call's duration, all in (0, 110 ms], the \
+                     longest at least 60 ms: {calls:?}",
+                    calls.len(),
+                    rows.len()
                 );
             }
             "reader" => {

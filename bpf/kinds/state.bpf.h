@@ -11,7 +11,6 @@
 #include "switch.bpf.h"
 
 const volatile __u32 state_stacks = 0;  /* STACKS_WANT_* */
-const volatile bool state_on = false;    /* `state` is recorded (on_sys_exit serves `switch` too) */
 /* state_period_ns (1e9 / HZ, what one row stands for): control.bpf.h, changed while
  * recording. */
 
@@ -19,13 +18,14 @@ const volatile bool state_on = false;    /* `state` is recorded (on_sys_exit ser
 
 
 /* Per target thread, in one task storage (one lookup per thread a pass visits): the system
- * call in progress, set at entry and cleared at exit (valid once `seen`: every entry and exit
- * since was seen), and what the passes last sent of its stacks. Its file descriptor argument
- * is read at the pass from the registers the call entered with (they stay as they were until
- * it returns), not at every entry. */
+ * call it entered last and when (valid once `seen`: every entry since was seen), and what the
+ * passes last sent of its stacks. Whether that call is still in progress is read at the pass
+ * from the registers it entered with (they stay as they were until it returns: regs_in_syscall),
+ * so no program runs at every call's return for it; its file descriptor argument is read there
+ * too, not at every entry. */
 struct state_task {
-	__u64 ts;   /* entry time; 0: not in a system call */
-	__s64 nr;
+	__u64 ts;   /* entry time of the last system call entered (state_clock) */
+	__s64 nr;   /* its number */
 	__u32 seen; /* 1 once an entry was seen: the fields above are the thread's */
 	__u32 pad;
 	/* 1 + its context switch count (nvcsw + nivcsw) when a pass last sent its stacks (0:
@@ -121,9 +121,37 @@ struct {
 	__type(value, struct stacks_event_room); /* room for a `d` stack's copy */
 } state_scratch SEC(".maps");
 
-/* The pass in progress: its iterator session and start time (every row of a pass has it). */
+/* The pass in progress: its iterator session and start time (every row of a pass has it),
+ * and its start in ticks (state_clock). */
 __u64 state_session = 0;
 __u64 state_pass_ts = 0;
+__u64 state_pass_clock = 0;
+
+/* The kernel's tick rate (from its config, through libbpf; 0 where that is not readable). */
+extern unsigned int CONFIG_HZ __kconfig __weak;
+
+/* The clock system call entries are timed by: the tick count (jiffies) where the tick rate is
+ * known, else ns. Reading the ns clock cost ~55 ns of state_sys_enter's 170 beside pgbench,
+ * at every call of every thread (250,000 a second there: 1.4% of one CPU); a row's time in
+ * its call is then known to a tick (4 ms at HZ 250), which is what a sampler of 5-20 passes a
+ * second can tell anyway. */
+static __always_inline __u64 state_clock(void)
+{
+	return CONFIG_HZ ? bpf_jiffies64() : bpf_ktime_get_boot_ns();
+}
+
+/* How long a call entered at `since` (state_clock) had lasted at the pass's start, in ns: in
+ * whole ticks, or half a tick for one entered in the pass's own tick; 0 when entered after. */
+static __always_inline __u64 state_in_call_ns(__u64 since)
+{
+	if (!CONFIG_HZ)
+		return state_pass_ts > since ? state_pass_ts - since : 0;
+	__s64 ticks = (__s64)(state_pass_clock - since); /* jiffies wrap 5 minutes after boot */
+	if (ticks < 0)
+		return 0;
+	__u64 tick = 1000000000ULL / CONFIG_HZ;
+	return ticks ? (__u64)ticks * tick : tick / 2;
+}
 
 SEC("tp_btf/sys_enter")
 int BPF_PROG(state_sys_enter, struct pt_regs *regs, long id)
@@ -136,59 +164,32 @@ int BPF_PROG(state_sys_enter, struct pt_regs *regs, long id)
 	if (!c)
 		return 0;
 	c->seen = 1;
-	c->ts = bpf_ktime_get_boot_ns();
+	c->ts = state_clock();
 	c->nr = id;
 	return 0;
 }
 
-/* Every system call's return, for the two kinds that follow it: `state` (the call ended) and
- * `switch` (a kept interval's user stack, switch_at_sys_exit). One program attached for both
- * (the return from a call is the same event for them): each attachment costs a run at every
- * call of every thread, ~60-80 ns of the tracepoint's and the run's own fixed cost beside
- * pgbench, 223,000 calls a second there. */
-SEC("tp_btf/sys_exit")
-int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
-{
-	struct task_struct *task = bpf_get_current_task_btf();
-	if (state_on) {
-		struct state_task *c = bpf_task_storage_get(&state_tasks, task, 0, 0);
-		if (c)
-			c->ts = 0;
-	}
-	switch_at_sys_exit(ctx, task);
-	return 0;
-}
-
-/* The system call `task` (off CPU) is in, since when (0: entry not seen) and its file
- * descriptor argument (-1: none), from its storage `c` (may be null). A thread whose
- * entries were not all seen (it was in a call when the recording started) is read from its
- * saved registers (plain loads: `regs` is a BTF pointer): on x86-64 a system call entry leaves
- * cx == ip (the SYSCALL instruction saved the return address in rcx); other kernel entries
- * (page faults, interrupts) put an error code or vector in orig_ax, which would name the wrong
- * call. */
+/* The system call `task` (off CPU) is in (STACKS_NO_SYSCALL: none), since when (0: its entry
+ * not seen) and its file descriptor argument (-1: none), from its saved user registers
+ * (plain loads: `regs` is a BTF pointer) and its storage `c` (may be null). A call in progress
+ * left -ENOSYS as the return value and its number in orig_ax (regs_in_syscall); it is the one
+ * whose entry `c` holds when the numbers agree (every entry since the first is seen, so a
+ * later call would have replaced it); otherwise its entry was not seen (it was in the call
+ * when the recording started). The entry saved the caller's registers: the first argument is
+ * still there. */
 static __always_inline __s32 state_syscall_of(struct state_task *c, struct pt_regs *regs,
 					      __u64 *since, __s32 *fd)
 {
 	*since = 0;
 	*fd = -1;
-	if (c && c->seen) {
-		if (!c->ts)
-			return STACKS_NO_SYSCALL;
-		*since = c->ts;
-		if (state_fd_call(c->nr))
-			*fd = (__s32)regs->SYSCALL_ARG0_FIELD;
-		return (__s32)c->nr;
-	}
-#if defined(__TARGET_ARCH_x86)
+	if (!regs_in_syscall(regs))
+		return STACKS_NO_SYSCALL;
 	long nr = regs->orig_ax;
-	if (nr >= 0 && regs->cx == regs->ip) {
-		/* The entry saved the caller's registers: di is still the first argument. */
-		if (state_fd_call(nr))
-			*fd = (__s32)regs->di;
-		return (__s32)nr;
-	}
-#endif
-	return STACKS_NO_SYSCALL;
+	if (c && c->seen && c->nr == nr)
+		*since = c->ts;
+	if (state_fd_call(nr))
+		*fd = (__s32)regs->SYSCALL_ARG0_FIELD;
+	return (__s32)nr;
 }
 
 /* Walk the user stack of `task` (off CPU) by frame pointers from its saved registers into
@@ -271,6 +272,7 @@ int sample_states(struct bpf_iter__task *ctx)
 	if (session != state_session) {
 		state_session = session;
 		state_pass_ts = bpf_ktime_get_boot_ns();
+		state_pass_clock = state_clock();
 	}
 	__u32 tgid = task->tgid;
 	__u32 tid = task->pid;
@@ -316,7 +318,7 @@ int sample_states(struct bpf_iter__task *ctx)
 	__s32 fd;
 	s->syscall = state_syscall_of(c, regs, &since, &fd);
 	if (since)
-		s->syscall_ns = state_pass_ts > since ? state_pass_ts - since : 0;
+		s->syscall_ns = state_in_call_ns(since);
 	/* Its file's path walked now, to be marked sent with the record. */
 	bool walked = false;
 	if (fd >= 0) {

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -30,13 +30,6 @@ fn otlp(args: &[&str], stdin: &[u8]) -> Vec<u8> {
         String::from_utf8_lossy(&out.stderr)
     );
     out.stdout
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("stacks-otlp-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 /// Per sample type (`type/unit`) of what stacks-pprof makes of `stream` for `kind`: folded
@@ -244,7 +237,7 @@ fn assert_foreign_rows(batches: &[RecordBatch], expected: &serde_json::Value, co
 
 #[test]
 fn another_senders_request_becomes_its_rows() {
-    let dir = scratch("foreign");
+    let dir = stacks_testkit::scratch("otlp-foreign");
     let (request, expected) = foreign(&dir);
     let rows = read_rows(&otlp(&["--decode"], &request));
     assert_foreign_rows(&rows, &expected, 1);
@@ -366,7 +359,7 @@ fn gzip(body: &[u8]) -> Vec<u8> {
 
 #[test]
 fn the_receiver_takes_http_gzip_and_grpc_and_refuses_malformed_requests() {
-    let dir = scratch("listen");
+    let dir = stacks_testkit::scratch("otlp-listen");
     let (request, expected) = foreign(&dir);
     let out = dir.join("rows.arrow");
     let receiver = Receiver::start(&out);
@@ -456,7 +449,7 @@ fn count_rows(path: &Path) -> usize {
 fn the_receiver_under_load_keeps_every_event_in_flat_memory() {
     const RATE: f64 = 20_000.0;
     const SECONDS: f64 = 30.0;
-    let dir = scratch("load");
+    let dir = stacks_testkit::scratch("otlp-load");
     // The exporter's request of a few thousand events of every kind, sent again and again.
     let events: Vec<_> = (0..200).flat_map(|_| every_kind()).collect();
     let request = dir.join("request.otlp");

@@ -22,10 +22,6 @@ info_members!(stacks_state_sample);
 
 pub(crate) struct State;
 
-/// The program at the return from every system call, for `state` and `switch`
-/// (bpf/kinds/state.bpf.h, `on_sys_exit`).
-const SYS_EXIT_PROGRAM: &str = "on_sys_exit";
-
 impl EventKind for State {
     fn retunes(&self) -> bool {
         true
@@ -36,17 +32,7 @@ impl EventKind for State {
     }
 
     fn programs(&self) -> &'static [&'static str] {
-        &["state_sys_enter", SYS_EXIT_PROGRAM, "sample_states"]
-    }
-
-    /// The program at every system call's return serves `switch` too (its user stacks taken
-    /// late): one attachment where two would each cost a run at every call.
-    fn loads(&self, program: &str, spec: &EventSpec) -> bool {
-        let state = spec.get(kind::STATE).is_some();
-        match program {
-            SYS_EXIT_PROGRAM => state || spec.get(kind::SWITCH).is_some_and(|s| s.stacks.user()),
-            _ => state,
-        }
+        &["state_sys_enter", "sample_states"]
     }
 
     fn kstack_cached(&self) -> bool {
@@ -55,7 +41,6 @@ impl EventKind for State {
 
     fn configure(&self, rodata: &mut rodata, on: Option<&KindArgs>) {
         rodata.state_stacks = on.map_or(0, |s| s.stacks.mask());
-        rodata.state_on = on.is_some();
     }
 
     fn records(&self) -> &'static [RecordKind] {

@@ -1,7 +1,7 @@
 //! `switch`: off-CPU intervals with the switch-out stack, state and waker, and the short ones
 //! folded per thread and state (bpf/kinds/switch.bpf.h). The user stack of a thread blocked
 //! in a system call is taken only if its interval is kept, at the call's return
-//! (`on_sys_exit`, which `state` owns and loads for it too).
+//! (`on_sys_exit`, loaded only with user stacks: it runs at every system call).
 
 use stacks_stream::kind;
 
@@ -31,6 +31,7 @@ impl EventKind for Switch {
         &[
             "on_switch",
             "on_wakeup",
+            "on_sys_exit",
             "flush_tasks",
             "wake_hrtimer_entry",
             "wake_hrtimer_exit",
@@ -49,10 +50,16 @@ impl EventKind for Switch {
     }
 
     /// The timer, interrupt and softirq programs tell which context ran a `wake` record's
-    /// wakeup: only with `wake`.
+    /// wakeup: only with `wake`. The program at every system call's return takes the user
+    /// stacks left for it: only with user stacks.
     fn loads(&self, program: &str, spec: &EventSpec) -> bool {
-        spec.get(kind::SWITCH).is_some()
-            && (!program.starts_with("wake_") || spec.get(kind::WAKE).is_some())
+        let Some(on) = spec.get(kind::SWITCH) else {
+            return false;
+        };
+        match program {
+            "on_sys_exit" => on.stacks.user(),
+            _ => !program.starts_with("wake_") || spec.get(kind::WAKE).is_some(),
+        }
     }
 
     fn configure(&self, rodata: &mut rodata, on: Option<&KindArgs>) {
