@@ -127,8 +127,9 @@ __u64 state_session = 0;
 __u64 state_pass_ts = 0;
 __u64 state_pass_clock = 0;
 
-/* The kernel's tick rate (from its config, through libbpf; 0 where that is not readable). */
-extern unsigned int CONFIG_HZ __kconfig __weak;
+/* The kernel's tick rate (CONFIG_HZ, read by user space from the kernel's config; 0 where
+ * that is not readable: then the ns clock). */
+const volatile __u32 state_tick_hz = 0;
 
 /* The clock system call entries are timed by: the tick count (jiffies) where the tick rate is
  * known, else ns. Reading the ns clock cost ~55 ns of state_sys_enter's 170 beside pgbench,
@@ -137,19 +138,19 @@ extern unsigned int CONFIG_HZ __kconfig __weak;
  * second can tell anyway. */
 static __always_inline __u64 state_clock(void)
 {
-	return CONFIG_HZ ? bpf_jiffies64() : bpf_ktime_get_boot_ns();
+	return state_tick_hz ? bpf_jiffies64() : bpf_ktime_get_boot_ns();
 }
 
 /* How long a call entered at `since` (state_clock) had lasted at the pass's start, in ns: in
  * whole ticks, or half a tick for one entered in the pass's own tick; 0 when entered after. */
 static __always_inline __u64 state_in_call_ns(__u64 since)
 {
-	if (!CONFIG_HZ)
+	if (!state_tick_hz)
 		return state_pass_ts > since ? state_pass_ts - since : 0;
 	__s64 ticks = (__s64)(state_pass_clock - since); /* jiffies wrap 5 minutes after boot */
 	if (ticks < 0)
 		return 0;
-	__u64 tick = 1000000000ULL / CONFIG_HZ;
+	__u64 tick = 1000000000ULL / state_tick_hz;
 	return ticks ? (__u64)ticks * tick : tick / 2;
 }
 
