@@ -41,7 +41,7 @@ impl EventKind for State {
 
     fn configure(&self, rodata: &mut rodata, on: Option<&KindArgs>) {
         rodata.state_stacks = on.map_or(0, |s| s.stacks.mask());
-        rodata.state_tick_hz = on.map_or(0, |_| crate::kernel::config::tick_hz().unwrap_or(0));
+        rodata.state_tick_hz = on.map_or(0, |_| crate::host::tick_hz().unwrap_or(0));
     }
 
     fn records(&self) -> &'static [RecordKind] {
