@@ -457,8 +457,12 @@ fn h_shows_known_sleeps_in_their_latency_buckets_and_times() {
     );
 
     let t = Tmux::start("heatmap", &format!("stacks-top {view}"));
+    // The table's row, not the Filters line, which names `sleeper` before the rows come (H
+    // pressed then finds no row: "no row to show").
     t.wait(30, "the first screen", |s| {
-        s.contains("GroupBy") && s.contains("sleeper") && !s.contains("computing")
+        s.contains("GroupBy")
+            && s.lines().any(|l| l.starts_with("sleeper "))
+            && !s.contains("computing")
     });
     t.keys(&["H"]);
     let s = t.wait(20, "the heatmap", |s| s.contains("Latency heatmap of"));

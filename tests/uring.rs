@@ -786,20 +786,32 @@ fn requests_shorter_than_min_are_folded() {
         .map(|r| (r.duration / r.count, r.count))
         .collect();
     means.sort_unstable();
-    let mut seen = 0;
-    let median = means
-        .iter()
-        .find(|(_, c)| {
-            seen += c;
-            seen * 2 >= n
-        })
-        .unwrap()
-        .0;
+    // The weighted quantile q of the rows' means: the first mean whose running count reaches
+    // q of all.
+    let quantile = |q: f64| {
+        let mut seen = 0;
+        means
+            .iter()
+            .find(|(_, c)| {
+                seen += c;
+                seen as f64 >= q * n as f64
+            })
+            .unwrap()
+            .0
+    };
+    let median = quantile(0.5);
     assert_eq!((get("requests"), get("bytes")), (n, sum), "{v}; {case}");
     assert_eq!(get("max_ns"), means.last().unwrap().0, "{v}; {case}");
+    // Within 10% of the median, or within 5% of the ranks of it: a folded row is one point
+    // of thousands of requests at MIN's edge, where the digest's value may jump to the first
+    // kept request's (seen: 100000 for a median 90128 in rows folded 8814 of 16384).
+    let p50 = get("p50_ns");
     assert!(
-        (get("p50_ns") - median).abs() as f64 <= 0.1 * median as f64,
-        "{v}: the rows' median {median}; {case}"
+        (p50 - median).abs() as f64 <= 0.1 * median as f64
+            || (quantile(0.45)..=quantile(0.55)).contains(&p50),
+        "{v}: the rows' median {median}, 45th {} and 55th percentiles {}; {case}",
+        quantile(0.45),
+        quantile(0.55)
     );
     // stacks-trace: each kept request a slice, each folded row an instant `uring read ×N`.
     let t = sh(&format!("stacks-trace < {}", out.display()));
