@@ -4,8 +4,8 @@
 # configuration stays as configured) beside a private PostgreSQL cluster under
 # `pgbench -c 8 -j 2`, its CPU (the agent's and its three stages' utime+stime from /proc, plus
 # the run time of the recorder's BPF programs with kernel.bpf_stats_enabled=1) as a share of the
-# host's CPUs, the stored rows per second by kind and each stage's memory; pgbench's tps with
-# and without the agent. Runs interleaved with BENCH_BEFORE (another build's binaries), so
+# host's CPUs, the stored rows per second by kind and each stage's memory; pgbench's tps and the
+# host's busy CPU time per transaction with and without the agent (runs without it interleaved). Runs interleaved with BENCH_BEFORE (another build's binaries), so
 # before and after are measured side by side under the same conditions. Run as root with a
 # release build (scripts/bench, BENCH_ONLY=pgbench).
 """The agent's cost beside pgbench, with and without a second build interleaved.
@@ -15,7 +15,7 @@ directory with another build's stacks-agent, stacks-record, stacks-symbolize and
 runs alternate between it and this build), BENCH_PG_SECONDS (measured seconds a run, default
 60), BENCH_PG_WARMUP (seconds before measuring, default 15), BENCH_PG_RUNS (runs of each build,
 default 2), BENCH_PG_BIN (PostgreSQL's bin directory, default the newest of
-/usr/lib/postgresql/*/bin), BENCH_KEEP (keep the scratch directory: the agents' logs). The
+/usr/lib/postgresql/*/bin), BENCH_PG_EVENTS (the agent's events instead of #65's), BENCH_KEEP (keep the scratch directory: the agents' logs). The
 section is written into BENCH_OUT between its markers.
 """
 
@@ -41,7 +41,7 @@ OUT = Path(os.environ.get("BENCH_OUT") or ROOT / "BENCHMARKS.md")
 SECONDS = float(os.environ.get("BENCH_PG_SECONDS") or 60)
 WARMUP = float(os.environ.get("BENCH_PG_WARMUP") or 15)
 RUNS = int(os.environ.get("BENCH_PG_RUNS") or 2)
-EVENTS = "profile:u:49,state:uk:5,switch:uk,wake:u"
+EVENTS = os.environ.get("BENCH_PG_EVENTS") or "profile:u:49,state:uk:5,switch:uk,wake:u"
 TARGET_SHARE = 0.02
 CLIENTS, THREADS = 8, 2
 PORT = 54_365
@@ -95,9 +95,25 @@ class Cluster:
              "-h", str(self.dir), "-p", str(PORT), "-c", str(CLIENTS), "-j", str(THREADS), "-T",
              str(int(seconds)), "postgres"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
 
+    def commits(self):
+        """Transactions committed in the database so far (pg_stat_database)."""
+        out = as_postgres([self.bin / "psql", "-h", self.dir, "-p", PORT, "-Atc",
+                           "SELECT pg_stat_force_next_flush(); "
+                           "SELECT xact_commit FROM pg_stat_database WHERE datname = 'postgres'",
+                           "postgres"], capture_output=True, text=True)
+        return int(out.stdout.split()[-1])
+
     def stop(self):
         as_postgres([self.bin / "pg_ctl", "-D", self.data, "-m", "fast", "-w", "stop"],
                     stdout=subprocess.DEVNULL, check=False)
+
+
+def host_busy_s():
+    """The host's busy CPU time so far, all CPUs (s): /proc/stat's first line less idle and
+    iowait. What the agent costs the host in all, the system-call paths its programs slow down
+    included, which no program's run time counts."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:8]]
+    return (sum(fields) - fields[3] - fields[4]) / TICK
 
 
 def tps(out):
@@ -220,6 +236,7 @@ def one_run(cluster, bindir, label, scratch):
         if agent.poll() is not None:
             sys.exit(f"bench-pgbench: error: the agent exited ({agent.returncode}): see {err.name}")
         a = snapshot(agent)
+        busy0, tx0 = host_busy_s(), cluster.commits()
         wall0 = time.time_ns()
         peaks = {}
         while time.monotonic() - a["t"] < SECONDS:
@@ -230,6 +247,7 @@ def one_run(cluster, bindir, label, scratch):
                 except OSError:
                     pass
         b = snapshot(agent)
+        busy1, tx1 = host_busy_s(), cluster.commits()
         wall1 = time.time_ns()
         names = bpftool_progs(set(b["bpf"]))
     finally:
@@ -252,7 +270,7 @@ def one_run(cluster, bindir, label, scratch):
         "share": (sum(cpu.values()) + bpf) / (dt * NCPU),
         "rows": {k: v / dt for k, v in rows.items()}, "events": {k: v / dt for k, v in events.items()},
         "peak_mib": {k: v / 1024 for k, v in peaks.items()}, "tps": tps(out),
-        "iter": iter_s,
+        "iter": iter_s, "host_ms_tx": (busy1 - busy0) * 1e3 / max(tx1 - tx0, 1),
         "by_prog": sorted(((names.get(i, ("?",))[0], v / dt) for i, v in ran.items() if v > 0),
                           key=lambda x: -x[1]),
     }
@@ -260,14 +278,22 @@ def one_run(cluster, bindir, label, scratch):
         + ", ".join(f"{n} {c / dt * 100:.2f}%" for n, c in cpu.items())
         + f" of one CPU; BPF {bpf / dt * 100:.2f}% of one CPU, besides the state passes' "
         f"{iter_s / dt * 100:.2f}% in the recorder's), {sum(rows.values()) / dt:.0f} rows/s, "
-        f"pgbench {run['tps']:.0f} tps; programs " + ", ".join(f"{n} {v * 100:.2f}%" for n, v in run["by_prog"][:6]))
+        f"pgbench {run['tps']:.0f} tps, the host's CPU {run['host_ms_tx']:.3f} ms a transaction; programs " + ", ".join(f"{n} {v * 100:.2f}%" for n, v in run["by_prog"][:6]))
     return run
 
 
-def baseline(cluster):
-    load = cluster.start_load(SECONDS / 2)
+def baseline(cluster, label):
+    """pgbench alone, measured as a run with the agent is: its tps and the host's CPU time a
+    transaction."""
+    load = cluster.start_load(WARMUP + SECONDS + 5)
+    time.sleep(2 + WARMUP)
+    busy0, tx0 = host_busy_s(), cluster.commits()
+    time.sleep(SECONDS)
+    busy1, tx1 = host_busy_s(), cluster.commits()
     out, _ = load.communicate()
-    return tps(out)
+    run = {"label": label, "tps": tps(out), "host_ms_tx": (busy1 - busy0) * 1e3 / max(tx1 - tx0, 1)}
+    log(f"{label}: pgbench {run['tps']:.0f} tps, the host's CPU {run['host_ms_tx']:.3f} ms a transaction")
+    return run
 
 
 def per_row(r):
@@ -276,7 +302,7 @@ def per_row(r):
     return r["cpu"].get("stacks-record", 0) / r["seconds"] / rows * 1e6 if rows else float("nan")
 
 
-def section(runs, conditions, version, base_tps):
+def section(runs, conditions, version, bases):
     def fmt_share(r):
         return f"{r['share'] * 100:.2f}%"
 
@@ -294,8 +320,8 @@ def section(runs, conditions, version, base_tps):
         f"the target is {TARGET_SHARE * 100:.0f}%. "
         f"Stage columns are % of one CPU. {conditions}",
         "",
-        "| run | host CPUs (all) | record | symbolize | pack | agent | BPF | rows/s | record µs/row | pgbench tps |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| run | host CPUs (all) | record | symbolize | pack | agent | BPF | rows/s | record µs/row | pgbench tps | host CPU ms/tx |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in runs:
         c = {n: r["cpu"].get(n, 0) / r["seconds"] * 100 for n in
@@ -303,8 +329,18 @@ def section(runs, conditions, version, base_tps):
         lines.append(
             f"| {r['label']} | {fmt_share(r)} | {c['stacks-record']:.2f}% | {c['stacks-symbolize']:.2f}% | "
             f"{c['stacks-pack']:.2f}% | {c['stacks-agent']:.2f}% | {r['bpf'] / r['seconds'] * 100:.2f}% | "
-            f"{sum(r['rows'].values()):,.0f} | {per_row(r):.1f} | {r['tps']:.0f} |")
-    lines.append(f"| without the agent | | | | | | | | | {base_tps:.0f} |")
+            f"{sum(r['rows'].values()):,.0f} | {per_row(r):.1f} | {r['tps']:.0f} | {r['host_ms_tx']:.3f} |")
+    for r in bases:
+        lines.append(f"| {r['label']} | | | | | | | | | {r['tps']:.0f} | {r['host_ms_tx']:.3f} |")
+    alone = statistics.median(r["host_ms_tx"] for r in bases)
+    lines += ["", "The host's busy CPU time (all CPUs, /proc/stat less idle and iowait) per committed "
+              "transaction (pg_stat_database) over the same window, against pgbench alone (median "
+              f"{alone:.3f} ms): what the agent costs in all, the system-call paths its programs slow "
+              "down included, which no program's `run_time_ns` counts; the workload's own CPU a "
+              "transaction moves with its lock waits, so this is the noisier measure:"]
+    for b in builds:
+        mine = [r["host_ms_tx"] / alone - 1 for r in runs if r["label"].startswith(b)]
+        lines.append(f"- {b}: " + ", ".join(f"{x * 100:+.1f}%" for x in mine))
     for b in builds:
         mine = [per_row(r) for r in runs if r["label"].startswith(b)]
         lines.append("")
@@ -344,9 +380,9 @@ def main():
         try:
             stats.write_text("1")
             stats_fd = enable_bpf_stats()
-            base_tps = baseline(cluster)
-            log(f"pgbench without the agent: {base_tps:.0f} tps")
+            bases = []
             for i in range(RUNS):
+                bases.append(baseline(cluster, f"without the agent#{i + 1}"))
                 if BEFORE:
                     runs.append(one_run(cluster, BEFORE, f"before#{i + 1}", scratch))
                 runs.append(one_run(cluster, AFTER, f"after#{i + 1}" if BEFORE else f"run#{i + 1}", scratch))
@@ -363,7 +399,7 @@ def main():
     load_after = os.getloadavg()
     conditions = (f"Load average {load_before[0]:.1f} before, {load_after[0]:.1f} after "
                   f"(the host's other work runs beside it).")
-    text = section(runs, conditions, cluster.version, base_tps)
+    text = section(runs, conditions, cluster.version, bases)
     benchmd.replace_section(OUT, BEGIN, END, BEGIN + "\n" + text + END)
     log(f"wrote {OUT}")
 

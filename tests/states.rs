@@ -20,7 +20,8 @@ struct Sample {
     value: i64,
     state: String,
     syscall: Option<String>,
-    /// How long it had been in that system call at the pass (ns; null: entry not seen).
+    /// How long it had waited in that system call at the pass (ns; null: its switch-out not
+    /// seen).
     duration: Option<i64>,
     path: Option<String>,
     local: Option<String>,
@@ -292,9 +293,9 @@ fn thread_states_match_the_workload() {
                         .all(|s| s.user_frames > 0),
                     "{name}: a sleeping sample without user frames"
                 );
-                // It sleeps 100 ms a call: how long each row's call had lasted is known to
-                // within that, from the call's entry (the pass reads whether it is still in
-                // it from its registers), so over 2 s the rows spread from 0 to 100 ms.
+                // It sleeps 100 ms a call: how long each row's call had lasted, from the
+                // thread's switch-out in it (state's own record: `switch` is off here), so over
+                // 2 s the rows spread from 0 to 100 ms.
                 let calls: Vec<i64> = rows
                     .iter()
                     .filter(|s| {
@@ -614,7 +615,14 @@ fn the_gate_child_is_not_a_thread_of_the_target() {
     check(&rec, "record a command");
     let batches = read_stream(&raw);
     let mut state_rows = 0;
+    // `sleep 0.3` is one 300 ms call: with `switch` on, its rows' time in it is the time since
+    // `switch`'s switch-out, growing pass by pass to about 300 ms.
+    let mut waits: Vec<Option<i64>> = Vec::new();
     for b in &batches {
+        let duration = b
+            .column_by_name("duration")
+            .unwrap()
+            .as_primitive::<Int64Type>();
         for i in 0..b.num_rows() {
             let (kind, comm, thread) = (
                 text(b, "kind", i).unwrap_or_default(),
@@ -628,8 +636,21 @@ fn the_gate_child_is_not_a_thread_of_the_target() {
             if kind == "state" {
                 state_rows += 1;
                 assert_eq!(comm, "sleep", "state rows are the command's");
+                if text(b, "syscall", i).as_deref() == Some("clock_nanosleep") {
+                    waits.push(duration.is_valid(i).then(|| duration.value(i)));
+                }
             }
         }
     }
     assert!(state_rows > 0, "the command's thread states are recorded");
+    let known: Vec<i64> = waits.iter().flatten().copied().collect();
+    assert!(
+        waits.len() >= 10
+            && known.len() == waits.len()
+            && known.windows(2).all(|w| w[0] < w[1])
+            && known.iter().all(|&d| d > 0 && d <= 310_000_000)
+            && known.last().is_some_and(|&d| d >= 200_000_000),
+        "the sleep's rows: each with its time in the call so far, growing to 200-310 ms: \
+         {waits:?}"
+    );
 }

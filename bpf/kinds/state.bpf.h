@@ -17,17 +17,17 @@ const volatile __u32 state_stacks = 0;  /* STACKS_WANT_* */
 #define STATE_PF_KTHREAD 0x00200000 /* PF_KTHREAD: a kernel thread */
 
 
-/* Per target thread, in one task storage (one lookup per thread a pass visits): the system
- * call it entered last and when (valid once `seen`: every entry since was seen), and what the
- * passes last sent of its stacks. Whether that call is still in progress is read at the pass
- * from the registers it entered with (they stay as they were until it returns: regs_in_syscall),
- * so no program runs at every call's return for it; its file descriptor argument is read there
- * too, not at every entry. */
+/* Per target thread, in one task storage (one lookup per thread a pass visits): when it last
+ * left the CPU and its context switch count then (without `switch`, whose own switch-out
+ * record serves otherwise), and what the passes last sent of its stacks. A thread off CPU in a
+ * system call left the CPU in that call (it has not run since), so the time since is how long
+ * it has waited in it so far: no program runs at every call's entry or return for it (one
+ * there costs every call of the host ~290 ns beside pgbench, docs/cost.md). Whether it is in
+ * a call, which, and its file descriptor argument are read at the pass from the registers it
+ * entered with (they stay as they were until it returns: regs_in_syscall). */
 struct state_task {
-	__u64 ts;   /* entry time of the last system call entered (state_clock) */
-	__s64 nr;   /* its number */
-	__u32 seen; /* 1 once an entry was seen: the fields above are the thread's */
-	__u32 pad;
+	__u64 out_ts;       /* its last switch-out (boot ns), by state_switch */
+	__u64 out_switches; /* nvcsw + nivcsw then */
 	/* 1 + its context switch count (nvcsw + nivcsw) when a pass last sent its stacks (0:
 	 * never). A thread whose count has not moved since has not run: its stacks are the ones
 	 * sent, and are not captured again (STACKS_SAME_STACKS). */
@@ -121,73 +121,54 @@ struct {
 	__type(value, struct stacks_event_room); /* room for a `d` stack's copy */
 } state_scratch SEC(".maps");
 
-/* The pass in progress: its iterator session and start time (every row of a pass has it),
- * and its start in ticks (state_clock). */
+/* The pass in progress: its iterator session and start time (every row of a pass has it). */
 __u64 state_session = 0;
 __u64 state_pass_ts = 0;
-__u64 state_pass_clock = 0;
 
-/* The kernel's tick rate (CONFIG_HZ, read by user space from the kernel's config; 0 where
- * that is not readable: then the ns clock). */
-const volatile __u32 state_tick_hz = 0;
-
-/* The clock system call entries are timed by: the tick count (jiffies) where the tick rate is
- * known, else ns. Reading the ns clock cost ~55 ns of state_sys_enter's 170 beside pgbench,
- * at every call of every thread (250,000 a second there: 1.4% of one CPU); a row's time in
- * its call is then known to a tick (4 ms at HZ 250), which is what a sampler of 5-20 passes a
- * second can tell anyway. */
-static __always_inline __u64 state_clock(void)
+/* Without `switch`: when each target thread leaves the CPU (a task-storage write at every
+ * switch-out of a target thread, where a program at every system call's entry cost every call
+ * of the host). Loaded only when `switch`, whose on_switch records the same, is off. */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(state_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
 {
-	return state_tick_hz ? bpf_jiffies64() : bpf_ktime_get_boot_ns();
-}
-
-/* How long a call entered at `since` (state_clock) had lasted at the pass's start, in ns: in
- * whole ticks, or half a tick for one entered in the pass's own tick; 0 when entered after. */
-static __always_inline __u64 state_in_call_ns(__u64 since)
-{
-	if (!state_tick_hz)
-		return state_pass_ts > since ? state_pass_ts - since : 0;
-	__s64 ticks = (__s64)(state_pass_clock - since); /* jiffies wrap 5 minutes after boot */
-	if (ticks < 0)
+	if ((prev->flags & STATE_PF_KTHREAD) || !is_target(prev, prev->tgid, prev->pid))
 		return 0;
-	__u64 tick = 1000000000ULL / state_tick_hz;
-	return ticks ? (__u64)ticks * tick : tick / 2;
-}
-
-SEC("tp_btf/sys_enter")
-int BPF_PROG(state_sys_enter, struct pt_regs *regs, long id)
-{
-	if (!current_is_target())
-		return 0;
-	struct task_struct *task = bpf_get_current_task_btf();
-	struct state_task *c = bpf_task_storage_get(&state_tasks, task, 0,
+	struct state_task *c = bpf_task_storage_get(&state_tasks, prev, 0,
 						    BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!c)
 		return 0;
-	c->seen = 1;
-	c->ts = state_clock();
-	c->nr = id;
+	c->out_ts = bpf_ktime_get_boot_ns();
+	c->out_switches = switches_of(prev);
 	return 0;
 }
 
-/* The system call `task` (off CPU) is in (STACKS_NO_SYSCALL: none), since when (0: its entry
- * not seen) and its file descriptor argument (-1: none), from its saved user registers
- * (plain loads: `regs` is a BTF pointer) and its storage `c` (may be null). A call in progress
- * left -ENOSYS as the return value and its number in orig_ax (regs_in_syscall); it is the one
- * whose entry `c` holds when the numbers agree (every entry since the first is seen, so a
- * later call would have replaced it); otherwise its entry was not seen (it was in the call
- * when the recording started). The entry saved the caller's registers: the first argument is
- * still there. */
-static __always_inline __s32 state_syscall_of(struct state_task *c, struct pt_regs *regs,
-					      __u64 *since, __s32 *fd)
+/* When `task` (off CPU) last left the CPU (0: not seen since the recording started): from
+ * `switch`'s open interval `sw` or state_switch's `c` (either may be null), when the thread's
+ * switch count is still the one it had then (a switch the tracepoint did not report would
+ * otherwise make its wait look longer). */
+static __always_inline __u64 state_off_since(struct switch_state *sw, struct state_task *c,
+					     struct task_struct *task)
 {
-	*since = 0;
+	__u64 switches = switches_of(task);
+	if (sw && sw->out_ts && sw->out_switches == switches)
+		return sw->out_ts;
+	if (c && c->out_ts && c->out_switches == switches)
+		return c->out_ts;
+	return 0;
+}
+
+/* The system call `task` (off CPU) is in (STACKS_NO_SYSCALL: none) and its file descriptor
+ * argument (-1: none), from its saved user registers (plain loads: `regs` is a BTF pointer): a
+ * call in progress left -ENOSYS as the return value and its number in orig_ax
+ * (regs_in_syscall). The entry saved the caller's registers: the first argument is still
+ * there. */
+static __always_inline __s32 state_syscall_of(struct pt_regs *regs, __s32 *fd)
+{
 	*fd = -1;
 	if (!regs_in_syscall(regs))
 		return STACKS_NO_SYSCALL;
 	long nr = regs->orig_ax;
-	if (c && c->seen && c->nr == nr)
-		*since = c->ts;
 	if (state_fd_call(nr))
 		*fd = (__s32)regs->SYSCALL_ARG0_FIELD;
 	return (__s32)nr;
@@ -273,7 +254,6 @@ int sample_states(struct bpf_iter__task *ctx)
 	if (session != state_session) {
 		state_session = session;
 		state_pass_ts = bpf_ktime_get_boot_ns();
-		state_pass_clock = state_clock();
 	}
 	__u32 tgid = task->tgid;
 	__u32 tid = task->pid;
@@ -312,14 +292,14 @@ int sample_states(struct bpf_iter__task *ctx)
 	if (sw)
 		s->off_since = sw->out_ts;
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
-	/* Created for `sent` when stacks are asked for: not `seen` until a system call entry. */
+	/* Created for `sent` when stacks are asked for. */
 	struct state_task *c = bpf_task_storage_get(&state_tasks, task, 0,
 						    state_stacks ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
-	__u64 since;
 	__s32 fd;
-	s->syscall = state_syscall_of(c, regs, &since, &fd);
-	if (since)
-		s->syscall_ns = state_in_call_ns(since);
+	s->syscall = state_syscall_of(regs, &fd);
+	__u64 since = state_off_since(sw, c, task);
+	if (s->syscall != STACKS_NO_SYSCALL && since && since < state_pass_ts)
+		s->syscall_ns = state_pass_ts - since;
 	/* Its file's path walked now, to be marked sent with the record. */
 	bool walked = false;
 	if (fd >= 0) {

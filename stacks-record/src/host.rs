@@ -1,5 +1,5 @@
-//! Facts about the recording machine for the stream metadata and its kernel's build config,
-//! and the clock conversion from BPF's boot-time nanoseconds to wall-clock time.
+//! Facts about the recording machine for the stream metadata, and the clock conversion from
+//! BPF's boot-time nanoseconds to wall-clock time.
 
 use std::collections::HashMap;
 
@@ -46,34 +46,6 @@ pub(crate) fn kernel_release() -> String {
         .unwrap_or_default()
 }
 
-/// The kernel's tick rate (`CONFIG_HZ`), or `None` when its config is not readable (callers fall
-/// back to what works without it).
-pub(crate) fn tick_hz() -> Option<u32> {
-    let text = config_text()?;
-    value(&text, "CONFIG_HZ")?.parse().ok().filter(|&hz| hz > 0)
-}
-
-/// The text of the running kernel's build config: `/boot/config-RELEASE` or `/proc/config.gz`
-/// (CONFIG_IKCONFIG_PROC), where libbpf looks too; many containers have neither.
-fn config_text() -> Option<String> {
-    let release = kernel_release();
-    if let Ok(text) = std::fs::read_to_string(format!("/boot/config-{release}")) {
-        return Some(text);
-    }
-    let gz = std::fs::File::open("/proc/config.gz").ok()?;
-    let mut text = String::new();
-    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(gz), &mut text).ok()?;
-    Some(text)
-}
-
-/// The value of `name` in config `text` (`NAME=value` lines; `# NAME is not set` is none).
-fn value<'a>(text: &'a str, name: &str) -> Option<&'a str> {
-    text.lines().find_map(|line| {
-        let (key, value) = line.split_once('=')?;
-        (key == name).then_some(value.trim())
-    })
-}
-
 /// The stream metadata of a recording.
 pub(crate) fn stream_metadata(
     events: &str,
@@ -106,30 +78,4 @@ pub(crate) fn stream_metadata(
         stacks_stream::stage::RAW,
     );
     m
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn values_are_read_by_their_whole_name() {
-        let text =
-            "# CONFIG_HZ_100 is not set\nCONFIG_HZ_250=y\nCONFIG_HZ=250\nCONFIG_HZ_PERIODIC=n\n";
-        assert_eq!(value(text, "CONFIG_HZ"), Some("250"));
-        assert_eq!(value(text, "CONFIG_HZ_250"), Some("y"));
-        assert_eq!(value(text, "CONFIG_HZ_100"), None);
-    }
-
-    #[test]
-    fn this_kernels_tick_rate_is_a_kernel_tick_rate() {
-        // Where the config is readable (this machine's has /proc/config.gz), one of the
-        // rates Kconfig offers.
-        if config_text().is_none() {
-            eprintln!("no kernel config readable here: tick_hz() is None");
-            return;
-        }
-        let hz = tick_hz().expect("CONFIG_HZ in a readable kernel config");
-        assert!([100, 250, 300, 1000].contains(&hz), "CONFIG_HZ={hz}");
-    }
 }

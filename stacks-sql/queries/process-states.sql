@@ -3,8 +3,8 @@
 -- One row per (process, state, syscall) over `state` rows (sampled thread states), its threads
 -- added up: `thread_ns` = samples × the sampling period (a process with 4 threads recorded for
 -- 2 s has 8 thread-seconds in all), `threads` = how many of them were seen so, `syscall` null
--- when not in one. `max_in_syscall_ns` = the longest time in that call seen by a sample (null:
--- entries unseen). Per thread: `thread-states`.
+-- when not in one. `max_in_syscall_ns` = the longest time waited in that call seen by a sample
+-- (null: unseen). Per thread: `thread-states`.
 -- kinds: state
 -- param: comm text = '%'        process names to keep (SQL LIKE pattern)
 -- param: pid int = null         only this process id (null: every process)

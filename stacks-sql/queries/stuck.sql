@@ -1,12 +1,12 @@
 -- Stuck threads: which threads stayed in one system call longer than a threshold, on what file?
 --
 -- One row per system call a thread was seen in for at least `min_ms` milliseconds, over `state`
--- rows (sampled thread states): a call is the thread's rows with the same entry time
--- (`time` - `duration`). `longest_ns` = the longest time in the call seen by a sample (the call
--- lasted at least that long); `first_seen`/`last_seen` = the first and last sampling pass that
+-- rows (sampled thread states): a call is the thread's rows with the same start of its wait
+-- (`time` - `duration`: when it last left the CPU, in that call). `longest_ns` = the longest wait
+-- in the call seen by a sample (the call lasted at least that long); `first_seen`/`last_seen` = the first and last sampling pass that
 -- saw it past the threshold; `path` = the file, pipe or socket it was on (null: not a call on a
--- file descriptor); `local`/`remote` = a TCP/UDP socket's addresses. Calls a thread was already
--- in when the recording started have no `duration` and are not listed.
+-- file descriptor); `local`/`remote` = a TCP/UDP socket's addresses. Threads that have not left
+-- the CPU since the recording started have no `duration` and are not listed.
 -- kinds: state
 -- param: comm text = '%'        process names to keep (SQL LIKE pattern)
 -- param: pid int = null         only this process id (null: every process)

@@ -3,7 +3,7 @@
 -- One row per (process, thread, state, syscall) over `state` rows (sampled thread states):
 -- `thread_ns` = samples × the sampling period, so a thread's rows add up to its wall time
 -- while recorded. `syscall` is null when it was not in one (running, or runnable in user code);
--- `mean_in_syscall_ns` = the mean time in that call so far when sampled (null: entries unseen).
+-- `mean_in_syscall_ns` = the mean time waited in that call so far when sampled (null: unseen).
 -- kinds: state
 -- param: comm text = '%'        process names to keep (SQL LIKE pattern)
 -- param: pid int = null         only this process id (null: every process)

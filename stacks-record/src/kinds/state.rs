@@ -32,7 +32,14 @@ impl EventKind for State {
     }
 
     fn programs(&self) -> &'static [&'static str] {
-        &["state_sys_enter", "sample_states"]
+        &["state_switch", "sample_states"]
+    }
+
+    /// `state_switch` records each thread's switch-out only where `switch`'s `on_switch`,
+    /// which records it too, is off.
+    fn loads(&self, program: &str, spec: &EventSpec) -> bool {
+        spec.get(kind::STATE).is_some()
+            && (program != "state_switch" || spec.get(kind::SWITCH).is_none())
     }
 
     fn kstack_cached(&self) -> bool {
@@ -41,7 +48,6 @@ impl EventKind for State {
 
     fn configure(&self, rodata: &mut rodata, on: Option<&KindArgs>) {
         rodata.state_stacks = on.map_or(0, |s| s.stacks.mask());
-        rodata.state_tick_hz = on.map_or(0, |_| crate::host::tick_hz().unwrap_or(0));
     }
 
     fn records(&self) -> &'static [RecordKind] {

@@ -320,7 +320,7 @@ kinds! {
         description: "a thread's state at a sampling pass; value = the sampling period in ns \
                       (sum = thread-seconds)",
         columns: &[
-            (col::DURATION, "time in `syscall` so far, when its entry was seen: in ticks of the kernel's clock (4 ms at HZ 250; half a tick for a call entered in the pass's own tick), or in ns where the kernel's config (its CONFIG_HZ) is not readable"),
+            (col::DURATION, "how long the thread has waited in `syscall` so far: since it last left the CPU, which it did in that call (the whole call for one that blocked once; the current wait of one that blocked more than once); null when it has not left the CPU since the recording started"),
             (col::COUNT, ""),
             (col::STATE, "the same values as `switch`'s, plus `running` (on a CPU), `runnable` meaning ready but not on a CPU"),
             (col::SYSCALL, "the system call the thread is in (any call, named as on this architecture: `clock_nanosleep`, `futex`, `read`, …), null when in none"),
