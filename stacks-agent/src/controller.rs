@@ -33,7 +33,8 @@ pub(crate) struct Timing {
     /// The level before fits on average for this long (and this long since the last change):
     /// restore.
     pub restore_after: Duration,
-    /// The first seconds of a pipeline (reading symbols, loading BPF) are not measured.
+    /// The first seconds of a pipeline (reading symbols, loading BPF) and of a level taken in
+    /// place (the stages finishing the rows of the level before) are not measured.
     pub settle: Duration,
     /// What a level costs is measured over at most this long after it was taken.
     pub measure: Duration,
@@ -213,8 +214,10 @@ impl Controller {
         now_cost.max(COST_FLOOR) * here / there
     }
 
-    /// Level `to` is taken at `now` (its settings written in place: measuring starts again at
-    /// once; a pipeline started again calls [`Self::pipeline_started`] after this).
+    /// Level `to` is taken at `now` (its settings written in place: measuring starts again
+    /// once settled, as the stages still work through the rows recorded before the change —
+    /// charged to the new level, a flood's backlog took a level that fitted past the budget;
+    /// a pipeline started again calls [`Self::pipeline_started`] after this).
     pub(crate) fn take(&mut self, to: usize, now: Instant) {
         let before = self
             .mean_within(now, self.timing.measure)
@@ -231,14 +234,15 @@ impl Controller {
         if restore {
             self.last_restore = Some(now);
         }
+        let settled = now + self.timing.settle;
         self.taken = Some(Taken {
             from: self.level,
             before,
-            at: now,
+            at: settled,
         });
         self.level = to;
         self.last_change = Some(now);
-        self.restart_window(now);
+        self.restart_window(settled);
     }
 
     /// Learn the weight of the level taken from its cost since the change and the cost before
@@ -523,7 +527,9 @@ mod tests {
         );
     }
 
-    /// A flood goes first to the last level taken in place, then, still a flood, to the last.
+    /// A flood goes first to the last level taken in place, then, still a flood, to the last:
+    /// a window after the first change has settled (3 s: the rows of the level before are not
+    /// the new level's cost).
     #[test]
     fn a_flood_takes_the_in_place_levels_first() {
         let mut c = Controller::new(0.04, 6, 2.0, Timing::default()).flood_to(3);
@@ -534,7 +540,7 @@ mod tests {
             "{changes:?}"
         );
         assert!(
-            matches!(changes[1], (23, Change::Shed { to: 5, .. })),
+            matches!(changes[1], (26, Change::Shed { to: 5, .. })),
             "{changes:?}"
         );
     }
