@@ -739,8 +739,13 @@ fn wakeup_sampling_changes_in_place() {
     let _serial = bpf_serial();
     let dir = scratch("wakers-in-place");
     let d = dir.display();
+    // The change 2 s after the workload starts (the recorder starts it once its programs are
+    // attached): timed from the recorder's own start, it came before the first event once, when
+    // a loaded CI machine took the debug build 3.3 s to attach.
     let rec = sh(&format!(
-        "stacks-record -e switch:k:0,wake:k --control <(sleep 3; echo switch:k:0,wake:k:8) \
+        "stacks-record -e switch:k:0,wake:k \
+           --control <(until pgrep -x stacks-workload > /dev/null; do sleep 0.05; done; \
+                       sleep 2; echo switch:k:0,wake:k:8) \
          -- stacks-workload pool --producers 3 --items 4000 --pause-ms 1 \
          | stacks-symbolize | stacks-pack {d}/store"
     ));

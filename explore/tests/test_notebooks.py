@@ -91,8 +91,17 @@ def require_bpf(test: str) -> None:
     pytest.skip(f"{test}: BPF unavailable: {reason}")
 
 
+def steal_seconds() -> float:
+    """CPU time the hypervisor took from this VM's CPUs so far (/proc/stat's steal, all CPUs)."""
+    with open("/proc/stat") as f:
+        fields = f.readline().split()
+    assert fields[0] == "cpu", f"/proc/stat starts with {fields[0]!r}"
+    return int(fields[8]) / os.sysconf("SC_CLK_TCK") if len(fields) > 8 else 0.0
+
+
 def record(store: Path, work: Path, name: str, events: str, args: list[str]) -> dict:
-    """Record `stacks-workload ARGS` under `events` into `store`; return the workload's report."""
+    """Record `stacks-workload ARGS` under `events` into `store`; return the workload's report,
+    with `steal_s`: the CPU time stolen from the VM while it ran."""
     b = bin_dir()
     for tool in ("stacks-record", "stacks-symbolize", "stacks-pack", "stacks-workload"):
         assert (b / tool).exists(), f"{b / tool} is missing: build the workspace binaries first (scripts/test does)"
@@ -101,9 +110,11 @@ def record(store: Path, work: Path, name: str, events: str, args: list[str]) -> 
         f"set -o pipefail; {b}/stacks-record -e {events} -- {b}/stacks-workload --report {report} "
         f"{' '.join(args)} | {b}/stacks-symbolize | {b}/stacks-pack {store}"
     )
+    steal = steal_seconds()
     out = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=180)
+    steal = steal_seconds() - steal
     assert out.returncode == 0, f"recording {name} failed:\n{out.stderr[-3000:]}"
-    return json.loads(report.read_text())
+    return {**json.loads(report.read_text()), "steal_s": steal}
 
 
 @pytest.fixture(scope="module")
@@ -246,11 +257,17 @@ def test_cpu_of_the_burn_thread_matches_its_clock(executed, store, truth):
     period = 1 / 999
     threads = store.threads(pid=cpu["pid"]).set_index("tid")
     got = threads.loc[tid, "cpu_s"]
+    steal = truth["mixed"]["steal_s"]
     measured("burn thread CPU", got, want)
     # 999 Hz over ~3 s: ±6% and three sampling periods. When the thread shares its CPU (this
     # 2-core machine, busy), which thread a sample lands on is a draw: at 99 Hz its CPU time was
-    # off by 10% once; at 999 Hz the spread is a third of that.
-    assert abs(got - want) <= 0.06 * want + 3 * period, f"burn thread: {got:.3f} s recorded, {want:.3f} s by its clock"
+    # off by 10% once; at 999 Hz the spread is a third of that. Time the hypervisor steals from
+    # the VM is in the samples (the CPU clock's timer runs on) but not in the thread's clock
+    # (the kernel leaves steal out of a task's run time): up to all of it is in the excess. CI
+    # once saw +6.2% on a busy host.
+    assert abs(got - want) <= 0.06 * want + 3 * period + steal, (
+        f"burn thread: {got:.3f} s recorded, {want:.3f} s by its clock, {steal:.3f} s stolen from the VM"
+    )
     # The flame graph's data: the stacks through cpu::run hold the thread's CPU time; most of it
     # in burn_heavy (a debug build spends 6% in the loop around it, outside the workload's clock
     # of burn_heavy).
