@@ -339,6 +339,19 @@ int sample_states(struct bpf_iter__task *ctx)
 		task_fp_walk(e, task, regs, state_kframes(e), TASK_WINDOW_STATE);
 		capture_python_of(e, task, task);
 	}
+	/* It ran while they were read (woken meanwhile: it is on a CPU, or has switched since):
+	 * what was read of its stacks may be torn (its user stack moved on, its Python frames and
+	 * asyncio task half changed; CI saw rows in a task's code without the task), so none is
+	 * sent (-EAGAIN) and the next pass takes them again. */
+	if (task->on_cpu || task->nvcsw + task->nivcsw + 1 != switches) {
+		if (state_stacks & STACKS_WANT_KERNEL)
+			e->hdr.kstack_len = -EAGAIN;
+		if (state_stacks & STACKS_WANT_USER)
+			e->hdr.ustack_len = -EAGAIN;
+		e->hdr.uwindow = 0;
+		state_sent(e, submit(e), walked);
+		return 0;
+	}
 	/* Only stacks user space has: a record lost to a full ring buffer is sent again. */
 	bool sent = submit_room(e);
 	if (sent && c)

@@ -32,7 +32,7 @@ impl Drop for Receiver {
 
 fn receiver(mode: &str, dir: &Path) -> Receiver {
     let log = dir.join(format!("{mode}.jsonl"));
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/receiver.py");
+    let script = stacks_testkit::crate_dir(env!("CARGO_MANIFEST_DIR")).join("tests/receiver.py");
     let mut child = Command::new("python3")
         .arg(script)
         .arg(mode)

@@ -206,7 +206,7 @@ fn by_thread_and_stack(batches: &[RecordBatch]) -> HashMap<String, (i64, i64)> {
 /// `foreign.py`'s request and what its rows must be.
 fn foreign(dir: &Path) -> (Vec<u8>, serde_json::Value) {
     let (request, expected) = (dir.join("foreign.otlp"), dir.join("foreign.json"));
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/foreign.py");
+    let script = stacks_testkit::crate_dir(env!("CARGO_MANIFEST_DIR")).join("tests/foreign.py");
     let out = Command::new("python3")
         .arg(script)
         .arg(&request)
@@ -456,7 +456,7 @@ fn the_receiver_under_load_keeps_every_event_in_flat_memory() {
     std::fs::write(&request, otlp(&["--kind", "all"], &events_stream(&events))).unwrap();
     let out = dir.join("rows.arrow");
     let receiver = Receiver::start(&out);
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/load.py");
+    let script = stacks_testkit::crate_dir(env!("CARGO_MANIFEST_DIR")).join("tests/load.py");
     let load = Command::new("python3")
         .arg(script)
         .arg(format!(

@@ -238,7 +238,7 @@ mod tests {
 
     #[test]
     fn every_query_file_is_bundled() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("queries");
+        let dir = stacks_testkit::crate_dir(env!("CARGO_MANIFEST_DIR")).join("queries");
         let mut files: Vec<String> = std::fs::read_dir(&dir)
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

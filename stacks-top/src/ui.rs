@@ -263,8 +263,10 @@ mod tests {
     /// its key line.
     #[test]
     fn every_key_is_documented() {
-        let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/top.md"))
-            .expect("docs/top.md");
+        let doc = std::fs::read_to_string(
+            stacks_testkit::crate_dir(env!("CARGO_MANIFEST_DIR")).join("../docs/top.md"),
+        )
+        .expect("docs/top.md");
         let panes: [(&str, &[Key]); 6] = [
             ("table", app::KEYS),
             ("tree", tree::KEYS),

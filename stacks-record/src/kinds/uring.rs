@@ -256,7 +256,7 @@ mod tests {
     /// The opcode names are the kernel's (bpf/vmlinux.h's `enum io_uring_op`), lower case.
     #[test]
     fn op_names_are_the_kernels() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../bpf/vmlinux.h");
+        let path = stacks_testkit::crate_dir(env!("CARGO_MANIFEST_DIR")).join("../bpf/vmlinux.h");
         let text = std::fs::read_to_string(path).expect("bpf/vmlinux.h");
         let body = text
             .split("enum io_uring_op {")

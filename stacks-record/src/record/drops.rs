@@ -288,7 +288,7 @@ mod tests {
 
     /// The values of `enum stacks_event_kind` in bpf/stacks.h.
     fn record_kinds_of_stacks_h() -> Vec<(String, u32)> {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../bpf/stacks.h");
+        let path = stacks_testkit::crate_dir(env!("CARGO_MANIFEST_DIR")).join("../bpf/stacks.h");
         let text = std::fs::read_to_string(&path).expect("bpf/stacks.h");
         let body = text
             .split("enum stacks_event_kind {")
