@@ -137,11 +137,11 @@ macro_rules! with_columns {
             KSTACK kstack: KStack, true, None, Raw,
                 r#"kernel stack, leaf first, raw addresses; null when not requested. The kernel's unwind (`bpf_get_stack`), or for tracepoint kinds the same addresses from the recorder's cache of its unwinds where the stack holds them in the same places (docs/cost.md, "Kernel stacks"; `--kernel-stacks-unwound` turns it off)"#;
             KSTACK_ERROR kstack_error: Int32, true, None, Raw,
-                r#"when the kernel stack could not be captured: the negative errno from `bpf_get_stack` (the list is then empty)"#;
+                r#"when the kernel stack could not be captured: the negative errno from `bpf_get_stack` (the list is then empty); `-11` (EAGAIN) on a `state` row whose thread ran while the pass read its stacks (woken meanwhile: what was read may be torn, so neither stack is kept)"#;
             USTACK ustack: UStack, true, None, Raw,
                 r#"user stack, leaf first; null when not requested"#;
             USTACK_ERROR ustack_error: Int32, true, None, Raw,
-                r#"as `kstack_error`, for the user stack; also `-11` (EAGAIN) on a `switch` interval whose user stack, taken once it is known to be kept, was gone by then (its switch-in unseen; at the end, a thread not in a system call) (docs/unwinding.md)"#;
+                r#"as `kstack_error`, for the user stack; also `-11` (EAGAIN) on a `switch` interval whose user stack, taken once it is known to be kept, was gone by then (its switch-in unseen; at the end, a thread not in a system call) (docs/unwinding.md), and on a `state` row whose thread ran while the pass read its stacks"#;
             USTACK_UNWIND ustack_unwind: Utf8, true, None, Raw,
                 r#"how the user stack was unwound: `fp` (frame pointers: `u` stacks, or a `d` stack whose CFI unwind gave nothing past its first frame), `dwarf` (`d`: by the mapped files' CFI) or `dwarf+fp` (`d`: by CFI, then continued by the frame-pointer walk where the copied stack ended); null when no user stack was taken"#;
             USTACK_TRUNCATED ustack_truncated: Boolean, true, None, Raw,
