@@ -55,9 +55,9 @@ _Static_assert(STACKS_EV_ROOM <= 32, "kstack_kinds has a bit per record kind");
 /* Whether kernel stacks may be served from the cache (user space: --kernel-stacks-unwound
  * turns it off). */
 const volatile bool kstack_cache_on = true;
-/* One served use in this many is unwound again and compared (user space: 64; the tests set
+/* One served use in this many is unwound again and compared (user space: 1,024; the tests set
  * 1 through STACKS_KSTACK_RECHECK, and then every use is compared and none served). */
-const volatile __u32 kstack_recheck = 64;
+const volatile __u32 kstack_recheck = 1024;
 
 struct kc_key {
 	__u32 kind;
@@ -69,7 +69,7 @@ struct kc_key {
 struct kc_entry {
 	__u32 n;      /* frames */
 	__u32 n1;     /* frames before the first whose slot is in the interrupted thread's stack */
-	__u32 used;   /* served uses (schedules the re-checks) */
+	__u32 pad;
 	__u32 agreed; /* later unwinds at the key that agreed with it */
 	__u32 bad;    /* an unwind disagreed: the key is unwound every time */
 	__s32 first;  /* bytes from ctx to the second frame's slot (the first has none) */
@@ -95,6 +95,10 @@ struct {
 struct kc_scratch {
 	__u64 w[KC_WORDS + KC_PAGE / 8];
 	struct kc_entry fresh;
+	/* Stacks served on this CPU in this context: schedules the re-checks. Per CPU, not per
+	 * entry: an entry is shared by the CPUs, and a count in it written at every use moved
+	 * its cache line from CPU to CPU at nearly every switch. */
+	__u64 served;
 };
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -222,7 +226,7 @@ static __always_inline void kc_learn(struct kc_scratch *s, struct stacks_event *
 		s->fresh.ip[i] = e->frames[i];
 	}
 	s->fresh.n = n;
-	s->fresh.used = 0;
+	s->fresh.pad = 0;
 	s->fresh.agreed = 0;
 	s->fresh.bad = 0;
 	bpf_map_update_elem(&kstack_cache, key, &s->fresh, BPF_ANY);
@@ -340,7 +344,7 @@ __noinline long capture_kernel_ips(void *ctx __arg_ctx, struct stacks_event *e, 
 				spare = way;
 		}
 		if (check && c && c->agreed >= KC_TRUST && kstack_recheck > 1 &&
-		    (++c->used % kstack_recheck)) {
+		    (++s->served % kstack_recheck)) {
 			__u32 n = c->n;
 			for (__u32 i = 0; i < KC_FRAMES; i++) {
 				if (i >= n)

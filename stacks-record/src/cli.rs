@@ -61,7 +61,7 @@ pub struct Args {
 
     /// Unwind every kernel stack. By default the kernel stacks of tracepoint events (switch,
     /// wake, block, vfs, net, rss) come from a cache of the kernel's unwinds, used only when
-    /// the stack holds the same return addresses in the same places (one use in 64 is unwound
+    /// the stack holds the same return addresses in the same places (one use in 1,024 is unwound
     /// again to check; the summary counts them).
     #[arg(long = "kernel-stacks-unwound")]
     pub kernel_stacks_unwound: bool,

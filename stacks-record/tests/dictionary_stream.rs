@@ -2,7 +2,8 @@
 //! stacks, read back three ways — arrow-rs's `StreamReader`, the contract's input stream with
 //! `StackFrames`/`Entries`, and pyarrow — shows dictionary-encoded stack columns whose
 //! dictionaries only grow, one key per captured stack in all three columns, each repeated stack
-//! sent once, and the same frames whichever reader reads them.
+//! sent once, and the same frames whichever reader reads them; and the stream's batches
+//! compressed in a file, not in a pipe.
 
 use std::collections::{HashMap, HashSet};
 use std::process::{Command, Stdio};
@@ -246,4 +247,71 @@ fn recording_carries_each_stack_once() {
         spin_keys.len()
     );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Record batch messages of an Arrow IPC stream, and how many of them are compressed.
+fn batches_compressed(stream: &[u8]) -> (usize, usize) {
+    let (mut at, mut batches, mut compressed) = (0, 0, 0);
+    while at + 8 <= stream.len() {
+        let word = |i: usize| u32::from_le_bytes(stream[i..i + 4].try_into().unwrap());
+        // Each message: the continuation marker, its metadata's length, the metadata, the body.
+        assert_eq!(word(at), 0xFFFF_FFFF, "a message at byte {at}");
+        let len = word(at + 4) as usize;
+        if len == 0 {
+            break; // the end of the stream
+        }
+        let message = arrow_ipc::root_as_message(&stream[at + 8..at + 8 + len]).unwrap();
+        if let Some(batch) = message.header_as_record_batch() {
+            batches += 1;
+            compressed += usize::from(batch.compression().is_some());
+        }
+        at += 8 + len + message.bodyLength() as usize;
+    }
+    (batches, compressed)
+}
+
+/// The recorder compresses what it writes to a file, and not what it writes into a pipe, whose
+/// reader (the next tool) takes the bytes at once and only once (docs/format.md).
+#[test]
+fn a_file_is_compressed_a_pipe_is_not() {
+    if !stacks_testkit::env::bpf_available("a_file_is_compressed_a_pipe_is_not") {
+        return;
+    }
+    let _serial = stacks_testkit::env::bpf_serial();
+    let dir = std::env::temp_dir().join(format!("stacks-record-compress-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("raw.arrow");
+    // Something to sample on a quiet machine.
+    let mut spin = Command::new("sh")
+        .args(["-c", "while :; do :; done"])
+        .spawn()
+        .unwrap();
+    let record = |output: Option<&std::path::Path>| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_stacks-record"));
+        cmd.args(["-e", "profile:uk:99", "-a", "-d", "1s"]);
+        if let Some(p) = output {
+            cmd.arg("-o").arg(p).stdout(Stdio::null());
+        }
+        cmd.output().unwrap()
+    };
+    let to_file = record(Some(&path));
+    // Command::output reads stdout through a pipe.
+    let piped = record(None);
+    let _ = spin.kill();
+    let _ = spin.wait();
+    for out in [&to_file, &piped] {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "stacks-record failed: {stderr}");
+    }
+    let (batches, compressed) = batches_compressed(&std::fs::read(&path).unwrap());
+    assert!(
+        batches > 0 && compressed == batches,
+        "file: {compressed} of {batches}"
+    );
+    let (batches, compressed) = batches_compressed(&piped.stdout);
+    assert!(
+        batches > 0 && compressed == 0,
+        "pipe: {compressed} of {batches}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -221,6 +221,18 @@ pub fn stdout_is_tty() -> bool {
     std::io::IsTerminal::is_terminal(&std::io::stdout())
 }
 
+/// Whether stdout is a pipe or a socket: a stream read by another process as it is written,
+/// not kept.
+pub fn stdout_is_pipe() -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(fd) = std::os::fd::AsFd::as_fd(&std::io::stdout()).try_clone_to_owned() else {
+        return false;
+    };
+    std::fs::File::from(fd)
+        .metadata()
+        .is_ok_and(|m| m.file_type().is_fifo() || m.file_type().is_socket())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -91,8 +91,12 @@ pub fn run() -> Result<ExitCode> {
     let rows = RowBuilder::new(Arc::new(raw_schema(metadata)))
         .context("building the raw stream schema")?;
     // Open the output before loading anything, so a terminal is refused at once.
-    // Compressed: stack entries repeat module paths and build ids in every frame.
-    let mut out = open_output_with(args.output.as_deref(), rows.schema(), true)?;
+    // Compressed when kept in a file: stack entries repeat module paths and build ids in every
+    // frame. Not into a pipe, whose reader takes the bytes at once and only once: there zstd
+    // cost the recorder 5% of its time and stacks-symbolize 2-3% of its own, beside pgbench.
+    let to_pipe = args.output.as_deref().is_none_or(|p| p.as_os_str() == "-")
+        && stacks_stream::sys::stdout_is_pipe();
+    let mut out = open_output_with(args.output.as_deref(), rows.schema(), !to_pipe)?;
 
     let mut obj = MaybeUninit::uninit();
     let load = load_options(&args, &spec, &target, &cgroups);
@@ -221,7 +225,9 @@ fn load_options(
         kstack_cache: !args.kernel_stacks_unwound,
         // One served kernel stack in this many is unwound again and compared; 1: every use
         // compared and none served (the tests' ground truth for the cache of kernel stacks).
-        kstack_recheck: env_count("STACKS_KSTACK_RECHECK", 64),
+        // A re-check is a whole unwind by the kernel (~14 µs beside pgbench, ~20 frames of
+        // ORC): at 1 in 64 they were a tenth of `on_switch`'s time there (docs/cost.md).
+        kstack_recheck: env_count("STACKS_KSTACK_RECHECK", 1024),
         // Fewer slots for `block:n` requests in flight send requests whose slot is held to
         // the in-flight table (the tests).
         block_slots: env_count("STACKS_BLOCK_SLOTS", 1024),
