@@ -27,28 +27,51 @@ type UserLogical = (
 );
 type Logical = (Option<Vec<u64>>, Option<Vec<UserLogical>>);
 
+/// A process that only spins (many samples, stacks repeated), killed when dropped.
+struct Spinner(std::process::Child);
+
+impl Spinner {
+    fn start() -> Spinner {
+        Spinner(
+            Command::new("sh")
+                .args(["-c", "while :; do :; done"])
+                .spawn()
+                .unwrap(),
+        )
+    }
+}
+
+impl Drop for Spinner {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A scratch directory named for `tag`, created.
+fn scratch(tag: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("stacks-record-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 #[test]
 fn recording_carries_each_stack_once() {
     if !stacks_testkit::env::bpf_available("recording_carries_each_stack_once") {
         return;
     }
     let _serial = stacks_testkit::env::bpf_serial();
-    let dir = std::env::temp_dir().join(format!("stacks-record-dict-e2e-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("dict-e2e");
     let path = dir.join("raw.arrow");
-    // A process that only spins: many samples, stacks repeated.
-    let mut spin = Command::new("sh")
-        .args(["-c", "while :; do :; done"])
-        .spawn()
-        .unwrap();
+    let spin = Spinner::start();
+    let spin_pid = spin.0.id() as i32;
     let out = Command::new(env!("CARGO_BIN_EXE_stacks-record"))
         .args(["-e", "profile:uk:999", "-a", "-d", "2s", "-o"])
         .arg(&path)
         .stdout(Stdio::null())
         .output()
         .unwrap();
-    let _ = spin.kill();
-    let _ = spin.wait();
+    drop(spin);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "stacks-record failed: {stderr}");
 
@@ -165,7 +188,7 @@ fn recording_carries_each_stack_once() {
                 &logical,
                 "key {key}"
             );
-            if pid.value(row) == spin.id() as i32 {
+            if pid.value(row) == spin_pid {
                 spin_rows += 1;
                 spin_keys.insert(key);
             }
@@ -278,14 +301,10 @@ fn a_file_is_compressed_a_pipe_is_not() {
         return;
     }
     let _serial = stacks_testkit::env::bpf_serial();
-    let dir = std::env::temp_dir().join(format!("stacks-record-compress-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("compress");
     let path = dir.join("raw.arrow");
     // Something to sample on a quiet machine.
-    let mut spin = Command::new("sh")
-        .args(["-c", "while :; do :; done"])
-        .spawn()
-        .unwrap();
+    let spin = Spinner::start();
     let record = |output: Option<&std::path::Path>| {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_stacks-record"));
         cmd.args(["-e", "profile:uk:99", "-a", "-d", "1s"]);
@@ -297,8 +316,7 @@ fn a_file_is_compressed_a_pipe_is_not() {
     let to_file = record(Some(&path));
     // Command::output reads stdout through a pipe.
     let piped = record(None);
-    let _ = spin.kill();
-    let _ = spin.wait();
+    drop(spin);
     for out in [&to_file, &piped] {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "stacks-record failed: {stderr}");
