@@ -15,6 +15,7 @@ mod stack_writer;
 pub use input::{InputStream, open_input};
 pub use output::{
     OutputStream, Sink, open_output, open_output_with, open_sink, open_text_sink, stdout_sink,
+    writes_to_pipe,
 };
 pub use stack_writer::StackStreamWriter;
 

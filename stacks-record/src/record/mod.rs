@@ -94,9 +94,8 @@ pub fn run() -> Result<ExitCode> {
     // Compressed when kept in a file: stack entries repeat module paths and build ids in every
     // frame. Not into a pipe, whose reader takes the bytes at once and only once: there zstd
     // cost the recorder 5% of its time and stacks-symbolize 2-3% of its own, beside pgbench.
-    let to_pipe = args.output.as_deref().is_none_or(|p| p.as_os_str() == "-")
-        && stacks_stream::sys::stdout_is_pipe();
-    let mut out = open_output_with(args.output.as_deref(), rows.schema(), !to_pipe)?;
+    let compress = !stacks_stream::io::writes_to_pipe(args.output.as_deref());
+    let mut out = open_output_with(args.output.as_deref(), rows.schema(), compress)?;
 
     let mut obj = MaybeUninit::uninit();
     let load = load_options(&args, &spec, &target, &cgroups);

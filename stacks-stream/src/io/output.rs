@@ -52,10 +52,21 @@ fn file_sink(path: &Path) -> Result<Sink, ContractError> {
     })
 }
 
+/// Whether `path` names stdout (`None` or `-`) rather than a file.
+fn is_stdout(path: Option<&Path>) -> bool {
+    path.is_none_or(|p| p.as_os_str() == "-")
+}
+
+/// Whether output to `path` (stdout for `None`/`-`) goes into a pipe or a socket: read by
+/// another process as it is written, not kept.
+pub fn writes_to_pipe(path: Option<&Path>) -> bool {
+    is_stdout(path) && crate::sys::stdout_is_pipe()
+}
+
 /// Create the output for binary data: `path` (or stdout for `None`/`-`). Refuses a terminal.
 pub fn open_sink(path: Option<&Path>) -> Result<Sink, ContractError> {
     match path {
-        Some(p) if p.as_os_str() != "-" => file_sink(p),
+        Some(p) if !is_stdout(path) => file_sink(p),
         _ => {
             if crate::sys::stdout_is_tty() {
                 return Err(ContractError::BinaryToTty);
@@ -68,7 +79,7 @@ pub fn open_sink(path: Option<&Path>) -> Result<Sink, ContractError> {
 /// Create the output for text: `path` (or stdout for `None`/`-`, a terminal included).
 pub fn open_text_sink(path: Option<&Path>) -> Result<Sink, ContractError> {
     match path {
-        Some(p) if p.as_os_str() != "-" => file_sink(p),
+        Some(p) if !is_stdout(path) => file_sink(p),
         _ => stdout_sink(),
     }
 }
