@@ -7,5 +7,10 @@
  * count kept, their stacks dropped). */
 volatile __u64 switch_min_ns = 0;
 
+/* `switch`'s N (`switch:STACKS:MIN:N`): stacks are taken at 1 switch-out in N, at random; a
+ * kept interval (MIN or longer) of one taken is a row standing for N, the others make none
+ * (the short ones are folded either way). 0 is 1. */
+volatile __u64 switch_one_in = 0;
+
 /* `state`: 1e9 / HZ of the thread-state passes, what one row stands for. */
 volatile __u64 state_period_ns = 0;

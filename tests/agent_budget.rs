@@ -351,9 +351,9 @@ fn a_steady_workload_is_degraded_in_place_with_honest_totals() {
         "{}",
         log()
     );
-    // The recorder took it (MIN 10 ms, then wakeups 1 in 4, or, when the first window was
-    // over twice the budget, the last level taken in place at once: MIN 100 ms, wakeups 1 in
-    // 4 and the rates at a quarter).
+    // The recorder took it (MIN 10 ms, then intervals and wakeups 1 in 4, or, when the first
+    // window was over twice the budget, the last level taken in place at once: MIN 100 ms,
+    // intervals and wakeups 1 in 4 and the rates at a quarter).
     assert!(
         log()
             .lines()
@@ -361,8 +361,8 @@ fn a_steady_workload_is_degraded_in_place_with_honest_totals() {
                 && l.contains(",switch:uk:")
                 && [
                     "ms,wake:u:1,state:uk:5 from now on (in place)",
-                    "ms,wake:u:4,state:uk:5 from now on (in place)",
-                    "ms,wake:u:4,state:uk:1 from now on (in place)"
+                    "ms:4,wake:u:4,state:uk:5 from now on (in place)",
+                    "ms:4,wake:u:4,state:uk:1 from now on (in place)"
                 ]
                 .iter()
                 .any(|end| l.ends_with(end))),

@@ -795,3 +795,126 @@ fn wakeup_sampling_changes_in_place() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `switch:STACKS:MIN:N` takes stacks at 1 switch-out in N at random, and a kept interval of
+/// those taken stands for N (`count` N, `value` N times its `duration`): against a sleeper of
+/// known naps (2 ms each, all kept at MIN 1 ms; the kernel's count of the times it blocked and
+/// its exact time off CPU are the truth), recorded at N = 1 and then at N = 8 from a change in
+/// place (`--control`, as the agent's budget sheds). Asserted: the rows say 1, then 8; every
+/// kept row has the nap's stacks; the scaled count and time are the truth within 5 standard
+/// deviations of the sampling; the wake rows of the sampled intervals stand for as many
+/// (`count` 8) and still link to them.
+#[test]
+fn switch_intervals_sampled_one_in_n_stand_for_them_all() {
+    if !bpf_available("switch_intervals_sampled_one_in_n_stand_for_them_all") {
+        return;
+    }
+    let _serial = bpf_serial();
+    let dir = scratch("switch-one-in-n");
+    let d = dir.display();
+    let rec = sh(&format!(
+        "stacks-record -e switch:uk:1ms,wake:k \
+           --control <(until pgrep -x stacks-workload > /dev/null; do sleep 0.05; done; \
+                       sleep 1.5; echo switch:uk:1ms:8,wake:k) \
+         -- stacks-workload --report {d}/report.json sleep --count 3000 --ms 2 \
+         | stacks-symbolize | stacks-pack {d}/store"
+    ));
+    check(
+        &rec,
+        "recording the sleeper with switch's N changed in place",
+    );
+    let stderr = String::from_utf8_lossy(&rec.stderr);
+    assert!(stderr.contains("lost 0 events"), "{stderr}");
+    assert!(
+        stderr.contains("stacks-record: control: recording switch:uk:1ms:8,wake:k:1 from now on"),
+        "{stderr}"
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
+    let tid = report["tid"].as_i64().unwrap();
+    let blocked = report["blocked"].as_f64().unwrap();
+    let off_cpu = report["off_cpu_ns"].as_f64().unwrap();
+    let kept = format!("kind = 'switch' AND tid = {tid} AND duration IS NOT NULL");
+    let by_n = query(
+        &dir,
+        &format!("SELECT count, count(*) FROM samples WHERE {kept} GROUP BY count ORDER BY count"),
+    );
+    assert_eq!(
+        by_n.iter().map(|r| r[0].as_str()).collect::<Vec<_>>(),
+        ["1", "8"],
+        "{by_n:?}"
+    );
+    let ones: f64 = by_n[0][1].parse().unwrap();
+    let eights: f64 = by_n[1][1].parse().unwrap();
+    let inconsistent = number(
+        &dir,
+        &format!("SELECT count(*) FROM samples WHERE {kept} AND value <> duration * count"),
+    );
+    assert_eq!(
+        inconsistent, 0.0,
+        "kept rows whose value is not N times their duration"
+    );
+    let with_stacks = number(
+        &dir,
+        &format!(
+            "SELECT count(*) FROM samples s JOIN stack_table st ON st.stack_id = s.stack_id \
+             WHERE {kept} AND stack_fold(st.stack) LIKE '%do_nanosleep%' \
+             AND stack_fold(st.stack) LIKE '%sleep_interval%'"
+        ),
+    );
+    assert!(
+        with_stacks >= 0.95 * (ones + eights),
+        "{with_stacks} of {} kept rows with the nap's kernel and user frames",
+        ones + eights
+    );
+    // The intervals at N = 8 are those the rows at N = 1 do not hold; the scaled count of
+    // Binomial(m, 1/8) times 8 has a variance of m × 7.
+    let counted = number(
+        &dir,
+        &format!("SELECT sum(count) FROM samples WHERE {kept}"),
+    );
+    let sd = ((blocked - ones).max(1.0) * 7.0).sqrt();
+    let slept = number(
+        &dir,
+        &format!("SELECT sum(value) FROM samples WHERE kind = 'switch' AND tid = {tid}"),
+    );
+    let sd_ns = sd * off_cpu / blocked;
+    eprintln!(
+        "{ones} rows at N = 1, {eights} at N = 8; {counted} intervals counted of {blocked} \
+         ({:+.2}%, sd {sd:.0}); {:.3} s off CPU of {:.3} s ({:+.2}%)",
+        (counted / blocked - 1.0) * 100.0,
+        slept / 1e9,
+        off_cpu / 1e9,
+        (slept / off_cpu - 1.0) * 100.0
+    );
+    assert!(
+        ones >= 100.0 && blocked - ones >= 1000.0,
+        "{ones} naps before the change"
+    );
+    assert!(
+        (counted - blocked).abs() <= 5.0 * sd,
+        "{counted} intervals counted of {blocked}"
+    );
+    assert!(
+        (slept - off_cpu).abs() <= 5.0 * sd_ns + 0.02 * off_cpu,
+        "{slept} ns off CPU counted of {off_cpu}"
+    );
+    // The timer's wakeups of the intervals taken: a row each, standing for as many.
+    let wake_ns = query(
+        &dir,
+        &format!(
+            "SELECT DISTINCT count FROM samples WHERE kind = 'wake' AND wakee = {tid} ORDER BY count"
+        ),
+    );
+    assert_eq!(wake_ns, [["1"], ["8"]], "wake rows of the sleeper");
+    let linked = number(
+        &dir,
+        &format!("SELECT count(wake_time) FROM waits WHERE {kept}"),
+    );
+    assert!(
+        linked >= 0.99 * (ones + eights),
+        "{linked} of {} kept intervals linked to their wakeup",
+        ones + eights
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

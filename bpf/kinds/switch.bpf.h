@@ -20,7 +20,9 @@ struct switch_state {
 	__u64 fold_ns[STACKS_STATE_COUNT];
 	__u32 fold_n[STACKS_STATE_COUNT];
 	__u32 waker;
-	__u32 pad;
+	/* The open interval's switch-out was not among the 1 in N taken (switch_one_in): no
+	 * stacks, no header; kept, it makes no row (folded, it counts as any other). */
+	__u32 untaken;
 	__u64 out_runtime;                    /* the thread's CPU time at switch-out (ns) */
 	__u64 out_switches;                   /* its context switches at switch-out */
 	__u64 in_ts;                          /* anchor: the last switch-in seen (0: none yet) */
@@ -199,7 +201,10 @@ static __always_inline void close_interval(struct switch_state *s, struct task_s
 	__u32 st = s->ev.info.off_cpu.state;
 	if (st >= STACKS_STATE_COUNT)
 		st = STACKS_STATE_OTHER;
-	if (off >= switch_min_ns) {
+	if (off >= switch_min_ns && s->untaken) {
+		/* Kept, but not among the 1 in N taken: the rows of those taken stand for it. */
+		s->user_later = 0;
+	} else if (off >= switch_min_ns) {
 		if (s->wake_noted) {
 			__u32 ring = ring_of(STACKS_EV_WAKE);
 			if (ring_output(ring, s->wake_note, STACKS_EVENT_HEADER_SIZE, wakeup_flags(ring)))
@@ -388,11 +393,22 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	}
 	/* Leaving the CPU again in the system call of a pending interval: take its stack now. */
 	send_pending(ctx, s, true);
-	/* The thread leaving runs here: its CPU is this one (a plain load, not a helper call). */
-	fill_hdr_on(&s->ev.hdr, STACKS_EV_SWITCH, prev, now, prev->thread_info.cpu);
+	/* 1 switch-out in N is taken (N read once: it may change meanwhile); the others keep
+	 * only what folding needs, their state and span. */
+	__u32 one_in = (__u32)switch_one_in;
+	s->untaken = one_in > 1 && bpf_get_prandom_u32() % one_in;
 	s->ev.info.off_cpu.state = switch_state_of(preempt, prev_state);
-	read_span(&s->ev.hdr.span);
-	switch_out_stacks(ctx, s, prev);
+	if (s->untaken) {
+		s->user_later = 0;
+		read_span(&s->ev.hdr.span);
+	} else {
+		/* The thread leaving runs here: its CPU is this one (a plain load, not a helper
+		 * call). */
+		fill_hdr_on(&s->ev.hdr, STACKS_EV_SWITCH, prev, now, prev->thread_info.cpu);
+		s->ev.hdr.count = one_in > 1 ? one_in : 1;
+		read_span(&s->ev.hdr.span);
+		switch_out_stacks(ctx, s, prev);
+	}
 	s->out_ts = now;
 	s->out_runtime = runtime;
 	s->out_switches = switches;
@@ -551,7 +567,8 @@ int BPF_PROG(on_wakeup, struct task_struct *p)
 	enum stacks_wake_context c = wake_context();
 	struct task_struct *cur = bpf_get_current_task_btf();
 	s->waker = c == STACKS_WAKE_TASK ? (__u32)cur->pid : 0;
-	if (!wake_on)
+	/* An interval whose switch-out was not taken makes no row: nor does its wakeup. */
+	if (!wake_on || s->untaken)
 		return 0;
 	/* 1 in N at random, before anything is read or taken for the record (the switch row's
 	 * waker above is every wakeup's); N is read once, as it may change meanwhile. */
@@ -560,6 +577,8 @@ int BPF_PROG(on_wakeup, struct task_struct *p)
 		return 0;
 	if (one_in < 1)
 		one_in = 1;
+	/* The interval's row stands for N of its own (switch's 1 in N): so does its wakeup's. */
+	one_in *= s->ev.hdr.count > 1 ? s->ev.hdr.count : 1;
 	__u64 now = bpf_ktime_get_boot_ns();
 	__u64 waited = now > s->out_ts ? now - s->out_ts : 0;
 	if (waited < switch_min_ns) {

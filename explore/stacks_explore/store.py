@@ -422,13 +422,20 @@ class Store:
 
     # name: (kind, per-event latency, events, time, condition). Every kind of the registry whose
     # `duration` is a latency (kinds.json: top.latency) and whose rows are events (or events
-    # sampled 1 in N), by its name (a row standing for `count` events by their mean); `syscall`: `state` samples by the time
+    # sampled 1 in N), by its name (a row standing for `count` events by their mean; a kept
+    # row of events sampled 1 in N at their start, `kept_one_in`, has its own `duration` and
+    # stands for `count` such, their time its `value`); `syscall`: `state` samples by the time
     # in their system call so far.
     LATENCY_SOURCES = {
         **{
             name: (name, "duration / coalesce(count, 1)", "coalesce(count, 1)", "duration", "duration IS NOT NULL")
             for name, k in KINDS.items()
             if k["top"] and k["top"]["latency"] and k["sampling"] in ("event", "one_in") and "duration" in k["columns"]
+        },
+        **{
+            name: (name, "duration", "coalesce(count, 1)", "value", "duration IS NOT NULL")
+            for name, k in KINDS.items()
+            if k["top"] and k["top"]["latency"] and k["sampling"] == "kept_one_in" and "duration" in k["columns"]
         },
         "syscall": ("state", "duration", "1", "value", "syscall IS NOT NULL AND duration IS NOT NULL"),
     }

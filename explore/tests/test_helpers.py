@@ -37,9 +37,13 @@ def test_latency_sources_are_the_registrys_latency_kinds():
     latency = {
         k["name"]
         for k in kinds
-        if k["top"] and k["top"]["latency"] and k["sampling"] in ("event", "one_in") and "duration" in k["columns"]
+        if k["top"] and k["top"]["latency"] and k["sampling"] in ("event", "one_in", "kept_one_in")
+        and "duration" in k["columns"]
     }
-    assert {"vfs", "block", "uring"} <= latency
+    assert {"vfs", "block", "uring", "switch"} <= latency
+    # A kept row sampled 1 in N has its own duration and stands for `count` events.
+    assert sx.Store.LATENCY_SOURCES["switch"][1:4] == ("duration", "coalesce(count, 1)", "value")
+    assert sx.Store.LATENCY_SOURCES["vfs"][1] == "duration / coalesce(count, 1)"
     assert set(sx.Store.LATENCY_SOURCES) == latency | {"syscall"}
 
 

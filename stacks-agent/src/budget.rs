@@ -31,7 +31,8 @@ pub(crate) struct Level {
 /// cumulatively and skipping a step that changes nothing or would leave nothing to record:
 /// 1. the MINs (the kinds whose argument is a duration: shorter events are folded, their time
 ///    and count kept) raised to 10 ms;
-/// 2. the kinds sampled 1 in N ([`Sampling::OneIn`]) at a quarter of their rows (N × 4);
+/// 2. the kinds sampled 1 in N ([`Sampling::OneIn`]; [`Sampling::KeptOneIn`], N its second
+///    argument) at a quarter of their rows (N × 4);
 /// 3. the kinds sampled at a rate ([`Sampling::Rate`], [`Sampling::Passes`]) at a quarter of
 ///    their rate (at least 1 Hz);
 /// 4. the MINs raised to 100 ms;
@@ -55,8 +56,10 @@ fn at_rate(k: &Kind) -> bool {
     matches!(k.sampling, Sampling::Rate | Sampling::Passes)
 }
 
+/// Whether `k` is sampled 1 in N: its rows ([`Sampling::OneIn`]) or its kept events
+/// ([`Sampling::KeptOneIn`], N its second argument).
 fn one_in(k: &Kind) -> bool {
-    k.sampling == Sampling::OneIn
+    matches!(k.sampling, Sampling::OneIn | Sampling::KeptOneIn { .. })
 }
 
 fn io(k: &Kind) -> bool {
@@ -128,6 +131,11 @@ fn ladder_of(events: &str, kinds: &[Kind]) -> Vec<Level> {
             && let (Some(n), Some(ArgGrammar::Every { max })) = (k.arg, k.grammar)
         {
             k.arg = Some((n * DIVISOR).min(u64::from(max)));
+        }
+        if let (Some(n), Some(arg)) = (k.one_in, declared(k.name).and_then(Kind::one_in_arg))
+            && let ArgGrammar::Every { max } = arg.grammar
+        {
+            k.one_in = Some((n * DIVISOR).min(u64::from(max)));
         }
     }
     take(
@@ -326,11 +334,11 @@ mod tests {
             [
                 format!("profile:u:49,state:uk:5,switch:uk,wake:u,vfs:u,{tp}"),
                 format!("profile:u:49,switch:uk:10ms,wake:u:1,vfs:u,state:uk:5,{tp}"),
-                format!("profile:u:49,switch:uk:10ms,wake:u:4,vfs:u,state:uk:5,{tp}"),
-                format!("profile:u:12,switch:uk:10ms,wake:u:4,vfs:u,state:uk:1,{tp}"),
-                format!("profile:u:12,switch:uk:100ms,wake:u:4,vfs:u,state:uk:1,{tp}"),
-                format!("profile:u:12,switch:uk:100ms,wake:u:4,vfs:n,state:uk:1,{tp}"),
-                format!("profile:u:12,switch:uk:100ms,wake:u:4,state:uk:1,{tp}"),
+                format!("profile:u:49,switch:uk:10ms:4,wake:u:4,vfs:u,state:uk:5,{tp}"),
+                format!("profile:u:12,switch:uk:10ms:4,wake:u:4,vfs:u,state:uk:1,{tp}"),
+                format!("profile:u:12,switch:uk:100ms:4,wake:u:4,vfs:u,state:uk:1,{tp}"),
+                format!("profile:u:12,switch:uk:100ms:4,wake:u:4,vfs:n,state:uk:1,{tp}"),
+                format!("profile:u:12,switch:uk:100ms:4,wake:u:4,state:uk:1,{tp}"),
                 "profile:u:12,state:uk:1".to_string(),
             ]
         );
@@ -339,7 +347,7 @@ mod tests {
             [
                 "as configured",
                 "switch's and uring's MIN at 10ms",
-                "wake at a quarter of their rows",
+                "switch and wake at a quarter of their rows",
                 "profile and state at a quarter of their rate",
                 "switch's and uring's MIN at 100ms",
                 "IO kinds without stacks",
@@ -366,16 +374,17 @@ mod tests {
             [
                 "profile:u:1,switch",
                 "profile:u:1,switch:uk:10ms",
-                "profile:u:1,switch:uk:100ms",
+                "profile:u:1,switch:uk:10ms:4",
+                "profile:u:1,switch:uk:100ms:4",
                 "profile:u:1"
             ]
         );
         // 1-in-N sampling stops at the registry's most.
         assert_eq!(
-            events("switch:k:100ms,wake:k:999999"),
+            events("switch:k:100ms:300000,wake:k:999999"),
             [
-                "switch:k:100ms,wake:k:999999",
-                "switch:k:100ms,wake:k:1000000"
+                "switch:k:100ms:300000,wake:k:999999",
+                "switch:k:100ms:1000000,wake:k:1000000"
             ]
         );
         // Every level is a specification the recorder reads back as itself.
@@ -399,9 +408,10 @@ mod tests {
             [
                 "switch,uring:u",
                 "switch:uk:10ms,uring:u:10ms",
-                "switch:uk:100ms,uring:u:100ms",
-                "switch:uk:100ms,uring:n:100ms",
-                "switch:uk:100ms"
+                "switch:uk:10ms:4,uring:u:10ms",
+                "switch:uk:100ms:4,uring:u:100ms",
+                "switch:uk:100ms:4,uring:n:100ms",
+                "switch:uk:100ms:4"
             ]
         );
         // A MIN over a step's is kept.
@@ -409,8 +419,9 @@ mod tests {
             events("switch:k:50ms,profile:u:8"),
             [
                 "switch:k:50ms,profile:u:8",
-                "profile:u:2,switch:k:50ms",
-                "profile:u:2,switch:k:100ms",
+                "profile:u:8,switch:k:50ms:4",
+                "profile:u:2,switch:k:50ms:4",
+                "profile:u:2,switch:k:100ms:4",
                 "profile:u:2"
             ]
         );
@@ -439,17 +450,17 @@ mod tests {
             [
                 "newsampled:u:8,switch,newio:u,newonein:k:2",
                 "switch:uk:10ms,newio:u,newsampled:u:8,newonein:k:2",
-                "switch:uk:10ms,newio:u,newsampled:u:8,newonein:k:8",
-                "switch:uk:10ms,newio:u,newsampled:u:2,newonein:k:8",
-                "switch:uk:100ms,newio:u,newsampled:u:2,newonein:k:8",
-                "switch:uk:100ms,newio:n,newsampled:u:2,newonein:k:8",
-                "switch:uk:100ms,newsampled:u:2,newonein:k:8",
+                "switch:uk:10ms:4,newio:u,newsampled:u:8,newonein:k:8",
+                "switch:uk:10ms:4,newio:u,newsampled:u:2,newonein:k:8",
+                "switch:uk:100ms:4,newio:u,newsampled:u:2,newonein:k:8",
+                "switch:uk:100ms:4,newio:n,newsampled:u:2,newonein:k:8",
+                "switch:uk:100ms:4,newsampled:u:2,newonein:k:8",
                 "newsampled:u:2",
             ]
         );
         assert_eq!(
             ladder[2].step,
-            "wake and newonein at a quarter of their rows"
+            "switch, wake and newonein at a quarter of their rows"
         );
         assert_eq!(
             ladder[3].step,

@@ -219,22 +219,35 @@ fn events_help() -> String {
         else {
             continue;
         };
-        let (form, defaults) = match arg {
-            Some(a) => (
+        let (form, defaults) = match (arg, k.one_in_arg()) {
+            (Some(a), Some(n)) => (
+                format!("{}[:STACKS][:{}[:{}]]", k.name, a.name, n.name),
+                format!(
+                    "STACKS default {stacks}; {} default {}: {}; {} default {}: {}.",
+                    a.name, a.default, a.meaning, n.name, n.default, n.meaning
+                ),
+            ),
+            (Some(a), None) => (
                 format!("{}[:STACKS][:{}]", k.name, a.name),
                 format!(
                     "STACKS default {stacks}; {} default {}: {}.",
                     a.name, a.default, a.meaning
                 ),
             ),
-            None => (
+            (None, _) => (
                 format!("{}[:STACKS]", k.name),
                 format!("STACKS default {stacks}; no ARG."),
             ),
         };
-        for (i, line) in wrap(&format!("{what} {defaults}"), 62).iter().enumerate() {
-            let head = if i == 0 { form.as_str() } else { "" };
+        // A form too long for its column has a line of its own.
+        let mut head = form.as_str();
+        if head.len() >= 24 {
+            help.push_str(&format!("  {head}\n"));
+            head = "";
+        }
+        for line in wrap(&format!("{what} {defaults}"), 62) {
             help.push_str(&format!("  {head:<24}{line}\n"));
+            head = "";
         }
     }
     for k in ALL {

@@ -7,7 +7,9 @@
 -- stacks (an interrupt, or a wakeup sooner than the `switch` MIN) stands as one frame naming it.
 -- `offcpu_ns` sums the intervals (switch-out to back on CPU), `waited_ns` the part until the
 -- wakeup (the rest waited for a CPU). With wakeups sampled 1 in N (`wake:STACKS:N`) only the
--- intervals of the wakeups taken are linked, each standing for N: the sums are scaled by it. stacks-pprof turns this into `intervals/count`,
+-- intervals of the wakeups taken are linked, and with intervals sampled (`switch:STACKS:MIN:N`)
+-- only those taken have a row: a wake row's `count` is the intervals it stands for (both Ns),
+-- and the sums scale each interval's own `duration` and wait by it. stacks-pprof turns this into `intervals/count`,
 -- `offcpu/nanoseconds` and `waited/nanoseconds`; `stacks-pprof --format folded` or `svg`
 -- gives the classic chart.
 -- kinds: switch, wake
@@ -31,7 +33,7 @@ SELECT
 FROM (
     SELECT s.comm, s.pid, s.thread, s.wake_comm AS waker_comm, s.wake_thread AS waker_thread,
         s.wake_stack_id AS waker_stack_id, s.stack_id,
-        sum(s.wake_count) AS intervals, sum(s.value * s.wake_count) AS offcpu_ns,
+        sum(s.wake_count) AS intervals, sum(s.duration * s.wake_count) AS offcpu_ns,
         sum(s.wake_value * s.wake_count) AS waited_ns
     FROM waits s
     WHERE s.kind = 'switch' AND s.duration IS NOT NULL AND s.wake_time IS NOT NULL

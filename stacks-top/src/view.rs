@@ -356,7 +356,8 @@ impl Planner<'_> {
 
     /// The latency heatmap of the rows of `view` whose group columns equal `row`, in its
     /// window: per time bucket `i` of `bucket_ns` from `start` and latency bucket `lb`, the
-    /// events `n` (`count` each row) and their time in ns `t` (`duration`).
+    /// events `n` (`count` each row) and their time in ns `t` (`duration`, times `count` for a
+    /// kept row sampled 1 in N: [`latency_time_expr`]).
     pub fn heatmap(&self, view: &View, row: &[Value], start: Ns, bucket_ns: Ns) -> String {
         let extra: Vec<String> = view
             .group
@@ -371,9 +372,10 @@ impl Planner<'_> {
         conds.push(format!("{} IS NOT NULL", latency_expr()));
         format!(
             "SELECT CAST((CAST(time AS BIGINT) - {start}) / {bucket_ns} AS BIGINT) AS i, {} AS lb, \
-             sum(coalesce(count, 1)) AS n, sum(CAST(duration AS DOUBLE)) AS t FROM {relation} \
+             sum(coalesce(count, 1)) AS n, sum(CAST({} AS DOUBLE)) AS t FROM {relation} \
              WHERE {} GROUP BY 1, 2",
             latency_bucket_expr(),
+            latency_time_expr(),
             conds.join(" AND ")
         )
     }
@@ -521,15 +523,37 @@ pub(crate) fn latency_bucket_expr() -> String {
     )
 }
 
-/// A row's latency in ns by its kind (null where the kind has none).
-pub(crate) fn latency_expr() -> String {
+/// The kinds whose `duration` is a latency, quoted: those whose rows hold their events'
+/// summed `duration` (`kept: false`), or whose kept rows, sampled 1 in N at the event's start,
+/// hold their own and stand for `count` such (`kept: true`, [`kinds::Sampling::KeptOneIn`]).
+fn latency_kinds(kept: bool) -> String {
     let names: Vec<String> = kinds::shown()
-        .filter(|(_, w)| w.latency)
+        .filter(|(k, w)| w.latency && k.one_in_arg().is_some() == kept)
         .map(|(k, _)| catalog::quote_text(k.name))
         .collect();
-    format!(
-        "(CASE WHEN kind IN ({}) THEN duration / coalesce(count, 1) END)",
+    if names.is_empty() {
+        "NULL".into()
+    } else {
         names.join(", ")
+    }
+}
+
+/// A row's latency in ns by its kind (null where the kind has none): a row of many events
+/// by their mean.
+pub(crate) fn latency_expr() -> String {
+    format!(
+        "(CASE WHEN kind IN ({}) THEN duration / coalesce(count, 1) \
+         WHEN kind IN ({}) THEN duration END)",
+        latency_kinds(false),
+        latency_kinds(true)
+    )
+}
+
+/// The time in ns of the events a row with a latency stands for.
+pub(crate) fn latency_time_expr() -> String {
+    format!(
+        "(CASE WHEN kind IN ({}) THEN duration * coalesce(count, 1) ELSE duration END)",
+        latency_kinds(true)
     )
 }
 

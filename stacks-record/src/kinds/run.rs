@@ -228,43 +228,81 @@ impl KindData {
     }
 }
 
-/// A kind's MIN (its duration argument) in a global of the BPF object's .bss, written once the
-/// object is loaded and again when it changes in place (`--control`): `switch`'s and `uring`'s;
-/// and so any argument kept in a 64-bit global (`wake`'s N).
-pub(crate) struct MinGlobal {
+/// A kind's arguments kept in 64-bit globals of the BPF object's .bss, written once the object
+/// is loaded and again when they change in place (`--control`): `switch`'s MIN and N,
+/// `uring`'s MIN, `wake`'s N.
+pub(crate) struct ArgGlobals {
     kind: &'static str,
-    min_ns: u64,
+    /// Each global: what it holds of the kind's `-e` entry, where it is, and its handle once
+    /// loaded.
+    globals: Vec<ArgGlobal>,
+}
+
+/// What a global holds of a kind's `-e` entry ([`arg`], [`one_in`]), and where in the .bss it
+/// is.
+pub(crate) type ArgField = (fn(&KindArgs) -> u64, fn(&mut bss) -> &mut u64);
+
+/// One of [`ArgGlobals`].
+struct ArgGlobal {
+    value: u64,
+    of: fn(&KindArgs) -> u64,
     field: fn(&mut bss) -> &mut u64,
     global: Option<Global64>,
 }
 
-impl MinGlobal {
-    /// The part of kind `on` whose MIN is the global `field` picks out of the .bss.
-    pub(crate) fn boxed(on: &KindArgs, field: fn(&mut bss) -> &mut u64) -> Box<dyn Run> {
-        Box::new(MinGlobal {
+/// A kind's MIN or N (its argument; 0 when it has none).
+pub(crate) fn arg(on: &KindArgs) -> u64 {
+    on.arg.unwrap_or(0)
+}
+
+/// A kind's second argument N ([`KindArgs::one_in`]; 1 when it has none).
+pub(crate) fn one_in(on: &KindArgs) -> u64 {
+    on.one_in.unwrap_or(1)
+}
+
+impl ArgGlobals {
+    /// The part of kind `on` whose arguments are the globals `fields` pick out of the .bss,
+    /// each with what it holds of the entry ([`arg`], [`one_in`]).
+    pub(crate) fn boxed(
+        on: &KindArgs,
+        fields: &[ArgField],
+    ) -> Box<dyn Run> {
+        Box::new(ArgGlobals {
             kind: on.name,
-            min_ns: on.arg.unwrap_or(0),
-            field,
-            global: None,
+            globals: fields
+                .iter()
+                .map(|&(of, field)| ArgGlobal {
+                    value: of(on),
+                    of,
+                    field,
+                    global: None,
+                })
+                .collect(),
         })
     }
 }
 
-impl Run for MinGlobal {
+impl Run for ArgGlobals {
     fn loaded(&mut self, skel: &mut StacksSkel<'_>) -> Result<()> {
-        let g = Global64::new(skel, self.field)
-            .with_context(|| format!("the BPF object has no .bss for {}'s MIN", self.kind))?;
-        g.set(self.min_ns);
-        self.global = Some(g);
+        for a in &mut self.globals {
+            let g = Global64::new(skel, a.field).with_context(|| {
+                format!("the BPF object has no .bss for {}'s arguments", self.kind)
+            })?;
+            g.set(a.value);
+            a.global = Some(g);
+        }
         Ok(())
     }
 
     fn retune(&mut self, spec: &EventSpec) -> Result<()> {
-        if let Some(min) = spec.get(self.kind).map(|s| s.arg.unwrap_or(0))
-            && let Some(g) = &self.global
-        {
-            self.min_ns = min;
-            g.set(min);
+        let Some(on) = spec.get(self.kind) else {
+            return Ok(());
+        };
+        for a in &mut self.globals {
+            if let Some(g) = &a.global {
+                a.value = (a.of)(on);
+                g.set(a.value);
+            }
         }
         Ok(())
     }

@@ -1,5 +1,6 @@
 //! `switch`: off-CPU intervals with the switch-out stack, state and waker, and the short ones
-//! folded per thread and state (bpf/kinds/switch.bpf.h). The user stack of a thread blocked
+//! folded per thread and state (bpf/kinds/switch.bpf.h); with `switch:STACKS:MIN:N`, stacks
+//! taken at 1 switch-out in N at random, the kept intervals of those taken standing for N. The user stack of a thread blocked
 //! in a system call is taken only if its interval is kept, at the call's return
 //! (`on_sys_exit`, loaded only with user stacks: it runs at every system call).
 
@@ -66,11 +67,17 @@ impl EventKind for Switch {
         rodata.switch_stacks = on.map_or(0, |s| s.stacks.mask());
     }
 
-    /// MIN, written in the BPF object's .bss (control.bpf.h) once loaded and again when it
-    /// changes in place (`--control`).
+    /// MIN and N, written in the BPF object's .bss (control.bpf.h) once loaded and again when
+    /// they change in place (`--control`).
     fn run(&self, setup: &mut Setup<'_>) -> Result<Option<Box<dyn Run>>> {
         Ok(setup.on(self).map(|on| {
-            super::run::MinGlobal::boxed(&on, |b| &mut b.switch_min_ns)
+            super::run::ArgGlobals::boxed(
+                &on,
+                &[
+                    (super::run::arg, |b| &mut b.switch_min_ns),
+                    (super::run::one_in, |b| &mut b.switch_one_in),
+                ],
+            )
         }))
     }
 
@@ -83,14 +90,16 @@ impl EventKind for Switch {
 
     fn decode(&self, e: &RawEvent<'_>, _: &mut Context<'_>) -> Option<Decoded> {
         Some(if e.h.kind == RecordKind::STACKS_EV_SWITCH {
-            // One off-CPU interval.
+            // One off-CPU interval, standing for N (`switch:STACKS:MIN:N`, 1 in N taken):
+            // their time is N times its own, its duration its own.
             let s: stacks_off_cpu = e.info();
+            let n = i64::from(e.h.count.max(1));
             Decoded {
                 kind: kind::SWITCH,
-                value: s.off_ns as i64,
+                value: (s.off_ns as i64).saturating_mul(n),
                 extra: Extra {
                     duration: Some(s.off_ns as i64),
-                    count: Some(1),
+                    count: Some(n),
                     state: Some(state_name(s.state)),
                     waker: (s.waker > 0).then_some(s.waker as i32),
                     ..Extra::default()

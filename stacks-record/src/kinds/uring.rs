@@ -75,7 +75,7 @@ impl EventKind for Uring {
     /// changes in place (`--control`).
     fn run(&self, setup: &mut Setup<'_>) -> Result<Option<Box<dyn Run>>> {
         Ok(setup.on(self).map(|on| {
-            super::run::MinGlobal::boxed(&on, |b| &mut b.uring_min_ns)
+            super::run::ArgGlobals::boxed(&on, &[(super::run::arg, |b| &mut b.uring_min_ns)])
         }))
     }
 

@@ -48,7 +48,7 @@ impl EventKind for Wake {
     fn run(&self, setup: &mut Setup<'_>) -> Result<Option<Box<dyn Run>>> {
         Ok(setup
             .on(self)
-            .map(|on| super::run::MinGlobal::boxed(&on, |b| &mut b.wake_one_in)))
+            .map(|on| super::run::ArgGlobals::boxed(&on, &[(super::run::arg, |b| &mut b.wake_one_in)])))
     }
 
     fn records(&self) -> &'static [RecordKind] {

@@ -110,6 +110,10 @@ pub struct KindArgs {
     pub arg: Option<u64>,
     /// How the registry reads and writes its argument; `None` for a kind that takes none.
     pub grammar: Option<ArgGrammar>,
+    /// N of a kind whose kept events are sampled 1 in N (`NAME:STACKS:MIN:N`,
+    /// [`crate::kinds::Sampling::KeptOneIn`]), its default when not given; `None` for a kind
+    /// that takes none.
+    pub one_in: Option<u64>,
 }
 
 impl KindArgs {
@@ -177,7 +181,7 @@ pub enum SpecError {
     Letters { token: String, letters: String },
     #[error("`{0}` takes no argument: use {1}[:STACKS]")]
     NoArgument(String, String),
-    #[error("too many fields in `{0}`: expected NAME[:STACKS][:ARG]")]
+    #[error("too many fields in `{0}`: expected NAME[:STACKS][:ARG] (switch: [:MIN[:N]])")]
     TooManyFields(String),
     #[error("event `{0}` given twice")]
     Duplicate(String),
@@ -257,7 +261,7 @@ impl EventSpec {
             if a.stacks != b.stacks {
                 return Err(format!("{}: other stacks", a.name));
             }
-            if a.arg != b.arg && !retunes(a.name) {
+            if (a.arg != b.arg || a.one_in != b.one_in) && !retunes(a.name) {
                 return Err(format!("{}: its argument does not change in place", a.name));
             }
         }
@@ -270,20 +274,26 @@ impl EventSpec {
     }
 
     /// The normalized text form, e.g. `profile:uk:99,switch:uk:1ms`: stored in the stream
-    /// metadata.
+    /// metadata. A second argument N (`switch:uk:1ms:4`) is written only when it is not 1.
     pub fn normalized(&self) -> String {
         let mut parts: Vec<String> = self
             .kinds
             .iter()
-            .map(|k| match (k.arg, k.grammar) {
-                (Some(ns), Some(ArgGrammar::Duration)) => {
-                    format!("{}:{}:{}", k.name, k.stacks, format_ns(ns))
+            .map(|k| {
+                let mut t = match (k.arg, k.grammar) {
+                    (Some(ns), Some(ArgGrammar::Duration)) => {
+                        format!("{}:{}:{}", k.name, k.stacks, format_ns(ns))
+                    }
+                    (Some(bytes), Some(ArgGrammar::Size { .. })) => {
+                        format!("{}:{}:{}", k.name, k.stacks, format_size(bytes))
+                    }
+                    (Some(n), _) => format!("{}:{}:{n}", k.name, k.stacks),
+                    (None, _) => format!("{}:{}", k.name, k.stacks),
+                };
+                if let Some(n) = k.one_in.filter(|n| *n > 1) {
+                    t.push_str(&format!(":{n}"));
                 }
-                (Some(bytes), Some(ArgGrammar::Size { .. })) => {
-                    format!("{}:{}:{}", k.name, k.stacks, format_size(bytes))
-                }
-                (Some(n), _) => format!("{}:{}:{n}", k.name, k.stacks),
-                (None, _) => format!("{}:{}", k.name, k.stacks),
+                t
             })
             .collect();
         parts.extend(self.probes.iter().map(Probe::normalized));
@@ -332,17 +342,17 @@ pub fn profile_period_ns(events: &str) -> Option<i64> {
 fn parse_kind(token: &str, kinds: &[Kind]) -> Result<KindArgs, SpecError> {
     let fields: Vec<&str> = token.split(':').collect();
     let name = fields[0];
-    let (stacks, arg) = split_fields(token, &fields[1..])?;
+    let (stacks, arg, n) = split_fields(token, &fields[1..])?;
     let entry = kinds.iter().find_map(|k| match k.source {
         Source::Event {
             stacks,
             letters,
             arg: spec,
             ..
-        } if k.name == name => Some((k.name, stacks, letters, spec)),
+        } if k.name == name => Some((k.name, stacks, letters, spec, k.one_in_arg())),
         _ => None,
     });
-    let Some((name, default_stacks, letters, spec)) = entry else {
+    let Some((name, default_stacks, letters, spec, n_spec)) = entry else {
         return Err(SpecError::UnknownEvent {
             name: name.to_string(),
             token: token.to_string(),
@@ -363,6 +373,12 @@ fn parse_kind(token: &str, kinds: &[Kind]) -> Result<KindArgs, SpecError> {
         (Some(spec), Some(a)) => Some(parse_arg(spec.grammar, a, token)?),
         (Some(spec), None) => Some(parse_arg(spec.grammar, spec.default, token)?),
     };
+    let one_in = match (n_spec, n) {
+        (None, Some(_)) => return Err(SpecError::TooManyFields(token.to_string())),
+        (None, None) => None,
+        (Some(spec), Some(n)) => Some(parse_arg(spec.grammar, n, token)?),
+        (Some(spec), None) => Some(parse_arg(spec.grammar, spec.default, token)?),
+    };
     let stacks = stacks
         .or_else(|| StackSel::parse(default_stacks))
         .unwrap_or(StackSel::Both);
@@ -381,6 +397,7 @@ fn parse_kind(token: &str, kinds: &[Kind]) -> Result<KindArgs, SpecError> {
         stacks,
         arg,
         grammar: spec.map(|a| a.grammar),
+        one_in,
     })
 }
 
@@ -434,20 +451,31 @@ fn parse_hz(a: &str, token: &str, max: u32) -> Result<u32, SpecError> {
         })
 }
 
-/// Split `[STACKS][:ARG]`; a lone field that is not a stack selection is the argument.
-fn split_fields<'a>(
-    token: &str,
-    rest: &[&'a str],
-) -> Result<(Option<StackSel>, Option<&'a str>), SpecError> {
+/// The fields of a kind's token after its name: stacks, argument, second argument (N).
+type Fields<'a> = (Option<StackSel>, Option<&'a str>, Option<&'a str>);
+
+/// Split `[STACKS][:ARG[:N]]`; a first field that is not a stack selection is the argument.
+fn split_fields<'a>(token: &str, rest: &[&'a str]) -> Result<Fields<'a>, SpecError> {
     let bad = |s: &str| SpecError::BadStacks {
         value: s.to_string(),
         token: token.to_string(),
     };
+    let digit = |x: &str| x.chars().next().is_some_and(|c| c.is_ascii_digit());
     match rest {
-        [] => Ok((None, None)),
-        [x] if x.chars().next().is_some_and(|c| c.is_ascii_digit()) => Ok((None, Some(*x))),
-        [s] => Ok((Some(StackSel::parse(s).ok_or_else(|| bad(s))?), None)),
-        [s, a] => Ok((Some(StackSel::parse(s).ok_or_else(|| bad(s))?), Some(*a))),
+        [] => Ok((None, None, None)),
+        [x] if digit(x) => Ok((None, Some(*x), None)),
+        [x, n] if digit(x) => Ok((None, Some(*x), Some(*n))),
+        [s] => Ok((Some(StackSel::parse(s).ok_or_else(|| bad(s))?), None, None)),
+        [s, a] => Ok((
+            Some(StackSel::parse(s).ok_or_else(|| bad(s))?),
+            Some(*a),
+            None,
+        )),
+        [s, a, n] => Ok((
+            Some(StackSel::parse(s).ok_or_else(|| bad(s))?),
+            Some(*a),
+            Some(*n),
+        )),
         _ => Err(SpecError::TooManyFields(token.to_string())),
     }
 }
@@ -500,6 +528,35 @@ mod tests {
         assert!(wants(DEFAULT_SPEC));
     }
 
+    /// `switch:STACKS:MIN:N`: its kept intervals sampled 1 in N; N written back only when
+    /// not 1; no other kind takes a second argument.
+    #[test]
+    fn switch_takes_a_second_argument() {
+        let s = kind("switch:uk:10ms:4", "switch");
+        assert_eq!((s.arg, s.one_in), (Some(10_000_000), Some(4)));
+        assert_eq!(kind("switch", "switch").one_in, Some(1));
+        assert_eq!(kind("switch:2ms:8", "switch").one_in, Some(8));
+        assert_eq!(kind("switch:2ms:8", "switch").stacks, StackSel::Both);
+        let spec = EventSpec::parse("switch:k:1ms:1,wake:u:4").unwrap();
+        assert_eq!(spec.normalized(), "switch:k:1ms,wake:u:4");
+        let spec = EventSpec::parse("switch:k:1ms:16").unwrap();
+        assert_eq!(spec.normalized(), "switch:k:1ms:16");
+        assert_eq!(EventSpec::parse(&spec.normalized()).unwrap(), spec);
+        assert_eq!(kind("profile:u:49", "profile").one_in, None);
+        for bad in [
+            "switch:uk:1ms:0",
+            "switch:uk:1ms:x",
+            "profile:u:49:2",
+            "switch:u:1ms:2:3",
+        ] {
+            assert!(EventSpec::parse(bad).is_err(), "{bad} accepted");
+        }
+        let old = EventSpec::parse("switch:uk:1ms").unwrap();
+        let new = EventSpec::parse("switch:uk:1ms:4").unwrap();
+        assert!(old.takes_in_place(&new, |_| true).is_ok());
+        assert!(old.takes_in_place(&new, |_| false).is_err());
+    }
+
     #[test]
     fn n_takes_no_stacks() {
         let vfs = kind("vfs:n,block:n,switch:n:0", "vfs");
@@ -520,6 +577,7 @@ mod tests {
                 stacks: StackSel::Both,
                 arg: Some(99),
                 grammar: Some(ArgGrammar::Hz { max: 10_000 }),
+                one_in: None,
             }
         );
         assert_eq!(profile("profile:u").stacks, StackSel::User);

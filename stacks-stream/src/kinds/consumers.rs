@@ -156,6 +156,7 @@ fn json_kind(k: &Kind) -> String {
                 super::Sampling::Rate => "rate",
                 super::Sampling::Passes => "passes",
                 super::Sampling::OneIn => "one_in",
+                super::Sampling::KeptOneIn { .. } => "kept_one_in",
             })
         ),
     ]

@@ -153,6 +153,13 @@ pub enum Sampling {
     /// for N events, its `count`, and its `value` and `duration` are theirs (N times the one
     /// taken), so sums estimate the events' totals at any N.
     OneIn,
+    /// A row per event at least MIN long (the kind's argument, an [`ArgGrammar::Duration`]),
+    /// shorter ones folded (their count and time kept), and of those at least MIN, 1 in N
+    /// taken at random at the event's start (`n`, a second argument `NAME:STACKS:MIN:N`,
+    /// an [`ArgGrammar::Every`]), before its stacks are: a kept row stands for N events, its
+    /// `count`, and its `value` is theirs (N times its own), while its `duration` stays its
+    /// own (a span of time in a timeline), so sums estimate the events' totals at any N.
+    KeptOneIn { n: Arg },
 }
 
 /// A cause of `lost` rows a kind counts as its own (`WHY:KIND`, `crate::lost`) besides
@@ -252,6 +259,15 @@ impl Kind {
             return false;
         };
         self.sampling != Sampling::Event || arg.grammar == ArgGrammar::Duration
+    }
+
+    /// The second argument of a kind whose kept events are sampled 1 in N
+    /// ([`Sampling::KeptOneIn`]): `NAME:STACKS:MIN:N`.
+    pub fn one_in_arg(&self) -> Option<Arg> {
+        match self.sampling {
+            Sampling::KeptOneIn { n } => Some(n),
+            _ => None,
+        }
     }
 }
 

@@ -77,10 +77,11 @@ kinds! {
     },
     SWITCH => Kind {
         name: "switch",
-        description: "an off-CPU interval of a thread (switch-out to switch-in); value = ns off CPU",
+        description: "an off-CPU interval of a thread (switch-out to switch-in); value = ns off \
+                      CPU, times the intervals the row stands for",
         columns: &[
             (col::DURATION, "off-CPU time"),
-            (col::COUNT, "the intervals a folded row stands for (those shorter than MIN)"),
+            (col::COUNT, "the intervals a folded row stands for (those shorter than MIN); a kept interval's row, N of `switch:STACKS:MIN:N` (1 in N taken)"),
             (col::STATE, "how the thread left the CPU: `runnable` (preempted or yielded), `sleeping` (S), `uninterruptible` (D, usually IO), `idle`, `stopped`, `other`"),
             (col::WAKER, "tid of the thread that woke it, when a wakeup by a task was seen (null: none seen, or an interrupt, softirq or timer woke it: its `wake` row says which)"),
         ],
@@ -107,7 +108,16 @@ kinds! {
         },
         losses: &[],
         ring: Some(Ring::Samples),
-        sampling: Sampling::Event,
+        sampling: Sampling::KeptOneIn {
+            n: Arg {
+                name: "N",
+                default: "1",
+                meaning: "stacks taken at 1 switch-out in N, at random; of the intervals of at \
+                          least MIN, those taken are rows standing for N (count N, value N \
+                          times their own), the others make none",
+                grammar: ArgGrammar::Every { max: 1_000_000 },
+            },
+        },
     },
     WAKE => Kind {
         name: "wake",
