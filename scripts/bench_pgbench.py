@@ -15,7 +15,9 @@ directory with another build's stacks-agent, stacks-record, stacks-symbolize and
 runs alternate between it and this build), BENCH_PG_SECONDS (measured seconds a run, default
 60), BENCH_PG_WARMUP (seconds before measuring, default 15), BENCH_PG_RUNS (runs of each build,
 default 2), BENCH_PG_BIN (PostgreSQL's bin directory, default the newest of
-/usr/lib/postgresql/*/bin), BENCH_PG_EVENTS (the agent's events instead of #65's), BENCH_KEEP (keep the scratch directory: the agents' logs). The
+/usr/lib/postgresql/*/bin), BENCH_PG_EVENTS (the agent's events instead of #65's),
+BENCH_PG_EVENTS_BEFORE (the "before" runs' events: interleaved with this build's, or
+BENCH_BEFORE's, under BENCH_PG_EVENTS, to compare two configurations), BENCH_KEEP (keep the scratch directory: the agents' logs). The
 section is written into BENCH_OUT between its markers.
 """
 
@@ -42,6 +44,9 @@ SECONDS = float(os.environ.get("BENCH_PG_SECONDS") or 60)
 WARMUP = float(os.environ.get("BENCH_PG_WARMUP") or 15)
 RUNS = int(os.environ.get("BENCH_PG_RUNS") or 2)
 EVENTS = os.environ.get("BENCH_PG_EVENTS") or "profile:u:49,state:uk:5,switch:uk,wake:u"
+EVENTS_BEFORE = os.environ.get("BENCH_PG_EVENTS_BEFORE") or EVENTS
+if EVENTS_BEFORE != EVENTS and BEFORE is None:
+    BEFORE = AFTER
 TARGET_SHARE = 0.02
 CLIENTS, THREADS = 8, 2
 PORT = 54_365
@@ -217,14 +222,14 @@ def rows_by_kind(store, t0_ns, t1_ns):
     return rows, events
 
 
-def one_run(cluster, bindir, label, scratch):
+def one_run(cluster, bindir, label, scratch, events=EVENTS):
     store = Path(scratch) / f"store-{label}"
     err = open(Path(scratch) / f"agent-{label}.log", "w")
     load = cluster.start_load(WARMUP + SECONDS + 5)
     time.sleep(2)
     try:
         agent = subprocess.Popen(
-            [str(bindir / "stacks-agent"), "-a", "-e", EVENTS, "--store", str(store), "--metrics", "off",
+            [str(bindir / "stacks-agent"), "-a", "-e", events, "--store", str(store), "--metrics", "off",
              "--budget-cpu", "off", "--max-age", "30"],
             stderr=err, stdout=subprocess.DEVNULL,
         )
@@ -310,7 +315,9 @@ def section(runs, conditions, version, bases):
     lines = [
         "## The agent beside PostgreSQL under pgbench (#65)",
         "",
-        f"`scripts/bench_pgbench.py`: `stacks-agent -a -e {EVENTS}` (budget off, so the level stays as "
+        f"`scripts/bench_pgbench.py`: `stacks-agent -a -e {EVENTS}`"
+        + (f" (*before*: `-e {EVENTS_BEFORE}`)" if EVENTS_BEFORE != EVENTS else "")
+        + " (budget off, so the level stays as "
         f"configured) beside a private {version} cluster (scale 1) under `pgbench -c {CLIENTS} -j {THREADS}`; "
         f"each run measured for {SECONDS:.0f} s after {WARMUP:.0f} s. CPU is the agent's and its three stages' "
         "utime+stime from /proc plus the recorder's BPF programs' run time (`kernel.bpf_stats_enabled=1`, "
@@ -384,7 +391,7 @@ def main():
             for i in range(RUNS):
                 bases.append(baseline(cluster, f"without the agent#{i + 1}"))
                 if BEFORE:
-                    runs.append(one_run(cluster, BEFORE, f"before#{i + 1}", scratch))
+                    runs.append(one_run(cluster, BEFORE, f"before#{i + 1}", scratch, EVENTS_BEFORE))
                 runs.append(one_run(cluster, AFTER, f"after#{i + 1}" if BEFORE else f"run#{i + 1}", scratch))
         finally:
             stats.write_text(stats_before)

@@ -263,10 +263,7 @@ pub(crate) fn one_in(on: &KindArgs) -> u64 {
 impl ArgGlobals {
     /// The part of kind `on` whose arguments are the globals `fields` pick out of the .bss,
     /// each with what it holds of the entry ([`arg`], [`one_in`]).
-    pub(crate) fn boxed(
-        on: &KindArgs,
-        fields: &[ArgField],
-    ) -> Box<dyn Run> {
+    pub(crate) fn boxed(on: &KindArgs, fields: &[ArgField]) -> Box<dyn Run> {
         Box::new(ArgGlobals {
             kind: on.name,
             globals: fields
