@@ -77,12 +77,13 @@ static __always_inline __u32 task_fp_walk(struct stacks_event *e, struct task_st
 
 /* The user stack of `task`, off CPU or still in the system call it left the CPU in, into `e`
  * after its kernel frames, by frame pointers from its saved user registers, then its Python
- * frames; left as it is (-EAGAIN) when the task is not in a system call. Only in sleepable
- * programs. */
-static __always_inline void end_user_stack(struct stacks_event *e, struct task_struct *task)
+ * frames; left as it is (-EAGAIN) when the task is not in a system call, unless `unmoved` (the
+ * caller knows it has not run since it left the CPU). Only in sleepable programs. */
+static __always_inline void end_user_stack(struct stacks_event *e, struct task_struct *task,
+					   bool unmoved)
 {
 	struct pt_regs *r = (struct pt_regs *)bpf_task_pt_regs(task);
-	if (!r || !regs_in_syscall(r))
+	if (!r || !(regs_in_syscall(r) || (unmoved && (r->cs & 3) == 3)))
 		return;
 	__u32 k = e->hdr.kstack_len > 0 ? (__u32)e->hdr.kstack_len : 0;
 	if (k > STACKS_MAX_DEPTH)

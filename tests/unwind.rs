@@ -287,6 +287,21 @@ fn d_unwinds_through_the_c_library() {
     );
 }
 
+/// Of the io fixture's rows in `leaf` (named anywhere in the stack): those whose stack reaches
+/// main through io_a and io_b, and those that do not.
+fn whole_and_cut(stacks: &[Stack], leaf: &str) -> (i64, i64) {
+    let chain = ["main", "io_a", "io_b", leaf];
+    let sum = |whole: bool| {
+        stacks
+            .iter()
+            .filter(|s| s.frames.iter().any(|f| f == leaf))
+            .filter(|s| has_chain(&s.frames, &chain) == whole)
+            .map(|s| s.samples)
+            .sum()
+    };
+    (sum(true), sum(false))
+}
+
 #[test]
 fn d_unwinds_file_block_net_rss_and_switch_events() {
     if !bpf_available("d_unwinds_file_block_net_rss_and_switch_events") {
@@ -306,23 +321,12 @@ fn d_unwinds_file_block_net_rss_and_switch_events() {
             _ => format!("kind = '{kind}'"),
         };
         let stacks = stacks_of(&store, &io, &rows);
-        let chain = ["main", "io_a", "io_b", leaf];
-        let whole: i64 = stacks
-            .iter()
-            .filter(|s| has_chain(&s.frames, &chain))
-            .map(|s| s.samples)
-            .sum();
-        // Rows in `leaf` (named anywhere in the stack) that do not reach main.
-        let cut: i64 = stacks
-            .iter()
-            .filter(|s| s.frames.iter().any(|f| f == leaf) && !has_chain(&s.frames, &chain))
-            .map(|s| s.samples)
-            .sum();
+        let (whole, cut) = whole_and_cut(&stacks, leaf);
         (whole, cut, show(&stacks), &stderr)
     };
     // One write per round (and its fsync's block requests); a datagram sent and received per
     // round; fresh pages touched every round (as many rows as faults: fewer with huge pages);
-    // a 20 ms sleep per round (its user stack taken at the return from the system call).
+    // a 20 ms sleep per round (its user stack taken at its return to user mode).
     let (vfs, cut, shown, err) = calls("vfs", "file_io");
     assert!(
         vfs == rounds && cut == 0,
@@ -351,6 +355,42 @@ fn d_unwinds_file_block_net_rss_and_switch_events() {
     assert!(
         rss >= rounds && cut == 0,
         "rss: {rss} whole, {cut} cut:\n{shown}\n{err}"
+    );
+}
+
+/// A thread that has not registered rseq with the kernel (glibc's tunable off here; Go's
+/// runtime and musl never register it) returns to user mode without the tracepoint where a
+/// kept interval's user stack is taken late (`on_user_return`): its `d` stacks wait for the
+/// system call's return instead (`on_sys_exit`, loaded with `d`), as whole as the others'.
+/// Taken at the switch-out they would go by frame pointers (no copy of the stack there), and
+/// stop in the C library; left for a return to user mode that never fires, at the thread's
+/// next switch-out, in the next round's file IO, they would not reach `nap`.
+#[test]
+fn switch_d_stacks_of_threads_without_rseq_wait_for_the_calls_return() {
+    if !bpf_available("switch_d_stacks_of_threads_without_rseq_wait_for_the_calls_return") {
+        return;
+    }
+    let _serial = bpf_serial();
+    let dir = fixtures("unwind-no-rseq");
+    let io = dir.join("bin/io");
+    let rounds = 20;
+    let store = dir.join("io");
+    let out = sh(&format!(
+        "GLIBC_TUNABLES=glibc.pthread.rseq=0 stacks-record -e switch:d -- {} {} {rounds} \
+           | stacks-symbolize | stacks-pack {}",
+        io.display(),
+        dir.display(),
+        store.display()
+    ));
+    check(&out, "recording io without rseq");
+    let err = String::from_utf8_lossy(&out.stderr);
+    let stacks = stacks_of(&store, &io, "kind = 'switch' and state = 'sleeping'");
+    let (naps, cut) = whole_and_cut(&stacks, "nap");
+    let unseen = unreported_switches(&err);
+    assert!(
+        cut == 0 && (naps == rounds || (naps < rounds && naps + unseen >= rounds)),
+        "switch: {naps} whole, {cut} cut, {unseen} switches unreported:\n{}\n{err}",
+        show(&stacks)
     );
 }
 

@@ -1,14 +1,17 @@
 /* kinds/switch.bpf.h — the `switch` event: off-CPU intervals: per-thread state in task storage,
  * an interval from switch-out to switch-in measured with the scheduler's own accounting, short
  * ones folded per thread, state and span. The kernel stack is taken at the switch-out (from the
- * cache of unwinds); the user stack of a thread blocked in a system call only if its interval
- * is kept (MIN or longer), at the call's return, in the thread (its user registers and stack
- * stay as they are until then). Included by stacks.bpf.c after common.bpf.h. */
+ * cache of unwinds); the user stack of a thread that returns to user mode through rseq only if
+ * its interval is kept (MIN or longer), at that return, in the thread (its user registers and
+ * stack stay as they are until then). Included by stacks.bpf.c after common.bpf.h. */
 #pragma once
 #include "offtask.bpf.h"
 
 /* Tunables, set by user space before load. */
 const volatile __u32 switch_stacks = 0; /* STACKS_WANT_* */
+/* The kernel has the rseq_update tracepoint and on_user_return is attached to it: the user
+ * stack of a kept interval can wait for the thread's return to user mode. */
+const volatile bool switch_user_return = false;
 /* switch_min_ns (MIN): control.bpf.h, changed while recording. */
 
 /* ---- Off-CPU intervals -------------------------------------------------------------- */
@@ -55,7 +58,7 @@ struct {
 } switch_store SEC(".maps");
 
 /* Threads whose kept interval waits for its user stack (user_pending), over all of them: the
- * program at every system call's return looks no further while there are none. A count only
+ * program at the returns to user mode looks no further while there are none. A count only
  * ever too high (a thread gone without its exit seen) costs that program a lookup, never a
  * stack. */
 volatile __u64 switch_user_pending = 0;
@@ -91,8 +94,8 @@ static __always_inline void flush_folded(struct switch_state *s, struct task_str
 }
 
 /* Send the closed interval that waits for its user stack, taken now when `in_context` (the
- * program runs in the thread itself, still in the system call it left the CPU in): by CFI
- * (`d`) or frame pointers; otherwise without it (its user stack error says so). */
+ * program runs in the thread itself, which has not returned to user mode since it left the
+ * CPU): by CFI (`d`) or frame pointers; otherwise without it (its user stack error says so). */
 static __always_inline void send_pending(void *ctx, struct switch_state *s, bool in_context)
 {
 	if (!s->user_pending)
@@ -167,7 +170,8 @@ static __always_inline void fold_span_is(struct switch_state *s, struct task_str
 enum switch_close {
 	/* At its switch-in, in on_switch for the thread coming back: later, in the thread. */
 	CLOSE_SWITCH_IN,
-	/* At its next switch-out, its switch-in unseen: it may have left that call: none. */
+	/* At its next switch-out, its switch-in unseen: it may have run in user mode since:
+	 * none. */
 	CLOSE_UNSEEN,
 	/* At the end of the recording, in the sleepable task iterator (flush_tasks): the thread
 	 * is off CPU, or in the system call it left the CPU in; read from its memory. */
@@ -185,7 +189,10 @@ static __always_inline void take_later_stacks(struct switch_state *s, struct tas
 	}
 	s->user_later = 0;
 	if (where == CLOSE_END) {
-		end_user_stack(&s->ev, task);
+		/* Not switched since it left the CPU, nor on one now: its user registers are as
+		 * they were then, in a system call or not. */
+		end_user_stack(&s->ev, task,
+			       !task->on_cpu && switches_of(task) == s->out_switches);
 		submit(&s->ev);
 		return;
 	}
@@ -243,14 +250,28 @@ static __always_inline void fold_untraced(struct switch_state *s, struct task_st
 		flush_folded(s, task);
 }
 
+/* Whether `t` returns to user mode through rseq: registered with the kernel (glibc 2.35 and
+ * later register every thread), so every switch-out sets its notify-resume work and its next
+ * return to user mode runs the rseq_update tracepoint, in the thread. A kernel whose
+ * task_struct has no `rseq` pointer (its rseq code laid out anew): never. */
+static __always_inline bool returns_through_rseq(struct task_struct *t)
+{
+	if (!switch_user_return || !bpf_core_field_exists(t->rseq))
+		return false;
+	return BPF_CORE_READ(t, rseq) != NULL;
+}
+
 /* The stacks of a switch-out. The kernel stack now (from the cache of unwinds: the kernel's
  * unwind of a thread off CPU would leave out everything in .sched.text, `mutex_lock` and
- * `io_schedule` with the scheduler). The user stack of a thread in a system call is taken only
- * if the interval is kept (most are short and folded), at the call's return (its user
- * registers and stack stay as they are until then: take_later_stacks); it reads -EAGAIN until
- * then, and stays so if never taken. A thread preempted in user mode or in a page fault moves
- * its user stack on as soon as it runs: taken now, as is every user stack with MIN 0 (all
- * intervals are kept) but `d`'s copy, and `d`'s by frame pointers when the ring is crowded. */
+ * `io_schedule` with the scheduler). A thread's user registers and user stack stay as they
+ * are until it returns to user mode, whether it left the CPU in a system call, a page fault or
+ * preempted: the user stack of a thread that returns through rseq is taken only if the
+ * interval is kept (most are short and folded), at that return (take_later_stacks,
+ * on_user_return); it reads -EAGAIN until then, and stays so if never taken. A `d` stack of a
+ * thread without rseq that left the CPU in a system call waits likewise for the call's return
+ * (on_sys_exit, loaded only with `d`). The others are taken now, as is every user stack with
+ * MIN 0 (all intervals are kept) but `d`'s copy, which goes by frame pointers then, and when
+ * the ring is crowded. */
 static __always_inline void switch_out_stacks(void *ctx, struct switch_state *s,
 					      struct task_struct *prev)
 {
@@ -259,11 +280,11 @@ static __always_inline void switch_out_stacks(void *ctx, struct switch_state *s,
 		return;
 	bool user = switch_stacks & (STACKS_WANT_USER | STACKS_WANT_DWARF);
 	bool dwarf = switch_stacks & STACKS_WANT_DWARF;
-	bool later = user && !(prev->flags & PF_KTHREAD) && prev->mm && (switch_min_ns || dwarf);
-	if (later) {
+	bool later = user && !(prev->flags & PF_KTHREAD) && prev->mm && (switch_min_ns || dwarf) &&
+		     !(dwarf && ringbuf_crowded(STACKS_EV_SWITCH));
+	if (later && !returns_through_rseq(prev)) {
 		struct pt_regs *r = (struct pt_regs *)bpf_task_pt_regs(prev);
-		if (!r || !regs_in_syscall(r) || (dwarf && ringbuf_crowded(STACKS_EV_SWITCH)))
-			later = false;
+		later = dwarf && r && regs_in_syscall(r);
 	}
 	if (!later) {
 		capture_stacks(ctx, &s->ev, switch_stacks & (STACKS_WANT_KERNEL | STACKS_WANT_USER));
@@ -274,10 +295,26 @@ static __always_inline void switch_out_stacks(void *ctx, struct switch_state *s,
 	s->user_later = 1;
 }
 
-/* Every system call's return: a kept interval of the current thread waiting for its user
- * stack takes it now. Every system call of every thread passes here (~60-80 ns of the
- * tracepoint's and the run's own fixed cost beside pgbench, 223,000 calls a second there):
- * loaded only when `switch` takes user stacks, and one load while no thread waits. */
+/* The return to user mode of a thread that left the CPU (rseq_update: from the notify-resume
+ * work every switch-out sets for a thread with rseq, or from a signal's delivery, before its
+ * frame is built), in the thread: a kept interval of it waiting for its user stack takes it
+ * now. Runs about once a switch-in of a user thread, at no system call (a program at
+ * sys_exit makes every call of the host take the kernel's slower path): loaded only when
+ * `switch` takes user stacks, and one load while no thread waits. */
+SEC("tp_btf/rseq_update")
+int BPF_PROG(on_user_return, struct task_struct *t)
+{
+	if (!switch_user_pending)
+		return 0;
+	struct switch_state *s = bpf_task_storage_get(&switch_store, bpf_get_current_task_btf(), 0, 0);
+	if (s && s->user_pending)
+		send_pending(ctx, s, true);
+	return 0;
+}
+
+/* Every system call's return: the same for a `d` stack of a thread without rseq, blocked in
+ * the call. Loaded only with `d` (its copy cannot be taken at every switch-out): every
+ * system call of every process passes here, and the kernel's slower path with it. */
 SEC("tp_btf/sys_exit")
 int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 {
@@ -391,7 +428,8 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 		s->in_runtime = runtime;
 		s->in_switches = switches;
 	}
-	/* Leaving the CPU again in the system call of a pending interval: take its stack now. */
+	/* Leaving the CPU again before its return to user mode, with an interval pending: its user
+	 * stack is as it was; take it now. */
 	send_pending(ctx, s, true);
 	/* 1 switch-out in N is taken (N read once: it may change meanwhile); the others keep
 	 * only what folding needs, their state and span. */
@@ -615,11 +653,11 @@ int flush_tasks(struct bpf_iter__task *ctx)
 		__u64 now = bpf_ktime_get_boot_ns();
 		close_interval(s, task, now > s->out_ts ? now - s->out_ts : 0, now, CLOSE_END);
 	}
-	/* An interval still waiting for its user stack: the thread is still in that system call,
-	 * read from its memory; a `d` stack goes by frame pointers. */
+	/* An interval still waiting for its user stack: read from its memory if the thread is
+	 * still in that system call; a `d` stack goes by frame pointers. */
 	if (s->user_pending) {
 		user_pending_is(s, 0);
-		end_user_stack(&s->ev, task);
+		end_user_stack(&s->ev, task, false);
 		submit(&s->ev);
 	}
 	if (s->fold_start)

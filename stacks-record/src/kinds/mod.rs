@@ -449,11 +449,7 @@ pub(crate) fn check_kernel(spec: &EventSpec) -> Result<()> {
             "{} (the kernel's BTF has no tracepoint {tp}: no btf_trace_{tp})",
             kind.event().unwrap_or("process lifecycle")
         );
-        if btf
-            .type_by_name::<libbpf_rs::btf::BtfType<'_>>(&format!("btf_trace_{tp}"))
-            .is_none()
-            && !missing.contains(&line)
-        {
+        if !has_tracepoint(&btf, tp) && !missing.contains(&line) {
             missing.push(line);
         }
     }
@@ -465,6 +461,18 @@ pub(crate) fn check_kernel(spec: &EventSpec) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Whether `btf` (the kernel's) has tracepoint `tp`: its `btf_trace_TP` type.
+fn has_tracepoint(btf: &libbpf_rs::btf::Btf<'_>, tp: &str) -> bool {
+    btf.type_by_name::<libbpf_rs::btf::BtfType<'_>>(&format!("btf_trace_{tp}"))
+        .is_some()
+}
+
+/// Whether the running kernel has tracepoint `tp` (false when its BTF cannot be read:
+/// check_kernel says why).
+pub(crate) fn kernel_has_tracepoint(tp: &str) -> bool {
+    libbpf_rs::btf::Btf::from_vmlinux().is_ok_and(|btf| has_tracepoint(&btf, tp))
 }
 
 #[cfg(test)]
@@ -489,6 +497,33 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// The always-on configuration (#65) loads no program at the entry or return of system
+    /// calls: any such program makes every call of every process on the host take the
+    /// kernel's slower path, a cost no program's run time shows (docs/cost.md). `switch`'s
+    /// late user stacks wait for the return to user mode (`rseq_update`) instead.
+    #[test]
+    fn the_always_on_events_load_nothing_at_system_calls() {
+        let spec = EventSpec::parse("profile:u:49,state:uk:5,switch:uk,wake:u").unwrap();
+        let mut obj = std::mem::MaybeUninit::uninit();
+        let open = StacksSkelBuilder::default().open(&mut obj).unwrap();
+        let mut loaded = Vec::new();
+        for prog in open.open_object().progs() {
+            let name = prog.name().to_string_lossy().into_owned();
+            if owner(&name).is_some_and(|k| k.loads(&name, &spec)) {
+                loaded.push((name, prog.section().to_string_lossy().into_owned()));
+            }
+        }
+        assert!(loaded.iter().any(|(n, _)| n == "on_switch"), "{loaded:?}");
+        let at_calls: Vec<_> = loaded
+            .iter()
+            .filter(|(_, section)| section.contains("sys_enter") || section.contains("sys_exit"))
+            .collect();
+        assert!(
+            at_calls.is_empty(),
+            "programs at system calls: {at_calls:?}"
+        );
     }
 
     #[test]

@@ -1,8 +1,12 @@
 //! `switch`: off-CPU intervals with the switch-out stack, state and waker, and the short ones
 //! folded per thread and state (bpf/kinds/switch.bpf.h); with `switch:STACKS:MIN:N`, stacks
-//! taken at 1 switch-out in N at random, the kept intervals of those taken standing for N. The user stack of a thread blocked
-//! in a system call is taken only if its interval is kept, at the call's return
-//! (`on_sys_exit`, loaded only with user stacks: it runs at every system call).
+//! taken at 1 switch-out in N at random, the kept intervals of those taken standing for N. The
+//! user stack of a thread that returns to user mode through rseq is taken only if its interval
+//! is kept, at that return (`on_user_return`, at `rseq_update`, loaded only with user stacks);
+//! with `d`, that of a thread without rseq blocked in a system call at the call's return
+//! (`on_sys_exit`).
+
+use std::sync::OnceLock;
 
 use stacks_stream::kind;
 
@@ -19,6 +23,13 @@ info_members!(stacks_off_cpu, stacks_folded);
 
 pub(crate) struct Switch;
 
+/// Whether the kernel has the tracepoint at a thread's return to user mode after a switch
+/// (`rseq_update`, with `CONFIG_RSEQ`): without it every user stack is taken at the switch-out.
+fn user_return() -> bool {
+    static HAS: OnceLock<bool> = OnceLock::new();
+    *HAS.get_or_init(|| super::kernel_has_tracepoint("rseq_update"))
+}
+
 impl EventKind for Switch {
     fn retunes(&self) -> bool {
         true
@@ -32,6 +43,7 @@ impl EventKind for Switch {
         &[
             "on_switch",
             "on_wakeup",
+            "on_user_return",
             "on_sys_exit",
             "flush_tasks",
             "wake_hrtimer_entry",
@@ -51,20 +63,23 @@ impl EventKind for Switch {
     }
 
     /// The timer, interrupt and softirq programs tell which context ran a `wake` record's
-    /// wakeup: only with `wake`. The program at every system call's return takes the user
-    /// stacks left for it: only with user stacks.
+    /// wakeup: only with `wake`. The program at the returns to user mode takes the user
+    /// stacks left for it: only with user stacks, on a kernel with its tracepoint; the one
+    /// at every system call's return, `d` stacks of threads without rseq: only with `d`.
     fn loads(&self, program: &str, spec: &EventSpec) -> bool {
         let Some(on) = spec.get(kind::SWITCH) else {
             return false;
         };
         match program {
-            "on_sys_exit" => on.stacks.user(),
+            "on_user_return" => on.stacks.user() && user_return(),
+            "on_sys_exit" => on.stacks.dwarf(),
             _ => !program.starts_with("wake_") || spec.get(kind::WAKE).is_some(),
         }
     }
 
     fn configure(&self, rodata: &mut rodata, on: Option<&KindArgs>) {
         rodata.switch_stacks = on.map_or(0, |s| s.stacks.mask());
+        rodata.switch_user_return = on.is_some_and(|s| s.stacks.user()) && user_return();
     }
 
     /// MIN and N, written in the BPF object's .bss (control.bpf.h) once loaded and again when
