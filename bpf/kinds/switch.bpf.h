@@ -46,6 +46,9 @@ struct switch_state {
 	 * interval is kept after all (a wait for a CPU made it long). */
 	__u32 wake_noted;
 	__u32 pad2;
+	/* The user stack pointer when `ev`'s user stack was left for later: the thread has not
+	 * returned to user mode while it still reads so. */
+	__u64 later_sp;
 	__u8 wake_note[STACKS_EVENT_HEADER_SIZE];
 	struct stacks_event ev;
 };
@@ -101,6 +104,12 @@ static __always_inline void send_pending(void *ctx, struct switch_state *s, bool
 	if (!s->user_pending)
 		return;
 	user_pending_is(s, 0);
+	/* A user stack pointer moved since the switch-out: the thread ran in user mode since
+	 * (a return the tracepoint did not report), so this stack is not that interval's. */
+	if (in_context) {
+		struct pt_regs *r = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+		in_context = r && r->sp == s->later_sp;
+	}
 	struct stacks_event *e = in_context ? scratch_for(SCRATCH_TASK) : NULL;
 	if (!e || bpf_probe_read_kernel(e, sizeof(*e), &s->ev)) {
 		submit(&s->ev);
@@ -282,10 +291,11 @@ static __always_inline void switch_out_stacks(void *ctx, struct switch_state *s,
 	bool dwarf = switch_stacks & STACKS_WANT_DWARF;
 	bool later = user && !(prev->flags & PF_KTHREAD) && prev->mm && (switch_min_ns || dwarf) &&
 		     !(dwarf && ringbuf_crowded(STACKS_EV_SWITCH));
-	if (later && !returns_through_rseq(prev)) {
-		struct pt_regs *r = (struct pt_regs *)bpf_task_pt_regs(prev);
-		later = dwarf && r && regs_in_syscall(r);
-	}
+	struct pt_regs *r = later ? (struct pt_regs *)bpf_task_pt_regs(prev) : NULL;
+	if (!r)
+		later = false;
+	else if (!returns_through_rseq(prev))
+		later = dwarf && regs_in_syscall(r);
 	if (!later) {
 		capture_stacks(ctx, &s->ev, switch_stacks & (STACKS_WANT_KERNEL | STACKS_WANT_USER));
 		return;
@@ -293,6 +303,7 @@ static __always_inline void switch_out_stacks(void *ctx, struct switch_state *s,
 	capture_stacks(ctx, &s->ev, switch_stacks & STACKS_WANT_KERNEL);
 	s->ev.hdr.ustack_len = -EAGAIN;
 	s->user_later = 1;
+	s->later_sp = r->sp;
 }
 
 /* The return to user mode of a thread that left the CPU (rseq_update: from the notify-resume
