@@ -79,9 +79,22 @@ fn record_store(
     program: &Path,
     args: &str,
 ) -> (PathBuf, String) {
+    record_store_in(dir, name, events, "", program, args)
+}
+
+/// [`record_store`] with environment variables `env` (`NAME=VALUE …`) for the recorder and
+/// the program.
+fn record_store_in(
+    dir: &Path,
+    name: &str,
+    events: &str,
+    env: &str,
+    program: &Path,
+    args: &str,
+) -> (PathBuf, String) {
     let store = dir.join(name);
     let out = sh(&format!(
-        "stacks-record -e {events} -- {} {args} | stacks-symbolize | stacks-pack {}",
+        "{env} stacks-record -e {events} -- {} {args} | stacks-symbolize | stacks-pack {}",
         program.display(),
         store.display()
     ));
@@ -374,16 +387,9 @@ fn switch_d_stacks_of_threads_without_rseq_wait_for_the_calls_return() {
     let dir = fixtures("unwind-no-rseq");
     let io = dir.join("bin/io");
     let rounds = 20;
-    let store = dir.join("io");
-    let out = sh(&format!(
-        "GLIBC_TUNABLES=glibc.pthread.rseq=0 stacks-record -e switch:d -- {} {} {rounds} \
-           | stacks-symbolize | stacks-pack {}",
-        io.display(),
-        dir.display(),
-        store.display()
-    ));
-    check(&out, "recording io without rseq");
-    let err = String::from_utf8_lossy(&out.stderr);
+    let args = format!("{} {rounds}", dir.display());
+    let env = "GLIBC_TUNABLES=glibc.pthread.rseq=0";
+    let (store, err) = record_store_in(&dir, "io", "switch:d", env, &io, &args);
     let stacks = stacks_of(&store, &io, "kind = 'switch' and state = 'sleeping'");
     let (naps, cut) = whole_and_cut(&stacks, "nap");
     let unseen = unreported_switches(&err);

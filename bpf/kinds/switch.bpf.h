@@ -306,20 +306,26 @@ static __always_inline void switch_out_stacks(void *ctx, struct switch_state *s,
 	s->later_sp = r->sp;
 }
 
-/* The return to user mode of a thread that left the CPU (rseq_update: from the notify-resume
- * work every switch-out sets for a thread with rseq, or from a signal's delivery, before its
- * frame is built), in the thread: a kept interval of it waiting for its user stack takes it
- * now. Runs about once a switch-in of a user thread, at no system call (a program at
- * sys_exit makes every call of the host take the kernel's slower path): loaded only when
- * `switch` takes user stacks, and one load while no thread waits. */
-SEC("tp_btf/rseq_update")
-int BPF_PROG(on_user_return, struct task_struct *t)
+/* In the thread itself, before its return to user mode: a kept interval of it waiting for its
+ * user stack takes it now. One load while no thread waits. */
+static __always_inline void take_pending_here(void *ctx)
 {
 	if (!switch_user_pending)
-		return 0;
+		return;
 	struct switch_state *s = bpf_task_storage_get(&switch_store, bpf_get_current_task_btf(), 0, 0);
 	if (s && s->user_pending)
 		send_pending(ctx, s, true);
+}
+
+/* The return to user mode of a thread that left the CPU (rseq_update: from the notify-resume
+ * work every switch-out sets for a thread with rseq, or from a signal's delivery, before its
+ * frame is built). Runs about once a switch-in of a user thread, at no system call (a program
+ * at sys_exit makes every call of the host take the kernel's slower path): loaded only when
+ * `switch` takes user stacks. */
+SEC("tp_btf/rseq_update")
+int BPF_PROG(on_user_return, struct task_struct *t)
+{
+	take_pending_here(ctx);
 	return 0;
 }
 
@@ -329,11 +335,7 @@ int BPF_PROG(on_user_return, struct task_struct *t)
 SEC("tp_btf/sys_exit")
 int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
 {
-	if (!switch_user_pending)
-		return 0;
-	struct switch_state *s = bpf_task_storage_get(&switch_store, bpf_get_current_task_btf(), 0, 0);
-	if (s && s->user_pending)
-		send_pending(ctx, s, true);
+	take_pending_here(ctx);
 	return 0;
 }
 
