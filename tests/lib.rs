@@ -525,3 +525,16 @@ pub fn metric_samples(text: &str) -> std::collections::BTreeMap<String, f64> {
         })
         .collect()
 }
+
+/// The switches a recording's summary (stacks-record's stderr) says the sched_switch
+/// tracepoint did not report (0 when none): on 6.18 under CPU contention a switch now and then
+/// runs no program, and an interval whose switch-in was not reported closes at the thread's
+/// next switch-out (docs/format.md).
+pub fn unreported_switches(stderr: &str) -> i64 {
+    stderr
+        .split("off-CPU time of ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}

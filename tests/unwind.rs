@@ -13,7 +13,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use stacks_tests::{ScratchDir, bpf_available, bpf_serial, check, scratch, sh};
+use stacks_tests::{
+    ScratchDir, bpf_available, bpf_serial, check, scratch, sh, unreported_switches,
+};
 
 /// The fixtures built into a scratch directory (tests/fixtures/unwind/build.sh).
 fn fixtures(test: &str) -> ScratchDir {
@@ -176,16 +178,6 @@ fn show(stacks: &[Stack]) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
-}
-
-/// The switches the recording's summary says the tracepoint did not report (0 when none).
-fn unreported_switches(stderr: &str) -> i64 {
-    stderr
-        .split("off-CPU time of ")
-        .nth(1)
-        .and_then(|rest| rest.split(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
 }
 
 const CHAIN: [&str; 5] = ["main", "a_fn", "b_fn", "c_fn", "leaf"];
