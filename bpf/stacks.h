@@ -147,6 +147,15 @@ enum stacks_drop {
 	STACKS_DROP_KSTACK_WRONG,
 	/* Not a loss: re-checks of served entries that agreed with the kernel's unwind. */
 	STACKS_DROP_KSTACK_AGREED,
+	/* Not a loss: kernel stacks of kept off-CPU intervals served from that cache at their
+	 * switch-in (the switch-out only noted where ctx was). */
+	STACKS_DROP_KSTACK_LATE,
+	/* Kernel stacks of kept off-CPU intervals whose switch-in found no entry held: unwound
+	 * by the kernel there, without the frames in .sched.text. */
+	STACKS_DROP_KSTACK_LATE_UNWOUND,
+	/* Not a loss: with every use re-checked, switch-ins whose entry agreed with the unwind
+	 * at the switch-out. */
+	STACKS_DROP_KSTACK_LATE_AGREED,
 	/* Not a loss: `block:n` requests kept in the in-flight table because their slot was held
 	 * by another request (kinds/block.bpf.h). */
 	STACKS_DROP_BLOCK_TABLED,

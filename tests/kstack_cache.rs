@@ -27,6 +27,29 @@ fn cache_counts(summary: &str) -> Option<(u64, u64, u64)> {
     Some((served, agreed, different))
 }
 
+/// (from the cache, unwound without the scheduler's frames, checked) from the summary's
+/// "kernel stacks of kept off-CPU intervals at their switch-in: S from the cache, U unwound
+/// without the scheduler's frames, C checked against the switch-out's unwind"; zeros when
+/// absent.
+fn late_counts(summary: &str) -> (u64, u64, u64) {
+    let Some((_, after)) =
+        summary.split_once("kernel stacks of kept off-CPU intervals at their switch-in: ")
+    else {
+        return (0, 0, 0);
+    };
+    let mut n = after.split(", ").take(3).map(|p| {
+        p.split(' ')
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    });
+    (
+        n.next().unwrap_or(0),
+        n.next().unwrap_or(0),
+        n.next().unwrap_or(0),
+    )
+}
+
 /// Events with a kernel stack by kind, in the summary's "events: block 5225, …".
 fn events(summary: &str, kind: &str) -> u64 {
     summary
@@ -74,6 +97,18 @@ fn the_cache_agrees_with_the_kernels_unwinds_of_a_varied_workload() {
         assert!(events(&summary, kind) > 500, "few {kind} events: {summary}");
     }
     assert!(agreed > 10_000, "only {agreed} re-checks agreed: {summary}");
+    // Every kept interval's switch-in checked the entry it would have served (taking the
+    // stack at the switch-in instead of the switch-out) against the switch-out's unwind.
+    let (late, unwound, checked) = late_counts(&summary);
+    assert_eq!(
+        (late, unwound),
+        (0, 0),
+        "STACKS_KSTACK_RECHECK=1 serves nothing at switch-ins: {summary}"
+    );
+    assert!(
+        checked > 500,
+        "only {checked} switch-ins checked against the unwind: {summary}"
+    );
 }
 
 /// Count of each kernel stack (as its addresses) of kind `kind` in an Arrow IPC file, leaving
@@ -187,4 +222,58 @@ fn the_summary_counts_are_read() {
     assert_eq!(events(s, "block"), 12);
     assert_eq!(events(s, "vfs"), 7);
     assert_eq!(events(s, "net"), 0);
+}
+
+/// Kernel stacks of kept off-CPU intervals (`switch:k`, MIN at its default) are taken at the
+/// switch-in from the cache: the sleeper's stack is the one `--kernel-stacks-unwound` takes at
+/// its switch-out, scheduler's frames and all, and few switch-ins fall back to the kernel's
+/// unwind of the sleeping thread.
+#[test]
+fn kept_intervals_take_their_kernel_stacks_at_the_switch_in() {
+    if !bpf_available("kept_intervals_take_their_kernel_stacks_at_the_switch_in") {
+        return;
+    }
+    let _serial = bpf_serial();
+    let dir = scratch("kstack-late");
+    let d = dir.display();
+    let record = |flags: &str, name: &str| {
+        let out = sh(&format!(
+            "stacks-record {flags} -e switch:k -o {d}/{name}.arrow -- \
+               stacks-workload sleep --count 800 --ms 2"
+        ));
+        check(&out, &format!("record the sleeps ({name})"));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let cached = record("", "cached");
+    let unwound = record("--kernel-stacks-unwound", "unwound");
+    let (late, fell_back, _) = late_counts(&cached);
+    assert_eq!(
+        late_counts(&unwound),
+        (0, 0, 0),
+        "--kernel-stacks-unwound took stacks at switch-ins: {unwound}"
+    );
+    // 800 sleeps of 2 ms: each a kept interval. The first at each of a system call's random
+    // stack offsets are taken at the switch-out (they teach the cache); most of the rest at
+    // the switch-in, from the cache.
+    assert!(
+        late >= 400,
+        "{late} kernel stacks from the cache at switch-ins: {cached}"
+    );
+    assert!(
+        fell_back * 20 <= late,
+        "{fell_back} switch-ins unwound without the scheduler's frames, {late} from the cache: {cached}"
+    );
+    let top = |path: &std::path::Path| {
+        let counts = kstacks(path, "switch");
+        let total: u64 = counts.values().sum();
+        let (stack, n) = counts.into_iter().max_by_key(|(_, n)| *n).expect("stacks");
+        (stack, n as f64 / total as f64)
+    };
+    let (a, share_a) = top(&dir.join("cached.arrow"));
+    let (b, share_b) = top(&dir.join("unwound.arrow"));
+    assert_eq!(a, b, "the sleeps' kernel stack differs");
+    assert!(
+        share_a > 0.8 && (share_a - share_b).abs() < 0.05,
+        "the sleeps' stack: its share is {share_a:.3} cached, {share_b:.3} unwound"
+    );
 }

@@ -45,6 +45,10 @@ struct switch_state {
 	 * switch-out (no stacks taken then): its record, header and info only, sent if the
 	 * interval is kept after all (a wait for a CPU made it long). */
 	__u32 wake_noted;
+	/* Where ctx was in the thread's stack at the switch-out (kstack_ctx_at; 0: not known). */
+	__u32 kernel_at;
+	/* The kernel stack is left for the switch-in (kstack.bpf.h): `ev` has none yet. */
+	__u32 kernel_later;
 	__u32 pad2;
 	/* The user stack pointer when `ev`'s user stack was left for later: the thread has not
 	 * returned to user mode while it still reads so. */
@@ -60,18 +64,23 @@ struct {
 	__type(value, struct switch_state);
 } switch_store SEC(".maps");
 
-/* Threads whose kept interval waits for its user stack (user_pending), over all of them: the
- * program at the returns to user mode looks no further while there are none. A count only
- * ever too high (a thread gone without its exit seen) costs that program a lookup, never a
- * stack. */
-volatile __u64 switch_user_pending = 0;
+/* Per CPU: the tid of the thread it switched in last when that thread's kept interval waits for
+ * its user stack (0: none). Such a thread returns to user mode on this CPU, or leaves it again
+ * first (on_switch then takes the stack): the program at the return to user mode looks no
+ * further than this for every other thread, where a task-storage lookup at every return
+ * cost ~200 ns. A switch the tracepoint did not report leaves it naming a thread no longer
+ * here: that thread's stack is then not taken at its return (its next switch-out finds its
+ * user stack pointer moved, and sends the row without it). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} switch_pending_here SEC(".maps");
 
 static __always_inline void user_pending_is(struct switch_state *s, __u32 on)
 {
-	if (s->user_pending == on)
-		return;
 	s->user_pending = on;
-	__sync_fetch_and_add(&switch_user_pending, on ? 1 : (__u64)-1);
 }
 
 /* Emit the folded short off-CPU intervals of a thread and reset them. */
@@ -208,6 +217,34 @@ static __always_inline void take_later_stacks(struct switch_state *s, struct tas
 	user_pending_is(s, 1);
 }
 
+/* A kept interval's kernel stack left for its switch-in (kstack.bpf.h), taken now if the thread
+ * has not run since its switch-out: at its switch-in, or off CPU at the end of the recording;
+ * otherwise none (-EAGAIN). With every use re-checked, the stack unwound at the switch-out is
+ * compared with the entry the switch-in would have served instead. */
+static __always_inline void kernel_stack_at_close(struct switch_state *s, struct task_struct *task,
+						  enum switch_close where)
+{
+	__u32 at = s->kernel_at;
+	bool later = s->kernel_later;
+	s->kernel_later = 0;
+	if (!at || (!later && kstack_recheck != 1))
+		return;
+	bool unmoved = where != CLOSE_UNSEEN && switches_of(task) == s->out_switches &&
+		       (where == CLOSE_SWITCH_IN || !task->on_cpu);
+	if (!later) {
+		if (unmoved && s->ev.hdr.kstack_len > 0)
+			kstack_check_at_switch_in(&s->ev, task, at, (__u32)s->ev.hdr.kstack_len);
+		return;
+	}
+	long bytes = unmoved ? kstack_at_switch_in(&s->ev, task, at) : -EAGAIN;
+	if (bytes < 0) {
+		s->ev.hdr.kstack_len = (__s32)bytes;
+	} else {
+		__u32 k = (__u32)bytes / 8;
+		s->ev.hdr.kstack_len = (__s32)(k > STACKS_MAX_DEPTH ? STACKS_MAX_DEPTH : k);
+	}
+}
+
 /* Close the open interval of `task` (state `s`) after `off` ns off CPU, ending at `end`:
  * emitted with its switch-out stacks (those left to take taken as `where` allows), or folded
  * when shorter than the minimum. */
@@ -228,6 +265,7 @@ static __always_inline void close_interval(struct switch_state *s, struct task_s
 		}
 		s->ev.info.off_cpu.off_ns = off;
 		s->ev.info.off_cpu.waker = s->waker;
+		kernel_stack_at_close(s, task, where);
 		take_later_stacks(s, task, where);
 	} else {
 		s->user_later = 0;
@@ -285,10 +323,13 @@ static __always_inline void switch_out_stacks(void *ctx, struct switch_state *s,
 					      struct task_struct *prev)
 {
 	s->user_later = 0;
+	s->kernel_at = 0;
+	s->kernel_later = 0;
 	if (!switch_stacks)
 		return;
 	bool user = switch_stacks & (STACKS_WANT_USER | STACKS_WANT_DWARF);
 	bool dwarf = switch_stacks & STACKS_WANT_DWARF;
+	bool kernel = switch_stacks & STACKS_WANT_KERNEL;
 	bool later = user && !(prev->flags & PF_KTHREAD) && prev->mm && (switch_min_ns || dwarf) &&
 		     !(dwarf && ringbuf_crowded(STACKS_EV_SWITCH));
 	struct pt_regs *r = later ? (struct pt_regs *)bpf_task_pt_regs(prev) : NULL;
@@ -296,23 +337,59 @@ static __always_inline void switch_out_stacks(void *ctx, struct switch_state *s,
 		later = false;
 	else if (!returns_through_rseq(prev))
 		later = dwarf && regs_in_syscall(r);
-	if (!later) {
-		capture_stacks(ctx, &s->ev, switch_stacks & (STACKS_WANT_KERNEL | STACKS_WANT_USER));
-		return;
+	/* The kernel stack waits for the switch-in when the user stack does or is not wanted (a
+	 * user stack taken now goes after the kernel's frames), and only a kept interval takes it. */
+	bool fresh = false;
+	if (kernel && (later || !user) && (switch_min_ns || kstack_recheck == 1) &&
+	    kstack_late_on()) {
+		s->kernel_at = kstack_ctx_at(ctx, prev);
+		s->kernel_later = s->kernel_at && switch_min_ns &&
+				  kstack_leave_for_switch_in(prev, s->kernel_at, &fresh);
 	}
-	capture_stacks(ctx, &s->ev, switch_stacks & STACKS_WANT_KERNEL);
+	__u32 want = switch_stacks & (STACKS_WANT_KERNEL | STACKS_WANT_USER);
+	if (s->kernel_later)
+		want &= ~STACKS_WANT_KERNEL;
+	if (later)
+		want &= ~STACKS_WANT_USER;
+	if (fresh && (want & STACKS_WANT_KERNEL)) {
+		/* A re-check: unwound whatever the cache holds, and compared with it. */
+		long n = kstack_capture(ctx, &s->ev, STACKS_EV_SWITCH, true);
+		__u32 k = 0;
+		if (n < 0) {
+			s->ev.hdr.kstack_len = (__s32)n;
+		} else {
+			k = (__u32)n / 8;
+			if (k > STACKS_MAX_DEPTH)
+				k = STACKS_MAX_DEPTH;
+			s->ev.hdr.kstack_len = (__s32)k;
+		}
+		if (want & STACKS_WANT_USER)
+			capture_user(ctx, &s->ev, k);
+	} else {
+		capture_stacks(ctx, &s->ev, want);
+	}
+	if (s->kernel_later)
+		s->ev.hdr.kstack_len = -EAGAIN;
+	if (!later)
+		return;
 	s->ev.hdr.ustack_len = -EAGAIN;
 	s->user_later = 1;
 	s->later_sp = r->sp;
 }
 
 /* In the thread itself, before its return to user mode: a kept interval of it waiting for its
- * user stack takes it now. One load while no thread waits. */
+ * user stack takes it now. A per-CPU load and a compare for every other thread. */
 static __always_inline void take_pending_here(void *ctx)
 {
-	if (!switch_user_pending)
+	__u32 zero = 0;
+	__u32 *here = bpf_map_lookup_elem(&switch_pending_here, &zero);
+	if (!here || !*here)
 		return;
-	struct switch_state *s = bpf_task_storage_get(&switch_store, bpf_get_current_task_btf(), 0, 0);
+	struct task_struct *cur = bpf_get_current_task_btf();
+	if (*here != (__u32)cur->pid)
+		return;
+	*here = 0;
+	struct switch_state *s = bpf_task_storage_get(&switch_store, cur, 0, 0);
 	if (s && s->user_pending)
 		send_pending(ctx, s, true);
 }
@@ -409,6 +486,10 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 		s->in_runtime = runtime;
 		s->in_switches = switches;
 	}
+	__u32 zero = 0;
+	__u32 *here = bpf_map_lookup_elem(&switch_pending_here, &zero);
+	if (here)
+		*here = s && s->user_pending ? (__u32)next->pid : 0;
 
 	/* The thread leaving: remember when, why, and its stacks. */
 	__u32 tgid = prev->tgid;
@@ -451,6 +532,8 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	s->ev.info.off_cpu.state = switch_state_of(preempt, prev_state);
 	if (s->untaken) {
 		s->user_later = 0;
+		s->kernel_at = 0;
+		s->kernel_later = 0;
 		read_span(&s->ev.hdr.span);
 	} else {
 		/* The thread leaving runs here: its CPU is this one (a plain load, not a helper

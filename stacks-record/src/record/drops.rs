@@ -122,6 +122,15 @@ pub(crate) struct Drops {
     pub kstacks_wrong: u64,
     /// Re-checks of served kernel stacks that agreed (`STACKS_DROP_KSTACK_AGREED`).
     pub kstacks_agreed: u64,
+    /// Kernel stacks of kept off-CPU intervals served from the cache at their switch-in
+    /// (`STACKS_DROP_KSTACK_LATE`).
+    pub kstacks_late: u64,
+    /// Kernel stacks of kept off-CPU intervals unwound at their switch-in, without the frames
+    /// in `.sched.text` (`STACKS_DROP_KSTACK_LATE_UNWOUND`).
+    pub kstacks_late_unwound: u64,
+    /// With every use re-checked: switch-ins whose entry agreed with the switch-out's unwind
+    /// (`STACKS_DROP_KSTACK_LATE_AGREED`).
+    pub kstacks_late_agreed: u64,
     /// `block:n` requests kept in the in-flight table, their slot held by another (not lost:
     /// see `STACKS_DROP_BLOCK_TABLED`).
     pub block_tabled: u64,
@@ -206,6 +215,9 @@ impl Drops {
             Drop::STACKS_DROP_KSTACK_CACHED => &mut self.kstacks_cached,
             Drop::STACKS_DROP_KSTACK_WRONG => &mut self.kstacks_wrong,
             Drop::STACKS_DROP_KSTACK_AGREED => &mut self.kstacks_agreed,
+            Drop::STACKS_DROP_KSTACK_LATE => &mut self.kstacks_late,
+            Drop::STACKS_DROP_KSTACK_LATE_UNWOUND => &mut self.kstacks_late_unwound,
+            Drop::STACKS_DROP_KSTACK_LATE_AGREED => &mut self.kstacks_late_agreed,
             Drop::STACKS_DROP_BLOCK_TABLED => &mut self.block_tabled,
             _ => return None,
         })
@@ -247,6 +259,12 @@ impl Drops {
             inferred.push_str(&format!(
                 "; {} kernel stacks from the cache of checked unwinds, re-checks: {} agreed, {} found different",
                 self.kstacks_cached, self.kstacks_agreed, self.kstacks_wrong
+            ));
+        }
+        if self.kstacks_late + self.kstacks_late_unwound + self.kstacks_late_agreed > 0 {
+            inferred.push_str(&format!(
+                "; kernel stacks of kept off-CPU intervals at their switch-in: {} from the cache, {} unwound without the scheduler's frames, {} checked against the switch-out's unwind",
+                self.kstacks_late, self.kstacks_late_unwound, self.kstacks_late_agreed
             ));
         }
         if self.block_tabled > 0 {
