@@ -296,6 +296,18 @@ static __always_inline bool kc_same(struct kc_entry *c, struct stacks_event *e, 
 	return true;
 }
 
+/* Entry c's frames into e->frames: the bytes written, as bpf_get_stack. */
+static __always_inline long kc_serve(struct kc_entry *c, struct stacks_event *e)
+{
+	__u32 n = c->n;
+	for (__u32 i = 0; i < KC_FRAMES; i++) {
+		if (i >= n)
+			break;
+		e->frames[i] = c->ip[i];
+	}
+	return (long)n * 8;
+}
+
 /* The kind of a `switch` key in the thread's stack: with the system call the thread is in
  * (orig_ax, -1 outside one) in its high half. The kernel moves a system call's stack by a
  * random offset at each entry, so each place of ctx is shared by many code paths (beside
@@ -417,14 +429,8 @@ __noinline long kstack_capture(void *ctx __arg_ctx, struct stacks_event *e, __u3
 			kc_trust_place(&key);
 		if (check && c && c->agreed >= KC_TRUST && kstack_recheck > 1 && !fresh &&
 		    (++s->served % kstack_recheck)) {
-			__u32 n = c->n;
-			for (__u32 i = 0; i < KC_FRAMES; i++) {
-				if (i >= n)
-					break;
-				e->frames[i] = c->ip[i];
-			}
 			count_drop(STACKS_DROP_KSTACK_CACHED);
-			return (long)n * 8;
+			return kc_serve(c, e);
 		}
 	}
 	long bytes = bpf_get_stack(ctx, e->frames, STACK_BYTES, 0);
@@ -599,14 +605,8 @@ __noinline long kstack_late(struct stacks_event *e, __u64 base, __u64 kind_at, _
 			}
 			return 0;
 		}
-		__u32 m = c->n;
-		for (__u32 i = 0; i < KC_FRAMES; i++) {
-			if (i >= m)
-				break;
-			e->frames[i] = c->ip[i];
-		}
 		count_drop(STACKS_DROP_KSTACK_LATE);
-		return (long)m * 8;
+		return kc_serve(c, e);
 	}
 	return -ENOENT;
 }

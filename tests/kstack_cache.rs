@@ -198,20 +198,26 @@ fn served_kernel_stacks_are_the_unwound_ones() {
     // Each kind's reads have one stack (the pread64 path): the same one both ways, as the
     // greater part of its events (of switch: of its waits, preemptions left out).
     for kind in ["block", "vfs", "switch"] {
-        let top = |path: &std::path::Path| {
-            let counts = kstacks(path, kind);
-            let total: u64 = counts.values().sum();
-            let (stack, n) = counts.into_iter().max_by_key(|(_, n)| *n).expect("stacks");
-            (stack, n as f64 / total as f64)
-        };
-        let (a, share_a) = top(&dir.join("cached.arrow"));
-        let (b, share_b) = top(&dir.join("unwound.arrow"));
-        assert_eq!(a, b, "{kind}: the most common kernel stack differs");
-        assert!(
-            share_a > 0.8 && (share_a - share_b).abs() < 0.05,
-            "{kind}: its share is {share_a:.3} cached, {share_b:.3} unwound"
-        );
+        same_top_stack(&dir, kind);
     }
+}
+
+/// The most common kernel stack of kind `kind` in `DIR/cached.arrow` is `DIR/unwound.arrow`'s,
+/// with more than 80% of its events there and a share within 5 points of the other's.
+fn same_top_stack(dir: &std::path::Path, kind: &str) {
+    let top = |path: &std::path::Path| {
+        let counts = kstacks(path, kind);
+        let total: u64 = counts.values().sum();
+        let (stack, n) = counts.into_iter().max_by_key(|(_, n)| *n).expect("stacks");
+        (stack, n as f64 / total as f64)
+    };
+    let (a, share_a) = top(&dir.join("cached.arrow"));
+    let (b, share_b) = top(&dir.join("unwound.arrow"));
+    assert_eq!(a, b, "{kind}: the most common kernel stack differs");
+    assert!(
+        share_a > 0.8 && (share_a - share_b).abs() < 0.05,
+        "{kind}: its share is {share_a:.3} cached, {share_b:.3} unwound"
+    );
 }
 
 #[test]
@@ -263,17 +269,5 @@ fn kept_intervals_take_their_kernel_stacks_at_the_switch_in() {
         fell_back * 20 <= late,
         "{fell_back} switch-ins unwound without the scheduler's frames, {late} from the cache: {cached}"
     );
-    let top = |path: &std::path::Path| {
-        let counts = kstacks(path, "switch");
-        let total: u64 = counts.values().sum();
-        let (stack, n) = counts.into_iter().max_by_key(|(_, n)| *n).expect("stacks");
-        (stack, n as f64 / total as f64)
-    };
-    let (a, share_a) = top(&dir.join("cached.arrow"));
-    let (b, share_b) = top(&dir.join("unwound.arrow"));
-    assert_eq!(a, b, "the sleeps' kernel stack differs");
-    assert!(
-        share_a > 0.8 && (share_a - share_b).abs() < 0.05,
-        "the sleeps' stack: its share is {share_a:.3} cached, {share_b:.3} unwound"
-    );
+    same_top_stack(&dir, "switch");
 }
