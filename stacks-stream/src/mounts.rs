@@ -15,6 +15,9 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Component, Path};
 use std::sync::Mutex;
 
+mod of_process;
+pub use of_process::{forget_idle, on_fuse};
+
 /// One line of a mount table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mount {
@@ -59,8 +62,17 @@ pub fn is_fuse(fstype: &str) -> bool {
 /// mount point is the longest prefix of `path` (whole components). The path is taken as it
 /// is written: a symbolic link in it is not seen.
 pub fn fuse_in(mountinfo: &str, path: &str) -> bool {
+    fuse_among(parse(mountinfo), path)
+}
+
+/// [`fuse_in`] over mounts already parsed, in their table's order.
+fn fuse_among<M: std::borrow::Borrow<Mount>>(
+    mounts: impl IntoIterator<Item = M>,
+    path: &str,
+) -> bool {
     let mut best: Option<(usize, bool)> = None;
-    for m in parse(mountinfo) {
+    for m in mounts {
+        let m = m.borrow();
         let under = m.point == "/"
             || path == m.point
             || path
@@ -72,12 +84,6 @@ pub fn fuse_in(mountinfo: &str, path: &str) -> bool {
         }
     }
     best.is_some_and(|(_, fuse)| fuse)
-}
-
-/// Whether `path`, as process `pid` sees it, lies on a FUSE mount by its mount table
-/// ([`fuse_in`]); false when the table cannot be read (the process is gone).
-pub fn on_fuse(pid: u32, path: &str) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).is_ok_and(|text| fuse_in(&text, path))
 }
 
 /// Why [`open_off_fuse`] did not open a file.
@@ -303,17 +309,7 @@ impl Table {
 
     /// Whether the kernel reports a change of the mount table since it was last read.
     fn changed(&self) -> bool {
-        let Some(file) = &self.file else {
-            return true;
-        };
-        let mut p = libc::pollfd {
-            fd: file.as_raw_fd(),
-            events: libc::POLLPRI,
-            revents: 0,
-        };
-        // SAFETY: one valid `pollfd`, no waiting.
-        let n = unsafe { libc::poll(&raw mut p, 1, 0) };
-        n != 0 && p.revents & (libc::POLLPRI | libc::POLLERR) != 0
+        self.file.as_ref().is_none_or(changed)
     }
 
     fn read(&mut self) -> std::io::Result<()> {
@@ -321,13 +317,32 @@ impl Table {
             Some(f) => f,
             None => self.file.insert(File::open("/proc/self/mountinfo")?),
         };
-        // Read from the start, after a `poll` that took the change event.
-        file.rewind()?;
-        let mut text = String::new();
-        file.read_to_string(&mut text)?;
+        let text = read_again(file)?;
         self.mounts = parse(&text).map(|m| (m.id, m)).collect();
         Ok(())
     }
+}
+
+/// Whether the kernel reports a change of the mount table open as `file` (a
+/// `/proc/PID/mountinfo`: its namespace's mounts) since it was opened or last polled.
+fn changed(file: &File) -> bool {
+    let mut p = libc::pollfd {
+        fd: file.as_raw_fd(),
+        events: libc::POLLPRI,
+        revents: 0,
+    };
+    // SAFETY: one valid `pollfd`, no waiting.
+    let n = unsafe { libc::poll(&raw mut p, 1, 0) };
+    n != 0 && p.revents & (libc::POLLPRI | libc::POLLERR) != 0
+}
+
+/// The whole text of a mount table open as `file`, read from its start (again, after a
+/// [`changed`] that took the change event).
+fn read_again(file: &mut File) -> std::io::Result<String> {
+    file.rewind()?;
+    let mut text = String::new();
+    file.read_to_string(&mut text)?;
+    Ok(text)
 }
 
 #[cfg(test)]

@@ -413,6 +413,7 @@ impl Recorder<'_, '_> {
     fn write(&mut self, out: &mut OutputStream) -> Result<()> {
         self.runs.poll(self.skel);
         self.conv.forget_exited();
+        stacks_stream::mounts::forget_idle();
         if let Some(agg) = &mut self.agg {
             agg.flip();
         }
