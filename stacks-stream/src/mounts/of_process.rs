@@ -1,8 +1,7 @@
 //! The mount tables of other processes ([`on_fuse`]), kept per view: one per mount namespace
 //! and root. Every process of a host (or of a container) has the same table, and the recorder
-//! checks each file a new process maps. Reading the table each time costs more than reading
-//! the process's memory maps on a host with many mounts. A view is read once and again only
-//! when the kernel reports a change in its namespace (`poll` on the open table).
+//! checks each file a new process maps against it. A view is read once, and again only when
+//! the kernel reports a change in its namespace (`poll` on the open table).
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -11,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::{Mount, changed, fuse_among, fuse_in, parse, read_again};
+use super::{Mount, changed, fuse_among, parse, read_again};
 
 /// A view unused this long is closed: its open table holds its namespace's mounts (a
 /// container's, after its processes exited) until then.
@@ -59,19 +58,18 @@ pub fn on_fuse(pid: u32, path: &str) -> bool {
     };
     let now = Instant::now();
     let mut views = VIEWS.lock().unwrap_or_else(|p| p.into_inner());
-    views.retain(|_, v| now.duration_since(v.used) < IDLE);
+    drop_idle(&mut views, now);
     if let Some(view) = views.get_mut(&key) {
-        if changed(&view.file) {
-            match read_again(&mut view.file) {
-                Ok(text) => view.mounts = parse(&text).collect(),
-                Err(_) => {
-                    views.remove(&key);
-                    return read_once(pid, path);
-                }
-            }
+        let current = !changed(&view.file)
+            || read_again(&mut view.file)
+                .map(|text| view.mounts = parse(&text).collect())
+                .is_ok();
+        if current {
+            view.used = now;
+            return fuse_among(&view.mounts, path);
         }
-        view.used = now;
-        return fuse_among(&view.mounts, path);
+        // A table that can no longer be read is opened afresh below.
+        views.remove(&key);
     }
     let Ok(mut file) = File::open(format!("/proc/{pid}/mountinfo")) else {
         return false;
@@ -79,11 +77,11 @@ pub fn on_fuse(pid: u32, path: &str) -> bool {
     let Ok(text) = read_again(&mut file) else {
         return false;
     };
-    let fuse = fuse_in(&text, path);
+    let mounts: Vec<Mount> = parse(&text).collect();
+    let fuse = fuse_among(&mounts, path);
     // Kept only when the process had the same namespace and root after the table was read
     // as before (it may have entered another between the two).
     if views.len() < MAX_VIEWS && key_of(pid).as_ref() == Some(&key) {
-        let mounts = parse(&text).collect();
         views.insert(
             key,
             View {
@@ -96,19 +94,17 @@ pub fn on_fuse(pid: u32, path: &str) -> bool {
     fuse
 }
 
-/// [`on_fuse`] by a table read for this check alone.
-fn read_once(pid: u32, path: &str) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).is_ok_and(|text| fuse_in(&text, path))
-}
-
 /// Close the views unused for a while: call now and then (the recorder does at each flush),
 /// so that a namespace whose processes have all exited is not held by its open table.
 pub fn forget_idle() {
-    let now = Instant::now();
-    VIEWS
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .retain(|_, v| now.duration_since(v.used) < IDLE);
+    drop_idle(
+        &mut VIEWS.lock().unwrap_or_else(|p| p.into_inner()),
+        Instant::now(),
+    );
+}
+
+fn drop_idle(views: &mut BTreeMap<Key, View>, now: Instant) {
+    views.retain(|_, v| now.duration_since(v.used) < IDLE);
 }
 
 /// Views open now.
